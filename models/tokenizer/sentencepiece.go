@@ -1,0 +1,182 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// spaceMark is how SentencePiece writes a space inside pieces (U+2581).
+// llama2.c's tokenizer.bin stores plain spaces instead, so pieces are
+// normalised to spaces on load and both sources match the same text.
+const spaceMark = "\u2581"
+
+// SentencePiece is a SentencePiece-style BPE tokenizer. It is immutable
+// after construction and safe for concurrent use.
+type SentencePiece struct {
+	pieces []string  // as given, for Piece
+	text   []string  // what each id stands for: spaces for ▁, the raw byte for Byte pieces, "" for Control
+	scores []float32 // merge priority: higher merges first
+	types  []TokenType
+	lookup map[string]int // text of Normal and UserDefined pieces → lowest id with that text
+	byteID [256]int       // id of the <0xNN> piece for each byte, -1 if missing
+	space  int            // id of the " " piece used as dummy prefix, -1 if missing
+
+	bos, eos, unk int
+}
+
+var _ Tokenizer = (*SentencePiece)(nil)
+
+// NewSentencePiece builds a tokenizer from a vocabulary, as found in GGUF
+// metadata or a tokenizer file. types may be nil, as in llama2.c files: then
+// <0xNN> pieces are bytes, bos and eos (and the pieces <s>, </s>) are
+// control tokens, unk (and <unk>) is the unknown token, and the rest is
+// normal. bos, eos and unk may be -1 when the vocabulary has no such token.
+func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int) (*SentencePiece, error) {
+	n := len(pieces)
+	if n == 0 {
+		return nil, errors.New("tokenizer: empty vocabulary")
+	}
+	if len(scores) != n {
+		return nil, fmt.Errorf("tokenizer: %d scores for %d pieces", len(scores), n)
+	}
+	if types != nil && len(types) != n {
+		return nil, fmt.Errorf("tokenizer: %d token types for %d pieces", len(types), n)
+	}
+	for _, s := range []struct {
+		name string
+		id   int
+	}{{"bos", bos}, {"eos", eos}, {"unk", unk}} {
+		if s.id < -1 || s.id >= n {
+			return nil, fmt.Errorf("tokenizer: %s id %d out of range [-1, %d)", s.name, s.id, n)
+		}
+	}
+
+	t := &SentencePiece{
+		pieces: slices.Clone(pieces),
+		text:   make([]string, n),
+		scores: slices.Clone(scores),
+		types:  make([]TokenType, n),
+		lookup: make(map[string]int, n),
+		space:  -1,
+		bos:    bos,
+		eos:    eos,
+		unk:    unk,
+	}
+	for i := range t.byteID {
+		t.byteID[i] = -1
+	}
+	for id, p := range pieces {
+		typ := inferType(id, p, bos, eos, unk)
+		if types != nil {
+			typ = TokenType(types[id])
+		}
+		if typ < TypeNormal || typ > TypeByte {
+			return nil, fmt.Errorf("tokenizer: piece %d (%q) has invalid type %d", id, p, typ)
+		}
+		t.types[id] = typ
+
+		switch typ {
+		case TypeControl:
+			// Control tokens carry no text.
+		case TypeByte:
+			b, ok := parseBytePiece(p)
+			if !ok {
+				return nil, fmt.Errorf("tokenizer: byte piece %d is %q, want <0xNN>", id, p)
+			}
+			t.text[id] = string([]byte{b})
+			if t.byteID[b] < 0 {
+				t.byteID[b] = id
+			}
+		default:
+			t.text[id] = strings.ReplaceAll(p, spaceMark, " ")
+		}
+		// Only text pieces may be produced by matching text; with duplicates
+		// the lowest id wins so the choice does not depend on map order.
+		if mergeable(typ) {
+			if _, dup := t.lookup[t.text[id]]; !dup {
+				t.lookup[t.text[id]] = id
+			}
+		}
+	}
+	if id, ok := t.lookup[" "]; ok {
+		t.space = id
+	}
+	return t, nil
+}
+
+// inferType guesses a piece's type for vocabularies that do not record
+// types, following the conventions of SentencePiece's Llama exports.
+func inferType(id int, piece string, bos, eos, unk int) TokenType {
+	switch {
+	case id == unk || piece == "<unk>":
+		return TypeUnknown
+	case id == bos || id == eos || piece == "<s>" || piece == "</s>":
+		return TypeControl
+	}
+	if _, ok := parseBytePiece(piece); ok {
+		return TypeByte
+	}
+	return TypeNormal
+}
+
+// parseBytePiece reads the byte of a piece written <0xNN>.
+func parseBytePiece(p string) (byte, bool) {
+	if len(p) != 6 || !strings.HasPrefix(p, "<0x") || p[5] != '>' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(p[3:5], 16, 8)
+	if err != nil {
+		return 0, false
+	}
+	return byte(v), true
+}
+
+// mergeable reports whether pieces of this type stand for literal text and
+// so may be matched against the input. SentencePiece never produces
+// control, unknown or unused pieces from text, and byte pieces only through
+// byte fallback.
+func mergeable(t TokenType) bool {
+	return t == TypeNormal || t == TypeUserDefined
+}
+
+// VocabSize returns the number of ids.
+func (t *SentencePiece) VocabSize() int { return len(t.pieces) }
+
+// BOS returns the beginning-of-sequence id, or -1.
+func (t *SentencePiece) BOS() int { return t.bos }
+
+// EOS returns the end-of-sequence id, or -1.
+func (t *SentencePiece) EOS() int { return t.eos }
+
+// Unknown returns the id that stands for unencodable text, or -1.
+func (t *SentencePiece) Unknown() int { return t.unk }
+
+// Piece returns the vocabulary entry as stored (with ▁ in .model files,
+// spaces in llama2.c files), or "" when id is out of range.
+func (t *SentencePiece) Piece(id int) string {
+	if !t.valid(id) {
+		return ""
+	}
+	return t.pieces[id]
+}
+
+// Score returns the merge score of id, or 0 when id is out of range.
+func (t *SentencePiece) Score(id int) float32 {
+	if !t.valid(id) {
+		return 0
+	}
+	return t.scores[id]
+}
+
+// Type returns the type of id, or 0 (no valid type) when id is out of range.
+func (t *SentencePiece) Type(id int) TokenType {
+	if !t.valid(id) {
+		return 0
+	}
+	return t.types[id]
+}
+
+func (t *SentencePiece) valid(id int) bool { return id >= 0 && id < len(t.pieces) }
