@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
+	var mf modelFlags
+	mf.register(fs)
+	var o runtime.BenchOptions
+	fs.IntVar(&o.PromptTokens, "prompt-tokens", 128, "random prompt tokens to process")
+	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens to decode")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	return func(ctx context.Context, e *env) error {
+		if o.PromptTokens < 0 || o.GenTokens < 2 {
+			return usagef("--prompt-tokens must be >= 0 and --gen-tokens >= 2")
+		}
+		eng, err := mf.load(e)
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		r, err := runtime.Bench(ctx, eng, o)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(r)
+		}
+		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
+		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
+		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
+		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s\n", r.GenTokens, r.DecodeTPS)
+		fmt.Fprintf(e.stdout, "dispatches/token  %.0f\n", r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "memory            %s (weights %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes))
+		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
+			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
+		return nil
+	}
+}

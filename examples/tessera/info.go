@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
+	model := fs.String("model", "", "model file (required)")
+	tok := fs.String("tokenizer", "", "tokenizer file, for llama2.c checkpoints")
+	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use")
+	adapter := fs.String("adapter", "", "with --device: the adapter to open (index or name substring)")
+	return func(ctx context.Context, e *env) error {
+		if *device {
+			if err := deviceInfo(e, *adapter); err != nil {
+				return err
+			}
+			if *model == "" {
+				return nil
+			}
+			fmt.Fprintln(e.stdout)
+		}
+		if err := requireModel(*model); err != nil {
+			return err
+		}
+		m, err := models.Open(*model, models.Options{Tokenizer: *tok})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		c := m.Config
+		w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "model\t%s (%s)\n", m.Path, m.Format)
+		fmt.Fprintf(w, "architecture\t%s\n", c.Arch)
+		fmt.Fprintf(w, "dim\t%d\nffn\t%d\nlayers\t%d\n", c.Dim, c.FFN, c.Layers)
+		fmt.Fprintf(w, "heads\t%d (kv %d, head dim %d)\n", c.Heads, c.KVHeads, c.HeadDim)
+		fmt.Fprintf(w, "context\t%d\n", c.Context)
+		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
+		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
+		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
+		t := m.Tokenizer
+		fmt.Fprintf(w, "tokenizer\t%T, %d tokens, bos %d, eos %d\n", t, t.VocabSize(), t.BOS(), t.EOS())
+		var params int
+		types := map[string]int{}
+		for _, name := range m.TensorNames() {
+			tt := m.Tensors[name]
+			params += tt.Elements()
+			types[tt.Type.String()]++
+		}
+		var ts []string
+		for k, v := range types {
+			ts = append(ts, fmt.Sprintf("%s×%d", k, v))
+		}
+		sort.Strings(ts)
+		fmt.Fprintf(w, "tensors\t%d (%s), %d parameters\n", len(m.Tensors), strings.Join(ts, ", "), params)
+		w.Flush()
+		fmt.Fprintln(e.stdout)
+		w = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		for _, name := range m.TensorNames() {
+			tt := m.Tensors[name]
+			fmt.Fprintf(w, "%s\t%s\t%v\n", name, tt.Type, tt.Shape)
+		}
+		return w.Flush()
+	}
+}
+
+// deviceInfo lists the adapters and describes the one Tessera opens.
+func deviceInfo(e *env, adapter string) error {
+	infos, err := gpu.Adapters()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "adapters:")
+	for i, a := range infos {
+		fmt.Fprintf(e.stdout, "  %d  %s (%s, %s)\n", i, a.Adapter, a.Backend, a.DeviceType)
+	}
+	dev, err := gpu.Open(gpu.Options{Adapter: adapter})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	info := dev.Info()
+	fmt.Fprintf(e.stdout, "\nopened:\n%s", info)
+	// Every kernel computes in f32; shader-f16 is not used yet.
+	fmt.Fprintf(e.stdout, "%-30s %s\n", "path:", "f32 weights, activations and KV cache")
+	return nil
+}

@@ -1,0 +1,115 @@
+// Command tessera runs language models on WebGPU or the CPU.
+//
+//	tessera run   --model PATH [--prompt TEXT] [--steps N] [sampling flags]
+//	tessera info  --model PATH
+//
+// Run `tessera help` for every subcommand and flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand: its flags are defined on fs by setup, which
+// returns the function that runs it.
+type command struct {
+	summary string
+	setup   func(fs *flag.FlagSet) func(ctx context.Context, env *env) error
+}
+
+// env is what a command talks to; tests substitute buffers.
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+}
+
+var commands = map[string]command{
+	"run":   {"generate text from a prompt", setupRun},
+	"info":  {"describe a model file, or the GPU adapters with --device", setupInfo},
+	"bench": {"measure prompt and decode speed", setupBench},
+	"synth": {"write a random-weight model at a real model's shape", setupSynth},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(cli(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}))
+}
+
+// cli runs one command line and returns the exit code: 0 on success, 2 for
+// bad usage and 1 for a failure.
+func cli(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(e.stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "tessera: unknown command %q (try 'tessera help')\n", args[0])
+		return 2
+	}
+	fs := flag.NewFlagSet("tessera "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	run := cmd.setup(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(e.stderr)
+			fmt.Fprintf(e.stderr, "tessera %s: %s\n\nflags:\n", args[0], cmd.summary)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(e.stderr, "tessera %s: %v (try 'tessera %s -h')\n", args[0], err, args[0])
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "tessera %s: unexpected argument %q\n", args[0], fs.Arg(0))
+		return 2
+	}
+	if err := run(ctx, e); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(e.stderr, "tessera %s: %v\n", args[0], err)
+			return 2
+		}
+		fmt.Fprintf(e.stderr, "tessera %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// usageError marks an error in the command line rather than in the work.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: tessera COMMAND [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\n'tessera COMMAND -h' lists a command's flags.")
+}
+
+// requireModel checks the --model flag was given.
+func requireModel(path string) error {
+	if strings.TrimSpace(path) == "" {
+		return usagef("--model is required")
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var shared = filepath.Join("..", "..", "..", "shared", "models")
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli(context.Background(), args, &env{stdout: &out, stderr: &errb, stdin: strings.NewReader("")})
+	return code, out.String(), errb.String()
+}
+
+// TestRunGolden is the foundation's acceptance test: both files of
+// stories260K print exactly llama2.c's greedy story.
+func TestRunGolden(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join(shared, "stories260K.greedy200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--model", filepath.Join(shared, "stories260K.gguf")},
+		{"--model", filepath.Join(shared, "stories260K.bin"), "--tokenizer", filepath.Join(shared, "tok512.bin")},
+	} {
+		args = append([]string{"run", "--temperature", "0", "--steps", "200", "--device", "cpu"}, args...)
+		code, out, errOut := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if out != string(want) {
+			t.Errorf("%v: stdout differs:\n got %q\nwant %q", args, out, want)
+		}
+		if !strings.Contains(errOut, "tok/s") || !strings.Contains(errOut, "time to first token") {
+			t.Errorf("summary missing from stderr: %q", errOut)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	code, out, errOut := runCLI("info", "--model", filepath.Join(shared, "stories260K.gguf"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"llama", "layers", "8 (kv 4, head dim 8)", "512 tokens", "blk.4.ffn_down.weight", "F32"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestErrors checks that every bad input gives one clear line and the right
+// exit code.
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.gguf")
+	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
+	empty := filepath.Join(dir, "empty.bin")
+	os.WriteFile(empty, nil, 0o644)
+	gguf := filepath.Join(shared, "stories260K.gguf")
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"run"}, 2, "--model is required"},
+		{[]string{"run", "--model", gguf, "--steps", "x"}, 2, "invalid value"},
+		{[]string{"run", "--model", gguf, "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"run", "--model", gguf, "--temperature", "-1"}, 2, "temperature"},
+		{[]string{"run", "--model", gguf, "--device", "tpu"}, 1, "unknown device"},
+		{[]string{"run", "--model", filepath.Join(dir, "missing.gguf")}, 1, "no such file"},
+		{[]string{"run", "--model", junk, "--device", "cpu"}, 1, "junk.gguf"},
+		{[]string{"run", "--model", empty, "--device", "cpu"}, 1, "empty.bin"},
+		{[]string{"info", "--model", filepath.Join(shared, "stories260K.bin"), "--tokenizer", filepath.Join(shared, "llama2-tokenizer.model")}, 1, "tokenizer"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runCLI(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+		if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: error is not one line: %q", tt.args, errOut)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// modelFlags are the flags of every command that loads a model.
+type modelFlags struct {
+	model, tokenizer, device, adapter string
+	context                           int
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.model, "model", "", "model file: GGUF or llama2.c checkpoint (required)")
+	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer file (llama2.c .bin, SentencePiece .model or GGUF); default: the model's own")
+	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
+	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
+	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
+}
+
+// load opens the model and the engine that runs it.
+func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
+	if err := requireModel(m.model); err != nil {
+		return nil, err
+	}
+	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Context: m.context})
+	if err != nil {
+		return nil, err
+	}
+	if note := eng.DeviceNote(); note != "" {
+		fmt.Fprintln(e.stderr, note)
+	}
+	return eng, nil
+}
+
+func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
+	var mf modelFlags
+	mf.register(fs)
+	prompt := fs.String("prompt", "", "text to continue (default: start from BOS)")
+	steps := fs.Int("steps", 256, "tokens to generate at most")
+	var so runtime.SamplerOptions
+	temp := fs.Float64("temperature", 1.0, "sampling temperature; 0 is greedy")
+	fs.IntVar(&so.TopK, "top-k", 0, "sample among the K most likely tokens (0: all)")
+	topP := fs.Float64("top-p", 0.9, "nucleus sampling threshold (1: off)")
+	minP := fs.Float64("min-p", 0, "drop tokens below this fraction of the most likely")
+	rep := fs.Float64("repeat-penalty", 1, "penalty for recently seen tokens (1: off)")
+	fs.IntVar(&so.RepeatLastN, "repeat-last-n", 64, "how many recent tokens the penalty looks at")
+	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	return func(ctx context.Context, e *env) error {
+		if *steps < 0 {
+			return usagef("--steps %d must be >= 0", *steps)
+		}
+		so.Temperature, so.TopP, so.MinP, so.RepeatPenalty = float32(*temp), float32(*topP), float32(*minP), float32(*rep)
+		if *seed < 0 {
+			so.Seed = uint64(time.Now().UnixNano())
+		} else {
+			so.Seed = uint64(*seed)
+		}
+		if err := so.Validate(); err != nil {
+			return usageError{err}
+		}
+		eng, err := mf.load(e)
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		out := bufio.NewWriter(e.stdout)
+		// llama2.c prints the prompt before its continuation; so do we.
+		fmt.Fprint(out, *prompt)
+		out.Flush()
+		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so},
+			func(t runtime.Token) error {
+				if _, err := out.WriteString(t.Text); err != nil {
+					return err
+				}
+				return out.Flush()
+			})
+		fmt.Fprintln(out)
+		out.Flush()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s, time to first token %s; seed %d\n",
+			eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate(),
+			st.TimeToFirst.Round(time.Microsecond), so.Seed)
+		return nil
+	}
+}

@@ -1,0 +1,135 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+)
+
+// ErrUnsupportedArch is returned (wrapped) for a model whose architecture the
+// engine has no forward pass for.
+var ErrUnsupportedArch = errors.New("unsupported architecture")
+
+// openGGUF reads the model description from a GGUF file's metadata, the way
+// llama.cpp does: general.architecture names the prefix of the other keys.
+func openGGUF(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open model: %w", err)
+	}
+	m, err := modelFromGGUF(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	}
+	m.Path = path
+	m.close = f.Close
+	return m, nil
+}
+
+func modelFromGGUF(f *gguf.File) (*Model, error) {
+	arch, ok := f.String("general.architecture")
+	if !ok {
+		return nil, errors.New("missing general.architecture")
+	}
+	if arch != "llama" {
+		return nil, fmt.Errorf("%w %q (supported: llama)", ErrUnsupportedArch, arch)
+	}
+	md := metaReader{f: f, prefix: arch + "."}
+	c := Config{
+		Arch:      arch,
+		Dim:       md.int("embedding_length", 0),
+		FFN:       md.int("feed_forward_length", 0),
+		Layers:    md.int("block_count", 0),
+		Heads:     md.int("attention.head_count", 0),
+		Context:   md.int("context_length", 0),
+		NormEps:   float32(md.float("attention.layer_norm_rms_epsilon", 1e-5)),
+		RopeTheta: md.float("rope.freq_base", 10000),
+		Rope:      RopePairs, // llama.cpp's converters permute Q and K so that pairs apply
+	}
+	c.KVHeads = md.int("attention.head_count_kv", c.Heads)
+	if c.Heads > 0 {
+		c.HeadDim = md.int("attention.key_length", c.Dim/c.Heads)
+	}
+	c.RopeDim = md.int("rope.dimension_count", c.HeadDim)
+	if md.err != nil {
+		return nil, md.err
+	}
+	tok, err := ggufTokenizer(f)
+	if err != nil {
+		return nil, err
+	}
+	c.Vocab = tok.VocabSize()
+	m := &Model{Config: c, Format: "gguf", Tokenizer: tok, Tensors: map[string]*Tensor{}}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		shape := make([]int, len(ti.Dims))
+		for j, d := range ti.Dims { // GGUF lists the innermost dimension first
+			shape[len(shape)-1-j] = int(d)
+		}
+		m.Tensors[ti.Name] = NewTensor(ti.Name, shape, ti.Type, func() ([]byte, error) { return f.ReadTensor(ti) })
+	}
+	_, hasOutput := m.Tensors[Output]
+	m.Config.TiedEmbeddings = !hasOutput
+	return m, nil
+}
+
+// ggufTokenizer builds the tokenizer stored in a GGUF's tokenizer.ggml.* keys.
+func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
+	kind, _ := f.String("tokenizer.ggml.model")
+	if kind != "llama" {
+		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama)", kind)
+	}
+	pieces, ok := f.Strings("tokenizer.ggml.tokens")
+	if !ok {
+		return nil, errors.New("missing tokenizer.ggml.tokens")
+	}
+	scores, _ := f.Float32s("tokenizer.ggml.scores")
+	types, _ := f.Int32s("tokenizer.ggml.token_type")
+	id := func(key string, def int) int {
+		if v, ok := f.Uint(key); ok && v < uint64(len(pieces)) {
+			return int(v)
+		}
+		return def
+	}
+	tok, err := tokenizer.NewSentencePiece(pieces, scores, types,
+		id("tokenizer.ggml.bos_token_id", 1), id("tokenizer.ggml.eos_token_id", 2), id("tokenizer.ggml.unknown_token_id", 0))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return tok, nil
+}
+
+// metaReader reads <arch>.* integer and float keys, remembering the first
+// error so that the caller checks once.
+type metaReader struct {
+	f      *gguf.File
+	prefix string
+	err    error
+}
+
+func (r *metaReader) int(key string, def int) int {
+	v, ok := r.f.Uint(r.prefix + key)
+	if !ok {
+		if def == 0 && r.err == nil {
+			r.err = fmt.Errorf("missing or invalid %s%s", r.prefix, key)
+		}
+		return def
+	}
+	if v > 1<<31 {
+		if r.err == nil {
+			r.err = fmt.Errorf("%s%s = %d out of range", r.prefix, key, v)
+		}
+		return def
+	}
+	return int(v)
+}
+
+func (r *metaReader) float(key string, def float64) float64 {
+	if v, ok := r.f.Float(r.prefix + key); ok {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,178 @@
+package models
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/tessera-llm/tessera/models/tokenizer"
+)
+
+// Options adjust how a model is opened.
+type Options struct {
+	// Tokenizer overrides the model's tokenizer with a file: a llama2.c
+	// tokenizer, a SentencePiece .model or a GGUF. llama2.c checkpoints carry
+	// no tokenizer; without this option Open looks beside the checkpoint for
+	// tok<vocab>.bin and then tokenizer.bin, as llama2.c's own tools name them.
+	Tokenizer string
+}
+
+// ErrUnknownFormat is returned (wrapped) for a file no loader recognises.
+var ErrUnknownFormat = errors.New("unknown model format")
+
+// Open loads the description of the model at path. The tensors stay in the
+// file until read; Close releases it.
+func Open(path string, opts Options) (*Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open model: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("open model %s: %w: folders (safetensors) are not supported yet", path, ErrUnknownFormat)
+	}
+	magic, err := readMagic(path)
+	if err != nil {
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	}
+	var m *Model
+	switch {
+	case bytes.Equal(magic, []byte("GGUF")):
+		m, err = openGGUF(path)
+	default:
+		m, err = openLlama2c(path, opts.Tokenizer)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Tokenizer != "" && m.Format != "llama2c" {
+		tok, err := LoadTokenizer(opts.Tokenizer, m.Config.Vocab)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.Tokenizer = tok
+	}
+	if err := m.check(); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// LoadTokenizer reads a tokenizer file of any supported kind for a model
+// whose vocabulary has vocab entries.
+func LoadTokenizer(path string, vocab int) (tokenizer.Tokenizer, error) {
+	magic, err := readMagic(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+	}
+	var tok tokenizer.Tokenizer
+	switch {
+	case bytes.Equal(magic, []byte("GGUF")):
+		m, err := openGGUF(path)
+		if err != nil {
+			return nil, err
+		}
+		m.Close()
+		tok = m.Tokenizer
+	case filepath.Ext(path) == ".model":
+		tok, err = tokenizer.LoadModelProto(path)
+	default:
+		tok, err = tokenizer.LoadLlama2c(path, vocab)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+	}
+	if tok.VocabSize() != vocab {
+		return nil, fmt.Errorf("load tokenizer %s: it has %d tokens but the model has %d", path, tok.VocabSize(), vocab)
+	}
+	return tok, nil
+}
+
+// check verifies what every loader must deliver: a valid config, a tokenizer
+// that fits the vocabulary and every tensor the forward pass reads, with the
+// right shape.
+func (m *Model) check() error {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("invalid config: %w", err)
+	}
+	if m.Tokenizer == nil {
+		return errors.New("no tokenizer")
+	}
+	if m.Tokenizer.VocabSize() != c.Vocab {
+		return fmt.Errorf("tokenizer has %d tokens but the model has %d", m.Tokenizer.VocabSize(), c.Vocab)
+	}
+	for _, want := range LlamaTensors(c) {
+		if _, err := m.Tensor(want.Name, want.Shape...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LlamaTensors lists the tensors a Llama-family model of config c needs, with
+// their shapes, under the GGUF names that every loader uses.
+func LlamaTensors(c Config) []Tensor {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	ts := []Tensor{
+		{Name: TokenEmbedding, Shape: []int{c.Vocab, c.Dim}},
+		{Name: OutputNorm, Shape: []int{c.Dim}},
+	}
+	if !c.TiedEmbeddings {
+		ts = append(ts, Tensor{Name: Output, Shape: []int{c.Vocab, c.Dim}})
+	}
+	for l := 0; l < c.Layers; l++ {
+		ts = append(ts,
+			Tensor{Name: LayerTensor(l, AttnNorm), Shape: []int{c.Dim}},
+			Tensor{Name: LayerTensor(l, AttnQ), Shape: []int{q, c.Dim}},
+			Tensor{Name: LayerTensor(l, AttnK), Shape: []int{kv, c.Dim}},
+			Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}},
+			Tensor{Name: LayerTensor(l, AttnOutput), Shape: []int{c.Dim, q}},
+			Tensor{Name: LayerTensor(l, FFNNorm), Shape: []int{c.Dim}},
+			Tensor{Name: LayerTensor(l, FFNGate), Shape: []int{c.FFN, c.Dim}},
+			Tensor{Name: LayerTensor(l, FFNUp), Shape: []int{c.FFN, c.Dim}},
+			Tensor{Name: LayerTensor(l, FFNDown), Shape: []int{c.Dim, c.FFN}},
+		)
+	}
+	return ts
+}
+
+// Tensor names, as GGUF's llama architecture spells them.
+const (
+	TokenEmbedding = "token_embd.weight"
+	OutputNorm     = "output_norm.weight"
+	Output         = "output.weight"
+
+	AttnNorm   = "attn_norm"
+	AttnQ      = "attn_q"
+	AttnK      = "attn_k"
+	AttnV      = "attn_v"
+	AttnOutput = "attn_output"
+	FFNNorm    = "ffn_norm"
+	FFNGate    = "ffn_gate"
+	FFNUp      = "ffn_up"
+	FFNDown    = "ffn_down"
+)
+
+// LayerTensor names the weight of kind in layer l, e.g. "blk.3.attn_q.weight".
+func LayerTensor(l int, kind string) string {
+	return fmt.Sprintf("blk.%d.%s.weight", l, kind)
+}
+
+func readMagic(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	n, err := io.ReadFull(f, magic)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return magic[:n], nil
+}

@@ -1,0 +1,172 @@
+// Package models describes a language model independently of the file it came
+// from: a Config (the shapes and the numeric choices of the architecture) and a
+// set of named tensors read lazily from the file. GGUF files, llama2.c
+// checkpoints and, later, safetensors folders all load into this one
+// description, so the engine has a single forward pass to get right.
+package models
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+)
+
+// RopeLayout says which elements of a head RoPE rotates together.
+type RopeLayout int
+
+const (
+	// RopePairs rotates adjacent pairs (x[2i], x[2i+1]): llama2.c and GGUF's
+	// "normal" RoPE.
+	RopePairs RopeLayout = iota
+	// RopeHalves rotates x[i] with x[i+d/2]: the Hugging Face ("NeoX") layout.
+	RopeHalves
+)
+
+func (l RopeLayout) String() string {
+	if l == RopeHalves {
+		return "halves"
+	}
+	return "pairs"
+}
+
+// Config holds everything about an architecture that the forward pass needs
+// besides the weights.
+type Config struct {
+	Arch      string // "llama"
+	Dim       int    // model (embedding) width
+	FFN       int    // feed-forward hidden width
+	Layers    int
+	Heads     int // query heads
+	KVHeads   int // key/value heads (GQA when < Heads)
+	HeadDim   int
+	Vocab     int
+	Context   int // longest sequence the model supports
+	NormEps   float32
+	RopeTheta float64
+	RopeDim   int // leading dimensions of each head that RoPE rotates
+	Rope      RopeLayout
+	// TiedEmbeddings is true when the output head reuses the token embedding.
+	TiedEmbeddings bool
+}
+
+// Validate reports a Config that cannot describe a working model. It is
+// called by every loader, so that the engine can trust the shapes.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.Dim > 0, "dim %d must be positive", c.Dim)
+	check(c.FFN > 0, "ffn width %d must be positive", c.FFN)
+	check(c.Layers > 0 && c.Layers <= 1024, "layer count %d out of range", c.Layers)
+	check(c.Heads > 0, "head count %d must be positive", c.Heads)
+	check(c.KVHeads > 0 && c.Heads%max(c.KVHeads, 1) == 0, "kv head count %d must divide head count %d", c.KVHeads, c.Heads)
+	check(c.HeadDim > 0 && c.HeadDim%2 == 0, "head dim %d must be positive and even", c.HeadDim)
+	check(c.Vocab > 0, "vocabulary size %d must be positive", c.Vocab)
+	check(c.Context > 0, "context length %d must be positive", c.Context)
+	check(c.RopeDim > 0 && c.RopeDim <= c.HeadDim && c.RopeDim%2 == 0, "rope dim %d must be even and in 1..head dim %d", c.RopeDim, c.HeadDim)
+	check(c.NormEps > 0, "norm epsilon %g must be positive", c.NormEps)
+	check(c.RopeTheta > 0, "rope theta %g must be positive", c.RopeTheta)
+	return errors.Join(errs...)
+}
+
+// Tensor is a named weight whose bytes stay in the file until asked for.
+type Tensor struct {
+	Name  string
+	Shape []int // row-major, outermost first: a weight matrix is [out, in]
+	Type  dtype.Type
+	read  func() ([]byte, error)
+}
+
+// NewTensor describes a tensor whose raw bytes read returns.
+func NewTensor(name string, shape []int, t dtype.Type, read func() ([]byte, error)) *Tensor {
+	return &Tensor{Name: name, Shape: shape, Type: t, read: read}
+}
+
+// Elements is the number of values in the tensor.
+func (t *Tensor) Elements() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Raw returns the tensor's bytes as stored in the file.
+func (t *Tensor) Raw() ([]byte, error) {
+	b, err := t.read()
+	if err != nil {
+		return nil, fmt.Errorf("read tensor %s: %w", t.Name, err)
+	}
+	return b, nil
+}
+
+// Float32 returns the tensor's values, dequantized.
+func (t *Tensor) Float32() ([]float32, error) {
+	raw, err := t.Raw()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Elements())
+	if err := dtype.Dequantize(t.Type, raw, out); err != nil {
+		return nil, fmt.Errorf("dequantize tensor %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// Model is a loaded model description: config, tensors and tokenizer.
+type Model struct {
+	Config    Config
+	Format    string // "gguf" or "llama2c"
+	Path      string
+	Tensors   map[string]*Tensor
+	Tokenizer tokenizer.Tokenizer
+	close     func() error
+}
+
+// Tensor returns the named tensor, checking its shape when want is given.
+func (m *Model) Tensor(name string, want ...int) (*Tensor, error) {
+	t, ok := m.Tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("model %s: missing tensor %s", m.Path, name)
+	}
+	if len(want) > 0 && !equalShape(t.Shape, want) {
+		return nil, fmt.Errorf("model %s: tensor %s has shape %v, want %v", m.Path, name, t.Shape, want)
+	}
+	return t, nil
+}
+
+// TensorNames returns the tensor names in sorted order.
+func (m *Model) TensorNames() []string {
+	names := make([]string, 0, len(m.Tensors))
+	for n := range m.Tensors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Close releases the file behind the model.
+func (m *Model) Close() error {
+	if m.close == nil {
+		return nil
+	}
+	return m.close()
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

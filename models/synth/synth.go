@@ -1,0 +1,168 @@
+// Package synth writes random-weight models at the exact shapes of real
+// ones, as GGUF files with a working llama tokenizer, so that benchmarks
+// measure the work of a 135M or 1.1B model without downloading one.
+package synth
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
+)
+
+// Shape is an architecture's dimensions.
+type Shape struct {
+	Name   string
+	Config models.Config
+}
+
+// Shapes are the real models synth can imitate (their published configs).
+var shapes = []Shape{
+	{"smollm2-135m", models.Config{Arch: "llama", Dim: 576, FFN: 1536, Layers: 30, Heads: 9, KVHeads: 3, HeadDim: 64,
+		Vocab: 49152, Context: 8192, NormEps: 1e-5, RopeTheta: 100000, RopeDim: 64, TiedEmbeddings: true}},
+	{"qwen2.5-0.5b", models.Config{Arch: "llama", Dim: 896, FFN: 4864, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
+		Vocab: 151936, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 64, TiedEmbeddings: true}},
+	{"tinyllama-1.1b", models.Config{Arch: "llama", Dim: 2048, FFN: 5632, Layers: 22, Heads: 32, KVHeads: 4, HeadDim: 64,
+		Vocab: 32000, Context: 2048, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 64}},
+	{"llama-3.2-1b", models.Config{Arch: "llama", Dim: 2048, FFN: 8192, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64,
+		Vocab: 128256, Context: 131072, NormEps: 1e-5, RopeTheta: 500000, RopeDim: 64, TiedEmbeddings: true}},
+	// A tiny shape for tests: every code path, in milliseconds.
+	{"tiny", models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16}},
+}
+
+// Lookup returns the shape called name.
+func Lookup(name string) (Shape, error) {
+	for _, s := range shapes {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Shape{}, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the known shapes.
+func Names() []string {
+	var n []string
+	for _, s := range shapes {
+		n = append(n, s.Name)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Write writes a GGUF model of shape s with weights of type t (F32 or F16)
+// drawn from a seeded generator: matrices uniform in ±sqrt(3/in) (unit
+// variance outputs), norms near one.
+func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
+	if t != dtype.F32 && t != dtype.F16 {
+		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
+	}
+	c := s.Config
+	rng := rand.New(rand.NewPCG(seed, 0x5e17))
+	var tensors []gguf.WriteTensor
+	for _, want := range models.LlamaTensors(c) {
+		vals := make([]float32, want.Elements())
+		in := want.Shape[len(want.Shape)-1]
+		if len(want.Shape) == 1 { // norm weights
+			for i := range vals {
+				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+			}
+		} else {
+			a := float32(math.Sqrt(3 / float64(in)))
+			for i := range vals {
+				vals[i] = a * (2*rng.Float32() - 1)
+			}
+		}
+		data, err := dtype.Quantize(t, vals)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", want.Name, err)
+		}
+		dims := make([]uint64, len(want.Shape))
+		for i, d := range want.Shape { // GGUF lists the innermost dimension first
+			dims[len(dims)-1-i] = uint64(d)
+		}
+		tensors = append(tensors, gguf.WriteTensor{Name: want.Name, Dims: dims, Type: t, Data: data})
+	}
+	return gguf.Write(w, Metadata(s), tensors)
+}
+
+// Metadata is the GGUF metadata of shape s: llama architecture keys and a
+// SentencePiece tokenizer of exactly Vocab pieces.
+func Metadata(s Shape) []gguf.KV {
+	c := s.Config
+	pieces, scores, types := Vocabulary(c.Vocab)
+	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
+	return []gguf.KV{
+		{Key: "general.architecture", Value: gguf.StringValue("llama")},
+		{Key: "general.name", Value: gguf.StringValue("synthetic " + s.Name)},
+		{Key: "llama.context_length", Value: u(c.Context)},
+		{Key: "llama.embedding_length", Value: u(c.Dim)},
+		{Key: "llama.feed_forward_length", Value: u(c.FFN)},
+		{Key: "llama.block_count", Value: u(c.Layers)},
+		{Key: "llama.attention.head_count", Value: u(c.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: u(c.KVHeads)},
+		{Key: "llama.rope.dimension_count", Value: u(c.RopeDim)},
+		{Key: "llama.rope.freq_base", Value: gguf.Float32Value(float32(c.RopeTheta))},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.Float32Value(c.NormEps)},
+		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.ArrayValue(scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.ArrayValue(types)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: u(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: u(2)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: u(0)},
+	}
+}
+
+// Vocabulary makes a valid SentencePiece vocabulary of n ≥ 259 pieces:
+// <unk>, <s>, </s>, the 256 byte pieces, then lower-case letter strings
+// (with and without the ▁ word marker) scored by length so that BPE merges
+// them.
+func Vocabulary(n int) (pieces []string, scores []float32, types []int32) {
+	add := func(p string, score float32, typ int32) {
+		pieces, scores, types = append(pieces, p), append(scores, score), append(types, typ)
+	}
+	add("<unk>", 0, 2)
+	add("<s>", 0, 3)
+	add("</s>", 0, 3)
+	for b := 0; b < 256 && len(pieces) < n; b++ {
+		add(fmt.Sprintf("<0x%02X>", b), 0, 6)
+	}
+	seen := map[string]bool{}
+	for length := 1; len(pieces) < n; length++ {
+		for i := 0; len(pieces) < n; i++ {
+			word := letters(i, length)
+			if word == "" {
+				break
+			}
+			for _, p := range []string{"▁" + word, word} {
+				if !seen[p] && len(pieces) < n {
+					seen[p] = true
+					add(p, -float32(len(pieces)), 1)
+				}
+			}
+		}
+	}
+	return pieces, scores, types
+}
+
+// letters returns the i-th string of the given length over a..z, or "" when
+// i is past the last.
+func letters(i, length int) string {
+	b := make([]byte, length)
+	for j := length - 1; j >= 0; j-- {
+		b[j] = byte('a' + i%26)
+		i /= 26
+	}
+	if i > 0 {
+		return ""
+	}
+	return string(b)
+}

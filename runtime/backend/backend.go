@@ -1,0 +1,130 @@
+// Package backend is the seam between the engine and the hardware: the few
+// tensor operations a transformer forward pass is made of. The engine writes
+// the forward pass once against this interface; runtime/cpu runs each op
+// immediately in Go (the reference every kernel is tested against), and
+// runtime/gpu records each op as a WGSL dispatch and submits a whole step at
+// once.
+//
+// Activations are f32 matrices of rows × cols, allocated once for the largest
+// batch. An op works on the first n rows of its operands, where n is the
+// number of tokens in the current Batch, capped by the rows the destination
+// was allocated with (so a one-row tensor takes part in any batch as one row).
+package backend
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models"
+)
+
+// Tensor is a backend-owned f32 activation matrix.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// Weight is a model tensor uploaded to the backend, possibly converted to
+// the backend's preferred storage type.
+type Weight interface {
+	Shape() []int // row-major, [out, in] for matrices
+	Bytes() int64 // as stored by the backend
+}
+
+// KV is a key/value cache: for each layer, the keys and values of every
+// position of one sequence, kvDim wide.
+type KV interface {
+	Layers() int
+	Context() int
+}
+
+// Batch is the input of one forward step: the tokens to process and the
+// position of each in the sequence. Positions of one step are consecutive and
+// increasing for a single sequence; row i attends to positions 0..Pos[i].
+type Batch struct {
+	Tokens []int32
+	Pos    []int32
+}
+
+// Len is the number of tokens in the batch.
+func (b Batch) Len() int { return len(b.Tokens) }
+
+// Rope describes one rotary position embedding application.
+type Rope struct {
+	Heads, HeadDim int
+	Dim            int // leading dimensions of each head that rotate
+	Theta          float64
+	Layout         models.RopeLayout
+}
+
+// Attention describes the shape of one attention op.
+type Attention struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
+}
+
+// Backend runs the ops of a forward pass. An op's destination never
+// aliases its inputs (a GPU cannot bind one buffer both ways in a dispatch);
+// ops that update in place (Add, SwiGLU, Rope) say so. Ops are queued in call order and
+// may run later (the GPU records them); Argmax and Read wait for everything
+// queued before them. A Backend is used by one goroutine at a time.
+type Backend interface {
+	Name() string
+
+	// Upload makes a model tensor available to the ops.
+	Upload(t *models.Tensor) (Weight, error)
+	// NewTensor allocates an activation of rows × cols.
+	NewTensor(rows, cols int) (Tensor, error)
+	// NewKV allocates a cache for layers × context positions × kvDim.
+	NewKV(layers, context, kvDim int) (KV, error)
+
+	// Begin starts a step over batch: the ops that follow see its tokens,
+	// positions and length.
+	Begin(b Batch) error
+
+	// Embed sets row i of dst to row Tokens[i] of the table.
+	Embed(dst Tensor, table Weight)
+	// RMSNorm sets dst = x / rms(x) * w, row by row.
+	RMSNorm(dst, x Tensor, w Weight, eps float32)
+	// MatMul sets dst = x · wᵀ for w of shape [out, in].
+	MatMul(dst, x Tensor, w Weight)
+	// Rope rotates the heads of x in place by each row's position.
+	Rope(x Tensor, r Rope)
+	// StoreKV writes k and v of each row into layer l of the cache at the
+	// row's position.
+	StoreKV(kv KV, l int, k, v Tensor)
+	// Attend sets dst to causal attention of q over layer l of the cache:
+	// row i sees positions 0..Pos[i].
+	Attend(dst, q Tensor, kv KV, l int, a Attention)
+	// SwiGLU sets gate = silu(gate) * up.
+	SwiGLU(gate, up Tensor)
+	// Add sets dst += x.
+	Add(dst, x Tensor)
+	// CopyRow copies row src of x into row dst of t.
+	CopyRow(t Tensor, dst int, x Tensor, src int)
+
+	// Write sets the first len(data)/cols rows of t.
+	Write(t Tensor, data []float32) error
+	// Argmax returns, for each of the first n rows of x, the index of the
+	// largest value (the lowest index among equals).
+	Argmax(x Tensor, n int) ([]int32, error)
+	// Read returns the first n rows of x.
+	Read(x Tensor, n int) ([]float32, error)
+
+	// Stats reports the backend's memory and work so far.
+	Stats() Stats
+
+	// Close releases everything the backend allocated.
+	Close() error
+}
+
+// Freq is the inverse frequency of rotation pair i: theta^(-2i/Dim). Both
+// backends take it from here so that they rotate by the same angles.
+func (r Rope) Freq(i int) float32 {
+	return float32(1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim)))
+}
+
+// Stats describe what a backend holds and has done.
+type Stats struct {
+	Memory     int64 // bytes allocated for weights, activations and caches
+	Dispatches int   // kernels recorded (GPU) or ops run (CPU) so far
+}

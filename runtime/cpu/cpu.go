@@ -1,0 +1,250 @@
+// Package cpu is the reference backend: every op of a forward pass written
+// in plain Go, as directly as the math reads. It is what every WGSL kernel is
+// tested against, and the fallback where no GPU adapter exists. Matrix
+// products are spread across cores; everything else runs on one.
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// Tensor is an f32 matrix in row-major order.
+type Tensor struct {
+	rows, cols int
+	Data       []float32
+}
+
+func (t *Tensor) Rows() int { return t.rows }
+func (t *Tensor) Cols() int { return t.cols }
+
+// Row returns row i.
+func (t *Tensor) Row(i int) []float32 { return t.Data[i*t.cols : (i+1)*t.cols] }
+
+// NewTensor wraps data as a rows × cols tensor.
+func NewTensor(rows, cols int, data []float32) *Tensor {
+	return &Tensor{rows: rows, cols: cols, Data: data}
+}
+
+// Weight is a model tensor dequantized to f32.
+type Weight struct {
+	shape []int
+	Data  []float32
+}
+
+func (w *Weight) Shape() []int { return w.shape }
+func (w *Weight) Bytes() int64 { return 4 * int64(len(w.Data)) }
+
+// NewWeight wraps data as a weight of the given shape.
+func NewWeight(shape []int, data []float32) *Weight { return &Weight{shape: shape, Data: data} }
+
+// KV is a contiguous cache: layer l, position p starts at
+// (l*context+p)*kvDim in K and V.
+type KV struct {
+	layers, context, kvDim int
+	K, V                   []float32
+}
+
+func (c *KV) Layers() int  { return c.layers }
+func (c *KV) Context() int { return c.context }
+
+func (c *KV) at(l, p int) int { return (l*c.context + p) * c.kvDim }
+
+// Backend is the Go reference backend. Its zero value is not usable; call New.
+type Backend struct {
+	batch   backend.Batch
+	workers int
+	stats   backend.Stats
+}
+
+// New returns a reference backend that uses up to workers goroutines for
+// matrix products (0: one per core).
+func New(workers int) *Backend {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{workers: workers}
+}
+
+func (b *Backend) Name() string { return "cpu" }
+
+func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+	data, err := t.Float32()
+	if err != nil {
+		return nil, err
+	}
+	b.stats.Memory += 4 * int64(len(data))
+	return NewWeight(t.Shape, data), nil
+}
+
+func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("cpu: tensor of %d×%d", rows, cols)
+	}
+	b.stats.Memory += 4 * int64(rows*cols)
+	return NewTensor(rows, cols, make([]float32, rows*cols)), nil
+}
+
+func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
+	n := layers * context * kvDim
+	if layers <= 0 || context <= 0 || kvDim <= 0 {
+		return nil, fmt.Errorf("cpu: kv cache of %d layers × %d positions × %d", layers, context, kvDim)
+	}
+	b.stats.Memory += 8 * int64(n)
+	return &KV{layers: layers, context: context, kvDim: kvDim, K: make([]float32, n), V: make([]float32, n)}, nil
+}
+
+func (b *Backend) Begin(batch backend.Batch) error {
+	if len(batch.Tokens) != len(batch.Pos) || len(batch.Tokens) == 0 {
+		return fmt.Errorf("cpu: batch of %d tokens and %d positions", len(batch.Tokens), len(batch.Pos))
+	}
+	b.batch = batch
+	return nil
+}
+
+// Stats counts every op since the backend was made as one dispatch.
+func (b *Backend) Stats() backend.Stats { return b.stats }
+
+// op counts one op.
+func (b *Backend) op() {
+	b.stats.Dispatches++
+}
+
+// rows is how many rows of t the current batch covers.
+func (b *Backend) rows(t backend.Tensor) int { return min(t.Rows(), b.batch.Len()) }
+
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
+	b.op()
+	d, w := dst.(*Tensor), table.(*Weight)
+	for i := 0; i < b.rows(d); i++ {
+		tok := int(b.batch.Tokens[i])
+		copy(d.Row(i), w.Data[tok*d.cols:(tok+1)*d.cols])
+	}
+}
+
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
+	b.op()
+	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
+	for i := 0; i < b.rows(d); i++ {
+		RMSNorm(d.Row(i), xs.Row(i), ws.Data, eps)
+	}
+}
+
+func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
+	b.op()
+	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
+	MatMul(d.Data, xs.Data, ws.Data, b.rows(d), xs.cols, d.cols, b.workers)
+}
+
+func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
+	b.op()
+	xs := x.(*Tensor)
+	for i := 0; i < b.rows(xs); i++ {
+		Rope(xs.Row(i), int(b.batch.Pos[i]), r)
+	}
+}
+
+func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
+	b.op()
+	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
+	for i := 0; i < b.rows(ks); i++ {
+		at := c.at(l, int(b.batch.Pos[i]))
+		copy(c.K[at:at+c.kvDim], ks.Row(i))
+		copy(c.V[at:at+c.kvDim], vs.Row(i))
+	}
+}
+
+func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
+	b.op()
+	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
+	n := b.rows(d)
+	parallel(n*a.Heads, b.workers, func(lo, hi int) {
+		scores := make([]float32, c.context)
+		for job := lo; job < hi; job++ {
+			i, h := job/a.Heads, job%a.Heads
+			pos := int(b.batch.Pos[i])
+			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
+			k := c.K[c.at(l, 0)+kvOff:]
+			v := c.V[c.at(l, 0)+kvOff:]
+			AttendHead(d.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim], qs.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim],
+				k, v, c.kvDim, pos+1, a.Scale, scores)
+		}
+	})
+}
+
+func (b *Backend) SwiGLU(gate, up backend.Tensor) {
+	b.op()
+	g, u := gate.(*Tensor), up.(*Tensor)
+	n := b.rows(g) * g.cols
+	for i := 0; i < n; i++ {
+		g.Data[i] = Silu(g.Data[i]) * u.Data[i]
+	}
+}
+
+func (b *Backend) Add(dst, x backend.Tensor) {
+	b.op()
+	d, xs := dst.(*Tensor), x.(*Tensor)
+	n := b.rows(d) * d.cols
+	for i := 0; i < n; i++ {
+		d.Data[i] += xs.Data[i]
+	}
+}
+
+func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) {
+	b.op()
+	copy(t.(*Tensor).Row(dst), x.(*Tensor).Row(src))
+}
+
+func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
+	xs := x.(*Tensor)
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(Argmax(xs.Row(i)))
+	}
+	return out, nil
+}
+
+func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
+	xs := x.(*Tensor)
+	return append([]float32(nil), xs.Data[:n*xs.cols]...), nil
+}
+
+func (b *Backend) Write(t backend.Tensor, data []float32) error {
+	ts := t.(*Tensor)
+	if len(data) > len(ts.Data) || len(data)%ts.cols != 0 {
+		return fmt.Errorf("cpu: write of %d values into a %d×%d tensor", len(data), ts.rows, ts.cols)
+	}
+	copy(ts.Data, data)
+	return nil
+}
+
+func (b *Backend) Close() error { return nil }
+
+// parallel splits [0, n) into contiguous ranges, one per worker.
+func parallel(n, workers int, f func(lo, hi int)) {
+	if workers <= 1 || n < 2 {
+		f(0, n)
+		return
+	}
+	workers = min(workers, n)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// expf is exp in float32, as C's expf.
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }

@@ -1,0 +1,118 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// The ops below work on plain slices so that kernel tests can call them
+// directly as the Go twins of the WGSL kernels. They follow llama2.c's run.c
+// in the order of their floating-point operations.
+
+// RMSNorm sets dst = x / sqrt(mean(x²) + eps) * w.
+func RMSNorm(dst, x, w []float32, eps float32) {
+	var ss float32
+	for _, v := range x {
+		ss += v * v
+	}
+	ss = ss/float32(len(x)) + eps
+	inv := float32(1 / math.Sqrt(float64(ss)))
+	for i, v := range x {
+		dst[i] = w[i] * (inv * v)
+	}
+}
+
+// MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ, splitting the n output columns
+// across workers so that each reads its own slice of w.
+func MatMul(dst, x, w []float32, m, k, n, workers int) {
+	if m*n*k < 1<<15 {
+		workers = 1
+	}
+	parallel(n, workers, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			wr := w[j*k : (j+1)*k]
+			for i := 0; i < m; i++ {
+				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
+			}
+		}
+	})
+}
+
+// Dot is the float32 dot product, summed left to right.
+func Dot(a, b []float32) float32 {
+	var s float32
+	b = b[:len(a)]
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
+
+// Rope rotates every head of the row x at position pos.
+func Rope(x []float32, pos int, r backend.Rope) {
+	for h := 0; h < r.Heads; h++ {
+		head := x[h*r.HeadDim : (h+1)*r.HeadDim]
+		for i := 0; i < r.Dim/2; i++ {
+			a, b := i, i+r.Dim/2 // halves
+			if r.Layout == models.RopePairs {
+				a, b = 2*i, 2*i+1
+			}
+			freq := r.Freq(i)
+			angle := float32(pos) * freq
+			c, s := float32(math.Cos(float64(angle))), float32(math.Sin(float64(angle)))
+			v0, v1 := head[a], head[b]
+			head[a] = v0*c - v1*s
+			head[b] = v0*s + v1*c
+		}
+	}
+}
+
+// AttendHead sets out to the attention of one query head q over the first n
+// positions of a cache whose keys and values for position t start at
+// t*stride in k and v. scores is scratch of at least n values.
+func AttendHead(out, q, k, v []float32, stride, n int, scale float32, scores []float32) {
+	hd := len(q)
+	for t := 0; t < n; t++ {
+		scores[t] = Dot(q, k[t*stride:t*stride+hd]) * scale
+	}
+	Softmax(scores[:n])
+	clear(out)
+	for t := 0; t < n; t++ {
+		a, vt := scores[t], v[t*stride:t*stride+hd]
+		for i := range out {
+			out[i] += a * vt[i]
+		}
+	}
+}
+
+// Softmax normalises x in place, subtracting the maximum for stability.
+func Softmax(x []float32) {
+	mx := x[0]
+	for _, v := range x[1:] {
+		mx = max(mx, v)
+	}
+	var sum float32
+	for i, v := range x {
+		x[i] = expf(v - mx)
+		sum += x[i]
+	}
+	for i := range x {
+		x[i] /= sum
+	}
+}
+
+// Silu is x·sigmoid(x).
+func Silu(x float32) float32 { return x * (1 / (1 + expf(-x))) }
+
+// Argmax returns the index of the largest value, the lowest among equals.
+func Argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,206 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// shared is where the project's real test models live.
+var shared = filepath.Join("..", "..", "shared", "models")
+
+func sharedFile(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(shared, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("test model missing: %v", err)
+	}
+	return p
+}
+
+// goldenIDs reads stories260K.greedy200.ids: llama2.c's greedy tokens.
+func goldenIDs(t testing.TB) []int32 {
+	t.Helper()
+	raw, err := os.ReadFile(sharedFile(t, "stories260K.greedy200.ids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	for _, f := range strings.Fields(string(raw)) {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, int32(v))
+	}
+	return ids
+}
+
+// generate runs req on eng and returns the ids and the text.
+func generate(t testing.TB, eng *runtime.Engine, req runtime.Request) ([]int32, string, runtime.Stats) {
+	t.Helper()
+	var ids []int32
+	var text strings.Builder
+	st, err := eng.Generate(context.Background(), req, func(tok runtime.Token) error {
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+		text.WriteString(tok.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, text.String(), st
+}
+
+// stories260K lists the two files of the same model: they must give the
+// same tokens.
+func stories260K(t testing.TB) map[string]runtime.Options {
+	return map[string]runtime.Options{
+		sharedFile(t, "stories260K.gguf"): {Device: "cpu"},
+		sharedFile(t, "stories260K.bin"):  {Device: "cpu", Tokenizer: sharedFile(t, "tok512.bin")},
+	}
+}
+
+func TestGoldenGreedy(t *testing.T) {
+	want := goldenIDs(t)
+	wantText, err := os.ReadFile(sharedFile(t, "stories260K.greedy200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, opts := range stories260K(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			eng, err := runtime.Load(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			ids, text, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
+			if len(ids) != len(want) {
+				t.Fatalf("got %d tokens, want %d", len(ids), len(want))
+			}
+			for i := range want {
+				if ids[i] != want[i] {
+					t.Fatalf("token %d: got %d, want %d", i, ids[i], want[i])
+				}
+			}
+			if text+"\n" != string(wantText) {
+				t.Errorf("text differs from llama2.c's:\n got %q\nwant %q", text, wantText)
+			}
+		})
+	}
+}
+
+func TestPromptContinuation(t *testing.T) {
+	const prompt = "Once upon a time, there was a dog"
+	var first []int32
+	for path, opts := range stories260K(t) {
+		eng, err := runtime.Load(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, text, st := generate(t, eng, runtime.Request{Prompt: prompt, MaxTokens: 60})
+		eng.Close()
+		// llama2.c: BOS, then the dummy-prefixed prompt.
+		if st.PromptTokens < 5 || len(ids) != 60 {
+			t.Fatalf("%s: %d prompt tokens, %d generated", path, st.PromptTokens, len(ids))
+		}
+		if !strings.HasPrefix(text, " ") || strings.Count(text, " ") < 10 {
+			t.Errorf("%s: continuation does not read as words: %q", path, text)
+		}
+		if first == nil {
+			first = ids
+		} else if !equal(first, ids) {
+			t.Errorf("the GGUF and llama2.c files continue differently:\n%v\n%v", first, ids)
+		}
+	}
+}
+
+func TestSeededSamplingReproduces(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	req := func(seed uint64) runtime.Request {
+		return runtime.Request{Prompt: "Lily", MaxTokens: 80,
+			Sampler: runtime.SamplerOptions{Temperature: 1, TopP: 0.95, TopK: 40, Seed: seed}}
+	}
+	a, _, _ := generate(t, eng, req(7))
+	b, _, _ := generate(t, eng, req(7))
+	c, _, _ := generate(t, eng, req(8))
+	if !equal(a, b) {
+		t.Errorf("same seed, different tokens:\n%v\n%v", a, b)
+	}
+	if equal(a, c) {
+		t.Errorf("different seeds gave the same %d tokens", len(a))
+	}
+}
+
+func TestPromptLongerThanContext(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.bin"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	long := strings.Repeat("the dog ran to the park. ", 200)
+	_, err = eng.Generate(context.Background(), runtime.Request{Prompt: long, MaxTokens: 1}, func(runtime.Token) error { return nil })
+	if !errors.Is(err, runtime.ErrContextFull) {
+		t.Fatalf("got %v, want ErrContextFull", err)
+	}
+}
+
+func TestGenerateStopsAtContextEnd(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.bin"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ids := make([]int32, 500)
+	for i := range ids {
+		ids[i] = 400
+	}
+	ids[0] = 1
+	got, _, st := generate(t, eng, runtime.Request{Tokens: ids, MaxTokens: 100})
+	if len(ids)+len(got) > 512 || (!st.StoppedAtLength && !st.StoppedAtEOS) {
+		t.Fatalf("generated %d tokens after %d in a 512 context (stats %+v)", len(got), len(ids), st)
+	}
+}
+
+func TestGenerateCancel(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err = eng.Generate(ctx, runtime.Request{MaxTokens: 100}, func(runtime.Token) error {
+		if n++; n == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n != 3 {
+		t.Fatalf("got %v after %d tokens, want context.Canceled after 3", err, n)
+	}
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,396 @@
+package gpu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
+)
+
+// Backend runs the ops of backend.Backend as WGSL kernels on a Device.
+//
+// Ops are recorded, not run: a whole forward step goes into one Recorder and
+// is submitted once, when Argmax or Read needs a result. Everything a
+// dispatch binds (pipeline, bind group, its static parameters) is built the
+// first time an op is called with given operands and cached, so the steady
+// state of decoding allocates nothing and builds no bind groups: per step,
+// only the Step uniform and the token and position buffers are written.
+type Backend struct {
+	dev     Device
+	info    Info
+	maxRows int
+
+	rec         Recorder
+	step        Buffer // Step uniform
+	tokens, pos Buffer // i32 per row
+	result      Buffer // i32 per row, Argmax's output
+	batch       backend.Batch
+	calls       map[callKey]*call
+	freqs       map[ropeKey]Buffer
+	owned       []Buffer // released by Close
+	err         error    // the first error met while recording
+	memory      int64    // bytes in owned buffers
+}
+
+// NewBackend returns a backend on dev for batches of up to maxRows tokens.
+func NewBackend(dev Device, maxRows int) (*Backend, error) {
+	if maxRows <= 0 {
+		return nil, fmt.Errorf("gpu: batch of %d rows", maxRows)
+	}
+	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}}
+	var err error
+	if b.step, err = b.buffer("step", 16, Uniform|CopyDst); err != nil {
+		return nil, err
+	}
+	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result} {
+		if *p, err = b.buffer("rows", int64(4*maxRows), Storage|CopyDst|CopySrc); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *Backend) Name() string { return "webgpu" }
+
+// Device returns the device the backend runs on.
+func (b *Backend) Device() Device { return b.dev }
+
+func (b *Backend) Stats() backend.Stats {
+	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches()}
+}
+
+func (b *Backend) buffer(label string, size int64, u Usage) (Buffer, error) {
+	buf, err := b.dev.NewBuffer(label, max(size, 4), u)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: allocate %s (%d bytes): %w", label, size, err)
+	}
+	b.owned = append(b.owned, buf)
+	b.memory += buf.Size()
+	return buf, nil
+}
+
+// Tensor is an f32 activation matrix in one storage buffer.
+type Tensor struct {
+	buf        Buffer
+	rows, cols int
+}
+
+func (t *Tensor) Rows() int { return t.rows }
+func (t *Tensor) Cols() int { return t.cols }
+
+func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("gpu: tensor of %d×%d", rows, cols)
+	}
+	size := int64(rows) * int64(cols) * 4
+	if size > b.info.MaxStorageBufferBindingSize {
+		return nil, fmt.Errorf("gpu: activation of %d×%d exceeds the %s storage binding limit", rows, cols, FormatBytes(b.info.MaxStorageBufferBindingSize))
+	}
+	buf, err := b.buffer("activation", size, Storage|CopySrc|CopyDst)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{buf: buf, rows: rows, cols: cols}, nil
+}
+
+func (b *Backend) Write(t backend.Tensor, data []float32) error {
+	ts := t.(*Tensor)
+	if len(data) > ts.rows*ts.cols || len(data)%ts.cols != 0 {
+		return fmt.Errorf("gpu: write of %d values into a %d×%d tensor", len(data), ts.rows, ts.cols)
+	}
+	return b.dev.Write(ts.buf, 0, f32bytes(data))
+}
+
+// Weight is a model tensor on the device. A matrix too big for one storage
+// binding is split by rows into parts, each its own buffer; ops dispatch once
+// per part.
+type Weight struct {
+	shape []int
+	parts []part
+}
+
+type part struct {
+	buf        Buffer
+	row0, rows int // the rows of the [out, in] matrix this part holds
+}
+
+func (w *Weight) Shape() []int { return w.shape }
+
+func (w *Weight) Bytes() int64 {
+	var n int64
+	for _, p := range w.parts {
+		n += p.buf.Size()
+	}
+	return n
+}
+
+func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+	data, err := t.Float32()
+	if err != nil {
+		return nil, err
+	}
+	rows, cols := 1, t.Shape[len(t.Shape)-1]
+	for _, d := range t.Shape[:len(t.Shape)-1] {
+		rows *= d
+	}
+	rowBytes := int64(cols) * 4
+	perPart := int(b.info.MaxStorageBufferBindingSize / rowBytes)
+	if perPart == 0 {
+		return nil, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", t.Name, rowBytes)
+	}
+	w := &Weight{shape: t.Shape}
+	for r0 := 0; r0 < rows; r0 += perPart {
+		n := min(perPart, rows-r0)
+		buf, err := b.buffer(t.Name, int64(n)*rowBytes, Storage|CopyDst)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.dev.Write(buf, 0, f32bytes(data[r0*cols:(r0+n)*cols])); err != nil {
+			return nil, fmt.Errorf("gpu: upload %s: %w", t.Name, err)
+		}
+		w.parts = append(w.parts, part{buf: buf, row0: r0, rows: n})
+	}
+	return w, nil
+}
+
+// KV keeps each layer's keys and values in their own buffers, so that a
+// long context never needs one binding for all layers.
+type KV struct {
+	layers, context, kvDim int
+	k, v                   []Buffer
+}
+
+func (c *KV) Layers() int  { return c.layers }
+func (c *KV) Context() int { return c.context }
+
+func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
+	if layers <= 0 || context <= 0 || kvDim <= 0 {
+		return nil, fmt.Errorf("gpu: kv cache of %d layers × %d positions × %d", layers, context, kvDim)
+	}
+	size := int64(context) * int64(kvDim) * 4
+	if size > b.info.MaxStorageBufferBindingSize {
+		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a shorter context",
+			FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
+	}
+	c := &KV{layers: layers, context: context, kvDim: kvDim}
+	for l := 0; l < layers; l++ {
+		k, err := b.buffer("k cache", size, Storage)
+		if err != nil {
+			return nil, err
+		}
+		v, err := b.buffer("v cache", size, Storage)
+		if err != nil {
+			return nil, err
+		}
+		c.k, c.v = append(c.k, k), append(c.v, v)
+	}
+	return c, nil
+}
+
+func (b *Backend) Begin(batch backend.Batch) error {
+	n := batch.Len()
+	if n == 0 || n > b.maxRows || len(batch.Pos) != n {
+		return fmt.Errorf("gpu: batch of %d tokens and %d positions (at most %d)", n, len(batch.Pos), b.maxRows)
+	}
+	if b.err != nil {
+		return b.err
+	}
+	b.batch = batch
+	step := make([]byte, 16)
+	binary.LittleEndian.PutUint32(step, uint32(n))
+	for _, w := range []struct {
+		buf  Buffer
+		data []byte
+	}{{b.step, step}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)}} {
+		if err := b.dev.Write(w.buf, 0, w.data); err != nil {
+			return fmt.Errorf("gpu: begin step: %w", err)
+		}
+	}
+	return nil
+}
+
+// rows is how many rows of t the current batch covers.
+func (b *Backend) rows(t backend.Tensor) int { return min(t.Rows(), b.batch.Len()) }
+
+// Argmax runs the argmax kernel over the first n rows of x and reads back
+// only the n indices.
+func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
+	xs := x.(*Tensor)
+	if n > xs.rows || n > b.maxRows {
+		return nil, fmt.Errorf("gpu: argmax of %d rows of a %d-row tensor", n, xs.rows)
+	}
+	b.record(argmaxOp, params{uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	raw, err := b.flushRead(b.result, int64(4*n))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out, nil
+}
+
+func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
+	xs := x.(*Tensor)
+	raw, err := b.flushRead(xs.buf, int64(n*xs.cols*4))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n*xs.cols)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out, nil
+}
+
+// flushRead submits what was recorded and reads size bytes of buf.
+func (b *Backend) flushRead(buf Buffer, size int64) ([]byte, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if err := b.rec.Submit(); err != nil {
+		return nil, fmt.Errorf("gpu: submit: %w", err)
+	}
+	return b.dev.Read(buf, 0, size)
+}
+
+func (b *Backend) Close() error {
+	for _, c := range b.calls {
+		c.group.Release()
+	}
+	for _, buf := range b.owned {
+		buf.Release()
+	}
+	b.calls, b.owned = nil, nil
+	return nil
+}
+
+// op names a kernel and the access of its operand bindings. Every kernel
+// binds the Step uniform at 0 and its own parameters at 1; operands follow.
+type op struct {
+	kernel   string
+	operands []Access
+	consts   map[string]float64
+}
+
+// params are a kernel's static parameters: 4-byte values (u32, or f32 as
+// bits), laid out as the kernel's Params struct.
+type params []uint32
+
+func f32param(v float32) uint32 { return math.Float32bits(v) }
+
+// callKey identifies one recorded call site: the same op with the same
+// operands and parameters reuses its bind group.
+type callKey struct {
+	kernel string
+	params string
+	ops    [8]Binding
+}
+
+type call struct {
+	pipe  Pipeline
+	group BindGroup
+}
+
+// record queues kernel o over x×y×z workgroups. Errors are kept and
+// returned by the next Begin, Argmax or Read, so that op methods stay
+// error-free like the CPU reference.
+func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
+	if b.err != nil {
+		return
+	}
+	key := callKey{kernel: o.kernel, params: string(u32bytes(p))}
+	copy(key.ops[:], operands)
+	c, ok := b.calls[key]
+	if !ok {
+		var err error
+		if c, err = b.newCall(o, p, operands); err != nil {
+			b.err = fmt.Errorf("gpu: %s: %w", o.kernel, err)
+			return
+		}
+		b.calls[key] = c
+	}
+	if x == 0 || y == 0 || z == 0 {
+		return
+	}
+	b.rec.Dispatch(c.pipe, c.group, x, y, z)
+}
+
+func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
+	src, err := shaders.Source(o.kernel)
+	if err != nil {
+		return nil, err
+	}
+	access := append([]Access{UniformBinding, UniformBinding}, o.operands...)
+	if len(access) != len(operands)+2 {
+		return nil, fmt.Errorf("%d operands bound to %d slots", len(operands), len(o.operands))
+	}
+	pipe, err := b.dev.Pipeline(Kernel{Name: o.kernel, Source: src, Bindings: access, Constants: o.consts})
+	if err != nil {
+		return nil, err
+	}
+	raw := u32bytes(p)
+	raw = append(raw, make([]byte, (16-len(raw)%16)%16)...) // uniform structs are 16-byte multiples
+	pbuf, err := b.buffer(o.kernel+" params", int64(len(raw)), Uniform|CopyDst)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.dev.Write(pbuf, 0, raw); err != nil {
+		return nil, err
+	}
+	binds := append([]Binding{{Buffer: b.step}, {Buffer: pbuf}}, operands...)
+	g, err := b.dev.BindGroup(pipe, binds)
+	if err != nil {
+		return nil, err
+	}
+	return &call{pipe: pipe, group: g}, nil
+}
+
+// grid spreads n invocations of workgroups of size wg over x and y, since
+// one dimension holds at most MaxComputeWorkgroupsPerDimension groups.
+// Kernels recover the flat index as id.x + id.y * num_workgroups.x * wg.
+func (b *Backend) grid(n, wg int) (x, y uint32) {
+	groups := (n + wg - 1) / wg
+	limit := int(b.info.MaxComputeWorkgroupsPerDimension)
+	if limit <= 0 {
+		limit = 65535
+	}
+	if groups <= limit {
+		return uint32(groups), 1
+	}
+	return uint32(limit), uint32((groups + limit - 1) / limit)
+}
+
+func f32bytes(v []float32) []byte {
+	var buf bytes.Buffer
+	buf.Grow(4 * len(v))
+	binary.Write(&buf, binary.LittleEndian, v)
+	return buf.Bytes()
+}
+
+func i32bytes(v []int32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
+	}
+	return out
+}
+
+func u32bytes(v []uint32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], x)
+	}
+	return out
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Parts reports how many buffers hold w: more than one when w is larger than
+// the device's storage binding limit.
+func Parts(w backend.Weight) int { return len(w.(*Weight).parts) }

@@ -1,0 +1,113 @@
+package gpu
+
+import (
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// The simple ops: one invocation per output element (or per row), each the
+// WGSL twin of the function of the same name in runtime/cpu.
+
+const elementWG = 256
+
+var (
+	embedOp   = op{kernel: "embed", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	rmsnormOp = op{kernel: "rmsnorm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	ropeOp    = op{kernel: "rope", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	storeKVOp = op{kernel: "store_kv", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	swigluOp  = op{kernel: "swiglu", operands: []Access{ReadWrite, ReadOnly}}
+	addOp     = op{kernel: "add", operands: []Access{ReadWrite, ReadOnly}}
+	argmaxOp  = op{kernel: "argmax", operands: []Access{ReadOnly, ReadWrite}}
+)
+
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
+	d, w := dst.(*Tensor), table.(*Weight)
+	n := b.rows(d)
+	x, y := b.grid(n*d.cols, elementWG)
+	for _, pt := range w.parts {
+		b.record(embedOp, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
+			[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
+	}
+}
+
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
+	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
+	b.record(rmsnormOp, params{uint32(d.cols), uint32(d.rows), f32param(eps)},
+		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: ws.parts[0].buf}}, uint32(b.rows(d)), 1, 1)
+}
+
+func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
+	xs := x.(*Tensor)
+	freqs, err := b.ropeFreqs(r)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	gx, gy := b.grid(b.rows(xs)*r.Heads*r.Dim/2, elementWG)
+	b.record(ropeOp, params{uint32(xs.cols), uint32(xs.rows), uint32(r.Heads), uint32(r.HeadDim), uint32(r.Dim), uint32(r.Layout)},
+		[]Binding{{Buffer: xs.buf}, {Buffer: freqs}, {Buffer: b.pos}}, gx, gy, 1)
+}
+
+func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
+	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
+	gx, gy := b.grid(b.rows(ks)*c.kvDim, elementWG)
+	b.record(storeKVOp, params{uint32(c.kvDim), uint32(ks.rows), uint32(c.context)},
+		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.pos}}, gx, gy, 1)
+}
+
+func (b *Backend) SwiGLU(gate, up backend.Tensor) {
+	g, u := gate.(*Tensor), up.(*Tensor)
+	gx, gy := b.grid(b.rows(g)*g.cols, elementWG)
+	b.record(swigluOp, params{uint32(g.cols), uint32(g.rows)},
+		[]Binding{{Buffer: g.buf}, {Buffer: u.buf}}, gx, gy, 1)
+}
+
+func (b *Backend) Add(dst, x backend.Tensor) {
+	d, xs := dst.(*Tensor), x.(*Tensor)
+	gx, gy := b.grid(b.rows(d)*d.cols, elementWG)
+	b.record(addOp, params{uint32(d.cols), uint32(d.rows)},
+		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}}, gx, gy, 1)
+}
+
+func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) {
+	ts, xs := t.(*Tensor), x.(*Tensor)
+	row := int64(ts.cols) * 4
+	b.rec.Copy(xs.buf, int64(src)*row, ts.buf, int64(dst)*row, row)
+}
+
+// fail keeps the first error met while recording.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// ropeFreqs returns a buffer of RoPE's inverse frequencies for r, computed
+// on the host exactly as the CPU reference computes them, so that the two
+// backends rotate by the same angles.
+func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
+	key := ropeKey{r.Dim, r.Theta}
+	if buf, ok := b.freqs[key]; ok {
+		return buf, nil
+	}
+	f := make([]float32, r.Dim/2)
+	for i := range f {
+		f[i] = r.Freq(i)
+	}
+	buf, err := b.buffer("rope freqs", int64(4*len(f)), Storage|CopyDst)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.dev.Write(buf, 0, f32bytes(f)); err != nil {
+		return nil, err
+	}
+	if b.freqs == nil {
+		b.freqs = map[ropeKey]Buffer{}
+	}
+	b.freqs[key] = buf
+	return buf, nil
+}
+
+type ropeKey struct {
+	dim   int
+	theta float64
+}

@@ -1,0 +1,314 @@
+package gpu_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+)
+
+// twins runs every op on the WebGPU backend and on the CPU reference with
+// the same inputs, so that a test states the op once and compares the two.
+type twins struct {
+	t   *testing.T
+	rng *rand.Rand
+	ref *cpu.Backend
+	gpu *gpu.Backend
+}
+
+func newTwins(t *testing.T, maxRows int, opts ...gpu.Options) *twins {
+	t.Helper()
+	var o gpu.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	dev := gputest.OpenWith(t, o)
+	g, err := gpu.NewBackend(dev, maxRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return &twins{t: t, rng: rand.New(rand.NewPCG(1, uint64(maxRows))), ref: cpu.New(0), gpu: g}
+}
+
+// pair is one value held by both backends: [0] on the CPU, [1] on the GPU.
+type pair[T any] [2]T
+
+// each runs f on the CPU reference (i = 0) and then on the GPU (i = 1).
+func (w *twins) each(f func(b backend.Backend, i int)) {
+	f(w.ref, 0)
+	f(w.gpu, 1)
+}
+
+func (w *twins) random(n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (w.rng.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+func (w *twins) tensor(rows, cols int, data []float32) pair[backend.Tensor] {
+	w.t.Helper()
+	var p pair[backend.Tensor]
+	w.each(func(b backend.Backend, i int) {
+		t, err := b.NewTensor(rows, cols)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if data != nil {
+			if err := b.Write(t, data); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		p[i] = t
+	})
+	return p
+}
+
+func (w *twins) weight(shape []int, data []float32) pair[backend.Weight] {
+	w.t.Helper()
+	raw := make([]byte, 4*len(data))
+	for i, v := range data {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+	}
+	mt := models.NewTensor("w", shape, dtype.F32, func() ([]byte, error) { return raw, nil })
+	var p pair[backend.Weight]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if p[i], err = b.Upload(mt); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+	return p
+}
+
+func (w *twins) kv(layers, context, kvDim int) pair[backend.KV] {
+	w.t.Helper()
+	var p pair[backend.KV]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if p[i], err = b.NewKV(layers, context, kvDim); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+	return p
+}
+
+func (w *twins) begin(tokens []int32, pos0 int) {
+	w.t.Helper()
+	b := backend.Batch{Tokens: tokens, Pos: make([]int32, len(tokens))}
+	for i := range b.Pos {
+		b.Pos[i] = int32(pos0 + i)
+	}
+	w.each(func(be backend.Backend, _ int) {
+		if err := be.Begin(b); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+}
+
+// compare reads the first n rows of both tensors and checks that every value
+// is within tol·(1+|ref|) of the reference.
+func (w *twins) compare(what string, p pair[backend.Tensor], n int, tol float64) {
+	w.t.Helper()
+	want, err := w.ref.Read(p[0], n)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	got, err := w.gpu.Read(p[1], n)
+	if err != nil {
+		w.t.Fatalf("%s: %v", what, err)
+	}
+	worst, at := 0.0, 0
+	for i := range want {
+		d := math.Abs(float64(got[i]-want[i])) / (1 + math.Abs(float64(want[i])))
+		if d > worst || math.IsNaN(float64(got[i])) {
+			worst, at = d, i
+			if math.IsNaN(float64(got[i])) {
+				worst = math.Inf(1)
+			}
+		}
+	}
+	if worst > tol {
+		w.t.Errorf("%s: value %d (row %d): gpu %g, cpu %g: relative error %.3g > %.3g",
+			what, at, at/p[0].Cols(), got[at], want[at], worst, tol)
+	}
+}
+
+func tokens(n, vocab int, rng *rand.Rand) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(rng.IntN(vocab))
+	}
+	return t
+}
+
+func TestElementwiseOps(t *testing.T) {
+	for _, shape := range []struct{ rows, batch, cols int }{
+		{1, 1, 1}, {1, 1, 64}, {4, 3, 172}, {64, 64, 257}, {64, 17, 1000}, {8, 8, 5632},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_batch%d", shape.rows, shape.cols, shape.batch), func(t *testing.T) {
+			w := newTwins(t, shape.rows)
+			n := shape.rows * shape.cols
+			x := w.tensor(shape.rows, shape.cols, w.random(n, 3))
+			y := w.tensor(shape.rows, shape.cols, w.random(n, 3))
+			z := w.tensor(shape.rows, shape.cols, w.random(n, 3))
+			norm := w.weight([]int{shape.cols}, w.random(shape.cols, 2))
+			w.begin(tokens(shape.batch, 10, w.rng), 0)
+			w.each(func(b backend.Backend, i int) {
+				b.Add(x[i], y[i])
+				b.SwiGLU(z[i], x[i])
+				b.RMSNorm(y[i], z[i], norm[i], 1e-5)
+			})
+			w.compare("add", x, shape.batch, 1e-6)
+			w.compare("swiglu", z, shape.batch, 1e-5)
+			w.compare("rmsnorm", y, shape.batch, 1e-5)
+		})
+	}
+}
+
+func TestEmbed(t *testing.T) {
+	for _, tc := range []struct {
+		vocab, dim, batch int
+		binding           int64 // lowered storage binding limit: splits the table
+	}{
+		{512, 64, 1, 0}, {512, 64, 37, 0}, {1000, 96, 64, 0}, {1000, 96, 64, 96 * 4 * 300},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_batch%d_binding%d", tc.vocab, tc.dim, tc.batch, tc.binding), func(t *testing.T) {
+			w := newTwins(t, 64, gpu.Options{MaxStorageBinding: tc.binding})
+			table := w.weight([]int{tc.vocab, tc.dim}, w.random(tc.vocab*tc.dim, 1))
+			if tc.binding > 0 {
+				if parts := gpu.Parts(table[1]); parts < 2 {
+					t.Fatalf("table in %d parts under a %d-byte binding limit", parts, tc.binding)
+				}
+			}
+			x := w.tensor(64, tc.dim, nil)
+			toks := tokens(tc.batch, tc.vocab, w.rng)
+			toks[0] = int32(tc.vocab - 1)
+			w.begin(toks, 0)
+			w.each(func(b backend.Backend, i int) { b.Embed(x[i], table[i]) })
+			w.compare("embed", x, tc.batch, 0)
+		})
+	}
+}
+
+func TestRope(t *testing.T) {
+	for _, tc := range []struct {
+		heads, headDim, dim, pos0, batch int
+		layout                           models.RopeLayout
+		theta                            float64
+	}{
+		{8, 8, 8, 0, 1, models.RopePairs, 10000},
+		{8, 8, 8, 511, 1, models.RopePairs, 10000},
+		{4, 64, 64, 100, 33, models.RopeHalves, 500000},
+		{2, 128, 64, 2000, 5, models.RopeHalves, 10000},
+		{3, 32, 32, 7, 64, models.RopePairs, 1e6},
+	} {
+		t.Run(fmt.Sprintf("%s_h%d_d%d_pos%d", tc.layout, tc.heads, tc.headDim, tc.pos0), func(t *testing.T) {
+			w := newTwins(t, 64)
+			cols := tc.heads * tc.headDim
+			x := w.tensor(64, cols, w.random(64*cols, 2))
+			w.begin(tokens(tc.batch, 10, w.rng), tc.pos0)
+			r := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: tc.theta, Layout: tc.layout}
+			w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
+			// Angles reach pos·1 radian: f32 sin/cos of large arguments
+			// differ in the last bits between implementations.
+			w.compare("rope", x, tc.batch, 2e-4)
+		})
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	w := newTwins(t, 4)
+	for _, cols := range []int{1, 7, 512, 32000, 151936} {
+		data := w.random(4*cols, 5)
+		if cols > 1 {
+			data[cols+cols/2] = 100                      // row 1: a clear winner in the middle
+			data[2*cols+3], data[2*cols+cols-1] = 50, 50 // row 2: a tie picks the lower index
+		}
+		x := w.tensor(4, cols, data)
+		want, _ := w.ref.Argmax(x[0], 4)
+		got, err := w.gpu.Argmax(x[1], 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%d columns: gpu %v, cpu %v", cols, got, want)
+		}
+	}
+}
+
+// TestMatMul covers one token (GEMV), prompt chunks (GEMM) whose row count
+// and widths are not multiples of any tile, and weights split across
+// bindings.
+func TestMatMul(t *testing.T) {
+	for _, tc := range []struct {
+		rows, batch, k, n int
+		binding           int64
+	}{
+		{1, 1, 1, 1, 0}, {1, 1, 64, 64, 0}, {1, 1, 64, 512, 0}, {1, 1, 172, 64, 0},
+		{1, 1, 2048, 5632, 0}, {64, 64, 64, 172, 0}, {64, 37, 257, 129, 0},
+		{64, 5, 1000, 300, 0}, {16, 16, 96, 1000, 96 * 4 * 256},
+	} {
+		t.Run(fmt.Sprintf("m%d_k%d_n%d_binding%d", tc.batch, tc.k, tc.n, tc.binding), func(t *testing.T) {
+			w := newTwins(t, tc.rows, gpu.Options{MaxStorageBinding: tc.binding})
+			wt := w.weight([]int{tc.n, tc.k}, w.random(tc.n*tc.k, 1))
+			x := w.tensor(tc.rows, tc.k, w.random(tc.rows*tc.k, 1))
+			y := w.tensor(tc.rows, tc.n, nil)
+			w.begin(tokens(tc.batch, 10, w.rng), 0)
+			w.each(func(b backend.Backend, i int) { b.MatMul(y[i], x[i], wt[i]) })
+			// Sums of k products in a different order: the error grows
+			// like sqrt(k) ulps of the terms.
+			w.compare("matmul", y, tc.batch, 1e-6*math.Sqrt(float64(tc.k))*4)
+		})
+	}
+}
+
+// TestAttention stores keys and values for a prompt and then attends, as a
+// forward pass does: a whole chunk at once (prefill), then single tokens
+// (decode) far into the context, for GQA ratios 1, 2, 4 and 8.
+func TestAttention(t *testing.T) {
+	for _, tc := range []struct {
+		heads, kvHeads, headDim, context int
+		chunks                           []int // tokens per step
+	}{
+		{8, 4, 8, 512, []int{1, 1, 1}},
+		{8, 8, 16, 64, []int{17, 1, 1}},
+		{8, 4, 8, 512, []int{64, 64, 64, 1, 1}},
+		{16, 4, 64, 300, []int{50, 64, 1, 33}},
+		{8, 1, 128, 128, []int{3, 64, 60, 1}},
+		{4, 2, 32, 1024, []int{64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 1}},
+	} {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_ctx%d", tc.heads, tc.kvHeads, tc.headDim, tc.context), func(t *testing.T) {
+			w := newTwins(t, 64)
+			kvDim := tc.kvHeads * tc.headDim
+			qDim := tc.heads * tc.headDim
+			cache := w.kv(2, tc.context, kvDim)
+			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
+				Scale: float32(1 / math.Sqrt(float64(tc.headDim)))}
+			pos := 0
+			for step, n := range tc.chunks {
+				q := w.tensor(64, qDim, w.random(64*qDim, 2))
+				k := w.tensor(64, kvDim, w.random(64*kvDim, 2))
+				v := w.tensor(64, kvDim, w.random(64*kvDim, 2))
+				out := w.tensor(64, qDim, nil)
+				w.begin(tokens(n, 10, w.rng), pos)
+				w.each(func(b backend.Backend, i int) {
+					b.StoreKV(cache[i], 1, k[i], v[i])
+					b.Attend(out[i], q[i], cache[i], 1, a)
+				})
+				w.compare(fmt.Sprintf("step %d (%d tokens at %d)", step, n, pos), out, n, 2e-5)
+				pos += n
+			}
+		})
+	}
+}

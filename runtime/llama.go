@@ -1,0 +1,151 @@
+// Package runtime is the engine: it loads a model onto a backend, runs the
+// forward pass, samples and streams tokens.
+package runtime
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// llama is the Llama-family forward pass over one backend: the weights, the
+// activations (allocated once for a batch of up to maxBatch tokens) and one
+// sequence's KV cache.
+type llama struct {
+	cfg      models.Config
+	be       backend.Backend
+	maxBatch int
+
+	embed, outNorm, output backend.Weight
+	layers                 []layerWeights
+
+	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
+	last, logits                  backend.Tensor // one row: only the last position is scored
+	kv                            backend.KV
+	rope, ropeKV                  backend.Rope
+	attn                          backend.Attention
+}
+
+type layerWeights struct {
+	attnNorm, wq, wk, wv, wo, ffnNorm, gate, up, down backend.Weight
+}
+
+// newLlama uploads m's weights to be and allocates what a forward pass needs.
+func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error) {
+	c := m.Config
+	n := &llama{cfg: c, be: be, maxBatch: maxBatch}
+	upload := func(name string) (backend.Weight, error) {
+		t, err := m.Tensor(name)
+		if err != nil {
+			return nil, err
+		}
+		w, err := be.Upload(t)
+		if err != nil {
+			return nil, fmt.Errorf("upload %s: %w", name, err)
+		}
+		return w, nil
+	}
+	var err error
+	if n.embed, err = upload(models.TokenEmbedding); err != nil {
+		return nil, err
+	}
+	if n.outNorm, err = upload(models.OutputNorm); err != nil {
+		return nil, err
+	}
+	n.output = n.embed
+	if !c.TiedEmbeddings {
+		if n.output, err = upload(models.Output); err != nil {
+			return nil, err
+		}
+	}
+	n.layers = make([]layerWeights, c.Layers)
+	for l := range n.layers {
+		lw := &n.layers[l]
+		for _, w := range []struct {
+			dst  *backend.Weight
+			kind string
+		}{
+			{&lw.attnNorm, models.AttnNorm}, {&lw.wq, models.AttnQ}, {&lw.wk, models.AttnK},
+			{&lw.wv, models.AttnV}, {&lw.wo, models.AttnOutput}, {&lw.ffnNorm, models.FFNNorm},
+			{&lw.gate, models.FFNGate}, {&lw.up, models.FFNUp}, {&lw.down, models.FFNDown},
+		} {
+			if *w.dst, err = upload(models.LayerTensor(l, w.kind)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	for _, t := range []struct {
+		dst        *backend.Tensor
+		rows, cols int
+	}{
+		{&n.x, maxBatch, c.Dim}, {&n.xb, maxBatch, c.Dim}, {&n.q, maxBatch, qDim},
+		{&n.k, maxBatch, kvDim}, {&n.v, maxBatch, kvDim}, {&n.att, maxBatch, qDim},
+		{&n.gate, maxBatch, c.FFN}, {&n.up, maxBatch, c.FFN},
+		{&n.last, 1, c.Dim}, {&n.logits, 1, c.Vocab},
+	} {
+		if *t.dst, err = be.NewTensor(t.rows, t.cols); err != nil {
+			return nil, err
+		}
+	}
+	if n.kv, err = be.NewKV(c.Layers, c.Context, kvDim); err != nil {
+		return nil, err
+	}
+	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope}
+	n.ropeKV = n.rope
+	n.ropeKV.Heads = c.KVHeads
+	n.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
+	return n, nil
+}
+
+// forward queues the forward pass of batch; the logits of its last token end
+// up in n.logits. The batch must fit in maxBatch and in the context.
+func (n *llama) forward(batch backend.Batch) error {
+	be, c := n.be, n.cfg
+	if err := be.Begin(batch); err != nil {
+		return err
+	}
+	be.Embed(n.x, n.embed)
+	for l, w := range n.layers {
+		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
+		be.RMSNorm(n.xb, n.x, w.attnNorm, c.NormEps)
+		be.MatMul(n.q, n.xb, w.wq)
+		be.MatMul(n.k, n.xb, w.wk)
+		be.MatMul(n.v, n.xb, w.wv)
+		be.Rope(n.q, n.rope)
+		be.Rope(n.k, n.ropeKV)
+		be.StoreKV(n.kv, l, n.k, n.v)
+		be.Attend(n.att, n.q, n.kv, l, n.attn)
+		be.MatMul(n.xb, n.att, w.wo)
+		be.Add(n.x, n.xb)
+
+		// Feed-forward block: x += W_down · (silu(W_gate·h) * W_up·h), h = norm(x).
+		be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
+		be.MatMul(n.gate, n.xb, w.gate)
+		be.MatMul(n.up, n.xb, w.up)
+		be.SwiGLU(n.gate, n.up)
+		be.MatMul(n.xb, n.gate, w.down)
+		be.Add(n.x, n.xb)
+	}
+	be.RMSNorm(n.xb, n.x, n.outNorm, c.NormEps)
+	be.CopyRow(n.last, 0, n.xb, batch.Len()-1)
+	be.MatMul(n.logits, n.last, n.output)
+	return nil
+}
+
+// weightBytes adds up the sizes of the uploaded weights.
+func (n *llama) weightBytes() int64 {
+	total := n.embed.Bytes() + n.outNorm.Bytes()
+	if n.output != n.embed {
+		total += n.output.Bytes()
+	}
+	for _, w := range n.layers {
+		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down} {
+			total += x.Bytes()
+		}
+	}
+	return total
+}

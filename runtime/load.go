@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+// Options choose how Load opens a model.
+type Options struct {
+	// Tokenizer overrides the model's tokenizer with a file.
+	Tokenizer string
+	// Device is "cpu", "webgpu" or "auto" (the default: WebGPU when an
+	// adapter exists, else the CPU).
+	Device string
+	// Adapter picks the WebGPU adapter: an index or a name substring.
+	Adapter string
+	// MaxStorageBinding, if > 0, lowers the GPU's storage binding limit
+	// (to test how weights are split across bindings).
+	MaxStorageBinding int64
+	// Threads caps the CPU backend's goroutines (0: one per core).
+	Threads int
+	// Context caps the sequence length (and so the KV cache); 0 means the
+	// model's own, up to DefaultContext.
+	Context int
+}
+
+// DefaultContext bounds the KV cache when Options.Context is 0: models
+// trained for 128k tokens would otherwise reserve gigabytes up front.
+const DefaultContext = 4096
+
+// Load opens the model at path and loads it onto the chosen device.
+func Load(path string, opts Options) (*Engine, error) {
+	m, err := models.Open(path, models.Options{Tokenizer: opts.Tokenizer})
+	if err != nil {
+		return nil, err
+	}
+	ctx := opts.Context
+	if ctx <= 0 {
+		ctx = min(m.Config.Context, DefaultContext)
+	}
+	if ctx > m.Config.Context {
+		m.Close()
+		return nil, fmt.Errorf("context %d exceeds the model's %d", ctx, m.Config.Context)
+	}
+	m.Config.Context = ctx
+	be, note, err := openBackend(opts, batchRows(m.Config))
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	e, err := New(m, be)
+	if err != nil {
+		be.Close()
+		m.Close()
+		return nil, err
+	}
+	e.note = note
+	return e, nil
+}
+
+// DeviceNote says why the engine runs where it does when that is not what
+// was asked for (auto falling back to the CPU), or "".
+func (e *Engine) DeviceNote() string { return e.note }
+
+// openBackend picks the backend for opts.Device.
+func openBackend(opts Options, maxRows int) (be backend.Backend, note string, err error) {
+	switch opts.Device {
+	case "cpu":
+		return cpu.New(opts.Threads), "", nil
+	case "webgpu":
+		be, err := openWebGPU(opts, maxRows)
+		if err != nil {
+			return nil, "", fmt.Errorf("webgpu: %w", err)
+		}
+		return be, "", nil
+	case "", "auto":
+		be, err := openWebGPU(opts, maxRows)
+		if err != nil {
+			return cpu.New(opts.Threads), fmt.Sprintf("running on the CPU: %v", err), nil
+		}
+		return be, "", nil
+	default:
+		return nil, "", fmt.Errorf("unknown device %q (want cpu, webgpu or auto)", opts.Device)
+	}
+}
+
+// openWebGPU opens the adapter opts names and a backend on it.
+func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
+	dev, err := gpu.Open(gpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
+	if err != nil {
+		return nil, err
+	}
+	be, err := gpu.NewBackend(dev, maxRows)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return be, nil
+}

@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplerOptions choose how the next token is drawn from the logits. The
+// zero value is greedy decoding.
+type SamplerOptions struct {
+	// Temperature divides the logits; 0 means greedy (argmax).
+	Temperature float32
+	// TopK keeps the K most likely tokens (0: all).
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probabilities
+	// add up to at least P (0 or 1: all).
+	TopP float32
+	// MinP drops tokens less likely than MinP times the most likely (0: none).
+	MinP float32
+	// RepeatPenalty divides positive (and multiplies negative) logits of the
+	// tokens among the last RepeatLastN (1 or 0: off).
+	RepeatPenalty float32
+	RepeatLastN   int
+	// Seed makes sampling reproducible: the same seed, model and prompt give
+	// the same tokens.
+	Seed uint64
+}
+
+// Validate reports options that make no sense.
+func (o SamplerOptions) Validate() error {
+	switch {
+	case o.Temperature < 0 || math.IsNaN(float64(o.Temperature)):
+		return fmt.Errorf("temperature %g must be >= 0", o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("top-k %d must be >= 0", o.TopK)
+	case o.TopP < 0 || o.TopP > 1:
+		return fmt.Errorf("top-p %g must be in [0, 1]", o.TopP)
+	case o.MinP < 0 || o.MinP > 1:
+		return fmt.Errorf("min-p %g must be in [0, 1]", o.MinP)
+	case o.RepeatPenalty < 0:
+		return fmt.Errorf("repeat penalty %g must be >= 0", o.RepeatPenalty)
+	case o.RepeatLastN < 0:
+		return fmt.Errorf("repeat-last-n %d must be >= 0", o.RepeatLastN)
+	}
+	return nil
+}
+
+// greedy is true when the next token is the argmax of the raw logits, which
+// a backend can compute without sending the logits back.
+func (o SamplerOptions) greedy() bool {
+	return o.Temperature == 0 && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1)
+}
+
+// Sampler draws tokens from logits. It is not safe for concurrent use.
+type Sampler struct {
+	opts SamplerOptions
+	rng  *rand.Rand
+	cand []candidate
+}
+
+type candidate struct {
+	id int
+	p  float32 // logit, then probability
+}
+
+// NewSampler returns a sampler seeded with opts.Seed.
+func NewSampler(opts SamplerOptions) *Sampler {
+	return &Sampler{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x7e55e7a))}
+}
+
+// Sample picks the next token. history holds the tokens so far (for the
+// repetition penalty). logits is modified.
+func (s *Sampler) Sample(logits []float32, history []int32) int {
+	o := s.opts
+	if o.RepeatPenalty != 0 && o.RepeatPenalty != 1 {
+		recent := history[max(0, len(history)-o.RepeatLastN):]
+		seen := map[int32]bool{}
+		for _, t := range recent {
+			if seen[t] || int(t) >= len(logits) {
+				continue
+			}
+			seen[t] = true
+			if logits[t] > 0 {
+				logits[t] /= o.RepeatPenalty
+			} else {
+				logits[t] *= o.RepeatPenalty
+			}
+		}
+	}
+	if o.Temperature == 0 {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return best
+	}
+
+	// Candidates sorted by logit, most likely first, ties by id.
+	c := s.cand[:0]
+	for i, v := range logits {
+		c = append(c, candidate{i, v})
+	}
+	slices.SortFunc(c, func(a, b candidate) int {
+		if r := cmp.Compare(b.p, a.p); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	if o.TopK > 0 && o.TopK < len(c) {
+		c = c[:o.TopK]
+	}
+	// Softmax with temperature, over the survivors.
+	mx := c[0].p
+	var sum float64
+	for i := range c {
+		c[i].p = float32(math.Exp(float64((c[i].p - mx) / o.Temperature)))
+		sum += float64(c[i].p)
+	}
+	for i := range c {
+		c[i].p = float32(float64(c[i].p) / sum)
+	}
+	if o.MinP > 0 {
+		floor := c[0].p * o.MinP
+		n := 1
+		for n < len(c) && c[n].p >= floor {
+			n++
+		}
+		c = c[:n]
+	}
+	if o.TopP > 0 && o.TopP < 1 {
+		var cum float32
+		for i := range c {
+			cum += c[i].p
+			if cum >= o.TopP {
+				c = c[:i+1]
+				break
+			}
+		}
+	}
+	s.cand = c
+	// Draw from the (renormalised) survivors.
+	var total float64
+	for _, x := range c {
+		total += float64(x.p)
+	}
+	r := s.rng.Float64() * total
+	for _, x := range c {
+		r -= float64(x.p)
+		if r < 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}

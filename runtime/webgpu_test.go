@@ -1,0 +1,89 @@
+package runtime_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+)
+
+// loadWebGPU loads a model on WebGPU, skipping (outside CI) or failing (in
+// CI) when the machine has no adapter.
+func loadWebGPU(t *testing.T, path string, opts runtime.Options) *runtime.Engine {
+	t.Helper()
+	opts.Device = "webgpu"
+	eng, err := runtime.Load(path, opts)
+	if errors.Is(err, gpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// TestGoldenGreedyWebGPU: the whole forward pass as WGSL gives llama2.c's
+// greedy story, from both files of the model.
+func TestGoldenGreedyWebGPU(t *testing.T) {
+	want := goldenIDs(t)
+	wantText, err := os.ReadFile(sharedFile(t, "stories260K.greedy200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, opts := range stories260K(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			eng := loadWebGPU(t, path, opts)
+			ids, text, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
+			if !equal(ids, want) {
+				t.Fatalf("tokens differ from llama2.c's:\n got %v\nwant %v", ids, want)
+			}
+			if text+"\n" != string(wantText) {
+				t.Errorf("text differs:\n got %q\nwant %q", text, wantText)
+			}
+		})
+	}
+}
+
+// TestWebGPUMatchesCPU compares greedy continuations of prompts, whose
+// prefill runs as batched matrix-matrix work, on both backends.
+func TestWebGPUMatchesCPU(t *testing.T) {
+	path := sharedFile(t, "stories260K.gguf")
+	g := loadWebGPU(t, path, runtime.Options{})
+	c, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, prompt := range []string{
+		"Once upon a time, there was a dog",
+		"The little bird",
+		"Tom and Sue went to the park to play with their big red ball. They ran and ran. Then they saw a cat. The cat was sad because it was lost. Tom said, \"Let's help the cat find its home.\"",
+	} {
+		req := runtime.Request{Prompt: prompt, MaxTokens: 80}
+		want, _, _ := generate(t, c, req)
+		got, _, _ := generate(t, g, req)
+		if !equal(got, want) {
+			t.Errorf("%q:\nwebgpu %v\n   cpu %v", prompt, got, want)
+		}
+	}
+}
+
+// TestWebGPUSplitWeights loads the model with a storage binding limit so low
+// that the embedding table and output head are split across bindings, and
+// still gets the golden tokens.
+func TestWebGPUSplitWeights(t *testing.T) {
+	if _, err := gpu.Adapters(); err != nil {
+		gputest.NoDevice(t, err)
+	}
+	want := goldenIDs(t)
+	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 48 << 10, Context: 256})
+	ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
+	if !equal(ids, want) {
+		t.Fatalf("tokens differ with split weights:\n got %v\nwant %v", ids, want)
+	}
+}

@@ -1,0 +1,34 @@
+// rmsnorm: dst = x / sqrt(mean(x²) + eps) * w, one workgroup per row with a
+// tree reduction in workgroup memory. Twin: runtime/cpu RMSNorm.
+struct Params { cols: u32, cap: u32, eps: f32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read> w: array<f32>;
+
+const WG = 256u;
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x;
+    if (row >= min(p.cap, step.rows)) { return; } // uniform per workgroup
+    let base = row * p.cols;
+    var ss = 0.0;
+    for (var c = lid; c < p.cols; c += WG) {
+        let v = x[base + c];
+        ss += v * v;
+    }
+    partial[lid] = ss;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) { partial[lid] += partial[lid + s]; }
+        workgroupBarrier();
+    }
+    let inv = 1.0 / sqrt(partial[0] / f32(p.cols) + p.eps);
+    for (var c = lid; c < p.cols; c += WG) {
+        dst[base + c] = w[c] * (inv * x[base + c]);
+    }
+}

@@ -1,0 +1,34 @@
+// rope: rotate each head of each row by the row's position. One invocation
+// per (row, head, pair). The inverse frequencies come from the host, computed
+// as the CPU reference computes them. Twin: runtime/cpu Rope.
+struct Params { cols: u32, cap: u32, heads: u32, head_dim: u32, dim: u32, halves: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read> freqs: array<f32>;
+@group(0) @binding(4) var<storage, read> pos: array<i32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let half = p.dim / 2u;
+    let i = id.x + id.y * groups.x * 256u;
+    if (i >= min(p.cap, step.rows) * p.heads * half) { return; }
+    let pair = i % half;
+    let head = (i / half) % p.heads;
+    let row = i / (half * p.heads);
+    let base = row * p.cols + head * p.head_dim;
+    var a = base + pair;             // layout 1: halves
+    var b = base + pair + half;
+    if (p.halves == 0u) {            // layout 0: adjacent pairs
+        a = base + 2u * pair;
+        b = a + 1u;
+    }
+    let angle = f32(pos[row]) * freqs[pair];
+    let c = cos(angle);
+    let s = sin(angle);
+    let v0 = x[a];
+    let v1 = x[b];
+    x[a] = v0 * c - v1 * s;
+    x[b] = v0 * s + v1 * c;
+}
