@@ -211,6 +211,13 @@ func (e *Engine) step(tokens []int32, pos int, s *Sampler, history []int32) (int
 		}
 		return ids[0], nil
 	}
+	if k := s.opts.TopK; s.opts.usesCandidates(backend.MaxTopK) {
+		ids, vals, err := e.be.TopK(n.logits, min(k, e.model.Config.Vocab))
+		if err != nil {
+			return 0, err
+		}
+		return int32(s.SampleTop(ids, vals)), nil
+	}
 	logits, err := e.be.Read(n.logits, 1)
 	if err != nil {
 		return 0, err

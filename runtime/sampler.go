@@ -114,6 +114,33 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 	if o.TopK > 0 && o.TopK < len(c) {
 		c = c[:o.TopK]
 	}
+	s.cand = c
+	return s.draw(c)
+}
+
+// usesCandidates reports whether the sampler can draw from a backend's
+// top-K candidate set instead of the whole vocabulary's logits: top-k is
+// on and no repetition penalty needs the other logits.
+func (o SamplerOptions) usesCandidates(max int) bool {
+	return o.Temperature > 0 && o.TopK > 0 && o.TopK <= max && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1)
+}
+
+// SampleTop draws from the top-K candidates of the logits, given largest
+// first with lower ids first among equals (as backend.TopK returns them).
+// It picks the token Sample would pick from the whole logits.
+func (s *Sampler) SampleTop(ids []int32, logits []float32) int {
+	c := s.cand[:0]
+	for i, id := range ids {
+		c = append(c, candidate{int(id), logits[i]})
+	}
+	s.cand = c
+	return s.draw(c)
+}
+
+// draw samples from candidates sorted most likely first: temperature,
+// softmax, min-p, top-p, then a draw from what survives.
+func (s *Sampler) draw(c []candidate) int {
+	o := s.opts
 	// Softmax with temperature, over the survivors.
 	mx := c[0].p
 	var sum float64
@@ -142,7 +169,6 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 			}
 		}
 	}
-	s.cand = c
 	// Draw from the (renormalised) survivors.
 	var total float64
 	for _, x := range c {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"sort"
 	"testing"
 )
 
@@ -92,4 +93,42 @@ func TestSamplerOptionsValidate(t *testing.T) {
 	if err := (SamplerOptions{Temperature: 0.8, TopK: 40, TopP: 0.9}).Validate(); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestSampleTopMatchesSample: drawing from the top-K candidates picks the
+// same tokens as drawing from the whole logits, seed for seed.
+func TestSampleTopMatchesSample(t *testing.T) {
+	rng := NewSampler(SamplerOptions{Seed: 5}).rng
+	logits := make([]float32, 1000)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	logits[10], logits[20] = logits[30], logits[30] // ties
+	for _, o := range []SamplerOptions{
+		{Temperature: 1, TopK: 40}, {Temperature: 0.7, TopK: 5, TopP: 0.9}, {Temperature: 1.3, TopK: 256, MinP: 0.05},
+	} {
+		full, top := NewSampler(o), NewSampler(o)
+		for i := range 200 {
+			ids, vals := topK(logits, o.TopK)
+			a := full.Sample(append([]float32(nil), logits...), nil)
+			b := top.SampleTop(ids, vals)
+			if a != b {
+				t.Fatalf("%+v draw %d: Sample %d, SampleTop %d", o, i, a, b)
+			}
+		}
+	}
+}
+
+// topK is the plain definition: sort, lower index first among equals.
+func topK(x []float32, k int) ([]int32, []float32) {
+	ids := make([]int32, len(x))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return x[ids[a]] > x[ids[b]] })
+	vals := make([]float32, k)
+	for i := range vals {
+		vals[i] = x[ids[i]]
+	}
+	return ids[:k], vals
 }

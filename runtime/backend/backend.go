@@ -107,6 +107,9 @@ type Backend interface {
 	// Argmax returns, for each of the first n rows of x, the index of the
 	// largest value (the lowest index among equals).
 	Argmax(x Tensor, n int) ([]int32, error)
+	// TopK returns the k largest values of row 0 of x and their indices,
+	// largest first, the lower index first among equals (k <= MaxTopK).
+	TopK(x Tensor, k int) (ids []int32, vals []float32, err error)
 	// Read returns the first n rows of x.
 	Read(x Tensor, n int) ([]float32, error)
 
@@ -122,6 +125,10 @@ type Backend interface {
 func (r Rope) Freq(i int) float32 {
 	return float32(1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim)))
 }
+
+// MaxTopK bounds TopK's k: the candidate set a GPU returns instead of the
+// whole vocabulary's logits.
+const MaxTopK = 256
 
 // Stats describe what a backend holds and has done.
 type Stats struct {

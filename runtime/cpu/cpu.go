@@ -209,6 +209,15 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	return out, nil
 }
 
+func (b *Backend) TopK(x backend.Tensor, k int) ([]int32, []float32, error) {
+	row := x.(*Tensor).Row(0)
+	if k <= 0 || k > backend.MaxTopK || k > len(row) {
+		return nil, nil, fmt.Errorf("cpu: top-%d of %d values", k, len(row))
+	}
+	ids, vals := TopK(row, k)
+	return ids, vals, nil
+}
+
 func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
 	xs := x.(*Tensor)
 	return append([]float32(nil), xs.Data[:n*xs.cols]...), nil

@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -115,4 +117,20 @@ func Argmax(x []float32) int {
 		}
 	}
 	return best
+}
+
+// TopK returns the k largest values of x and their indices, largest first,
+// the lower index first among equals.
+func TopK(x []float32, k int) ([]int32, []float32) {
+	idx := make([]int32, len(x))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(x[b], x[a]) })
+	idx = idx[:k]
+	vals := make([]float32, k)
+	for i, id := range idx {
+		vals[i] = x[id]
+	}
+	return idx, vals
 }

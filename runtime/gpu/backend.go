@@ -28,6 +28,7 @@ type Backend struct {
 	step        Buffer // Step uniform
 	tokens, pos Buffer // i32 per row
 	result      Buffer // i32 per row, Argmax's output
+	cands       Buffer // TopK's output, made on first use
 	batch       backend.Batch
 	calls       map[callKey]*call
 	freqs       map[ropeKey]Buffer
@@ -233,6 +234,32 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 		out[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out, nil
+}
+
+// TopK runs the topk kernel on row 0 of x and reads back only the k
+// candidates.
+func (b *Backend) TopK(x backend.Tensor, k int) ([]int32, []float32, error) {
+	xs := x.(*Tensor)
+	if k <= 0 || k > backend.MaxTopK || k > xs.cols {
+		return nil, nil, fmt.Errorf("gpu: top-%d of %d values", k, xs.cols)
+	}
+	if b.cands == nil {
+		var err error
+		if b.cands, err = b.buffer("top-k candidates", 8*backend.MaxTopK, Storage|CopySrc); err != nil {
+			return nil, nil, err
+		}
+	}
+	b.record(topkOp, params{uint32(xs.cols), uint32(k)}, []Binding{{Buffer: xs.buf}, {Buffer: b.cands}}, 1, 1, 1)
+	raw, err := b.flushRead(b.cands, int64(8*k))
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, vals := make([]int32, k), make([]float32, k)
+	for i := range k {
+		ids[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+		vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*(k+i):]))
+	}
+	return ids, vals, nil
 }
 
 func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {

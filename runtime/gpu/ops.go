@@ -17,6 +17,7 @@ var (
 	swigluOp  = op{kernel: "swiglu", operands: []Access{ReadWrite, ReadOnly}}
 	addOp     = op{kernel: "add", operands: []Access{ReadWrite, ReadOnly}}
 	argmaxOp  = op{kernel: "argmax", operands: []Access{ReadOnly, ReadWrite}}
+	topkOp    = op{kernel: "topk", operands: []Access{ReadOnly, ReadWrite}}
 )
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {

@@ -286,7 +286,7 @@ func TestAttention(t *testing.T) {
 		{8, 4, 8, 512, []int{64, 64, 64, 1, 1}},
 		{16, 4, 64, 300, []int{50, 64, 1, 33}},
 		{8, 1, 128, 128, []int{3, 64, 60, 1}},
-		{4, 2, 32, 1024, []int{64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 1}},
+		{4, 2, 32, 1024, []int{64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 63, 1}}, // fills the context
 	} {
 		t.Run(fmt.Sprintf("h%d_kv%d_d%d_ctx%d", tc.heads, tc.kvHeads, tc.headDim, tc.context), func(t *testing.T) {
 			w := newTwins(t, 64)
@@ -310,5 +310,27 @@ func TestAttention(t *testing.T) {
 				pos += n
 			}
 		})
+	}
+}
+
+func TestTopK(t *testing.T) {
+	w := newTwins(t, 1)
+	for _, tc := range []struct{ cols, k int }{{1, 1}, {10, 10}, {512, 40}, {32000, 256}, {151936, 50}} {
+		data := w.random(tc.cols, 4)
+		if tc.cols > 8 {
+			data[3], data[7] = data[5], data[5] // ties keep the lower index first
+		}
+		x := w.tensor(1, tc.cols, data)
+		wantIDs, wantVals, err := w.ref.TopK(x[0], tc.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, vals, err := w.gpu.TopK(x[1], tc.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids, vals) != fmt.Sprint(wantIDs, wantVals) {
+			t.Errorf("top-%d of %d:\n gpu %v %v\n cpu %v %v", tc.k, tc.cols, ids, vals, wantIDs, wantVals)
+		}
 	}
 }
