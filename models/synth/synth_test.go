@@ -1,0 +1,68 @@
+package synth_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+)
+
+// TestWriteLoads writes the tiny shape in both types and loads it back
+// through models.Open: the config, the tensors and the tokenizer round-trip.
+func TestWriteLoads(t *testing.T) {
+	s, err := synth.Lookup("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []dtype.Type{dtype.F32, dtype.F16} {
+		path := filepath.Join(t.TempDir(), "tiny.gguf")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.Write(f, s, typ, 3); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		m, err := models.Open(path, models.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		c := m.Config
+		want := s.Config
+		want.TiedEmbeddings = c.TiedEmbeddings
+		if c != want {
+			t.Errorf("%s: config %+v, want %+v", typ, c, s.Config)
+		}
+		if got := m.Tensors[models.LayerTensor(1, models.FFNDown)]; got.Type != typ {
+			t.Errorf("tensor type %s, want %s", got.Type, typ)
+		}
+		text := "hello tessera, abc xyz"
+		if got := m.Tokenizer.Decode(m.Tokenizer.Encode(text, true)); got != text {
+			t.Errorf("tokenizer round trip: %q", got)
+		}
+		m.Close()
+	}
+}
+
+func TestShapes(t *testing.T) {
+	for _, name := range synth.Names() {
+		s, err := synth.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Config.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		pieces, _, _ := synth.Vocabulary(s.Config.Vocab)
+		if len(pieces) != s.Config.Vocab {
+			t.Errorf("%s: %d pieces for a vocabulary of %d", name, len(pieces), s.Config.Vocab)
+		}
+	}
+	if _, err := synth.Lookup("gpt-5"); err == nil {
+		t.Error("unknown shape accepted")
+	}
+}

@@ -1,0 +1,74 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// synthModel writes the named synthetic shape to a temporary GGUF.
+func synthModel(t *testing.T, shape string, typ dtype.Type) string {
+	t.Helper()
+	s, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), shape+".gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := synth.Write(f, s, typ, 11); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSynthWebGPUMatchesCPU: a synthetic model with GQA, a head dim of 16
+// and untied head gives the same greedy tokens on both backends, from f32
+// and from f16 weights.
+func TestSynthWebGPUMatchesCPU(t *testing.T) {
+	for _, typ := range []dtype.Type{dtype.F32, dtype.F16} {
+		path := synthModel(t, "tiny", typ)
+		c, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := loadWebGPU(t, path, runtime.Options{})
+		req := runtime.Request{Prompt: "abc def ghi", MaxTokens: 100, IgnoreEOS: true}
+		want, _, _ := generate(t, c, req)
+		got, _, _ := generate(t, g, req)
+		c.Close()
+		if !equal(got, want) {
+			t.Errorf("%s:\nwebgpu %v\n   cpu %v", typ, got, want)
+		}
+	}
+}
+
+// TestBench runs the benchmark on both backends and checks the figures are
+// present and plausible (not their size: tests do not time).
+func TestBench(t *testing.T) {
+	path := synthModel(t, "tiny", dtype.F32)
+	c, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	engines := []*runtime.Engine{c, loadWebGPU(t, path, runtime.Options{})}
+	for _, eng := range engines {
+		r, err := runtime.Bench(context.Background(), eng, runtime.BenchOptions{PromptTokens: 20, GenTokens: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PromptTPS <= 0 || r.DecodeTPS <= 0 || r.TTFTms <= 0 || r.DispatchesPerToken < 10 ||
+			r.MemoryBytes < r.WeightBytes || r.CopyGBps <= 0 || r.BandwidthFraction <= 0 {
+			t.Errorf("%s: implausible result %+v", r.Device, r)
+		}
+	}
+}
