@@ -27,6 +27,10 @@ type Engine struct {
 // DefaultBatch is how many prompt tokens one forward step processes.
 const DefaultBatch = 64
 
+// MaxOutputs is how many rows of logits one forward step computes at most:
+// one per sequence decoding in the step.
+const MaxOutputs = 16
+
 // batchRows is the largest batch a forward step takes for config c.
 func batchRows(c models.Config) int { return min(DefaultBatch, c.Context) }
 
@@ -199,6 +203,7 @@ func (e *Engine) step(tokens []int32, pos int, s *Sampler, history []int32) (int
 		for i := range b.Pos {
 			b.Pos[i] = int32(pos + i)
 		}
+		b.Out = []int32{int32(b.Len() - 1)}
 		if err := n.forward(b); err != nil {
 			return 0, err
 		}
@@ -223,4 +228,44 @@ func (e *Engine) step(tokens []int32, pos int, s *Sampler, history []int32) (int
 		return 0, err
 	}
 	return int32(s.Sample(logits, history)), nil
+}
+
+// Score runs tokens through the model and calls fn with the logits that
+// follow each of the first len(tokens)-1 tokens (those that predict token
+// i+1), for perplexity and evaluation. It processes the text in batches,
+// starting at position 0, and stops at ctx's end.
+func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logits []float32) error) error {
+	n := e.net
+	if len(tokens) > e.model.Config.Context {
+		return fmt.Errorf("%w: %d tokens, the model's context is %d", ErrContextFull, len(tokens), e.model.Config.Context)
+	}
+	for pos := 0; pos < len(tokens)-1; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := backend.Batch{Tokens: tokens[pos:min(len(tokens)-1, pos+n.maxOut)]}
+		b.Pos = make([]int32, b.Len())
+		for i := range b.Pos {
+			b.Pos[i] = int32(pos + i)
+		}
+		b.Out = make([]int32, b.Len())
+		for i := range b.Out {
+			b.Out[i] = int32(i)
+		}
+		if err := n.forward(b); err != nil {
+			return err
+		}
+		logits, err := e.be.Read(n.logits, b.Len())
+		if err != nil {
+			return err
+		}
+		v := e.model.Config.Vocab
+		for i := range b.Len() {
+			if err := fn(pos+i, logits[i*v:(i+1)*v]); err != nil {
+				return err
+			}
+		}
+		pos += b.Len()
+	}
+	return nil
 }

@@ -17,12 +17,13 @@ type llama struct {
 	cfg      models.Config
 	be       backend.Backend
 	maxBatch int
+	maxOut   int // rows of logits one step computes at most
 
 	embed, outNorm, output backend.Weight
 	layers                 []layerWeights
 
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
-	last, logits                  backend.Tensor // one row: only the last position is scored
+	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
 	kv                            backend.KV
 	rope, ropeKV                  backend.Rope
 	attn                          backend.Attention
@@ -35,7 +36,7 @@ type layerWeights struct {
 // newLlama uploads m's weights to be and allocates what a forward pass needs.
 func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error) {
 	c := m.Config
-	n := &llama{cfg: c, be: be, maxBatch: maxBatch}
+	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
 	upload := func(name string) (backend.Weight, error) {
 		t, err := m.Tensor(name)
 		if err != nil {
@@ -84,11 +85,16 @@ func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error)
 		{&n.x, maxBatch, c.Dim}, {&n.xb, maxBatch, c.Dim}, {&n.q, maxBatch, qDim},
 		{&n.k, maxBatch, kvDim}, {&n.v, maxBatch, kvDim}, {&n.att, maxBatch, qDim},
 		{&n.gate, maxBatch, c.FFN}, {&n.up, maxBatch, c.FFN},
-		{&n.last, 1, c.Dim}, {&n.logits, 1, c.Vocab},
 	} {
 		if *t.dst, err = be.NewTensor(t.rows, t.cols); err != nil {
 			return nil, err
 		}
+	}
+	if n.last, err = be.NewOutputTensor(n.maxOut, c.Dim); err != nil {
+		return nil, err
+	}
+	if n.logits, err = be.NewOutputTensor(n.maxOut, c.Vocab); err != nil {
+		return nil, err
 	}
 	if n.kv, err = be.NewKV(c.Layers, c.Context, kvDim); err != nil {
 		return nil, err
@@ -101,8 +107,9 @@ func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error)
 	return n, nil
 }
 
-// forward queues the forward pass of batch; the logits of its last token end
-// up in n.logits. The batch must fit in maxBatch and in the context.
+// forward queues the forward pass of batch; the logits of its Out rows end
+// up in n.logits, in order. The batch must fit in maxBatch and in the
+// context.
 func (n *llama) forward(batch backend.Batch) error {
 	be, c := n.be, n.cfg
 	if err := be.Begin(batch); err != nil {
@@ -130,8 +137,11 @@ func (n *llama) forward(batch backend.Batch) error {
 		be.MatMul(n.xb, n.gate, w.down)
 		be.Add(n.x, n.xb)
 	}
+	// The head: only the rows whose logits are wanted.
 	be.RMSNorm(n.xb, n.x, n.outNorm, c.NormEps)
-	be.CopyRow(n.last, 0, n.xb, batch.Len()-1)
+	for i, r := range batch.Out {
+		be.CopyRow(n.last, i, n.xb, int(r))
+	}
 	be.MatMul(n.logits, n.last, n.output)
 	return nil
 }

@@ -8,7 +8,8 @@
 // Activations are f32 matrices of rows × cols, allocated once for the largest
 // batch. An op works on the first n rows of its operands, where n is the
 // number of tokens in the current Batch, capped by the rows the destination
-// was allocated with (so a one-row tensor takes part in any batch as one row).
+// was allocated with. Output tensors (NewOutputTensor) hold one row per
+// output of the batch instead (Batch.Out): the rows whose logits are wanted.
 package backend
 
 import (
@@ -43,6 +44,9 @@ type KV interface {
 type Batch struct {
 	Tokens []int32
 	Pos    []int32
+	// Out lists the rows whose logits the step computes, in order; output
+	// tensors have one row per entry.
+	Out []int32
 }
 
 // Len is the number of tokens in the batch.
@@ -72,8 +76,11 @@ type Backend interface {
 
 	// Upload makes a model tensor available to the ops.
 	Upload(t *models.Tensor) (Weight, error)
-	// NewTensor allocates an activation of rows × cols.
+	// NewTensor allocates an activation of rows × cols, one row per token.
 	NewTensor(rows, cols int) (Tensor, error)
+	// NewOutputTensor allocates rows × cols with one row per output row of
+	// the batch (Batch.Out).
+	NewOutputTensor(rows, cols int) (Tensor, error)
 	// NewKV allocates a cache for layers × context positions × kvDim.
 	NewKV(layers, context, kvDim int) (KV, error)
 

@@ -18,6 +18,7 @@ import (
 type Tensor struct {
 	rows, cols int
 	Data       []float32
+	out        bool // one row per output row of the batch
 }
 
 func (t *Tensor) Rows() int { return t.rows }
@@ -90,6 +91,15 @@ func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
 	return NewTensor(rows, cols, make([]float32, rows*cols)), nil
 }
 
+func (b *Backend) NewOutputTensor(rows, cols int) (backend.Tensor, error) {
+	t, err := b.NewTensor(rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	t.(*Tensor).out = true
+	return t, nil
+}
+
 func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
 	n := layers * context * kvDim
 	if layers <= 0 || context <= 0 || kvDim <= 0 {
@@ -116,7 +126,12 @@ func (b *Backend) op() {
 }
 
 // rows is how many rows of t the current batch covers.
-func (b *Backend) rows(t backend.Tensor) int { return min(t.Rows(), b.batch.Len()) }
+func (b *Backend) rows(t backend.Tensor) int {
+	if t.(*Tensor).out {
+		return min(t.Rows(), len(b.batch.Out))
+	}
+	return min(t.Rows(), b.batch.Len())
+}
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	b.op()

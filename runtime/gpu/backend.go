@@ -25,7 +25,9 @@ type Backend struct {
 	maxRows int
 
 	rec         Recorder
-	step        Buffer // Step uniform
+	step        Buffer // Step uniform: rows = tokens in the batch
+	outStep     Buffer // Step uniform for output tensors: rows = outputs
+	outputs     map[Buffer]bool
 	tokens, pos Buffer // i32 per row
 	result      Buffer // i32 per row, Argmax's output
 	cands       Buffer // TopK's output, made on first use
@@ -42,10 +44,12 @@ func NewBackend(dev Device, maxRows int) (*Backend, error) {
 	if maxRows <= 0 {
 		return nil, fmt.Errorf("gpu: batch of %d rows", maxRows)
 	}
-	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}}
+	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}, outputs: map[Buffer]bool{}}
 	var err error
-	if b.step, err = b.buffer("step", 16, Uniform|CopyDst); err != nil {
-		return nil, err
+	for _, p := range []*Buffer{&b.step, &b.outStep} {
+		if *p, err = b.buffer("step", 16, Uniform|CopyDst); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result} {
 		if *p, err = b.buffer("rows", int64(4*maxRows), Storage|CopyDst|CopySrc); err != nil {
@@ -78,6 +82,7 @@ func (b *Backend) buffer(label string, size int64, u Usage) (Buffer, error) {
 type Tensor struct {
 	buf        Buffer
 	rows, cols int
+	out        bool // one row per output row: its ops count rows with outStep
 }
 
 func (t *Tensor) Rows() int { return t.rows }
@@ -96,6 +101,16 @@ func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
 		return nil, err
 	}
 	return &Tensor{buf: buf, rows: rows, cols: cols}, nil
+}
+
+func (b *Backend) NewOutputTensor(rows, cols int) (backend.Tensor, error) {
+	t, err := b.NewTensor(rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	t.(*Tensor).out = true
+	b.outputs[t.(*Tensor).buf] = true
+	return t, nil
 }
 
 func (b *Backend) Write(t backend.Tensor, data []float32) error {
@@ -194,19 +209,20 @@ func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
 
 func (b *Backend) Begin(batch backend.Batch) error {
 	n := batch.Len()
-	if n == 0 || n > b.maxRows || len(batch.Pos) != n {
+	if n == 0 || n > b.maxRows || len(batch.Pos) != n || len(batch.Out) > n {
 		return fmt.Errorf("gpu: batch of %d tokens and %d positions (at most %d)", n, len(batch.Pos), b.maxRows)
 	}
 	if b.err != nil {
 		return b.err
 	}
 	b.batch = batch
-	step := make([]byte, 16)
+	step, outStep := make([]byte, 16), make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
+	binary.LittleEndian.PutUint32(outStep, uint32(len(batch.Out)))
 	for _, w := range []struct {
 		buf  Buffer
 		data []byte
-	}{{b.step, step}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)}} {
+	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)}} {
 		if err := b.dev.Write(w.buf, 0, w.data); err != nil {
 			return fmt.Errorf("gpu: begin step: %w", err)
 		}
@@ -215,7 +231,12 @@ func (b *Backend) Begin(batch backend.Batch) error {
 }
 
 // rows is how many rows of t the current batch covers.
-func (b *Backend) rows(t backend.Tensor) int { return min(t.Rows(), b.batch.Len()) }
+func (b *Backend) rows(t backend.Tensor) int {
+	if t.(*Tensor).out {
+		return min(t.Rows(), len(b.batch.Out))
+	}
+	return min(t.Rows(), b.batch.Len())
+}
 
 // Argmax runs the argmax kernel over the first n rows of x and reads back
 // only the n indices.
@@ -370,7 +391,11 @@ func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
 	if err := b.dev.Write(pbuf, 0, raw); err != nil {
 		return nil, err
 	}
-	binds := append([]Binding{{Buffer: b.step}, {Buffer: pbuf}}, operands...)
+	step := b.step
+	if len(operands) > 0 && b.outputs[operands[0].Buffer] {
+		step = b.outStep // the destination has one row per output
+	}
+	binds := append([]Binding{{Buffer: step}, {Buffer: pbuf}}, operands...)
 	g, err := b.dev.BindGroup(pipe, binds)
 	if err != nil {
 		return nil, err
