@@ -4,47 +4,93 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
 // ErrContextFull is returned (wrapped) when a prompt does not fit in the
 // model's context.
 var ErrContextFull = errors.New("prompt longer than the context")
 
-// Engine is a model loaded onto a backend, ready to generate.
-// It runs one generation at a time.
+// Engine is a model loaded onto a backend, ready to generate. It is safe
+// for concurrent use: every generation becomes a sequence that the
+// scheduler batches with the others.
 type Engine struct {
 	model *models.Model
 	be    backend.Backend
 	net   *llama
+	pool  *kvcache.Pool
 	note  string
+
+	stepMu sync.Mutex // one forward pass at a time (the scheduler's, or Score's)
+
+	mu          sync.Mutex // guards what follows
+	waiting     []*sequence
+	running     []*sequence
+	order       uint64
+	preemptions int
+	looping     bool
+	closed      bool
+	wake        chan struct{}
+	quit        chan struct{}
+	loopDone    chan struct{}
 }
 
-// DefaultBatch is how many prompt tokens one forward step processes.
+// DefaultBatch is how many tokens one forward step processes at most.
 const DefaultBatch = 64
 
 // MaxOutputs is how many rows of logits one forward step computes at most:
-// one per sequence decoding in the step.
+// one per sequence decoding in the step, so it also bounds how many
+// sequences run at once.
 const MaxOutputs = 16
 
 // batchRows is the largest batch a forward step takes for config c.
 func batchRows(c models.Config) int { return min(DefaultBatch, c.Context) }
 
+// KVOptions size the paged KV cache.
+type KVOptions struct {
+	BlockSize int   // tokens per block (default 16)
+	Tokens    int   // pool size in tokens (default: 4 contexts, within Memory)
+	Memory    int64 // pool size in bytes, if Tokens is 0 (default 1 GiB at most)
+}
+
 // New loads model m onto backend be, which must take batches of
 // batchRows(m.Config) rows.
-func New(m *models.Model, be backend.Backend) (*Engine, error) {
+func New(m *models.Model, be backend.Backend, kv KVOptions) (*Engine, error) {
 	if m.Config.Arch != "llama" {
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
-	net, err := newLlama(m, be, batchRows(m.Config))
+	c := m.Config
+	if kv.BlockSize <= 0 {
+		kv.BlockSize = 16
+	}
+	blockBytes := int64(c.Layers) * int64(kv.BlockSize) * int64(c.KVHeads*c.HeadDim) * 4 * 2
+	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
+	if kv.Tokens <= 0 {
+		mem := kv.Memory
+		if mem <= 0 {
+			mem = min(1<<30, blockBytes*int64(4*c.Context/kv.BlockSize+1))
+		}
+		blocks = int(mem / blockBytes)
+	}
+	if need := (c.Context + kv.BlockSize - 1) / kv.BlockSize; blocks < need {
+		return nil, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
+	}
+	pool, err := kvcache.NewPool(blocks, kv.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	net, err := newLlama(m, be, batchRows(c), blocks, kv.BlockSize)
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
-	return &Engine{model: m, be: be, net: net}, nil
+	return &Engine{model: m, be: be, net: net, pool: pool,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}, nil
 }
 
 // Model returns the model the engine runs.
@@ -72,8 +118,40 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 	return n + int64(c.Layers)*int64(pos+1)*kv
 }
 
-// Close releases the backend.
-func (e *Engine) Close() error { return e.be.Close() }
+// Close stops the scheduler (ending every live generation with an error)
+// and releases the backend.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	looping := e.looping
+	e.mu.Unlock()
+	close(e.quit)
+	if looping {
+		<-e.loopDone
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	return e.be.Close()
+}
+
+// Metrics describe the engine's KV pool and scheduler.
+type Metrics struct {
+	KV          kvcache.Stats
+	Running     int
+	Waiting     int
+	Preemptions int
+}
+
+// Metrics reports the pool's use and the scheduler's state now.
+func (e *Engine) Metrics() Metrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
+}
 
 // Request is one generation.
 type Request struct {
@@ -119,153 +197,88 @@ func rate(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Generate runs req, calling emit with each token as it is sampled. It stops
-// early, returning ctx's error, when ctx is done, and returns emit's error if
-// emit fails. The text of the prompt is not emitted.
+// Generate runs req, calling emit with each token as it is sampled. It
+// returns ctx's error when ctx ends first, and emit's error if emit fails.
+// The text of the prompt is not emitted.
 func (e *Engine) Generate(ctx context.Context, req Request, emit func(Token) error) (Stats, error) {
-	var st Stats
-	if err := req.Sampler.Validate(); err != nil {
-		return st, err
-	}
-	tok := e.model.Tokenizer
-	ids := req.Tokens
-	if ids == nil {
-		for _, id := range tok.Encode(req.Prompt, true) {
-			ids = append(ids, int32(id))
-		}
-	}
-	ctxLen := e.model.Config.Context
-	switch {
-	case len(ids) == 0:
-		return st, errors.New("empty prompt: there is no token to start from")
-	case len(ids) >= ctxLen:
-		return st, fmt.Errorf("%w: %d tokens, the model's context is %d", ErrContextFull, len(ids), ctxLen)
-	}
-	for _, id := range ids {
-		if id < 0 || int(id) >= e.model.Config.Vocab {
-			return st, fmt.Errorf("prompt token %d is outside the vocabulary of %d", id, e.model.Config.Vocab)
-		}
-	}
-	st.PromptTokens = len(ids)
-	sampler := NewSampler(req.Sampler)
-	stream := tokenizer.NewStream(tok)
-	for _, id := range ids {
-		stream.Next(int(id)) // the prompt primes the stream (leading-space rules)
-	}
-	start := time.Now()
-	history := append([]int32(nil), ids...)
-	pending := ids // tokens fed to the model but not yet processed
-	for st.Generated < req.MaxTokens {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		next, err := e.step(pending, len(history)-len(pending), sampler, history)
-		if err != nil {
-			return st, err
-		}
-		if st.Generated == 0 {
-			st.TimeToFirst = time.Since(start)
-			st.Prefill = st.TimeToFirst
-		}
-		st.Generated++
-		if id := int(next); !req.IgnoreEOS && (id == tok.EOS() || id == tok.BOS()) {
-			st.StoppedAtEOS = true
-			break
-		}
-		history = append(history, next)
-		if err := emit(Token{ID: next, Text: stream.Next(int(next))}); err != nil {
-			return st, err
-		}
-		if len(history) >= ctxLen {
-			st.StoppedAtLength = true
-			break
-		}
-		pending = history[len(history)-1:]
-	}
-	if rest := stream.Flush(); rest != "" {
-		if err := emit(Token{ID: -1, Text: rest}); err != nil {
-			return st, err
-		}
-	}
-	if st.Generated > 0 {
-		st.Decode = time.Since(start) - st.Prefill
-	}
-	return st, nil
-}
-
-// step feeds tokens at positions pos, pos+1, ... through the model in
-// batches and samples the token that follows the last one.
-func (e *Engine) step(tokens []int32, pos int, s *Sampler, history []int32) (int32, error) {
-	n := e.net
-	for len(tokens) > 0 {
-		b := backend.Batch{Tokens: tokens[:min(len(tokens), n.maxBatch)]}
-		b.Pos = make([]int32, b.Len())
-		for i := range b.Pos {
-			b.Pos[i] = int32(pos + i)
-		}
-		b.Out = []int32{int32(b.Len() - 1)}
-		if err := n.forward(b); err != nil {
-			return 0, err
-		}
-		tokens, pos = tokens[b.Len():], pos+b.Len()
-	}
-	if s.opts.greedy() {
-		ids, err := e.be.Argmax(n.logits, 1)
-		if err != nil {
-			return 0, err
-		}
-		return ids[0], nil
-	}
-	if k := s.opts.TopK; s.opts.usesCandidates(backend.MaxTopK) {
-		ids, vals, err := e.be.TopK(n.logits, min(k, e.model.Config.Vocab))
-		if err != nil {
-			return 0, err
-		}
-		return int32(s.SampleTop(ids, vals)), nil
-	}
-	logits, err := e.be.Read(n.logits, 1)
+	st, err := e.Start(ctx, req)
 	if err != nil {
-		return 0, err
+		return Stats{}, err
 	}
-	return int32(s.Sample(logits, history)), nil
+	defer st.Cancel()
+	for {
+		t, ok := st.Next()
+		if !ok {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return st.Stats(), err
+		}
+		if err := emit(t); err != nil {
+			st.Cancel()
+			<-st.Done()
+			return st.Stats(), err
+		}
+	}
+	return st.Stats(), st.Err()
 }
 
 // Score runs tokens through the model and calls fn with the logits that
 // follow each of the first len(tokens)-1 tokens (those that predict token
-// i+1), for perplexity and evaluation. It processes the text in batches,
-// starting at position 0, and stops at ctx's end.
+// i+1), for perplexity and evaluation. It takes turns with the scheduler's
+// steps and needs room for the tokens in the KV pool.
 func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logits []float32) error) error {
-	n := e.net
 	if len(tokens) > e.model.Config.Context {
 		return fmt.Errorf("%w: %d tokens, the model's context is %d", ErrContextFull, len(tokens), e.model.Config.Context)
 	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.mu.Lock()
+	seq := e.pool.NewSeq()
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		seq.Release()
+		e.mu.Unlock()
+	}()
+	n, vocab := e.net, e.model.Config.Vocab
 	for pos := 0; pos < len(tokens)-1; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := backend.Batch{Tokens: tokens[pos:min(len(tokens)-1, pos+n.maxOut)]}
-		b.Pos = make([]int32, b.Len())
-		for i := range b.Pos {
-			b.Pos[i] = int32(pos + i)
+		chunk := tokens[pos:min(len(tokens)-1, pos+n.maxOut)]
+		e.mu.Lock()
+		copies, err := seq.Reserve(len(chunk))
+		e.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("score: %w", err)
 		}
-		b.Out = make([]int32, b.Len())
-		for i := range b.Out {
-			b.Out[i] = int32(i)
+		for _, c := range copies {
+			e.be.CopyBlock(n.kv, int(c.Src), int(c.Dst))
+		}
+		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+		for i, t := range chunk {
+			b.Tokens = append(b.Tokens, t)
+			b.Pos = append(b.Pos, int32(pos+i))
+			b.Seq = append(b.Seq, 0)
+			b.Out = append(b.Out, int32(i))
 		}
 		if err := n.forward(b); err != nil {
 			return err
 		}
-		logits, err := e.be.Read(n.logits, b.Len())
+		logits, err := e.be.Read(n.logits, len(chunk))
 		if err != nil {
 			return err
 		}
-		v := e.model.Config.Vocab
-		for i := range b.Len() {
-			if err := fn(pos+i, logits[i*v:(i+1)*v]); err != nil {
+		e.mu.Lock()
+		seq.Commit(chunk)
+		e.mu.Unlock()
+		for i := range chunk {
+			if err := fn(pos+i, logits[i*vocab:(i+1)*vocab]); err != nil {
 				return err
 			}
 		}
-		pos += b.Len()
+		pos += len(chunk)
 	}
 	return nil
 }

@@ -33,8 +33,9 @@ type layerWeights struct {
 	attnNorm, wq, wk, wv, wo, ffnNorm, gate, up, down backend.Weight
 }
 
-// newLlama uploads m's weights to be and allocates what a forward pass needs.
-func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error) {
+// newLlama uploads m's weights to be and allocates what a forward pass
+// needs, with a paged cache of blocks × blockSize slots.
+func newLlama(m *models.Model, be backend.Backend, maxBatch, blocks, blockSize int) (*llama, error) {
 	c := m.Config
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
 	upload := func(name string) (backend.Weight, error) {
@@ -96,7 +97,7 @@ func newLlama(m *models.Model, be backend.Backend, maxBatch int) (*llama, error)
 	if n.logits, err = be.NewOutputTensor(n.maxOut, c.Vocab); err != nil {
 		return nil, err
 	}
-	if n.kv, err = be.NewKV(c.Layers, c.Context, kvDim); err != nil {
+	if n.kv, err = be.NewKV(c.Layers, blocks, blockSize, kvDim); err != nil {
 		return nil, err
 	}
 	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope}

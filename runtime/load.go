@@ -23,6 +23,8 @@ type Options struct {
 	MaxStorageBinding int64
 	// Threads caps the CPU backend's goroutines (0: one per core).
 	Threads int
+	// KV sizes the paged KV cache (see KVOptions).
+	KV KVOptions
 	// Context caps the sequence length (and so the KV cache); 0 means the
 	// model's own, up to DefaultContext.
 	Context int
@@ -52,7 +54,7 @@ func Load(path string, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, err
 	}
-	e, err := New(m, be)
+	e, err := New(m, be, opts.KV)
 	if err != nil {
 		be.Close()
 		m.Close()

@@ -1,8 +1,8 @@
-// topk: the k largest values of row 0 of x, largest first (ties: lower index
+// topk: the k largest values of one row of x, largest first (ties: lower index
 // first), as the candidate set the sampler draws from. One workgroup; round
 // r finds the largest element ordered after round r-1's winner, so the
 // result is exact with ties and needs no sort. Twin: runtime/cpu TopK.
-struct Params { cols: u32, k: u32 }
+struct Params { cols: u32, k: u32, row: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -28,7 +28,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         var bv = 0.0;
         var bi = NONE;
         for (var c = lid; c < p.cols; c += WG) {
-            let v = x[c];
+            let v = x[p.row * p.cols + c];
             let after_prev = prev_i == NONE || before(prev_v, prev_i, v, c);
             if (after_prev && before(v, c, bv, bi)) { bv = v; bi = c; }
         }

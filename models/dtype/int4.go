@@ -379,3 +379,10 @@ func quantizeGroup(x []float32, q *[Int4GroupSize]uint8) uint32 {
 	refit()
 	return bestSM
 }
+
+// HalfBits rounds v to an IEEE half (to nearest, ties to even) and returns
+// its bits, the element of F16 storage.
+func HalfBits(v float32) uint16 { return float16.Fromfloat32(v).Bits() }
+
+// HalfValue widens the half with bits h to float32 (exactly).
+func HalfValue(h uint16) float32 { return f16Table()[h] }

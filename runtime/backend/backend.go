@@ -13,6 +13,7 @@
 package backend
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/tessera-llm/tessera/models"
@@ -31,19 +32,28 @@ type Weight interface {
 	Bytes() int64 // as stored by the backend
 }
 
-// KV is a key/value cache: for each layer, the keys and values of every
-// position of one sequence, kvDim wide.
+// KV is a paged key/value cache: for each layer, Blocks blocks of
+// BlockSize token slots, kvDim wide. Block b holds slots b*BlockSize up to
+// (b+1)*BlockSize in every layer; sequences reach their slots through block
+// tables (see Batch).
 type KV interface {
 	Layers() int
-	Context() int
+	Blocks() int
+	BlockSize() int
 }
 
-// Batch is the input of one forward step: the tokens to process and the
-// position of each in the sequence. Positions of one step are consecutive and
-// increasing for a single sequence; row i attends to positions 0..Pos[i].
+// Batch is the input of one forward step: the tokens to process, the
+// sequence of each and its position there. Row i belongs to sequence
+// Seq[i], whose block table is Tables[Seq[i]]: position p of that sequence
+// lives in slot Tables[Seq[i]][p/BlockSize]*BlockSize + p%BlockSize of the
+// cache. Row i attends to positions 0..Pos[i] of its sequence; rows of one
+// sequence come in order of position.
 type Batch struct {
-	Tokens []int32
-	Pos    []int32
+	Tokens    []int32
+	Pos       []int32
+	Seq       []int32
+	Tables    [][]int32
+	BlockSize int
 	// Out lists the rows whose logits the step computes, in order; output
 	// tensors have one row per entry.
 	Out []int32
@@ -74,15 +84,19 @@ type Attention struct {
 type Backend interface {
 	Name() string
 
-	// Upload makes a model tensor available to the ops.
+	// Upload makes a model tensor available to the ops, as F32.
 	Upload(t *models.Tensor) (Weight, error)
+	// UploadAs makes a model tensor available in the given storage. F16
+	// and Int4 apply to matrices (a 2-D [out, in] tensor, read by MatMul
+	// and Embed), not to vectors.
+	UploadAs(t *models.Tensor, s Storage) (Weight, error)
 	// NewTensor allocates an activation of rows × cols, one row per token.
 	NewTensor(rows, cols int) (Tensor, error)
 	// NewOutputTensor allocates rows × cols with one row per output row of
 	// the batch (Batch.Out).
 	NewOutputTensor(rows, cols int) (Tensor, error)
-	// NewKV allocates a cache for layers × context positions × kvDim.
-	NewKV(layers, context, kvDim int) (KV, error)
+	// NewKV allocates a paged cache of blocks × blockSize slots per layer.
+	NewKV(layers, blocks, blockSize, kvDim int) (KV, error)
 
 	// Begin starts a step over batch: the ops that follow see its tokens,
 	// positions and length.
@@ -97,11 +111,14 @@ type Backend interface {
 	// Rope rotates the heads of x in place by each row's position.
 	Rope(x Tensor, r Rope)
 	// StoreKV writes k and v of each row into layer l of the cache at the
-	// row's position.
+	// slot of the row's position.
 	StoreKV(kv KV, l int, k, v Tensor)
 	// Attend sets dst to causal attention of q over layer l of the cache:
-	// row i sees positions 0..Pos[i].
+	// row i sees positions 0..Pos[i] of its sequence.
 	Attend(dst, q Tensor, kv KV, l int, a Attention)
+	// CopyBlock copies block src of every layer to block dst (copy on
+	// write of a shared block). It is ordered with the ops around it.
+	CopyBlock(kv KV, src, dst int)
 	// SwiGLU sets gate = silu(gate) * up.
 	SwiGLU(gate, up Tensor)
 	// Add sets dst += x.
@@ -114,9 +131,10 @@ type Backend interface {
 	// Argmax returns, for each of the first n rows of x, the index of the
 	// largest value (the lowest index among equals).
 	Argmax(x Tensor, n int) ([]int32, error)
-	// TopK returns the k largest values of row 0 of x and their indices,
-	// largest first, the lower index first among equals (k <= MaxTopK).
-	TopK(x Tensor, k int) (ids []int32, vals []float32, err error)
+	// TopK returns the k largest values of the given row of x and their
+	// indices, largest first, the lower index first among equals
+	// (k <= MaxTopK).
+	TopK(x Tensor, row, k int) (ids []int32, vals []float32, err error)
 	// Read returns the first n rows of x.
 	Read(x Tensor, n int) ([]float32, error)
 
@@ -141,4 +159,42 @@ const MaxTopK = 256
 type Stats struct {
 	Memory     int64 // bytes allocated for weights, activations and caches
 	Dispatches int   // kernels recorded (GPU) or ops run (CPU) so far
+}
+
+// Slot is the cache slot of row i of the batch: where its key and value go.
+func (b Batch) Slot(i int) int {
+	return b.SlotOf(int(b.Seq[i]), int(b.Pos[i]))
+}
+
+// SlotOf is the cache slot of position p of the batch's sequence seq.
+func (b Batch) SlotOf(seq, p int) int {
+	return int(b.Tables[seq][p/b.BlockSize])*b.BlockSize + p%b.BlockSize
+}
+
+// Validate checks that the batch is consistent: as long as it is, ops never
+// index out of the tables.
+func (b Batch) Validate(maxRows int) error {
+	n := len(b.Tokens)
+	switch {
+	case n == 0 || n > maxRows:
+		return fmt.Errorf("batch of %d rows (at most %d)", n, maxRows)
+	case len(b.Pos) != n || len(b.Seq) != n:
+		return fmt.Errorf("batch of %d tokens, %d positions, %d sequence ids", n, len(b.Pos), len(b.Seq))
+	case len(b.Out) > n:
+		return fmt.Errorf("%d outputs for %d rows", len(b.Out), n)
+	case b.BlockSize <= 0:
+		return fmt.Errorf("block size %d", b.BlockSize)
+	}
+	for i := range n {
+		s, p := int(b.Seq[i]), int(b.Pos[i])
+		if s < 0 || s >= len(b.Tables) || p < 0 || p/b.BlockSize >= len(b.Tables[s]) {
+			return fmt.Errorf("row %d: position %d of sequence %d is outside its block table", i, p, s)
+		}
+	}
+	for _, r := range b.Out {
+		if r < 0 || int(r) >= n {
+			return fmt.Errorf("output row %d of %d", r, n)
+		}
+	}
+	return nil
 }

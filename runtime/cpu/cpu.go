@@ -44,17 +44,18 @@ func (w *Weight) Bytes() int64 { return 4 * int64(len(w.Data)) }
 // NewWeight wraps data as a weight of the given shape.
 func NewWeight(shape []int, data []float32) *Weight { return &Weight{shape: shape, Data: data} }
 
-// KV is a contiguous cache: layer l, position p starts at
-// (l*context+p)*kvDim in K and V.
+// KV is a paged cache: slot s of layer l starts at (l*slots+s)*kvDim in K
+// and V, where slots = blocks*blockSize.
 type KV struct {
-	layers, context, kvDim int
-	K, V                   []float32
+	layers, blocks, blockSize, kvDim int
+	K, V                             []float32
 }
 
-func (c *KV) Layers() int  { return c.layers }
-func (c *KV) Context() int { return c.context }
+func (c *KV) Layers() int    { return c.layers }
+func (c *KV) Blocks() int    { return c.blocks }
+func (c *KV) BlockSize() int { return c.blockSize }
 
-func (c *KV) at(l, p int) int { return (l*c.context + p) * c.kvDim }
+func (c *KV) at(l, slot int) int { return (l*c.blocks*c.blockSize + slot) * c.kvDim }
 
 // Backend is the Go reference backend. Its zero value is not usable; call New.
 type Backend struct {
@@ -100,18 +101,19 @@ func (b *Backend) NewOutputTensor(rows, cols int) (backend.Tensor, error) {
 	return t, nil
 }
 
-func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
-	n := layers * context * kvDim
-	if layers <= 0 || context <= 0 || kvDim <= 0 {
-		return nil, fmt.Errorf("cpu: kv cache of %d layers × %d positions × %d", layers, context, kvDim)
+func (b *Backend) NewKV(layers, blocks, blockSize, kvDim int) (backend.KV, error) {
+	if layers <= 0 || blocks <= 0 || blockSize <= 0 || kvDim <= 0 {
+		return nil, fmt.Errorf("cpu: kv cache of %d layers × %d blocks × %d slots × %d", layers, blocks, blockSize, kvDim)
 	}
+	n := layers * blocks * blockSize * kvDim
 	b.stats.Memory += 8 * int64(n)
-	return &KV{layers: layers, context: context, kvDim: kvDim, K: make([]float32, n), V: make([]float32, n)}, nil
+	return &KV{layers: layers, blocks: blocks, blockSize: blockSize, kvDim: kvDim,
+		K: make([]float32, n), V: make([]float32, n)}, nil
 }
 
 func (b *Backend) Begin(batch backend.Batch) error {
-	if len(batch.Tokens) != len(batch.Pos) || len(batch.Tokens) == 0 {
-		return fmt.Errorf("cpu: batch of %d tokens and %d positions", len(batch.Tokens), len(batch.Pos))
+	if err := batch.Validate(len(batch.Tokens)); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	b.batch = batch
 	return nil
@@ -135,6 +137,13 @@ func (b *Backend) rows(t backend.Tensor) int {
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	b.op()
+	if q, ok := table.(*QWeight); ok {
+		d := dst.(*Tensor)
+		for i := 0; i < b.rows(d); i++ {
+			q.Row(int(b.batch.Tokens[i]), d.Row(i))
+		}
+		return
+	}
 	d, w := dst.(*Tensor), table.(*Weight)
 	for i := 0; i < b.rows(d); i++ {
 		tok := int(b.batch.Tokens[i])
@@ -152,6 +161,11 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 
 func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 	b.op()
+	if q, ok := w.(*QWeight); ok {
+		d, xs := dst.(*Tensor), x.(*Tensor)
+		MatMulQ(d.Data, xs.Data, q, b.rows(d), xs.cols, d.cols, b.workers)
+		return
+	}
 	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
 	MatMul(d.Data, xs.Data, ws.Data, b.rows(d), xs.cols, d.cols, b.workers)
 }
@@ -168,9 +182,20 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	b.op()
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	for i := 0; i < b.rows(ks); i++ {
-		at := c.at(l, int(b.batch.Pos[i]))
+		at := c.at(l, b.batch.Slot(i))
 		copy(c.K[at:at+c.kvDim], ks.Row(i))
 		copy(c.V[at:at+c.kvDim], vs.Row(i))
+	}
+}
+
+func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
+	b.op()
+	c := kv.(*KV)
+	n := c.blockSize * c.kvDim
+	for l := 0; l < c.layers; l++ {
+		from, to := c.at(l, src*c.blockSize), c.at(l, dst*c.blockSize)
+		copy(c.K[to:to+n], c.K[from:from+n])
+		copy(c.V[to:to+n], c.V[from:from+n])
 	}
 }
 
@@ -179,15 +204,21 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
 	n := b.rows(d)
 	parallel(n*a.Heads, b.workers, func(lo, hi int) {
-		scores := make([]float32, c.context)
+		var scores []float32
+		var offs []int
 		for job := lo; job < hi; job++ {
 			i, h := job/a.Heads, job%a.Heads
-			pos := int(b.batch.Pos[i])
+			// Where each position's key and value start, through the table.
 			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
-			k := c.K[c.at(l, 0)+kvOff:]
-			v := c.V[c.at(l, 0)+kvOff:]
+			offs = offs[:0]
+			for p := 0; p <= int(b.batch.Pos[i]); p++ {
+				offs = append(offs, c.at(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvOff)
+			}
+			if cap(scores) < len(offs) {
+				scores = make([]float32, len(offs))
+			}
 			AttendHead(d.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim], qs.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim],
-				k, v, c.kvDim, pos+1, a.Scale, scores)
+				c.K, c.V, offs, a.Scale, scores)
 		}
 	})
 }
@@ -224,8 +255,12 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	return out, nil
 }
 
-func (b *Backend) TopK(x backend.Tensor, k int) ([]int32, []float32, error) {
-	row := x.(*Tensor).Row(0)
+func (b *Backend) TopK(x backend.Tensor, r, k int) ([]int32, []float32, error) {
+	xs := x.(*Tensor)
+	if r < 0 || r >= xs.rows {
+		return nil, nil, fmt.Errorf("cpu: top-k of row %d of %d", r, xs.rows)
+	}
+	row := xs.Row(r)
 	if k <= 0 || k > backend.MaxTopK || k > len(row) {
 		return nil, nil, fmt.Errorf("cpu: top-%d of %d values", k, len(row))
 	}

@@ -71,18 +71,18 @@ func Rope(x []float32, pos int, r backend.Rope) {
 	}
 }
 
-// AttendHead sets out to the attention of one query head q over the first n
-// positions of a cache whose keys and values for position t start at
-// t*stride in k and v. scores is scratch of at least n values.
-func AttendHead(out, q, k, v []float32, stride, n int, scale float32, scores []float32) {
-	hd := len(q)
-	for t := 0; t < n; t++ {
-		scores[t] = Dot(q, k[t*stride:t*stride+hd]) * scale
+// AttendHead sets out to the attention of one query head q over the
+// positions whose keys and values start at offs[t] in k and v. scores is
+// scratch of at least len(offs) values.
+func AttendHead(out, q, k, v []float32, offs []int, scale float32, scores []float32) {
+	hd, n := len(q), len(offs)
+	for t, o := range offs {
+		scores[t] = Dot(q, k[o:o+hd]) * scale
 	}
 	Softmax(scores[:n])
 	clear(out)
-	for t := 0; t < n; t++ {
-		a, vt := scores[t], v[t*stride:t*stride+hd]
+	for t, o := range offs {
+		a, vt := scores[t], v[o:o+hd]
 		for i := range out {
 			out[i] += a * vt[i]
 		}

@@ -29,6 +29,10 @@ type Backend struct {
 	outStep     Buffer // Step uniform for output tensors: rows = outputs
 	outputs     map[Buffer]bool
 	tokens, pos Buffer // i32 per row
+	slots       Buffer // i32 per row: the cache slot of the row's key and value
+	rowSeq      Buffer // i32 per row: the row's sequence, a row of tables
+	tables      Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
+	tableWidth  int
 	result      Buffer // i32 per row, Argmax's output
 	cands       Buffer // TopK's output, made on first use
 	batch       backend.Batch
@@ -37,6 +41,8 @@ type Backend struct {
 	owned       []Buffer // released by Close
 	err         error    // the first error met while recording
 	memory      int64    // bytes in owned buffers
+
+	int4x int4Scratch // x prepared for the int4 GEMV (quant.go)
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -51,7 +57,7 @@ func NewBackend(dev Device, maxRows int) (*Backend, error) {
 			return nil, err
 		}
 	}
-	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result} {
+	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result, &b.slots, &b.rowSeq} {
 		if *p, err = b.buffer("rows", int64(4*maxRows), Storage|CopyDst|CopySrc); err != nil {
 			return nil, err
 		}
@@ -125,13 +131,15 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 // binding is split by rows into parts, each its own buffer; ops dispatch once
 // per part.
 type Weight struct {
-	shape []int
-	parts []part
+	shape   []int
+	parts   []part
+	storage backend.Storage // F32 unless made by UploadAs (quant.go)
 }
 
 type part struct {
-	buf        Buffer
-	row0, rows int // the rows of the [out, in] matrix this part holds
+	buf        Buffer // the values, or the codes of an Int4 weight
+	scales     Buffer // Int4: the scale and min words
+	row0, rows int    // the rows of the [out, in] matrix this part holds
 }
 
 func (w *Weight) Shape() []int { return w.shape }
@@ -140,6 +148,9 @@ func (w *Weight) Bytes() int64 {
 	var n int64
 	for _, p := range w.parts {
 		n += p.buf.Size()
+		if p.scales != nil {
+			n += p.scales.Size()
+		}
 	}
 	return n
 }
@@ -174,25 +185,38 @@ func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 }
 
 // KV keeps each layer's keys and values in their own buffers, so that a
-// long context never needs one binding for all layers.
+// large pool never needs one binding for all layers. Slot s of a layer
+// starts at s*kvDim.
 type KV struct {
-	layers, context, kvDim int
-	k, v                   []Buffer
+	layers, blocks, blockSize, kvDim int
+	context                          int // slots per layer: blocks × blockSize
+	k, v                             []Buffer
 }
 
-func (c *KV) Layers() int  { return c.layers }
-func (c *KV) Context() int { return c.context }
+func (c *KV) Layers() int    { return c.layers }
+func (c *KV) Blocks() int    { return c.blocks }
+func (c *KV) BlockSize() int { return c.blockSize }
 
-func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
-	if layers <= 0 || context <= 0 || kvDim <= 0 {
-		return nil, fmt.Errorf("gpu: kv cache of %d layers × %d positions × %d", layers, context, kvDim)
+func (b *Backend) NewKV(layers, blocks, blockSize, kvDim int) (backend.KV, error) {
+	if layers <= 0 || blocks <= 0 || blockSize <= 0 || kvDim <= 0 {
+		return nil, fmt.Errorf("gpu: kv cache of %d layers × %d blocks × %d slots × %d", layers, blocks, blockSize, kvDim)
 	}
-	size := int64(context) * int64(kvDim) * 4
+	if b.tables != nil {
+		return nil, fmt.Errorf("gpu: a backend holds one kv cache")
+	}
+	slots := blocks * blockSize
+	size := int64(slots) * int64(kvDim) * 4
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a shorter context",
+		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool",
 			FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
-	c := &KV{layers: layers, context: context, kvDim: kvDim}
+	// Every row's sequence can have a table as long as the pool.
+	var err error
+	if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*blocks), Storage|CopyDst); err != nil {
+		return nil, err
+	}
+	b.tableWidth = blocks
+	c := &KV{layers: layers, blocks: blocks, blockSize: blockSize, kvDim: kvDim, context: slots}
 	for l := 0; l < layers; l++ {
 		k, err := b.buffer("k cache", size, Storage)
 		if err != nil {
@@ -209,11 +233,28 @@ func (b *Backend) NewKV(layers, context, kvDim int) (backend.KV, error) {
 
 func (b *Backend) Begin(batch backend.Batch) error {
 	n := batch.Len()
-	if n == 0 || n > b.maxRows || len(batch.Pos) != n || len(batch.Out) > n {
-		return fmt.Errorf("gpu: batch of %d tokens and %d positions (at most %d)", n, len(batch.Pos), b.maxRows)
+	if err := batch.Validate(b.maxRows); err != nil {
+		return fmt.Errorf("gpu: %w", err)
+	}
+	if len(batch.Tables) > b.maxRows {
+		return fmt.Errorf("gpu: %d sequences in a batch of at most %d rows", len(batch.Tables), b.maxRows)
 	}
 	if b.err != nil {
 		return b.err
+	}
+	slots := make([]int32, n)
+	for i := range slots {
+		slots[i] = int32(batch.Slot(i))
+	}
+	var tables []int32
+	if b.tables != nil {
+		tables = make([]int32, len(batch.Tables)*b.tableWidth)
+		for s, t := range batch.Tables {
+			if len(t) > b.tableWidth {
+				return fmt.Errorf("gpu: block table of %d blocks in a pool of %d", len(t), b.tableWidth)
+			}
+			copy(tables[s*b.tableWidth:], t)
+		}
 	}
 	b.batch = batch
 	step, outStep := make([]byte, 16), make([]byte, 16)
@@ -222,7 +263,11 @@ func (b *Backend) Begin(batch backend.Batch) error {
 	for _, w := range []struct {
 		buf  Buffer
 		data []byte
-	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)}} {
+	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
+		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}} {
+		if w.buf == nil || len(w.data) == 0 {
+			continue
+		}
 		if err := b.dev.Write(w.buf, 0, w.data); err != nil {
 			return fmt.Errorf("gpu: begin step: %w", err)
 		}
@@ -259,10 +304,10 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 
 // TopK runs the topk kernel on row 0 of x and reads back only the k
 // candidates.
-func (b *Backend) TopK(x backend.Tensor, k int) ([]int32, []float32, error) {
+func (b *Backend) TopK(x backend.Tensor, row, k int) ([]int32, []float32, error) {
 	xs := x.(*Tensor)
-	if k <= 0 || k > backend.MaxTopK || k > xs.cols {
-		return nil, nil, fmt.Errorf("gpu: top-%d of %d values", k, xs.cols)
+	if k <= 0 || k > backend.MaxTopK || k > xs.cols || row < 0 || row >= xs.rows {
+		return nil, nil, fmt.Errorf("gpu: top-%d of %d values in row %d of %d", k, xs.cols, row, xs.rows)
 	}
 	if b.cands == nil {
 		var err error
@@ -270,7 +315,7 @@ func (b *Backend) TopK(x backend.Tensor, k int) ([]int32, []float32, error) {
 			return nil, nil, err
 		}
 	}
-	b.record(topkOp, params{uint32(xs.cols), uint32(k)}, []Binding{{Buffer: xs.buf}, {Buffer: b.cands}}, 1, 1, 1)
+	b.record(topkOp, params{uint32(xs.cols), uint32(k), uint32(row)}, []Binding{{Buffer: xs.buf}, {Buffer: b.cands}}, 1, 1, 1)
 	raw, err := b.flushRead(b.cands, int64(8*k))
 	if err != nil {
 		return nil, nil, err

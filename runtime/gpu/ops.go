@@ -22,6 +22,10 @@ var (
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	d, w := dst.(*Tensor), table.(*Weight)
+	if w.storage != backend.F32 {
+		b.embedQ(d, w)
+		return
+	}
 	n := b.rows(d)
 	x, y := b.grid(n*d.cols, elementWG)
 	for _, pt := range w.parts {
@@ -52,7 +56,18 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	gx, gy := b.grid(b.rows(ks)*c.kvDim, elementWG)
 	b.record(storeKVOp, params{uint32(c.kvDim), uint32(ks.rows), uint32(c.context)},
-		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.pos}}, gx, gy, 1)
+		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slots}}, gx, gy, 1)
+}
+
+// CopyBlock copies one block of every layer: 2 × layers buffer copies,
+// recorded in order with the step's dispatches.
+func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
+	c := kv.(*KV)
+	size := int64(c.blockSize) * int64(c.kvDim) * 4
+	for l := range c.layers {
+		b.rec.Copy(c.k[l], int64(src)*size, c.k[l], int64(dst)*size, size)
+		b.rec.Copy(c.v[l], int64(src)*size, c.v[l], int64(dst)*size, size)
+	}
 }
 
 func (b *Backend) SwiGLU(gate, up backend.Tensor) {

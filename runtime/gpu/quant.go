@@ -1,0 +1,230 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// Compressed weights: int4 (models/dtype Int4, 5 bits a value) and f16 (two
+// halves per u32, since this WGSL has no f16 type: unpack2x16float expands
+// them). MatMul and Embed read them through their own kernels, which expand
+// each value with the same arithmetic as the Go reference (runtime/cpu
+// QWeight), so that both see identical weights.
+//
+// Int4 parts hold two buffers: the codes (16 bytes per group of 32 inputs)
+// and the scale words (4 bytes per group). F16 rows are padded to an even
+// length so that every row starts on a word. Weights too big for one
+// binding are split by rows like f32 ones; the codes buffer, the larger,
+// decides the split.
+var (
+	embedInt4Op      = op{kernel: "embed_int4", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	embedF16Op       = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulInt4GEMVOp = op{kernel: "matmul_int4_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	matmulInt4GEMMOp = op{kernel: "matmul_int4_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	matmulF16GEMVOp  = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	int4PrepOp       = op{kernel: "int4_prep", operands: []Access{ReadWrite, ReadWrite, ReadOnly}}
+	matmulF16GEMMOp  = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+)
+
+// quantKernel, when not "", forces "gemv" or "gemm" for compressed weights
+// (tests and benchmarks); GEMV still needs k % 4 == 0.
+var quantKernel string
+
+// UploadAs uploads t in storage s; F16 and Int4 need a matrix.
+func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight, error) {
+	if s == backend.F32 {
+		return b.Upload(t)
+	}
+	if len(t.Shape) != 2 {
+		return nil, fmt.Errorf("gpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
+	}
+	rows, cols := t.Shape[0], t.Shape[1]
+	w := &Weight{shape: t.Shape, storage: s}
+	var rowBytes int64
+	var codes, scales []byte // row-major, rowBytes and rowScale bytes a row
+	var rowScale int64
+	switch s {
+	case backend.Int4:
+		raw, err := t.Raw()
+		if err != nil {
+			return nil, err
+		}
+		q, err := dtype.ToInt4(t.Type, raw, rows, cols)
+		if err != nil {
+			return nil, fmt.Errorf("gpu: %s: %w", t.Name, err)
+		}
+		rowBytes, rowScale = int64(q.Groups())*16, int64(q.Groups())*4
+		codes, scales = u32bytes(q.Codes), u32bytes(q.Scales)
+	case backend.F16:
+		data, err := t.Float32()
+		if err != nil {
+			return nil, err
+		}
+		stride := (cols + 1) / 2
+		rowBytes = int64(stride) * 4
+		codes = make([]byte, int64(rows)*rowBytes)
+		for r := range rows {
+			row := codes[int64(r)*rowBytes:]
+			for c, v := range data[r*cols : (r+1)*cols] {
+				binary.LittleEndian.PutUint16(row[2*c:], dtype.HalfBits(v))
+			}
+		}
+	default:
+		return nil, fmt.Errorf("gpu: unknown storage %v", s)
+	}
+	perPart := int(b.info.MaxStorageBufferBindingSize / rowBytes)
+	if perPart == 0 {
+		return nil, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", t.Name, rowBytes)
+	}
+	for r0 := 0; r0 < rows; r0 += perPart {
+		n := int64(min(perPart, rows-r0))
+		pt := part{row0: r0, rows: int(n)}
+		var err error
+		if pt.buf, err = b.upload(t.Name, codes[int64(r0)*rowBytes:][:n*rowBytes]); err != nil {
+			return nil, err
+		}
+		if scales != nil {
+			if pt.scales, err = b.upload(t.Name+" scales", scales[int64(r0)*rowScale:][:n*rowScale]); err != nil {
+				return nil, err
+			}
+		}
+		w.parts = append(w.parts, pt)
+	}
+	return w, nil
+}
+
+// upload makes a storage buffer holding data.
+func (b *Backend) upload(label string, data []byte) (Buffer, error) {
+	buf, err := b.buffer(label, int64(len(data)), Storage|CopyDst)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.dev.Write(buf, 0, data); err != nil {
+		return nil, fmt.Errorf("gpu: upload %s: %w", label, err)
+	}
+	return buf, nil
+}
+
+// StorageOf reports how w is stored on the device.
+func StorageOf(w backend.Weight) backend.Storage { return w.(*Weight).storage }
+
+// embedQ is Embed for a compressed table.
+func (b *Backend) embedQ(d *Tensor, w *Weight) {
+	n := b.rows(d)
+	x, y := b.grid(n*d.cols, elementWG)
+	groups := uint32((d.cols + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize)
+	for _, pt := range w.parts {
+		if w.storage == backend.Int4 {
+			b.record(embedInt4Op, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
+				[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: pt.scales}, {Buffer: b.tokens}}, x, y, 1)
+			continue
+		}
+		b.record(embedF16Op, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
+			[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
+	}
+}
+
+// matmulQ is MatMul for a compressed weight. It follows MatMul's plan: a
+// GEMV for decoding (m ≤ gemvMaxRows; on CPU adapters for any m, one
+// invocation per column, in blocks of up to gemvMaxRows rows) and a tiled
+// GEMM for prompt chunks on GPUs (and, for f16, for widths k % 4 != 0).
+// The int4 GEMV reads x as int4_prep leaves it, one dispatch before.
+func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
+	m, k := b.rows(d), xs.cols
+	cpu := b.info.DeviceType == "cpu"
+	gemv := (cpu || m <= gemvMaxRows) && quantKernel != "gemm" || quantKernel == "gemv"
+	if w.storage == backend.F16 {
+		gemv = gemv && k%4 == 0
+	}
+	groups := (k + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize
+	var xq, xsum Buffer
+	if gemv && w.storage == backend.Int4 {
+		var err error
+		if xq, xsum, err = b.int4x.get(b, xs.rows, groups); err != nil {
+			b.fail(err)
+			return
+		}
+		gx, gy := b.grid(m*groups, 64)
+		b.record(int4PrepOp, params{uint32(k), uint32(xs.rows), uint32(groups)},
+			[]Binding{{Buffer: xq}, {Buffer: xsum}, {Buffer: xs.buf}}, gx, gy, 1)
+	}
+	for _, pt := range w.parts {
+		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
+		if gemv {
+			maxm := 1
+			for maxm < min(m, gemvMaxRows) {
+				maxm *= 2
+			}
+			tpc := 1
+			if !cpu {
+				tpc = quantThreads(k)
+			}
+			o := matmulF16GEMVOp
+			operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+			if w.storage == backend.Int4 {
+				o = matmulInt4GEMVOp
+				operands = []Binding{{Buffer: d.buf}, {Buffer: xq}, {Buffer: xsum}, {Buffer: pt.buf}, {Buffer: pt.scales}}
+				p = append(p, uint32(groups))
+			}
+			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
+			gx, gy := b.grid(pt.rows, 256/tpc)
+			b.record(o, append(p, uint32(tpc), uint32(maxm)), operands, gx, gy, uint32((m+maxm-1)/maxm))
+			continue
+		}
+		tm := 4
+		if m <= 32 {
+			tm = 2
+		}
+		o := matmulF16GEMMOp
+		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		if w.storage == backend.Int4 {
+			o = matmulInt4GEMMOp
+			operands = append(operands, Binding{Buffer: pt.scales})
+			p = append(p, uint32(groups))
+		}
+		o.consts = map[string]float64{"TM": float64(tm)}
+		b.record(o, append(p, uint32(tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
+	}
+}
+
+// int4Scratch holds x as int4_prep leaves it for the int4 GEMV: xq (rows ×
+// groups × 32 floats) and xsum (rows × groups). It grows to the widest x
+// met; one pair serves every matmul, since dispatches run in order.
+type int4Scratch struct {
+	xq, xsum   Buffer
+	rowsGroups int // the rows × groups they hold
+}
+
+func (s *int4Scratch) get(b *Backend, rows, groups int) (Buffer, Buffer, error) {
+	if need := rows * groups; need > s.rowsGroups {
+		size := int64(need) * 32 * 4
+		if size > b.info.MaxStorageBufferBindingSize {
+			return nil, nil, fmt.Errorf("gpu: int4 matmul: %d rows of %d groups exceed the storage binding limit", rows, groups)
+		}
+		xq, err := b.buffer("int4 x", size, Storage)
+		if err != nil {
+			return nil, nil, err
+		}
+		xsum, err := b.buffer("int4 x sums", int64(need)*4, Storage)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.xq, s.xsum, s.rowsGroups = xq, xsum, need
+	}
+	return s.xq, s.xsum, nil
+}
+
+// quantThreads is how many invocations of a compressed GEMV split one
+// column of width k on a GPU: about four groups of 32 inputs each (an int4
+// lane reads 16 bytes of codes per group), at least 4 and at most 64.
+func quantThreads(k int) int {
+	t := 4
+	for t < 64 && 4*32*2*t <= k {
+		t *= 2
+	}
+	return t
+}
