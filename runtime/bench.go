@@ -14,6 +14,13 @@ import (
 type BenchOptions struct {
 	PromptTokens int // random prompt tokens (after BOS)
 	GenTokens    int // tokens to decode, end-of-sequence ignored
+	// Concurrency runs that many sequences at once (default 1), each with
+	// its own random prompt.
+	Concurrency int
+	// SharedPrefix makes every sequence's prompt start with the same
+	// SharedPrefix tokens, and runs the batch twice: with the prefix cache
+	// and without, to show what sharing saves.
+	SharedPrefix int
 }
 
 // BenchResult is what `tessera bench` prints.
@@ -32,6 +39,15 @@ type BenchResult struct {
 	DecodeGBps         float64 `json:"decode_gbps"`
 	CopyGBps           float64 `json:"copy_gbps"`
 	BandwidthFraction  float64 `json:"bandwidth_fraction"`
+
+	Concurrency        int     `json:"concurrency"`
+	AggregateDecodeTPS float64 `json:"aggregate_decode_tps"`
+	PerSeqDecodeTPS    float64 `json:"per_sequence_decode_tps"`
+	KVPeakBlocks       int     `json:"kv_peak_blocks"`
+	KVBlockBytes       int64   `json:"kv_block_bytes"`
+	Preemptions        int     `json:"preemptions"`
+	// With SharedPrefix: the same run without the prefix cache.
+	Unshared *BenchResult `json:"unshared,omitempty"`
 }
 
 // Bench measures prompt processing and decoding on a random prompt (after a
@@ -55,22 +71,22 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	if _, err := e.Generate(ctx, Request{Tokens: prompt[:min(len(prompt), 8)], MaxTokens: 2, IgnoreEOS: true}, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	var firstDispatches, lastDispatches, n int
-	st, err := e.Generate(ctx, Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}, func(Token) error {
-		if n++; n == 1 {
-			firstDispatches = e.be.Stats().Dispatches
-		}
-		lastDispatches = e.be.Stats().Dispatches
-		return nil
-	})
+	if o.Concurrency > 1 || o.SharedPrefix > 0 {
+		return benchMany(ctx, e, o, r)
+	}
+	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
+	st, err := e.Generate(ctx, Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}, discard)
 	if err != nil {
 		return r, err
 	}
 	r.PromptTPS = rate(len(prompt), st.Prefill)
 	r.DecodeTPS = st.DecodeRate()
+	r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.Concurrency = r.DecodeTPS, r.DecodeTPS, 1
 	r.TTFTms = float64(st.TimeToFirst) / float64(time.Millisecond)
-	if n > 1 {
-		r.DispatchesPerToken = float64(lastDispatches-firstDispatches) / float64(n-1)
+	// Every step runs the same ops whatever its rows, so dispatches per step
+	// is dispatches per decoded token.
+	if steps := e.steps.Load() - s0; steps > 0 {
+		r.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
 	}
 	bs := e.be.Stats()
 	r.MemoryBytes = bs.Memory
@@ -105,4 +121,99 @@ func (e *Engine) DeviceName() string {
 		return fmt.Sprintf("webgpu:%s (%s)", info.Adapter, info.Backend)
 	}
 	return e.be.Name()
+}
+
+// benchMany runs o.Concurrency sequences at once, and with a shared prefix
+// runs them again without the prefix cache.
+func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (BenchResult, error) {
+	n := max(o.Concurrency, 1)
+	c := e.model.Config
+	rng := rand.New(rand.NewPCG(3, 4))
+	bos := int32(max(e.model.Tokenizer.BOS(), 0))
+	shared := []int32{bos}
+	for range min(o.SharedPrefix, o.PromptTokens) {
+		shared = append(shared, int32(rng.IntN(c.Vocab)))
+	}
+	prompts := make([][]int32, n)
+	for i := range prompts {
+		prompts[i] = append([]int32(nil), shared...)
+		for len(prompts[i]) < o.PromptTokens+1 {
+			prompts[i] = append(prompts[i], int32(rng.IntN(c.Vocab)))
+		}
+	}
+	run := func(share bool) (BenchResult, error) {
+		res := r
+		e.mu.Lock()
+		e.noPrefixCache = !share
+		pre := e.preemptions
+		e.mu.Unlock()
+		defer func() {
+			e.mu.Lock()
+			e.noPrefixCache = false
+			e.mu.Unlock()
+		}()
+		if o.SharedPrefix > 0 {
+			// The shared prefix is a system prompt seen before: one
+			// sequence puts it in the cache, as in a long-running server.
+			if _, err := e.Generate(ctx, Request{Tokens: prompts[0], MaxTokens: 1}, func(Token) error { return nil }); err != nil {
+				return res, err
+			}
+		}
+		e.mu.Lock()
+		e.peakBlocks = 0
+		e.mu.Unlock()
+		streams := make([]*Stream, n)
+		start := time.Now()
+		for i, p := range prompts {
+			var err error
+			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true}); err != nil {
+				return res, err
+			}
+		}
+		var firstAt, endAt time.Time
+		var decoded int
+		var ttft, perSeq float64
+		for _, s := range streams {
+			<-s.Done()
+			if err := s.Err(); err != nil {
+				return res, err
+			}
+			st := s.Stats()
+			first := start.Add(st.TimeToFirst)
+			end := first.Add(st.Decode)
+			if first.After(firstAt) {
+				firstAt = first
+			}
+			if end.After(endAt) {
+				endAt = end
+			}
+			decoded += st.Generated - 1
+			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
+			perSeq += st.DecodeRate() / float64(n)
+		}
+		res.Concurrency = n
+		res.TTFTms = ttft
+		res.PerSeqDecodeTPS = perSeq
+		res.DecodeTPS = perSeq
+		res.AggregateDecodeTPS = rate(decoded, endAt.Sub(firstAt))
+		res.PromptTPS = rate(n*(o.PromptTokens+1), firstAt.Sub(start))
+		e.mu.Lock()
+		res.KVPeakBlocks = e.peakBlocks
+		res.Preemptions = e.preemptions - pre
+		e.mu.Unlock()
+		res.KVBlockBytes = e.kvBlockBytes()
+		res.MemoryBytes = e.be.Stats().Memory
+		res.WeightBytes = e.WeightBytes()
+		return res, nil
+	}
+	res, err := run(true)
+	if err != nil || o.SharedPrefix == 0 {
+		return res, err
+	}
+	unshared, err := run(false)
+	if err != nil {
+		return res, err
+	}
+	res.Unshared = &unshared
+	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
@@ -27,18 +28,21 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 
-	stepMu sync.Mutex // one forward pass at a time (the scheduler's, or Score's)
+	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
+	steps  atomic.Int64 // forward steps run by the scheduler
 
-	mu          sync.Mutex // guards what follows
-	waiting     []*sequence
-	running     []*sequence
-	order       uint64
-	preemptions int
-	looping     bool
-	closed      bool
-	wake        chan struct{}
-	quit        chan struct{}
-	loopDone    chan struct{}
+	mu            sync.Mutex // guards what follows
+	waiting       []*sequence
+	running       []*sequence
+	order         uint64
+	preemptions   int
+	peakBlocks    int  // most blocks in use at once (benchmarks reset it)
+	noPrefixCache bool // benchmarks compare runs without sharing
+	looping       bool
+	closed        bool
+	wake          chan struct{}
+	quit          chan struct{}
+	loopDone      chan struct{}
 }
 
 // DefaultBatch is how many tokens one forward step processes at most.
@@ -69,7 +73,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions) (*Engine, error) {
 	if kv.BlockSize <= 0 {
 		kv.BlockSize = 16
 	}
-	blockBytes := int64(c.Layers) * int64(kv.BlockSize) * int64(c.KVHeads*c.HeadDim) * 4 * 2
+	blockBytes := kvBlockBytes(c, kv.BlockSize)
 	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
 	if kv.Tokens <= 0 {
 		mem := kv.Memory
@@ -136,6 +140,13 @@ func (e *Engine) Close() error {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	return e.be.Close()
+}
+
+// kvBlockBytes is the memory of one KV block: keys and values of every layer.
+func (e *Engine) kvBlockBytes() int64 { return kvBlockBytes(e.model.Config, e.pool.BlockSize()) }
+
+func kvBlockBytes(c models.Config, blockSize int) int64 {
+	return int64(c.Layers) * int64(blockSize) * int64(c.KVHeads*c.HeadDim) * 4 * 2
 }
 
 // Metrics describe the engine's KV pool and scheduler.

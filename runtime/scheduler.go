@@ -145,7 +145,7 @@ func (e *Engine) admit() {
 		if s.kv == nil {
 			s.kv = e.pool.NewSeq()
 		}
-		if s.kv.Len() == 0 {
+		if s.kv.Len() == 0 && !e.noPrefixCache {
 			s.stored = s.kv.Share(s.tokens)
 		}
 		if !s.kv.CanReserve(len(s.tokens) - s.stored) {

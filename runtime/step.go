@@ -26,6 +26,7 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	e.dropCancelled()
 	plan, copies := e.plan()
+	e.peakBlocks = max(e.peakBlocks, e.pool.Stats().Used)
 	e.mu.Unlock()
 	if len(plan) == 0 {
 		return nil
@@ -33,6 +34,7 @@ func (e *Engine) step() error {
 	for _, c := range copies {
 		e.be.CopyBlock(e.net.kv, int(c.Src), int(c.Dst))
 	}
+	e.steps.Add(1)
 	b := e.batch(plan)
 	if err := e.net.forward(b); err != nil {
 		return err

@@ -16,10 +16,12 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	var o runtime.BenchOptions
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 128, "random prompt tokens to process")
 	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens to decode")
+	fs.IntVar(&o.Concurrency, "concurrency", 1, "sequences decoding at once")
+	fs.IntVar(&o.SharedPrefix, "shared-prefix", 0, "tokens of prompt all sequences share; runs with and without the prefix cache")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	return func(ctx context.Context, e *env) error {
-		if o.PromptTokens < 0 || o.GenTokens < 2 {
-			return usagef("--prompt-tokens must be >= 0 and --gen-tokens >= 2")
+		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxOutputs || o.SharedPrefix < 0 {
+			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxOutputs)
 		}
 		eng, err := mf.load(e)
 		if err != nil {
@@ -39,10 +41,25 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s\n", r.GenTokens, r.DecodeTPS)
+		if r.Concurrency > 1 || r.Unshared != nil {
+			printMany(e, r, "")
+			if r.Unshared != nil {
+				printMany(e, *r.Unshared, " (no prefix cache)")
+			}
+			return nil
+		}
 		fmt.Fprintf(e.stdout, "dispatches/token  %.0f\n", r.DispatchesPerToken)
 		fmt.Fprintf(e.stdout, "memory            %s (weights %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
 			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil
 	}
+}
+
+// printMany prints the figures of a run of several sequences.
+func printMany(e *env, r runtime.BenchResult, note string) {
+	fmt.Fprintf(e.stdout, "sequences%s      %d: aggregate decode %.1f tok/s, per sequence %.1f tok/s, mean time to first token %.1f ms\n",
+		note, r.Concurrency, r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.TTFTms)
+	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
+		note, r.KVPeakBlocks, gpu.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
 }

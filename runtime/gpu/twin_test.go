@@ -91,24 +91,37 @@ func (w *twins) weight(shape []int, data []float32) pair[backend.Weight] {
 	return p
 }
 
-func (w *twins) kv(layers, context, kvDim int) pair[backend.KV] {
+func (w *twins) kv(layers, blocks, blockSize, kvDim int) pair[backend.KV] {
 	w.t.Helper()
 	var p pair[backend.KV]
 	w.each(func(b backend.Backend, i int) {
 		var err error
-		if p[i], err = b.NewKV(layers, context, kvDim); err != nil {
+		if p[i], err = b.NewKV(layers, blocks, blockSize, kvDim); err != nil {
 			w.t.Fatal(err)
 		}
 	})
 	return p
 }
 
+// begin starts a step of one sequence at positions pos0, pos0+1, ... whose
+// block table is the identity (block size 16).
 func (w *twins) begin(tokens []int32, pos0 int) {
 	w.t.Helper()
-	b := backend.Batch{Tokens: tokens, Pos: make([]int32, len(tokens))}
+	b := backend.Batch{Tokens: tokens, Pos: make([]int32, len(tokens)), Seq: make([]int32, len(tokens)), BlockSize: 16}
+	table := make([]int32, (pos0+len(tokens)+15)/16)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	b.Tables = [][]int32{table}
 	for i := range b.Pos {
 		b.Pos[i] = int32(pos0 + i)
 	}
+	w.beginBatch(b)
+}
+
+// beginBatch starts a step over b on both backends.
+func (w *twins) beginBatch(b backend.Batch) {
+	w.t.Helper()
 	w.each(func(be backend.Backend, _ int) {
 		if err := be.Begin(b); err != nil {
 			w.t.Fatal(err)
@@ -273,44 +286,102 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
-// TestAttention stores keys and values for a prompt and then attends, as a
-// forward pass does: a whole chunk at once (prefill), then single tokens
-// (decode) far into the context, for GQA ratios 1, 2, 4 and 8.
+// TestAttention stores keys and values for prompts and then attends, as
+// the scheduler's steps do: prompt chunks and decode tokens of several
+// sequences in one batch, each sequence's cache scattered over the pool
+// through a shuffled block table, for GQA ratios 1, 2, 4 and 8, block sizes
+// that do and do not divide the kernels' tiles, and a filled context.
 func TestAttention(t *testing.T) {
+	type chunk struct{ seq, n int }
 	for _, tc := range []struct {
-		heads, kvHeads, headDim, context int
-		chunks                           []int // tokens per step
+		heads, kvHeads, headDim, blockSize, context int
+		steps                                       [][]chunk
 	}{
-		{8, 4, 8, 512, []int{1, 1, 1}},
-		{8, 8, 16, 64, []int{17, 1, 1}},
-		{8, 4, 8, 512, []int{64, 64, 64, 1, 1}},
-		{16, 4, 64, 300, []int{50, 64, 1, 33}},
-		{8, 1, 128, 128, []int{3, 64, 60, 1}},
-		{4, 2, 32, 1024, []int{64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 63, 1}}, // fills the context
+		{8, 4, 8, 16, 512, [][]chunk{{{0, 1}}, {{0, 1}}, {{0, 1}}}},
+		{8, 8, 16, 16, 64, [][]chunk{{{0, 17}}, {{0, 1}}, {{0, 1}}}},
+		{8, 4, 8, 16, 512, [][]chunk{{{0, 64}}, {{0, 64}}, {{0, 64}}, {{0, 1}}, {{0, 1}}}},
+		{16, 4, 64, 16, 300, [][]chunk{{{0, 50}, {1, 14}}, {{1, 30}, {0, 1}}, {{0, 1}, {1, 1}}, {{0, 33}, {1, 1}}}},
+		{8, 1, 128, 7, 128, [][]chunk{{{0, 3}, {1, 5}, {2, 40}}, {{0, 60}, {1, 1}, {2, 1}}, {{0, 1}, {1, 1}, {2, 1}}}},
+		{32, 4, 64, 16, 200, [][]chunk{{{0, 20}, {1, 40}}, {{0, 1}, {1, 1}}, {{1, 1}, {0, 1}}}},
+		{4, 2, 32, 16, 1024, append(repeat([]chunk{{0, 64}}, 15), []chunk{{0, 63}}, []chunk{{0, 1}})}, // fills the context
 	} {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_ctx%d", tc.heads, tc.kvHeads, tc.headDim, tc.context), func(t *testing.T) {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_ctx%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.context), func(t *testing.T) {
 			w := newTwins(t, 64)
-			kvDim := tc.kvHeads * tc.headDim
-			qDim := tc.heads * tc.headDim
-			cache := w.kv(2, tc.context, kvDim)
+			kvDim, qDim := tc.kvHeads*tc.headDim, tc.heads*tc.headDim
+			perSeq := (tc.context + tc.blockSize - 1) / tc.blockSize
+			nseq := 3
+			blocks := w.rng.Perm(nseq * perSeq)
+			tables := make([][]int32, nseq)
+			for s := range tables {
+				for _, b := range blocks[s*perSeq : (s+1)*perSeq] {
+					tables[s] = append(tables[s], int32(b))
+				}
+			}
+			cache := w.kv(2, nseq*perSeq, tc.blockSize, kvDim)
 			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
 				Scale: float32(1 / math.Sqrt(float64(tc.headDim)))}
-			pos := 0
-			for step, n := range tc.chunks {
+			lens := make([]int, nseq)
+			for step, chunks := range tc.steps {
+				b := backend.Batch{BlockSize: tc.blockSize, Tables: tables}
+				for _, c := range chunks {
+					for range c.n {
+						b.Tokens = append(b.Tokens, 0)
+						b.Pos = append(b.Pos, int32(lens[c.seq]))
+						b.Seq = append(b.Seq, int32(c.seq))
+						lens[c.seq]++
+					}
+				}
+				n := len(b.Tokens)
 				q := w.tensor(64, qDim, w.random(64*qDim, 2))
 				k := w.tensor(64, kvDim, w.random(64*kvDim, 2))
 				v := w.tensor(64, kvDim, w.random(64*kvDim, 2))
 				out := w.tensor(64, qDim, nil)
-				w.begin(tokens(n, 10, w.rng), pos)
-				w.each(func(b backend.Backend, i int) {
-					b.StoreKV(cache[i], 1, k[i], v[i])
-					b.Attend(out[i], q[i], cache[i], 1, a)
+				w.beginBatch(b)
+				w.each(func(be backend.Backend, i int) {
+					be.StoreKV(cache[i], 1, k[i], v[i])
+					be.Attend(out[i], q[i], cache[i], 1, a)
 				})
-				w.compare(fmt.Sprintf("step %d (%d tokens at %d)", step, n, pos), out, n, 2e-5)
-				pos += n
+				w.compare(fmt.Sprintf("step %d (%v)", step, chunks), out, n, 2e-5)
 			}
 		})
 	}
+}
+
+func repeat[T any](x T, n int) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = x
+	}
+	return out
+}
+
+// TestCopyBlock copies a block of a paged cache and attends over it.
+func TestCopyBlock(t *testing.T) {
+	w := newTwins(t, 16)
+	const kvDim, hd = 32, 16
+	cache := w.kv(3, 4, 8, kvDim)
+	k := w.tensor(16, kvDim, w.random(16*kvDim, 1))
+	v := w.tensor(16, kvDim, w.random(16*kvDim, 1))
+	// Fill block 2 of every layer through a table [2, 0].
+	b := backend.Batch{BlockSize: 8, Tables: [][]int32{{2, 0}, {3, 1}}}
+	for i := range 8 {
+		b.Tokens, b.Pos, b.Seq = append(b.Tokens, 0), append(b.Pos, int32(i)), append(b.Seq, 0)
+	}
+	w.beginBatch(b)
+	w.each(func(be backend.Backend, i int) {
+		for l := range 3 {
+			be.StoreKV(cache[i], l, k[i], v[i])
+		}
+		be.CopyBlock(cache[i], 2, 3)
+	})
+	// Sequence 1 reads block 3 as its first block: it must see the copy.
+	q := w.tensor(16, 2*hd, w.random(16*2*hd, 1))
+	out := w.tensor(16, 2*hd, nil)
+	b = backend.Batch{BlockSize: 8, Tables: b.Tables, Tokens: []int32{0}, Pos: []int32{7}, Seq: []int32{1}}
+	w.beginBatch(b)
+	a := backend.Attention{Heads: 2, KVHeads: 2, HeadDim: hd, Scale: 0.25}
+	w.each(func(be backend.Backend, i int) { be.Attend(out[i], q[i], cache[i], 2, a) })
+	w.compare("attend over a copied block", out, 1, 2e-5)
 }
 
 func TestTopK(t *testing.T) {
@@ -321,11 +392,11 @@ func TestTopK(t *testing.T) {
 			data[3], data[7] = data[5], data[5] // ties keep the lower index first
 		}
 		x := w.tensor(1, tc.cols, data)
-		wantIDs, wantVals, err := w.ref.TopK(x[0], tc.k)
+		wantIDs, wantVals, err := w.ref.TopK(x[0], 0, tc.k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, vals, err := w.gpu.TopK(x[1], tc.k)
+		ids, vals, err := w.gpu.TopK(x[1], 0, tc.k)
 		if err != nil {
 			t.Fatal(err)
 		}
