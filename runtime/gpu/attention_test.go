@@ -1,0 +1,243 @@
+package gpu_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// The attention tests run sequences through a paged cache on both backends:
+// each step stores the keys and values of its rows and (unless it only
+// fills the cache) attends, and the GPU's output is compared with the CPU
+// reference's.
+
+// attnMaxRows is the batch capacity of the attention tests.
+const attnMaxRows = 64
+
+// run is n consecutive rows of sequence seq, continuing where it stands.
+type run struct{ seq, n int }
+
+// attnStep is one batch; fill steps only store.
+type attnStep struct {
+	runs []run
+	fill bool
+}
+
+type attnCase struct {
+	heads, kvHeads, headDim int
+	blockSize, seqLen, seqs int // each sequence has room for seqLen positions
+	steps                   []attnStep
+}
+
+func (tc attnCase) name() string {
+	return fmt.Sprintf("h%d_kv%d_d%d_bs%d_len%d_seqs%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.seqLen, tc.seqs)
+}
+
+// at returns steps that bring sequence 0 (alone) to position p by filling
+// and then run the rows of check there.
+func at(p int, check ...run) []attnStep {
+	var steps []attnStep
+	for filled := 0; filled < p; filled += attnMaxRows {
+		steps = append(steps, attnStep{runs: []run{{0, min(attnMaxRows, p-filled)}}, fill: true})
+	}
+	return append(steps, attnStep{runs: check})
+}
+
+// decodesAt checks one row of sequence 0 at each position, in order.
+func decodesAt(pos ...int) []attnStep {
+	var steps []attnStep
+	filled := 0
+	for _, p := range pos {
+		for filled < p {
+			n := min(attnMaxRows, p-filled)
+			steps = append(steps, attnStep{runs: []run{{0, n}}, fill: true})
+			filled += n
+		}
+		steps = append(steps, attnStep{runs: []run{{0, 1}}})
+		filled++
+	}
+	return steps
+}
+
+// chunks checks sequence 0 in prompt chunks of the given sizes.
+func chunks(sizes ...int) []attnStep {
+	var steps []attnStep
+	for _, n := range sizes {
+		steps = append(steps, attnStep{runs: []run{{0, n}}})
+	}
+	return steps
+}
+
+func (tc attnCase) run(t *testing.T) {
+	w := newTwins(t, attnMaxRows)
+	kvDim := tc.kvHeads * tc.headDim
+	qDim := tc.heads * tc.headDim
+	perSeq := (tc.seqLen + tc.blockSize - 1) / tc.blockSize
+	blocks := perSeq * tc.seqs
+	// The sequences' blocks are spread over the pool in a shuffled order.
+	order := w.rng.Perm(blocks)
+	tables := make([][]int32, tc.seqs)
+	for s := range tables {
+		for _, b := range order[s*perSeq : (s+1)*perSeq] {
+			tables[s] = append(tables[s], int32(b))
+		}
+	}
+	var cache pair[backend.KV]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if cache[i], err = b.NewKV(2, blocks, tc.blockSize, kvDim); err != nil {
+			t.Fatal(err)
+		}
+	})
+	a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
+		Scale: float32(1 / math.Sqrt(float64(tc.headDim)))}
+	q := w.tensor(attnMaxRows, qDim, nil)
+	k := w.tensor(attnMaxRows, kvDim, nil)
+	v := w.tensor(attnMaxRows, kvDim, nil)
+	out := w.tensor(attnMaxRows, qDim, nil)
+	write := func(p pair[backend.Tensor], data []float32) {
+		w.each(func(b backend.Backend, i int) {
+			if err := b.Write(p[i], data); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	filled := make([]int, tc.seqs)
+	for _, st := range tc.steps {
+		batch := backend.Batch{Tables: tables, BlockSize: tc.blockSize}
+		what := ""
+		for _, r := range st.runs {
+			for i := 0; i < r.n; i++ {
+				batch.Tokens = append(batch.Tokens, 1)
+				batch.Pos = append(batch.Pos, int32(filled[r.seq]+i))
+				batch.Seq = append(batch.Seq, int32(r.seq))
+			}
+			what += fmt.Sprintf(" seq %d: %d rows at %d;", r.seq, r.n, filled[r.seq])
+			filled[r.seq] += r.n
+		}
+		write(k, w.random(attnMaxRows*kvDim, 2))
+		write(v, w.random(attnMaxRows*kvDim, 2))
+		if !st.fill {
+			write(q, w.random(attnMaxRows*qDim, 2))
+		}
+		w.each(func(b backend.Backend, i int) {
+			if err := b.Begin(batch); err != nil {
+				t.Fatal(err)
+			}
+			b.StoreKV(cache[i], 1, k[i], v[i])
+			if !st.fill {
+				b.Attend(out[i], q[i], cache[i], 1, a)
+			}
+		})
+		if st.fill {
+			// The GPU records ops until a read: run the store before
+			// the next Write replaces its inputs.
+			if _, err := w.gpu.Read(k[1], 1); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		w.compare(what, out, batch.Len(), 2e-5)
+	}
+}
+
+// TestAttentionDecodeBoundaries decodes at positions around the decode
+// kernel's blocks (64 positions), chunk lengths (128 and up) and cache
+// blocks, up to the last position a sequence holds, with GQA groups from 1
+// to 16 (split into slices of at most 8 heads).
+func TestAttentionDecodeBoundaries(t *testing.T) {
+	edges := decodesAt(0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
+		383, 384, 511, 512, 513, 1000, 1023, 1024, 1025, 2047)
+	for _, tc := range []attnCase{
+		{8, 8, 64, 16, 2048, 1, edges},
+		{32, 8, 64, 16, 2048, 1, edges},
+		{8, 1, 128, 32, 2048, 1, edges},
+		{32, 2, 16, 7, 2048, 1, edges},
+		{12, 1, 8, 64, 2048, 1, edges},
+		{10, 1, 32, 16, 600, 1, decodesAt(0, 63, 64, 200, 599)},
+		{4, 2, 256, 16, 600, 1, decodesAt(0, 64, 65, 300, 599)},
+		{5, 5, 40, 5, 300, 1, decodesAt(0, 64, 299)},
+	} {
+		t.Run(tc.name(), tc.run)
+	}
+}
+
+// TestAttentionPrefillTiles runs prompt chunks whose first row starts inside
+// a tile and whose last row lands before, on and after tile boundaries (16,
+// 32 and 64 rows or positions, depending on the head dim), up to a chunk
+// that fills the sequence to its last position, for head dims 8 to 128 and
+// a few odd ones.
+func TestAttentionPrefillTiles(t *testing.T) {
+	steps := chunks(15, 2, 14, 2, 30, 2, 64, 35, 64, 28, 9, 44, 62, 64, 48, 15, 1, 3, 10)
+	for _, hd := range []int{8, 16, 32, 64, 128} {
+		for _, gqa := range []int{1, 4} {
+			tc := attnCase{8, 8 / gqa, hd, 16, 512, 1, steps}
+			t.Run(tc.name(), tc.run)
+		}
+	}
+	for _, tc := range []attnCase{
+		{4, 1, 256, 16, 160, 1, chunks(7, 33, 64, 56)},
+		{6, 3, 24, 8, 96, 1, chunks(64, 32)},
+		{6, 3, 6, 8, 96, 1, chunks(64, 31, 1)}, // head dim not a multiple of 4: tiled kernel for every row
+		{4, 2, 13, 5, 100, 1, chunks(17, 1, 64)},
+		{12, 2, 64, 32, 129, 1, chunks(64, 64, 1)},
+		{2, 1, 64, 16, 1024, 1, at(960, run{0, 64})},
+		{2, 1, 64, 16, 1024, 1, at(1000, run{0, 5})},
+	} {
+		t.Run(tc.name(), tc.run)
+	}
+}
+
+// TestAttentionSequences batches rows of several sequences: decode rows of
+// many sequences at different lengths (the split-K kernel, one sequence per
+// row), prompt chunks of two sequences in one batch, and a prompt chunk
+// with decode rows of other sequences, so that tiles straddle sequences.
+func TestAttentionSequences(t *testing.T) {
+	prefill := func(seqs, n int) attnStep {
+		s := attnStep{}
+		for i := range seqs {
+			s.runs = append(s.runs, run{i, n})
+		}
+		return s
+	}
+	decode := func(seqs ...int) attnStep {
+		s := attnStep{}
+		for _, i := range seqs {
+			s.runs = append(s.runs, run{i, 1})
+		}
+		return s
+	}
+	for _, tc := range []attnCase{
+		{8, 2, 64, 16, 600, 8, []attnStep{
+			prefill(8, 8), decode(0, 1, 2, 3, 4, 5, 6, 7),
+			{runs: []run{{0, 64}}}, {runs: []run{{1, 40}, {2, 24}}},
+			decode(7, 0, 1, 2, 3), decode(0, 1),
+			{runs: []run{{3, 50}, {0, 1}, {1, 1}, {4, 3}, {5, 2}, {6, 7}}},
+			{runs: []run{{7, 9}, {6, 9}, {5, 9}, {4, 9}, {3, 9}, {2, 9}, {1, 9}}},
+			{runs: []run{{0, 64}}, fill: true}, {runs: []run{{0, 64}}, fill: true}, {runs: []run{{0, 64}}, fill: true},
+			decode(0, 1, 2, 3, 4, 5, 6, 7), {runs: []run{{0, 2}, {1, 2}, {2, 2}}},
+		}},
+		{4, 4, 32, 8, 200, 3, []attnStep{
+			{runs: []run{{0, 20}, {1, 20}, {2, 20}}}, {runs: []run{{2, 4}, {1, 4}, {0, 4}}}, decode(1, 2, 0),
+		}},
+		{8, 8, 6, 4, 100, 2, []attnStep{
+			{runs: []run{{0, 10}, {1, 3}}}, decode(0, 1), {runs: []run{{1, 30}, {0, 2}}},
+		}},
+	} {
+		t.Run(tc.name(), tc.run)
+	}
+}
+
+// TestAttentionLongPrefill reaches contexts that the tiled kernel splits
+// over the positions (its workgroups' loop budget) and merges with the
+// combine kernel, alone and with a tile that straddles two sequences.
+func TestAttentionLongPrefill(t *testing.T) {
+	for _, tc := range []attnCase{
+		{4, 2, 256, 16, 4000, 1, at(3900, run{0, 64})},
+		{4, 2, 256, 16, 2100, 2, append(at(2000, run{0, 20}), attnStep{runs: []run{{1, 6}, {0, 10}}})},
+	} {
+		t.Run(tc.name(), tc.run)
+	}
+}

@@ -1,0 +1,269 @@
+// attention_decode: causal attention for one row or a few (decoding), split
+// over the positions ("flash-decoding", split-K). Twin: runtime/cpu
+// AttendHead, as called by runtime/cpu Backend.Attend for each (row, head);
+// attention_combine finishes what this kernel starts.
+//
+// Positions 0..pos[row] of each row's sequence are cut into
+// num_workgroups.y chunks of equal length; position t of sequence seq lives
+// in the cache's slot tables[seq][t / block_size]·block_size + t % block_size. One workgroup takes one chunk of one row (workgroup_id.z)
+// for the G query heads of a slice of one GQA group (workgroup_id.x: kv head
+// and slice), so that the chunk's keys and values are read once for all of
+// them. It walks its chunk SB = 64 positions at a time:
+//
+//  1. invocation j scores position j of the block against the G queries:
+//     one vec4 of the key at a time, the queries of 4 heads at one dim in
+//     one vec4 of qs, so the scores of 4 heads accumulate in one vec4;
+//  2. the block's maximum per head (8 invocations over 8 positions each,
+//     then every invocation over those 8) updates the running maximum m,
+//     which every invocation holds alike; invocation j turns its scores into
+//     exp(s - m) and adds them to its own share of the sum l;
+//  3. invocation (pq, d4) accumulates dims 4·d4..4·d4+3 of the output of
+//     every head over positions pq, pq + NQ, ... of the block, rescaling by
+//     exp(m_old - m) first: o = o·rescale + Σ_j p_j·v_j.
+//
+// At the end the NQ shares of o and the 64 shares of l are summed through
+// workgroup memory. With one chunk the workgroup writes o / l to dst itself;
+// with more it writes its partial (m, l, o) to part and attention_combine
+// merges the chunks of each (row, head).
+//
+// part holds, from float 0: the number of chunks C; for the partial of
+// chunk c of (row, head), E = (c·rows + row)·heads + head with rows the
+// batch's: (m, l) at 1 + 2E, and o at 1 + 2·C·rows·heads + E·head_dim.
+//
+// head_dim must be a multiple of 4 (the cache is read as vec4); the kernel
+// is specialised to it (HD), so that its loops have constant bounds.
+struct Params {
+    heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
+    block_size: u32, table_width: u32, slices: u32,
+}
+
+override HD: u32 = 64u; // head_dim
+override G: u32 = 4u;   // query heads per workgroup, at most 8
+
+const WG = 64u;           // invocations per workgroup
+const SB = 64u;           // positions per block, one per invocation
+const D4 = HD / 4u;       // vec4s per head, at most WG
+const NQ = WG / D4;       // invocations over the positions in step 3
+const GV = (G + 3u) / 4u; // vec4s of heads: 1 or 2
+const QS = GV * HD;
+const PS = GV * SB;
+const RED = GV * 8u;
+const NEG = -3.4028235e38; // the running maximum before any score
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> part: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> kc: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> vc: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> pos: array<i32>;
+@group(0) @binding(8) var<storage, read> seq: array<i32>;
+@group(0) @binding(9) var<storage, read> tables: array<i32>;
+
+var<workgroup> qs: array<vec4<f32>, QS>;  // [gv·HD + d]: heads 4gv..4gv+3 at dim d
+var<workgroup> ps: array<vec4<f32>, PS>;  // [gv·SB + j]: scores, then probabilities
+var<workgroup> red: array<vec4<f32>, RED>; // [gv·8 + i]: partial maxima and sums
+var<workgroup> sl: array<u32, SB>;         // the block's cache slots, in vec4s
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let row = wid.z;
+    let nrows = min(p.cap, step.rows);
+    if (row >= nrows) { return; }
+    let group = p.heads / p.kv_heads;
+    let kvh = wid.x / p.slices;
+    let h0 = kvh * group + (wid.x % p.slices) * G;
+    let ng = min(G, kvh * group + group - h0);
+    let kv4 = p.kv_heads * D4;
+    let ko4 = kvh * D4;
+    let qdim = p.heads * HD;
+
+    let chunk = wid.y;
+    let chunks = groups.y;
+    let n = min(u32(pos[row]) + 1u, p.table_width * p.block_size);
+    let table = u32(seq[row]) * p.table_width;
+    let len = (n + chunks - 1u) / chunks;
+    let t0 = min(n, chunk * len);
+    let t1 = min(n, t0 + len);
+
+    for (var i = tid; i < QS; i += WG) {
+        let g = (i / HD) * 4u;
+        let at = row * qdim + (h0 + g) * HD + i % HD;
+        var x = vec4<f32>(0.0);
+        for (var c = 0u; c < 4u; c++) {
+            if (g + c < ng) {
+                x[c] = q[at + c * HD];
+            }
+        }
+        qs[i] = x;
+    }
+
+    var m: array<vec4<f32>, GV>;   // running maximum, the same in every invocation
+    var l: array<vec4<f32>, GV>;   // this invocation's share of the sum
+    var s: array<vec4<f32>, GV>;   // this invocation's scores, then probabilities
+    var corr: array<vec4<f32>, GV>;
+    var acc: array<vec4<f32>, G>;  // dims 4·d4.. of each head's output
+    for (var gv = 0u; gv < GV; gv++) {
+        m[gv] = vec4<f32>(NEG);
+        l[gv] = vec4<f32>(0.0);
+    }
+    for (var g = 0u; g < G; g++) {
+        acc[g] = vec4<f32>(0.0);
+    }
+    let d4 = tid % D4;
+    let pq = tid / D4;
+    workgroupBarrier();
+
+    for (var b0 = t0; b0 < t1; b0 += SB) {
+        let cnt = min(SB, t1 - b0);
+        for (var gv = 0u; gv < GV; gv++) {
+            s[gv] = vec4<f32>(0.0);
+        }
+        if (tid < cnt) {
+            let t = b0 + tid;
+            let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
+            sl[tid] = slot * kv4 + ko4;
+            let kb = slot * kv4 + ko4;
+            for (var e = 0u; e < D4; e++) {
+                let k = kc[kb + e];
+                for (var gv = 0u; gv < GV; gv++) {
+                    let at = gv * HD + 4u * e;
+                    s[gv] += qs[at] * k.x + qs[at + 1u] * k.y + qs[at + 2u] * k.z + qs[at + 3u] * k.w;
+                }
+            }
+            for (var gv = 0u; gv < GV; gv++) {
+                s[gv] *= p.scale;
+            }
+        } else {
+            for (var gv = 0u; gv < GV; gv++) {
+                s[gv] = vec4<f32>(NEG);
+            }
+        }
+        for (var gv = 0u; gv < GV; gv++) {
+            ps[gv * SB + tid] = s[gv];
+        }
+        workgroupBarrier();
+
+        if (tid < 8u) {
+            for (var gv = 0u; gv < GV; gv++) {
+                var mx = ps[gv * SB + 8u * tid];
+                for (var i = 1u; i < 8u; i++) {
+                    mx = max(mx, ps[gv * SB + 8u * tid + i]);
+                }
+                red[gv * 8u + tid] = mx;
+            }
+        }
+        workgroupBarrier();
+
+        for (var gv = 0u; gv < GV; gv++) {
+            var mt = red[gv * 8u];
+            for (var i = 1u; i < 8u; i++) {
+                mt = max(mt, red[gv * 8u + i]);
+            }
+            let m2 = max(m[gv], mt);
+            corr[gv] = exp(m[gv] - m2);
+            m[gv] = m2;
+            var e = vec4<f32>(0.0);
+            if (tid < cnt) {
+                e = exp(s[gv] - m2);
+            }
+            l[gv] = l[gv] * corr[gv] + e;
+            ps[gv * SB + tid] = e;
+        }
+        workgroupBarrier();
+
+        if (pq < NQ) {
+            for (var g = 0u; g < G; g++) {
+                acc[g] *= corr[g / 4u][g % 4u];
+            }
+            for (var j = pq; j < cnt; j += NQ) {
+                let v = vc[sl[j] + d4];
+                for (var gv = 0u; gv < GV; gv++) {
+                    let e = ps[gv * SB + j];
+                    for (var c = 0u; c < 4u; c++) {
+                        if (4u * gv + c < G) {
+                            acc[4u * gv + c] += e[c] * v;
+                        }
+                    }
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // The sums: 64 shares → 8 → every invocation.
+    for (var gv = 0u; gv < GV; gv++) {
+        ps[gv * SB + tid] = l[gv];
+    }
+    workgroupBarrier();
+    if (tid < 8u) {
+        for (var gv = 0u; gv < GV; gv++) {
+            var sum = vec4<f32>(0.0);
+            for (var i = 0u; i < 8u; i++) {
+                sum += ps[gv * SB + 8u * tid + i];
+            }
+            red[gv * 8u + tid] = sum;
+        }
+    }
+    workgroupBarrier();
+    for (var gv = 0u; gv < GV; gv++) {
+        var sum = vec4<f32>(0.0);
+        for (var i = 0u; i < 8u; i++) {
+            sum += red[gv * 8u + i];
+        }
+        l[gv] = sum;
+    }
+    // The outputs: NQ shares → invocations pq = 0.
+    for (var g = 0u; g < G; g++) {
+        workgroupBarrier();
+        ps[tid] = acc[g];
+        workgroupBarrier();
+        if (pq == 0u) {
+            var o = ps[d4];
+            for (var i = 1u; i < NQ; i++) {
+                o += ps[i * D4 + d4];
+            }
+            acc[g] = o;
+        }
+    }
+
+    if (chunks == 1u) {
+        if (pq == 0u) {
+            for (var g = 0u; g < G; g++) {
+                if (g < ng) {
+                    let o = acc[g] / l[g / 4u][g % 4u];
+                    let at = row * qdim + (h0 + g) * HD + 4u * d4;
+                    for (var c = 0u; c < 4u; c++) {
+                        dst[at + c] = o[c];
+                    }
+                }
+            }
+        }
+        return;
+    }
+    if (tid == 0u && all(wid == vec3<u32>(0u))) {
+        part[0] = f32(chunks);
+    }
+    let first = (chunk * nrows + row) * p.heads + h0; // E of (row, h0, chunk)
+    if (tid == 0u) {
+        for (var g = 0u; g < G; g++) {
+            if (g < ng) {
+                let at = 1u + 2u * (first + g);
+                part[at] = m[g / 4u][g % 4u];
+                part[at + 1u] = l[g / 4u][g % 4u];
+            }
+        }
+    }
+    if (pq == 0u) {
+        for (var g = 0u; g < G; g++) {
+            if (g < ng) {
+                let at = 1u + 2u * chunks * nrows * p.heads + (first + g) * HD + 4u * d4;
+                for (var c = 0u; c < 4u; c++) {
+                    part[at + c] = acc[g][c];
+                }
+            }
+        }
+    }
+}

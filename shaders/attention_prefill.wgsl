@@ -1,0 +1,274 @@
+// attention_prefill: causal attention for a prompt chunk (many rows), tiled
+// in the manner of FlashAttention. Twin: runtime/cpu AttendHead, as called
+// by runtime/cpu Backend.Attend for each (row, head).
+//
+// One workgroup takes a tile of BR query rows of one head (workgroup_id.x is
+// the head, workgroup_id.y the row tile) and streams the cache's keys and
+// values of positions 0..max(pos of its rows) through workgroup memory, BC
+// positions at a time, as vec4s (the head padded with zeros to HD, a
+// multiple of 4):
+//
+//  1. the K tile (BC positions × HD) is loaded into kvs;
+//  2. the BR × BC scores q·k are computed from qs and kvs into ss;
+//  3. invocation r < BR owns row r's online softmax: it masks positions past
+//     pos[row] (causal), takes the tile's maximum, keeps the running maximum
+//     m and sum l, turns the row's scores into exp(s - m) in place and
+//     publishes the factor exp(m_old - m) that rescales the row's output;
+//     meanwhile all invocations load the V tile into kvs (K is done with);
+//  4. every invocation updates its share of the BR × HD output accumulator,
+//     held in registers as vec4s: o = o·rescale + Σ_c p[r][c]·v[c].
+//
+// The output is divided by l at the end. The n × n score matrix is never
+// formed; workgroup memory holds (BR + BC)·HD + BR·BC + BR floats, at most
+// 14.4 KiB for the tile sizes runtime/gpu/attention.go picks. Row tiles may
+// start anywhere (each row has its own position); rows past the batch take
+// part in the barriers but write nothing.
+//
+// A long context is also split over the positions, num_workgroups.z chunks
+// of p.len positions (workgroup_id.z), to bound the loop iterations of one
+// invocation (llvmpipe stops every loop after 65535 iterations in all): each
+// chunk then writes its partial (m, l, o) to part, laid out as described in
+// attention_decode.wgsl, and attention_combine merges them.
+struct Params {
+    heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
+    block_size: u32, table_width: u32, len: u32,
+}
+
+override HD: u32 = 64u;   // head_dim rounded up to a multiple of 4
+override BR: u32 = 16u;   // query rows per workgroup
+override BC: u32 = 32u;   // key/value positions per tile
+override WG: u32 = 256u;  // invocations per workgroup
+
+const D4 = HD / 4u;
+const QS = BR * D4;
+const KS = BC * D4;
+const SS = BR * BC;
+const SPT = (SS + WG - 1u) / WG; // scores per invocation
+const OPT = (QS + WG - 1u) / WG; // output vec4s per invocation
+const NEG = -3.4028235e38;       // the running maximum before any score
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> part: array<f32>;
+@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> kc: array<f32>;
+@group(0) @binding(6) var<storage, read> vc: array<f32>;
+@group(0) @binding(7) var<storage, read> pos: array<i32>;
+@group(0) @binding(8) var<storage, read> seq: array<i32>;
+@group(0) @binding(9) var<storage, read> tables: array<i32>;
+
+var<workgroup> qs: array<vec4<f32>, QS>;  // [r·D4 + e]: the rows' queries
+var<workgroup> kvs: array<vec4<f32>, KS>; // [c·D4 + e]: the K tile, then the V tile
+var<workgroup> ss: array<f32, SS>;        // [r·BC + c]: scores, then probabilities
+var<workgroup> rs: array<f32, BR>;        // per row: rescale factor, at the end l
+
+// The next 4 values of a head from at, zero past its last left.
+fn load_q(at: u32, left: u32) -> vec4<f32> {
+    if (left >= 4u) { return vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
+    var x = vec4<f32>(0.0);
+    for (var c = 0u; c < left; c++) { x[c] = q[at + c]; }
+    return x;
+}
+
+fn load_k(at: u32, left: u32) -> vec4<f32> {
+    if (left >= 4u) { return vec4<f32>(kc[at], kc[at + 1u], kc[at + 2u], kc[at + 3u]); }
+    var x = vec4<f32>(0.0);
+    for (var c = 0u; c < left; c++) { x[c] = kc[at + c]; }
+    return x;
+}
+
+fn load_v(at: u32, left: u32) -> vec4<f32> {
+    if (left >= 4u) { return vec4<f32>(vc[at], vc[at + 1u], vc[at + 2u], vc[at + 3u]); }
+    var x = vec4<f32>(0.0);
+    for (var c = 0u; c < left; c++) { x[c] = vc[at + c]; }
+    return x;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let hd = p.head_dim;
+    let h = wid.x;
+    let r0 = wid.y * BR;
+    let nrows = min(p.cap, step.rows);
+    if (r0 >= nrows) { return; }
+    let rows = min(BR, nrows - r0);
+    let qdim = p.heads * hd;
+    let kv_dim = p.kv_heads * hd;
+    let ko = (h / (p.heads / p.kv_heads)) * hd;
+    let chunk = wid.z;
+    let chunks = groups.z;
+
+    for (var i = tid; i < rows * D4; i += WG) {
+        let e = i % D4;
+        qs[i] = load_q((r0 + i / D4) * qdim + h * hd + 4u * e, hd - 4u * e);
+    }
+    // Invocation r < BR keeps row r's softmax state.
+    var m = NEG;
+    var l = 0.0;
+    var acc: array<vec4<f32>, OPT>;
+    for (var k = 0u; k < OPT; k++) {
+        acc[k] = vec4<f32>(0.0);
+    }
+
+    // One pass per sequence among the tile's rows (one, but for a tile
+    // that straddles sequences), at the first row of each.
+    for (var first = 0u; first < rows; first++) {
+        let sq = seq[r0 + first];
+        var fresh = true;
+        for (var r = 0u; r < first; r++) {
+            if (seq[r0 + r] == sq) {
+                fresh = false;
+            }
+        }
+        if (!fresh) {
+            continue;
+        }
+        // The pass attends over positions 0..n-1 of the sequence, up to
+        // its last row's position; this workgroup takes t_begin..t_end-1.
+        var last = 0;
+        for (var r = first; r < rows; r++) {
+            if (seq[r0 + r] == sq) {
+                last = max(last, pos[r0 + r]);
+            }
+        }
+        let n = min(u32(last) + 1u, p.table_width * p.block_size);
+        var t_begin = 0u;
+        var t_end = n;
+        if (chunks > 1u) {
+            t_begin = min(n, chunk * p.len);
+            t_end = min(n, t_begin + p.len);
+        }
+        let table = u32(sq) * p.table_width;
+        var mine = -1; // row tid's position if it is of this sequence, else -1 (sees nothing)
+        if (tid < rows) {
+            if (seq[r0 + tid] == sq) {
+                mine = pos[r0 + tid];
+            }
+        }
+
+        for (var t0 = t_begin; t0 < t_end; t0 += BC) {
+            let cnt = min(BC, t_end - t0);
+            for (var i = tid; i < KS; i += WG) {
+                let c = i / D4;
+                let e = i % D4;
+                var x = vec4<f32>(0.0);
+                if (c < cnt) {
+                    let t = t0 + c;
+                    let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
+                    x = load_k(slot * kv_dim + ko + 4u * e, hd - 4u * e);
+                }
+                kvs[i] = x;
+            }
+            workgroupBarrier();
+
+            for (var k = 0u; k < SPT; k++) {
+                let i = tid + k * WG;
+                if (i < SS) {
+                    let r = i / BC;
+                    let c = i % BC;
+                    var s = 0.0;
+                    if (r < rows && c < cnt) {
+                        for (var e = 0u; e < D4; e++) {
+                            s += dot(qs[r * D4 + e], kvs[c * D4 + e]);
+                        }
+                    }
+                    ss[i] = s;
+                }
+            }
+            workgroupBarrier();
+
+            if (tid < BR) {
+                let base = tid * BC;
+                var mt = NEG;
+                for (var c = 0u; c < BC; c++) {
+                    if (c < cnt && i32(t0 + c) <= mine) {
+                        mt = max(mt, ss[base + c] * p.scale);
+                    }
+                }
+                let m2 = max(m, mt);
+                let corr = exp(m - m2);
+                var sum = 0.0;
+                for (var c = 0u; c < BC; c++) {
+                    var e = 0.0;
+                    if (c < cnt && i32(t0 + c) <= mine) {
+                        e = exp(ss[base + c] * p.scale - m2);
+                    }
+                    ss[base + c] = e;
+                    sum += e;
+                }
+                l = l * corr + sum;
+                m = m2;
+                rs[tid] = corr;
+            }
+            for (var i = tid; i < KS; i += WG) {
+                let c = i / D4;
+                let e = i % D4;
+                var x = vec4<f32>(0.0);
+                if (c < cnt) {
+                    let t = t0 + c;
+                    let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
+                    x = load_v(slot * kv_dim + ko + 4u * e, hd - 4u * e);
+                }
+                kvs[i] = x;
+            }
+            workgroupBarrier();
+
+            for (var k = 0u; k < OPT; k++) {
+                let i = tid + k * WG;
+                if (i < QS) {
+                    let r = i / D4;
+                    let e = i % D4;
+                    var o = acc[k] * rs[r];
+                    for (var c = 0u; c < BC; c++) {
+                        o += ss[r * BC + c] * kvs[c * D4 + e];
+                    }
+                    acc[k] = o;
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+
+    if (tid < BR) {
+        rs[tid] = l;
+    }
+    workgroupBarrier();
+    if (chunks == 1u) {
+        for (var k = 0u; k < OPT; k++) {
+            let i = tid + k * WG;
+            if (i < rows * D4) {
+                let e = i % D4;
+                let o = acc[k] / rs[i / D4];
+                let at = (r0 + i / D4) * qdim + h * hd + 4u * e;
+                for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
+                    dst[at + c] = o[c];
+                }
+            }
+        }
+        return;
+    }
+
+    if (tid == 0u && all(wid == vec3<u32>(0u))) {
+        part[0] = f32(chunks);
+    }
+    // E of (row r0, head h, this chunk); row r is r·heads further.
+    let first = (chunk * nrows + r0) * p.heads + h;
+    if (tid < rows) {
+        let at = 1u + 2u * (first + tid * p.heads);
+        part[at] = m;
+        part[at + 1u] = l;
+    }
+    let o_base = 1u + 2u * chunks * nrows * p.heads;
+    for (var k = 0u; k < OPT; k++) {
+        let i = tid + k * WG;
+        if (i < rows * D4) {
+            let e = i % D4;
+            let at = o_base + (first + (i / D4) * p.heads) * hd + 4u * e;
+            for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
+                part[at + c] = acc[k][c];
+            }
+        }
+    }
+}
