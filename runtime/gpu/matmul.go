@@ -1,0 +1,132 @@
+package gpu
+
+import "github.com/tessera-llm/tessera/runtime/backend"
+
+// MatMul dispatches one of three kernels, once per part of a weight split
+// across bindings (f16 and int4 weights go to matmulQ, which has kernels of
+// its own on the same plan):
+//
+//   - matmul_gemv, bandwidth-bound: every weight read once with vec4 loads
+//     into one partial sum per row of a block of up to gemvMaxRows rows
+//     (more rows take one block after the other). It needs k % 4 == 0.
+//   - matmul_gemm, tiled in workgroup memory with register blocks, for
+//     arithmetic-bound shapes (and for widths k that are not a multiple of 4).
+//   - matmul, the naive kernel (one invocation per output), kept as the
+//     baseline the others are measured against, and used on CPU adapters
+//     for a few rows of a width k % 4 != 0.
+//
+// On a GPU, decoding (up to gemvMaxRows rows) takes GEMV with a few dozen
+// invocations per column and prompt chunks take GEMM. On a CPU adapter
+// (lavapipe, SwiftShader), whose invocations are the SIMD lanes of one
+// thread, every access to memory that differs between lanes costs a scalar
+// load per lane and a barrier switches between lanes' coroutines; there GEMV
+// with one invocation per column wins at every row count: it loads each
+// weight once per lane for up to gemvMaxRows multiply-adds, with the x values
+// the same for all lanes, and needs no barrier. Measured on lavapipe, see
+// BenchmarkMatMul.
+//
+// The plan, and the override constants chosen with it, depend on the host's
+// row count, which is also the count the kernels read from the Step uniform
+// (the batch, capped by dst's rows). The constants are repeated in the
+// params, since a cached call site is keyed by kernel, params and operands.
+var (
+	matmulOp     = op{kernel: "matmul", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulGEMVOp = op{kernel: "matmul_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulGEMMOp = op{kernel: "matmul_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+)
+
+// gemvMaxRows is the largest row block of the GEMV kernel: its partial sums
+// take 256·gemvMaxRows floats of workgroup memory (8 KiB).
+const gemvMaxRows = 8
+
+// matmulKernel, when not "", forces a plan for tests and benchmarks:
+// "naive", "gemm", "gemv" (the GPU's GEMV, for any row count) or "gemv1"
+// (the CPU's, one invocation per column). A forced GEMV still falls back to
+// GEMM where k % 4 != 0.
+var matmulKernel string
+
+// matmulPlan is a kernel and its constants.
+type matmulPlan struct {
+	kernel string // "naive", "gemv" or "gemm"
+	tpc    int    // GEMV: invocations per column
+	maxm   int    // GEMV: rows per block
+	tm     int    // GEMM: rows of a thread's register block (tile of 16·tm rows)
+}
+
+// planMatMul chooses the kernel for m rows of width k on a CPU adapter or not.
+func planMatMul(m, k int, cpu bool) matmulPlan {
+	kernel := matmulKernel
+	if kernel == "" {
+		switch {
+		case cpu && k%4 != 0 && m <= gemvMaxRows:
+			// A few rows of a width GEMV cannot take: on a CPU adapter the
+			// naive kernel beats the tiled one, whose tile loads and
+			// barriers cost more there than they save.
+			kernel = "naive"
+		case cpu:
+			kernel = "gemv1"
+		case m <= gemvMaxRows:
+			kernel = "gemv"
+		default:
+			kernel = "gemm"
+		}
+	}
+	if kernel == "naive" {
+		return matmulPlan{kernel: "naive"}
+	}
+	if (kernel == "gemv" || kernel == "gemv1") && k%4 == 0 {
+		maxm := 1
+		for maxm < min(m, gemvMaxRows) {
+			maxm *= 2
+		}
+		tpc := 1
+		if kernel == "gemv" {
+			tpc = gemvThreads(k)
+		}
+		return matmulPlan{kernel: "gemv", tpc: tpc, maxm: maxm}
+	}
+	tm := 4
+	if m <= 32 {
+		tm = 2
+	}
+	return matmulPlan{kernel: "gemm", tm: tm}
+}
+
+// gemvThreads is how many invocations of the GEMV kernel split one column
+// of width k on a GPU: about four vec4 loads each, at least 4 and at most 64
+// (two NVIDIA warps, one AMD wave).
+func gemvThreads(k int) int {
+	t := 4
+	for t < 64 && 32*t <= k {
+		t *= 2
+	}
+	return t
+}
+
+func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
+	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
+	if ws.storage != backend.F32 {
+		b.matmulQ(d, xs, ws) // compressed weights: quant.go, on the same plan
+		return
+	}
+	m, k := b.rows(d), xs.cols
+	pl := planMatMul(m, k, b.info.DeviceType == "cpu")
+	for _, pt := range ws.parts {
+		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
+		switch pl.kernel {
+		case "naive":
+			gx, gy := b.grid(m*pt.rows, elementWG)
+			b.record(matmulOp, p, operands, gx, gy, 1)
+		case "gemv":
+			o := matmulGEMVOp
+			o.consts = map[string]float64{"TPC": float64(pl.tpc), "MAXM": float64(pl.maxm)}
+			gx, gy := b.grid(pt.rows, 256/pl.tpc)
+			b.record(o, append(p, uint32(pl.tpc), uint32(pl.maxm)), operands, gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
+		default:
+			o := matmulGEMMOp
+			o.consts = map[string]float64{"TM": float64(pl.tm)}
+			b.record(o, append(p, uint32(pl.tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*pl.tm-1)/(16*pl.tm)), 1)
+		}
+	}
+}

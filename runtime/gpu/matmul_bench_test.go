@@ -1,0 +1,147 @@
+package gpu_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+)
+
+// BenchmarkMatMul times dst = x · wᵀ for f32 weights, at decode shapes
+// (GEMV: one token, or a few, over n×k weights) and a prompt chunk (GEMM:
+// 64 tokens), with the plan MatMul picks for the adapter ("auto") and with
+// each plan forced: "naive" (one invocation per output, the baseline),
+// "gemv" (the GPU's: a few dozen invocations per column, a tree sum), "gemv1"
+// (the CPU adapter's: one invocation per column) and "gemm" (tiled).
+//
+// Each iteration records one MatMul and an Argmax of one row, whose 4-byte
+// read-back waits for the dispatch to finish. Reported: GB/s of weights read
+// (the figure of merit of bandwidth-bound GEMV) and GFLOP/s (2·m·n·k per
+// op, that of GEMM). "copy" times a plain buffer copy of the 4096×4096
+// weight size, the bandwidth roof GEMV aims at.
+//
+//	go test ./runtime/gpu -run '^$' -bench MatMul
+func BenchmarkMatMul(b *testing.B) {
+	dev := gputest.Open(b)
+	b.Logf("adapter %s (%s)", dev.Info().Adapter, dev.Info().DeviceType)
+	b.Run("copy/64MiB", func(b *testing.B) { benchCopy(b, dev, 64<<20) })
+	for _, c := range []struct{ m, k, n int }{
+		{1, 2048, 5632}, {1, 4096, 4096}, {64, 2048, 2048}, // the figures asked for
+		{4, 2048, 2048}, {8, 2048, 2048}, {16, 2048, 2048}, // around the GEMV threshold
+	} {
+		for _, kernel := range []string{"naive", "auto", "gemv", "gemv1", "gemm"} {
+			b.Run(fmt.Sprintf("%s/m%d_k%d_n%d", kernel, c.m, c.k, c.n), func(b *testing.B) {
+				if kernel != "auto" {
+					defer gpu.SetMatMulKernel(kernel)()
+				}
+				benchMatMul(b, dev, c.m, c.k, c.n)
+			})
+		}
+	}
+}
+
+func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int) {
+	g, err := gpu.NewBackend(dev, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
+	raw := make([]byte, 4*n*k)
+	for i := 0; i < n*k; i++ {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(rng.Float32()*2-1))
+	}
+	w, err := g.Upload(models.NewTensor("w", []int{n, k}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw = nil
+	x, err := g.NewTensor(m, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xdata := make([]float32, m*k)
+	for i := range xdata {
+		xdata[i] = rng.Float32()*2 - 1
+	}
+	if err := g.Write(x, xdata); err != nil {
+		b.Fatal(err)
+	}
+	y, err := g.NewTensor(m, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Begin(matmulBatch(m)); err != nil {
+		b.Fatal(err)
+	}
+	op := func() {
+		g.MatMul(y, x, w)
+		if _, err := g.Argmax(y, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	op() // compiles the pipelines and builds the bind groups
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		op()
+	}
+	sec := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(float64(4*n*k)/sec/1e9, "GB/s")
+	b.ReportMetric(float64(2*m*n*k)/sec/1e9, "GFLOP/s")
+}
+
+// benchCopy times a buffer-to-buffer copy of size bytes, reporting the bytes
+// read per second.
+func benchCopy(b *testing.B, dev gpu.Device, size int64) {
+	src, err := dev.NewBuffer("copy src", size, gpu.Storage|gpu.CopySrc|gpu.CopyDst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Release()
+	dst, err := dev.NewBuffer("copy dst", size, gpu.Storage|gpu.CopySrc|gpu.CopyDst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dst.Release()
+	rec := dev.Recorder()
+	op := func() {
+		rec.Copy(src, 0, dst, 0, size)
+		if err := rec.Submit(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dev.Read(dst, 0, 4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	op()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		op()
+	}
+	sec := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(float64(size)/sec/1e9, "GB/s")
+}
+
+// matmulBatch is a step of m tokens of one sequence at positions 0..m-1.
+func matmulBatch(m int) backend.Batch {
+	b := backend.Batch{Tokens: make([]int32, m), Pos: make([]int32, m), Seq: make([]int32, m), BlockSize: 16}
+	for i := range b.Pos {
+		b.Pos[i] = int32(i)
+	}
+	table := make([]int32, (m+15)/16)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	b.Tables = [][]int32{table}
+	return b
+}

@@ -1,0 +1,104 @@
+// matmul_gemv: dst[r, col0 + j] = x[r, :] · w[j, :] for the rows j of one
+// weight part and a block of up to MAXM rows r of x (block g.z: rows
+// g.z·MAXM ..., of the first min(cap, step.rows)): the decode case (one
+// token, or a few), where the whole of w is read once per step and the
+// kernel is bound by memory bandwidth, not arithmetic.
+//
+// Algorithm: a workgroup of 256 invocations computes NC = 256 / TPC output
+// columns; the TPC invocations of one column split its k inputs into vec4
+// chunks, invocation `lane` taking chunks lane, lane + TPC, ... (so that on a
+// GPU neighbouring invocations read neighbouring 16 bytes of w: coalesced),
+// four loads in flight per iteration. Each keeps one partial sum per row of
+// the block (every chunk of w is loaded once and used for all of them), and
+// the TPC partial sums of a column are then added in a tree in workgroup
+// memory. With TPC = 1 (for CPU adapters, whose invocations are SIMD lanes
+// of one thread: a lane streaming a whole row is what they do best, and
+// barriers are costly) each invocation owns a column and nothing is shared.
+//
+// Needs k % 4 == 0 (rows of w and x then start on vec4 boundaries); other
+// widths go to matmul_gemm. Twin: runtime/cpu MatMul (summed in another
+// order: chunk-strided partial sums, then a tree).
+struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> w: array<vec4<f32>>;
+
+// TPC is the number of invocations per output column, a power of two ≤ WG;
+// MAXM the rows of a block. Params repeat them, so that call sites of
+// different constants never share a cached pipeline.
+override TPC: u32 = 64u;
+override MAXM: u32 = 1u;
+
+const WG = 256u;
+const NC = WG / TPC;
+
+// partial[m * WG + t] is invocation t's sum for row m of the block.
+const PARTIALS = WG * MAXM;
+var<workgroup> partial: array<f32, PARTIALS>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) t: u32,
+        @builtin(workgroup_id) g: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let r0 = g.z * MAXM;
+    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
+    let k4 = p.k / 4u;
+    let lane = t % TPC;
+    let j = (g.x + g.y * groups.x) * NC + t / TPC; // column within the part
+    let xbase = r0 * k4;
+
+    var acc: array<f32, MAXM>;
+    if (j < p.nrows) {
+        let wrow = j * k4;
+        var i = lane;
+        for (; i + 3u * TPC < k4; i += 4u * TPC) {
+            let w0 = w[wrow + i];
+            let w1 = w[wrow + i + TPC];
+            let w2 = w[wrow + i + 2u * TPC];
+            let w3 = w[wrow + i + 3u * TPC];
+            for (var m = 0u; m < MAXM; m++) {
+                if (m < rows) {
+                    let xr = xbase + m * k4 + i;
+                    acc[m] += dot(w0, x[xr]) + dot(w1, x[xr + TPC]) + dot(w2, x[xr + 2u * TPC]) + dot(w3, x[xr + 3u * TPC]);
+                }
+            }
+        }
+        for (; i < k4; i += TPC) {
+            let w0 = w[wrow + i];
+            for (var m = 0u; m < MAXM; m++) {
+                if (m < rows) {
+                    acc[m] += dot(w0, x[xbase + m * k4 + i]);
+                }
+            }
+        }
+    }
+
+    if (TPC == 1u) {
+        if (j < p.nrows) {
+            for (var m = 0u; m < rows; m++) {
+                dst[(r0 + m) * p.n + p.col0 + j] = acc[m];
+            }
+        }
+        return;
+    }
+    for (var m = 0u; m < MAXM; m++) {
+        partial[m * WG + t] = acc[m];
+    }
+    workgroupBarrier();
+    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            for (var m = 0u; m < MAXM; m++) {
+                partial[m * WG + t] += partial[m * WG + t + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && j < p.nrows) {
+        for (var m = 0u; m < rows; m++) {
+            dst[(r0 + m) * p.n + p.col0 + j] = partial[m * WG + t];
+        }
+    }
+}
