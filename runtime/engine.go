@@ -28,6 +28,9 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 
+	drafter drafter // speculative decoding's draft, or nil
+	draft   *Engine // the draft model's engine (driven by this one's scheduler)
+
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
 	steps  atomic.Int64 // forward steps run by the scheduler
 
@@ -64,8 +67,8 @@ type KVOptions struct {
 }
 
 // New loads model m onto backend be, which must take batches of
-// batchRows(m.Config) rows.
-func New(m *models.Model, be backend.Backend, kv KVOptions) (*Engine, error) {
+// batchRows(m.Config) rows, keeping its weights as ws says.
+func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
 	if m.Config.Arch != "llama" {
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
@@ -89,7 +92,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	net, err := newLlama(m, be, batchRows(c), blocks, kv.BlockSize)
+	net, err := newLlama(m, be, ws, batchRows(c), blocks, kv.BlockSize)
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
@@ -139,6 +142,9 @@ func (e *Engine) Close() error {
 	}
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
+	if e.draft != nil {
+		e.draft.Close()
+	}
 	return e.be.Close()
 }
 
@@ -193,6 +199,26 @@ type Stats struct {
 	TimeToFirst     time.Duration
 	StoppedAtEOS    bool
 	StoppedAtLength bool // the context was full
+
+	// Speculative decoding: target steps that sampled for this sequence,
+	// draft tokens proposed, and how many of them were accepted.
+	Steps, Drafted, Accepted int
+}
+
+// AcceptanceRate is the fraction of draft tokens accepted.
+func (s Stats) AcceptanceRate() float64 {
+	if s.Drafted == 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(s.Drafted)
+}
+
+// TokensPerStep is the mean number of tokens each target step produced.
+func (s Stats) TokensPerStep() float64 {
+	if s.Steps == 0 {
+		return 0
+	}
+	return float64(s.Generated) / float64(s.Steps)
 }
 
 // PrefillRate is prompt tokens per second.

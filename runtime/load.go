@@ -28,6 +28,17 @@ type Options struct {
 	// Context caps the sequence length (and so the KV cache); 0 means the
 	// model's own, up to DefaultContext.
 	Context int
+	// Quant is how weight matrices and the embedding table are stored:
+	// "int4", "f16" or "f32"; "" means int4 on WebGPU and f32 on the CPU.
+	// Norm weights stay f32. See WeightStorage.
+	Quant string
+	// HeadFloat keeps the output head in f32 whatever Quant says.
+	HeadFloat bool
+	// Draft turns on speculative decoding: "ngram" (prompt lookup) or the
+	// path of a smaller model with the same vocabulary, loaded on the same
+	// device with DraftQuant storage.
+	Draft      string
+	DraftQuant string
 }
 
 // DefaultContext bounds the KV cache when Options.Context is 0: models
@@ -54,14 +65,51 @@ func Load(path string, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, err
 	}
-	e, err := New(m, be, opts.KV)
+	ws, err := weightStorage(opts, be)
+	if err != nil {
+		be.Close()
+		m.Close()
+		return nil, err
+	}
+	e, err := New(m, be, opts.KV, ws)
 	if err != nil {
 		be.Close()
 		m.Close()
 		return nil, err
 	}
 	e.note = note
+	if err := e.attachDraft(opts); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// attachDraft sets up speculative decoding as opts.Draft says.
+func (e *Engine) attachDraft(opts Options) error {
+	switch opts.Draft {
+	case "":
+		return nil
+	case "ngram":
+		e.drafter = ngramDraft{}
+		return nil
+	}
+	do := opts
+	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
+	do.Context = e.model.Config.Context
+	if _, ok := e.be.(*cpu.Backend); ok {
+		do.Device = "cpu"
+	}
+	d, err := Load(opts.Draft, do)
+	if err != nil {
+		return fmt.Errorf("draft: %w", err)
+	}
+	if err := checkDraftVocab(e, d); err != nil {
+		d.Close()
+		return fmt.Errorf("draft %s: %w", opts.Draft, err)
+	}
+	e.draft, e.drafter = d, &modelDraft{e: d}
+	return nil
 }
 
 // DeviceNote says why the engine runs where it does when that is not what

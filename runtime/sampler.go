@@ -74,6 +74,14 @@ func NewSampler(opts SamplerOptions) *Sampler {
 // Sample picks the next token. history holds the tokens so far (for the
 // repetition penalty). logits is modified.
 func (s *Sampler) Sample(logits []float32, history []int32) int {
+	return s.pick(s.Dist(logits, history))
+}
+
+// Dist is the distribution Sample draws from: the surviving tokens with
+// their probabilities (summing to one), most likely first. Greedy
+// decoding's distribution is the argmax alone. logits is modified; the
+// result is valid until the sampler's next call.
+func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 	o := s.opts
 	if o.RepeatPenalty != 0 && o.RepeatPenalty != 1 {
 		recent := history[max(0, len(history)-o.RepeatLastN):]
@@ -97,9 +105,9 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 				best = i
 			}
 		}
-		return best
+		s.cand = append(s.cand[:0], candidate{best, 1})
+		return s.cand
 	}
-
 	// Candidates sorted by logit, most likely first, ties by id.
 	c := s.cand[:0]
 	for i, v := range logits {
@@ -115,7 +123,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 		c = c[:o.TopK]
 	}
 	s.cand = c
-	return s.draw(c)
+	return s.filter(c)
 }
 
 // usesCandidates reports whether the sampler can draw from a backend's
@@ -134,14 +142,13 @@ func (s *Sampler) SampleTop(ids []int32, logits []float32) int {
 		c = append(c, candidate{int(id), logits[i]})
 	}
 	s.cand = c
-	return s.draw(c)
+	return s.pick(s.filter(c))
 }
 
-// draw samples from candidates sorted most likely first: temperature,
-// softmax, min-p, top-p, then a draw from what survives.
-func (s *Sampler) draw(c []candidate) int {
+// filter turns candidates sorted most likely first into probabilities:
+// softmax with temperature, then min-p and top-p, renormalised.
+func (s *Sampler) filter(c []candidate) []candidate {
 	o := s.opts
-	// Softmax with temperature, over the survivors.
 	mx := c[0].p
 	var sum float64
 	for i := range c {
@@ -169,12 +176,22 @@ func (s *Sampler) draw(c []candidate) int {
 			}
 		}
 	}
-	// Draw from the (renormalised) survivors.
 	var total float64
 	for _, x := range c {
 		total += float64(x.p)
 	}
-	r := s.rng.Float64() * total
+	for i := range c {
+		c[i].p = float32(float64(c[i].p) / total)
+	}
+	return c
+}
+
+// pick draws a token from a distribution.
+func (s *Sampler) pick(c []candidate) int {
+	if len(c) == 1 {
+		return c[0].id
+	}
+	r := s.rng.Float64()
 	for _, x := range c {
 		r -= float64(x.p)
 		if r < 0 {

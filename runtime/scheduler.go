@@ -36,6 +36,9 @@ type sequence struct {
 	start   time.Time
 	first   time.Time
 	order   uint64 // arrival order: preemption takes the youngest
+
+	spec         *spec    // speculation state, when the engine has a draft
+	draftSampler *Sampler // how the draft model picks its proposals
 }
 
 // Start queues a generation and returns the stream of its tokens. It fails
@@ -64,6 +67,12 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 		detok: tokenizer.NewStream(e.model.Tokenizer), tokens: ids, start: time.Now(),
 	}
 	s.stats.PromptTokens = len(ids)
+	if e.drafter != nil {
+		s.spec = newSpec()
+		do := req.Sampler
+		do.Seed ^= 0xd7af7
+		s.draftSampler = NewSampler(do)
+	}
 	for _, id := range ids {
 		s.detok.Next(int(id)) // the prompt primes the leading-space rules
 	}
@@ -179,6 +188,9 @@ func (e *Engine) finish(s *sequence, err error) {
 	if s.kv != nil {
 		s.kv.Release()
 	}
+	if s.spec != nil {
+		e.drafter.release(s)
+	}
 	if rest := s.detok.Flush(); rest != "" {
 		s.stream.push(Token{ID: -1, Text: rest})
 	}
@@ -193,6 +205,9 @@ func (e *Engine) finish(s *sequence, err error) {
 // recomputed from its tokens (prompt and generated so far).
 func (e *Engine) preempt(s *sequence) {
 	s.kv.Release()
+	if s.spec != nil {
+		e.drafter.release(s)
+	}
 	s.stored = 0
 	e.running = slices.DeleteFunc(e.running, func(x *sequence) bool { return x == s })
 	e.waiting = append([]*sequence{s}, e.waiting...)

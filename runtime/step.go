@@ -10,22 +10,54 @@ import (
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
-// work is one sequence's share of a step: its next n tokens, and whether
-// the last of them is the sequence's last (so its logits are sampled).
+// work is one sequence's share of a step: its next n tokens (the last of
+// them possibly draft tokens to verify), and whether the last is the
+// sequence's last (so its logits are sampled).
 type work struct {
-	s   *sequence
-	n   int
-	out bool
+	s     *sequence
+	n     int
+	out   bool
+	draft []int32       // speculative: proposed tokens after the sequence's own
+	q     [][]candidate // the distribution each draft token came from (nil: one-hot)
+}
+
+// rows is how many output rows w has: every row when it verifies drafts.
+func (w work) outputs() int {
+	switch {
+	case w.draft != nil:
+		return w.n
+	case w.out:
+		return 1
+	}
+	return 0
+}
+
+// token is the token of w's row t.
+func (w work) token(t int) int32 {
+	if pos := w.s.stored + t; pos < len(w.s.tokens) {
+		return w.s.tokens[pos]
+	}
+	return w.draft[w.s.stored+t-len(w.s.tokens)]
 }
 
 // step runs one forward pass over the next tokens of the running sequences
-// and samples a token for each sequence whose tokens are all in the cache.
+// and samples a token for each sequence whose tokens are all in the cache;
+// with a draft, sequences in decode state first get proposals, verified in
+// the same pass.
 func (e *Engine) step() error {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
+	start := time.Now()
 	e.mu.Lock()
 	e.dropCancelled()
-	plan, copies := e.plan()
+	drafting := e.drafting()
+	e.mu.Unlock()
+	proposals, err := e.propose(drafting)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	plan, copies := e.plan(proposals)
 	e.peakBlocks = max(e.peakBlocks, e.pool.Stats().Used)
 	e.mu.Unlock()
 	if len(plan) == 0 {
@@ -39,22 +71,89 @@ func (e *Engine) step() error {
 	if err := e.net.forward(b); err != nil {
 		return err
 	}
-	next, err := e.sample(plan, b)
+	results, err := e.sample(plan, b)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	j := 0
-	for _, w := range plan {
-		w.s.kv.Commit(w.s.tokens[w.s.stored : w.s.stored+w.n])
+	took := time.Since(start)
+	for j, w := range plan {
+		rows := make([]int32, w.n)
+		for t := range rows {
+			rows[t] = w.token(t)
+		}
+		w.s.kv.Commit(rows)
 		w.s.stored += w.n
-		if w.out {
-			e.accept(w.s, next[j])
-			j++
+		if !w.out {
+			continue
+		}
+		w.s.stats.Steps++
+		emit, accepted := results[j].tokens, 0
+		if w.draft != nil {
+			accepted = len(emit) - 1
+			keep := w.s.stored - len(w.draft) + accepted
+			w.s.kv.Truncate(keep)
+			w.s.stored = keep
+			e.drafter.keep(w.s, keep)
+			w.s.stats.Drafted += len(w.draft)
+			w.s.stats.Accepted += accepted
+		}
+		if w.s.spec != nil {
+			w.s.spec.observe(took, len(emit), len(w.draft), accepted)
+		}
+		for _, tok := range emit {
+			if e.accept(w.s, tok) {
+				break
+			}
 		}
 	}
 	return nil
+}
+
+// drafting lists the running sequences that speculate this step: in decode
+// state, with speculation paying. Called with e.mu held.
+func (e *Engine) drafting() []*sequence {
+	if e.drafter == nil {
+		return nil
+	}
+	var out []*sequence
+	for _, s := range e.running {
+		if s.spec != nil && s.spec.speculating() && s.stored == len(s.tokens)-1 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// proposal is a draft for one sequence.
+type proposal struct {
+	tokens []int32
+	q      [][]candidate
+}
+
+// propose asks the draft for each sequence's next tokens, no more than it
+// may still generate or its context holds.
+func (e *Engine) propose(seqs []*sequence) (map[*sequence]proposal, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	ks := make([]int, len(seqs))
+	for i, s := range seqs {
+		left := min(s.req.MaxTokens-s.stats.Generated, e.model.Config.Context-len(s.tokens)) - 1
+		ks[i] = max(0, min(s.spec.k, left, e.net.maxOut-1))
+	}
+	drafts, dists, err := e.drafter.propose(seqs, ks)
+	if err != nil {
+		return nil, fmt.Errorf("draft: %w", err)
+	}
+	out := map[*sequence]proposal{}
+	for i, s := range seqs {
+		if len(drafts[i]) > 0 {
+			out[s] = proposal{tokens: drafts[i], q: dists[i]}
+		}
+	}
+	return out, nil
 }
 
 // dropCancelled ends the sequences whose context is done. Called with e.mu.
@@ -74,7 +173,7 @@ func (e *Engine) dropCancelled() {
 // batch's rows and outputs, reserving their cache slots. A sequence that
 // cannot get blocks preempts the youngest sequence not yet planned (maybe
 // itself). Called with e.mu held.
-func (e *Engine) plan() ([]work, []kvcache.Copy) {
+func (e *Engine) plan(proposals map[*sequence]proposal) ([]work, []kvcache.Copy) {
 	n := e.net
 	var plan []work
 	var copies []kvcache.Copy
@@ -89,6 +188,13 @@ func (e *Engine) plan() ([]work, []kvcache.Copy) {
 				continue
 			}
 			w.n, w.out = w.n-1, false
+		}
+		if p, ok := proposals[s]; ok && w.out && w.n == 1 {
+			// Verify the draft too, as far as rows and outputs allow.
+			k := min(len(p.tokens), n.maxBatch-rows-1, n.maxOut-outs-1)
+			if k > 0 {
+				w.draft, w.q, w.n = p.tokens[:k], p.q[:min(k, len(p.q))], 1+k
+			}
 		}
 		cps, err := s.kv.Reserve(w.n)
 		for errors.Is(err, kvcache.ErrFull) {
@@ -116,9 +222,7 @@ func (e *Engine) plan() ([]work, []kvcache.Copy) {
 		copies = append(copies, cps...)
 		plan = append(plan, w)
 		rows += w.n
-		if w.out {
-			outs++
-		}
+		outs += w.outputs()
 	}
 	return plan, copies
 }
@@ -131,65 +235,87 @@ func (e *Engine) batch(plan []work) backend.Batch {
 		b.Tables = append(b.Tables, w.s.kv.Table())
 		for t := range w.n {
 			pos := w.s.stored + t
-			b.Tokens = append(b.Tokens, w.s.tokens[pos])
+			b.Tokens = append(b.Tokens, w.token(t))
 			b.Pos = append(b.Pos, int32(pos))
 			b.Seq = append(b.Seq, int32(j))
 		}
-		if w.out {
-			b.Out = append(b.Out, int32(len(b.Tokens)-1))
+		for o := w.outputs(); o > 0; o-- {
+			b.Out = append(b.Out, int32(len(b.Tokens)-o))
 		}
 	}
 	return b
 }
 
+// result is what a step gives one work: the tokens to emit (one, or with
+// a draft the accepted draft tokens and the target's next).
+type result struct{ tokens []int32 }
+
 // sample draws the next token of every output row, reading back as little
 // as each sequence's sampler needs: the argmax ids, a top-k candidate set,
-// or (only when needed) whole rows of logits.
-func (e *Engine) sample(plan []work, b backend.Batch) ([]int32, error) {
+// or (only when needed) whole rows of logits; drafts are verified here.
+func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 	var argmax []int32
 	var logits []float32
 	vocab := e.model.Config.Vocab
-	next := make([]int32, 0, len(b.Out))
-	for _, w := range plan {
-		if !w.out {
-			continue
+	needArgmax := func() (err error) {
+		if argmax == nil {
+			argmax, err = e.be.Argmax(e.net.logits, len(b.Out))
 		}
-		row := len(next)
+		return err
+	}
+	needLogits := func() (err error) {
+		if logits == nil {
+			logits, err = e.be.Read(e.net.logits, len(b.Out))
+		}
+		return err
+	}
+	row := func(r int) []float32 { return slices.Clone(logits[r*vocab : (r+1)*vocab]) }
+	results := make([]result, len(plan))
+	out := 0 // output row of the current work
+	for j, w := range plan {
 		o := w.s.sampler.opts
 		var err error
 		switch {
-		case o.greedy():
-			if argmax == nil {
-				argmax, err = e.be.Argmax(e.net.logits, len(b.Out))
+		case !w.out:
+		case w.draft != nil && o.greedy():
+			if err = needArgmax(); err == nil {
+				results[j].tokens = verifyGreedy(w.draft, argmax[out:out+w.n])
 			}
-			if err == nil {
-				next = append(next, argmax[row])
+		case w.draft != nil:
+			if err = needLogits(); err == nil {
+				rows := make([][]float32, w.n)
+				for t := range rows {
+					rows[t] = row(out + t)
+				}
+				results[j].tokens = verifySampled(w.s.sampler, w.s.tokens, w.draft, w.q, rows)
+			}
+		case o.greedy():
+			if err = needArgmax(); err == nil {
+				results[j].tokens = []int32{argmax[out]}
 			}
 		case o.usesCandidates(backend.MaxTopK):
 			var ids []int32
 			var vals []float32
-			if ids, vals, err = e.be.TopK(e.net.logits, row, min(o.TopK, vocab)); err == nil {
-				next = append(next, int32(w.s.sampler.SampleTop(ids, vals)))
+			if ids, vals, err = e.be.TopK(e.net.logits, out, min(o.TopK, vocab)); err == nil {
+				results[j].tokens = []int32{int32(w.s.sampler.SampleTop(ids, vals))}
 			}
 		default:
-			if logits == nil {
-				logits, err = e.be.Read(e.net.logits, len(b.Out))
-			}
-			if err == nil {
-				l := slices.Clone(logits[row*vocab : (row+1)*vocab])
-				next = append(next, int32(w.s.sampler.Sample(l, w.s.tokens)))
+			if err = needLogits(); err == nil {
+				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(out), w.s.tokens))}
 			}
 		}
 		if err != nil {
 			return nil, err
 		}
+		out += w.outputs()
 	}
-	return next, nil
+	return results, nil
 }
 
 // accept takes s's newly sampled token: it is emitted, or ends s (end of
-// sequence, enough tokens, a full context). Called with e.mu held.
-func (e *Engine) accept(s *sequence, next int32) {
+// sequence, enough tokens, a full context), in which case accept reports
+// true. Called with e.mu held.
+func (e *Engine) accept(s *sequence, next int32) bool {
 	now := time.Now()
 	if s.first.IsZero() {
 		s.first = now
@@ -217,4 +343,5 @@ func (e *Engine) accept(s *sequence, next int32) {
 		e.running = slices.DeleteFunc(e.running, func(x *sequence) bool { return x == s })
 		e.finish(s, nil)
 	}
+	return done
 }

@@ -12,10 +12,14 @@ import (
 )
 
 // loadWebGPU loads a model on WebGPU, skipping (outside CI) or failing (in
-// CI) when the machine has no adapter.
+// CI) when the machine has no adapter. Weights stay f32 unless opts says
+// otherwise, so that results compare with the f32 Go reference.
 func loadWebGPU(t *testing.T, path string, opts runtime.Options) *runtime.Engine {
 	t.Helper()
 	opts.Device = "webgpu"
+	if opts.Quant == "" {
+		opts.Quant = "f32"
+	}
 	eng, err := runtime.Load(path, opts)
 	if errors.Is(err, gpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
@@ -81,7 +85,7 @@ func TestWebGPUSplitWeights(t *testing.T) {
 		gputest.NoDevice(t, err)
 	}
 	want := goldenIDs(t)
-	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 48 << 10, Context: 256})
+	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 48 << 10, Context: 256, KV: runtime.KVOptions{Tokens: 256}})
 	ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
 	if !equal(ids, want) {
 		t.Fatalf("tokens differ with split weights:\n got %v\nwant %v", ids, want)

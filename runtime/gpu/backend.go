@@ -41,6 +41,7 @@ type Backend struct {
 	owned       []Buffer // released by Close
 	err         error    // the first error met while recording
 	memory      int64    // bytes in owned buffers
+	pending     bool     // work recorded since the last submit
 
 	int4x int4Scratch // x prepared for the int4 GEMV (quant.go)
 }
@@ -191,6 +192,7 @@ type KV struct {
 	layers, blocks, blockSize, kvDim int
 	context                          int // slots per layer: blocks × blockSize
 	k, v                             []Buffer
+	scratch                          Buffer // one block, for CopyBlock
 }
 
 func (c *KV) Layers() int    { return c.layers }
@@ -218,11 +220,11 @@ func (b *Backend) NewKV(layers, blocks, blockSize, kvDim int) (backend.KV, error
 	b.tableWidth = blocks
 	c := &KV{layers: layers, blocks: blocks, blockSize: blockSize, kvDim: kvDim, context: slots}
 	for l := 0; l < layers; l++ {
-		k, err := b.buffer("k cache", size, Storage)
+		k, err := b.buffer("k cache", size, Storage|CopySrc|CopyDst)
 		if err != nil {
 			return nil, err
 		}
-		v, err := b.buffer("v cache", size, Storage)
+		v, err := b.buffer("v cache", size, Storage|CopySrc|CopyDst)
 		if err != nil {
 			return nil, err
 		}
@@ -241,6 +243,13 @@ func (b *Backend) Begin(batch backend.Batch) error {
 	}
 	if b.err != nil {
 		return b.err
+	}
+	// Work recorded in the last step but not yet submitted reads the step
+	// buffers when it runs: submit it before they change.
+	if b.pending {
+		if err := b.submit(); err != nil {
+			return err
+		}
 	}
 	slots := make([]int32, n)
 	for i := range slots {
@@ -346,10 +355,19 @@ func (b *Backend) flushRead(buf Buffer, size int64) ([]byte, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	if err := b.rec.Submit(); err != nil {
-		return nil, fmt.Errorf("gpu: submit: %w", err)
+	if err := b.submit(); err != nil {
+		return nil, err
 	}
 	return b.dev.Read(buf, 0, size)
+}
+
+// submit submits what was recorded.
+func (b *Backend) submit() error {
+	b.pending = false
+	if err := b.rec.Submit(); err != nil {
+		return fmt.Errorf("gpu: submit: %w", err)
+	}
+	return nil
 }
 
 func (b *Backend) Close() error {
@@ -412,6 +430,7 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 		return
 	}
 	b.rec.Dispatch(c.pipe, c.group, x, y, z)
+	b.pending = true
 }
 
 func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {

@@ -59,15 +59,26 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slots}}, gx, gy, 1)
 }
 
-// CopyBlock copies one block of every layer: 2 × layers buffer copies,
-// recorded in order with the step's dispatches.
+// CopyBlock copies one block of every layer, recorded in order with the
+// step's dispatches. WebGPU cannot copy within one buffer, so each copy goes
+// through a block-sized scratch buffer.
 func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	c := kv.(*KV)
 	size := int64(c.blockSize) * int64(c.kvDim) * 4
-	for l := range c.layers {
-		b.rec.Copy(c.k[l], int64(src)*size, c.k[l], int64(dst)*size, size)
-		b.rec.Copy(c.v[l], int64(src)*size, c.v[l], int64(dst)*size, size)
+	if c.scratch == nil {
+		var err error
+		if c.scratch, err = b.buffer("kv block copy", size, CopySrc|CopyDst); err != nil {
+			b.fail(err)
+			return
+		}
 	}
+	for l := range c.layers {
+		for _, buf := range []Buffer{c.k[l], c.v[l]} {
+			b.rec.Copy(buf, int64(src)*size, c.scratch, 0, size)
+			b.rec.Copy(c.scratch, 0, buf, int64(dst)*size, size)
+		}
+	}
+	b.pending = true
 }
 
 func (b *Backend) SwiGLU(gate, up backend.Tensor) {
@@ -88,6 +99,7 @@ func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) 
 	ts, xs := t.(*Tensor), x.(*Tensor)
 	row := int64(ts.cols) * 4
 	b.rec.Copy(xs.buf, int64(src)*row, ts.buf, int64(dst)*row, row)
+	b.pending = true
 }
 
 // fail keeps the first error met while recording.

@@ -1,0 +1,410 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/kvcache"
+)
+
+// Speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a cheap
+// draft proposes k tokens, the target scores all k+1 positions in one
+// forward pass, and a token is accepted by a rule that keeps the output
+// distribution exactly the target's: exact match under greedy decoding,
+// rejection sampling (accept d with probability min(1, p(d)/q(d)), else
+// draw from max(0, p-q) normalised) under sampling. Rejected positions are
+// rolled back in both caches.
+//
+// Two draft sources sit behind one interface: a smaller model with the same
+// vocabulary, and prompt lookup ("ngram"), which proposes what followed the
+// last earlier occurrence of the sequence's final tokens.
+
+// ErrDraftVocab is returned (wrapped) for a draft model whose vocabulary is
+// not the target's.
+var ErrDraftVocab = errors.New("draft vocabulary differs from the target's")
+
+// drafter proposes tokens for sequences in decode state.
+type drafter interface {
+	// propose returns, for each sequence, up to ks[i] tokens to follow its
+	// tokens, and the distribution each was drawn from (nil: one-hot).
+	propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error)
+	// keep tells the draft that s now has n tokens in the target's cache.
+	keep(s *sequence, n int)
+	// release frees what the draft holds for s.
+	release(s *sequence)
+}
+
+// spec is a sequence's speculation state: its k, and the measurements that
+// switch speculation off when it does not pay.
+type spec struct {
+	k       int  // draft tokens per target step
+	off     int  // tokens left to decode plainly before trying again
+	backoff int  // the next off period
+	window  throughput // the current mode's measurement
+	plain   float64
+	draft   *kvcache.Seq // model drafts: the draft's cache of this sequence
+	stored  int          // tokens in the draft's cache
+}
+
+// throughput accumulates tokens over the wall time of the steps they came
+// from.
+type throughput struct {
+	tokens int
+	time   time.Duration
+}
+
+func (r throughput) perSecond() float64 {
+	if r.time <= 0 {
+		return 0
+	}
+	return float64(r.tokens) / r.time.Seconds()
+}
+
+const (
+	maxDraft    = 8   // the longest proposal
+	probeTokens = 24  // tokens per measurement window
+	maxBackoff  = 512 // the longest plain period before speculating again
+)
+
+// newSpec starts a sequence plainly, to measure the rate speculation must
+// beat.
+func newSpec() *spec { return &spec{k: 2, off: probeTokens, backoff: 64} }
+
+// speculating reports whether the sequence drafts this step.
+func (p *spec) speculating() bool { return p.off == 0 && p.k > 0 }
+
+// observe records a step of d in which the sequence emitted n tokens and, if
+// it speculated with k drafts, accepted a of them; it adapts k and decides
+// whether speculation pays against the plain rate.
+func (p *spec) observe(d time.Duration, n, k, a int) {
+	p.window.tokens += n
+	p.window.time += d
+	if k > 0 {
+		switch {
+		case a == k:
+			p.k = min(p.k+1, maxDraft)
+		case a == 0:
+			p.k = max(1, p.k/2)
+		default:
+			p.k = max(1, a+1)
+		}
+	}
+	if p.window.tokens < probeTokens {
+		return
+	}
+	r := p.window.perSecond()
+	p.window = throughput{}
+	if k == 0 { // a plain window ended: measure, then speculate
+		if p.off > 0 {
+			p.off = max(0, p.off-probeTokens)
+		}
+		if p.off == 0 {
+			p.plain = r
+		}
+		return
+	}
+	// A speculative window ended: keep going only while it beats plain
+	// decoding (by a margin, since both measurements are noisy).
+	if r < 0.97*p.plain {
+		p.off = p.backoff
+		p.backoff = min(2*p.backoff, maxBackoff)
+	} else {
+		p.backoff = 64
+	}
+}
+
+// checkDraftVocab refuses a draft whose tokens differ from the target's.
+func checkDraftVocab(target, draft *Engine) error {
+	t, d := target.model.Tokenizer, draft.model.Tokenizer
+	if t.VocabSize() != d.VocabSize() {
+		return fmt.Errorf("%w: %d tokens against %d", ErrDraftVocab, d.VocabSize(), t.VocabSize())
+	}
+	// Compare what each token means as text, not how the file spells it
+	// (llama2.c files write BOS as "\n<s>\n", GGUF as "<s>").
+	for id := range t.VocabSize() {
+		if tb, db := t.TokenBytes(-1, id), d.TokenBytes(-1, id); string(tb) != string(db) {
+			return fmt.Errorf("%w: token %d is %q in the draft and %q in the target", ErrDraftVocab, id, db, tb)
+		}
+	}
+	if t.BOS() != d.BOS() || t.EOS() != d.EOS() {
+		return fmt.Errorf("%w: BOS/EOS %d/%d in the draft, %d/%d in the target", ErrDraftVocab, d.BOS(), d.EOS(), t.BOS(), t.EOS())
+	}
+	return nil
+}
+
+// modelDraft drafts with a smaller model, run by hand from the target's
+// scheduler: its own weights, backend and KV pool.
+type modelDraft struct {
+	e *Engine
+}
+
+func (m *modelDraft) release(s *sequence) {
+	if s.spec.draft != nil {
+		s.spec.draft.Release()
+		s.spec.stored = 0
+	}
+}
+
+func (m *modelDraft) keep(s *sequence, n int) {
+	if d := s.spec.draft; d != nil && d.Len() > n {
+		d.Truncate(n)
+		s.spec.stored = n
+	}
+}
+
+// propose catches each sequence's draft cache up with its tokens, then runs
+// the draft one token at a time for all sequences together.
+func (m *modelDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error) {
+	e := m.e
+	out := make([][]int32, len(seqs))
+	dists := make([][][]candidate, len(seqs))
+	live := make([]int, 0, len(seqs)) // indices still drafting
+	for i, s := range seqs {
+		if s.spec.draft == nil {
+			s.spec.draft = e.pool.NewSeq()
+		}
+		if ks[i] > 0 {
+			live = append(live, i)
+		}
+	}
+	next := make([][]int32, len(seqs)) // the tokens each feeds this round
+	for i, s := range seqs {
+		next[i] = s.tokens[s.spec.stored:]
+	}
+	for round := 0; len(live) > 0; round++ {
+		// Feed every live sequence's pending tokens, in chunks that fit.
+		var b backend.Batch
+		b.BlockSize = e.pool.BlockSize()
+		var fed, waiting []int
+		rows := 0
+		for _, i := range live {
+			s := seqs[i]
+			toks := next[i]
+			if rows+len(toks) > e.net.maxBatch || len(b.Out) == e.net.maxOut {
+				waiting = append(waiting, i) // next round
+				continue
+			}
+			if _, err := s.spec.draft.Reserve(len(toks)); err != nil {
+				continue // the draft's pool is full: this sequence drafts no more
+			}
+			j := len(b.Tables)
+			b.Tables = append(b.Tables, s.spec.draft.Table())
+			for t, tok := range toks {
+				b.Tokens = append(b.Tokens, tok)
+				b.Pos = append(b.Pos, int32(s.spec.stored+t))
+				b.Seq = append(b.Seq, int32(j))
+			}
+			b.Out = append(b.Out, int32(len(b.Tokens)-1))
+			rows += len(toks)
+			fed = append(fed, i)
+		}
+		if len(fed) == 0 {
+			if len(waiting) == 0 {
+				break
+			}
+			// A catch-up longer than a batch: feed all but its last token
+			// in pieces, then draft as usual.
+			i := waiting[0]
+			rest, err := m.catchUp(seqs[i], next[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(rest) == len(next[i]) { // no room in the draft's pool
+				live = waiting[1:]
+				continue
+			}
+			next[i] = rest
+			live = waiting
+			continue
+		}
+		if err := e.net.forward(b); err != nil {
+			return nil, nil, err
+		}
+		logits, err := e.be.Read(e.net.logits, len(b.Out))
+		if err != nil {
+			return nil, nil, err
+		}
+		vocab := e.model.Config.Vocab
+		still := waiting
+		for j, i := range fed {
+			s := seqs[i]
+			s.spec.draft.Commit(next[i])
+			s.spec.stored += len(next[i])
+			row := append([]float32(nil), logits[j*vocab:(j+1)*vocab]...)
+			dist := cloneDist(s.draftSampler.Dist(row, append(s.tokens, out[i]...)))
+			tok := int32(s.draftSampler.pick(dist))
+			out[i] = append(out[i], tok)
+			dists[i] = append(dists[i], dist)
+			next[i] = []int32{tok}
+			if len(out[i]) < ks[i] {
+				still = append(still, i)
+			}
+		}
+		live = still
+	}
+	return out, dists, nil
+}
+
+// catchUp feeds all but the last of a long run of tokens to a sequence's
+// draft cache in batch-sized chunks (after admission or preemption), and
+// returns what is left to feed.
+func (m *modelDraft) catchUp(s *sequence, toks []int32) ([]int32, error) {
+	e := m.e
+	for len(toks) > 1 {
+		n := min(len(toks)-1, e.net.maxBatch)
+		if _, err := s.spec.draft.Reserve(n); err != nil {
+			return toks, nil // no room in the draft's pool
+		}
+		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{s.spec.draft.Table()}}
+		for t, tok := range toks[:n] {
+			b.Tokens = append(b.Tokens, tok)
+			b.Pos = append(b.Pos, int32(s.spec.stored+t))
+			b.Seq = append(b.Seq, 0)
+		}
+		if err := e.net.forward(b); err != nil {
+			return nil, err
+		}
+		s.spec.draft.Commit(toks[:n])
+		s.spec.stored += n
+		toks = toks[n:]
+	}
+	return toks, nil
+}
+
+func cloneDist(c []candidate) []candidate { return append([]candidate(nil), c...) }
+
+// ngramDraft proposes by prompt lookup: find the latest earlier occurrence
+// of the sequence's last n tokens (longest n first) and propose what
+// followed it. It needs no model and no cache.
+type ngramDraft struct{}
+
+const ngramMax, ngramMin = 4, 1
+
+func (ngramDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error) {
+	out := make([][]int32, len(seqs))
+	for i, s := range seqs {
+		out[i] = lookup(s.tokens, ks[i])
+	}
+	return out, make([][][]candidate, len(seqs)), nil
+}
+
+func (ngramDraft) keep(*sequence, int) {}
+func (ngramDraft) release(*sequence)   {}
+
+// lookup returns up to k tokens that followed the most recent earlier
+// occurrence of the longest suffix of toks (ngramMax down to ngramMin).
+func lookup(toks []int32, k int) []int32 {
+	for n := min(ngramMax, len(toks)-1); n >= ngramMin; n-- {
+		suffix := toks[len(toks)-n:]
+		for start := len(toks) - n - 1; start >= 0; start-- {
+			if equalTokens(toks[start:start+n], suffix) {
+				from := start + n
+				return append([]int32(nil), toks[from:min(len(toks), from+k)]...)
+			}
+		}
+	}
+	return nil
+}
+
+func equalTokens(a, b []int32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// verifyGreedy accepts draft tokens while they equal the target's argmax
+// after the token before them; it returns the accepted tokens and the
+// target's next (a correction, or a bonus when every draft was right).
+func verifyGreedy(draft, target []int32) []int32 {
+	var out []int32
+	for i, d := range draft {
+		if d != target[i] {
+			return append(out, target[i])
+		}
+		out = append(out, d)
+	}
+	return append(out, target[len(draft)])
+}
+
+// verifySampled is the rejection rule: draft token d, drawn from q, is kept
+// with probability min(1, p(d)/q(d)), where p is the target's distribution
+// (the sampler's, after its filters); at the first rejection the token is
+// drawn from max(0, p-q) normalised instead, and if all are kept a bonus is
+// drawn from p after the last. The tokens that come out are distributed
+// exactly as the target's own samples. A nil q is one-hot (a deterministic
+// draft such as prompt lookup).
+func verifySampled(s *Sampler, history, draft []int32, q [][]candidate, rows [][]float32) []int32 {
+	return verifyWith(acceptRatio, s, history, draft, q, rows)
+}
+
+// acceptRatio is the rule that keeps the target's distribution: accept a
+// draft token with probability min(1, p/q), u being uniform in [0, 1).
+func acceptRatio(p, q float32, u float64) bool { return q > 0 && u < float64(p/q) }
+
+// verifyWith is verifySampled with the acceptance rule as a parameter, so
+// that a test can show a wrong rule is caught.
+func verifyWith(accept func(p, q float32, u float64) bool, s *Sampler, history, draft []int32, q [][]candidate, rows [][]float32) []int32 {
+	hist := slices.Clone(history)
+	var out []int32
+	for i, d := range draft {
+		p := s.Dist(rows[i], hist)
+		var qi []candidate
+		if i < len(q) {
+			qi = q[i]
+		}
+		pd, qd := prob(p, d), float32(1)
+		if qi != nil {
+			qd = prob(qi, d)
+		}
+		if accept(pd, qd, s.rng.Float64()) {
+			out = append(out, d)
+			hist = append(hist, d)
+			continue
+		}
+		return append(out, int32(s.pick(residual(p, qi, d))))
+	}
+	return append(out, int32(s.pick(s.Dist(rows[len(draft)], hist))))
+}
+
+// prob is the probability of id under c.
+func prob(c []candidate, id int32) float32 {
+	for _, x := range c {
+		if x.id == int(id) {
+			return x.p
+		}
+	}
+	return 0
+}
+
+// residual is max(0, p - q) normalised; q nil means one-hot at d. If p
+// and q are equal (so nothing is left) it is p.
+func residual(p, q []candidate, d int32) []candidate {
+	qp := map[int]float32{}
+	if q == nil {
+		qp[int(d)] = 1
+	}
+	for _, x := range q {
+		qp[x.id] = x.p
+	}
+	var r []candidate
+	var sum float64
+	for _, x := range p {
+		if v := x.p - qp[x.id]; v > 0 {
+			r = append(r, candidate{x.id, v})
+			sum += float64(v)
+		}
+	}
+	if sum == 0 {
+		return p
+	}
+	for i := range r {
+		r[i].p = float32(float64(r[i].p) / sum)
+	}
+	return r
+}
