@@ -51,6 +51,14 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	return LoadModel(m, opts)
+}
+
+// LoadModel loads a model already opened (by models.Open, or by
+// models.OpenReader where there is no file path, as in a browser) onto the
+// chosen device. opts.Tokenizer is not used. On failure LoadModel closes
+// m; on success the engine keeps it (Engine.Model).
+func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	ctx := opts.Context
 	if ctx <= 0 {
 		ctx = min(m.Config.Context, DefaultContext)
