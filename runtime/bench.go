@@ -48,6 +48,15 @@ type BenchResult struct {
 	Preemptions        int     `json:"preemptions"`
 	// With SharedPrefix: the same run without the prefix cache.
 	Unshared *BenchResult `json:"unshared,omitempty"`
+
+	// With a draft: speculative decoding's figures, and the same run
+	// without speculation for the ratio.
+	Draft              string  `json:"draft,omitempty"`
+	AcceptanceRate     float64 `json:"acceptance_rate,omitempty"`
+	TokensPerStep      float64 `json:"tokens_per_target_step,omitempty"`
+	RoundTripsPerToken float64 `json:"round_trips_per_token"`
+	PlainDecodeTPS     float64 `json:"plain_decode_tps,omitempty"`
+	Speedup            float64 `json:"speedup,omitempty"`
 }
 
 // Bench measures prompt processing and decoding on a random prompt (after a
@@ -75,9 +84,29 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 		return benchMany(ctx, e, o, r)
 	}
 	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
-	st, err := e.Generate(ctx, Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}, discard)
+	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}
+	st, err := e.Generate(ctx, req, discard)
 	if err != nil {
 		return r, err
+	}
+	r.RoundTripsPerToken = st.RoundTripsPerToken()
+	if e.drafter != nil {
+		r.Draft = e.draftName
+		r.AcceptanceRate, r.TokensPerStep = st.AcceptanceRate(), st.TokensPerStep()
+		e.mu.Lock()
+		e.specOff = true
+		e.mu.Unlock()
+		plain, err := e.Generate(ctx, req, discard)
+		e.mu.Lock()
+		e.specOff = false
+		e.mu.Unlock()
+		if err != nil {
+			return r, err
+		}
+		r.PlainDecodeTPS = plain.DecodeRate()
+		if r.PlainDecodeTPS > 0 {
+			r.Speedup = st.DecodeRate() / r.PlainDecodeTPS
+		}
 	}
 	r.PromptTPS = rate(len(prompt), st.Prefill)
 	r.DecodeTPS = st.DecodeRate()

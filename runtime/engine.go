@@ -28,8 +28,9 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 
-	drafter drafter // speculative decoding's draft, or nil
-	draft   *Engine // the draft model's engine (driven by this one's scheduler)
+	drafter   drafter // speculative decoding's draft, or nil
+	draft     *Engine // the draft model's engine (driven by this one's scheduler)
+	draftName string  // "ngram" or the draft model's path
 
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
 	steps  atomic.Int64 // forward steps run by the scheduler
@@ -41,6 +42,7 @@ type Engine struct {
 	preemptions   int
 	peakBlocks    int  // most blocks in use at once (benchmarks reset it)
 	noPrefixCache bool // benchmarks compare runs without sharing
+	specOff       bool // benchmarks compare runs without speculation
 	looping       bool
 	closed        bool
 	wake          chan struct{}
@@ -148,6 +150,9 @@ func (e *Engine) Close() error {
 	return e.be.Close()
 }
 
+// KVBlockSize is the number of tokens in a KV cache block.
+func (e *Engine) KVBlockSize() int { return e.pool.BlockSize() }
+
 // kvBlockBytes is the memory of one KV block: keys and values of every layer.
 func (e *Engine) kvBlockBytes() int64 { return kvBlockBytes(e.model.Config, e.pool.BlockSize()) }
 
@@ -201,8 +206,18 @@ type Stats struct {
 	StoppedAtLength bool // the context was full
 
 	// Speculative decoding: target steps that sampled for this sequence,
-	// draft tokens proposed, and how many of them were accepted.
-	Steps, Drafted, Accepted int
+	// draft model steps it took part in, draft tokens proposed, and how
+	// many of them were accepted. Each step is one round trip to the device.
+	Steps, DraftSteps, Drafted, Accepted int
+}
+
+// RoundTripsPerToken is the device round trips (target and draft steps that
+// read results back) per generated token.
+func (s Stats) RoundTripsPerToken() float64 {
+	if s.Generated == 0 {
+		return 0
+	}
+	return float64(s.Steps+s.DraftSteps) / float64(s.Generated)
 }
 
 // AcceptanceRate is the fraction of draft tokens accepted.

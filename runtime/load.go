@@ -99,12 +99,13 @@ func (e *Engine) attachDraft(opts Options) error {
 	case "":
 		return nil
 	case "ngram":
-		e.drafter = ngramDraft{}
+		e.drafter, e.draftName = ngramDraft{}, "ngram"
 		return nil
 	}
+	e.draftName = opts.Draft
 	do := opts
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
-	do.Context = e.model.Config.Context
+	do.Context = 0 // the draft's own; it drafts only within it
 	if _, ok := e.be.(*cpu.Backend); ok {
 		do.Device = "cpu"
 	}
@@ -115,6 +116,11 @@ func (e *Engine) attachDraft(opts Options) error {
 	if err := checkDraftVocab(e, d); err != nil {
 		d.Close()
 		return fmt.Errorf("draft %s: %w", opts.Draft, err)
+	}
+	if !draftPays(d.WeightBytes(), e.WeightBytes()) {
+		d.Close()
+		return fmt.Errorf("%w: draft %s reads %s of weights per token against the target's %s; speculation cannot pay (quantize the draft with --draft-quant int4, or use a smaller model)",
+			ErrDraftTooLarge, opts.Draft, gpu.FormatBytes(d.WeightBytes()), gpu.FormatBytes(e.WeightBytes()))
 	}
 	e.draft, e.drafter = d, &modelDraft{e: d}
 	return nil

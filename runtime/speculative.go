@@ -26,6 +26,10 @@ import (
 // not the target's.
 var ErrDraftVocab = errors.New("draft vocabulary differs from the target's")
 
+// ErrDraftTooLarge is returned (wrapped) for a draft model too costly to
+// speed anything up.
+var ErrDraftTooLarge = errors.New("draft model too large")
+
 // drafter proposes tokens for sequences in decode state.
 type drafter interface {
 	// propose returns, for each sequence, up to ks[i] tokens to follow its
@@ -40,9 +44,9 @@ type drafter interface {
 // spec is a sequence's speculation state: its k, and the measurements that
 // switch speculation off when it does not pay.
 type spec struct {
-	k       int  // draft tokens per target step
-	off     int  // tokens left to decode plainly before trying again
-	backoff int  // the next off period
+	k       int        // draft tokens per target step
+	off     int        // tokens left to decode plainly before trying again
+	backoff int        // the next off period
 	window  throughput // the current mode's measurement
 	plain   float64
 	draft   *kvcache.Seq // model drafts: the draft's cache of this sequence
@@ -64,14 +68,17 @@ func (r throughput) perSecond() float64 {
 }
 
 const (
-	maxDraft    = 8   // the longest proposal
-	probeTokens = 24  // tokens per measurement window
-	maxBackoff  = 512 // the longest plain period before speculating again
+	maxDraft     = 8    // the longest proposal
+	plainWindow  = 16   // tokens that measure plain decoding
+	specWindow   = 12   // tokens that measure speculation
+	firstBackoff = 256  // plain tokens after speculation lost, at first
+	maxBackoff   = 4096 // the longest plain period before speculating again
 )
 
 // newSpec starts a sequence plainly, to measure the rate speculation must
-// beat.
-func newSpec() *spec { return &spec{k: 2, off: probeTokens, backoff: 64} }
+// beat. The windows are short and the backoff long and growing, so that a
+// draft that does not pay costs a few percent at most.
+func newSpec() *spec { return &spec{k: 2, off: plainWindow, backoff: firstBackoff} }
 
 // speculating reports whether the sequence drafts this step.
 func (p *spec) speculating() bool { return p.off == 0 && p.k > 0 }
@@ -92,28 +99,35 @@ func (p *spec) observe(d time.Duration, n, k, a int) {
 			p.k = max(1, a+1)
 		}
 	}
-	if p.window.tokens < probeTokens {
+	if k == 0 { // plain: count down, measuring the whole period
+		p.off = max(0, p.off-n)
+		if p.off == 0 {
+			p.plain = p.window.perSecond()
+			p.window = throughput{}
+		}
+		return
+	}
+	if p.window.tokens < specWindow {
 		return
 	}
 	r := p.window.perSecond()
 	p.window = throughput{}
-	if k == 0 { // a plain window ended: measure, then speculate
-		if p.off > 0 {
-			p.off = max(0, p.off-probeTokens)
-		}
-		if p.off == 0 {
-			p.plain = r
-		}
-		return
-	}
 	// A speculative window ended: keep going only while it beats plain
 	// decoding (by a margin, since both measurements are noisy).
-	if r < 0.97*p.plain {
+	if r < 1.02*p.plain {
 		p.off = p.backoff
-		p.backoff = min(2*p.backoff, maxBackoff)
+		p.backoff = min(4*p.backoff, maxBackoff)
 	} else {
-		p.backoff = 64
+		p.backoff = firstBackoff
 	}
+}
+
+// draftPays reports whether a draft that reads draftBytes of weights per
+// token can speed up a target that reads targetBytes: even if every draft
+// token were accepted, k drafts and one verification cost 1 + k·c target
+// steps for k+1 tokens, which gains nothing as the cost ratio c nears one.
+func draftPays(draftBytes, targetBytes int64) bool {
+	return float64(draftBytes) < 0.6*float64(targetBytes)
 }
 
 // checkDraftVocab refuses a draft whose tokens differ from the target's.
@@ -233,6 +247,7 @@ func (m *modelDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candi
 			s := seqs[i]
 			s.spec.draft.Commit(next[i])
 			s.spec.stored += len(next[i])
+			s.stats.DraftSteps++
 			row := append([]float32(nil), logits[j*vocab:(j+1)*vocab]...)
 			dist := cloneDist(s.draftSampler.Dist(row, append(s.tokens, out[i]...)))
 			tok := int32(s.draftSampler.pick(dist))

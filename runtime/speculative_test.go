@@ -15,7 +15,7 @@ import (
 func TestSpeculativeGreedyLossless(t *testing.T) {
 	want := goldenIDs(t)
 	for _, draft := range []string{"ngram", sharedFile(t, "stories260K.bin")} {
-		for name, eng := range engines(t, runtime.Options{Context: 512, Draft: draft}) {
+		for name, eng := range engines(t, runtime.Options{Context: 512, Draft: draft, DraftQuant: "int4"}) {
 			t.Run(name+"/"+draft, func(t *testing.T) {
 				ids, _, st := generate(t, eng, runtime.Request{MaxTokens: 200})
 				if !equal(ids, want) {
@@ -53,4 +53,11 @@ func TestDraftVocabularyRefused(t *testing.T) {
 		t.Fatalf("got %v, want ErrDraftVocab", err)
 	}
 	_ = os.Remove(path)
+}
+
+func TestDraftTooLarge(t *testing.T) {
+	_, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Context: 512, Draft: sharedFile(t, "stories260K.bin")})
+	if !errors.Is(err, runtime.ErrDraftTooLarge) {
+		t.Fatalf("got %v, want ErrDraftTooLarge", err)
+	}
 }

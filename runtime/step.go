@@ -99,7 +99,7 @@ func (e *Engine) step() error {
 			w.s.stats.Drafted += len(w.draft)
 			w.s.stats.Accepted += accepted
 		}
-		if w.s.spec != nil {
+		if w.s.spec != nil && w.s.stats.Generated > 0 { // the first step includes the prompt
 			w.s.spec.observe(took, len(emit), len(w.draft), accepted)
 		}
 		for _, tok := range emit {
@@ -114,7 +114,7 @@ func (e *Engine) step() error {
 // drafting lists the running sequences that speculate this step: in decode
 // state, with speculation paying. Called with e.mu held.
 func (e *Engine) drafting() []*sequence {
-	if e.drafter == nil {
+	if e.drafter == nil || e.specOff {
 		return nil
 	}
 	var out []*sequence
@@ -140,7 +140,11 @@ func (e *Engine) propose(seqs []*sequence) (map[*sequence]proposal, error) {
 	}
 	ks := make([]int, len(seqs))
 	for i, s := range seqs {
-		left := min(s.req.MaxTokens-s.stats.Generated, e.model.Config.Context-len(s.tokens)) - 1
+		room := e.model.Config.Context
+		if e.draft != nil {
+			room = min(room, e.draft.model.Config.Context)
+		}
+		left := min(s.req.MaxTokens-s.stats.Generated, room-len(s.tokens)) - 1
 		ks[i] = max(0, min(s.spec.k, left, e.net.maxOut-1))
 	}
 	drafts, dists, err := e.drafter.propose(seqs, ks)

@@ -8,12 +8,16 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // modelFlags are the flags of every command that loads a model.
 type modelFlags struct {
 	model, tokenizer, device, adapter string
 	context                           int
+	quant                             string
+	headF32                           bool
+	draft, draftQuant                 string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -22,6 +26,10 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
+	fs.StringVar(&m.quant, "quant", "", "weight storage: int4, f16 or f32 (default: int4 on WebGPU, f32 on the CPU)")
+	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
+	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
+	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 }
 
 // load opens the model and the engine that runs it.
@@ -29,7 +37,13 @@ func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
 	if err := requireModel(m.model); err != nil {
 		return nil, err
 	}
-	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Context: m.context})
+	if m.quant != "" {
+		if _, err := backend.ParseStorage(m.quant); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
+		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, Draft: m.draft, DraftQuant: m.draftQuant})
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +66,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	rep := fs.Float64("repeat-penalty", 1, "penalty for recently seen tokens (1: off)")
 	fs.IntVar(&so.RepeatLastN, "repeat-last-n", 64, "how many recent tokens the penalty looks at")
 	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	verbose := fs.Bool("verbose", false, "print speculative decoding and KV cache figures")
 	return func(ctx context.Context, e *env) error {
 		if *steps < 0 {
 			return usagef("--steps %d must be >= 0", *steps)
@@ -89,6 +104,13 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s, time to first token %s; seed %d\n",
 			eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate(),
 			st.TimeToFirst.Round(time.Microsecond), so.Seed)
+		if *verbose {
+			m := eng.Metrics()
+			fmt.Fprintf(e.stderr, "speculation: %d drafted, %d accepted (%.0f%%), %.2f tokens per target step, %d target steps saved, %.2f round trips per token\n",
+				st.Drafted, st.Accepted, 100*st.AcceptanceRate(), st.TokensPerStep(), max(0, st.Generated-st.Steps), st.RoundTripsPerToken())
+			fmt.Fprintf(e.stderr, "kv cache: %d blocks of %d tokens, prefix hit rate %.0f%%, %d preemptions\n",
+				m.KV.Blocks, eng.KVBlockSize(), 100*m.KV.HitRate, m.Preemptions)
+		}
 		return nil
 	}
 }
