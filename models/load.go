@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 )
 
@@ -20,6 +22,9 @@ type Options struct {
 	Tokenizer string
 }
 
+// ErrNotFound is returned (wrapped) when there is no model at the path.
+var ErrNotFound = errors.New("model not found")
+
 // ErrUnknownFormat is returned (wrapped) for a file no loader recognises.
 var ErrUnknownFormat = errors.New("unknown model format")
 
@@ -27,6 +32,9 @@ var ErrUnknownFormat = errors.New("unknown model format")
 // file until read; Close releases it.
 func Open(path string, opts Options) (*Model, error) {
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open model: %w: %w", ErrNotFound, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open model: %w", err)
 	}
@@ -63,30 +71,51 @@ func Open(path string, opts Options) (*Model, error) {
 }
 
 // LoadTokenizer reads a tokenizer file of any supported kind for a model
-// whose vocabulary has vocab entries.
+// whose vocabulary has vocab entries, or of any size when vocab is 0: a
+// GGUF (only its tokenizer.ggml.* keys are read), a Hugging Face
+// tokenizer.json or the folder holding one, a SentencePiece .model, or a
+// llama2.c tokenizer.bin.
 func LoadTokenizer(path string, vocab int) (tokenizer.Tokenizer, error) {
-	magic, err := readMagic(path)
-	if err != nil {
-		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
-	}
-	var tok tokenizer.Tokenizer
-	switch {
-	case bytes.Equal(magic, []byte("GGUF")):
-		m, err := openGGUF(path)
+	tok, err := func() (tokenizer.Tokenizer, error) {
+		st, err := os.Stat(path)
 		if err != nil {
 			return nil, err
 		}
-		m.Close()
-		tok = m.Tokenizer
-	case filepath.Ext(path) == ".model":
-		tok, err = tokenizer.LoadModelProto(path)
-	default:
-		tok, err = tokenizer.LoadLlama2c(path, vocab)
-	}
+		if st.IsDir() || filepath.Ext(path) == ".json" {
+			b, err := tokenizer.LoadHF(path)
+			// tokenizer.json lists only the ids it uses, while models pad
+			// their embeddings (Qwen3: 151,669 ids, 151,936 rows).
+			if err == nil && vocab > b.VocabSize() {
+				b, err = b.WithVocabSize(vocab)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
+		}
+		magic, err := readMagic(path)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case bytes.Equal(magic, []byte("GGUF")):
+			f, err := gguf.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			return ggufTokenizer(f)
+		case filepath.Ext(path) == ".model":
+			return tokenizer.LoadModelProto(path)
+		case vocab <= 0:
+			return tokenizer.LoadLlama2cFile(path)
+		}
+		return tokenizer.LoadLlama2c(path, vocab)
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
 	}
-	if tok.VocabSize() != vocab {
+	if vocab > 0 && tok.VocabSize() != vocab {
 		return nil, fmt.Errorf("load tokenizer %s: it has %d tokens but the model has %d", path, tok.VocabSize(), vocab)
 	}
 	return tok, nil

@@ -334,3 +334,9 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logit
 	}
 	return nil
 }
+
+// CountTokens is how many tokens text takes in the model's vocabulary,
+// without BOS: what a prompt of that text costs of the context.
+func (e *Engine) CountTokens(text string) int {
+	return len(e.model.Tokenizer.Encode(text, false))
+}

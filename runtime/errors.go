@@ -1,0 +1,24 @@
+package runtime
+
+import (
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+// The errors a caller may need to tell apart, all returned wrapped: test
+// them with errors.Is.
+var (
+	// ErrModelNotFound: there is no model file at the path.
+	ErrModelNotFound = models.ErrNotFound
+	// ErrUnsupportedArch: the model's architecture has no forward pass here.
+	ErrUnsupportedArch = models.ErrUnsupportedArch
+	// ErrUnknownFormat: the file is neither GGUF nor a llama2.c checkpoint.
+	ErrUnknownFormat = models.ErrUnknownFormat
+	// ErrDeviceLost: the GPU went away; the engine must be loaded again.
+	ErrDeviceLost = gpu.ErrDeviceLost
+	// ErrNoAdapter: Device "webgpu" was asked for and no adapter exists.
+	ErrNoAdapter = gpu.ErrNoAdapter
+)
+
+// ErrContextFull, ErrOutOfKV, ErrDraftVocab and ErrDraftTooLarge are
+// declared beside the code that returns them.
