@@ -35,7 +35,7 @@ type layerWeights struct {
 
 // newLlama uploads m's weights to be and allocates what a forward pass
 // needs, with a paged cache of blocks × blockSize slots.
-func newLlama(m *models.Model, be backend.Backend, maxBatch, blocks, blockSize int) (*llama, error) {
+func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, blocks, blockSize int) (*llama, error) {
 	c := m.Config
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
 	upload := func(name string) (backend.Weight, error) {
@@ -43,9 +43,10 @@ func newLlama(m *models.Model, be backend.Backend, maxBatch, blocks, blockSize i
 		if err != nil {
 			return nil, err
 		}
-		w, err := be.Upload(t)
+		s := ws.For(t, c)
+		w, err := be.UploadAs(t, s)
 		if err != nil {
-			return nil, fmt.Errorf("upload %s: %w", name, err)
+			return nil, fmt.Errorf("upload %s as %s: %w", name, s, err)
 		}
 		return w, nil
 	}

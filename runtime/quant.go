@@ -1,0 +1,51 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// WeightStorage chooses how the engine keeps its weights on the backend.
+// The matrices (attention, feed-forward, the output head) and the token
+// embedding table take Matrices; norm weights and other vectors stay f32.
+// Its zero value keeps everything in f32.
+type WeightStorage struct {
+	Matrices backend.Storage
+	// HeadFloat keeps the output head in f32 whatever Matrices says (and
+	// so the embedding table too when the head is tied to it): the head
+	// turns the last hidden state into every logit, the one place where a
+	// quantization error reaches the sampler undiluted.
+	HeadFloat bool
+}
+
+// For returns the storage of tensor t of a model with config c.
+func (s WeightStorage) For(t *models.Tensor, c models.Config) backend.Storage {
+	switch {
+	case len(t.Shape) != 2:
+		return backend.F32
+	case s.HeadFloat && (t.Name == models.Output || t.Name == models.TokenEmbedding && c.TiedEmbeddings):
+		return backend.F32
+	}
+	return s.Matrices
+}
+
+// weightStorage reads Options.Quant and HeadFloat for a backend: "" picks
+// int4 on WebGPU, where weight bytes bound decoding, and f32 on the CPU,
+// the reference.
+func weightStorage(opts Options, be backend.Backend) (WeightStorage, error) {
+	ws := WeightStorage{HeadFloat: opts.HeadFloat}
+	if opts.Quant == "" {
+		if be.Name() == "webgpu" {
+			ws.Matrices = backend.Int4
+		}
+		return ws, nil
+	}
+	s, err := backend.ParseStorage(opts.Quant)
+	if err != nil {
+		return ws, fmt.Errorf("--quant: %w", err)
+	}
+	ws.Matrices = s
+	return ws, nil
+}
