@@ -76,17 +76,18 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	return m, nil
 }
 
-// ggufTokenizer builds the tokenizer stored in a GGUF's tokenizer.ggml.* keys.
+// ggufTokenizer builds the tokenizer stored in a GGUF's tokenizer.ggml.* keys:
+// SentencePiece for "llama" vocabularies, byte-level BPE for "gpt2" ones
+// (Llama 3, Qwen, SmolLM), with tokenizer.ggml.pre naming the pre-tokenizer.
 func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 	kind, _ := f.String("tokenizer.ggml.model")
-	if kind != "llama" {
-		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama)", kind)
+	if kind != "llama" && kind != "gpt2" {
+		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama, gpt2)", kind)
 	}
 	pieces, ok := f.Strings("tokenizer.ggml.tokens")
 	if !ok {
 		return nil, errors.New("missing tokenizer.ggml.tokens")
 	}
-	scores, _ := f.Float32s("tokenizer.ggml.scores")
 	types, _ := f.Int32s("tokenizer.ggml.token_type")
 	id := func(key string, def int) int {
 		if v, ok := f.Uint(key); ok && v < uint64(len(pieces)) {
@@ -94,6 +95,31 @@ func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 		}
 		return def
 	}
+	if kind == "gpt2" {
+		merges, ok := f.Strings("tokenizer.ggml.merges")
+		if !ok {
+			return nil, errors.New("missing tokenizer.ggml.merges")
+		}
+		pre, _ := f.String("tokenizer.ggml.pre")
+		flag := func(key string) *bool {
+			if v, ok := f.Bool(key); ok {
+				return &v
+			}
+			return nil
+		}
+		tok, err := tokenizer.NewGGUFBPE(tokenizer.GGUFVocab{
+			Tokens: pieces, Types: types, Merges: merges, Pre: pre,
+			BOS: id("tokenizer.ggml.bos_token_id", -1), EOS: id("tokenizer.ggml.eos_token_id", -1),
+			EOT: id("tokenizer.ggml.eot_token_id", -1), EOM: id("tokenizer.ggml.eom_token_id", -1),
+			Unknown: id("tokenizer.ggml.unknown_token_id", -1),
+			AddBOS:  flag("tokenizer.ggml.add_bos_token"), AddEOS: flag("tokenizer.ggml.add_eos_token"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return tok, nil
+	}
+	scores, _ := f.Float32s("tokenizer.ggml.scores")
 	tok, err := tokenizer.NewSentencePiece(pieces, scores, types,
 		id("tokenizer.ggml.bos_token_id", 1), id("tokenizer.ggml.eos_token_id", 2), id("tokenizer.ggml.unknown_token_id", 0))
 	if err != nil {

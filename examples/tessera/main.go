@@ -32,10 +32,12 @@ type env struct {
 }
 
 var commands = map[string]command{
-	"run":   {"generate text from a prompt", setupRun},
-	"info":  {"describe a model file, or the GPU adapters with --device", setupInfo},
-	"bench": {"measure prompt and decode speed", setupBench},
-	"synth": {"write a random-weight model at a real model's shape", setupSynth},
+	"run":        {"generate text from a prompt", setupRun},
+	"info":       {"describe a model file, or the GPU adapters with --device", setupInfo},
+	"bench":      {"measure prompt and decode speed", setupBench},
+	"synth":      {"write a random-weight model at a real model's shape", setupSynth},
+	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0 or Q4_K)", setupQuantize},
+	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 }
 
 func main() {

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+)
+
+// checkQuantized reads the quantized file back and checks it against the
+// source: the same metadata (but general.file_type and
+// general.quantization_version), the same tensors in the same order, and
+// tensor bytes equal to what quantizing the source gives (or the source's
+// own, for tensors that stay). It returns the names of quantized tensors.
+func checkQuantized(t *testing.T, src, dst string, typ dtype.Type) []string {
+	t.Helper()
+	in, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := gguf.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	for _, e := range in.KV {
+		got, ok := out.Lookup(e.Key)
+		if e.Key == "general.file_type" {
+			continue
+		}
+		if !ok || got.String() != e.Value.String() || got.Type() != e.Value.Type() {
+			t.Errorf("metadata %s: %v, source %v", e.Key, got, e.Value)
+		}
+	}
+	if v, _ := out.Uint("general.file_type"); v != uint64(ggufFileType[typ]) {
+		t.Errorf("general.file_type = %d", v)
+	}
+	if len(out.Tensors) != len(in.Tensors) {
+		t.Fatalf("%d tensors, source %d", len(out.Tensors), len(in.Tensors))
+	}
+	var quantized []string
+	for i := range in.Tensors {
+		ti, to := &in.Tensors[i], &out.Tensors[i]
+		if ti.Name != to.Name || fmt.Sprint(ti.Dims) != fmt.Sprint(to.Dims) {
+			t.Fatalf("tensor %d: %s %v, source %s %v", i, to.Name, to.Dims, ti.Name, ti.Dims)
+		}
+		want, err := in.ReadTensor(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantType := ti.Type
+		if len(ti.Dims) == 2 && ti.Dims[0]%uint64(typ.BlockSize()) == 0 {
+			vals, _ := in.ReadFloat32(ti)
+			if want, err = dtype.Quantize(typ, vals); err != nil {
+				t.Fatal(err)
+			}
+			wantType = typ
+			quantized = append(quantized, ti.Name)
+		}
+		got, err := out.ReadTensor(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if to.Type != wantType || !bytes.Equal(got, want) {
+			t.Errorf("%s: %v, %d bytes; want %v, %d bytes (equal: %v)", to.Name, to.Type, len(got), wantType, len(want), bytes.Equal(got, want))
+		}
+	}
+	return quantized
+}
+
+func loadModel(t *testing.T, path string, o runtime.Options) *runtime.Engine {
+	t.Helper()
+	eng, err := runtime.Load(path, o)
+	if o.Device == "webgpu" && errors.Is(err, gpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+func greedy(t *testing.T, eng *runtime.Engine, n int) []int32 {
+	t.Helper()
+	var ids []int32
+	_, err := eng.Generate(context.Background(), runtime.Request{MaxTokens: n}, func(tok runtime.Token) error {
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TestQuantizeQ4_0 quantizes stories260K: every matrix whose rows are
+// whole 32-value blocks becomes Q4_0 (ffn_down, 172 wide, stays F32 with a
+// note), the file reads back bit-exact, and its greedy story is the same
+// on WebGPU and on the Go reference, with int4 storage (Q4_0 codes kept;
+// the F32 ffn_down quantized at load) and with f32 storage (the Q4_0
+// values expanded).
+func TestQuantizeQ4_0(t *testing.T) {
+	src := filepath.Join(shared, "stories260K.gguf")
+	dst := filepath.Join(t.TempDir(), "stories260K-q4_0.gguf")
+	code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "kept blk.0.ffn_down.weight as F32") || !strings.Contains(errOut, "wrote") {
+		t.Errorf("stderr lacks the notes: %q", errOut)
+	}
+	q := checkQuantized(t, src, dst, dtype.Q4_0)
+	if len(q) != 2+5*6 { // the table, the head, and 6 of 7 matrices a layer
+		t.Errorf("quantized %d tensors: %v", len(q), q)
+	}
+	m, err := models.Open(dst, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt, _ := m.Tensor(models.LayerTensor(0, models.AttnQ)); tt.Type != dtype.Q4_0 {
+		t.Errorf("attn_q is %v", tt.Type)
+	}
+	m.Close()
+	for _, quant := range []string{"int4", "f32"} {
+		o := runtime.Options{Context: 512, Quant: quant}
+		o.Device = "cpu"
+		want := greedy(t, loadModel(t, dst, o), 200)
+		o.Device = "webgpu"
+		got := greedy(t, loadModel(t, dst, o), 200)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("greedy tokens of the Q4_0 file with %s weights:\nwebgpu %v\n   cpu %v", quant, got, want)
+		}
+	}
+}
+
+// TestQuantizeQ4_K quantizes a synthetic model whose widths are multiples
+// of 256 (Q4_K's super-block), reads it back bit-exact, and runs it.
+func TestQuantizeQ4_K(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "k.gguf"), filepath.Join(dir, "k-q4_k.gguf")
+	s := synth.Shape{Name: "k256", Config: models.Config{Arch: "llama", Dim: 256, FFN: 512, Layers: 2, Heads: 4, KVHeads: 2,
+		HeadDim: 64, Vocab: 300, Context: 128, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 64}}
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F16, 3); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_k"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if q := checkQuantized(t, src, dst, dtype.Q4_K); len(q) != 2+2*7 {
+		t.Errorf("quantized %d tensors: %v", len(q), q)
+	}
+	for _, quant := range []string{"f32", "int4"} {
+		if ids := greedy(t, loadModel(t, dst, runtime.Options{Device: "cpu", Quant: quant}), 20); len(ids) == 0 {
+			t.Errorf("%s: nothing generated", quant)
+		}
+	}
+}
+
+func TestQuantizeErrors(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(shared, "stories260K.gguf")
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"quantize", "--model", src}, 2, "--out are required"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q8_0"}, 2, "want q4_0 or q4_k"},
+		{[]string{"quantize", "--model", filepath.Join(shared, "stories260K.bin"), "--out", filepath.Join(dir, "x.gguf")}, 1, "stories260K.bin"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "missing", "x.gguf")}, 1, "missing"},
+		{[]string{"run", "--model", src, "--quant", "int3"}, 2, "int3"},
+		{[]string{"perplexity", "--model", src}, 2, "--text is required"},
+	} {
+		code, _, errOut := runCLI(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("failed runs left %v behind", entries)
+	}
+}
+
+// TestPerplexityCLI: --json prints exactly one JSON object on stdout; the
+// progress bar goes to stderr.
+func TestPerplexityCLI(t *testing.T) {
+	code, out, errOut := runCLI("perplexity", "--model", filepath.Join(shared, "stories260K.gguf"),
+		"--text", filepath.Join("..", "..", "testdata", "tinystories.txt"), "--device", "cpu", "--context", "512", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Perplexity float64 `json:"perplexity"`
+		Tokens     int     `json:"tokens"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil || dec.More() {
+		t.Fatalf("stdout is not one JSON object (%v): %q", err, out)
+	}
+	if r.Tokens < 2000 || r.Perplexity < 1 || r.Perplexity > 100 {
+		t.Errorf("implausible result %+v", r)
+	}
+	if !strings.Contains(errOut, "scoring") {
+		t.Errorf("no progress on stderr: %q", errOut)
+	}
+	t.Logf("stories260K f32 on the CPU: %+v", r)
+}
