@@ -7,8 +7,10 @@
 // o_c = Σ exp(s - m_c)·v. With M = max m_c the whole is
 //     o = Σ_c exp(m_c - M)·o_c / Σ_c exp(m_c - M)·l_c.
 // An empty chunk (m_c at the float minimum, l_c = 0) weighs nothing.
-// part's layout is described in attention_decode.wgsl.
-struct Params { heads: u32, head_dim: u32, cap: u32 }
+// part's layout is described in attention_decode.wgsl; the combine takes
+// the rows whose flag is p.kind (1 after attention_decode, 0 after
+// attention_prefill).
+struct Params { heads: u32, head_dim: u32, cap: u32, base: u32, kind: f32 }
 
 const WG = 64u;
 
@@ -22,26 +24,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let h = wid.x;
     let row = wid.y;
     let nrows = min(p.cap, step.rows);
-    if (row >= nrows) { return; }
+    if (row >= nrows || part[row] != p.kind) { return; }
     let hd = p.head_dim;
-    let chunks = u32(part[0]);
+    let chunks = u32(part[p.base]);
     let first = row * p.heads + h; // E of chunk 0; chunk c is c·stride further
     let stride = nrows * p.heads;
-    let o_base = 1u + 2u * chunks * stride;
+    let o_base = p.base + 1u + 2u * chunks * stride;
     var mx = -3.4028235e38;
     for (var c = 0u; c < chunks; c++) {
-        mx = max(mx, part[1u + 2u * (first + c * stride)]);
+        mx = max(mx, part[p.base + 1u + 2u * (first + c * stride)]);
     }
     var sum = 0.0;
     for (var c = 0u; c < chunks; c++) {
-        let at = 1u + 2u * (first + c * stride);
+        let at = p.base + 1u + 2u * (first + c * stride);
         sum += part[at + 1u] * exp(part[at] - mx);
     }
     for (var d = tid; d < hd; d += WG) {
         var o = 0.0;
         for (var c = 0u; c < chunks; c++) {
             let e = first + c * stride;
-            o += part[o_base + e * hd + d] * exp(part[1u + 2u * e] - mx);
+            o += part[o_base + e * hd + d] * exp(part[p.base + 1u + 2u * e] - mx);
         }
         dst[(row * p.heads + h) * hd + d] = o / sum;
     }

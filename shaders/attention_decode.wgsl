@@ -26,15 +26,17 @@
 // with more it writes its partial (m, l, o) to part and attention_combine
 // merges the chunks of each (row, head).
 //
-// part holds, from float 0: the number of chunks C; for the partial of
-// chunk c of (row, head), E = (c·rows + row)·heads + head with rows the
-// batch's: (m, l) at 1 + 2E, and o at 1 + 2·C·rows·heads + E·head_dim.
+// part holds, from float 0, a flag per row: 1 for the rows this kernel
+// takes (the others are attention_prefill's); from p.base: the number of
+// chunks C; for the partial of chunk c of (row, head),
+// E = (c·rows + row)·heads + head with rows the batch's: (m, l) at
+// base + 1 + 2E, and o at base + 1 + 2·C·rows·heads + E·head_dim.
 //
 // head_dim must be a multiple of 4 (the cache is read as vec4); the kernel
 // is specialised to it (HD), so that its loops have constant bounds.
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
-    block_size: u32, table_width: u32, slices: u32,
+    block_size: u32, table_width: u32, slices: u32, base: u32,
 }
 
 override HD: u32 = 64u; // head_dim
@@ -65,6 +67,7 @@ var<workgroup> qs: array<vec4<f32>, QS>;  // [gv·HD + d]: heads 4gv..4gv+3 at d
 var<workgroup> ps: array<vec4<f32>, PS>;  // [gv·SB + j]: scores, then probabilities
 var<workgroup> red: array<vec4<f32>, RED>; // [gv·8 + i]: partial maxima and sums
 var<workgroup> sl: array<u32, SB>;         // the block's cache slots, in vec4s
+var<workgroup> taken: u32;                 // whether the row is this kernel's
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
@@ -72,6 +75,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let row = wid.z;
     let nrows = min(p.cap, step.rows);
     if (row >= nrows) { return; }
+    if (tid == 0u) {
+        taken = u32(part[row] == 1.0);
+    }
+    if (workgroupUniformLoad(&taken) == 0u) { return; }
     let group = p.heads / p.kv_heads;
     let kvh = wid.x / p.slices;
     let h0 = kvh * group + (wid.x % p.slices) * G;
@@ -243,14 +250,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         return;
     }
-    if (tid == 0u && all(wid == vec3<u32>(0u))) {
-        part[0] = f32(chunks);
+    if (tid == 0u && wid.x == 0u && wid.y == 0u) {
+        part[p.base] = f32(chunks); // by each row's first workgroup: some rows are not taken
     }
     let first = (chunk * nrows + row) * p.heads + h0; // E of (row, h0, chunk)
     if (tid == 0u) {
         for (var g = 0u; g < G; g++) {
             if (g < ng) {
-                let at = 1u + 2u * (first + g);
+                let at = p.base + 1u + 2u * (first + g);
                 part[at] = m[g / 4u][g % 4u];
                 part[at + 1u] = l[g / 4u][g % 4u];
             }
@@ -259,7 +266,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (pq == 0u) {
         for (var g = 0u; g < G; g++) {
             if (g < ng) {
-                let at = 1u + 2u * chunks * nrows * p.heads + (first + g) * HD + 4u * d4;
+                let at = p.base + 1u + 2u * chunks * nrows * p.heads + (first + g) * HD + 4u * d4;
                 for (var c = 0u; c < 4u; c++) {
                     part[at + c] = acc[g][c];
                 }

@@ -9,14 +9,18 @@
 // multiple of 4):
 //
 //  1. the K tile (BC positions × HD) is loaded into kvs;
-//  2. the BR × BC scores q·k are computed from qs and kvs into ss;
+//  2. the BR × BC scores q·k are computed from qs and kvs into ss, each
+//     invocation a block of TR rows × TC positions (rows sr + i·SR,
+//     positions sc + j·SC), so that it reads each q and k once for TC or TR
+//     scores;
 //  3. invocation r < BR owns row r's online softmax: it masks positions past
 //     pos[row] (causal), takes the tile's maximum, keeps the running maximum
 //     m and sum l, turns the row's scores into exp(s - m) in place and
 //     publishes the factor exp(m_old - m) that rescales the row's output;
 //     meanwhile all invocations load the V tile into kvs (K is done with);
-//  4. every invocation updates its share of the BR × HD output accumulator,
-//     held in registers as vec4s: o = o·rescale + Σ_c p[r][c]·v[c].
+//  4. every invocation updates its block of OR rows × OD vec4s of the
+//     BR × HD output accumulator, held in registers:
+//     o = o·rescale + Σ_c p[r][c]·v[c].
 //
 // The output is divided by l at the end. The n × n score matrix is never
 // formed; workgroup memory holds (BR + BC)·HD + BR·BC + BR floats, at most
@@ -31,21 +35,29 @@
 // attention_decode.wgsl, and attention_combine merges them.
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
-    block_size: u32, table_width: u32, len: u32,
+    block_size: u32, table_width: u32, len: u32, base: u32,
 }
 
-override HD: u32 = 64u;   // head_dim rounded up to a multiple of 4
-override BR: u32 = 16u;   // query rows per workgroup
-override BC: u32 = 32u;   // key/value positions per tile
-override WG: u32 = 256u;  // invocations per workgroup
+override HD: u32 = 64u; // head_dim rounded up to a multiple of 4
+override BR: u32 = 16u; // query rows per workgroup
+override BC: u32 = 32u; // key/value positions per tile
+override TR: u32 = 2u;  // rows of an invocation's block of scores
+override TC: u32 = 4u;  // positions of an invocation's block of scores
+override OR: u32 = 2u;  // rows of an invocation's block of outputs
 
+const WG = 64u;
 const D4 = HD / 4u;
 const QS = BR * D4;
 const KS = BC * D4;
 const SS = BR * BC;
-const SPT = (SS + WG - 1u) / WG; // scores per invocation
-const OPT = (QS + WG - 1u) / WG; // output vec4s per invocation
-const NEG = -3.4028235e38;       // the running maximum before any score
+const SR = BR / TR;      // invocations over the rows, for scores
+const SC = BC / TC;      // invocations over the positions, for scores
+const NR = BR / OR;      // invocations over the rows, for outputs
+const ND = WG / NR;      // invocations over the vec4s of a head, for outputs
+const OD = (D4 + ND - 1u) / ND; // vec4s of a head per invocation
+const TS = TR * TC;
+const TO = OR * OD;
+const NEG = -3.4028235e38;      // the running maximum before any score
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -62,6 +74,7 @@ var<workgroup> qs: array<vec4<f32>, QS>;  // [r·D4 + e]: the rows' queries
 var<workgroup> kvs: array<vec4<f32>, KS>; // [c·D4 + e]: the K tile, then the V tile
 var<workgroup> ss: array<f32, SS>;        // [r·BC + c]: scores, then probabilities
 var<workgroup> rs: array<f32, BR>;        // per row: rescale factor, at the end l
+var<workgroup> taken: array<u32, BR>;     // per row: whether it is this kernel's
 
 // The next 4 values of a head from at, zero past its last left.
 fn load_q(at: u32, left: u32) -> vec4<f32> {
@@ -104,17 +117,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let e = i % D4;
         qs[i] = load_q((r0 + i / D4) * qdim + h * hd + 4u * e, hd - 4u * e);
     }
+    // Rows flagged 1 in part are attention_decode's: this kernel leaves them.
+    if (tid < BR) {
+        taken[tid] = u32(tid < rows && part[r0 + tid] == 0.0);
+    }
     // Invocation r < BR keeps row r's softmax state.
     var m = NEG;
     var l = 0.0;
-    var acc: array<vec4<f32>, OPT>;
-    for (var k = 0u; k < OPT; k++) {
+    // This invocation's blocks: scores of rows sr + i·SR and positions
+    // sc + j·SC; outputs of rows orow + i·NR and vec4s od + j·ND.
+    let sr = tid % SR;
+    let sc = tid / SR;
+    let orow = tid % NR;
+    let od = tid / NR;
+    var acc: array<vec4<f32>, TO>;
+    for (var k = 0u; k < TO; k++) {
         acc[k] = vec4<f32>(0.0);
     }
 
     // One pass per sequence among the tile's rows (one, but for a tile
     // that straddles sequences), at the first row of each.
     for (var first = 0u; first < rows; first++) {
+        if (workgroupUniformLoad(&taken[first]) == 0u) {
+            continue;
+        }
         let sq = seq[r0 + first];
         var fresh = true;
         for (var r = 0u; r < first; r++) {
@@ -143,7 +169,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let table = u32(sq) * p.table_width;
         var mine = -1; // row tid's position if it is of this sequence, else -1 (sees nothing)
         if (tid < rows) {
-            if (seq[r0 + tid] == sq) {
+            if (seq[r0 + tid] == sq && taken[tid] == 1u) {
                 mine = pos[r0 + tid];
             }
         }
@@ -163,18 +189,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             workgroupBarrier();
 
-            for (var k = 0u; k < SPT; k++) {
-                let i = tid + k * WG;
-                if (i < SS) {
-                    let r = i / BC;
-                    let c = i % BC;
-                    var s = 0.0;
-                    if (r < rows && c < cnt) {
-                        for (var e = 0u; e < D4; e++) {
-                            s += dot(qs[r * D4 + e], kvs[c * D4 + e]);
+            if (sc < SC) {
+                var s: array<f32, TS>;
+                for (var k = 0u; k < TS; k++) {
+                    s[k] = 0.0;
+                }
+                for (var e = 0u; e < D4; e++) {
+                    var kv: array<vec4<f32>, TC>;
+                    for (var j = 0u; j < TC; j++) {
+                        kv[j] = kvs[(sc + j * SC) * D4 + e];
+                    }
+                    for (var i = 0u; i < TR; i++) {
+                        let qv = qs[(sr + i * SR) * D4 + e];
+                        for (var j = 0u; j < TC; j++) {
+                            s[i * TC + j] += dot(qv, kv[j]);
                         }
                     }
-                    ss[i] = s;
+                }
+                for (var i = 0u; i < TR; i++) {
+                    for (var j = 0u; j < TC; j++) {
+                        ss[(sr + i * SR) * BC + sc + j * SC] = s[i * TC + j];
+                    }
                 }
             }
             workgroupBarrier();
@@ -215,16 +250,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             workgroupBarrier();
 
-            for (var k = 0u; k < OPT; k++) {
-                let i = tid + k * WG;
-                if (i < QS) {
-                    let r = i / D4;
-                    let e = i % D4;
-                    var o = acc[k] * rs[r];
-                    for (var c = 0u; c < BC; c++) {
-                        o += ss[r * BC + c] * kvs[c * D4 + e];
+            for (var i = 0u; i < OR; i++) {
+                let corr = rs[orow + i * NR];
+                for (var j = 0u; j < OD; j++) {
+                    acc[i * OD + j] *= corr;
+                }
+            }
+            for (var c = 0u; c < cnt; c++) {
+                var v: array<vec4<f32>, OD>;
+                for (var j = 0u; j < OD; j++) {
+                    v[j] = kvs[c * D4 + min(od + j * ND, D4 - 1u)];
+                }
+                for (var i = 0u; i < OR; i++) {
+                    let pr = ss[(orow + i * NR) * BC + c];
+                    for (var j = 0u; j < OD; j++) {
+                        acc[i * OD + j] += pr * v[j];
                     }
-                    acc[k] = o;
                 }
             }
             workgroupBarrier();
@@ -236,38 +277,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (chunks == 1u) {
-        for (var k = 0u; k < OPT; k++) {
-            let i = tid + k * WG;
-            if (i < rows * D4) {
-                let e = i % D4;
-                let o = acc[k] / rs[i / D4];
-                let at = (r0 + i / D4) * qdim + h * hd + 4u * e;
-                for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
-                    dst[at + c] = o[c];
+        for (var i = 0u; i < OR; i++) {
+            let r = orow + i * NR;
+            for (var j = 0u; j < OD; j++) {
+                let e = od + j * ND;
+                if (r < rows && e < D4 && taken[r] == 1u) {
+                    let o = acc[i * OD + j] / rs[r];
+                    let at = (r0 + r) * qdim + h * hd + 4u * e;
+                    for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
+                        dst[at + c] = o[c];
+                    }
                 }
             }
         }
         return;
     }
 
-    if (tid == 0u && all(wid == vec3<u32>(0u))) {
-        part[0] = f32(chunks);
+    if (tid == 0u && wid.x == 0u && wid.z == 0u) {
+        part[p.base] = f32(chunks); // by each tile's first workgroup: some tiles may take no rows
     }
     // E of (row r0, head h, this chunk); row r is r·heads further.
     let first = (chunk * nrows + r0) * p.heads + h;
-    if (tid < rows) {
-        let at = 1u + 2u * (first + tid * p.heads);
+    if (tid < rows && taken[tid] == 1u) {
+        let at = p.base + 1u + 2u * (first + tid * p.heads);
         part[at] = m;
         part[at + 1u] = l;
     }
-    let o_base = 1u + 2u * chunks * nrows * p.heads;
-    for (var k = 0u; k < OPT; k++) {
-        let i = tid + k * WG;
-        if (i < rows * D4) {
-            let e = i % D4;
-            let at = o_base + (first + (i / D4) * p.heads) * hd + 4u * e;
-            for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
-                part[at + c] = acc[k][c];
+    let o_base = p.base + 1u + 2u * chunks * nrows * p.heads;
+    for (var i = 0u; i < OR; i++) {
+        let r = orow + i * NR;
+        for (var j = 0u; j < OD; j++) {
+            let e = od + j * ND;
+            if (r < rows && e < D4 && taken[r] == 1u) {
+                let at = o_base + (first + r * p.heads) * hd + 4u * e;
+                for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
+                    part[at + c] = acc[i * OD + j][c];
+                }
             }
         }
     }

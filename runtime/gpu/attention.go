@@ -27,10 +27,12 @@ import (
 const maxHeadDim = 256
 
 const (
-	// decodeRows is the most rows that take the split-K path: below a
-	// prefill tile's worth the tile would be mostly idle, while split-K
-	// reads the cache once per row.
-	decodeRows = 4
+	// decodeRows is the most rows of one sequence that take the split-K
+	// path (decoding, and verifying a few draft tokens): it reads the cache
+	// once per row, the tiled kernel once per tile of rows but with the
+	// tile mostly idle for so few (on llvmpipe the two cost the same at
+	// about 11 rows).
+	decodeRows = 8
 	// maxChunks bounds the chunks that split-K cuts a row's positions into
 	// for parallelism (more may be needed to keep within loopBudget).
 	maxChunks = 32
@@ -52,31 +54,40 @@ const (
 )
 
 // prefillTile is a shape of attention_prefill: br query rows by bc positions
-// per tile, wg invocations. Workgroup memory holds (br + bc)·HD + br·bc + br
-// floats, at most 14.4 KiB, under the 16 KiB every adapter has.
-type prefillTile struct{ br, bc, wg int }
+// per tile; each of its 64 invocations computes tr × tc scores and or rows
+// of the output. Workgroup memory holds (br + bc)·HD + br·bc + br floats,
+// at most 14.4 KiB, under the 16 KiB every adapter has.
+type prefillTile struct{ br, bc, tr, tc, or int }
+
+// prefillWG is attention_prefill's workgroup size.
+const prefillWG = 64
 
 // prefillTileFor picks the tile for heads of d4 vec4s (head dim 4·d4).
 func prefillTileFor(d4 int) prefillTile {
 	switch {
 	case d4 <= 8:
-		return prefillTile{br: 32, bc: 32, wg: 256} // ≤ 12.4 KiB
+		return prefillTile{br: 32, bc: 32, tr: 4, tc: 4, or: 4} // ≤ 12.4 KiB
 	case d4 <= 16:
-		return prefillTile{br: 16, bc: 32, wg: 256} // ≤ 14.4 KiB
+		return prefillTile{br: 16, bc: 32, tr: 2, tc: 4, or: 2} // ≤ 14.4 KiB
 	case d4 <= 32:
-		return prefillTile{br: 16, bc: 8, wg: 128} // ≤ 12.6 KiB
+		return prefillTile{br: 16, bc: 8, tr: 2, tc: 1, or: 2} // ≤ 12.6 KiB
 	}
-	return prefillTile{br: 8, bc: 4, wg: 64} // ≤ 12.2 KiB
+	return prefillTile{br: 8, bc: 4, tr: 1, tc: 1, or: 1} // ≤ 12.2 KiB
+}
+
+func (t prefillTile) op(d4 int) op {
+	return op{kernel: "attention_prefill", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
+		consts: map[string]float64{"HD": float64(4 * d4), "BR": float64(t.br), "BC": float64(t.bc),
+			"TR": float64(t.tr), "TC": float64(t.tc), "OR": float64(t.or)}}
 }
 
 // span is how many positions one prefill workgroup may take within
 // loopBudget: the worst-case loop iterations of a tile, from the loops of
-// attention_prefill.wgsl.
+// attention_prefill.wgsl (loads, scores, softmax, outputs).
 func (t prefillTile) span(d4 int) int {
-	ceil := func(a, b int) int { return (a + b - 1) / b }
-	loads := ceil(t.bc*d4, t.wg)
-	perTile := 1 + 2*loads*(1+3) + ceil(t.br*t.bc, t.wg)*d4 + 2*t.bc + ceil(t.br*d4, t.wg)*t.bc
-	return (loopBudget - 1000) / perTile * t.bc
+	loads := (t.bc*d4 + prefillWG - 1) / prefillWG
+	perTile := 1 + 2*loads*(1+3) + d4 + 2*t.bc + t.bc
+	return (loopBudget - 2000) / perTile * t.bc
 }
 
 // decodeSpan is how many positions one decode workgroup may take within
@@ -99,63 +110,56 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	n := b.rows(d)
 	st := b.attention()
-	ctx, run := st.survey(b.batch, n)
 	// The decode kernel reads the cache as vec4s; other head dims take the
 	// tiled kernel even for single rows.
-	if run <= decodeRows && a.HeadDim%4 == 0 {
-		b.attendDecode(st, d, qs, c, l, a, n, ctx)
-	} else {
-		b.attendPrefill(st, d, qs, c, l, a, n, ctx)
-	}
-}
-
-func (b *Backend) attendPrefill(st *attnState, d, qs *Tensor, c *KV, l int, a backend.Attention, n, ctx int) {
-	d4 := (a.HeadDim + 3) / 4
-	t := prefillTileFor(d4)
-	// A workgroup makes one pass over the positions for each sequence
-	// among its rows: the budget is shared by the passes.
-	span := t.span(d4) / st.passes(b.batch, n, t.br)
-	chunks := (ctx + span - 1) / span
-	scratch, err := st.scratch(b, chunks, n, a)
-	if err != nil {
-		b.fail(err)
-		return
-	}
-	o := op{kernel: "attention_prefill", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
-		consts: map[string]float64{"HD": float64(4 * d4), "BR": float64(t.br), "BC": float64(t.bc), "WG": float64(t.wg)}}
-	b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-		uint32(c.blockSize), uint32(b.tableWidth), uint32(span)},
-		[]Binding{{Buffer: d.buf}, {Buffer: scratch}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-			{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
-		uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(chunks))
-	b.combine(d, scratch, a, n, chunks)
-}
-
-func (b *Backend) attendDecode(st *attnState, d, qs *Tensor, c *KV, l int, a backend.Attention, n, ctx int) {
+	dec, pre := st.survey(b.batch, n, b.maxRows, a.HeadDim%4 == 0)
+	var decChunks, preChunks, preSpan int
 	group := a.Heads / a.KVHeads
 	slices := (group + maxGroup - 1) / maxGroup
-	g := (group + slices - 1) / slices // query heads per workgroup
-	chunks := decodeChunks(ctx, n*a.KVHeads*slices, decodeSpan(a.HeadDim/4))
-	scratch, err := st.scratch(b, chunks, n, a)
+	d4 := (a.HeadDim + 3) / 4
+	t := prefillTileFor(d4)
+	if dec.rows > 0 {
+		decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
+	}
+	if pre.rows > 0 {
+		// A workgroup makes one pass over the positions for each
+		// sequence among its rows: the budget is shared by the passes.
+		preSpan = t.span(d4) / st.passes(b.batch, n, t.br)
+		preChunks = (pre.ctx + preSpan - 1) / preSpan
+	}
+	part, err := st.scratch(b, max(decChunks, preChunks), n, a)
 	if err != nil {
 		b.fail(err)
 		return
 	}
-	o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
-		consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
-	b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-		uint32(c.blockSize), uint32(b.tableWidth), uint32(slices)},
-		[]Binding{{Buffer: scratch}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-			{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
-		uint32(a.KVHeads*slices), uint32(chunks), uint32(n))
-	b.combine(d, scratch, a, n, chunks)
+	base := uint32(b.maxRows) // part: a flag per row, then the partials
+	if dec.rows > 0 {
+		g := (group + slices - 1) / slices // query heads per workgroup
+		o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
+			consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
+		b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.blockSize), uint32(b.tableWidth), uint32(slices), base},
+			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+			uint32(a.KVHeads*slices), uint32(decChunks), uint32(n))
+		b.combine(d, part, a, n, decChunks, base, 1)
+	}
+	if pre.rows > 0 {
+		b.record(t.op(d4), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.blockSize), uint32(b.tableWidth), uint32(preSpan), base},
+			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
+		b.combine(d, part, a, n, preChunks, base, 0)
+	}
 }
 
-// combine merges the partials of split-K, when there is more than one chunk.
-func (b *Backend) combine(d *Tensor, scratch Buffer, a backend.Attention, n, chunks int) {
+// combine merges the partials of split-K for the rows flagged kind, when
+// there is more than one chunk.
+func (b *Backend) combine(d *Tensor, part Buffer, a backend.Attention, n, chunks int, base uint32, kind float32) {
 	if chunks > 1 {
-		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows)},
-			[]Binding{{Buffer: d.buf}, {Buffer: scratch}}, uint32(a.Heads), uint32(n), 1)
+		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind)},
+			[]Binding{{Buffer: d.buf}, {Buffer: part}}, uint32(a.Heads), uint32(n), 1)
 	}
 }
 
@@ -171,73 +175,93 @@ func decodeChunks(n, groups, span int) int {
 
 // attnState is what attention keeps per backend between calls.
 type attnState struct {
-	part   Buffer  // split-K partials, grown on demand
-	counts []int32 // rows per sequence, scratch of survey
+	part    Buffer    // row flags and split-K partials, grown on demand
+	flags   []float32 // per row: 1 for the decode kernel, 0 for the tiled one
+	written []float32 // the flags in part
+	counts  []int32   // rows per sequence, scratch of survey
+	seen    []int32   // sequences of a tile, scratch of passes
 }
 
-// survey returns, for the first n rows of batch, the number of positions
-// the longest row attends over and the most rows of one sequence.
-func (st *attnState) survey(batch backend.Batch, n int) (ctx, run int) {
+// rowSet is the rows of a step that one kernel takes: how many, and the
+// most positions one of them attends over.
+type rowSet struct{ rows, ctx int }
+
+// survey splits the first n rows of batch between the kernels: rows of
+// sequences with at most decodeRows rows in the batch go to the decode
+// kernel (when decode allows it), the others to the tiled kernel. It sets
+// st.flags, which depend on the batch alone, not on n.
+func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool) (dec, pre rowSet) {
 	if cap(st.counts) < len(batch.Tables) {
 		st.counts = make([]int32, len(batch.Tables))
 	}
 	counts := st.counts[:len(batch.Tables)]
 	clear(counts)
-	for i := range n {
-		ctx = max(ctx, int(batch.Pos[i])+1)
-		s := batch.Seq[i]
+	for _, s := range batch.Seq {
 		counts[s]++
-		run = max(run, int(counts[s]))
 	}
-	return ctx, run
+	if len(st.flags) < maxRows {
+		st.flags = make([]float32, maxRows)
+	}
+	for i := range n {
+		ctx := int(batch.Pos[i]) + 1
+		if decode && counts[batch.Seq[i]] <= decodeRows {
+			st.flags[i] = 1
+			dec.rows, dec.ctx = dec.rows+1, max(dec.ctx, ctx)
+		} else {
+			st.flags[i] = 0
+			pre.rows, pre.ctx = pre.rows+1, max(pre.ctx, ctx)
+		}
+	}
+	return dec, pre
 }
 
 // passes is the most sequences among the rows of one prefill tile of br
-// rows: a workgroup makes one pass over the cache for each.
+// rows that the tiled kernel takes: a workgroup makes one pass over the
+// cache for each.
 func (st *attnState) passes(batch backend.Batch, n, br int) int {
 	most := 1
 	for r0 := 0; r0 < n; r0 += br {
-		rows := batch.Seq[r0:min(n, r0+br)]
-		k := 0
-		for i, s := range rows {
-			if !slices.Contains(rows[:i], s) {
-				k++
+		st.seen = st.seen[:0]
+		for i := r0; i < min(n, r0+br); i++ {
+			if st.flags[i] == 0 && !slices.Contains(st.seen, batch.Seq[i]) {
+				st.seen = append(st.seen, batch.Seq[i])
 			}
 		}
-		most = max(most, k)
+		most = max(most, len(st.seen))
 	}
 	return most
 }
 
-// scratch returns a buffer for the partials of chunks chunks of n rows
-// (none are written with one chunk), growing the one the backend has.
+// scratch returns the buffer of row flags and partials, with room for the
+// partials of chunks chunks of n rows, growing it when needed, and writes
+// the flags of the first n rows into it unless it holds them already.
 func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (Buffer, error) {
-	size := int64(4)
+	size := 4 * (int64(b.maxRows) + 1)
 	if chunks > 1 {
-		size = 4 * (1 + int64(chunks)*int64(n)*int64(a.Heads)*int64(a.HeadDim+2))
+		size += 4 * int64(chunks) * int64(n) * int64(a.Heads) * int64(a.HeadDim+2)
 	}
-	if st.part != nil && st.part.Size() >= size {
-		return st.part, nil
+	if st.part == nil || st.part.Size() < size {
+		if size > b.info.MaxStorageBufferBindingSize {
+			return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", FormatBytes(size))
+		}
+		// Grow by half again, so that a context that grows step by
+		// step does not allocate at every step.
+		if st.part != nil {
+			size = min(max(size, st.part.Size()*3/2), b.info.MaxStorageBufferBindingSize)
+		}
+		buf, err := b.buffer("attention partials", size, Storage|CopyDst)
+		if err != nil {
+			return nil, err
+		}
+		st.part, st.written = buf, nil
 	}
-	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", FormatBytes(size))
+	if len(st.written) < n || !slices.Equal(st.written[:n], st.flags[:n]) {
+		if err := b.dev.Write(st.part, 0, f32bytes(st.flags[:n])); err != nil {
+			return nil, err
+		}
+		st.written = append(st.written[:0], st.flags[:n]...)
 	}
-	// Grow by half again, so that a context that grows step by step does
-	// not allocate at every step.
-	size = min(max(size, st.size()*3/2), b.info.MaxStorageBufferBindingSize)
-	buf, err := b.buffer("attention partials", size, Storage)
-	if err != nil {
-		return nil, err
-	}
-	st.part = buf
-	return buf, nil
-}
-
-func (st *attnState) size() int64 {
-	if st.part == nil {
-		return 0
-	}
-	return st.part.Size()
+	return st.part, nil
 }
 
 // states holds each backend's attnState; the entry goes when the backend

@@ -16,12 +16,12 @@ import (
 // attnMaxRows is the batch capacity of the attention tests.
 const attnMaxRows = 64
 
-// run is n consecutive rows of sequence seq, continuing where it stands.
-type run struct{ seq, n int }
+// attnRun is n consecutive rows of sequence seq, continuing where it stands.
+type attnRun struct{ seq, n int }
 
 // attnStep is one batch; fill steps only store.
 type attnStep struct {
-	runs []run
+	runs []attnRun
 	fill bool
 }
 
@@ -35,37 +35,49 @@ func (tc attnCase) name() string {
 	return fmt.Sprintf("h%d_kv%d_d%d_bs%d_len%d_seqs%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.seqLen, tc.seqs)
 }
 
-// at returns steps that bring sequence 0 (alone) to position p by filling
-// and then run the rows of check there.
-func at(p int, check ...run) []attnStep {
+// attnAt returns steps that bring sequence 0 (alone) to position p by filling
+// and then run the rows of check there, if any.
+func attnAt(p int, check ...attnRun) []attnStep {
 	var steps []attnStep
 	for filled := 0; filled < p; filled += attnMaxRows {
-		steps = append(steps, attnStep{runs: []run{{0, min(attnMaxRows, p-filled)}}, fill: true})
+		steps = append(steps, attnStep{runs: []attnRun{{0, min(attnMaxRows, p-filled)}}, fill: true})
+	}
+	if len(check) == 0 {
+		return steps
 	}
 	return append(steps, attnStep{runs: check})
 }
 
-// decodesAt checks one row of sequence 0 at each position, in order.
-func decodesAt(pos ...int) []attnStep {
+// attnRepeat is n copies of s.
+func attnRepeat(s attnStep, n int) []attnStep {
+	steps := make([]attnStep, n)
+	for i := range steps {
+		steps[i] = s
+	}
+	return steps
+}
+
+// attnDecodes checks one row of sequence 0 at each position, in order.
+func attnDecodes(pos ...int) []attnStep {
 	var steps []attnStep
 	filled := 0
 	for _, p := range pos {
 		for filled < p {
 			n := min(attnMaxRows, p-filled)
-			steps = append(steps, attnStep{runs: []run{{0, n}}, fill: true})
+			steps = append(steps, attnStep{runs: []attnRun{{0, n}}, fill: true})
 			filled += n
 		}
-		steps = append(steps, attnStep{runs: []run{{0, 1}}})
+		steps = append(steps, attnStep{runs: []attnRun{{0, 1}}})
 		filled++
 	}
 	return steps
 }
 
-// chunks checks sequence 0 in prompt chunks of the given sizes.
-func chunks(sizes ...int) []attnStep {
+// attnChunks checks sequence 0 in prompt chunks of the given sizes.
+func attnChunks(sizes ...int) []attnStep {
 	var steps []attnStep
 	for _, n := range sizes {
-		steps = append(steps, attnStep{runs: []run{{0, n}}})
+		steps = append(steps, attnStep{runs: []attnRun{{0, n}}})
 	}
 	return steps
 }
@@ -148,7 +160,7 @@ func (tc attnCase) run(t *testing.T) {
 // blocks, up to the last position a sequence holds, with GQA groups from 1
 // to 16 (split into slices of at most 8 heads).
 func TestAttentionDecodeBoundaries(t *testing.T) {
-	edges := decodesAt(0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
+	edges := attnDecodes(0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
 		383, 384, 511, 512, 513, 1000, 1023, 1024, 1025, 2047)
 	for _, tc := range []attnCase{
 		{8, 8, 64, 16, 2048, 1, edges},
@@ -156,9 +168,9 @@ func TestAttentionDecodeBoundaries(t *testing.T) {
 		{8, 1, 128, 32, 2048, 1, edges},
 		{32, 2, 16, 7, 2048, 1, edges},
 		{12, 1, 8, 64, 2048, 1, edges},
-		{10, 1, 32, 16, 600, 1, decodesAt(0, 63, 64, 200, 599)},
-		{4, 2, 256, 16, 600, 1, decodesAt(0, 64, 65, 300, 599)},
-		{5, 5, 40, 5, 300, 1, decodesAt(0, 64, 299)},
+		{10, 1, 32, 16, 600, 1, attnDecodes(0, 63, 64, 200, 599)},
+		{4, 2, 256, 16, 600, 1, attnDecodes(0, 64, 65, 300, 599)},
+		{5, 5, 40, 5, 300, 1, attnDecodes(0, 64, 299)},
 	} {
 		t.Run(tc.name(), tc.run)
 	}
@@ -170,7 +182,7 @@ func TestAttentionDecodeBoundaries(t *testing.T) {
 // that fills the sequence to its last position, for head dims 8 to 128 and
 // a few odd ones.
 func TestAttentionPrefillTiles(t *testing.T) {
-	steps := chunks(15, 2, 14, 2, 30, 2, 64, 35, 64, 28, 9, 44, 62, 64, 48, 15, 1, 3, 10)
+	steps := attnChunks(15, 2, 14, 2, 30, 2, 64, 35, 64, 28, 9, 44, 62, 64, 48, 15, 1, 3, 10)
 	for _, hd := range []int{8, 16, 32, 64, 128} {
 		for _, gqa := range []int{1, 4} {
 			tc := attnCase{8, 8 / gqa, hd, 16, 512, 1, steps}
@@ -178,13 +190,13 @@ func TestAttentionPrefillTiles(t *testing.T) {
 		}
 	}
 	for _, tc := range []attnCase{
-		{4, 1, 256, 16, 160, 1, chunks(7, 33, 64, 56)},
-		{6, 3, 24, 8, 96, 1, chunks(64, 32)},
-		{6, 3, 6, 8, 96, 1, chunks(64, 31, 1)}, // head dim not a multiple of 4: tiled kernel for every row
-		{4, 2, 13, 5, 100, 1, chunks(17, 1, 64)},
-		{12, 2, 64, 32, 129, 1, chunks(64, 64, 1)},
-		{2, 1, 64, 16, 1024, 1, at(960, run{0, 64})},
-		{2, 1, 64, 16, 1024, 1, at(1000, run{0, 5})},
+		{4, 1, 256, 16, 160, 1, attnChunks(7, 33, 64, 56)},
+		{6, 3, 24, 8, 96, 1, attnChunks(64, 32)},
+		{6, 3, 6, 8, 96, 1, attnChunks(64, 31, 1)}, // head dim not a multiple of 4: tiled kernel for every row
+		{4, 2, 13, 5, 100, 1, attnChunks(17, 1, 64)},
+		{12, 2, 64, 32, 129, 1, attnChunks(64, 64, 1)},
+		{2, 1, 64, 16, 1024, 1, attnAt(960, attnRun{0, 64})},
+		{2, 1, 64, 16, 1024, 1, attnAt(1000, attnRun{0, 5})},
 	} {
 		t.Run(tc.name(), tc.run)
 	}
@@ -198,32 +210,33 @@ func TestAttentionSequences(t *testing.T) {
 	prefill := func(seqs, n int) attnStep {
 		s := attnStep{}
 		for i := range seqs {
-			s.runs = append(s.runs, run{i, n})
+			s.runs = append(s.runs, attnRun{i, n})
 		}
 		return s
 	}
 	decode := func(seqs ...int) attnStep {
 		s := attnStep{}
 		for _, i := range seqs {
-			s.runs = append(s.runs, run{i, 1})
+			s.runs = append(s.runs, attnRun{i, 1})
 		}
 		return s
 	}
 	for _, tc := range []attnCase{
 		{8, 2, 64, 16, 600, 8, []attnStep{
 			prefill(8, 8), decode(0, 1, 2, 3, 4, 5, 6, 7),
-			{runs: []run{{0, 64}}}, {runs: []run{{1, 40}, {2, 24}}},
+			{runs: []attnRun{{0, 64}}}, {runs: []attnRun{{1, 40}, {2, 24}}},
 			decode(7, 0, 1, 2, 3), decode(0, 1),
-			{runs: []run{{3, 50}, {0, 1}, {1, 1}, {4, 3}, {5, 2}, {6, 7}}},
-			{runs: []run{{7, 9}, {6, 9}, {5, 9}, {4, 9}, {3, 9}, {2, 9}, {1, 9}}},
-			{runs: []run{{0, 64}}, fill: true}, {runs: []run{{0, 64}}, fill: true}, {runs: []run{{0, 64}}, fill: true},
-			decode(0, 1, 2, 3, 4, 5, 6, 7), {runs: []run{{0, 2}, {1, 2}, {2, 2}}},
+			{runs: []attnRun{{3, 50}, {0, 1}, {1, 1}, {4, 3}, {5, 2}, {6, 7}}},
+			{runs: []attnRun{{7, 9}, {6, 9}, {5, 9}, {4, 9}, {3, 9}, {2, 9}, {1, 9}}},
+			{runs: []attnRun{{0, 64}}, fill: true}, {runs: []attnRun{{0, 64}}, fill: true}, {runs: []attnRun{{0, 64}}, fill: true},
+			decode(0, 1, 2, 3, 4, 5, 6, 7), {runs: []attnRun{{0, 2}, {1, 2}, {2, 2}}},
+			{runs: []attnRun{{4, 8}, {5, 9}, {6, 1}, {7, 8}}}, // 8 rows of a sequence decode, 9 take tiles
 		}},
 		{4, 4, 32, 8, 200, 3, []attnStep{
-			{runs: []run{{0, 20}, {1, 20}, {2, 20}}}, {runs: []run{{2, 4}, {1, 4}, {0, 4}}}, decode(1, 2, 0),
+			{runs: []attnRun{{0, 20}, {1, 20}, {2, 20}}}, {runs: []attnRun{{2, 4}, {1, 4}, {0, 4}}}, decode(1, 2, 0),
 		}},
 		{8, 8, 6, 4, 100, 2, []attnStep{
-			{runs: []run{{0, 10}, {1, 3}}}, decode(0, 1), {runs: []run{{1, 30}, {0, 2}}},
+			{runs: []attnRun{{0, 10}, {1, 3}}}, decode(0, 1), {runs: []attnRun{{1, 30}, {0, 2}}},
 		}},
 	} {
 		t.Run(tc.name(), tc.run)
@@ -235,8 +248,13 @@ func TestAttentionSequences(t *testing.T) {
 // combine kernel, alone and with a tile that straddles two sequences.
 func TestAttentionLongPrefill(t *testing.T) {
 	for _, tc := range []attnCase{
-		{4, 2, 256, 16, 4000, 1, at(3900, run{0, 64})},
-		{4, 2, 256, 16, 2100, 2, append(at(2000, run{0, 20}), attnStep{runs: []run{{1, 6}, {0, 10}}})},
+		{4, 2, 256, 16, 4000, 1, attnAt(3900, attnRun{0, 64})},
+		{4, 2, 256, 16, 2100, 2, append(attnAt(2000, attnRun{0, 20}), attnStep{runs: []attnRun{{1, 12}, {0, 10}}})},
+		// Both kernels split, in one batch: sequence 0's rows take
+		// tiles, sequence 1's decode, and each kernel's partials are
+		// combined before the other's are written.
+		{4, 2, 256, 16, 2100, 2, append(append(attnAt(1900), attnRepeat(attnStep{runs: []attnRun{{1, 50}}, fill: true}, 20)...),
+			attnStep{runs: []attnRun{{0, 30}, {1, 2}}}, attnStep{runs: []attnRun{{1, 3}, {0, 40}}})},
 	} {
 		t.Run(tc.name(), tc.run)
 	}
