@@ -43,6 +43,7 @@ type Engine struct {
 	peakBlocks    int  // most blocks in use at once (benchmarks reset it)
 	noPrefixCache bool // benchmarks compare runs without sharing
 	specOff       bool // benchmarks compare runs without speculation
+	chain         int  // greedy decoding steps per submission (1: no chaining)
 	looping       bool
 	closed        bool
 	wake          chan struct{}
@@ -205,9 +206,9 @@ type Stats struct {
 	StoppedAtEOS    bool
 	StoppedAtLength bool // the context was full
 
-	// Speculative decoding: target steps that sampled for this sequence,
-	// draft model steps it took part in, draft tokens proposed, and how
-	// many of them were accepted. Each step is one round trip to the device.
+	// Speculative decoding: target round trips that sampled for this
+	// sequence (a chain of decoding steps is one), draft model steps it took
+	// part in, draft tokens proposed, and how many of them were accepted.
 	Steps, DraftSteps, Drafted, Accepted int
 }
 

@@ -113,10 +113,26 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 // up in n.logits, in order. The batch must fit in maxBatch and in the
 // context.
 func (n *llama) forward(batch backend.Batch) error {
-	be, c := n.be, n.cfg
-	if err := be.Begin(batch); err != nil {
+	if err := n.be.Begin(batch); err != nil {
 		return err
 	}
+	n.layersAndHead(batch)
+	return nil
+}
+
+// forwardChained is forward for the next step of a chain: its tokens are
+// the ids the previous step kept on the device.
+func (n *llama) forwardChained(batch backend.Batch) error {
+	if err := n.be.BeginChained(batch); err != nil {
+		return err
+	}
+	n.layersAndHead(batch)
+	return nil
+}
+
+// layersAndHead queues the ops of a step begun on the backend.
+func (n *llama) layersAndHead(batch backend.Batch) {
+	be, c := n.be, n.cfg
 	be.Embed(n.x, n.embed)
 	for l, w := range n.layers {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
@@ -145,7 +161,6 @@ func (n *llama) forward(batch backend.Batch) error {
 		be.CopyRow(n.last, i, n.xb, int(r))
 	}
 	be.MatMul(n.logits, n.last, n.output)
-	return nil
 }
 
 // weightBytes adds up the sizes of the uploaded weights.

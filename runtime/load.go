@@ -39,6 +39,11 @@ type Options struct {
 	// device with DraftQuant storage.
 	Draft      string
 	DraftQuant string
+	// MultiStep chains up to that many greedy decoding steps into one
+	// submission with one read-back, each step reading the token the last
+	// picked on the device (0: 4 on WebGPU, 1 on the CPU, where a round
+	// trip costs nothing).
+	MultiStep int
 }
 
 // DefaultContext bounds the KV cache when Options.Context is 0: models
@@ -86,6 +91,14 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.note = note
+	e.chain = opts.MultiStep
+	if e.chain == 0 {
+		e.chain = 1
+		if _, ok := be.(*gpu.Backend); ok {
+			e.chain = 4
+		}
+	}
+	e.chain = min(max(e.chain, 1), backend.MaxChain)
 	if err := e.attachDraft(opts); err != nil {
 		e.Close()
 		return nil, err

@@ -61,3 +61,37 @@ func TestDraftTooLarge(t *testing.T) {
 		t.Fatalf("got %v, want ErrDraftTooLarge", err)
 	}
 }
+
+// TestMultiStep: greedy decoding chained 8 steps per submission (each step
+// reading the last one's token on the device) gives the golden story with
+// one round trip per 8 tokens, also when a stop token or the token budget
+// falls inside a chain.
+func TestMultiStep(t *testing.T) {
+	want := goldenIDs(t)
+	for name, eng := range engines(t, runtime.Options{Context: 512, MultiStep: 8}) {
+		t.Run(name, func(t *testing.T) {
+			ids, _, st := generate(t, eng, runtime.Request{MaxTokens: 200})
+			if !equal(ids, want) {
+				t.Fatalf("chained greedy differs from the golden story:\n got %v\nwant %v", ids, want)
+			}
+			if r := st.RoundTripsPerToken(); r > 0.2 {
+				t.Errorf("%.2f round trips per token with chains of 8", r)
+			}
+			for _, n := range []int{1, 3, 13, 77} { // budgets that end mid-chain
+				ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: n})
+				if !equal(ids, want[:n]) {
+					t.Errorf("MaxTokens %d: got %v", n, ids)
+				}
+			}
+			// Concurrent sequences chain together.
+			plain := engines(t, runtime.Options{Context: 512, MultiStep: 1})[name]
+			for _, p := range storyPrompts[:3] {
+				a, _, _ := generate(t, eng, runtime.Request{Prompt: p, MaxTokens: 50})
+				b, _, _ := generate(t, plain, runtime.Request{Prompt: p, MaxTokens: 50})
+				if !equal(a, b) {
+					t.Errorf("%q: chained %v, plain %v", p, a, b)
+				}
+			}
+		})
+	}
+}

@@ -58,6 +58,7 @@ func (e *Engine) step() error {
 	}
 	e.mu.Lock()
 	plan, copies := e.plan(proposals)
+	chain := e.chainLength(plan)
 	e.peakBlocks = max(e.peakBlocks, e.pool.Stats().Used)
 	e.mu.Unlock()
 	if len(plan) == 0 {
@@ -71,7 +72,12 @@ func (e *Engine) step() error {
 	if err := e.net.forward(b); err != nil {
 		return err
 	}
-	results, err := e.sample(plan, b)
+	var results []result
+	if chain > 1 {
+		results, err = e.runChain(b, chain)
+	} else {
+		results, err = e.sample(plan, b)
+	}
 	if err != nil {
 		return err
 	}
@@ -83,8 +89,11 @@ func (e *Engine) step() error {
 		for t := range rows {
 			rows[t] = w.token(t)
 		}
+		if chain > 1 { // the chain's later steps stored the tokens it picked
+			rows = append(rows, results[j].tokens[:chain-1]...)
+		}
 		w.s.kv.Commit(rows)
-		w.s.stored += w.n
+		w.s.stored += len(rows)
 		if !w.out {
 			continue
 		}
@@ -109,6 +118,69 @@ func (e *Engine) step() error {
 		}
 	}
 	return nil
+}
+
+// chainLength is how many decoding steps this step can run in one
+// submission: up to e.chain when every running sequence decodes greedily
+// with nothing waiting, no draft, and room in its budget, context and
+// cache; 1 otherwise. Called with e.mu held, after plan.
+func (e *Engine) chainLength(plan []work) int {
+	if e.chain <= 1 || len(e.waiting) > 0 || len(plan) != len(e.running) {
+		return 1
+	}
+	n := e.chain
+	for _, w := range plan {
+		if !w.out || w.n != 1 || w.draft != nil || !w.s.sampler.opts.greedy() {
+			return 1
+		}
+		n = min(n, w.s.req.MaxTokens-w.s.stats.Generated, e.model.Config.Context-len(w.s.tokens))
+	}
+	if n <= 1 {
+		return 1
+	}
+	for _, w := range plan {
+		if !w.s.kv.CanReserve(n) {
+			return 1
+		}
+	}
+	for _, w := range plan {
+		if _, err := w.s.kv.Reserve(n); err != nil { // cannot fail after CanReserve
+			return 1
+		}
+	}
+	return n
+}
+
+// runChain runs n greedy decoding steps from b in one submission: each
+// step's tokens are the previous step's argmax, kept on the device; one
+// read-back at the end brings every picked id. Tokens past a stop are
+// dropped later by accept, and their cache slots rolled back with the
+// sequence.
+func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
+	rows := b.Len()
+	e.be.Keep(e.net.logits, rows)
+	for j := 1; j < n; j++ {
+		next := b
+		next.Pos = make([]int32, rows)
+		for i, p := range b.Pos {
+			next.Pos[i] = p + int32(j)
+		}
+		if err := e.net.forwardChained(next); err != nil {
+			return nil, err
+		}
+		e.be.Keep(e.net.logits, rows)
+	}
+	ids, err := e.be.Kept()
+	if err != nil {
+		return nil, err
+	}
+	results := make([]result, rows)
+	for j := range n {
+		for i := range rows {
+			results[i].tokens = append(results[i].tokens, ids[j*rows+i])
+		}
+	}
+	return results, nil
 }
 
 // drafting lists the running sequences that speculate this step: in decode

@@ -138,6 +138,17 @@ type Backend interface {
 	// Read returns the first n rows of x.
 	Read(x Tensor, n int) ([]float32, error)
 
+	// Chained decoding runs several greedy steps in one submission: Keep
+	// picks the argmax of the first n rows of x without reading it back;
+	// BeginChained starts a step like Begin whose tokens are the ids the
+	// last Keep picked (b.Tokens is ignored; rows, sequences, tables and
+	// outputs must be those of the chain's first step); Kept waits for the
+	// work and returns every kept id since the last Begin, step by step.
+	// At most MaxChain steps chain.
+	Keep(x Tensor, n int)
+	BeginChained(b Batch) error
+	Kept() ([]int32, error)
+
 	// Stats reports the backend's memory and work so far.
 	Stats() Stats
 
@@ -150,6 +161,9 @@ type Backend interface {
 func (r Rope) Freq(i int) float32 {
 	return float32(1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim)))
 }
+
+// MaxChain bounds the steps of one chain of decoding steps.
+const MaxChain = 16
 
 // MaxTopK bounds TopK's k: the candidate set a GPU returns instead of the
 // whole vocabulary's logits.

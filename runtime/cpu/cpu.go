@@ -62,6 +62,8 @@ type Backend struct {
 	batch   backend.Batch
 	workers int
 	stats   backend.Stats
+	kept    []int32 // Keep's ids since the last Begin
+	last    []int32 // the last Keep's ids: the next chained step's tokens
 }
 
 // New returns a reference backend that uses up to workers goroutines for
@@ -116,6 +118,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	b.batch = batch
+	b.kept, b.last = nil, nil
 	return nil
 }
 
@@ -267,6 +270,25 @@ func (b *Backend) TopK(x backend.Tensor, r, k int) ([]int32, []float32, error) {
 	ids, vals := TopK(row, k)
 	return ids, vals, nil
 }
+
+func (b *Backend) Keep(x backend.Tensor, n int) {
+	ids, _ := b.Argmax(x, n)
+	b.kept = append(b.kept, ids...)
+	b.last = ids
+}
+
+func (b *Backend) BeginChained(batch backend.Batch) error {
+	if len(b.last) != len(batch.Tokens) {
+		return fmt.Errorf("cpu: a chained step of %d rows after a step that kept %d ids", len(batch.Tokens), len(b.last))
+	}
+	batch.Tokens = b.last
+	kept := b.kept
+	err := b.Begin(batch)
+	b.kept = kept
+	return err
+}
+
+func (b *Backend) Kept() ([]int32, error) { return b.kept, nil }
 
 func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
 	xs := x.(*Tensor)

@@ -43,6 +43,11 @@ type Backend struct {
 	memory      int64    // bytes in owned buffers
 	pending     bool     // work recorded since the last submit
 
+	// Chained decoding: staged positions and slots of the steps after the
+	// first, the ids every Keep picked, and how many steps kept so far.
+	stagePos, stageSlots, history Buffer
+	kept, keptRows                int
+
 	int4x int4Scratch // x prepared for the int4 GEMV (quant.go)
 }
 
@@ -251,6 +256,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 			return err
 		}
 	}
+	b.kept, b.keptRows = 0, 0
 	slots := make([]int32, n)
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))
@@ -359,6 +365,92 @@ func (b *Backend) flushRead(buf Buffer, size int64) ([]byte, error) {
 		return nil, err
 	}
 	return b.dev.Read(buf, 0, size)
+}
+
+// Keep records the argmax of the first n rows of x, then copies the ids
+// into the token buffer (the next chained step's input) and into the
+// history that Kept reads back.
+func (b *Backend) Keep(x backend.Tensor, n int) {
+	xs := x.(*Tensor)
+	if b.kept >= backend.MaxChain || n > b.maxRows {
+		b.fail(fmt.Errorf("gpu: chain of more than %d steps of at most %d rows", backend.MaxChain, b.maxRows))
+		return
+	}
+	if err := b.chainBuffers(); err != nil {
+		b.fail(err)
+		return
+	}
+	b.record(argmaxOp, params{uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	size := int64(4 * n)
+	b.rec.Copy(b.result, 0, b.tokens, 0, size)
+	b.rec.Copy(b.result, 0, b.history, int64(4*b.kept*b.maxRows), size)
+	b.kept++
+	b.keptRows = n
+}
+
+// BeginChained starts the next step of a chain: its positions and slots are
+// written to a staging area now and copied into place by the command
+// stream, between the previous step's work and this one's.
+func (b *Backend) BeginChained(batch backend.Batch) error {
+	n := batch.Len()
+	switch {
+	case b.err != nil:
+		return b.err
+	case b.kept == 0 || n != b.keptRows || b.kept >= backend.MaxChain:
+		return fmt.Errorf("gpu: chained step of %d rows after %d kept steps of %d rows", n, b.kept, b.keptRows)
+	}
+	if err := batch.Validate(b.maxRows); err != nil {
+		return fmt.Errorf("gpu: %w", err)
+	}
+	slots := make([]int32, n)
+	for i := range slots {
+		slots[i] = int32(batch.Slot(i))
+	}
+	at := int64(4 * b.kept * b.maxRows)
+	if err := b.dev.Write(b.stagePos, at, i32bytes(batch.Pos)); err != nil {
+		return err
+	}
+	if err := b.dev.Write(b.stageSlots, at, i32bytes(slots)); err != nil {
+		return err
+	}
+	b.rec.Copy(b.stagePos, at, b.pos, 0, int64(4*n))
+	b.rec.Copy(b.stageSlots, at, b.slots, 0, int64(4*n))
+	b.pending = true
+	b.batch = batch
+	return nil
+}
+
+// Kept submits the chain and reads back every kept id.
+func (b *Backend) Kept() ([]int32, error) {
+	if b.kept == 0 {
+		return nil, nil
+	}
+	raw, err := b.flushRead(b.history, int64(4*b.kept*b.maxRows))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, b.kept*b.keptRows)
+	for s := range b.kept {
+		for r := range b.keptRows {
+			out = append(out, int32(binary.LittleEndian.Uint32(raw[4*(s*b.maxRows+r):])))
+		}
+	}
+	return out, nil
+}
+
+// chainBuffers makes the buffers of chained decoding on first use.
+func (b *Backend) chainBuffers() error {
+	if b.history != nil {
+		return nil
+	}
+	size := int64(4 * backend.MaxChain * b.maxRows)
+	var err error
+	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.history} {
+		if *p, err = b.buffer("chain", size, CopySrc|CopyDst); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submit submits what was recorded.
