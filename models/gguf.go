@@ -3,6 +3,9 @@ package models
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/tokenizer"
@@ -34,8 +37,11 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	if !ok {
 		return nil, errors.New("missing general.architecture")
 	}
-	if arch != "llama" {
-		return nil, fmt.Errorf("%w %q (supported: llama)", ErrUnsupportedArch, arch)
+	// The Llama family shares one forward pass; the architectures differ
+	// in data: RoPE layout, biases, q/k norms (detected from the tensors).
+	rope, ok := ggufArchs[arch]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (supported: %s)", ErrUnsupportedArch, arch, strings.Join(slices.Sorted(maps.Keys(ggufArchs)), ", "))
 	}
 	md := metaReader{f: f, prefix: arch + "."}
 	c := Config{
@@ -47,7 +53,7 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 		Context:   md.int("context_length", 0),
 		NormEps:   float32(md.float("attention.layer_norm_rms_epsilon", 1e-5)),
 		RopeTheta: md.float("rope.freq_base", 10000),
-		Rope:      RopePairs, // llama.cpp's converters permute Q and K so that pairs apply
+		Rope:      rope,
 	}
 	c.KVHeads = md.int("attention.head_count_kv", c.Heads)
 	if c.Heads > 0 {
@@ -73,7 +79,26 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	}
 	_, hasOutput := m.Tensors[Output]
 	m.Config.TiedEmbeddings = !hasOutput
+	_, m.Config.QKVBias = m.Tensors[LayerBias(0, AttnQ)]
+	_, m.Config.QKNorm = m.Tensors[LayerTensor(0, AttnQNorm)]
+	if t, ok := m.Tensors["rope_freqs.weight"]; ok { // Llama 3.1 scaling, precomputed
+		if t.Elements() != c.RopeDim/2 {
+			return nil, fmt.Errorf("rope_freqs.weight has %d values for %d rotation pairs", t.Elements(), c.RopeDim/2)
+		}
+		if m.Config.RopeFactors, err = t.Float32(); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// ggufArchs maps the architectures the engine runs to the RoPE layout of
+// their GGUF files: llama.cpp's converter permutes Llama's q and k so that
+// adjacent pairs rotate, and leaves Qwen's in Hugging Face's halves.
+var ggufArchs = map[string]RopeLayout{
+	"llama": RopePairs,
+	"qwen2": RopeHalves,
+	"qwen3": RopeHalves,
 }
 
 // ggufTokenizer builds the tokenizer stored in a GGUF's tokenizer.ggml.* keys:

@@ -155,6 +155,17 @@ func LlamaTensors(c Config) []Tensor {
 		ts = append(ts, Tensor{Name: Output, Shape: []int{c.Vocab, c.Dim}})
 	}
 	for l := 0; l < c.Layers; l++ {
+		if c.QKVBias {
+			ts = append(ts,
+				Tensor{Name: LayerBias(l, AttnQ), Shape: []int{q}},
+				Tensor{Name: LayerBias(l, AttnK), Shape: []int{kv}},
+				Tensor{Name: LayerBias(l, AttnV), Shape: []int{kv}})
+		}
+		if c.QKNorm {
+			ts = append(ts,
+				Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{c.HeadDim}},
+				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{c.HeadDim}})
+		}
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, AttnNorm), Shape: []int{c.Dim}},
 			Tensor{Name: LayerTensor(l, AttnQ), Shape: []int{q, c.Dim}},
@@ -185,11 +196,18 @@ const (
 	FFNGate    = "ffn_gate"
 	FFNUp      = "ffn_up"
 	FFNDown    = "ffn_down"
+	AttnQNorm  = "attn_q_norm"
+	AttnKNorm  = "attn_k_norm"
 )
 
 // LayerTensor names the weight of kind in layer l, e.g. "blk.3.attn_q.weight".
 func LayerTensor(l int, kind string) string {
 	return fmt.Sprintf("blk.%d.%s.weight", l, kind)
+}
+
+// LayerBias names the bias of kind in layer l, e.g. "blk.3.attn_q.bias".
+func LayerBias(l int, kind string) string {
+	return fmt.Sprintf("blk.%d.%s.bias", l, kind)
 }
 
 func readMagic(path string) ([]byte, error) {

@@ -8,6 +8,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -50,6 +51,38 @@ type Config struct {
 	Rope      RopeLayout
 	// TiedEmbeddings is true when the output head reuses the token embedding.
 	TiedEmbeddings bool
+	// QKVBias: the q, k and v projections add a bias (Qwen2/2.5).
+	QKVBias bool
+	// QKNorm: each head of q and k is RMS-normalised with its own weight
+	// before RoPE (Qwen3).
+	QKNorm bool
+	// RopeFactors, when set, divide the frequency of each rotation pair
+	// (RopeDim/2 of them): Llama 3.1's scaling, from GGUF's rope_freqs
+	// tensor or computed by Llama3RopeFactors from a Hugging Face config.
+	RopeFactors []float32
+}
+
+// Llama3RopeFactors computes Llama 3.1's frequency-dependent RoPE scaling:
+// wavelengths longer than orig/low are stretched by factor, those shorter
+// than orig/high kept, and those between interpolated smoothly.
+func Llama3RopeFactors(ropeDim int, theta, factor, low, high float64, orig int) []float32 {
+	out := make([]float32, ropeDim/2)
+	lowWave, highWave := float64(orig)/low, float64(orig)/high
+	for i := range out {
+		freq := 1 / math.Pow(theta, float64(2*i)/float64(ropeDim))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < highWave:
+			out[i] = 1
+		case wave > lowWave:
+			out[i] = float32(factor)
+		default:
+			smooth := (float64(orig)/wave - low) / (high - low)
+			// new freq = (1-smooth)·freq/factor + smooth·freq
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
 }
 
 // Validate reports a Config that cannot describe a working model. It is

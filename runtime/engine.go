@@ -72,7 +72,9 @@ type KVOptions struct {
 // New loads model m onto backend be, which must take batches of
 // batchRows(m.Config) rows, keeping its weights as ws says.
 func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
-	if m.Config.Arch != "llama" {
+	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
+	case "llama", "qwen2", "qwen3", "mistral":
+	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
 	c := m.Config

@@ -31,6 +31,8 @@ type llama struct {
 
 type layerWeights struct {
 	attnNorm, wq, wk, wv, wo, ffnNorm, gate, up, down backend.Weight
+	bq, bk, bv                                        backend.Weight // with QKVBias
+	qNorm, kNorm                                      backend.Weight // with QKNorm
 }
 
 // newLlama uploads m's weights to be and allocates what a forward pass
@@ -64,17 +66,29 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 		}
 	}
 	n.layers = make([]layerWeights, c.Layers)
+	type named struct {
+		dst  *backend.Weight
+		name string
+	}
 	for l := range n.layers {
 		lw := &n.layers[l]
-		for _, w := range []struct {
-			dst  *backend.Weight
-			kind string
-		}{
-			{&lw.attnNorm, models.AttnNorm}, {&lw.wq, models.AttnQ}, {&lw.wk, models.AttnK},
-			{&lw.wv, models.AttnV}, {&lw.wo, models.AttnOutput}, {&lw.ffnNorm, models.FFNNorm},
-			{&lw.gate, models.FFNGate}, {&lw.up, models.FFNUp}, {&lw.down, models.FFNDown},
-		} {
-			if *w.dst, err = upload(models.LayerTensor(l, w.kind)); err != nil {
+		ws := []named{
+			{&lw.attnNorm, models.LayerTensor(l, models.AttnNorm)}, {&lw.wq, models.LayerTensor(l, models.AttnQ)},
+			{&lw.wk, models.LayerTensor(l, models.AttnK)}, {&lw.wv, models.LayerTensor(l, models.AttnV)},
+			{&lw.wo, models.LayerTensor(l, models.AttnOutput)}, {&lw.ffnNorm, models.LayerTensor(l, models.FFNNorm)},
+			{&lw.gate, models.LayerTensor(l, models.FFNGate)}, {&lw.up, models.LayerTensor(l, models.FFNUp)},
+			{&lw.down, models.LayerTensor(l, models.FFNDown)},
+		}
+		if c.QKVBias {
+			ws = append(ws, named{&lw.bq, models.LayerBias(l, models.AttnQ)},
+				named{&lw.bk, models.LayerBias(l, models.AttnK)}, named{&lw.bv, models.LayerBias(l, models.AttnV)})
+		}
+		if c.QKNorm {
+			ws = append(ws, named{&lw.qNorm, models.LayerTensor(l, models.AttnQNorm)},
+				named{&lw.kNorm, models.LayerTensor(l, models.AttnKNorm)})
+		}
+		for _, w := range ws {
+			if *w.dst, err = upload(w.name); err != nil {
 				return nil, err
 			}
 		}
@@ -101,7 +115,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 	if n.kv, err = be.NewKV(c.Layers, blocks, blockSize, kvDim); err != nil {
 		return nil, err
 	}
-	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope}
+	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors}
 	n.ropeKV = n.rope
 	n.ropeKV.Heads = c.KVHeads
 	n.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
@@ -140,6 +154,15 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.MatMul(n.q, n.xb, w.wq)
 		be.MatMul(n.k, n.xb, w.wk)
 		be.MatMul(n.v, n.xb, w.wv)
+		if c.QKVBias {
+			be.AddBias(n.q, w.bq)
+			be.AddBias(n.k, w.bk)
+			be.AddBias(n.v, w.bv)
+		}
+		if c.QKNorm {
+			be.HeadNorm(n.q, w.qNorm, c.HeadDim, c.NormEps)
+			be.HeadNorm(n.k, w.kNorm, c.HeadDim, c.NormEps)
+		}
 		be.Rope(n.q, n.rope)
 		be.Rope(n.k, n.ropeKV)
 		be.StoreKV(n.kv, l, n.k, n.v)
@@ -170,8 +193,10 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down} {
-			total += x.Bytes()
+		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down, w.bq, w.bk, w.bv, w.qNorm, w.kNorm} {
+			if x != nil {
+				total += x.Bytes()
+			}
 		}
 	}
 	return total

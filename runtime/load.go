@@ -29,7 +29,8 @@ type Options struct {
 	// model's own, up to DefaultContext.
 	Context int
 	// Quant is how weight matrices and the embedding table are stored:
-	// "int4", "f16" or "f32"; "" means int4 on WebGPU and f32 on the CPU.
+	// "int4", "f16" or "f32"; "" means int4 on WebGPU (f32 for models under
+	// 32 MiB of weights, which gain nothing from it) and f32 on the CPU.
 	// Norm weights stay f32. See WeightStorage.
 	Quant string
 	// HeadFloat keeps the output head in f32 whatever Quant says.
@@ -78,7 +79,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, err
 	}
-	ws, err := weightStorage(opts, be)
+	ws, err := weightStorage(opts, be, m)
 	if err != nil {
 		be.Close()
 		m.Close()

@@ -31,13 +31,22 @@ func (s WeightStorage) For(t *models.Tensor, c models.Config) backend.Storage {
 	return s.Matrices
 }
 
-// weightStorage reads Options.Quant and HeadFloat for a backend: "" picks
-// int4 on WebGPU, where weight bytes bound decoding, and f32 on the CPU,
-// the reference.
-func weightStorage(opts Options, be backend.Backend) (WeightStorage, error) {
+// smallModel is the size of weights under which "" keeps them f32 even on
+// WebGPU: a model that small decodes at the speed of the dispatches, not of
+// its bytes, so 4-bit storage would cost quality and gain nothing.
+const smallModel = 32 << 20
+
+// weightStorage reads Options.Quant and HeadFloat for a backend and model:
+// "" picks int4 on WebGPU, where weight bytes bound decoding (f32 for models
+// under smallModel), and f32 on the CPU, the reference.
+func weightStorage(opts Options, be backend.Backend, m *models.Model) (WeightStorage, error) {
 	ws := WeightStorage{HeadFloat: opts.HeadFloat}
 	if opts.Quant == "" {
-		if be.Name() == "webgpu" {
+		var bytes int64
+		for _, t := range m.Tensors {
+			bytes += 4 * int64(t.Elements())
+		}
+		if be.Name() == "webgpu" && bytes >= smallModel {
 			ws.Matrices = backend.Int4
 		}
 		return ws, nil

@@ -30,12 +30,16 @@ func synthModel(t *testing.T, shape string, typ dtype.Type) string {
 	return path
 }
 
-// TestSynthWebGPUMatchesCPU: a synthetic model with GQA, a head dim of 16
-// and untied head gives the same greedy tokens on both backends, from f32
-// and from f16 weights.
+// TestSynthWebGPUMatchesCPU: a synthetic model of each family (Llama with
+// an untied head, Llama 3.1 RoPE scaling, Qwen2 biases, Qwen3 q/k norms)
+// gives the same greedy tokens on both backends, from f32 and f16 weights.
 func TestSynthWebGPUMatchesCPU(t *testing.T) {
-	for _, typ := range []dtype.Type{dtype.F32, dtype.F16} {
-		path := synthModel(t, "tiny", typ)
+	for _, tc := range []struct {
+		shape string
+		typ   dtype.Type
+	}{{"tiny", dtype.F32}, {"tiny", dtype.F16}, {"tiny-llama3", dtype.F32}, {"tiny-qwen2", dtype.F32}, {"tiny-qwen3", dtype.F16}} {
+		typ := tc.typ
+		path := synthModel(t, tc.shape, typ)
 		c, err := runtime.Load(path, runtime.Options{Device: "cpu"})
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +50,7 @@ func TestSynthWebGPUMatchesCPU(t *testing.T) {
 		got, _, _ := generate(t, g, req)
 		c.Close()
 		if !equal(got, want) {
-			t.Errorf("%s:\nwebgpu %v\n   cpu %v", typ, got, want)
+			t.Errorf("%s %s:\nwebgpu %v\n   cpu %v", tc.shape, typ, got, want)
 		}
 	}
 }

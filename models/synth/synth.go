@@ -26,15 +26,29 @@ type Shape struct {
 var shapes = []Shape{
 	{"smollm2-135m", models.Config{Arch: "llama", Dim: 576, FFN: 1536, Layers: 30, Heads: 9, KVHeads: 3, HeadDim: 64,
 		Vocab: 49152, Context: 8192, NormEps: 1e-5, RopeTheta: 100000, RopeDim: 64, TiedEmbeddings: true}},
-	{"qwen2.5-0.5b", models.Config{Arch: "llama", Dim: 896, FFN: 4864, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
-		Vocab: 151936, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 64, TiedEmbeddings: true}},
+	{"qwen2.5-0.5b", models.Config{Arch: "qwen2", Dim: 896, FFN: 4864, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
+		Vocab: 151936, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 64, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKVBias: true}},
+	{"qwen3-0.6b", models.Config{Arch: "qwen3", Dim: 1024, FFN: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Context: 40960, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 128, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true}},
 	{"tinyllama-1.1b", models.Config{Arch: "llama", Dim: 2048, FFN: 5632, Layers: 22, Heads: 32, KVHeads: 4, HeadDim: 64,
 		Vocab: 32000, Context: 2048, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 64}},
 	{"llama-3.2-1b", models.Config{Arch: "llama", Dim: 2048, FFN: 8192, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64,
-		Vocab: 128256, Context: 131072, NormEps: 1e-5, RopeTheta: 500000, RopeDim: 64, TiedEmbeddings: true}},
-	// A tiny shape for tests: every code path, in milliseconds.
+		Vocab: 128256, Context: 131072, NormEps: 1e-5, RopeTheta: 500000, RopeDim: 64, TiedEmbeddings: true,
+		RopeFactors: models.Llama3RopeFactors(64, 500000, 32, 1, 4, 8192)}},
+	// Tiny shapes for tests: every code path of each family, in milliseconds.
 	{"tiny", models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16}},
+	{"tiny-llama3", models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 500000, RopeDim: 16, TiedEmbeddings: true,
+		RopeFactors: models.Llama3RopeFactors(16, 500000, 8, 1, 4, 64)}},
+	{"tiny-qwen2", models.Config{Arch: "qwen2", Dim: 64, FFN: 96, Layers: 2, Heads: 8, KVHeads: 2, HeadDim: 8,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 8, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKVBias: true}},
+	{"tiny-qwen3", models.Config{Arch: "qwen3", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true}},
 }
 
 // Lookup returns the shape called name.
@@ -88,7 +102,16 @@ func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 		for i, d := range want.Shape { // GGUF lists the innermost dimension first
 			dims[len(dims)-1-i] = uint64(d)
 		}
+		if len(want.Shape) == 1 { // norms and biases stay f32, as in converted files
+			data, _ = dtype.Quantize(dtype.F32, vals)
+			tensors = append(tensors, gguf.WriteTensor{Name: want.Name, Dims: dims, Type: dtype.F32, Data: data})
+			continue
+		}
 		tensors = append(tensors, gguf.WriteTensor{Name: want.Name, Dims: dims, Type: t, Data: data})
+	}
+	if c.RopeFactors != nil { // Llama 3.1 scaling, as llama.cpp stores it
+		data, _ := dtype.Quantize(dtype.F32, c.RopeFactors)
+		tensors = append(tensors, gguf.WriteTensor{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(c.RopeFactors))}, Type: dtype.F32, Data: data})
 	}
 	return gguf.Write(w, Metadata(s), tensors)
 }
@@ -99,18 +122,20 @@ func Metadata(s Shape) []gguf.KV {
 	c := s.Config
 	pieces, scores, types := Vocabulary(c.Vocab)
 	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
+	a := c.Arch + "."
 	return []gguf.KV{
-		{Key: "general.architecture", Value: gguf.StringValue("llama")},
+		{Key: "general.architecture", Value: gguf.StringValue(c.Arch)},
 		{Key: "general.name", Value: gguf.StringValue("synthetic " + s.Name)},
-		{Key: "llama.context_length", Value: u(c.Context)},
-		{Key: "llama.embedding_length", Value: u(c.Dim)},
-		{Key: "llama.feed_forward_length", Value: u(c.FFN)},
-		{Key: "llama.block_count", Value: u(c.Layers)},
-		{Key: "llama.attention.head_count", Value: u(c.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: u(c.KVHeads)},
-		{Key: "llama.rope.dimension_count", Value: u(c.RopeDim)},
-		{Key: "llama.rope.freq_base", Value: gguf.Float32Value(float32(c.RopeTheta))},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.Float32Value(c.NormEps)},
+		{Key: a + "context_length", Value: u(c.Context)},
+		{Key: a + "embedding_length", Value: u(c.Dim)},
+		{Key: a + "feed_forward_length", Value: u(c.FFN)},
+		{Key: a + "block_count", Value: u(c.Layers)},
+		{Key: a + "attention.head_count", Value: u(c.Heads)},
+		{Key: a + "attention.head_count_kv", Value: u(c.KVHeads)},
+		{Key: a + "attention.key_length", Value: u(c.HeadDim)},
+		{Key: a + "rope.dimension_count", Value: u(c.RopeDim)},
+		{Key: a + "rope.freq_base", Value: gguf.Float32Value(float32(c.RopeTheta))},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: gguf.Float32Value(c.NormEps)},
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},
 		{Key: "tokenizer.ggml.scores", Value: gguf.ArrayValue(scores)},

@@ -3,6 +3,7 @@ package synth_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
@@ -34,7 +35,7 @@ func TestWriteLoads(t *testing.T) {
 		c := m.Config
 		want := s.Config
 		want.TiedEmbeddings = c.TiedEmbeddings
-		if c != want {
+		if !reflect.DeepEqual(c, want) {
 			t.Errorf("%s: config %+v, want %+v", typ, c, s.Config)
 		}
 		if got := m.Tensors[models.LayerTensor(1, models.FFNDown)]; got.Type != typ {

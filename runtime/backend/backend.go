@@ -68,6 +68,7 @@ type Rope struct {
 	Dim            int // leading dimensions of each head that rotate
 	Theta          float64
 	Layout         models.RopeLayout
+	Factors        []float32 // per-pair frequency divisors (Llama 3.1), or nil
 }
 
 // Attention describes the shape of one attention op.
@@ -119,6 +120,11 @@ type Backend interface {
 	// CopyBlock copies block src of every layer to block dst (copy on
 	// write of a shared block). It is ordered with the ops around it.
 	CopyBlock(kv KV, src, dst int)
+	// AddBias adds bias b to every row of x, in place.
+	AddBias(x Tensor, b Weight)
+	// HeadNorm RMS-normalises each head of each row of x in place, with
+	// one weight of headDim values shared by the heads.
+	HeadNorm(x Tensor, w Weight, headDim int, eps float32)
 	// SwiGLU sets gate = silu(gate) * up.
 	SwiGLU(gate, up Tensor)
 	// Add sets dst += x.
@@ -159,7 +165,11 @@ type Backend interface {
 // Freq is the inverse frequency of rotation pair i: theta^(-2i/Dim). Both
 // backends take it from here so that they rotate by the same angles.
 func (r Rope) Freq(i int) float32 {
-	return float32(1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim)))
+	f := 1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim))
+	if r.Factors != nil {
+		f /= float64(r.Factors[i])
+	}
+	return float32(f)
 }
 
 // MaxChain bounds the steps of one chain of decoding steps.

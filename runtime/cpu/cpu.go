@@ -235,6 +235,28 @@ func (b *Backend) SwiGLU(gate, up backend.Tensor) {
 	}
 }
 
+func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
+	b.op()
+	xs, bs := x.(*Tensor), bias.(*Weight).Data
+	for i := 0; i < b.rows(xs); i++ {
+		row := xs.Row(i)
+		for c := range row {
+			row[c] += bs[c]
+		}
+	}
+}
+
+func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps float32) {
+	b.op()
+	xs, ws := x.(*Tensor), w.(*Weight).Data
+	for i := 0; i < b.rows(xs); i++ {
+		row := xs.Row(i)
+		for h := 0; h+headDim <= len(row); h += headDim {
+			RMSNorm(row[h:h+headDim], row[h:h+headDim], ws, eps)
+		}
+	}
+}
+
 func (b *Backend) Add(dst, x backend.Tensor) {
 	b.op()
 	d, xs := dst.(*Tensor), x.(*Tensor)

@@ -17,6 +17,8 @@ var (
 	swigluOp  = op{kernel: "swiglu", operands: []Access{ReadWrite, ReadOnly}}
 	addOp     = op{kernel: "add", operands: []Access{ReadWrite, ReadOnly}}
 	argmaxOp  = op{kernel: "argmax", operands: []Access{ReadOnly, ReadWrite}}
+	biasOp    = op{kernel: "bias", operands: []Access{ReadWrite, ReadOnly}}
+	headNorm  = op{kernel: "rmsnorm_heads", operands: []Access{ReadWrite, ReadOnly}}
 	topkOp    = op{kernel: "topk", operands: []Access{ReadOnly, ReadWrite}}
 )
 
@@ -88,6 +90,19 @@ func (b *Backend) SwiGLU(gate, up backend.Tensor) {
 		[]Binding{{Buffer: g.buf}, {Buffer: u.buf}}, gx, gy, 1)
 }
 
+func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
+	xs := x.(*Tensor)
+	gx, gy := b.grid(b.rows(xs)*xs.cols, elementWG)
+	b.record(biasOp, params{uint32(xs.cols), uint32(xs.rows)},
+		[]Binding{{Buffer: xs.buf}, {Buffer: bias.(*Weight).parts[0].buf}}, gx, gy, 1)
+}
+
+func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps float32) {
+	xs := x.(*Tensor)
+	b.record(headNorm, params{uint32(xs.cols), uint32(xs.rows), uint32(headDim), f32param(eps)},
+		[]Binding{{Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}}, uint32(xs.cols/headDim), uint32(b.rows(xs)), 1)
+}
+
 func (b *Backend) Add(dst, x backend.Tensor) {
 	d, xs := dst.(*Tensor), x.(*Tensor)
 	gx, gy := b.grid(b.rows(d)*d.cols, elementWG)
@@ -113,7 +128,10 @@ func (b *Backend) fail(err error) {
 // on the host exactly as the CPU reference computes them, so that the two
 // backends rotate by the same angles.
 func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
-	key := ropeKey{r.Dim, r.Theta}
+	key := ropeKey{r.Dim, r.Theta, nil}
+	if r.Factors != nil {
+		key.factors = &r.Factors[0]
+	}
 	if buf, ok := b.freqs[key]; ok {
 		return buf, nil
 	}
@@ -136,6 +154,7 @@ func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
 }
 
 type ropeKey struct {
-	dim   int
-	theta float64
+	dim     int
+	theta   float64
+	factors *float32 // the config's scaling factors, by identity
 }

@@ -405,3 +405,32 @@ func TestTopK(t *testing.T) {
 		}
 	}
 }
+
+// TestBiasAndHeadNorm covers the ops of Qwen2's q/k/v biases and Qwen3's
+// per-head q/k norms.
+func TestBiasAndHeadNorm(t *testing.T) {
+	for _, tc := range []struct{ batch, heads, headDim int }{{1, 2, 8}, {17, 14, 64}, {64, 3, 128}, {5, 1, 256}} {
+		w := newTwins(t, 64)
+		cols := tc.heads * tc.headDim
+		x := w.tensor(64, cols, w.random(64*cols, 3))
+		bias := w.weight([]int{cols}, w.random(cols, 1))
+		norm := w.weight([]int{tc.headDim}, w.random(tc.headDim, 2))
+		w.begin(tokens(tc.batch, 10, w.rng), 0)
+		w.each(func(b backend.Backend, i int) {
+			b.AddBias(x[i], bias[i])
+			b.HeadNorm(x[i], norm[i], tc.headDim, 1e-6)
+		})
+		w.compare(fmt.Sprintf("bias+headnorm %+v", tc), x, tc.batch, 1e-5)
+	}
+}
+
+// TestRopeFactors: Llama 3.1's scaled frequencies on both backends.
+func TestRopeFactors(t *testing.T) {
+	w := newTwins(t, 64)
+	factors := models.Llama3RopeFactors(64, 500000, 8, 1, 4, 8192)
+	x := w.tensor(64, 4*64, w.random(64*4*64, 2))
+	w.begin(tokens(40, 10, w.rng), 3000)
+	r := backend.Rope{Heads: 4, HeadDim: 64, Dim: 64, Theta: 500000, Layout: models.RopeHalves, Factors: factors}
+	w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
+	w.compare("rope with llama3 factors", x, 40, 2e-4)
+}
