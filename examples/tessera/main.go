@@ -38,6 +38,8 @@ var commands = map[string]command{
 	"synth":      {"write a random-weight model at a real model's shape", setupSynth},
 	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0 or Q4_K)", setupQuantize},
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
+	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
+	"chat":       {"talk with a model through its chat template", setupChat},
 }
 
 func main() {
@@ -74,7 +76,7 @@ func cli(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "tessera %s: %v (try 'tessera %s -h')\n", args[0], err, args[0])
 		return 2
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && !takesArgs[args[0]] {
 		fmt.Fprintf(e.stderr, "tessera %s: unexpected argument %q\n", args[0], fs.Arg(0))
 		return 2
 	}

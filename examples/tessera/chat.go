@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// interrupts delivers Ctrl-C to chat, which stops the reply rather than
+// the program; tests replace it.
+var interrupts = func() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// errInterrupted ends a reply that Ctrl-C stopped.
+var errInterrupted = errors.New("interrupted")
+
+// errEndOfTurn ends a reply at one of the tokenizer's end tokens.
+var errEndOfTurn = errors.New("end of turn")
+
+const chatHelp = `commands: /reset forgets the conversation, /system TEXT sets the system message, /exit quits (so do Ctrl-D and Ctrl-C here); Ctrl-C during a reply stops it`
+
+func setupChat(fs *flag.FlagSet) func(context.Context, *env) error {
+	var mf modelFlags
+	mf.register(fs)
+	prompt := fs.String("prompt", "", "one message to answer, then exit (default: an interactive chat on standard input)")
+	system := fs.String("system", "", "system message")
+	template := fs.String("template", "", "chat template: a Jinja file, or a tokenizer_config.json or its folder (default: the model's)")
+	steps := fs.Int("steps", 512, "tokens to generate at most per reply")
+	var so runtime.SamplerOptions
+	temp := fs.Float64("temperature", 0.8, "sampling temperature; 0 is greedy")
+	fs.IntVar(&so.TopK, "top-k", 40, "sample among the K most likely tokens (0: all)")
+	topP := fs.Float64("top-p", 0.95, "nucleus sampling threshold (1: off)")
+	minP := fs.Float64("min-p", 0.05, "drop tokens below this fraction of the most likely")
+	rep := fs.Float64("repeat-penalty", 1.1, "penalty for recently seen tokens (1: off)")
+	fs.IntVar(&so.RepeatLastN, "repeat-last-n", 64, "how many recent tokens the penalty looks at")
+	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	return func(ctx context.Context, e *env) error {
+		if *steps <= 0 {
+			return usagef("--steps %d must be > 0", *steps)
+		}
+		so.Temperature, so.TopP, so.MinP, so.RepeatPenalty = float32(*temp), float32(*topP), float32(*minP), float32(*rep)
+		if *seed < 0 {
+			so.Seed = uint64(time.Now().UnixNano())
+		} else {
+			so.Seed = uint64(*seed)
+		}
+		if err := so.Validate(); err != nil {
+			return usageError{err}
+		}
+		eng, err := mf.load(e)
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		r, err := chatRenderer(*template, mf.tokenizer, mf.model)
+		if err != nil {
+			return err
+		}
+		if _, plain := r.(chat.Plain); plain {
+			fmt.Fprintln(e.stderr, "the model has no chat template: using plain \"User: ...\" / \"Assistant:\" lines")
+		}
+		s := &chatSession{eng: eng, tok: eng.Tokenizer(), r: r, steps: *steps, sampler: so, e: e}
+		if *system != "" {
+			s.system = *system
+		}
+		if *prompt != "" {
+			s.history = append(s.history, chat.Message{Role: "user", Content: *prompt})
+			st, err := s.reply(ctx, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s\n",
+				eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate())
+			return nil
+		}
+		return s.interactive(ctx)
+	}
+}
+
+// chatRenderer finds the chat template: --template, the tokenizer_config.json
+// beside a --tokenizer tokenizer.json, the GGUF's tokenizer.chat_template,
+// and otherwise the plain format.
+func chatRenderer(template, tokPath, modelPath string) (chat.Renderer, error) {
+	if template != "" {
+		if st, err := os.Stat(template); err == nil && (st.IsDir() || filepath.Ext(template) == ".json") {
+			return chat.FromConfig(template)
+		}
+		src, err := os.ReadFile(template)
+		if err != nil {
+			return nil, err
+		}
+		return chat.New(string(src))
+	}
+	var t *chat.Template
+	var err error
+	switch {
+	case tokPath != "" && !isGGUF(tokPath):
+		t, err = chat.FromConfig(tokPath)
+	case tokPath != "":
+		t, err = chat.FromGGUF(tokPath)
+	case isGGUF(modelPath):
+		t, err = chat.FromGGUF(modelPath)
+	default:
+		return chat.Plain{}, nil
+	}
+	if errors.Is(err, chat.ErrNoTemplate) {
+		return chat.Plain{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func isGGUF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == "GGUF"
+}
+
+// chatSession is a conversation with one model.
+type chatSession struct {
+	eng     *runtime.Engine
+	tok     tokenizer.Tokenizer
+	r       chat.Renderer
+	steps   int
+	sampler runtime.SamplerOptions
+	e       *env
+
+	system  string
+	history []chat.Message // without the system message
+}
+
+// messages is the conversation as the template sees it.
+func (s *chatSession) messages() []chat.Message {
+	if s.system == "" {
+		return s.history
+	}
+	return append([]chat.Message{{Role: "system", Content: s.system}}, s.history...)
+}
+
+// prompt renders the conversation and encodes it. Rendered templates hold
+// special tokens as text, so they are encoded with those recognised, and
+// BOS comes from the template when it writes bos_token, else from the
+// tokenizer when the model wants one.
+func (s *chatSession) prompt() ([]int32, error) {
+	bos, eos := s.tok.BOS(), s.tok.EOS()
+	text, err := s.r.Render(s.messages(), chat.Options{BOS: s.tok.Piece(bos), EOS: s.tok.Piece(eos), AddGenerationPrompt: true})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	if _, plain := s.r.(chat.Plain); plain {
+		ids = s.tok.Encode(text, true)
+	} else if bosText := s.tok.Piece(bos); bos >= 0 && bosText != "" && strings.HasPrefix(text, bosText) {
+		ids = append([]int{bos}, tokenizer.EncodeSpecial(s.tok, text[len(bosText):], false)...)
+	} else {
+		ids = tokenizer.EncodeSpecial(s.tok, text, true)
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+// reply generates the assistant's answer to the conversation, streaming it
+// to stdout, and adds it to the history. It stops at the tokenizer's end
+// tokens, after --steps tokens, or when stop receives (Ctrl-C), keeping
+// what was said so far.
+func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime.Stats, error) {
+	ids, err := s.prompt()
+	if err != nil {
+		return runtime.Stats{}, err
+	}
+	out := bufio.NewWriter(s.e.stdout)
+	var text strings.Builder
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupted := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	if stop != nil {
+		// While the model reads the prompt no token comes, so Ctrl-C
+		// cancels the generation as well as being checked per token.
+		go func() {
+			select {
+			case <-stop:
+				close(interrupted)
+				cancel()
+			case <-done:
+			}
+		}()
+	}
+	st, err := s.eng.Generate(ctx, runtime.Request{Tokens: ids, MaxTokens: s.steps, Sampler: s.sampler}, func(t runtime.Token) error {
+		select {
+		case <-interrupted:
+			return errInterrupted
+		default:
+		}
+		if tokenizer.IsEnd(s.tok, int(t.ID)) {
+			return errEndOfTurn
+		}
+		piece := t.Text
+		if text.Len() == 0 {
+			// The reply's first token often carries the space that
+			// followed "Assistant:"; it is not part of the answer.
+			piece = strings.TrimLeft(piece, " ")
+		}
+		text.WriteString(piece)
+		if _, err := out.WriteString(piece); err != nil {
+			return err
+		}
+		return out.Flush()
+	})
+	fmt.Fprintln(out)
+	out.Flush()
+	select {
+	case <-interrupted:
+		err = errInterrupted
+	default:
+	}
+	if err == nil || errors.Is(err, errEndOfTurn) || errors.Is(err, errInterrupted) {
+		s.history = append(s.history, chat.Message{Role: "assistant", Content: strings.TrimSpace(text.String())})
+	}
+	if errors.Is(err, errEndOfTurn) {
+		err = nil
+	}
+	return st, err
+}
+
+// interactive reads messages from stdin, one a line, until end of input,
+// /exit or Ctrl-C at the prompt.
+func (s *chatSession) interactive(ctx context.Context) error {
+	// Ctrl-C belongs to chat now: the process-wide interrupt, which cancels
+	// ctx, must not end the session.
+	ctx = context.WithoutCancel(ctx)
+	sig, stopSignals := interrupts()
+	defer stopSignals()
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(s.e.stdin)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+	fmt.Fprintln(s.e.stderr, chatHelp)
+	for {
+		fmt.Fprint(s.e.stdout, "> ")
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(s.e.stdout)
+				return <-readErr
+			}
+			line = l
+		case <-sig:
+			fmt.Fprintln(s.e.stdout)
+			return nil
+		}
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case line == "/exit" || line == "/quit":
+			return nil
+		case line == "/reset":
+			s.history = nil
+			fmt.Fprintln(s.e.stderr, "(conversation forgotten)")
+			continue
+		case line == "/system" || strings.HasPrefix(line, "/system "):
+			s.system = strings.TrimSpace(strings.TrimPrefix(line, "/system"))
+			fmt.Fprintf(s.e.stderr, "(system message: %q)\n", s.system)
+			continue
+		case line == "/help":
+			fmt.Fprintln(s.e.stderr, chatHelp)
+			continue
+		case strings.HasPrefix(line, "/"):
+			fmt.Fprintf(s.e.stderr, "unknown command %s; %s\n", strings.Fields(line)[0], chatHelp)
+			continue
+		}
+		s.history = append(s.history, chat.Message{Role: "user", Content: line})
+		_, err := s.reply(ctx, sig)
+		switch {
+		case errors.Is(err, errInterrupted):
+			fmt.Fprintln(s.e.stderr, "(reply stopped)")
+		case err != nil:
+			// The message stays unanswered: drop it so the next one can go.
+			s.history = s.history[:len(s.history)-1]
+			fmt.Fprintf(s.e.stderr, "error: %v", err)
+			if errors.Is(err, runtime.ErrContextFull) {
+				fmt.Fprint(s.e.stderr, " (/reset starts over)")
+			}
+			fmt.Fprintln(s.e.stderr)
+		}
+		// A Ctrl-C that came as the reply ended was meant for the reply.
+		select {
+		case <-sig:
+		default:
+		}
+	}
+}
