@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
@@ -28,9 +29,10 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 
-	drafter   drafter // speculative decoding's draft, or nil
-	draft     *Engine // the draft model's engine (driven by this one's scheduler)
-	draftName string  // "ngram" or the draft model's path
+	chat      chat.Renderer // the model's chat template
+	drafter   drafter       // speculative decoding's draft, or nil
+	draft     *Engine       // the draft model's engine (driven by this one's scheduler)
+	draftName string        // "ngram" or the draft model's path
 
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
 	steps  atomic.Int64 // forward steps run by the scheduler
@@ -101,7 +103,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
-	return &Engine{model: m, be: be, net: net, pool: pool,
+	return &Engine{model: m, be: be, net: net, pool: pool, chat: chatTemplate(m),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}, nil
 }
 
@@ -180,9 +182,13 @@ func (e *Engine) Metrics() Metrics {
 
 // Request is one generation.
 type Request struct {
-	// Prompt is tokenized with a leading BOS. Tokens, if set, is used instead.
-	Prompt string
-	Tokens []int32
+	// Prompt is tokenized with a leading BOS. Messages, if set, are rendered
+	// with the model's chat template instead (a plain "role: content"
+	// format for models without one), ending with the start of the
+	// assistant's turn; Tokens, if set, is used as is.
+	Prompt   string
+	Messages []chat.Message
+	Tokens   []int32
 	// MaxTokens is how many tokens to generate at most; generation also
 	// stops at an end-of-sequence token or the end of the context.
 	MaxTokens int
@@ -342,4 +348,16 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logit
 // without BOS: what a prompt of that text costs of the context.
 func (e *Engine) CountTokens(text string) int {
 	return len(e.model.Tokenizer.Encode(text, false))
+}
+
+// chatTemplate is the model's own chat template, or the plain format when
+// it has none (or one we cannot parse, which a caller sees only as a plain
+// prompt: generation is still possible).
+func chatTemplate(m *models.Model) chat.Renderer {
+	if m.Format == "gguf" && m.Path != "" {
+		if t, err := chat.FromGGUF(m.Path); err == nil {
+			return t
+		}
+	}
+	return chat.Plain{}
 }

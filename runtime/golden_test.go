@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -203,4 +204,21 @@ func equal(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// TestMessages: a conversation is rendered with the model's template (the
+// plain format for stories260K, which has none) and generates as that text
+// would.
+func TestMessages(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	msgs := []chat.Message{{Role: "system", Content: "Stories for children."}, {Role: "user", Content: "A dog and a ball"}}
+	a, _, _ := generate(t, eng, runtime.Request{Messages: msgs, MaxTokens: 30})
+	b, _, _ := generate(t, eng, runtime.Request{Prompt: "Stories for children.\nUser: A dog and a ball\nAssistant:", MaxTokens: 30})
+	if len(a) == 0 || !equal(a, b) {
+		t.Fatalf("messages %v, plain prompt %v", a, b)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
@@ -99,7 +100,21 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 // promptTokens validates and returns the prompt of req as ids.
 func (e *Engine) promptTokens(req Request) ([]int32, error) {
 	ids := slices.Clone(req.Tokens)
-	if ids == nil {
+	switch {
+	case ids != nil:
+	case req.Messages != nil:
+		tok := e.model.Tokenizer
+		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true})
+		if err != nil {
+			return nil, fmt.Errorf("chat template: %w", err)
+		}
+		// A model's template writes BOS itself where the model wants one;
+		// the plain format does not.
+		_, plain := e.chat.(chat.Plain)
+		for _, id := range tokenizer.EncodeSpecial(tok, text, plain) {
+			ids = append(ids, int32(id))
+		}
+	default:
 		for _, id := range e.model.Tokenizer.Encode(req.Prompt, true) {
 			ids = append(ids, int32(id))
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
@@ -118,6 +119,17 @@ func (e *Engine) step() error {
 		}
 	}
 	return nil
+}
+
+// isEnd reports whether a sampled token ends a generation: EOS, BOS (a
+// llama2.c model starting a new story), or one of a chat model's
+// end-of-turn tokens.
+func (e *Engine) isEnd(id int) bool {
+	tok := e.model.Tokenizer
+	if ec, ok := tok.(tokenizer.EndChecker); ok && ec.IsEnd(id) {
+		return true
+	}
+	return id == tok.EOS() || id == tok.BOS()
 }
 
 // chainLength is how many decoding steps this step can run in one
@@ -399,10 +411,9 @@ func (e *Engine) accept(s *sequence, next int32) bool {
 		s.stats.Prefill = s.stats.TimeToFirst
 	}
 	s.stats.Generated++
-	tok := e.model.Tokenizer
 	done := false
 	switch {
-	case !s.req.IgnoreEOS && (int(next) == tok.EOS() || int(next) == tok.BOS()):
+	case !s.req.IgnoreEOS && e.isEnd(int(next)):
 		s.stats.StoppedAtEOS = true
 		done = true
 	default:
