@@ -116,7 +116,7 @@ func NewGGUFBPE(v GGUFVocab) (*BPE, error) {
 	}
 	s.merges = merges
 	for _, p := range pre.patterns {
-		m, err := newRegexMatcher(p)
+		m, err := newMatcher(p)
 		if err != nil {
 			return nil, err
 		}

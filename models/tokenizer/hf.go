@@ -386,7 +386,7 @@ func hfPreTokenizer(raw json.RawMessage, s *bpeSpec) error {
 		case c.Pattern.String != nil:
 			m = literalMatcher{*c.Pattern.String}
 		case c.Pattern.Regex != nil:
-			rm, err := newRegexMatcher(*c.Pattern.Regex)
+			rm, err := newMatcher(*c.Pattern.Regex)
 			if err != nil {
 				return fmt.Errorf("tokenizer: %w", err)
 			}
@@ -403,7 +403,7 @@ func hfPreTokenizer(raw json.RawMessage, s *bpeSpec) error {
 		s.byteLevel = true
 		p := byteLevelPre{addPrefixSpace: c.AddPrefixSpace != nil && *c.AddPrefixSpace}
 		if c.UseRegex == nil || *c.UseRegex {
-			rm, err := newRegexMatcher(patternGPT2)
+			rm, err := newMatcher(patternGPT2)
 			if err != nil {
 				return err
 			}

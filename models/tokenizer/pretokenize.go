@@ -68,6 +68,15 @@ type matcher interface {
 // one rune (U+FFFD) each there, as in Go's []rune conversion.
 type regexMatcher struct{ re *regexp2.Regexp }
 
+// newMatcher returns the matcher of a regex pattern: the hand-written one
+// when there is one, else regexp2's.
+func newMatcher(pattern string) (matcher, error) {
+	if m, ok := fastMatchers[pattern]; ok {
+		return m, nil
+	}
+	return newRegexMatcher(pattern)
+}
+
 func newRegexMatcher(pattern string) (regexMatcher, error) {
 	re, err := regexp2.Compile(pattern, regexp2.None)
 	if err != nil {
