@@ -47,8 +47,6 @@ type Backend struct {
 	// first, the ids every Keep picked, and how many steps kept so far.
 	stagePos, stageSlots, history Buffer
 	kept, keptRows                int
-
-	int4x int4Scratch // x prepared for the int4 GEMV (quant.go)
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.

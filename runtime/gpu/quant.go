@@ -23,10 +23,9 @@ import (
 var (
 	embedInt4Op      = op{kernel: "embed_int4", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	embedF16Op       = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulInt4GEMVOp = op{kernel: "matmul_int4_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	matmulInt4GEMVOp = op{kernel: "matmul_int4_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	matmulInt4GEMMOp = op{kernel: "matmul_int4_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	matmulF16GEMVOp  = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	int4PrepOp       = op{kernel: "int4_prep", operands: []Access{ReadWrite, ReadWrite, ReadOnly}}
 	matmulF16GEMMOp  = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 )
 
@@ -131,29 +130,20 @@ func (b *Backend) embedQ(d *Tensor, w *Weight) {
 // matmulQ is MatMul for a compressed weight. It follows MatMul's plan: a
 // GEMV for decoding (m ≤ gemvMaxRows; on CPU adapters for any m, one
 // invocation per column, in blocks of up to gemvMaxRows rows) and a tiled
-// GEMM for prompt chunks on GPUs (and, for f16, for widths k % 4 != 0).
-// The int4 GEMV reads x as int4_prep leaves it, one dispatch before.
+// GEMM for prompt chunks on GPUs and for widths k % 4 != 0.
 func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 	m, k := b.rows(d), xs.cols
 	cpu := b.info.DeviceType == "cpu"
 	gemv := (cpu || m <= gemvMaxRows) && quantKernel != "gemm" || quantKernel == "gemv"
-	if w.storage == backend.F16 {
-		gemv = gemv && k%4 == 0
-	}
+	gemv = gemv && k%4 == 0
 	groups := (k + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize
-	var xq, xsum Buffer
-	if gemv && w.storage == backend.Int4 {
-		var err error
-		if xq, xsum, err = b.int4x.get(b, xs.rows, groups); err != nil {
-			b.fail(err)
-			return
-		}
-		gx, gy := b.grid(m*groups, 64)
-		b.record(int4PrepOp, params{uint32(k), uint32(xs.rows), uint32(groups)},
-			[]Binding{{Buffer: xq}, {Buffer: xsum}, {Buffer: xs.buf}}, gx, gy, 1)
-	}
 	for _, pt := range w.parts {
+		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
+		if w.storage == backend.Int4 {
+			operands = append(operands, Binding{Buffer: pt.scales})
+			p = append(p, uint32(groups))
+		}
 		if gemv {
 			maxm := 1
 			for maxm < min(m, gemvMaxRows) {
@@ -163,12 +153,9 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 			if !cpu {
 				tpc = quantThreads(k)
 			}
-			o := matmulF16GEMVOp
-			operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
-			if w.storage == backend.Int4 {
-				o = matmulInt4GEMVOp
-				operands = []Binding{{Buffer: d.buf}, {Buffer: xq}, {Buffer: xsum}, {Buffer: pt.buf}, {Buffer: pt.scales}}
-				p = append(p, uint32(groups))
+			o := matmulInt4GEMVOp
+			if w.storage == backend.F16 {
+				o = matmulF16GEMVOp
 			}
 			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
 			gx, gy := b.grid(pt.rows, 256/tpc)
@@ -179,43 +166,13 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 		if m <= 32 {
 			tm = 2
 		}
-		o := matmulF16GEMMOp
-		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
-		if w.storage == backend.Int4 {
-			o = matmulInt4GEMMOp
-			operands = append(operands, Binding{Buffer: pt.scales})
-			p = append(p, uint32(groups))
+		o := matmulInt4GEMMOp
+		if w.storage == backend.F16 {
+			o = matmulF16GEMMOp
 		}
 		o.consts = map[string]float64{"TM": float64(tm)}
 		b.record(o, append(p, uint32(tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
 	}
-}
-
-// int4Scratch holds x as int4_prep leaves it for the int4 GEMV: xq (rows ×
-// groups × 32 floats) and xsum (rows × groups). It grows to the widest x
-// met; one pair serves every matmul, since dispatches run in order.
-type int4Scratch struct {
-	xq, xsum   Buffer
-	rowsGroups int // the rows × groups they hold
-}
-
-func (s *int4Scratch) get(b *Backend, rows, groups int) (Buffer, Buffer, error) {
-	if need := rows * groups; need > s.rowsGroups {
-		size := int64(need) * 32 * 4
-		if size > b.info.MaxStorageBufferBindingSize {
-			return nil, nil, fmt.Errorf("gpu: int4 matmul: %d rows of %d groups exceed the storage binding limit", rows, groups)
-		}
-		xq, err := b.buffer("int4 x", size, Storage)
-		if err != nil {
-			return nil, nil, err
-		}
-		xsum, err := b.buffer("int4 x sums", int64(need)*4, Storage)
-		if err != nil {
-			return nil, nil, err
-		}
-		s.xq, s.xsum, s.rowsGroups = xq, xsum, need
-	}
-	return s.xq, s.xsum, nil
 }
 
 // quantThreads is how many invocations of a compressed GEMV split one
