@@ -1,0 +1,516 @@
+//go:build js
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	goruntime "runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall/js"
+	"time"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+var (
+	errAborted = errors.New("aborted")
+	errNoModel = errors.New("no model is loaded: call load first")
+	errNetwork = errors.New("network error")
+	errStorage = errors.New("browser storage error")
+	errSource  = errors.New("bad source")
+)
+
+// codeOf names the kind of an error for the page, which words its message
+// by it: "no-webgpu", "adapter-limits", "bad-model", "network", "storage",
+// "aborted", "no-model", "bad-source" or "error".
+func codeOf(err error) string {
+	var fe *gguf.FormatError
+	msg := err.Error()
+	switch {
+	case errors.Is(err, errAborted) || errors.Is(err, context.Canceled):
+		return "aborted"
+	case errors.Is(err, gpu.ErrNoAdapter):
+		return "no-webgpu"
+	case errors.Is(err, errNoModel):
+		return "no-model"
+	case errors.Is(err, errNetwork):
+		return "network"
+	case errors.Is(err, errStorage):
+		return "storage"
+	case errors.Is(err, errSource):
+		return "bad-source"
+	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch):
+		return "bad-model"
+	case strings.Contains(msg, "limit") || strings.Contains(msg, "out of GPU memory") || errors.Is(err, gpu.ErrDeviceLost):
+		return "adapter-limits"
+	}
+	return "error"
+}
+
+// api is the state behind globalThis.tessera: at most one model loaded and
+// one generation running.
+type api struct {
+	loadMu sync.Mutex // one load or unload at a time
+
+	mu         sync.Mutex // guards what follows; never held while waiting
+	eng        *runtime.Engine
+	model      map[string]any // ModelInfo of the loaded model
+	loadCancel context.CancelFunc
+	genCancel  context.CancelFunc
+	genID      int
+	adapter    map[string]any // the adapter's description, once asked
+}
+
+// optional reads property name of an options object as a number, or def.
+func optional(o js.Value, name string, def float64) float64 {
+	if o.Type() != js.TypeObject {
+		return def
+	}
+	v := o.Get(name)
+	if v.Type() != js.TypeNumber || math.IsNaN(v.Float()) {
+		return def
+	}
+	return v.Float()
+}
+
+func optionalString(o js.Value, name, def string) string {
+	if o.Type() != js.TypeObject || o.Get(name).Type() != js.TypeString {
+		return def
+	}
+	return o.Get(name).String()
+}
+
+func optionalBool(o js.Value, name string, def bool) bool {
+	if o.Type() != js.TypeObject || o.Get(name).Type() != js.TypeBoolean {
+		return def
+	}
+	return o.Get(name).Bool()
+}
+
+// load implements tessera.load(source, options, onProgress).
+func (a *api) load(args []js.Value) any {
+	source, opts, onProgress := arg(args, 0), arg(args, 1), arg(args, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.mu.Lock()
+	if a.loadCancel != nil {
+		a.loadCancel() // a newer load wins
+	}
+	a.loadCancel = cancel
+	a.mu.Unlock()
+	return promise(func() (any, error) {
+		defer cancel()
+		a.loadMu.Lock()
+		defer a.loadMu.Unlock()
+		if ctx.Err() != nil {
+			return nil, errAborted
+		}
+		a.dropEngine()
+		info, err := a.loadFrom(ctx, source, opts, newReporter(onProgress))
+		if err != nil {
+			return nil, err
+		}
+		return info, nil
+	})
+}
+
+// reporter sends progress events to a JavaScript callback, at most one
+// every 50 ms per phase except the last.
+type reporter struct {
+	fn    js.Value
+	phase string
+	last  time.Time
+}
+
+func newReporter(fn js.Value) *reporter { return &reporter{fn: fn} }
+
+func (r *reporter) report(phase string, done, total int64) {
+	if r.fn.Type() != js.TypeFunction {
+		return
+	}
+	now := time.Now()
+	if phase == r.phase && done != total && now.Sub(r.last) < 50*time.Millisecond {
+		return
+	}
+	r.phase, r.last = phase, now
+	r.fn.Invoke(map[string]any{"phase": phase, "done": done, "total": total})
+}
+
+// loadFrom reads the model that source names and loads it onto the device.
+func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter) (map[string]any, error) {
+	start := time.Now()
+	var blob js.Value
+	info := map[string]any{}
+	switch {
+	case source.Type() != js.TypeObject:
+		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
+	case source.Get("url").Type() == js.TypeString:
+		url := source.Get("url").String()
+		f, err := fetchModel(ctx, url, optionalBool(opts, "cache", true), rep.report)
+		if err != nil {
+			return nil, err
+		}
+		blob = f.blob
+		info["source"], info["url"], info["name"], info["sha256"] = "url", url, f.name, f.sha256
+		info["cached"], info["stored"] = f.cached, f.stored
+	case source.Get("file").Type() == js.TypeObject:
+		blob = source.Get("file")
+		info["source"], info["name"] = "file", optionalString(blob, "name", "file")
+	case source.Get("buffer").Type() == js.TypeObject:
+		blob = js.Global().Get("Blob").New([]any{source.Get("buffer")})
+		info["source"], info["name"] = "buffer", "buffer"
+	default:
+		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
+	}
+	fetchedAt := time.Now()
+	if ctx.Err() != nil {
+		return nil, errAborted
+	}
+
+	r := newBlobReader(blob)
+	name, _ := info["name"].(string)
+	m, err := models.OpenReader(r, r.size, name)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Config
+	context := int(optional(opts, "context", 0))
+	if context <= 0 {
+		context = min(c.Context, runtime.DefaultContext)
+	}
+	context = min(context, c.Context)
+	var params int64
+	for _, t := range m.Tensors {
+		params += int64(t.Elements())
+	}
+	quant := optionalString(opts, "quant", "")
+	device := optionalString(opts, "device", "webgpu")
+
+	// Report upload progress as the engine reads the tensors through r.
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+				rep.report("upload", r.read.Load(), r.size)
+			}
+		}
+	}()
+	rep.report("upload", r.read.Load(), r.size)
+	// wasm memory grows but never shrinks: while tensors stream through the
+	// heap, collect early so that the peak stays near the biggest tensor
+	// rather than twice what is live.
+	gc := debug.SetGCPercent(20)
+	defer func() {
+		debug.SetGCPercent(gc)
+		goruntime.GC()
+	}()
+	eng, err := runtime.LoadModel(m, runtime.Options{
+		Device:  device,
+		Quant:   quant,
+		Context: context,
+		KV:      runtime.KVOptions{Tokens: context}, // one sequence at a time here
+	})
+	close(done)
+	if err != nil {
+		if errors.Is(err, gpu.ErrNoAdapter) {
+			return nil, err
+		}
+		if codeOf(err) == "adapter-limits" {
+			return nil, fmt.Errorf("this GPU cannot hold the model: %w", err)
+		}
+		return nil, err
+	}
+	rep.report("upload", r.size, r.size)
+	if ctx.Err() != nil {
+		eng.Close()
+		return nil, errAborted
+	}
+
+	info["size"] = r.size
+	info["format"], info["arch"] = m.Format, c.Arch
+	info["params"], info["layers"], info["dim"], info["heads"], info["kvHeads"] = params, c.Layers, c.Dim, c.Heads, c.KVHeads
+	info["vocab"], info["context"], info["modelContext"] = c.Vocab, context, c.Context
+	info["quant"] = quant
+	if quant == "" {
+		info["quant"] = "default"
+	}
+	info["weightBytes"] = eng.WeightBytes()
+	info["backend"] = eng.Backend().Name()
+	info["fetchMs"] = ms(fetchedAt.Sub(start))
+	info["uploadMs"] = ms(time.Since(fetchedAt))
+	info["loadMs"] = ms(time.Since(start))
+	if gb, ok := eng.Backend().(*gpu.Backend); ok {
+		di := gb.Device().Info()
+		info["adapter"] = describe(di)
+		info["path"] = shaderPath(di)
+	} else {
+		info["adapter"] = nil
+		info["path"] = "cpu"
+	}
+	a.mu.Lock()
+	a.eng, a.model = eng, info
+	if ad, ok := info["adapter"].(map[string]any); ok {
+		a.adapter = ad
+	}
+	a.mu.Unlock()
+	return info, nil
+}
+
+// shaderPath says which kernels run: "f16" where the device has shader-f16,
+// else "f32".
+func shaderPath(i gpu.Info) string {
+	if i.ShaderF16 {
+		return "f16"
+	}
+	return "f32"
+}
+
+func describe(i gpu.Info) map[string]any {
+	return map[string]any{
+		"name":                        i.Adapter,
+		"vendor":                      i.Vendor,
+		"architecture":                i.Architecture,
+		"deviceType":                  i.DeviceType,
+		"backend":                     i.Backend,
+		"shaderF16":                   i.ShaderF16,
+		"maxBufferSize":               i.MaxBufferSize,
+		"maxStorageBufferBindingSize": i.MaxStorageBufferBindingSize,
+		"maxWorkgroupStorage":         int64(i.MaxComputeWorkgroupStorageSize),
+		"maxInvocations":              int64(i.MaxComputeInvocationsPerWorkgroup),
+		"path":                        shaderPath(i),
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// generate implements tessera.generate(prompt, options, onToken).
+func (a *api) generate(args []js.Value) any {
+	prompt := ""
+	if p := arg(args, 0); p.Type() == js.TypeString {
+		prompt = p.String()
+	}
+	opts, onToken := arg(args, 1), arg(args, 2)
+	seed := optional(opts, "seed", -1)
+	if seed < 0 {
+		seed = float64(time.Now().UnixNano() & (1<<53 - 1))
+	}
+	so := runtime.SamplerOptions{
+		Temperature:   float32(optional(opts, "temperature", 0)),
+		TopK:          int(optional(opts, "topK", 0)),
+		TopP:          float32(optional(opts, "topP", 0)),
+		MinP:          float32(optional(opts, "minP", 0)),
+		RepeatPenalty: float32(optional(opts, "repeatPenalty", 1)),
+		RepeatLastN:   int(optional(opts, "repeatLastN", 64)),
+		Seed:          uint64(seed),
+	}
+	maxTokens := int(optional(opts, "maxTokens", 256))
+	return promise(func() (any, error) {
+		if err := so.Validate(); err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		eng := a.eng
+		if eng == nil {
+			a.mu.Unlock()
+			return nil, errNoModel
+		}
+		if a.genCancel != nil {
+			a.genCancel() // one generation at a time: a new one stops the last
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		a.genID++
+		id := a.genID
+		a.genCancel = cancel
+		a.mu.Unlock()
+		defer func() {
+			cancel()
+			a.mu.Lock()
+			if a.genID == id {
+				a.genCancel = nil
+			}
+			a.mu.Unlock()
+		}()
+
+		start := time.Now()
+		st, err := eng.Start(ctx, runtime.Request{Prompt: prompt, MaxTokens: max(1, maxTokens), Sampler: so})
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		var first time.Duration
+		for {
+			tok, ok := st.Next()
+			if !ok {
+				break
+			}
+			if n == 0 {
+				first = time.Since(start)
+			}
+			if tok.ID >= 0 {
+				n++
+			}
+			if onToken.Type() == js.TypeFunction {
+				onToken.Invoke(map[string]any{"text": tok.Text, "id": int(tok.ID), "index": n - 1})
+			}
+		}
+		total := time.Since(start)
+		err = st.Err()
+		aborted := errors.Is(err, context.Canceled)
+		if err != nil && !aborted {
+			return nil, err
+		}
+		s := st.Stats()
+		stopped := "max"
+		switch {
+		case aborted:
+			stopped = "abort"
+		case s.StoppedAtEOS:
+			stopped = "eos"
+		case s.StoppedAtLength:
+			stopped = "length"
+		}
+		// The engine's own clock: in wasm, tokens reach this goroutine in
+		// bursts whenever the engine yields, so arrival times would lie.
+		ttft, decodeTPS := s.TimeToFirst, s.DecodeRate()
+		if ttft <= 0 {
+			ttft = first
+		}
+		if decodeTPS <= 0 && n > 1 && total > first {
+			decodeTPS = float64(n-1) / (total - first).Seconds()
+		}
+		return map[string]any{
+			"promptTokens": s.PromptTokens,
+			"generated":    n,
+			"ttftMs":       ms(ttft),
+			"totalMs":      ms(total),
+			"decodeTps":    decodeTPS,
+			"prefillTps":   s.PrefillRate(),
+			"stopped":      stopped,
+			"seed":         float64(so.Seed),
+		}, nil
+	})
+}
+
+// abort implements tessera.abort(): it stops the running generation (and
+// a load in progress) and reports whether there was one.
+func (a *api) abort([]js.Value) any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	stopped := false
+	if a.genCancel != nil {
+		a.genCancel()
+		stopped = true
+	}
+	if a.loadCancel != nil {
+		a.loadCancel()
+		a.loadCancel = nil
+		stopped = true
+	}
+	return stopped
+}
+
+// dropEngine stops the generation and closes the loaded model, if any.
+func (a *api) dropEngine() {
+	a.mu.Lock()
+	eng := a.eng
+	a.eng, a.model = nil, nil
+	if a.genCancel != nil {
+		a.genCancel()
+	}
+	a.mu.Unlock()
+	if eng != nil {
+		eng.Close()
+		eng.Model().Close()
+		goruntime.GC() // give the model's memory back before the next one
+	}
+}
+
+// unload implements tessera.unload().
+func (a *api) unload([]js.Value) any {
+	return promise(func() (any, error) {
+		a.loadMu.Lock()
+		defer a.loadMu.Unlock()
+		a.dropEngine()
+		return nil, nil
+	})
+}
+
+// info implements tessera.info(): the adapter (asked for once), the model
+// loaded, and the size of the wasm memory.
+func (a *api) info([]js.Value) any {
+	return promise(func() (any, error) {
+		a.mu.Lock()
+		adapter, model := a.adapter, a.model
+		a.mu.Unlock()
+		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory()}
+		if adapter == nil {
+			infos, err := gpu.Adapters()
+			if err != nil {
+				out["webgpu"] = false
+				out["error"] = err.Error()
+				out["code"] = codeOf(err)
+			} else {
+				adapter = describe(infos[0])
+				a.mu.Lock()
+				a.adapter = adapter
+				a.mu.Unlock()
+			}
+		}
+		if adapter != nil {
+			out["adapter"] = adapter
+			out["path"] = adapter["path"]
+		}
+		if model != nil {
+			out["model"] = model
+		}
+		return out, nil
+	})
+}
+
+// wasmMemory is the size of the wasm linear memory, which only grows.
+func wasmMemory() float64 {
+	if w := js.Global().Get("wasm"); w.Type() == js.TypeObject {
+		if mem := w.Get("instance").Get("exports").Get("mem"); mem.Type() == js.TypeObject {
+			return mem.Get("buffer").Get("byteLength").Float()
+		}
+	}
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return float64(ms.Sys)
+}
+
+// cached implements tessera.cached().
+func (a *api) cached([]js.Value) any {
+	return promise(func() (any, error) {
+		list, err := cachedModels()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(list))
+		for i, m := range list {
+			out[i] = map[string]any{"url": m.URL, "size": m.Size, "sha256": m.SHA256, "saved": m.Saved}
+		}
+		return out, nil
+	})
+}
+
+// clearCache implements tessera.clearCache().
+func (a *api) clearCache([]js.Value) any {
+	return promise(func() (any, error) {
+		n, bytes, err := clearCache()
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"removed": n, "bytes": bytes}, nil
+	})
+}

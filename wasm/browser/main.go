@@ -1,0 +1,55 @@
+//go:build js
+
+// Command browser is Tessera's engine for the browser: Go compiled with
+// GOOS=js GOARCH=wasm, running WGSL kernels on navigator.gpu. It is meant
+// to run inside a Web Worker (web/worker.js), so that the page stays
+// responsive while it loads and generates.
+//
+// It puts one object on the global scope, tessera, and then calls
+// globalThis.tesseraReady() if that is a function. Every method that waits
+// returns a Promise; a rejected one carries an Error with a code property
+// (see codeOf). The API, documented in full in web/README.md:
+//
+//	tessera.version                                  string
+//	tessera.load(source, options, onProgress)        Promise<ModelInfo>
+//	    source:  {url} | {file: Blob} | {buffer: ArrayBuffer}
+//	    options: {quant: ""|"int4"|"f16"|"f32", context, device: "webgpu"|"cpu", cache: bool}
+//	    onProgress({phase: "download"|"verify"|"upload", done, total})
+//	tessera.generate(prompt, options, onToken)       Promise<Stats>
+//	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed}
+//	    onToken({text, id, index})
+//	tessera.abort()                                  boolean
+//	tessera.unload()                                 Promise<void>
+//	tessera.info()                                   Promise<Info>
+//	tessera.cached()                                 Promise<CacheEntry[]>
+//	tessera.clearCache()                             Promise<{removed, bytes}>
+package main
+
+import (
+	"syscall/js"
+)
+
+// version names this build of the API.
+const version = "tessera-web/1"
+
+func main() {
+	a := &api{}
+	obj := js.Global().Get("Object").New()
+	obj.Set("version", version)
+	for name, f := range map[string]func(args []js.Value) any{
+		"load":       a.load,
+		"generate":   a.generate,
+		"abort":      a.abort,
+		"unload":     a.unload,
+		"info":       a.info,
+		"cached":     a.cached,
+		"clearCache": a.clearCache,
+	} {
+		obj.Set(name, js.FuncOf(func(_ js.Value, args []js.Value) any { return f(args) }))
+	}
+	js.Global().Set("tessera", obj)
+	if ready := js.Global().Get("tesseraReady"); ready.Type() == js.TypeFunction {
+		ready.Invoke()
+	}
+	select {} // serve calls until the worker is terminated
+}
