@@ -10,7 +10,7 @@ STEPS    ?= 200
 DEVICE   ?= auto
 export XDG_RUNTIME_DIR ?= /tmp/tessera-xdg
 
-.PHONY: run test deps vet fuzz bench build clean
+.PHONY: run test deps vet fuzz bench build web desktop clean
 
 run:
 	@if [ ! -f "$(MODEL)" ]; then \
@@ -46,5 +46,30 @@ bench:
 build:
 	$(GO) build -o bin/tessera ./examples/tessera
 
+# plugin builds the example plugin, a WASI reactor (docs/PLUGIN_ABI.md),
+# and the example host that runs it: bin/story.wasm and bin/plugin-host.
+.PHONY: plugin
+plugin:
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/story.wasm ./examples/plugin/story
+	$(GO) build -o bin/plugin-host ./examples/plugin/host
+	@echo "run it: bin/plugin-host --model $(MODEL) --plugin bin/story.wasm --device $(DEVICE) --prompt 'Once upon a time'"
+
+# web builds the browser engine (web/tessera.wasm) and copies Go's loader
+# for it; `go run ./examples/tessera web --models $(MODELS)` then serves the
+# demo at http://127.0.0.1:8080/.
+web:
+	GOOS=js GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o web/tessera.wasm ./wasm/browser
+	@goroot=$$($(GO) env GOROOT); \
+	if [ -f "$$goroot/lib/wasm/wasm_exec.js" ]; then cp "$$goroot/lib/wasm/wasm_exec.js" web/; \
+	else cp "$$goroot/misc/wasm/wasm_exec.js" web/; fi
+	@echo "built web/tessera.wasm; serve it with: $(GO) run ./examples/tessera web --models $(MODELS)"
+
+# desktop builds the Cogent Core chat window (examples/desktop) and opens it
+# with MODEL on DEVICE. Building needs the X11 and GL headers that
+# .ci/install-desktop.sh installs (Debian, as root).
+desktop:
+	$(GO) build -o bin/tessera-desktop ./examples/desktop
+	./bin/tessera-desktop --model "$(MODEL)" --device $(DEVICE)
+
 clean:
-	rm -rf bin
+	rm -rf bin web/tessera.wasm web/wasm_exec.js

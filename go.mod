@@ -3,6 +3,8 @@ module github.com/tessera-llm/tessera
 go 1.26
 
 require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/dlclark/regexp2 v1.11.5
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	golang.org/x/text v0.23.0
@@ -11,6 +13,7 @@ require (
 require (
 	github.com/cogentcore/webgpu v0.23.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect

@@ -36,6 +36,7 @@ var commands = map[string]command{
 	"info":       {"describe a model file, or the GPU adapters with --device", setupInfo},
 	"bench":      {"measure prompt and decode speed", setupBench},
 	"synth":      {"write a random-weight model at a real model's shape", setupSynth},
+	"web":        {"serve the browser demo: the engine as wasm on WebGPU", setupWeb},
 	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0 or Q4_K)", setupQuantize},
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},

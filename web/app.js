@@ -1,0 +1,421 @@
+// app.js wires the demo page to the engine (tessera.js → worker.js → wasm).
+// The ids it uses and the URL parameters it reads are listed in README.md.
+import { Tessera } from "./tessera.js";
+
+const $ = (id) => document.getElementById(id);
+const el = {
+  adapter: $("adapter"), adapterText: $("adapter-text"),
+  notice: $("notice"), noticeText: $("notice-text"), noticeDetail: $("notice-detail"), useCPU: $("use-cpu"),
+  modelForm: $("model-form"), modelURL: $("model-url"), modelList: $("model-list"), load: $("load"),
+  file: $("model-file"), drop: $("drop-zone"), quant: $("quant"), useCache: $("use-cache"), clearCache: $("clear-cache"),
+  progress: $("progress"), progressLabel: $("progress-label"), modelInfo: $("model-info"),
+  prompt: $("prompt"), generate: $("generate"), stop: $("stop"),
+  temperature: $("temperature"), topK: $("top-k"), topP: $("top-p"), maxTokens: $("max-tokens"), seed: $("seed"),
+  ttft: $("ttft"), tps: $("tps"), tokens: $("tokens"),
+  promptEcho: $("prompt-echo"), output: $("output"), status: $("status"),
+};
+const textBox = document.querySelector(".text");
+
+// What tests and curious users can look at: every progress event, the last
+// stats and model, and the errors shown.
+const demo = (window.tesseraDemo = { progress: [], stats: null, model: null, errors: [] });
+const client = new Tessera();
+demo.client = client;
+
+let device = "webgpu";
+let choice = { kind: "url" }; // or {kind: "file", file}
+let loaded = null; // {key, info}
+let shownError = false;
+let webgpuOK = null; // what info() found: true, false, or not asked yet
+
+// ---- URL parameters -------------------------------------------------------
+
+const params = new URLSearchParams(location.search);
+const setFrom = (name, input) => {
+  if (params.has(name)) input.value = params.get(name);
+};
+setFrom("model", el.modelURL);
+setFrom("prompt", el.prompt);
+setFrom("temperature", el.temperature);
+setFrom("topk", el.topK);
+setFrom("topp", el.topP);
+setFrom("steps", el.maxTokens);
+setFrom("seed", el.seed);
+setFrom("quant", el.quant);
+if (params.get("cache") === "0") el.useCache.checked = false;
+if (params.get("device") === "cpu") device = "cpu";
+
+// ---- State ------------------------------------------------------------------
+
+function setState(state) {
+  document.body.dataset.state = state;
+  const working = state === "loading" || state === "generating";
+  el.generate.disabled = working;
+  el.load.disabled = working;
+  el.file.disabled = working;
+  el.clearCache.disabled = working;
+  el.stop.disabled = !working;
+  el.generate.textContent = state === "generating" ? "Generating…" : "Generate";
+}
+
+function say(text) {
+  el.status.textContent = text;
+}
+
+function formatBytes(n) {
+  if (!(n >= 0)) return "?";
+  const units = ["B", "KB", "MB", "GB"];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${n.toFixed(i === 0 || n >= 100 ? 0 : 1)} ${units[i]}`;
+}
+
+function formatCount(n) {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)}B`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e3) return `${Math.round(n / 1e3)}K`;
+  return String(n);
+}
+
+// ---- Errors -----------------------------------------------------------------
+
+const advice = {
+  "no-webgpu": "This browser cannot run the model on the GPU: WebGPU is not available. " +
+    "Use a recent Chrome or Edge, Safari 26 or Firefox 141 or later, serve the page over https or from localhost, " +
+    "and check that hardware acceleration is on.",
+  "adapter-limits": "Your GPU adapter cannot hold this model. Try int4 weights or a smaller model.",
+  "no-wasm": "The engine could not start.",
+  "network": "The model could not be downloaded.",
+  "storage": "The browser's storage refused the model. Clear the cache or untick “Keep downloads”.",
+  "bad-model": "This file is not a model Tessera can run.",
+  "bad-source": "Choose a model first.",
+  "no-model": "Load a model first.",
+};
+
+function showNotice(text, detail, offerCPU) {
+  el.noticeText.textContent = text;
+  el.noticeDetail.textContent = detail || "";
+  el.useCPU.hidden = !offerCPU;
+  el.notice.hidden = false;
+}
+
+function showError(err) {
+  const code = err.code || "error";
+  demo.errors.push({ code, message: err.message });
+  if (code === "aborted") {
+    say("Stopped.");
+    setState(document.body.dataset.state === "loading" && !loaded ? "idle" : "done");
+    return;
+  }
+  const lead = advice[code];
+  if (document.body.dataset.state === "loading") {
+    el.progress.value = 0;
+    el.progressLabel.textContent = "The model is not loaded.";
+  }
+  if (code === "no-webgpu" || code === "adapter-limits" || code === "no-wasm") {
+    showNotice(lead || err.message, lead ? err.message : "", code === "no-webgpu" && device !== "cpu");
+    say(code === "no-webgpu" ? "WebGPU is not available: see above." : lead || err.message);
+  } else {
+    say(lead ? `${lead} (${err.message})` : err.message);
+  }
+  shownError = true;
+  setState("error");
+}
+
+// ---- The adapter badge -------------------------------------------------------
+
+function showAdapter(info) {
+  el.adapter.classList.remove("ok", "bad");
+  if (device === "cpu") {
+    el.adapterText.textContent = "CPU (Go in wasm, no WebGPU)";
+    el.adapter.classList.add("ok");
+    return;
+  }
+  if (!info.webgpu || !info.adapter) {
+    el.adapterText.textContent = "No WebGPU";
+    el.adapter.classList.add("bad");
+    showNotice(advice["no-webgpu"], info.error || "no adapter", true);
+    return;
+  }
+  const a = info.adapter;
+  const name = a.name || "WebGPU adapter";
+  el.adapterText.textContent = `${name} · ${a.path} kernels`;
+  el.adapter.title = `${a.vendor} ${a.architecture} (${a.deviceType}); shader-f16: ${a.shaderF16 ? "yes" : "no"}; ` +
+    `max buffer ${formatBytes(a.maxBufferSize)}, max storage binding ${formatBytes(a.maxStorageBufferBindingSize)}`;
+  el.adapter.classList.add("ok");
+}
+
+el.useCPU.addEventListener("click", () => {
+  device = "cpu";
+  el.notice.hidden = true;
+  showAdapter({});
+  say("The model will run on the CPU: expect it to be slow.");
+  if (document.body.dataset.state === "error") setState(loaded ? "done" : "idle");
+});
+
+// ---- Loading ------------------------------------------------------------------
+
+function currentKey() {
+  const src = choice.kind === "file"
+    ? `file:${choice.file.name}:${choice.file.size}:${choice.file.lastModified}`
+    : `url:${new URL(el.modelURL.value.trim(), location.href).href}`;
+  return `${src}|${el.quant.value}|${device}`;
+}
+
+function onProgress(p) {
+  demo.progress.push(p);
+  const frac = p.total > 0 ? Math.min(1, p.done / p.total) : null;
+  if (frac === null) el.progress.removeAttribute("value");
+  else el.progress.value = frac;
+  const pct = frac === null ? "" : ` ${Math.round(frac * 100)}%`;
+  const of = p.total > 0 ? `${formatBytes(p.done)} of ${formatBytes(p.total)}` : formatBytes(p.done);
+  el.progressLabel.textContent = {
+    download: `Downloading: ${of}${pct ? " ·" + pct : ""}`,
+    verify: `Checking the cached copy:${pct}`,
+    upload: device === "cpu" ? `Reading weights: ${of}` : `Uploading weights to the GPU: ${of}`,
+  }[p.phase] || `${p.phase}: ${of}`;
+}
+
+async function load() {
+  if (device === "webgpu" && webgpuOK === false) {
+    throw Object.assign(new Error(el.noticeDetail.textContent || "no WebGPU adapter"), { code: "no-webgpu" });
+  }
+  const key = currentKey();
+  let source;
+  let label;
+  if (choice.kind === "file") {
+    source = { file: choice.file };
+    label = choice.file.name;
+  } else {
+    const raw = el.modelURL.value.trim();
+    if (!raw) throw Object.assign(new Error("no model URL"), { code: "bad-source" });
+    source = { url: new URL(raw, location.href).href };
+    label = raw.split("/").pop();
+  }
+  setState("loading");
+  el.progress.value = 0;
+  el.progressLabel.textContent = `Loading ${label}…`;
+  el.modelInfo.textContent = "";
+  say("");
+  loaded = null;
+  const options = { quant: el.quant.value, cache: el.useCache.checked, device };
+  const info = await client.load(source, options, onProgress);
+  loaded = { key, info };
+  demo.model = info;
+  el.progress.value = 1;
+  const where = info.source === "url" ? (info.cached ? "from the browser's cache" : "downloaded") : "from your disk";
+  el.progressLabel.textContent = `Loaded ${info.name} in ${(info.loadMs / 1000).toFixed(2)} s, ${where}.`;
+  el.modelInfo.textContent = [
+    `${formatCount(info.params)} parameters`,
+    `${info.layers} layers`,
+    `context ${info.context}`,
+    `weights ${formatBytes(info.weightBytes)} (${info.quant})`,
+    info.backend === "webgpu" ? `${info.path} kernels` : "CPU",
+  ].map((item) => item.replaceAll(" ", "\u00a0")).join(" · ");
+  return info;
+}
+
+async function loadOnly() {
+  try {
+    await load();
+    setState("idle");
+    say("Ready. Write a prompt, or just press Generate.");
+  } catch (err) {
+    showError(err);
+  }
+}
+
+el.modelForm.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  choice = { kind: "url" };
+  loadOnly();
+});
+el.modelURL.addEventListener("input", () => {
+  choice = { kind: "url" };
+});
+
+function pickFile(file) {
+  if (!file) return;
+  if (document.body.dataset.state === "loading" || document.body.dataset.state === "generating") return;
+  choice = { kind: "file", file };
+  loadOnly();
+}
+
+el.file.addEventListener("change", () => pickFile(el.file.files[0]));
+
+// Drop a file anywhere on the page; the drop zone lights up.
+let dragDepth = 0;
+window.addEventListener("dragenter", (ev) => {
+  if (!ev.dataTransfer || !Array.from(ev.dataTransfer.types).includes("Files")) return;
+  dragDepth++;
+  el.drop.classList.add("over");
+});
+window.addEventListener("dragleave", () => {
+  dragDepth = Math.max(0, dragDepth - 1);
+  if (dragDepth === 0) el.drop.classList.remove("over");
+});
+window.addEventListener("dragover", (ev) => ev.preventDefault());
+window.addEventListener("drop", (ev) => {
+  ev.preventDefault();
+  dragDepth = 0;
+  el.drop.classList.remove("over");
+  pickFile(ev.dataTransfer && ev.dataTransfer.files[0]);
+});
+
+el.clearCache.addEventListener("click", async () => {
+  try {
+    const r = await client.clearCache();
+    say(r.removed ? `Removed ${r.removed} model${r.removed > 1 ? "s" : ""} (${formatBytes(r.bytes)}) from browser storage.`
+      : "The cache was already empty.");
+  } catch (err) {
+    showError(err);
+  }
+});
+
+// ---- Generating -----------------------------------------------------------------
+
+function number(input, fallback) {
+  const v = parseFloat(input.value);
+  return Number.isFinite(v) ? v : fallback;
+}
+
+function samplingOptions() {
+  const opts = {
+    temperature: Math.max(0, number(el.temperature, 0.8)),
+    topK: Math.max(0, Math.round(number(el.topK, 0))),
+    topP: Math.min(1, Math.max(0, number(el.topP, 1))),
+    maxTokens: Math.max(1, Math.round(number(el.maxTokens, 256))),
+  };
+  const seed = parseInt(el.seed.value, 10);
+  if (Number.isFinite(seed) && seed >= 0) opts.seed = seed;
+  return opts;
+}
+
+function showLive(count, t0, tFirst, now) {
+  el.tokens.textContent = String(count);
+  if (tFirst !== null) el.ttft.textContent = `${Math.round(tFirst - t0)} ms`;
+  if (count > 1 && now > tFirst) el.tps.textContent = ((count - 1) / ((now - tFirst) / 1000)).toFixed(1);
+}
+
+async function run() {
+  const state = document.body.dataset.state;
+  if (state === "loading" || state === "generating") return;
+  try {
+    if (!loaded || loaded.key !== currentKey()) await load();
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  const prompt = el.prompt.value;
+  el.promptEcho.textContent = prompt;
+  el.output.textContent = "";
+  el.ttft.textContent = "–";
+  el.tps.textContent = "–";
+  el.tokens.textContent = "0";
+  delete document.body.dataset.stopped;
+  say("Generating…");
+  setState("generating");
+
+  const t0 = performance.now();
+  let tFirst = null;
+  let count = 0;
+  let pending = "";
+  let frame = 0;
+  const flush = () => {
+    frame = 0;
+    if (pending) {
+      const stick = textBox.scrollHeight - textBox.scrollTop - textBox.clientHeight < 40;
+      el.output.append(pending);
+      pending = "";
+      if (stick) textBox.scrollTop = textBox.scrollHeight;
+    }
+    showLive(count, t0, tFirst, performance.now());
+  };
+  const onToken = (tok) => {
+    if (tFirst === null) tFirst = performance.now();
+    if (tok.id >= 0) count++;
+    pending += tok.text;
+    if (!frame) frame = requestAnimationFrame(flush);
+  };
+  try {
+    const stats = await client.generate(prompt, samplingOptions(), onToken);
+    if (frame) cancelAnimationFrame(frame);
+    flush();
+    demo.stats = stats;
+    el.tokens.textContent = String(stats.generated);
+    el.ttft.textContent = `${Math.round(stats.ttftMs)} ms`;
+    if (stats.decodeTps > 0) el.tps.textContent = stats.decodeTps.toFixed(1);
+    document.body.dataset.stopped = stats.stopped;
+    const why = {
+      max: "reached the token limit",
+      eos: "the model ended the text",
+      length: "the context is full",
+      abort: "stopped",
+    }[stats.stopped];
+    say(`${stats.generated} tokens in ${(stats.totalMs / 1000).toFixed(2)} s: ${why}.`);
+    setState("done");
+  } catch (err) {
+    if (frame) cancelAnimationFrame(frame);
+    flush();
+    showError(err);
+  }
+}
+
+el.generate.addEventListener("click", run);
+el.stop.addEventListener("click", () => {
+  client.abort();
+});
+el.prompt.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+    ev.preventDefault();
+    run();
+  }
+});
+document.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && !el.stop.disabled) client.abort();
+});
+
+// ---- Start --------------------------------------------------------------------
+
+async function listModels() {
+  try {
+    const r = await fetch("models/", { headers: { Accept: "application/json" } });
+    if (!r.ok) return;
+    for (const m of await r.json()) {
+      const opt = document.createElement("option");
+      opt.value = `/models/${m.name}`;
+      opt.label = `${m.name} (${formatBytes(m.size)})`;
+      el.modelList.append(opt);
+    }
+  } catch {
+    // No model folder on this server: the URL field still works.
+  }
+}
+
+async function boot() {
+  setState("idle");
+  listModels();
+  try {
+    await client.ready;
+  } catch (err) {
+    el.adapterText.textContent = "Engine failed to start";
+    el.adapter.classList.add("bad");
+    showError(Object.assign(err, { code: err.code || "no-wasm" }));
+    return;
+  }
+  let info;
+  try {
+    info = await client.info();
+  } catch (err) {
+    info = { webgpu: false, error: err.message };
+  }
+  webgpuOK = !!(info.webgpu && info.adapter);
+  showAdapter(info);
+  if (!shownError) say(info.webgpu ? "Pick a model, or press Generate to use the one above." : "");
+  if (params.get("autostart") === "1") run();
+}
+
+boot();

@@ -1,0 +1,82 @@
+// worker.js runs Tessera's engine (Go compiled to wasm, see wasm/browser)
+// in a dedicated Web Worker, so that loading and generating never block the
+// page. It speaks a small message protocol with tessera.js:
+//
+//   page → worker  {id, op, args}           op: load, generate, abort, unload,
+//                                            info, cached, clearCache
+//   worker → page  {id, event, data}        event: "progress" | "token"
+//                  {id, ok: true, value}    the call finished
+//                  {id, ok: false, error: {message, code}}
+//                  {event: "ready", version} | {event: "fatal", error}
+"use strict";
+
+importScripts("wasm_exec.js");
+
+const ready = new Promise((resolve) => {
+  // wasm/browser calls this once globalThis.tessera exists.
+  globalThis.tesseraReady = resolve;
+});
+
+async function start() {
+  const go = new Go();
+  const url = new URL("tessera.wasm", self.location.href);
+  let result;
+  try {
+    result = await WebAssembly.instantiateStreaming(fetch(url), go.importObject);
+  } catch (err) {
+    // A server that sends the wasm without application/wasm: compile from bytes.
+    const response = await fetch(url);
+    if (!response.ok) {
+      throw new Error(`cannot fetch ${url.pathname}: HTTP ${response.status} (build it with 'make web')`);
+    }
+    result = await WebAssembly.instantiate(await response.arrayBuffer(), go.importObject);
+  }
+  // Kept where Go's js runtime helpers and tessera.info() look for memory.
+  globalThis.wasm = result;
+  go.run(result.instance).then(() => post({ event: "fatal", error: { message: "the engine exited", code: "error" } }));
+  await ready;
+  return globalThis.tessera;
+}
+
+const started = start();
+started.then(
+  (t) => {
+    console.info(`tessera: engine ${t.version} ready`);
+    post({ event: "ready", version: t.version });
+  },
+  (err) => post({ event: "fatal", error: { message: String(err && err.message || err), code: "no-wasm" } }),
+);
+
+function post(msg) {
+  self.postMessage(msg);
+}
+
+self.onmessage = async (ev) => {
+  const { id, op, args = {} } = ev.data;
+  try {
+    const t = await started;
+    let value;
+    switch (op) {
+      case "load":
+        value = await t.load(args.source, args.options || {}, (p) => post({ id, event: "progress", data: p }));
+        break;
+      case "generate":
+        value = await t.generate(args.prompt || "", args.options || {}, (tok) => post({ id, event: "token", data: tok }));
+        break;
+      case "abort":
+        value = t.abort();
+        break;
+      case "unload":
+      case "info":
+      case "cached":
+      case "clearCache":
+        value = await t[op]();
+        break;
+      default:
+        throw Object.assign(new Error(`unknown operation ${op}`), { code: "error" });
+    }
+    post({ id, ok: true, value });
+  } catch (err) {
+    post({ id, ok: false, error: { message: String(err && err.message || err), code: (err && err.code) || "error" } });
+  }
+};
