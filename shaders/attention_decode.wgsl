@@ -1,14 +1,16 @@
-// attention_decode: causal attention for one row or a few (decoding), split
-// over the positions ("flash-decoding", split-K). Twin: runtime/cpu
-// AttendHead, as called by runtime/cpu Backend.Attend for each (row, head);
-// attention_combine finishes what this kernel starts.
+// attention_decode: causal attention for the rows of sequences that have
+// one row in the step or a few (decoding), split over the positions
+// ("flash-decoding", split-K). Twin: runtime/cpu AttendHead, as called by
+// runtime/cpu Backend.Attend for each (row, head); attention_combine
+// finishes what this kernel starts.
 //
 // Positions 0..pos[row] of each row's sequence are cut into
-// num_workgroups.y chunks of equal length; position t of sequence seq lives
-// in the cache's slot tables[seq][t / block_size]·block_size + t % block_size. One workgroup takes one chunk of one row (workgroup_id.z)
-// for the G query heads of a slice of one GQA group (workgroup_id.x: kv head
-// and slice), so that the chunk's keys and values are read once for all of
-// them. It walks its chunk SB = 64 positions at a time:
+// num_workgroups.y chunks of equal length; position t of sequence s lives in
+// slot tables[s][t / block_size]·block_size + t % block_size of the cache.
+// One workgroup takes one chunk of one row (workgroup_id.z) for the G query
+// heads of a slice of one GQA group (workgroup_id.x: kv head and slice), so
+// that the chunk's keys and values are read once for all of them. It walks
+// its chunk SB = 64 positions at a time:
 //
 //  1. invocation j scores position j of the block against the G queries:
 //     one vec4 of the key at a time, the queries of 4 heads at one dim in
@@ -33,7 +35,9 @@
 // base + 1 + 2E, and o at base + 1 + 2·C·rows·heads + E·head_dim.
 //
 // head_dim must be a multiple of 4 (the cache is read as vec4); the kernel
-// is specialised to it (HD), so that its loops have constant bounds.
+// is specialised to it (HD), so that its loops have constant bounds. Within
+// llvmpipe's loop limit (see attention_prefill.wgsl) as long as a chunk is
+// at most decodeSpan positions, which runtime/gpu/attention.go ensures.
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
     block_size: u32, table_width: u32, slices: u32, base: u32,
@@ -133,7 +137,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
             sl[tid] = slot * kv4 + ko4;
             let kb = slot * kv4 + ko4;
-            for (var e = 0u; e < D4; e++) {
+            // A loop bound the compiler does not know keeps llvmpipe from
+            // unrolling it: there the code's size costs more than the loop.
+            for (var e = 0u; e < p.head_dim / 4u; e++) {
                 let k = kc[kb + e];
                 for (var gv = 0u; gv < GV; gv++) {
                     let at = gv * HD + 4u * e;

@@ -1,12 +1,13 @@
-// attention_prefill: causal attention for a prompt chunk (many rows), tiled
-// in the manner of FlashAttention. Twin: runtime/cpu AttendHead, as called
-// by runtime/cpu Backend.Attend for each (row, head).
+// attention_prefill: causal attention for prompt chunks (many rows of a
+// sequence), tiled in the manner of FlashAttention. Twin: runtime/cpu
+// AttendHead, as called by runtime/cpu Backend.Attend for each (row, head).
 //
 // One workgroup takes a tile of BR query rows of one head (workgroup_id.x is
 // the head, workgroup_id.y the row tile) and streams the cache's keys and
 // values of positions 0..max(pos of its rows) through workgroup memory, BC
 // positions at a time, as vec4s (the head padded with zeros to HD, a
-// multiple of 4):
+// multiple of 4); position t of sequence s lives in slot
+// tables[s][t / block_size]·block_size + t % block_size of the cache:
 //
 //  1. the K tile (BC positions × HD) is loaded into kvs;
 //  2. the BR × BC scores q·k are computed from qs and kvs into ss, each
@@ -23,10 +24,12 @@
 //     o = o·rescale + Σ_c p[r][c]·v[c].
 //
 // The output is divided by l at the end. The n × n score matrix is never
-// formed; workgroup memory holds (BR + BC)·HD + BR·BC + BR floats, at most
-// 14.4 KiB for the tile sizes runtime/gpu/attention.go picks. Row tiles may
-// start anywhere (each row has its own position); rows past the batch take
-// part in the barriers but write nothing.
+// formed; workgroup memory holds (BR + BC)·HD + BR·BC + BR + 1 floats, at most
+// 14.4 KiB for the tiles runtime/gpu/attention.go picks. Row tiles may start
+// anywhere (each row has its own position). A tile whose rows belong to
+// several sequences makes one pass over the cache per sequence, each row
+// taking part in its own; rows that part flags as attention_decode's, and
+// rows past the batch, take part in the barriers but write nothing.
 //
 // A long context is also split over the positions, num_workgroups.z chunks
 // of p.len positions (workgroup_id.z), to bound the loop iterations of one
@@ -74,7 +77,7 @@ var<workgroup> qs: array<vec4<f32>, QS>;  // [r·D4 + e]: the rows' queries
 var<workgroup> kvs: array<vec4<f32>, KS>; // [c·D4 + e]: the K tile, then the V tile
 var<workgroup> ss: array<f32, SS>;        // [r·BC + c]: scores, then probabilities
 var<workgroup> rs: array<f32, BR>;        // per row: rescale factor, at the end l
-var<workgroup> taken: array<u32, BR>;     // per row: whether it is this kernel's
+var<workgroup> taken: u32;                // bit r: whether row r is this kernel's (BR ≤ 32)
 
 // The next 4 values of a head from at, zero past its last left.
 fn load_q(at: u32, left: u32) -> vec4<f32> {
@@ -118,9 +121,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         qs[i] = load_q((r0 + i / D4) * qdim + h * hd + 4u * e, hd - 4u * e);
     }
     // Rows flagged 1 in part are attention_decode's: this kernel leaves them.
-    if (tid < BR) {
-        taken[tid] = u32(tid < rows && part[r0 + tid] == 0.0);
+    if (tid == 0u) {
+        var bits = 0u;
+        for (var r = 0u; r < rows; r++) {
+            if (part[r0 + r] == 0.0) {
+                bits |= 1u << r;
+            }
+        }
+        taken = bits;
     }
+    let mask = workgroupUniformLoad(&taken);
     // Invocation r < BR keeps row r's softmax state.
     var m = NEG;
     var l = 0.0;
@@ -138,7 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // One pass per sequence among the tile's rows (one, but for a tile
     // that straddles sequences), at the first row of each.
     for (var first = 0u; first < rows; first++) {
-        if (workgroupUniformLoad(&taken[first]) == 0u) {
+        if ((mask & (1u << first)) == 0u) {
             continue;
         }
         let sq = seq[r0 + first];
@@ -169,7 +179,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let table = u32(sq) * p.table_width;
         var mine = -1; // row tid's position if it is of this sequence, else -1 (sees nothing)
         if (tid < rows) {
-            if (seq[r0 + tid] == sq && taken[tid] == 1u) {
+            if (seq[r0 + tid] == sq && (mask & (1u << tid)) != 0u) {
                 mine = pos[r0 + tid];
             }
         }
@@ -194,7 +204,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 for (var k = 0u; k < TS; k++) {
                     s[k] = 0.0;
                 }
-                for (var e = 0u; e < D4; e++) {
+                // Bounds the compiler does not know (here and in the
+                // softmax) keep llvmpipe from unrolling: there the code's
+                // size costs more than the loops.
+                for (var e = 0u; e < (hd + 3u) / 4u; e++) {
                     var kv: array<vec4<f32>, TC>;
                     for (var j = 0u; j < TC; j++) {
                         kv[j] = kvs[(sc + j * SC) * D4 + e];
@@ -217,17 +230,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (tid < BR) {
                 let base = tid * BC;
                 var mt = NEG;
-                for (var c = 0u; c < BC; c++) {
-                    if (c < cnt && i32(t0 + c) <= mine) {
+                for (var c = 0u; c < cnt; c++) {
+                    if (i32(t0 + c) <= mine) {
                         mt = max(mt, ss[base + c] * p.scale);
                     }
                 }
                 let m2 = max(m, mt);
                 let corr = exp(m - m2);
                 var sum = 0.0;
-                for (var c = 0u; c < BC; c++) {
+                for (var c = 0u; c < cnt; c++) {
                     var e = 0.0;
-                    if (c < cnt && i32(t0 + c) <= mine) {
+                    if (i32(t0 + c) <= mine) {
                         e = exp(ss[base + c] * p.scale - m2);
                     }
                     ss[base + c] = e;
@@ -281,7 +294,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let r = orow + i * NR;
             for (var j = 0u; j < OD; j++) {
                 let e = od + j * ND;
-                if (r < rows && e < D4 && taken[r] == 1u) {
+                if (r < rows && e < D4 && (mask & (1u << r)) != 0u) {
                     let o = acc[i * OD + j] / rs[r];
                     let at = (r0 + r) * qdim + h * hd + 4u * e;
                     for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
@@ -298,7 +311,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     // E of (row r0, head h, this chunk); row r is r·heads further.
     let first = (chunk * nrows + r0) * p.heads + h;
-    if (tid < rows && taken[tid] == 1u) {
+    if (tid < rows && (mask & (1u << tid)) != 0u) {
         let at = p.base + 1u + 2u * (first + tid * p.heads);
         part[at] = m;
         part[at + 1u] = l;
@@ -308,7 +321,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let r = orow + i * NR;
         for (var j = 0u; j < OD; j++) {
             let e = od + j * ND;
-            if (r < rows && e < D4 && taken[r] == 1u) {
+            if (r < rows && e < D4 && (mask & (1u << r)) != 0u) {
                 let at = o_base + (first + r * p.heads) * hd + 4u * e;
                 for (var c = 0u; c < min(4u, hd - 4u * e); c++) {
                     part[at + c] = acc[i * OD + j][c];

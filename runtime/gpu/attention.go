@@ -10,18 +10,24 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
-// Attention runs as one of two kernels, chosen by the number of rows in the
-// step:
+// Attention runs as two kernels, each taking some rows of the step:
 //
-//   - a prompt chunk (more than decodeRows rows) goes to attention_prefill,
+//   - rows of a sequence with at most decodeRows rows in the batch (decoding,
+//     or verifying a few draft tokens) go to attention_decode, which splits
+//     each row's positions into chunks, one workgroup per (row, kv head or
+//     slice of its group, chunk), then attention_combine merges the chunks
+//     (with one chunk attention_decode finishes alone);
+//   - rows of longer runs (prompt chunks) go to attention_prefill,
 //     FlashAttention-style tiles of query rows × key positions streamed
-//     through workgroup memory with an online softmax;
-//   - decoding (up to decodeRows rows) goes to attention_decode, which splits
-//     each row's positions into chunks, one workgroup per (row, kv head,
-//     chunk), and attention_combine, which merges the chunks. With one
-//     chunk attention_decode finishes alone.
+//     through workgroup memory with an online softmax, split over the
+//     positions too (and combined) only when a context is too long for one
+//     workgroup's loop budget.
 //
-// Both are recorded into the step's command buffer like any other op.
+// A flag per row in the scratch buffer, written by the host when it
+// changes, tells each kernel its rows, so that one batch can hold both
+// kinds (continuous batching). All dispatches go into the step's command
+// buffer like any other op; every kernel reads the cache through the
+// sequences' block tables.
 
 // maxHeadDim is the widest head the attention kernels take.
 const maxHeadDim = 256
@@ -46,10 +52,13 @@ const (
 	// maxGroup bounds the query heads that one decode workgroup serves; a
 	// larger GQA group is split into slices.
 	maxGroup = 8
-	// loopBudget bounds the loop iterations one invocation runs, counting
-	// every loop as if the compiler unrolled none: llvmpipe (lavapipe)
-	// stops all loops of an invocation once 65535 iterations have run in
-	// total. The kernels split long contexts into chunks to stay within it.
+	// loopBudget bounds the loop iterations one invocation runs: llvmpipe
+	// (lavapipe) stops all loops of an invocation once 65535 iterations
+	// have run in total, and then every later loop after one iteration,
+	// silently. It unrolls loops of a small constant trip count, which do
+	// not count; the kernels keep the others (whose count span and
+	// decodeSpan add up) within the budget by splitting long contexts
+	// into chunks.
 	loopBudget = 60000
 )
 

@@ -245,9 +245,13 @@ func TestAttentionSequences(t *testing.T) {
 
 // TestAttentionLongPrefill reaches contexts that the tiled kernel splits
 // over the positions (its workgroups' loop budget) and merges with the
-// combine kernel, alone and with a tile that straddles two sequences.
+// combine kernel, alone and with a tile that straddles two sequences, and
+// contexts just short of a split, where a workgroup runs the most loop
+// iterations it may (llvmpipe would cut them short past 65535).
 func TestAttentionLongPrefill(t *testing.T) {
 	for _, tc := range []attnCase{
+		{2, 1, 128, 16, 5300, 1, attnAt(5180, attnRun{0, 16})},  // span 5208
+		{2, 1, 64, 16, 10500, 1, attnAt(10440, attnRun{0, 16})}, // span 10464
 		{4, 2, 256, 16, 4000, 1, attnAt(3900, attnRun{0, 64})},
 		{4, 2, 256, 16, 2100, 2, append(attnAt(2000, attnRun{0, 20}), attnStep{runs: []attnRun{{1, 12}, {0, 10}}})},
 		// Both kernels split, in one batch: sequence 0's rows take
