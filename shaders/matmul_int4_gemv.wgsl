@@ -18,14 +18,18 @@
 // product is exact, so a fused multiply-add rounds the same) and adds their
 // products with the matching x values to one partial sum per row of the
 // block; the partial sums of a column are then added in a tree in workgroup
-// memory. With TPC = 1 (CPU adapters) each invocation owns a column and
-// there is no barrier.
+// memory. With TPC = 1 (CPU adapters) each invocation owns CPI adjacent
+// columns and there is no barrier: there, where invocations are the SIMD
+// lanes of a thread, every x load is a gather across lanes and costs more
+// than the expansion, so the x values of a group are loaded once for CPI
+// columns. (On GPUs CPI is 1: x is cached and the columns of a workgroup
+// should stay many.)
 //
 // k need not be a multiple of 32: the last, short group of a row reads only
 // the x values below k. It must be a multiple of 4 (x is read as vec4);
 // other widths go to matmul_int4_gemm. Twin: runtime/cpu MatMulQ (summed in
 // another order).
-struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32 }
+struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -35,10 +39,14 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tp
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
 
 // TPC is the number of invocations per output column, a power of two ≤ WG;
-// MAXM the rows of a block. Params repeat them, so that call sites of
-// different constants never share a cached pipeline.
+// MAXM the rows of a block; CPI the columns of an invocation (TPC = 1
+// only). Params repeat them, so that call sites of different constants
+// never share a cached pipeline.
 override TPC: u32 = 16u;
 override MAXM: u32 = 1u;
+override CPI: u32 = 1u;
+const ACC = MAXM * CPI;
+const WN = 8u * CPI;
 
 const WG = 256u;
 const NC = WG / TPC;
@@ -63,43 +71,56 @@ fn main(@builtin(local_invocation_index) t: u32,
     let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
     let k4 = p.k / 4u;
     let lane = t % TPC;
-    let j = (g.x + g.y * groups.x) * NC + t / TPC; // column within the part
+    let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
     let xbase = r0 * k4;
     let full = p.k / 32u; // whole groups; a short one may follow
 
-    var acc: array<f32, MAXM>;
+    var acc: array<f32, ACC>; // acc[m * CPI + c]: row r0 + m, column j + c
+    var w: array<vec4<f32>, WN>; // the expanded group of column j + c: w[c * 8 + v]
     if (j < p.nrows) {
-        let base = j * p.groups;
         for (var gi = lane; gi < full; gi += TPC) {
-            let c = codes[base + gi];
-            let sm = unpack2x16float(scales[base + gi]);
-            let w0 = dq(c.x, LO, sm.x, sm.y);
-            let w1 = dq(c.x, HI, sm.x, sm.y);
-            let w2 = dq(c.y, LO, sm.x, sm.y);
-            let w3 = dq(c.y, HI, sm.x, sm.y);
-            let w4 = dq(c.z, LO, sm.x, sm.y);
-            let w5 = dq(c.z, HI, sm.x, sm.y);
-            let w6 = dq(c.w, LO, sm.x, sm.y);
-            let w7 = dq(c.w, HI, sm.x, sm.y);
+            for (var c = 0u; c < CPI; c++) {
+                var code = vec4<u32>(0u);
+                var sm = vec2<f32>(0.0);
+                if (j + c < p.nrows) {
+                    code = codes[(j + c) * p.groups + gi];
+                    sm = unpack2x16float(scales[(j + c) * p.groups + gi]);
+                }
+                w[c * 8u] = dq(code.x, LO, sm.x, sm.y);
+                w[c * 8u + 1u] = dq(code.x, HI, sm.x, sm.y);
+                w[c * 8u + 2u] = dq(code.y, LO, sm.x, sm.y);
+                w[c * 8u + 3u] = dq(code.y, HI, sm.x, sm.y);
+                w[c * 8u + 4u] = dq(code.z, LO, sm.x, sm.y);
+                w[c * 8u + 5u] = dq(code.z, HI, sm.x, sm.y);
+                w[c * 8u + 6u] = dq(code.w, LO, sm.x, sm.y);
+                w[c * 8u + 7u] = dq(code.w, HI, sm.x, sm.y);
+            }
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
                     let xr = xbase + m * k4 + gi * 8u;
-                    acc[m] += dot(w0, x[xr]) + dot(w1, x[xr + 1u]) + dot(w2, x[xr + 2u]) + dot(w3, x[xr + 3u])
-                            + dot(w4, x[xr + 4u]) + dot(w5, x[xr + 5u]) + dot(w6, x[xr + 6u]) + dot(w7, x[xr + 7u]);
+                    for (var v = 0u; v < 8u; v++) {
+                        let xv = x[xr + v];
+                        for (var c = 0u; c < CPI; c++) {
+                            acc[m * CPI + c] += dot(w[c * 8u + v], xv);
+                        }
+                    }
                 }
             }
         }
         if (full < p.groups && lane == full % TPC) {
             // The short last group: (k % 32) / 4 vec4s of inputs.
-            let c = codes[base + full];
-            let sm = unpack2x16float(scales[base + full]);
-            for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
-                var sh = LO;
-                if (v % 2u == 1u) { sh = HI; }
-                let wv = dq(c[v / 2u], sh, sm.x, sm.y);
-                for (var m = 0u; m < MAXM; m++) {
-                    if (m < rows) {
-                        acc[m] += dot(wv, x[xbase + m * k4 + full * 8u + v]);
+            for (var c = 0u; c < CPI; c++) {
+                if (j + c >= p.nrows) { break; }
+                let code = codes[(j + c) * p.groups + full];
+                let sm = unpack2x16float(scales[(j + c) * p.groups + full]);
+                for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
+                    var sh = LO;
+                    if (v % 2u == 1u) { sh = HI; }
+                    let wv = dq(code[v / 2u], sh, sm.x, sm.y);
+                    for (var m = 0u; m < MAXM; m++) {
+                        if (m < rows) {
+                            acc[m * CPI + c] += dot(wv, x[xbase + m * k4 + full * 8u + v]);
+                        }
                     }
                 }
             }
@@ -107,9 +128,11 @@ fn main(@builtin(local_invocation_index) t: u32,
     }
 
     if (TPC == 1u) {
-        if (j < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                dst[(r0 + m) * p.n + p.col0 + j] = acc[m];
+        for (var c = 0u; c < CPI; c++) {
+            if (j + c < p.nrows) {
+                for (var m = 0u; m < rows; m++) {
+                    dst[(r0 + m) * p.n + p.col0 + j + c] = acc[m * CPI + c];
+                }
             }
         }
         return;

@@ -81,7 +81,9 @@ func TestQuantEmbed(t *testing.T) {
 // awkward shapes: one row, row counts that are not multiples of any tile,
 // widths that are an odd number of groups or not whole groups (or not a
 // multiple of 4, which only the GEMM takes), odd column counts, and weights
-// split across bindings; each through the plan, the GEMV and the GEMM.
+// split across bindings; each through the plan, the GEMV (on CPU adapters:
+// one invocation per four columns), the GEMV as planned for GPUs (several
+// invocations per column) and the GEMM.
 //
 // Both backends multiply the same expanded weights (TestQuantEmbed shows
 // the expansion is exact), so the only difference is the order of the sums:
@@ -96,7 +98,7 @@ func TestQuantMatMul(t *testing.T) {
 			{8, 5, 224, 77, 0}, {64, 37, 288, 129, 0}, {64, 64, 172, 300, 0}, {4, 3, 30, 50, 0},
 			{4, 3, 480, 1001, 32 << 10}, {1, 1, 160, 301, 4 << 10},
 		} {
-			for _, kernel := range []string{"", "gemv", "gemm"} {
+			for _, kernel := range []string{"", "gemv", "gemv-gpu", "gemm"} {
 				name := fmt.Sprintf("%v/m%d_k%d_n%d_binding%d/%s", s, tc.batch, tc.k, tc.n, tc.binding, kernel)
 				t.Run(name, func(t *testing.T) {
 					defer gpu.SetQuantKernel(kernel)()
