@@ -158,7 +158,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 			return nil, err
 		}
 		blob = f.blob
-		info["source"], info["url"], info["name"], info["sha256"] = "url", url, f.name, f.sha256
+		info["source"], info["url"], info["name"], info["hash"] = "url", url, f.name, f.hash
 		info["cached"], info["stored"] = f.cached, f.stored
 	case source.Get("file").Type() == js.TypeObject:
 		blob = source.Get("file")
@@ -498,7 +498,7 @@ func (a *api) cached([]js.Value) any {
 		}
 		out := make([]any, len(list))
 		for i, m := range list {
-			out[i] = map[string]any{"url": m.URL, "size": m.Size, "sha256": m.SHA256, "saved": m.Saved}
+			out[i] = map[string]any{"url": m.URL, "size": m.Size, "hash": m.Hash, "saved": m.Saved}
 		}
 		return out, nil
 	})

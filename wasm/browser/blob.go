@@ -3,8 +3,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -54,21 +52,4 @@ func (r *blobReader) ReadAt(p []byte, off int64) (int, error) {
 		r.read.Add(int64(k))
 	}
 	return n, nil
-}
-
-// hashBlob returns the hex SHA-256 of the whole blob, reading it piece by
-// piece and reporting progress.
-func hashBlob(r *blobReader, progress func(done, total int64)) (string, error) {
-	h := sha256.New()
-	buf := make([]byte, readPiece)
-	for off := int64(0); off < r.size; {
-		n := int(min(int64(len(buf)), r.size-off))
-		if _, err := r.ReadAt(buf[:n], off); err != nil && err != io.EOF {
-			return "", err
-		}
-		h.Write(buf[:n])
-		off += int64(n)
-		progress(off, r.size)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

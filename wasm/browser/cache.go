@@ -18,8 +18,9 @@ import (
 // Downloaded models are kept in the origin private file system (OPFS), in
 // one folder: the file as <key>.gguf and what we know of it as <key>.json,
 // where key is a hash of the URL. An entry is reused only when the file has
-// the recorded size and SHA-256, and the server, if it answers, still
-// reports the same size and validators; otherwise it is fetched again.
+// the recorded size and hash (see pieceHash), and the server, if it
+// answers, still reports the same size and validators; otherwise it is
+// fetched again.
 
 const cacheFolder = "tessera-models"
 
@@ -27,7 +28,7 @@ const cacheFolder = "tessera-models"
 type cacheMeta struct {
 	URL          string `json:"url"`
 	Size         int64  `json:"size"`
-	SHA256       string `json:"sha256"`
+	Hash         string `json:"hash"` // SHA-256 of the SHA-256s of its 8 MiB pieces
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"lastModified,omitempty"`
 	Saved        string `json:"saved"`
@@ -37,7 +38,7 @@ type cacheMeta struct {
 type fetched struct {
 	blob   js.Value
 	name   string
-	sha256 string
+	hash   string
 	cached bool // reused from the cache, not downloaded
 	stored bool // kept in the cache for next time
 }
@@ -119,14 +120,14 @@ func cachedModel(ctx context.Context, dir js.Value, key, url string, progress fu
 	if err := checkFresh(ctx, url, meta); err != nil {
 		return nil, err
 	}
-	sum, err := hashBlob(newBlobReader(file), func(done, total int64) { progress("verify", done, total) })
+	sum, err := hashBlob(file, func(done, total int64) { progress("verify", done, total) })
 	if err != nil {
 		return nil, err
 	}
-	if sum != meta.SHA256 {
-		return nil, errors.New("the cached file's SHA-256 differs from the one saved with it")
+	if sum != meta.Hash {
+		return nil, errors.New("the cached file's hash differs from the one saved with it")
 	}
-	return &fetched{blob: file, sha256: sum, cached: true, stored: true}, nil
+	return &fetched{blob: file, hash: sum, cached: true, stored: true}, nil
 }
 
 // checkFresh asks the server whether url changed since it was saved. No
@@ -178,8 +179,8 @@ func fetch(ctx context.Context, url, method string) (js.Value, error) {
 }
 
 // download fetches url, hashing it as it streams in, into the cache (when
-// useCache) or into a Blob in JavaScript memory. Either way the bytes never
-// pass through the wasm heap more than one network chunk at a time.
+// useCache) or into a Blob in JavaScript memory. Either way the bytes stay
+// out of the wasm heap.
 func download(ctx context.Context, dir js.Value, key, url string, useCache bool, progress func(string, int64, int64)) (*fetched, error) {
 	ctl := js.Global().Get("AbortController").New()
 	stop := context.AfterFunc(ctx, func() { ctl.Call("abort") })
@@ -228,10 +229,33 @@ func download(ctx context.Context, dir js.Value, key, url string, useCache bool,
 		return nil, err
 	}
 
+	// Network chunks are gathered into 8 MiB pieces in JavaScript memory:
+	// each piece is hashed and written to storage with one call, so a big
+	// download costs a few awaits per piece rather than two per chunk.
 	reader := resp.Get("body").Call("getReader")
-	sum := sha256.New()
-	var chunks []any // without the cache: the Blob's parts
-	var buf []byte
+	u8 := js.Global().Get("Uint8Array")
+	sum := newPieceHash()
+	var parts []any // without the cache: the Blob's parts
+	piece, fill := u8.New(hashPiece), 0
+	flush := func() error {
+		if fill == 0 {
+			return nil
+		}
+		p := piece.Call("subarray", 0, fill)
+		if err := sum.add(p); err != nil {
+			return err
+		}
+		if useCache {
+			if _, err := call(writable, "write", p); err != nil {
+				return fmt.Errorf("%w: saving %s to browser storage: %v (clear the cache, or load without caching)", errStorage, url, err)
+			}
+		} else {
+			parts = append(parts, p)
+			piece = u8.New(hashPiece) // the Blob keeps the old one
+		}
+		fill = 0
+		return nil
+	}
 	var done int64
 	progress("download", 0, total)
 	for {
@@ -244,33 +268,35 @@ func download(ctx context.Context, dir js.Value, key, url string, useCache bool,
 		}
 		chunk := res.Get("value")
 		n := chunk.Get("length").Int()
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		js.CopyBytesToGo(buf[:n], chunk)
-		sum.Write(buf[:n])
-		if useCache {
-			if _, err := call(writable, "write", chunk); err != nil {
-				return fail(fmt.Errorf("%w: saving %s to browser storage: %v (clear the cache, or load without caching)", errStorage, url, err))
+		for off := 0; off < n; {
+			k := min(n-off, hashPiece-fill)
+			piece.Call("set", chunk.Call("subarray", off, off+k), fill)
+			fill += k
+			off += k
+			if fill == hashPiece {
+				if err := flush(); err != nil {
+					return fail(err)
+				}
 			}
-		} else {
-			chunks = append(chunks, chunk)
 		}
 		done += int64(n)
 		progress("download", done, total)
 	}
+	if err := flush(); err != nil {
+		return fail(err)
+	}
 	if total >= 0 && done != total {
 		return fail(fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, url, done, total))
 	}
-	f := &fetched{sha256: hex.EncodeToString(sum.Sum(nil)), stored: useCache}
+	f := &fetched{hash: sum.sum(), stored: useCache}
 	if !useCache {
-		f.blob = js.Global().Get("Blob").New(chunks)
+		f.blob = js.Global().Get("Blob").New(parts)
 		return f, nil
 	}
 	if _, err := call(writable, "close"); err != nil {
 		return fail(fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, url, err))
 	}
-	meta := cacheMeta{URL: url, Size: done, SHA256: f.sha256, ETag: header("etag"),
+	meta := cacheMeta{URL: url, Size: done, Hash: f.hash, ETag: header("etag"),
 		LastModified: header("last-modified"), Saved: time.Now().UTC().Format(time.RFC3339)}
 	if err := writeMeta(dir, key, meta); err != nil {
 		return fail(fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, url, err))
