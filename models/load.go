@@ -28,8 +28,10 @@ var ErrNotFound = errors.New("model not found")
 // ErrUnknownFormat is returned (wrapped) for a file no loader recognises.
 var ErrUnknownFormat = errors.New("unknown model format")
 
-// Open loads the description of the model at path. The tensors stay in the
-// file until read; Close releases it.
+// Open loads the description of the model at path: a GGUF file, a llama2.c
+// checkpoint, or a Hugging Face folder (config.json, safetensors weights in
+// one file or shards, tokenizer.json). The tensors stay in the files until
+// read; Close releases them.
 func Open(path string, opts Options) (*Model, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -38,19 +40,20 @@ func Open(path string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open model: %w", err)
 	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("open model %s: %w: folders (safetensors) are not supported yet", path, ErrUnknownFormat)
-	}
-	magic, err := readMagic(path)
-	if err != nil {
-		return nil, fmt.Errorf("open model %s: %w", path, err)
-	}
 	var m *Model
-	switch {
-	case bytes.Equal(magic, []byte("GGUF")):
-		m, err = openGGUF(path)
-	default:
-		m, err = openLlama2c(path, opts.Tokenizer)
+	if st.IsDir() { // a Hugging Face folder
+		m, err = openHF(path, opts.Tokenizer != "")
+	} else {
+		var magic []byte
+		if magic, err = readMagic(path); err != nil {
+			return nil, fmt.Errorf("open model %s: %w", path, err)
+		}
+		switch {
+		case bytes.Equal(magic, []byte("GGUF")):
+			m, err = openGGUF(path)
+		default:
+			m, err = openLlama2c(path, opts.Tokenizer)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -1,0 +1,418 @@
+package models
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tessera-llm/tessera/models/safetensors"
+)
+
+// Hugging Face folders: config.json, safetensors weights (one file or
+// shards with an index) and tokenizer.json.
+//
+// Every Hugging Face checkpoint of these architectures rotates halves of
+// each head (RopeHalves): unlike llama.cpp's converter, which permutes
+// Llama's q and k rows so that adjacent pairs rotate, the weights are used
+// as stored. Both describe the same model: the permutation only reorders
+// the rows of q and k within each head, and attention scores are dot
+// products, which do not depend on that order.
+
+// hfArchs maps the architectures of config.json to Config.Arch.
+var hfArchs = map[string]string{
+	"LlamaForCausalLM":   "llama",
+	"MistralForCausalLM": "mistral",
+	"Qwen2ForCausalLM":   "qwen2",
+	"Qwen3ForCausalLM":   "qwen3",
+}
+
+// HFConfigFile is the name of a Hugging Face folder's model configuration.
+const HFConfigFile = "config.json"
+
+// maxConfigSize bounds config.json; real ones are a few kilobytes.
+const maxConfigSize = 16 << 20
+
+// maxHeadDim bounds head_dim, far above any real model's (256), so that a
+// corrupt config cannot make the loader allocate per-dimension tables of
+// gigabytes.
+const maxHeadDim = 1 << 16
+
+// hfConfig is the part of config.json the engine reads.
+type hfConfig struct {
+	Architectures         []string        `json:"architectures"`
+	ModelType             string          `json:"model_type"`
+	HiddenSize            int             `json:"hidden_size"`
+	IntermediateSize      int             `json:"intermediate_size"`
+	NumHiddenLayers       int             `json:"num_hidden_layers"`
+	NumAttentionHeads     int             `json:"num_attention_heads"`
+	NumKeyValueHeads      *int            `json:"num_key_value_heads"`
+	HeadDim               *int            `json:"head_dim"`
+	VocabSize             int             `json:"vocab_size"`
+	MaxPositionEmbeddings int             `json:"max_position_embeddings"`
+	RMSNormEps            *float64        `json:"rms_norm_eps"`
+	RopeTheta             *float64        `json:"rope_theta"`
+	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
+	RopeScaling           *hfRopeScaling  `json:"rope_scaling"`
+	RopeParameters        *hfRopeScaling  `json:"rope_parameters"` // transformers 5
+	HiddenAct             string          `json:"hidden_act"`
+	AttentionBias         bool            `json:"attention_bias"`
+	MLPBias               bool            `json:"mlp_bias"`
+	SlidingWindow         json.RawMessage `json:"sliding_window"`
+	UseSlidingWindow      *bool           `json:"use_sliding_window"`
+	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
+	QuantizationConfig    json.RawMessage `json:"quantization_config"`
+}
+
+// hfRopeScaling is rope_scaling (or transformers 5's rope_parameters).
+type hfRopeScaling struct {
+	RopeType       string   `json:"rope_type"`
+	Type           string   `json:"type"` // the older spelling of rope_type
+	RopeTheta      *float64 `json:"rope_theta"`
+	Factor         float64  `json:"factor"`
+	LowFreqFactor  float64  `json:"low_freq_factor"`
+	HighFreqFactor float64  `json:"high_freq_factor"`
+	OriginalMax    int      `json:"original_max_position_embeddings"`
+}
+
+// ParseHFConfig turns the contents of a Hugging Face config.json into a
+// Config. It fails with ErrUnsupportedArch for architectures other than
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and
+// Qwen3ForCausalLM, and with a clear error for variants the forward pass
+// does not implement (o_proj or MLP biases, activations other than SiLU,
+// partial rotary, RoPE scaling other than llama3, linear and dynamic).
+func ParseHFConfig(data []byte) (Config, error) {
+	var h hfConfig
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Config{}, fmt.Errorf("config.json: %w", err)
+	}
+	var present map[string]json.RawMessage
+	json.Unmarshal(data, &present) // cannot fail after the first
+
+	hfArch := ""
+	if len(h.Architectures) > 0 {
+		hfArch = h.Architectures[0]
+	}
+	arch, ok := hfArchs[hfArch]
+	if !ok && hfArch == "" && slices.Contains(slices.Collect(maps.Values(hfArchs)), h.ModelType) {
+		arch, ok = h.ModelType, true // no architectures list: model_type names the family
+	}
+	if !ok {
+		name := hfArch
+		if name == "" {
+			name = "model_type " + h.ModelType
+		}
+		return Config{}, fmt.Errorf("config.json: %w %q (supported: %s)", ErrUnsupportedArch, name,
+			strings.Join(slices.Sorted(maps.Keys(hfArchs)), ", "))
+	}
+	if len(h.QuantizationConfig) > 0 && string(h.QuantizationConfig) != "null" {
+		return Config{}, errors.New("config.json: quantized checkpoints (quantization_config) are not supported")
+	}
+	if h.HiddenAct != "" && h.HiddenAct != "silu" && h.HiddenAct != "swish" {
+		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", h.HiddenAct)
+	}
+	if h.MLPBias {
+		return Config{}, errors.New("config.json: mlp_bias is not supported")
+	}
+	if h.AttentionBias && arch != "qwen2" {
+		return Config{}, errors.New("config.json: attention_bias is not supported (it adds an o_proj bias)")
+	}
+	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
+		return Config{}, fmt.Errorf("config.json: partial_rotary_factor %g is not supported", *f)
+	}
+	for key, v := range map[string]int{"hidden_size": h.HiddenSize, "intermediate_size": h.IntermediateSize,
+		"num_hidden_layers": h.NumHiddenLayers, "num_attention_heads": h.NumAttentionHeads,
+		"vocab_size": h.VocabSize, "max_position_embeddings": h.MaxPositionEmbeddings} {
+		if _, ok := present[key]; !ok {
+			return Config{}, fmt.Errorf("config.json: missing %s", key)
+		}
+		if v <= 0 {
+			return Config{}, fmt.Errorf("config.json: %s %d must be positive", key, v)
+		}
+	}
+
+	c := Config{
+		Arch:           arch,
+		Dim:            h.HiddenSize,
+		FFN:            h.IntermediateSize,
+		Layers:         h.NumHiddenLayers,
+		Heads:          h.NumAttentionHeads,
+		KVHeads:        h.NumAttentionHeads,
+		HeadDim:        h.HiddenSize / h.NumAttentionHeads,
+		Vocab:          h.VocabSize,
+		Context:        h.MaxPositionEmbeddings,
+		NormEps:        1e-6, // the transformers default of all four
+		RopeTheta:      10000,
+		Rope:           RopeHalves,
+		TiedEmbeddings: h.TieWordEmbeddings != nil && *h.TieWordEmbeddings,
+		QKVBias:        arch == "qwen2",
+		QKNorm:         arch == "qwen3",
+	}
+	if arch == "qwen3" {
+		c.HeadDim = 128 // Qwen3Config's default
+	}
+	if h.NumKeyValueHeads != nil {
+		c.KVHeads = *h.NumKeyValueHeads
+	}
+	if h.HeadDim != nil {
+		c.HeadDim = *h.HeadDim
+	}
+	c.RopeDim = c.HeadDim
+	if h.RMSNormEps != nil {
+		c.NormEps = float32(*h.RMSNormEps)
+	}
+	if h.RopeTheta != nil {
+		c.RopeTheta = *h.RopeTheta
+	}
+
+	// Sliding-window attention is exact up to the window: cap the context
+	// there rather than compute longer sequences wrongly.
+	window := 0
+	slidingActive := arch == "mistral" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+	if raw, ok := present["sliding_window"]; slidingActive && ok && string(raw) != "null" {
+		if err := json.Unmarshal(h.SlidingWindow, &window); err != nil || window <= 0 {
+			return Config{}, fmt.Errorf("config.json: sliding_window %s is not a positive integer", h.SlidingWindow)
+		}
+	} else if slidingActive && !ok && arch == "mistral" {
+		window = 4096 // MistralConfig's default
+	}
+	if window > 0 {
+		c.Context = min(c.Context, window)
+	}
+
+	rs := h.RopeScaling
+	if h.RopeParameters != nil {
+		rs = h.RopeParameters
+		if rs.RopeTheta != nil {
+			c.RopeTheta = *rs.RopeTheta
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config.json: %w", err)
+	}
+	if c.HeadDim > maxHeadDim { // RoPE factors are allocated per dimension
+		return Config{}, fmt.Errorf("config.json: head dim %d is implausibly large (at most %d)", c.HeadDim, maxHeadDim)
+	}
+	if rs != nil {
+		kind := rs.RopeType
+		if kind == "" {
+			kind = rs.Type
+		}
+		switch kind {
+		case "", "default":
+		case "llama3":
+			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMax <= 0 {
+				return Config{}, fmt.Errorf("config.json: llama3 rope_scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0, got %+v", *rs)
+			}
+			c.RopeFactors = Llama3RopeFactors(c.RopeDim, c.RopeTheta, rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalMax)
+		case "linear":
+			// Positions divided by factor: every frequency divided by it.
+			if rs.Factor <= 0 {
+				return Config{}, fmt.Errorf("config.json: linear rope_scaling factor %g must be positive", rs.Factor)
+			}
+			c.RopeFactors = make([]float32, c.RopeDim/2)
+			for i := range c.RopeFactors {
+				c.RopeFactors[i] = float32(rs.Factor)
+			}
+		case "dynamic":
+			// Dynamic NTK scaling only changes RoPE past the original
+			// context, so within it the model is unscaled.
+			if rs.OriginalMax > 0 {
+				c.Context = min(c.Context, rs.OriginalMax)
+			}
+		default:
+			return Config{}, fmt.Errorf("config.json: rope scaling %q is not supported (supported: llama3, linear, dynamic)", kind)
+		}
+	}
+	return c, nil
+}
+
+// hfGlobalNames maps the Hugging Face names of the tensors outside the
+// layers to the GGUF names every loader uses.
+var hfGlobalNames = map[string]string{
+	"model.embed_tokens.weight": TokenEmbedding,
+	"model.norm.weight":         OutputNorm,
+	"lm_head.weight":            Output,
+}
+
+// hfLayerNames maps the names inside model.layers.N. to GGUF's inside blk.N.
+var hfLayerNames = map[string]string{
+	"input_layernorm.weight":          AttnNorm + ".weight",
+	"post_attention_layernorm.weight": FFNNorm + ".weight",
+	"self_attn.q_proj.weight":         AttnQ + ".weight",
+	"self_attn.k_proj.weight":         AttnK + ".weight",
+	"self_attn.v_proj.weight":         AttnV + ".weight",
+	"self_attn.o_proj.weight":         AttnOutput + ".weight",
+	"self_attn.q_proj.bias":           AttnQ + ".bias",
+	"self_attn.k_proj.bias":           AttnK + ".bias",
+	"self_attn.v_proj.bias":           AttnV + ".bias",
+	"self_attn.o_proj.bias":           AttnOutput + ".bias",
+	"self_attn.q_norm.weight":         AttnQNorm + ".weight",
+	"self_attn.k_norm.weight":         AttnKNorm + ".weight",
+	"mlp.gate_proj.weight":            FFNGate + ".weight",
+	"mlp.up_proj.weight":              FFNUp + ".weight",
+	"mlp.down_proj.weight":            FFNDown + ".weight",
+	"mlp.gate_proj.bias":              FFNGate + ".bias",
+	"mlp.up_proj.bias":                FFNUp + ".bias",
+	"mlp.down_proj.bias":              FFNDown + ".bias",
+}
+
+// HFTensorName returns the GGUF name of a Hugging Face tensor name, e.g.
+// "blk.3.attn_q.weight" for "model.layers.3.self_attn.q_proj.weight", or
+// false for a name outside the Llama family's tensors.
+func HFTensorName(name string) (string, bool) {
+	if g, ok := hfGlobalNames[name]; ok {
+		return g, true
+	}
+	rest, ok := strings.CutPrefix(name, "model.layers.")
+	if !ok {
+		return "", false
+	}
+	num, kind, ok := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	if !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
+		return "", false
+	}
+	g, ok := hfLayerNames[kind]
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("blk.%d.%s", l, g), true
+}
+
+// GGUFToHFName is the inverse of HFTensorName.
+func GGUFToHFName(name string) (string, bool) {
+	for h, g := range hfGlobalNames {
+		if g == name {
+			return h, true
+		}
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return "", false
+	}
+	num, kind, ok := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	if !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
+		return "", false
+	}
+	for h, g := range hfLayerNames {
+		if g == kind {
+			return fmt.Sprintf("model.layers.%d.%s", l, h), true
+		}
+	}
+	return "", false
+}
+
+// hfIgnored are tensors some checkpoints carry that the forward pass
+// recomputes: RoPE's inverse frequencies.
+func hfIgnored(name string) bool {
+	return strings.HasSuffix(name, ".self_attn.rotary_emb.inv_freq")
+}
+
+// openHF loads a Hugging Face folder. The tokenizer comes from the folder's
+// tokenizer.json unless skipTokenizer (Open sets it when the caller names
+// another tokenizer).
+func openHF(dir string, skipTokenizer bool) (*Model, error) {
+	data, err := readBounded(filepath.Join(dir, HFConfigFile), maxConfigSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open model %s: %w: a folder needs a Hugging Face %s", dir, ErrUnknownFormat, HFConfigFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open model %s: %w", dir, err)
+	}
+	c, err := ParseHFConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("open model %s: %w", dir, err)
+	}
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open model %s: %w", dir, err)
+	}
+	m, err := modelFromSafetensors(c, set)
+	if err != nil {
+		set.Close()
+		return nil, fmt.Errorf("open model %s: %w", dir, err)
+	}
+	m.Path = dir
+	m.close = set.Close
+	if !skipTokenizer {
+		if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); errors.Is(err, fs.ErrNotExist) {
+			m.Close()
+			return nil, fmt.Errorf("open model %s: no tokenizer.json (name a tokenizer file to use another)", dir)
+		}
+		if m.Tokenizer, err = LoadTokenizer(dir, c.Vocab); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("open model %s: %w", dir, err)
+		}
+	}
+	return m, nil
+}
+
+// modelFromSafetensors names the tensors of set the GGUF way and checks
+// them against c, reporting problems under their Hugging Face names.
+func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
+	m := &Model{Config: c, Format: "hf", Tensors: map[string]*Tensor{}}
+	want := map[string][]int{}
+	for _, t := range LlamaTensors(c) {
+		want[t.Name] = t.Shape
+	}
+	var unused []string
+	for _, name := range set.TensorNames() {
+		st, _ := set.Tensor(name)
+		g, ok := HFTensorName(name)
+		switch {
+		case hfIgnored(name), ok && g == Output && c.TiedEmbeddings:
+			continue // a copy of the embedding, or recomputed
+		case !ok || want[g] == nil:
+			unused = append(unused, name)
+			continue
+		}
+		typ, _ := st.DType.Type()
+		if st.DType != safetensors.F32 && st.DType != safetensors.F16 && st.DType != safetensors.BF16 {
+			return nil, fmt.Errorf("tensor %s has dtype %s (supported: F32, F16, BF16)", name, st.DType)
+		}
+		if !equalShape(st.Shape, want[g]) {
+			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, st.Shape, want[g])
+		}
+		m.Tensors[g] = NewTensor(g, st.Shape, typ, st.Bytes)
+	}
+	if len(unused) > 0 {
+		if len(unused) > 5 {
+			unused = append(unused[:5], fmt.Sprintf("and %d more", len(unused)-5))
+		}
+		return nil, fmt.Errorf("tensors that the %s forward pass does not use (it would compute another model): %s",
+			c.Arch, strings.Join(unused, ", "))
+	}
+	for _, t := range LlamaTensors(c) {
+		if _, ok := m.Tensors[t.Name]; !ok {
+			h, _ := GGUFToHFName(t.Name)
+			return nil, fmt.Errorf("missing tensor %s (%s)", h, t.Name)
+		}
+	}
+	return m, nil
+}
+
+// readBounded reads a file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}

@@ -1,0 +1,386 @@
+package synth
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/safetensors"
+)
+
+// HFOptions adjust WriteHF.
+type HFOptions struct {
+	// Shards splits the weights over that many files listed by a
+	// model.safetensors.index.json, as large checkpoints are; 0 or 1
+	// writes one model.safetensors.
+	Shards int
+}
+
+// hfArchitectures names each family's class in config.json.
+var hfArchitectures = map[string]string{
+	"llama":   "LlamaForCausalLM",
+	"mistral": "MistralForCausalLM",
+	"qwen2":   "Qwen2ForCausalLM",
+	"qwen3":   "Qwen3ForCausalLM",
+}
+
+// WriteHF writes shape s as a Hugging Face folder in dir (created if
+// needed): config.json, the weights as safetensors under Hugging Face's
+// names, tokenizer.json and tokenizer_config.json. Weight matrices have
+// type t (F32, F16 or BF16); norms and biases stay F32, as in Write.
+//
+// The weights are those Write draws for the same seed, so the folder and
+// the GGUF describe the same model. GGUF's Llama files rotate adjacent
+// pairs (RopePairs) because llama.cpp's converter permutes the q and k rows
+// of each head of a Hugging Face checkpoint: w.reshape(heads, 2, d/2, in)
+// .swapaxes(1, 2), which puts row h·d + s·d/2 + j of the checkpoint at row
+// h·d + 2j + s. WriteHF applies the inverse to the GGUF rows of q and k
+// (weights, biases and norms alike), so that the folder, read with
+// RopeHalves like every Hugging Face checkpoint, rotates the same pairs of
+// values. Attention scores are dot products over a head, which the order
+// of its rows does not change: the two files give the same logits, up to
+// the rounding of sums taken in another order. Families whose GGUF already
+// uses halves (Qwen) are written unpermuted, bit for bit the same.
+func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) error {
+	dt, ok := safetensors.DTypeOf(t)
+	if !ok || (t != dtype.F32 && t != dtype.F16 && t != dtype.BF16) {
+		return fmt.Errorf("synth: weight type %s (want F32, F16 or BF16)", t)
+	}
+	c := s.Config
+	arch, ok := hfArchitectures[c.Arch]
+	if !ok {
+		return fmt.Errorf("synth: %s: no Hugging Face architecture for %q", s.Name, c.Arch)
+	}
+	permute := c.Rope == models.RopePairs
+	if permute && c.RopeDim != c.HeadDim {
+		return fmt.Errorf("synth: %s: partial RoPE (%d of %d dimensions) has no Hugging Face layout", s.Name, c.RopeDim, c.HeadDim)
+	}
+	config, err := hfConfigJSON(s, arch, t)
+	if err != nil {
+		return err
+	}
+	var tensors []safetensors.WriteTensor
+	err = weights(c, seed, func(name string, shape []int, vals []float32) error {
+		hfName, ok := models.GGUFToHFName(name)
+		if !ok {
+			return fmt.Errorf("synth: no Hugging Face name for %s", name)
+		}
+		if permute {
+			switch kind := layerKind(name); kind {
+			case models.AttnQ + ".weight", models.AttnQ + ".bias":
+				vals = halvesFromPairs(vals, c.Heads, c.HeadDim)
+			case models.AttnK + ".weight", models.AttnK + ".bias":
+				vals = halvesFromPairs(vals, c.KVHeads, c.HeadDim)
+			case models.AttnQNorm + ".weight", models.AttnKNorm + ".weight":
+				vals = halvesFromPairs(vals, 1, c.HeadDim)
+			}
+		}
+		typ, sdt := t, dt
+		if len(shape) == 1 {
+			typ, sdt = dtype.F32, safetensors.F32
+		}
+		data, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", name, err)
+		}
+		tensors = append(tensors, safetensors.WriteTensor{Name: hfName, DType: sdt, Shape: shape, Data: data})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	tok, err := hfTokenizerJSON(c.Vocab)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"config.json":           config,
+		"tokenizer.json":        tok,
+		"tokenizer_config.json": hfTokenizerConfig(c.Context),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return writeWeights(dir, tensors, opts.Shards)
+}
+
+// layerKind returns "attn_q.weight" for "blk.3.attn_q.weight", or "".
+func layerKind(name string) string {
+	var l int
+	var kind string
+	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &kind); n == 2 {
+		return kind
+	}
+	return ""
+}
+
+// halvesFromPairs reorders the rows of a q or k projection (or its bias or
+// norm: rows of one value) from GGUF's pairs layout to Hugging Face's
+// halves: row h·d + s·d/2 + j of the result is row h·d + 2j + s of vals.
+func halvesFromPairs(vals []float32, heads, headDim int) []float32 {
+	cols := len(vals) / (heads * headDim)
+	out := make([]float32, len(vals))
+	for h := range heads {
+		for j := range headDim / 2 {
+			for s := range 2 {
+				src := (h*headDim + 2*j + s) * cols
+				dst := (h*headDim + s*headDim/2 + j) * cols
+				copy(out[dst:dst+cols], vals[src:src+cols])
+			}
+		}
+	}
+	return out
+}
+
+// weights draws the tensors of config c exactly as Write does, in the same
+// order from the same generator, and hands each to put by its GGUF name.
+func weights(c models.Config, seed uint64, put func(name string, shape []int, vals []float32) error) error {
+	rng := rand.New(rand.NewPCG(seed, 0x5e17))
+	for _, want := range models.LlamaTensors(c) {
+		vals := make([]float32, want.Elements())
+		in := want.Shape[len(want.Shape)-1]
+		if len(want.Shape) == 1 { // norm weights
+			for i := range vals {
+				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+			}
+		} else {
+			a := float32(math.Sqrt(3 / float64(in)))
+			for i := range vals {
+				vals[i] = a * (2*rng.Float32() - 1)
+			}
+		}
+		if err := put(want.Name, want.Shape, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeWeights writes model.safetensors, or shards and their index.
+func writeWeights(dir string, tensors []safetensors.WriteTensor, shards int) error {
+	if shards <= 1 {
+		return writeSafetensors(filepath.Join(dir, safetensors.SingleFile), tensors)
+	}
+	if shards > len(tensors) {
+		return fmt.Errorf("synth: %d shards for %d tensors", shards, len(tensors))
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for i := range shards {
+		part := tensors[i*len(tensors)/shards : (i+1)*len(tensors)/shards]
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, shards)
+		for _, t := range part {
+			weightMap[t.Name] = name
+			total += int64(len(t.Data))
+		}
+		if err := writeSafetensors(filepath.Join(dir, name), part); err != nil {
+			return err
+		}
+	}
+	var buf bytes.Buffer
+	if err := safetensors.WriteIndex(&buf, weightMap, total); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, safetensors.IndexFile), buf.Bytes(), 0o644)
+}
+
+func writeSafetensors(path string, tensors []safetensors.WriteTensor) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = safetensors.Write(w, map[string]string{"format": "pt"}, tensors)
+	if err == nil {
+		err = w.Flush()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// hfConfigJSON is config.json for shape s, as transformers writes it.
+func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
+	c := s.Config
+	cfg := map[string]any{
+		"architectures":           []string{arch},
+		"model_type":              c.Arch,
+		"hidden_size":             c.Dim,
+		"intermediate_size":       c.FFN,
+		"num_hidden_layers":       c.Layers,
+		"num_attention_heads":     c.Heads,
+		"num_key_value_heads":     c.KVHeads,
+		"head_dim":                c.HeadDim,
+		"vocab_size":              c.Vocab,
+		"max_position_embeddings": c.Context,
+		"rms_norm_eps":            c.NormEps,
+		"rope_theta":              c.RopeTheta,
+		"tie_word_embeddings":     c.TiedEmbeddings,
+		"hidden_act":              "silu",
+		"bos_token_id":            1,
+		"eos_token_id":            2,
+		"torch_dtype":             map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[t],
+		"rope_scaling":            nil,
+	}
+	switch c.Arch {
+	case "llama", "qwen3":
+		cfg["attention_bias"] = false
+	case "mistral":
+		cfg["sliding_window"] = nil
+	case "qwen2":
+		cfg["use_sliding_window"] = false
+	}
+	if c.QKVBias != (c.Arch == "qwen2") || c.QKNorm != (c.Arch == "qwen3") {
+		return nil, fmt.Errorf("synth: %s: %s with q/k/v biases %v and q/k norms %v has no Hugging Face config", s.Name, c.Arch, c.QKVBias, c.QKNorm)
+	}
+	if c.RopeFactors != nil {
+		rs, err := ropeScaling(c)
+		if err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
+		}
+		cfg["rope_scaling"] = rs
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	return append(b, '\n'), err
+}
+
+// ropeScaling finds the rope_scaling entry that reproduces c.RopeFactors
+// exactly: linear when every factor is the same, else llama3 with the
+// factor, the frequency factors and the original context of Llama 3.1's
+// release (low 1, high 4) or others, searched over a few common values.
+func ropeScaling(c models.Config) (map[string]any, error) {
+	f := c.RopeFactors
+	factor := slices.Max(f)
+	if slices.Min(f) == factor {
+		return map[string]any{"rope_type": "linear", "factor": float64(factor)}, nil
+	}
+	for _, low := range []float64{1, 2} {
+		for _, high := range []float64{4, 2, 8} {
+			for orig := 16; orig <= 1<<20 && high > low; orig *= 2 {
+				got := models.Llama3RopeFactors(c.RopeDim, c.RopeTheta, float64(factor), low, high, orig)
+				if slices.Equal(got, f) {
+					return map[string]any{"rope_type": "llama3", "factor": float64(factor), "low_freq_factor": low,
+						"high_freq_factor": high, "original_max_position_embeddings": orig}, nil
+				}
+			}
+		}
+	}
+	return nil, errors.New("no llama3 or linear rope_scaling reproduces the RoPE factors")
+}
+
+// hfTokenizerJSON is a tokenizer.json that encodes and decodes like the
+// SentencePiece tokenizer Write stores in the GGUF: the same Vocabulary, a
+// BPE whose merges are SentencePiece's (each piece made of two pieces, in
+// the order of the pieces' scores), byte fallback, and spaces split off
+// as their own words. The vocabulary has no "▁" piece, so SentencePiece
+// adds no dummy prefix and a space can only become the byte <0x20>, which
+// never merges; splitting on spaces changes nothing and keeps words short.
+func hfTokenizerJSON(vocab int) ([]byte, error) {
+	pieces, _, types := Vocabulary(vocab)
+	ids := make(map[string]int, len(pieces))
+	for id, p := range pieces {
+		ids[p] = id
+	}
+	// SentencePiece merges the pair whose product has the best score; a
+	// BPE applies merges in rank order, so rank them by their product.
+	var merges [][2]string
+	for id, p := range pieces {
+		if types[id] != 1 {
+			continue
+		}
+		for i := range p {
+			if i == 0 {
+				continue
+			}
+			l, r := p[:i], p[i:]
+			if a, ok := ids[l]; ok && types[a] == 1 {
+				if b, ok := ids[r]; ok && types[b] == 1 {
+					merges = append(merges, [2]string{l, r})
+				}
+			}
+		}
+	}
+	type added struct {
+		ID         int    `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Normalized bool   `json:"normalized"`
+		Special    bool   `json:"special"`
+	}
+	var addedTokens []added
+	for id, p := range pieces[:min(3, len(pieces))] {
+		addedTokens = append(addedTokens, added{ID: id, Content: p, Special: true})
+	}
+	if merges == nil {
+		merges = [][2]string{}
+	}
+	tok := map[string]any{
+		"version":      "1.0",
+		"truncation":   nil,
+		"padding":      nil,
+		"added_tokens": addedTokens,
+		"normalizer":   nil,
+		"pre_tokenizer": map[string]any{
+			"type": "Split", "pattern": map[string]string{"String": " "}, "behavior": "Isolated", "invert": false,
+		},
+		"post_processor": map[string]any{
+			"type":   "TemplateProcessing",
+			"single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
+			"pair": []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+				map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 1}}, map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
+			"special_tokens": map[string]any{"<s>": map[string]any{"id": "<s>", "ids": []int{1}, "tokens": []string{"<s>"}}},
+		},
+		"decoder": map[string]any{
+			"type": "Sequence",
+			"decoders": []any{
+				map[string]any{"type": "Replace", "pattern": map[string]string{"String": "▁"}, "content": " "},
+				map[string]any{"type": "ByteFallback"},
+				map[string]any{"type": "Fuse"},
+			},
+		},
+		"model": map[string]any{
+			"type":                      "BPE",
+			"dropout":                   nil,
+			"unk_token":                 "<unk>",
+			"continuing_subword_prefix": nil,
+			"end_of_word_suffix":        nil,
+			"fuse_unk":                  true,
+			"byte_fallback":             true,
+			"ignore_merges":             false,
+			"vocab":                     ids,
+			"merges":                    merges,
+		},
+	}
+	b, err := json.MarshalIndent(tok, "", "  ")
+	return append(b, '\n'), err
+}
+
+// hfTokenizerConfig is tokenizer_config.json: the special tokens, and BOS
+// before every prompt as the GGUF's SentencePiece tokenizer adds it.
+func hfTokenizerConfig(context int) []byte {
+	b, _ := json.MarshalIndent(map[string]any{
+		"tokenizer_class":              "LlamaTokenizerFast",
+		"bos_token":                    "<s>",
+		"eos_token":                    "</s>",
+		"unk_token":                    "<unk>",
+		"add_bos_token":                true,
+		"add_eos_token":                false,
+		"model_max_length":             context,
+		"clean_up_tokenization_spaces": false,
+	}, "", "  ")
+	return append(b, '\n')
+}
