@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,8 +15,9 @@ import (
 
 func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	shape := fs.String("shape", "", "model shape: "+strings.Join(synth.Names(), ", ")+" (required)")
-	out := fs.String("out", "", "output GGUF file (required)")
-	typ := fs.String("type", "f32", "weight type: f32 or f16")
+	out := fs.String("out", "", "output GGUF file, or folder with --format hf (required)")
+	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both")
+	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	return func(ctx context.Context, e *env) error {
 		if *shape == "" || *out == "" {
@@ -25,27 +27,72 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return usageError{err}
 		}
-		t := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}[strings.ToLower(*typ)]
-		if t == 0 && strings.ToLower(*typ) != "f32" {
+		hf := false
+		switch strings.ToLower(*format) {
+		case "gguf":
+		case "hf":
+			hf = true
+		default:
+			return usagef("--format %q (want gguf or hf)", *format)
+		}
+		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}
+		if hf {
+			types["bf16"] = dtype.BF16
+		}
+		t, ok := types[strings.ToLower(*typ)]
+		if !ok {
+			if hf {
+				return usagef("--type %q (want f32, f16 or bf16)", *typ)
+			}
 			return usagef("--type %q (want f32 or f16)", *typ)
 		}
-		f, err := os.Create(*out)
+		if hf {
+			err = writeSynthHF(*out, s, t, *seed)
+		} else {
+			err = writeSynthGGUF(*out, s, t, *seed)
+		}
 		if err != nil {
 			return err
-		}
-		w := bufio.NewWriterSize(f, 1<<20)
-		err = synth.Write(w, s, t, *seed)
-		if err == nil {
-			err = w.Flush()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(*out)
-			return fmt.Errorf("write %s: %w", *out, err)
 		}
 		fmt.Fprintf(e.stderr, "wrote %s: %s shape, %s weights\n", *out, s.Name, t)
 		return nil
 	}
+}
+
+func writeSynthGGUF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = synth.Write(w, s, t, seed)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out)
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	return nil
+}
+
+// writeSynthHF writes a Hugging Face folder. It refuses a folder that
+// already holds files, so that a failure can remove what it wrote.
+func writeSynthHF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
+	entries, err := os.ReadDir(out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("write %s: %w", out, err)
+	case len(entries) > 0:
+		return usagef("--out %s is a folder that is not empty", out)
+	}
+	if err := synth.WriteHF(out, s, t, seed, synth.HFOptions{}); err != nil {
+		os.RemoveAll(out)
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	return nil
 }

@@ -1,0 +1,106 @@
+package runtime_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// synthHF writes the named synthetic shape as a Hugging Face folder with
+// the weights synthModel writes to its GGUF.
+func synthHF(t *testing.T, shape string, typ dtype.Type, opts synth.HFOptions) string {
+	t.Helper()
+	s, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), shape)
+	if err := synth.WriteHF(dir, s, typ, 11, opts); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// logits scores tokens and returns the logits of every position.
+func logits(t *testing.T, eng *runtime.Engine, tokens []int32) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	err := eng.Score(context.Background(), tokens, func(i int, l []float32) error {
+		out = append(out, append([]float32(nil), l...))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestHFMatchesGGUF: the GGUF and the Hugging Face folder of one synthetic
+// model of each family are the same model: the same greedy tokens on the
+// CPU and on WebGPU, and the same logits on the CPU. Qwen's files hold the
+// same bytes in the same layout, so their logits are identical; Llama's q
+// and k rows are permuted between the files (pairs vs halves RoPE), which
+// reorders the sums of q·k, so its logits agree to rounding.
+func TestHFMatchesGGUF(t *testing.T) {
+	for _, tc := range []struct {
+		shape  string
+		typ    dtype.Type
+		shards int
+	}{{"tiny", dtype.F32, 0}, {"tiny", dtype.F16, 2}, {"tiny-llama3", dtype.F32, 0}, {"tiny-qwen2", dtype.F32, 3}, {"tiny-qwen3", dtype.F16, 0}} {
+		t.Run(tc.shape+"-"+tc.typ.String(), func(t *testing.T) {
+			gguf := synthModel(t, tc.shape, tc.typ)
+			hf := synthHF(t, tc.shape, tc.typ, synth.HFOptions{Shards: tc.shards})
+			req := runtime.Request{Prompt: "abc def ghi", MaxTokens: 100, IgnoreEOS: true}
+
+			var cpu [2][]int32
+			var scores [2][][]float32
+			for i, path := range []string{gguf, hf} {
+				eng, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 1 && (eng.Model().Format != "hf" || eng.Model().Config.Rope != models.RopeHalves) {
+					t.Errorf("folder loaded as %s with %s RoPE", eng.Model().Format, eng.Model().Config.Rope)
+				}
+				cpu[i], _, _ = generate(t, eng, req)
+				scores[i] = logits(t, eng, append([]int32{1}, cpu[0][:40]...))
+				eng.Close()
+			}
+			if !equal(cpu[1], cpu[0]) {
+				t.Errorf("cpu:\n  hf %v\ngguf %v", cpu[1], cpu[0])
+			}
+			exact := tc.shape == "tiny-qwen2" || tc.shape == "tiny-qwen3"
+			worst := 0.0
+			for p := range scores[0] {
+				for j, want := range scores[0][p] {
+					d := math.Abs(float64(scores[1][p][j] - want))
+					worst = max(worst, d)
+					if exact && d != 0 {
+						t.Fatalf("position %d, logit %d: hf %g, gguf %g", p, j, scores[1][p][j], want)
+					}
+				}
+			}
+			if worst > 1e-4 {
+				t.Errorf("logits differ by up to %g", worst)
+			}
+			t.Logf("cpu: %d tokens agree, logits differ by up to %g", len(cpu[0]), worst)
+
+			var gpu [2][]int32
+			for i, path := range []string{gguf, hf} {
+				gpu[i], _, _ = generate(t, loadWebGPU(t, path, runtime.Options{}), req)
+			}
+			if !equal(gpu[1], gpu[0]) {
+				t.Errorf("webgpu:\n  hf %v\ngguf %v", gpu[1], gpu[0])
+			}
+			if !equal(gpu[0], cpu[0]) {
+				t.Errorf("webgpu and cpu differ:\nwebgpu %v\n   cpu %v", gpu[0], cpu[0])
+			}
+		})
+	}
+}
