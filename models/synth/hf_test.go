@@ -218,3 +218,26 @@ func TestWriteHFLayout(t *testing.T) {
 		t.Error("Q4_K accepted")
 	}
 }
+
+// TestWriteHFTokenizerMerges: with a vocabulary large enough to hold
+// multi-letter pieces, the folder's BPE merges them exactly as the GGUF's
+// SentencePiece does.
+func TestWriteHFTokenizerMerges(t *testing.T) {
+	s, err := synth.Lookup("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Name, s.Config.Vocab = "tiny-vocab", 5000
+	g := writeGGUF(t, s, dtype.F16, 5)
+	h := writeHF(t, s, dtype.F16, 5, synth.HFOptions{})
+	compareTokenizers(t, s.Name, g, h)
+	for _, text := range []string{"the quick brown fox jumps over the lazy dog", strings.Repeat("abcab zq", 20), "aaaaaaaaa bbbbbbb abababab"} {
+		ids := g.Tokenizer.Encode(text, false)
+		if len(ids) >= len(text) {
+			t.Errorf("%q: %d tokens, nothing merged", text, len(ids))
+		}
+		if got := h.Tokenizer.Encode(text, false); !slices.Equal(got, ids) {
+			t.Errorf("%q: %v in the folder, %v in the GGUF", text, got, ids)
+		}
+	}
+}
