@@ -430,6 +430,11 @@ func (a *api) dropEngine() {
 	a.mu.Unlock()
 	if eng != nil {
 		eng.Close()
+		// The engine's backend releases its buffers but not the device
+		// that runtime.LoadModel opened for it.
+		if gb, ok := eng.Backend().(*gpu.Backend); ok {
+			gb.Device().Close()
+		}
 		eng.Model().Close()
 		goruntime.GC() // give the model's memory back before the next one
 	}

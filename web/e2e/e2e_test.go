@@ -307,6 +307,41 @@ func TestBrowserDemo(t *testing.T) {
 		t.Logf("from the cache: loaded in %.0f ms", s.Model.LoadMs)
 	})
 
+	t.Run("buffer and file sources, unload", func(t *testing.T) {
+		type result struct {
+			A, B, BName, Text, Text2, Err string
+		}
+		r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`(async () => {
+			const c = tesseraDemo.client;
+			const url = "/models/stories260K.gguf";
+			const a = await c.load({buffer: await (await fetch(url)).arrayBuffer()}, {quant: "f32"});
+			let text = "";
+			await c.generate("", {maxTokens: 10}, (t) => { text += t.text; });
+			const file = new File([await (await fetch(url)).blob()], "picked.gguf");
+			const b = await c.load({file}, {quant: "f32"});
+			let text2 = "";
+			await c.generate("", {maxTokens: 10}, (t) => { text2 += t.text; });
+			await c.unload();
+			let err = "";
+			try { await c.generate("", {maxTokens: 1}); } catch (e) { err = e.code; }
+			return {A: a.source, B: b.source, BName: b.name, Text: text, Text2: text2, Err: err};
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.A != "buffer" || r.B != "file" || r.BName != "picked.gguf" {
+			t.Errorf("sources %q, %q (%q): want buffer, file (picked.gguf)", r.A, r.B, r.BName)
+		}
+		for _, text := range []string{r.Text, r.Text2} {
+			if text == "" || !strings.HasPrefix(golden, text) {
+				t.Errorf("10 greedy tokens %q do not start the golden story", text)
+			}
+		}
+		if r.Err != "no-model" {
+			t.Errorf("generate after unload failed with code %q, want no-model", r.Err)
+		}
+	})
+
 	// Let a last warning arrive before judging the console.
 	time.Sleep(200 * time.Millisecond)
 	// The worker says when the engine is ready: hearing it proves that its
