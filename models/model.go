@@ -1,8 +1,9 @@
 // Package models describes a language model independently of the file it came
 // from: a Config (the shapes and the numeric choices of the architecture) and a
 // set of named tensors read lazily from the file. GGUF files, llama2.c
-// checkpoints and, later, safetensors folders all load into this one
-// description, so the engine has a single forward pass to get right.
+// checkpoints and Hugging Face folders (config.json and safetensors) all load
+// into this one description, so the engine has a single forward pass to get
+// right.
 package models
 
 import (
