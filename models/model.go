@@ -185,12 +185,14 @@ func (m *Model) TensorNames() []string {
 	return names
 }
 
-// Close releases the file behind the model.
+// Close releases the file behind the model. Closing twice is harmless.
 func (m *Model) Close() error {
 	if m.close == nil {
 		return nil
 	}
-	return m.close()
+	c := m.close
+	m.close = nil
+	return c()
 }
 
 func equalShape(a, b []int) bool {

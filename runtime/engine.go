@@ -133,7 +133,7 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 }
 
 // Close stops the scheduler (ending every live generation with an error)
-// and releases the backend.
+// and releases the backend and the model's file.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -152,7 +152,11 @@ func (e *Engine) Close() error {
 	if e.draft != nil {
 		e.draft.Close()
 	}
-	return e.be.Close()
+	err := e.be.Close()
+	if cerr := e.model.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // KVBlockSize is the number of tokens in a KV cache block.

@@ -177,5 +177,6 @@ func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
 		dev.Close()
 		return nil, err
 	}
+	be.OwnDevice()
 	return be, nil
 }

@@ -14,7 +14,7 @@ var<workgroup> best_i: array<u32, WG>;
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let base = wid.x * p.cols;
-    var bv = -3.4028235e38;
+    var bv = -3.4028234663852886e38;
     var bi = 0xffffffffu;
     for (var c = lid; c < p.cols; c += WG) {
         let v = x[base + c];

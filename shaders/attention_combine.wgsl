@@ -30,7 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let first = row * p.heads + h; // E of chunk 0; chunk c is c·stride further
     let stride = nrows * p.heads;
     let o_base = p.base + 1u + 2u * chunks * stride;
-    var mx = -3.4028235e38;
+    var mx = -3.4028234663852886e38;
     for (var c = 0u; c < chunks; c++) {
         mx = max(mx, part[p.base + 1u + 2u * (first + c * stride)]);
     }

@@ -54,7 +54,7 @@ const GV = (G + 3u) / 4u; // vec4s of heads: 1 or 2
 const QS = GV * HD;
 const PS = GV * SB;
 const RED = GV * 8u;
-const NEG = -3.4028235e38; // the running maximum before any score
+const NEG = -3.4028234663852886e38; // the running maximum before any score
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;

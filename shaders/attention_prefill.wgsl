@@ -60,7 +60,7 @@ const ND = WG / NR;      // invocations over the vec4s of a head, for outputs
 const OD = (D4 + ND - 1u) / ND; // vec4s of a head per invocation
 const TS = TR * TC;
 const TO = OR * OD;
-const NEG = -3.4028235e38;      // the running maximum before any score
+const NEG = -3.4028234663852886e38;      // the running maximum before any score
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;

@@ -42,6 +42,7 @@ type Backend struct {
 	err         error    // the first error met while recording
 	memory      int64    // bytes in owned buffers
 	pending     bool     // work recorded since the last submit
+	ownsDevice  bool     // Close closes dev
 
 	// Chained decoding: staged positions and slots of the steps after the
 	// first, the ids every Keep picked, and how many steps kept so far.
@@ -460,6 +461,10 @@ func (b *Backend) submit() error {
 	return nil
 }
 
+// OwnDevice makes Close close the device too: for a backend that was
+// given a device opened for it alone.
+func (b *Backend) OwnDevice() { b.ownsDevice = true }
+
 func (b *Backend) Close() error {
 	for _, c := range b.calls {
 		c.group.Release()
@@ -468,6 +473,9 @@ func (b *Backend) Close() error {
 		buf.Release()
 	}
 	b.calls, b.owned = nil, nil
+	if b.ownsDevice {
+		b.dev.Close()
+	}
 	return nil
 }
 
