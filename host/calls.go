@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tessera-llm/tessera/host/internal/guestmem"
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/wasm/plugin/abi"
 )
@@ -396,15 +397,19 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 	if len(req.Tokens) > 0 {
 		ids = req.Tokens
 	} else {
-		text := req.Prompt
-		if len(req.Messages) > 0 {
-			text = abi.RenderMessages(req.Messages)
+		size := len(req.Prompt)
+		var msgs []chat.Message
+		for _, m := range req.Messages {
+			size += len(m.Role) + len(m.Content)
+			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
 		}
-		if len(text) > r.p.pol.MaxText {
-			return runtime.Request{}, r.fail(abi.ErrLimit, "a prompt of %d bytes is over the plugin's limit of %d", len(text), r.p.pol.MaxText)
+		if size > r.p.pol.MaxText {
+			return runtime.Request{}, r.fail(abi.ErrLimit, "a prompt of %d bytes is over the plugin's limit of %d", size, r.p.pol.MaxText)
 		}
-		for _, id := range eng.Tokenizer().Encode(text, true) {
-			ids = append(ids, int32(id))
+		// The engine renders messages with the model's chat template.
+		var err error
+		if ids, err = eng.PromptTokens(runtime.Request{Prompt: req.Prompt, Messages: msgs}); err != nil {
+			return runtime.Request{}, r.fail(abi.ErrArgument, "prompt: %v", err)
 		}
 	}
 	if req.MaxTokens < 0 {

@@ -187,8 +187,8 @@ func (e *Engine) Metrics() Metrics {
 // Request is one generation.
 type Request struct {
 	// Prompt is tokenized with a leading BOS. Messages, if set, are rendered
-	// with the model's chat template instead (a plain "role: content"
-	// format for models without one), ending with the start of the
+	// with the model's chat template instead (chat.Plain's "User: ..."
+	// lines for models without one), ending with the start of the
 	// assistant's turn; Tokens, if set, is used as is.
 	Prompt   string
 	Messages []chat.Message

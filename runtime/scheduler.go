@@ -49,7 +49,7 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 	if err := req.Sampler.Validate(); err != nil {
 		return nil, err
 	}
-	ids, err := e.promptTokens(req)
+	ids, err := e.PromptTokens(req)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +97,10 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 	return s.stream, nil
 }
 
-// promptTokens validates and returns the prompt of req as ids.
-func (e *Engine) promptTokens(req Request) ([]int32, error) {
+// PromptTokens returns the ids Start would run for req's prompt (its
+// Tokens, its Messages rendered with the chat template, or its Prompt with
+// BOS), checked against the vocabulary and the context.
+func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 	ids := slices.Clone(req.Tokens)
 	switch {
 	case ids != nil:

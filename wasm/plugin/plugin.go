@@ -66,8 +66,8 @@ type (
 	// Request is one generation: a prompt, chat messages or tokens, a
 	// token limit and sampling options (all zero: greedy decoding).
 	Request = abi.Request
-	// Message is one turn of a chat. Until models' own chat templates are
-	// supported the host renders each message as "role: content\n".
+	// Message is one turn of a chat; the host renders a chat with the
+	// model's own chat template.
 	Message = abi.Message
 	// Model describes a model the plugin may use.
 	Model = abi.Model

@@ -8,7 +8,6 @@
 // The package is plain Go with no build constraints and no dependencies.
 package abi
 
-import "strings"
 
 // The ABI version is Major.Minor. A host serves every minor version of the
 // majors it knows: minor versions only add functions or optional JSON
@@ -121,7 +120,8 @@ type Request struct {
 	Model string `json:"model,omitempty"`
 	// Prompt is text, tokenized with a leading BOS.
 	Prompt string `json:"prompt,omitempty"`
-	// Messages is a chat, rendered with RenderMessages.
+	// Messages is a chat, rendered by the host with the model's own chat
+	// template (plain "User: ..." lines for a model without one).
 	Messages []Message `json:"messages,omitempty"`
 	// Tokens is a prompt already tokenized (include BOS yourself).
 	Tokens []int32 `json:"tokens,omitempty"`
@@ -147,19 +147,4 @@ type Stats struct {
 	StoppedAtLength bool    `json:"stopped_at_length"`
 	PrefillMillis   float64 `json:"prefill_ms"`
 	DecodeMillis    float64 `json:"decode_ms"`
-}
-
-// RenderMessages turns a chat into prompt text. Until the engine renders
-// models' own chat templates, every message becomes "role: content\n" in
-// order; a model that was not trained on this layout will follow it only
-// loosely.
-func RenderMessages(msgs []Message) string {
-	var b strings.Builder
-	for _, m := range msgs {
-		b.WriteString(m.Role)
-		b.WriteString(": ")
-		b.WriteString(m.Content)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

@@ -19,22 +19,6 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestRenderMessages(t *testing.T) {
-	for _, tt := range []struct {
-		msgs []Message
-		want string
-	}{
-		{nil, ""},
-		{[]Message{{"user", "Hi"}}, "user: Hi\n"},
-		{[]Message{{"system", "Be brief."}, {"user", "Tell a story"}, {"assistant", "Once"}},
-			"system: Be brief.\nuser: Tell a story\nassistant: Once\n"},
-	} {
-		if got := RenderMessages(tt.msgs); got != tt.want {
-			t.Errorf("RenderMessages(%v) = %q, want %q", tt.msgs, got, tt.want)
-		}
-	}
-}
-
 func TestCodeString(t *testing.T) {
 	for c := OK; c <= ErrInternal; c++ {
 		if s := c.String(); s == "" || s == "unknown code" {
