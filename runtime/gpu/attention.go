@@ -2,10 +2,7 @@ package gpu
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"weak"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
@@ -273,30 +270,10 @@ func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (Bu
 	return st.part, nil
 }
 
-// states holds each backend's attnState; the entry goes when the backend
-// is collected, its buffers are owned (and released) by the backend.
-var states struct {
-	sync.Mutex
-	m map[weak.Pointer[Backend]]*attnState
-}
-
 // attention returns b's attnState, made on first use.
 func (b *Backend) attention() *attnState {
-	key := weak.Make(b)
-	states.Lock()
-	defer states.Unlock()
-	if st, ok := states.m[key]; ok {
-		return st
+	if b.attn == nil {
+		b.attn = &attnState{}
 	}
-	if states.m == nil {
-		states.m = map[weak.Pointer[Backend]]*attnState{}
-	}
-	st := &attnState{}
-	states.m[key] = st
-	runtime.AddCleanup(b, func(k weak.Pointer[Backend]) {
-		states.Lock()
-		delete(states.m, k)
-		states.Unlock()
-	}, key)
-	return st
+	return b.attn
 }

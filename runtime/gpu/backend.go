@@ -38,11 +38,12 @@ type Backend struct {
 	batch       backend.Batch
 	calls       map[callKey]*call
 	freqs       map[ropeKey]Buffer
-	owned       []Buffer // released by Close
-	err         error    // the first error met while recording
-	memory      int64    // bytes in owned buffers
-	pending     bool     // work recorded since the last submit
-	ownsDevice  bool     // Close closes dev
+	owned       []Buffer   // released by Close
+	err         error      // the first error met while recording
+	memory      int64      // bytes in owned buffers
+	pending     bool       // work recorded since the last submit
+	ownsDevice  bool       // Close closes dev
+	attn        *attnState // attention's scratch, made on first use
 
 	// Chained decoding: staged positions and slots of the steps after the
 	// first, the ids every Keep picked, and how many steps kept so far.
