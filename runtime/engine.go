@@ -35,7 +35,7 @@ type Engine struct {
 	draftName string        // "ngram" or the draft model's path
 
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
-	steps  atomic.Int64 // forward steps run by the scheduler
+	steps  atomic.Int64 // forward passes run by the scheduler (a chain counts each)
 
 	mu            sync.Mutex // guards what follows
 	waiting       []*sequence

@@ -180,6 +180,7 @@ func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 		if err := e.net.forwardChained(next); err != nil {
 			return nil, err
 		}
+		e.steps.Add(1)
 		e.be.Keep(e.net.logits, rows)
 	}
 	ids, err := e.be.Kept()
