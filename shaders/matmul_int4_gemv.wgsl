@@ -9,8 +9,8 @@
 // and min (high half). Word w of a group holds inputs 8w..8w+7, input 8w+i
 // in bits 4i..4i+3. Row j's groups are j·groups ... j·groups + groups − 1.
 //
-// Algorithm (as matmul_gemv): a workgroup of 256 invocations computes
-// NC = 256 / TPC columns; the TPC invocations of a column take its groups
+// Algorithm (as matmul_gemv): a workgroup of WG invocations computes
+// NC = WG / TPC columns (CPI times that with TPC = 1); the TPC invocations of a column take its groups
 // lane, lane + TPC, ... (neighbouring invocations read neighbouring 16-byte
 // code vectors and 4-byte scale words: coalesced). For each group an
 // invocation loads the codes and the scale word once, expands the 32 values
@@ -29,7 +29,7 @@
 // the x values below k. It must be a multiple of 4 (x is read as vec4);
 // other widths go to matmul_int4_gemm. Twin: runtime/cpu MatMulQ (summed in
 // another order).
-struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32 }
+struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32, wg: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -45,10 +45,10 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tp
 override TPC: u32 = 16u;
 override MAXM: u32 = 1u;
 override CPI: u32 = 1u;
+override WG: u32 = 256u; // invocations per workgroup
 const ACC = MAXM * CPI;
 const WN = 8u * CPI;
 
-const WG = 256u;
 const NC = WG / TPC;
 
 // partial[m * WG + t] is invocation t's sum for row m of the block.

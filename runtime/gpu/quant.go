@@ -170,10 +170,14 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 				b.record(o, append(p, uint32(tpc), uint32(maxm)), operands, gx, gy, uint32((m+maxm-1)/maxm))
 				continue
 			}
+			wg := 256
+			if cpu {
+				wg = int4CPUWorkgroup
+			}
 			o := matmulInt4GEMVOp
-			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi)}
-			gx, gy := b.grid((pt.rows+cpi-1)/cpi, 256/tpc)
-			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi)), operands, gx, gy, uint32((m+maxm-1)/maxm))
+			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
+			gx, gy := b.grid((pt.rows+cpi-1)/cpi, wg/tpc)
+			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)), operands, gx, gy, uint32((m+maxm-1)/maxm))
 			continue
 		}
 		tm := 4
@@ -195,6 +199,11 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 // 2 columns 8–12 ms, 4 columns 5.2 ms, 8 columns 12 ms (registers spill);
 // f32 takes 12.7 ms.
 const int4CPI = 4
+
+// int4CPUWorkgroup is the workgroup size of the int4 GEMV on CPU adapters,
+// where a workgroup is the unit of work a thread takes: with four columns
+// an invocation, 256 would leave a 2048-column matrix only two workgroups.
+const int4CPUWorkgroup = 64
 
 // quantThreads is how many invocations of a compressed GEMV split one
 // column of width k on a GPU: about four groups of 32 inputs each (an int4
