@@ -37,20 +37,22 @@ type Engine struct {
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
 	steps  atomic.Int64 // forward passes run by the scheduler (a chain counts each)
 
-	mu            sync.Mutex // guards what follows
-	waiting       []*sequence
-	running       []*sequence
-	order         uint64
-	preemptions   int
-	peakBlocks    int  // most blocks in use at once (benchmarks reset it)
-	noPrefixCache bool // benchmarks compare runs without sharing
-	specOff       bool // benchmarks compare runs without speculation
-	chain         int  // greedy decoding steps per submission (1: no chaining)
-	looping       bool
-	closed        bool
-	wake          chan struct{}
-	quit          chan struct{}
-	loopDone      chan struct{}
+	mu          sync.Mutex // guards what follows
+	waiting     []*sequence
+	running     []*sequence
+	order       uint64
+	preemptions int
+	peakBlocks  int // most blocks in use at once (benchmarks reset it)
+	// Slots allocated and allocated-but-unused, summed over steps.
+	slotsAllocated, slotsUnused int64
+	noPrefixCache               bool // benchmarks compare runs without sharing
+	specOff                     bool // benchmarks compare runs without speculation
+	chain                       int  // greedy decoding steps per submission (1: no chaining)
+	looping                     bool
+	closed                      bool
+	wake                        chan struct{}
+	quit                        chan struct{}
+	loopDone                    chan struct{}
 }
 
 // DefaultBatch is how many tokens one forward step processes at most.
@@ -175,13 +177,20 @@ type Metrics struct {
 	Running     int
 	Waiting     int
 	Preemptions int
+	// MeanWaste is the pool's waste over the engine's life: allocated but
+	// unused slots over allocated slots, both summed over every step.
+	MeanWaste float64
 }
 
 // Metrics reports the pool's use and the scheduler's state now.
 func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
+	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
+	if e.slotsAllocated > 0 {
+		m.MeanWaste = float64(e.slotsUnused) / float64(e.slotsAllocated)
+	}
+	return m
 }
 
 // Request is one generation.

@@ -60,7 +60,6 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	plan, copies := e.plan(proposals)
 	chain := e.chainLength(plan)
-	e.peakBlocks = max(e.peakBlocks, e.pool.Stats().Used)
 	e.mu.Unlock()
 	if len(plan) == 0 {
 		return nil
@@ -84,6 +83,7 @@ func (e *Engine) step() error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.measurePool()
 	took := time.Since(start)
 	for j, w := range plan {
 		rows := make([]int32, w.n)
@@ -119,6 +119,16 @@ func (e *Engine) step() error {
 		}
 	}
 	return nil
+}
+
+// measurePool records the pool's use after a step: the peak of blocks in
+// use, and the allocated and unused slots, summed over steps for the
+// workload's waste. Called with e.mu held.
+func (e *Engine) measurePool() {
+	st := e.pool.Stats()
+	e.peakBlocks = max(e.peakBlocks, st.Used)
+	e.slotsAllocated += int64(st.AllocatedSlots)
+	e.slotsUnused += int64(st.AllocatedSlots - st.UsedSlots)
 }
 
 // isEnd reports whether a sampled token ends a generation: EOS, BOS (a
