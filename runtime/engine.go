@@ -45,9 +45,10 @@ type Engine struct {
 	peakBlocks  int // most blocks in use at once (benchmarks reset it)
 	// Slots allocated and allocated-but-unused, summed over steps.
 	slotsAllocated, slotsUnused int64
-	noPrefixCache               bool // benchmarks compare runs without sharing
-	specOff                     bool // benchmarks compare runs without speculation
-	chain                       int  // greedy decoding steps per submission (1: no chaining)
+	noPrefixCache               bool          // benchmarks compare runs without sharing
+	specOff                     bool          // benchmarks compare runs without speculation
+	plainStep                   time.Duration // moving average of a decode step without drafts
+	chain                       int           // greedy decoding steps per submission (1: no chaining)
 	looping                     bool
 	closed                      bool
 	wake                        chan struct{}

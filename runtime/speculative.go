@@ -39,6 +39,9 @@ type drafter interface {
 	keep(s *sequence, n int)
 	// release frees what the draft holds for s.
 	release(s *sequence)
+	// stepTime is the measured time of one draft step (0: free, or not
+	// measured yet).
+	stepTime() time.Duration
 }
 
 // spec is a sequence's speculation state: its k, and the measurements that
@@ -152,8 +155,11 @@ func checkDraftVocab(target, draft *Engine) error {
 // modelDraft drafts with a smaller model, run by hand from the target's
 // scheduler: its own weights, backend and KV pool.
 type modelDraft struct {
-	e *Engine
+	e    *Engine
+	step time.Duration // moving average of a one-token-per-sequence step
 }
+
+func (m *modelDraft) stepTime() time.Duration { return m.step }
 
 func (m *modelDraft) release(s *sequence) {
 	if s.spec.draft != nil {
@@ -234,12 +240,16 @@ func (m *modelDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candi
 			live = waiting
 			continue
 		}
+		start := time.Now()
 		if err := e.net.forward(b); err != nil {
 			return nil, nil, err
 		}
 		logits, err := e.be.Read(e.net.logits, len(b.Out))
 		if err != nil {
 			return nil, nil, err
+		}
+		if rows == len(fed) { // a plain draft step, no catch-up: time it
+			m.step = movingAverage(m.step, time.Since(start))
 		}
 		vocab := e.model.Config.Vocab
 		still := waiting
@@ -306,8 +316,9 @@ func (ngramDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidat
 	return out, make([][][]candidate, len(seqs)), nil
 }
 
-func (ngramDraft) keep(*sequence, int) {}
-func (ngramDraft) release(*sequence)   {}
+func (ngramDraft) keep(*sequence, int)     {}
+func (ngramDraft) stepTime() time.Duration { return 0 }
+func (ngramDraft) release(*sequence)       {}
 
 // lookup returns up to k tokens that followed the most recent earlier
 // occurrence of the longest suffix of toks (ngramMax down to ngramMin).
@@ -422,4 +433,21 @@ func residual(p, q []candidate, d int32) []candidate {
 		r[i].p = float32(float64(r[i].p) / sum)
 	}
 	return r
+}
+
+// movingAverage folds a new measurement into an average that follows the
+// last few (the first one starts it).
+func movingAverage(avg, x time.Duration) time.Duration {
+	if avg == 0 {
+		return x
+	}
+	return (3*avg + x) / 4
+}
+
+// draftTooSlow reports whether a draft step costs so much of a plain
+// target step that speculation cannot pay whatever the acceptance: k
+// drafts and a verification cost 1 + k·c plain steps for at most k+1
+// tokens, a loss for any k once c is near one, and little gain above half.
+func draftTooSlow(draft, plain time.Duration) bool {
+	return draft > 0 && plain > 0 && draft*2 > plain
 }

@@ -72,6 +72,10 @@ func (e *Engine) step() error {
 	if err := e.net.forward(b); err != nil {
 		return err
 	}
+	plain := chain == 1 && len(proposals) == 0
+	for _, w := range plan {
+		plain = plain && w.n == 1
+	}
 	var results []result
 	if chain > 1 {
 		results, err = e.runChain(b, chain)
@@ -85,6 +89,9 @@ func (e *Engine) step() error {
 	defer e.mu.Unlock()
 	defer e.measurePool()
 	took := time.Since(start)
+	if plain { // a decode step with no draft: what speculation must beat
+		e.plainStep = movingAverage(e.plainStep, took)
+	}
 	for j, w := range plan {
 		rows := make([]int32, w.n)
 		for t := range rows {
@@ -209,7 +216,7 @@ func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 // drafting lists the running sequences that speculate this step: in decode
 // state, with speculation paying. Called with e.mu held.
 func (e *Engine) drafting() []*sequence {
-	if e.drafter == nil || e.specOff {
+	if e.drafter == nil || e.specOff || draftTooSlow(e.drafter.stepTime(), e.plainStep) {
 		return nil
 	}
 	var out []*sequence
