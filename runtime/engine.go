@@ -48,6 +48,7 @@ type Engine struct {
 	noPrefixCache               bool          // benchmarks compare runs without sharing
 	specOff                     bool          // benchmarks compare runs without speculation
 	plainStep                   time.Duration // moving average of a decode step without drafts
+	specAlways                  bool          // speculate even when it does not pay
 	chain                       int           // greedy decoding steps per submission (1: no chaining)
 	looping                     bool
 	closed                      bool

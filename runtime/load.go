@@ -45,6 +45,12 @@ type Options struct {
 	// picked on the device (0: 4 on WebGPU, 1 on the CPU, where a round
 	// trip costs nothing).
 	MultiStep int
+
+	// SpeculateAlways keeps speculating whatever speculation's measured
+	// speed says (for tests and experiments on acceptance).
+	SpeculateAlways bool
+
+	shared gpu.Device // a device to share (the target's, for its draft)
 }
 
 // DefaultContext bounds the KV cache when Options.Context is 0: models
@@ -114,14 +120,19 @@ func (e *Engine) attachDraft(opts Options) error {
 		return nil
 	case "ngram":
 		e.drafter, e.draftName = ngramDraft{}, "ngram"
+		e.specAlways = opts.SpeculateAlways
 		return nil
 	}
+	e.specAlways = opts.SpeculateAlways
 	e.draftName = opts.Draft
 	do := opts
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
 	do.Context = 0 // the draft's own; it drafts only within it
-	if _, ok := e.be.(*cpu.Backend); ok {
+	switch be := e.be.(type) {
+	case *cpu.Backend:
 		do.Device = "cpu"
+	case *gpu.Backend:
+		do.shared = be.Device() // one device for both: a second one would compete for it
 	}
 	d, err := Load(opts.Draft, do)
 	if err != nil {
@@ -136,7 +147,18 @@ func (e *Engine) attachDraft(opts Options) error {
 		return fmt.Errorf("%w: draft %s reads %s of weights per token against the target's %s; speculation cannot pay (quantize the draft with --draft-quant int4, or use a smaller model)",
 			ErrDraftTooLarge, opts.Draft, gpu.FormatBytes(d.WeightBytes()), gpu.FormatBytes(e.WeightBytes()))
 	}
-	e.draft, e.drafter = d, &modelDraft{e: d}
+	// Time a decode step of each before any sequence speculates, so that a
+	// draft too slow to pay on this device never costs a measurement window.
+	md := &modelDraft{e: d}
+	if md.step, err = d.probeStep(); err != nil {
+		d.Close()
+		return fmt.Errorf("draft: %w", err)
+	}
+	if e.plainStep, err = e.probeStep(); err != nil {
+		d.Close()
+		return err
+	}
+	e.draft, e.drafter = d, md
 	return nil
 }
 
@@ -168,6 +190,9 @@ func openBackend(opts Options, maxRows int) (be backend.Backend, note string, er
 
 // openWebGPU opens the adapter opts names and a backend on it.
 func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
+	if opts.shared != nil {
+		return gpu.NewBackend(opts.shared, maxRows)
+	}
 	dev, err := gpu.Open(gpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
 	if err != nil {
 		return nil, err

@@ -451,3 +451,38 @@ func movingAverage(avg, x time.Duration) time.Duration {
 func draftTooSlow(draft, plain time.Duration) bool {
 	return draft > 0 && plain > 0 && draft*2 > plain
 }
+
+// probeStep times a one-token decode step (the fastest of three, after a
+// warm-up that compiles the pipelines) on a scratch sequence.
+func (e *Engine) probeStep() (time.Duration, error) {
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.mu.Lock()
+	seq := e.pool.NewSeq()
+	_, err := seq.Reserve(1)
+	e.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		e.mu.Lock()
+		seq.Release()
+		e.mu.Unlock()
+	}()
+	b := backend.Batch{Tokens: []int32{int32(max(e.model.Tokenizer.BOS(), 0))}, Pos: []int32{0}, Seq: []int32{0},
+		Out: []int32{0}, BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+	best := time.Duration(0)
+	for i := range 4 {
+		start := time.Now()
+		if err := e.net.forward(b); err != nil {
+			return 0, err
+		}
+		if _, err := e.be.Argmax(e.net.logits, 1); err != nil {
+			return 0, err
+		}
+		if d := time.Since(start); i > 0 && (best == 0 || d < best) {
+			best = d
+		}
+	}
+	return best, nil
+}

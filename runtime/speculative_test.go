@@ -15,7 +15,7 @@ import (
 func TestSpeculativeGreedyLossless(t *testing.T) {
 	want := goldenIDs(t)
 	for _, draft := range []string{"ngram", sharedFile(t, "stories260K.bin")} {
-		for name, eng := range engines(t, runtime.Options{Context: 512, Draft: draft, DraftQuant: "int4"}) {
+		for name, eng := range engines(t, runtime.Options{Context: 512, Draft: draft, DraftQuant: "int4", SpeculateAlways: true}) {
 			t.Run(name+"/"+draft, func(t *testing.T) {
 				ids, _, st := generate(t, eng, runtime.Request{MaxTokens: 200})
 				if !equal(ids, want) {
@@ -32,7 +32,7 @@ func TestSpeculativeGreedyLossless(t *testing.T) {
 
 func TestSpeculativePromptsLossless(t *testing.T) {
 	plain := engines(t, runtime.Options{Context: 512})
-	for name, eng := range engines(t, runtime.Options{Context: 512, Draft: "ngram"}) {
+	for name, eng := range engines(t, runtime.Options{Context: 512, Draft: "ngram", SpeculateAlways: true}) {
 		for _, p := range storyPrompts {
 			req := runtime.Request{Prompt: p, MaxTokens: 120}
 			want, _, _ := generate(t, plain[name], req)

@@ -216,12 +216,12 @@ func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 // drafting lists the running sequences that speculate this step: in decode
 // state, with speculation paying. Called with e.mu held.
 func (e *Engine) drafting() []*sequence {
-	if e.drafter == nil || e.specOff || draftTooSlow(e.drafter.stepTime(), e.plainStep) {
+	if e.drafter == nil || e.specOff || !e.specAlways && draftTooSlow(e.drafter.stepTime(), e.plainStep) {
 		return nil
 	}
 	var out []*sequence
 	for _, s := range e.running {
-		if s.spec != nil && s.spec.speculating() && s.stored == len(s.tokens)-1 {
+		if s.spec != nil && (e.specAlways || s.spec.speculating()) && s.stored == len(s.tokens)-1 {
 			out = append(out, s)
 		}
 	}
