@@ -8,7 +8,6 @@
 // The package is plain Go with no build constraints and no dependencies.
 package abi
 
-
 // The ABI version is Major.Minor. A host serves every minor version of the
 // majors it knows: minor versions only add functions or optional JSON
 // fields, so a plugin built against an older minor keeps working, and one
