@@ -57,7 +57,7 @@ func TestLoadRefuses(t *testing.T) {
 }
 
 // TestHostAPI exercises the host functions through the SDK: models,
-// tokenizing, counting, cancelling and the chat fallback.
+// tokenizing, counting, cancelling and chats.
 func TestHostAPI(t *testing.T) {
 	eng := load(t, "cpu")
 	h := newHost(t, eng)
@@ -112,9 +112,10 @@ func TestHostAPI(t *testing.T) {
 					t.Errorf("error %v, want the tokenizer call refused", err)
 				}
 			}},
-		{"chat fallback", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"messages": chat, "max_tokens": 40}},
+		{"chat, rendered by the engine", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"messages": chat, "max_tokens": 40}},
 			func(t *testing.T, out []byte, err error) {
-				want := generate(t, eng, runtime.Request{Prompt: "user: Tell me a story\nassistant: Once upon a time\n", MaxTokens: 40})
+				// stories260K has no template: the engine's plain format.
+				want := generate(t, eng, runtime.Request{Prompt: "User: Tell me a story\nAssistant: Once upon a time\nAssistant:", MaxTokens: 40})
 				if string(out) != want {
 					t.Errorf("chat:\n got %q\nwant %q", out, want)
 				}

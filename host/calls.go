@@ -409,6 +409,9 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 		// The engine renders messages with the model's chat template.
 		var err error
 		if ids, err = eng.PromptTokens(runtime.Request{Prompt: req.Prompt, Messages: msgs}); err != nil {
+			if errors.Is(err, runtime.ErrContextFull) {
+				return runtime.Request{}, r.fail(abi.ErrLimit, "%v", err)
+			}
 			return runtime.Request{}, r.fail(abi.ErrArgument, "prompt: %v", err)
 		}
 	}
