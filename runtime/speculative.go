@@ -51,6 +51,7 @@ type spec struct {
 	off     int        // tokens left to decode plainly before trying again
 	backoff int        // the next off period
 	window  throughput // the current mode's measurement
+	fresh   bool       // the next speculative step is the first after plain ones
 	plain   float64
 	draft   *kvcache.Seq // model drafts: the draft's cache of this sequence
 	stored  int          // tokens in the draft's cache
@@ -59,8 +60,8 @@ type spec struct {
 // throughput accumulates tokens over the wall time of the steps they came
 // from.
 type throughput struct {
-	tokens int
-	time   time.Duration
+	tokens, steps int
+	time          time.Duration
 }
 
 func (r throughput) perSecond() float64 {
@@ -90,8 +91,15 @@ func (p *spec) speculating() bool { return p.off == 0 && p.k > 0 }
 // it speculated with k drafts, accepted a of them; it adapts k and decides
 // whether speculation pays against the plain rate.
 func (p *spec) observe(d time.Duration, n, k, a int) {
-	p.window.tokens += n
-	p.window.time += d
+	if k > 0 && p.fresh {
+		// The first speculative step after a plain period also catches the
+		// draft up with the tokens since: not what speculation costs.
+		p.fresh = false
+	} else {
+		p.window.tokens += n
+		p.window.time += d
+		p.window.steps++
+	}
 	if k > 0 {
 		switch {
 		case a == k:
@@ -107,10 +115,13 @@ func (p *spec) observe(d time.Duration, n, k, a int) {
 		if p.off == 0 {
 			p.plain = p.window.perSecond()
 			p.window = throughput{}
+			p.fresh = true
 		}
 		return
 	}
-	if p.window.tokens < specWindow {
+	// Three steps clearly behind plain decoding end the window early.
+	early := p.window.steps >= 3 && p.window.perSecond() < 0.9*p.plain
+	if p.window.tokens < specWindow && !early {
 		return
 	}
 	r := p.window.perSecond()
