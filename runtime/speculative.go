@@ -77,6 +77,7 @@ const (
 	specWindow   = 12   // tokens that measure speculation
 	firstBackoff = 256  // plain tokens after speculation lost, at first
 	maxBackoff   = 4096 // the longest plain period before speculating again
+	minDraftRun  = 64   // tokens left under which a model draft is not started
 )
 
 // newSpec starts a sequence plainly, to measure the rate speculation must

@@ -219,8 +219,14 @@ func (e *Engine) drafting() []*sequence {
 	if e.drafter == nil || e.specOff || !e.specAlways && draftTooSlow(e.drafter.stepTime(), e.plainStep) {
 		return nil
 	}
+	// A model draft first catches up with the whole sequence: worth it only
+	// with enough tokens left to amortise that.
+	model := e.drafter.stepTime() > 0
 	var out []*sequence
 	for _, s := range e.running {
+		if model && !e.specAlways && s.req.MaxTokens-s.stats.Generated < minDraftRun {
+			continue
+		}
 		if s.spec != nil && (e.specAlways || s.spec.speculating()) && s.stored == len(s.tokens)-1 {
 			out = append(out, s)
 		}
