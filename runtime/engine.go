@@ -29,32 +29,32 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 
-	chat      chat.Renderer // the model's chat template
-	drafter   drafter       // speculative decoding's draft, or nil
-	draft     *Engine       // the draft model's engine (driven by this one's scheduler)
-	draftName string        // "ngram" or the draft model's path
+	// Set at load.
+	chat       chat.Renderer // the model's chat template
+	drafter    drafter       // speculative decoding's draft, or nil
+	draft      *Engine       // the draft model's engine (driven by this one's scheduler)
+	draftName  string        // "ngram" or the draft model's path
+	specAlways bool          // speculate even when it does not pay
+	chain      int           // greedy decoding steps per submission (1: no chaining)
 
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
 	steps  atomic.Int64 // forward passes run by the scheduler (a chain counts each)
 
-	mu          sync.Mutex // guards what follows
-	waiting     []*sequence
-	running     []*sequence
-	order       uint64
-	preemptions int
-	peakBlocks  int // most blocks in use at once (benchmarks reset it)
-	// Slots allocated and allocated-but-unused, summed over steps.
-	slotsAllocated, slotsUnused int64
-	noPrefixCache               bool          // benchmarks compare runs without sharing
-	specOff                     bool          // benchmarks compare runs without speculation
+	wake, quit, loopDone chan struct{} // the scheduler's loop: new work, Close, loop ended
+
+	mu      sync.Mutex // guards what follows
+	waiting []*sequence
+	running []*sequence
+	order   uint64
+	looping bool
+	closed  bool
+	// Measurements.
+	preemptions                 int
+	peakBlocks                  int           // most blocks in use at once (benchmarks reset it)
+	slotsAllocated, slotsUnused int64         // summed over steps, for the pool's waste
 	plainStep                   time.Duration // moving average of a decode step without drafts
-	specAlways                  bool          // speculate even when it does not pay
-	chain                       int           // greedy decoding steps per submission (1: no chaining)
-	looping                     bool
-	closed                      bool
-	wake                        chan struct{}
-	quit                        chan struct{}
-	loopDone                    chan struct{}
+	// Switches benchmarks use to compare runs.
+	noPrefixCache, specOff bool
 }
 
 // DefaultBatch is how many tokens one forward step processes at most.
