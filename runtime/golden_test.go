@@ -222,3 +222,35 @@ func TestMessages(t *testing.T) {
 		t.Fatalf("messages %v, plain prompt %v", a, b)
 	}
 }
+
+// TestCloseWhileGenerating: closing an engine ends its live generations
+// with an error instead of leaving their readers waiting.
+func TestCloseWhileGenerating(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Context: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*runtime.Stream
+	for _, p := range storyPrompts[:3] {
+		s, err := eng.Start(context.Background(), runtime.Request{Prompt: p, MaxTokens: 400, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if _, ok := streams[0].Next(); !ok {
+		t.Fatal("no first token")
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		<-s.Done()
+		if s.Err() == nil && s.Stats().Generated < 400 {
+			t.Errorf("stream %d ended after %d tokens without an error", i, s.Stats().Generated)
+		}
+	}
+	if _, err := eng.Start(context.Background(), runtime.Request{Prompt: "x", MaxTokens: 1}); err == nil {
+		t.Error("a closed engine accepted a request")
+	}
+}
