@@ -16,31 +16,4 @@
 # Debian 12 or a Debian-based system.
 set -eu
 
-packages="gcc libc6-dev mesa-vulkan-drivers xvfb libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libgl1-mesa-dev libxxf86vm-dev"
-
-missing=""
-for p in $packages; do
-	if ! dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
-		missing="$missing $p"
-	fi
-done
-
-if [ -z "$missing" ]; then
-	echo "install-desktop: already installed:$(printf ' %s' $packages)"
-	exit 0
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "install-desktop: need root (or sudo) to install:$missing" >&2
-		exit 1
-	fi
-	sudo="sudo"
-fi
-
-echo "install-desktop: installing:$missing"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-# shellcheck disable=SC2086 # the package list is meant to split
-$sudo apt-get install -y -q --no-install-recommends $missing
+"$(dirname "$0")/apt-ensure.sh" install-desktop gcc libc6-dev mesa-vulkan-drivers xvfb libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libgl1-mesa-dev libxxf86vm-dev

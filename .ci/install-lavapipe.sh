@@ -13,34 +13,7 @@
 # sudo available) on Debian 12 or a Debian-based system.
 set -eu
 
-packages="mesa-vulkan-drivers gcc libc6-dev"
-
-missing=""
-for p in $packages; do
-	if ! dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
-		missing="$missing $p"
-	fi
-done
-
-if [ -z "$missing" ]; then
-	echo "install-lavapipe: already installed:$(printf ' %s' $packages)"
-	exit 0
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "install-lavapipe: need root (or sudo) to install:$missing" >&2
-		exit 1
-	fi
-	sudo="sudo"
-fi
-
-echo "install-lavapipe: installing:$missing"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-# shellcheck disable=SC2086 # the package list is meant to split
-$sudo apt-get install -y -q --no-install-recommends $missing
+"$(dirname "$0")/apt-ensure.sh" install-lavapipe mesa-vulkan-drivers gcc libc6-dev
 
 # lavapipe registers itself here; without it wgpu-native finds no adapter.
 if ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
