@@ -154,6 +154,10 @@ func (e *Engine) attachDraft(opts Options) error {
 		d.Close()
 		return fmt.Errorf("draft: %w", err)
 	}
+	if md.perRead, err = d.probeRead(32); err != nil {
+		d.Close()
+		return fmt.Errorf("draft: %w", err)
+	}
 	if e.plainStep, err = e.probeStep(); err != nil {
 		d.Close()
 		return err

@@ -42,6 +42,9 @@ type drafter interface {
 	// stepTime is the measured time of one draft step (0: free, or not
 	// measured yet).
 	stepTime() time.Duration
+	// catchUpCost estimates what the draft would spend reading s's tokens
+	// it has not seen before its first proposal.
+	catchUpCost(s *sequence) time.Duration
 }
 
 // spec is a sequence's speculation state: its k, and the measurements that
@@ -167,11 +170,16 @@ func checkDraftVocab(target, draft *Engine) error {
 // modelDraft drafts with a smaller model, run by hand from the target's
 // scheduler: its own weights, backend and KV pool.
 type modelDraft struct {
-	e    *Engine
-	step time.Duration // moving average of a one-token-per-sequence step
+	e       *Engine
+	step    time.Duration // moving average of a one-token-per-sequence step
+	perRead time.Duration // prompt processing time per token, measured at load
 }
 
 func (m *modelDraft) stepTime() time.Duration { return m.step }
+
+func (m *modelDraft) catchUpCost(s *sequence) time.Duration {
+	return time.Duration(len(s.tokens)-s.spec.stored) * m.perRead
+}
 
 func (m *modelDraft) release(s *sequence) {
 	if s.spec.draft != nil {
@@ -328,9 +336,10 @@ func (ngramDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidat
 	return out, make([][][]candidate, len(seqs)), nil
 }
 
-func (ngramDraft) keep(*sequence, int)     {}
-func (ngramDraft) stepTime() time.Duration { return 0 }
-func (ngramDraft) release(*sequence)       {}
+func (ngramDraft) keep(*sequence, int)                 {}
+func (ngramDraft) stepTime() time.Duration             { return 0 }
+func (ngramDraft) catchUpCost(*sequence) time.Duration { return 0 }
+func (ngramDraft) release(*sequence)                   {}
 
 // lookup returns up to k tokens that followed the most recent earlier
 // occurrence of the longest suffix of toks (ngramMax down to ngramMin).
@@ -466,12 +475,23 @@ func draftTooSlow(draft, plain time.Duration) bool {
 
 // probeStep times a one-token decode step (the fastest of three, after a
 // warm-up that compiles the pipelines) on a scratch sequence.
-func (e *Engine) probeStep() (time.Duration, error) {
+func (e *Engine) probeStep() (time.Duration, error) { return e.probe(1) }
+
+// probeRead times reading a prompt: the time per token of a step of n.
+func (e *Engine) probeRead(n int) (time.Duration, error) {
+	n = min(n, e.net.maxBatch)
+	d, err := e.probe(n)
+	return d / time.Duration(n), err
+}
+
+// probe times a step of n prompt tokens (the fastest of three, after a
+// warm-up that compiles the pipelines) on a scratch sequence.
+func (e *Engine) probe(n int) (time.Duration, error) {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	e.mu.Lock()
 	seq := e.pool.NewSeq()
-	_, err := seq.Reserve(1)
+	_, err := seq.Reserve(n)
 	e.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -481,8 +501,12 @@ func (e *Engine) probeStep() (time.Duration, error) {
 		seq.Release()
 		e.mu.Unlock()
 	}()
-	b := backend.Batch{Tokens: []int32{int32(max(e.model.Tokenizer.BOS(), 0))}, Pos: []int32{0}, Seq: []int32{0},
-		Out: []int32{0}, BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+	b := backend.Batch{Out: []int32{int32(n - 1)}, BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+	for i := range n {
+		b.Tokens = append(b.Tokens, int32(max(e.model.Tokenizer.BOS(), 0)))
+		b.Pos = append(b.Pos, int32(i))
+		b.Seq = append(b.Seq, 0)
+	}
 	best := time.Duration(0)
 	for i := range 4 {
 		start := time.Now()

@@ -224,8 +224,9 @@ func (e *Engine) drafting() []*sequence {
 	model := e.drafter.stepTime() > 0
 	var out []*sequence
 	for _, s := range e.running {
-		if model && !e.specAlways && s.req.MaxTokens-s.stats.Generated < minDraftRun {
-			continue
+		left := s.req.MaxTokens - s.stats.Generated
+		if model && !e.specAlways && (left < minDraftRun || s.spec != nil && e.drafter.catchUpCost(s) > time.Duration(left)*e.plainStep/20) {
+			continue // the draft's catch-up would cost over 5% of what is left
 		}
 		if s.spec != nil && (e.specAlways || s.spec.speculating()) && s.stored == len(s.tokens)-1 {
 			out = append(out, s)
