@@ -164,16 +164,9 @@ func (d *jsDevice) asBuffer(b Buffer) (*jsBuffer, error) {
 }
 
 func (d *jsDevice) NewBuffer(label string, size int64, usage Usage) (Buffer, error) {
-	if size <= 0 {
-		return nil, fmt.Errorf("gpu: buffer %q: size %d must be positive", label, size)
-	}
-	if usage == 0 || usage&^(Storage|Uniform|CopySrc|CopyDst) != 0 {
-		return nil, fmt.Errorf("gpu: buffer %q: invalid usage %v", label, usage)
-	}
-	alloc := jsAlign4(size)
-	if alloc > d.info.MaxBufferSize {
-		return nil, fmt.Errorf("gpu: buffer %q: %s exceeds the device's buffer size limit %s",
-			label, FormatBytes(size), FormatBytes(d.info.MaxBufferSize))
+	alloc, err := checkNewBuffer(label, size, usage, d.info)
+	if err != nil {
+		return nil, err
 	}
 	wu := 0
 	for _, f := range []struct {
@@ -192,7 +185,6 @@ func (d *jsDevice) NewBuffer(label string, size int64, usage Usage) (Buffer, err
 	}
 	desc := map[string]any{"label": label, "size": alloc, "usage": wu}
 	var buf js.Value
-	var err error
 	if alloc >= scopedAlloc {
 		buf, err = d.scoped(func() (js.Value, error) { return jsCall(d.dev, "createBuffer", desc) })
 	} else {
@@ -287,7 +279,7 @@ func (d *jsDevice) Read(b Buffer, offset, size int64) ([]byte, error) {
 	if size == 0 {
 		return []byte{}, nil
 	}
-	n := jsAlign4(size)
+	n := align4(size)
 	staging, err := d.stagingBuffer(n)
 	if err != nil {
 		return nil, err
@@ -372,13 +364,11 @@ func jsCheckRange(b *jsBuffer, need Usage, offset, size int64) error {
 		return fmt.Errorf("%v has usage %v, which lacks %v", b, b.usage, need)
 	case offset < 0 || offset%4 != 0:
 		return fmt.Errorf("offset %d into %v is not a non-negative multiple of 4", offset, b)
-	case size < 0 || offset+jsAlign4(size) > b.alloc:
+	case size < 0 || offset+align4(size) > b.alloc:
 		return fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, offset, b, b.size)
 	}
 	return nil
 }
-
-func jsAlign4(n int64) int64 { return (n + 3) &^ 3 }
 
 func jsNextPow2(n int64) int64 {
 	p := int64(1)

@@ -94,16 +94,9 @@ func (d *nativeDevice) asBuffer(b Buffer) (*nativeBuffer, error) {
 }
 
 func (d *nativeDevice) NewBuffer(label string, size int64, usage Usage) (Buffer, error) {
-	if size <= 0 {
-		return nil, fmt.Errorf("gpu: buffer %q: size %d must be positive", label, size)
-	}
-	if usage == 0 || usage&^(Storage|Uniform|CopySrc|CopyDst) != 0 {
-		return nil, fmt.Errorf("gpu: buffer %q: invalid usage %v", label, usage)
-	}
-	alloc := align4(size)
-	if alloc > d.info.MaxBufferSize {
-		return nil, fmt.Errorf("gpu: buffer %q: %s exceeds the device's buffer size limit %s",
-			label, FormatBytes(size), FormatBytes(d.info.MaxBufferSize))
+	alloc, err := checkNewBuffer(label, size, usage, d.info)
+	if err != nil {
+		return nil, err
 	}
 	var wu wgpu.BufferUsage
 	for _, f := range []struct {
@@ -202,5 +195,3 @@ func checkRange(b *nativeBuffer, need Usage, offset, size int64) error {
 	}
 	return nil
 }
-
-func align4(n int64) int64 { return (n + 3) &^ 3 }
