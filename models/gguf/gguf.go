@@ -16,10 +16,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/internal/fileat"
 )
 
 // File is a parsed GGUF file. Its exported fields describe the file and
@@ -73,19 +73,9 @@ func (t *TensorInfo) Elements() int64 {
 // Open opens and parses the GGUF file at path. The file stays open for
 // reading tensor data until Close.
 func Open(path string) (*File, error) {
-	osf, err := os.Open(path)
+	f, osf, err := fileat.Open(path, Read)
 	if err != nil {
 		return nil, err
-	}
-	st, err := osf.Stat()
-	if err != nil {
-		osf.Close()
-		return nil, err
-	}
-	f, err := Read(osf, st.Size())
-	if err != nil {
-		osf.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.closer = osf
 	return f, nil

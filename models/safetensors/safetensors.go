@@ -24,11 +24,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"unicode/utf8"
 
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/internal/fileat"
 )
 
 // MaxHeaderSize bounds the JSON header, as the reference implementation
@@ -169,19 +169,9 @@ func (t *Tensor) Bytes() ([]byte, error) {
 // Open opens and parses the safetensors file at path. The file stays open
 // for reading tensor data until Close.
 func Open(path string) (*File, error) {
-	osf, err := os.Open(path)
+	f, osf, err := fileat.Open(path, Read)
 	if err != nil {
 		return nil, err
-	}
-	st, err := osf.Stat()
-	if err != nil {
-		osf.Close()
-		return nil, err
-	}
-	f, err := Read(osf, st.Size())
-	if err != nil {
-		osf.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.closer = osf
 	return f, nil
