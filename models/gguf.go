@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -81,6 +82,18 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	m.Config.TiedEmbeddings = !hasOutput
 	_, m.Config.QKVBias = m.Tensors[LayerBias(0, AttnQ)]
 	_, m.Config.QKNorm = m.Tensors[LayerTensor(0, AttnQNorm)]
+	if kind, _ := f.String(md.prefix + "rope.scaling.type"); kind == "linear" {
+		factor := md.float("rope.scaling.factor", 1)
+		if !(factor > 0) {
+			return nil, fmt.Errorf("%srope.scaling.factor %g must be positive", md.prefix, factor)
+		}
+		m.Config.RopeFactors = linearRopeFactors(c.RopeDim, factor)
+	}
+	if strings.HasPrefix(arch, "gemma") {
+		if err := gemmaGGUF(&m.Config, &md); err != nil {
+			return nil, err
+		}
+	}
 	if t, ok := m.Tensors["rope_freqs.weight"]; ok { // Llama 3.1 scaling, precomputed
 		if t.Elements() != c.RopeDim/2 {
 			return nil, fmt.Errorf("rope_freqs.weight has %d values for %d rotation pairs", t.Elements(), c.RopeDim/2)
@@ -96,9 +109,67 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 // their GGUF files: llama.cpp's converter permutes Llama's q and k so that
 // adjacent pairs rotate, and leaves Qwen's in Hugging Face's halves.
 var ggufArchs = map[string]RopeLayout{
-	"llama": RopePairs,
-	"qwen2": RopeHalves,
-	"qwen3": RopeHalves,
+	"llama":  RopePairs,
+	"qwen2":  RopeHalves,
+	"qwen3":  RopeHalves,
+	"gemma2": RopeHalves,
+	"gemma3": RopeHalves,
+}
+
+// gemmaGGUF sets what Gemma 2 and 3 add to the Llama family, from the
+// metadata and from what llama.cpp fixes in code rather than in the file:
+// the sliding-window pattern (every other layer from the first for Gemma
+// 2; five of every six for Gemma 3), the local layers' RoPE base of
+// 10,000, and the query scale, 1/sqrt(head dim) but 1/sqrt(dim/heads) for
+// the 27B models (told apart, as llama.cpp does, by their layer count).
+// The converter already added one to the norm weights.
+func gemmaGGUF(c *Config, md *metaReader) error {
+	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	c.Act = GELUTanh
+	c.PostNorms = true
+	c.TiedEmbeddings = true
+	c.LocalRopeTheta = 10000
+	c.SlidingWindow = md.int("attention.sliding_window", 0)
+	pattern, big := 6, 62 // gemma3
+	if c.Arch == "gemma2" {
+		pattern, big = 2, 46
+		c.AttnSoftcap = float32(md.float("attn_logit_softcapping", 50))
+		c.FinalSoftcap = float32(md.float("final_logit_softcapping", 30))
+	}
+	pattern = md.int("attention.sliding_window_pattern", pattern)
+	if md.err != nil {
+		return md.err
+	}
+	if pattern < 1 {
+		return fmt.Errorf("%sattention.sliding_window_pattern %d must be positive", md.prefix, pattern)
+	}
+	c.Sliding = slidingPattern(c.Layers, pattern)
+	scalar := c.HeadDim
+	if c.Layers == big {
+		scalar = c.Dim / c.Heads
+	}
+	c.QueryScale = float32(1 / math.Sqrt(float64(scalar)))
+	return nil
+}
+
+// slidingPattern marks every layer but each pattern-th (counting from one)
+// as sliding: the global layers close each group of pattern.
+func slidingPattern(layers, pattern int) []bool {
+	s := make([]bool, layers)
+	for l := range s {
+		s[l] = (l+1)%pattern != 0
+	}
+	return s
+}
+
+// linearRopeFactors divides every frequency by factor: positions scaled
+// down by it ("linear" RoPE scaling).
+func linearRopeFactors(ropeDim int, factor float64) []float32 {
+	f := make([]float32, ropeDim/2)
+	for i := range f {
+		f[i] = float32(factor)
+	}
+	return f
 }
 
 // ggufTokenizer builds the tokenizer stored in a GGUF's tokenizer.ggml.* keys:

@@ -7,12 +7,14 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/safetensors"
 )
 
@@ -32,6 +34,8 @@ var hfArchs = map[string]string{
 	"MistralForCausalLM": "mistral",
 	"Qwen2ForCausalLM":   "qwen2",
 	"Qwen3ForCausalLM":   "qwen3",
+	"Gemma2ForCausalLM":  "gemma2",
+	"Gemma3ForCausalLM":  "gemma3",
 }
 
 // HFConfigFile is the name of a Hugging Face folder's model configuration.
@@ -63,12 +67,20 @@ type hfConfig struct {
 	RopeScaling           *hfRopeScaling  `json:"rope_scaling"`
 	RopeParameters        *hfRopeScaling  `json:"rope_parameters"` // transformers 5
 	HiddenAct             string          `json:"hidden_act"`
+	HiddenActivation      string          `json:"hidden_activation"` // Gemma's spelling
 	AttentionBias         bool            `json:"attention_bias"`
 	MLPBias               bool            `json:"mlp_bias"`
 	SlidingWindow         json.RawMessage `json:"sliding_window"`
 	UseSlidingWindow      *bool           `json:"use_sliding_window"`
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	QuantizationConfig    json.RawMessage `json:"quantization_config"`
+	// Gemma 2/3:
+	QueryPreAttnScalar    *float64 `json:"query_pre_attn_scalar"`
+	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping"`
+	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping"`
+	RopeLocalBaseFreq     *float64 `json:"rope_local_base_freq"`
+	SlidingWindowPattern  *int     `json:"sliding_window_pattern"`
+	LayerTypes            []string `json:"layer_types"`
 }
 
 // hfRopeScaling is rope_scaling (or transformers 5's rope_parameters).
@@ -115,8 +127,16 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if len(h.QuantizationConfig) > 0 && string(h.QuantizationConfig) != "null" {
 		return Config{}, errors.New("config.json: quantized checkpoints (quantization_config) are not supported")
 	}
-	if h.HiddenAct != "" && h.HiddenAct != "silu" && h.HiddenAct != "swish" {
-		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", h.HiddenAct)
+	gemma := strings.HasPrefix(arch, "gemma")
+	if act := h.HiddenAct; gemma {
+		if h.HiddenActivation != "" {
+			act = h.HiddenActivation
+		}
+		if act != "" && act != "gelu_pytorch_tanh" && act != "gelu_new" {
+			return Config{}, fmt.Errorf("config.json: hidden_activation %q is not supported (want gelu_pytorch_tanh)", act)
+		}
+	} else if act != "" && act != "silu" && act != "swish" {
+		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", act)
 	}
 	if h.MLPBias {
 		return Config{}, errors.New("config.json: mlp_bias is not supported")
@@ -158,6 +178,10 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if arch == "qwen3" {
 		c.HeadDim = 128 // Qwen3Config's default
 	}
+	if gemma {
+		c.HeadDim = 256 // Gemma2Config's and Gemma3TextConfig's default
+		c.TiedEmbeddings = h.TieWordEmbeddings == nil || *h.TieWordEmbeddings
+	}
 	if h.NumKeyValueHeads != nil {
 		c.KVHeads = *h.NumKeyValueHeads
 	}
@@ -185,6 +209,11 @@ func ParseHFConfig(data []byte) (Config, error) {
 	}
 	if window > 0 {
 		c.Context = min(c.Context, window)
+	}
+	if gemma {
+		if err := gemmaHF(&c, h, present); err != nil {
+			return Config{}, err
+		}
 	}
 
 	rs := h.RopeScaling
@@ -214,13 +243,10 @@ func ParseHFConfig(data []byte) (Config, error) {
 			c.RopeFactors = Llama3RopeFactors(c.RopeDim, c.RopeTheta, rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalMax)
 		case "linear":
 			// Positions divided by factor: every frequency divided by it.
-			if rs.Factor <= 0 {
+			if !(rs.Factor > 0) {
 				return Config{}, fmt.Errorf("config.json: linear rope_scaling factor %g must be positive", rs.Factor)
 			}
-			c.RopeFactors = make([]float32, c.RopeDim/2)
-			for i := range c.RopeFactors {
-				c.RopeFactors[i] = float32(rs.Factor)
-			}
+			c.RopeFactors = linearRopeFactors(c.RopeDim, rs.Factor)
 		case "dynamic":
 			// Dynamic NTK scaling only changes RoPE past the original
 			// context, so within it the model is unscaled.
@@ -232,6 +258,77 @@ func ParseHFConfig(data []byte) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// gemmaHF reads what Gemma 2 and 3 add to the Llama family, with the
+// defaults of transformers' Gemma2Config and Gemma3TextConfig for keys a
+// config leaves out (a key set to null turns a soft cap off).
+func gemmaHF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
+	gemma2 := c.Arch == "gemma2"
+	opt := func(key string, v *float64, def float64) float64 {
+		if raw, ok := present[key]; !ok {
+			return def
+		} else if v == nil || string(raw) == "null" {
+			return 0
+		}
+		return *v
+	}
+	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	c.Act = GELUTanh
+	c.PostNorms = true
+	c.QKNorm = !gemma2
+	scalar, window, pattern := 256.0, 4096, 6
+	theta, local := 1e6, 10000.0
+	if gemma2 {
+		scalar, pattern, theta = 224, 2, 10000
+		c.AttnSoftcap = float32(opt("attn_logit_softcapping", h.AttnLogitSoftcapping, 50))
+		c.FinalSoftcap = float32(opt("final_logit_softcapping", h.FinalLogitSoftcapping, 30))
+	} else {
+		c.AttnSoftcap = float32(opt("attn_logit_softcapping", h.AttnLogitSoftcapping, 0))
+		c.FinalSoftcap = float32(opt("final_logit_softcapping", h.FinalLogitSoftcapping, 0))
+		local = opt("rope_local_base_freq", h.RopeLocalBaseFreq, local)
+	}
+	if h.RopeTheta == nil {
+		c.RopeTheta = theta
+	}
+	scalar = opt("query_pre_attn_scalar", h.QueryPreAttnScalar, scalar)
+	if raw, ok := present["sliding_window"]; ok {
+		if err := json.Unmarshal(raw, &window); err != nil || window <= 0 {
+			return fmt.Errorf("config.json: sliding_window %s is not a positive integer", raw)
+		}
+	}
+	if h.SlidingWindowPattern != nil {
+		pattern = *h.SlidingWindowPattern
+	}
+	switch {
+	case !(scalar > 0):
+		return fmt.Errorf("config.json: query_pre_attn_scalar %g must be positive", scalar)
+	case !(local > 0):
+		return fmt.Errorf("config.json: rope_local_base_freq %g must be positive", local)
+	case pattern < 1:
+		return fmt.Errorf("config.json: sliding_window_pattern %d must be positive", pattern)
+	case c.AttnSoftcap < 0 || c.FinalSoftcap < 0:
+		return fmt.Errorf("config.json: soft caps %g and %g must not be negative", c.AttnSoftcap, c.FinalSoftcap)
+	}
+	c.QueryScale = float32(1 / math.Sqrt(scalar))
+	c.SlidingWindow, c.LocalRopeTheta = window, local
+	c.Sliding = slidingPattern(c.Layers, pattern)
+	if h.LayerTypes != nil {
+		if len(h.LayerTypes) != c.Layers {
+			return fmt.Errorf("config.json: %d layer_types for %d layers", len(h.LayerTypes), c.Layers)
+		}
+		for l, t := range h.LayerTypes {
+			switch t {
+			case "sliding_attention":
+				c.Sliding[l] = true
+			case "full_attention":
+				c.Sliding[l] = false
+			default:
+				return fmt.Errorf("config.json: layer_types[%d] %q is not supported (sliding_attention, full_attention)", l, t)
+			}
+		}
+	}
+	return nil
 }
 
 // hfGlobalNames maps the Hugging Face names of the tensors outside the
@@ -264,10 +361,30 @@ var hfLayerNames = map[string]string{
 	"mlp.down_proj.bias":              FFNDown + ".bias",
 }
 
-// HFTensorName returns the GGUF name of a Hugging Face tensor name, e.g.
-// "blk.3.attn_q.weight" for "model.layers.3.self_attn.q_proj.weight", or
-// false for a name outside the Llama family's tensors.
-func HFTensorName(name string) (string, bool) {
+// hfGemmaLayerNames is hfLayerNames for Gemma 2/3, whose
+// post_attention_layernorm normalises the attention's output and which
+// has norms before and after the feed-forward.
+var hfGemmaLayerNames = func() map[string]string {
+	m := maps.Clone(hfLayerNames)
+	m["post_attention_layernorm.weight"] = AttnPostNorm + ".weight"
+	m["pre_feedforward_layernorm.weight"] = FFNNorm + ".weight"
+	m["post_feedforward_layernorm.weight"] = FFNPostNorm + ".weight"
+	return m
+}()
+
+// layerNames returns the layer tensor names of architecture arch.
+func layerNames(arch string) map[string]string {
+	if strings.HasPrefix(arch, "gemma") {
+		return hfGemmaLayerNames
+	}
+	return hfLayerNames
+}
+
+// HFTensorName returns the GGUF name of a Hugging Face tensor name of a
+// model of architecture arch (Config.Arch), e.g. "blk.3.attn_q.weight" for
+// "model.layers.3.self_attn.q_proj.weight", or false for a name outside
+// the Llama family's tensors.
+func HFTensorName(arch, name string) (string, bool) {
 	if g, ok := hfGlobalNames[name]; ok {
 		return g, true
 	}
@@ -280,7 +397,7 @@ func HFTensorName(name string) (string, bool) {
 	if !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
 		return "", false
 	}
-	g, ok := hfLayerNames[kind]
+	g, ok := layerNames(arch)[kind]
 	if !ok {
 		return "", false
 	}
@@ -288,7 +405,7 @@ func HFTensorName(name string) (string, bool) {
 }
 
 // GGUFToHFName is the inverse of HFTensorName.
-func GGUFToHFName(name string) (string, bool) {
+func GGUFToHFName(arch, name string) (string, bool) {
 	for h, g := range hfGlobalNames {
 		if g == name {
 			return h, true
@@ -303,7 +420,7 @@ func GGUFToHFName(name string) (string, bool) {
 	if !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
 		return "", false
 	}
-	for h, g := range hfLayerNames {
+	for h, g := range layerNames(arch) {
 		if g == kind {
 			return fmt.Sprintf("model.layers.%d.%s", l, h), true
 		}
@@ -367,7 +484,7 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 	var unused []string
 	for _, name := range set.TensorNames() {
 		st, _ := set.Tensor(name)
-		g, ok := HFTensorName(name)
+		g, ok := HFTensorName(c.Arch, name)
 		switch {
 		case hfIgnored(name), ok && g == Output && c.TiedEmbeddings:
 			continue // a copy of the embedding, or recomputed
@@ -383,6 +500,9 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, st.Shape, want[g])
 		}
 		m.Tensors[g] = NewTensor(g, st.Shape, typ, st.Bytes)
+		if strings.HasPrefix(c.Arch, "gemma") && strings.HasSuffix(g, "norm.weight") {
+			m.Tensors[g] = plusOne(m.Tensors[g])
+		}
 	}
 	if len(unused) > 0 {
 		if len(unused) > 5 {
@@ -393,11 +513,26 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 	}
 	for _, t := range LlamaTensors(c) {
 		if _, ok := m.Tensors[t.Name]; !ok {
-			h, _ := GGUFToHFName(t.Name)
+			h, _ := GGUFToHFName(c.Arch, t.Name)
 			return nil, fmt.Errorf("missing tensor %s (%s)", h, t.Name)
 		}
 	}
 	return m, nil
+}
+
+// plusOne is norm weight t as Gemma uses it, 1 + w, in f32: Hugging Face
+// checkpoints store w (llama.cpp's converter adds the one).
+func plusOne(t *Tensor) *Tensor {
+	return NewTensor(t.Name, t.Shape, dtype.F32, func() ([]byte, error) {
+		w, err := t.Float32()
+		if err != nil {
+			return nil, err
+		}
+		for i := range w {
+			w[i]++
+		}
+		return dtype.Quantize(dtype.F32, w)
+	})
 }
 
 // readBounded reads a file of at most limit bytes.

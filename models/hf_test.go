@@ -183,11 +183,11 @@ func TestHFTensorNames(t *testing.T) {
 		"model.layers.3.mlp.up_proj.weight":               "blk.3.ffn_up.weight",
 		"model.layers.3.mlp.down_proj.weight":             "blk.3.ffn_down.weight",
 	} {
-		got, ok := models.HFTensorName(hf)
+		got, ok := models.HFTensorName("llama", hf)
 		if !ok || got != want {
 			t.Errorf("HFTensorName(%q) = %q, %v, want %q", hf, got, ok, want)
 		}
-		back, ok := models.GGUFToHFName(want)
+		back, ok := models.GGUFToHFName("llama", want)
 		if !ok || back != hf {
 			t.Errorf("GGUFToHFName(%q) = %q, %v, want %q", want, back, ok, hf)
 		}
@@ -195,22 +195,22 @@ func TestHFTensorNames(t *testing.T) {
 	// Every tensor of every family has a name both ways.
 	c := models.Config{Layers: 2, Dim: 8, FFN: 8, Heads: 2, KVHeads: 1, HeadDim: 4, Vocab: 10, QKVBias: true, QKNorm: true}
 	for _, tn := range models.LlamaTensors(c) {
-		hf, ok := models.GGUFToHFName(tn.Name)
+		hf, ok := models.GGUFToHFName("llama", tn.Name)
 		if !ok {
 			t.Errorf("no HF name for %s", tn.Name)
 		}
-		if back, _ := models.HFTensorName(hf); back != tn.Name {
+		if back, _ := models.HFTensorName("llama", hf); back != tn.Name {
 			t.Errorf("%s → %s → %s", tn.Name, hf, back)
 		}
 	}
 	for _, bad := range []string{"model.layers.x.self_attn.q_proj.weight", "model.layers.01.mlp.up_proj.weight",
 		"model.layers.-1.mlp.up_proj.weight", "model.layers.3.mlp.act_fn", "model.layers.3", "transformer.wte.weight", ""} {
-		if got, ok := models.HFTensorName(bad); ok {
+		if got, ok := models.HFTensorName("llama", bad); ok {
 			t.Errorf("HFTensorName(%q) = %q", bad, got)
 		}
 	}
 	for _, bad := range []string{"blk.x.attn_q.weight", "blk.1.attn_q", "rope_freqs.weight", "output"} {
-		if got, ok := models.GGUFToHFName(bad); ok {
+		if got, ok := models.GGUFToHFName("llama", bad); ok {
 			t.Errorf("GGUFToHFName(%q) = %q", bad, got)
 		}
 	}

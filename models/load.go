@@ -180,6 +180,11 @@ func LlamaTensors(c Config) []Tensor {
 			Tensor{Name: LayerTensor(l, FFNUp), Shape: []int{c.FFN, c.Dim}},
 			Tensor{Name: LayerTensor(l, FFNDown), Shape: []int{c.Dim, c.FFN}},
 		)
+		if c.PostNorms {
+			ts = append(ts,
+				Tensor{Name: LayerTensor(l, AttnPostNorm), Shape: []int{c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNPostNorm), Shape: []int{c.Dim}})
+		}
 	}
 	return ts
 }
@@ -201,6 +206,10 @@ const (
 	FFNDown    = "ffn_down"
 	AttnQNorm  = "attn_q_norm"
 	AttnKNorm  = "attn_k_norm"
+	// Gemma 2/3's norms of the attention and feed-forward outputs (FFNNorm
+	// is its pre-feed-forward norm).
+	AttnPostNorm = "post_attention_norm"
+	FFNPostNorm  = "post_ffw_norm"
 )
 
 // LayerTensor names the weight of kind in layer l, e.g. "blk.3.attn_q.weight".

@@ -61,6 +61,55 @@ type Config struct {
 	// (RopeDim/2 of them): Llama 3.1's scaling, from GGUF's rope_freqs
 	// tensor or computed by Llama3RopeFactors from a Hugging Face config.
 	RopeFactors []float32
+
+	// The rest is Gemma 2/3's, each off at its zero value.
+
+	// EmbedScale multiplies the token embeddings (Gemma: sqrt(Dim)); 0
+	// means 1.
+	EmbedScale float32
+	// Act is the activation of the gated feed-forward: SiLU (SwiGLU) or
+	// GELU's tanh approximation (GeGLU).
+	Act Activation
+	// PostNorms: the outputs of attention and of the feed-forward are
+	// RMS-normalised (attn_post_norm, ffn_post_norm) before they are added
+	// to the residual stream.
+	PostNorms bool
+	// QueryScale multiplies the attention scores q·k; 0 means
+	// 1/sqrt(HeadDim). Gemma uses 1/sqrt(query_pre_attn_scalar).
+	QueryScale float32
+	// AttnSoftcap and FinalSoftcap, when positive, squash attention scores
+	// and output logits as cap·tanh(x/cap) (Gemma 2).
+	AttnSoftcap, FinalSoftcap float32
+	// SlidingWindow, when positive, limits the layers marked in Sliding to
+	// the last SlidingWindow positions (each token included). Those layers
+	// rotate with LocalRopeTheta, unscaled (RopeFactors are the global
+	// layers').
+	SlidingWindow  int
+	Sliding        []bool // per layer
+	LocalRopeTheta float64
+}
+
+// Activation is the nonlinearity of a gated feed-forward.
+type Activation int
+
+const (
+	// SiLU: x·sigmoid(x), SwiGLU's (Llama, Qwen, Mistral).
+	SiLU Activation = iota
+	// GELUTanh: GELU's tanh approximation, GeGLU's (Gemma; transformers'
+	// gelu_pytorch_tanh).
+	GELUTanh
+)
+
+func (a Activation) String() string {
+	if a == GELUTanh {
+		return "gelu_tanh"
+	}
+	return "silu"
+}
+
+// LayerSliding reports whether layer l attends through the sliding window.
+func (c Config) LayerSliding(l int) bool {
+	return c.SlidingWindow > 0 && l < len(c.Sliding) && c.Sliding[l]
 }
 
 // Llama3RopeFactors computes Llama 3.1's frequency-dependent RoPE scaling:
@@ -106,6 +155,15 @@ func (c Config) Validate() error {
 	check(c.RopeDim > 0 && c.RopeDim <= c.HeadDim && c.RopeDim%2 == 0, "rope dim %d must be even and in 1..head dim %d", c.RopeDim, c.HeadDim)
 	check(c.NormEps > 0, "norm epsilon %g must be positive", c.NormEps)
 	check(c.RopeTheta > 0, "rope theta %g must be positive", c.RopeTheta)
+	check(c.EmbedScale >= 0 && c.QueryScale >= 0 && c.AttnSoftcap >= 0 && c.FinalSoftcap >= 0,
+		"embedding scale %g, query scale %g and soft caps %g, %g must not be negative",
+		c.EmbedScale, c.QueryScale, c.AttnSoftcap, c.FinalSoftcap)
+	check(c.Act == SiLU || c.Act == GELUTanh, "activation %d unknown", c.Act)
+	if c.SlidingWindow > 0 {
+		check(len(c.Sliding) == c.Layers, "sliding-window flags for %d layers, want %d", len(c.Sliding), c.Layers)
+		check(c.LocalRopeTheta > 0, "local rope theta %g must be positive", c.LocalRopeTheta)
+	}
+	check(c.SlidingWindow >= 0, "sliding window %d must not be negative", c.SlidingWindow)
 	return errors.Join(errs...)
 }
 

@@ -23,16 +23,22 @@ type llama struct {
 	layers                 []layerWeights
 
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
+	post                          backend.Tensor // maxBatch rows, with PostNorms
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
 	kv                            backend.KV
-	rope, ropeKV                  backend.Rope
-	attn                          backend.Attention
 }
 
 type layerWeights struct {
 	attnNorm, wq, wk, wv, wo, ffnNorm, gate, up, down backend.Weight
 	bq, bk, bv                                        backend.Weight // with QKVBias
 	qNorm, kNorm                                      backend.Weight // with QKNorm
+	attnPost, ffnPost                                 backend.Weight // with PostNorms
+
+	// How the layer attends: global layers rotate with the model's RoPE
+	// and see every position; sliding-window layers (Gemma) rotate with
+	// the local base and see the last SlidingWindow positions.
+	rope, ropeKV backend.Rope
+	attn         backend.Attention
 }
 
 // newLlama uploads m's weights to be and allocates what a forward pass
@@ -87,11 +93,16 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 			ws = append(ws, named{&lw.qNorm, models.LayerTensor(l, models.AttnQNorm)},
 				named{&lw.kNorm, models.LayerTensor(l, models.AttnKNorm)})
 		}
+		if c.PostNorms {
+			ws = append(ws, named{&lw.attnPost, models.LayerTensor(l, models.AttnPostNorm)},
+				named{&lw.ffnPost, models.LayerTensor(l, models.FFNPostNorm)})
+		}
 		for _, w := range ws {
 			if *w.dst, err = upload(w.name); err != nil {
 				return nil, err
 			}
 		}
+		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
 	}
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	for _, t := range []struct {
@@ -106,6 +117,11 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 			return nil, err
 		}
 	}
+	if c.PostNorms {
+		if n.post, err = be.NewTensor(maxBatch, c.Dim); err != nil {
+			return nil, err
+		}
+	}
 	if n.last, err = be.NewOutputTensor(n.maxOut, c.Dim); err != nil {
 		return nil, err
 	}
@@ -115,12 +131,24 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 	if n.kv, err = be.NewKV(c.Layers, blocks, blockSize, kvDim); err != nil {
 		return nil, err
 	}
-	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors}
-	n.ropeKV = n.rope
-	n.ropeKV.Heads = c.KVHeads
-	n.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
 	return n, nil
+}
+
+// attention returns the RoPE of q and of k, and the attention, of layer l.
+func attention(c models.Config, l int) (q, k backend.Rope, a backend.Attention) {
+	q = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors}
+	a = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Softcap: c.AttnSoftcap}
+	if c.QueryScale > 0 {
+		a.Scale = c.QueryScale
+	}
+	if c.LayerSliding(l) {
+		q.Theta, q.Factors = c.LocalRopeTheta, nil
+		a.Window = c.SlidingWindow
+	}
+	k = q
+	k.Heads = c.KVHeads
+	return q, k, a
 }
 
 // forward queues the forward pass of batch; the logits of its Out rows end
@@ -148,6 +176,9 @@ func (n *llama) forwardChained(batch backend.Batch) error {
 func (n *llama) layersAndHead(batch backend.Batch) {
 	be, c := n.be, n.cfg
 	be.Embed(n.x, n.embed)
+	if c.EmbedScale > 0 {
+		be.Scale(n.x, c.EmbedScale)
+	}
 	for l, w := range n.layers {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.attnNorm, c.NormEps)
@@ -163,20 +194,20 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			be.HeadNorm(n.q, w.qNorm, c.HeadDim, c.NormEps)
 			be.HeadNorm(n.k, w.kNorm, c.HeadDim, c.NormEps)
 		}
-		be.Rope(n.q, n.rope)
-		be.Rope(n.k, n.ropeKV)
+		be.Rope(n.q, w.rope)
+		be.Rope(n.k, w.ropeKV)
 		be.StoreKV(n.kv, l, n.k, n.v)
-		be.Attend(n.att, n.q, n.kv, l, n.attn)
+		be.Attend(n.att, n.q, n.kv, l, w.attn)
 		be.MatMul(n.xb, n.att, w.wo)
-		be.Add(n.x, n.xb)
+		n.residual(w.attnPost)
 
-		// Feed-forward block: x += W_down · (silu(W_gate·h) * W_up·h), h = norm(x).
+		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
 		be.MatMul(n.gate, n.xb, w.gate)
 		be.MatMul(n.up, n.xb, w.up)
-		be.SwiGLU(n.gate, n.up)
+		be.GLU(n.gate, n.up, c.Act)
 		be.MatMul(n.xb, n.gate, w.down)
-		be.Add(n.x, n.xb)
+		n.residual(w.ffnPost)
 	}
 	// The head: only the rows whose logits are wanted.
 	be.RMSNorm(n.xb, n.x, n.outNorm, c.NormEps)
@@ -184,6 +215,20 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.CopyRow(n.last, i, n.xb, int(r))
 	}
 	be.MatMul(n.logits, n.last, n.output)
+	if c.FinalSoftcap > 0 {
+		be.Softcap(n.logits, c.FinalSoftcap)
+	}
+}
+
+// residual adds a block's output, in xb, to the residual stream x, through
+// the block's post-norm when the model has them (Gemma).
+func (n *llama) residual(postNorm backend.Weight) {
+	if postNorm == nil {
+		n.be.Add(n.x, n.xb)
+		return
+	}
+	n.be.RMSNorm(n.post, n.xb, postNorm, n.cfg.NormEps)
+	n.be.Add(n.x, n.post)
 }
 
 // weightBytes adds up the sizes of the uploaded weights.
@@ -193,7 +238,7 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down, w.bq, w.bk, w.bv, w.qNorm, w.kNorm} {
+		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down, w.bq, w.bk, w.bv, w.qNorm, w.kNorm, w.attnPost, w.ffnPost} {
 			if x != nil {
 				total += x.Bytes()
 			}

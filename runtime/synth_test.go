@@ -37,7 +37,8 @@ func TestSynthWebGPUMatchesCPU(t *testing.T) {
 	for _, tc := range []struct {
 		shape string
 		typ   dtype.Type
-	}{{"tiny", dtype.F32}, {"tiny", dtype.F16}, {"tiny-llama3", dtype.F32}, {"tiny-qwen2", dtype.F32}, {"tiny-qwen3", dtype.F16}} {
+	}{{"tiny", dtype.F32}, {"tiny", dtype.F16}, {"tiny-llama3", dtype.F32}, {"tiny-qwen2", dtype.F32}, {"tiny-qwen3", dtype.F16},
+		{"tiny-gemma2", dtype.F32}, {"tiny-gemma3", dtype.F16}} {
 		typ := tc.typ
 		path := synthModel(t, tc.shape, typ)
 		c, err := runtime.Load(path, runtime.Options{Device: "cpu"})

@@ -4,7 +4,8 @@
 // runtime/cpu Backend.Attend for each (row, head); attention_combine
 // finishes what this kernel starts.
 //
-// Positions 0..pos[row] of each row's sequence are cut into
+// Positions 0..pos[row] of each row's sequence (the last p.window of them
+// when p.window > 0: a sliding-window layer) are cut into
 // num_workgroups.y chunks of equal length; position t of sequence s lives in
 // slot tables[s][t / block_size]·block_size + t % block_size of the cache.
 // One workgroup takes one chunk of one row (workgroup_id.z) for the G query
@@ -12,7 +13,8 @@
 // that the chunk's keys and values are read once for all of them. It walks
 // its chunk SB = 64 positions at a time:
 //
-//  1. invocation j scores position j of the block against the G queries:
+//  1. invocation j scores position j of the block against the G queries
+//     (scaled, and soft-capped as cap·tanh(s/cap) when p.softcap > 0):
 //     one vec4 of the key at a time, the queries of 4 heads at one dim in
 //     one vec4 of qs, so the scores of 4 heads accumulate in one vec4;
 //  2. the block's maximum per head (8 invocations over 8 positions each,
@@ -41,6 +43,7 @@
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
     block_size: u32, table_width: u32, slices: u32, base: u32,
+    softcap: f32, window: u32,
 }
 
 override HD: u32 = 64u; // head_dim
@@ -94,9 +97,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let chunk = wid.y;
     let chunks = groups.y;
     let n = min(u32(pos[row]) + 1u, p.table_width * p.block_size);
+    var lo = 0u; // the first position the row sees: its window's
+    if (p.window > 0u && n > p.window) {
+        lo = n - p.window;
+    }
     let table = u32(seq[row]) * p.table_width;
-    let len = (n + chunks - 1u) / chunks;
-    let t0 = min(n, chunk * len);
+    let len = (n - lo + chunks - 1u) / chunks;
+    let t0 = min(n, lo + chunk * len);
     let t1 = min(n, t0 + len);
 
     for (var i = tid; i < QS; i += WG) {
@@ -148,6 +155,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             for (var gv = 0u; gv < GV; gv++) {
                 s[gv] *= p.scale;
+                if (p.softcap > 0.0) {
+                    // tanh is ±1 in f32 past ±10; the clamp avoids NaN from exp overflow.
+                    s[gv] = p.softcap * tanh(clamp(s[gv] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0)));
+                }
             }
         } else {
             for (var gv = 0u; gv < GV; gv++) {

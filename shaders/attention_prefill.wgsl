@@ -14,8 +14,11 @@
 //     invocation a block of TR rows × TC positions (rows sr + i·SR,
 //     positions sc + j·SC), so that it reads each q and k once for TC or TR
 //     scores;
-//  3. invocation r < BR owns row r's online softmax: it masks positions past
-//     pos[row] (causal), takes the tile's maximum, keeps the running maximum
+//  3. invocation r < BR owns row r's online softmax: it scales (and, when
+//     p.softcap > 0, soft-caps) the scores, masks positions past pos[row]
+//     (causal) and, when p.window > 0, those before the row's window (a
+//     sliding-window layer; the pass then starts at the earliest row's
+//     window), takes the tile's maximum, keeps the running maximum
 //     m and sum l, turns the row's scores into exp(s - m) in place and
 //     publishes the factor exp(m_old - m) that rescales the row's output;
 //     meanwhile all invocations load the V tile into kvs (K is done with);
@@ -39,6 +42,7 @@
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
     block_size: u32, table_width: u32, len: u32, base: u32,
+    softcap: f32, window: u32,
 }
 
 override HD: u32 = 64u; // head_dim rounded up to a multiple of 4
@@ -99,6 +103,22 @@ fn load_v(at: u32, left: u32) -> vec4<f32> {
     var x = vec4<f32>(0.0);
     for (var c = 0u; c < left; c++) { x[c] = vc[at + c]; }
     return x;
+}
+
+// score scales q·k, soft-capping it when p.softcap > 0 (the clamp keeps
+// tanh, ±1 in f32 past ±10, from overflowing exp to NaN on some backends).
+fn score(qk: f32) -> f32 {
+    let s = qk * p.scale;
+    if (p.softcap > 0.0) {
+        return p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+    }
+    return s;
+}
+
+// visible reports whether a row at position mine sees position t: causal,
+// and within the sliding window when p.window > 0.
+fn visible(t: u32, mine: i32) -> bool {
+    return i32(t) <= mine && (p.window == 0u || i32(t) + i32(p.window) > mine);
 }
 
 @compute @workgroup_size(WG)
@@ -164,16 +184,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // The pass attends over positions 0..n-1 of the sequence, up to
         // its last row's position; this workgroup takes t_begin..t_end-1.
         var last = 0;
+        var earliest = pos[r0 + first];
         for (var r = first; r < rows; r++) {
             if (seq[r0 + r] == sq) {
                 last = max(last, pos[r0 + r]);
+                earliest = min(earliest, pos[r0 + r]);
             }
         }
         let n = min(u32(last) + 1u, p.table_width * p.block_size);
-        var t_begin = 0u;
+        // With a sliding window, positions before the earliest row's
+        // window are seen by none of the rows.
+        var lo = 0u;
+        if (p.window > 0u && u32(earliest) + 1u > p.window) {
+            lo = min(n, u32(earliest) + 1u - p.window);
+        }
+        var t_begin = lo;
         var t_end = n;
         if (chunks > 1u) {
-            t_begin = min(n, chunk * p.len);
+            t_begin = min(n, lo + chunk * p.len);
             t_end = min(n, t_begin + p.len);
         }
         let table = u32(sq) * p.table_width;
@@ -231,8 +259,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let base = tid * BC;
                 var mt = NEG;
                 for (var c = 0u; c < cnt; c++) {
-                    if (i32(t0 + c) <= mine) {
-                        mt = max(mt, ss[base + c] * p.scale);
+                    if (visible(t0 + c, mine)) {
+                        let sc = score(ss[base + c]);
+                        ss[base + c] = sc;
+                        mt = max(mt, sc);
                     }
                 }
                 let m2 = max(m, mt);
@@ -240,8 +270,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 var sum = 0.0;
                 for (var c = 0u; c < cnt; c++) {
                     var e = 0.0;
-                    if (i32(t0 + c) <= mine) {
-                        e = exp(ss[base + c] * p.scale - m2);
+                    if (visible(t0 + c, mine)) {
+                        e = exp(ss[base + c] - m2);
                     }
                     ss[base + c] = e;
                     sum += e;

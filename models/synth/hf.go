@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -31,6 +32,8 @@ var hfArchitectures = map[string]string{
 	"mistral": "MistralForCausalLM",
 	"qwen2":   "Qwen2ForCausalLM",
 	"qwen3":   "Qwen3ForCausalLM",
+	"gemma2":  "Gemma2ForCausalLM",
+	"gemma3":  "Gemma3ForCausalLM",
 }
 
 // WriteHF writes shape s as a Hugging Face folder in dir (created if
@@ -61,6 +64,7 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 		return fmt.Errorf("synth: %s: no Hugging Face architecture for %q", s.Name, c.Arch)
 	}
 	permute := c.Rope == models.RopePairs
+	gemma := strings.HasPrefix(c.Arch, "gemma")
 	if permute && c.RopeDim != c.HeadDim {
 		return fmt.Errorf("synth: %s: partial RoPE (%d of %d dimensions) has no Hugging Face layout", s.Name, c.RopeDim, c.HeadDim)
 	}
@@ -70,7 +74,7 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	}
 	var tensors []safetensors.WriteTensor
 	err = weights(c, seed, func(name string, shape []int, vals []float32) error {
-		hfName, ok := models.GGUFToHFName(name)
+		hfName, ok := models.GGUFToHFName(c.Arch, name)
 		if !ok {
 			return fmt.Errorf("synth: no Hugging Face name for %s", name)
 		}
@@ -82,6 +86,14 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 				vals = halvesFromPairs(vals, c.KVHeads, c.HeadDim)
 			case models.AttnQNorm + ".weight", models.AttnKNorm + ".weight":
 				vals = halvesFromPairs(vals, 1, c.HeadDim)
+			}
+		}
+		if gemma && strings.HasSuffix(name, "norm.weight") {
+			// Gemma's checkpoints store w of its (1 + w) norms; the
+			// subtraction is exact for weights between 1/2 and 2.
+			vals = slices.Clone(vals)
+			for i := range vals {
+				vals[i]--
 			}
 		}
 		typ, sdt := t, dt
@@ -242,7 +254,12 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 	case "qwen2":
 		cfg["use_sliding_window"] = false
 	}
-	if c.QKVBias != (c.Arch == "qwen2") || c.QKNorm != (c.Arch == "qwen3") {
+	if strings.HasPrefix(c.Arch, "gemma") {
+		if err := gemmaConfigJSON(cfg, c); err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
+		}
+	}
+	if c.QKVBias != (c.Arch == "qwen2") || c.QKNorm != (c.Arch == "qwen3" || c.Arch == "gemma3") {
 		return nil, fmt.Errorf("synth: %s: %s with q/k/v biases %v and q/k norms %v has no Hugging Face config", s.Name, c.Arch, c.QKVBias, c.QKNorm)
 	}
 	if c.RopeFactors != nil {
@@ -254,6 +271,50 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	return append(b, '\n'), err
+}
+
+// gemmaConfigJSON adds Gemma 2's or 3's keys to cfg, failing for a config
+// whose choices those keys cannot express.
+func gemmaConfigJSON(cfg map[string]any, c models.Config) error {
+	pattern := 6
+	if c.Arch == "gemma2" {
+		pattern = 2
+	}
+	var types []string
+	for l := range c.Layers {
+		if (l+1)%pattern != 0 != c.LayerSliding(l) {
+			return fmt.Errorf("sliding layers %v do not follow %s's pattern", c.Sliding, c.Arch)
+		}
+		types = append(types, map[bool]string{true: "sliding_attention", false: "full_attention"}[c.LayerSliding(l)])
+	}
+	switch {
+	case c.EmbedScale != float32(math.Sqrt(float64(c.Dim))) || c.Act != models.GELUTanh || !c.PostNorms || !c.TiedEmbeddings:
+		return errors.New("not Gemma's embedding scale, activation, post-norms and tied head")
+	case c.Arch == "gemma2" && c.LocalRopeTheta != c.RopeTheta:
+		return fmt.Errorf("gemma2 has one RoPE base, not %g and %g", c.RopeTheta, c.LocalRopeTheta)
+	}
+	scalar := 1 / (float64(c.QueryScale) * float64(c.QueryScale))
+	cfg["hidden_act"] = "gelu_pytorch_tanh"
+	cfg["hidden_activation"] = "gelu_pytorch_tanh"
+	cfg["query_pre_attn_scalar"] = math.Round(scalar)
+	cfg["sliding_window"] = c.SlidingWindow
+	cfg["layer_types"] = types
+	cfg["attn_logit_softcapping"] = nullIfZero(c.AttnSoftcap)
+	cfg["final_logit_softcapping"] = nullIfZero(c.FinalSoftcap)
+	if c.Arch == "gemma3" {
+		cfg["model_type"] = "gemma3_text"
+		cfg["rope_local_base_freq"] = c.LocalRopeTheta
+		cfg["sliding_window_pattern"] = pattern
+	}
+	return nil
+}
+
+// nullIfZero is v, or JSON null for 0 (a soft cap turned off).
+func nullIfZero(v float32) any {
+	if v == 0 {
+		return nil
+	}
+	return float64(v)
 }
 
 // ropeScaling finds the rope_scaling entry that reproduces c.RopeFactors

@@ -49,6 +49,41 @@ var shapes = []Shape{
 	{"tiny-qwen3", models.Config{Arch: "qwen3", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKNorm: true}},
+	// Gemma: windows of a few tokens, so that short tests slide past them.
+	{"tiny-gemma2", gemma(models.Config{Arch: "gemma2", Dim: 64, FFN: 96, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 32}, 12)},
+	{"tiny-gemma3", gemma(models.Config{Arch: "gemma3", Dim: 64, FFN: 96, Layers: 7, Heads: 4, KVHeads: 1, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16}, 9)},
+	{"gemma2-2b", gemma(models.Config{Arch: "gemma2", Dim: 2304, FFN: 9216, Layers: 26, Heads: 8, KVHeads: 4, HeadDim: 256,
+		Vocab: 256000, Context: 8192, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 256}, 4096)},
+	{"gemma3-1b", gemma(models.Config{Arch: "gemma3", Dim: 1152, FFN: 6912, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,
+		Vocab: 262144, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 256}, 512)},
+}
+
+// gemma adds to c what Gemma 2 and 3 have beyond the Llama family, as
+// their published configs set it: embeddings scaled by sqrt(dim), GeGLU,
+// norms after attention and the feed-forward, 1/sqrt(head dim) scores,
+// sliding-window layers (every other one from the first in Gemma 2, five
+// of every six in Gemma 3) rotating with a RoPE base of 10,000, Gemma 2's
+// soft caps and Gemma 3's q/k norms.
+func gemma(c models.Config, window int) models.Config {
+	c.Rope, c.TiedEmbeddings = models.RopeHalves, true
+	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	c.Act, c.PostNorms = models.GELUTanh, true
+	c.QueryScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
+	c.SlidingWindow, c.LocalRopeTheta = window, 10000
+	pattern := 6
+	if c.Arch == "gemma2" {
+		pattern = 2
+		c.AttnSoftcap, c.FinalSoftcap = 50, 30
+	} else {
+		c.QKNorm = true
+	}
+	c.Sliding = make([]bool, c.Layers)
+	for l := range c.Sliding {
+		c.Sliding[l] = (l+1)%pattern != 0
+	}
+	return c
 }
 
 // Lookup returns the shape called name.
@@ -123,7 +158,7 @@ func Metadata(s Shape) []gguf.KV {
 	pieces, scores, types := Vocabulary(c.Vocab)
 	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
 	a := c.Arch + "."
-	return []gguf.KV{
+	kv := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.StringValue(c.Arch)},
 		{Key: "general.name", Value: gguf.StringValue("synthetic " + s.Name)},
 		{Key: a + "context_length", Value: u(c.Context)},
@@ -136,6 +171,15 @@ func Metadata(s Shape) []gguf.KV {
 		{Key: a + "rope.dimension_count", Value: u(c.RopeDim)},
 		{Key: a + "rope.freq_base", Value: gguf.Float32Value(float32(c.RopeTheta))},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: gguf.Float32Value(c.NormEps)},
+	}
+	if c.SlidingWindow > 0 {
+		kv = append(kv, gguf.KV{Key: a + "attention.sliding_window", Value: u(c.SlidingWindow)})
+	}
+	if c.AttnSoftcap > 0 {
+		kv = append(kv, gguf.KV{Key: a + "attn_logit_softcapping", Value: gguf.Float32Value(c.AttnSoftcap)},
+			gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)})
+	}
+	return append(kv, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},
 		{Key: "tokenizer.ggml.scores", Value: gguf.ArrayValue(scores)},
@@ -143,7 +187,7 @@ func Metadata(s Shape) []gguf.KV {
 		{Key: "tokenizer.ggml.bos_token_id", Value: u(1)},
 		{Key: "tokenizer.ggml.eos_token_id", Value: u(2)},
 		{Key: "tokenizer.ggml.unknown_token_id", Value: u(0)},
-	}
+	}...)
 }
 
 // Vocabulary makes a valid SentencePiece vocabulary of n ≥ 259 pieces:

@@ -14,7 +14,13 @@ import (
 // TestWriteLoads writes the tiny shape in both types and loads it back
 // through models.Open: the config, the tensors and the tokenizer round-trip.
 func TestWriteLoads(t *testing.T) {
-	s, err := synth.Lookup("tiny")
+	for _, name := range tinyShapes {
+		writeLoads(t, name)
+	}
+}
+
+func writeLoads(t *testing.T, name string) {
+	s, err := synth.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +42,7 @@ func TestWriteLoads(t *testing.T) {
 		want := s.Config
 		want.TiedEmbeddings = c.TiedEmbeddings
 		if !reflect.DeepEqual(c, want) {
-			t.Errorf("%s: config %+v, want %+v", typ, c, s.Config)
+			t.Errorf("%s %s: config %+v, want %+v", name, typ, c, s.Config)
 		}
 		if got := m.Tensors[models.LayerTensor(1, models.FFNDown)]; got.Type != typ {
 			t.Errorf("tensor type %s, want %s", got.Type, typ)

@@ -75,11 +75,25 @@ type Rope struct {
 type Attention struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
+	// Softcap, when positive, squashes each scaled score s to
+	// Softcap·tanh(s/Softcap) before the softmax (Gemma 2).
+	Softcap float32
+	// Window, when positive, limits row i to the last Window positions:
+	// Pos[i]-Window+1..Pos[i] (sliding-window layers).
+	Window int
+}
+
+// First is the first position that a row at position pos attends to.
+func (a Attention) First(pos int) int {
+	if a.Window > 0 {
+		return max(0, pos-a.Window+1)
+	}
+	return 0
 }
 
 // Backend runs the ops of a forward pass. An op's destination never
 // aliases its inputs (a GPU cannot bind one buffer both ways in a dispatch);
-// ops that update in place (Add, SwiGLU, Rope) say so. Ops are queued in call order and
+// ops that update in place (Add, GLU, Rope, Scale, Softcap) say so. Ops are queued in call order and
 // may run later (the GPU records them); Argmax and Read wait for everything
 // queued before them. A Backend is used by one goroutine at a time.
 type Backend interface {
@@ -125,8 +139,13 @@ type Backend interface {
 	// HeadNorm RMS-normalises each head of each row of x in place, with
 	// one weight of headDim values shared by the heads.
 	HeadNorm(x Tensor, w Weight, headDim int, eps float32)
-	// SwiGLU sets gate = silu(gate) * up.
-	SwiGLU(gate, up Tensor)
+	// GLU sets gate = act(gate) * up: SwiGLU with SiLU, GeGLU with
+	// GELUTanh.
+	GLU(gate, up Tensor, act models.Activation)
+	// Scale multiplies x by s, in place.
+	Scale(x Tensor, s float32)
+	// Softcap sets x = cap·tanh(x/cap), in place, for cap > 0.
+	Softcap(x Tensor, cap float32)
 	// Add sets dst += x.
 	Add(dst, x Tensor)
 	// CopyRow copies row src of x into row dst of t.

@@ -214,24 +214,42 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 			// Where each position's key and value start, through the table.
 			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
 			offs = offs[:0]
-			for p := 0; p <= int(b.batch.Pos[i]); p++ {
+			for p := a.First(int(b.batch.Pos[i])); p <= int(b.batch.Pos[i]); p++ {
 				offs = append(offs, c.at(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvOff)
 			}
 			if cap(scores) < len(offs) {
 				scores = make([]float32, len(offs))
 			}
 			AttendHead(d.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim], qs.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim],
-				c.K, c.V, offs, a.Scale, scores)
+				c.K, c.V, offs, a.Scale, a.Softcap, scores)
 		}
 	})
 }
 
-func (b *Backend) SwiGLU(gate, up backend.Tensor) {
+func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
 	for i := 0; i < n; i++ {
-		g.Data[i] = Silu(g.Data[i]) * u.Data[i]
+		g.Data[i] = Act(act, g.Data[i]) * u.Data[i]
+	}
+}
+
+func (b *Backend) Scale(x backend.Tensor, s float32) {
+	b.op()
+	xs := x.(*Tensor)
+	data := xs.Data[:b.rows(xs)*xs.cols]
+	for i := range data {
+		data[i] *= s
+	}
+}
+
+func (b *Backend) Softcap(x backend.Tensor, cap float32) {
+	b.op()
+	xs := x.(*Tensor)
+	data := xs.Data[:b.rows(xs)*xs.cols]
+	for i := range data {
+		data[i] = Softcap(data[i], cap)
 	}
 }
 

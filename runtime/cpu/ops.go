@@ -72,12 +72,16 @@ func Rope(x []float32, pos int, r backend.Rope) {
 }
 
 // AttendHead sets out to the attention of one query head q over the
-// positions whose keys and values start at offs[t] in k and v. scores is
-// scratch of at least len(offs) values.
-func AttendHead(out, q, k, v []float32, offs []int, scale float32, scores []float32) {
+// positions whose keys and values start at offs[t] in k and v, each score
+// scaled and, for softcap > 0, soft-capped. scores is scratch of at least
+// len(offs) values.
+func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scores []float32) {
 	hd, n := len(q), len(offs)
 	for t, o := range offs {
 		scores[t] = Dot(q, k[o:o+hd]) * scale
+		if softcap > 0 {
+			scores[t] = Softcap(scores[t], softcap)
+		}
 	}
 	Softmax(scores[:n])
 	clear(out)
@@ -107,6 +111,26 @@ func Softmax(x []float32) {
 
 // Silu is x·sigmoid(x).
 func Silu(x float32) float32 { return x * (1 / (1 + expf(-x))) }
+
+// GELUTanh is GELU's tanh approximation,
+// x/2·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
+func GELUTanh(x float32) float32 {
+	const c = 0.7978845608028654 // sqrt(2/π)
+	return 0.5 * x * (1 + tanhf(c*(x+0.044715*x*x*x)))
+}
+
+// Act applies activation a.
+func Act(a models.Activation, x float32) float32 {
+	if a == models.GELUTanh {
+		return GELUTanh(x)
+	}
+	return Silu(x)
+}
+
+// Softcap is cap·tanh(x/cap): about x for |x| ≪ cap, never beyond ±cap.
+func Softcap(x, cap float32) float32 { return cap * tanhf(x/cap) }
+
+func tanhf(x float32) float32 { return float32(math.Tanh(float64(x))) }
 
 // Argmax returns the index of the largest value, the lowest among equals.
 func Argmax(x []float32) int {

@@ -118,12 +118,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	st := b.attention()
 	// The decode kernel reads the cache as vec4s; other head dims take the
 	// tiled kernel even for single rows.
-	dec, pre := st.survey(b.batch, n, b.maxRows, a.HeadDim%4 == 0)
 	var decChunks, preChunks, preSpan int
 	group := a.Heads / a.KVHeads
 	slices := (group + maxGroup - 1) / maxGroup
 	d4 := (a.HeadDim + 3) / 4
 	t := prefillTileFor(d4)
+	dec, pre := st.survey(b.batch, n, b.maxRows, a.HeadDim%4 == 0, a.Window)
 	if dec.rows > 0 {
 		decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
 	}
@@ -144,7 +144,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
 			consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
 		b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.blockSize), uint32(b.tableWidth), uint32(slices), base},
+			uint32(c.blockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.KVHeads*slices), uint32(decChunks), uint32(n))
@@ -152,7 +152,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	if pre.rows > 0 {
 		b.record(t.op(d4), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.blockSize), uint32(b.tableWidth), uint32(preSpan), base},
+			uint32(c.blockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
@@ -185,6 +185,7 @@ type attnState struct {
 	flags   []float32 // per row: 1 for the decode kernel, 0 for the tiled one
 	written []float32 // the flags in part
 	counts  []int32   // rows per sequence, scratch of survey
+	firsts  []int32   // first position per sequence, scratch of survey
 	seen    []int32   // sequences of a tile, scratch of passes
 }
 
@@ -195,14 +196,21 @@ type rowSet struct{ rows, ctx int }
 // survey splits the first n rows of batch between the kernels: rows of
 // sequences with at most decodeRows rows in the batch go to the decode
 // kernel (when decode allows it), the others to the tiled kernel. It sets
-// st.flags, which depend on the batch alone, not on n.
-func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool) (dec, pre rowSet) {
+// st.flags, which depend on the batch alone, not on n. With a sliding
+// window, a decode row sees at most window positions, and a pass of the
+// tiled kernel, which starts at the window of its earliest row, at most
+// window more than the distance from the sequence's first row.
+func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool, window int) (dec, pre rowSet) {
 	if cap(st.counts) < len(batch.Tables) {
 		st.counts = make([]int32, len(batch.Tables))
+		st.firsts = make([]int32, len(batch.Tables))
 	}
-	counts := st.counts[:len(batch.Tables)]
+	counts, firsts := st.counts[:len(batch.Tables)], st.firsts[:len(batch.Tables)]
 	clear(counts)
-	for _, s := range batch.Seq {
+	for i, s := range batch.Seq {
+		if counts[s] == 0 {
+			firsts[s] = batch.Pos[i] // rows of a sequence come in order of position
+		}
 		counts[s]++
 	}
 	if len(st.flags) < maxRows {
@@ -211,9 +219,15 @@ func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool) (d
 	for i := range n {
 		ctx := int(batch.Pos[i]) + 1
 		if decode && counts[batch.Seq[i]] <= decodeRows {
+			if window > 0 {
+				ctx = min(ctx, window)
+			}
 			st.flags[i] = 1
 			dec.rows, dec.ctx = dec.rows+1, max(dec.ctx, ctx)
 		} else {
+			if window > 0 {
+				ctx = min(ctx, int(batch.Pos[i]-firsts[batch.Seq[i]])+window)
+			}
 			st.flags[i] = 0
 			pre.rows, pre.ctx = pre.rows+1, max(pre.ctx, ctx)
 		}

@@ -494,6 +494,10 @@ type params []uint32
 
 func f32param(v float32) uint32 { return math.Float32bits(v) }
 
+// paramsSize is the least size of a kernel's parameter buffer: more than
+// the largest Params struct of the kernels.
+const paramsSize = 64
+
 // callKey identifies one recorded call site: the same op with the same
 // operands and parameters reuses its bind group.
 type callKey struct {
@@ -546,7 +550,11 @@ func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
 		return nil, err
 	}
 	raw := u32bytes(p)
-	raw = append(raw, make([]byte, (16-len(raw)%16)%16)...) // uniform structs are 16-byte multiples
+	// Uniform structs are 16-byte multiples; and every parameter buffer
+	// is at least paramsSize, since wgpu-native checks a dispatch's buffer
+	// sizes against those of the previous pipeline when the two share a
+	// layout (a 28-byte matmul Params demanded of rmsnorm's 12).
+	raw = append(raw, make([]byte, max(paramsSize-len(raw), (16-len(raw)%16)%16))...)
 	pbuf, err := b.buffer(o.kernel+" params", int64(len(raw)), Uniform|CopyDst)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -14,7 +15,8 @@ var (
 	rmsnormOp = op{kernel: "rmsnorm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 	ropeOp    = op{kernel: "rope", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 	storeKVOp = op{kernel: "store_kv", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	swigluOp  = op{kernel: "swiglu", operands: []Access{ReadWrite, ReadOnly}}
+	gluOp     = op{kernel: "glu", operands: []Access{ReadWrite, ReadOnly}}
+	scaleOp   = op{kernel: "scale", operands: []Access{ReadWrite}}
 	addOp     = op{kernel: "add", operands: []Access{ReadWrite, ReadOnly}}
 	argmaxOp  = op{kernel: "argmax", operands: []Access{ReadOnly, ReadWrite}}
 	biasOp    = op{kernel: "bias", operands: []Access{ReadWrite, ReadOnly}}
@@ -83,11 +85,23 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	b.pending = true
 }
 
-func (b *Backend) SwiGLU(gate, up backend.Tensor) {
+func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
 	g, u := gate.(*Tensor), up.(*Tensor)
 	gx, gy := b.grid(b.rows(g)*g.cols, elementWG)
-	b.record(swigluOp, params{uint32(g.cols), uint32(g.rows)},
+	b.record(gluOp, params{uint32(g.cols), uint32(g.rows), uint32(act)},
 		[]Binding{{Buffer: g.buf}, {Buffer: u.buf}}, gx, gy, 1)
+}
+
+func (b *Backend) Scale(x backend.Tensor, s float32) { b.scale(x, 0, s) }
+
+func (b *Backend) Softcap(x backend.Tensor, cap float32) { b.scale(x, 1, cap) }
+
+// scale records the scale kernel in mode 0 (x·s) or 1 (soft cap s).
+func (b *Backend) scale(x backend.Tensor, mode uint32, s float32) {
+	xs := x.(*Tensor)
+	gx, gy := b.grid(b.rows(xs)*xs.cols, elementWG)
+	b.record(scaleOp, params{uint32(xs.cols), uint32(xs.rows), mode, f32param(s)},
+		[]Binding{{Buffer: xs.buf}}, gx, gy, 1)
 }
 
 func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {

@@ -175,16 +175,24 @@ func TestElementwiseOps(t *testing.T) {
 			x := w.tensor(shape.rows, shape.cols, w.random(n, 3))
 			y := w.tensor(shape.rows, shape.cols, w.random(n, 3))
 			z := w.tensor(shape.rows, shape.cols, w.random(n, 3))
+			// GeGLU's inputs reach far into tanh's flat tails.
+			g := w.tensor(shape.rows, shape.cols, w.random(n, 40))
+			s := w.tensor(shape.rows, shape.cols, w.random(n, 200))
 			norm := w.weight([]int{shape.cols}, w.random(shape.cols, 2))
 			w.begin(tokens(shape.batch, 10, w.rng), 0)
 			w.each(func(b backend.Backend, i int) {
 				b.Add(x[i], y[i])
-				b.SwiGLU(z[i], x[i])
+				b.GLU(z[i], x[i], models.SiLU)
+				b.GLU(g[i], y[i], models.GELUTanh)
 				b.RMSNorm(y[i], z[i], norm[i], 1e-5)
+				b.Scale(x[i], 33.94)
+				b.Softcap(s[i], 30)
 			})
-			w.compare("add", x, shape.batch, 1e-6)
+			w.compare("add and scale", x, shape.batch, 1e-6)
 			w.compare("swiglu", z, shape.batch, 1e-5)
+			w.compare("geglu", g, shape.batch, 1e-5)
 			w.compare("rmsnorm", y, shape.batch, 1e-5)
+			w.compare("softcap", s, shape.batch, 1e-5)
 		})
 	}
 }
@@ -296,16 +304,25 @@ func TestAttention(t *testing.T) {
 	for _, tc := range []struct {
 		heads, kvHeads, headDim, blockSize, context int
 		steps                                       [][]chunk
+		softcap                                     float32 // Gemma 2's score cap
+		window                                      int     // sliding window
 	}{
-		{8, 4, 8, 16, 512, [][]chunk{{{0, 1}}, {{0, 1}}, {{0, 1}}}},
-		{8, 8, 16, 16, 64, [][]chunk{{{0, 17}}, {{0, 1}}, {{0, 1}}}},
-		{8, 4, 8, 16, 512, [][]chunk{{{0, 64}}, {{0, 64}}, {{0, 64}}, {{0, 1}}, {{0, 1}}}},
-		{16, 4, 64, 16, 300, [][]chunk{{{0, 50}, {1, 14}}, {{1, 30}, {0, 1}}, {{0, 1}, {1, 1}}, {{0, 33}, {1, 1}}}},
-		{8, 1, 128, 7, 128, [][]chunk{{{0, 3}, {1, 5}, {2, 40}}, {{0, 60}, {1, 1}, {2, 1}}, {{0, 1}, {1, 1}, {2, 1}}}},
-		{32, 4, 64, 16, 200, [][]chunk{{{0, 20}, {1, 40}}, {{0, 1}, {1, 1}}, {{1, 1}, {0, 1}}}},
-		{4, 2, 32, 16, 1024, append(repeat([]chunk{{0, 64}}, 15), []chunk{{0, 63}}, []chunk{{0, 1}})}, // fills the context
+		{8, 4, 8, 16, 512, [][]chunk{{{0, 1}}, {{0, 1}}, {{0, 1}}}, 0, 0},
+		{8, 8, 16, 16, 64, [][]chunk{{{0, 17}}, {{0, 1}}, {{0, 1}}}, 0, 0},
+		{8, 4, 8, 16, 512, [][]chunk{{{0, 64}}, {{0, 64}}, {{0, 64}}, {{0, 1}}, {{0, 1}}}, 0, 0},
+		{16, 4, 64, 16, 300, [][]chunk{{{0, 50}, {1, 14}}, {{1, 30}, {0, 1}}, {{0, 1}, {1, 1}}, {{0, 33}, {1, 1}}}, 0, 0},
+		{8, 1, 128, 7, 128, [][]chunk{{{0, 3}, {1, 5}, {2, 40}}, {{0, 60}, {1, 1}, {2, 1}}, {{0, 1}, {1, 1}, {2, 1}}}, 0, 0},
+		{32, 4, 64, 16, 200, [][]chunk{{{0, 20}, {1, 40}}, {{0, 1}, {1, 1}}, {{1, 1}, {0, 1}}}, 0, 0},
+		{4, 2, 32, 16, 1024, append(repeat([]chunk{{0, 64}}, 15), []chunk{{0, 63}}, []chunk{{0, 1}}), 0, 0}, // fills the context
+		// Gemma: soft-capped scores, sliding windows shorter than a
+		// prompt chunk, than a tile and than the context, with decoding
+		// and prompts of several sequences past the window.
+		{8, 4, 256, 16, 128, [][]chunk{{{0, 40}, {1, 3}}, {{0, 1}, {1, 30}}, {{0, 1}, {1, 1}}}, 5, 0},
+		{8, 2, 16, 16, 300, [][]chunk{{{0, 50}, {1, 14}}, {{1, 30}, {0, 1}}, {{0, 1}, {1, 1}}, {{0, 33}, {1, 1}}}, 0, 7},
+		{4, 4, 64, 7, 512, [][]chunk{{{0, 64}}, {{0, 44}, {1, 20}}, {{0, 3}, {1, 1}}, {{0, 1}, {1, 63}}, {{0, 1}, {1, 1}}}, 50, 40},
+		{4, 2, 32, 16, 1024, append(repeat([]chunk{{0, 64}}, 15), []chunk{{0, 63}}, []chunk{{0, 1}}), 0, 512},
 	} {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_ctx%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.context), func(t *testing.T) {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_ctx%d_cap%g_win%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.context, tc.softcap, tc.window), func(t *testing.T) {
 			w := newTwins(t, 64)
 			kvDim, qDim := tc.kvHeads*tc.headDim, tc.heads*tc.headDim
 			perSeq := (tc.context + tc.blockSize - 1) / tc.blockSize
@@ -319,7 +336,10 @@ func TestAttention(t *testing.T) {
 			}
 			cache := w.kv(2, nseq*perSeq, tc.blockSize, kvDim)
 			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
-				Scale: float32(1 / math.Sqrt(float64(tc.headDim)))}
+				Scale: float32(1 / math.Sqrt(float64(tc.headDim))), Softcap: tc.softcap, Window: tc.window}
+			if tc.softcap > 0 {
+				a.Scale *= 8 // scores large enough for the cap to bend them
+			}
 			lens := make([]int, nseq)
 			for step, chunks := range tc.steps {
 				b := backend.Batch{BlockSize: tc.blockSize, Tables: tables}
