@@ -119,8 +119,8 @@ var ggufArchs = map[string]RopeLayout{
 // gemmaGGUF sets what Gemma 2 and 3 add to the Llama family, from the
 // metadata and from what llama.cpp fixes in code rather than in the file:
 // the sliding-window pattern (every other layer from the first for Gemma
-// 2; five of every six for Gemma 3), the local layers' RoPE base of
-// 10,000, and the query scale, 1/sqrt(head dim) but 1/sqrt(dim/heads) for
+// 2; five of every six for Gemma 3), Gemma 3's local RoPE base of 10,000,
+// and the query scale, 1/sqrt(head dim) but 1/sqrt(dim/heads) for
 // the 27B models (told apart, as llama.cpp does, by their layer count).
 // The converter already added one to the norm weights.
 func gemmaGGUF(c *Config, md *metaReader) error {
@@ -133,6 +133,7 @@ func gemmaGGUF(c *Config, md *metaReader) error {
 	pattern, big := 6, 62 // gemma3
 	if c.Arch == "gemma2" {
 		pattern, big = 2, 46
+		c.LocalRopeTheta = c.RopeTheta // one rotary embedding for every layer
 		c.AttnSoftcap = float32(md.float("attn_logit_softcapping", 50))
 		c.FinalSoftcap = float32(md.float("final_logit_softcapping", 30))
 	}

@@ -291,6 +291,9 @@ func gemmaHF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
 	if h.RopeTheta == nil {
 		c.RopeTheta = theta
 	}
+	if gemma2 {
+		local = c.RopeTheta // one rotary embedding for every layer
+	}
 	scalar = opt("query_pre_attn_scalar", h.QueryPreAttnScalar, scalar)
 	if raw, ok := present["sliding_window"]; ok {
 		if err := json.Unmarshal(raw, &window); err != nil || window <= 0 {

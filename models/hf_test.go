@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,6 +51,26 @@ const (
 		"tie_word_embeddings":true,"use_sliding_window":false,"vocab_size":151936}`
 )
 
+// The published configs of google/gemma-2-2b-it and google/gemma-3-1b-it.
+const (
+	gemma2Config = `{"architectures":["Gemma2ForCausalLM"],"attention_bias":false,"attention_dropout":0.0,
+		"attn_logit_softcapping":50.0,"bos_token_id":2,"cache_implementation":"hybrid","eos_token_id":[1,107],
+		"final_logit_softcapping":30.0,"head_dim":256,"hidden_act":"gelu_pytorch_tanh",
+		"hidden_activation":"gelu_pytorch_tanh","hidden_size":2304,"initializer_range":0.02,
+		"intermediate_size":9216,"max_position_embeddings":8192,"model_type":"gemma2","num_attention_heads":8,
+		"num_hidden_layers":26,"num_key_value_heads":4,"pad_token_id":0,"query_pre_attn_scalar":256,
+		"rms_norm_eps":1e-06,"rope_theta":10000.0,"sliding_window":4096,"torch_dtype":"float32",
+		"transformers_version":"4.42.4","use_cache":true,"vocab_size":256000}`
+	gemma3Config = `{"architectures":["Gemma3ForCausalLM"],"attention_bias":false,"attention_dropout":0.0,
+		"attn_logit_softcapping":null,"bos_token_id":2,"cache_implementation":"hybrid","eos_token_id":[1,106],
+		"final_logit_softcapping":null,"head_dim":256,"hidden_activation":"gelu_pytorch_tanh","hidden_size":1152,
+		"initializer_range":0.02,"intermediate_size":6912,"max_position_embeddings":32768,
+		"model_type":"gemma3_text","num_attention_heads":4,"num_hidden_layers":26,"num_key_value_heads":1,
+		"pad_token_id":0,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_local_base_freq":10000,
+		"rope_scaling":null,"rope_theta":1000000,"sliding_window":512,"sliding_window_pattern":6,
+		"torch_dtype":"bfloat16","transformers_version":"4.50.0.dev0","use_cache":true,"vocab_size":262144}`
+)
+
 // edit returns config with keys set (a nil value deletes the key).
 func edit(t testing.TB, config string, keys map[string]any) string {
 	var m map[string]any
@@ -87,6 +108,22 @@ func TestParseHFConfig(t *testing.T) {
 		Vocab: 151936, Context: 40960, NormEps: 1e-6, RopeTheta: 1e6, RopeDim: 128, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKNorm: true}
 	with := func(c models.Config, f func(*models.Config)) models.Config { f(&c); return c }
+	shape := func(name string) models.Config {
+		s, err := synth.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Config
+	}
+	gemma2, gemma3 := shape("gemma2-2b"), shape("gemma3-1b")
+	fours := make([]float32, 128)
+	for i := range fours {
+		fours[i] = 4
+	}
+	allSliding := make([]bool, 26)
+	for i := range allSliding {
+		allSliding[i] = true
+	}
 	twos := make([]float32, 32)
 	for i := range twos {
 		twos[i] = 2
@@ -118,6 +155,18 @@ func TestParseHFConfig(t *testing.T) {
 		{"default scaling", edit(t, tinyLlamaConfig, map[string]any{"rope_scaling": map[string]any{"rope_type": "default"}}), tinyLlama},
 		{"swish", edit(t, tinyLlamaConfig, map[string]any{"hidden_act": "swish"}), tinyLlama},
 		{"partial rotary 1", edit(t, tinyLlamaConfig, map[string]any{"partial_rotary_factor": 1.0}), tinyLlama},
+		{"gemma 2", gemma2Config, gemma2},
+		{"gemma 3", gemma3Config, gemma3},
+		{"gemma 2 defaults", edit(t, gemma2Config, map[string]any{"attn_logit_softcapping": nil, "final_logit_softcapping": nil,
+			"hidden_act": nil, "head_dim": nil, "rope_theta": nil, "sliding_window": nil, "query_pre_attn_scalar": nil}),
+			with(gemma2, func(c *models.Config) { c.QueryScale = float32(1 / math.Sqrt(224)) })},
+		{"gemma 2 without soft caps", strings.ReplaceAll(strings.ReplaceAll(gemma2Config, "50.0", "null"), "30.0", "null"),
+			with(gemma2, func(c *models.Config) { c.AttnSoftcap, c.FinalSoftcap = 0, 0 })},
+		{"gemma 3 layer_types, scaling", edit(t, gemma3Config, map[string]any{"layer_types": allSlidingTypes(26),
+			"rope_scaling": map[string]any{"rope_type": "linear", "factor": 4.0}}),
+			with(gemma3, func(c *models.Config) { c.Sliding, c.RopeFactors = allSliding, fours })},
+		{"gemma 3 untied", edit(t, gemma3Config, map[string]any{"tie_word_embeddings": false}),
+			with(gemma3, func(c *models.Config) { c.TiedEmbeddings = false })},
 	} {
 		got, err := models.ParseHFConfig([]byte(tc.config))
 		if err != nil {
@@ -130,6 +179,15 @@ func TestParseHFConfig(t *testing.T) {
 	}
 }
 
+// allSlidingTypes is a layer_types list of n sliding layers.
+func allSlidingTypes(n int) []string {
+	types := make([]string, n)
+	for i := range types {
+		types[i] = "sliding_attention"
+	}
+	return types
+}
+
 func TestParseHFConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -137,6 +195,13 @@ func TestParseHFConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{"not JSON", `{"architectures":`, "config.json"},
+		{"gemma multimodal", edit(t, gemma3Config, map[string]any{"architectures": []string{"Gemma3ForConditionalGeneration"}}), `unsupported architecture "Gemma3ForConditionalGeneration"`},
+		{"gemma exact gelu", edit(t, gemma3Config, map[string]any{"hidden_activation": "gelu"}), `hidden_activation "gelu"`},
+		{"gemma layer_types", edit(t, gemma3Config, map[string]any{"layer_types": allSlidingTypes(3)}), "3 layer_types for 26 layers"},
+		{"gemma layer type", edit(t, gemma3Config, map[string]any{"layer_types": append(allSlidingTypes(25), "chunked_attention")}), `"chunked_attention"`},
+		{"gemma window", edit(t, gemma3Config, map[string]any{"sliding_window": 0}), "sliding_window 0"},
+		{"gemma scalar", edit(t, gemma3Config, map[string]any{"query_pre_attn_scalar": -1}), "query_pre_attn_scalar -1"},
+		{"gemma pattern", edit(t, gemma3Config, map[string]any{"sliding_window_pattern": 0}), "sliding_window_pattern 0"},
 		{"unknown architecture", edit(t, tinyLlamaConfig, map[string]any{"architectures": []string{"GemmaForCausalLM"}}), `unsupported architecture "GemmaForCausalLM"`},
 		{"no architecture", edit(t, tinyLlamaConfig, map[string]any{"architectures": nil, "model_type": "gpt2"}), `unsupported architecture "model_type gpt2"`},
 		{"missing hidden_size", edit(t, tinyLlamaConfig, map[string]any{"hidden_size": nil}), "missing hidden_size"},
@@ -202,6 +267,23 @@ func TestHFTensorNames(t *testing.T) {
 		if back, _ := models.HFTensorName("llama", hf); back != tn.Name {
 			t.Errorf("%s → %s → %s", tn.Name, hf, back)
 		}
+	}
+	// Gemma's four norms per layer.
+	for hf, want := range map[string]string{
+		"model.layers.2.input_layernorm.weight":            "blk.2.attn_norm.weight",
+		"model.layers.2.post_attention_layernorm.weight":   "blk.2.post_attention_norm.weight",
+		"model.layers.2.pre_feedforward_layernorm.weight":  "blk.2.ffn_norm.weight",
+		"model.layers.2.post_feedforward_layernorm.weight": "blk.2.post_ffw_norm.weight",
+	} {
+		if got, ok := models.HFTensorName("gemma3", hf); !ok || got != want {
+			t.Errorf("gemma3: HFTensorName(%q) = %q, %v, want %q", hf, got, ok, want)
+		}
+		if back, ok := models.GGUFToHFName("gemma2", want); !ok || back != hf {
+			t.Errorf("gemma2: GGUFToHFName(%q) = %q, %v, want %q", want, back, ok, hf)
+		}
+	}
+	if got, ok := models.HFTensorName("llama", "model.layers.2.pre_feedforward_layernorm.weight"); ok {
+		t.Errorf("llama has Gemma's pre-feed-forward norm: %q", got)
 	}
 	for _, bad := range []string{"model.layers.x.self_attn.q_proj.weight", "model.layers.01.mlp.up_proj.weight",
 		"model.layers.-1.mlp.up_proj.weight", "model.layers.3.mlp.act_fn", "model.layers.3", "transformer.wte.weight", ""} {

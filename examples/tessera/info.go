@@ -45,6 +45,24 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
 		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
+		if c.QKVBias || c.QKNorm {
+			fmt.Fprintf(w, "q/k/v bias, q/k norm\t%v, %v\n", c.QKVBias, c.QKNorm)
+		}
+		if c.PostNorms || c.Act != models.SiLU {
+			fmt.Fprintf(w, "feed-forward\t%s gated, post-norms %v, embedding scale %g\n", c.Act, c.PostNorms, c.EmbedScale)
+		}
+		if c.AttnSoftcap > 0 || c.FinalSoftcap > 0 {
+			fmt.Fprintf(w, "soft caps\tattention %g, logits %g\n", c.AttnSoftcap, c.FinalSoftcap)
+		}
+		if c.SlidingWindow > 0 {
+			local := 0
+			for l := range c.Layers {
+				if c.LayerSliding(l) {
+					local++
+				}
+			}
+			fmt.Fprintf(w, "sliding window\t%d positions in %d of %d layers (rope theta %g)\n", c.SlidingWindow, local, c.Layers, c.LocalRopeTheta)
+		}
 		t := m.Tokenizer
 		fmt.Fprintf(w, "tokenizer\t%T, %d tokens, bos %d, eos %d\n", t, t.VocabSize(), t.BOS(), t.EOS())
 		var params int
