@@ -222,7 +222,10 @@ func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	return tok, nil
+	if prefix, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok && !prefix {
+		tok.WithoutSpacePrefix() // Gemma
+	}
+	return tok.WithEnds(id("tokenizer.ggml.eot_token_id", -1), id("tokenizer.ggml.eom_token_id", -1)), nil
 }
 
 // metaReader reads <arch>.* integer and float keys, remembering the first

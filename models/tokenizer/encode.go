@@ -1,5 +1,7 @@
 package tokenizer
 
+import "strings"
+
 // noMerge is the score llama2.c starts its search for the best merge from:
 // pieces scored at or below it are never merged. Keeping it makes Encode
 // agree with llama2.c for any vocabulary, not only for typical scores.
@@ -25,13 +27,48 @@ func (t *SentencePiece) Encode(text string, addBOS bool) []int {
 	if text == "" {
 		return ids
 	}
-	return append(ids, t.merge(t.characters(text))...)
+	return append(ids, t.merge(t.characters(text, true))...)
 }
 
-// characters is steps 1 and 2 of Encode.
-func (t *SentencePiece) characters(text string) []int {
+// EncodeSpecial is Encode for text that holds control and user-defined
+// pieces written out, as a chat template renders them (<start_of_turn>,
+// <s>): each becomes its id, and the text between them is encoded as
+// llama.cpp does, with the dummy prefix after each such piece.
+func (t *SentencePiece) EncodeSpecial(text string, addBOS bool) []int {
+	var ids []int
+	if addBOS && t.bos >= 0 {
+		ids = append(ids, t.bos)
+	}
+	prefix := true
+	t.special.split(text, true, func(seg string, id int, _ bool) {
+		if id >= 0 {
+			ids, prefix = append(ids, id), true
+			return
+		}
+		ids, prefix = append(ids, t.merge(t.characters(seg, prefix))...), false
+	})
+	return ids
+}
+
+// DecodeSpecial is Decode with control pieces written out as their text.
+func (t *SentencePiece) DecodeSpecial(ids []int) string {
+	var b strings.Builder
+	prev := -1
+	for _, id := range ids {
+		if t.valid(id) && t.types[id] == TypeControl {
+			b.WriteString(t.pieces[id])
+		} else {
+			b.Write(t.TokenBytes(prev, id))
+		}
+		prev = id
+	}
+	return b.String()
+}
+
+// characters is steps 1 and 2 of Encode; prefix asks for the dummy prefix.
+func (t *SentencePiece) characters(text string, prefix bool) []int {
 	ids := make([]int, 0, len(text)+1)
-	if t.space >= 0 {
+	if prefix && t.space >= 0 {
 		ids = append(ids, t.space)
 	}
 	for i := 0; i < len(text); {

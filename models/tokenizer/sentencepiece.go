@@ -22,10 +22,22 @@ type SentencePiece struct {
 	types  []TokenType
 	lookup map[string]int // text of Normal and UserDefined pieces → lowest id with that text
 	byteID [256]int       // id of the <0xNN> piece for each byte, -1 if missing
-	space  int            // id of the " " piece used as dummy prefix, -1 if missing
+	space  int            // id of the " " piece used as dummy prefix, -1 if missing or off
+
+	// special finds the Control and UserDefined pieces written in a
+	// chat template's text (<start_of_turn>, <s>); ends are the ids that
+	// end a generation (EOS and the end-of-turn pieces), sorted.
+	special *addedTokens
+	ends    []int
 
 	bos, eos, unk int
 }
+
+var (
+	_ SpecialEncoder = (*SentencePiece)(nil)
+	_ SpecialDecoder = (*SentencePiece)(nil)
+	_ EndChecker     = (*SentencePiece)(nil)
+)
 
 var _ Tokenizer = (*SentencePiece)(nil)
 
@@ -104,7 +116,49 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 	if id, ok := t.lookup[" "]; ok {
 		t.space = id
 	}
+	var specs []addedSpec
+	for id, typ := range t.types {
+		if (typ == TypeControl || typ == TypeUserDefined) && pieces[id] != "" {
+			specs = append(specs, addedSpec{id: id, content: pieces[id], special: typ == TypeControl})
+			if slices.Contains(endPieces, pieces[id]) {
+				t.ends = append(t.ends, id)
+			}
+		}
+	}
+	t.special = newAddedTokens(specs)
+	t.WithEnds(eos)
 	return t, nil
+}
+
+// WithoutSpacePrefix turns off the dummy prefix, the space SentencePiece
+// puts before a text (GGUF tokenizer.ggml.add_space_prefix = false: Gemma).
+// It returns t, and is meant for building the tokenizer.
+func (t *SentencePiece) WithoutSpacePrefix() *SentencePiece {
+	t.space = -1
+	return t
+}
+
+// WithEnds adds ids (such as GGUF's tokenizer.ggml.eot_token_id) to those
+// that end a generation; -1 is ignored. It returns t, and is meant for
+// building the tokenizer.
+func (t *SentencePiece) WithEnds(ids ...int) *SentencePiece {
+	for _, id := range ids {
+		if t.valid(id) && !slices.Contains(t.ends, id) {
+			t.ends = append(t.ends, id)
+		}
+	}
+	slices.Sort(t.ends)
+	return t
+}
+
+// Ends returns the ids that end a generation: EOS and the end-of-turn
+// pieces of chat vocabularies (<end_of_turn>, <|im_end|>, ...).
+func (t *SentencePiece) Ends() []int { return slices.Clone(t.ends) }
+
+// IsEnd reports whether id ends a generation.
+func (t *SentencePiece) IsEnd(id int) bool {
+	_, ok := slices.BinarySearch(t.ends, id)
+	return ok
 }
 
 // inferType guesses a piece's type for vocabularies that do not record
