@@ -196,8 +196,10 @@ func ParseHFConfig(data []byte) (Config, error) {
 		c.RopeTheta = *h.RopeTheta
 	}
 
-	// Sliding-window attention is exact up to the window: cap the context
-	// there rather than compute longer sequences wrongly.
+	// Mistral's sliding window covers every layer (below); Qwen2's
+	// use_sliding_window only some, which the forward pass does not
+	// describe: attention is exact up to the window, so the context is
+	// capped there rather than longer sequences computed wrongly.
 	window := 0
 	slidingActive := arch == "mistral" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 	if raw, ok := present["sliding_window"]; slidingActive && ok && string(raw) != "null" {
@@ -207,7 +209,7 @@ func ParseHFConfig(data []byte) (Config, error) {
 	} else if slidingActive && !ok && arch == "mistral" {
 		window = 4096 // MistralConfig's default
 	}
-	if window > 0 {
+	if window > 0 && arch != "mistral" {
 		c.Context = min(c.Context, window)
 	}
 	if gemma {
@@ -255,6 +257,14 @@ func ParseHFConfig(data []byte) (Config, error) {
 			}
 		default:
 			return Config{}, fmt.Errorf("config.json: rope scaling %q is not supported (supported: llama3, linear, dynamic)", kind)
+		}
+	}
+	if window > 0 && arch == "mistral" {
+		if c.RopeFactors != nil { // sliding layers rotate unscaled: not Mistral's
+			c.Context = min(c.Context, window)
+		} else {
+			c.SlidingWindow, c.LocalRopeTheta = window, c.RopeTheta
+			c.Sliding = slidingPattern(c.Layers, c.Layers+1) // every layer
 		}
 	}
 	return c, nil

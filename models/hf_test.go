@@ -101,6 +101,11 @@ func TestParseHFConfig(t *testing.T) {
 		Vocab: 32000, Context: 4096, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 128, Rope: models.RopeHalves}
 	mistral03 := mistral
 	mistral03.Vocab, mistral03.Context, mistral03.RopeTheta = 32768, 32768, 1e6
+	mistral.Context, mistral.SlidingWindow, mistral.LocalRopeTheta = 32768, 4096, 10000
+	mistral.Sliding = make([]bool, 32)
+	for i := range mistral.Sliding {
+		mistral.Sliding[i] = true
+	}
 	qwen25 := models.Config{Arch: "qwen2", Dim: 896, FFN: 4864, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
 		Vocab: 151936, Context: 32768, NormEps: 1e-6, RopeTheta: 1e6, RopeDim: 64, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKVBias: true}
@@ -138,7 +143,7 @@ func TestParseHFConfig(t *testing.T) {
 		{"llama: defaults", edit(t, tinyLlamaConfig, map[string]any{"rms_norm_eps": nil, "num_key_value_heads": nil, "tie_word_embeddings": nil}),
 			with(tinyLlama, func(c *models.Config) { c.NormEps, c.KVHeads = 1e-6, 32 })},
 		{"llama: model_type only", edit(t, tinyLlamaConfig, map[string]any{"architectures": nil}), tinyLlama},
-		{"mistral 0.1: sliding window caps the context", mistral01Config, mistral},
+		{"mistral 0.1: every layer slides", mistral01Config, mistral},
 		{"mistral: default sliding window", edit(t, mistral01Config, map[string]any{"sliding_window": nil}), mistral},
 		{"mistral 0.3: no sliding window", mistral03Config, mistral03},
 		{"qwen2.5: unused sliding window", qwen25Config, qwen25},

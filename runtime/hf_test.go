@@ -1,9 +1,12 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
@@ -103,5 +106,52 @@ func TestHFMatchesGGUF(t *testing.T) {
 				t.Errorf("webgpu and cpu differ:\nwebgpu %v\n   cpu %v", gpu[0], cpu[0])
 			}
 		})
+	}
+}
+
+// TestMistralSlidingWindow: a Mistral folder whose config has a sliding
+// window of 10 gives the same greedy tokens on the CPU and on WebGPU past
+// the window, and its logits are those of the same weights without a
+// window for the first 10 positions and differ after them.
+func TestMistralSlidingWindow(t *testing.T) {
+	dir := synthHF(t, "tiny-mistral", dtype.F32, synth.HFOptions{})
+	req := runtime.Request{Prompt: "abc def ghi", MaxTokens: 60, IgnoreEOS: true}
+	eng, err := runtime.Load(dir, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if c := eng.Model().Config; c.SlidingWindow != 10 || !c.LayerSliding(1) {
+		t.Fatalf("window %d, layer 1 sliding %v", c.SlidingWindow, c.LayerSliding(1))
+	}
+	want, _, _ := generate(t, eng, req)
+	got, _, _ := generate(t, loadWebGPU(t, dir, runtime.Options{}), req)
+	if !equal(got, want) {
+		t.Errorf("webgpu:\n%v\ncpu:\n%v", got, want)
+	}
+
+	config := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	windowed := logits(t, eng, append([]int32{1}, want[:30]...))
+	if err := os.WriteFile(config, bytes.Replace(raw, []byte(`"sliding_window": 10`), []byte(`"sliding_window": null`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full, err := runtime.Load(dir, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if full.Model().Config.SlidingWindow != 0 {
+		t.Fatal("the edited config still has a window")
+	}
+	global := logits(t, full, append([]int32{1}, want[:30]...))
+	for p := range windowed {
+		same := slices.Equal(windowed[p], global[p])
+		if same != (p < 10) {
+			t.Errorf("position %d: logits with and without the window equal: %v", p, same)
+		}
 	}
 }

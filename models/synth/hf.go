@@ -251,6 +251,9 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 		cfg["attention_bias"] = false
 	case "mistral":
 		cfg["sliding_window"] = nil
+		if c.SlidingWindow > 0 {
+			cfg["sliding_window"] = c.SlidingWindow
+		}
 	case "qwen2":
 		cfg["use_sliding_window"] = false
 	}

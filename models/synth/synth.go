@@ -49,6 +49,9 @@ var shapes = []Shape{
 	{"tiny-qwen3", models.Config{Arch: "qwen3", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKNorm: true}},
+	{"tiny-mistral", models.Config{Arch: "mistral", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16, Rope: models.RopeHalves,
+		SlidingWindow: 10, Sliding: []bool{true, true}, LocalRopeTheta: 10000}},
 	// Gemma: windows of a few tokens, so that short tests slide past them.
 	{"tiny-gemma2", gemma(models.Config{Arch: "gemma2", Dim: 64, FFN: 96, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 32}, 12)},
@@ -114,6 +117,9 @@ func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
 	c := s.Config
+	if c.Arch == "mistral" {
+		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x5e17))
 	var tensors []gguf.WriteTensor
 	for _, want := range models.LlamaTensors(c) {
