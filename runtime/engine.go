@@ -251,6 +251,20 @@ func (s Stats) RoundTripsPerToken() float64 {
 	return float64(s.Steps+s.DraftSteps) / float64(s.Generated)
 }
 
+// add sums the figures of two runs.
+func (s Stats) add(o Stats) Stats {
+	s.PromptTokens += o.PromptTokens
+	s.Generated += o.Generated
+	s.Prefill += o.Prefill
+	s.Decode += o.Decode
+	s.TimeToFirst += o.TimeToFirst
+	s.Steps += o.Steps
+	s.DraftSteps += o.DraftSteps
+	s.Drafted += o.Drafted
+	s.Accepted += o.Accepted
+	return s
+}
+
 // AcceptanceRate is the fraction of draft tokens accepted.
 func (s Stats) AcceptanceRate() float64 {
 	if s.Drafted == 0 {
