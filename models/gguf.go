@@ -127,7 +127,6 @@ func gemmaGGUF(c *Config, md *metaReader) error {
 	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
 	c.Act = GELUTanh
 	c.PostNorms = true
-	c.TiedEmbeddings = true
 	c.LocalRopeTheta = 10000
 	c.SlidingWindow = md.int("attention.sliding_window", 0)
 	pattern, big := 6, 62 // gemma3
