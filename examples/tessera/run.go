@@ -18,6 +18,7 @@ type modelFlags struct {
 	quant                             string
 	headF32                           bool
 	draft, draftQuant                 string
+	speculateAlways                   bool
 	multiStep                         int
 }
 
@@ -31,6 +32,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
 	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
+	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
 }
 
@@ -45,7 +47,7 @@ func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
 		}
 	}
 	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
-		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, Draft: m.draft, DraftQuant: m.draftQuant, MultiStep: m.multiStep})
+		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, Draft: m.draft, DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep})
 	if err != nil {
 		return nil, err
 	}
