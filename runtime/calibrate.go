@@ -261,9 +261,11 @@ func matrixParams(m *models.Model, headFloat bool) int {
 
 // calibrateForLoad replaces m's matrices by their calibrated int4 forms
 // when ws stores them as int4 and the model is small enough (see
-// MaxCalibratedAtLoad), unless opts.NoCalibration.
+// MaxCalibratedAtLoad), unless opts.NoCalibration. A tokenizer without
+// BOS gives the sampling nowhere to start: such a model keeps the
+// per-group search rather than failing to load.
 func calibrateForLoad(m *models.Model, ws WeightStorage, opts Options) error {
-	if ws.Matrices != backend.Int4 || opts.NoCalibration {
+	if ws.Matrices != backend.Int4 || opts.NoCalibration || m.Tokenizer.BOS() < 0 {
 		return nil
 	}
 	if n := matrixParams(m, ws.HeadFloat); n == 0 || n > MaxCalibratedAtLoad {
