@@ -173,6 +173,7 @@ type Tensor struct {
 	Shape []int // row-major, outermost first: a weight matrix is [out, in]
 	Type  dtype.Type
 	read  func() ([]byte, error)
+	int4  *dtype.Int4 // set by WithInt4
 }
 
 // NewTensor describes a tensor whose raw bytes read returns.
@@ -209,6 +210,42 @@ func (t *Tensor) Float32() ([]float32, error) {
 		return nil, fmt.Errorf("dequantize tensor %s: %w", t.Name, err)
 	}
 	return out, nil
+}
+
+// WithInt4 returns a copy of t that keeps its values (Raw, Float32) but
+// stores as q wherever it is kept in int4: the result of a calibrated
+// quantization (runtime's GPTQ), computed once on the host so that every
+// backend uploads the same codes.
+func (t *Tensor) WithInt4(q *dtype.Int4) *Tensor {
+	c := *t
+	c.int4 = q
+	return &c
+}
+
+// Int4 returns the tensor in Tessera's int4 format: the form WithInt4
+// gave it, or else its bytes converted by dtype.ToInt4 (Q4_0, Q4_1 and
+// Q4_K keep their codes; other types are quantized by the per-group
+// search). The tensor must be a matrix.
+func (t *Tensor) Int4() (*dtype.Int4, error) {
+	if len(t.Shape) != 2 {
+		return nil, fmt.Errorf("tensor %s: int4 needs a matrix, not shape %v", t.Name, t.Shape)
+	}
+	rows, cols := t.Shape[0], t.Shape[1]
+	if t.int4 != nil {
+		if t.int4.Rows != rows || t.int4.Cols != cols {
+			return nil, fmt.Errorf("tensor %s: int4 form of %d×%d for shape %v", t.Name, t.int4.Rows, t.int4.Cols, t.Shape)
+		}
+		return t.int4, nil
+	}
+	raw, err := t.Raw()
+	if err != nil {
+		return nil, err
+	}
+	q, err := dtype.ToInt4(t.Type, raw, rows, cols)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return q, nil
 }
 
 // Model is a loaded model description: config, tensors and tokenizer.

@@ -32,9 +32,19 @@ type Options struct {
 	// "int4", "f16" or "f32"; "" means int4 on WebGPU (f32 for models under
 	// 32 MiB of weights, which gain nothing from it) and f32 on the CPU.
 	// Norm weights stay f32. See WeightStorage.
+	//
+	// Int4 matrices are calibrated (GPTQ over text the model samples
+	// itself, see CalibrateInt4) when the model has at most
+	// MaxCalibratedAtLoad matrix parameters, and otherwise rounded group by
+	// group (dtype.QuantizeInt4); Q4_0, Q4_1 and Q4_K matrices keep their
+	// codes either way. Calibrate a large model once with the quantize
+	// command (--type q4_1) instead.
 	Quant string
 	// HeadFloat keeps the output head in f32 whatever Quant says.
 	HeadFloat bool
+	// NoCalibration rounds int4 matrices group by group even for a model
+	// small enough to be calibrated at load.
+	NoCalibration bool
 	// Draft turns on speculative decoding: "ngram" (prompt lookup) or the
 	// path of a smaller model with the same vocabulary, loaded on the same
 	// device with DraftQuant storage.
@@ -90,6 +100,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		be.Close()
 		m.Close()
 		return nil, err
+	}
+	if err := calibrateForLoad(m, ws, opts); err != nil {
+		be.Close()
+		m.Close()
+		return nil, fmt.Errorf("load %s: int4: %w", m.Path, err)
 	}
 	e, err := New(m, be, opts.KV, ws)
 	if err != nil {

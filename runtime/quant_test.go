@@ -12,9 +12,16 @@ import (
 
 // storyText is the project's own TinyStories-style test text (over 4,000
 // tokens by the stories260K tokenizer).
-func storyText(t testing.TB) string {
+func storyText(t testing.TB) string { return readText(t, "tinystories.txt") }
+
+// heldOutText is a second such text (about 1,800 tokens), written apart
+// from the first and never used to choose anything about quantization: a
+// check that what helps on the test text is not fitted to it.
+func heldOutText(t testing.TB) string { return readText(t, "heldout.txt") }
+
+func readText(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "tinystories.txt"))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,21 +37,22 @@ func perplexity(t *testing.T, eng *runtime.Engine, text string) (float64, int) {
 	return ppl, n
 }
 
-// TestInt4Perplexity scores the test text with stories260K's weights in
-// f32 and in int4 (quantized at load from its f32 file by the per-group
-// range search) on the Go reference, and a part of it on WebGPU.
+// TestInt4Perplexity scores the test text and the held-out text with
+// stories260K's weights in f32 and in int4 quantized at load from its f32
+// file: calibrated (GPTQ over 4096 tokens the f32 model samples itself,
+// see runtime.CalibrateInt4; neither text is seen), and for comparison
+// rounded group by group (the per-group range search alone).
 //
-// The bound is 7.5%, not the 5% first aimed at: on this 260K-parameter
-// model (rows of 64 inputs, two groups) the measured cost of int4 is
-// +6.7%, and +5.4% with the head in f32. Every matrix kind contributes a
-// share of it, and the group search is within 0.3% of an exhaustive one
-// (see the dtype tests), so only a calibrated method (GPTQ/AWQ-style,
-// with activations) could buy more; for comparison, the ggml-style Q4_0
-// file of the quantize command costs +9.3% with ffn_down left in f32.
-// The model was trained on 512-token sequences, hence the context.
+// The bound is 5% on both texts. Measured: calibrated int4 costs +4.0% on
+// the test text and +2.2% on the held-out one, +3.4% and +1.5% with the
+// head in f32; the group search alone costs +6.7% and +3.2% (+5.4% and
+// +2.0% with an f32 head). The calibration's result moves by about half
+// a percent with the sampling seed; it is fixed, so the test is
+// deterministic. The model was trained on 512-token sequences, hence the
+// context.
 func TestInt4Perplexity(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
-	text := storyText(t)
+	texts := []struct{ name, text string }{{"test", storyText(t)}, {"held-out", heldOutText(t)}}
 	load := func(o runtime.Options) *runtime.Engine {
 		o.Context = 512
 		if o.Device == "webgpu" {
@@ -58,23 +66,43 @@ func TestInt4Perplexity(t *testing.T) {
 		t.Cleanup(func() { eng.Close() })
 		return eng
 	}
-	f32, n := perplexity(t, load(runtime.Options{Quant: "f32"}), text)
-	int4, _ := perplexity(t, load(runtime.Options{Quant: "int4"}), text)
-	head, _ := perplexity(t, load(runtime.Options{Quant: "int4", HeadFloat: true}), text)
-	t.Logf("stories260K on %d tokens: perplexity f32 %.4f, int4 %.4f (%+.2f%%), int4 with an f32 head %.4f (%+.2f%%)",
-		n, f32, int4, 100*(int4/f32-1), head, 100*(head/f32-1))
-	if n < 2000 {
-		t.Errorf("the text is %d tokens, want at least 2000", n)
+	int4 := load(runtime.Options{Quant: "int4"})
+	engines := []struct {
+		name string
+		eng  *runtime.Engine
+	}{
+		{"f32", load(runtime.Options{Quant: "f32"})},
+		{"int4", int4},
+		{"int4, f32 head", load(runtime.Options{Quant: "int4", HeadFloat: true})},
+		{"int4 uncalibrated", load(runtime.Options{Quant: "int4", NoCalibration: true})},
 	}
-	if int4 < f32 || int4/f32-1 > 0.075 {
-		t.Errorf("int4 perplexity %.4f against f32's %.4f: outside [0, +7.5%%]", int4, f32)
+	for _, tx := range texts {
+		ppl := map[string]float64{}
+		var n int
+		for _, e := range engines {
+			ppl[e.name], n = perplexity(t, e.eng, tx.text)
+		}
+		f32 := ppl["f32"]
+		t.Logf("stories260K, %s text (%d tokens): perplexity f32 %.4f; int4 %.4f (%+.2f%%); int4 with an f32 head %.4f (%+.2f%%); uncalibrated int4 %.4f (%+.2f%%)",
+			tx.name, n, f32, ppl["int4"], 100*(ppl["int4"]/f32-1), ppl["int4, f32 head"], 100*(ppl["int4, f32 head"]/f32-1),
+			ppl["int4 uncalibrated"], 100*(ppl["int4 uncalibrated"]/f32-1))
+		if min := map[string]int{"test": 4000, "held-out": 1000}[tx.name]; n < min {
+			t.Errorf("the %s text is %d tokens, want at least %d", tx.name, n, min)
+		}
+		if q := ppl["int4"]; q < f32 || q/f32-1 > 0.05 {
+			t.Errorf("%s text: int4 perplexity %.4f against f32's %.4f: outside [0, +5%%]", tx.name, q, f32)
+		}
+		if ppl["int4, f32 head"] > ppl["int4"] {
+			t.Errorf("%s text: an f32 head made perplexity worse: %.4f > %.4f", tx.name, ppl["int4, f32 head"], ppl["int4"])
+		}
+		if ppl["int4"] >= ppl["int4 uncalibrated"] {
+			t.Errorf("%s text: calibration did not help: %.4f, uncalibrated %.4f", tx.name, ppl["int4"], ppl["int4 uncalibrated"])
+		}
 	}
-	if head > int4 {
-		t.Errorf("an f32 head made perplexity worse: %.4f > %.4f", head, int4)
-	}
-	// WebGPU computes with the same int4 values, summed in another order.
-	part := text[:2500]
-	want, _ := perplexity(t, load(runtime.Options{Quant: "int4"}), part)
+	// WebGPU calibrates on the host too, to the same codes, and computes
+	// with the same values, summed in another order.
+	part := texts[0].text[:2500]
+	want, _ := perplexity(t, int4, part)
 	got, m := perplexity(t, load(runtime.Options{Device: "webgpu", Quant: "int4"}), part)
 	t.Logf("first %d tokens: int4 perplexity webgpu %.5f, cpu %.5f", m, got, want)
 	if math.Abs(got/want-1) > 1e-4 {
@@ -82,11 +110,12 @@ func TestInt4Perplexity(t *testing.T) {
 	}
 }
 
-// TestInt4GreedyWebGPUMatchesCPU: with int4 weights, the WGSL kernels and
-// the Go reference generate the same 200 greedy tokens of stories260K
-// (both expand the same codes to the same values; only sums differ in
-// order), and a prompt's prefill (a GEMM, or on CPU adapters a blocked
-// GEMV) agrees too.
+// TestInt4GreedyWebGPUMatchesCPU: with int4 weights (calibrated on the
+// host at each load, to the same codes), the WGSL kernels and the Go
+// reference generate the same 200 greedy tokens of stories260K (both
+// expand the same codes to the same values; only sums differ in order),
+// and a prompt's prefill (a GEMM, or on CPU adapters a blocked GEMV)
+// agrees too.
 func TestInt4GreedyWebGPUMatchesCPU(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
 	opts := runtime.Options{Quant: "int4", Context: 512}
@@ -114,14 +143,15 @@ func TestInt4GreedyWebGPUMatchesCPU(t *testing.T) {
 
 // TestWeightStorage: each storage shrinks the weights as it should, keeps
 // norms in f32, and --head-f32 keeps the (tied) head and so the table in
-// f32; f16 matches f32's greedy tokens on stories260K.
+// f32; f16 matches f32's greedy tokens on stories260K. Int4 is loaded
+// uncalibrated here: calibration changes codes, not sizes.
 func TestWeightStorage(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
 	bytes := map[string]int64{}
 	for _, o := range []runtime.Options{
 		{Quant: "f32"}, {Quant: "f16"}, {Quant: "int4"}, {Quant: "int4", HeadFloat: true}, {},
 	} {
-		o.Device, o.Context = "cpu", 512
+		o.Device, o.Context, o.NoCalibration = "cpu", 512, true
 		eng, err := runtime.Load(path, o)
 		if err != nil {
 			t.Fatal(err)

@@ -37,7 +37,7 @@ var commands = map[string]command{
 	"bench":      {"measure prompt and decode speed", setupBench},
 	"synth":      {"write a random-weight model at a real model's shape", setupSynth},
 	"web":        {"serve the browser demo: the engine as wasm on WebGPU", setupWeb},
-	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0 or Q4_K)", setupQuantize},
+	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0, Q4_K, or Q4_1 calibrated)", setupQuantize},
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
 	"chat":       {"talk with a model through its chat template", setupChat},

@@ -65,6 +65,9 @@ func storageName(mf modelFlags) string {
 	if s == "" {
 		s = "default (int4 on WebGPU, f32 on the CPU)"
 	}
+	if mf.noCalibration {
+		s += ", uncalibrated"
+	}
 	if mf.headF32 {
 		s += " with an f32 head"
 	}

@@ -8,24 +8,40 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/runtime"
 )
 
 func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 	in := fs.String("model", "", "input GGUF model (required)")
 	out := fs.String("out", "", "output GGUF file (required)")
-	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0 or q4_k")
+	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, or q4_1 calibrated by GPTQ")
+	tokens := fs.Int("calib-tokens", runtime.DefaultCalibrationTokens, "q4_1: tokens of text the model samples to calibrate on")
+	seed := fs.Uint64("calib-seed", 0, "q4_1: seed of the calibration text")
+	threads := fs.Int("threads", 0, "q4_1: goroutines of the calibration (0: one per core)")
 	return func(ctx context.Context, e *env) error {
 		if *in == "" || *out == "" {
 			return usagef("--model and --out are required")
 		}
-		t, ok := map[string]dtype.Type{"q4_0": dtype.Q4_0, "q4_k": dtype.Q4_K}[strings.ToLower(*typ)]
+		t, ok := map[string]dtype.Type{"q4_0": dtype.Q4_0, "q4_1": dtype.Q4_1, "q4_k": dtype.Q4_K}[strings.ToLower(*typ)]
 		if !ok {
-			return usagef("--type %q (want q4_0 or q4_k)", *typ)
+			return usagef("--type %q (want q4_0, q4_1 or q4_k)", *typ)
 		}
-		st, err := quantizeGGUF(ctx, *in, *out, t, e.stderr)
+		var calibrated map[string]*dtype.Int4
+		if t == dtype.Q4_1 {
+			var err error
+			c := runtime.Calibration{Tokens: *tokens, Seed: *seed, Threads: *threads,
+				Only: func(t *models.Tensor) bool { return t.Shape[1]%dtype.Q4_1.BlockSize() == 0 }}
+			calibrated, err = calibrate(ctx, *in, c, e.stderr)
+			if err != nil {
+				return err
+			}
+		}
+		st, err := quantizeGGUF(ctx, *in, *out, t, calibrated, e.stderr)
 		if err != nil {
 			return err
 		}
@@ -33,6 +49,24 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 			formatMiB(st.inBytes), formatMiB(st.outBytes))
 		return nil
 	}
+}
+
+// calibrate quantizes the model at path to int4 by GPTQ over text it
+// samples itself (runtime.CalibrateInt4): the q4_1 type pays here, once,
+// what a load could not afford for a large model.
+func calibrate(ctx context.Context, path string, c runtime.Calibration, notes io.Writer) (map[string]*dtype.Int4, error) {
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	q, rep, err := runtime.CalibrateInt4(ctx, m, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fmt.Fprintf(notes, "calibrated %d matrices on %d sampled tokens (%d sequences, %d passes) in %v\n",
+		rep.Matrices, rep.Tokens, rep.Sequences, rep.Passes, rep.Total.Round(time.Millisecond))
+	return q, nil
 }
 
 func formatMiB(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
@@ -45,7 +79,7 @@ type quantizeStats struct {
 
 // ggufFileType is llama.cpp's general.file_type for a model whose matrices
 // are all of one type (LLAMA_FTYPE_MOSTLY_Q4_0, _Q4_K_S).
-var ggufFileType = map[dtype.Type]uint32{dtype.Q4_0: 2, dtype.Q4_K: 14}
+var ggufFileType = map[dtype.Type]uint32{dtype.Q4_0: 2, dtype.Q4_1: 3, dtype.Q4_K: 14}
 
 // quantizeGGUF writes a copy of the GGUF at in to out with every weight
 // matrix (2-D tensor) encoded as t in ggml's exact block layout, the way
@@ -55,11 +89,14 @@ var ggufFileType = map[dtype.Type]uint32{dtype.Q4_0: 2, dtype.Q4_K: 14}
 // weights) stay as they are (f32), and so does a matrix whose rows are
 // not a whole number of t's blocks, with a note on notes: ggml cannot
 // store such rows in t. A matrix already of type t is copied unchanged;
-// others are dequantized to f32 and quantized (dtype.Quantize).
+// others are dequantized to f32 and quantized (dtype.Quantize), except for
+// Q4_1, which is Tessera's int4 format: a matrix takes its calibrated form
+// from int4 if there, else its conversion by dtype.ToInt4 (the codes of
+// Q4_0 and Q4_K kept, other types quantized by the per-group search).
 //
 // out is written next to its final name and renamed at the end, so a
 // failure never leaves half a model behind.
-func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, notes io.Writer) (quantizeStats, error) {
+func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, int4 map[string]*dtype.Int4, notes io.Writer) (quantizeStats, error) {
 	var st quantizeStats
 	f, err := gguf.Open(in)
 	if err != nil {
@@ -105,6 +142,10 @@ func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, notes io.Wr
 		case ti.Type == t:
 			st.quantized++
 			wt.Data, err = f.ReadTensor(ti)
+		case t == dtype.Q4_1:
+			st.quantized++
+			wt.Type = t
+			wt.Data, err = q4_1(f, ti, int4[ti.Name])
 		default:
 			st.quantized++
 			var vals []float32
@@ -135,4 +176,19 @@ func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, notes io.Wr
 		return st, fmt.Errorf("write %s: %w", out, err)
 	}
 	return st, nil
+}
+
+// q4_1 encodes the matrix ti as Q4_1 blocks: from q, its calibrated int4
+// form, if not nil, else from its conversion to int4.
+func q4_1(f *gguf.File, ti *gguf.TensorInfo, q *dtype.Int4) ([]byte, error) {
+	if q == nil {
+		raw, err := f.ReadTensor(ti)
+		if err != nil {
+			return nil, err
+		}
+		if q, err = dtype.ToInt4(ti.Type, raw, int(ti.Dims[1]), int(ti.Dims[0])); err != nil {
+			return nil, err
+		}
+	}
+	return q.Q4_1()
 }

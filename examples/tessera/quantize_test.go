@@ -150,6 +150,93 @@ func TestQuantizeQ4_0(t *testing.T) {
 	}
 }
 
+// TestQuantizeQ4_1 calibrates stories260K into a Q4_1 file: every matrix
+// whose rows are whole blocks becomes Q4_1 (ffn_down, 172 wide, stays F32
+// with a note); the layer matrices and the head carry exactly the codes
+// runtime.CalibrateInt4 gives, and the embedding table those of the
+// per-group search; loaded as int4 (the Q4_1 codes kept, ffn_down rounded
+// at load), its perplexity on the test text is within 5% of f32's.
+func TestQuantizeQ4_1(t *testing.T) {
+	src := filepath.Join(shared, "stories260K.gguf")
+	dir := t.TempDir()
+	quantize := func(dst string, args ...string) {
+		t.Helper()
+		code, _, errOut := runCLI(append([]string{"quantize", "--model", src, "--out", dst, "--type", "q4_1"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if !strings.Contains(errOut, "kept blk.0.ffn_down.weight as F32") || !strings.Contains(errOut, "calibrated 31 matrices") {
+			t.Errorf("stderr lacks the notes: %q", errOut)
+		}
+	}
+	// The codes, on a short calibration.
+	small := filepath.Join(dir, "small.gguf")
+	quantize(small, "--calib-tokens", "256", "--calib-seed", "3")
+	m, err := models.Open(src, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want, _, err := runtime.CalibrateInt4(context.Background(), m, runtime.Calibration{Tokens: 256, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := models.Open(small, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for _, name := range q.TensorNames() {
+		tt, _ := q.Tensor(name)
+		if len(tt.Shape) != 2 {
+			continue
+		}
+		if strings.Contains(name, "ffn_down") {
+			if tt.Type != dtype.F32 {
+				t.Errorf("%s is %v", name, tt.Type)
+			}
+			continue
+		}
+		if tt.Type != dtype.Q4_1 {
+			t.Errorf("%s is %v, want Q4_1", name, tt.Type)
+			continue
+		}
+		got, err := tt.Int4()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want[name]
+		if name == models.TokenEmbedding { // untied: not calibrated
+			st, _ := m.Tensor(name)
+			vals, _ := st.Float32()
+			w = dtype.QuantizeInt4(vals, st.Shape[0], st.Shape[1])
+		}
+		if w == nil || fmt.Sprint(got.Codes, got.Scales) != fmt.Sprint(w.Codes, w.Scales) {
+			t.Errorf("%s: the file's codes are not the calibrated ones", name)
+		}
+	}
+	// The quality, on the default calibration.
+	dst := filepath.Join(dir, "q4_1.gguf")
+	quantize(dst)
+	text, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tinystories.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppl := func(path string, o runtime.Options) float64 {
+		o.Device, o.Context = "cpu", 512
+		p, _, err := loadModel(t, path, o).Perplexity(context.Background(), string(text), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f32, int4 := ppl(src, runtime.Options{Quant: "f32"}), ppl(dst, runtime.Options{Quant: "int4", NoCalibration: true})
+	t.Logf("perplexity of the test text: f32 %.4f, calibrated Q4_1 file as int4 %.4f (%+.2f%%)", f32, int4, 100*(int4/f32-1))
+	if int4/f32-1 > 0.05 {
+		t.Errorf("Q4_1 perplexity %.4f, f32 %.4f: over +5%%", int4, f32)
+	}
+}
+
 // TestQuantizeQ4_K quantizes a synthetic model whose widths are multiples
 // of 256 (Q4_K's super-block), reads it back bit-exact, and runs it.
 func TestQuantizeQ4_K(t *testing.T) {
@@ -187,7 +274,7 @@ func TestQuantizeErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"quantize", "--model", src}, 2, "--out are required"},
-		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q8_0"}, 2, "want q4_0 or q4_k"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q8_0"}, 2, "want q4_0, q4_1 or q4_k"},
 		{[]string{"quantize", "--model", filepath.Join(shared, "stories260K.bin"), "--out", filepath.Join(dir, "x.gguf")}, 1, "stories260K.bin"},
 		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "missing", "x.gguf")}, 1, "missing"},
 		{[]string{"run", "--model", src, "--quant", "int3"}, 2, "int3"},

@@ -16,7 +16,7 @@ type modelFlags struct {
 	model, tokenizer, device, adapter string
 	context                           int
 	quant                             string
-	headF32                           bool
+	headF32, noCalibration            bool
 	draft, draftQuant                 string
 	speculateAlways                   bool
 	multiStep                         int
@@ -30,6 +30,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
 	fs.StringVar(&m.quant, "quant", "", "weight storage: int4, f16 or f32 (default: int4 on WebGPU, f32 on the CPU)")
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
+	fs.BoolVar(&m.noCalibration, "no-calibration", false, "int4: round each group on its own even where the model is small enough to calibrate at load (GPTQ)")
 	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
@@ -47,7 +48,8 @@ func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
 		}
 	}
 	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
-		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, Draft: m.draft, DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep})
+		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
+		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep})
 	if err != nil {
 		return nil, err
 	}

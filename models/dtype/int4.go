@@ -380,6 +380,42 @@ func quantizeGroup(x []float32, q *[Int4GroupSize]uint8) uint32 {
 	return bestSM
 }
 
+// QuantizeInt4Group quantizes one group of up to 32 values as
+// QuantizeInt4 does (the range search of quantizeGroup), writing the codes
+// into q and returning the packed scale and min. Calibrated quantizers
+// (models/gptq) fix a group's range with it and then round its values one
+// at a time with Int4Code, as the error they feed forward changes them.
+func QuantizeInt4Group(x []float32, q *[Int4GroupSize]uint8) uint32 { return quantizeGroup(x, q) }
+
+// Int4Code is the code QuantizeInt4 gives v in a group of the given scale
+// and min: (v−min)/scale rounded half up and clamped to 0..15.
+func Int4Code(v, scale, min float32) uint8 { return uint8(code((v-min)*inverse(scale), 15)) }
+
+// Q4_1 encodes m as ggml Q4_1 blocks: an Int4 group is a Q4_1 block (f16
+// d = scale, f16 m = min, the same 4-bit codes), so this is the exact
+// inverse of Int4FromGGML for Q4_1 and lets a GGUF file carry Tessera's
+// int4 weights, calibrated ones included, bit for bit. Cols must be a
+// multiple of 32 (Q4_1 has no short block).
+func (m *Int4) Q4_1() ([]byte, error) {
+	if m.Cols%qk != 0 {
+		return nil, fmt.Errorf("dtype: int4 to Q4_1: rows of %d values are not whole blocks of %d", m.Cols, qk)
+	}
+	const bb = 4 + qk/2
+	groups := len(m.Scales)
+	out := make([]byte, groups*bb)
+	var q [Int4GroupSize]uint8
+	for g, sm := range m.Scales {
+		blk := out[g*bb : (g+1)*bb]
+		le.PutUint16(blk, uint16(sm))
+		le.PutUint16(blk[2:], uint16(sm>>16))
+		UnpackNibbles(m.Codes[4*g:4*g+4], &q)
+		for j := range qk / 2 {
+			blk[4+j] = q[j] | q[j+qk/2]<<4
+		}
+	}
+	return out, nil
+}
+
 // HalfBits rounds v to an IEEE half (to nearest, ties to even) and returns
 // its bits, the element of F16 storage.
 func HalfBits(v float32) uint16 { return float16.Fromfloat32(v).Bits() }

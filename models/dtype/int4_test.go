@@ -176,6 +176,49 @@ func TestInt4FromQ4_1(t *testing.T) {
 	}
 }
 
+// TestInt4ToQ4_1: Int4.Q4_1 is the inverse of Int4FromGGML for Q4_1, in
+// both directions, bit for bit; rows that are not whole blocks are refused.
+func TestInt4ToQ4_1(t *testing.T) {
+	raw := randomBlocks(Q4_1, 24, 3, func(blk []byte, r *rand.Rand) {
+		copy(blk, f16bytes(randomF16(r, 11)))
+		copy(blk[2:], f16bytes(randomF16(r, 11)))
+	})
+	m, err := Int4FromGGML(Q4_1, raw, 3, 8*32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := m.Q4_1()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(back) != string(raw) {
+		t.Error("Q4_1 → Int4 → Q4_1 changed the bytes")
+	}
+	x := make([]float32, 5*64)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i)))
+	}
+	q := QuantizeInt4(x, 5, 64)
+	enc, _ := q.Q4_1()
+	again, err := Int4FromGGML(Q4_1, enc, 5, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range q.Codes {
+		if q.Codes[i] != again.Codes[i] {
+			t.Fatalf("code word %d: %#x, after Q4_1 %#x", i, q.Codes[i], again.Codes[i])
+		}
+	}
+	for i := range q.Scales {
+		if q.Scales[i] != again.Scales[i] {
+			t.Fatalf("scale word %d: %#x, after Q4_1 %#x", i, q.Scales[i], again.Scales[i])
+		}
+	}
+	if _, err := QuantizeInt4(x[:3*40], 3, 40).Q4_1(); err == nil {
+		t.Error("rows of 40 values encoded as Q4_1")
+	}
+}
+
 func TestInt4FromQ4_K(t *testing.T) {
 	// d and dmin with 5 significant bits: d·sc and dmin·m (6-bit integers)
 	// fit f16's 11 bits, so the conversion is exact.

@@ -62,16 +62,12 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	if len(t.Shape) != 2 {
 		return nil, fmt.Errorf("cpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
 	}
-	rows, cols := t.Shape[0], t.Shape[1]
 	w := &QWeight{shape: t.Shape, storage: s}
 	switch s {
 	case backend.Int4:
-		raw, err := t.Raw()
-		if err != nil {
-			return nil, err
-		}
-		if w.Int4, err = dtype.ToInt4(t.Type, raw, rows, cols); err != nil {
-			return nil, fmt.Errorf("cpu: %s: %w", t.Name, err)
+		var err error
+		if w.Int4, err = t.Int4(); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
 		}
 	case backend.F16:
 		data, err := t.Float32()

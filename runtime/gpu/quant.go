@@ -50,13 +50,9 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 	var rowScale int64
 	switch s {
 	case backend.Int4:
-		raw, err := t.Raw()
+		q, err := t.Int4()
 		if err != nil {
-			return nil, err
-		}
-		q, err := dtype.ToInt4(t.Type, raw, rows, cols)
-		if err != nil {
-			return nil, fmt.Errorf("gpu: %s: %w", t.Name, err)
+			return nil, fmt.Errorf("gpu: %w", err)
 		}
 		rowBytes, rowScale = int64(q.Groups())*16, int64(q.Groups())*4
 		codes, scales = u32bytes(q.Codes), u32bytes(q.Scales)
