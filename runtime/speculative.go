@@ -67,6 +67,13 @@ type throughput struct {
 	time          time.Duration
 }
 
+// add counts a step of d that gave n tokens.
+func (r *throughput) add(d time.Duration, n int) {
+	r.tokens += n
+	r.time += d
+	r.steps++
+}
+
 func (r throughput) perSecond() float64 {
 	if r.time <= 0 {
 		return 0
@@ -92,17 +99,30 @@ func newSpec() *spec { return &spec{k: 2, off: plainWindow, backoff: firstBackof
 func (p *spec) speculating() bool { return p.off == 0 && p.k > 0 }
 
 // observe records a step of d in which the sequence emitted n tokens and, if
-// it speculated with k drafts, accepted a of them; it adapts k and decides
+// it proposed k drafts, accepted a of them; it adapts k and decides
 // whether speculation pays against the plain rate.
+//
+// The mode is the state's, not the step's: while speculating, a step
+// with nothing to propose (no n-gram match) decodes plainly, and its
+// tokens and time belong to speculation's window all the same, since
+// they are what running with speculation on gives.
 func (p *spec) observe(d time.Duration, n, k, a int) {
+	if p.off > 0 { // plain: count down, measuring the whole period
+		p.window.add(d, n)
+		p.off = max(0, p.off-n)
+		if p.off == 0 {
+			p.plain = p.window.perSecond()
+			p.window = throughput{}
+			p.fresh = true
+		}
+		return
+	}
 	if k > 0 && p.fresh {
 		// The first speculative step after a plain period also catches the
 		// draft up with the tokens since: not what speculation costs.
 		p.fresh = false
 	} else {
-		p.window.tokens += n
-		p.window.time += d
-		p.window.steps++
+		p.window.add(d, n)
 	}
 	if k > 0 {
 		switch {
@@ -113,15 +133,6 @@ func (p *spec) observe(d time.Duration, n, k, a int) {
 		default:
 			p.k = max(1, a+1)
 		}
-	}
-	if k == 0 { // plain: count down, measuring the whole period
-		p.off = max(0, p.off-n)
-		if p.off == 0 {
-			p.plain = p.window.perSecond()
-			p.window = throughput{}
-			p.fresh = true
-		}
-		return
 	}
 	// Three steps clearly behind plain decoding end the window early.
 	early := p.window.steps >= 3 && p.window.perSecond() < 0.9*p.plain
