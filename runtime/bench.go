@@ -57,6 +57,11 @@ type BenchResult struct {
 	RoundTripsPerToken float64 `json:"round_trips_per_token"`
 	PlainDecodeTPS     float64 `json:"plain_decode_tps,omitempty"`
 	Speedup            float64 `json:"speedup,omitempty"`
+	// The decode rate of each run, speculative and plain, in the order
+	// they ran: their spread is the machine's noise, against which the
+	// speed-up is to be read.
+	SpecRunsTPS  []float64 `json:"speculative_runs_tps,omitempty"`
+	PlainRunsTPS []float64 `json:"plain_runs_tps,omitempty"`
 }
 
 // Bench measures prompt processing and decoding on a random prompt (after a
@@ -95,7 +100,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 		// speculative, each mode's figures the sum of its two runs: a
 		// machine whose speed drifts (warming up, other work) then
 		// favours neither.
-		plain, err := e.benchPlain(ctx, req, 2)
+		plain, runs, err := e.benchPlain(ctx, req, 2)
 		if err != nil {
 			return r, err
 		}
@@ -103,6 +108,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 		if err != nil {
 			return r, err
 		}
+		r.SpecRunsTPS, r.PlainRunsTPS = []float64{st.DecodeRate(), again.DecodeRate()}, runs
 		st = st.add(again)
 		r.Draft = e.draftName
 		r.AcceptanceRate, r.TokensPerStep = st.AcceptanceRate(), st.TokensPerStep()
@@ -136,8 +142,8 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 }
 
 // benchPlain runs req n times with speculation off, returning the sum of
-// their figures.
-func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, error) {
+// their figures and the decode rate of each.
+func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []float64, error) {
 	e.mu.Lock()
 	e.specOff = true
 	e.mu.Unlock()
@@ -147,14 +153,15 @@ func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, err
 		e.mu.Unlock()
 	}()
 	var sum Stats
+	var rates []float64
 	for range n {
 		st, err := e.Generate(ctx, req, func(Token) error { return nil })
 		if err != nil {
-			return sum, err
+			return sum, rates, err
 		}
-		sum = sum.add(st)
+		sum, rates = sum.add(st), append(rates, st.DecodeRate())
 	}
-	return sum, nil
+	return sum, rates, nil
 }
 
 // copyBandwidth probes the memory bandwidth of the engine's device.

@@ -52,6 +52,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		if r.Draft != "" {
 			fmt.Fprintf(e.stdout, "speculation       draft %s: acceptance %.0f%%, %.2f tokens per target step, %.2f round trips per token; plain decode %.1f tok/s, speed-up %.2fx\n",
 				r.Draft, 100*r.AcceptanceRate, r.TokensPerStep, r.RoundTripsPerToken, r.PlainDecodeTPS, r.Speedup)
+			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
+				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
 		fmt.Fprintf(e.stdout, "memory            %s (weights %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
