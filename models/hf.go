@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/internal/fileat"
 	"github.com/tessera-llm/tessera/models/safetensors"
 )
 
@@ -451,7 +451,7 @@ func hfIgnored(name string) bool {
 // tokenizer.json unless skipTokenizer (Open sets it when the caller names
 // another tokenizer).
 func openHF(dir string, skipTokenizer bool) (*Model, error) {
-	data, err := readBounded(filepath.Join(dir, HFConfigFile), maxConfigSize)
+	data, err := fileat.ReadBounded(filepath.Join(dir, HFConfigFile), maxConfigSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("open model %s: %w: a folder needs a Hugging Face %s", dir, ErrUnknownFormat, HFConfigFile)
 	}
@@ -546,21 +546,4 @@ func plusOne(t *Tensor) *Tensor {
 		}
 		return dtype.Quantize(dtype.F32, w)
 	})
-}
-
-// readBounded reads a file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

@@ -7,10 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tessera-llm/tessera/models/internal/fileat"
 )
 
 // File names of a Hugging Face checkpoint: one file, or shards listed by an
@@ -79,7 +80,7 @@ type Set struct {
 // an index, every tensor it lists must be in the shard it names; tensors a
 // shard holds beyond the index are ignored, as the index is authoritative.
 func OpenDir(dir string) (*Set, error) {
-	data, err := readBounded(filepath.Join(dir, IndexFile), maxIndexSize)
+	data, err := fileat.ReadBounded(filepath.Join(dir, IndexFile), maxIndexSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err := Open(filepath.Join(dir, SingleFile))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -122,23 +123,6 @@ func OpenDir(dir string) (*Set, error) {
 		s.tensors[name] = t
 	}
 	return s, nil
-}
-
-// readBounded reads a file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("safetensors: %s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }
 
 // Tensor returns the tensor called name.

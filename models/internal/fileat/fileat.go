@@ -28,3 +28,23 @@ func Open[T any](path string, read func(io.ReaderAt, int64) (T, error)) (T, *os.
 	}
 	return v, f, nil
 }
+
+// ReadBounded reads the whole file at path, failing for one larger than
+// limit bytes: the JSON side files of a model folder (config.json, a
+// shard index) are small, and a corrupt or hostile one must not make the
+// loader read gigabytes.
+func ReadBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
