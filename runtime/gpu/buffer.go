@@ -25,3 +25,60 @@ func checkNewBuffer(label string, size int64, usage Usage, info Info) (int64, er
 	}
 	return alloc, nil
 }
+
+// bufferMeta is what a device keeps of a buffer besides its platform
+// handle. Both devices' buffer types embed it, so that the checks below,
+// which read only it, are written once.
+type bufferMeta struct {
+	label    string
+	size     int64 // as requested
+	alloc    int64 // size rounded up to a multiple of 4
+	usage    Usage
+	released bool // guarded by the device's mu
+}
+
+func (b *bufferMeta) Size() int64 { return b.size }
+
+func (b *bufferMeta) String() string { return fmt.Sprintf("buffer %q", b.label) }
+
+// checkRange validates size bytes at offset for a copy that needs usage
+// need (CopySrc or CopyDst).
+func (b *bufferMeta) checkRange(need Usage, offset, size int64) error {
+	switch {
+	case b.usage&need == 0:
+		return fmt.Errorf("%v has usage %v, which lacks %v", b, b.usage, need)
+	case offset < 0 || offset%4 != 0:
+		return fmt.Errorf("offset %d into %v is not a non-negative multiple of 4", offset, b)
+	case size < 0 || offset+align4(size) > b.alloc:
+		return fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, offset, b, b.size)
+	}
+	return nil
+}
+
+// bindingSize validates bind, of this buffer, for a slot of access a on a
+// device whose offsets for such slots must be multiples of align and whose
+// bindings hold at most limit bytes, so that mistakes come back as Go
+// errors that name the buffer rather than as the platform's validation
+// text. It returns the bound size.
+func (b *bufferMeta) bindingSize(a Access, bind Binding, align, limit int64) (int64, error) {
+	need := Storage
+	if a == UniformBinding {
+		need = Uniform
+	}
+	size := bind.Size
+	if size == 0 {
+		size = b.alloc - bind.Offset
+	}
+	switch {
+	case b.usage&need == 0:
+		return 0, fmt.Errorf("%v has usage %v, which lacks %v for a %s binding", b, b.usage, need, a)
+	case bind.Offset < 0 || bind.Offset%align != 0:
+		return 0, fmt.Errorf("offset %d into %v is not a multiple of the device's alignment %d", bind.Offset, b, align)
+	case size <= 0 || size%4 != 0 || bind.Offset+size > b.alloc:
+		return 0, fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, bind.Offset, b, b.size)
+	case size > limit:
+		return 0, fmt.Errorf("%s of %v exceed the device's %s binding limit of %s; split the tensor across bindings",
+			FormatBytes(size), b, a, FormatBytes(limit))
+	}
+	return size, nil
+}

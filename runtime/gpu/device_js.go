@@ -69,16 +69,10 @@ type jsDevice struct {
 }
 
 type jsBuffer struct {
-	d        *jsDevice
-	buf      js.Value
-	label    string
-	size     int64 // as requested
-	alloc    int64 // size rounded up to a multiple of 4
-	usage    Usage
-	released bool // guarded by d.mu
+	d   *jsDevice
+	buf js.Value
+	bufferMeta
 }
-
-func (b *jsBuffer) Size() int64 { return b.size }
 
 func (b *jsBuffer) Release() {
 	b.d.mu.Lock()
@@ -88,8 +82,6 @@ func (b *jsBuffer) Release() {
 		b.buf.Call("destroy")
 	}
 }
-
-func (b *jsBuffer) String() string { return fmt.Sprintf("buffer %q", b.label) }
 
 func (d *jsDevice) Info() Info { return d.info }
 
@@ -193,7 +185,7 @@ func (d *jsDevice) NewBuffer(label string, size int64, usage Usage) (Buffer, err
 	if err != nil {
 		return nil, fmt.Errorf("gpu: creating buffer %q of %s: %w", label, FormatBytes(size), err)
 	}
-	return &jsBuffer{d: d, buf: buf, label: label, size: size, alloc: alloc, usage: usage}, nil
+	return &jsBuffer{d: d, buf: buf, bufferMeta: bufferMeta{label: label, size: size, alloc: alloc, usage: usage}}, nil
 }
 
 // scoped runs f inside out-of-memory and validation error scopes and waits
@@ -229,7 +221,7 @@ func (d *jsDevice) Write(b Buffer, offset int64, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := jsCheckRange(jb, CopyDst, offset, int64(len(data))); err != nil {
+	if err := jb.checkRange(CopyDst, offset, int64(len(data))); err != nil {
 		return fmt.Errorf("gpu: write: %w", err)
 	}
 	// writeBuffer copies its source when called, so one scratch array in
@@ -273,7 +265,7 @@ func (d *jsDevice) Read(b Buffer, offset, size int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := jsCheckRange(jb, CopySrc, offset, size); err != nil {
+	if err := jb.checkRange(CopySrc, offset, size); err != nil {
 		return nil, fmt.Errorf("gpu: read: %w", err)
 	}
 	if size == 0 {
@@ -355,19 +347,6 @@ func (d *jsDevice) Close() {
 	d.dev.Call("removeEventListener", "uncapturederror", d.onError)
 	d.onError.Release()
 	d.dev.Call("destroy") // frees every buffer and settles device.lost
-}
-
-// checkRange validates a copy of size bytes at offset against b.
-func jsCheckRange(b *jsBuffer, need Usage, offset, size int64) error {
-	switch {
-	case b.usage&need == 0:
-		return fmt.Errorf("%v has usage %v, which lacks %v", b, b.usage, need)
-	case offset < 0 || offset%4 != 0:
-		return fmt.Errorf("offset %d into %v is not a non-negative multiple of 4", offset, b)
-	case size < 0 || offset+align4(size) > b.alloc:
-		return fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, offset, b, b.size)
-	}
-	return nil
 }
 
 func jsNextPow2(n int64) int64 {

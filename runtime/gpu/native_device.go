@@ -46,16 +46,10 @@ type nativeDevice struct {
 }
 
 type nativeBuffer struct {
-	d        *nativeDevice
-	buf      *wgpu.Buffer
-	label    string
-	size     int64 // as requested
-	alloc    int64 // size rounded up to a multiple of 4
-	usage    Usage
-	released bool // guarded by d.mu
+	d   *nativeDevice
+	buf *wgpu.Buffer
+	bufferMeta
 }
-
-func (b *nativeBuffer) Size() int64 { return b.size }
 
 func (b *nativeBuffer) Release() {
 	b.d.mu.Lock()
@@ -65,8 +59,6 @@ func (b *nativeBuffer) Release() {
 		b.buf.Release()
 	}
 }
-
-func (b *nativeBuffer) String() string { return fmt.Sprintf("buffer %q", b.label) }
 
 func (d *nativeDevice) Info() Info { return d.info }
 
@@ -120,7 +112,7 @@ func (d *nativeDevice) NewBuffer(label string, size int64, usage Usage) (Buffer,
 	if err != nil {
 		return nil, fmt.Errorf("gpu: creating buffer %q of %s: %w", label, FormatBytes(size), err)
 	}
-	return &nativeBuffer{d: d, buf: buf, label: label, size: size, alloc: alloc, usage: usage}, nil
+	return &nativeBuffer{d: d, buf: buf, bufferMeta: bufferMeta{label: label, size: size, alloc: alloc, usage: usage}}, nil
 }
 
 func (d *nativeDevice) Write(b Buffer, offset int64, data []byte) error {
@@ -133,7 +125,7 @@ func (d *nativeDevice) Write(b Buffer, offset int64, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRange(nb, CopyDst, offset, int64(len(data))); err != nil {
+	if err := nb.checkRange(CopyDst, offset, int64(len(data))); err != nil {
 		return fmt.Errorf("gpu: write: %w", err)
 	}
 	// WebGPU writes whole words: write the aligned body as it is and the
@@ -181,17 +173,4 @@ func (d *nativeDevice) Close() {
 	d.dev.Release()
 	d.adapter.Release()
 	d.instance.Release()
-}
-
-// checkRange validates a copy of size bytes at offset against b.
-func checkRange(b *nativeBuffer, need Usage, offset, size int64) error {
-	switch {
-	case b.usage&need == 0:
-		return fmt.Errorf("%v has usage %v, which lacks %v", b, b.usage, need)
-	case offset < 0 || offset%4 != 0:
-		return fmt.Errorf("offset %d into %v is not a non-negative multiple of 4", offset, b)
-	case size < 0 || offset+align4(size) > b.alloc:
-		return fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, offset, b, b.size)
-	}
-	return nil
 }

@@ -171,26 +171,12 @@ func (d *nativeDevice) checkBinding(a Access, bind Binding) (*nativeBuffer, int6
 	if err != nil {
 		return nil, 0, err
 	}
-	need, align, limit := Storage, int64(d.info.MinStorageBufferOffsetAlignment), d.info.MaxStorageBufferBindingSize
+	align, limit := int64(d.info.MinStorageBufferOffsetAlignment), d.info.MaxStorageBufferBindingSize
 	if a == UniformBinding {
-		need, align, limit = Uniform, d.uniformAlign, d.maxUniformBinding
+		align, limit = d.uniformAlign, d.maxUniformBinding
 	}
-	size := bind.Size
-	if size == 0 {
-		size = b.alloc - bind.Offset
-	}
-	switch {
-	case b.usage&need == 0:
-		return nil, 0, fmt.Errorf("%v has usage %v, which lacks %v for a %s binding", b, b.usage, need, a)
-	case bind.Offset < 0 || bind.Offset%align != 0:
-		return nil, 0, fmt.Errorf("offset %d into %v is not a multiple of the device's alignment %d", bind.Offset, b, align)
-	case size <= 0 || size%4 != 0 || bind.Offset+size > b.alloc:
-		return nil, 0, fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, bind.Offset, b, b.size)
-	case size > limit:
-		return nil, 0, fmt.Errorf("%s of %v exceed the device's %s binding limit of %s; split the tensor across bindings",
-			FormatBytes(size), b, a, FormatBytes(limit))
-	}
-	return b, size, nil
+	size, err := b.bindingSize(a, bind, align, limit)
+	return b, size, err
 }
 
 func storageCount(bindings []Access) int {

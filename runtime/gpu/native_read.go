@@ -27,7 +27,7 @@ func (d *nativeDevice) Read(b Buffer, offset, size int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRange(nb, CopySrc, offset, size); err != nil {
+	if err := nb.checkRange(CopySrc, offset, size); err != nil {
 		return nil, fmt.Errorf("gpu: read: %w", err)
 	}
 	if size == 0 {

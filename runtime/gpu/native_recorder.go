@@ -75,9 +75,9 @@ func (r *nativeRecorder) Copy(src Buffer, srcOff int64, dst Buffer, dstOff int64
 	case size%4 != 0:
 		r.fail("copy: size %d is not a multiple of 4", size)
 	default:
-		if err := checkRange(s, CopySrc, srcOff, size); err != nil {
+		if err := s.checkRange(CopySrc, srcOff, size); err != nil {
 			r.fail("copy: %v", err)
-		} else if err := checkRange(t, CopyDst, dstOff, size); err != nil {
+		} else if err := t.checkRange(CopyDst, dstOff, size); err != nil {
 			r.fail("copy: %v", err)
 		} else {
 			r.ops = append(r.ops, nativeCommand{src: s, dst: t, srcOff: srcOff, dstOff: dstOff, size: size})
