@@ -158,8 +158,10 @@ func halvesFromPairs(vals []float32, heads, headDim int) []float32 {
 	return out
 }
 
-// weights draws the tensors of config c exactly as Write does, in the same
-// order from the same generator, and hands each to put by its GGUF name.
+// weights draws the tensors of config c from a generator seeded by seed,
+// in the order of models.LlamaTensors, and hands each to put by its GGUF
+// name: Write and WriteHF both draw through it, so a GGUF and a folder of
+// one seed hold the same model.
 func weights(c models.Config, seed uint64, put func(name string, shape []int, vals []float32) error) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5e17))
 	for _, want := range models.LlamaTensors(c) {

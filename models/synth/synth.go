@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"strings"
 
@@ -120,35 +119,25 @@ func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 	if c.Arch == "mistral" {
 		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5e17))
 	var tensors []gguf.WriteTensor
-	for _, want := range models.LlamaTensors(c) {
-		vals := make([]float32, want.Elements())
-		in := want.Shape[len(want.Shape)-1]
-		if len(want.Shape) == 1 { // norm weights
-			for i := range vals {
-				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
-			}
-		} else {
-			a := float32(math.Sqrt(3 / float64(in)))
-			for i := range vals {
-				vals[i] = a * (2*rng.Float32() - 1)
-			}
-		}
-		data, err := dtype.Quantize(t, vals)
-		if err != nil {
-			return fmt.Errorf("synth %s: %w", want.Name, err)
-		}
-		dims := make([]uint64, len(want.Shape))
-		for i, d := range want.Shape { // GGUF lists the innermost dimension first
+	err := weights(c, seed, func(name string, shape []int, vals []float32) error {
+		dims := make([]uint64, len(shape))
+		for i, d := range shape { // GGUF lists the innermost dimension first
 			dims[len(dims)-1-i] = uint64(d)
 		}
-		if len(want.Shape) == 1 { // norms and biases stay f32, as in converted files
-			data, _ = dtype.Quantize(dtype.F32, vals)
-			tensors = append(tensors, gguf.WriteTensor{Name: want.Name, Dims: dims, Type: dtype.F32, Data: data})
-			continue
+		typ := t
+		if len(shape) == 1 { // norms and biases stay f32, as in converted files
+			typ = dtype.F32
 		}
-		tensors = append(tensors, gguf.WriteTensor{Name: want.Name, Dims: dims, Type: t, Data: data})
+		data, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", name, err)
+		}
+		tensors = append(tensors, gguf.WriteTensor{Name: name, Dims: dims, Type: typ, Data: data})
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if c.RopeFactors != nil { // Llama 3.1 scaling, as llama.cpp stores it
 		data, _ := dtype.Quantize(dtype.F32, c.RopeFactors)
