@@ -217,24 +217,61 @@ type Request struct {
 	Sampler   SamplerOptions
 	// IgnoreEOS keeps generating past end-of-sequence tokens (benchmarks).
 	IgnoreEOS bool
+	// Stop ends the generation at the first of these strings in the
+	// generated text, matched across token boundaries; the stop string and
+	// anything after it are never emitted.
+	Stop []string
+	// Logprobs asks for each token's log-probability, and TopLogprobs (up
+	// to MaxTopLogprobs) for that many most likely alternatives. It costs
+	// a read-back of the token's logits, and turns off speculation and
+	// multi-step chaining for the sequence.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// validate reports requests that make no sense.
+func (r Request) validate() error {
+	if err := r.Sampler.Validate(); err != nil {
+		return err
+	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs {
+		return fmt.Errorf("top logprobs %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
+	}
+	for _, s := range r.Stop {
+		if s == "" {
+			return errors.New("a stop string must not be empty")
+		}
+	}
+	return nil
 }
 
 // Token is one generated token and the text it completes (which may be
-// empty when the token is the first part of a multi-byte character).
+// empty when the token is the first part of a multi-byte character, or may
+// be held back as the possible start of a stop string and come with a
+// later token). A token with ID -1 carries only text released at the end.
 type Token struct {
 	ID   int32
 	Text string
+	// Bytes are the bytes this token adds to the text (part of a UTF-8
+	// character, for byte tokens).
+	Bytes []byte
+	// With Request.Logprobs: the token's log-probability and the most
+	// likely alternatives.
+	Logprob float32
+	Top     []Alternative
 }
 
 // Stats describe a finished generation.
 type Stats struct {
 	PromptTokens    int
 	Generated       int
+	Queued          time.Duration // waiting for the scheduler to admit it
 	Prefill         time.Duration // prompt processing, up to the first token
 	Decode          time.Duration // after the first token
 	TimeToFirst     time.Duration
 	StoppedAtEOS    bool
-	StoppedAtLength bool // the context was full
+	StoppedAtLength bool   // the context was full
+	Stop            string // the stop string that ended the generation
 
 	// Speculative decoding: target round trips that sampled for this
 	// sequence (a chain of decoding steps is one), draft model steps it took

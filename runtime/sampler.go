@@ -24,6 +24,11 @@ type SamplerOptions struct {
 	// tokens among the last RepeatLastN (1 or 0: off).
 	RepeatPenalty float32
 	RepeatLastN   int
+	// FrequencyPenalty and PresencePenalty are OpenAI's additive penalties
+	// over the generated tokens (the prompt does not count): a token's
+	// logit loses FrequencyPenalty for each time it was generated, and
+	// PresencePenalty once if it was at all. Both lie in [-2, 2]; 0 is off.
+	FrequencyPenalty, PresencePenalty float32
 	// Seed makes sampling reproducible: the same seed, model and prompt give
 	// the same tokens.
 	Seed uint64
@@ -44,6 +49,12 @@ func (o SamplerOptions) Validate() error {
 		return fmt.Errorf("repeat penalty %g must be >= 0", o.RepeatPenalty)
 	case o.RepeatLastN < 0:
 		return fmt.Errorf("repeat-last-n %d must be >= 0", o.RepeatLastN)
+	case !(o.FrequencyPenalty >= -2 && o.FrequencyPenalty <= 2):
+		return fmt.Errorf("frequency penalty %g must be in [-2, 2]", o.FrequencyPenalty)
+	case !(o.PresencePenalty >= -2 && o.PresencePenalty <= 2):
+		return fmt.Errorf("presence penalty %g must be in [-2, 2]", o.PresencePenalty)
+	case math.IsNaN(float64(o.TopP)) || math.IsNaN(float64(o.MinP)) || math.IsNaN(float64(o.RepeatPenalty)) || math.IsInf(float64(o.Temperature), 0):
+		return fmt.Errorf("sampling options must be finite numbers")
 	}
 	return nil
 }
@@ -51,14 +62,21 @@ func (o SamplerOptions) Validate() error {
 // greedy is true when the next token is the argmax of the raw logits, which
 // a backend can compute without sending the logits back.
 func (o SamplerOptions) greedy() bool {
-	return o.Temperature == 0 && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1)
+	return o.Temperature == 0 && !o.penalised()
+}
+
+// penalised is true when a penalty changes the logits of tokens already
+// seen, so that sampling needs every logit rather than a top-k set.
+func (o SamplerOptions) penalised() bool {
+	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 || o.FrequencyPenalty != 0 || o.PresencePenalty != 0
 }
 
 // Sampler draws tokens from logits. It is not safe for concurrent use.
 type Sampler struct {
-	opts SamplerOptions
-	rng  *rand.Rand
-	cand []candidate
+	opts   SamplerOptions
+	rng    *rand.Rand
+	cand   []candidate
+	prompt int // leading tokens of a history that are the prompt (for the OpenAI penalties)
 }
 
 type candidate struct {
@@ -98,6 +116,17 @@ func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 			}
 		}
 	}
+	if o.FrequencyPenalty != 0 || o.PresencePenalty != 0 {
+		counts := map[int32]int{}
+		for _, t := range history[min(s.prompt, len(history)):] {
+			if int(t) < len(logits) && t >= 0 {
+				counts[t]++
+			}
+		}
+		for t, n := range counts {
+			logits[t] -= float32(n)*o.FrequencyPenalty + o.PresencePenalty
+		}
+	}
 	if o.Temperature == 0 {
 		best := 0
 		for i, v := range logits {
@@ -130,7 +159,7 @@ func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 // top-K candidate set instead of the whole vocabulary's logits: top-k is
 // on and no repetition penalty needs the other logits.
 func (o SamplerOptions) usesCandidates(max int) bool {
-	return o.Temperature > 0 && o.TopK > 0 && o.TopK <= max && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1)
+	return o.Temperature > 0 && o.TopK > 0 && o.TopK <= max && !o.penalised()
 }
 
 // SampleTop draws from the top-K candidates of the logits, given largest

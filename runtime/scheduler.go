@@ -30,6 +30,8 @@ type sequence struct {
 	stream  *Stream
 	sampler *Sampler
 	detok   *tokenizer.Stream
+	stop    stopper
+	prev    int     // the last token, for the bytes the next one adds
 	tokens  []int32 // prompt, then generated tokens
 	kv      *kvcache.Seq
 	stored  int // leading tokens whose K/V are in the cache
@@ -40,13 +42,58 @@ type sequence struct {
 
 	spec         *spec    // speculation state, when the engine has a draft
 	draftSampler *Sampler // how the draft model picks its proposals
+
+	// parent is the first of StartN's samples, whose prompt blocks this
+	// one waits for and shares.
+	parent *sequence
+}
+
+// waitsForParent reports whether s should stay queued because its parent
+// is still reading the prompt they share (and will soon cache it).
+// Called with e.mu held.
+func (s *sequence) waitsForParent() bool {
+	p := s.parent
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.stream.Done():
+		s.parent = nil
+		return false
+	default:
+	}
+	if p.stored >= len(s.tokens)-1 {
+		s.parent = nil
+		return false
+	}
+	return true
 }
 
 // Start queues a generation and returns the stream of its tokens. It fails
 // at once for a request that can never run: bad options, a prompt longer
 // than the context, or one larger than the whole KV pool.
 func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
-	if err := req.Sampler.Validate(); err != nil {
+	sts, err := e.StartN(ctx, req, 1)
+	if err != nil {
+		return nil, err
+	}
+	return sts[0], nil
+}
+
+// MaxSamples is how many parallel samples StartN takes at most: as many
+// sequences as one step decodes.
+const MaxSamples = MaxOutputs
+
+// StartN queues n samples of one request (OpenAI's n). Sample i draws
+// with seed req.Sampler.Seed+i, so sample 0 is what Start gives. The
+// first sample reads the prompt; the others wait for it and share its
+// cache blocks through the prefix cache, computing only the prompt's last
+// partial block themselves.
+func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, error) {
+	if n < 1 || n > MaxSamples {
+		return nil, fmt.Errorf("samples %d must be in [1, %d]", n, MaxSamples)
+	}
+	if err := req.validate(); err != nil {
 		return nil, err
 	}
 	ids, err := e.PromptTokens(req)
@@ -56,36 +103,38 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 	if need := e.pool.BlocksNeeded(len(ids) + 1); need > e.pool.Blocks() {
 		return nil, fmt.Errorf("%w: a prompt of %d tokens needs %d blocks, the pool has %d", ErrOutOfKV, len(ids), need, e.pool.Blocks())
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	if req.MaxTokens <= 0 {
-		st := newStream(cancel)
-		st.finish(Stats{PromptTokens: len(ids)}, nil)
-		cancel()
-		return st, nil
+		sts := make([]*Stream, n)
+		for i := range sts {
+			sts[i] = newStream(func() {})
+			sts[i].finish(Stats{PromptTokens: len(ids)}, nil)
+		}
+		return sts, nil
 	}
-	s := &sequence{
-		ctx: ctx, req: req, stream: newStream(cancel), sampler: NewSampler(req.Sampler),
-		detok: tokenizer.NewStream(e.model.Tokenizer), tokens: ids, start: time.Now(),
-	}
-	s.stats.PromptTokens = len(ids)
-	if e.drafter != nil {
-		s.spec = newSpec()
-		do := req.Sampler
-		do.Seed ^= 0xd7af7
-		s.draftSampler = NewSampler(do)
-	}
-	for _, id := range ids {
-		s.detok.Next(int(id)) // the prompt primes the leading-space rules
+	seqs := make([]*sequence, n)
+	for i := range seqs {
+		r := req
+		r.Sampler.Seed += uint64(i)
+		seqs[i] = e.newSequence(ctx, r, slices.Clone(ids))
+		if i > 0 {
+			seqs[i].parent = seqs[0]
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		cancel()
+		for _, s := range seqs {
+			s.stream.cancel()
+		}
 		return nil, errors.New("engine closed")
 	}
-	e.order++
-	s.order = e.order
-	e.waiting = append(e.waiting, s)
+	sts := make([]*Stream, n)
+	for i, s := range seqs {
+		e.order++
+		s.order = e.order
+		sts[i] = s.stream
+	}
+	e.waiting = append(e.waiting, seqs...)
 	if !e.looping {
 		e.looping = true
 		go e.loop()
@@ -94,7 +143,31 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 	case e.wake <- struct{}{}:
 	default:
 	}
-	return s.stream, nil
+	return sts, nil
+}
+
+// newSequence makes the scheduler's state for one generation of ids.
+func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *sequence {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sequence{
+		ctx: ctx, req: req, stream: newStream(cancel), sampler: NewSampler(req.Sampler),
+		detok: tokenizer.NewStream(e.model.Tokenizer), stop: stopper{stops: req.Stop},
+		tokens: ids, start: time.Now(),
+	}
+	s.sampler.prompt = len(ids)
+	s.stats.PromptTokens = len(ids)
+	if e.drafter != nil && !req.Logprobs {
+		s.spec = newSpec()
+		do := req.Sampler
+		do.Seed ^= 0xd7af7
+		s.draftSampler = NewSampler(do)
+		s.draftSampler.prompt = len(ids)
+	}
+	for _, id := range ids {
+		s.detok.Next(int(id)) // the prompt primes the leading-space rules
+	}
+	s.prev = int(ids[len(ids)-1])
+	return s
 }
 
 // PromptTokens returns the ids Start would run for req's prompt (its
@@ -164,10 +237,15 @@ func (e *Engine) loop() {
 
 // admit moves waiting sequences to running, oldest first, while the pool
 // can hold their prompts (so that admitted work rarely needs preempting).
-// It must be called with e.mu held.
+// A parallel sample waiting for its parent's prompt is passed over, not
+// waited for. It must be called with e.mu held.
 func (e *Engine) admit() {
-	for len(e.waiting) > 0 && len(e.running) < e.net.maxOut {
-		s := e.waiting[0]
+	for i := 0; i < len(e.waiting) && len(e.running) < e.net.maxOut; {
+		s := e.waiting[i]
+		if s.waitsForParent() {
+			i++
+			continue
+		}
 		if s.kv == nil {
 			s.kv = e.pool.NewSeq()
 		}
@@ -184,8 +262,11 @@ func (e *Engine) admit() {
 				return
 			}
 		}
-		e.waiting = e.waiting[1:]
+		e.waiting = slices.Delete(e.waiting, i, i+1)
 		e.running = append(e.running, s)
+		if s.stats.Queued == 0 { // a preempted sequence comes back: its wait was the first
+			s.stats.Queued = time.Since(s.start)
+		}
 	}
 }
 
@@ -208,8 +289,16 @@ func (e *Engine) finish(s *sequence, err error) {
 	if s.spec != nil {
 		e.drafter.release(s)
 	}
-	if rest := s.detok.Flush(); rest != "" {
-		s.stream.push(Token{ID: -1, Text: rest})
+	if s.stats.Stop == "" {
+		// The last bytes may still complete a stop string.
+		rest, stop := s.stop.feed(s.detok.Flush())
+		if stop == "" {
+			rest += s.stop.flush()
+		}
+		s.stats.Stop = stop
+		if rest != "" {
+			s.stream.push(Token{ID: -1, Text: rest})
+		}
 	}
 	if !s.first.IsZero() {
 		s.stats.Decode = time.Since(s.first)

@@ -120,7 +120,11 @@ func (e *Engine) step() error {
 			w.s.spec.observe(took, len(emit), len(w.draft), accepted)
 		}
 		for _, tok := range emit {
-			if e.accept(w.s, tok) {
+			t := Token{ID: tok}
+			if w.s.req.Logprobs {
+				t.Logprob, t.Top = results[j].logprob, results[j].top
+			}
+			if e.accept(w.s, t) {
 				break
 			}
 		}
@@ -159,7 +163,7 @@ func (e *Engine) chainLength(plan []work) int {
 	}
 	n := e.chain
 	for _, w := range plan {
-		if !w.out || w.n != 1 || w.draft != nil || !w.s.sampler.opts.greedy() {
+		if !w.out || w.n != 1 || w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs {
 			return 1
 		}
 		n = min(n, w.s.req.MaxTokens-w.s.stats.Generated, e.model.Config.Context-len(w.s.tokens))
@@ -360,8 +364,13 @@ func (e *Engine) batch(plan []work) backend.Batch {
 }
 
 // result is what a step gives one work: the tokens to emit (one, or with
-// a draft the accepted draft tokens and the target's next).
-type result struct{ tokens []int32 }
+// a draft the accepted draft tokens and the target's next), and with
+// Request.Logprobs the log-probabilities of the one token.
+type result struct {
+	tokens  []int32
+	logprob float32
+	top     []Alternative
+}
 
 // sample draws the next token of every output row, reading back as little
 // as each sequence's sampler needs: the argmax ids, a top-k candidate set,
@@ -417,6 +426,12 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(out), w.s.tokens))}
 			}
 		}
+		if err == nil && w.out && w.s.req.Logprobs {
+			if err = needLogits(); err == nil {
+				r := &results[j]
+				r.logprob, r.top = Logprobs(logits[out*vocab:(out+1)*vocab], r.tokens[0], w.s.req.TopLogprobs)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -426,9 +441,9 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 }
 
 // accept takes s's newly sampled token: it is emitted, or ends s (end of
-// sequence, enough tokens, a full context), in which case accept reports
-// true. Called with e.mu held.
-func (e *Engine) accept(s *sequence, next int32) bool {
+// sequence, a stop string, enough tokens, a full context), in which case
+// accept reports true. Called with e.mu held.
+func (e *Engine) accept(s *sequence, t Token) bool {
 	now := time.Now()
 	if s.first.IsZero() {
 		s.first = now
@@ -438,15 +453,21 @@ func (e *Engine) accept(s *sequence, next int32) bool {
 	s.stats.Generated++
 	done := false
 	switch {
-	case !s.req.IgnoreEOS && e.isEnd(int(next)):
+	case !s.req.IgnoreEOS && e.isEnd(int(t.ID)):
 		s.stats.StoppedAtEOS = true
 		done = true
 	default:
-		s.tokens = append(s.tokens, next)
-		s.stream.push(Token{ID: next, Text: s.detok.Next(int(next))})
-		if s.stats.Generated >= s.req.MaxTokens {
+		s.tokens = append(s.tokens, t.ID)
+		t.Bytes = e.model.Tokenizer.TokenBytes(s.prev, int(t.ID))
+		s.prev = int(t.ID)
+		t.Text, s.stats.Stop = s.stop.feed(s.detok.Next(int(t.ID)))
+		s.stream.push(t)
+		switch {
+		case s.stats.Stop != "":
 			done = true
-		} else if len(s.tokens) >= e.model.Config.Context {
+		case s.stats.Generated >= s.req.MaxTokens:
+			done = true
+		case len(s.tokens) >= e.model.Config.Context:
 			s.stats.StoppedAtLength = true
 			done = true
 		}

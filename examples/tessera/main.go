@@ -41,6 +41,8 @@ var commands = map[string]command{
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
 	"chat":       {"talk with a model through its chat template", setupChat},
+
+	"bench-serve": {"load-test an OpenAI-compatible server: throughput, TTFT, inter-token latency", setupBenchServe},
 }
 
 func main() {

@@ -1,0 +1,247 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The request and response bodies of OpenAI's API, as far as Tessera
+// implements it. Unknown fields are ignored, as OpenAI ignores them;
+// a known field of the wrong type is an error. Optional numbers are
+// pointers so that an absent field takes OpenAI's default rather than 0.
+
+// sampling holds the fields chat and completions requests share.
+type sampling struct {
+	Model               string        `json:"model"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Temperature         *float64      `json:"temperature"`
+	TopP                *float64      `json:"top_p"`
+	TopK                *int          `json:"top_k"`
+	MinP                *float64      `json:"min_p"`
+	RepetitionPenalty   *float64      `json:"repetition_penalty"`
+	FrequencyPenalty    *float64      `json:"frequency_penalty"`
+	PresencePenalty     *float64      `json:"presence_penalty"`
+	Seed                *int64        `json:"seed"`
+	Stop                stopList      `json:"stop"`
+	N                   *int          `json:"n"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       streamOptions `json:"stream_options"`
+	User                string        `json:"user"`
+	IgnoreEOS           bool          `json:"ignore_eos"` // vLLM's extension, for benchmarks
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is POST /v1/chat/completions.
+type chatRequest struct {
+	sampling
+	Messages    []chatMessage `json:"messages"`
+	Logprobs    bool          `json:"logprobs"`
+	TopLogprobs *int          `json:"top_logprobs"`
+}
+
+type chatMessage struct {
+	Role    string      `json:"role"`
+	Content textContent `json:"content"`
+	Name    string      `json:"name,omitempty"`
+}
+
+// completionRequest is POST /v1/completions.
+type completionRequest struct {
+	sampling
+	Prompt   prompts `json:"prompt"`
+	Echo     bool    `json:"echo"`
+	Logprobs *int    `json:"logprobs"`
+	Suffix   *string `json:"suffix"`
+}
+
+// stopList is "stop": a string or an array of up to 4 strings.
+type stopList []string
+
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	switch {
+	case isNull(b):
+		*s = nil
+		return nil
+	case b[0] == '"':
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("stop must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// textContent is a message's "content": a string, or an array of content
+// parts of which Tessera takes the text ones.
+type textContent struct {
+	Text string
+	Set  bool
+}
+
+func (c *textContent) UnmarshalJSON(b []byte) error {
+	switch {
+	case isNull(b):
+		*c = textContent{}
+		return nil
+	case b[0] == '"':
+		c.Set = true
+		return json.Unmarshal(b, &c.Text)
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return errors.New("content must be a string or an array of content parts")
+	}
+	var text bytes.Buffer
+	for _, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return fmt.Errorf("content part of type %q: this model takes text only", p.Type)
+		}
+		text.WriteString(*p.Text)
+	}
+	c.Text, c.Set = text.String(), true
+	return nil
+}
+
+func (c textContent) MarshalJSON() ([]byte, error) { return json.Marshal(c.Text) }
+
+// prompts is a completion's "prompt": a string, an array of strings, an
+// array of token ids, or an array of arrays of token ids.
+type prompts struct {
+	Texts []string
+	IDs   [][]int32
+}
+
+func (p *prompts) UnmarshalJSON(b []byte) error {
+	*p = prompts{}
+	if isNull(b) {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		p.Texts = []string{one}
+		return nil
+	}
+	var texts []string
+	if json.Unmarshal(b, &texts) == nil && len(texts) > 0 {
+		p.Texts = texts
+		return nil
+	}
+	var ids []int32
+	if json.Unmarshal(b, &ids) == nil && len(ids) > 0 {
+		p.IDs = [][]int32{ids}
+		return nil
+	}
+	var batch [][]int32
+	if json.Unmarshal(b, &batch) == nil && len(batch) > 0 {
+		p.IDs = batch
+		return nil
+	}
+	return errors.New("prompt must be a string, an array of strings, an array of token ids or an array of arrays of token ids, and not empty")
+}
+
+func (p prompts) len() int { return len(p.Texts) + len(p.IDs) }
+
+func isNull(b []byte) bool { return len(b) == 0 || string(bytes.TrimSpace(b)) == "null" }
+
+// usage counts a response's tokens.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Chat responses.
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatMessage  `json:"message,omitempty"`
+	Delta        *chatDelta    `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []tokenLogprob `json:"content"`
+}
+
+type tokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// Completion responses.
+
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage"`
+}
+
+type completionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// completionLogprobs is the legacy completions format: parallel arrays.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// Errors, in OpenAI's shape.
+
+type errorBody struct {
+	Error apiError `json:"error"`
+}
+
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// chat is POST /v1/chat/completions: the messages go through the model's
+// chat template, and the reply is generated from the assistant's turn.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
+	var body chatRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	m, err := s.model(body.Model)
+	if err != nil {
+		return err
+	}
+	req, n, err := body.request(m.eng.Model().Config.Context, 1)
+	if err != nil {
+		return err
+	}
+	if len(body.Messages) == 0 {
+		return badRequest("messages", "messages must hold at least one message")
+	}
+	for i, msg := range body.Messages {
+		role := msg.Role
+		switch role {
+		case "system", "user", "assistant", "tool":
+		case "developer": // OpenAI's newer name for system
+			role = "system"
+		default:
+			return badRequest("messages", "message %d has role %q; roles are system, developer, user, assistant and tool", i, msg.Role)
+		}
+		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text})
+	}
+	if body.TopLogprobs != nil {
+		k := *body.TopLogprobs
+		switch {
+		case k < 0 || k > runtime.MaxTopLogprobs:
+			return badRequest("top_logprobs", "top_logprobs must be between 0 and %d, not %d", runtime.MaxTopLogprobs, k)
+		case k > 0 && !body.Logprobs:
+			return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		req.TopLogprobs = k
+	}
+	req.Logprobs = body.Logprobs
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	last := lastTokens(m.eng, []runtime.Request{req}, req.Logprobs)
+	events, err := s.start(ctx, m, []runtime.Request{req}, n)
+	if err != nil {
+		return err
+	}
+	cs := newChoices(n, last)
+	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
+	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
+	if body.Stream {
+		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m)
+		return nil
+	}
+	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: textContent{Text: c.text.String(), Set: true}},
+			FinishReason: finishReason(c.stats)}
+		if req.Logprobs {
+			ch.Logprobs = &chatLogprobs{Content: nonNil(c.lps)}
+		}
+		head.Choices = append(head.Choices, ch)
+	}
+	head.Usage = usageOf(cs, n)
+	writeJSON(w, http.StatusOK, head)
+	return nil
+}
+
+// streamChat writes the choices as chat.completion.chunk events: the
+// assistant's role first, then content deltas, a last chunk per choice
+// with its finish reason, the usage if asked for, and [DONE].
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model) {
+	out := newSSE(w)
+	head.Object = "chat.completion.chunk"
+	chunk := func(ch chatChoice) error {
+		c := head
+		c.Choices = []chatChoice{ch}
+		return out.send(c)
+	}
+	for i := range cs {
+		empty := ""
+		chunk(chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}})
+	}
+	var failed error
+	for ev := range events {
+		c := cs[ev.choice]
+		if ev.end {
+			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			if ev.err != nil {
+				failed = ev.err
+				continue
+			}
+			chunk(chatChoice{Index: ev.choice, Delta: &chatDelta{}, FinishReason: finishReason(ev.stats)})
+			continue
+		}
+		lp := c.add(ev.tok, logprobs, m.eng.Tokenizer())
+		if ev.tok.Text == "" && lp == nil {
+			continue // nothing to show yet (half a character, or a possible stop string)
+		}
+		text := ev.tok.Text
+		ch := chatChoice{Index: ev.choice, Delta: &chatDelta{Content: &text}}
+		if lp != nil {
+			ch.Logprobs = &chatLogprobs{Content: []tokenLogprob{*lp}}
+		}
+		if chunk(ch) != nil {
+			return // the client is gone; the request's context cancels the rest
+		}
+	}
+	if failed == nil && !allEnded(cs) {
+		failed = context.Cause(ctx)
+	}
+	if failed != nil {
+		streamErr(out, failed)
+		return
+	}
+	if withUsage {
+		u := head
+		u.Choices, u.Usage = []chatChoice{}, usageOf(cs, n)
+		out.send(u)
+	}
+	out.done()
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// choice gathers one choice's generation as its events arrive.
+type choice struct {
+	text  strings.Builder
+	prev  int            // the token before the next, for the bytes of alternatives
+	lps   []tokenLogprob // with logprobs: one per generated token
+	stats runtime.Stats
+	err   error
+	ended bool
+}
+
+// newChoices makes n choices whose prompts end with token last (for the
+// logprobs of the first token's alternatives; -1 when unknown).
+func newChoices(n int, last []int) []*choice {
+	cs := make([]*choice, n)
+	for i := range cs {
+		cs[i] = &choice{prev: last[i%len(last)]}
+	}
+	return cs
+}
+
+// add takes a token; with logprobs it returns the token's entry.
+func (c *choice) add(tok runtime.Token, logprobs bool, t tokenizer.Tokenizer) *tokenLogprob {
+	c.text.WriteString(tok.Text)
+	if !logprobs || tok.ID < 0 {
+		return nil
+	}
+	e := tokenLogprob{Token: string(tok.Bytes), Logprob: finite(tok.Logprob), Bytes: bytesOf(tok.Bytes), TopLogprobs: []topLogprob{}}
+	for _, a := range tok.Top {
+		b := t.TokenBytes(c.prev, int(a.ID))
+		e.TopLogprobs = append(e.TopLogprobs, topLogprob{Token: string(b), Logprob: finite(a.Logprob), Bytes: bytesOf(b)})
+	}
+	c.prev = int(tok.ID)
+	c.lps = append(c.lps, e)
+	return &c.lps[len(c.lps)-1]
+}
+
+// collect reads every event into cs, for an answer that is not streamed.
+// It returns the first choice's error: a request fails as a whole.
+func collect(ctx context.Context, events <-chan event, cs []*choice, logprobs bool, t tokenizer.Tokenizer) error {
+	for ev := range events {
+		c := cs[ev.choice]
+		if ev.end {
+			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			continue
+		}
+		c.add(ev.tok, logprobs, t)
+	}
+	for _, c := range cs {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	if !allEnded(cs) { // the events stopped early: the context ended
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+func allEnded(cs []*choice) bool {
+	for _, c := range cs {
+		if !c.ended {
+			return false
+		}
+	}
+	return true
+}
+
+// usageOf counts the tokens of choices, n of them per prompt: each
+// prompt's tokens count once, as OpenAI counts them.
+func usageOf(cs []*choice, n int) *usage {
+	u := &usage{}
+	for i, c := range cs {
+		if i%n == 0 {
+			u.PromptTokens += c.stats.PromptTokens
+		}
+		u.CompletionTokens += c.stats.Generated
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// lastTokens is the last prompt token of each request, for the bytes of
+// the first token's alternatives; only computed when logprobs are asked.
+func lastTokens(eng *runtime.Engine, reqs []runtime.Request, logprobs bool) []int {
+	out := make([]int, len(reqs))
+	for i, r := range reqs {
+		out[i] = -1
+		if logprobs {
+			if ids, err := eng.PromptTokens(r); err == nil {
+				out[i] = int(ids[len(ids)-1])
+			}
+		}
+	}
+	return out
+}
+
+// streamErr ends a stream that failed after it began.
+func streamErr(out *sse, err error) {
+	var he *httpError
+	switch {
+	case err == nil:
+		return
+	case isDeadline(err):
+		out.fail(http.StatusGatewayTimeout, "timeout", "the request took longer than the server's request timeout")
+	case asHTTP(err, &he):
+		out.fail(he.status, he.kind, he.msg)
+	default:
+		out.fail(http.StatusInternalServerError, "server_error", err.Error())
+	}
+}

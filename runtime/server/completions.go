@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// complete is POST /v1/completions: each prompt (text or token ids) is
+// continued as it is, with n samples each.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
+	var body completionRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	m, err := s.model(body.Model)
+	if err != nil {
+		return err
+	}
+	base, n, err := body.request(16, 0) // OpenAI's default of 16 tokens
+	if err != nil {
+		return err
+	}
+	switch {
+	case body.Prompt.len() == 0:
+		return badRequest("prompt", "prompt is required")
+	case body.Prompt.len()*n > runtime.MaxSamples:
+		return badRequest("prompt", "%d prompts with n=%d make %d sequences; at most %d", body.Prompt.len(), n, body.Prompt.len()*n, runtime.MaxSamples)
+	case body.Suffix != nil && *body.Suffix != "":
+		return badRequest("suffix", "suffix (fill in the middle) is not supported")
+	}
+	logprobs := body.Logprobs != nil
+	if logprobs {
+		if k := *body.Logprobs; k < 0 || k > runtime.MaxTopLogprobs {
+			return badRequest("logprobs", "logprobs must be between 0 and %d, not %d", runtime.MaxTopLogprobs, k)
+		}
+		base.Logprobs, base.TopLogprobs = true, *body.Logprobs
+	}
+	var reqs []runtime.Request
+	for _, t := range body.Prompt.Texts {
+		req := base
+		req.Prompt = t
+		reqs = append(reqs, req)
+	}
+	for _, ids := range body.Prompt.IDs {
+		req := base
+		req.Tokens = ids
+		reqs = append(reqs, req)
+	}
+	// Echo needs the prompt's text (and with logprobs, its scores) first.
+	echoes := make([]echoed, len(reqs))
+	if body.Echo {
+		for i, req := range reqs {
+			if echoes[i], err = s.echo(r.Context(), m, req, logprobs); err != nil {
+				return err
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	last := lastTokens(m.eng, reqs, logprobs)
+	var events <-chan event
+	if base.MaxTokens > 0 {
+		if events, err = s.start(ctx, m, reqs, n); err != nil {
+			return err
+		}
+	} else { // echo only, as for scoring a text
+		ch := make(chan event)
+		close(ch)
+		events = ch
+	}
+	cs := make([]*choice, len(reqs)*n)
+	for p := range reqs {
+		for i := range n {
+			c := &choice{prev: last[p]}
+			if base.MaxTokens == 0 {
+				c.ended, c.stats.PromptTokens = true, echoes[p].tokens
+			}
+			cs[p*n+i] = c
+		}
+	}
+	head := completion{ID: completionID("cmpl", r.Context()), Object: "text_completion", Created: time.Now().Unix(), Model: m.name}
+	if body.Stream {
+		s.streamCompletion(ctx, w, events, cs, head, echoes, logprobs, body.StreamOptions.IncludeUsage, n, m)
+		return nil
+	}
+	if err := collect(ctx, events, cs, logprobs, m.eng.Tokenizer()); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		e := echoes[i/n]
+		ch := completionChoice{Index: i, Text: e.text + c.text.String(), FinishReason: finishReason(c.stats)}
+		if logprobs {
+			ch.Logprobs = legacyLogprobs(e, c.lps)
+		}
+		head.Choices = append(head.Choices, ch)
+	}
+	head.Usage = usageOf(cs, n)
+	writeJSON(w, http.StatusOK, head)
+	return nil
+}
+
+// streamCompletion writes text_completion chunks: the echoed prompt first,
+// then the text as it comes, a finish reason per choice, the usage if
+// asked for, and [DONE].
+func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head completion, echoes []echoed, logprobs, withUsage bool, n int, m *model) {
+	out := newSSE(w)
+	chunk := func(ch completionChoice) error {
+		c := head
+		c.Choices = []completionChoice{ch}
+		return out.send(c)
+	}
+	for i := range cs {
+		if e := echoes[i/n]; e.text != "" {
+			ch := completionChoice{Index: i, Text: e.text}
+			if logprobs {
+				ch.Logprobs = legacyLogprobs(e, nil)
+			}
+			chunk(ch)
+		}
+		if cs[i].ended { // nothing to generate
+			chunk(completionChoice{Index: i, FinishReason: finishReason(cs[i].stats)})
+		}
+	}
+	var failed error
+	offsets := make([]int, len(cs))
+	for i := range offsets {
+		offsets[i] = len(echoes[i/n].text)
+	}
+	for ev := range events {
+		c := cs[ev.choice]
+		if ev.end {
+			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			if ev.err != nil {
+				failed = ev.err
+				continue
+			}
+			chunk(completionChoice{Index: ev.choice, FinishReason: finishReason(ev.stats)})
+			continue
+		}
+		lp := c.add(ev.tok, logprobs, m.eng.Tokenizer())
+		if ev.tok.Text == "" && lp == nil {
+			continue
+		}
+		ch := completionChoice{Index: ev.choice, Text: ev.tok.Text}
+		if lp != nil {
+			ch.Logprobs = &completionLogprobs{Tokens: []string{lp.Token}, TokenLogprobs: []*float32{&lp.Logprob},
+				TopLogprobs: []map[string]float32{topMap(lp.TopLogprobs)}, TextOffset: []int{offsets[ev.choice]}}
+			offsets[ev.choice] += len(lp.Token)
+		}
+		if chunk(ch) != nil {
+			return
+		}
+	}
+	if failed == nil && !allEnded(cs) {
+		failed = context.Cause(ctx)
+	}
+	if failed != nil {
+		streamErr(out, failed)
+		return
+	}
+	if withUsage {
+		u := head
+		u.Choices, u.Usage = []completionChoice{}, usageOf(cs, n)
+		out.send(u)
+	}
+	out.done()
+}
+
+// echoed is a prompt as echo returns it: its text, and with logprobs the
+// entry of each token (the first has none: nothing predicts it).
+type echoed struct {
+	text   string
+	tokens int
+	lps    []tokenLogprob
+	first  bool // lps[0] is the first token, without a logprob
+}
+
+// echo computes what echo adds for req: the prompt's text and, with
+// logprobs, how likely the model finds each of its tokens (Score).
+func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, logprobs bool) (echoed, error) {
+	ids, err := m.eng.PromptTokens(req)
+	if err != nil {
+		return echoed{}, err
+	}
+	tok := m.eng.Tokenizer()
+	e := echoed{tokens: len(ids)}
+	if req.Tokens == nil {
+		e.text = req.Prompt
+	} else {
+		ints := make([]int, len(ids))
+		for i, id := range ids {
+			ints[i] = int(id)
+		}
+		e.text = tok.Decode(ints)
+	}
+	if !logprobs {
+		return e, nil
+	}
+	entry := func(prev int, id int32, lp float32, top []runtime.Alternative) tokenLogprob {
+		b := tok.TokenBytes(prev, int(id))
+		t := tokenLogprob{Token: string(b), Logprob: finite(lp), Bytes: bytesOf(b), TopLogprobs: []topLogprob{}}
+		for _, a := range top {
+			ab := tok.TokenBytes(prev, int(a.ID))
+			t.TopLogprobs = append(t.TopLogprobs, topLogprob{Token: string(ab), Logprob: finite(a.Logprob), Bytes: bytesOf(ab)})
+		}
+		return t
+	}
+	e.lps = []tokenLogprob{entry(-1, ids[0], 0, nil)}
+	e.first = true
+	err = m.eng.Score(ctx, ids, func(i int, logits []float32) error {
+		lp, top := runtime.Logprobs(logits, ids[i+1], req.TopLogprobs)
+		e.lps = append(e.lps, entry(int(ids[i]), ids[i+1], lp, top))
+		return nil
+	})
+	return e, err
+}
+
+// legacyLogprobs lays out the echoed prompt's and the generated tokens'
+// logprobs as the completions API's parallel arrays.
+func legacyLogprobs(e echoed, gen []tokenLogprob) *completionLogprobs {
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	offset := 0
+	for i, lp := range append(append([]tokenLogprob{}, e.lps...), gen...) {
+		out.Tokens = append(out.Tokens, lp.Token)
+		out.TextOffset = append(out.TextOffset, offset)
+		offset += len(lp.Token)
+		if i == 0 && e.first {
+			out.TokenLogprobs = append(out.TokenLogprobs, nil)
+			out.TopLogprobs = append(out.TopLogprobs, nil)
+			continue
+		}
+		v := lp.Logprob
+		out.TokenLogprobs = append(out.TokenLogprobs, &v)
+		out.TopLogprobs = append(out.TopLogprobs, topMap(lp.TopLogprobs))
+	}
+	return out
+}
+
+func topMap(top []topLogprob) map[string]float32 {
+	m := make(map[string]float32, len(top))
+	for _, t := range top {
+		if _, ok := m[t.Token]; !ok { // the likelier of two equal strings
+			m[t.Token] = t.Logprob
+		}
+	}
+	return m
+}

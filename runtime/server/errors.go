@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// httpError is an error with the HTTP status and OpenAI error type it is
+// answered with.
+type httpError struct {
+	status     int
+	kind       string  // OpenAI's error "type"
+	param      *string // the request field at fault
+	code       *string
+	retryAfter int // seconds, for 429 and 503
+	msg        string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// badRequest is a 400 about field param ("" for the body as a whole).
+func badRequest(param, format string, args ...any) error {
+	e := &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: fmt.Sprintf(format, args...)}
+	if param != "" {
+		e.param = &param
+	}
+	return e
+}
+
+// fail answers err: an httpError as it says, the engine's errors by what
+// they mean (a prompt that cannot fit is the client's fault; a lost device
+// is the server's), and anything else as a 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+	case errors.Is(err, runtime.ErrContextFull), errors.Is(err, runtime.ErrOutOfKV):
+		code := "context_length_exceeded"
+		he = &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", code: &code, msg: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		he = &httpError{status: http.StatusGatewayTimeout, kind: "timeout", msg: "the request took longer than the server's request timeout"}
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads the answer.
+		he = &httpError{status: 499, kind: "cancelled", msg: "the request was cancelled"}
+	default:
+		s.opts.Logger.Error("request failed", "request_id", requestID(r.Context()), "err", err)
+		he = &httpError{status: http.StatusInternalServerError, kind: "server_error", msg: err.Error()}
+	}
+	if he.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(he.retryAfter))
+	}
+	writeError(w, he.status, he.kind, he.code, he.msg, he.param)
+}
+
+// writeError writes an OpenAI-shaped error body.
+func writeError(w http.ResponseWriter, status int, kind string, code *string, msg string, param ...*string) {
+	e := apiError{Message: msg, Type: kind, Code: code}
+	if len(param) > 0 {
+		e.Param = param[0]
+	}
+	writeJSON(w, status, errorBody{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func isDeadline(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+
+func asHTTP(err error, he **httpError) bool { return errors.As(err, he) }

@@ -1,0 +1,419 @@
+// Package server is Tessera's OpenAI-compatible HTTP API: an http.Handler
+// over one or more loaded engines, so that a Go program can mount it and
+// `tessera serve` can listen with it.
+//
+// The server owns HTTP concerns only: parsing and validating requests,
+// authentication, a bounded queue with 429s past it, server-sent events,
+// metrics and draining. Batching, cancellation and memory are the
+// engine's: every request becomes one or more sequences of
+// runtime.Engine.StartN, a client that goes away is a cancelled context,
+// and the engine frees its KV blocks within a step.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// Options configure a Server. The zero value serves without a key, with
+// the defaults below.
+type Options struct {
+	// APIKey, if set, must come as "Authorization: Bearer KEY" on every
+	// endpoint but /health and /metrics.
+	APIKey string
+	// CORSOrigin, if set, is sent as Access-Control-Allow-Origin ("*" for
+	// any), and preflight requests are answered.
+	CORSOrigin string
+	// MaxQueue is how many sequences may wait for a model beyond those it
+	// runs at once (runtime.MaxOutputs); past it requests get 429.
+	// Default DefaultMaxQueue.
+	MaxQueue int
+	// RequestTimeout bounds each request from arrival to its last token
+	// (0: DefaultRequestTimeout; negative: none).
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
+	// larger ones get 413.
+	MaxBodyBytes int64
+	// Logger receives one structured line per request (default: discard).
+	Logger *slog.Logger
+	// Registerer is where the metrics are registered (default: a registry
+	// of the server's own, served on /metrics).
+	Registerer prometheus.Registerer
+	// Gatherer serves /metrics (default: the server's own registry).
+	Gatherer prometheus.Gatherer
+}
+
+// Defaults.
+const (
+	DefaultMaxQueue       = 256
+	DefaultRequestTimeout = 10 * time.Minute
+	DefaultMaxBodyBytes   = 8 << 20
+)
+
+// Server is the HTTP API over a set of named engines. Create it with New,
+// add models with Add (it reports loading on /health until Ready), and
+// call Drain before shutting down.
+type Server struct {
+	opts    Options
+	mux     *http.ServeMux
+	metrics *metrics
+
+	mu     sync.RWMutex
+	models map[string]*model
+	names  []string // in the order added
+
+	state atomic.Int32 // loading, ready, draining
+	live  sync.WaitGroup
+	count atomic.Int64 // requests in flight, for Drain
+}
+
+const (
+	stateLoading int32 = iota
+	stateReady
+	stateDraining
+)
+
+// model is one served engine and its share of the queue.
+type model struct {
+	name    string
+	eng     *runtime.Engine
+	created int64
+	seqs    atomic.Int64 // sequences this server has started and not finished
+}
+
+// New returns a server with no models, reporting "loading" until Ready.
+func New(opts Options) *Server {
+	if opts.MaxQueue <= 0 {
+		opts.MaxQueue = DefaultMaxQueue
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		opts.Registerer, opts.Gatherer = reg, reg
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}}
+	s.metrics = newMetrics(opts.Registerer, s.snapshot)
+	s.route()
+	return s
+}
+
+// Add serves eng under name (the "model" of requests).
+func (s *Server) Add(name string, eng *runtime.Engine) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == "" {
+		return errors.New("server: a model needs a name")
+	}
+	if _, ok := s.models[name]; ok {
+		return fmt.Errorf("server: model %q added twice", name)
+	}
+	s.models[name] = &model{name: name, eng: eng, created: time.Now().Unix()}
+	s.names = append(s.names, name)
+	return nil
+}
+
+// Ready marks the models loaded: /health answers 200.
+func (s *Server) Ready() { s.state.CompareAndSwap(stateLoading, stateReady) }
+
+// Drain stops taking requests (/health answers 503, new requests get 503)
+// and waits until the running ones have finished or ctx ends.
+func (s *Server) Drain(ctx context.Context) error {
+	s.state.Store(stateDraining)
+	done := make(chan struct{})
+	go func() { s.live.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %d requests still running: %w", s.count.Load(), ctx.Err())
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		id = newID()
+	}
+	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
+	rw.Header().Set("X-Request-Id", id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	defer func() {
+		if p := recover(); p != nil {
+			s.opts.Logger.Error("panic", "request_id", id, "panic", fmt.Sprint(p))
+			if !rw.wrote {
+				writeError(rw, http.StatusInternalServerError, "server_error", nil, "internal error")
+			}
+		}
+		endpoint := s.endpoint(r)
+		s.metrics.requests.WithLabelValues(endpoint, fmt.Sprint(rw.status)).Inc()
+		s.opts.Logger.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+	}()
+	if o := s.opts.CORSOrigin; o != "" {
+		h := rw.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+		if o != "*" {
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions {
+			rw.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	if s.opts.APIKey != "" && r.URL.Path != "/health" && r.URL.Path != "/metrics" && !s.authorized(r) {
+		code := "invalid_api_key"
+		writeError(rw, http.StatusUnauthorized, "invalid_request_error", &code, "missing or wrong API key: send Authorization: Bearer KEY")
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.opts.APIKey)) == 1
+}
+
+// endpoint is the route pattern of r, a bounded label for the metrics.
+func (s *Server) endpoint(r *http.Request) string {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		return pattern
+	}
+	return "other"
+}
+
+func (s *Server) route() {
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /v1/models", s.listModels)
+	s.mux.HandleFunc("GET /v1/models/{id}", s.getModel)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.work(s.chat))
+	s.mux.HandleFunc("POST /v1/completions", s.work(s.complete))
+	s.mux.HandleFunc("POST /tokenize", s.work(s.tokenize))
+	s.mux.HandleFunc("POST /detokenize", s.work(s.detokenize))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", nil, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// work wraps a handler that uses a model: refused while loading or
+// draining, counted for Drain, bounded in body size and time.
+func (s *Server) work(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.live.Add(1)
+		s.count.Add(1)
+		defer func() { s.count.Add(-1); s.live.Done() }()
+		switch s.state.Load() {
+		case stateLoading:
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", nil, "the server is loading its models")
+			return
+		case stateDraining:
+			writeError(w, http.StatusServiceUnavailable, "unavailable", nil, "the server is shutting down")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		if t := s.opts.RequestTimeout; t > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), t)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	status, code := "ok", http.StatusOK
+	switch s.state.Load() {
+	case stateLoading:
+		status, code = "loading", http.StatusServiceUnavailable
+	case stateDraining:
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]string{"status": status})
+}
+
+type modelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+func (m *model) card() modelCard {
+	return modelCard{ID: m.name, Object: "model", Created: m.created, OwnedBy: "tessera", MaxModelLen: m.eng.Model().Config.Context}
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	cards := []modelCard{}
+	for _, n := range s.names {
+		cards = append(cards, s.models[n].card())
+	}
+	s.mu.RUnlock()
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	m, err := s.model(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m.card())
+}
+
+// model finds the engine a request names; with one model, an empty name
+// means it.
+func (s *Server) model(name string) (*model, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if m, ok := s.models[name]; ok {
+		return m, nil
+	}
+	if name == "" && len(s.names) == 1 {
+		return s.models[s.names[0]], nil
+	}
+	if name == "" {
+		return nil, badRequest("model", "a model is required: one of %s", strings.Join(s.names, ", "))
+	}
+	code := "model_not_found"
+	return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
+		msg: fmt.Sprintf("the model %q does not exist; this server has %s", name, strings.Join(s.names, ", "))}
+}
+
+// snapshot lists the models for the metrics collector.
+func (s *Server) snapshot() []*model {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*model, 0, len(s.names))
+	for _, n := range s.names {
+		out = append(out, s.models[n])
+	}
+	return out
+}
+
+// admit takes n sequences from m's queue, or reports that it is full.
+func (s *Server) admit(m *model, n int) error {
+	limit := int64(runtime.MaxOutputs + s.opts.MaxQueue)
+	if m.seqs.Add(int64(n)) > limit {
+		m.seqs.Add(-int64(n))
+		return &httpError{status: http.StatusTooManyRequests, kind: "rate_limit_error", retryAfter: 1,
+			msg: fmt.Sprintf("the queue for %s is full (%d sequences); retry later", m.name, limit)}
+	}
+	return nil
+}
+
+// decode reads a JSON body into v, telling a body too large (413) from
+// one that is not JSON or has a field of the wrong type (400).
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	switch {
+	case err == nil:
+		if dec.More() {
+			return badRequest("", "the body holds more than one JSON value")
+		}
+		return nil
+	case errors.As(err, &tooBig):
+		return &httpError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request_error",
+			msg: fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit)}
+	case errors.As(err, &typeErr):
+		return badRequest(typeErr.Field, "%s must be %s, not a JSON %s", fieldName(typeErr.Field), typeName(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("", "the body is not valid JSON: %v", err)
+	}
+	return badRequest("", "the body is not a valid request: %v", err)
+}
+
+func fieldName(f string) string {
+	if f == "" {
+		return "the body"
+	}
+	return f
+}
+
+func typeName(t string) string {
+	switch {
+	case strings.Contains(t, "int"):
+		return "an integer"
+	case strings.Contains(t, "float"):
+		return "a number"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "a boolean"
+	case strings.HasPrefix(t, "[]"):
+		return "an array"
+	}
+	return "an object"
+}
+
+// recorder remembers the status written, for logs and metrics, and lets
+// the SSE writer flush through it.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type requestIDKey struct{}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
