@@ -232,14 +232,14 @@ type Request struct {
 // validate reports requests that make no sense.
 func (r Request) validate() error {
 	if err := r.Sampler.Validate(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs {
-		return fmt.Errorf("top logprobs %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
+		return fmt.Errorf("%w: top logprobs %d must be in [0, %d]", ErrBadRequest, r.TopLogprobs, MaxTopLogprobs)
 	}
 	for _, s := range r.Stop {
 		if s == "" {
-			return errors.New("a stop string must not be empty")
+			return fmt.Errorf("%w: a stop string must not be empty", ErrBadRequest)
 		}
 	}
 	return nil

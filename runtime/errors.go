@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"errors"
+
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
@@ -18,6 +20,13 @@ var (
 	ErrDeviceLost = gpu.ErrDeviceLost
 	// ErrNoAdapter: Device "webgpu" was asked for and no adapter exists.
 	ErrNoAdapter = gpu.ErrNoAdapter
+	// ErrBadRequest: a request that can never run as given (bad sampling
+	// options, a token outside the vocabulary, an empty prompt, a chat
+	// template that refuses the messages).
+	ErrBadRequest = errors.New("invalid request")
+	// ErrEngineClosed: the engine was closed before or while the request
+	// ran.
+	ErrEngineClosed = errors.New("engine closed")
 )
 
 // ErrContextFull, ErrOutOfKV, ErrDraftVocab and ErrDraftTooLarge are

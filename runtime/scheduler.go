@@ -91,7 +91,7 @@ const MaxSamples = MaxOutputs
 // partial block themselves.
 func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, error) {
 	if n < 1 || n > MaxSamples {
-		return nil, fmt.Errorf("samples %d must be in [1, %d]", n, MaxSamples)
+		return nil, fmt.Errorf("%w: samples %d must be in [1, %d]", ErrBadRequest, n, MaxSamples)
 	}
 	if err := req.validate(); err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 		for _, s := range seqs {
 			s.stream.cancel()
 		}
-		return nil, errors.New("engine closed")
+		return nil, ErrEngineClosed
 	}
 	sts := make([]*Stream, n)
 	for i, s := range seqs {
@@ -181,7 +181,7 @@ func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 		tok := e.model.Tokenizer
 		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true})
 		if err != nil {
-			return nil, fmt.Errorf("chat template: %w", err)
+			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
 		}
 		// A model's template writes BOS itself where the model wants one;
 		// the plain format does not.
@@ -197,13 +197,13 @@ func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 	ctxLen := e.model.Config.Context
 	switch {
 	case len(ids) == 0:
-		return nil, errors.New("empty prompt: there is no token to start from")
+		return nil, fmt.Errorf("%w: empty prompt: there is no token to start from", ErrBadRequest)
 	case len(ids) >= ctxLen:
 		return nil, fmt.Errorf("%w: %d tokens, the context is %d", ErrContextFull, len(ids), ctxLen)
 	}
 	for _, id := range ids {
 		if id < 0 || int(id) >= e.model.Config.Vocab {
-			return nil, fmt.Errorf("prompt token %d is outside the vocabulary of %d", id, e.model.Config.Vocab)
+			return nil, fmt.Errorf("%w: prompt token %d is outside the vocabulary of %d", ErrBadRequest, id, e.model.Config.Vocab)
 		}
 	}
 	return ids, nil
@@ -219,7 +219,7 @@ func (e *Engine) loop() {
 		idle := len(e.running) == 0
 		e.mu.Unlock()
 		if closed {
-			e.failAll(errors.New("engine closed"))
+			e.failAll(ErrEngineClosed)
 			return
 		}
 		if idle {

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // command is one subcommand: its flags are defined on fs by setup, which
@@ -41,12 +42,13 @@ var commands = map[string]command{
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
 	"chat":       {"talk with a model through its chat template", setupChat},
+	"serve":      {"serve models over an OpenAI-compatible HTTP API", setupServe},
 
 	"bench-serve": {"load-test an OpenAI-compatible server: throughput, TTFT, inter-token latency", setupBenchServe},
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(cli(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}))
 }

@@ -24,6 +24,12 @@ type modelFlags struct {
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.model, "model", "", "model file: GGUF or llama2.c checkpoint (required)")
+	m.registerLoad(fs)
+}
+
+// registerLoad defines the flags that say how a model is loaded, for
+// commands that name their models in flags of their own (serve).
+func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer file (llama2.c .bin, SentencePiece .model or GGUF); default: the model's own")
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
@@ -42,12 +48,17 @@ func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
 	if err := requireModel(m.model); err != nil {
 		return nil, err
 	}
+	return m.loadPath(e, m.model)
+}
+
+// loadPath opens the model at path with the other flags' settings.
+func (m *modelFlags) loadPath(e *env, path string) (*runtime.Engine, error) {
 	if m.quant != "" {
 		if _, err := backend.ParseStorage(m.quant); err != nil {
 			return nil, usageError{err}
 		}
 	}
-	eng, err := runtime.Load(m.model, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
+	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep})
 	if err != nil {

@@ -158,3 +158,13 @@ func errorMessage(t *testing.T, body map[string]any) string {
 	}
 	return msg
 }
+
+func optionKey(k string) option.RequestOption { return option.WithAPIKey(k) }
+
+// newHTTPServer listens on 127.0.0.1 with h.
+func newHTTPServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/server"
+)
+
+// modelList is the repeatable --model flag of serve: PATH, or NAME=PATH.
+type modelList []namedModel
+
+type namedModel struct{ name, path string }
+
+func (l *modelList) String() string {
+	var parts []string
+	for _, m := range *l {
+		parts = append(parts, m.name+"="+m.path)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *modelList) Set(v string) error {
+	name, path, ok := strings.Cut(v, "=")
+	if !ok {
+		path = v
+		name = strings.TrimSuffix(filepath.Base(v), filepath.Ext(v))
+	}
+	if name == "" || path == "" {
+		return fmt.Errorf("--model %q: want PATH or NAME=PATH", v)
+	}
+	for _, m := range *l {
+		if m.name == name {
+			return fmt.Errorf("--model: two models named %q", name)
+		}
+	}
+	*l = append(*l, namedModel{name, path})
+	return nil
+}
+
+func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
+	var mf modelFlags
+	mf.registerLoad(fs)
+	var models modelList
+	fs.Var(&models, "model", "a model to serve: PATH, or NAME=PATH to choose its API name (repeatable; default name: the file's)")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0: any free port)")
+	maxQueue := fs.Int("max-queue", server.DefaultMaxQueue, "sequences that may wait per model beyond the running batch; past it requests get 429")
+	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer KEY' (default: $TESSERA_API_KEY; none if both are empty)")
+	cors := fs.String("cors-origin", "", "allow browser pages from this origin (* for any)")
+	timeout := fs.Duration("request-timeout", server.DefaultRequestTimeout, "longest a request may run")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish")
+	logFormat := fs.String("log", "text", "request log on stderr: text, json or off")
+	return func(ctx context.Context, e *env) error {
+		if len(models) == 0 {
+			return usagef("--model is required")
+		}
+		if *maxQueue < 0 {
+			return usagef("--max-queue %d must be >= 0", *maxQueue)
+		}
+		key := *apiKey
+		if key == "" {
+			key = os.Getenv("TESSERA_API_KEY")
+		}
+		var logger *slog.Logger
+		switch *logFormat {
+		case "text":
+			logger = slog.New(slog.NewTextHandler(e.stderr, nil))
+		case "json":
+			logger = slog.New(slog.NewJSONHandler(e.stderr, nil))
+		case "off":
+			logger = slog.New(slog.DiscardHandler)
+		default:
+			return usagef("--log %q: want text, json or off", *logFormat)
+		}
+		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout, Logger: logger})
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			return err
+		}
+		// Requests keep running when the signal comes: the drain ends them.
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+		served := make(chan error, 1)
+		go func() { served <- hs.Serve(ln) }()
+		logger.Info("listening", "url", "http://"+ln.Addr().String())
+		var engines []*runtime.Engine
+		defer func() {
+			for _, eng := range engines {
+				eng.Close()
+			}
+		}()
+		for _, m := range models {
+			if ctx.Err() != nil {
+				break
+			}
+			eng, err := mf.loadPath(e, m.path)
+			if err != nil {
+				hs.Close()
+				return fmt.Errorf("model %s: %w", m.name, err)
+			}
+			engines = append(engines, eng)
+			if err := srv.Add(m.name, eng); err != nil {
+				hs.Close()
+				return err
+			}
+			logger.Info("loaded", "model", m.name, "path", m.path, "device", eng.Backend().Name(), "context", eng.Model().Config.Context)
+		}
+		srv.Ready()
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			return err
+		}
+		logger.Info("draining", "timeout", drain.String())
+		dctx, cancel := context.WithTimeout(context.Background(), *drain)
+		defer cancel()
+		if err := srv.Drain(dctx); err != nil {
+			logger.Warn("drain timed out", "err", err)
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer scancel()
+		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		hs.Close()
+		logger.Info("stopped")
+		return nil
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets a test run this binary as the tessera command, so that a
+// server can be started as a process and sent signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("TESSERA_TEST_CLI") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// startServe runs `tessera serve args...` as a child process listening on
+// a free port, and returns its base URL once it is ready.
+func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0", "--device", "cpu"}, args...)...)
+	cmd.Env = append(os.Environ(), "TESSERA_TEST_CLI=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	log := &strings.Builder{}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`url=(http://\S+)`)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	var url string
+	select {
+	case url = <-urls:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start:\n%s", log)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never became healthy:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, url, log
+}
+
+// TestServeSIGTERM: on SIGTERM the server reports draining on /health,
+// refuses new requests, lets the running one finish, and exits 0.
+func TestServeSIGTERM(t *testing.T) {
+	cmd, url, log := startServe(t, "--model", "story="+filepath.Join(shared, "stories260K.gguf"), "--drain-timeout", "60s")
+	// A request long enough to be running when the signal comes.
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(url+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0}`))
+		if err != nil {
+			done <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- answer{resp.StatusCode, string(b)}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sawDraining := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !sawDraining; time.Sleep(5 * time.Millisecond) {
+		resp, err := http.Get(url + "/health")
+		if err != nil {
+			break // already gone: the request finished first
+		}
+		resp.Body.Close()
+		sawDraining = resp.StatusCode == http.StatusServiceUnavailable
+	}
+	if sawDraining {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"a"}`))
+		if err == nil {
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("a new request while draining got %d", resp.StatusCode)
+			}
+			resp.Body.Close()
+		}
+	} else {
+		t.Errorf("/health never reported draining")
+	}
+	a := <-done
+	var body struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	json.Unmarshal([]byte(a.body), &body)
+	if a.code != 200 || body.Usage.CompletionTokens != 1500 {
+		t.Errorf("the running request ended with %d, %d tokens: %.200s", a.code, body.Usage.CompletionTokens, a.body)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve exited with %v:\n%s", err, log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not exit after the drain:\n%s", log)
+	}
+	if !strings.Contains(log.String(), "draining") || !strings.Contains(log.String(), "request_id=") {
+		t.Errorf("log lacks the drain or the request lines:\n%s", log)
+	}
+}
+
+// TestServeFlags: bad command lines fail with usage errors before
+// anything listens.
+func TestServeFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "--model", "a=x.gguf", "--model", "a=y.gguf"},
+		{"serve", "--model", "=x.gguf"},
+		{"serve", "--model", "x.gguf", "--log", "loud"},
+	} {
+		if code, _, errOut := runCLI(args...); code != 2 {
+			t.Errorf("%v: exit %d (%s)", args, code, errOut)
+		}
+	}
+	code, _, errOut := runCLI("serve", "--addr", "127.0.0.1:0", "--log", "off", "--device", "cpu", "--model", "missing.gguf")
+	if code != 1 || !strings.Contains(errOut, "missing") {
+		t.Errorf("missing model: exit %d (%s)", code, errOut)
+	}
+}

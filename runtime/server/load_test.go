@@ -1,0 +1,376 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/server"
+)
+
+// TestConcurrentStreams: 64 streaming clients at once each get the text
+// they get alone, though the engine batches them and queues 48.
+func TestConcurrentStreams(t *testing.T) {
+	for dev, eng := range engines(t) {
+		t.Run(dev, func(t *testing.T) {
+			_, url := serve(t, eng, server.Options{})
+			c := client(url)
+			const clients = 64
+			maxTokens := func(i int) int64 { return int64(20 + i%7*5) }
+			alone := map[int]string{}
+			for i := range clients {
+				k := i % (len(prompts) * 7)
+				if _, ok := alone[k]; !ok {
+					alone[k], _ = generate(t, eng, runtime.Request{Prompt: prompts[k%len(prompts)], MaxTokens: int(maxTokens(k))})
+				}
+			}
+			got := make([]string, clients)
+			errs := make([]error, clients)
+			var wg sync.WaitGroup
+			for i := range clients {
+				wg.Go(func() {
+					k := i % (len(prompts) * 7)
+					stream := c.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{Model: modelName,
+						Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[k%len(prompts)])},
+						MaxTokens: openai.Int(maxTokens(k)), Temperature: openai.Float(0)})
+					var text strings.Builder
+					for stream.Next() {
+						if ch := stream.Current(); len(ch.Choices) > 0 {
+							text.WriteString(ch.Choices[0].Text)
+						}
+					}
+					got[i], errs[i] = text.String(), stream.Err()
+				})
+			}
+			wg.Wait()
+			for i := range clients {
+				if want := alone[i%(len(prompts)*7)]; errs[i] != nil || got[i] != want {
+					t.Errorf("client %d (err %v):\n got %q\nwant %q", i, errs[i], got[i], want)
+				}
+			}
+		})
+	}
+}
+
+// TestQueueFull: past the queue, requests get 429 with Retry-After and an
+// OpenAI error; the server stays up and serves once the flood is over.
+func TestQueueFull(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{MaxQueue: 2})
+	const flood = 60 // 16 run, 2 wait, the rest are refused
+	codes := make([]int, flood)
+	var retry sync.Map
+	var wg sync.WaitGroup
+	for i := range flood {
+		wg.Go(func() {
+			code, body, h := post(t, url+"/v1/completions", map[string]any{"model": modelName, "prompt": prompts[i%len(prompts)],
+				"max_tokens": 300, "temperature": 0, "ignore_eos": true})
+			codes[i] = code
+			if code == http.StatusTooManyRequests {
+				errorMessage(t, body)
+				retry.Store(h.Get("Retry-After"), true)
+			}
+		})
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[200] < runtime.MaxOutputs || count[429] == 0 || count[200]+count[429] != flood {
+		t.Errorf("status counts %v: want at least %d OK, some 429, nothing else", count, runtime.MaxOutputs)
+	}
+	if _, ok := retry.Load("1"); !ok {
+		t.Error("429 without Retry-After: 1")
+	}
+	code, body, _ := post(t, url+"/v1/completions", map[string]any{"model": modelName, "prompt": prompts[0], "max_tokens": 5})
+	if code != 200 {
+		t.Errorf("after the flood: %d %v", code, body)
+	}
+}
+
+// TestDisconnect: a client that goes away mid-stream has its sequence
+// cancelled and its KV blocks freed.
+func TestDisconnect(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := client(url)
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
+		MaxTokens: openai.Int(2000), Temperature: openai.Float(0)})
+	for i := 0; i < 3 && stream.Next(); i++ {
+	}
+	if m := eng.Metrics(); m.Running != 1 || m.KV.Used == 0 {
+		t.Fatalf("mid-stream: %d running, %d blocks used", m.Running, m.KV.Used)
+	}
+	cancel()
+	stream.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := eng.Metrics()
+		if m.Running == 0 && m.Waiting == 0 && m.KV.Used == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the disconnect: %d running, %d blocks used", m.Running, m.KV.Used)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDeadline: a request that outlives the server's timeout ends with
+// 504, streamed or not, and its sequence is freed.
+func TestDeadline(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{RequestTimeout: 100 * time.Millisecond})
+	body := map[string]any{"model": modelName, "prompt": prompts[0], "max_tokens": 100000, "ignore_eos": true}
+	code, res, _ := post(t, url+"/v1/completions", body)
+	if code != http.StatusGatewayTimeout || !strings.Contains(errorMessage(t, res), "timeout") {
+		t.Errorf("status %d: %v", code, res)
+	}
+	c := client(url)
+	stream := c.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{Model: modelName,
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])}, MaxTokens: openai.Int(100000)})
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("stream past the deadline: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if m := eng.Metrics(); m.Running+m.Waiting != 0 || m.KV.Used != 0 {
+		t.Errorf("after the deadline: %d running, %d blocks used", m.Running, m.KV.Used)
+	}
+}
+
+// TestBadRequests: malformed, mistyped and absurd requests get a clear
+// 4xx with an OpenAI error body, never a 500; unknown fields are ignored.
+func TestBadRequests(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{MaxBodyBytes: 1 << 20})
+	long := strings.Repeat("Once upon a time there was a dog. ", 400)
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		code       int
+		says       string
+	}{
+		{"not json", "/v1/completions", `{"prompt": "a",`, 400, "not valid JSON"},
+		{"two values", "/v1/completions", `{"prompt": "a"} {}`, 400, "more than one"},
+		{"wrong type", "/v1/completions", `{"prompt": "a", "temperature": "hot"}`, 400, "temperature"},
+		{"wrong type int", "/v1/chat/completions", `{"messages": [{"role":"user","content":"a"}], "max_tokens": 1.5}`, 400, "max_tokens"},
+		{"prompt type", "/v1/completions", `{"prompt": {"a": 1}}`, 400, "prompt"},
+		{"n 10000", "/v1/completions", map[string]any{"prompt": "a", "n": 10000}, 400, "n must be"},
+		{"max_tokens -1", "/v1/completions", map[string]any{"prompt": "a", "max_tokens": -1}, 400, "max_tokens"},
+		{"chat max_tokens 0", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "a"}}, "max_tokens": 0}, 400, "max_tokens"},
+		{"temperature 1e9", "/v1/completions", map[string]any{"prompt": "a", "temperature": 1e9}, 400, "temperature"},
+		{"top_p 0", "/v1/completions", map[string]any{"prompt": "a", "top_p": 0}, 400, "top_p"},
+		{"top_k -5", "/v1/completions", map[string]any{"prompt": "a", "top_k": -5}, 400, "top_k"},
+		{"five stops", "/v1/completions", map[string]any{"prompt": "a", "stop": []string{"a", "b", "c", "d", "e"}}, 400, "stop"},
+		{"top_logprobs 50", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "a"}}, "logprobs": true, "top_logprobs": 50}, 400, "top_logprobs"},
+		{"no messages", "/v1/chat/completions", map[string]any{"messages": []any{}}, 400, "messages"},
+		{"bad role", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "wizard", "content": "a"}}}, 400, "role"},
+		{"image", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url"}}}}}, 400, "text only"},
+		{"no prompt", "/v1/completions", map[string]any{"max_tokens": 3}, 400, "prompt"},
+		{"token outside vocab", "/v1/completions", map[string]any{"prompt": []int{1, 99999}}, 400, "vocabulary"},
+		{"prompt too long", "/v1/completions", map[string]any{"prompt": long + long}, 400, "context"},
+		{"unknown model", "/v1/completions", map[string]any{"model": "gpt-9", "prompt": "a"}, 404, "does not exist"},
+		{"huge body", "/v1/completions", `{"prompt": "` + strings.Repeat("a", 2<<20) + `"}`, 413, "larger than"},
+		{"unknown endpoint", "/v1/embeddings", map[string]any{"input": "a"}, 404, "no endpoint"},
+		{"unknown fields ignored", "/v1/completions", map[string]any{"prompt": "a", "max_tokens": 2, "logit_bias": map[string]int{"5": 1}, "whatever": true}, 200, ""},
+		{"detokenize outside", "/detokenize", map[string]any{"tokens": []int{-3}}, 400, "vocabulary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body, _ := post(t, url+tc.path, tc.body)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d: %v", code, tc.code, body)
+			}
+			if tc.says != "" {
+				if msg := errorMessage(t, body); !strings.Contains(msg, tc.says) {
+					t.Errorf("message %q does not say %q", msg, tc.says)
+				}
+			}
+		})
+	}
+	// A 50 MB body is refused without reading it all.
+	code, _, _ := post(t, url+"/v1/completions", bytes.Repeat([]byte(" "), 50<<20))
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("50 MB body: %d", code)
+	}
+}
+
+// TestAPIKey: with a key, every endpoint but /health and /metrics wants it.
+func TestAPIKey(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{APIKey: "sesame"})
+	body := map[string]any{"prompt": "a", "max_tokens": 2}
+	for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "sesame"}} {
+		if code, res, _ := post(t, url+"/v1/completions", body, h...); code != 401 || !strings.Contains(errorMessage(t, res), "API key") {
+			t.Errorf("header %v: %d %v", h, code, res)
+		}
+	}
+	if code, _, _ := post(t, url+"/v1/completions", body, "Authorization", "Bearer sesame"); code != 200 {
+		t.Errorf("right key: %d", code)
+	}
+	c, keyed := client(url), client(url, optionKey("sesame"))
+	if _, err := c.Models.List(context.Background()); err == nil {
+		t.Error("models listed with the wrong key")
+	}
+	if list, err := keyed.Models.List(context.Background()); err != nil || len(list.Data) != 1 || list.Data[0].ID != modelName {
+		t.Errorf("models with the key: %v %v", list, err)
+	}
+	for _, p := range []string{"/health", "/metrics"} {
+		if code, _ := get(t, url+p); code != 200 {
+			t.Errorf("%s without a key: %d", p, code)
+		}
+	}
+}
+
+// TestHealthAndDrain: /health is 503 while loading, 200 when ready, and
+// 503 while draining, when new requests are refused and running ones end.
+func TestHealthAndDrain(t *testing.T) {
+	eng := cpuEngine(t)
+	s := server.New(server.Options{})
+	ts := newHTTPServer(t, s)
+	if code, body := get(t, ts+"/health"); code != 503 || !strings.Contains(body, "loading") {
+		t.Errorf("loading: %d %s", code, body)
+	}
+	if code, _, _ := post(t, ts+"/v1/completions", map[string]any{"prompt": "a"}); code != 503 {
+		t.Errorf("request while loading: %d", code)
+	}
+	s.Add(modelName, eng)
+	s.Ready()
+	if code, _ := get(t, ts+"/health"); code != 200 {
+		t.Errorf("ready: %d", code)
+	}
+	// A running request outlives the start of the drain and completes.
+	done := make(chan int)
+	go func() {
+		code, _, _ := post(t, ts+"/v1/completions", map[string]any{"prompt": "a", "max_tokens": 400, "ignore_eos": true})
+		done <- code
+	}()
+	for eng.Metrics().Running == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	drained := make(chan error)
+	go func() { drained <- s.Drain(context.Background()) }()
+	time.Sleep(10 * time.Millisecond)
+	if code, body := get(t, ts+"/health"); code != 503 || !strings.Contains(body, "draining") {
+		t.Errorf("draining: %d %s", code, body)
+	}
+	if code, body, _ := post(t, ts+"/v1/completions", map[string]any{"prompt": "a"}); code != 503 {
+		t.Errorf("request while draining: %d %v", code, body)
+	}
+	if code := <-done; code != 200 {
+		t.Errorf("running request ended with %d", code)
+	}
+	if err := <-drained; err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMetrics: /metrics parses as Prometheus text and its values move as
+// requests are served.
+func TestMetrics(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{})
+	before := scrape(t, url)
+	var prompt, gen int
+	for _, p := range prompts {
+		st := completionUsage(t, url, p)
+		prompt, gen = prompt+st[0], gen+st[1]
+	}
+	post(t, url+"/v1/completions", map[string]any{"prompt": 7})
+	after := scrape(t, url)
+	lbl := `{model_name="stories260K"}`
+	for name, want := range map[string]float64{
+		"vllm:prompt_tokens_total" + lbl:                                          float64(prompt),
+		"vllm:generation_tokens_total" + lbl:                                      float64(gen),
+		"vllm:time_to_first_token_seconds_count" + lbl:                            float64(len(prompts)),
+		"vllm:e2e_request_latency_seconds_count" + lbl:                            float64(len(prompts)),
+		`tessera_http_requests_total{code="200",endpoint="POST /v1/completions"}`: float64(len(prompts)),
+		`tessera_http_requests_total{code="400",endpoint="POST /v1/completions"}`: 1,
+	} {
+		if d := after[name] - before[name]; d != want {
+			t.Errorf("%s moved by %g, want %g", name, d, want)
+		}
+	}
+	if after["vllm:prefix_cache_queries_total"+lbl] <= before["vllm:prefix_cache_queries_total"+lbl] {
+		t.Error("prefix cache queries did not move")
+	}
+	for _, g := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+		v, ok := after[g+lbl]
+		if !ok || v < 0 || v > 1 && strings.HasSuffix(g, "perc") {
+			t.Errorf("%s = %g (present %v)", g, v, ok)
+		}
+	}
+	// While a request runs, the gauges say so.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client(url)
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])}, MaxTokens: openai.Int(2000)})
+	stream.Next()
+	during := scrape(t, url)
+	if during["vllm:num_requests_running"+lbl] != 1 || during["vllm:kv_cache_usage_perc"+lbl] <= 0 {
+		t.Errorf("during a request: running %g, KV %g", during["vllm:num_requests_running"+lbl], during["vllm:kv_cache_usage_perc"+lbl])
+	}
+}
+
+// scrape reads /metrics into name{labels} → value, with expfmt's parser.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := name
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				out[strings.Replace(key, "{", "_count{", 1)] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// completionUsage runs one completion and returns its prompt and
+// completion token counts.
+func completionUsage(t *testing.T, url, prompt string) [2]int {
+	t.Helper()
+	code, body, _ := post(t, url+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 10, "temperature": 0})
+	if code != 200 {
+		t.Fatalf("%d %v", code, body)
+	}
+	u := body["usage"].(map[string]any)
+	return [2]int{int(u["prompt_tokens"].(float64)), int(u["completion_tokens"].(float64))}
+}
