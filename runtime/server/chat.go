@@ -51,6 +51,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	req.Logprobs = body.Logprobs
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	info(ctx).stream, info(ctx).user = body.Stream, body.User
 	last := lastTokens(m.eng, []runtime.Request{req}, req.Logprobs)
 	events, err := s.start(ctx, m, []runtime.Request{req}, n)
 	if err != nil {
@@ -74,7 +75,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		}
 		head.Choices = append(head.Choices, ch)
 	}
-	head.Usage = usageOf(cs, n)
+	head.Usage = usageOf(ctx, cs, n)
 	writeJSON(w, http.StatusOK, head)
 	return nil
 }
@@ -126,9 +127,9 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		streamErr(out, failed)
 		return
 	}
+	u := head
+	u.Choices, u.Usage = []chatChoice{}, usageOf(ctx, cs, n)
 	if withUsage {
-		u := head
-		u.Choices, u.Usage = []chatChoice{}, usageOf(cs, n)
 		out.send(u)
 	}
 	out.done()

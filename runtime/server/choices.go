@@ -78,7 +78,7 @@ func allEnded(cs []*choice) bool {
 
 // usageOf counts the tokens of choices, n of them per prompt: each
 // prompt's tokens count once, as OpenAI counts them.
-func usageOf(cs []*choice, n int) *usage {
+func usageOf(ctx context.Context, cs []*choice, n int) *usage {
 	u := &usage{}
 	for i, c := range cs {
 		if i%n == 0 {
@@ -87,6 +87,7 @@ func usageOf(cs []*choice, n int) *usage {
 		u.CompletionTokens += c.stats.Generated
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	info(ctx).usage = *u
 	return u
 }
 

@@ -60,6 +60,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	info(ctx).stream, info(ctx).user = body.Stream, body.User
 	last := lastTokens(m.eng, reqs, logprobs)
 	var events <-chan event
 	if base.MaxTokens > 0 {
@@ -97,7 +98,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 		}
 		head.Choices = append(head.Choices, ch)
 	}
-	head.Usage = usageOf(cs, n)
+	head.Usage = usageOf(ctx, cs, n)
 	writeJSON(w, http.StatusOK, head)
 	return nil
 }
@@ -161,9 +162,9 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, ev
 		streamErr(out, failed)
 		return
 	}
+	u := head
+	u.Choices, u.Usage = []completionChoice{}, usageOf(ctx, cs, n)
 	if withUsage {
-		u := head
-		u.Choices, u.Usage = []completionChoice{}, usageOf(cs, n)
 		out.send(u)
 	}
 	out.done()

@@ -115,6 +115,7 @@ type event struct {
 // when every choice has ended. Each choice's tokens come in order. ctx's
 // end cancels the sequences; the caller cancels it when it stops reading.
 func (s *Server) start(ctx context.Context, m *model, reqs []runtime.Request, n int) (<-chan event, error) {
+	info(ctx).model = m.name
 	total := len(reqs) * n
 	if err := s.admit(m, total); err != nil {
 		return nil, err

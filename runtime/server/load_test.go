@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/tessera-llm/tessera/runtime"
@@ -140,7 +141,8 @@ func TestDeadline(t *testing.T) {
 	}
 	c := client(url)
 	stream := c.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{Model: modelName,
-		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])}, MaxTokens: openai.Int(100000)})
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])}, MaxTokens: openai.Int(100000)},
+		option.WithJSONSet("ignore_eos", true))
 	for stream.Next() {
 	}
 	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "timeout") {

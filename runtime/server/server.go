@@ -162,7 +162,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
 	rw.Header().Set("X-Request-Id", id)
-	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	info := &logInfo{id: id}
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, info))
 	defer func() {
 		if p := recover(); p != nil {
 			s.opts.Logger.Error("panic", "request_id", id, "panic", fmt.Sprint(p))
@@ -172,8 +173,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		endpoint := s.endpoint(r)
 		s.metrics.requests.WithLabelValues(endpoint, fmt.Sprint(rw.status)).Inc()
-		s.opts.Logger.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
-			"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+		attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path,
+			"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr}
+		if info.model != "" {
+			attrs = append(attrs, "model", info.model, "stream", info.stream, "prompt_tokens", info.usage.PromptTokens,
+				"completion_tokens", info.usage.CompletionTokens)
+		}
+		if info.user != "" {
+			attrs = append(attrs, "user", info.user)
+		}
+		s.opts.Logger.Info("request", attrs...)
 	}()
 	if o := s.opts.CORSOrigin; o != "" {
 		h := rw.Header()
@@ -407,10 +416,22 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 type requestIDKey struct{}
 
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+// logInfo is what a handler learns about its request for the log line:
+// set by the generating handlers, read when the request ends.
+type logInfo struct {
+	id, model, user string
+	stream          bool
+	usage           usage
 }
+
+func info(ctx context.Context) *logInfo {
+	if i, ok := ctx.Value(requestIDKey{}).(*logInfo); ok {
+		return i
+	}
+	return &logInfo{}
+}
+
+func requestID(ctx context.Context) string { return info(ctx).id }
 
 func newID() string {
 	var b [12]byte
