@@ -96,6 +96,7 @@ func (c *Client) Get(ctx context.Context, r Ref) (Entry, error) {
 	if c.Offline {
 		return Entry{}, fmt.Errorf("%s is not in the cache (%s) and offline mode forbids downloading it: %w", r, c.Cache.Dir, ErrOffline)
 	}
+	fmt.Fprintf(c.log(), "%s is not in the cache: pulling it into %s\n", r, c.Cache.Dir)
 	return c.Pull(ctx, r)
 }
 
