@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -165,6 +166,12 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 			return "", fmt.Errorf("%s is no file here, nor a model on the Hub: %w", value, err)
 		}
 		return "", err
+	}
+	if n := len(entry.Files); n > 1 {
+		// The shards are all in the cache; drop this when models.Open
+		// reads split GGUFs.
+		return "", fmt.Errorf("%s is a split GGUF of %d files (in %s); Tessera does not load split GGUFs yet: merge them into one with llama.cpp's llama-gguf-split --merge",
+			entry.Ref, n, filepath.Dir(c.Cache.Path(entry)))
 	}
 	return c.Cache.Path(entry), nil
 }

@@ -98,7 +98,9 @@ func TestRunPulls(t *testing.T) {
 }
 
 func TestPullErrors(t *testing.T) {
-	fakeHub(t)
+	h, _ := fakeHub(t)
+	h.Add("acme/split", "s-Q4_0-00001-of-00002.gguf", []byte("GGUF one"))
+	h.Add("acme/split", "s-Q4_0-00002-of-00002.gguf", []byte("GGUF two"))
 	tests := []struct {
 		args []string
 		code int
@@ -112,6 +114,7 @@ func TestPullErrors(t *testing.T) {
 		{[]string{"rm", "hf.co/a/b:Q4_0"}, 1, "not in the cache"},
 		{[]string{"run", "--device", "cpu", "--model", "nobody/nothing/m.gguf"}, 1, "nobody/nothing/m.gguf is no file here, nor a model on the Hub"},
 		{[]string{"ls", "extra"}, 2, "unexpected argument"},
+		{[]string{"run", "--device", "cpu", "--model", "hf.co/acme/split:Q4_0"}, 1, "is a split GGUF of 2 files"},
 	}
 	for _, tt := range tests {
 		// A pull may say what it does first; the error is the last line.
