@@ -12,14 +12,23 @@ export XDG_RUNTIME_DIR ?= /tmp/tessera-xdg
 
 .PHONY: run test deps vet fuzz bench build web desktop clean
 
+# DEFAULT_REF is what `make run` runs when there is no MODEL file: the same
+# stories260K as a GGUF on the Hugging Face Hub, in the repository llama.cpp's
+# CI uses (https://huggingface.co/ggml-org/test-model-stories260K,
+# stories260K-f32.gguf, 1,185,376 bytes, sha256 270cba1b...d3bd256d: the bytes
+# of ../shared/models/stories260K.gguf). It is pulled into the model cache
+# ($TESSERA_CACHE, default ~/.cache/tessera) once and read from there after.
+DEFAULT_REF ?= hf.co/ggml-org/test-model-stories260K:F32
+
 run:
-	@if [ ! -f "$(MODEL)" ]; then \
-		echo "No model at $(MODEL)."; \
-		echo "Get Karpathy's tinyllamas stories260K (stories260K.bin and tok512.bin, or a GGUF of it)"; \
-		echo "and run: make run MODEL=path/to/stories260K.gguf"; \
-		exit 1; \
-	fi
-	$(GO) run ./examples/tessera run --model "$(MODEL)" --steps $(STEPS) --device $(DEVICE) --prompt "$(PROMPT)"
+	@model="$(MODEL)"; \
+	if [ ! -e "$$model" ] && [ "$(origin MODEL)" = file ]; then \
+		echo "make run: no $(MODEL); running $(DEFAULT_REF) from the model cache, pulled from Hugging Face if it is not there yet"; \
+		model="$(DEFAULT_REF)"; \
+	else \
+		echo "make run: running $$model"; \
+	fi; \
+	set -x; $(GO) run ./examples/tessera run --model "$$model" --steps $(STEPS) --device $(DEVICE) --prompt "$(PROMPT)"
 
 # deps installs what the tests need on Debian (as root) and downloads modules.
 deps:

@@ -23,7 +23,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxOutputs || o.SharedPrefix < 0 {
 			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxOutputs)
 		}
-		eng, err := mf.load(e)
+		eng, err := mf.load(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -62,7 +62,7 @@ func setupChat(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := so.Validate(); err != nil {
 			return usageError{err}
 		}
-		eng, err := mf.load(e)
+		eng, err := mf.load(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -13,10 +13,12 @@ import (
 )
 
 func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
-	model := fs.String("model", "", "model file (required)")
+	model := fs.String("model", "", "model file or folder, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	tok := fs.String("tokenizer", "", "tokenizer file, for llama2.c checkpoints")
 	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use")
 	adapter := fs.String("adapter", "", "with --device: the adapter to open (index or name substring)")
+	var offline bool
+	offlineFlag(fs, &offline)
 	return func(ctx context.Context, e *env) error {
 		if *device {
 			if err := deviceInfo(e, *adapter); err != nil {
@@ -30,7 +32,11 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := requireModel(*model); err != nil {
 			return err
 		}
-		m, err := models.Open(*model, models.Options{Tokenizer: *tok})
+		path, err := modelPath(ctx, e, *model, offline)
+		if err != nil {
+			return err
+		}
+		m, err := models.Open(path, models.Options{Tokenizer: *tok})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,10 @@
 //
 //	tessera run   --model PATH [--prompt TEXT] [--steps N] [sampling flags]
 //	tessera info  --model PATH
+//	tessera pull  hf.co/OWNER/REPO:QUANT
+//
+// --model also takes a model reference (hf.co/OWNER/REPO:QUANT,
+// OWNER/REPO/FILE.gguf or an https URL), pulled into the cache on first use.
 //
 // Run `tessera help` for every subcommand and flag.
 package main
@@ -43,6 +47,9 @@ var commands = map[string]command{
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
 	"chat":       {"talk with a model through its chat template", setupChat},
 	"serve":      {"serve models over an OpenAI-compatible HTTP API", setupServe},
+	"pull":       {"download a model (hf.co/OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf, a URL) into the cache", setupPull},
+	"ls":         {"list the models in the cache", setupLs},
+	"rm":         {"remove a model from the cache", setupRm},
 
 	"bench-serve": {"load-test an OpenAI-compatible server: throughput, TTFT, inter-token latency", setupBenchServe},
 }

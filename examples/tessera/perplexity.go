@@ -24,7 +24,7 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
-		eng, err := mf.load(e)
+		eng, err := mf.load(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -17,12 +17,14 @@ import (
 )
 
 func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
-	in := fs.String("model", "", "input GGUF model (required)")
+	in := fs.String("model", "", "input GGUF model, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	out := fs.String("out", "", "output GGUF file (required)")
 	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, or q4_1 calibrated by GPTQ")
 	tokens := fs.Int("calib-tokens", runtime.DefaultCalibrationTokens, "q4_1: tokens of text the model samples to calibrate on")
 	seed := fs.Uint64("calib-seed", 0, "q4_1: seed of the calibration text")
 	threads := fs.Int("threads", 0, "q4_1: goroutines of the calibration (0: one per core)")
+	var offline bool
+	offlineFlag(fs, &offline)
 	return func(ctx context.Context, e *env) error {
 		if *in == "" || *out == "" {
 			return usagef("--model and --out are required")
@@ -31,9 +33,12 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 		if !ok {
 			return usagef("--type %q (want q4_0, q4_1 or q4_k)", *typ)
 		}
+		var err error
+		if *in, err = modelPath(ctx, e, *in, offline); err != nil {
+			return err
+		}
 		var calibrated map[string]*dtype.Int4
 		if t == dtype.Q4_1 {
-			var err error
 			c := runtime.Calibration{Tokens: *tokens, Seed: *seed, Threads: *threads,
 				Only: func(t *models.Tensor) bool { return t.Shape[1]%dtype.Q4_1.BlockSize() == 0 }}
 			calibrated, err = calibrate(ctx, *in, c, e.stderr)

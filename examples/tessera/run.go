@@ -18,12 +18,12 @@ type modelFlags struct {
 	quant                             string
 	headF32, noCalibration            bool
 	draft, draftQuant                 string
-	speculateAlways                   bool
+	speculateAlways, offline          bool
 	multiStep                         int
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.model, "model", "", "model file: GGUF or llama2.c checkpoint (required)")
+	fs.StringVar(&m.model, "model", "", "model: a GGUF, llama2.c checkpoint or Hugging Face folder, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	m.registerLoad(fs)
 }
 
@@ -41,18 +41,31 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
+	offlineFlag(fs, &m.offline)
 }
 
-// load opens the model and the engine that runs it.
-func (m *modelFlags) load(e *env) (*runtime.Engine, error) {
+// load opens the model and the engine that runs it. A model reference in
+// --model or --draft becomes the cached file's path, in m too.
+func (m *modelFlags) load(ctx context.Context, e *env) (*runtime.Engine, error) {
 	if err := requireModel(m.model); err != nil {
 		return nil, err
 	}
-	return m.loadPath(e, m.model)
+	path, err := modelPath(ctx, e, m.model, m.offline)
+	if err != nil {
+		return nil, err
+	}
+	m.model = path
+	return m.loadPath(ctx, e, path)
 }
 
 // loadPath opens the model at path with the other flags' settings.
-func (m *modelFlags) loadPath(e *env, path string) (*runtime.Engine, error) {
+func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtime.Engine, error) {
+	var err error
+	if m.draft != "" && m.draft != "ngram" {
+		if m.draft, err = modelPath(ctx, e, m.draft, m.offline); err != nil {
+			return nil, err
+		}
+	}
 	if m.quant != "" {
 		if _, err := backend.ParseStorage(m.quant); err != nil {
 			return nil, usageError{err}
@@ -97,7 +110,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := so.Validate(); err != nil {
 			return usageError{err}
 		}
-		eng, err := mf.load(e)
+		eng, err := mf.load(ctx, e)
 		if err != nil {
 			return err
 		}

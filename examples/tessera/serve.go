@@ -52,7 +52,7 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags
 	mf.registerLoad(fs)
 	var models modelList
-	fs.Var(&models, "model", "a model to serve: PATH, or NAME=PATH to choose its API name (repeatable; default name: the file's)")
+	fs.Var(&models, "model", "a model to serve: PATH or REF (see pull), or NAME=PATH to choose its API name (repeatable; default name: the file's)")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0: any free port)")
 	maxQueue := fs.Int("max-queue", server.DefaultMaxQueue, "sequences that may wait per model beyond the running batch; past it requests get 429")
 	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer KEY' (default: $TESSERA_API_KEY; none if both are empty)")
@@ -103,7 +103,12 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 			if ctx.Err() != nil {
 				break
 			}
-			eng, err := mf.loadPath(e, m.path)
+			path, err := modelPath(ctx, e, m.path, mf.offline)
+			if err != nil {
+				hs.Close()
+				return fmt.Errorf("model %s: %w", m.name, err)
+			}
+			eng, err := mf.loadPath(ctx, e, path)
 			if err != nil {
 				hs.Close()
 				return fmt.Errorf("model %s: %w", m.name, err)

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/term"
+
+	"github.com/tessera-llm/tessera/models/hub"
+)
+
+// The model cache's commands. A model reference (hf.co/OWNER/REPO:QUANT,
+// OWNER/REPO/FILE.gguf or an https URL) works wherever --model takes a
+// path; these commands manage what such references pulled.
+
+func setupPull(fs *flag.FlagSet) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		if fs.NArg() == 0 {
+			return usagef("want a model reference: hf.co/OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf or an https URL")
+		}
+		refs, err := parseRefs(fs.Args())
+		if err != nil {
+			return err
+		}
+		c, err := hubClient(e, false)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			entry, err := c.Pull(ctx, r)
+			if err != nil {
+				return err
+			}
+			// The path goes to stdout, so that $(tessera pull REF) is it.
+			fmt.Fprintf(e.stderr, "%s: %s in %d file(s)\n", entry.Ref, sizeString(entry.Size), len(entry.Files))
+			fmt.Fprintln(e.stdout, c.Cache.Path(entry))
+		}
+		return nil
+	}
+}
+
+func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
+	paths := fs.Bool("paths", false, "show each model's file instead of when it was pulled")
+	return func(ctx context.Context, e *env) error {
+		c, err := hubClient(e, true)
+		if err != nil {
+			return err
+		}
+		entries, err := c.Cache.Entries()
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 {
+			fmt.Fprintf(e.stderr, "no models in %s; pull one with 'tessera pull REF'\n", c.Cache.Dir)
+			return nil
+		}
+		w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		last := "PULLED"
+		if *paths {
+			last = "PATH"
+		}
+		fmt.Fprintf(w, "REF\tSIZE\tFILES\t%s\n", last)
+		var total int64
+		for _, en := range entries {
+			col := en.Time.Local().Format("2006-01-02 15:04")
+			if *paths {
+				col = c.Cache.Path(en)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", en.Ref, sizeString(en.Size), len(en.Files), col)
+			total += en.Size
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "%d model(s), %s, in %s\n", len(entries), sizeString(total), c.Cache.Dir)
+		return nil
+	}
+}
+
+func setupRm(fs *flag.FlagSet) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		if fs.NArg() == 0 {
+			return usagef("want the reference of a pulled model (see 'tessera ls')")
+		}
+		refs, err := parseRefs(fs.Args())
+		if err != nil {
+			return err
+		}
+		c, err := hubClient(e, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			gone, err := c.Cache.Remove(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "removed %s (%s)\n", gone.Ref, sizeString(gone.Size))
+		}
+		return nil
+	}
+}
+
+func parseRefs(args []string) ([]hub.Ref, error) {
+	var refs []hub.Ref
+	for _, a := range args {
+		r, err := hub.Parse(a)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		refs = append(refs, r)
+	}
+	return refs, nil
+}
+
+// offlineFlag registers --offline on a command that takes --model.
+func offlineFlag(fs *flag.FlagSet, p *bool) {
+	fs.BoolVar(p, "offline", false, "use only models already in the cache: never touch the network (also TESSERA_OFFLINE=1)")
+}
+
+// hubClient is the model cache's client as the environment sets it up
+// (TESSERA_CACHE, HF_ENDPOINT, HF_TOKEN, TESSERA_OFFLINE), offline too
+// when asked, reporting to stderr: with a progress bar on a terminal, a
+// line per file otherwise.
+func hubClient(e *env, offline bool) (*hub.Client, error) {
+	c, err := hub.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	c.Offline = c.Offline || offline
+	c.Log = e.stderr
+	c.Bar = isTerminal(e.stderr)
+	return c, nil
+}
+
+// modelPath is the one place a --model value becomes a path: an existing
+// file or folder is itself; otherwise a value that reads as a model
+// reference names a cached model, pulled first if it is missing. Anything
+// else is left for the loader to report as a missing file.
+func modelPath(ctx context.Context, e *env, value string, offline bool) (string, error) {
+	if strings.TrimSpace(value) == "" {
+		return value, nil
+	}
+	if _, err := os.Stat(value); !errors.Is(err, fs.ErrNotExist) {
+		return value, nil
+	}
+	r, err := hub.Parse(value)
+	if err != nil {
+		return value, nil
+	}
+	c, err := hubClient(e, offline)
+	if err != nil {
+		return "", err
+	}
+	entry, err := c.Get(ctx, r)
+	if err != nil {
+		if r.URL == "" && !strings.HasPrefix(value, "hf.co/") && !strings.HasPrefix(value, "huggingface.co/") {
+			return "", fmt.Errorf("%s is no file here, nor a model on the Hub: %w", value, err)
+		}
+		return "", err
+	}
+	if n := len(entry.Files); n > 1 {
+		// The shards are all in the cache; drop this when models.Open
+		// reads split GGUFs.
+		return "", fmt.Errorf("%s is a split GGUF of %d files (in %s); Tessera does not load split GGUFs yet: merge them into one with llama.cpp's llama-gguf-split --merge",
+			entry.Ref, n, filepath.Dir(c.Cache.Path(entry)))
+	}
+	return c.Cache.Path(entry), nil
+}
+
+// isTerminal reports whether w is a terminal, where progress bars belong.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
