@@ -376,6 +376,7 @@ func (r *run) genOpen(m guestmem.Memory, a []uint64) abi.Code {
 	}
 	r.gens[r.nextGen] = &generation{st: st, model: name, prompt: len(ereq.Tokens)}
 	r.opened++
+	r.promptTokens += len(ereq.Tokens)
 	guestmem.PutUint32(m, hOut, r.nextGen)
 	return abi.OK
 }

@@ -367,6 +367,9 @@ type Result struct {
 	Output []byte
 	// Tokens is how many generated tokens the plugin received.
 	Tokens int
+	// PromptTokens is how many prompt tokens its generations were given
+	// (BOS included), which Tokens does not count.
+	PromptTokens int
 	// Generations is how many generations it opened.
 	Generations int
 	// Calls is how many host calls it made.
@@ -436,7 +439,7 @@ func (r *run) checkVersion(mod api.Module) (uint32, error) {
 
 // result summarizes the run; mod may be nil.
 func (r *run) result(mod api.Module) Result {
-	res := Result{Output: r.out, Tokens: r.tokens, Generations: r.opened, Calls: r.calls, Elapsed: time.Since(r.start)}
+	res := Result{Output: r.out, Tokens: r.tokens, PromptTokens: r.promptTokens, Generations: r.opened, Calls: r.calls, Elapsed: time.Since(r.start)}
 	res.MemoryPages = r.pages(mod)
 	return res
 }

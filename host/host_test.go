@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +33,9 @@ func TestStoryMatchesGenerate(t *testing.T) {
 				if res.Generations != 1 || res.Tokens == 0 || res.Tokens > s.Steps {
 					t.Errorf("%q: %d tokens in %d generations", prompt, res.Tokens, res.Generations)
 				}
+				if ids, err := eng.PromptTokens(s.asRequest()); err != nil || res.PromptTokens != len(ids) {
+					t.Errorf("%q: %d prompt tokens, want %d (%v)", prompt, res.PromptTokens, len(ids), err)
+				}
 			}
 		})
 	}
@@ -40,16 +45,7 @@ func TestStoryMatchesGenerate(t *testing.T) {
 // plugin with it, greedy, on each device: it prints what Engine.Generate
 // writes.
 func TestExampleHost(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "host")
-	build := exec.Command(goTool(t), "build", "-o", bin, "./examples/plugin/host")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the example host: %v\n%s", err, out)
-	}
-	plugin := filepath.Join(t.TempDir(), "story.wasm")
-	if err := writeFile(plugin, wasm(t, "story")); err != nil {
-		t.Fatal(err)
-	}
+	bin, plugin := exampleHost(t)
 	for _, device := range []string{"cpu", "webgpu"} {
 		t.Run(device, func(t *testing.T) {
 			eng := load(t, device) // skips without an adapter, as the command would fall back
@@ -69,6 +65,66 @@ func TestExampleHost(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleHostLikeRun: the example host and `tessera run` take the
+// same defaults, so that the same flags print the same story: with no
+// --prompt both start from BOS, and --steps 200 is 200 generated tokens,
+// which the summary reports next to the prompt's. (The host's prompt used
+// to default to "Once upon a time", four tokens that the plugin echoes
+// and that stories260K also writes first from BOS, so its output was
+// `tessera run --steps 204`'s.)
+func TestExampleHostLikeRun(t *testing.T) {
+	bin, plugin := exampleHost(t)
+	eng := load(t, "cpu")
+	const steps = 200
+	// What `tessera run --steps 200 --temperature 0` prints: the prompt
+	// (none), then the generated text.
+	want := generate(t, eng, storyRequest("", steps)) + "\n"
+	cmd := exec.Command(bin, "--model", modelPath, "--plugin", plugin, "--device", "cpu",
+		"--steps", fmt.Sprint(steps), "--temperature", "0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if stdout.String() != want {
+		t.Errorf("host printed\n%q\nwant what tessera run --steps %d prints\n%q", stdout.String(), steps, want)
+	}
+	if summary := fmt.Sprintf("1 prompt tokens, %d generated", steps); !strings.Contains(stderr.String(), summary) {
+		t.Errorf("summary %q does not say %q", stderr.String(), summary)
+	}
+}
+
+// exampleHost builds the example host command and writes the story
+// plugin next to it, once per test binary.
+func exampleHost(t *testing.T) (bin, plugin string) {
+	t.Helper()
+	exampleOnce.Do(func() {
+		dir := filepath.Join(wasmDir, "example")
+		if exampleErr = os.MkdirAll(dir, 0o755); exampleErr != nil {
+			return
+		}
+		bin = filepath.Join(dir, "host")
+		build := exec.Command(goTool(t), "build", "-o", bin, "./examples/plugin/host")
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			exampleErr = fmt.Errorf("building the example host: %v\n%s", err, out)
+			return
+		}
+		exampleBin, examplePlugin = bin, filepath.Join(dir, "story.wasm")
+		exampleErr = writeFile(examplePlugin, wasm(t, "story"))
+	})
+	if exampleErr != nil {
+		t.Fatal(exampleErr)
+	}
+	return exampleBin, examplePlugin
+}
+
+var (
+	exampleOnce               sync.Once
+	exampleBin, examplePlugin string
+	exampleErr                error
+)
 
 // TestPluginsConcurrently: two plugins (and the embedder's own request)
 // generating at once on one engine each get their own correct text, and

@@ -23,17 +23,18 @@ type run struct {
 	in      []byte
 	stderr  *tail
 
-	ready     bool // the version was checked: host functions may be called
-	calls     int64
-	tokens    int // generated tokens delivered
-	opened    int
-	out       []byte
-	pluginErr string // what the plugin reported with set_error
-	lastErr   string // what last_error reports
-	lastPages uint32
-	gens      map[uint32]*generation
-	nextGen   uint32
-	killed    *RunError // set when the host stops the plugin
+	ready        bool // the version was checked: host functions may be called
+	calls        int64
+	tokens       int // generated tokens delivered
+	opened       int
+	promptTokens int // the prompt tokens of the generations opened
+	out          []byte
+	pluginErr    string // what the plugin reported with set_error
+	lastErr      string // what last_error reports
+	lastPages    uint32
+	gens         map[uint32]*generation
+	nextGen      uint32
+	killed       *RunError // set when the host stops the plugin
 }
 
 type runKey struct{}

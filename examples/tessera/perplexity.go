@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 )
 
 func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -29,17 +27,14 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
-		// The bar goes to stderr, so that stdout stays one JSON object.
-		var bar *progressbar.ProgressBar
+		// Progress goes to stderr, so that stdout stays one JSON object.
+		var bar *progress
 		start := time.Now()
 		ppl, n, err := eng.Perplexity(ctx, string(raw), func(done, total int) {
 			if bar == nil {
-				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(e.stderr),
-					progressbar.OptionSetDescription("scoring"), progressbar.OptionShowCount(),
-					progressbar.OptionSetItsString("tok"), progressbar.OptionShowIts(),
-					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+				bar = newProgress(e.stderr, "scoring", int64(total), "tok")
 			}
-			bar.Set(done)
+			bar.Set(int64(done))
 		})
 		if bar != nil {
 			bar.Finish()

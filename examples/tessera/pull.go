@@ -5,14 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-
-	"golang.org/x/term"
 
 	"github.com/tessera-llm/tessera/models/hub"
 )
@@ -174,12 +171,6 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 			entry.Ref, n, filepath.Dir(c.Cache.Path(entry)))
 	}
 	return c.Cache.Path(entry), nil
-}
-
-// isTerminal reports whether w is a terminal, where progress bars belong.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func sizeString(n int64) string {

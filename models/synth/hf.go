@@ -347,12 +347,13 @@ func ropeScaling(c models.Config) (map[string]any, error) {
 }
 
 // hfTokenizerJSON is a tokenizer.json that encodes and decodes like the
-// SentencePiece tokenizer Write stores in the GGUF: the same Vocabulary, a
-// BPE whose merges are SentencePiece's (each piece made of two pieces, in
-// the order of the pieces' scores), byte fallback, and spaces split off
-// as their own words. The vocabulary has no "▁" piece, so SentencePiece
-// adds no dummy prefix and a space can only become the byte <0x20>, which
-// never merges; splitting on spaces changes nothing and keeps words short.
+// SentencePiece tokenizer Write stores in the GGUF, as Llama 2's does: the
+// same Vocabulary, spaces normalised to ▁ with the dummy prefix before
+// them, a BPE whose merges are SentencePiece's (each piece made of two
+// pieces, in the order of the pieces' scores), byte fallback, and the
+// dummy prefix's space stripped when decoding. Its pieces hold ▁ only at
+// their start, so no merge crosses the start of a ▁: splitting the text
+// there changes nothing and keeps words short.
 func hfTokenizerJSON(vocab int) ([]byte, error) {
 	pieces, _, types := Vocabulary(vocab)
 	ids := make(map[string]int, len(pieces))
@@ -399,9 +400,15 @@ func hfTokenizerJSON(vocab int) ([]byte, error) {
 		"truncation":   nil,
 		"padding":      nil,
 		"added_tokens": addedTokens,
-		"normalizer":   nil,
+		"normalizer": map[string]any{
+			"type": "Sequence",
+			"normalizers": []any{
+				map[string]any{"type": "Prepend", "prepend": "▁"},
+				map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"},
+			},
+		},
 		"pre_tokenizer": map[string]any{
-			"type": "Split", "pattern": map[string]string{"String": " "}, "behavior": "Isolated", "invert": false,
+			"type": "Split", "pattern": map[string]string{"String": "▁"}, "behavior": "MergedWithNext", "invert": false,
 		},
 		"post_processor": map[string]any{
 			"type":   "TemplateProcessing",
@@ -416,6 +423,7 @@ func hfTokenizerJSON(vocab int) ([]byte, error) {
 				map[string]any{"type": "Replace", "pattern": map[string]string{"String": "▁"}, "content": " "},
 				map[string]any{"type": "ByteFallback"},
 				map[string]any{"type": "Fuse"},
+				map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0},
 			},
 		},
 		"model": map[string]any{

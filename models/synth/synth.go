@@ -186,9 +186,9 @@ func Metadata(s Shape) []gguf.KV {
 }
 
 // Vocabulary makes a valid SentencePiece vocabulary of n ≥ 259 pieces:
-// <unk>, <s>, </s>, the 256 byte pieces, then lower-case letter strings
-// (with and without the ▁ word marker) scored by length so that BPE merges
-// them.
+// <unk>, <s>, </s>, the 256 byte pieces, the word marker ▁ on its own (as
+// every vocabulary SentencePiece trains has it), then lower-case letter
+// strings (with and without ▁) scored by length so that BPE merges them.
 func Vocabulary(n int) (pieces []string, scores []float32, types []int32) {
 	add := func(p string, score float32, typ int32) {
 		pieces, scores, types = append(pieces, p), append(scores, score), append(types, typ)
@@ -198,6 +198,9 @@ func Vocabulary(n int) (pieces []string, scores []float32, types []int32) {
 	add("</s>", 0, 3)
 	for b := 0; b < 256 && len(pieces) < n; b++ {
 		add(fmt.Sprintf("<0x%02X>", b), 0, 6)
+	}
+	if len(pieces) < n {
+		add("▁", -float32(len(pieces)), 1)
 	}
 	seen := map[string]bool{}
 	for length := 1; len(pieces) < n; length++ {

@@ -4,11 +4,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // A tokenizer exported to llama2.c's .bin and its SentencePiece .model must
 // be the same tokenizer once loaded, or a model would tokenise differently
-// depending on which file sits next to it.
+// depending on which file sits next to it: the same pieces, and the same
+// ids for any valid UTF-8 text, although the .bin encodes by llama2.c's
+// rules and the .model by SentencePiece's.
 func TestBinAndModelAgree(t *testing.T) {
 	pairs := []struct{ bin, model realTokenizer }{
 		{realTokenizers[0], realTokenizers[1]},
@@ -36,6 +39,15 @@ func TestBinAndModelAgree(t *testing.T) {
 			}
 		}
 		for _, text := range append(awkwardTexts, paragraph) {
+			if !utf8.ValidString(text) {
+				// The .bin encodes as llama2.c does, which takes a byte
+				// and the continuation bytes after it as one character, so
+				// a space and a stray continuation byte after it are two
+				// byte pieces; the .model follows SentencePiece, where the
+				// space is ▁ and the stray byte a character of its own.
+				// Both round-trip (TestRoundTrip).
+				continue
+			}
 			if b, m := bin.Encode(text, true), model.Encode(text, true); !slices.Equal(b, m) {
 				t.Errorf("%s: Encode(%q) = %v and %v", name, text, b, m)
 			}

@@ -6,16 +6,20 @@ import "strings"
 // llama2.c's decode(): Control tokens add nothing, <0xNN> pieces add their
 // raw byte, and other pieces add their text with ▁ as a space. At the start
 // of a sequence or after BOS the leading space is dropped, because it is the
-// dummy prefix Encode added rather than part of the text (vocabularies
-// without a " " piece get no dummy prefix, so nothing is dropped). Invalid
-// ids add nothing.
+// dummy prefix Encode added rather than part of the text (when Encode adds
+// none, nothing is dropped). Invalid ids add nothing.
+//
+// A ▁ that Encode spelt in byte pieces, because the vocabulary has no ▁
+// to merge it into, decodes as the character ▁, as in llama.cpp and
+// SentencePiece: such a vocabulary (one with ▁-pieces and no bare ▁)
+// does not give back a space before a character that has no ▁-piece.
 func (t *SentencePiece) TokenBytes(prev, id int) []byte {
 	if !t.valid(id) {
 		return nil
 	}
 	s := t.text[id]
 	atStart := prev < 0 || prev == t.bos
-	if atStart && t.space >= 0 && t.types[id] != TypeByte {
+	if atStart && t.prefix && t.types[id] != TypeByte {
 		s = strings.TrimPrefix(s, " ")
 	}
 	return []byte(s)

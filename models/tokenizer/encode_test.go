@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,11 +73,11 @@ func TestEncodeEmpty(t *testing.T) {
 	}
 }
 
-// tiny builds a hand-written vocabulary to test the algorithm on cases the
-// real vocabularies do not isolate.
+// tiny builds a hand-written vocabulary that encodes by llama2.c's rules,
+// to test the algorithm on cases the real vocabularies do not isolate.
 func tiny(t *testing.T, pieces []string, scores []float32) *SentencePiece {
 	t.Helper()
-	tok, err := NewSentencePiece(pieces, scores, nil, 1, 2, 0)
+	tok, err := newSentencePiece(pieces, scores, nil, 1, 2, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +138,62 @@ func TestMergeOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tok := tiny(t, tt.pieces, tt.scores)
+			var got []string
+			for _, id := range tok.Encode(tt.text, false) {
+				got = append(got, tok.Piece(id))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Encode(%q) = %q, want %q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSentencePieceRules: the rules of GGUF and .model vocabularies
+// (SentencePiece's, as llama.cpp applies them) where they differ from
+// llama2.c's: characters merge whether or not they are pieces, spaces
+// are ▁, the dummy prefix does not need a piece, and a character left
+// without one is its UTF-8 bytes.
+func TestSentencePieceRules(t *testing.T) {
+	bytePieces := func(ps ...string) []string {
+		all := []string{"<unk>", "<s>", "</s>"}
+		for b := range 256 {
+			all = append(all, fmt.Sprintf("<0x%02X>", b))
+		}
+		return append(all, ps...)
+	}
+	scored := func(pieces []string) []float32 {
+		scores := make([]float32, len(pieces))
+		for i := range scores {
+			scores[i] = -float32(i)
+		}
+		return scores
+	}
+	tests := []struct {
+		name     string
+		pieces   []string
+		noPrefix bool
+		text     string
+		want     []string
+	}{
+		{"the dummy prefix merges without a ▁ piece", bytePieces("a", "▁a"), false, "a", []string{"▁a"}},
+		{"a ▁ without a piece is its bytes", bytePieces("a", "▁a"), false, "A a", []string{"<0xE2>", "<0x96>", "<0x81>", "<0x41>", "▁a"}},
+		{"no dummy prefix when off", bytePieces("a", "▁a"), true, "a a", []string{"a", "▁a"}},
+		{"two characters without pieces merge", bytePieces("xy"), true, "xy", []string{"xy"}},
+		{"a multi-byte character without a piece merges", bytePieces("é!"), true, "é!", []string{"é!"}},
+		{"a literal ▁ is a space", bytePieces("▁a", "▁b"), false, "a▁b", []string{"▁a", "▁b"}},
+		{"a stray continuation byte is its own symbol", bytePieces("▁"), true, " \x80", []string{"▁", "<0x80>"}},
+		{"missing byte pieces become unk", []string{"<unk>", "<s>", "</s>", "a"}, true, "aé", []string{"a", "<unk>", "<unk>"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := NewSentencePiece(tt.pieces, scored(tt.pieces), nil, 1, 2, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.noPrefix {
+				tok.WithoutSpacePrefix()
+			}
 			var got []string
 			for _, id := range tok.Encode(tt.text, false) {
 				got = append(got, tok.Piece(id))

@@ -40,7 +40,8 @@ func LoadLlama2c(path string, vocabSize int) (*SentencePiece, error) {
 // ReadLlama2c reads a tokenizer in llama2.c's format: a little-endian int32
 // max_token_length, then for each of vocabSize tokens a float32 score, an
 // int32 length and that many bytes of piece (with spaces, not ▁). Anything
-// after the last token is ignored, as llama2.c does.
+// after the last token is ignored, as llama2.c does. The tokenizer encodes
+// as llama2.c's encode() does (see SentencePiece.Encode).
 func ReadLlama2c(r io.Reader, vocabSize int) (*SentencePiece, error) {
 	if vocabSize <= llama2cEOS {
 		return nil, fmt.Errorf("tokenizer: llama2.c: vocab size %d leaves no room for unk, bos and eos", vocabSize)
@@ -75,7 +76,7 @@ func ReadLlama2c(r io.Reader, vocabSize int) (*SentencePiece, error) {
 		pieces = append(pieces, string(buf[:n]))
 		scores = append(scores, score)
 	}
-	return NewSentencePiece(pieces, scores, nil, llama2cBOS, llama2cEOS, llama2cUnk)
+	return newSentencePiece(pieces, scores, nil, llama2cBOS, llama2cEOS, llama2cUnk, true)
 }
 
 // eofIsUnexpected reports a clean EOF as truncation: inside a tokenizer

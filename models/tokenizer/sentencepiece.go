@@ -9,20 +9,34 @@ import (
 )
 
 // spaceMark is how SentencePiece writes a space inside pieces (U+2581).
-// llama2.c's tokenizer.bin stores plain spaces instead, so pieces are
-// normalised to spaces on load and both sources match the same text.
+// llama2.c's tokenizer.bin stores plain spaces instead; what a piece
+// stands for (its text, for decoding) has spaces in both cases.
 const spaceMark = "\u2581"
 
 // SentencePiece is a SentencePiece-style BPE tokenizer. It is immutable
 // after construction and safe for concurrent use.
+//
+// It encodes by one of two sets of rules, which agree on real
+// vocabularies and differ on odd ones (a vocabulary with ▁-pieces but no
+// bare ▁, say): SentencePiece's, as llama.cpp's llm_tokenizer_spm applies
+// them, for GGUF and .model vocabularies, and llama2.c's encode() for
+// llama2.c's tokenizer.bin files (see Encode).
 type SentencePiece struct {
 	pieces []string  // as given, for Piece
 	text   []string  // what each id stands for: spaces for ▁, the raw byte for Byte pieces, "" for Control
 	scores []float32 // merge priority: higher merges first
 	types  []TokenType
-	lookup map[string]int // text of Normal and UserDefined pieces → lowest id with that text
-	byteID [256]int       // id of the <0xNN> piece for each byte, -1 if missing
-	space  int            // id of the " " piece used as dummy prefix, -1 if missing or off
+	// lookup maps the Normal and UserDefined pieces to the lowest id with
+	// that piece: by their text (spaces for ▁) under llama2.c's rules, as
+	// stored (▁) under SentencePiece's, which match escaped text.
+	lookup map[string]int
+	byteID [256]int // id of the <0xNN> piece for each byte, -1 if missing
+	// llama2c selects llama2.c's rules; prefix is whether a text gets the
+	// dummy prefix, which under llama2.c's rules is the " " piece, space
+	// (-1 when the vocabulary has none, and then prefix is off).
+	llama2c bool
+	prefix  bool
+	space   int
 
 	// special finds the Control and UserDefined pieces written in a
 	// chat template's text (<start_of_turn>, <s>); ends are the ids that
@@ -41,12 +55,20 @@ var (
 
 var _ Tokenizer = (*SentencePiece)(nil)
 
-// NewSentencePiece builds a tokenizer from a vocabulary, as found in GGUF
-// metadata or a tokenizer file. types may be nil, as in llama2.c files: then
-// <0xNN> pieces are bytes, bos and eos (and the pieces <s>, </s>) are
-// control tokens, unk (and <unk>) is the unknown token, and the rest is
-// normal. bos, eos and unk may be -1 when the vocabulary has no such token.
+// NewSentencePiece builds a tokenizer from a SentencePiece vocabulary, as
+// found in GGUF metadata or a .model file, that encodes by SentencePiece's
+// rules with the dummy prefix (turn it off with WithoutSpacePrefix).
+// types may be nil: then <0xNN> pieces are bytes, bos and eos (and the
+// pieces <s>, </s>) are control tokens, unk (and <unk>) is the unknown
+// token, and the rest is normal. bos, eos and unk may be -1 when the
+// vocabulary has no such token.
 func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int) (*SentencePiece, error) {
+	return newSentencePiece(pieces, scores, types, bos, eos, unk, false)
+}
+
+// newSentencePiece is NewSentencePiece, with llama2.c's rules if llama2c
+// is set.
+func newSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int, llama2c bool) (*SentencePiece, error) {
 	n := len(pieces)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -67,15 +89,17 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 	}
 
 	t := &SentencePiece{
-		pieces: slices.Clone(pieces),
-		text:   make([]string, n),
-		scores: slices.Clone(scores),
-		types:  make([]TokenType, n),
-		lookup: make(map[string]int, n),
-		space:  -1,
-		bos:    bos,
-		eos:    eos,
-		unk:    unk,
+		pieces:  slices.Clone(pieces),
+		text:    make([]string, n),
+		scores:  slices.Clone(scores),
+		types:   make([]TokenType, n),
+		lookup:  make(map[string]int, n),
+		llama2c: llama2c,
+		prefix:  !llama2c,
+		space:   -1,
+		bos:     bos,
+		eos:     eos,
+		unk:     unk,
 	}
 	for i := range t.byteID {
 		t.byteID[i] = -1
@@ -108,13 +132,17 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 		// Only text pieces may be produced by matching text; with duplicates
 		// the lowest id wins so the choice does not depend on map order.
 		if mergeable(typ) {
-			if _, dup := t.lookup[t.text[id]]; !dup {
-				t.lookup[t.text[id]] = id
+			key := p
+			if llama2c {
+				key = t.text[id]
+			}
+			if _, dup := t.lookup[key]; !dup {
+				t.lookup[key] = id
 			}
 		}
 	}
-	if id, ok := t.lookup[" "]; ok {
-		t.space = id
+	if id, ok := t.lookup[" "]; ok && llama2c {
+		t.space, t.prefix = id, true
 	}
 	var specs []addedSpec
 	for id, typ := range t.types {
@@ -134,7 +162,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 // puts before a text (GGUF tokenizer.ggml.add_space_prefix = false: Gemma).
 // It returns t, and is meant for building the tokenizer.
 func (t *SentencePiece) WithoutSpacePrefix() *SentencePiece {
-	t.space = -1
+	t.space, t.prefix = -1, false
 	return t
 }
 

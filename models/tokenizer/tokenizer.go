@@ -2,10 +2,12 @@
 // runtime serves.
 //
 // SentencePiece implements the BPE variant used by Llama 1/2 and llama2.c
-// (GGUF's "llama" tokenizer). Its Encode reproduces llama2.c's encode()
-// because llama2.c is the reference the runtime is tested against; files in
-// either llama2.c's tokenizer.bin format or SentencePiece's .model format
-// load into the same representation and encode identically.
+// (GGUF's "llama" tokenizer). GGUF and SentencePiece .model vocabularies
+// encode by SentencePiece's rules, as llama.cpp applies them; llama2.c's
+// tokenizer.bin files encode as llama2.c's encode() does, the reference
+// the runtime is tested against. The two agree on the vocabularies
+// SentencePiece trains, so a .bin and the .model it was exported from
+// give the same ids for any valid UTF-8 text.
 package tokenizer
 
 // Tokenizer turns text into token ids and back. Byte-level BPE tokenizers

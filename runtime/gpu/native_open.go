@@ -34,6 +34,7 @@ var (
 // The instance therefore has all backends; adapters are filtered to
 // backends when they are enumerated.
 func newInstance() (inst *wgpu.Instance, err error) {
+	ensureRuntimeDir()
 	setLogLevel.Do(func() {
 		// wgpu-native logs every error it also returns to us, and warns about
 		// surface extensions a compute-only program never uses; by default

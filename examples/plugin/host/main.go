@@ -5,6 +5,10 @@
 //	go run ./examples/plugin/host --model ../shared/models/stories260K.gguf --plugin bin/story.wasm \
 //	    --prompt "Once upon a time" --steps 200 --temperature 0.8
 //
+// Its defaults are tessera run's: with no --prompt the plugin starts from
+// BOS, and --steps counts generated tokens, so the same flags print the
+// same story at temperature 0.
+//
 // The input it gives the plugin is the JSON document examples/plugin/story
 // reads ({"prompt", "steps", "temperature", "top_p", "seed"}); other
 // plugins get it too and may read what they like of it. The plugin's
@@ -59,7 +63,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", "", "model file: GGUF or llama2.c checkpoint (required)")
 	fs.StringVar(&o.plugin, "plugin", "", "plugin: a wasip1 reactor (.wasm) built with the plugin SDK (required)")
 	fs.StringVar(&o.device, "device", "auto", "where the model runs: cpu, webgpu or auto")
-	fs.StringVar(&o.prompt, "prompt", "Once upon a time", "what the plugin starts from")
+	fs.StringVar(&o.prompt, "prompt", "", "what the plugin starts from (default: BOS, as tessera run)")
 	fs.IntVar(&o.steps, "steps", 200, "tokens to generate at most; also the plugin's token budget")
 	fs.Float64Var(&o.temperature, "temperature", 0.8, "sampling temperature; 0 is greedy")
 	fs.Float64Var(&o.topP, "top-p", 0.9, "nucleus sampling threshold (1: off)")
@@ -140,8 +144,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rate = float64(res.Tokens) / s
 	}
 	major, minor := p.ABIVersion()
-	fmt.Fprintf(stderr, "%s on %s: plugin ABI %d.%d, %d tokens in %d generations, %d host calls, %d memory pages, %s (%.1f tok/s); seed %d\n",
-		p.Name(), eng.Backend().Name(), major, minor, res.Tokens, res.Generations, res.Calls, res.MemoryPages,
+	fmt.Fprintf(stderr, "%s on %s: plugin ABI %d.%d, %d prompt tokens, %d generated in %d generations, %d host calls, %d memory pages, %s (%.1f tok/s); seed %d\n",
+		p.Name(), eng.Backend().Name(), major, minor, res.PromptTokens, res.Tokens, res.Generations, res.Calls, res.MemoryPages,
 		res.Elapsed.Round(time.Millisecond), rate, o.seed)
 	return nil
 }
