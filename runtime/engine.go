@@ -259,6 +259,8 @@ type Token struct {
 	// likely alternatives.
 	Logprob float32
 	Top     []Alternative
+	// Time is when the engine sampled the token.
+	Time time.Time
 }
 
 // Stats describe a finished generation.

@@ -445,6 +445,7 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 // accept reports true. Called with e.mu held.
 func (e *Engine) accept(s *sequence, t Token) bool {
 	now := time.Now()
+	t.Time = now
 	if s.first.IsZero() {
 		s.first = now
 		s.stats.TimeToFirst = now.Sub(s.start)

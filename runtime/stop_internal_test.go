@@ -96,3 +96,24 @@ func TestOpenAIPenalties(t *testing.T) {
 		t.Error("a penalised sampler counts as greedy")
 	}
 }
+
+// TestStreamNextAll: a reader that falls behind takes every queued token
+// at once, in order, and learns of the end after the last.
+func TestStreamNextAll(t *testing.T) {
+	st := newStream(func() {})
+	for i := range 3 {
+		st.push(Token{ID: int32(i)})
+	}
+	got, ok := st.NextAll(nil)
+	if !ok || len(got) != 3 || got[0].ID != 0 || got[2].ID != 2 {
+		t.Fatalf("NextAll = %v, %v", got, ok)
+	}
+	st.push(Token{ID: 3})
+	st.finish(Stats{}, nil)
+	if got, ok = st.NextAll(got[:0]); !ok || len(got) != 1 || got[0].ID != 3 {
+		t.Fatalf("after finish: %v, %v", got, ok)
+	}
+	if _, ok = st.NextAll(nil); ok {
+		t.Fatal("NextAll after the end reported a token")
+	}
+}

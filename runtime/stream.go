@@ -60,6 +60,25 @@ func (s *Stream) Next() (t Token, ok bool) {
 	return t, true
 }
 
+// NextAll appends to buf every token queued, waiting for at least one,
+// so that a slow reader (a network writer) takes the tokens made while it
+// was busy in one go; ok is false once the generation is over and every
+// token has been read.
+func (s *Stream) NextAll(buf []Token) (_ []Token, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) == 0 && !s.done {
+		s.cond.Wait()
+	}
+	if len(s.queue) == 0 {
+		return buf, false
+	}
+	buf = append(buf, s.queue...)
+	clear(s.queue)
+	s.queue = s.queue[:0]
+	return buf, true
+}
+
 // Tokens ranges over the tokens; a failure comes as the last pair's error.
 func (s *Stream) Tokens() iter.Seq2[Token, error] {
 	return func(yield func(Token, error) bool) {

@@ -107,14 +107,13 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 			chunk(chatChoice{Index: ev.choice, Delta: &chatDelta{}, FinishReason: finishReason(ev.stats)})
 			continue
 		}
-		lp := c.add(ev.tok, logprobs, m.eng.Tokenizer())
-		if ev.tok.Text == "" && lp == nil {
+		text, lps := c.addAll(ev.toks, logprobs, m.eng.Tokenizer())
+		if text == "" && lps == nil {
 			continue // nothing to show yet (half a character, or a possible stop string)
 		}
-		text := ev.tok.Text
 		ch := chatChoice{Index: ev.choice, Delta: &chatDelta{Content: &text}}
-		if lp != nil {
-			ch.Logprobs = &chatLogprobs{Content: []tokenLogprob{*lp}}
+		if lps != nil {
+			ch.Logprobs = &chatLogprobs{Content: lps}
 		}
 		if chunk(ch) != nil {
 			return // the client is gone; the request's context cancels the rest

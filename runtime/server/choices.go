@@ -29,6 +29,20 @@ func newChoices(n int, last []int) []*choice {
 	return cs
 }
 
+// addAll takes the tokens of an event and returns their text and, with
+// logprobs, their entries: what one streamed chunk carries.
+func (c *choice) addAll(toks []runtime.Token, logprobs bool, t tokenizer.Tokenizer) (string, []tokenLogprob) {
+	var text strings.Builder
+	var lps []tokenLogprob
+	for _, tok := range toks {
+		text.WriteString(tok.Text)
+		if lp := c.add(tok, logprobs, t); lp != nil {
+			lps = append(lps, *lp)
+		}
+	}
+	return text.String(), lps
+}
+
 // add takes a token; with logprobs it returns the token's entry.
 func (c *choice) add(tok runtime.Token, logprobs bool, t tokenizer.Tokenizer) *tokenLogprob {
 	c.text.WriteString(tok.Text)
@@ -54,7 +68,9 @@ func collect(ctx context.Context, events <-chan event, cs []*choice, logprobs bo
 			c.ended, c.stats, c.err = true, ev.stats, ev.err
 			continue
 		}
-		c.add(ev.tok, logprobs, t)
+		for _, tok := range ev.toks {
+			c.add(tok, logprobs, t)
+		}
 	}
 	for _, c := range cs {
 		if c.err != nil {

@@ -141,15 +141,19 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, ev
 			chunk(completionChoice{Index: ev.choice, FinishReason: finishReason(ev.stats)})
 			continue
 		}
-		lp := c.add(ev.tok, logprobs, m.eng.Tokenizer())
-		if ev.tok.Text == "" && lp == nil {
+		text, lps := c.addAll(ev.toks, logprobs, m.eng.Tokenizer())
+		if text == "" && lps == nil {
 			continue
 		}
-		ch := completionChoice{Index: ev.choice, Text: ev.tok.Text}
-		if lp != nil {
-			ch.Logprobs = &completionLogprobs{Tokens: []string{lp.Token}, TokenLogprobs: []*float32{&lp.Logprob},
-				TopLogprobs: []map[string]float32{topMap(lp.TopLogprobs)}, TextOffset: []int{offsets[ev.choice]}}
-			offsets[ev.choice] += len(lp.Token)
+		ch := completionChoice{Index: ev.choice, Text: text}
+		if lps != nil {
+			ch.Logprobs = legacyLogprobs(echoed{}, lps)
+			for i := range ch.Logprobs.TextOffset {
+				ch.Logprobs.TextOffset[i] += offsets[ev.choice]
+			}
+			for _, lp := range lps {
+				offsets[ev.choice] += len(lp.Token)
+			}
 		}
 		if chunk(ch) != nil {
 			return

@@ -101,10 +101,12 @@ func (sp *sampling) request(defMax int, minMax int) (runtime.Request, int, error
 	return req, n, nil
 }
 
-// event is one step of one choice's generation, as the handler writes it.
+// event is what one choice's generation made since the handler last
+// looked: the tokens queued meanwhile (one, when the writer keeps up), or
+// the end.
 type event struct {
 	choice int
-	tok    runtime.Token
+	toks   []runtime.Token
 	end    bool
 	stats  runtime.Stats
 	err    error
@@ -137,20 +139,23 @@ func (s *Server) start(ctx context.Context, m *model, reqs []runtime.Request, n 
 	for i, st := range streams {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			last := time.Time{}
-			for tok, err := range st.Tokens() {
-				if err != nil {
-					break // Err reports it below
+			var last time.Time
+			for {
+				toks, ok := st.NextAll(nil)
+				if !ok {
+					break
 				}
-				now := time.Now()
-				if !last.IsZero() && tok.ID >= 0 {
-					s.metrics.itl.WithLabelValues(m.name).Observe(now.Sub(last).Seconds())
-				}
-				if tok.ID >= 0 {
-					last = now
+				for _, t := range toks {
+					if t.ID < 0 {
+						continue
+					}
+					if !last.IsZero() {
+						s.metrics.itl.WithLabelValues(m.name).Observe(t.Time.Sub(last).Seconds())
+					}
+					last = t.Time
 				}
 				select {
-				case ch <- event{choice: i, tok: tok}:
+				case ch <- event{choice: i, toks: toks}:
 				case <-ctx.Done():
 				}
 			}
