@@ -71,8 +71,9 @@ const defaultSeqLen = 128
 
 // calibrationParallel is how many sequences are sampled at once, one row
 // each in a batch: the sampling costs SeqLen steps per round, not one per
-// token.
-const calibrationParallel = MaxOutputs
+// token. It is fixed rather than MaxOutputs so that the codes do not move
+// when the scheduler's batch does.
+const calibrationParallel = 16
 
 // CalibrationReport says what CalibrateInt4 did.
 type CalibrationReport struct {

@@ -32,7 +32,8 @@ func (e *Engine) sampleText(ctx context.Context, c Calibration) ([][]int32, erro
 	n := e.net
 	// Enough sequences for c.Tokens, spread evenly over the rounds.
 	count := (c.Tokens + c.SeqLen - 2) / (c.SeqLen - 1)
-	rounds := (count + n.maxOut - 1) / n.maxOut
+	per := min(n.maxOut, calibrationParallel)
+	rounds := (count + per - 1) / per
 	var seqs [][]int32
 	for r := range rounds {
 		k := count*(r+1)/rounds - count*r/rounds

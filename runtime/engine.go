@@ -62,8 +62,11 @@ const DefaultBatch = 64
 
 // MaxOutputs is how many rows of logits one forward step computes at most:
 // one per sequence decoding in the step, so it also bounds how many
-// sequences run at once.
-const MaxOutputs = 16
+// sequences run at once. 32 rather than 16: on a device where a step's
+// cost is mostly fixed (dispatches, submission), the 17th to 32nd
+// sequences come almost free (stories260K on lavapipe: 7.7x the tokens/s
+// of one sequence at 32, 5.8x at 16).
+const MaxOutputs = 32
 
 // batchRows is the largest batch a forward step takes for config c.
 func batchRows(c models.Config) int { return min(DefaultBatch, c.Context) }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,9 +29,26 @@ func TestMain(m *testing.M) {
 
 // startServe runs `tessera serve args...` as a child process listening on
 // a free port, and returns its base URL once it is ready.
-func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
+func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *syncLog) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0", "--device", "cpu"}, args...)...)
+	p := startProcess(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--device", "cpu"}, args...)...)
+	url := p.waitURL(t)
+	waitHealthy(t, url, p.log)
+	return p.cmd, url, p.log
+}
+
+// process is a child running this binary as the tessera command.
+type process struct {
+	cmd  *exec.Cmd
+	log  *syncLog
+	urls chan string
+}
+
+// startProcess starts `tessera args...`, copying its stderr into a log
+// and noting the URL it says it listens on.
+func startProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TESSERA_TEST_CLI=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -38,39 +57,69 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Build
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	log := &strings.Builder{}
-	urls := make(chan string, 1)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := &process{cmd: cmd, log: &syncLog{}, urls: make(chan string, 1)}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`url=(http://\S+)`)
 		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
+			p.log.add(sc.Text())
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
+				select {
+				case p.urls <- m[1]:
+				default:
+				}
 			}
 		}
 	}()
-	var url string
+	return p
+}
+
+func (p *process) waitURL(t *testing.T) string {
+	t.Helper()
 	select {
-	case url = <-urls:
+	case url := <-p.urls:
+		return url
 	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not start:\n%s", log)
+		t.Fatalf("serve did not start:\n%s", p.log)
 	}
+	return ""
+}
+
+// waitHealthy waits for url's /health to answer 200.
+func waitHealthy(t *testing.T, url string, log fmt.Stringer) {
+	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		resp, err := http.Get(url + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve never became healthy:\n%s", log)
+			t.Fatalf("%s never became healthy:\n%s", url, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd, url, log
+}
+
+// syncLog is a child's stderr, safe to read while it is written.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line + "\n")
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestServeSIGTERM: on SIGTERM the server reports draining on /health,
@@ -160,4 +209,10 @@ func TestServeFlags(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "missing") {
 		t.Errorf("missing model: exit %d (%s)", code, errOut)
 	}
+}
+
+func (l *syncLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(b)
 }
