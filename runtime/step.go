@@ -97,7 +97,7 @@ func (e *Engine) step() error {
 		for t := range rows {
 			rows[t] = w.token(t)
 		}
-		if chain > 1 { // the chain's later steps stored the tokens it picked
+		if chain > 1 && w.out { // the chain's later steps stored the tokens it picked
 			rows = append(rows, results[j].tokens[:chain-1]...)
 		}
 		w.s.kv.Commit(rows)
@@ -154,30 +154,43 @@ func (e *Engine) isEnd(id int) bool {
 }
 
 // chainLength is how many decoding steps this step can run in one
-// submission: up to e.chain when every running sequence decodes greedily
-// with nothing waiting, no draft, and room in its budget, context and
-// cache; 1 otherwise. Called with e.mu held, after plan.
+// submission: up to e.chain when every running sequence is in the plan,
+// those that sample decode greedily with no draft and no logprobs and
+// have room in their budget, context and cache; 1 otherwise. The first
+// step may read prompt chunks: a prompt that ends in it decodes in the
+// later steps with the others, and one that does not just waits for the
+// chain to end. Sequences still queued wait too (they could not be
+// admitted this step anyway), at most e.chain-1 steps more. Called with
+// e.mu held, after plan.
 func (e *Engine) chainLength(plan []work) int {
-	if e.chain <= 1 || len(e.waiting) > 0 || len(plan) != len(e.running) {
+	if e.chain <= 1 || len(plan) != len(e.running) {
 		return 1
 	}
-	n := e.chain
+	n, outs := e.chain, 0
 	for _, w := range plan {
-		if !w.out || w.n != 1 || w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs {
+		if !w.out {
+			continue
+		}
+		outs++
+		if w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs {
 			return 1
 		}
-		n = min(n, w.s.req.MaxTokens-w.s.stats.Generated, e.model.Config.Context-len(w.s.tokens))
+		// After this step's rows the sequence holds stored+w.n tokens.
+		n = min(n, w.s.req.MaxTokens-w.s.stats.Generated, e.model.Config.Context-w.s.stored-w.n)
 	}
-	if n <= 1 {
+	if n <= 1 || outs == 0 {
 		return 1
 	}
 	for _, w := range plan {
-		if !w.s.kv.CanReserve(n) {
+		if w.out && !w.s.kv.CanReserve(w.n+n-1) {
 			return 1
 		}
 	}
 	for _, w := range plan {
-		if _, err := w.s.kv.Reserve(n); err != nil { // cannot fail after CanReserve
+		if !w.out {
+			continue
+		}
+		if _, err := w.s.kv.Reserve(w.n + n - 1); err != nil { // cannot fail after CanReserve
 			return 1
 		}
 	}
@@ -185,33 +198,40 @@ func (e *Engine) chainLength(plan []work) int {
 }
 
 // runChain runs n greedy decoding steps from b in one submission: each
-// step's tokens are the previous step's argmax, kept on the device; one
+// later step has one row per output row of b (the sequences that sample),
+// whose tokens are the previous step's argmax, kept on the device; one
 // read-back at the end brings every picked id. Tokens past a stop are
 // dropped later by accept, and their cache slots rolled back with the
-// sequence.
+// sequence. The results are one per sequence of b, empty for those whose
+// prompt chunk did not end in b.
 func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
-	rows := b.Len()
-	e.be.Keep(e.net.logits, rows)
+	outs := len(b.Out)
+	e.be.Keep(e.net.logits, outs)
+	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables,
+		Tokens: make([]int32, outs), Seq: make([]int32, outs), Out: make([]int32, outs)}
+	for i, r := range b.Out {
+		next.Seq[i], next.Out[i] = b.Seq[r], int32(i)
+	}
 	for j := 1; j < n; j++ {
-		next := b
-		next.Pos = make([]int32, rows)
-		for i, p := range b.Pos {
-			next.Pos[i] = p + int32(j)
+		next.Pos = make([]int32, outs)
+		for i, r := range b.Out {
+			next.Pos[i] = b.Pos[r] + int32(j)
 		}
 		if err := e.net.forwardChained(next); err != nil {
 			return nil, err
 		}
 		e.steps.Add(1)
-		e.be.Keep(e.net.logits, rows)
+		e.be.Keep(e.net.logits, outs)
 	}
 	ids, err := e.be.Kept()
 	if err != nil {
 		return nil, err
 	}
-	results := make([]result, rows)
-	for j := range n {
-		for i := range rows {
-			results[i].tokens = append(results[i].tokens, ids[j*rows+i])
+	results := make([]result, len(b.Tables))
+	for i, r := range b.Out {
+		seq := b.Seq[r]
+		for j := range n {
+			results[seq].tokens = append(results[seq].tokens, ids[j*outs+i])
 		}
 	}
 	return results, nil

@@ -166,8 +166,10 @@ type Backend interface {
 	// Chained decoding runs several greedy steps in one submission: Keep
 	// picks the argmax of the first n rows of x without reading it back;
 	// BeginChained starts a step like Begin whose tokens are the ids the
-	// last Keep picked (b.Tokens is ignored; rows, sequences, tables and
-	// outputs must be those of the chain's first step); Kept waits for the
+	// last Keep picked (b.Tokens is ignored): one row per output row of the
+	// chain's first step, in order, with that step's tables, so that
+	// prompt chunks of the first step fall away and the sequences they
+	// complete decode with the rest; Kept waits for the
 	// work and returns every kept id since the last Begin, step by step.
 	// At most MaxChain steps chain.
 	Keep(x Tensor, n int)

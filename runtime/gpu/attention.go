@@ -276,7 +276,7 @@ func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (Bu
 		st.part, st.written = buf, nil
 	}
 	if len(st.written) < n || !slices.Equal(st.written[:n], st.flags[:n]) {
-		if err := b.dev.Write(st.part, 0, f32bytes(st.flags[:n])); err != nil {
+		if err := b.writeStep(st.part, b.stageFlags, f32bytes(st.flags[:n])); err != nil {
 			return nil, err
 		}
 		st.written = append(st.written[:0], st.flags[:n]...)

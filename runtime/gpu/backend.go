@@ -47,8 +47,8 @@ type Backend struct {
 
 	// Chained decoding: staged positions and slots of the steps after the
 	// first, the ids every Keep picked, and how many steps kept so far.
-	stagePos, stageSlots, history Buffer
-	kept, keptRows                int
+	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history Buffer
+	kept, keptRows                                                 int
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -406,17 +406,37 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))
 	}
-	at := int64(4 * b.kept * b.maxRows)
-	if err := b.dev.Write(b.stagePos, at, i32bytes(batch.Pos)); err != nil {
-		return err
+	// The first step may have had more rows (prompt chunks): the row
+	// count and each row's sequence change too.
+	step := make([]byte, 16)
+	binary.LittleEndian.PutUint32(step, uint32(n))
+	for _, w := range []struct {
+		buf, stage Buffer
+		data       []byte
+	}{{b.pos, b.stagePos, i32bytes(batch.Pos)}, {b.slots, b.stageSlots, i32bytes(slots)},
+		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step}} {
+		if err := b.writeStep(w.buf, w.stage, w.data); err != nil {
+			return err
+		}
 	}
-	if err := b.dev.Write(b.stageSlots, at, i32bytes(slots)); err != nil {
-		return err
-	}
-	b.rec.Copy(b.stagePos, at, b.pos, 0, int64(4*n))
-	b.rec.Copy(b.stageSlots, at, b.slots, 0, int64(4*n))
 	b.pending = true
 	b.batch = batch
+	return nil
+}
+
+// writeStep writes data at the start of buf for the step being recorded.
+// In a chain's later steps the earlier steps' work, recorded but not yet
+// run, still reads buf: data goes to this step's place in stage instead,
+// and is copied into buf by the command stream between the steps.
+func (b *Backend) writeStep(buf, stage Buffer, data []byte) error {
+	if b.kept == 0 {
+		return b.dev.Write(buf, 0, data)
+	}
+	at := int64(4 * b.kept * b.maxRows)
+	if err := b.dev.Write(stage, at, data); err != nil {
+		return err
+	}
+	b.rec.Copy(stage, at, buf, 0, int64(len(data)))
 	return nil
 }
 
@@ -443,9 +463,11 @@ func (b *Backend) chainBuffers() error {
 	if b.history != nil {
 		return nil
 	}
-	size := int64(4 * backend.MaxChain * b.maxRows)
+	// One place per step of a chain in each staging buffer (writeStep),
+	// and the ids of every step in history.
+	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
 	var err error
-	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.history} {
+	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history} {
 		if *p, err = b.buffer("chain", size, CopySrc|CopyDst); err != nil {
 			return err
 		}
