@@ -297,8 +297,17 @@ func checkServer(o *objects, w *world, sp spec) (*serverInfo, []error) {
 		}
 	}
 	if p := c.StartupProbe; p != nil {
-		if budget := time.Duration(max(p.FailureThreshold, 3)*max(p.PeriodSeconds, 10)) * time.Second; budget < minStartup {
+		if budget := probeBudget(p); budget < minStartup {
 			errs.add("startupProbe allows %v for loading the model, want at least %v", budget, minStartup)
+		}
+	}
+
+	// /health answers 503 through the drain: a liveness probe that gives up
+	// sooner would restart a draining pod on kubelets that still probe
+	// terminating pods (before 1.25).
+	if p := c.LivenessProbe; p != nil {
+		if budget := probeBudget(p); budget <= drain+shutdownGrace {
+			errs.add("livenessProbe gives up after %v, within the drain's %v of 503s", budget, drain+shutdownGrace)
 		}
 	}
 
@@ -545,6 +554,19 @@ func checkServer(o *objects, w *world, sp spec) (*serverInfo, []error) {
 		errs.add("%d PodDisruptionBudgets cover the %s pods, want 1", pdbs, d.Name)
 	}
 	return info, errs
+}
+
+// probeBudget is how long a probe keeps failing before it gives up, with
+// the API's defaults (3 failures, 10s apart).
+func probeBudget(p *corev1.Probe) time.Duration {
+	n, period := p.FailureThreshold, p.PeriodSeconds
+	if n == 0 {
+		n = 3
+	}
+	if period == 0 {
+		period = 10
+	}
+	return time.Duration(n*period) * time.Second
 }
 
 func countSources(v corev1.VolumeSource) int {

@@ -171,6 +171,9 @@ func TestChecker(t *testing.T) {
 		{"liveness on another port", "k8s/overlays/cpu", nil, cpu, func(o *objects) {
 			server(o).LivenessProbe.HTTPGet.Port = intstr.FromInt32(9090)
 		}, "livenessProbe: port 9090"},
+		{"liveness impatient with the drain", "k8s/overlays/cpu", nil, cpu, func(o *objects) {
+			server(o).LivenessProbe.FailureThreshold = 3
+		}, "within the drain"},
 		{"no startup probe", "k8s/overlays/cpu", nil, cpu, func(o *objects) { server(o).StartupProbe = nil }, "startupProbe"},
 		{"startup probe too short", "k8s/overlays/cpu", nil, cpu, func(o *objects) {
 			server(o).StartupProbe.FailureThreshold = 6
