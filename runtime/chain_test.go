@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -8,17 +9,30 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 )
 
-// TestChainFromPrompt: with multi-step decoding, the step that reads a
-// prompt chains on into decoding (a lone sequence of 12 tokens takes 3
-// round trips of 4, not 1 + 3), and sequences that arrive while others
-// decode, their prompts read inside chains, get exactly the tokens they
-// get alone.
+// TestChainFromPrompt: with multi-step decoding, a prompt that arrives
+// while another sequence decodes is read in the first step of a chain and
+// decodes on in it (12 tokens take 3 round trips of 4, not 1 + 3), while
+// a lone prompt's first token still comes after one step; and sequences
+// arriving while others decode get exactly the tokens they get alone.
 func TestChainFromPrompt(t *testing.T) {
 	for name, eng := range engines(t, runtime.Options{MultiStep: 4}) {
 		t.Run(name, func(t *testing.T) {
-			_, _, st := generate(t, eng, runtime.Request{Prompt: storyPrompts[0], MaxTokens: 12, IgnoreEOS: true})
-			if st.Steps != 3 {
-				t.Errorf("12 tokens in %d round trips, want 3", st.Steps)
+			_, _, lone := generate(t, eng, runtime.Request{Prompt: storyPrompts[0], MaxTokens: 12, IgnoreEOS: true})
+			if lone.Steps != 4 {
+				t.Errorf("alone, 12 tokens in %d round trips, want 1 + 3", lone.Steps)
+			}
+			long, err := eng.Start(context.Background(), runtime.Request{Prompt: storyPrompts[1], MaxTokens: 400, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := long.Next(); !ok { // decoding from here on
+				t.Fatal("the long generation ended at once")
+			}
+			_, _, joined := generate(t, eng, runtime.Request{Prompt: storyPrompts[0], MaxTokens: 12, IgnoreEOS: true})
+			long.Cancel()
+			<-long.Done()
+			if joined.Steps != 3 {
+				t.Errorf("beside a decoding sequence, 12 tokens in %d round trips, want 3", joined.Steps)
 			}
 			alone := make([][]int32, len(storyPrompts))
 			for i, p := range storyPrompts {

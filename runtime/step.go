@@ -157,28 +157,31 @@ func (e *Engine) isEnd(id int) bool {
 // submission: up to e.chain when every running sequence is in the plan,
 // those that sample decode greedily with no draft and no logprobs and
 // have room in their budget, context and cache; 1 otherwise. The first
-// step may read prompt chunks: a prompt that ends in it decodes in the
-// later steps with the others, and one that does not just waits for the
-// chain to end. Sequences still queued wait too (they could not be
-// admitted this step anyway), at most e.chain-1 steps more. Called with
-// e.mu held, after plan.
+// step may read prompt chunks while other sequences decode: a prompt that
+// ends in it decodes in the later steps with the others (its first token
+// comes with the chain's), and one that does not waits for the chain to
+// end. A step of prompts alone does not chain, so that a first token is
+// never held back for the sake of throughput no other sequence needs.
+// Sequences still queued wait too (they could not be admitted this step
+// anyway), at most e.chain-1 steps more. Called with e.mu held, after
+// plan.
 func (e *Engine) chainLength(plan []work) int {
 	if e.chain <= 1 || len(plan) != len(e.running) {
 		return 1
 	}
-	n, outs := e.chain, 0
+	n, decoding := e.chain, false
 	for _, w := range plan {
 		if !w.out {
 			continue
 		}
-		outs++
+		decoding = decoding || w.s.stats.Generated > 0
 		if w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs {
 			return 1
 		}
 		// After this step's rows the sequence holds stored+w.n tokens.
 		n = min(n, w.s.req.MaxTokens-w.s.stats.Generated, e.model.Config.Context-w.s.stored-w.n)
 	}
-	if n <= 1 || outs == 0 {
+	if n <= 1 || !decoding {
 		return 1
 	}
 	for _, w := range plan {
