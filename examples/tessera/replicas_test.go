@@ -376,9 +376,13 @@ func TestReplicasFaults(t *testing.T) {
 	p50f, p99f := latencies(faulty)
 	t.Logf("faults: sent %d, succeeded %d, failed %d, retried %d+%d redispatched; latency p50 %v p99 %v",
 		n, ok, failed, r1-r0, d1-d0, p50f.Round(time.Millisecond), p99f.Round(time.Millisecond))
+	var cut []string
 	for i, o := range faulty {
 		if o.err == nil {
 			continue
+		}
+		if _, _, stream, _ := job(i); stream {
+			cut = append(cut, o.err.Error())
 		}
 		// Only what ran on the killed replica may fail: started before the
 		// kill, ended after it.
@@ -389,6 +393,7 @@ func TestReplicasFaults(t *testing.T) {
 	if failed > conc {
 		t.Errorf("%d requests failed, more than were running", failed)
 	}
+	t.Logf("of the %d failures, %d were streams cut by the kill (%q...), the rest unstreamed requests haproxy answered 502", failed, len(cut), cut)
 	if killAt.IsZero() || termAt.IsZero() {
 		t.Fatal("the faults never happened")
 	}
