@@ -29,6 +29,9 @@ type SamplerOptions struct {
 	// logit loses FrequencyPenalty for each time it was generated, and
 	// PresencePenalty once if it was at all. Both lie in [-2, 2]; 0 is off.
 	FrequencyPenalty, PresencePenalty float32
+	// LogitBias is added to the logits of the tokens it names, in [-100,
+	// 100] as in OpenAI's API: -100 bans a token, 100 all but forces it.
+	LogitBias map[int32]float32
 	// Seed makes sampling reproducible: the same seed, model and prompt give
 	// the same tokens.
 	Seed uint64
@@ -53,6 +56,8 @@ func (o SamplerOptions) Validate() error {
 		return fmt.Errorf("frequency penalty %g must be in [-2, 2]", o.FrequencyPenalty)
 	case !(o.PresencePenalty >= -2 && o.PresencePenalty <= 2):
 		return fmt.Errorf("presence penalty %g must be in [-2, 2]", o.PresencePenalty)
+	case !validBias(o.LogitBias):
+		return fmt.Errorf("logit bias values must be in [-100, 100] and name token ids >= 0")
 	case math.IsNaN(float64(o.TopP)) || math.IsNaN(float64(o.MinP)) || math.IsNaN(float64(o.RepeatPenalty)) || math.IsInf(float64(o.Temperature), 0):
 		return fmt.Errorf("sampling options must be finite numbers")
 	}
@@ -68,7 +73,16 @@ func (o SamplerOptions) greedy() bool {
 // penalised is true when a penalty changes the logits of tokens already
 // seen, so that sampling needs every logit rather than a top-k set.
 func (o SamplerOptions) penalised() bool {
-	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 || o.FrequencyPenalty != 0 || o.PresencePenalty != 0
+	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 || o.FrequencyPenalty != 0 || o.PresencePenalty != 0 || len(o.LogitBias) > 0
+}
+
+func validBias(b map[int32]float32) bool {
+	for id, v := range b {
+		if id < 0 || !(v >= -100 && v <= 100) {
+			return false
+		}
+	}
+	return true
 }
 
 // Sampler draws tokens from logits. It is not safe for concurrent use.
@@ -101,6 +115,11 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 // result is valid until the sampler's next call.
 func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 	o := s.opts
+	for id, b := range o.LogitBias {
+		if int(id) < len(logits) {
+			logits[id] += b
+		}
+	}
 	if o.RepeatPenalty != 0 && o.RepeatPenalty != 1 {
 		recent := history[max(0, len(history)-o.RepeatLastN):]
 		seen := map[int32]bool{}

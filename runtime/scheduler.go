@@ -103,6 +103,11 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	if need := e.pool.BlocksNeeded(len(ids) + 1); need > e.pool.Blocks() {
 		return nil, fmt.Errorf("%w: a prompt of %d tokens needs %d blocks, the pool has %d", ErrOutOfKV, len(ids), need, e.pool.Blocks())
 	}
+	for id := range req.Sampler.LogitBias {
+		if int(id) >= e.model.Config.Vocab {
+			return nil, fmt.Errorf("%w: logit bias for token %d, outside the vocabulary of %d", ErrBadRequest, id, e.model.Config.Vocab)
+		}
+	}
 	if req.MaxTokens <= 0 {
 		sts := make([]*Stream, n)
 		for i := range sts {

@@ -14,23 +14,24 @@ import (
 
 // sampling holds the fields chat and completions requests share.
 type sampling struct {
-	Model               string        `json:"model"`
-	MaxTokens           *int          `json:"max_tokens"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Temperature         *float64      `json:"temperature"`
-	TopP                *float64      `json:"top_p"`
-	TopK                *int          `json:"top_k"`
-	MinP                *float64      `json:"min_p"`
-	RepetitionPenalty   *float64      `json:"repetition_penalty"`
-	FrequencyPenalty    *float64      `json:"frequency_penalty"`
-	PresencePenalty     *float64      `json:"presence_penalty"`
-	Seed                *int64        `json:"seed"`
-	Stop                stopList      `json:"stop"`
-	N                   *int          `json:"n"`
-	Stream              bool          `json:"stream"`
-	StreamOptions       streamOptions `json:"stream_options"`
-	User                string        `json:"user"`
-	IgnoreEOS           bool          `json:"ignore_eos"` // vLLM's extension, for benchmarks
+	Model               string             `json:"model"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	TopK                *int               `json:"top_k"`
+	MinP                *float64           `json:"min_p"`
+	RepetitionPenalty   *float64           `json:"repetition_penalty"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	Seed                *int64             `json:"seed"`
+	Stop                stopList           `json:"stop"`
+	N                   *int               `json:"n"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       streamOptions      `json:"stream_options"`
+	User                string             `json:"user"`
+	IgnoreEOS           bool               `json:"ignore_eos"` // vLLM's extension, for benchmarks
+	LogitBias           map[string]float64 `json:"logit_bias"`
 }
 
 type streamOptions struct {

@@ -159,6 +159,16 @@ func TestSamplingFields(t *testing.T) {
 		t.Errorf("stop %q: %q (%s), want %q", stop, res.Choices[0].Text, res.Choices[0].FinishReason, full[:at])
 	}
 
+	// logit_bias: +100 forces a token, as OpenAI's does.
+	code, body, _ := post(t, url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 5, "temperature": 0, "logit_bias": map[string]int{"300": 100}})
+	if code != 200 {
+		t.Fatalf("logit_bias: %d %v", code, body)
+	}
+	forced := eng.Tokenizer().Decode([]int{300, 300, 300, 300, 300})
+	if got := body["choices"].([]any)[0].(map[string]any)["text"]; strings.TrimSpace(got.(string)) != strings.TrimSpace(forced) {
+		t.Errorf("logit_bias 300:+100 gave %q, want %q", got, forced)
+	}
+
 	// n samples: sample i is the engine's with seed 7+i.
 	params := openai.ChatCompletionNewParams{Model: modelName, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(p)},
 		MaxTokens: openai.Int(30), Temperature: openai.Float(1), Seed: openai.Int(7), N: openai.Int(3)}

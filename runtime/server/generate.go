@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
@@ -96,6 +97,16 @@ func (sp *sampling) request(defMax int, minMax int) (runtime.Request, int, error
 	}
 	if len(req.Stop) > 4 {
 		return req, 0, badRequest("stop", "stop takes at most 4 strings, not %d", len(req.Stop))
+	}
+	for k, v := range sp.LogitBias {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 || !(v >= -100 && v <= 100) {
+			return req, 0, badRequest("logit_bias", "logit_bias maps token ids to numbers in [-100, 100], not %q: %g", k, v)
+		}
+		if o.LogitBias == nil {
+			o.LogitBias = map[int32]float32{}
+		}
+		o.LogitBias[int32(id)] = float32(v)
 	}
 	req.IgnoreEOS = sp.IgnoreEOS
 	return req, n, nil

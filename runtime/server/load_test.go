@@ -189,6 +189,9 @@ func TestBadRequests(t *testing.T) {
 		{"huge body", "/v1/completions", `{"prompt": "` + strings.Repeat("a", 2<<20) + `"}`, 413, "larger than"},
 		{"unknown endpoint", "/v1/embeddings", map[string]any{"input": "a"}, 404, "no endpoint"},
 		{"unknown fields ignored", "/v1/completions", map[string]any{"prompt": "a", "max_tokens": 2, "logit_bias": map[string]int{"5": 1}, "whatever": true}, 200, ""},
+		{"logit_bias key", "/v1/completions", map[string]any{"prompt": "a", "logit_bias": map[string]int{"x": 1}}, 400, "logit_bias"},
+		{"logit_bias value", "/v1/completions", map[string]any{"prompt": "a", "logit_bias": map[string]int{"5": 500}}, 400, "logit_bias"},
+		{"logit_bias outside", "/v1/completions", map[string]any{"prompt": "a", "logit_bias": map[string]int{"5000": 5}}, 400, "vocabulary"},
 		{"detokenize outside", "/detokenize", map[string]any{"tokens": []int{-3}}, 400, "vocabulary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
