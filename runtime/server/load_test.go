@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -378,4 +379,49 @@ func completionUsage(t *testing.T, url, prompt string) [2]int {
 	}
 	u := body["usage"].(map[string]any)
 	return [2]int{int(u["prompt_tokens"].(float64)), int(u["completion_tokens"].(float64))}
+}
+
+// TestTokenizeModelsCORS: /tokenize and /detokenize round-trip a text as
+// the engine encodes it; /v1/models/{id} describes a model; CORS answers
+// preflights and marks answers; X-Request-Id comes back.
+func TestTokenizeModelsCORS(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{CORSOrigin: "https://app.example"})
+	text := "Once upon a time, Lily saw a cat."
+	code, body, h := post(t, url+"/tokenize", map[string]any{"prompt": text}, "X-Request-Id", "abc-123")
+	if code != 200 || h.Get("X-Request-Id") != "abc-123" || h.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("tokenize: %d %v %v", code, body, h)
+	}
+	var ids []int
+	for _, v := range body["tokens"].([]any) {
+		ids = append(ids, int(v.(float64)))
+	}
+	if want := eng.Tokenizer().Encode(text, true); fmt.Sprint(ids) != fmt.Sprint(want) || int(body["count"].(float64)) != len(want) {
+		t.Errorf("tokenize: %v, want %v", ids, want)
+	}
+	code, body, _ = post(t, url+"/detokenize", map[string]any{"tokens": ids})
+	if code != 200 || strings.TrimSpace(body["prompt"].(string)) != text {
+		t.Errorf("detokenize: %d %v", code, body)
+	}
+	code, body, _ = post(t, url+"/tokenize", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+	if want, _ := eng.PromptTokens(runtime.Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}}); code != 200 || int(body["count"].(float64)) != len(want) {
+		t.Errorf("tokenize messages: %d %v, want %d tokens", code, body, len(want))
+	}
+	if code, got := get(t, url+"/v1/models/"+modelName); code != 200 || !strings.Contains(got, `"max_model_len":2048`) {
+		t.Errorf("model card: %d %s", code, got)
+	}
+	if code, _ := get(t, url+"/v1/models/nope"); code != 404 {
+		t.Errorf("unknown model card: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodOptions, url+"/v1/chat/completions", nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
 }
