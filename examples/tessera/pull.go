@@ -37,7 +37,7 @@ func setupPull(fs *flag.FlagSet) func(context.Context, *env) error {
 				return err
 			}
 			// The path goes to stdout, so that $(tessera pull REF) is it.
-			fmt.Fprintf(e.stderr, "%s: %s in %d file(s)\n", entry.Ref, sizeString(entry.Size), len(entry.Files))
+			fmt.Fprintf(e.stderr, "%s: %s in %d file(s)\n", entry.Ref, hub.FormatSize(entry.Size), len(entry.Files))
 			fmt.Fprintln(e.stdout, c.Cache.Path(entry))
 		}
 		return nil
@@ -71,13 +71,13 @@ func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
 			if *paths {
 				col = c.Cache.Path(en)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", en.Ref, sizeString(en.Size), len(en.Files), col)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", en.Ref, hub.FormatSize(en.Size), len(en.Files), col)
 			total += en.Size
 		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "%d model(s), %s, in %s\n", len(entries), sizeString(total), c.Cache.Dir)
+		fmt.Fprintf(e.stderr, "%d model(s), %s, in %s\n", len(entries), hub.FormatSize(total), c.Cache.Dir)
 		return nil
 	}
 }
@@ -100,7 +100,7 @@ func setupRm(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stderr, "removed %s (%s)\n", gone.Ref, sizeString(gone.Size))
+			fmt.Fprintf(e.stderr, "removed %s (%s)\n", gone.Ref, hub.FormatSize(gone.Size))
 		}
 		return nil
 	}
@@ -173,14 +173,3 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 	return c.Cache.Path(entry), nil
 }
 
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

@@ -36,7 +36,7 @@ func (e transientError) Unwrap() error { return e.err }
 func (c *Client) download(ctx context.Context, f remote, label string) (File, error) {
 	dst := filepath.Join(c.Cache.Dir, filepath.FromSlash(f.local))
 	if rec, ok := c.reusable(ctx, f, dst); ok {
-		fmt.Fprintf(c.log(), "%s: up to date (%s, sha256 %s)\n", label, size(rec.Size), rec.SHA256[:12])
+		fmt.Fprintf(c.log(), "%s: up to date (%s, sha256 %s)\n", label, FormatSize(rec.Size), rec.SHA256[:12])
 		return rec, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -195,9 +195,9 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 	if err := os.Rename(part, dst); err != nil {
 		return File{}, err
 	}
-	line := fmt.Sprintf("%s: %s in %s", label, size(have), time.Since(start).Round(time.Millisecond))
+	line := fmt.Sprintf("%s: %s in %s", label, FormatSize(have), time.Since(start).Round(time.Millisecond))
 	if resumed > 0 {
-		line += fmt.Sprintf(", resumed at %s", size(resumed))
+		line += fmt.Sprintf(", resumed at %s", FormatSize(resumed))
 	}
 	if m.sha != "" {
 		line += ", sha256 verified"
@@ -353,8 +353,8 @@ func statusFailure(resp *http.Response, token bool) error {
 	return err
 }
 
-// size formats a byte count for people.
-func size(n int64) string {
+// FormatSize writes a byte count for people: 1.2 GiB, 340.0 KiB, 12 B.
+func FormatSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
