@@ -172,4 +172,3 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 	}
 	return c.Cache.Path(entry), nil
 }
-
