@@ -95,35 +95,17 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		empty := ""
 		chunk(chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}})
 	}
-	var failed error
-	for ev := range events {
-		c := cs[ev.choice]
-		if ev.end {
-			c.ended, c.stats, c.err = true, ev.stats, ev.err
-			if ev.err != nil {
-				failed = ev.err
-				continue
-			}
-			chunk(chatChoice{Index: ev.choice, Delta: &chatDelta{}, FinishReason: finishReason(ev.stats)})
-			continue
-		}
-		text, lps := c.addAll(ev.toks, logprobs, m.eng.Tokenizer())
-		if text == "" && lps == nil {
-			continue // nothing to show yet (half a character, or a possible stop string)
-		}
-		ch := chatChoice{Index: ev.choice, Delta: &chatDelta{Content: &text}}
+	err := relay(ctx, events, cs, logprobs, m.eng.Tokenizer(), func(i int, text string, lps []tokenLogprob) error {
+		ch := chatChoice{Index: i, Delta: &chatDelta{Content: &text}}
 		if lps != nil {
 			ch.Logprobs = &chatLogprobs{Content: lps}
 		}
-		if chunk(ch) != nil {
-			return // the client is gone; the request's context cancels the rest
-		}
-	}
-	if failed == nil && !allEnded(cs) {
-		failed = context.Cause(ctx)
-	}
-	if failed != nil {
-		streamErr(out, failed)
+		return chunk(ch)
+	}, func(i int, st runtime.Stats) {
+		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: finishReason(st)})
+	})
+	if err != nil {
+		streamErr(out, err)
 		return
 	}
 	u := head

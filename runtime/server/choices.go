@@ -92,6 +92,39 @@ func allEnded(cs []*choice) bool {
 	return true
 }
 
+// relay reads every event of a streamed answer into cs and passes it on:
+// text (with the logprobs of its tokens) through text, each choice's end
+// through end. It returns what ended the stream early: a choice's error,
+// the context's end, or a failed write (the client is gone; the request's
+// context then cancels the rest).
+func relay(ctx context.Context, events <-chan event, cs []*choice, logprobs bool, t tokenizer.Tokenizer,
+	text func(i int, text string, lps []tokenLogprob) error, end func(i int, st runtime.Stats)) error {
+	var failed error
+	for ev := range events {
+		c := cs[ev.choice]
+		if ev.end {
+			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			if ev.err != nil {
+				failed = ev.err
+			} else {
+				end(ev.choice, ev.stats)
+			}
+			continue
+		}
+		s, lps := c.addAll(ev.toks, logprobs, t)
+		if s == "" && lps == nil {
+			continue // nothing to show yet (half a character, or a possible stop string)
+		}
+		if err := text(ev.choice, s, lps); err != nil {
+			return err
+		}
+	}
+	if failed == nil && !allEnded(cs) {
+		failed = context.Cause(ctx)
+	}
+	return failed
+}
+
 // usageOf counts the tokens of choices, n of them per prompt: each
 // prompt's tokens count once, as OpenAI counts them.
 func usageOf(ctx context.Context, cs []*choice, n int) *usage {

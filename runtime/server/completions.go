@@ -125,45 +125,27 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, ev
 			chunk(completionChoice{Index: i, FinishReason: finishReason(cs[i].stats)})
 		}
 	}
-	var failed error
 	offsets := make([]int, len(cs))
 	for i := range offsets {
 		offsets[i] = len(echoes[i/n].text)
 	}
-	for ev := range events {
-		c := cs[ev.choice]
-		if ev.end {
-			c.ended, c.stats, c.err = true, ev.stats, ev.err
-			if ev.err != nil {
-				failed = ev.err
-				continue
-			}
-			chunk(completionChoice{Index: ev.choice, FinishReason: finishReason(ev.stats)})
-			continue
-		}
-		text, lps := c.addAll(ev.toks, logprobs, m.eng.Tokenizer())
-		if text == "" && lps == nil {
-			continue
-		}
-		ch := completionChoice{Index: ev.choice, Text: text}
+	err := relay(ctx, events, cs, logprobs, m.eng.Tokenizer(), func(i int, text string, lps []tokenLogprob) error {
+		ch := completionChoice{Index: i, Text: text}
 		if lps != nil {
 			ch.Logprobs = legacyLogprobs(echoed{}, lps)
-			for i := range ch.Logprobs.TextOffset {
-				ch.Logprobs.TextOffset[i] += offsets[ev.choice]
+			for k := range ch.Logprobs.TextOffset {
+				ch.Logprobs.TextOffset[k] += offsets[i]
 			}
 			for _, lp := range lps {
-				offsets[ev.choice] += len(lp.Token)
+				offsets[i] += len(lp.Token)
 			}
 		}
-		if chunk(ch) != nil {
-			return
-		}
-	}
-	if failed == nil && !allEnded(cs) {
-		failed = context.Cause(ctx)
-	}
-	if failed != nil {
-		streamErr(out, failed)
+		return chunk(ch)
+	}, func(i int, st runtime.Stats) {
+		chunk(completionChoice{Index: i, FinishReason: finishReason(st)})
+	})
+	if err != nil {
+		streamErr(out, err)
 		return
 	}
 	u := head
