@@ -73,6 +73,13 @@ web:
 	else cp "$$goroot/misc/wasm/wasm_exec.js" web/pkg/; fi
 	@echo "built web/pkg/tessera.wasm; serve it with: $(GO) run ./examples/tessera web --models $(MODELS)"
 
+# pkg packs the JavaScript package (web/pkg: tessera-web, with the wasm)
+# into web/pkg/tessera-web-VERSION.tgz with npm pack; it is never published.
+.PHONY: pkg
+pkg: web
+	cd web/pkg && npm pack
+	@cd web/pkg && gzip -9c tessera.wasm | wc -c | awk '{printf "tessera.wasm: %.2f MB gzipped\n", $$1/1e6}'
+
 # desktop builds the Cogent Core chat window (examples/desktop) and opens it
 # with MODEL on DEVICE. Building needs the X11 and GL headers that
 # .ci/install-desktop.sh installs (Debian, as root).
