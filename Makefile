@@ -63,15 +63,22 @@ plugin:
 	$(GO) build -o bin/plugin-host ./examples/plugin/host
 	@echo "run it: bin/plugin-host --model $(MODEL) --plugin bin/story.wasm --device $(DEVICE) --prompt 'Once upon a time'"
 
-# web builds the browser engine (web/tessera.wasm) and copies Go's loader
+# web builds the browser engine (web/pkg/tessera.wasm) and copies Go's loader
 # for it; `go run ./examples/tessera web --models $(MODELS)` then serves the
 # demo at http://127.0.0.1:8080/.
 web:
-	GOOS=js GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o web/tessera.wasm ./wasm/browser
+	GOOS=js GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o web/pkg/tessera.wasm ./wasm/browser
 	@goroot=$$($(GO) env GOROOT); \
-	if [ -f "$$goroot/lib/wasm/wasm_exec.js" ]; then cp "$$goroot/lib/wasm/wasm_exec.js" web/; \
-	else cp "$$goroot/misc/wasm/wasm_exec.js" web/; fi
-	@echo "built web/tessera.wasm; serve it with: $(GO) run ./examples/tessera web --models $(MODELS)"
+	if [ -f "$$goroot/lib/wasm/wasm_exec.js" ]; then cp "$$goroot/lib/wasm/wasm_exec.js" web/pkg/; \
+	else cp "$$goroot/misc/wasm/wasm_exec.js" web/pkg/; fi
+	@echo "built web/pkg/tessera.wasm; serve it with: $(GO) run ./examples/tessera web --models $(MODELS)"
+
+# pkg packs the JavaScript package (web/pkg: tessera-web, with the wasm)
+# into web/pkg/tessera-web-VERSION.tgz with npm pack; it is never published.
+.PHONY: pkg
+pkg: web
+	cd web/pkg && npm pack
+	@cd web/pkg && gzip -9c tessera.wasm | wc -c | awk '{printf "tessera.wasm: %.2f MB gzipped\n", $$1/1e6}'
 
 # desktop builds the Cogent Core chat window (examples/desktop) and opens it
 # with MODEL on DEVICE. Building needs the X11 and GL headers that
@@ -81,4 +88,4 @@ desktop:
 	./bin/tessera-desktop --model "$(MODEL)" --device $(DEVICE)
 
 clean:
-	rm -rf bin web/tessera.wasm web/wasm_exec.js
+	rm -rf bin web/pkg/tessera.wasm web/pkg/wasm_exec.js web/pkg/*.tgz

@@ -70,6 +70,7 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	}
 	c.Vocab = tok.VocabSize()
 	m := &Model{Config: c, Format: "gguf", Tokenizer: tok, Tensors: map[string]*Tensor{}}
+	m.ChatTemplate, _ = f.String("tokenizer.chat_template")
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
 		shape := make([]int, len(ti.Dims))

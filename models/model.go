@@ -255,7 +255,11 @@ type Model struct {
 	Path      string
 	Tensors   map[string]*Tensor
 	Tokenizer tokenizer.Tokenizer
-	close     func() error
+	// ChatTemplate is the Jinja chat template the file carries (a GGUF's
+	// tokenizer.chat_template), or empty. It travels with the model so
+	// that a model read from memory (OpenReader) chats as one from disk.
+	ChatTemplate string
+	close        func() error
 }
 
 // Tensor returns the named tensor, checking its shape when want is given.

@@ -127,6 +127,10 @@ func (e *Engine) Model() *models.Model { return e.model }
 // Backend returns the backend the engine runs on.
 func (e *Engine) Backend() backend.Backend { return e.be }
 
+// Chat is the renderer Request.Messages go through: the model's chat
+// template, or chat.Plain when it has none.
+func (e *Engine) Chat() chat.Renderer { return e.chat }
+
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.model.Tokenizer }
 
@@ -432,6 +436,12 @@ func (e *Engine) CountTokens(text string) int {
 // it has none (or one we cannot parse, which a caller sees only as a plain
 // prompt: generation is still possible).
 func chatTemplate(m *models.Model) chat.Renderer {
+	if m.ChatTemplate != "" {
+		if t, err := chat.New(m.ChatTemplate); err == nil {
+			return t
+		}
+		return chat.Plain{}
+	}
 	if m.Format == "gguf" && m.Path != "" {
 		if t, err := chat.FromGGUF(m.Path); err == nil {
 			return t

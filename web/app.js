@@ -1,6 +1,7 @@
-// app.js wires the demo page to the engine (tessera.js → worker.js → wasm).
+// app.js wires the demo page to the engine through the package's public
+// API (pkg/index.js: createEngine → worker.js → wasm), as any page would.
 // The ids it uses and the URL parameters it reads are listed in README.md.
-import { Tessera } from "./tessera.js";
+import { createEngine, TesseraError } from "./pkg/index.js";
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -13,14 +14,18 @@ const el = {
   temperature: $("temperature"), topK: $("top-k"), topP: $("top-p"), maxTokens: $("max-tokens"), seed: $("seed"),
   ttft: $("ttft"), tps: $("tps"), tokens: $("tokens"),
   promptEcho: $("prompt-echo"), output: $("output"), status: $("status"),
+  catalogue: $("catalogue"), catalogueAbout: $("catalogue-about"), estimate: $("estimate"),
+  modeChat: $("mode-chat"), modeCompletion: $("mode-completion"), chat: $("chat"), completion: $("completion"),
+  system: $("system-prompt"), chatTemplate: $("chat-template"), chatLog: $("chat-log"), chatInput: $("chat-input"),
+  send: $("send"), regenerate: $("regenerate"), clearChat: $("clear-chat"),
 };
 const textBox = document.querySelector(".text");
 
 // What tests and curious users can look at: every progress event, the last
 // stats and model, and the errors shown.
-const demo = (window.tesseraDemo = { progress: [], stats: null, model: null, errors: [] });
-const client = new Tessera();
-demo.client = client;
+const demo = (window.tesseraDemo = { progress: [], stats: null, model: null, errors: [], messages: [], estimate: null });
+let engine = null; // one engine (one worker) for the page's life; models load into it
+let running = null; // the AbortController of the load or generation under way
 
 let device = "webgpu";
 let choice = { kind: "url" }; // or {kind: "file", file}
@@ -44,6 +49,7 @@ setFrom("seed", el.seed);
 setFrom("quant", el.quant);
 if (params.get("cache") === "0") el.useCache.checked = false;
 if (params.get("device") === "cpu") device = "cpu";
+if (params.has("system")) el.system.value = params.get("system");
 
 // ---- State ------------------------------------------------------------------
 
@@ -55,6 +61,9 @@ function setState(state) {
   el.file.disabled = working;
   el.clearCache.disabled = working;
   el.stop.disabled = !working;
+  el.send.disabled = working;
+  el.regenerate.disabled = working;
+  el.clearChat.disabled = working;
   el.generate.textContent = state === "generating" ? "Generating…" : "Generate";
 }
 
@@ -87,6 +96,7 @@ const advice = {
     "Use a recent Chrome or Edge, Safari 26 or Firefox 141 or later, serve the page over https or from localhost, " +
     "and check that hardware acceleration is on.",
   "adapter-limits": "Your GPU adapter cannot hold this model. Try int4 weights or a smaller model.",
+  "out-of-memory": "The GPU ran out of memory for this model. Try int4 weights, a shorter context or a smaller model.",
   "no-wasm": "The engine could not start.",
   "network": "The model could not be downloaded.",
   "storage": "The browser's storage refused the model. Clear the cache or untick “Keep downloads”.",
@@ -115,7 +125,7 @@ function showError(err) {
     el.progress.value = 0;
     el.progressLabel.textContent = "The model is not loaded.";
   }
-  if (code === "no-webgpu" || code === "adapter-limits" || code === "no-wasm") {
+  if (code === "no-webgpu" || code === "adapter-limits" || code === "out-of-memory" || code === "no-wasm") {
     showNotice(lead || err.message, lead ? err.message : "", code === "no-webgpu" && device !== "cpu");
     say(code === "no-webgpu" ? "WebGPU is not available: see above." : lead || err.message);
   } else {
@@ -201,8 +211,21 @@ async function load() {
   el.modelInfo.textContent = "";
   say("");
   loaded = null;
-  const options = { quant: el.quant.value, cache: el.useCache.checked, device };
-  const info = await client.load(source, options, onProgress);
+  running = new AbortController();
+  const signal = running.signal;
+  // The memory it will take, from the file's header alone (a URL by range
+  // requests), before the download starts.
+  try {
+    const est = await engine.inspect(source.url || source.file, { quant: el.quant.value, device });
+    demo.estimate = est;
+    showEstimate(est);
+  } catch (err) {
+    if (err.code === "bad-model") throw err;
+    el.estimate.textContent = "";
+  }
+  if (signal.aborted) throw new TesseraError("stopped", "aborted");
+  const options = { quant: el.quant.value, cache: el.useCache.checked, device, onProgress, signal };
+  const info = await engine.load(source.url || source.file, options);
   loaded = { key, info };
   demo.model = info;
   el.progress.value = 1;
@@ -215,7 +238,16 @@ async function load() {
     `weights ${formatBytes(info.weightBytes)} (${info.quant})`,
     info.backend === "webgpu" ? `${info.path} kernels` : "CPU",
   ].map((item) => item.replaceAll(" ", "\u00a0")).join(" · ");
+  el.chatTemplate.textContent = info.chatTemplate ? "Chat uses the model's own template (from the GGUF)."
+    : "This model has no chat template: chat uses plain “User: … Assistant:” lines.";
   return info;
+}
+
+function showEstimate(est) {
+  const m = est.memory;
+  el.estimate.textContent = `${est.name}: ${formatCount(est.params)} parameters, ${formatBytes(est.size)} file; ` +
+    `needs about ${formatBytes(m.total)} of GPU memory (${m.quant} weights ${formatBytes(m.weights)}, ` +
+    `KV cache ${formatBytes(m.kv)} for ${m.context} tokens).`;
 }
 
 async function loadOnly() {
@@ -267,7 +299,7 @@ window.addEventListener("drop", (ev) => {
 
 el.clearCache.addEventListener("click", async () => {
   try {
-    const r = await client.clearCache();
+    const r = await engine.clearCache();
     say(r.removed ? `Removed ${r.removed} model${r.removed > 1 ? "s" : ""} (${formatBytes(r.bytes)}) from browser storage.`
       : "The cache was already empty.");
   } catch (err) {
@@ -282,12 +314,13 @@ function number(input, fallback) {
   return Number.isFinite(v) ? v : fallback;
 }
 
+// samplingOptions are the settings, in OpenAI's names.
 function samplingOptions() {
   const opts = {
     temperature: Math.max(0, number(el.temperature, 0.8)),
-    topK: Math.max(0, Math.round(number(el.topK, 0))),
-    topP: Math.min(1, Math.max(0, number(el.topP, 1))),
-    maxTokens: Math.max(1, Math.round(number(el.maxTokens, 256))),
+    top_k: Math.max(0, Math.round(number(el.topK, 0))),
+    top_p: Math.min(1, Math.max(0, number(el.topP, 1))),
+    max_tokens: Math.max(1, Math.round(number(el.maxTokens, 256))),
   };
   const seed = parseInt(el.seed.value, 10);
   if (Number.isFinite(seed) && seed >= 0) opts.seed = seed;
@@ -300,11 +333,84 @@ function showLive(count, t0, tFirst, now) {
   if (count > 1 && now > tFirst) el.tps.textContent = ((count - 1) / ((now - tFirst) / 1000)).toFixed(1);
 }
 
+// generate streams a completion (input.prompt) or a chat reply
+// (input.messages) into out, a text node's parent, and resolves to the stats.
+async function generate(input, out) {
+  el.ttft.textContent = "–";
+  el.tps.textContent = "–";
+  el.tokens.textContent = "0";
+  delete document.body.dataset.stopped;
+  say("Generating…");
+  setState("generating");
+  running = new AbortController();
+  const t0 = performance.now();
+  let tFirst = null;
+  let count = 0;
+  let pending = "";
+  let frame = 0;
+  const scroller = input.messages ? el.chatLog : textBox;
+  const flush = () => {
+    frame = 0;
+    if (pending) {
+      const stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+      out.append(pending);
+      pending = "";
+      if (stick) scroller.scrollTop = scroller.scrollHeight;
+    }
+    showLive(count, t0, tFirst, performance.now());
+  };
+  const params = { ...input, ...samplingOptions(), stream: true, signal: running.signal };
+  let stats;
+  try {
+    const stream = input.messages ? await engine.chat.completions.create(params) : await engine.completions.create(params);
+    for await (const chunk of stream) {
+      const c = chunk.choices[0];
+      const text = input.messages ? c.delta.content : c.text;
+      if (chunk.tessera && chunk.tessera.token_id >= 0) {
+        if (tFirst === null) tFirst = performance.now();
+        count++;
+      }
+      if (text) {
+        pending += text;
+        if (!frame) frame = requestAnimationFrame(flush);
+      }
+    }
+    stats = stream.stats;
+  } catch (err) {
+    if (frame) cancelAnimationFrame(frame);
+    flush();
+    if (err.code !== "aborted" || !err.stats) throw err;
+    stats = err.stats; // stopped: keep what came
+  }
+  if (frame) cancelAnimationFrame(frame);
+  flush();
+  demo.stats = stats;
+  el.tokens.textContent = String(stats.generated);
+  el.ttft.textContent = `${Math.round(stats.ttftMs)} ms`;
+  if (stats.decodeTps > 0) el.tps.textContent = stats.decodeTps.toFixed(1);
+  document.body.dataset.stopped = stats.stopped;
+  const why = {
+    max: "reached the token limit",
+    eos: "the model ended the text",
+    stop: "reached a stop string",
+    length: "the context is full",
+    abort: "stopped",
+  }[stats.stopped];
+  say(`${stats.generated} tokens in ${(stats.totalMs / 1000).toFixed(2)} s: ${why}.`);
+  setState("done");
+  return stats;
+}
+
+async function ensureLoaded() {
+  if (!loaded || loaded.key !== currentKey()) await load();
+}
+
 async function run() {
   const state = document.body.dataset.state;
   if (state === "loading" || state === "generating") return;
+  if (el.modeChat.checked) return sendChat();
   try {
-    if (!loaded || loaded.key !== currentKey()) await load();
+    await ensureLoaded();
   } catch (err) {
     showError(err);
     return;
@@ -312,62 +418,117 @@ async function run() {
   const prompt = el.prompt.value;
   el.promptEcho.textContent = prompt;
   el.output.textContent = "";
-  el.ttft.textContent = "–";
-  el.tps.textContent = "–";
-  el.tokens.textContent = "0";
-  delete document.body.dataset.stopped;
-  say("Generating…");
-  setState("generating");
-
-  const t0 = performance.now();
-  let tFirst = null;
-  let count = 0;
-  let pending = "";
-  let frame = 0;
-  const flush = () => {
-    frame = 0;
-    if (pending) {
-      const stick = textBox.scrollHeight - textBox.scrollTop - textBox.clientHeight < 40;
-      el.output.append(pending);
-      pending = "";
-      if (stick) textBox.scrollTop = textBox.scrollHeight;
-    }
-    showLive(count, t0, tFirst, performance.now());
-  };
-  const onToken = (tok) => {
-    if (tFirst === null) tFirst = performance.now();
-    if (tok.id >= 0) count++;
-    pending += tok.text;
-    if (!frame) frame = requestAnimationFrame(flush);
-  };
   try {
-    const stats = await client.generate(prompt, samplingOptions(), onToken);
-    if (frame) cancelAnimationFrame(frame);
-    flush();
-    demo.stats = stats;
-    el.tokens.textContent = String(stats.generated);
-    el.ttft.textContent = `${Math.round(stats.ttftMs)} ms`;
-    if (stats.decodeTps > 0) el.tps.textContent = stats.decodeTps.toFixed(1);
-    document.body.dataset.stopped = stats.stopped;
-    const why = {
-      max: "reached the token limit",
-      eos: "the model ended the text",
-      length: "the context is full",
-      abort: "stopped",
-    }[stats.stopped];
-    say(`${stats.generated} tokens in ${(stats.totalMs / 1000).toFixed(2)} s: ${why}.`);
-    setState("done");
+    await generate({ prompt }, el.output);
   } catch (err) {
-    if (frame) cancelAnimationFrame(frame);
-    flush();
     showError(err);
   }
 }
 
-el.generate.addEventListener("click", run);
-el.stop.addEventListener("click", () => {
-  client.abort();
+// ---- Chat ---------------------------------------------------------------------
+
+function bubble(role, text) {
+  const div = document.createElement("div");
+  div.className = `msg ${role}`;
+  const r = document.createElement("span");
+  r.className = "role";
+  r.textContent = role === "user" ? "You" : "Model";
+  const body = document.createElement("span");
+  body.className = "content";
+  body.textContent = text;
+  div.append(r, body);
+  el.chatLog.append(div);
+  el.chatLog.scrollTop = el.chatLog.scrollHeight;
+  return body;
+}
+
+function conversation() {
+  const sys = el.system.value.trim();
+  return (sys ? [{ role: "system", content: sys }] : []).concat(demo.messages);
+}
+
+// reply asks the model for the next assistant turn of the conversation.
+async function reply() {
+  const body = bubble("assistant", "");
+  const before = demo.messages.length;
+  try {
+    await generate({ messages: conversation() }, body);
+    if (demo.messages.length === before) demo.messages.push({ role: "assistant", content: body.textContent });
+  } catch (err) {
+    body.parentElement.remove();
+    showError(err);
+  }
+}
+
+async function sendChat() {
+  const state = document.body.dataset.state;
+  if (state === "loading" || state === "generating") return;
+  const text = el.chatInput.value.trim();
+  try {
+    await ensureLoaded();
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  if (text) {
+    demo.messages.push({ role: "user", content: text });
+    bubble("user", text);
+    el.chatInput.value = "";
+  }
+  if (!demo.messages.length || demo.messages[demo.messages.length - 1].role !== "user") {
+    say("Write a message first.");
+    return;
+  }
+  await reply();
+}
+
+async function regenerate() {
+  const state = document.body.dataset.state;
+  if (state === "loading" || state === "generating") return;
+  if (demo.messages.length && demo.messages[demo.messages.length - 1].role === "assistant") {
+    demo.messages.pop();
+    el.chatLog.lastElementChild && el.chatLog.lastElementChild.remove();
+  }
+  if (!demo.messages.length) {
+    say("Nothing to regenerate.");
+    return;
+  }
+  try {
+    await ensureLoaded();
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  await reply();
+}
+
+function setMode() {
+  const chat = el.modeChat.checked;
+  el.chat.hidden = !chat;
+  el.completion.hidden = chat;
+  document.body.dataset.mode = chat ? "chat" : "completion";
+}
+el.modeChat.addEventListener("change", setMode);
+el.modeCompletion.addEventListener("change", setMode);
+if (params.get("mode") === "chat") el.modeChat.checked = true;
+setMode();
+el.send.addEventListener("click", sendChat);
+el.regenerate.addEventListener("click", regenerate);
+el.clearChat.addEventListener("click", () => {
+  demo.messages = [];
+  el.chatLog.textContent = "";
+  say("Conversation cleared.");
 });
+el.chatInput.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+    ev.preventDefault();
+    sendChat();
+  }
+});
+
+el.generate.addEventListener("click", run);
+const stop = () => running && running.abort();
+el.stop.addEventListener("click", stop);
 el.prompt.addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
     ev.preventDefault();
@@ -375,7 +536,7 @@ el.prompt.addEventListener("keydown", (ev) => {
   }
 });
 document.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape" && !el.stop.disabled) client.abort();
+  if (ev.key === "Escape" && !el.stop.disabled) stop();
 });
 
 // ---- Start --------------------------------------------------------------------
@@ -395,11 +556,43 @@ async function listModels() {
   }
 }
 
+// The catalogue: models.json, GGUF files on the Hugging Face Hub.
+async function listCatalogue() {
+  try {
+    const r = await fetch("models.json");
+    if (!r.ok) return;
+    const cat = await r.json();
+    demo.catalogue = cat.models;
+    for (const m of cat.models) {
+      const opt = document.createElement("option");
+      opt.value = m.url;
+      opt.textContent = `${m.name} · ${formatBytes(m.size)} · needs ~${formatBytes(m.memory)}`;
+      el.catalogue.append(opt);
+    }
+  } catch {
+    // No catalogue: the URL field and the file picker still work.
+  }
+}
+el.catalogue.addEventListener("change", () => {
+  const m = (demo.catalogue || []).find((m) => m.url === el.catalogue.value);
+  if (!m) return;
+  el.modelURL.value = m.url;
+  choice = { kind: "url" };
+  el.catalogueAbout.textContent = `${m.about} ${formatBytes(m.size)} download, about ${formatBytes(m.memory)} of GPU memory.`;
+  if (m.chat) {
+    el.modeChat.checked = true;
+    setMode();
+  }
+});
+
 async function boot() {
   setState("idle");
   listModels();
+  listCatalogue();
   try {
-    await client.ready;
+    engine = await createEngine({});
+    demo.engine = engine;
+    demo.client = engine.client;
   } catch (err) {
     el.adapterText.textContent = "Engine failed to start";
     el.adapter.classList.add("bad");
@@ -408,7 +601,7 @@ async function boot() {
   }
   let info;
   try {
-    info = await client.info();
+    info = await engine.info();
   } catch (err) {
     info = { webgpu: false, error: err.message };
   }

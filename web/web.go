@@ -28,10 +28,16 @@ import (
 	"time"
 )
 
-//go:embed index.html style.css app.js tessera.js worker.js favicon.svg
+//go:embed index.html style.css app.js favicon.svg models.json
+//go:embed pkg/index.js pkg/index.d.ts pkg/client.js pkg/worker.js pkg/package.json pkg/README.md
 var embedded embed.FS
 
-// The files that BuildWasm (or `make web`) writes, gitignored.
+// Package is the folder of the JavaScript package (tessera-web) inside
+// this one, served under /pkg/: the module, its types, the worker, and the
+// built wasm with Go's loader.
+const Package = "pkg"
+
+// The files that BuildWasm (or `make web`) writes into web/pkg, gitignored.
 const (
 	WasmFile = "tessera.wasm" // the engine: GOOS=js GOARCH=wasm build of ./wasm/browser
 	WasmExec = "wasm_exec.js" // Go's loader for it, from the same Go installation
@@ -43,7 +49,7 @@ const ModulePath = "github.com/tessera-llm/tessera"
 // Options say where the served files come from.
 type Options struct {
 	// Wasm is the folder holding tessera.wasm and wasm_exec.js.
-	Wasm string
+	Wasm string // usually web/pkg
 	// Models is a folder whose files are served under /models/ (with range
 	// requests), and listed as JSON at /models/. Empty: no models.
 	Models string
@@ -98,8 +104,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveModel(w, r, strings.TrimPrefix(p, "/models/"))
 	case p == "/" || p == "/index.html":
 		s.serveAsset(w, r, "index.html")
-	case p == "/"+WasmFile || p == "/"+WasmExec:
-		s.serveBuilt(w, r, p[1:])
+	case p == "/"+Package+"/"+WasmFile || p == "/"+Package+"/"+WasmExec:
+		s.serveBuilt(w, r, path.Base(p))
+	case strings.HasPrefix(p, "/"+Package+"/"):
+		name := strings.TrimPrefix(p, "/"+Package+"/")
+		if strings.Contains(name, "/") || name == "" {
+			http.NotFound(w, r)
+			return
+		}
+		s.serveAsset(w, r, Package+"/"+name)
 	default:
 		name := p[1:]
 		if strings.Contains(name, "/") {
@@ -129,7 +142,7 @@ func (s *server) serveBuilt(w http.ResponseWriter, r *http.Request, name string)
 	p := filepath.Join(s.o.Wasm, name)
 	data, err := os.ReadFile(p)
 	if err != nil {
-		msg := fmt.Sprintf("%s is not built: run `make web` in the Tessera repository (it writes web/%s)", name, name)
+		msg := fmt.Sprintf("%s is not built: run `make web` in the Tessera repository (it writes web/pkg/%s)", name, name)
 		http.Error(w, msg, http.StatusNotFound)
 		return
 	}
@@ -181,7 +194,7 @@ func (s *server) gzipped(etag string, data []byte) []byte {
 
 func compressible(name string) bool {
 	switch path.Ext(name) {
-	case ".wasm", ".js", ".html", ".css", ".svg", ".json":
+	case ".wasm", ".js", ".html", ".css", ".svg", ".json", ".ts":
 		return true
 	}
 	return false
@@ -206,6 +219,8 @@ func ContentType(name string) string {
 	switch strings.ToLower(path.Ext(name)) {
 	case ".html":
 		return "text/html; charset=utf-8"
+	case ".ts":
+		return "text/plain; charset=utf-8" // TypeScript declarations, for reading
 	case ".js", ".mjs":
 		return "text/javascript; charset=utf-8"
 	case ".css":

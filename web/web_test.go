@@ -62,11 +62,16 @@ func TestHandlerTypes(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":                 "text/html; charset=utf-8",
 		"/app.js":           "text/javascript; charset=utf-8",
-		"/worker.js":        "text/javascript; charset=utf-8",
+		"/pkg/worker.js":    "text/javascript; charset=utf-8",
+		"/pkg/index.js":     "text/javascript; charset=utf-8",
+		"/pkg/client.js":    "text/javascript; charset=utf-8",
+		"/pkg/index.d.ts":   "text/plain; charset=utf-8",
+		"/pkg/package.json": "application/json",
+		"/models.json":      "application/json",
 		"/style.css":        "text/css; charset=utf-8",
 		"/favicon.svg":      "image/svg+xml",
-		"/tessera.wasm":     "application/wasm",
-		"/wasm_exec.js":     "text/javascript; charset=utf-8",
+		"/pkg/tessera.wasm": "application/wasm",
+		"/pkg/wasm_exec.js": "text/javascript; charset=utf-8",
 		"/models/":          "application/json",
 		"/models/tiny.gguf": "application/octet-stream",
 	} {
@@ -75,7 +80,7 @@ func TestHandlerTypes(t *testing.T) {
 			t.Errorf("%s: %d %q, want 200 %q", path, resp.StatusCode, resp.Header.Get("Content-Type"), want)
 		}
 	}
-	for _, path := range []string{"/nope.js", "/models/missing.gguf", "/models/../web.go", "/models/%2e%2e/web.go", "/e2e/e2e_test.go", "/web.go"} {
+	for _, path := range []string{"/nope.js", "/models/missing.gguf", "/models/../web.go", "/models/%2e%2e/web.go", "/e2e/e2e_test.go", "/web.go", "/tessera.wasm", "/pkg/", "/pkg/x/index.js"} {
 		if resp, _ := get(t, srv.URL+path, nil); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", path, resp.StatusCode)
 		}
@@ -84,7 +89,7 @@ func TestHandlerTypes(t *testing.T) {
 
 func TestHandlerGzipsTheWasm(t *testing.T) {
 	srv, engine := serve(t)
-	resp, body := get(t, srv.URL+"/tessera.wasm", map[string]string{"Accept-Encoding": "gzip, deflate"})
+	resp, body := get(t, srv.URL+"/pkg/tessera.wasm", map[string]string{"Accept-Encoding": "gzip, deflate"})
 	if resp.Header.Get("Content-Encoding") != "gzip" || len(body) >= len(engine)/4 {
 		t.Fatalf("encoding %q, %d bytes for %d: want gzip, much smaller", resp.Header.Get("Content-Encoding"), len(body), len(engine))
 	}
@@ -96,11 +101,11 @@ func TestHandlerGzipsTheWasm(t *testing.T) {
 	if string(plain) != string(engine) {
 		t.Error("the gzipped wasm does not unpack to the file")
 	}
-	if resp, body := get(t, srv.URL+"/tessera.wasm", nil); resp.Header.Get("Content-Encoding") != "" || string(body) != string(engine) {
+	if resp, body := get(t, srv.URL+"/pkg/tessera.wasm", nil); resp.Header.Get("Content-Encoding") != "" || string(body) != string(engine) {
 		t.Error("without Accept-Encoding the wasm must come plain")
 	}
 	etag := resp.Header.Get("ETag")
-	if resp, _ := get(t, srv.URL+"/tessera.wasm", map[string]string{"Accept-Encoding": "gzip", "If-None-Match": etag}); resp.StatusCode != http.StatusNotModified {
+	if resp, _ := get(t, srv.URL+"/pkg/tessera.wasm", map[string]string{"Accept-Encoding": "gzip", "If-None-Match": etag}); resp.StatusCode != http.StatusNotModified {
 		t.Errorf("revalidation with the ETag: %d, want 304", resp.StatusCode)
 	}
 }
@@ -128,7 +133,7 @@ func TestHandlerWithoutWasm(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, body := get(t, srv.URL+"/tessera.wasm", nil)
+	resp, body := get(t, srv.URL+"/pkg/tessera.wasm", nil)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "make web") {
 		t.Errorf("missing wasm: %d %q, want 404 saying to run make web", resp.StatusCode, body)
 	}

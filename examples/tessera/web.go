@@ -17,7 +17,7 @@ import (
 func setupWeb(fs *flag.FlagSet) func(context.Context, *env) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	models := fs.String("models", "", "folder whose files are served under /models/ (the page's default model is /models/stories260K.gguf)")
-	wasmDir := fs.String("wasm", "", "folder with tessera.wasm and wasm_exec.js (default: web/ of the Tessera module around the current folder)")
+	wasmDir := fs.String("wasm", "", "folder with tessera.wasm and wasm_exec.js (default: web/pkg/ of the Tessera module around the current folder)")
 	assets := fs.String("assets", "", "serve the page's files from this folder instead of those built in (for editing web/)")
 	build := fs.Bool("build", true, "build tessera.wasm first when it is missing or older than the Go sources (needs the go command and the source)")
 	return func(ctx context.Context, e *env) error {
@@ -63,7 +63,7 @@ func wasmFolder(ctx context.Context, e *env, dir string, build bool) (string, er
 		if !inModule {
 			return "", usagef("run this inside the Tessera repository (after `make web`), or pass --wasm DIR, the folder with %s and %s", web.WasmFile, web.WasmExec)
 		}
-		dir = filepath.Join(root, "web")
+		dir = filepath.Join(root, "web", "pkg")
 	}
 	stale, err := web.Stale(root, dir)
 	if !inModule {

@@ -112,6 +112,10 @@ func Names() []string {
 // drawn from a seeded generator: matrices uniform in ±sqrt(3/in) (unit
 // variance outputs), norms near one.
 func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
+	return write(w, s, t, seed, nil)
+}
+
+func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error {
 	if t != dtype.F32 && t != dtype.F16 {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
@@ -143,7 +147,17 @@ func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 		data, _ := dtype.Quantize(dtype.F32, c.RopeFactors)
 		tensors = append(tensors, gguf.WriteTensor{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(c.RopeFactors))}, Type: dtype.F32, Data: data})
 	}
-	return gguf.Write(w, Metadata(s), tensors)
+	md := Metadata(s)
+	if len(tok) > 0 {
+		kept := md[:0]
+		for _, kv := range md {
+			if !strings.HasPrefix(kv.Key, "tokenizer.") {
+				kept = append(kept, kv)
+			}
+		}
+		md = append(kept, tok...)
+	}
+	return gguf.Write(w, md, tensors)
 }
 
 // Metadata is the GGUF metadata of shape s: llama architecture keys and a

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
@@ -29,8 +31,9 @@ var (
 )
 
 // codeOf names the kind of an error for the page, which words its message
-// by it: "no-webgpu", "adapter-limits", "bad-model", "network", "storage",
-// "aborted", "no-model", "bad-source" or "error".
+// by it: "no-webgpu", "out-of-memory", "adapter-limits", "bad-model",
+// "bad-request", "network", "storage", "aborted", "no-model", "bad-source"
+// or "error".
 func codeOf(err error) string {
 	var fe *gguf.FormatError
 	msg := err.Error()
@@ -49,14 +52,20 @@ func codeOf(err error) string {
 		return "bad-source"
 	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch):
 		return "bad-model"
-	case strings.Contains(msg, "limit") || strings.Contains(msg, "out of GPU memory") || errors.Is(err, gpu.ErrDeviceLost):
+	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull):
+		return "bad-request"
+	case strings.Contains(msg, "out of GPU memory") || strings.Contains(msg, "out of memory") ||
+		strings.Contains(msg, "Out of memory") || errors.Is(err, gpu.ErrDeviceLost):
+		return "out-of-memory"
+	case strings.Contains(msg, "limit"):
 		return "adapter-limits"
 	}
 	return "error"
 }
 
-// api is the state behind globalThis.tessera: at most one model loaded and
-// one generation running.
+// api is the state behind globalThis.tessera: at most one model loaded,
+// and any number of generations on it (the engine's scheduler runs them
+// in turn or together, as its KV cache allows), each stopped by its id.
 type api struct {
 	loadMu sync.Mutex // one load or unload at a time
 
@@ -64,9 +73,9 @@ type api struct {
 	eng        *runtime.Engine
 	model      map[string]any // ModelInfo of the loaded model
 	loadCancel context.CancelFunc
-	genCancel  context.CancelFunc
-	genID      int
-	adapter    map[string]any // the adapter's description, once asked
+	gens       map[int]context.CancelFunc // running generations by id
+	genID      int                        // the last id given to one without its own
+	adapter    map[string]any             // the adapter's description, once asked
 }
 
 // optional reads property name of an options object as a number, or def.
@@ -245,6 +254,10 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		info["quant"] = "default"
 	}
 	info["weightBytes"] = eng.WeightBytes()
+	_, plain := eng.Chat().(chat.Plain)
+	info["chatTemplate"] = !plain
+	tok := eng.Tokenizer()
+	info["bos"], info["eos"] = tok.BOS(), tok.EOS()
 	info["backend"] = eng.Backend().Name()
 	info["fetchMs"] = ms(fetchedAt.Sub(start))
 	info["uploadMs"] = ms(time.Since(fetchedAt))
@@ -293,18 +306,94 @@ func describe(i gpu.Info) map[string]any {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// generate implements tessera.generate(prompt, options, onToken).
-func (a *api) generate(args []js.Value) any {
-	prompt := ""
-	if p := arg(args, 0); p.Type() == js.TypeString {
-		prompt = p.String()
+// request reads what to generate from: a string (a prompt, with BOS), or
+// an object {prompt}, {messages: [{role, content}]} (rendered with the
+// model's chat template) or {tokens: [ids]}.
+func request(v js.Value) (runtime.Request, error) {
+	var req runtime.Request
+	switch v.Type() {
+	case js.TypeString:
+		req.Prompt = v.String()
+	case js.TypeUndefined, js.TypeNull:
+	case js.TypeObject:
+		switch {
+		case v.Get("messages").Type() == js.TypeObject:
+			ms := v.Get("messages")
+			n := ms.Length()
+			req.Messages = make([]chat.Message, 0, n)
+			for i := range n {
+				m := ms.Index(i)
+				if m.Type() != js.TypeObject {
+					return req, fmt.Errorf("%w: message %d is not an object", runtime.ErrBadRequest, i)
+				}
+				req.Messages = append(req.Messages, chat.Message{Role: optionalString(m, "role", "user"), Content: content(m.Get("content"))})
+			}
+		case v.Get("tokens").Type() == js.TypeObject:
+			ts := v.Get("tokens")
+			req.Tokens = make([]int32, ts.Length())
+			for i := range req.Tokens {
+				req.Tokens[i] = int32(ts.Index(i).Int())
+			}
+		default:
+			req.Prompt = optionalString(v, "prompt", "")
+		}
+	default:
+		return req, fmt.Errorf("%w: want a prompt string or {prompt}, {messages} or {tokens}", runtime.ErrBadRequest)
 	}
+	return req, nil
+}
+
+// content is a message's text: a string, or OpenAI's list of parts, of
+// which the text ones count.
+func content(v js.Value) string {
+	switch v.Type() {
+	case js.TypeString:
+		return v.String()
+	case js.TypeObject:
+		var b strings.Builder
+		for i := range v.Length() {
+			if p := v.Index(i); p.Type() == js.TypeObject && optionalString(p, "type", "text") == "text" {
+				b.WriteString(optionalString(p, "text", ""))
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// stops reads options.stop: a string or a list of them.
+func stops(o js.Value) []string {
+	if o.Type() != js.TypeObject {
+		return nil
+	}
+	v := o.Get("stop")
+	switch v.Type() {
+	case js.TypeString:
+		if v.String() != "" {
+			return []string{v.String()}
+		}
+	case js.TypeObject:
+		var out []string
+		for i := range v.Length() {
+			if e := v.Index(i); e.Type() == js.TypeString && e.String() != "" {
+				out = append(out, e.String())
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// generate implements tessera.generate(input, options, onToken): input is
+// what request reads; options.id names the generation for abort(id).
+func (a *api) generate(args []js.Value) any {
+	req, reqErr := request(arg(args, 0))
 	opts, onToken := arg(args, 1), arg(args, 2)
 	seed := optional(opts, "seed", -1)
 	if seed < 0 {
 		seed = float64(time.Now().UnixNano() & (1<<53 - 1))
 	}
-	so := runtime.SamplerOptions{
+	req.Sampler = runtime.SamplerOptions{
 		Temperature:   float32(optional(opts, "temperature", 0)),
 		TopK:          int(optional(opts, "topK", 0)),
 		TopP:          float32(optional(opts, "topP", 0)),
@@ -313,10 +402,16 @@ func (a *api) generate(args []js.Value) any {
 		RepeatLastN:   int(optional(opts, "repeatLastN", 64)),
 		Seed:          uint64(seed),
 	}
-	maxTokens := int(optional(opts, "maxTokens", 256))
+	req.MaxTokens = max(1, int(optional(opts, "maxTokens", 256)))
+	req.Stop = stops(opts)
+	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
+	wantID := int(optional(opts, "id", 0))
 	return promise(func() (any, error) {
-		if err := so.Validate(); err != nil {
-			return nil, err
+		if reqErr != nil {
+			return nil, reqErr
+		}
+		if err := req.Sampler.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", runtime.ErrBadRequest, err)
 		}
 		a.mu.Lock()
 		eng := a.eng
@@ -324,25 +419,34 @@ func (a *api) generate(args []js.Value) any {
 			a.mu.Unlock()
 			return nil, errNoModel
 		}
-		if a.genCancel != nil {
-			a.genCancel() // one generation at a time: a new one stops the last
-		}
 		ctx, cancel := context.WithCancel(context.Background())
-		a.genID++
-		id := a.genID
-		a.genCancel = cancel
+		id := wantID
+		if id <= 0 {
+			a.genID++
+			id = -a.genID // ids the caller did not choose never clash with its own
+		}
+		if a.gens == nil {
+			a.gens = map[int]context.CancelFunc{}
+		}
+		if old := a.gens[id]; old != nil {
+			old()
+		}
+		a.gens[id] = cancel
 		a.mu.Unlock()
 		defer func() {
 			cancel()
 			a.mu.Lock()
-			if a.genID == id {
-				a.genCancel = nil
-			}
+			delete(a.gens, id)
 			a.mu.Unlock()
 		}()
 
 		start := time.Now()
-		st, err := eng.Start(ctx, runtime.Request{Prompt: prompt, MaxTokens: max(1, maxTokens), Sampler: so})
+		prompt, err := eng.PromptTokens(req)
+		if err != nil {
+			return nil, err
+		}
+		req.Tokens, req.Messages, req.Prompt = prompt, nil, ""
+		st, err := eng.Start(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -370,12 +474,14 @@ func (a *api) generate(args []js.Value) any {
 			return nil, err
 		}
 		s := st.Stats()
-		stopped := "max"
+		stopped, finish := "max", "length"
 		switch {
 		case aborted:
-			stopped = "abort"
+			stopped, finish = "abort", "abort"
+		case s.Stop != "":
+			stopped, finish = "stop", "stop"
 		case s.StoppedAtEOS:
-			stopped = "eos"
+			stopped, finish = "eos", "stop"
 		case s.StoppedAtLength:
 			stopped = "length"
 		}
@@ -388,27 +494,109 @@ func (a *api) generate(args []js.Value) any {
 		if decodeTPS <= 0 && n > 1 && total > first {
 			decodeTPS = float64(n-1) / (total - first).Seconds()
 		}
+		promptIDs := make([]any, len(prompt))
+		for i, id := range prompt {
+			promptIDs[i] = int(id)
+		}
 		return map[string]any{
 			"promptTokens": s.PromptTokens,
+			"promptIds":    promptIDs,
 			"generated":    n,
 			"ttftMs":       ms(ttft),
 			"totalMs":      ms(total),
 			"decodeTps":    decodeTPS,
 			"prefillTps":   s.PrefillRate(),
 			"stopped":      stopped,
-			"seed":         float64(so.Seed),
+			"finishReason": finish,
+			"stop":         s.Stop,
+			"seed":         float64(req.Sampler.Seed),
 		}, nil
 	})
 }
 
-// abort implements tessera.abort(): it stops the running generation (and
-// a load in progress) and reports whether there was one.
-func (a *api) abort([]js.Value) any {
+// tokenize implements tessera.tokenize(input, options): the ids of a
+// prompt as generate would run them (input as request reads it; a string
+// gets BOS unless options.bos is false, and its special tokens' text stays
+// text unless options.special), and the text the ids spell.
+func (a *api) tokenize(args []js.Value) any {
+	in, opts := arg(args, 0), arg(args, 1)
+	req, reqErr := request(in)
+	return promise(func() (any, error) {
+		if reqErr != nil {
+			return nil, reqErr
+		}
+		a.mu.Lock()
+		eng := a.eng
+		a.mu.Unlock()
+		if eng == nil {
+			return nil, errNoModel
+		}
+		tok := eng.Tokenizer()
+		var ids []int
+		if in.Type() == js.TypeString {
+			bos := optionalBool(opts, "bos", true)
+			if optionalBool(opts, "special", false) {
+				ids = tokenizer.EncodeSpecial(tok, in.String(), bos)
+			} else {
+				ids = tok.Encode(in.String(), bos)
+			}
+		} else {
+			p, err := eng.PromptTokens(req)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range p {
+				ids = append(ids, int(id))
+			}
+		}
+		out := make([]any, len(ids))
+		for i, id := range ids {
+			out[i] = id
+		}
+		return map[string]any{"ids": out, "text": tok.Decode(ids)}, nil
+	})
+}
+
+// detokenize implements tessera.detokenize(ids): their text.
+func (a *api) detokenize(args []js.Value) any {
+	v := arg(args, 0)
+	return promise(func() (any, error) {
+		a.mu.Lock()
+		eng := a.eng
+		a.mu.Unlock()
+		if eng == nil {
+			return nil, errNoModel
+		}
+		if v.Type() != js.TypeObject {
+			return nil, fmt.Errorf("%w: detokenize wants a list of ids", runtime.ErrBadRequest)
+		}
+		ids := make([]int, v.Length())
+		vocab := eng.Tokenizer().VocabSize()
+		for i := range ids {
+			ids[i] = v.Index(i).Int()
+			if ids[i] < 0 || ids[i] >= vocab {
+				return nil, fmt.Errorf("%w: id %d is outside the vocabulary of %d", runtime.ErrBadRequest, ids[i], vocab)
+			}
+		}
+		return eng.Tokenizer().Decode(ids), nil
+	})
+}
+
+// abort implements tessera.abort(id): it stops generation id, or with no
+// id every generation and a load in progress, and reports whether one ran.
+func (a *api) abort(args []js.Value) any {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if v := arg(args, 0); v.Type() == js.TypeNumber {
+		cancel := a.gens[v.Int()]
+		if cancel != nil {
+			cancel()
+		}
+		return cancel != nil
+	}
 	stopped := false
-	if a.genCancel != nil {
-		a.genCancel()
+	for _, cancel := range a.gens {
+		cancel()
 		stopped = true
 	}
 	if a.loadCancel != nil {
@@ -424,8 +612,8 @@ func (a *api) dropEngine() {
 	a.mu.Lock()
 	eng := a.eng
 	a.eng, a.model = nil, nil
-	if a.genCancel != nil {
-		a.genCancel()
+	for _, cancel := range a.gens {
+		cancel()
 	}
 	a.mu.Unlock()
 	if eng != nil {

@@ -30,7 +30,7 @@ import (
 )
 
 // version names this build of the API.
-const version = "tessera-web/1"
+const version = "tessera-web/2"
 
 func main() {
 	a := &api{}
@@ -39,6 +39,9 @@ func main() {
 	for name, f := range map[string]func(args []js.Value) any{
 		"load":       a.load,
 		"generate":   a.generate,
+		"tokenize":   a.tokenize,
+		"detokenize": a.detokenize,
+		"inspect":    a.inspect,
 		"abort":      a.abort,
 		"unload":     a.unload,
 		"info":       a.info,

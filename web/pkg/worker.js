@@ -1,9 +1,12 @@
 // worker.js runs Tessera's engine (Go compiled to wasm, see wasm/browser)
 // in a dedicated Web Worker, so that loading and generating never block the
-// page. It speaks a small message protocol with tessera.js:
+// page; each worker is one engine, so a page may run several. It speaks a
+// small message protocol with client.js (which index.js builds on):
 //
-//   page → worker  {id, op, args}           op: load, generate, abort, unload,
-//                                            info, cached, clearCache
+//   page → worker  {id, op, args}           op: load, inspect, generate, tokenize,
+//                                            detokenize, abort, unload, info,
+//                                            cached, clearCache
+//                  {op: "abort", args: {target}}  stops call `target` (a generate)
 //   worker → page  {id, event, data}        event: "progress" | "token"
 //                  {id, ok: true, value}    the call finished
 //                  {id, ok: false, error: {message, code}}
@@ -12,6 +15,9 @@
 
 importScripts("wasm_exec.js");
 
+// The wasm next to this script, or where the page said (?wasm=URL).
+const wasmURL = new URL(new URL(self.location.href).searchParams.get("wasm") || "tessera.wasm", self.location.href);
+
 const ready = new Promise((resolve) => {
   // wasm/browser calls this once globalThis.tessera exists.
   globalThis.tesseraReady = resolve;
@@ -19,7 +25,7 @@ const ready = new Promise((resolve) => {
 
 async function start() {
   const go = new Go();
-  const url = new URL("tessera.wasm", self.location.href);
+  const url = wasmURL;
   let result;
   try {
     result = await WebAssembly.instantiateStreaming(fetch(url), go.importObject);
@@ -60,11 +66,22 @@ self.onmessage = async (ev) => {
       case "load":
         value = await t.load(args.source, args.options || {}, (p) => post({ id, event: "progress", data: p }));
         break;
+      case "inspect":
+        value = await t.inspect(args.source, args.options || {});
+        break;
       case "generate":
-        value = await t.generate(args.prompt || "", args.options || {}, (tok) => post({ id, event: "token", data: tok }));
+        // The call's id names the generation, so that abort can stop it alone.
+        value = await t.generate(args.input ?? args.prompt ?? "", { ...(args.options || {}), id },
+          (tok) => post({ id, event: "token", data: tok }));
+        break;
+      case "tokenize":
+        value = await t.tokenize(args.input ?? "", args.options || {});
+        break;
+      case "detokenize":
+        value = await t.detokenize(args.ids || []);
         break;
       case "abort":
-        value = t.abort();
+        value = args.target ? t.abort(args.target) : t.abort();
         break;
       case "unload":
       case "info":

@@ -1,0 +1,100 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// TestChatTemplateFromReader: a GGUF read from memory (models.OpenReader,
+// as the browser reads a Blob) keeps its tokenizer.chat_template, so that
+// Request.Messages go through the model's own template there too. The
+// model is random, at a tiny Qwen3 shape, with the real Qwen3 tokenizer.
+func TestChatTemplateFromReader(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "tokenizers", "qwen3")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Skipf("shared tokenizers not found: %v", err)
+	}
+	shape, err := synth.Lookup("tiny-qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape.Config.Vocab = 151936
+	tok, err := synth.HFTokenizer(dir, "qwen2", shape.Config.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := synth.WriteWith(&buf, shape, dtype.F16, 1, tok); err != nil {
+		t.Fatal(err)
+	}
+	m, err := models.OpenReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "qwen3-chat.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.ChatTemplate, "<|im_start|>") {
+		t.Fatalf("the model read from memory has no chat template (%d bytes)", len(m.ChatTemplate))
+	}
+	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, plain := eng.Chat().(chat.Plain); plain {
+		t.Fatal("the engine chats in the plain format, not the model's template")
+	}
+	msgs := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello there"}}
+	ids, err := eng.PromptTokens(runtime.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"
+	var text strings.Builder
+	for _, id := range ids {
+		text.WriteString(eng.Tokenizer().Piece(int(id)))
+	}
+	if !strings.HasPrefix(strings.ReplaceAll(text.String(), "Ġ", " "), strings.ReplaceAll(want, "\n", "Ċ")) {
+		t.Errorf("prompt pieces %q, want the Qwen3 template's %q", text.String(), want)
+	}
+	if ids[0] != 151644 || !slices.Contains(ids, 151645) { // <|im_start|>, <|im_end|>
+		t.Errorf("prompt ids %v: want <|im_start|> first and an <|im_end|>", ids)
+	}
+	st, err := eng.Generate(context.Background(), runtime.Request{Messages: msgs, MaxTokens: 4}, func(runtime.Token) error { return nil })
+	if err != nil || st.Generated == 0 {
+		t.Fatalf("generate: %v (%+v)", err, st)
+	}
+}
+
+// TestEstimateMemory: the estimate of the weights is what the engine
+// uploads, for each storage.
+func TestEstimateMemory(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Quant: "f32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	e, err := runtime.EstimateMemory(eng.Model(), "f32", "cpu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Weights != eng.WeightBytes() || e.Quant != "f32" || e.KV <= 0 || e.Total <= e.Weights || e.Largest <= 0 {
+		t.Errorf("estimate %+v, the engine holds %d bytes of weights", e, eng.WeightBytes())
+	}
+	i4, err := runtime.EstimateMemory(eng.Model(), "int4", "webgpu", 64)
+	if err != nil || i4.Weights >= e.Weights/4 || i4.Context != 64 {
+		t.Errorf("int4 estimate %+v (%v): want under a quarter of f32's %d", i4, err, e.Weights)
+	}
+	if d, _ := runtime.EstimateMemory(eng.Model(), "", "webgpu", 0); d.Quant != "f32" {
+		t.Errorf("a 1 MB model defaults to %s on WebGPU, want f32", d.Quant)
+	}
+}

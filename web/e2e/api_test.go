@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/web"
+)
+
+// apiPage is a user's page: it imports the package's module by path, as
+// any page that serves the package folder would, and nothing else.
+const apiPage = `<!doctype html><meta charset="utf-8"><title>tessera-web API test</title>
+<script type="module">
+import * as tessera from "/pkg/index.js";
+window.tessera = tessera;
+document.title = "ready";
+</script>`
+
+// startBrowser launches headless Chromium for t, with WebGPU unless noGPU.
+func startBrowser(t *testing.T, exe string, noGPU bool) (context.Context, *console) {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	}
+	if !noGPU {
+		opts = append(opts, chromedp.Flag("enable-unsafe-webgpu", true))
+	} else {
+		opts = append(opts, chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-webgpu", true))
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, 6*time.Minute)
+	t.Cleanup(cancelTimeout)
+	cons := &console{}
+	go cons.collect(ctx, "page")
+	return ctx, cons
+}
+
+// native is what the engine gives natively (the Go CPU backend) for req.
+type native struct {
+	Prompt []int32
+	IDs    []int
+	Text   string
+	Load   time.Duration
+	Stats  runtime.Stats
+}
+
+func runNative(t *testing.T, path string, req runtime.Request) native {
+	t.Helper()
+	start := time.Now()
+	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Quant: "f32", Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	n := native{Load: time.Since(start)}
+	if n.Prompt, err = eng.PromptTokens(req); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	n.Stats, err = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
+		if tok.ID >= 0 {
+			n.IDs = append(n.IDs, int(tok.ID))
+		}
+		text.WriteString(tok.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Text = text.String()
+	return n
+}
+
+// writeQwen3Chat writes a random model at a tiny Qwen3 shape with Qwen3's
+// real vocabulary (151,936 ids), tokenizer and chat template.
+func writeQwen3Chat(t *testing.T, path string) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "..", "shared", "tokenizers", "qwen3")
+	shape, err := synth.Lookup("tiny-qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape.Config.Vocab = 151936
+	tok, err := synth.HFTokenizer(dir, "qwen2", shape.Config.Vocab)
+	if err != nil {
+		t.Fatalf("the shared Qwen3 tokenizer: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := synth.WriteWith(&buf, shape, dtype.F16, 7, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type apiResult struct {
+	IDs, PromptIDs, TokenizeIDs []int
+	Content, Streamed, Finish   string
+	StreamFinish                string
+	Chunks, Usage               int
+	LoadMs, TTFTms, DecodeTPS   float64
+	ChatTemplate                bool
+	Err                         string
+}
+
+func TestBrowserAPI(t *testing.T) {
+	exe := chromium()
+	if exe == "" {
+		if inCI() {
+			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
+		}
+		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
+	}
+	stories := filepath.Join(models, "stories260K.gguf")
+	if _, err := os.Stat(stories); err != nil {
+		t.Fatalf("test model missing: %v", err)
+	}
+	root, ok := web.FindModuleRoot(".")
+	if !ok {
+		t.Fatal("not inside the Tessera module")
+	}
+	wasmDir := t.TempDir()
+	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
+		t.Fatal(err)
+	}
+	modelDir := t.TempDir()
+	data, err := os.ReadFile(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(modelDir, "stories260K.gguf"), data, 0o644)
+	qwen := filepath.Join(modelDir, "qwen3-chat.gguf")
+	writeQwen3Chat(t, qwen)
+	bad := make([]byte, 4096)
+	rand.Read(bad)
+	os.WriteFile(filepath.Join(modelDir, "bad.gguf"), bad, 0o644)
+
+	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(apiPage))
+	})
+	mux.Handle("/", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cons := startBrowser(t, exe, false)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
+	}
+	eval := func(t *testing.T, js string) apiResult {
+		t.Helper()
+		r, err := chromedp.Run(ctx, chromedp.Evaluate[apiResult](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("%v (console %q)", err, cons.all())
+		}
+		if r.Err != "" {
+			t.Fatalf("in the page: %s", r.Err)
+		}
+		return r
+	}
+
+	msgs := []chat.Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Name three colours, please."}}
+	t.Run("greedy chat on a Qwen3 model matches native", func(t *testing.T) {
+		want := runNative(t, qwen, runtime.Request{Messages: msgs, MaxTokens: 16})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/qwen3-chat.gguf", quant: "f32", context: 256});
+				const messages = [{role: "system", content: "You are terse."}, {role: "user", content: "Name three colours, please."}];
+				const tokenizeIDs = await engine.tokenize({messages});
+				const a = await engine.chat.completions.create({messages, temperature: 0, max_tokens: 16});
+				let streamed = "", chunks = 0, finish = "", usage = 0;
+				for await (const c of await engine.chat.completions.create({messages, temperature: 0, max_tokens: 16, stream: true})) {
+					chunks++;
+					streamed += c.choices[0].delta.content || "";
+					if (c.choices[0].finish_reason) { finish = c.choices[0].finish_reason; usage = c.usage.completion_tokens; }
+				}
+				const out = {IDs: a.tessera.token_ids, PromptIDs: a.tessera.prompt_ids, TokenizeIDs: tokenizeIDs,
+					Content: a.choices[0].message.content, Finish: a.choices[0].finish_reason, Streamed: streamed,
+					StreamFinish: finish, Chunks: chunks, Usage: usage, LoadMs: engine.model.loadMs,
+					TTFTms: a.tessera.ttft_ms, DecodeTPS: a.tessera.decode_tps, ChatTemplate: engine.model.chatTemplate};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		prompt := make([]int, len(want.Prompt))
+		for i, id := range want.Prompt {
+			prompt[i] = int(id)
+		}
+		if !r.ChatTemplate || !slices.Equal(r.PromptIDs, prompt) || !slices.Equal(r.TokenizeIDs, prompt) {
+			t.Errorf("prompt ids (template %v):\n browser %v\ntokenize %v\n  native %v", r.ChatTemplate, r.PromptIDs, r.TokenizeIDs, prompt)
+		}
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+			t.Errorf("greedy reply:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+		}
+		if r.Streamed != r.Content || r.StreamFinish != r.Finish || r.Usage != len(r.IDs) || r.Chunks < len(r.IDs) {
+			t.Errorf("stream: %q (%d chunks, finish %q, %d tokens); the whole reply %q (finish %q, %d tokens)",
+				r.Streamed, r.Chunks, r.StreamFinish, r.Usage, r.Content, r.Finish, len(r.IDs))
+		}
+		t.Logf("Qwen3-vocabulary model: browser load %.0f ms, first token %.0f ms, %.1f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
+			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	t.Run("greedy completion on stories260K matches native, two engines at once", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 60})
+		r := eval(t, `(async () => {
+			try {
+				const [a, b] = await Promise.all([1, 2].map(() => tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"})));
+				const req = {prompt: "Once upon a time", temperature: 0, max_tokens: 60};
+				const [x, y] = await Promise.all([a.completions.create(req), b.completions.create(req)]);
+				const out = {IDs: x.tessera.token_ids, Content: x.choices[0].text, Streamed: y.choices[0].text,
+					Finish: x.choices[0].finish_reason, LoadMs: a.model.loadMs, TTFTms: x.tessera.ttft_ms, DecodeTPS: x.tessera.decode_tps};
+				await a.unload(); await b.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text || r.Streamed != want.Text {
+			t.Errorf("greedy completion:\n browser %v %q (second engine %q)\n  native %v %q", r.IDs, r.Content, r.Streamed, want.IDs, want.Text)
+		}
+		t.Logf("stories260K: browser load %.0f ms, first token %.0f ms, %.1f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
+			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const ctl = new AbortController();
+				let before = 0, after = 0, code = "";
+				try {
+					for await (const c of await engine.completions.create({prompt: "Once", max_tokens: 2000, ignore_eos: true, temperature: 0, stream: true, signal: ctl.signal})) {
+						if (!(c.tessera && c.tessera.token_id >= 0)) continue;
+						if (ctl.signal.aborted) after++; else if (++before === 20) ctl.abort();
+					}
+				} catch (e) { code = e.code + "/" + e.name; }
+				const again = await engine.completions.create({prompt: "Once", max_tokens: 3, temperature: 0});
+				await engine.unload();
+				return {Chunks: before, Usage: after, Finish: code, Content: again.choices[0].text};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if r.Finish != "aborted/AbortError" || r.Chunks != 20 || r.Usage > 8 || r.Content == "" {
+			t.Errorf("abort after 20 tokens: error %q, %d more tokens came after it (want at most a chain of steps), then %q", r.Finish, r.Usage, r.Content)
+		}
+		t.Logf("after abort: %d more tokens", r.Usage)
+	})
+
+	t.Run("errors have codes", func(t *testing.T) {
+		r := eval(t, `(async () => {
+			const code = async (f) => { try { await f(); return "none"; } catch (e) { return (e instanceof tessera.TesseraError) + ":" + e.code; } };
+			const bytes = await (await fetch("/models/bad.gguf")).arrayBuffer();
+			return {Content: [
+				await code(() => tessera.createEngine({model: new Blob([bytes])})),
+				await code(() => tessera.createEngine({model: "/models/bad.gguf"})),
+				await code(() => tessera.createEngine({model: "/models/missing.gguf"})),
+				await code(() => { const c = new AbortController(); c.abort(); return tessera.createEngine({model: "/models/stories260K.gguf", signal: c.signal}); }),
+			].join(" ")};
+		})()`)
+		if want := "true:bad-model true:bad-model true:network true:aborted"; r.Content != want {
+			t.Errorf("codes %q, want %q", r.Content, want)
+		}
+	})
+
+	t.Run("without WebGPU", func(t *testing.T) {
+		nctx, ncons := startBrowser(t, exe, true)
+		if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(nctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			t.Fatalf("the module did not load: %v (console %q)", err, ncons.all())
+		}
+		r, err := chromedp.Run(nctx, chromedp.Evaluate[apiResult](`(async () => {
+			try { await tessera.createEngine({model: "/models/stories260K.gguf"}); return {Content: "loaded"}; }
+			catch (e) { return {Content: e.code}; }
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil || r.Content != "no-webgpu" {
+			t.Errorf("createEngine without WebGPU: %q, %v; want no-webgpu", r.Content, err)
+		}
+	})
+
+	time.Sleep(200 * time.Millisecond)
+	for _, m := range cons.problems() {
+		// The bad and missing files fail on purpose.
+		if !strings.Contains(m, "bad.gguf") && !strings.Contains(m, "404 (Not Found)") { // missing.gguf
+			t.Errorf("console: %s", m)
+		}
+	}
+}

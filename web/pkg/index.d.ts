@@ -1,0 +1,173 @@
+// Types of tessera-web: a language model in the browser on WebGPU, with an
+// OpenAI-shaped API. See README.md.
+
+export type ErrorCode =
+  | "no-webgpu" | "out-of-memory" | "adapter-limits" | "bad-model" | "bad-request"
+  | "network" | "storage" | "aborted" | "no-model" | "bad-source" | "no-wasm" | "error";
+
+/** Every failure of the engine; `name` is "AbortError" when `code` is "aborted". */
+export class TesseraError extends Error {
+  constructor(message: string, code?: ErrorCode);
+  readonly code: ErrorCode;
+}
+
+export type ModelSource = string | URL | File | Blob | ArrayBuffer;
+
+export interface Progress {
+  phase: "download" | "verify" | "upload";
+  done: number;
+  /** -1 for a download of unknown size. */
+  total: number;
+}
+
+export interface EngineOptions {
+  /** The GGUF model: a URL (downloaded once into the origin's storage), a File or Blob, or an ArrayBuffer. */
+  model?: ModelSource;
+  /** Weight storage on the GPU; "" (default) is int4 for models over 32 MiB of f32 weights, else f32. */
+  quant?: "" | "int4" | "f16" | "f32";
+  /** Tokens of context (KV cache); default the model's, up to 4096. */
+  context?: number;
+  /** "webgpu" (default) or "cpu" (the Go reference backend: slow, needs no GPU). */
+  device?: "webgpu" | "cpu";
+  /** Keep downloads in the origin private file system (default true). */
+  cache?: boolean;
+  onProgress?: (p: Progress) => void;
+  signal?: AbortSignal;
+  /** Where worker.js and tessera.wasm are, if not next to this module. */
+  worker?: string | URL;
+  wasm?: string | URL;
+}
+
+export interface ModelInfo {
+  name: string; size: number; arch: string; params: number; layers: number; dim: number;
+  heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
+  quant: string; weightBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
+  chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
+  fetchMs: number; uploadMs: number; loadMs: number;
+  adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };
+}
+
+export interface MemoryEstimate {
+  quant: "int4" | "f16" | "f32"; context: number;
+  weights: number; kv: number; scratch: number; total: number;
+  /** The biggest weight buffer: must fit the adapter's maxStorageBufferBindingSize. */
+  largest: number;
+}
+
+export interface Inspection {
+  name: string; size: number; arch: string; params: number; layers: number; dim: number;
+  heads: number; kvHeads: number; vocab: number; modelContext: number; chatTemplate: boolean;
+  memory: MemoryEstimate;
+  estimates: { default: MemoryEstimate; int4: MemoryEstimate; f16: MemoryEstimate; f32: MemoryEstimate };
+}
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string | Array<{ type: "text"; text: string }>;
+}
+
+export interface SamplingParams {
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  /** Default 1; 0 is greedy. */
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  min_p?: number;
+  repetition_penalty?: number;
+  seed?: number;
+  stop?: string | string[];
+  ignore_eos?: boolean;
+  model?: string;
+  signal?: AbortSignal;
+}
+
+export type FinishReason = "stop" | "length";
+
+export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+
+/** Tessera's additions to OpenAI's shapes. */
+export interface TesseraExtra {
+  token_ids: number[]; prompt_ids: number[];
+  stopped: "max" | "eos" | "stop" | "length";
+  ttft_ms: number; total_ms: number; decode_tps: number; prefill_tps: number; seed: number;
+}
+
+export interface ChatCompletion {
+  id: string; object: "chat.completion"; created: number; model: string;
+  choices: Array<{ index: number; message: { role: "assistant"; content: string }; finish_reason: FinishReason; logprobs: null }>;
+  usage: Usage;
+  tessera: TesseraExtra;
+}
+
+export interface ChatCompletionChunk {
+  id: string; object: "chat.completion.chunk"; created: number; model: string;
+  choices: Array<{ index: number; delta: { role?: "assistant"; content?: string }; finish_reason: FinishReason | null }>;
+  /** On the last chunk only. */
+  usage?: Usage;
+  tessera?: Partial<TesseraExtra> & { token_id?: number };
+}
+
+export interface Completion {
+  id: string; object: "text_completion"; created: number; model: string;
+  choices: Array<{ index: number; text: string; finish_reason: FinishReason; logprobs: null }>;
+  usage: Usage;
+  tessera: TesseraExtra;
+}
+
+export interface CompletionChunk {
+  id: string; object: "text_completion"; created: number; model: string;
+  choices: Array<{ index: number; text: string; finish_reason: FinishReason | null }>;
+  usage?: Usage;
+  tessera?: Partial<TesseraExtra> & { token_id?: number };
+}
+
+export interface GenerationStats {
+  promptTokens: number; promptIds: number[]; generated: number; ttftMs: number; totalMs: number;
+  decodeTps: number; prefillTps: number; stopped: string; finishReason: string; seed: number;
+}
+
+/** The iterator stream: true returns. Breaking out of a for-await loop stops the generation. */
+export interface Stream<T> extends AsyncIterable<T> {
+  abort(): void;
+  /** The engine's figures, once the last chunk is out. */
+  readonly stats: GenerationStats | null;
+}
+
+export interface ChatCompletionParams extends SamplingParams { messages: ChatMessage[]; stream?: boolean }
+export interface CompletionParams extends SamplingParams { prompt: string | number[]; stream?: boolean }
+
+export interface Engine {
+  readonly model: ModelInfo | null;
+  readonly chat: {
+    completions: {
+      create(p: ChatCompletionParams & { stream: true }): Promise<Stream<ChatCompletionChunk>>;
+      create(p: ChatCompletionParams & { stream?: false }): Promise<ChatCompletion>;
+    };
+  };
+  readonly completions: {
+    create(p: CompletionParams & { stream: true }): Promise<Stream<CompletionChunk>>;
+    create(p: CompletionParams & { stream?: false }): Promise<Completion>;
+  };
+  /** The ids of text (bos: true, special: false by default), or of the prompt {messages} make with the chat template. */
+  tokenize(input: string | { messages: ChatMessage[] } | { prompt: string }, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
+  detokenize(ids: number[]): Promise<string>;
+  load(model: ModelSource, options?: Omit<EngineOptions, "model" | "worker" | "wasm">): Promise<ModelInfo>;
+  info(): Promise<Record<string, unknown>>;
+  /** Frees the model and ends the engine's worker. */
+  unload(): Promise<void>;
+}
+
+export function createEngine(options?: EngineOptions): Promise<Engine>;
+/** A model's description and memory needs from its header alone (a URL by range requests). */
+export function inspect(model: ModelSource, options?: { quant?: string; context?: number; device?: string }): Promise<Inspection>;
+export function cached(): Promise<Array<{ url: string; size: number; hash: string; saved: string }>>;
+export function clearCache(): Promise<{ removed: number; bytes: number }>;
+
+/** The low-level client over the worker protocol (see client.js). */
+export class Tessera {
+  constructor(workerURL?: string | URL);
+  readonly ready: Promise<string>;
+  terminate(): void;
+  [op: string]: unknown;
+}

@@ -1,0 +1,309 @@
+// Tessera in the browser: a language model on WebGPU, in a Worker, with an
+// OpenAI-shaped API. An ES module without dependencies: import it as is.
+//
+//   import { createEngine } from "tessera-web";
+//   const engine = await createEngine({ model: "https://…/model.gguf" });
+//   const reply = await engine.chat.completions.create({ messages: [{ role: "user", content: "Hi" }] });
+//   console.log(reply.choices[0].message.content);
+//
+// Each engine is a dedicated Worker running its own copy of the wasm: a
+// page may hold several. See README.md and index.d.ts.
+import { Tessera, TesseraError, toError } from "./client.js";
+
+export { Tessera, TesseraError };
+
+const workerURL = new URL("./worker.js", import.meta.url);
+
+let nextEngine = 1;
+
+function abortError(signal) {
+  const reason = signal && signal.reason;
+  const msg = reason && reason.message ? reason.message : "aborted";
+  return new TesseraError(msg, "aborted");
+}
+
+// createEngine starts a worker, loads options.model (a URL or string, a
+// File or Blob, or an ArrayBuffer) and resolves to the engine.
+export async function createEngine(options = {}) {
+  const { model, quant = "", context = 0, device = "webgpu", cache = true, onProgress = null, signal = null } = options;
+  if (signal && signal.aborted) throw abortError(signal);
+  if (model != null && device !== "cpu" && !(globalThis.navigator && navigator.gpu)) {
+    throw new TesseraError("WebGPU is not available in this browser (navigator.gpu is missing); pass device: \"cpu\" for the slow CPU backend", "no-webgpu");
+  }
+  let url = options.worker ? new URL(options.worker, location.href) : new URL(workerURL);
+  if (options.wasm) url.searchParams.set("wasm", new URL(options.wasm, location.href).href);
+  const client = new Tessera(url);
+  const onAbort = () => client.abort();
+  signal && signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    await client.ready;
+    const info = model == null ? null : await client.load(toSource(model), { quant, context, device, cache }, onProgress);
+    if (signal && signal.aborted) throw abortError(signal);
+    return new Engine(client, info);
+  } catch (err) {
+    client.terminate();
+    throw signal && signal.aborted ? abortError(signal) : toError(err);
+  } finally {
+    signal && signal.removeEventListener("abort", onAbort);
+  }
+}
+
+// toSource turns what createEngine and load take into the worker's source.
+function toSource(model) {
+  if (typeof model === "string" || model instanceof URL) return { url: new URL(model, location.href).href };
+  if (typeof Blob !== "undefined" && model instanceof Blob) return { file: model };
+  if (model instanceof ArrayBuffer) return { buffer: model };
+  if (model && (model.url || model.file || model.buffer)) return model;
+  throw new TesseraError("model must be a URL, a File or Blob, or an ArrayBuffer", "bad-source");
+}
+
+// inspect reads a model's header, and what loading it would take, without
+// loading it (a URL by range requests): for a memory estimate up front.
+export async function inspect(model, options = {}) {
+  const client = new Tessera(new URL(workerURL));
+  try {
+    await client.ready;
+    return await client.inspect(toSource(model), options);
+  } finally {
+    client.terminate();
+  }
+}
+
+// sampling maps OpenAI's parameter names onto the engine's.
+function sampling(p) {
+  const o = {
+    temperature: p.temperature ?? 1,
+    topP: p.top_p ?? 1,
+    topK: p.top_k ?? 0,
+    minP: p.min_p ?? 0,
+    maxTokens: p.max_completion_tokens ?? p.max_tokens ?? 256,
+  };
+  if (o.topP >= 1) o.topP = 0; // 1 and 0 both mean off; the engine wants 0
+  if (p.seed != null) o.seed = p.seed;
+  if (p.stop != null) o.stop = Array.isArray(p.stop) ? p.stop : [p.stop];
+  if (p.repetition_penalty != null) o.repeatPenalty = p.repetition_penalty;
+  if (p.ignore_eos) o.ignoreEOS = true;
+  return o;
+}
+
+function finishReason(stats) {
+  return stats.finishReason === "abort" ? "abort" : stats.finishReason;
+}
+
+function usage(stats) {
+  return { prompt_tokens: stats.promptTokens, completion_tokens: stats.generated, total_tokens: stats.promptTokens + stats.generated };
+}
+
+// A Queue is an async iterator fed by callbacks.
+class Queue {
+  constructor() {
+    this.items = [];
+    this.waiting = null;
+    this.done = false;
+    this.error = null;
+  }
+  push(v) {
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = null;
+      w.resolve({ value: v, done: false });
+    } else this.items.push(v);
+  }
+  end(err) {
+    this.done = true;
+    this.error = err || null;
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = null;
+      if (this.error) w.reject(this.error);
+      else w.resolve({ value: undefined, done: true });
+    }
+  }
+  next() {
+    if (this.items.length) return Promise.resolve({ value: this.items.shift(), done: false });
+    if (this.done) {
+      if (this.error) {
+        const e = this.error;
+        this.error = null; // thrown once; after that the iterator is done
+        return Promise.reject(e);
+      }
+      return Promise.resolve({ value: undefined, done: true });
+    }
+    return new Promise((resolve, reject) => (this.waiting = { resolve, reject }));
+  }
+}
+
+// A Stream is what create({stream: true}) returns: an async iterator of
+// chunks, with abort() and, once done, the engine's stats.
+class Stream {
+  constructor(queue, stop) {
+    this._queue = queue;
+    this._stop = stop;
+    this.stats = null;
+  }
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => this._queue.next(),
+      return: () => {
+        this._stop(); // a consumer that breaks out stops the generation
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+  abort() {
+    this._stop();
+  }
+}
+
+class Engine {
+  constructor(client, info) {
+    this.id = nextEngine++;
+    this.client = client;
+    this.model = info;
+    this._n = 0;
+    const engine = this;
+    this.chat = { completions: { create: (p) => engine._create("chat", p) } };
+    this.completions = { create: (p) => engine._create("text", p) };
+  }
+
+  // load replaces the model (a URL, File, Blob or ArrayBuffer).
+  async load(model, options = {}) {
+    const { signal = null, onProgress = null, ...rest } = options;
+    if (signal && signal.aborted) throw abortError(signal);
+    const onAbort = () => this.client.abort();
+    signal && signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      this.model = await this.client.load(toSource(model), rest, onProgress);
+      return this.model;
+    } catch (err) {
+      throw signal && signal.aborted ? abortError(signal) : toError(err);
+    } finally {
+      signal && signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  // tokenize resolves to the ids of text (options: bos, special), or of
+  // the prompt that {messages} or {prompt} make.
+  async tokenize(input, options = {}) {
+    return (await this.client.tokenize(input, options)).ids;
+  }
+
+  detokenize(ids) {
+    return this.client.detokenize(ids);
+  }
+
+  info() {
+    return this.client.info();
+  }
+
+  // inspect reads a model's header without loading it (see inspect below).
+  inspect(model, options = {}) {
+    return this.client.inspect(toSource(model), options);
+  }
+
+  cached() {
+    return this.client.cached();
+  }
+
+  clearCache() {
+    return this.client.clearCache();
+  }
+
+  // unload frees the model and ends the worker (and its GPU device).
+  async unload() {
+    try {
+      await this.client.unload();
+    } catch {}
+    this.client.terminate();
+    this.model = null;
+  }
+
+  _create(kind, p = {}) {
+    const input = kind === "chat" ? { messages: (p.messages || []).map((m) => ({ role: m.role, content: m.content })) }
+      : typeof p.prompt === "string" ? { prompt: p.prompt } : Array.isArray(p.prompt) ? { tokens: p.prompt } : { prompt: "" };
+    const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${this.id}-${++this._n}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = p.model || (this.model && this.model.name) || "tessera";
+    const signal = p.signal || null;
+    if (signal && signal.aborted) {
+      const e = abortError(signal);
+      return Promise.reject(e);
+    }
+    const ids = [];
+    let text = "";
+    const queue = p.stream ? new Queue() : null;
+    const object = kind === "chat" ? "chat.completion" : "text_completion";
+    const chunkObject = kind === "chat" ? "chat.completion.chunk" : "text_completion";
+    const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, choices: [{ index: 0, ...choice }], ...extra });
+    if (queue && kind === "chat") queue.push(chunk({ delta: { role: "assistant", content: "" }, finish_reason: null }));
+    const call = this.client.generate(input, sampling(p), (tok) => {
+      if (tok.id >= 0) ids.push(tok.id);
+      text += tok.text;
+      if (queue && (tok.text || tok.id >= 0)) {
+        const ext = { tessera: { token_id: tok.id } };
+        queue.push(kind === "chat" ? chunk({ delta: { content: tok.text }, finish_reason: null }, ext)
+          : chunk({ text: tok.text, finish_reason: null }, ext));
+      }
+    });
+    let aborted = false;
+    const stop = () => {
+      aborted = true;
+      this.client.abort(call.id).catch(() => {});
+    };
+    signal && signal.addEventListener("abort", stop, { once: true });
+    const done = call.then((stats) => {
+      signal && signal.removeEventListener("abort", stop);
+      if (stats.finishReason === "abort" || aborted) {
+        const e = signal && signal.aborted ? abortError(signal) : new TesseraError("the generation was aborted", "aborted");
+        e.stats = stats; // what had been generated when it stopped
+        e.text = text;
+        throw e;
+      }
+      return stats;
+    }, (err) => {
+      signal && signal.removeEventListener("abort", stop);
+      throw toError(err);
+    });
+    const ext = (stats) => ({ tessera: { token_ids: ids, prompt_ids: stats.promptIds, stopped: stats.stopped, ttft_ms: stats.ttftMs, total_ms: stats.totalMs, decode_tps: stats.decodeTps, prefill_tps: stats.prefillTps, seed: stats.seed } });
+    if (!queue) {
+      return done.then((stats) => ({
+        id, object, created, model,
+        choices: [kind === "chat"
+          ? { index: 0, message: { role: "assistant", content: text }, finish_reason: finishReason(stats), logprobs: null }
+          : { index: 0, text, finish_reason: finishReason(stats), logprobs: null }],
+        usage: usage(stats),
+        ...ext(stats),
+      }));
+    }
+    const stream = new Stream(queue, stop);
+    done.then((stats) => {
+      stream.stats = stats;
+      queue.push(chunk(kind === "chat" ? { delta: {}, finish_reason: finishReason(stats) } : { text: "", finish_reason: finishReason(stats) },
+        { usage: usage(stats), ...ext(stats) }));
+      queue.end();
+    }, (err) => queue.end(err));
+    return Promise.resolve(stream);
+  }
+}
+
+// cached lists the models kept in this origin's storage; clearCache
+// removes them. Both start a short-lived worker.
+export async function cached() {
+  const c = new Tessera(new URL(workerURL));
+  try {
+    await c.ready;
+    return await c.cached();
+  } finally {
+    c.terminate();
+  }
+}
+
+export async function clearCache() {
+  const c = new Tessera(new URL(workerURL));
+  try {
+    await c.ready;
+    return await c.clearCache();
+  } finally {
+    c.terminate();
+  }
+}
