@@ -120,7 +120,7 @@ var jsonRules = map[string]string{
 	"uuid":      `[0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12}`,
 	"label":     `[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,30} [a-zA-Z0-9] )?`,
 	"hostname":  `label ( "." label ){0,4}`,
-	"email":     `[a-zA-Z0-9_+-]{1,32} ( "." [a-zA-Z0-9_+-]{1,32} ){0,2} "@" label ( "." label ){1,3}`,
+	"email":     `[a-zA-Z0-9_+-]{1,20} ( "." [a-zA-Z0-9_+-]{1,20} ){0,2} "@" label ( "." label ){1,3}`,
 	"octet":     `"25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]`,
 	"ipv4":      `octet "." octet "." octet "." octet`,
 }
