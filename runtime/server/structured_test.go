@@ -97,7 +97,7 @@ func TestRegexAndGrammarFields(t *testing.T) {
 	}
 	for _, tt := range cases {
 		params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(modelName),
-			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
 			MaxTokens: openai.Int(60), Temperature: openai.Float(1), Seed: openai.Int(1), N: openai.Int(3)}
 		res, err := c.Completions.New(ctx, params, option.WithJSONSet(tt.field, tt.src))
 		if err != nil {
