@@ -222,6 +222,9 @@ type Request struct {
 	Prompt   string
 	Messages []chat.Message
 	Tokens   []int32
+	// Tools are tool definitions the chat template renders with Messages
+	// (OpenAI's tools: {"type": "function", "function": {...}}).
+	Tools []any
 	// MaxTokens is how many tokens to generate at most; generation also
 	// stops at an end-of-sequence token or the end of the context.
 	MaxTokens int

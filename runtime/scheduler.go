@@ -189,7 +189,7 @@ func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 	case ids != nil:
 	case req.Messages != nil:
 		tok := e.model.Tokenizer
-		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true})
+		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools})
 		if err != nil {
 			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
 		}

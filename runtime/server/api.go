@@ -60,15 +60,19 @@ type streamOptions struct {
 // chatRequest is POST /v1/chat/completions.
 type chatRequest struct {
 	sampling
-	Messages    []chatMessage `json:"messages"`
-	Logprobs    bool          `json:"logprobs"`
-	TopLogprobs *int          `json:"top_logprobs"`
+	Messages    []chatMessage   `json:"messages"`
+	Logprobs    bool            `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+	Tools       []tool          `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
-	Role    string      `json:"role"`
-	Content textContent `json:"content"`
-	Name    string      `json:"name,omitempty"`
+	Role       string      `json:"role"`
+	Content    textContent `json:"content"`
+	Name       string      `json:"name,omitempty"`
+	ToolCalls  []toolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string      `json:"tool_call_id,omitempty"`
 }
 
 // completionRequest is POST /v1/completions.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -36,7 +37,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		default:
 			return badRequest("messages", "message %d has role %q; roles are system, developer, user, assistant and tool", i, msg.Role)
 		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text})
+		calls, err := chatToolCalls(msg.ToolCalls)
+		if err != nil {
+			return err
+		}
+		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID})
+	}
+	defs, toolGrammar, parseTools, err := toolSetup(body.Tools, body.ToolChoice)
+	if err != nil {
+		return err
+	}
+	req.Tools = defs
+	if toolGrammar != nil {
+		if req.Constraint != nil {
+			return badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(body.ToolChoice))
+		}
+		req.Constraint = toolGrammar
+	}
+	if parseTools && body.Stream {
+		return badRequest("stream", "streaming replies with tools is not supported yet: set stream to false or tool_choice to \"none\"")
 	}
 	if body.TopLogprobs != nil {
 		k := *body.TopLogprobs
@@ -70,6 +89,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	for i, c := range cs {
 		ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: textContent{Text: c.text.String(), Set: true}},
 			FinishReason: finishReason(c.stats)}
+		if parseTools {
+			text, calls := parseToolCalls(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
+			if len(calls) > 0 {
+				reason := "tool_calls"
+				ch.Message.Content.Text, ch.Message.ToolCalls, ch.FinishReason = text, calls, &reason
+			}
+		}
 		if req.Logprobs {
 			ch.Logprobs = &chatLogprobs{Content: nonNil(c.lps)}
 		}
