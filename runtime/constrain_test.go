@@ -267,22 +267,18 @@ func TestConstrainedQwen3(t *testing.T) {
 	checkGBNFAndRegex(t, eng, "Answer:", samples, 300)
 }
 
-// BenchmarkConstrainedDecode compares decode tokens/s with and without a
-// JSON Schema constraint on stories260K (CPU), sampling at temperature 1,
-// one sequence: the constraint's cost per token is the mask lookup (or
-// computation, for a state met for the first time) and the masking of
-// the logits row.
-func BenchmarkConstrainedDecode(b *testing.B) {
-	eng, err := runtime.Load(sharedFile(b, "stories260K.gguf"), runtime.Options{Device: "cpu"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
+// benchSchemaGrammar is a long JSON document for decode benchmarks.
+func benchSchemaGrammar(b *testing.B) *grammar.Grammar {
 	g, err := grammar.JSONSchema([]byte(`{"type":"array","minItems":40,"maxItems":40,"items":{"type":"object",
 		"properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer","minimum":0,"maximum":999}},"required":["name","n"]}}`), grammar.SchemaOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return g
+}
+
+// benchDecode reports decode tokens/s with and without a constraint.
+func benchDecode(b *testing.B, eng *runtime.Engine, g *grammar.Grammar, maxTokens int, sampler runtime.SamplerOptions) {
 	for _, tc := range []struct {
 		name string
 		g    *grammar.Grammar
@@ -290,11 +286,9 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var tokens int
 			var decode float64
-			seed := uint64(0)
 			for b.Loop() {
-				seed++
-				req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 300, IgnoreEOS: tc.g == nil, Constraint: tc.g,
-					Sampler: runtime.SamplerOptions{Temperature: 1, Seed: seed}}
+				sampler.Seed++
+				req := runtime.Request{Prompt: "Once upon a time", MaxTokens: maxTokens, IgnoreEOS: tc.g == nil, Constraint: tc.g, Sampler: sampler}
 				st, err := eng.Generate(context.Background(), req, func(runtime.Token) error { return nil })
 				if err != nil {
 					b.Fatal(err)
@@ -306,4 +300,43 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 			b.ReportMetric(float64(tokens)/float64(b.N), "tokens/op")
 		})
 	}
+}
+
+// BenchmarkConstrainedDecode compares decode tokens/s with and without a
+// JSON Schema constraint on stories260K (CPU), sampling at temperature 1,
+// one sequence: the constraint's cost per token is the mask lookup (or
+// computation, for a state met for the first time) and the masking of
+// the logits row.
+func BenchmarkConstrainedDecode(b *testing.B) {
+	eng, err := runtime.Load(sharedFile(b, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	benchDecode(b, eng, benchSchemaGrammar(b), 300, runtime.SamplerOptions{Temperature: 1})
+}
+
+// BenchmarkConstrainedDecodeWebGPU is the same on WebGPU with a synthetic
+// smollm2-135m (int4, its real 49,152-token vocabulary shape, random
+// weights and vocabulary), greedy: the masked argmax reads back only ids.
+func BenchmarkConstrainedDecodeWebGPU(b *testing.B) {
+	s, err := synth.Lookup("smollm2-135m")
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "smollm2.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F16, 1); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	eng, err := runtime.Load(path, runtime.Options{Device: "webgpu", Context: 512})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer eng.Close()
+	benchDecode(b, eng, benchSchemaGrammar(b), 40, runtime.SamplerOptions{})
 }
