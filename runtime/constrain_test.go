@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -204,45 +203,29 @@ func TestConstrainedGreedyWebGPU(t *testing.T) {
 	}
 }
 
-var (
-	qwenOnce sync.Once
-	qwenPath string
-	qwenErr  error
-)
-
 // syntheticQwen3 writes a random-weight Qwen3 (tiny dimensions, the real
-// 151,936-token vocabulary) once, to load with the real Qwen3 tokenizer.
+// 151,936-token vocabulary), to load with the real Qwen3 tokenizer.
 func syntheticQwen3(t *testing.T) string {
 	t.Helper()
 	tok := filepath.Join(shared, "..", "tokenizers", "qwen3", "tokenizer.json")
 	if _, err := os.Stat(tok); err != nil {
 		t.Skipf("no Qwen3 tokenizer: %v", err)
 	}
-	qwenOnce.Do(func() {
-		s, err := synth.Lookup("tiny-qwen3")
-		if err != nil {
-			qwenErr = err
-			return
-		}
-		s.Config.Vocab, s.Config.Context = 151936, 1024
-		dir, err := os.MkdirTemp("", "tessera-qwen3-")
-		if err != nil {
-			qwenErr = err
-			return
-		}
-		qwenPath = filepath.Join(dir, "qwen3.gguf")
-		f, err := os.Create(qwenPath)
-		if err != nil {
-			qwenErr = err
-			return
-		}
-		defer f.Close()
-		qwenErr = synth.Write(f, s, dtype.F16, 3)
-	})
-	if qwenErr != nil {
-		t.Fatal(qwenErr)
+	s, err := synth.Lookup("tiny-qwen3")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return qwenPath
+	s.Config.Vocab, s.Config.Context = 151936, 1024
+	path := filepath.Join(t.TempDir(), "qwen3.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := synth.Write(f, s, dtype.F16, 3); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func loadQwen3(t *testing.T) *runtime.Engine {
