@@ -65,6 +65,8 @@ type chatRequest struct {
 	TopLogprobs *int            `json:"top_logprobs"`
 	Tools       []tool          `json:"tools"`
 	ToolChoice  json.RawMessage `json:"tool_choice"`
+	// ParallelToolCalls lets a reply make several calls (default true).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 }
 
 type chatMessage struct {
@@ -210,8 +212,9 @@ type chatChoice struct {
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {

@@ -43,7 +43,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID})
 	}
-	defs, toolGrammar, parseTools, err := toolSetup(body.Tools, body.ToolChoice)
+	defs, toolGrammar, parseTools, err := toolSetup(body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
 	if err != nil {
 		return err
 	}
@@ -54,9 +54,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.Constraint = toolGrammar
 	}
-	if parseTools && body.Stream {
-		return badRequest("stream", "streaming replies with tools is not supported yet: set stream to false or tool_choice to \"none\"")
-	}
+
 	if body.TopLogprobs != nil {
 		k := *body.TopLogprobs
 		switch {
@@ -80,7 +78,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
 	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
 	if body.Stream {
-		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m)
+		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, parseTools)
 		return nil
 	}
 	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
@@ -92,8 +90,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		if parseTools {
 			text, calls := parseToolCalls(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
 			if len(calls) > 0 {
-				reason := "tool_calls"
-				ch.Message.Content.Text, ch.Message.ToolCalls, ch.FinishReason = text, calls, &reason
+				ch.Message.Content.Text, ch.Message.ToolCalls = text, calls
+				if *ch.FinishReason == "stop" { // out of tokens stays "length"
+					reason := "tool_calls"
+					ch.FinishReason = &reason
+				}
 			}
 		}
 		if req.Logprobs {
@@ -108,8 +109,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 
 // streamChat writes the choices as chat.completion.chunk events: the
 // assistant's role first, then content deltas, a last chunk per choice
-// with its finish reason, the usage if asked for, and [DONE].
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model) {
+// with its finish reason, the usage if asked for, and [DONE]. With tools
+// (parseTools) a choice's reply is held until it ends, then sent as one
+// delta: its tool calls, or its text when it made none.
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, parseTools bool) {
 	out := newSSE(w)
 	head.Object = "chat.completion.chunk"
 	chunk := func(ch chatChoice) error {
@@ -130,10 +133,29 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 				failed = ev.err
 				continue
 			}
-			chunk(chatChoice{Index: ev.choice, Delta: &chatDelta{}, FinishReason: finishReason(ev.stats)})
+			reason := finishReason(ev.stats)
+			if parseTools {
+				text, calls := parseToolCalls(c.text.String(), fmt.Sprintf("call-%s-%d", head.ID, ev.choice))
+				d := &chatDelta{Content: &text}
+				if len(calls) > 0 {
+					for k := range calls {
+						calls[k].Index = &k
+					}
+					d.ToolCalls = calls
+					if *reason == "stop" {
+						r := "tool_calls"
+						reason = &r
+					}
+				}
+				chunk(chatChoice{Index: ev.choice, Delta: d})
+			}
+			chunk(chatChoice{Index: ev.choice, Delta: &chatDelta{}, FinishReason: reason})
 			continue
 		}
 		text, lps := c.addAll(ev.toks, logprobs, m.eng.Tokenizer())
+		if parseTools {
+			continue // held for the end
+		}
 		if text == "" && lps == nil {
 			continue // nothing to show yet (half a character, or a possible stop string)
 		}

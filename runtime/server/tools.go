@@ -42,7 +42,10 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // toolSetup checks tools and tool_choice and returns the tool definitions
 // to render, the grammar the reply must follow (nil: free), and whether
 // the reply is parsed for calls.
-func toolSetup(tools []tool, choiceRaw json.RawMessage) (defs []any, g *grammar.Grammar, parse bool, err error) {
+//
+// With parallel (OpenAI's parallel_tool_calls, true by default) a
+// constrained reply may make up to 8 calls, one block after another.
+func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool) (defs []any, g *grammar.Grammar, parse bool, err error) {
 	choice, named := "auto", ""
 	if len(tools) == 0 {
 		choice = "none"
@@ -107,8 +110,12 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage) (defs []any, g *grammar.
 	if err != nil {
 		return nil, nil, false, badRequest("tools", "a tool's parameters: %v", err)
 	}
+	more := 7
+	if !parallel {
+		more = 0
+	}
 	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) +
-		`root ::= "<tool_call>\n" tool-call "\n</tool_call>" ( "\n<tool_call>\n" tool-call "\n</tool_call>" ){0,7}` + "\n"
+		fmt.Sprintf(`root ::= "<tool_call>\n" tool-call "\n</tool_call>" ( "\n<tool_call>\n" tool-call "\n</tool_call>" ){0,%d}`, more) + "\n"
 	if g, err = grammar.Parse(src); err != nil {
 		return nil, nil, false, badRequest("tools", "%v", err)
 	}

@@ -34,7 +34,8 @@ func TestToolCallRoundTrip(t *testing.T) {
 		openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
 	} {
 		res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: modelName, Messages: msgs, Tools: tools, ToolChoice: choice,
-			MaxTokens: openai.Int(200), Temperature: openai.Float(1), Seed: openai.Int(3), N: openai.Int(3)})
+			MaxTokens: openai.Int(200), Temperature: openai.Float(1), Seed: openai.Int(3), N: openai.Int(3),
+			ParallelToolCalls: openai.Bool(false)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +65,23 @@ func TestToolCallRoundTrip(t *testing.T) {
 					t.Error("a call without an id")
 				}
 			}
+		}
+		// Streamed, the same calls arrive in deltas.
+		stream := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: modelName, Messages: msgs, Tools: tools, ToolChoice: choice,
+			MaxTokens: openai.Int(200), Temperature: openai.Float(1), Seed: openai.Int(3), ParallelToolCalls: openai.Bool(false)})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "tool_calls" || len(acc.Choices[0].Message.ToolCalls) != 1 {
+			t.Fatalf("streamed %+v", acc.Choices)
+		}
+		got, want := acc.Choices[0].Message.ToolCalls[0].Function, res.Choices[0].Message.ToolCalls[0].Function
+		if got.Name != want.Name || got.Arguments != want.Arguments {
+			t.Errorf("streamed call %s(%s), not %s(%s)", got.Name, got.Arguments, want.Name, want.Arguments)
 		}
 		// The round trip: the call, its result, then a reply in text.
 		call := res.Choices[0].Message.ToolCalls[0]
