@@ -323,3 +323,56 @@ func BenchmarkConstrainedDecodeWebGPU(b *testing.B) {
 	defer eng.Close()
 	benchDecode(b, eng, benchSchemaGrammar(b), 40, runtime.SamplerOptions{})
 }
+
+// TestConstrainedWithOtherFeatures: a constrained sequence keeps its
+// constraint on an engine that speculates and chains steps (both switch
+// off for it) and alongside unconstrained sequences, and with logprobs it
+// reports the raw model's log-probabilities of the tokens it picked.
+func TestConstrainedWithOtherFeatures(t *testing.T) {
+	path := sharedFile(t, "stories260K.gguf")
+	g, err := grammar.JSONSchema([]byte(constraintSchemas[10]), testSchemaOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 200, Constraint: g}
+	want := sampleConstrained(t, plain, req, 1)[0]
+	for _, opts := range []runtime.Options{{Device: "cpu", Draft: "ngram"}, {Device: "cpu", MultiStep: 4}} {
+		eng, err := runtime.Load(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		free, err := eng.Start(context.Background(), runtime.Request{Prompt: "Once upon a time", MaxTokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sampleConstrained(t, eng, req, 1)[0]; got != want {
+			t.Errorf("%+v: %q, want %q", opts, got, want)
+		}
+		for _, err := range free.Tokens() {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lp := req
+	lp.Logprobs, lp.TopLogprobs = true, 3
+	var text strings.Builder
+	if _, err := plain.Generate(context.Background(), lp, func(tok runtime.Token) error {
+		text.WriteString(tok.Text)
+		if tok.ID >= 0 && (tok.Logprob > 0 || len(tok.Top) != 3 || tok.Top[0].Logprob < tok.Logprob) {
+			t.Errorf("token %d: logprob %g, top %+v", tok.ID, tok.Logprob, tok.Top)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != want {
+		t.Errorf("with logprobs: %q, want %q", text.String(), want)
+	}
+}
