@@ -7,17 +7,24 @@ import (
 	"github.com/tessera-llm/tessera/models/tokenizer"
 )
 
-// Index is a vocabulary prepared for masking: every token's bytes, sorted,
-// with the length of the prefix each shares with the one before it. A
-// mask walks the tokens in this order and reuses the states of the shared
-// prefix, so the work is about the size of the vocabulary's trie, and a
-// prefix the grammar rejects skips every token that starts with it.
+// Index is a vocabulary prepared for masking: the trie of every token's
+// bytes, its nodes in preorder. A mask walks the nodes in order, one
+// transition each, and a byte the grammar rejects skips the node's whole
+// subtree (every token that starts with that prefix) in one jump: in a
+// state that allows little (after a key, a colon must come), the walk
+// touches a few hundred nodes, not the vocabulary.
 type Index struct {
-	vocab  int
-	ids    []int32 // token ids in byte order (tokens with no bytes left out)
-	tokens [][]byte
-	lcp    []int32 // bytes token i shares with token i-1
-	ends   []int32 // tokens that end a generation (EOS, end of turn)
+	vocab int
+	ids   []int32 // token ids in byte order (tokens with no bytes left out)
+	ends  []int32 // tokens that end a generation (EOS, end of turn)
+	// The trie: node i is the prefix ending in byte nb[i] at depth
+	// depth[i] (0 for a first byte); its subtree is nodes i..end[i]-1, and
+	// the tokens whose bytes end at it are ids[tokLo[i]:tokHi[i]].
+	nb           []byte
+	depth        []int32
+	end          []int32
+	tokLo, tokHi []int32
+	maxDepth     int
 }
 
 // NewIndex indexes a vocabulary of n tokens: bytes(id) is what token id
@@ -26,31 +33,54 @@ type Index struct {
 // are allowed exactly when the grammar can end.
 func NewIndex(n int, bytesOf func(id int) []byte, ends []int) *Index {
 	x := &Index{vocab: n}
+	var all [][]byte
 	for id := range n {
 		if b := bytesOf(id); len(b) > 0 {
 			x.ids = append(x.ids, int32(id))
-			x.tokens = append(x.tokens, b)
+			all = append(all, b)
 		}
 	}
 	order := make([]int, len(x.ids))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(x.tokens[a], x.tokens[b]) })
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(all[a], all[b]) })
 	ids, toks := make([]int32, len(order)), make([][]byte, len(order))
 	for i, o := range order {
-		ids[i], toks[i] = x.ids[o], x.tokens[o]
+		ids[i], toks[i] = x.ids[o], all[o]
 	}
-	x.ids, x.tokens = ids, toks
-	x.lcp = make([]int32, len(toks))
-	for i := 1; i < len(toks); i++ {
-		a, b := toks[i-1], toks[i]
-		k := 0
-		for k < len(a) && k < len(b) && a[k] == b[k] {
-			k++
+	x.ids = ids
+	var open []int32 // open[k]: the node of depth k on the current path
+	closeFrom := func(k int) {
+		for _, n := range open[k:] {
+			x.end[n] = int32(len(x.nb))
 		}
-		x.lcp[i] = int32(k)
+		open = open[:k]
 	}
+	var prev []byte
+	for i, b := range toks {
+		l := 0
+		for l < len(prev) && l < len(b) && prev[l] == b[l] {
+			l++
+		}
+		closeFrom(l)
+		for k := l; k < len(b); k++ {
+			open = append(open, int32(len(x.nb)))
+			x.nb = append(x.nb, b[k])
+			x.depth = append(x.depth, int32(k))
+			x.end = append(x.end, 0)
+			x.tokLo = append(x.tokLo, int32(i))
+			x.tokHi = append(x.tokHi, int32(i))
+		}
+		last := open[len(b)-1] // tokens with the same bytes share a node
+		if x.tokHi[last] == x.tokLo[last] {
+			x.tokLo[last] = int32(i)
+		}
+		x.tokHi[last] = int32(i + 1)
+		x.maxDepth = max(x.maxDepth, len(b))
+		prev = b
+	}
+	closeFrom(0)
 	for _, e := range ends {
 		if e >= 0 && e < n {
 			x.ends = append(x.ends, int32(e))
@@ -80,28 +110,21 @@ func (m *Machine) Mask(s State) []uint32 {
 	}
 	x := m.idx
 	mask := make([]uint32, x.MaskWords())
-	// path[d] is the state after the first d bytes of the current token;
-	// live is how many bytes of the previous token were accepted.
-	path := []State{s}
-	live := 0
-	for i, tok := range x.tokens {
-		d := int(x.lcp[i])
-		if d > live {
-			continue // shares a prefix the grammar already rejected
+	// path[d] is the state after the first d bytes of the current node's prefix.
+	path := make([]State, x.maxDepth+1)
+	path[0] = s
+	for i := 0; i < len(x.nb); {
+		d := x.depth[i]
+		st := m.advance(path[d], x.nb[i])
+		if st == Dead {
+			i = int(x.end[i]) // no token under this prefix can come
+			continue
 		}
-		path = path[:d+1]
-		st := path[d]
-		for ; d < len(tok); d++ {
-			if st = m.advance(st, tok[d]); st == Dead {
-				break
-			}
-			path = append(path, st)
-		}
-		live = d
-		if d == len(tok) {
-			id := x.ids[i]
+		path[d+1] = st
+		for _, id := range x.ids[x.tokLo[i]:x.tokHi[i]] {
 			mask[id>>5] |= 1 << (id & 31)
 		}
+		i++
 	}
 	if m.states[s].accept {
 		for _, id := range x.ends {
