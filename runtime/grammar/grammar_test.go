@@ -70,3 +70,21 @@ func TestGBNFErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: any text either fails to parse or gives a grammar whose
+// machine runs over any bytes without panicking.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`root ::= "a" | [b-d]* ("x"{1,3})?`, `root ::= [^"\\] root | ""`, "root ::= .+\nx ::= root", `root ::= "\u00e9"`} {
+		f.Add(s, "abc\xc3\xa9")
+	}
+	f.Fuzz(func(t *testing.T, src, text string) {
+		g, err := Parse(src)
+		if err != nil {
+			return
+		}
+		g.Match(text)
+		if re, err := Regex(src); err == nil {
+			re.Match(text)
+		}
+	})
+}
