@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
@@ -55,6 +56,13 @@ type Engine struct {
 	plainStep                   time.Duration // moving average of a decode step without drafts
 	// Switches benchmarks use to compare runs.
 	noPrefixCache, specOff bool
+
+	// Constrained decoding: the vocabulary's index, made on first use, and
+	// the machines of recent grammars by source, so that requests with the
+	// same grammar share its cached masks.
+	grammarMu sync.Mutex
+	vocabIdx  *grammar.Index
+	machines  map[string]*grammar.Machine
 }
 
 // DefaultBatch is how many tokens one forward step processes at most.
@@ -218,6 +226,9 @@ type Request struct {
 	Prompt   string
 	Messages []chat.Message
 	Tokens   []int32
+	// Tools are tool definitions the chat template renders with Messages
+	// (OpenAI's tools: {"type": "function", "function": {...}}).
+	Tools []any
 	// MaxTokens is how many tokens to generate at most; generation also
 	// stops at an end-of-sequence token or the end of the context.
 	MaxTokens int
@@ -234,6 +245,14 @@ type Request struct {
 	// multi-step chaining for the sequence.
 	Logprobs    bool
 	TopLogprobs int
+	// Constraint, when set, restricts the generation to the grammar's
+	// language (grammar.Parse, grammar.Regex, grammar.JSONSchema): every
+	// step masks the tokens the grammar cannot take on the backend before
+	// sampling, end-of-sequence tokens are allowed exactly when the text so
+	// far is complete, and the generation ends once the grammar is complete
+	// and cannot go on (Stats.Complete). It turns off speculation and
+	// multi-step chaining for the sequence.
+	Constraint *grammar.Grammar
 }
 
 // validate reports requests that make no sense.
@@ -280,6 +299,7 @@ type Stats struct {
 	TimeToFirst     time.Duration
 	StoppedAtEOS    bool
 	StoppedAtLength bool   // the context was full
+	Complete        bool   // the constraint's grammar was complete and could not go on
 	Stop            string // the stop string that ended the generation
 
 	// Speculative decoding: target round trips that sampled for this

@@ -170,6 +170,7 @@ func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 	if o.TopK > 0 && o.TopK < len(c) {
 		c = c[:o.TopK]
 	}
+	c = dropMasked(c)
 	s.cand = c
 	return s.filter(c)
 }
@@ -189,8 +190,21 @@ func (s *Sampler) SampleTop(ids []int32, logits []float32) int {
 	for i, id := range ids {
 		c = append(c, candidate{int(id), logits[i]})
 	}
+	c = dropMasked(c)
 	s.cand = c
 	return s.pick(s.filter(c))
+}
+
+// dropMasked cuts candidates sorted most likely first at the first -Inf
+// logit (a token a grammar masked), keeping at least one: rounding in pick
+// must never land on a masked token.
+func dropMasked(c []candidate) []candidate {
+	for i, x := range c {
+		if i > 0 && math.IsInf(float64(x.p), -1) {
+			return c[:i]
+		}
+	}
+	return c
 }
 
 // filter turns candidates sorted most likely first into probabilities:

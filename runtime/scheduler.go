@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
@@ -39,6 +40,11 @@ type sequence struct {
 	start   time.Time
 	first   time.Time
 	order   uint64 // arrival order: preemption takes the youngest
+
+	// With Request.Constraint: the grammar's machine and the state after
+	// the tokens generated so far.
+	gm *grammar.Machine
+	gs grammar.State
 
 	spec         *spec    // speculation state, when the engine has a draft
 	draftSampler *Sampler // how the draft model picks its proposals
@@ -161,7 +167,11 @@ func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *seq
 	}
 	s.sampler.prompt = len(ids)
 	s.stats.PromptTokens = len(ids)
-	if e.drafter != nil && !req.Logprobs {
+	if req.Constraint != nil {
+		s.gm = e.machine(req.Constraint)
+		s.gs = s.gm.Start()
+	}
+	if e.drafter != nil && !req.Logprobs && req.Constraint == nil {
 		s.spec = newSpec()
 		do := req.Sampler
 		do.Seed ^= 0xd7af7
@@ -184,7 +194,7 @@ func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 	case ids != nil:
 	case req.Messages != nil:
 		tok := e.model.Tokenizer
-		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true})
+		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools})
 		if err != nil {
 			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
 		}

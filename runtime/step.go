@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
@@ -88,6 +89,12 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	defer e.measurePool()
+	for j, w := range plan {
+		if results[j].err != nil { // a constraint with no way on: end the sequence, not the step
+			e.running = slices.DeleteFunc(e.running, func(x *sequence) bool { return x == w.s })
+			e.finish(w.s, results[j].err)
+		}
+	}
 	took := time.Since(start)
 	if plain { // a decode step with no draft: what speculation must beat
 		e.plainStep = movingAverage(e.plainStep, took)
@@ -99,6 +106,9 @@ func (e *Engine) step() error {
 		}
 		if chain > 1 && w.out { // the chain's later steps stored the tokens it picked
 			rows = append(rows, results[j].tokens[:chain-1]...)
+		}
+		if results != nil && results[j].err != nil {
+			continue
 		}
 		w.s.kv.Commit(rows)
 		w.s.stored += len(rows)
@@ -175,7 +185,7 @@ func (e *Engine) chainLength(plan []work) int {
 			continue
 		}
 		decoding = decoding || w.s.stats.Generated > 0
-		if w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs {
+		if w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs || w.s.gm != nil {
 			return 1
 		}
 		// After this step's rows the sequence holds stored+w.n tokens.
@@ -393,6 +403,7 @@ type result struct {
 	tokens  []int32
 	logprob float32
 	top     []Alternative
+	err     error // the sequence cannot go on (its constraint allows no token)
 }
 
 // sample draws the next token of every output row, reading back as little
@@ -414,13 +425,41 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		}
 		return err
 	}
-	row := func(r int) []float32 { return slices.Clone(logits[r*vocab : (r+1)*vocab]) }
 	results := make([]result, len(plan))
-	out := 0 // output row of the current work
+	// Constrained rows are masked on the backend before anything reads
+	// them; logprobs, which are the raw model's, are read first.
+	masks := make([][]uint32, len(plan))
+	out := 0
+	for j, w := range plan {
+		if w.out && w.s.gm != nil {
+			if w.s.req.Logprobs {
+				if err := needLogits(); err != nil {
+					return nil, err
+				}
+			}
+			mask, err := e.constraintMask(w.s)
+			if err != nil {
+				results[j].err = err
+			} else {
+				masks[j] = mask
+				e.be.Mask(e.net.logits, out, mask)
+			}
+		}
+		out += w.outputs()
+	}
+	row := func(j, r int) []float32 {
+		x := slices.Clone(logits[r*vocab : (r+1)*vocab])
+		if masks[j] != nil { // logits read before the mask
+			cpu.MaskRow(x, masks[j])
+		}
+		return x
+	}
+	out = 0 // output row of the current work
 	for j, w := range plan {
 		o := w.s.sampler.opts
 		var err error
 		switch {
+		case results[j].err != nil:
 		case !w.out:
 		case w.draft != nil && o.greedy():
 			if err = needArgmax(); err == nil {
@@ -430,7 +469,7 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 			if err = needLogits(); err == nil {
 				rows := make([][]float32, w.n)
 				for t := range rows {
-					rows[t] = row(out + t)
+					rows[t] = row(j, out+t)
 				}
 				results[j].tokens = verifySampled(w.s.sampler, w.s.tokens, w.draft, w.q, rows)
 			}
@@ -446,10 +485,10 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 			}
 		default:
 			if err = needLogits(); err == nil {
-				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(out), w.s.tokens))}
+				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(j, out), w.s.tokens))}
 			}
 		}
-		if err == nil && w.out && w.s.req.Logprobs {
+		if err == nil && w.out && w.s.req.Logprobs && results[j].err == nil {
 			if err = needLogits(); err == nil {
 				r := &results[j]
 				r.logprob, r.top = Logprobs(logits[out*vocab:(out+1)*vocab], r.tokens[0], w.s.req.TopLogprobs)
@@ -483,11 +522,17 @@ func (e *Engine) accept(s *sequence, t Token) bool {
 	default:
 		s.tokens = append(s.tokens, t.ID)
 		t.Bytes = e.model.Tokenizer.TokenBytes(s.prev, int(t.ID))
+		if s.gm != nil {
+			s.gs = s.gm.AdvanceBytes(s.gs, t.Bytes)
+		}
 		s.prev = int(t.ID)
 		t.Text, s.stats.Stop = s.stop.feed(s.detok.Next(int(t.ID)))
 		s.stream.push(t)
 		switch {
 		case s.stats.Stop != "":
+			done = true
+		case s.gm != nil && s.gm.Done(s.gs):
+			s.stats.Complete = true
 			done = true
 		case s.stats.Generated >= s.req.MaxTokens:
 			done = true

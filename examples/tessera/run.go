@@ -5,10 +5,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // modelFlags are the flags of every command that loads a model.
@@ -83,6 +85,36 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	return eng, nil
 }
 
+// constraintFlags compiles at most one of --json-schema, --regex and
+// --grammar.
+func constraintFlags(schemaFile, regex, grammarFile string) (*grammar.Grammar, error) {
+	n := 0
+	for _, s := range []string{schemaFile, regex, grammarFile} {
+		if s != "" {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return nil, usagef("give one of --json-schema, --regex and --grammar")
+	case schemaFile != "":
+		data, err := os.ReadFile(schemaFile)
+		if err != nil {
+			return nil, err
+		}
+		return grammar.JSONSchema(data, grammar.SchemaOptions{})
+	case grammarFile != "":
+		data, err := os.ReadFile(grammarFile)
+		if err != nil {
+			return nil, err
+		}
+		return grammar.Parse(string(data))
+	case regex != "":
+		return grammar.Regex(regex)
+	}
+	return nil, nil
+}
+
 func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags
 	mf.register(fs)
@@ -97,9 +129,16 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.IntVar(&so.RepeatLastN, "repeat-last-n", 64, "how many recent tokens the penalty looks at")
 	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
 	verbose := fs.Bool("verbose", false, "print speculative decoding and KV cache figures")
+	schemaFile := fs.String("json-schema", "", "constrain the output to JSON valid against the JSON Schema in this file")
+	regex := fs.String("regex", "", "constrain the output to this regular expression")
+	grammarFile := fs.String("grammar", "", "constrain the output to the GBNF grammar in this file")
 	return func(ctx context.Context, e *env) error {
 		if *steps < 0 {
 			return usagef("--steps %d must be >= 0", *steps)
+		}
+		constraint, err := constraintFlags(*schemaFile, *regex, *grammarFile)
+		if err != nil {
+			return err
 		}
 		so.Temperature, so.TopP, so.MinP, so.RepeatPenalty = float32(*temp), float32(*topP), float32(*minP), float32(*rep)
 		if *seed < 0 {
@@ -119,7 +158,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		// llama2.c prints the prompt before its continuation; so do we.
 		fmt.Fprint(out, *prompt)
 		out.Flush()
-		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so},
+		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint},
 			func(t runtime.Token) error {
 				if _, err := out.WriteString(t.Text); err != nil {
 					return err

@@ -5,6 +5,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,17 @@ import (
 type Message struct {
 	Role    string // "system", "user", "assistant" or "tool"
 	Content string
+	// ToolCalls are the calls an assistant message made; ToolCallID is the
+	// call a tool message answers.
+	ToolCalls  []ToolCall
+	ToolCallID string
+}
+
+// ToolCall is a function call: its id, the function's name and its
+// arguments as a JSON object.
+type ToolCall struct {
+	ID, Name  string
+	Arguments map[string]any
 }
 
 // Options are the variables a template sees besides messages.
@@ -31,6 +43,10 @@ type Options struct {
 	// AddGenerationPrompt ends the prompt with the start of the assistant's
 	// turn, for generating a reply.
 	AddGenerationPrompt bool
+	// Tools are the tool definitions ({"type": "function", "function":
+	// {"name", "description", "parameters"}}) the template renders, as
+	// apply_chat_template's tools.
+	Tools []any
 	// Vars are further variables, such as enable_thinking for Qwen3.
 	Vars map[string]any
 	// Now is the time strftime_now formats; zero means the current time.
@@ -83,6 +99,17 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 	msgs := make([]map[string]any, len(messages))
 	for i, m := range messages {
 		msgs[i] = map[string]any{"role": m.Role, "content": m.Content}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				calls = append(calls, map[string]any{"id": c.ID, "type": "function",
+					"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+			}
+			msgs[i]["tool_calls"] = calls
+		}
+		if m.ToolCallID != "" {
+			msgs[i]["tool_call_id"] = m.ToolCallID
+		}
 	}
 	now := o.Now
 	if now.IsZero() {
@@ -95,6 +122,9 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 		"add_generation_prompt": o.AddGenerationPrompt,
 		"tools":                 nil, // as apply_chat_template passes when there are none
 		"strftime_now":          func(format string) string { return strftime(now, format) },
+	}
+	if len(o.Tools) > 0 {
+		vars["tools"] = o.Tools
 	}
 	for k, v := range o.Vars {
 		vars[k] = v
@@ -115,7 +145,24 @@ type Plain struct{}
 // Render renders messages in the plain format.
 func (Plain) Render(messages []Message, o Options) (string, error) {
 	var b strings.Builder
+	if len(o.Tools) > 0 {
+		// No template to say how: list the tools in Qwen's format, which is
+		// also how replies call them.
+		b.WriteString("Tools: ")
+		for _, t := range o.Tools {
+			js, _ := json.Marshal(t)
+			b.Write(js)
+			b.WriteString(" ")
+		}
+		b.WriteString("Call one as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.\n")
+	}
 	for _, m := range messages {
+		content := m.Content
+		for _, c := range m.ToolCalls {
+			js, _ := json.Marshal(map[string]any{"name": c.Name, "arguments": c.Arguments})
+			content += "<tool_call>" + string(js) + "</tool_call>"
+		}
+		m.Content = content
 		switch m.Role {
 		case "system":
 			b.WriteString(m.Content)

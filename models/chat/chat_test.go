@@ -14,10 +14,10 @@ const sharedTokenizers = "../../../shared/tokenizers/"
 
 // conversation is the two-turn chat every family's golden renders.
 var conversation = []Message{
-	{"system", "You are a concise assistant."},
-	{"user", "What is the capital of France?  "},
-	{"assistant", "Paris."},
-	{"user", "And of Italy?"},
+	{Role: "system", Content: "You are a concise assistant."},
+	{Role: "user", Content: "What is the capital of France?  "},
+	{Role: "assistant", Content: "Paris."},
+	{Role: "user", Content: "And of Italy?"},
 }
 
 // families lists the shared tokenizers with their special tokens' text.
@@ -77,7 +77,7 @@ func TestQwen3Thinking(t *testing.T) {
 		t.Errorf("reasoning in history not dropped:\n%q", got)
 	}
 
-	got, err = tpl.Render([]Message{{"user", "Capital of France?"}, {"assistant", withThink[2].Content}}, Options{})
+	got, err = tpl.Render([]Message{{Role: "user", Content: "Capital of France?"}, {Role: "assistant", Content: withThink[2].Content}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +98,11 @@ func TestQwen3Thinking(t *testing.T) {
 // without add_generation_prompt ends after the last turn.
 func TestGemma3Rules(t *testing.T) {
 	tpl := loadFamily(t, "gemma3")
-	_, err := tpl.Render([]Message{{"user", "a"}, {"user", "b"}}, Options{BOS: "<bos>"})
+	_, err := tpl.Render([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, Options{BOS: "<bos>"})
 	if err == nil || !strings.Contains(err.Error(), "Conversation roles must alternate") {
 		t.Errorf("non-alternating roles: err %v", err)
 	}
-	got, err := tpl.Render([]Message{{"user", "hi"}}, Options{BOS: "<bos>"})
+	got, err := tpl.Render([]Message{{Role: "user", Content: "hi"}}, Options{BOS: "<bos>"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +175,29 @@ func TestPlain(t *testing.T) {
 	want := "You are a concise assistant.\nUser: What is the capital of France?  \nAssistant: Paris.\nUser: And of Italy?\nAssistant:"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestToolsQwen3: tool definitions and an assistant's tool calls go
+// through Qwen3's own template: the tools in its system block, the call
+// as <tool_call> JSON, the result as a <tool_response>.
+func TestToolsQwen3(t *testing.T) {
+	tpl := loadFamily(t, "qwen3")
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather",
+		"description": "Weather in a city", "parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}}
+	msgs := []Message{
+		{Role: "user", Content: "Weather in Paris?"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Name: "get_weather", Arguments: map[string]any{"city": "Paris"}}}},
+		{Role: "tool", Content: `{"temp": 21}`, ToolCallID: "c1"},
+	}
+	got, err := tpl.Render(msgs, Options{Tools: tools, AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (gonja's tojson writes compact JSON where Python's puts spaces.)
+	for _, want := range []string{`"name":"get_weather"`, "<tools>", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":", "<tool_response>\n{\"temp\": 21}\n</tool_response>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered prompt lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -153,6 +153,12 @@ type Backend interface {
 
 	// Write sets the first len(data)/cols rows of t.
 	Write(t Tensor, data []float32) error
+	// Mask sets the values of row row of x whose bit in mask is clear to
+	// -Inf (bit i%32 of mask[i/32] stands for column i), in place: a
+	// grammar's token mask, applied on the device before Argmax, TopK or
+	// Read so that greedy constrained decoding still reads back only ids.
+	// mask holds (cols+31)/32 words.
+	Mask(x Tensor, row int, mask []uint32)
 	// Argmax returns, for each of the first n rows of x, the index of the
 	// largest value (the lowest index among equals).
 	Argmax(x Tensor, n int) ([]int32, error)

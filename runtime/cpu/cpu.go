@@ -298,6 +298,13 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	return out, nil
 }
 
+func (b *Backend) Mask(x backend.Tensor, r int, mask []uint32) {
+	xs := x.(*Tensor)
+	if r >= 0 && r < xs.rows && len(mask) >= (xs.cols+31)/32 {
+		MaskRow(xs.Row(r), mask)
+	}
+}
+
 func (b *Backend) TopK(x backend.Tensor, r, k int) ([]int32, []float32, error) {
 	xs := x.(*Tensor)
 	if r < 0 || r >= xs.rows {

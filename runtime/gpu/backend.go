@@ -35,6 +35,7 @@ type Backend struct {
 	tableWidth  int
 	result      Buffer // i32 per row, Argmax's output
 	cands       Buffer // TopK's output, made on first use
+	masks       Buffer // token masks, a row of words per output row, made on first use
 	batch       backend.Batch
 	calls       map[callKey]*call
 	freqs       map[ropeKey]Buffer
@@ -315,6 +316,36 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 		out[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out, nil
+}
+
+// Mask uploads a row's token mask and records the mask kernel over it.
+// Each row has its own place in the mask buffer, so every row of a step
+// can be masked before one submission.
+func (b *Backend) Mask(x backend.Tensor, row int, mask []uint32) {
+	xs := x.(*Tensor)
+	words := (xs.cols + 31) / 32
+	if row < 0 || row >= xs.rows || len(mask) < words {
+		b.fail(fmt.Errorf("gpu: mask of %d words for row %d of a %d×%d tensor", len(mask), row, xs.rows, xs.cols))
+		return
+	}
+	size := int64(4 * words * xs.rows)
+	if b.masks == nil || b.masks.Size() < size {
+		var err error
+		if b.masks, err = b.buffer("token masks", size, Storage|CopyDst); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	raw := make([]byte, 4*words)
+	for i, w := range mask[:words] {
+		binary.LittleEndian.PutUint32(raw[4*i:], w)
+	}
+	if err := b.dev.Write(b.masks, int64(4*words*row), raw); err != nil {
+		b.fail(err)
+		return
+	}
+	gx, gy := b.grid(xs.cols, elementWG)
+	b.record(maskOp, params{uint32(xs.cols), uint32(row)}, []Binding{{Buffer: xs.buf}, {Buffer: b.masks}}, gx, gy, 1)
 }
 
 // TopK runs the topk kernel on row 0 of x and reads back only the k

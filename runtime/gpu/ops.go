@@ -22,6 +22,7 @@ var (
 	biasOp    = op{kernel: "bias", operands: []Access{ReadWrite, ReadOnly}}
 	headNorm  = op{kernel: "rmsnorm_heads", operands: []Access{ReadWrite, ReadOnly}}
 	topkOp    = op{kernel: "topk", operands: []Access{ReadOnly, ReadWrite}}
+	maskOp    = op{kernel: "mask", operands: []Access{ReadWrite, ReadOnly}}
 )
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {

@@ -426,6 +426,42 @@ func TestTopK(t *testing.T) {
 	}
 }
 
+// TestMask: the mask kernel sets exactly the masked values of each row to
+// -Inf (rows masked in one submission keep their own masks), and argmax
+// and top-k after it pick among the allowed tokens only.
+func TestMask(t *testing.T) {
+	for _, cols := range []int{1, 33, 512, 151936} {
+		w := newTwins(t, 3)
+		x := w.tensor(3, cols, w.random(3*cols, 4))
+		words := (cols + 31) / 32
+		masks := make([][]uint32, 3)
+		for r := range masks {
+			masks[r] = make([]uint32, words)
+			for i := range cols {
+				if w.rng.IntN(5+r*40) == 0 {
+					masks[r][i/32] |= 1 << (i % 32)
+				}
+			}
+		}
+		masks[0][0] |= 1 // a row never masks everything
+		w.begin(tokens(3, 10, w.rng), 0)
+		w.each(func(b backend.Backend, i int) {
+			for r := range masks {
+				b.Mask(x[i], r, masks[r])
+			}
+		})
+		w.compare(fmt.Sprintf("mask of %d columns", cols), x, 3, 0)
+		want, _ := w.ref.Argmax(x[0], 1)
+		got, err := w.gpu.Argmax(x[1], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != want[0] || masks[0][want[0]/32]>>(want[0]%32)&1 == 0 {
+			t.Errorf("%d columns: argmax gpu %d cpu %d, allowed %v", cols, got[0], want[0], masks[0][want[0]/32]>>(want[0]%32)&1)
+		}
+	}
+}
+
 // TestBiasAndHeadNorm covers the ops of Qwen2's q/k/v biases and Qwen3's
 // per-head q/k norms.
 func TestBiasAndHeadNorm(t *testing.T) {

@@ -32,6 +32,26 @@ type sampling struct {
 	User                string             `json:"user"`
 	IgnoreEOS           bool               `json:"ignore_eos"` // vLLM's extension, for benchmarks
 	LogitBias           map[string]float64 `json:"logit_bias"`
+	// Structured output: OpenAI's response_format, and GBNF grammars and
+	// regular expressions under Tessera's and vLLM's names.
+	ResponseFormat *responseFormat `json:"response_format"`
+	Grammar        string          `json:"grammar"`
+	GuidedGrammar  string          `json:"guided_grammar"`
+	Regex          string          `json:"regex"`
+	GuidedRegex    string          `json:"guided_regex"`
+	GuidedJSON     json.RawMessage `json:"guided_json"`
+}
+
+// responseFormat is OpenAI's response_format: {"type": "text"},
+// {"type": "json_object"}, or {"type": "json_schema", "json_schema":
+// {"name", "schema", "strict"}}.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type streamOptions struct {
@@ -41,15 +61,21 @@ type streamOptions struct {
 // chatRequest is POST /v1/chat/completions.
 type chatRequest struct {
 	sampling
-	Messages    []chatMessage `json:"messages"`
-	Logprobs    bool          `json:"logprobs"`
-	TopLogprobs *int          `json:"top_logprobs"`
+	Messages    []chatMessage   `json:"messages"`
+	Logprobs    bool            `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+	Tools       []tool          `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
+	// ParallelToolCalls lets a reply make several calls (default true).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 }
 
 type chatMessage struct {
-	Role    string      `json:"role"`
-	Content textContent `json:"content"`
-	Name    string      `json:"name,omitempty"`
+	Role       string      `json:"role"`
+	Content    textContent `json:"content"`
+	Name       string      `json:"name,omitempty"`
+	ToolCalls  []toolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string      `json:"tool_call_id,omitempty"`
 }
 
 // completionRequest is POST /v1/completions.
@@ -187,8 +213,9 @@ type chatChoice struct {
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {

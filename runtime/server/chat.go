@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -36,8 +37,24 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		default:
 			return badRequest("messages", "message %d has role %q; roles are system, developer, user, assistant and tool", i, msg.Role)
 		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text})
+		calls, err := chatToolCalls(msg.ToolCalls)
+		if err != nil {
+			return err
+		}
+		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID})
 	}
+	defs, toolGrammar, parseTools, err := toolSetup(body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
+	if err != nil {
+		return err
+	}
+	req.Tools = defs
+	if toolGrammar != nil {
+		if req.Constraint != nil {
+			return badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(body.ToolChoice))
+		}
+		req.Constraint = toolGrammar
+	}
+
 	if body.TopLogprobs != nil {
 		k := *body.TopLogprobs
 		switch {
@@ -61,7 +78,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
 	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
 	if body.Stream {
-		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m)
+		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, parseTools)
 		return nil
 	}
 	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
@@ -70,6 +87,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	for i, c := range cs {
 		ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: textContent{Text: c.text.String(), Set: true}},
 			FinishReason: finishReason(c.stats)}
+		if parseTools {
+			text, calls := parseToolCalls(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
+			if len(calls) > 0 {
+				ch.Message.Content.Text, ch.Message.ToolCalls = text, calls
+				if *ch.FinishReason == "stop" { // out of tokens stays "length"
+					reason := "tool_calls"
+					ch.FinishReason = &reason
+				}
+			}
+		}
 		if req.Logprobs {
 			ch.Logprobs = &chatLogprobs{Content: nonNil(c.lps)}
 		}
@@ -82,8 +109,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 
 // streamChat writes the choices as chat.completion.chunk events: the
 // assistant's role first, then content deltas, a last chunk per choice
-// with its finish reason, the usage if asked for, and [DONE].
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model) {
+// with its finish reason, the usage if asked for, and [DONE]. With tools
+// (parseTools) a choice's reply is held until it ends, then sent as one
+// delta: its tool calls, or its text when it made none.
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, parseTools bool) {
 	out := newSSE(w)
 	head.Object = "chat.completion.chunk"
 	chunk := func(ch chatChoice) error {
@@ -96,13 +125,32 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		chunk(chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}})
 	}
 	err := relay(ctx, events, cs, logprobs, m.eng.Tokenizer(), func(i int, text string, lps []tokenLogprob) error {
+		if parseTools {
+			return nil // held for the end
+		}
 		ch := chatChoice{Index: i, Delta: &chatDelta{Content: &text}}
 		if lps != nil {
 			ch.Logprobs = &chatLogprobs{Content: lps}
 		}
 		return chunk(ch)
 	}, func(i int, st runtime.Stats) {
-		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: finishReason(st)})
+		reason := finishReason(st)
+		if parseTools {
+			text, calls := parseToolCalls(cs[i].text.String(), fmt.Sprintf("call-%s-%d", head.ID, i))
+			d := &chatDelta{Content: &text}
+			if len(calls) > 0 {
+				for k := range calls {
+					calls[k].Index = &k
+				}
+				d.ToolCalls = calls
+				if *reason == "stop" {
+					r := "tool_calls"
+					reason = &r
+				}
+			}
+			chunk(chatChoice{Index: i, Delta: d})
+		}
+		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: reason})
 	})
 	if err != nil {
 		streamErr(out, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // maxTokensLimit caps max_tokens: the engine stops at the context's end
@@ -33,6 +34,10 @@ func (sp *sampling) request(defMax int, minMax int) (runtime.Request, int, error
 			return req, 0, badRequest(v.name, "%s must be at least %d, not %d", v.name, minMax, *v.p)
 		}
 		req.MaxTokens = min(*v.p, maxTokensLimit)
+	}
+	var err error
+	if req.Constraint, err = sp.constraint(); err != nil {
+		return req, 0, err
 	}
 	o := &req.Sampler
 	o.Temperature, o.TopP, o.RepeatPenalty = 1, 1, 1 // OpenAI's defaults
@@ -189,10 +194,62 @@ func (s *Server) start(ctx context.Context, m *model, reqs []runtime.Request, n 
 	return ch, nil
 }
 
+// constraint compiles the request's structured-output field (at most one
+// of response_format, grammar, regex and their vLLM names) into a grammar.
+func (sp *sampling) constraint() (*grammar.Grammar, error) {
+	type source struct {
+		param string
+		build func() (*grammar.Grammar, error)
+	}
+	var set []source
+	if f := sp.ResponseFormat; f != nil {
+		switch f.Type {
+		case "", "text":
+		case "json_object":
+			set = append(set, source{"response_format", func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.SchemaOptions{}), nil }})
+		case "json_schema":
+			if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
+				return nil, badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
+			}
+			schema := f.JSONSchema.Schema
+			set = append(set, source{"response_format", func() (*grammar.Grammar, error) { return grammar.JSONSchema(schema, grammar.SchemaOptions{}) }})
+		default:
+			return nil, badRequest("response_format", "response_format type %q is not one of text, json_object and json_schema", f.Type)
+		}
+	}
+	if len(sp.GuidedJSON) > 0 && !isNull(sp.GuidedJSON) {
+		set = append(set, source{"guided_json", func() (*grammar.Grammar, error) { return grammar.JSONSchema(sp.GuidedJSON, grammar.SchemaOptions{}) }})
+	}
+	for _, f := range []struct{ param, src string }{{"grammar", sp.Grammar}, {"guided_grammar", sp.GuidedGrammar}} {
+		if f.src != "" {
+			src := f.src
+			set = append(set, source{f.param, func() (*grammar.Grammar, error) { return grammar.Parse(src) }})
+		}
+	}
+	for _, f := range []struct{ param, src string }{{"regex", sp.Regex}, {"guided_regex", sp.GuidedRegex}} {
+		if f.src != "" {
+			src := f.src
+			set = append(set, source{f.param, func() (*grammar.Grammar, error) { return grammar.Regex(src) }})
+		}
+	}
+	switch len(set) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, badRequest(set[1].param, "%s and %s cannot be combined: give one constraint", set[0].param, set[1].param)
+	}
+	g, err := set[0].build()
+	if err != nil {
+		return nil, badRequest(set[0].param, "%s", err.Error())
+	}
+	return g, nil
+}
+
 // finishReason is OpenAI's name for how a choice ended.
 func finishReason(st runtime.Stats) *string {
 	r := "length"
-	if st.StoppedAtEOS || st.Stop != "" {
+	if st.StoppedAtEOS || st.Stop != "" || st.Complete {
 		r = "stop"
 	}
 	return &r

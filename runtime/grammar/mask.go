@@ -1,0 +1,187 @@
+package grammar
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/tessera-llm/tessera/models/tokenizer"
+)
+
+// Index is a vocabulary prepared for masking: the trie of every token's
+// bytes, its nodes in preorder. A mask walks the nodes in order, one
+// transition each, and a byte the grammar rejects skips the node's whole
+// subtree (every token that starts with that prefix) in one jump: in a
+// state that allows little (after a key, a colon must come), the walk
+// touches a few hundred nodes, not the vocabulary.
+type Index struct {
+	vocab int
+	ids   []int32 // token ids in byte order (tokens with no bytes left out)
+	ends  []int32 // tokens that end a generation (EOS, end of turn)
+	// The trie: node i is the prefix ending in byte nb[i] at depth
+	// depth[i] (0 for a first byte); its subtree is nodes i..end[i]-1, and
+	// the tokens whose bytes end at it are ids[tokLo[i]:tokHi[i]].
+	nb           []byte
+	depth        []int32
+	end          []int32
+	tokLo, tokHi []int32
+	maxDepth     int
+}
+
+// NewIndex indexes a vocabulary of n tokens: bytes(id) is what token id
+// adds to the text (tokens that add nothing, such as control tokens, are
+// never allowed), and ends lists the tokens that end a generation, which
+// are allowed exactly when the grammar can end.
+func NewIndex(n int, bytesOf func(id int) []byte, ends []int) *Index {
+	x := &Index{vocab: n}
+	var all [][]byte
+	for id := range n {
+		if b := bytesOf(id); len(b) > 0 {
+			x.ids = append(x.ids, int32(id))
+			all = append(all, b)
+		}
+	}
+	order := make([]int, len(x.ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(all[a], all[b]) })
+	ids, toks := make([]int32, len(order)), make([][]byte, len(order))
+	for i, o := range order {
+		ids[i], toks[i] = x.ids[o], all[o]
+	}
+	x.ids = ids
+	var open []int32 // open[k]: the node of depth k on the current path
+	closeFrom := func(k int) {
+		for _, n := range open[k:] {
+			x.end[n] = int32(len(x.nb))
+		}
+		open = open[:k]
+	}
+	var prev []byte
+	for i, b := range toks {
+		l := 0
+		for l < len(prev) && l < len(b) && prev[l] == b[l] {
+			l++
+		}
+		closeFrom(l)
+		for k := l; k < len(b); k++ {
+			open = append(open, int32(len(x.nb)))
+			x.nb = append(x.nb, b[k])
+			x.depth = append(x.depth, int32(k))
+			x.end = append(x.end, 0)
+			x.tokLo = append(x.tokLo, int32(i))
+			x.tokHi = append(x.tokHi, int32(i))
+		}
+		last := open[len(b)-1] // tokens with the same bytes share a node
+		if x.tokHi[last] == x.tokLo[last] {
+			x.tokLo[last] = int32(i)
+		}
+		x.tokHi[last] = int32(i + 1)
+		x.maxDepth = max(x.maxDepth, len(b))
+		prev = b
+	}
+	closeFrom(0)
+	for _, e := range ends {
+		if e >= 0 && e < n {
+			x.ends = append(x.ends, int32(e))
+		}
+	}
+	return x
+}
+
+// Vocab is the number of token ids the masks cover.
+func (x *Index) Vocab() int { return x.vocab }
+
+// MaskWords is the length of a mask: one bit per token id.
+func (x *Index) MaskWords() int { return (x.vocab + 31) / 32 }
+
+// Mask returns the tokens allowed in state s as a bitmask (bit id%32 of
+// word id/32): tokens whose every byte the grammar takes, and the end
+// tokens when it can end. It is computed once per state and shared: the
+// caller must not modify it.
+func (m *Machine) Mask(s State) []uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s == Dead {
+		return make([]uint32, m.idx.MaskWords())
+	}
+	if mk := m.states[s].mask; mk != nil {
+		return mk
+	}
+	x := m.idx
+	mask := make([]uint32, x.MaskWords())
+	// path[d] is the state after the first d bytes of the current node's prefix.
+	path := make([]State, x.maxDepth+1)
+	path[0] = s
+	for i := 0; i < len(x.nb); {
+		d := x.depth[i]
+		st := m.advance(path[d], x.nb[i])
+		if st == Dead {
+			i = int(x.end[i]) // no token under this prefix can come
+			continue
+		}
+		path[d+1] = st
+		for _, id := range x.ids[x.tokLo[i]:x.tokHi[i]] {
+			mask[id>>5] |= 1 << (id & 31)
+		}
+		i++
+	}
+	if m.states[s].accept {
+		for _, id := range x.ends {
+			mask[id>>5] |= 1 << (id & 31)
+		}
+	}
+	m.states[s].mask = mask
+	return mask
+}
+
+// MaskWith computes the mask of state s for token bytes that differ from
+// the index's (the first token after BOS, whose leading space some
+// tokenizers drop): each token is fed on its own, uncached.
+func (m *Machine) MaskWith(s State, bytesOf func(id int) []byte) []uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	x := m.idx
+	mask := make([]uint32, x.MaskWords())
+	if s == Dead {
+		return mask
+	}
+	for id := range x.vocab {
+		b := bytesOf(id)
+		if len(b) == 0 {
+			continue
+		}
+		st := s
+		for _, c := range b {
+			if st = m.advance(st, c); st == Dead {
+				break
+			}
+		}
+		if st != Dead {
+			mask[id>>5] |= 1 << (id & 31)
+		}
+	}
+	if m.states[s].accept {
+		for _, id := range x.ends {
+			mask[id>>5] |= 1 << (id & 31)
+		}
+	}
+	return mask
+}
+
+// Allowed reports whether bit id of mask is set.
+func Allowed(mask []uint32, id int) bool { return mask[id>>5]>>(id&31)&1 != 0 }
+
+// IsEnd reports whether id is one of the index's end tokens.
+func (x *Index) IsEnd(id int) bool { return slices.Contains(x.ends, int32(id)) }
+
+// TokenizerIndex indexes tok's vocabulary: each token's bytes as it adds
+// them in the middle of a text (after an ordinary token, so with any
+// leading space), and ends as the end tokens.
+func TokenizerIndex(tok tokenizer.Tokenizer, ends []int) *Index {
+	mid := 0
+	for mid == tok.BOS() {
+		mid++
+	}
+	return NewIndex(tok.VocabSize(), func(id int) []byte { return tok.TokenBytes(mid, id) }, ends)
+}
