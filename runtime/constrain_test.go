@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"strconv"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -375,4 +376,22 @@ func TestConstrainedWithOtherFeatures(t *testing.T) {
 	if text.String() != want {
 		t.Errorf("with logprobs: %q, want %q", text.String(), want)
 	}
+}
+
+// TestConstrainedQwen3WebGPU: the same schemas on WebGPU, where the mask
+// of the 151,936-token vocabulary is applied on the device
+// (TESSERA_CONSTRAIN_SAMPLES sets the samples per schema).
+func TestConstrainedQwen3WebGPU(t *testing.T) {
+	path := syntheticQwen3(t)
+	tok := filepath.Join(shared, "..", "tokenizers", "qwen3", "tokenizer.json")
+	eng := loadWebGPU(t, path, runtime.Options{Tokenizer: tok})
+	samples := 20
+	if n, err := strconv.Atoi(os.Getenv("TESSERA_CONSTRAIN_SAMPLES")); err == nil && n > 0 {
+		samples = n
+	}
+	if testing.Short() {
+		samples = 1
+	}
+	checkSchemas(t, eng, "Give me JSON:", samples, 600)
+	checkGBNFAndRegex(t, eng, "Answer:", samples, 300)
 }
