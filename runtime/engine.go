@@ -54,6 +54,13 @@ type Engine struct {
 	peakBlocks                  int           // most blocks in use at once (benchmarks reset it)
 	slotsAllocated, slotsUnused int64         // summed over steps, for the pool's waste
 	plainStep                   time.Duration // moving average of a decode step without drafts
+	// LoRA adapters (lora.go), guarded by loraMu: by name, by slot (nil:
+	// free), and whether a slot was freed since the backend last saw them.
+	loraMu     sync.Mutex
+	adapters   map[string]*adapterEntry
+	slots      []*adapterEntry
+	adapterIDs uint64
+	loraDirty  bool
 	// Switches benchmarks use to compare runs.
 	noPrefixCache, specOff bool
 
@@ -253,6 +260,10 @@ type Request struct {
 	// and cannot go on (Stats.Complete). It turns off speculation and
 	// multi-step chaining for the sequence.
 	Constraint *grammar.Grammar
+	// Adapters names the LoRA adapter the generation runs with (loaded by
+	// Options.Adapters or Engine.LoadAdapter), with a multiplier of its
+	// scale; one at most for now. Nil runs the base model.
+	Adapters []AdapterRef
 }
 
 // validate reports requests that make no sense.
@@ -391,13 +402,29 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Token) err
 // i+1), for perplexity and evaluation. It takes turns with the scheduler's
 // steps and needs room for the tokens in the KV pool.
 func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logits []float32) error) error {
+	return e.ScoreAdapters(ctx, tokens, nil, fn)
+}
+
+// ScoreAdapters is Score with the model running with adapters, as
+// Request.Adapters names them.
+func (e *Engine) ScoreAdapters(ctx context.Context, tokens []int32, adapters []AdapterRef, fn func(i int, logits []float32) error) error {
 	if len(tokens) > e.model.Config.Context {
 		return fmt.Errorf("%w: %d tokens, the model's context is %d", ErrContextFull, len(tokens), e.model.Config.Context)
+	}
+	ad, adScale, err := e.acquireAdapter(adapters, 1)
+	if err != nil {
+		return err
+	}
+	if ad != nil {
+		defer e.releaseAdapter(ad)
 	}
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	e.mu.Lock()
 	seq := e.pool.NewSeq()
+	if ad != nil {
+		seq = e.pool.NewSeqIn(ad.namespace(adScale))
+	}
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -425,6 +452,9 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, fn func(i int, logit
 			b.Pos = append(b.Pos, int32(pos+i))
 			b.Seq = append(b.Seq, 0)
 			b.Out = append(b.Out, int32(i))
+			if ad != nil {
+				b.Adapter, b.AdapterScale = append(b.Adapter, int32(ad.slot)), append(b.AdapterScale, adScale)
+			}
 		}
 		if err := n.forward(b); err != nil {
 			return err

@@ -22,6 +22,9 @@ type llama struct {
 	embed, outNorm, output backend.Weight
 	layers                 []layerWeights
 
+	headLoRA backend.LoRA // the output head's adapters, or nil
+	adapted  bool         // the step being queued has rows with adapters
+
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
 	post                          backend.Tensor // maxBatch rows, with PostNorms
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
@@ -33,6 +36,10 @@ type layerWeights struct {
 	bq, bk, bv                                        backend.Weight // with QKVBias
 	qNorm, kNorm                                      backend.Weight // with QKNorm
 	attnPost, ffnPost                                 backend.Weight // with PostNorms
+
+	// The projections' LoRA adapters (nil: none loaded), in the order of
+	// lora.Kinds: q, k, v, o, gate, up, down.
+	lora [7]backend.LoRA
 
 	// How the layer attends: global layers rotate with the model's RoPE
 	// and see every position; sliding-window layers (Gemma) rotate with
@@ -175,6 +182,7 @@ func (n *llama) forwardChained(batch backend.Batch) error {
 // layersAndHead queues the ops of a step begun on the backend.
 func (n *llama) layersAndHead(batch backend.Batch) {
 	be, c := n.be, n.cfg
+	n.adapted = batch.HasAdapters()
 	be.Embed(n.x, n.embed)
 	if c.EmbedScale > 0 {
 		be.Scale(n.x, c.EmbedScale)
@@ -183,8 +191,11 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.attnNorm, c.NormEps)
 		be.MatMul(n.q, n.xb, w.wq)
+		n.addLoRA(n.q, n.xb, w.lora[0])
 		be.MatMul(n.k, n.xb, w.wk)
+		n.addLoRA(n.k, n.xb, w.lora[1])
 		be.MatMul(n.v, n.xb, w.wv)
+		n.addLoRA(n.v, n.xb, w.lora[2])
 		if c.QKVBias {
 			be.AddBias(n.q, w.bq)
 			be.AddBias(n.k, w.bk)
@@ -199,14 +210,18 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.StoreKV(n.kv, l, n.k, n.v)
 		be.Attend(n.att, n.q, n.kv, l, w.attn)
 		be.MatMul(n.xb, n.att, w.wo)
+		n.addLoRA(n.xb, n.att, w.lora[3])
 		n.residual(w.attnPost)
 
 		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
 		be.MatMul(n.gate, n.xb, w.gate)
+		n.addLoRA(n.gate, n.xb, w.lora[4])
 		be.MatMul(n.up, n.xb, w.up)
+		n.addLoRA(n.up, n.xb, w.lora[5])
 		be.GLU(n.gate, n.up, c.Act)
 		be.MatMul(n.xb, n.gate, w.down)
+		n.addLoRA(n.xb, n.gate, w.lora[6])
 		n.residual(w.ffnPost)
 	}
 	// The head: only the rows whose logits are wanted.
@@ -215,8 +230,17 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.CopyRow(n.last, i, n.xb, int(r))
 	}
 	be.MatMul(n.logits, n.last, n.output)
+	n.addLoRA(n.logits, n.last, n.headLoRA)
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
+	}
+}
+
+// addLoRA adds the adapters of the weight that just computed dst from x,
+// for the rows that run with one.
+func (n *llama) addLoRA(dst, x backend.Tensor, l backend.LoRA) {
+	if n.adapted && l != nil {
+		n.be.AddLoRA(dst, x, l)
 	}
 }
 

@@ -60,6 +60,13 @@ type Options struct {
 	// speed says (for tests and experiments on acceptance).
 	SpeculateAlways bool
 
+	// Adapters are LoRA adapters to load with the model, applied unmerged
+	// to the requests that name them (Request.Adapters).
+	Adapters []AdapterSpec
+	// LoRAMerge merges the one adapter of Adapters into the weights at
+	// load instead: no per-request cost, but every request runs with it.
+	LoRAMerge bool
+
 	shared gpu.Device // a device to share (the target's, for its draft)
 }
 
@@ -101,6 +108,13 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, err
 	}
+	if opts.LoRAMerge {
+		if err := mergeAdapter(m, opts); err != nil {
+			be.Close()
+			m.Close()
+			return nil, fmt.Errorf("load %s: %w", m.Path, err)
+		}
+	}
 	if err := calibrateForLoad(m, ws, opts); err != nil {
 		be.Close()
 		m.Close()
@@ -125,6 +139,12 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	if !opts.LoRAMerge {
+		if err := e.loadAdapters(opts); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -142,6 +162,7 @@ func (e *Engine) attachDraft(opts Options) error {
 	e.draftName = opts.Draft
 	do := opts
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
+	do.Adapters, do.LoRAMerge = nil, false
 	do.Context = 0 // the draft's own; it drafts only within it
 	switch be := e.be.(type) {
 	case *cpu.Backend:

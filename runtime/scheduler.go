@@ -52,6 +52,11 @@ type sequence struct {
 	// parent is the first of StartN's samples, whose prompt blocks this
 	// one waits for and shares.
 	parent *sequence
+
+	// adapter is the LoRA adapter the sequence runs with (nil: none), at
+	// adapterScale (the request's multiplier times the adapter's scale).
+	adapter      *adapterEntry
+	adapterScale float32
 }
 
 // waitsForParent reports whether s should stay queued because its parent
@@ -122,11 +127,16 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 		}
 		return sts, nil
 	}
+	ad, adScale, err := e.acquireAdapter(req.Adapters, n)
+	if err != nil {
+		return nil, err
+	}
 	seqs := make([]*sequence, n)
 	for i := range seqs {
 		r := req
 		r.Sampler.Seed += uint64(i)
 		seqs[i] = e.newSequence(ctx, r, slices.Clone(ids))
+		seqs[i].adapter, seqs[i].adapterScale = ad, adScale
 		if i > 0 {
 			seqs[i].parent = seqs[0]
 		}
@@ -136,6 +146,9 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	if e.closed {
 		for _, s := range seqs {
 			s.stream.cancel()
+			if s.adapter != nil {
+				e.releaseAdapter(s.adapter)
+			}
 		}
 		return nil, ErrEngineClosed
 	}
@@ -263,6 +276,9 @@ func (e *Engine) admit() {
 		}
 		if s.kv == nil {
 			s.kv = e.pool.NewSeq()
+			if s.adapter != nil {
+				s.kv = e.pool.NewSeqIn(s.adapter.namespace(s.adapterScale))
+			}
 		}
 		if s.kv.Len() == 0 && !e.noPrefixCache {
 			s.stored = s.kv.Share(s.tokens)
@@ -300,6 +316,10 @@ func (e *Engine) failAll(err error) {
 func (e *Engine) finish(s *sequence, err error) {
 	if s.kv != nil {
 		s.kv.Release()
+	}
+	if s.adapter != nil {
+		e.releaseAdapter(s.adapter)
+		s.adapter = nil
 	}
 	if s.spec != nil {
 		e.drafter.release(s)

@@ -49,6 +49,14 @@ func (w work) token(t int) int32 {
 func (e *Engine) step() error {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
+	e.loraMu.Lock()
+	if e.loraDirty {
+		if err := e.syncAdapters(); err != nil {
+			e.loraMu.Unlock()
+			return err
+		}
+	}
+	e.loraMu.Unlock()
 	start := time.Now()
 	e.mu.Lock()
 	e.dropCancelled()
@@ -225,6 +233,12 @@ func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 	for i, r := range b.Out {
 		next.Seq[i], next.Out[i] = b.Seq[r], int32(i)
 	}
+	if b.Adapter != nil {
+		next.Adapter, next.AdapterScale = make([]int32, outs), make([]float32, outs)
+		for i, r := range b.Out {
+			next.Adapter[i], next.AdapterScale[i] = b.Adapter[r], b.AdapterScale[r]
+		}
+	}
 	for j := 1; j < n; j++ {
 		next.Pos = make([]int32, outs)
 		for i, r := range b.Out {
@@ -381,13 +395,21 @@ func (e *Engine) plan(proposals map[*sequence]proposal) ([]work, []kvcache.Copy)
 // sequence's block table at its index in the plan.
 func (e *Engine) batch(plan []work) backend.Batch {
 	b := backend.Batch{BlockSize: e.pool.BlockSize()}
+	adapted := slices.ContainsFunc(plan, func(w work) bool { return w.s.adapter != nil })
 	for j, w := range plan {
 		b.Tables = append(b.Tables, w.s.kv.Table())
+		slot, scale := int32(-1), float32(0)
+		if w.s.adapter != nil {
+			slot, scale = int32(w.s.adapter.slot), w.s.adapterScale
+		}
 		for t := range w.n {
 			pos := w.s.stored + t
 			b.Tokens = append(b.Tokens, w.token(t))
 			b.Pos = append(b.Pos, int32(pos))
 			b.Seq = append(b.Seq, int32(j))
+			if adapted {
+				b.Adapter, b.AdapterScale = append(b.Adapter, slot), append(b.AdapterScale, scale)
+			}
 		}
 		for o := w.outputs(); o > 0; o-- {
 			b.Out = append(b.Out, int32(len(b.Tokens)-o))

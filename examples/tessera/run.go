@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar"
@@ -22,6 +23,31 @@ type modelFlags struct {
 	draft, draftQuant                 string
 	speculateAlways, offline          bool
 	multiStep                         int
+	lora                              loraFlag
+	loraMerge                         bool
+}
+
+// loraFlag collects --lora FILE[:SCALE], which may be repeated.
+type loraFlag []runtime.AdapterSpec
+
+func (f *loraFlag) String() string { return fmt.Sprint(len(*f), " adapters") }
+
+func (f *loraFlag) Set(v string) error {
+	path, scale, err := lora.ParseSpec(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, runtime.AdapterSpec{Name: lora.Name(path), Path: path, Scale: scale})
+	return nil
+}
+
+// requestAdapters is what a request of the run and chat commands runs
+// with: the first --lora adapter, unless it was merged.
+func (m *modelFlags) requestAdapters() []runtime.AdapterRef {
+	if len(m.lora) == 0 || m.loraMerge {
+		return nil
+	}
+	return []runtime.AdapterRef{{Name: m.lora[0].Name}}
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -43,6 +69,8 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
+	fs.Var(&m.lora, "lora", "LoRA adapter FILE[:SCALE] (a GGUF LoRA file or a PEFT folder), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
+	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the one --lora adapter into the weights at load (no per-token cost; every request runs with it)")
 	offlineFlag(fs, &m.offline)
 }
 
@@ -75,7 +103,8 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	}
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
-		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep})
+		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
+		Adapters: m.lora, LoRAMerge: m.loraMerge})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +187,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		// llama2.c prints the prompt before its continuation; so do we.
 		fmt.Fprint(out, *prompt)
 		out.Flush()
-		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint},
+		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint, Adapters: mf.requestAdapters()},
 			func(t runtime.Token) error {
 				if _, err := out.WriteString(t.Text); err != nil {
 					return err

@@ -9,17 +9,28 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/synth"
 )
 
 func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	shape := fs.String("shape", "", "model shape: "+strings.Join(synth.Names(), ", ")+" (required)")
 	out := fs.String("out", "", "output GGUF file, or folder with --format hf (required)")
-	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both")
+	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both; with --lora: gguf (llama.cpp's LoRA GGUF) or peft (a PEFT folder)")
 	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
+	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
+	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
+	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head)")
 	return func(ctx context.Context, e *env) error {
+		if *base != "" {
+			if *out == "" {
+				return usagef("--out is required")
+			}
+			return writeSynthLoRA(e, *base, *out, *format, *rank, strings.Split(*targets, ","), *seed)
+		}
 		if *shape == "" || *out == "" {
 			return usagef("--shape and --out are required")
 		}
@@ -57,6 +68,39 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stderr, "wrote %s: %s shape, %s weights\n", *out, s.Name, t)
 		return nil
 	}
+}
+
+// writeSynthLoRA writes a random adapter for base (a model or a shape
+// name) as a GGUF LoRA file or a PEFT folder.
+func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string, seed uint64) error {
+	var c models.Config
+	if s, err := synth.Lookup(base); err == nil {
+		c = s.Config
+	} else {
+		m, err := models.Open(base, models.Options{})
+		if err != nil {
+			return fmt.Errorf("--lora %s: neither a shape nor a model: %w", base, err)
+		}
+		c = m.Config
+		m.Close()
+	}
+	a, err := synth.LoRA(c, rank, targets, seed)
+	if err != nil {
+		return usageError{err}
+	}
+	switch strings.ToLower(format) {
+	case "gguf":
+		err = lora.WriteGGUF(out, a, c.Arch)
+	case "peft":
+		err = lora.WritePEFT(out, a, c)
+	default:
+		return usagef("--format %q with --lora (want gguf or peft)", format)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "wrote %s: rank-%d LoRA adapter of %d matrices for %s (%s)\n", out, rank, len(a.Targets), base, strings.ToLower(format))
+	return nil
 }
 
 func writeSynthGGUF(out string, s synth.Shape, t dtype.Type, seed uint64) error {

@@ -57,6 +57,65 @@ type Batch struct {
 	// Out lists the rows whose logits the step computes, in order; output
 	// tensors have one row per entry.
 	Out []int32
+	// Adapter is, for each row, the LoRA slot its sequence runs with (-1
+	// for none), and AdapterScale the row's multiplier of that adapter's
+	// own scale; both nil when no row has an adapter. AddLoRA reads them,
+	// so that one batch mixes sequences of different adapters and none.
+	Adapter      []int32
+	AdapterScale []float32
+}
+
+// LoRA holds the low-rank adapters of one weight matrix [out, in], in
+// slots that Batch.Adapter indexes: slot j adds Scale_j·B_j·A_j to the
+// weight, for the rows that name it.
+type LoRA interface {
+	Slots() int
+	MaxRank() int
+}
+
+// LoRASlot is one adapter of a weight: A is [Rank, in] and B [out, Rank],
+// row-major. A slot of rank 0 adapts nothing (an adapter that does not
+// target this weight).
+type LoRASlot struct {
+	Rank  int
+	A, B  []float32
+	Scale float32
+}
+
+// LoRALayout packs slots the way both backends store them: the rows of
+// every slot's A one after the other ([ΣRank, in]), likewise the rows of
+// every slot's Bᵀ ([ΣRank, out]), and per slot its first row and rank.
+func LoRALayout(slots []LoRASlot, in, out int) (a, bt []float32, off, rank []int32, scale []float32, err error) {
+	total := 0
+	for j, s := range slots {
+		if s.Rank < 0 || len(s.A) != s.Rank*in || len(s.B) != out*s.Rank {
+			return nil, nil, nil, nil, nil, fmt.Errorf("lora slot %d: rank %d with A of %d and B of %d values for %d×%d", j, s.Rank, len(s.A), len(s.B), out, in)
+		}
+		total += s.Rank
+	}
+	a, bt = make([]float32, 0, total*in), make([]float32, total*out)
+	row := 0
+	for _, s := range slots {
+		off, rank, scale = append(off, int32(row)), append(rank, int32(s.Rank)), append(scale, s.Scale)
+		a = append(a, s.A...)
+		for o := range out {
+			for t := range s.Rank {
+				bt[(row+t)*out+o] = s.B[o*s.Rank+t]
+			}
+		}
+		row += s.Rank
+	}
+	return a, bt, off, rank, scale, nil
+}
+
+// HasAdapters reports whether some row of the batch runs with an adapter.
+func (b Batch) HasAdapters() bool {
+	for _, a := range b.Adapter {
+		if a >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Len is the number of tokens in the batch.
@@ -151,6 +210,18 @@ type Backend interface {
 	// CopyRow copies row src of x into row dst of t.
 	CopyRow(t Tensor, dst int, x Tensor, src int)
 
+	// NewLoRA makes an empty set of adapters for a weight [out, in].
+	NewLoRA(in, out int) (LoRA, error)
+	// SetLoRA replaces the adapters of l by slots (slot j is what
+	// Batch.Adapter's j names). It must not be called between Begin and
+	// the read that ends the step.
+	SetLoRA(l LoRA, slots []LoRASlot) error
+	// AddLoRA adds to each row i of dst (dst = x·wᵀ, just computed) whose
+	// adapter j = Batch.Adapter[i] is >= 0: AdapterScale[i]·Scale_j·
+	// (x_i·A_jᵀ)·B_jᵀ, as two small products through a per-row gather. For
+	// an output tensor, row i is the batch's row Out[i].
+	AddLoRA(dst, x Tensor, l LoRA)
+
 	// Write sets the first len(data)/cols rows of t.
 	Write(t Tensor, data []float32) error
 	// Mask sets the values of row row of x whose bit in mask is clear to
@@ -235,6 +306,8 @@ func (b Batch) Validate(maxRows int) error {
 		return fmt.Errorf("%d outputs for %d rows", len(b.Out), n)
 	case b.BlockSize <= 0:
 		return fmt.Errorf("block size %d", b.BlockSize)
+	case b.Adapter != nil && (len(b.Adapter) != n || len(b.AdapterScale) != n):
+		return fmt.Errorf("batch of %d tokens, %d adapters, %d adapter scales", n, len(b.Adapter), len(b.AdapterScale))
 	}
 	for i := range n {
 		s, p := int(b.Seq[i]), int(b.Pos[i])

@@ -62,8 +62,9 @@ type Backend struct {
 	batch   backend.Batch
 	workers int
 	stats   backend.Stats
-	kept    []int32 // Keep's ids since the last Begin
-	last    []int32 // the last Keep's ids: the next chained step's tokens
+	kept    []int32   // Keep's ids since the last Begin
+	last    []int32   // the last Keep's ids: the next chained step's tokens
+	loraH   []float32 // AddLoRA's x·Aᵀ
 }
 
 // New returns a reference backend that uses up to workers goroutines for

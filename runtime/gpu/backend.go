@@ -46,10 +46,14 @@ type Backend struct {
 	ownsDevice  bool       // Close closes dev
 	attn        *attnState // attention's scratch, made on first use
 
+	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
+	// rows and of its output rows, and the scratch x·Aᵀ of each.
+	rowLoRA, outLoRA, loraH, loraHOut Buffer
+
 	// Chained decoding: staged positions and slots of the steps after the
 	// first, the ids every Keep picked, and how many steps kept so far.
-	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history Buffer
-	kept, keptRows                                                 int
+	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA Buffer
+	kept, keptRows                                                            int
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -66,6 +70,11 @@ func NewBackend(dev Device, maxRows int) (*Backend, error) {
 	}
 	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result, &b.slots, &b.rowSeq} {
 		if *p, err = b.buffer("rows", int64(4*maxRows), Storage|CopyDst|CopySrc); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range []*Buffer{&b.rowLoRA, &b.outLoRA} {
+		if *p, err = b.buffer("lora rows", int64(8*maxRows), Storage|CopyDst); err != nil {
 			return nil, err
 		}
 	}
@@ -280,7 +289,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		buf  Buffer
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
-		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}} {
+		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}
@@ -450,6 +459,16 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 			return err
 		}
 	}
+	// A chained step's rows are its output rows: one Row layout serves both.
+	if rows := loraRowsIf(batch, false); rows != nil {
+		for _, buf := range []Buffer{b.rowLoRA, b.outLoRA} {
+			at := int64(8 * b.kept * b.maxRows)
+			if err := b.dev.Write(b.stageLoRA, at, rows); err != nil {
+				return err
+			}
+			b.rec.Copy(b.stageLoRA, at, buf, 0, int64(len(rows)))
+		}
+	}
 	b.pending = true
 	b.batch = batch
 	return nil
@@ -498,7 +517,10 @@ func (b *Backend) chainBuffers() error {
 	// and the ids of every step in history.
 	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
 	var err error
-	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history} {
+	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA} {
+		if p == &b.stageLoRA {
+			size *= 2 // 8 bytes a row
+		}
 		if *p, err = b.buffer("chain", size, CopySrc|CopyDst); err != nil {
 			return err
 		}

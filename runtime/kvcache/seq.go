@@ -12,10 +12,23 @@ type Seq struct {
 	tokens []int32  // committed tokens, kept to key blocks as they fill
 	nodes  []uint64 // prefix-cache identity of each full block: the parent key of the next
 	cap    int      // tokens reserved: Len() <= cap <= len(table)*BlockSize()
+	root   uint64   // the parent key of the first block: the prefix cache's namespace
 }
 
 // NewSeq returns an empty sequence drawing from p.
 func (p *Pool) NewSeq() *Seq { return &Seq{pool: p} }
+
+// NewSeqIn returns an empty sequence whose blocks are shared only with
+// sequences of the same namespace: the K/V of a prefix depend on more than
+// its tokens when the model runs with a LoRA adapter. Namespace 0 is
+// NewSeq's; others must have the top bit set, so that they never equal a
+// block's node.
+func (p *Pool) NewSeqIn(namespace uint64) *Seq {
+	if namespace != 0 && namespace>>63 == 0 {
+		panic("kvcache: a namespace needs its top bit set")
+	}
+	return &Seq{pool: p, root: namespace}
+}
 
 // Len is the number of committed tokens.
 func (s *Seq) Len() int { return len(s.tokens) }
@@ -45,7 +58,7 @@ func (s *Seq) Share(tokens []int32) int {
 		panic("kvcache: Share on a non-empty Seq")
 	}
 	p, bs := s.pool, s.pool.blockSize
-	var parent uint64
+	parent := s.root
 	// Block i may be shared while the last token lies beyond it.
 	for i := 0; (i+1)*bs < len(tokens); i++ {
 		b, ok := p.index[makeKey(parent, tokens[i*bs:(i+1)*bs])]
@@ -159,7 +172,7 @@ func (s *Seq) Commit(tokens []int32) {
 	p, bs := s.pool, s.pool.blockSize
 	s.tokens = append(s.tokens, tokens...)
 	for i := len(s.nodes); (i+1)*bs <= len(s.tokens); i++ {
-		var parent uint64
+		parent := s.root
 		if i > 0 {
 			parent = s.nodes[i-1]
 		}

@@ -25,6 +25,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Adapters = m.adapters()
 	if len(body.Messages) == 0 {
 		return badRequest("messages", "messages must hold at least one message")
 	}

@@ -23,6 +23,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	base.Adapters = m.adapters()
 	switch {
 	case body.Prompt.len() == 0:
 		return badRequest("prompt", "prompt is required")
@@ -197,7 +198,7 @@ func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, logpro
 	}
 	e.lps = []tokenLogprob{entry(-1, ids[0], 0, nil)}
 	e.first = true
-	err = m.eng.Score(ctx, ids, func(i int, logits []float32) error {
+	err = m.eng.ScoreAdapters(ctx, ids, req.Adapters, func(i int, logits []float32) error {
 		lp, top := runtime.Logprobs(logits, ids[i+1], req.TopLogprobs)
 		e.lps = append(e.lps, entry(int(ids[i]), ids[i+1], lp, top))
 		return nil

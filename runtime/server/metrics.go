@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,7 @@ var (
 	descQueries    = prometheus.NewDesc("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", []string{"model_name"}, nil)
 	descHits       = prometheus.NewDesc("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", []string{"model_name"}, nil)
 	descPreempt    = prometheus.NewDesc("vllm:num_preemptions_total", "Sequences preempted (their blocks freed, to be recomputed).", []string{"model_name"}, nil)
-	descLoRA       = prometheus.NewDesc("vllm:lora_requests_info", "LoRA adapters running and waiting (none: Tessera serves base models); the value is the time of the scrape.", []string{"model_name", "max_lora", "running_lora_adapters", "waiting_lora_adapters"}, nil)
+	descLoRA       = prometheus.NewDesc("vllm:lora_requests_info", "LoRA adapters loaded (max_lora), and those with sequences running and waiting, comma-separated; the value is the time of the scrape.", []string{"model_name", "max_lora", "running_lora_adapters", "waiting_lora_adapters"}, nil)
 	descCacheInfo  = prometheus.NewDesc("vllm:cache_config_info", "The KV cache's configuration, in labels.", []string{"model_name", "block_size", "num_gpu_blocks"}, nil)
 	descContextLen = prometheus.NewDesc("tessera_max_model_len", "The context length, in tokens.", []string{"model_name"}, nil)
 )
@@ -121,7 +122,17 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descQueries, float64(st.KV.PrefixLookups))
 		counter(descHits, float64(st.KV.PrefixHits))
 		counter(descPreempt, float64(st.Preemptions))
-		gauge(descLoRA, float64(time.Now().Unix()), "0", "", "")
+		var running, waiting []string
+		ads := m.eng.Adapters()
+		for _, a := range ads {
+			if a.Running > 0 {
+				running = append(running, a.Name)
+			}
+			if a.Waiting > 0 {
+				waiting = append(waiting, a.Name)
+			}
+		}
+		gauge(descLoRA, float64(time.Now().Unix()), strconv.Itoa(len(ads)), strings.Join(running, ","), strings.Join(waiting, ","))
 		gauge(descCacheInfo, 1, strconv.Itoa(m.eng.KVBlockSize()), strconv.Itoa(st.KV.Blocks))
 		gauge(descContextLen, float64(m.eng.Model().Config.Context))
 	}

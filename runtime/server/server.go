@@ -94,7 +94,18 @@ type model struct {
 	name    string
 	eng     *runtime.Engine
 	created int64
-	seqs    atomic.Int64 // sequences this server has started and not finished
+	seqs    *atomic.Int64 // sequences this server has started and not finished, shared by the engine's adapters
+	// adapter, for a model name BASE:ADAPTER, is the engine's LoRA adapter
+	// that requests of this name run with.
+	adapter string
+}
+
+// adapters is what a request of this model runs with.
+func (m *model) adapters() []runtime.AdapterRef {
+	if m.adapter == "" {
+		return nil
+	}
+	return []runtime.AdapterRef{{Name: m.adapter}}
 }
 
 // New returns a server with no models, reporting "loading" until Ready.
@@ -131,7 +142,7 @@ func (s *Server) Add(name string, eng *runtime.Engine) error {
 	if _, ok := s.models[name]; ok {
 		return fmt.Errorf("server: model %q added twice", name)
 	}
-	s.models[name] = &model{name: name, eng: eng, created: time.Now().Unix()}
+	s.models[name] = &model{name: name, eng: eng, created: time.Now().Unix(), seqs: new(atomic.Int64)}
 	s.names = append(s.names, name)
 	return nil
 }
@@ -278,17 +289,30 @@ type modelCard struct {
 	Created     int64  `json:"created"`
 	OwnedBy     string `json:"owned_by"`
 	MaxModelLen int    `json:"max_model_len"`
+	// Parent is, for an adapter's name BASE:ADAPTER, the base model (as
+	// vLLM lists its LoRA adapters).
+	Parent string `json:"parent,omitempty"`
 }
 
 func (m *model) card() modelCard {
-	return modelCard{ID: m.name, Object: "model", Created: m.created, OwnedBy: "tessera", MaxModelLen: m.eng.Model().Config.Context}
+	c := modelCard{ID: m.name, Object: "model", Created: m.created, OwnedBy: "tessera", MaxModelLen: m.eng.Model().Config.Context}
+	if m.adapter != "" {
+		c.Parent = strings.TrimSuffix(m.name, ":"+m.adapter)
+	}
+	return c
 }
 
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
 	cards := []modelCard{}
 	for _, n := range s.names {
-		cards = append(cards, s.models[n].card())
+		base := s.models[n]
+		cards = append(cards, base.card())
+		for _, a := range base.eng.Adapters() {
+			if !a.Unloading {
+				cards = append(cards, base.withAdapter(a.Name).card())
+			}
+		}
 	}
 	s.mu.RUnlock()
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
@@ -311,6 +335,16 @@ func (s *Server) model(name string) (*model, error) {
 	if m, ok := s.models[name]; ok {
 		return m, nil
 	}
+	// BASE:ADAPTER names a LoRA adapter loaded on BASE's engine.
+	if i := strings.LastIndex(name, ":"); i > 0 {
+		if base, ok := s.models[name[:i]]; ok {
+			for _, a := range base.eng.Adapters() {
+				if a.Name == name[i+1:] && !a.Unloading {
+					return base.withAdapter(a.Name), nil
+				}
+			}
+		}
+	}
 	if name == "" && len(s.names) == 1 {
 		return s.models[s.names[0]], nil
 	}
@@ -320,6 +354,11 @@ func (s *Server) model(name string) (*model, error) {
 	code := "model_not_found"
 	return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
 		msg: fmt.Sprintf("the model %q does not exist; this server has %s", name, strings.Join(s.names, ", "))}
+}
+
+// withAdapter is m's engine serving under m.name:adapter, sharing m's queue.
+func (m *model) withAdapter(adapter string) *model {
+	return &model{name: m.name + ":" + adapter, eng: m.eng, created: m.created, seqs: m.seqs, adapter: adapter}
 }
 
 // snapshot lists the models for the metrics collector.

@@ -1,0 +1,294 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/lora"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// ErrUnknownAdapter is returned (wrapped) for a request that names an
+// adapter the engine has not loaded.
+var ErrUnknownAdapter = errors.New("unknown LoRA adapter")
+
+// AdapterSpec is an adapter to load with the engine (Options.Adapters):
+// a GGUF LoRA file or a PEFT folder, the name requests call it by
+// (default: lora.Name of the path) and its scale (0 means 1).
+type AdapterSpec struct {
+	Name  string
+	Path  string
+	Scale float32
+}
+
+// AdapterRef is a request's adapter: a loaded adapter's name and a
+// multiplier of its scale (0 means 1).
+type AdapterRef struct {
+	Name  string
+	Scale float32
+}
+
+// AdapterInfo describes a loaded adapter.
+type AdapterInfo struct {
+	Name    string
+	Path    string
+	Format  string
+	Rank    int
+	Targets int
+	Scale   float32
+	// Running and Waiting count the sequences that use it now.
+	Running, Waiting int
+	// Unloading: UnloadAdapter was called while sequences still used it.
+	Unloading bool
+}
+
+// adapterEntry is a loaded adapter: its slot in the backend's LoRA sets
+// (Batch.Adapter), and the sequences holding it.
+type adapterEntry struct {
+	name, path string
+	ad         *lora.Adapter
+	scale      float32
+	slot       int
+	id         uint64 // never reused: the prefix cache's namespace
+	refs       int
+	unloading  bool
+}
+
+// namespace is the prefix cache namespace of a sequence with this adapter
+// at request scale s: the K/V of a prefix depend on both.
+func (a *adapterEntry) namespace(s float32) uint64 {
+	return 1<<63 | (a.id&0x7fffffff)<<32 | uint64(math.Float32bits(s))
+}
+
+// LoadAdapter reads the adapter at path (a GGUF LoRA file or a PEFT folder)
+// and makes it available to requests as name, at the given scale (0: 1).
+// It waits for the step in progress.
+func (e *Engine) LoadAdapter(name, path string, scale float32) error {
+	a, err := lora.Open(path, e.model.Config)
+	if err != nil {
+		return err
+	}
+	return e.AddAdapter(name, a, scale)
+}
+
+// AddAdapter makes an adapter already read (lora.Open, or one synth drew)
+// available to requests as name.
+func (e *Engine) AddAdapter(name string, a *lora.Adapter, scale float32) error {
+	if name == "" {
+		return errors.New("an adapter needs a name")
+	}
+	if err := a.Check(e.model.Config); err != nil {
+		return err
+	}
+	if scale == 0 {
+		scale = 1
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.loraMu.Lock()
+	defer e.loraMu.Unlock()
+	if _, ok := e.adapters[name]; ok {
+		return fmt.Errorf("adapter %q is already loaded", name)
+	}
+	if e.adapters == nil {
+		e.adapters = map[string]*adapterEntry{}
+	}
+	e.adapterIDs++
+	ent := &adapterEntry{name: name, path: a.Path, ad: a, scale: scale, id: e.adapterIDs, slot: len(e.slots)}
+	if i := slices.Index(e.slots, nil); i >= 0 {
+		ent.slot = i
+		e.slots[i] = ent
+	} else {
+		e.slots = append(e.slots, ent)
+	}
+	e.adapters[name] = ent
+	if err := e.syncAdapters(); err != nil {
+		delete(e.adapters, name)
+		e.slots[ent.slot] = nil
+		e.syncAdapters()
+		return fmt.Errorf("load adapter %s: %w", name, err)
+	}
+	return nil
+}
+
+// UnloadAdapter removes an adapter: at once when no sequence uses it, else
+// after the last one finishes. New requests cannot name it from now on.
+func (e *Engine) UnloadAdapter(name string) error {
+	e.loraMu.Lock()
+	ent, ok := e.adapters[name]
+	if !ok {
+		e.loraMu.Unlock()
+		return fmt.Errorf("%w %q", ErrUnknownAdapter, name)
+	}
+	delete(e.adapters, name)
+	ent.unloading = true
+	if ent.refs > 0 {
+		e.loraMu.Unlock()
+		return nil
+	}
+	e.slots[ent.slot] = nil
+	e.loraMu.Unlock()
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.loraMu.Lock()
+	defer e.loraMu.Unlock()
+	return e.syncAdapters()
+}
+
+// Adapters lists the loaded adapters by name, with those being unloaded.
+func (e *Engine) Adapters() []AdapterInfo {
+	e.mu.Lock()
+	counts := map[*adapterEntry][2]int{}
+	for i, list := range [][]*sequence{e.running, e.waiting} {
+		for _, s := range list {
+			if s.adapter != nil {
+				c := counts[s.adapter]
+				c[i]++
+				counts[s.adapter] = c
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.loraMu.Lock()
+	defer e.loraMu.Unlock()
+	var out []AdapterInfo
+	for _, ent := range e.slots {
+		if ent == nil {
+			continue
+		}
+		c := counts[ent]
+		out = append(out, AdapterInfo{Name: ent.name, Path: ent.path, Format: ent.ad.Format, Rank: ent.ad.MaxRank(),
+			Targets: len(ent.ad.Targets), Scale: ent.scale, Running: c[0], Waiting: c[1], Unloading: ent.unloading})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// acquireAdapter resolves a request's adapter and holds it for n
+// sequences. One adapter per request: several would need a sum of
+// products per row, which the kernels do not gather yet.
+func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float32, error) {
+	switch len(refs) {
+	case 0:
+		return nil, 0, nil
+	case 1:
+	default:
+		return nil, 0, fmt.Errorf("%w: %d adapters in one request (one at most)", ErrBadRequest, len(refs))
+	}
+	e.loraMu.Lock()
+	defer e.loraMu.Unlock()
+	ent, ok := e.adapters[refs[0].Name]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w %q", ErrUnknownAdapter, refs[0].Name)
+	}
+	s := refs[0].Scale
+	if s == 0 {
+		s = 1
+	}
+	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+		return nil, 0, fmt.Errorf("%w: adapter scale %v", ErrBadRequest, s)
+	}
+	ent.refs += n
+	return ent, s * ent.scale, nil
+}
+
+// releaseAdapter drops a finished sequence's hold on its adapter; the last
+// hold on an adapter being unloaded frees its slot, and the next step
+// drops its weights.
+func (e *Engine) releaseAdapter(ent *adapterEntry) {
+	e.loraMu.Lock()
+	defer e.loraMu.Unlock()
+	ent.refs--
+	if ent.refs == 0 && ent.unloading {
+		e.slots[ent.slot] = nil
+		e.loraDirty = true
+	}
+}
+
+// syncAdapters gives the backend the adapters of every slot, weight by
+// weight. Called with stepMu and loraMu held.
+func (e *Engine) syncAdapters() error {
+	e.loraDirty = false
+	n, c := e.net, e.model.Config
+	shapes := lora.TargetShapes(c)
+	type target struct {
+		dst  *backend.LoRA
+		name string
+	}
+	targets := []target{{&n.headLoRA, models.Output}}
+	for l := range n.layers {
+		for k, kind := range lora.Kinds {
+			targets = append(targets, target{&n.layers[l].lora[k], models.LayerTensor(l, kind.GGUF)})
+		}
+	}
+	for _, t := range targets {
+		slots := make([]backend.LoRASlot, len(e.slots))
+		any := false
+		for j, ent := range e.slots {
+			if ent == nil {
+				continue
+			}
+			if a, ok := ent.ad.Targets[t.name]; ok {
+				slots[j] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
+				any = true
+			}
+		}
+		if !any {
+			if *t.dst != nil {
+				if err := e.be.SetLoRA(*t.dst, nil); err != nil {
+					return err
+				}
+			}
+			*t.dst = nil
+			continue
+		}
+		if *t.dst == nil {
+			s := shapes[t.name]
+			l, err := e.be.NewLoRA(s[1], s[0])
+			if err != nil {
+				return err
+			}
+			*t.dst = l
+		}
+		if err := e.be.SetLoRA(*t.dst, slots); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadAdapters loads opts.Adapters, or with opts.LoRAMerge merges the one
+// adapter into m's weights before they are uploaded (mergeOnly).
+func mergeAdapter(m *models.Model, opts Options) error {
+	if len(opts.Adapters) != 1 {
+		return fmt.Errorf("merging LoRA adapters at load takes exactly one adapter, not %d", len(opts.Adapters))
+	}
+	sp := opts.Adapters[0]
+	a, err := lora.Open(sp.Path, m.Config)
+	if err != nil {
+		return err
+	}
+	s := sp.Scale
+	if s == 0 {
+		s = 1
+	}
+	return lora.Merge(m, a, s)
+}
+
+// loadAdapters loads opts.Adapters onto a new engine.
+func (e *Engine) loadAdapters(opts Options) error {
+	for _, sp := range opts.Adapters {
+		name := sp.Name
+		if name == "" {
+			name = lora.Name(sp.Path)
+		}
+		if err := e.LoadAdapter(name, sp.Path, sp.Scale); err != nil {
+			return err
+		}
+	}
+	return nil
+}

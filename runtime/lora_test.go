@@ -1,0 +1,340 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/lora"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// loraBase is a base model for the LoRA tests: stories260K (a converted
+// llama2.c model, GGUF's pairs RoPE layout, tied head) or a synthetic shape.
+func loraBase(t *testing.T, name string) (string, models.Config) {
+	t.Helper()
+	path := ""
+	if name == "stories260K" {
+		path = sharedFile(t, "stories260K.gguf")
+	} else {
+		path = synthModel(t, name, dtype.F32)
+	}
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	return path, m.Config
+}
+
+// writeAdapter draws a random adapter for c and writes it in both forms:
+// a GGUF LoRA file and a PEFT folder.
+func writeAdapter(t *testing.T, c models.Config, rank int, targets []string, seed uint64) (ggufPath, peftDir string) {
+	t.Helper()
+	a, err := synth.LoRA(c, rank, targets, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ggufPath, peftDir = filepath.Join(dir, "adapter.gguf"), filepath.Join(dir, "peft")
+	if err := lora.WriteGGUF(ggufPath, a, c.Arch); err != nil {
+		t.Fatal(err)
+	}
+	if err := lora.WritePEFT(peftDir, a, c); err != nil {
+		t.Fatal(err)
+	}
+	return ggufPath, peftDir
+}
+
+func loadDevice(t *testing.T, device, path string, opts runtime.Options) *runtime.Engine {
+	t.Helper()
+	if device == "webgpu" {
+		return loadWebGPU(t, path, opts)
+	}
+	opts.Device = "cpu"
+	eng, err := runtime.Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// scoreLogits returns the logits after each of tokens[:len-1].
+func scoreLogits(t *testing.T, e *runtime.Engine, tokens []int32, refs []runtime.AdapterRef) []float32 {
+	t.Helper()
+	var all []float32
+	if err := e.ScoreAdapters(context.Background(), tokens, refs, func(_ int, l []float32) error {
+		all = append(all, l...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestLoRAUnmergedMatchesMerged: an adapter applied unmerged (two small
+// products per projection, gathered per row) computes what the same
+// adapter merged into the weights computes: logits within 1e-4 and the
+// same greedy tokens, on both backends, at ranks 1, 8 and 64.
+func TestLoRAUnmergedMatchesMerged(t *testing.T) {
+	for _, tc := range []struct {
+		base, device string
+		rank         int
+		targets      []string
+	}{
+		{"stories260K", "cpu", 8, nil},
+		{"stories260K", "cpu", 1, []string{"q", "v"}},
+		{"stories260K", "webgpu", 8, nil},
+		{"tiny-qwen3", "cpu", 8, nil},
+		{"tiny-qwen3", "cpu", 64, []string{"o", "down"}},
+		{"tiny-qwen3", "webgpu", 64, nil},
+		{"tiny", "cpu", 8, []string{"q", "k", "v", "o", "gate", "up", "down", "head"}}, // untied head
+		{"tiny", "webgpu", 1, []string{"k", "up", "head"}},
+	} {
+		t.Run(tc.base+"/"+tc.device+"/r"+itoa(tc.rank), func(t *testing.T) {
+			path, c := loraBase(t, tc.base)
+			ad, _ := writeAdapter(t, c, tc.rank, tc.targets, 3)
+			spec := []runtime.AdapterSpec{{Name: "a", Path: ad}}
+			un := loadDevice(t, tc.device, path, runtime.Options{Adapters: spec})
+			merged := loadDevice(t, tc.device, path, runtime.Options{Adapters: spec, LoRAMerge: true})
+			refs := []runtime.AdapterRef{{Name: "a"}}
+			prompt, err := un.PromptTokens(runtime.Request{Prompt: "Once upon a time, there was a little"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := scoreLogits(t, un, prompt, refs), scoreLogits(t, merged, prompt, nil)
+			base := scoreLogits(t, un, prompt, nil)
+			if d := maxDiff(got, want); d > 1e-4 {
+				t.Errorf("unmerged logits differ from merged by %g", d)
+			}
+			if d := maxDiff(base, want); d < 1e-2 {
+				t.Errorf("the adapter hardly changes the logits (%g): the test proves nothing", d)
+			}
+			req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 40, IgnoreEOS: true}
+			wantIDs, _, _ := generate(t, merged, req)
+			req.Adapters = refs
+			gotIDs, _, _ := generate(t, un, req)
+			if !equal(gotIDs, wantIDs) {
+				t.Errorf("greedy tokens:\nunmerged %v\n  merged %v", gotIDs, wantIDs)
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
+
+// TestLoRAMixedBatch: six sequences, three with different adapters, one
+// at a doubled scale and two with none, decode in one batch and each gets
+// the tokens it gets alone.
+func TestLoRAMixedBatch(t *testing.T) {
+	for _, tc := range []struct{ base, device string }{{"stories260K", "cpu"}, {"stories260K", "webgpu"}, {"tiny-qwen3", "cpu"}, {"tiny-qwen3", "webgpu"}} {
+		t.Run(tc.base+"/"+tc.device, func(t *testing.T) {
+			path, c := loraBase(t, tc.base)
+			var specs []runtime.AdapterSpec
+			for i, r := range []int{1, 8, 64} {
+				p, _ := writeAdapter(t, c, r, nil, uint64(10+i))
+				specs = append(specs, runtime.AdapterSpec{Name: "ad" + itoa(i), Path: p})
+			}
+			e := loadDevice(t, tc.device, path, runtime.Options{Adapters: specs})
+			refs := [][]runtime.AdapterRef{{{Name: "ad0"}}, {{Name: "ad1"}}, nil, {{Name: "ad2"}}, {{Name: "ad1", Scale: 2}}, nil}
+			reqs := make([]runtime.Request, len(refs))
+			solo := make([][]int32, len(refs))
+			for i := range reqs {
+				reqs[i] = runtime.Request{Prompt: "Once upon a time", MaxTokens: 24 + 3*i, IgnoreEOS: true, Adapters: refs[i]}
+				solo[i], _, _ = generate(t, e, reqs[i])
+			}
+			if equal(solo[0], solo[2]) || equal(solo[1], solo[4]) {
+				t.Fatal("adapters do not change the tokens: the test proves nothing")
+			}
+			got := make([][]int32, len(reqs))
+			var wg sync.WaitGroup
+			for i := range reqs {
+				wg.Go(func() { got[i], _, _ = generate(t, e, reqs[i]) })
+			}
+			wg.Wait()
+			for i := range reqs {
+				if !equal(got[i], solo[i]) {
+					t.Errorf("sequence %d (%v): batched %v, alone %v", i, refs[i], got[i], solo[i])
+				}
+			}
+		})
+	}
+}
+
+// TestLoRAFormats: the GGUF and PEFT forms of one adapter give the same
+// tokens (PEFT's q and k rows come in Hugging Face's halves layout, which a
+// pairs-layout base reorders).
+func TestLoRAFormats(t *testing.T) {
+	for _, base := range []string{"stories260K", "tiny-qwen3"} {
+		t.Run(base, func(t *testing.T) {
+			path, c := loraBase(t, base)
+			g, p := writeAdapter(t, c, 8, nil, 5)
+			e := loadDevice(t, "cpu", path, runtime.Options{Adapters: []runtime.AdapterSpec{{Name: "g", Path: g}, {Name: "p", Path: p}}})
+			req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 40, IgnoreEOS: true}
+			req.Adapters = []runtime.AdapterRef{{Name: "g"}}
+			a, _, _ := generate(t, e, req)
+			req.Adapters = []runtime.AdapterRef{{Name: "p"}}
+			b, _, _ := generate(t, e, req)
+			if !equal(a, b) {
+				t.Errorf("gguf %v\npeft %v", a, b)
+			}
+			info := e.Adapters()
+			if len(info) != 2 || info[0].Format != "gguf" || info[1].Format != "peft" || info[0].Rank != 8 {
+				t.Errorf("adapters %+v", info)
+			}
+		})
+	}
+}
+
+// TestLoRABadAdapters: adapters that do not fit the base, or are broken,
+// are refused with an error that says why.
+func TestLoRABadAdapters(t *testing.T) {
+	path, c := loraBase(t, "stories260K")
+	_, qc := loraBase(t, "tiny-qwen3")
+	wrong, wrongPEFT := writeAdapter(t, qc, 4, nil, 1)
+	good, goodPEFT := writeAdapter(t, c, 4, nil, 1)
+	dir := t.TempDir()
+	raw, _ := os.ReadFile(good)
+	corrupt := filepath.Join(dir, "corrupt.gguf")
+	os.WriteFile(corrupt, raw[:len(raw)/2], 0o644)
+	// A GGUF with the A of one target and not its B.
+	a, _ := synth.LoRA(c, 4, []string{"q"}, 1)
+	half := filepath.Join(dir, "half.gguf")
+	if err := lora.WriteGGUF(half, a, c.Arch); err != nil {
+		t.Fatal(err)
+	}
+	dropLoRAB(t, half)
+	noConfig := filepath.Join(dir, "noconfig")
+	os.CopyFS(noConfig, os.DirFS(goodPEFT))
+	os.Remove(filepath.Join(noConfig, lora.PEFTConfig))
+	e := loadDevice(t, "cpu", path, runtime.Options{})
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"wrong shape", wrong, "tensor blk.0.attn_k.weight adapts a 64×64 matrix but the base model's is 32×64"},
+		{"wrong shape peft", wrongPEFT, "but the base model's is"},
+		{"missing tensor", half, "has only one of lora_a and lora_b"},
+		{"corrupt", corrupt, "bad LoRA adapter"},
+		{"no config", noConfig, "needs adapter_config.json"},
+		{"missing file", filepath.Join(dir, "nothing.gguf"), "no such file"},
+	} {
+		err := e.LoadAdapter(tc.name, tc.path, 1)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := runtime.Load(path, runtime.Options{Device: "cpu", Adapters: []runtime.AdapterSpec{{Path: wrong}}}); err == nil {
+		t.Error("Load took an adapter of another model")
+	}
+	if err := e.LoadAdapter("ok", good, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Start(context.Background(), runtime.Request{Prompt: "a", MaxTokens: 2, Adapters: []runtime.AdapterRef{{Name: "nope"}}})
+	if !errors.Is(err, runtime.ErrUnknownAdapter) {
+		t.Errorf("an unknown adapter: %v", err)
+	}
+}
+
+// dropLoRAB rewrites a GGUF adapter with its lora_a tensors only.
+func dropLoRAB(t *testing.T, path string) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ts []gguf.WriteTensor
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if strings.HasSuffix(ti.Name, ".lora_a") {
+			data, err := f.ReadTensor(ti)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: data})
+		}
+	}
+	out, err := os.Create(path + ".tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.Write(out, f.KV, ts); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	os.Rename(path+".tmp", path)
+}
+
+// TestLoRAUnloadWhileRunning: unloading an adapter that a running sequence
+// uses refuses new requests at once and frees it when the sequence ends;
+// the sequence keeps its tokens.
+func TestLoRAUnloadWhileRunning(t *testing.T) {
+	path, c := loraBase(t, "stories260K")
+	p, _ := writeAdapter(t, c, 8, nil, 2)
+	e := loadDevice(t, "cpu", path, runtime.Options{})
+	if err := e.LoadAdapter("x", p, 1); err != nil {
+		t.Fatal(err)
+	}
+	req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 60, IgnoreEOS: true, Adapters: []runtime.AdapterRef{{Name: "x"}}}
+	want, _, _ := generate(t, e, req)
+	st, err := e.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	n := 0
+	for tok, err := range st.Tokens() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tok.ID)
+		if n++; n == 3 {
+			if err := e.UnloadAdapter("x"); err != nil {
+				t.Fatal(err)
+			}
+			if info := e.Adapters(); len(info) != 1 || !info[0].Unloading {
+				t.Errorf("while running: %+v", info)
+			}
+			if _, err := e.Start(context.Background(), req); !errors.Is(err, runtime.ErrUnknownAdapter) {
+				t.Errorf("a request for an adapter being unloaded: %v", err)
+			}
+		}
+	}
+	if !equal(got, want) {
+		t.Errorf("tokens after the unload: %v, want %v", got, want)
+	}
+	if info := e.Adapters(); len(info) != 0 {
+		t.Errorf("after the sequence: %+v", info)
+	}
+	// The slot is free and the base model is back.
+	if err := e.LoadAdapter("x", p, 1); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,40 @@
+package shaders_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/tessera-llm/tessera/shaders"
+)
+
+// TestValidate runs naga and tint, where they are installed, over every
+// kernel as the backend compiles it: with its override constants written as
+// constants (runtime/gpu.Specialize keeps their defaults here).
+func TestValidate(t *testing.T) {
+	override := regexp.MustCompile(`(?m)^(\s*)override(\s)`)
+	dir := t.TempDir()
+	for _, tool := range [][]string{{"naga"}, {"tint", "--format", "wgsl", "-o", os.DevNull}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Logf("%s not installed: skipped", tool[0])
+			continue
+		}
+		for _, name := range shaders.Names() {
+			src, err := shaders.Source(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, name+".wgsl")
+			os.WriteFile(path, []byte(override.ReplaceAllString(src, "${1}const$2")), 0o644)
+			args := append(append([]string{}, tool[1:]...), path)
+			if tool[0] == "naga" {
+				args = []string{path}
+			}
+			if out, err := exec.Command(tool[0], args...).CombinedOutput(); err != nil {
+				t.Errorf("%s %s: %v\n%s", tool[0], name, err, out)
+			}
+		}
+	}
+}
