@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 )
 
 // constraintSchemas are JSON Schemas of increasing difficulty, each
@@ -47,24 +48,6 @@ var constraintSchemas = []string{
 // Bounds for what the schemas leave open, so that a random model finishes
 // in its context.
 var testSchemaOpts = grammar.SchemaOptions{MaxString: 12, MaxItems: 3}
-
-func compileValidator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // sampleConstrained runs n samples of req and returns their texts,
 // failing when one ends for another reason than the grammar's end.
@@ -100,7 +83,7 @@ func checkSchemas(t *testing.T, eng *runtime.Engine, prompt string, samples, max
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := compileValidator(t, schema)
+			v := grammartest.Validator(t, schema)
 			req := runtime.Request{Prompt: prompt, MaxTokens: maxTokens, Constraint: g,
 				Sampler: runtime.SamplerOptions{Temperature: 1, Seed: uint64(100 + i)}}
 			for k, text := range sampleConstrained(t, eng, req, samples) {

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
 
@@ -46,7 +47,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := validator(t, personSchema)
+			v := grammartest.Validator(t, personSchema)
 			for _, ch := range res.Choices {
 				text := ch.Message.Content
 				inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
@@ -62,24 +63,6 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 			}
 		})
 	}
-}
-
-func validator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Compile("s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // TestRegexAndGrammarFields: the regex and grammar extension fields (and
