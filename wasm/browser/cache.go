@@ -80,21 +80,58 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 		}
 	}
 	key := cacheKey(url)
-	if useCache {
-		if f, err := cachedModel(ctx, dir, key, url, progress); err != nil {
-			console("info", fmt.Sprintf("tessera: fetching %s again: %v", url, err))
-			removeEntry(dir, key)
-		} else {
-			f.name = name
-			return f, nil
+	if !useCache {
+		f, err := download(ctx, dir, key, url, false, progress)
+		if err != nil {
+			return nil, err
 		}
+		f.name = name
+		return f, nil
 	}
-	f, err := download(ctx, dir, key, url, useCache, progress)
+	// Two engines (two workers) loading one URL must not write the entry
+	// while the other reads it: a File read from the cache becomes
+	// unreadable once its file is written again.
+	var f *fetched
+	err := underLock(ctx, "tessera-cache:"+key, func() error {
+		var err error
+		if f, err = cachedModel(ctx, dir, key, url, progress); err == nil {
+			return nil
+		}
+		console("info", fmt.Sprintf("tessera: fetching %s again: %v", url, err))
+		removeEntry(dir, key)
+		f, err = download(ctx, dir, key, url, true, progress)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	f.name = name
 	return f, nil
+}
+
+// underLock runs fn holding the origin-wide Web Lock name, which every
+// worker of the page (and of other tabs) sees; without the Locks API it
+// runs fn as is. Cancelling ctx gives up waiting for the lock, not fn.
+func underLock(ctx context.Context, name string, fn func() error) error {
+	locks := js.Global().Get("navigator").Get("locks")
+	if locks.IsUndefined() || locks.IsNull() {
+		return fn()
+	}
+	var ferr error
+	cb := js.FuncOf(func(js.Value, []js.Value) any {
+		return promise(func() (any, error) { ferr = fn(); return nil, nil })
+	})
+	defer cb.Release()
+	ctl := js.Global().Get("AbortController").New()
+	stop := context.AfterFunc(ctx, func() { ctl.Call("abort") })
+	defer stop()
+	if _, err := call(locks, "request", name, map[string]any{"signal": ctl.Get("signal")}, cb); err != nil {
+		if ctx.Err() != nil {
+			return errAborted
+		}
+		return fmt.Errorf("%w: waiting for the cache lock: %v", errStorage, err)
+	}
+	return ferr
 }
 
 // cachedModel returns the cached copy of url after checking it.
