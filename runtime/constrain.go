@@ -55,9 +55,9 @@ func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
 // token's actual bytes rather than the index's.
 func (e *Engine) constraintMask(s *sequence) ([]uint32, error) {
 	var mask []uint32
-	if s.prev < 0 || s.prev == e.model.Tokenizer.BOS() {
+	if prev := int(s.tokens[len(s.tokens)-1]); prev == e.model.Tokenizer.BOS() {
 		tok := e.model.Tokenizer
-		mask = s.gm.MaskWith(s.gs, func(id int) []byte { return tok.TokenBytes(s.prev, id) })
+		mask = s.gm.MaskWith(s.gs, func(id int) []byte { return tok.TokenBytes(prev, id) })
 	} else {
 		mask = s.gm.Mask(s.gs)
 	}

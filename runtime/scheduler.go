@@ -32,7 +32,6 @@ type sequence struct {
 	sampler *Sampler
 	detok   *tokenizer.Stream
 	stop    stopper
-	prev    int     // the last token, for the bytes the next one adds
 	tokens  []int32 // prompt, then generated tokens
 	kv      *kvcache.Seq
 	stored  int // leading tokens whose K/V are in the cache
@@ -175,7 +174,7 @@ func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *seq
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sequence{
 		ctx: ctx, req: req, stream: newStream(cancel), sampler: NewSampler(req.Sampler),
-		detok: tokenizer.NewStream(e.model.Tokenizer), stop: stopper{stops: req.Stop},
+		detok: tokenizer.NewStream(e.model.Tokenizer), stop: newStopper(req.Stop),
 		tokens: ids, start: time.Now(),
 	}
 	s.sampler.prompt = len(ids)
@@ -194,7 +193,6 @@ func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *seq
 	for _, id := range ids {
 		s.detok.Next(int(id)) // the prompt primes the leading-space rules
 	}
-	s.prev = int(ids[len(ids)-1])
 	return s
 }
 

@@ -543,12 +543,12 @@ func (e *Engine) accept(s *sequence, t Token) bool {
 		done = true
 	default:
 		s.tokens = append(s.tokens, t.ID)
-		t.Bytes = e.model.Tokenizer.TokenBytes(s.prev, int(t.ID))
+		var text string
+		text, t.Bytes = s.detok.NextBytes(int(t.ID))
 		if s.gm != nil {
 			s.gs = s.gm.AdvanceBytes(s.gs, t.Bytes)
 		}
-		s.prev = int(t.ID)
-		t.Text, s.stats.Stop = s.stop.feed(s.detok.Next(int(t.ID)))
+		t.Text, s.stats.Stop = s.stop.feed(text)
 		s.stream.push(t)
 		switch {
 		case s.stats.Stop != "":

@@ -7,8 +7,17 @@ import "strings"
 // is held back until the next tokens say whether it is: a client never sees
 // any part of a stop string, and sees everything else exactly once.
 type stopper struct {
-	stops []string
-	held  string
+	stops   []string
+	longest int // bytes of the longest stop string
+	held    string
+}
+
+func newStopper(stops []string) stopper {
+	st := stopper{stops: stops}
+	for _, s := range stops {
+		st.longest = max(st.longest, len(s))
+	}
+	return st
 }
 
 // feed adds the text of a new token. It returns the text that can be
@@ -27,7 +36,7 @@ func (st *stopper) feed(text string) (out, stop string) {
 		return t[:at], stop
 	}
 	// Hold the longest tail of t that some stop string starts with.
-	for k := min(len(t), st.longest()-1); k > 0; k-- {
+	for k := min(len(t), st.longest-1); k > 0; k-- {
 		tail := t[len(t)-k:]
 		for _, s := range st.stops {
 			if strings.HasPrefix(s, tail) {
@@ -45,12 +54,4 @@ func (st *stopper) flush() string {
 	t := st.held
 	st.held = ""
 	return t
-}
-
-func (st *stopper) longest() int {
-	n := 0
-	for _, s := range st.stops {
-		n = max(n, len(s))
-	}
-	return n
 }

@@ -27,7 +27,7 @@ func TestStopper(t *testing.T) {
 		{"multibyte", []string{"é!"}, []string{"caf", "é", "!", "x"}, "caf", "é!"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := stopper{stops: tc.stops}
+			st := newStopper(tc.stops)
 			var out strings.Builder
 			stop := ""
 			for _, p := range tc.pieces {

@@ -25,9 +25,17 @@ func NewStream(t Tokenizer) *Stream {
 // Next adds id and returns the text it completed, possibly "". Bytes that
 // can never become valid UTF-8 come out as U+FFFD straight away.
 func (s *Stream) Next(id int) string {
-	s.pending = append(s.pending, s.t.TokenBytes(s.prev, id)...)
+	text, _ := s.NextBytes(id)
+	return text
+}
+
+// NextBytes is Next that also returns the bytes id added to the text
+// (TokenBytes after the previous id), for callers that need both.
+func (s *Stream) NextBytes(id int) (text string, added []byte) {
+	added = s.t.TokenBytes(s.prev, id)
+	s.pending = append(s.pending, added...)
 	s.prev = id
-	return s.take(false)
+	return s.take(false), added
 }
 
 // Flush returns whatever Next held back, each byte of the incomplete
