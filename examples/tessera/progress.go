@@ -71,6 +71,12 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// Close is Finish, for callers that take an io.WriteCloser.
+func (p *progress) Close() error {
+	p.Finish()
+	return nil
+}
+
 // Finish ends the report: it clears the bar, or off a terminal writes the
 // summary line. Calls after the first do nothing.
 func (p *progress) Finish() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -134,7 +135,13 @@ func hubClient(e *env, offline bool) (*hub.Client, error) {
 	}
 	c.Offline = c.Offline || offline
 	c.Log = e.stderr
-	c.Bar = isTerminal(e.stderr)
+	if isTerminal(e.stderr) { // off a terminal the client's own line says it all
+		c.Progress = func(label string, total, have int64) io.WriteCloser {
+			p := newProgress(e.stderr, label, total, "B")
+			p.Set(have)
+			return p
+		}
+	}
 	return c, nil
 }
 

@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 )
 
 // meta is what the Hub says about a file before redirecting to the CDN.
@@ -159,20 +157,16 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 	if _, err := fh.Seek(have, io.SeekStart); err != nil {
 		return File{}, err
 	}
-	var bar *progressbar.ProgressBar
-	if c.Bar {
-		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(c.log()),
-			progressbar.OptionSetDescription(label), progressbar.OptionShowBytes(true),
-			progressbar.OptionShowTotalBytes(true), progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-		bar.Set64(have)
+	out := io.MultiWriter(fh, h)
+	if c.Progress != nil {
+		if p := c.Progress(label, total, have); p != nil {
+			defer p.Close()
+			out = io.MultiWriter(fh, h, p)
+		}
 	}
 	start, resumed := time.Now(), have
-	n, err := copyBody(io.MultiWriter(fh, h), resp.Body, bar)
+	n, err := copyBody(out, resp.Body)
 	have += n
-	if bar != nil {
-		bar.Finish()
-	}
 	if err != nil {
 		return File{}, err
 	}
@@ -210,7 +204,7 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 
 // copyBody copies the body, telling a failed read (the network: transient)
 // from a failed write (the disk: not).
-func copyBody(w io.Writer, body io.Reader, bar *progressbar.ProgressBar) (int64, error) {
+func copyBody(w io.Writer, body io.Reader) (int64, error) {
 	buf := make([]byte, 256<<10)
 	var n int64
 	for {
@@ -220,9 +214,6 @@ func copyBody(w io.Writer, body io.Reader, bar *progressbar.ProgressBar) (int64,
 				return n, err
 			}
 			n += int64(k)
-			if bar != nil {
-				bar.Add64(int64(k))
-			}
 		}
 		if rerr == io.EOF {
 			return n, nil

@@ -55,9 +55,12 @@ type Client struct {
 	// Log receives one line per downloaded file (and notes such as which
 	// file a reference without a tag picked); nil discards them.
 	Log io.Writer
-	// Bar draws a progress bar on Log while a file downloads: set it
-	// only when Log is a terminal, or the redraws fill a log file.
-	Bar bool
+	// Progress, if set, shows a download as it goes (a bar on a
+	// terminal): it is called when a file starts, with its size (-1 when
+	// unknown) and the bytes already there from an earlier try, is sent
+	// every byte that arrives, and is closed when the download ends. The
+	// line on Log comes either way.
+	Progress func(label string, total, have int64) io.WriteCloser
 	// Retries is how many times a download interrupted by the network
 	// resumes before the pull fails (0: 3; negative: none).
 	Retries int
