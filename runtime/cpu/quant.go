@@ -6,12 +6,13 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
-// QWeight is a matrix kept compressed, as int4 (dtype.Int4) or f16, and
-// expanded to f32 one row at a time as MatMul and Embed read it. The
-// expansion is the arithmetic of the WGSL kernels (scale·q + min, the
-// product exact), so both backends see the same weight values bit for bit.
+// QWeight is a matrix kept compressed, as int4 (dtype.Int4) or f16. Embed
+// expands a row to f32 with the arithmetic of the WGSL kernels (scale·q +
+// min, the product exact), so both backends see the same weight values bit
+// for bit; MatMul reads int4 with integer kernels (see MatMulQ).
 type QWeight struct {
 	shape   []int
 	storage backend.Storage
@@ -84,11 +85,17 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	return w, nil
 }
 
-// MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w: each worker
-// expands one row of w at a time and takes its dot products with the m rows
-// of x exactly as MatMul does, so the result equals MatMul over the
-// expanded weights bit for bit.
+// MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w. Int4
+// weights meet activations quantized to int16 per group of 32 (see
+// matMulInt4); f16 weights are expanded one row at a time and meet the f32
+// rows exactly as MatMul's do.
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
+	if w.Int4 != nil {
+		var qs []kernel.QRow
+		quantizeRows(&qs, x, m, k, workers)
+		matMulInt4(dst, qs, w.Int4, n, workers)
+		return
+	}
 	if m*n*k < 1<<15 {
 		workers = 1
 	}
@@ -98,6 +105,54 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 			w.Row(j, wr)
 			for i := 0; i < m; i++ {
 				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
+			}
+		}
+	})
+}
+
+// quantizeRows sets (*qs)[:m] to the m rows of x, k wide, growing qs.
+func quantizeRows(qs *[]kernel.QRow, x []float32, m, k, workers int) {
+	if len(*qs) < m {
+		*qs = append(*qs, make([]kernel.QRow, m-len(*qs))...)
+	}
+	q := (*qs)[:m]
+	if m*k < 1<<14 {
+		workers = 1
+	}
+	parallel(m, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			q[i].Quantize(x[i*k : (i+1)*k])
+		}
+	})
+}
+
+// matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with 16-bit
+// activations): the rows of x, quantized once (kernel.QRow), meet each row
+// of w, workers taking contiguous ranges of w's rows and meeting each with
+// the input rows four at a time, so that a prompt unpacks each weight group
+// once per four tokens. Every product is kernel.DotQ4's, so results do not
+// depend on the number of rows, their grouping or the number of workers.
+func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n, workers int) {
+	m := len(q)
+	if m*n*w.Cols < 1<<15 {
+		workers = 1
+	}
+	g := w.Groups()
+	parallel(n, workers, func(lo, hi int) {
+		var four [4]*kernel.QRow
+		var out [4]float32
+		for j := lo; j < hi; j++ {
+			codes, scales := w.Codes[4*j*g:4*(j+1)*g], w.Scales[j*g:(j+1)*g]
+			i := 0
+			for ; i+4 <= m; i += 4 {
+				four = [4]*kernel.QRow{&q[i], &q[i+1], &q[i+2], &q[i+3]}
+				kernel.DotQ4x4(codes, scales, &four, &out)
+				for r, v := range out {
+					dst[(i+r)*n+j] = v
+				}
+			}
+			for ; i < m; i++ {
+				dst[i*n+j] = kernel.DotQ4(codes, scales, &q[i])
 			}
 		}
 	})
