@@ -30,8 +30,10 @@ type Options struct {
 	Context int
 	// Quant is how weight matrices and the embedding table are stored:
 	// "int4", "f16" or "f32"; "" means int4 on WebGPU (f32 for models under
-	// 32 MiB of weights, which gain nothing from it) and f32 on the CPU.
-	// Norm weights stay f32. See WeightStorage.
+	// 32 MiB of weights, which gain nothing from it) and on the CPU each
+	// matrix as the file stores it (WeightStorage.Native: Q4_0, Q4_1 and
+	// Q4_K as int4, F16 as f16, the rest f32). Norm weights stay f32. See
+	// WeightStorage.
 	//
 	// Int4 matrices are calibrated (GPTQ over text the model samples
 	// itself, see CalibrateInt4) when the model has at most

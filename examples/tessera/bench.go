@@ -47,7 +47,11 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			enc.SetIndent("", "  ")
 			return enc.Encode(r)
 		}
-		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
+		if r.Threads > 0 {
+			fmt.Fprintf(e.stdout, "device            %s: %d threads, %s kernels\n", r.Device, r.Threads, r.Kernels)
+		} else {
+			fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
+		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s\n", r.GenTokens, r.DecodeTPS)

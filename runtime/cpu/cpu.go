@@ -85,6 +85,13 @@ func New(workers int) *Backend {
 
 func (b *Backend) Name() string { return "cpu" }
 
+// Threads is how many goroutines share a matrix product.
+func (b *Backend) Threads() int { return b.workers }
+
+// Kernels names the vector kernels this CPU runs: "avx2" (chosen at run
+// time from the CPU's features), or "go" where the plain-Go twins run.
+func Kernels() string { return kernel.Path() }
+
 func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {
@@ -380,7 +387,8 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 
 func (b *Backend) Close() error { return nil }
 
-// parallel splits [0, n) into contiguous ranges, one per worker.
+// parallel splits [0, n) into contiguous ranges, one per worker; the
+// calling goroutine takes the last, so that two workers start one.
 func parallel(n, workers int, f func(lo, hi int)) {
 	if workers <= 1 || n < 2 {
 		f(0, n)
@@ -388,7 +396,7 @@ func parallel(n, workers int, f func(lo, hi int)) {
 	}
 	workers = min(workers, n)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := 0; w < workers-1; w++ {
 		lo, hi := n*w/workers, n*(w+1)/workers
 		wg.Add(1)
 		go func() {
@@ -396,6 +404,7 @@ func parallel(n, workers int, f func(lo, hi int)) {
 			f(lo, hi)
 		}()
 	}
+	f(n*(workers-1)/workers, n)
 	wg.Wait()
 }
 

@@ -29,34 +29,53 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ, splitting the n output columns
-// across workers so that each reads its own slice of w, and meeting each
-// row of w with four rows of x at a time (a prompt reads w a quarter as
-// often). Every product is Dot's, whatever m or the number of workers.
+// MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ (see products).
 func MatMul(dst, x, w []float32, m, k, n, workers int) {
+	products(dst, floatRows(x, m, k), n, k, workers,
+		func(j int, x *[]float32) float32 { return Dot(*x, w[j*k:(j+1)*k]) },
+		func(j int, xs *[4]*[]float32, out *[4]float32) {
+			kernel.DotF32x4(w[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
+		})
+}
+
+// products sets dst[i·n+j] to the product of input row i with weight row
+// j, the shape every matrix product of the backend shares: the n weight
+// rows are split across workers so that each reads its own slice of the
+// weights, and each weight row meets the input rows four at a time (four
+// computes four products of one weight row at once, reading it once: a
+// prompt reads the weights a quarter as often), the rest one at a time.
+// four must give one's bits, so that no result depends on the number of
+// rows, their grouping or the number of workers. k is the inner dimension,
+// for the decision to stay on one goroutine for small products.
+func products[R any](dst []float32, rows []R, n, k, workers int, one func(j int, x *R) float32, four func(j int, xs *[4]*R, out *[4]float32)) {
+	m := len(rows)
 	if m*n*k < 1<<15 {
 		workers = 1
 	}
 	parallel(n, workers, func(lo, hi int) {
-		var four [4][]float32
 		var out [4]float32
 		for j := lo; j < hi; j++ {
-			wr := w[j*k : (j+1)*k]
 			i := 0
 			for ; i+4 <= m; i += 4 {
-				for r := range four {
-					four[r] = x[(i+r)*k : (i+r+1)*k]
-				}
-				kernel.DotF32x4(wr, &four, &out)
+				four(j, &[4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}, &out)
 				for r, v := range out {
 					dst[(i+r)*n+j] = v
 				}
 			}
 			for ; i < m; i++ {
-				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
+				dst[i*n+j] = one(j, &rows[i])
 			}
 		}
 	})
+}
+
+// floatRows cuts x into its m rows of k values.
+func floatRows(x []float32, m, k int) [][]float32 {
+	rows := make([][]float32, m)
+	for i := range rows {
+		rows[i] = x[i*k : (i+1)*k]
+	}
+	return rows
 }
 
 // Dot is the float32 dot product (kernel.DotF32: vector code where the CPU

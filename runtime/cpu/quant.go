@@ -87,8 +87,8 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 
 // MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w. Int4
 // weights meet activations quantized to int16 per group of 32 (see
-// matMulInt4); f16 weights are expanded one row at a time and meet the f32
-// rows exactly as MatMul's do.
+// matMulInt4); f16 weights meet the f32 rows exactly as MatMul's would
+// their widened values (kernel.DotF16).
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 	if w.Int4 != nil {
 		var qs []kernel.QRow
@@ -96,18 +96,12 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 		matMulInt4(dst, qs, w.Int4, n, workers)
 		return
 	}
-	if m*n*k < 1<<15 {
-		workers = 1
-	}
-	parallel(n, workers, func(lo, hi int) {
-		wr := make([]float32, k)
-		for j := lo; j < hi; j++ {
-			w.Row(j, wr)
-			for i := 0; i < m; i++ {
-				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
-			}
-		}
-	})
+	h := w.F16
+	products(dst, floatRows(x, m, k), n, k, workers,
+		func(j int, x *[]float32) float32 { return kernel.DotF16(*x, h[j*k:(j+1)*k]) },
+		func(j int, xs *[4]*[]float32, out *[4]float32) {
+			kernel.DotF16x4(h[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
+		})
 }
 
 // quantizeRows sets (*qs)[:m] to the m rows of x, k wide, growing qs.
@@ -126,34 +120,14 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k, workers int) {
 	})
 }
 
-// matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with 16-bit
-// activations): the rows of x, quantized once (kernel.QRow), meet each row
-// of w, workers taking contiguous ranges of w's rows and meeting each with
-// the input rows four at a time, so that a prompt unpacks each weight group
-// once per four tokens. Every product is kernel.DotQ4's, so results do not
-// depend on the number of rows, their grouping or the number of workers.
+// matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with
+// 16-bit activations): the rows of x, quantized once (kernel.QRow), meet
+// each row of w in kernel.DotQ4, four input rows per unpacked weight group
+// where there are four.
 func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n, workers int) {
-	m := len(q)
-	if m*n*w.Cols < 1<<15 {
-		workers = 1
-	}
 	g := w.Groups()
-	parallel(n, workers, func(lo, hi int) {
-		var four [4]*kernel.QRow
-		var out [4]float32
-		for j := lo; j < hi; j++ {
-			codes, scales := w.Codes[4*j*g:4*(j+1)*g], w.Scales[j*g:(j+1)*g]
-			i := 0
-			for ; i+4 <= m; i += 4 {
-				four = [4]*kernel.QRow{&q[i], &q[i+1], &q[i+2], &q[i+3]}
-				kernel.DotQ4x4(codes, scales, &four, &out)
-				for r, v := range out {
-					dst[(i+r)*n+j] = v
-				}
-			}
-			for ; i < m; i++ {
-				dst[i*n+j] = kernel.DotQ4(codes, scales, &q[i])
-			}
-		}
-	})
+	row := func(j int) ([]uint32, []uint32) { return w.Codes[4*j*g : 4*(j+1)*g], w.Scales[j*g : (j+1)*g] }
+	products(dst, q, n, w.Cols, workers,
+		func(j int, x *kernel.QRow) float32 { c, s := row(j); return kernel.DotQ4(c, s, x) },
+		func(j int, xs *[4]*kernel.QRow, out *[4]float32) { c, s := row(j); kernel.DotQ4x4(c, s, xs, out) })
 }

@@ -2,6 +2,14 @@ package kernel
 
 import "github.com/tessera-llm/tessera/models/dtype"
 
+// Path names the kernels this CPU runs: "avx2", or "go" for the twins.
+func Path() string {
+	if hasAVX2 {
+		return "avx2"
+	}
+	return "go"
+}
+
 // Lanes is the width of the float accumulators the kernels' arithmetic is
 // defined with: a group's 32 products are summed exactly into 8 integer
 // lanes (lane k: inputs 4k..4k+3), each lane scaled and added to its own

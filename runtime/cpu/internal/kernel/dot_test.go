@@ -200,3 +200,31 @@ func TestQuantizeMatchesTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestF16KernelsMatchF32: a row of halves gives DotF32's bits over its
+// widened values, one row and four.
+func TestF16KernelsMatchF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 576, 1537} {
+		w := make([]uint16, n)
+		for i := range w {
+			w[i] = dtype.HalfBits(float32(rng.NormFloat64()))
+		}
+		wf := widen(w)
+		var xs [4][]float32
+		for r := range xs {
+			xs[r] = randomRow(rng, n)
+		}
+		var got4 [4]float32
+		DotF16x4(w, &xs, &got4)
+		for r, x := range xs {
+			want := DotF32(wf, x)
+			if got := DotF16(x, w); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF16 %v, DotF32 %v", n, r, got, want)
+			}
+			if math.Float32bits(got4[r]) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF16x4 %v, DotF32 %v", n, r, got4[r], want)
+			}
+		}
+	}
+}

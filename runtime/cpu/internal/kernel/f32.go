@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/tessera-llm/tessera/models/dtype"
+
 // Block is the number of f32 products DotF32 sums in independent lanes:
 // four 8-wide registers, so that the adds of one block do not wait on
 // each other.
@@ -80,4 +82,55 @@ func Axpy(dst []float32, a float32, x []float32) {
 	for i := n; i < len(dst); i++ {
 		dst[i] += float32(a * x[i])
 	}
+}
+
+// DotF16 returns DotF32(a, b) for b given as IEEE halves: each half widens
+// exactly, so the result is that of the f32 values, bit for bit.
+func DotF16(a []float32, b []uint16) float32 {
+	n := len(a) &^ (Block - 1)
+	b = b[:len(a)]
+	var s float32
+	if n > 0 {
+		if hasAVX2 {
+			s = dotF16AVX2(&a[0], &b[0], n)
+		} else {
+			s = dotF32Go(a[:n], widen(b[:n]))
+		}
+	}
+	for i := n; i < len(a); i++ {
+		s += float32(a[i] * dtype.HalfValue(b[i]))
+	}
+	return s
+}
+
+// DotF16x4 is DotF32x4 for a row of halves.
+func DotF16x4(w []uint16, xs *[4][]float32, out *[4]float32) {
+	n := len(w) &^ (Block - 1)
+	for r := range xs {
+		xs[r] = xs[r][:len(w)]
+	}
+	*out = [4]float32{}
+	if n > 0 {
+		if hasAVX2 {
+			dotF16x4AVX2(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
+		} else {
+			wf := widen(w[:n])
+			for r, x := range xs {
+				out[r] = dotF32Go(wf, x[:n])
+			}
+		}
+	}
+	for r, x := range xs {
+		for i := n; i < len(w); i++ {
+			out[r] += float32(dtype.HalfValue(w[i]) * x[i])
+		}
+	}
+}
+
+func widen(h []uint16) []float32 {
+	f := make([]float32, len(h))
+	for i, v := range h {
+		f[i] = dtype.HalfValue(v)
+	}
+	return f
 }
