@@ -2,9 +2,13 @@ package kernel
 
 import "github.com/tessera-llm/tessera/models/dtype"
 
-// Path names the kernels this CPU runs: "avx2", or "go" for the twins.
+// Path names the kernels this CPU runs: "avx512" (int4 products; the rest
+// AVX2), "avx2", or "go" for the twins.
 func Path() string {
-	if hasAVX2 {
+	switch {
+	case hasAVX512:
+		return "avx512"
+	case hasAVX2:
 		return "avx2"
 	}
 	return "go"
@@ -28,15 +32,19 @@ func DotQ4(codes, scales []uint32, x *QRow) float32 {
 		return 0
 	}
 	_, _, _ = codes[4*g-1], x.Codes[Group*g-1], x.DS[2*g-1]
-	if hasAVX2 {
+	switch {
+	case hasAVX512:
+		return dotQ4AVX512(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], g)
+	case hasAVX2:
 		return dotQ4AVX2(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], g)
 	}
 	return dotQ4Go(codes, scales, x.Codes, x.DS)
 }
 
 // DotQ4x4 sets out[r] to DotQ4(codes, scales, xs[r]) for four rows at once,
-// unpacking each weight group once for all of them (the batched path of
-// prompts). Every result equals DotQ4's bit for bit.
+// with AVX-512 unpacking each weight group once for all of them (the
+// batched path of prompts; elsewhere it is four DotQ4). Every result equals
+// DotQ4's bit for bit.
 func DotQ4x4(codes, scales []uint32, xs *[4]*QRow, out *[4]float32) {
 	g := len(scales)
 	if g == 0 {
@@ -47,45 +55,51 @@ func DotQ4x4(codes, scales []uint32, xs *[4]*QRow, out *[4]float32) {
 	for _, x := range xs {
 		_, _ = x.Codes[Group*g-1], x.DS[2*g-1]
 	}
-	if hasAVX2 {
-		dotQ4x4AVX2(&codes[0], &scales[0], g,
+	if hasAVX512 {
+		dotQ4x4AVX512(&codes[0], &scales[0], g,
 			&[4]*int16{&xs[0].Codes[0], &xs[1].Codes[0], &xs[2].Codes[0], &xs[3].Codes[0]},
 			&[4]*float32{&xs[0].DS[0], &xs[1].DS[0], &xs[2].DS[0], &xs[3].DS[0]}, out)
 		return
 	}
 	for r, x := range xs {
-		out[r] = dotQ4Go(codes, scales, x.Codes, x.DS)
+		out[r] = DotQ4(codes, scales, x)
 	}
 }
 
 // dotQ4Go is the definition of DotQ4, the twin the assembly is tested
-// against. Each group:
+// against. Groups alternate between two sets of 8 lanes (even groups, odd
+// groups: the halves of a 512-bit register that takes a pair). Each group:
 //
 //	sd = f32(s·d), mt = f32(m·sum)
-//	lane_k = Σ_{i=4k}^{4k+3} q_i·x_i (exact); acc_k += f32(f32(lane_k)·sd)
-//	macc += mt
+//	lane_k = Σ_{i=4k}^{4k+3} q_i·x_i (exact); acc[g%2][k] += f32(f32(lane_k)·sd)
+//	macc[g%2] += mt
 //
-// and at the end ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + macc: the
-// horizontal sum of a 256-bit register folded in halves.
+// and at the end a_k = acc[0][k] + acc[1][k], then
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + (macc[0]+macc[1]): the horizontal
+// sum of a register folded in halves.
 func dotQ4Go(codes, scales []uint32, xq []int16, ds []float32) float32 {
-	var acc [Lanes]float32
-	var macc float32
+	var acc [2][Lanes]float32
+	var macc [2]float32
+	G := len(scales)
 	for g, sm := range scales {
+		p := g % 2
 		s, m := dtype.UnpackScaleMin(sm)
 		sd, mt := float32(s*ds[2*g]), float32(m*ds[2*g+1])
-		macc += mt
+		macc[p] += mt
 		ws := codes[4*g : 4*g+4]
-		x := xq[g*Group : (g+1)*Group]
 		for k := range Lanes {
 			var lane int32
 			for i := 4 * k; i < 4*k+4; i++ {
-				// Input i is nibble i%8 of word i/8; its code sits at
-				// i/2 (even i) or 16+i/2 (odd i) in QRow order.
+				// Input i is nibble i%8 of word i/8.
 				q := int32(ws[i/8] >> (4 * (i % 8)) & 15)
-				lane += q * int32(x[i/2+i%2*Group/2])
+				lane += q * int32(xq[CodeIndex(g, G, i)])
 			}
-			acc[k] += float32(float32(lane) * sd)
+			acc[p][k] += float32(float32(lane) * sd)
 		}
 	}
-	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + macc
+	var a [Lanes]float32
+	for k := range a {
+		a[k] = acc[0][k] + acc[1][k]
+	}
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])) + (macc[0] + macc[1])
 }

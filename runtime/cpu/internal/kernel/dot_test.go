@@ -39,14 +39,33 @@ func rowOf(m *dtype.Int4, r int) ([]uint32, []uint32) {
 	return m.Codes[4*r*g : 4*(r+1)*g], m.Scales[r*g : (r+1)*g]
 }
 
-var shapes = []int{1, 7, 31, 32, 33, 64, 95, 288, 576, 1000}
+var shapes = []int{1, 7, 31, 32, 33, 64, 95, 96, 288, 576, 1000, 1536}
 
-// TestDotQ4MatchesTwin: the assembly gives its Go twin's bits on awkward
-// lengths (one value, short last groups, many groups), one row and four.
+// TestDotQ4MatchesTwin: every int4 kernel this CPU has gives the Go twin's
+// bits on awkward lengths (one value, short last groups, odd and even
+// numbers of groups), one row and four.
 func TestDotQ4MatchesTwin(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2 on this CPU: the Go twin is the only path")
+	type path struct {
+		name string
+		one  func(codes, scales []uint32, x *QRow) float32
+		four func(codes, scales []uint32, xs *[4]*QRow, out *[4]float32)
 	}
+	var paths []path
+	if hasAVX2 {
+		paths = append(paths, path{"avx2", func(c, s []uint32, x *QRow) float32 {
+			return dotQ4AVX2(&c[0], &s[0], &x.Codes[0], &x.DS[0], len(s))
+		}, nil})
+	}
+	if hasAVX512 {
+		paths = append(paths, path{"avx512", func(c, s []uint32, x *QRow) float32 {
+			return dotQ4AVX512(&c[0], &s[0], &x.Codes[0], &x.DS[0], len(s))
+		}, func(c, s []uint32, xs *[4]*QRow, out *[4]float32) {
+			dotQ4x4AVX512(&c[0], &s[0], len(s), &[4]*int16{&xs[0].Codes[0], &xs[1].Codes[0], &xs[2].Codes[0], &xs[3].Codes[0]},
+				&[4]*float32{&xs[0].DS[0], &xs[1].DS[0], &xs[2].DS[0], &xs[3].DS[0]}, out)
+		}})
+	}
+	paths = append(paths, path{"dispatch", DotQ4, DotQ4x4})
+	t.Logf("kernels: %s", Path())
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, cols := range shapes {
 		m := int4Matrix(rng, 3, cols)
@@ -57,15 +76,19 @@ func TestDotQ4MatchesTwin(t *testing.T) {
 		}
 		for r := range 3 {
 			codes, scales := rowOf(m, r)
-			var got4 [4]float32
-			DotQ4x4(codes, scales, &xs, &got4)
-			for i, x := range xs {
-				want := dotQ4Go(codes, scales, x.Codes, x.DS)
-				if got := DotQ4(codes, scales, x); math.Float32bits(got) != math.Float32bits(want) {
-					t.Errorf("cols %d row %d input %d: AVX2 %v, twin %v", cols, r, i, got, want)
+			for _, p := range paths {
+				var got4 [4]float32
+				if p.four != nil {
+					p.four(codes, scales, &xs, &got4)
 				}
-				if math.Float32bits(got4[i]) != math.Float32bits(want) {
-					t.Errorf("cols %d row %d input %d: AVX2 ×4 %v, twin %v", cols, r, i, got4[i], want)
+				for i, x := range xs {
+					want := dotQ4Go(codes, scales, x.Codes, x.DS)
+					if got := p.one(codes, scales, x); math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%s: cols %d row %d input %d: %v, twin %v", p.name, cols, r, i, got, want)
+					}
+					if p.four != nil && math.Float32bits(got4[i]) != math.Float32bits(want) {
+						t.Errorf("%s ×4: cols %d row %d input %d: %v, twin %v", p.name, cols, r, i, got4[i], want)
+					}
 				}
 			}
 		}
@@ -117,15 +140,16 @@ func TestQuantizeOrder(t *testing.T) {
 	}
 	for i := range 32 {
 		want := int16(math.RoundToEven(float64(x[i] * (1 / d))))
-		if got := q.Codes[i/2+i%2*16]; got != want {
+		if got := q.Codes[CodeIndex(0, 2, i)]; got != want {
 			t.Errorf("input %d: code %d, want %d", i, got, want)
 		}
 	}
 	if q.DS[1] != 176 || q.DS[3] != 45 {
 		t.Errorf("sums %v and %v, want 176 and 45", q.DS[1], q.DS[3])
 	}
-	if q.Codes[32] != 31342 || q.Codes[48] != Max || q.Codes[33] != 0 || q.Codes[63] != 0 {
-		t.Errorf("last group %v", q.Codes[32:])
+	if q.Codes[CodeIndex(1, 2, 0)] != 31342 || q.Codes[CodeIndex(1, 2, 1)] != Max ||
+		q.Codes[CodeIndex(1, 2, 2)] != 0 || q.Codes[CodeIndex(1, 2, 31)] != 0 {
+		t.Errorf("second group %v", q.Codes)
 	}
 }
 
@@ -186,7 +210,7 @@ func TestQuantizeMatchesTwin(t *testing.T) {
 		got.Quantize(x)
 		want := QRow{Cols: n, Codes: make([]int16, len(got.Codes)), DS: make([]float32, len(got.DS))}
 		for g := range want.Groups() {
-			quantizeGo(x[g*Group:min(n, (g+1)*Group)], want.Codes[g*Group:(g+1)*Group], want.DS[2*g:2*g+2])
+			quantizeGo(x[g*Group:min(n, (g+1)*Group)], want.Codes, g, want.Groups(), want.DS[2*g:2*g+2])
 		}
 		for i := range want.Codes {
 			if got.Codes[i] != want.Codes[i] {

@@ -35,11 +35,14 @@ const Max = 32767
 // exact f32 sum of the group's inputs, which meets the weights' per-group
 // min without rounding the inputs.
 //
-// Codes are stored in the order in which an Int4 group's 16 code bytes
-// unpack: the low nibbles (inputs 0, 2, …, 30) and then the high nibbles
-// (inputs 1, 3, …, 31), so that a kernel multiplies unpacked nibbles and
-// codes without shuffling. DS holds d and the sum of group g at 2g and
-// 2g+1, one 8-byte load for a kernel.
+// Codes are stored in the order in which Int4 code bytes unpack, so that a
+// kernel multiplies unpacked nibbles and codes without shuffling: a group's
+// low nibbles are its even inputs (0, 2, …, 30), its high nibbles the odd
+// ones, and a 512-bit register unpacks two groups at once. So groups go in
+// pairs, 64 codes each: the even inputs of the first group, the even inputs
+// of the second, the odd inputs of the first, the odd inputs of the second
+// (CodeIndex). A last group without a partner holds its even inputs, then
+// its odd ones. DS holds d and the sum of group g at 2g and 2g+1.
 type QRow struct {
 	Cols  int
 	Codes []int16   // Groups()·32, padded with 0
@@ -59,29 +62,36 @@ func (q *QRow) Resize(cols int) {
 	q.Codes, q.DS = q.Codes[:g*Group], q.DS[:2*g]
 }
 
+// CodeIndex is where in QRow.Codes input i of group g of a row of groups
+// groups lies.
+func CodeIndex(g, groups, i int) int {
+	if g < groups&^1 {
+		return g/2*2*Group + i%2*Group + g%2*Group/2 + i/2
+	}
+	return g*Group + i%2*Group/2 + i/2
+}
+
 // Quantize sets q to the row x, group by group as quantizeGo defines it
 // (in vector code where the CPU has it).
 func (q *QRow) Quantize(x []float32) {
 	q.Resize(len(x))
-	full := len(x) / Group
-	if full > 0 && hasAVX2 {
-		quantizeAVX2(&x[0], &q.Codes[0], &q.DS[0], full)
+	G, pairs := q.Groups(), len(x)/(2*Group)
+	if pairs > 0 && hasAVX2 {
+		quantizeAVX2(&x[0], &q.Codes[0], &q.DS[0], pairs)
 	} else {
-		for g := range full {
-			quantizeGo(x[g*Group:(g+1)*Group], q.Codes[g*Group:(g+1)*Group], q.DS[2*g:2*g+2])
-		}
+		pairs = 0
 	}
-	if g := full; g < q.Groups() {
-		quantizeGo(x[g*Group:], q.Codes[g*Group:(g+1)*Group], q.DS[2*g:2*g+2])
+	for g := 2 * pairs; g < G; g++ {
+		quantizeGo(x[g*Group:min(len(x), (g+1)*Group)], q.Codes, g, G, q.DS[2*g:2*g+2])
 	}
 }
 
-// quantizeGo is the definition of one group's quantization, for up to 32
-// inputs (missing ones are 0): d = max|x|/Max, codes round(x·(1/d)) to
-// nearest, ties to even (0 for an all-zero group), in QRow's nibble order;
+// quantizeGo is the definition of the quantization of group g of a row of
+// groups groups, from up to 32 inputs (missing ones are 0): d = max|x|/Max, codes round(x·(1/d)) to
+// nearest, ties to even (0 for an all-zero group), placed by CodeIndex;
 // the sum folds the 32 inputs as four 8-wide registers are folded:
 // (r0+r1) + (r2+r3), then ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-func quantizeGo(x []float32, codes []int16, ds []float32) {
+func quantizeGo(x []float32, codes []int16, g, groups int, ds []float32) {
 	var in [Group]float32
 	copy(in[:], x)
 	var amax float32
@@ -99,7 +109,7 @@ func quantizeGo(x []float32, codes []int16, ds []float32) {
 		inv = 1 / d
 	}
 	for i, v := range in {
-		codes[i/2+i%2*Group/2] = int16(math.RoundToEven(float64(v * inv)))
+		codes[CodeIndex(g, groups, i)] = int16(math.RoundToEven(float64(v * inv)))
 	}
 	ds[0], ds[1] = d, sum
 }
