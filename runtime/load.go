@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -147,6 +148,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	// Reading each tensor's file bytes and converting them left garbage of
+	// about the weights' size, which the collector would keep mapped (it
+	// lets the heap grow to twice what is live): hand it back, so that a
+	// process serving a model holds about the weights and its cache.
+	debug.FreeOSMemory()
 	return e, nil
 }
 
