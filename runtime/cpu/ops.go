@@ -54,10 +54,12 @@ func products[R any](dst []float32, rows []R, n, k, workers int, one func(j int,
 	}
 	parallel(n, workers, func(lo, hi int) {
 		var out [4]float32
+		var xs [4]*R // one per worker: four may keep it
 		for j := lo; j < hi; j++ {
 			i := 0
 			for ; i+4 <= m; i += 4 {
-				four(j, &[4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}, &out)
+				xs = [4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}
+				four(j, &xs, &out)
 				for r, v := range out {
 					dst[(i+r)*n+j] = v
 				}
