@@ -161,6 +161,17 @@ func (m *Machine) Mask(s State) []uint32 {
 	return mask
 }
 
+// HasMask reports whether state s's mask is computed already, so that a
+// caller can compute it ahead of need (Mask, in a goroutine).
+func (m *Machine) HasMask(s State) bool {
+	if s == Dead {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[s].mask != nil
+}
+
 // MaskWith computes the mask of state s for token bytes that differ from
 // the index's (the first token after BOS, whose leading space some
 // tokenizers drop): each token is fed on its own, uncached.
