@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/runtime"
 )
 
 // What a model's real template renders as an assistant's call is what
@@ -106,5 +107,23 @@ func TestToolFormatParse(t *testing.T) {
 	a, b, c := mistralTools.callID("call-1", 0, nil), mistralTools.callID("call-1", 1, nil), mistralTools.callID("call-2", 0, nil)
 	if a == b || a == c || !nineAlnum.MatchString(a) {
 		t.Errorf("ids %q %q %q", a, b, c)
+	}
+}
+
+// A marker token writes no text; a choice parsed for calls keeps its
+// piece, so a reply that starts with [TOOL_CALLS] is read as calls.
+func TestChoiceKeepsMarkers(t *testing.T) {
+	c := &choice{marks: map[int32]string{5: "[TOOL_CALLS]"}}
+	for _, tok := range []runtime.Token{{ID: 5}, {ID: 40, Text: ` [{"name": "f", `}, {ID: 41, Text: `"arguments": {}}]`}} {
+		c.add(tok, false, nil)
+	}
+	text, calls := mistralTools.parse(c.text.String(), "call-m")
+	if text != "" || len(calls) != 1 || calls[0].Function.Name != "f" {
+		t.Fatalf("%q parsed as %q, %+v", c.text.String(), text, calls)
+	}
+	plain := &choice{}
+	plain.add(runtime.Token{ID: 5}, false, nil)
+	if plain.text.String() != "" {
+		t.Errorf("a choice without marks wrote %q", plain.text.String())
 	}
 }
