@@ -68,3 +68,15 @@ func (e *Engine) constraintMask(s *sequence) ([]uint32, error) {
 	}
 	return nil, fmt.Errorf("%w: no token of the vocabulary continues the grammar after %d generated tokens", ErrConstraint, s.stats.Generated)
 }
+
+// prefetchMask starts computing the mask of s's state when its machine
+// has not met the state before, so that the work (up to a few hundred
+// microseconds on a large vocabulary) overlaps the next step's forward
+// pass on the device instead of following it; the step's Mask then finds
+// it cached, or waits for the rest.
+func (e *Engine) prefetchMask(s *sequence) {
+	if s.gm == nil || s.gm.HasMask(s.gs) {
+		return
+	}
+	go s.gm.Mask(s.gs)
+}

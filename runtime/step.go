@@ -566,6 +566,8 @@ func (e *Engine) accept(s *sequence, t Token) bool {
 	if done {
 		e.running = slices.DeleteFunc(e.running, func(x *sequence) bool { return x == s })
 		e.finish(s, nil)
+	} else {
+		e.prefetchMask(s)
 	}
 	return done
 }

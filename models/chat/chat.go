@@ -82,6 +82,7 @@ func New(source string) (*Template, error) {
 		Methods:           gonja.DefaultEnvironment.Methods,
 	}
 	env.Context.Set(condFunc, conditional)
+	env.Context.Set(atFunc, at)
 	env.Context.Set("raise_exception", raiseException)
 	tpl, err := exec.NewTemplate(rootName, cfg, sourceLoader{rewriteConditionals(source)}, env)
 	if err != nil {
@@ -193,6 +194,26 @@ func conditional(args *exec.VarArgs) *exec.Value {
 		return args.Args[2]
 	}
 	return exec.AsValue(nil)
+}
+
+// at is __tessera_at(x, i): x[i] with i counted from the end when
+// negative, as Python indexes; undefined (none) when out of range.
+func at(args *exec.VarArgs) *exec.Value {
+	if len(args.Args) != 2 || !args.Args[1].IsInteger() {
+		return exec.AsValue(errors.New("internal subscript needs a value and an integer"))
+	}
+	x, i := args.Args[0], args.Args[1].Integer()
+	if !x.IsList() && !x.IsString() {
+		return exec.AsValue(nil)
+	}
+	n := x.Len()
+	if i < 0 {
+		i += n
+	}
+	if i < 0 || i >= n {
+		return exec.AsValue(nil)
+	}
+	return x.Index(i)
 }
 
 // raiseException is the raise_exception global of apply_chat_template.

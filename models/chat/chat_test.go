@@ -147,6 +147,36 @@ func TestConditionals(t *testing.T) {
 	}
 }
 
+// Negative subscripts index from the end, as in Python, where gonja
+// alone reaches one element short.
+func TestNegativeIndex(t *testing.T) {
+	vars := map[string]any{"one": []any{"a"}, "xs": []any{"a", "b", "c"}, "s": "xyz", "yes": true}
+	for _, tc := range []struct{ src, want string }{
+		{`{{ one[-1] }}`, "a"},
+		{`{{ xs[-1] }}{{ xs[-3] }}`, "ca"},
+		{`{{ xs[-4] is none }}`, "True"},
+		{`{{ s[-1] }}`, "z"},
+		{`{{ xs[1] }}{{ xs[1:][-1] }}`, "bc"},
+		{`{% if one[-1] == 'a' %}yes{% endif %}`, "yes"},
+		{`{{ xs[-1] if yes else 'no' }}`, "c"},
+		{`{{ 'xs[-1]' }}`, "xs[-1]"},
+	} {
+		tpl, err := New(tc.src)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		got, err := tpl.Render(nil, Options{Vars: vars})
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}
+
 func TestGlobals(t *testing.T) {
 	tpl, err := New(`{{ strftime_now('%d %b %Y') }}|{% if x is defined %}bad{% endif %}{{ raise_exception('stop here') }}`)
 	if err != nil {

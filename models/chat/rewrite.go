@@ -8,6 +8,9 @@ import (
 // expressions gonja cannot parse.
 const condFunc = "__tessera_if"
 
+// atFunc is the global function that stands in for negative subscripts.
+const atFunc = "__tessera_at"
+
 // rewriteConditionals works around gonja's one parsing gap the real chat
 // templates hit: it accepts a conditional expression (x if c else y) only
 // as the whole of a {{ }} or of a {% set %} value, while Jinja accepts it
@@ -192,8 +195,11 @@ func rewriteTag(tag string) string {
 	if close > open && (tag[close-1] == '-' || tag[close-1] == '+') {
 		close--
 	}
-	toks := lex(tag[open:close])
+	toks, neg := rewriteNegativeIndex(lex(tag[open:close]))
 	if !hasName(toks, "if") {
+		if neg {
+			return tag[:open] + join(toks) + tag[close:]
+		}
 		return tag
 	}
 	body, _ := rewriteGroup(toks, 0)
@@ -361,4 +367,35 @@ func countKind(toks []token, kind byte) int {
 		}
 	}
 	return n
+}
+
+// rewriteNegativeIndex works around gonja's other gap: a negative
+// subscript reaches one element short (x[-1] of a one-element list is
+// undefined), and Mistral's template asks whether a message is
+// user_messages[-1]. name[-N] becomes __tessera_at(name, -N), which
+// indexes from the end as Python does; it reports whether it rewrote.
+func rewriteNegativeIndex(toks []token) ([]token, bool) {
+	var out []token
+	done := false
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		if t.kind == 'n' && !isNumber(t.text) && i+4 < len(toks) &&
+			toks[i+1].text == "[" && toks[i+2].text == "-" && toks[i+3].kind == 'n' && isNumber(toks[i+3].text) && toks[i+4].text == "]" {
+			out = append(out, token{'g', atFunc + "(" + t.text + ", -" + toks[i+3].text + ")"})
+			i += 4
+			done = true
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, done
+}
+
+func isNumber(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

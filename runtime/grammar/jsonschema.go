@@ -41,14 +41,18 @@ func (e *SchemaError) Error() string {
 //
 // Supported: type (one or a list), properties, required and
 // additionalProperties (false, or a schema for objects without
-// properties), enum, const, items, minItems, maxItems, anyOf, oneOf (its
-// branches should not overlap: the grammar cannot check that only one
-// matches), allOf of one schema, local $ref (#, #/$defs/..., recursive
-// ones included), minLength, maxLength, pattern (a regular expression, see
-// Regex), format (date, time, date-time, uuid, email, ipv4, hostname),
-// integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, and number
-// bounds with a non-negative integer minimum. Annotations (title,
-// description, default, examples, ...) are ignored.
+// properties), minProperties and maxProperties (minProperties only with
+// listed properties, which the grammar keeps distinct), patternProperties
+// of one pattern (without properties; keys are generated to match it
+// whole), enum, const, items, prefixItems, minItems, maxItems, anyOf, oneOf
+// (its branches should not overlap: the grammar cannot check that only
+// one matches), allOf (one schema, or object schemas, which are merged:
+// see allOf), local $ref (#, #/$defs/..., recursive ones included),
+// minLength, maxLength, pattern (a regular expression, see Regex), format
+// (date, time, date-time, uuid, email, ipv4, hostname), integer
+// minimum/maximum/exclusiveMinimum/exclusiveMaximum, and number bounds
+// with a non-negative integer minimum. Annotations (title, description,
+// default, examples, ...) are ignored.
 //
 // Properties come in the order the schema lists them, optional ones may be
 // left out; an object with properties never gets other keys (OpenAI's
@@ -184,7 +188,8 @@ var annotations = []string{"$schema", "$id", "$comment", "title", "description",
 
 var supported = []string{"type", "properties", "required", "additionalProperties", "enum", "const", "items",
 	"minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
-	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "uniqueItems"}
+	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "uniqueItems", "prefixItems",
+	"minProperties", "maxProperties", "patternProperties"}
 
 func errAt(ptr, kw, format string, args ...any) error {
 	return &SchemaError{Pointer: ptr, Keyword: kw, Msg: fmt.Sprintf(format, args...)}
@@ -238,8 +243,8 @@ func (c *schemaCompiler) schema(s *value, ptr string) (string, error) {
 		if v.kind != 'a' || len(v.vals) == 0 {
 			return "", errAt(ptr, kw, "must be a non-empty array")
 		}
-		if kw == "allOf" && len(v.vals) > 1 {
-			return "", errAt(ptr, kw, "allOf of more than one schema is not supported")
+		if kw == "allOf" {
+			return c.allOf(s, ptr)
 		}
 		for _, k := range s.keys {
 			if k != kw && !slices.Contains(annotations, k) && k != "type" {
@@ -322,6 +327,25 @@ func (c *schemaCompiler) ref(ref *value, ptr string) (string, error) {
 	if name, ok := c.refs[ref.str]; ok {
 		return name, nil
 	}
+	target, err := c.resolve(ref, ptr)
+	if err != nil {
+		return "", err
+	}
+	name := c.fresh("ref"+strings.TrimPrefix(ref.str, "#"), "")
+	c.refs[ref.str] = name
+	body, err := c.schema(target, strings.TrimPrefix(ref.str, "#"))
+	if err != nil {
+		return "", err
+	}
+	c.rules[name] = body
+	return name, nil
+}
+
+// resolve finds the schema a local $ref points to.
+func (c *schemaCompiler) resolve(ref *value, ptr string) (*value, error) {
+	if ref.kind != 's' || !strings.HasPrefix(ref.str, "#") {
+		return nil, errAt(ptr, "$ref", "only local references (#...) are supported")
+	}
 	target := c.root
 	for _, part := range strings.Split(strings.TrimPrefix(ref.str, "#"), "/")[1:] {
 		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
@@ -339,17 +363,10 @@ func (c *schemaCompiler) ref(ref *value, ptr string) (string, error) {
 			target = nil
 		}
 		if target == nil {
-			return "", errAt(ptr, "$ref", "%q does not resolve", ref.str)
+			return nil, errAt(ptr, "$ref", "%q does not resolve", ref.str)
 		}
 	}
-	name := c.fresh("ref"+strings.TrimPrefix(ref.str, "#"), "")
-	c.refs[ref.str] = name
-	body, err := c.schema(target, strings.TrimPrefix(ref.str, "#"))
-	if err != nil {
-		return "", err
-	}
-	c.rules[name] = body
-	return name, nil
+	return target, nil
 }
 
 func intKeyword(s *value, ptr, kw string) (int, bool, error) {
@@ -471,132 +488,5 @@ func jsonEscaped(n *node) *node {
 	return &out
 }
 
-func (c *schemaCompiler) object(s *value, ptr string) (string, error) {
-	c.use("ws")
-	props := s.get("properties")
-	var required []string
-	if r := s.get("required"); r != nil {
-		if r.kind != 'a' {
-			return "", errAt(ptr, "required", "must be an array of strings")
-		}
-		for _, x := range r.vals {
-			if x.kind != 's' {
-				return "", errAt(ptr, "required", "must be an array of strings")
-			}
-			required = append(required, x.str)
-		}
-	}
-	addl := s.get("additionalProperties")
-	if props == nil && len(required) == 0 {
-		if addl == nil || addl.kind == 'b' && addl.b {
-			return c.use("object"), nil
-		}
-		if addl.kind == 'b' {
-			return `"{" ws "}"`, nil
-		}
-		val, err := c.schema(addl, ptr+"/additionalProperties")
-		if err != nil {
-			return "", err
-		}
-		kv := fmt.Sprintf(`%s ws ":" ws %s ws`, c.use("string"), val)
-		rep := "*"
-		if c.opts.MaxItems > 0 {
-			rep = fmt.Sprintf("{0,%d}", c.opts.MaxItems-1)
-		}
-		return c.fresh(ptr+"/map", fmt.Sprintf(`"{" ws ( %s ( "," ws %s )%s )? "}"`, kv, kv, rep)), nil
-	}
-	if props != nil && props.kind != 'o' {
-		return "", errAt(ptr, "properties", "must be an object")
-	}
-	type prop struct {
-		name string
-		expr string
-		req  bool
-	}
-	var ps []prop
-	if props != nil {
-		for i, k := range props.keys {
-			e, err := c.schema(props.vals[i], ptr+"/properties/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
-			if err != nil {
-				return "", err
-			}
-			ps = append(ps, prop{k, e, slices.Contains(required, k)})
-		}
-	}
-	for _, r := range required {
-		if props.get(r) == nil {
-			if addl != nil && addl.kind == 'b' && !addl.b {
-				return "", errAt(ptr, "required", "%q is required but additionalProperties is false", r)
-			}
-			ps = append(ps, prop{r, c.use("value"), true})
-		}
-	}
-	// first[i]: the members from i on when none came before; rest[i]: the
-	// same after at least one (each then starts with a comma).
-	first := make([]string, len(ps)+1)
-	rest := make([]string, len(ps)+1)
-	first[len(ps)], rest[len(ps)] = `""`, `""`
-	for i := len(ps) - 1; i >= 0; i-- {
-		p := ps[i]
-		kv := fmt.Sprintf(`%s ws ":" ws %s ws`, Quote(strconvQuote(p.name)), p.expr)
-		r := fmt.Sprintf(`"," ws %s %s`, kv, rest[i+1])
-		f := fmt.Sprintf(`%s %s`, kv, rest[i+1])
-		if !p.req {
-			r = fmt.Sprintf(`( %s | %s )`, r, rest[i+1])
-			f = fmt.Sprintf(`( %s | %s )`, f, first[i+1])
-		}
-		rest[i] = c.fresh(fmt.Sprintf("%s/rest%d", ptr, i), r)
-		first[i] = c.fresh(fmt.Sprintf("%s/first%d", ptr, i), f)
-	}
-	return fmt.Sprintf(`"{" ws %s "}"`, first[0]), nil
-}
-
 // strconvQuote is the JSON text of a key.
 func strconvQuote(k string) string { return (&value{kind: 's', str: k}).compact() }
-
-func (c *schemaCompiler) array(s *value, ptr string) (string, error) {
-	c.use("ws")
-	minN, _, err := intKeyword(s, ptr, "minItems")
-	if err != nil {
-		return "", err
-	}
-	maxN, hasMax, err := intKeyword(s, ptr, "maxItems")
-	if err != nil {
-		return "", err
-	}
-	if hasMax && maxN < minN {
-		return "", errAt(ptr, "maxItems", "is below minItems")
-	}
-	if minN > MaxRepeat || maxN > MaxRepeat {
-		return "", errAt(ptr, "maxItems", "counts above %d are not supported", MaxRepeat)
-	}
-	if u := s.get("uniqueItems"); u != nil && u.kind == 'b' && u.b && !(hasMax && maxN <= 1) {
-		return "", errAt(ptr, "uniqueItems", "a grammar cannot keep items distinct")
-	}
-	item := c.use("value")
-	if it := s.get("items"); it != nil {
-		if it.kind == 'a' {
-			return "", errAt(ptr, "items", "tuple items (an array) are not supported")
-		}
-		if item, err = c.schema(it, ptr+"/items"); err != nil {
-			return "", err
-		}
-	}
-	if !hasMax && c.opts.MaxItems > 0 {
-		maxN, hasMax = max(minN, c.opts.MaxItems), true
-	}
-	if hasMax && maxN == 0 {
-		return `"[" ws "]"`, nil
-	}
-	item = c.fresh(ptr+"/item", item+" ws")
-	more := fmt.Sprintf(`( "," ws %s )`, item)
-	counts := fmt.Sprintf("{%d,}", max(minN-1, 0))
-	if hasMax {
-		counts = fmt.Sprintf("{%d,%d}", max(minN-1, 0), maxN-1)
-	}
-	body := fmt.Sprintf(`%s %s%s`, item, more, counts)
-	if minN == 0 {
-		body = "( " + body + " )?"
-	}
-	return c.fresh(ptr+"/array", fmt.Sprintf(`"[" ws %s "]"`, body)), nil
-}

@@ -36,6 +36,7 @@ type Machine struct {
 	states  []*state
 	stateID map[string]State
 	start   State
+	sorted  []uint64 // Mask's scratch bitset
 }
 
 type stackNode struct{ pos, next int32 }
@@ -46,6 +47,8 @@ type state struct {
 	mask   []uint32   // the token mask, once computed
 	accept bool       // node 0 is in stacks: the grammar may end here
 	more   bool       // some stack can take a byte
+	class  *charClass // what one character does from here, once asked (bulk.go)
+	chain  *chainInfo // and a chain of them
 }
 
 // NewMachine prepares g for matching over idx's vocabulary (idx may be

@@ -25,6 +25,13 @@ type Index struct {
 	end          []int32
 	tokLo, tokHi []int32
 	maxDepth     int
+	// Summaries of the token suffixes under each node (bulk.go), interned:
+	// node i's is sums[sum[i]]; maxChars is the longest token in
+	// characters; all is the mask of every token with bytes.
+	sum      []int32
+	sums     []summary
+	maxChars int
+	all      []uint32
 }
 
 // NewIndex indexes a vocabulary of n tokens: bytes(id) is what token id
@@ -81,6 +88,7 @@ func NewIndex(n int, bytesOf func(id int) []byte, ends []int) *Index {
 		prev = b
 	}
 	closeFrom(0)
+	x.summarize()
 	for _, e := range ends {
 		if e >= 0 && e < n {
 			x.ends = append(x.ends, int32(e))
@@ -110,22 +118,40 @@ func (m *Machine) Mask(s State) []uint32 {
 	}
 	x := m.idx
 	mask := make([]uint32, x.MaskWords())
+	// The walk marks tokens by their position in byte order, so that a
+	// subtree taken whole is a range of bits.
+	if n := (len(x.ids) + 63) / 64; cap(m.sorted) < n {
+		m.sorted = make([]uint64, n)
+	} else {
+		m.sorted = m.sorted[:n]
+		clear(m.sorted)
+	}
+	sorted := m.sorted
 	// path[d] is the state after the first d bytes of the current node's prefix.
 	path := make([]State, x.maxDepth+1)
 	path[0] = s
 	for i := 0; i < len(x.nb); {
 		d := x.depth[i]
-		st := m.advance(path[d], x.nb[i])
+		p := path[d]
+		st := m.advance(p, x.nb[i])
 		if st == Dead {
 			i = int(x.end[i]) // no token under this prefix can come
 			continue
 		}
+		if lo, hi := int(x.tokLo[i]), x.tokEnd(i); hi-lo >= bulkMin {
+			if sm := x.sums[x.sum[i]]; sm.flags&sumChars != 0 && m.chain(p).takesAll(sm) {
+				fillRange(sorted, lo, hi)
+				i = int(x.end[i])
+				continue
+			}
+		}
 		path[d+1] = st
-		for _, id := range x.ids[x.tokLo[i]:x.tokHi[i]] {
-			mask[id>>5] |= 1 << (id & 31)
+		if lo, hi := int(x.tokLo[i]), int(x.tokHi[i]); lo < hi {
+			fillRange(sorted, lo, hi)
 		}
 		i++
 	}
+	x.toIDs(sorted, mask)
 	if m.states[s].accept {
 		for _, id := range x.ends {
 			mask[id>>5] |= 1 << (id & 31)
@@ -133,6 +159,17 @@ func (m *Machine) Mask(s State) []uint32 {
 	}
 	m.states[s].mask = mask
 	return mask
+}
+
+// HasMask reports whether state s's mask is computed already, so that a
+// caller can compute it ahead of need (Mask, in a goroutine).
+func (m *Machine) HasMask(s State) bool {
+	if s == Dead {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[s].mask != nil
 }
 
 // MaskWith computes the mask of state s for token bytes that differ from
@@ -168,6 +205,10 @@ func (m *Machine) MaskWith(s State, bytesOf func(id int) []byte) []uint32 {
 	}
 	return mask
 }
+
+// bulkMin is the fewest tokens under a node for which a walk asks whether
+// the state takes them all (computing the state's chain the first time).
+const bulkMin = 2
 
 // Allowed reports whether bit id of mask is set.
 func Allowed(mask []uint32, id int) bool { return mask[id>>5]>>(id&31)&1 != 0 }

@@ -82,41 +82,64 @@ func TestMaskTokens(t *testing.T) {
 	check(s, eos)
 }
 
-// TestMaskAgainstBrute compares cached, pruned masks with feeding each
-// token alone, over random vocabularies and walks through JSON grammars.
+// TestMaskAgainstBrute compares cached, pruned masks (subtrees taken
+// whole included) with feeding each token alone, over random
+// vocabularies, with characters of every UTF-8 length, broken UTF-8 and
+// long tokens, and walks through grammars with bounded and unbounded
+// strings and free text.
 func TestMaskAgainstBrute(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte(`{}[]",: 0123456789.-abcdefnrtul\` + "\n" + "é€")
+	pieces := []string{"{", "}", "[", "]", `"`, ",", ":", " ", "0", "1", "5", "9", ".", "-", "a", "b", "c", "e", "f", "n", "r", "t", "u", "l", "z", "\\", "\n", "\n",
+		"é", "€", "中", "𝄞", "\xe4", "\xb8", "\xad\xe6", "\xed\xa0\x80", "\xc0\xaf", "\xff", "\x01"}
 	var toks [][]byte
-	for range 600 {
+	for range 900 {
 		n := 1 + rng.IntN(5)
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
+		if rng.IntN(10) == 0 {
+			n = 8 + rng.IntN(10) // long tokens, in characters
+		}
+		var b []byte
+		for range n {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
 		}
 		toks = append(toks, b)
+	}
+	// Runs of one class, so that whole subtrees fit a state's chain.
+	for _, w := range []string{"abc", "ab", "abcd", "ez", "a中b", "中文", "é€", "tttttttt", "ttttttttttttttttttttttt", "a€", "a€a", "ab€", "中€", "中𝄞z", "é中", "éé", "a丟", "a丟b", "中丟", "丟", "a\"", "ab\",", "中\"}"} {
+		toks = append(toks, []byte(w))
 	}
 	toks = append(toks, nil) // EOS
 	ends := []int{len(toks) - 1}
 	idx := NewIndex(len(toks), func(id int) []byte { return toks[id] }, ends)
-	for _, schema := range []string{
-		`{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"enum":["a","b"]}},"n":{"type":"integer","minimum":-5,"maximum":300}},"required":["name"]}`,
-		`{"type":"object"}`,
-		`{"type":"array","items":{"type":"number"}}`,
-	} {
-		g, err := JSONSchema([]byte(schema), SchemaOptions{MaxString: 8, MaxItems: 4})
+	grammars := []func() (*Grammar, error){}
+	for _, opts := range []SchemaOptions{{MaxString: 8, MaxItems: 4}, {MaxItems: 3}} {
+		for _, schema := range []string{
+			`{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"enum":["a","b"]}},"n":{"type":"integer","minimum":-5,"maximum":300}},"required":["name"]}`,
+			`{"type":"object"}`,
+			`{"type":"array","items":{"type":"number"}}`,
+			`{"type":"array","items":{"type":"string","maxLength":20},"maxItems":3}`,
+			`{"type":"string","pattern":"^[a-z]{2,12}$"}`,
+		} {
+			grammars = append(grammars, func() (*Grammar, error) { return JSONSchema([]byte(schema), opts) })
+		}
+	}
+	grammars = append(grammars,
+		func() (*Grammar, error) { return Regex(`[a-z中é ]{0,30}\.`) },
+		func() (*Grammar, error) { return Parse(`root ::= ( [^"\\] | "\\" ["nt] )* "\"" [0-9]{1,3}`) },
+	)
+	for gi, mk := range grammars {
+		g, err := mk()
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := NewMachine(g, idx)
-		for walk := range 20 {
+		for walk := range 12 {
 			s := m.Start()
 			for step := 0; step < 40; step++ {
 				got, want := m.Mask(s), brute(m, s, toks, ends)
 				var ids []int
 				for id := range toks {
 					if Allowed(got, id) != Allowed(want, id) {
-						t.Fatalf("%s walk %d step %d: token %q: mask %v, alone %v", schema, walk, step, toks[id], Allowed(got, id), Allowed(want, id))
+						t.Fatalf("grammar %d walk %d step %d: token %q: mask %v, alone %v", gi, walk, step, toks[id], Allowed(got, id), Allowed(want, id))
 					}
 					if Allowed(got, id) && id != ends[0] {
 						ids = append(ids, id)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -44,16 +45,28 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID})
 	}
-	defs, toolGrammar, parseTools, err := toolSetup(body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
+	plan, err := toolSetup(body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls, toolFormatOf(m.eng.Chat()))
 	if err != nil {
 		return err
 	}
-	req.Tools = defs
-	if toolGrammar != nil {
+	req.Tools = plan.defs
+	// lead is reply text that the prompt already holds (a prefilled marker).
+	lead := ""
+	if plan.grammar != nil {
 		if req.Constraint != nil {
 			return badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(body.ToolChoice))
 		}
-		req.Constraint = toolGrammar
+		req.Constraint = plan.grammar
+		if f := plan.format; f.prefill {
+			ids, err := m.eng.PromptTokens(req)
+			if err != nil {
+				return err
+			}
+			for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), f.marker, false) {
+				ids = append(ids, int32(id))
+			}
+			req.Tokens, req.Messages, req.Tools, lead = ids, nil, nil, f.marker
+		}
 	}
 
 	if body.TopLogprobs != nil {
@@ -76,10 +89,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cs := newChoices(n, last)
+	if plan.parse {
+		marks := toolMarks(m.eng.Tokenizer(), plan.format)
+		for _, c := range cs {
+			c.text.WriteString(lead)
+			c.marks = marks
+		}
+	}
 	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
 	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
 	if body.Stream {
-		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, parseTools)
+		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, plan)
 		return nil
 	}
 	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
@@ -88,10 +108,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	for i, c := range cs {
 		ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: textContent{Text: c.text.String(), Set: true}},
 			FinishReason: finishReason(c.stats)}
-		if parseTools {
-			text, calls := parseToolCalls(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
+		if plan.parse {
+			text, calls := plan.format.parse(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
+			ch.Message.Content.Text = text
 			if len(calls) > 0 {
-				ch.Message.Content.Text, ch.Message.ToolCalls = text, calls
+				ch.Message.ToolCalls = calls
 				if *ch.FinishReason == "stop" { // out of tokens stays "length"
 					reason := "tool_calls"
 					ch.FinishReason = &reason
@@ -111,9 +132,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 // streamChat writes the choices as chat.completion.chunk events: the
 // assistant's role first, then content deltas, a last chunk per choice
 // with its finish reason, the usage if asked for, and [DONE]. With tools
-// (parseTools) a choice's reply is held until it ends, then sent as one
+// (plan.parse) a choice's reply is held until it ends, then sent as one
 // delta: its tool calls, or its text when it made none.
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, parseTools bool) {
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, plan toolPlan) {
 	out := newSSE(w)
 	head.Object = "chat.completion.chunk"
 	chunk := func(ch chatChoice) error {
@@ -126,7 +147,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		chunk(chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}})
 	}
 	err := relay(ctx, events, cs, logprobs, m.eng.Tokenizer(), func(i int, text string, lps []tokenLogprob) error {
-		if parseTools {
+		if plan.parse {
 			return nil // held for the end
 		}
 		ch := chatChoice{Index: i, Delta: &chatDelta{Content: &text}}
@@ -136,8 +157,8 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		return chunk(ch)
 	}, func(i int, st runtime.Stats) {
 		reason := finishReason(st)
-		if parseTools {
-			text, calls := parseToolCalls(cs[i].text.String(), fmt.Sprintf("call-%s-%d", head.ID, i))
+		if plan.parse {
+			text, calls := plan.format.parse(cs[i].text.String(), fmt.Sprintf("call-%s-%d", head.ID, i))
 			d := &chatDelta{Content: &text}
 			if len(calls) > 0 {
 				for k := range calls {

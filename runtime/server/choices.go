@@ -17,6 +17,9 @@ type choice struct {
 	stats runtime.Stats
 	err   error
 	ended bool
+	// marks are control tokens whose pieces the text keeps (a tool
+	// format's marker, which the reply is parsed for).
+	marks map[int32]string
 }
 
 // newChoices makes n choices whose prompts end with token last (for the
@@ -45,6 +48,7 @@ func (c *choice) addAll(toks []runtime.Token, logprobs bool, t tokenizer.Tokeniz
 
 // add takes a token; with logprobs it returns the token's entry.
 func (c *choice) add(tok runtime.Token, logprobs bool, t tokenizer.Tokenizer) *tokenLogprob {
+	c.text.WriteString(c.marks[tok.ID])
 	c.text.WriteString(tok.Text)
 	if !logprobs || tok.ID < 0 {
 		return nil

@@ -121,8 +121,8 @@ func TestStructuredOutputErrors(t *testing.T) {
 		want []string
 	}{
 		{map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x",
-			"schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string", "patternProperties": map[string]any{}}}}}}},
-			[]string{"patternProperties", "/properties/a"}},
+			"schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string", "propertyNames": map[string]any{}}}}}}},
+			[]string{"propertyNames", "/properties/a"}},
 		{map[string]any{"response_format": map[string]any{"type": "json_schema"}}, []string{"json_schema.schema"}},
 		{map[string]any{"response_format": map[string]any{"type": "yaml"}}, []string{"yaml"}},
 		{map[string]any{"regex": `(a`}, []string{"regex", "missing )"}},

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -11,12 +10,13 @@ import (
 )
 
 // Tool calling. Tools are rendered by the model's chat template (the
-// plain format lists them itself); a reply calls them in Qwen's format,
-// <tool_call>{"name": ..., "arguments": {...}}</tool_call>, which the
-// server parses into OpenAI's tool_calls. tool_choice "required" or a
-// named function constrains the reply to such calls, with arguments that
-// fit the function's parameters schema; "auto" lets the model choose and
-// parses what it wrote; "none" renders no tools and parses nothing.
+// plain format lists them itself), and a reply calls them in the format
+// the model was trained on, which the server parses into OpenAI's
+// tool_calls (toolformats.go: Qwen's <tool_call> blocks, Llama 3.1's JSON,
+// Mistral's [TOOL_CALLS] list). tool_choice "required" or a named function
+// constrains the reply to such calls, with arguments that fit the
+// function's parameters schema; "auto" lets the model choose and parses
+// what it wrote; "none" renders no tools and parses nothing.
 
 type tool struct {
 	Type     string `json:"type"`
@@ -39,13 +39,22 @@ type toolCall struct {
 
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// toolSetup checks tools and tool_choice and returns the tool definitions
-// to render, the grammar the reply must follow (nil: free), and whether
-// the reply is parsed for calls.
+// toolPlan is what a chat request's tools make of it.
+type toolPlan struct {
+	defs    []any            // the tool definitions the template renders
+	grammar *grammar.Grammar // the reply's constraint, nil when free
+	parse   bool             // the reply is parsed for calls
+	format  toolFormat
+}
+
+// toolSetup checks tools and tool_choice against the model's tool format
+// and returns the plan.
 //
 // With parallel (OpenAI's parallel_tool_calls, true by default) a
-// constrained reply may make up to 8 calls, one block after another.
-func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool) (defs []any, g *grammar.Grammar, parse bool, err error) {
+// constrained reply may make up to 8 calls, where the format has room for
+// more than one.
+func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f toolFormat) (toolPlan, error) {
+	plan := toolPlan{format: f}
 	choice, named := "auto", ""
 	if len(tools) == 0 {
 		choice = "none"
@@ -64,22 +73,22 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool) (defs []a
 		case json.Unmarshal(choiceRaw, &obj) == nil && obj.Function.Name != "":
 			choice, named = "named", obj.Function.Name
 		default:
-			return nil, nil, false, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
+			return plan, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
 		}
 	}
 	switch choice {
 	case "none", "auto", "required", "named":
 	default:
-		return nil, nil, false, badRequest("tool_choice", `tool_choice %q is not one of "none", "auto" and "required"`, choice)
+		return plan, badRequest("tool_choice", `tool_choice %q is not one of "none", "auto" and "required"`, choice)
 	}
 	if choice != "none" && len(tools) == 0 {
-		return nil, nil, false, badRequest("tool_choice", "tool_choice %q needs tools", choice)
+		return plan, badRequest("tool_choice", "tool_choice %q needs tools", choice)
 	}
 	var alts []string
 	found := false
 	for i, t := range tools {
 		if t.Type != "function" || !toolName.MatchString(t.Function.Name) {
-			return nil, nil, false, badRequest("tools", "tool %d must be {\"type\": \"function\", \"function\": {\"name\": ...}} with a name of letters, digits, _ and -", i)
+			return plan, badRequest("tools", "tool %d must be {\"type\": \"function\", \"function\": {\"name\": ...}} with a name of letters, digits, _ and -", i)
 		}
 		params := t.Function.Parameters
 		if len(params) == 0 || isNull(params) {
@@ -87,73 +96,44 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool) (defs []a
 		}
 		var def any
 		if err := json.Unmarshal(mustJSON(t), &def); err != nil {
-			return nil, nil, false, badRequest("tools", "tool %d: %v", i, err)
+			return plan, badRequest("tools", "tool %d: %v", i, err)
 		}
-		defs = append(defs, def)
+		plan.defs = append(plan.defs, def)
 		if choice == "named" && t.Function.Name != named {
 			continue
 		}
 		found = found || t.Function.Name == named
-		name, _ := json.Marshal(t.Function.Name)
-		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},"arguments":%s},"required":["name","arguments"],"additionalProperties":false}`, name, params))
+		alts = append(alts, f.callSchema(t.Function.Name, params))
 	}
 	if choice == "named" && !found {
-		return nil, nil, false, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named)
+		return plan, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named)
 	}
 	if choice == "none" {
-		return nil, nil, false, nil
+		plan.defs = nil
+		return plan, nil
 	}
+	plan.parse = true
 	if choice == "auto" {
-		return defs, nil, true, nil
+		return plan, nil
 	}
 	src, err := grammar.JSONSchemaGBNF([]byte(`{"anyOf":[`+strings.Join(alts, ",")+`]}`), grammar.SchemaOptions{})
 	if err != nil {
-		return nil, nil, false, badRequest("tools", "a tool's parameters: %v", err)
+		return plan, badRequest("tools", "a tool's parameters: %v", err)
 	}
 	more := 7
-	if !parallel {
+	if !parallel || f.single {
 		more = 0
 	}
-	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) +
-		fmt.Sprintf(`root ::= "<tool_call>\n" tool-call "\n</tool_call>" ( "\n<tool_call>\n" tool-call "\n</tool_call>" ){0,%d}`, more) + "\n"
-	if g, err = grammar.Parse(src); err != nil {
-		return nil, nil, false, badRequest("tools", "%v", err)
+	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) + "root ::= " + f.root(more) + "\n"
+	if plan.grammar, err = grammar.Parse(src); err != nil {
+		return plan, badRequest("tools", "%v", err)
 	}
-	return defs, g, true, nil
+	return plan, nil
 }
 
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-var toolCallRE = regexp.MustCompile(`(?s)<tool_call>\s*(.*?)\s*</tool_call>`)
-
-// parseToolCalls takes the calls out of a reply: the text left around
-// them, and the calls in order. Blocks that are not a JSON call with a
-// name stay in the text.
-func parseToolCalls(text, idPrefix string) (string, []toolCall) {
-	var calls []toolCall
-	rest := toolCallRE.ReplaceAllStringFunc(text, func(block string) string {
-		inner := toolCallRE.FindStringSubmatch(block)[1]
-		var c struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if json.Unmarshal([]byte(inner), &c) != nil || c.Name == "" {
-			return block
-		}
-		var tc toolCall
-		tc.ID, tc.Type = fmt.Sprintf("%s-%d", idPrefix, len(calls)), "function"
-		tc.Function.Name = c.Name
-		tc.Function.Arguments = "{}"
-		if len(c.Arguments) > 0 && !isNull(c.Arguments) {
-			tc.Function.Arguments = string(c.Arguments)
-		}
-		calls = append(calls, tc)
-		return ""
-	})
-	return strings.TrimSpace(rest), calls
 }
 
 // chatToolCalls turns a request message's tool calls into the template's.
