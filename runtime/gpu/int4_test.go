@@ -86,8 +86,11 @@ func TestQuantEmbed(t *testing.T) {
 // invocations per column) and the GEMM.
 //
 // Both backends multiply the same expanded weights (TestQuantEmbed shows
-// the expansion is exact), so the only difference is the order of the sums:
-// the bound is that of TestMatMul, 4e-6·sqrt(k) relative to 1 + |ref|.
+// the expansion is exact). For f16 the only difference is the order of the
+// sums: the bound is that of TestMatMul, 4e-6·sqrt(k) relative to 1 + |ref|.
+// The CPU's int4 products round each input to 16 bits of its group's
+// largest (|error| ≤ max/65534 per input, random in sign), so int4 adds
+// 6e-5·sqrt(k) (the largest error seen: 2.9e-5·sqrt(k), at k 172).
 func TestQuantMatMul(t *testing.T) {
 	for _, s := range []backend.Storage{backend.Int4, backend.F16} {
 		for _, tc := range []struct {
@@ -116,7 +119,11 @@ func TestQuantMatMul(t *testing.T) {
 					y := w.tensor(tc.rows, tc.n, nil)
 					w.begin(tokens(tc.batch, 10, w.rng), 0)
 					w.each(func(b backend.Backend, i int) { b.MatMul(y[i], x[i], wt[i]) })
-					w.compare("matmul", y, tc.batch, 1e-6*math.Sqrt(float64(tc.k))*4)
+					bound := 4e-6 * math.Sqrt(float64(tc.k))
+					if s == backend.Int4 {
+						bound += 6e-5 * math.Sqrt(float64(tc.k))
+					}
+					w.compare("matmul", y, tc.batch, bound)
 				})
 			}
 		}
