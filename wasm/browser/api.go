@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
@@ -76,6 +78,14 @@ type api struct {
 	gens       map[int]context.CancelFunc // running generations by id
 	genID      int                        // the last id given to one without its own
 	adapter    map[string]any             // the adapter's description, once asked
+
+	// The worker's WebGPU device, changed under loadMu and mu: opened by
+	// the first load and kept for the next ones, so that a kernel compiles
+	// once per worker rather than once per model (the device caches
+	// pipelines, which the engine compiles as it first runs each kernel).
+	dev      gpu.Device
+	devLimit int64 // the MaxStorageBinding it was opened with
+	compiled int   // pipelines compiled by the devices closed before it
 }
 
 // optional reads property name of an options object as a number, or def.
@@ -201,6 +211,13 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	quant := optionalString(opts, "quant", "")
 	device := optionalString(opts, "device", "webgpu")
+	var dev gpu.Device
+	if device != "cpu" {
+		var err error
+		if dev, err = a.device(int64(optional(opts, "maxStorageBinding", 0))); err != nil {
+			return nil, err
+		}
+	}
 
 	// Report upload progress as the engine reads the tensors through r.
 	done := make(chan struct{})
@@ -223,14 +240,23 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		debug.SetGCPercent(gc)
 		goruntime.GC()
 	}()
+	var yield func() // WebGPU waits on the browser at every step already
+	if device == "cpu" {
+		yield = yieldToEventLoop
+	}
 	eng, err := runtime.LoadModel(m, runtime.Options{
 		Device:  device,
+		GPU:     dev,
+		Yield:   yield,
 		Quant:   quant,
 		Context: context,
 		KV:      runtime.KVOptions{Tokens: context}, // one sequence at a time here
 	})
 	close(done)
 	if err != nil {
+		if errors.Is(err, gpu.ErrDeviceLost) {
+			a.closeDevice() // the next load opens a fresh one
+		}
 		if errors.Is(err, gpu.ErrNoAdapter) {
 			return nil, err
 		}
@@ -277,6 +303,47 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	a.mu.Unlock()
 	return info, nil
+}
+
+// device returns the worker's WebGPU device, opening it on first use, or
+// again when a load asks for another storage-binding limit. Callers hold
+// loadMu.
+func (a *api) device(limit int64) (gpu.Device, error) {
+	if a.dev != nil && a.devLimit == limit {
+		return a.dev, nil
+	}
+	a.closeDevice()
+	dev, err := gpu.Open(gpu.Options{MaxStorageBinding: limit})
+	if err != nil {
+		return nil, fmt.Errorf("webgpu: %w", err)
+	}
+	a.mu.Lock()
+	a.dev, a.devLimit = dev, limit
+	a.mu.Unlock()
+	return dev, nil
+}
+
+// closeDevice closes the worker's device, if open. Callers hold loadMu,
+// with no engine left on the device.
+func (a *api) closeDevice() {
+	a.mu.Lock()
+	dev := a.dev
+	if dev != nil {
+		a.compiled += compiled(dev)
+		a.dev = nil
+	}
+	a.mu.Unlock()
+	if dev != nil {
+		dev.Close()
+	}
+}
+
+// compiled is how many pipelines dev has compiled, if it counts them.
+func compiled(dev gpu.Device) int {
+	if c, ok := dev.(gpu.Compiler); ok {
+		return c.Compiled()
+	}
+	return 0
 }
 
 // shaderPath says which kernels run: "f16" where the device has shader-f16,
@@ -406,9 +473,14 @@ func (a *api) generate(args []js.Value) any {
 	req.Stop = stops(opts)
 	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
 	wantID := int(optional(opts, "id", 0))
+	constraint := optionalString(opts, "constraint", "")
 	return promise(func() (any, error) {
 		if reqErr != nil {
 			return nil, reqErr
+		}
+		var err error
+		if req.Constraint, err = compileConstraint(constraint); err != nil {
+			return nil, err
 		}
 		if err := req.Sampler.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", runtime.ErrBadRequest, err)
@@ -514,6 +586,24 @@ func (a *api) generate(args []js.Value) any {
 	})
 }
 
+// compileConstraint reads options.constraint, the JSON of an OpenAI-style
+// request's structured-output fields (response_format, grammar, regex,
+// guided_json…), as the HTTP server reads them: "" is none.
+func compileConstraint(fields string) (*grammar.Grammar, error) {
+	if fields == "" {
+		return nil, nil
+	}
+	var f grammar.Fields
+	if err := json.Unmarshal([]byte(fields), &f); err != nil {
+		return nil, fmt.Errorf("%w: structured output: %v", runtime.ErrBadRequest, err)
+	}
+	g, err := f.Compile()
+	if fe := (*grammar.FieldError)(nil); errors.As(err, &fe) {
+		return nil, fmt.Errorf("%w: %s: %s", runtime.ErrBadRequest, fe.Param, fe.Msg)
+	}
+	return g, err
+}
+
 // tokenize implements tessera.tokenize(input, options): the ids of a
 // prompt as generate would run them (input as request reads it; a string
 // gets BOS unless options.bos is false, and its special tokens' text stays
@@ -617,12 +707,7 @@ func (a *api) dropEngine() {
 	}
 	a.mu.Unlock()
 	if eng != nil {
-		eng.Close()
-		// The engine's backend releases its buffers but not the device
-		// that runtime.LoadModel opened for it.
-		if gb, ok := eng.Backend().(*gpu.Backend); ok {
-			gb.Device().Close()
-		}
+		eng.Close() // its buffers; the worker's device stays for the next load
 		eng.Model().Close()
 		goruntime.GC() // give the model's memory back before the next one
 	}
@@ -643,9 +728,14 @@ func (a *api) unload([]js.Value) any {
 func (a *api) info([]js.Value) any {
 	return promise(func() (any, error) {
 		a.mu.Lock()
-		adapter, model := a.adapter, a.model
+		adapter, model, total := a.adapter, a.model, a.compiled
+		if a.dev != nil {
+			total += compiled(a.dev)
+		}
 		a.mu.Unlock()
-		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory()}
+		// compiled counts the pipelines this worker has compiled: it stays
+		// put when another model needs only kernels compiled before.
+		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory(), "compiled": total}
 		if adapter == nil {
 			infos, err := gpu.Adapters()
 			if err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +73,15 @@ type native struct {
 
 func runNative(t *testing.T, path string, req runtime.Request) native {
 	t.Helper()
+	return runNativeWith(t, path, req, runtime.Options{Quant: "f32"})
+}
+
+// runNativeWith is runNative with opts (on the CPU, with a 256-token context).
+func runNativeWith(t *testing.T, path string, req runtime.Request, opts runtime.Options) native {
+	t.Helper()
+	opts.Device, opts.Context = "cpu", 256
 	start := time.Now()
-	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Quant: "f32", Context: 256})
+	eng, err := runtime.Load(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +128,35 @@ func writeQwen3Chat(t *testing.T, path string) {
 	}
 }
 
+// writeSynth writes a random f16 model at a real shape (as `tessera synth
+// --type f16` does), made at test time rather than kept in the repository.
+func writeSynth(t *testing.T, path, shape string) {
+	t.Helper()
+	s, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := synth.Write(w, s, dtype.F16, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 type apiResult struct {
 	IDs, PromptIDs, TokenizeIDs []int
 	Content, Streamed, Finish   string
 	StreamFinish                string
 	Chunks, Usage               int
+	Compiled                    []int
+	MaxBinding, Largest         float64
 	LoadMs, TTFTms, DecodeTPS   float64
 	ChatTemplate                bool
 	Err                         string
@@ -157,6 +190,8 @@ func TestBrowserAPI(t *testing.T) {
 	os.WriteFile(filepath.Join(modelDir, "stories260K.gguf"), data, 0o644)
 	qwen := filepath.Join(modelDir, "qwen3-chat.gguf")
 	writeQwen3Chat(t, qwen)
+	small := filepath.Join(modelDir, "smollm2-135m.gguf")
+	writeSynth(t, small, "smollm2-135m")
 	bad := make([]byte, 4096)
 	rand.Read(bad)
 	os.WriteFile(filepath.Join(modelDir, "bad.gguf"), bad, 0o644)
@@ -254,6 +289,59 @@ func TestBrowserAPI(t *testing.T) {
 			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
 	})
 
+	t.Run("135M-shape int4 model under a 128 MiB storage-binding limit matches native", func(t *testing.T) {
+		const prompt, steps = "Once upon a time", 4
+		want := runNativeWith(t, small, runtime.Request{Prompt: prompt, MaxTokens: steps, IgnoreEOS: true}, runtime.Options{Quant: "int4"})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/smollm2-135m.gguf", quant: "int4", context: 256, maxStorageBinding: 128 << 20, cache: false});
+				const est = await engine.inspect("/models/smollm2-135m.gguf", {quant: "int4", context: 256});
+				const a = await engine.completions.create({prompt: "`+prompt+`", temperature: 0, max_tokens: `+strconv.Itoa(steps)+`, ignore_eos: true});
+				const out = {IDs: a.tessera.token_ids, Content: a.choices[0].text, MaxBinding: engine.model.adapter.maxStorageBufferBindingSize,
+					Largest: est.memory.largest, LoadMs: engine.model.loadMs, TTFTms: a.tessera.ttft_ms, DecodeTPS: a.tessera.decode_tps};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if r.MaxBinding != 128<<20 {
+			t.Errorf("the device's maxStorageBufferBindingSize is %.0f, want 128 MiB", r.MaxBinding)
+		}
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+			t.Errorf("greedy completion:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+		}
+		t.Logf("smollm2-135m shape, int4, 128 MiB bindings (largest weight buffer %.1f MiB): browser load %.0f ms, first token %.0f ms, %.2f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
+			r.Largest/(1<<20), r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	t.Run("shaders compile once per worker, not at every load", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 10})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const req = {prompt: "Once upon a time", temperature: 0, max_tokens: 10};
+				const ids = [];
+				const compiled = [(await engine.info()).compiled];
+				for (const i of [1, 2, 3]) {
+					if (i > 1) await engine.load("/models/stories260K.gguf", {quant: "f32"});
+					ids.push((await engine.completions.create(req)).tessera.token_ids);
+					compiled.push((await engine.info()).compiled);
+				}
+				const out = {Compiled: compiled, IDs: ids[2], Streamed: JSON.stringify(ids[0]) === JSON.stringify(ids[2]) ? "same" : "differ"};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		// Kernels compile as they first run: none after the load, some
+		// with the first generation, none new after each reload.
+		if len(r.Compiled) != 4 || r.Compiled[0] != 0 || r.Compiled[1] == 0 || r.Compiled[2] != r.Compiled[1] || r.Compiled[3] != r.Compiled[1] {
+			t.Errorf("pipelines the worker compiled after loading, then after each of three generations with a reload between: %v; want 0, then one count throughout", r.Compiled)
+		}
+		if !slices.Equal(r.IDs, want.IDs) || r.Streamed != "same" {
+			t.Errorf("after reloading: %v (%s as before), native %v", r.IDs, r.Streamed, want.IDs)
+		}
+		t.Logf("pipelines compiled by the worker: %v", r.Compiled)
+	})
+
 	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {
 		r := eval(t, `(async () => {
 			try {
@@ -308,6 +396,36 @@ func TestBrowserAPI(t *testing.T) {
 		if err != nil || r.Content != "no-webgpu" {
 			t.Errorf("createEngine without WebGPU: %q, %v; want no-webgpu", r.Content, err)
 		}
+
+		// The CPU fallback: an AbortSignal stops it mid-generation, which
+		// needs the engine to give the worker's event loop a turn between
+		// steps (the CPU backend never waits on anything by itself).
+		want := runNative(t, stories, runtime.Request{Prompt: "Once", MaxTokens: 3})
+		r, err = chromedp.Run(nctx, chromedp.Evaluate[apiResult](`(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", device: "cpu", quant: "f32"});
+				const ctl = new AbortController();
+				let before = 0, after = 0, code = "";
+				try {
+					for await (const c of await engine.completions.create({prompt: "Once", max_tokens: 5000, ignore_eos: true, temperature: 0, stream: true, signal: ctl.signal})) {
+						if (!(c.tessera && c.tessera.token_id >= 0)) continue;
+						if (ctl.signal.aborted) after++; else if (++before === 20) ctl.abort();
+					}
+				} catch (e) { code = e.code + "/" + e.name; }
+				const again = await engine.completions.create({prompt: "Once", max_tokens: 3, temperature: 0});
+				const out = {Chunks: before, Usage: after, Finish: code, IDs: again.tessera.token_ids, Content: engine.model.backend};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil || r.Err != "" {
+			t.Fatalf("the CPU fallback: %v %s (console %q)", err, r.Err, ncons.all())
+		}
+		if r.Content != "cpu" || r.Finish != "aborted/AbortError" || r.Chunks != 20 || r.Usage > 8 || !slices.Equal(r.IDs, want.IDs) {
+			t.Errorf("CPU fallback (%s): abort after 20 tokens gave %q and %d more tokens (want at most a few), then %v (native %v)",
+				r.Content, r.Finish, r.Usage, r.IDs, want.IDs)
+		}
+		t.Logf("CPU fallback: %d more tokens after abort", r.Usage)
 	})
 
 	time.Sleep(200 * time.Millisecond)
