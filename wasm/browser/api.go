@@ -52,7 +52,8 @@ func codeOf(err error) string {
 		return "storage"
 	case errors.Is(err, errSource):
 		return "bad-source"
-	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch):
+	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch) ||
+		errors.Is(err, models.ErrBadSplit):
 		return "bad-model"
 	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull):
 		return "bad-request"
@@ -554,6 +555,8 @@ func (a *api) generate(args []js.Value) any {
 			stopped, finish = "stop", "stop"
 		case s.StoppedAtEOS:
 			stopped, finish = "eos", "stop"
+		case s.Complete: // the constraint's grammar could not go on
+			stopped, finish = "complete", "stop"
 		case s.StoppedAtLength:
 			stopped = "length"
 		}

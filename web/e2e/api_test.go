@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +23,8 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/web"
 )
 
@@ -340,6 +344,57 @@ func TestBrowserAPI(t *testing.T) {
 			t.Errorf("after reloading: %v (%s as before), native %v", r.IDs, r.Streamed, want.IDs)
 		}
 		t.Logf("pipelines compiled by the worker: %v", r.Compiled)
+	})
+
+	t.Run("response_format and regex constrain the reply as natively", func(t *testing.T) {
+		const schema = `{"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]},
+			"count": {"type": "integer", "minimum": 1, "maximum": 99}}, "required": ["colour", "count"], "additionalProperties": false}`
+		const regex = `[a-z]{2,6}( [a-z]{2,6}){3}\.`
+		g, err := grammar.JSONSchema([]byte(schema), grammar.SchemaOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON := runNative(t, qwen, runtime.Request{Messages: msgs, MaxTokens: 64, Constraint: g})
+		if g, err = grammar.Regex(regex); err != nil {
+			t.Fatal(err)
+		}
+		wantRegex := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 40, Constraint: g})
+		js, _ := json.Marshal(map[string]any{"schema": json.RawMessage(schema), "regex": regex})
+		r := eval(t, `(async () => {
+			const p = `+string(js)+`;
+			try {
+				const messages = [{role: "system", content: "You are terse."}, {role: "user", content: "Name three colours, please."}];
+				const a = await tessera.createEngine({model: "/models/qwen3-chat.gguf", quant: "f32", context: 256});
+				const x = await a.chat.completions.create({messages, temperature: 0, max_tokens: 64,
+					response_format: {type: "json_schema", json_schema: {name: "colour", schema: p.schema, strict: true}}});
+				let code = "";
+				try { await a.chat.completions.create({messages, max_tokens: 4, response_format: {type: "json_schema", json_schema: {schema: {type: "nonsense"}}}}); }
+				catch (e) { code = e.code; }
+				await a.unload();
+				const b = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const y = await b.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 40, regex: p.regex});
+				await b.unload();
+				return {Content: x.choices[0].message.content, IDs: x.tessera.token_ids, Finish: x.choices[0].finish_reason,
+					Streamed: y.choices[0].text, PromptIDs: y.tessera.token_ids, StreamFinish: code};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		var v any
+		if err := json.Unmarshal([]byte(r.Content), &v); err != nil {
+			t.Fatalf("the json_schema reply %q is not JSON: %v", r.Content, err)
+		}
+		if err := grammartest.Validator(t, schema).Validate(v); err != nil {
+			t.Errorf("the json_schema reply %q does not validate: %v", r.Content, err)
+		}
+		if !slices.Equal(r.IDs, wantJSON.IDs) || r.Content != wantJSON.Text || r.Finish != "stop" {
+			t.Errorf("json_schema reply (finish %q):\n browser %v %q\n  native %v %q", r.Finish, r.IDs, r.Content, wantJSON.IDs, wantJSON.Text)
+		}
+		if !regexp.MustCompile(`^(?:`+regex+`)$`).MatchString(r.Streamed) || r.Streamed != wantRegex.Text || !slices.Equal(r.PromptIDs, wantRegex.IDs) {
+			t.Errorf("regex reply: browser %q, native %q", r.Streamed, wantRegex.Text)
+		}
+		if r.StreamFinish != "bad-request" {
+			t.Errorf("a schema that does not compile failed with code %q, want bad-request", r.StreamFinish)
+		}
+		t.Logf("json_schema: %s; regex: %q", r.Content, r.Streamed)
 	})
 
 	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {

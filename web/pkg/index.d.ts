@@ -132,7 +132,8 @@ export interface Usage { prompt_tokens: number; completion_tokens: number; total
 /** Tessera's additions to OpenAI's shapes. */
 export interface TesseraExtra {
   token_ids: number[]; prompt_ids: number[];
-  stopped: "max" | "eos" | "stop" | "length";
+  /** "complete": the reply completed the grammar of response_format, grammar or regex. */
+  stopped: "max" | "eos" | "stop" | "length" | "complete";
   ttft_ms: number; total_ms: number; decode_tps: number; prefill_tps: number; seed: number;
 }
 
