@@ -166,7 +166,7 @@ func (r *reporter) report(phase string, done, total int64) {
 // loadFrom reads the model that source names and loads it onto the device.
 func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter) (map[string]any, error) {
 	start := time.Now()
-	var blob js.Value
+	var blobs []js.Value // the model's files: one, or the parts of a split model
 	info := map[string]any{}
 	switch {
 	case source.Type() != js.TypeObject:
@@ -177,14 +177,15 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		if err != nil {
 			return nil, err
 		}
-		blob = f.blob
+		blobs = f.blobs
+		info["parts"] = len(f.blobs)
 		info["source"], info["url"], info["name"], info["hash"] = "url", url, f.name, f.hash
 		info["cached"], info["stored"] = f.cached, f.stored
 	case source.Get("file").Type() == js.TypeObject:
-		blob = source.Get("file")
-		info["source"], info["name"] = "file", optionalString(blob, "name", "file")
+		blobs = []js.Value{source.Get("file")}
+		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
 	case source.Get("buffer").Type() == js.TypeObject:
-		blob = js.Global().Get("Blob").New([]any{source.Get("buffer")})
+		blobs = []js.Value{js.Global().Get("Blob").New([]any{source.Get("buffer")})}
 		info["source"], info["name"] = "buffer", "buffer"
 	default:
 		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
@@ -194,9 +195,23 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		return nil, errAborted
 	}
 
-	r := newBlobReader(blob)
+	readers := make([]*blobReader, len(blobs))
+	parts := make([]models.Part, len(blobs))
+	var size int64
+	for i, b := range blobs {
+		readers[i] = newBlobReader(b)
+		parts[i] = models.Part{R: readers[i], Size: readers[i].size}
+		size += readers[i].size
+	}
+	read := func() int64 {
+		var n int64
+		for _, r := range readers {
+			n += r.read.Load()
+		}
+		return n
+	}
 	name, _ := info["name"].(string)
-	m, err := models.OpenReader(r, r.size, name)
+	m, err := models.OpenParts(parts, name)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +243,11 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 			case <-done:
 				return
 			case <-time.After(100 * time.Millisecond):
-				rep.report("upload", r.read.Load(), r.size)
+				rep.report("upload", read(), size)
 			}
 		}
 	}()
-	rep.report("upload", r.read.Load(), r.size)
+	rep.report("upload", read(), size)
 	// wasm memory grows but never shrinks: while tensors stream through the
 	// heap, collect early so that the peak stays near the biggest tensor
 	// rather than twice what is live.
@@ -266,13 +281,13 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		}
 		return nil, err
 	}
-	rep.report("upload", r.size, r.size)
+	rep.report("upload", size, size)
 	if ctx.Err() != nil {
 		eng.Close()
 		return nil, errAborted
 	}
 
-	info["size"] = r.size
+	info["size"] = size
 	info["format"], info["arch"] = m.Format, c.Arch
 	info["params"], info["layers"], info["dim"], info["heads"], info["kvHeads"] = params, c.Layers, c.Dim, c.Heads, c.KVHeads
 	info["vocab"], info["context"], info["modelContext"] = c.Vocab, context, c.Context

@@ -6,14 +6,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/grammar"
@@ -154,6 +159,159 @@ func writeSynth(t *testing.T, path, shape string) {
 	}
 }
 
+// splitServer serves a model split in parts under /split/, as a Hub would
+// (range requests, If-Range on a strong ETag), recording what it serves;
+// cut makes the next full GET of a part break off after some bytes.
+type splitServer struct {
+	total int64
+	parts map[string][]byte // by file name
+	index map[string]int
+
+	mu       sync.Mutex
+	cutPart  int
+	cutAfter int
+	inFlight int
+	arrived  chan struct{} // closed when every part's first GET has come
+	got      int
+	log      splitLog
+}
+
+type splitLog struct {
+	requests    []string
+	served      int64
+	rangeFrom   map[int]int64
+	maxInFlight int
+}
+
+func newSplitServer(t *testing.T, src string, n int) *splitServer {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bufs := make([]bytes.Buffer, n)
+	ws := make([]io.Writer, n)
+	for i := range bufs {
+		ws[i] = &bufs[i]
+	}
+	if err := f.WriteSplit(ws); err != nil {
+		t.Fatal(err)
+	}
+	s := &splitServer{parts: map[string][]byte{}, index: map[string]int{}, cutPart: -1, log: splitLog{rangeFrom: map[int]int64{}}}
+	for i := range bufs {
+		name := gguf.SplitName("stories", i, n)
+		s.parts[name], s.index[name] = bufs[i].Bytes(), i
+		s.total += int64(bufs[i].Len())
+	}
+	return s
+}
+
+// cut breaks off the next GET of part i (0-based) without a range after
+// bytes, once all parts have been asked for (so that a test also sees
+// whether they are fetched at once).
+func (s *splitServer) cut(i, bytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutPart, s.cutAfter, s.got, s.arrived = i, bytes, 0, make(chan struct{})
+}
+
+// take returns what was served since the last take.
+func (s *splitServer) take() splitLog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.log
+	s.log = splitLog{rangeFrom: map[int]int64{}}
+	return l
+}
+
+func (s *splitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := path.Base(r.URL.Path)
+	data, ok := s.parts[name]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	i := s.index[name]
+	s.mu.Lock()
+	s.inFlight++
+	s.log.maxInFlight = max(s.log.maxInFlight, s.inFlight)
+	s.log.requests = append(s.log.requests, fmt.Sprintf("%s %d %s", r.Method, i+1, r.Header.Get("Range")))
+	var arrived chan struct{}
+	cut := 0
+	if r.Method == http.MethodGet && s.arrived != nil {
+		arrived = s.arrived
+		if s.got++; s.got == len(s.parts) {
+			close(s.arrived)
+			s.arrived = nil
+		}
+		if i == s.cutPart && r.Header.Get("Range") == "" {
+			cut, s.cutPart = s.cutAfter, -1
+		}
+	}
+	if from, ok := strings.CutPrefix(r.Header.Get("Range"), "bytes="); ok {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(from, "-"), 10, 64)
+		s.log.rangeFrom[i] = n
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	if arrived != nil { // wait (a bounded time) for the other parts' requests
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	w.Header().Set("ETag", fmt.Sprintf(`"part-%d"`, i+1))
+	cw := &countingWriter{ResponseWriter: w, s: s, limit: cut}
+	http.ServeContent(cw, r, name, time.Unix(1700000000, 0), bytes.NewReader(data))
+}
+
+// countingWriter counts the body bytes served and, with a limit, breaks
+// the connection off after that many.
+type countingWriter struct {
+	http.ResponseWriter
+	s     *splitServer
+	limit int
+	n     int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.limit == 0 {
+		n, err := c.ResponseWriter.Write(p)
+		c.count(n)
+		return n, err
+	}
+	// Up to the limit, a slow trickle that the browser reads as it comes
+	// (a stream that errors drops the chunks not yet read), then the
+	// connection ends mid-body, as a closed laptop lid ends it.
+	for len(p) > 0 && c.n < c.limit {
+		k := min(len(p), c.limit-c.n, 16<<10)
+		c.ResponseWriter.Write(p[:k])
+		c.count(k)
+		c.ResponseWriter.(http.Flusher).Flush()
+		p = p[k:]
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c.n < c.limit {
+		return len(p), nil
+	}
+	if conn, _, err := http.NewResponseController(c.ResponseWriter).Hijack(); err == nil {
+		conn.Close()
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func (c *countingWriter) count(n int) {
+	c.n += n
+	c.s.mu.Lock()
+	c.s.log.served += int64(n)
+	c.s.mu.Unlock()
+}
+
 type apiResult struct {
 	IDs, PromptIDs, TokenizeIDs []int
 	Content, Streamed, Finish   string
@@ -210,6 +368,8 @@ func TestBrowserAPI(t *testing.T) {
 		w.Write([]byte(apiPage))
 	})
 	mux.Handle("/", h)
+	split := newSplitServer(t, stories, 3)
+	mux.Handle("/split/", split)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -395,6 +555,59 @@ func TestBrowserAPI(t *testing.T) {
 			t.Errorf("a schema that does not compile failed with code %q, want bad-request", r.StreamFinish)
 		}
 		t.Logf("json_schema: %s; regex: %q", r.Content, r.Streamed)
+	})
+
+	t.Run("split GGUF downloads in parallel, resumes, loads", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 20})
+		load := `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/split/` + gguf.SplitName("stories", 0, 3) + `", quant: "f32"});
+				const a = await engine.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 20});
+				const out = {IDs: a.tessera.token_ids, Finish: String(engine.model.cached), Usage: engine.model.parts};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Content: e.code + ": " + e.message}; }
+		})()`
+		reopen := func() {
+			t.Helper()
+			if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first try: part 2 breaks off part way, so the load fails.
+		split.cut(1, 64<<10)
+		r := eval(t, load)
+		if !strings.HasPrefix(r.Content, "network:") {
+			t.Fatalf("with part 2 cut off: %q, want a network error", r.Content)
+		}
+		first := split.take()
+		if first.maxInFlight != 3 {
+			t.Errorf("the three parts were fetched %d at a time, want all at once", first.maxInFlight)
+		}
+		// A reopened page goes on from where each part stopped.
+		reopen()
+		r = eval(t, load)
+		second := split.take()
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "false" || r.Usage != 3 {
+			t.Fatalf("resumed: %+v; native %v", r, want.IDs)
+		}
+		if from := second.rangeFrom[1]; from <= 0 || from > 64<<10 {
+			t.Errorf("part 2 resumed from byte %d, want where it broke off (at most %d); requests %v", from, 64<<10, second.requests)
+		}
+		if second.served >= split.total {
+			t.Errorf("the resumed download served %d bytes of %d: it started again", second.served, split.total)
+		}
+		// And once whole, the entry is reused.
+		reopen()
+		r = eval(t, load)
+		third := split.take()
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "true" || third.served != 0 {
+			t.Errorf("from the cache: %+v, %d bytes served (requests %v)", r, third.served, third.requests)
+		}
+		t.Logf("first try %v; resumed with %v (%d of %d bytes); cached: %v", first.requests, second.requests, second.served, split.total, third.requests)
 	})
 
 	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {
