@@ -495,10 +495,10 @@ func TestBrowserAPI(t *testing.T) {
 				return out;
 			} catch (e) { return {Err: e.code + ": " + e.message}; }
 		})()`)
-		// Kernels compile as they first run: none after the load, some
-		// with the first generation, none new after each reload.
-		if len(r.Compiled) != 4 || r.Compiled[0] != 0 || r.Compiled[1] == 0 || r.Compiled[2] != r.Compiled[1] || r.Compiled[3] != r.Compiled[1] {
-			t.Errorf("pipelines the worker compiled after loading, then after each of three generations with a reload between: %v; want 0, then one count throughout", r.Compiled)
+		// Kernels compile as they first run (so mostly with the first
+		// generation), and none anew after each reload.
+		if len(r.Compiled) != 4 || r.Compiled[1] == 0 || r.Compiled[2] != r.Compiled[1] || r.Compiled[3] != r.Compiled[1] {
+			t.Errorf("pipelines the worker compiled after loading, then after each of three generations with a reload between: %v; want one count from the first generation on", r.Compiled)
 		}
 		if !slices.Equal(r.IDs, want.IDs) || r.Streamed != "same" {
 			t.Errorf("after reloading: %v (%s as before), native %v", r.IDs, r.Streamed, want.IDs)
