@@ -10,6 +10,7 @@ import (
 	"math"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall/js"
@@ -170,7 +171,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	info := map[string]any{}
 	switch {
 	case source.Type() != js.TypeObject:
-		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
+		return nil, fmt.Errorf("%w: load wants {url}, {file}, {files} or {buffer}", errSource)
 	case source.Get("url").Type() == js.TypeString:
 		url := source.Get("url").String()
 		f, err := fetchModel(ctx, url, optionalBool(opts, "cache", true), rep.report)
@@ -183,6 +184,12 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		info["cached"], info["stored"] = f.cached, f.stored
 	case source.Get("file").Type() == js.TypeObject:
 		blobs = []js.Value{source.Get("file")}
+		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
+	case source.Get("files").Type() == js.TypeObject:
+		var err error
+		if blobs, err = splitFiles(source.Get("files")); err != nil {
+			return nil, err
+		}
 		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
 	case source.Get("buffer").Type() == js.TypeObject:
 		blobs = []js.Value{js.Global().Get("Blob").New([]any{source.Get("buffer")})}
@@ -360,6 +367,40 @@ func compiled(dev gpu.Device) int {
 		return c.Compiled()
 	}
 	return 0
+}
+
+// splitFiles reads source.files, the parts of a split model picked as
+// local files, in the order of the numbers in their names
+// (NAME-00001-of-00003.gguf…) when they all have one, else as given.
+func splitFiles(list js.Value) ([]js.Value, error) {
+	n := list.Length()
+	if n == 0 {
+		return nil, fmt.Errorf("%w: files is empty", errSource)
+	}
+	blobs := make([]js.Value, n)
+	nos := make([]int, n)
+	named := true
+	for i := range n {
+		blobs[i] = list.Index(i)
+		if blobs[i].Type() != js.TypeObject || blobs[i].Get("size").Type() != js.TypeNumber {
+			return nil, fmt.Errorf("%w: files[%d] is not a File or Blob", errSource, i)
+		}
+		_, no, _, ok := gguf.ParseSplitName(optionalString(blobs[i], "name", ""))
+		nos[i], named = no, named && ok
+	}
+	if named {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int { return nos[a] - nos[b] })
+		sorted := make([]js.Value, n)
+		for i, j := range idx {
+			sorted[i] = blobs[j]
+		}
+		blobs = sorted
+	}
+	return blobs, nil
 }
 
 // shaderPath says which kernels run: "f16" where the device has shader-f16,

@@ -472,7 +472,11 @@ func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, r
 		return fmt.Errorf("%w: opening %s in browser storage: %v", errStorage, name, err)
 	}
 	defer jsCall(h, "close")
-	have := int64(h.Call("getSize").Float())
+	size, err := jsCall(h, "getSize")
+	if err != nil {
+		return fmt.Errorf("%w: reading %s in browser storage: %v", errStorage, name, err)
+	}
+	have := int64(size.Float())
 	validator := p.ETag
 	if validator == "" || strings.HasPrefix(validator, "W/") { // If-Range takes strong validators only
 		validator = p.LastModified
@@ -497,7 +501,7 @@ func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, r
 			return fmt.Errorf("%w: %s answered bytes %q to a request from %d", errNetwork, p.URL, get("content-range"), have)
 		}
 		p.Size = total
-	case status == 200 || status == 206: // the whole part, from the start
+	case status == 200: // the whole part, from the start (a changed file, or a server without ranges)
 		have = 0
 		p.Size = -1
 		if n, err := strconv.ParseInt(get("content-length"), 10, 64); err == nil && get("content-encoding") == "" {
@@ -508,7 +512,10 @@ func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, r
 		resp.Get("body").Call("cancel")
 		return fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, p.URL, status, resp.Get("statusText").String())
 	}
-	h.Call("truncate", have)
+	if _, err := jsCall(h, "truncate", have); err != nil {
+		resp.Get("body").Call("cancel")
+		return fmt.Errorf("%w: %v", errStorage, err)
+	}
 	if err := record(p); err != nil {
 		return err
 	}
@@ -520,7 +527,7 @@ func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, r
 	for {
 		res, err := call(reader, "read")
 		if err != nil {
-			h.Call("flush")
+			jsCall(h, "flush") // what came so far is kept for the next try
 			if ctx.Err() != nil {
 				return errAborted
 			}
@@ -537,7 +544,9 @@ func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, r
 		off += int64(chunk.Get("length").Int())
 		progress(off, p.Size)
 	}
-	h.Call("flush")
+	if _, err := jsCall(h, "flush"); err != nil {
+		return fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, p.URL, err)
+	}
 	if p.Size >= 0 && off != p.Size {
 		return fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, p.URL, off, p.Size)
 	}

@@ -137,6 +137,17 @@ func (a *api) inspect(args []js.Value) any {
 		case source.Get("file").Type() == js.TypeObject:
 			br := newBlobReader(source.Get("file"))
 			parts, size, name = []models.Part{{R: br, Size: br.size}}, br.size, optionalString(source.Get("file"), "name", "file")
+		case source.Get("files").Type() == js.TypeObject:
+			blobs, err := splitFiles(source.Get("files"))
+			if err != nil {
+				return nil, err
+			}
+			for _, b := range blobs {
+				br := newBlobReader(b)
+				parts = append(parts, models.Part{R: br, Size: br.size})
+				size += br.size
+			}
+			name = optionalString(blobs[0], "name", "file")
 		case source.Get("buffer").Type() == js.TypeObject:
 			br := newBlobReader(js.Global().Get("Blob").New([]any{source.Get("buffer")}))
 			parts, size, name = []models.Part{{R: br, Size: br.size}}, br.size, "buffer"

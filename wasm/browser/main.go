@@ -12,7 +12,7 @@
 //
 //	tessera.version                                  string
 //	tessera.load(source, options, onProgress)        Promise<ModelInfo>
-//	    source:  {url} | {file: Blob} | {buffer: ArrayBuffer}
+//	    source:  {url} | {file: Blob} | {files: Blob[]} (a split model's parts) | {buffer: ArrayBuffer}
 //	    options: {quant: ""|"int4"|"f16"|"f32", context, device: "webgpu"|"cpu", cache: bool,
 //	              maxStorageBinding: bytes (a lower limit to request, as a small adapter has)}
 //	    The worker keeps its WebGPU device from load to load, so kernels

@@ -608,6 +608,23 @@ func TestBrowserAPI(t *testing.T) {
 			t.Errorf("from the cache: %+v, %d bytes served (requests %v)", r, third.served, third.requests)
 		}
 		t.Logf("first try %v; resumed with %v (%d of %d bytes); cached: %v", first.requests, second.requests, second.served, split.total, third.requests)
+
+		// The parts picked as local files, in any order.
+		r = eval(t, `(async () => {
+			try {
+				const names = [3, 1, 2].map((i) => "stories-0000" + i + "-of-00003.gguf");
+				const files = await Promise.all(names.map(async (n) => new File([await (await fetch("/split/" + n)).blob()], n)));
+				const est = await tessera.inspect(files);
+				const engine = await tessera.createEngine({model: files, quant: "f32"});
+				const a = await engine.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 20});
+				const out = {IDs: a.tessera.token_ids, Usage: est.params, Finish: engine.model.source};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Content: e.code + ": " + e.message}; }
+		})()`)
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "file" || r.Usage != 292800 {
+			t.Errorf("from the parts as files: %+v; native %v", r, want.IDs)
+		}
 	})
 
 	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {

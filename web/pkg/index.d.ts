@@ -11,7 +11,8 @@ export class TesseraError extends Error {
   readonly code: ErrorCode;
 }
 
-export type ModelSource = string | URL | File | Blob | ArrayBuffer;
+/** A URL, a file, or the files of a model split by gguf-split (`NAME-00001-of-0000N.gguf`…, in any order). */
+export type ModelSource = string | URL | File | Blob | ArrayBuffer | Array<File | Blob> | FileList;
 
 export interface Progress {
   phase: "download" | "verify" | "upload";

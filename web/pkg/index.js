@@ -53,8 +53,13 @@ function toSource(model) {
   if (typeof model === "string" || model instanceof URL) return { url: new URL(model, location.href).href };
   if (typeof Blob !== "undefined" && model instanceof Blob) return { file: model };
   if (model instanceof ArrayBuffer) return { buffer: model };
-  if (model && (model.url || model.file || model.buffer)) return model;
-  throw new TesseraError("model must be a URL, a File or Blob, or an ArrayBuffer", "bad-source");
+  // The parts of a split model (NAME-00001-of-0000N.gguf…), in any order.
+  if ((Array.isArray(model) || (typeof FileList !== "undefined" && model instanceof FileList)) &&
+      model.length > 0 && Array.from(model).every((f) => f instanceof Blob)) {
+    return model.length === 1 ? { file: model[0] } : { files: Array.from(model) };
+  }
+  if (model && (model.url || model.file || model.files || model.buffer)) return model;
+  throw new TesseraError("model must be a URL, a File or Blob (or the Files of a split model), or an ArrayBuffer", "bad-source");
 }
 
 // inspect reads a model's header, and what loading it would take, without
