@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,24 +17,63 @@ import (
 // engine has no forward pass for.
 var ErrUnsupportedArch = errors.New("unsupported architecture")
 
+// ErrBadSplit is returned (wrapped) for the parts of a split GGUF model
+// that are not all of it, in order.
+var ErrBadSplit = errors.New("bad split model")
+
 // openGGUF reads the model description from a GGUF file's metadata, the way
 // llama.cpp does: general.architecture names the prefix of the other keys.
+// A split model (NAME-00001-of-00003.gguf, see gguf.Split) is opened from
+// its first part, with the others beside it.
 func openGGUF(path string) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open model: %w", err)
 	}
-	m, err := modelFromGGUF(f)
-	if err != nil {
+	files := []*gguf.File{f}
+	closeAll := func() error {
+		var errs []error
+		for _, f := range files {
+			errs = append(errs, f.Close())
+		}
+		return errors.Join(errs...)
+	}
+	if s, err := f.Split(); err != nil {
 		f.Close()
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	} else if s.Count > 1 {
+		prefix, no, count, ok := gguf.ParseSplitName(path)
+		if !ok || no != 0 || count != s.Count || s.No != 0 {
+			f.Close()
+			return nil, fmt.Errorf("open model %s: %w: part %d of a model split in %d; open its first part, named like %s",
+				path, ErrBadSplit, s.No+1, s.Count, filepath.Base(gguf.SplitName("NAME", 0, s.Count)))
+		}
+		for i := 1; i < count; i++ {
+			p, err := gguf.Open(gguf.SplitName(prefix, i, count))
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("open model %s: part %d of %d: %w", path, i+1, count, err)
+			}
+			files = append(files, p)
+		}
+	}
+	m, err := modelFromGGUF(files)
+	if err != nil {
+		closeAll()
 		return nil, fmt.Errorf("open model %s: %w", path, err)
 	}
 	m.Path = path
-	m.close = f.Close
+	m.close = closeAll
 	return m, nil
 }
 
-func modelFromGGUF(f *gguf.File) (*Model, error) {
+// modelFromGGUF reads a model from its GGUF files: one, or the parts of a
+// split model in order, the first of which holds the metadata.
+func modelFromGGUF(files []*gguf.File) (*Model, error) {
+	if err := checkSplit(files); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSplit, err)
+	}
+	f := files[0]
 	arch, ok := f.String("general.architecture")
 	if !ok {
 		return nil, errors.New("missing general.architecture")
@@ -71,13 +111,18 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 	c.Vocab = tok.VocabSize()
 	m := &Model{Config: c, Format: "gguf", Tokenizer: tok, Tensors: map[string]*Tensor{}}
 	m.ChatTemplate, _ = f.String("tokenizer.chat_template")
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		shape := make([]int, len(ti.Dims))
-		for j, d := range ti.Dims { // GGUF lists the innermost dimension first
-			shape[len(shape)-1-j] = int(d)
+	for n, part := range files {
+		for i := range part.Tensors {
+			ti := &part.Tensors[i]
+			if _, dup := m.Tensors[ti.Name]; dup {
+				return nil, fmt.Errorf("tensor %s appears twice (again in part %d)", ti.Name, n+1)
+			}
+			shape := make([]int, len(ti.Dims))
+			for j, d := range ti.Dims { // GGUF lists the innermost dimension first
+				shape[len(shape)-1-j] = int(d)
+			}
+			m.Tensors[ti.Name] = NewTensor(ti.Name, shape, ti.Type, func() ([]byte, error) { return part.ReadTensor(ti) })
 		}
-		m.Tensors[ti.Name] = NewTensor(ti.Name, shape, ti.Type, func() ([]byte, error) { return f.ReadTensor(ti) })
 	}
 	_, hasOutput := m.Tensors[Output]
 	m.Config.TiedEmbeddings = !hasOutput
@@ -104,6 +149,38 @@ func modelFromGGUF(f *gguf.File) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkSplit checks that files are the whole of a model: one whole file,
+// or every part of a split one in order, their tensors adding up to the
+// count the parts record.
+func checkSplit(files []*gguf.File) error {
+	first, err := files[0].Split()
+	if err != nil {
+		return err
+	}
+	if first.No != 0 {
+		return fmt.Errorf("part %d of a model split in %d, not its first", first.No+1, first.Count)
+	}
+	if first.Count != len(files) {
+		return fmt.Errorf("a model split in %d parts, given %d", first.Count, len(files))
+	}
+	tensors := 0
+	for i, f := range files {
+		s, err := f.Split()
+		if err != nil {
+			return fmt.Errorf("part %d: %w", i+1, err)
+		}
+		if s.No != i || s.Count != first.Count || s.Tensors != first.Tensors {
+			return fmt.Errorf("part %d says it is part %d of %d with %d tensors; the first says %d parts, %d tensors",
+				i+1, s.No+1, s.Count, s.Tensors, first.Count, first.Tensors)
+		}
+		tensors += len(f.Tensors)
+	}
+	if tensors != first.Tensors {
+		return fmt.Errorf("the %d parts hold %d tensors; they record %d", len(files), tensors, first.Tensors)
+	}
+	return nil
 }
 
 // ggufArchs maps the architectures the engine runs to the RoPE layout of

@@ -36,6 +36,7 @@ type Engine struct {
 	draft      *Engine       // the draft model's engine (driven by this one's scheduler)
 	draftName  string        // "ngram" or the draft model's path
 	specAlways bool          // speculate even when it does not pay
+	yield      func()        // Options.Yield: called between steps, or nil
 	chain      int           // greedy decoding steps per submission (1: no chaining)
 
 	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)

@@ -59,6 +59,13 @@ type Options struct {
 	// trip costs nothing).
 	MultiStep int
 
+	// Yield, when set, is called after every decoding step, outside any
+	// lock. In a browser the CPU backend never waits on anything, so
+	// without a turn of the event loop between steps no message (an
+	// abort, a new request) would reach the engine until the generation
+	// ended: the browser's engine yields there.
+	Yield func()
+
 	// SpeculateAlways keeps speculating whatever speculation's measured
 	// speed says (for tests and experiments on acceptance).
 	SpeculateAlways bool
@@ -70,7 +77,11 @@ type Options struct {
 	// load instead: no per-request cost, but every request runs with it.
 	LoRAMerge bool
 
-	shared gpu.Device // a device to share (the target's, for its draft)
+	// GPU is a WebGPU device already open to load onto, for Device
+	// "webgpu" or "auto". The engine does not close it: one device, and so
+	// the pipelines it has compiled, serves model after model (the browser
+	// worker keeps one), or a model and its draft.
+	GPU gpu.Device
 }
 
 // DefaultContext bounds the KV cache when Options.Context is 0: models
@@ -130,6 +141,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.note = note
+	e.yield = opts.Yield
 	e.chain = opts.MultiStep
 	if e.chain == 0 {
 		e.chain = 1
@@ -176,7 +188,7 @@ func (e *Engine) attachDraft(opts Options) error {
 	case *cpu.Backend:
 		do.Device = "cpu"
 	case *gpu.Backend:
-		do.shared = be.Device() // one device for both: a second one would compete for it
+		do.GPU = be.Device() // one device for both: a second one would compete for it
 	}
 	d, err := Load(opts.Draft, do)
 	if err != nil {
@@ -238,8 +250,8 @@ func openBackend(opts Options, maxRows int) (be backend.Backend, note string, er
 
 // openWebGPU opens the adapter opts names and a backend on it.
 func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
-	if opts.shared != nil {
-		return gpu.NewBackend(opts.shared, maxRows)
+	if opts.GPU != nil {
+		return gpu.NewBackend(opts.GPU, maxRows)
 	}
 	dev, err := gpu.Open(gpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
 	if err != nil {

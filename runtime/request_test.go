@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -159,4 +160,32 @@ func reload(t *testing.T, eng *runtime.Engine) *runtime.Engine {
 		return e
 	}
 	return loadWebGPU(t, eng.Model().Path, runtime.Options{})
+}
+
+// TestYieldBetweenSteps: Options.Yield runs after every step, where a
+// browser hands its event loop a turn; a cancellation that arrives there
+// stops the generation at the next step.
+func TestYieldBetweenSteps(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	yields := 0
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Yield: func() {
+		if yields++; yields == 10 {
+			cancel() // what an abort message handled in that turn does
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	n := 0
+	_, err = eng.Generate(ctx, runtime.Request{Prompt: "Once", MaxTokens: 500, IgnoreEOS: true}, func(tok runtime.Token) error {
+		if tok.ID >= 0 {
+			n++
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n < 9 || n > 11 {
+		t.Errorf("cancelled in the 10th yield: %d tokens, error %v; want about 10 and context.Canceled", n, err)
+	}
 }

@@ -258,6 +258,9 @@ func (e *Engine) loop() {
 		if err := e.step(); err != nil {
 			e.failAll(err)
 		}
+		if e.yield != nil {
+			e.yield()
+		}
 	}
 }
 

@@ -92,3 +92,40 @@ func TestWebGPUSplitWeights(t *testing.T) {
 		t.Fatalf("tokens differ with split weights:\n got %v\nwant %v", ids, want)
 	}
 }
+
+// TestWebGPUDeviceAcrossLoads: engines loaded one after another onto one
+// device (Options.GPU) share its compiled pipelines: the second load of a
+// model compiles nothing, and closing an engine leaves the device usable.
+func TestWebGPUDeviceAcrossLoads(t *testing.T) {
+	path := sharedFile(t, "stories260K.gguf")
+	dev, err := gpu.Open(gpu.Options{})
+	if errors.Is(err, gpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	counter, ok := dev.(gpu.Compiler)
+	if !ok {
+		t.Fatalf("%T does not count its compilations", dev)
+	}
+	want := goldenIDs(t)[:20]
+	compiled := make([]int, 3)
+	for i := range compiled {
+		eng, err := runtime.Load(path, runtime.Options{Device: "webgpu", GPU: dev, Quant: "f32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: len(want)})
+		eng.Close()
+		if !equal(ids, want) {
+			t.Fatalf("load %d: tokens %v, want %v", i+1, ids, want)
+		}
+		compiled[i] = counter.Compiled()
+	}
+	if compiled[0] == 0 || compiled[1] != compiled[0] || compiled[2] != compiled[0] {
+		t.Errorf("pipelines compiled after each load: %v; want the first load's count, unchanged", compiled)
+	}
+	t.Logf("%d pipelines, compiled by the first load only", compiled[0])
+}

@@ -28,7 +28,7 @@ let engine = null; // one engine (one worker) for the page's life; models load i
 let running = null; // the AbortController of the load or generation under way
 
 let device = "webgpu";
-let choice = { kind: "url" }; // or {kind: "file", file}
+let choice = { kind: "url" }; // or {kind: "file", file, files} (files: a split model's parts)
 let loaded = null; // {key, info}
 let shownError = false;
 let webgpuOK = null; // what info() found: true, false, or not asked yet
@@ -170,7 +170,7 @@ el.useCPU.addEventListener("click", () => {
 
 function currentKey() {
   const src = choice.kind === "file"
-    ? `file:${choice.file.name}:${choice.file.size}:${choice.file.lastModified}`
+    ? choice.files.map((f) => `file:${f.name}:${f.size}:${f.lastModified}`).join(",")
     : `url:${new URL(el.modelURL.value.trim(), location.href).href}`;
   return `${src}|${el.quant.value}|${device}`;
 }
@@ -197,8 +197,8 @@ async function load() {
   let source;
   let label;
   if (choice.kind === "file") {
-    source = { file: choice.file };
-    label = choice.file.name;
+    source = choice.files.length > 1 ? { files: choice.files } : { file: choice.file };
+    label = choice.files.length > 1 ? `${choice.file.name} (${choice.files.length} parts)` : choice.file.name;
   } else {
     const raw = el.modelURL.value.trim();
     if (!raw) throw Object.assign(new Error("no model URL"), { code: "bad-source" });
@@ -216,7 +216,7 @@ async function load() {
   // The memory it will take, from the file's header alone (a URL by range
   // requests), before the download starts.
   try {
-    const est = await engine.inspect(source.url || source.file, { quant: el.quant.value, device });
+    const est = await engine.inspect(source.url || source.files || source.file, { quant: el.quant.value, device });
     demo.estimate = est;
     showEstimate(est);
   } catch (err) {
@@ -225,7 +225,7 @@ async function load() {
   }
   if (signal.aborted) throw new TesseraError("stopped", "aborted");
   const options = { quant: el.quant.value, cache: el.useCache.checked, device, onProgress, signal };
-  const info = await engine.load(source.url || source.file, options);
+  const info = await engine.load(source.url || source.files || source.file, options);
   loaded = { key, info };
   demo.model = info;
   el.progress.value = 1;
@@ -269,14 +269,17 @@ el.modelURL.addEventListener("input", () => {
   choice = { kind: "url" };
 });
 
-function pickFile(file) {
-  if (!file) return;
+// pickFile loads a picked or dropped file, or the parts of a split model
+// (NAME-00001-of-0000N.gguf…) picked together.
+function pickFile(list) {
+  const files = Array.from(list || []).sort((a, b) => a.name.localeCompare(b.name));
+  if (!files.length) return;
   if (document.body.dataset.state === "loading" || document.body.dataset.state === "generating") return;
-  choice = { kind: "file", file };
+  choice = { kind: "file", file: files[0], files };
   loadOnly();
 }
 
-el.file.addEventListener("change", () => pickFile(el.file.files[0]));
+el.file.addEventListener("change", () => pickFile(el.file.files));
 
 // Drop a file anywhere on the page; the drop zone lights up.
 let dragDepth = 0;
@@ -294,7 +297,7 @@ window.addEventListener("drop", (ev) => {
   ev.preventDefault();
   dragDepth = 0;
   el.drop.classList.remove("over");
-  pickFile(ev.dataTransfer && ev.dataTransfer.files[0]);
+  pickFile(ev.dataTransfer && ev.dataTransfer.files);
 });
 
 el.clearCache.addEventListener("click", async () => {

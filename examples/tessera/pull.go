@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -171,11 +170,7 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 		}
 		return "", err
 	}
-	if n := len(entry.Files); n > 1 {
-		// The shards are all in the cache; drop this when models.Open
-		// reads split GGUFs.
-		return "", fmt.Errorf("%s is a split GGUF of %d files (in %s); Tessera does not load split GGUFs yet: merge them into one with llama.cpp's llama-gguf-split --merge",
-			entry.Ref, n, filepath.Dir(c.Cache.Path(entry)))
-	}
+	// A split GGUF's shards are all in the cache, side by side: models.Open
+	// finds them from the first, which Path names.
 	return c.Cache.Path(entry), nil
 }

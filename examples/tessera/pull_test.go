@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/hub/hubtest"
 )
 
@@ -98,9 +101,7 @@ func TestRunPulls(t *testing.T) {
 }
 
 func TestPullErrors(t *testing.T) {
-	h, _ := fakeHub(t)
-	h.Add("acme/split", "s-Q4_0-00001-of-00002.gguf", []byte("GGUF one"))
-	h.Add("acme/split", "s-Q4_0-00002-of-00002.gguf", []byte("GGUF two"))
+	fakeHub(t)
 	tests := []struct {
 		args []string
 		code int
@@ -114,7 +115,6 @@ func TestPullErrors(t *testing.T) {
 		{[]string{"rm", "hf.co/a/b:Q4_0"}, 1, "not in the cache"},
 		{[]string{"run", "--device", "cpu", "--model", "nobody/nothing/m.gguf"}, 1, "nobody/nothing/m.gguf is no file here, nor a model on the Hub"},
 		{[]string{"ls", "extra"}, 2, "unexpected argument"},
-		{[]string{"run", "--device", "cpu", "--model", "hf.co/acme/split:Q4_0"}, 1, "is a split GGUF of 2 files"},
 	}
 	for _, tt := range tests {
 		// A pull may say what it does first; the error is the last line.
@@ -124,6 +124,32 @@ func TestPullErrors(t *testing.T) {
 		if code != tt.code || !strings.HasPrefix(last, "tessera ") || !strings.Contains(last, tt.want) || strings.Count("\n"+errOut, "\ntessera ") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one error line with %q", tt.args, code, errOut, tt.code, tt.want)
 		}
+	}
+}
+
+// TestRunPullsSplit: a split GGUF on the Hub is pulled whole (every
+// shard) and runs from its first shard, as the whole file does.
+func TestRunPullsSplit(t *testing.T) {
+	h, _ := fakeHub(t)
+	f, err := gguf.Open(filepath.Join(shared, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bufs := make([]bytes.Buffer, 3)
+	if err := f.WriteSplit([]io.Writer{&bufs[0], &bufs[1], &bufs[2]}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range bufs {
+		h.Add("acme/split", gguf.SplitName("s-Q4_0", i, 3), bufs[i].Bytes())
+	}
+	want, err := os.ReadFile(filepath.Join(shared, "stories260K.greedy200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("run", "--model", "hf.co/acme/split:Q4_0", "--temperature", "0", "--steps", "200", "--device", "cpu")
+	if code != 0 || out != string(want) {
+		t.Errorf("run of a split model: exit %d, %q: %s", code, out, errOut)
 	}
 }
 

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/tessera-llm/tessera/models/gguf"
 )
 
 // remote is one file a pull downloads.
@@ -196,35 +196,29 @@ func matching(files []string, quant string) []string {
 
 func word(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
-// shardRE matches llama.cpp's split files: NAME-00001-of-00003.gguf.
-var shardRE = regexp.MustCompile(`^(.*)-([0-9]{5})-of-([0-9]{5})\.gguf$`)
-
 // shardIndex is a split file's 1-based index, or 0 for a whole file.
 func shardIndex(name string) int {
-	m := shardRE.FindStringSubmatch(name)
-	if m == nil {
-		return 0
+	if _, no, _, ok := gguf.ParseSplitName(name); ok {
+		return no + 1
 	}
-	i, _ := strconv.Atoi(m[2])
-	return i
+	return 0
 }
 
 // shardNames returns every file of the model that name belongs to, the
 // first shard first: name itself unless it is one of split files. Given a
 // listing, it returns nil when a shard is missing from it.
 func shardNames(name string, listing []string) []string {
-	m := shardRE.FindStringSubmatch(name)
-	if m == nil {
+	prefix, _, n, ok := gguf.ParseSplitName(name)
+	if !ok {
 		return []string{name}
 	}
-	n, _ := strconv.Atoi(m[3])
 	have := map[string]bool{}
 	for _, f := range listing {
 		have[f] = true
 	}
 	names := make([]string, n)
 	for i := range n {
-		names[i] = fmt.Sprintf("%s-%05d-of-%05d.gguf", m[1], i+1, n)
+		names[i] = gguf.SplitName(prefix, i, n)
 		if listing != nil && !have[names[i]] {
 			return nil
 		}

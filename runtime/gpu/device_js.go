@@ -85,6 +85,13 @@ func (b *jsBuffer) Release() {
 
 func (d *jsDevice) Info() Info { return d.info }
 
+// Compiled is how many pipelines the device has compiled (see Compiler).
+func (d *jsDevice) Compiled() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pipelines)
+}
+
 // watch listens for the device's loss and its uncaptured errors.
 func (d *jsDevice) watch() {
 	d.onError = js.FuncOf(func(_ js.Value, args []js.Value) any {

@@ -148,6 +148,14 @@ type Options struct {
 	DisableF16 bool
 }
 
+// Compiler is a Device that says how many pipelines it has compiled. A
+// device compiles each kernel once (Device.Pipeline caches them), so an
+// engine that loads model after model on one device compiles only the
+// kernels it has not seen: this count shows it.
+type Compiler interface {
+	Compiled() int
+}
+
 var (
 	// ErrNoAdapter is returned (wrapped) by Open and Adapters when the
 	// machine has no usable WebGPU adapter.

@@ -62,6 +62,13 @@ func (b *nativeBuffer) Release() {
 
 func (d *nativeDevice) Info() Info { return d.info }
 
+// Compiled is how many pipelines the device has compiled (see Compiler).
+func (d *nativeDevice) Compiled() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pipelines)
+}
+
 // usable reports why the device cannot take new work, if it cannot.
 // Callers hold d.mu.
 func (d *nativeDevice) usable() error {

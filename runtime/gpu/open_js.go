@@ -53,8 +53,8 @@ func Open(opts Options) (Device, error) {
 	got := dev.Get("limits")
 	jsSetLimits(&info, got)
 	if opts.MaxStorageBinding > 0 {
-		// The browser keeps at least the default limit; the Go side enforces
-		// the lower one in BindGroup and reports it here.
+		// The browser keeps at least the default limit; below it the Go side
+		// enforces the lower one in BindGroup and reports it here.
 		info.MaxStorageBufferBindingSize = min(info.MaxStorageBufferBindingSize, opts.MaxStorageBinding&^3)
 	}
 	d := &jsDevice{
@@ -187,6 +187,12 @@ func jsDeviceRequest(a js.Value, opts Options) (map[string]any, []any) {
 		"maxComputeWorkgroupSizeX":          min(get("maxComputeWorkgroupSizeX"), invocations),
 		"maxComputeWorkgroupSizeY":          min(get("maxComputeWorkgroupSizeY"), invocations),
 		"maxStorageBuffersPerShaderStage":   min(get("maxStorageBuffersPerShaderStage"), jsMaxStorageBuffers),
+	}
+	if opts.MaxStorageBinding > 0 {
+		// Asked for, the lower limit is the browser's to enforce, as on an
+		// adapter that has no more (below WebGPU's 128 MiB default the
+		// browser keeps the default, and only the Go side enforces it).
+		limits["maxStorageBufferBindingSize"] = min(get("maxStorageBufferBindingSize"), float64(opts.MaxStorageBinding&^3))
 	}
 	for k, v := range limits {
 		if v.(float64) <= 0 { // a limit this browser does not report

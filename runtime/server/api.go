@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // The request and response bodies of OpenAI's API, as far as Tessera
@@ -34,24 +36,7 @@ type sampling struct {
 	LogitBias           map[string]float64 `json:"logit_bias"`
 	// Structured output: OpenAI's response_format, and GBNF grammars and
 	// regular expressions under Tessera's and vLLM's names.
-	ResponseFormat *responseFormat `json:"response_format"`
-	Grammar        string          `json:"grammar"`
-	GuidedGrammar  string          `json:"guided_grammar"`
-	Regex          string          `json:"regex"`
-	GuidedRegex    string          `json:"guided_regex"`
-	GuidedJSON     json.RawMessage `json:"guided_json"`
-}
-
-// responseFormat is OpenAI's response_format: {"type": "text"},
-// {"type": "json_object"}, or {"type": "json_schema", "json_schema":
-// {"name", "schema", "strict"}}.
-type responseFormat struct {
-	Type       string `json:"type"`
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict *bool           `json:"strict"`
-	} `json:"json_schema"`
+	grammar.Fields
 }
 
 type streamOptions struct {

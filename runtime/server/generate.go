@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -197,53 +198,11 @@ func (s *Server) start(ctx context.Context, m *model, reqs []runtime.Request, n 
 // constraint compiles the request's structured-output field (at most one
 // of response_format, grammar, regex and their vLLM names) into a grammar.
 func (sp *sampling) constraint() (*grammar.Grammar, error) {
-	type source struct {
-		param string
-		build func() (*grammar.Grammar, error)
+	g, err := sp.Fields.Compile()
+	if fe := (*grammar.FieldError)(nil); errors.As(err, &fe) {
+		return nil, badRequest(fe.Param, "%s", fe.Msg)
 	}
-	var set []source
-	if f := sp.ResponseFormat; f != nil {
-		switch f.Type {
-		case "", "text":
-		case "json_object":
-			set = append(set, source{"response_format", func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.SchemaOptions{}), nil }})
-		case "json_schema":
-			if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
-				return nil, badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
-			}
-			schema := f.JSONSchema.Schema
-			set = append(set, source{"response_format", func() (*grammar.Grammar, error) { return grammar.JSONSchema(schema, grammar.SchemaOptions{}) }})
-		default:
-			return nil, badRequest("response_format", "response_format type %q is not one of text, json_object and json_schema", f.Type)
-		}
-	}
-	if len(sp.GuidedJSON) > 0 && !isNull(sp.GuidedJSON) {
-		set = append(set, source{"guided_json", func() (*grammar.Grammar, error) { return grammar.JSONSchema(sp.GuidedJSON, grammar.SchemaOptions{}) }})
-	}
-	for _, f := range []struct{ param, src string }{{"grammar", sp.Grammar}, {"guided_grammar", sp.GuidedGrammar}} {
-		if f.src != "" {
-			src := f.src
-			set = append(set, source{f.param, func() (*grammar.Grammar, error) { return grammar.Parse(src) }})
-		}
-	}
-	for _, f := range []struct{ param, src string }{{"regex", sp.Regex}, {"guided_regex", sp.GuidedRegex}} {
-		if f.src != "" {
-			src := f.src
-			set = append(set, source{f.param, func() (*grammar.Grammar, error) { return grammar.Regex(src) }})
-		}
-	}
-	switch len(set) {
-	case 0:
-		return nil, nil
-	case 1:
-	default:
-		return nil, badRequest(set[1].param, "%s and %s cannot be combined: give one constraint", set[0].param, set[1].param)
-	}
-	g, err := set[0].build()
-	if err != nil {
-		return nil, badRequest(set[0].param, "%s", err.Error())
-	}
-	return g, nil
+	return g, err
 }
 
 // finishReason is OpenAI's name for how a choice ended.

@@ -4,11 +4,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall/js"
@@ -20,6 +22,7 @@ import (
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 var (
@@ -50,7 +53,8 @@ func codeOf(err error) string {
 		return "storage"
 	case errors.Is(err, errSource):
 		return "bad-source"
-	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch):
+	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch) ||
+		errors.Is(err, models.ErrBadSplit):
 		return "bad-model"
 	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull):
 		return "bad-request"
@@ -76,6 +80,14 @@ type api struct {
 	gens       map[int]context.CancelFunc // running generations by id
 	genID      int                        // the last id given to one without its own
 	adapter    map[string]any             // the adapter's description, once asked
+
+	// The worker's WebGPU device, changed under loadMu and mu: opened by
+	// the first load and kept for the next ones, so that a kernel compiles
+	// once per worker rather than once per model (the device caches
+	// pipelines, which the engine compiles as it first runs each kernel).
+	dev      gpu.Device
+	devLimit int64 // the MaxStorageBinding it was opened with
+	compiled int   // pipelines compiled by the devices closed before it
 }
 
 // optional reads property name of an options object as a number, or def.
@@ -155,25 +167,32 @@ func (r *reporter) report(phase string, done, total int64) {
 // loadFrom reads the model that source names and loads it onto the device.
 func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter) (map[string]any, error) {
 	start := time.Now()
-	var blob js.Value
+	var blobs []js.Value // the model's files: one, or the parts of a split model
 	info := map[string]any{}
 	switch {
 	case source.Type() != js.TypeObject:
-		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
+		return nil, fmt.Errorf("%w: load wants {url}, {file}, {files} or {buffer}", errSource)
 	case source.Get("url").Type() == js.TypeString:
 		url := source.Get("url").String()
 		f, err := fetchModel(ctx, url, optionalBool(opts, "cache", true), rep.report)
 		if err != nil {
 			return nil, err
 		}
-		blob = f.blob
+		blobs = f.blobs
+		info["parts"] = len(f.blobs)
 		info["source"], info["url"], info["name"], info["hash"] = "url", url, f.name, f.hash
 		info["cached"], info["stored"] = f.cached, f.stored
 	case source.Get("file").Type() == js.TypeObject:
-		blob = source.Get("file")
-		info["source"], info["name"] = "file", optionalString(blob, "name", "file")
+		blobs = []js.Value{source.Get("file")}
+		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
+	case source.Get("files").Type() == js.TypeObject:
+		var err error
+		if blobs, err = splitFiles(source.Get("files")); err != nil {
+			return nil, err
+		}
+		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
 	case source.Get("buffer").Type() == js.TypeObject:
-		blob = js.Global().Get("Blob").New([]any{source.Get("buffer")})
+		blobs = []js.Value{js.Global().Get("Blob").New([]any{source.Get("buffer")})}
 		info["source"], info["name"] = "buffer", "buffer"
 	default:
 		return nil, fmt.Errorf("%w: load wants {url}, {file} or {buffer}", errSource)
@@ -183,9 +202,23 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		return nil, errAborted
 	}
 
-	r := newBlobReader(blob)
+	readers := make([]*blobReader, len(blobs))
+	parts := make([]models.Part, len(blobs))
+	var size int64
+	for i, b := range blobs {
+		readers[i] = newBlobReader(b)
+		parts[i] = models.Part{R: readers[i], Size: readers[i].size}
+		size += readers[i].size
+	}
+	read := func() int64 {
+		var n int64
+		for _, r := range readers {
+			n += r.read.Load()
+		}
+		return n
+	}
 	name, _ := info["name"].(string)
-	m, err := models.OpenReader(r, r.size, name)
+	m, err := models.OpenParts(parts, name)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +234,13 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	quant := optionalString(opts, "quant", "")
 	device := optionalString(opts, "device", "webgpu")
+	var dev gpu.Device
+	if device != "cpu" {
+		var err error
+		if dev, err = a.device(int64(optional(opts, "maxStorageBinding", 0))); err != nil {
+			return nil, err
+		}
+	}
 
 	// Report upload progress as the engine reads the tensors through r.
 	done := make(chan struct{})
@@ -210,11 +250,11 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 			case <-done:
 				return
 			case <-time.After(100 * time.Millisecond):
-				rep.report("upload", r.read.Load(), r.size)
+				rep.report("upload", read(), size)
 			}
 		}
 	}()
-	rep.report("upload", r.read.Load(), r.size)
+	rep.report("upload", read(), size)
 	// wasm memory grows but never shrinks: while tensors stream through the
 	// heap, collect early so that the peak stays near the biggest tensor
 	// rather than twice what is live.
@@ -223,14 +263,23 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		debug.SetGCPercent(gc)
 		goruntime.GC()
 	}()
+	var yield func() // WebGPU waits on the browser at every step already
+	if device == "cpu" {
+		yield = yieldToEventLoop
+	}
 	eng, err := runtime.LoadModel(m, runtime.Options{
 		Device:  device,
+		GPU:     dev,
+		Yield:   yield,
 		Quant:   quant,
 		Context: context,
 		KV:      runtime.KVOptions{Tokens: context}, // one sequence at a time here
 	})
 	close(done)
 	if err != nil {
+		if errors.Is(err, gpu.ErrDeviceLost) {
+			a.closeDevice() // the next load opens a fresh one
+		}
 		if errors.Is(err, gpu.ErrNoAdapter) {
 			return nil, err
 		}
@@ -239,13 +288,13 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		}
 		return nil, err
 	}
-	rep.report("upload", r.size, r.size)
+	rep.report("upload", size, size)
 	if ctx.Err() != nil {
 		eng.Close()
 		return nil, errAborted
 	}
 
-	info["size"] = r.size
+	info["size"] = size
 	info["format"], info["arch"] = m.Format, c.Arch
 	info["params"], info["layers"], info["dim"], info["heads"], info["kvHeads"] = params, c.Layers, c.Dim, c.Heads, c.KVHeads
 	info["vocab"], info["context"], info["modelContext"] = c.Vocab, context, c.Context
@@ -277,6 +326,81 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	a.mu.Unlock()
 	return info, nil
+}
+
+// device returns the worker's WebGPU device, opening it on first use, or
+// again when a load asks for another storage-binding limit. Callers hold
+// loadMu.
+func (a *api) device(limit int64) (gpu.Device, error) {
+	if a.dev != nil && a.devLimit == limit {
+		return a.dev, nil
+	}
+	a.closeDevice()
+	dev, err := gpu.Open(gpu.Options{MaxStorageBinding: limit})
+	if err != nil {
+		return nil, fmt.Errorf("webgpu: %w", err)
+	}
+	a.mu.Lock()
+	a.dev, a.devLimit = dev, limit
+	a.mu.Unlock()
+	return dev, nil
+}
+
+// closeDevice closes the worker's device, if open. Callers hold loadMu,
+// with no engine left on the device.
+func (a *api) closeDevice() {
+	a.mu.Lock()
+	dev := a.dev
+	if dev != nil {
+		a.compiled += compiled(dev)
+		a.dev = nil
+	}
+	a.mu.Unlock()
+	if dev != nil {
+		dev.Close()
+	}
+}
+
+// compiled is how many pipelines dev has compiled, if it counts them.
+func compiled(dev gpu.Device) int {
+	if c, ok := dev.(gpu.Compiler); ok {
+		return c.Compiled()
+	}
+	return 0
+}
+
+// splitFiles reads source.files, the parts of a split model picked as
+// local files, in the order of the numbers in their names
+// (NAME-00001-of-00003.gguf…) when they all have one, else as given.
+func splitFiles(list js.Value) ([]js.Value, error) {
+	n := list.Length()
+	if n == 0 {
+		return nil, fmt.Errorf("%w: files is empty", errSource)
+	}
+	blobs := make([]js.Value, n)
+	nos := make([]int, n)
+	named := true
+	for i := range n {
+		blobs[i] = list.Index(i)
+		if blobs[i].Type() != js.TypeObject || blobs[i].Get("size").Type() != js.TypeNumber {
+			return nil, fmt.Errorf("%w: files[%d] is not a File or Blob", errSource, i)
+		}
+		_, no, _, ok := gguf.ParseSplitName(optionalString(blobs[i], "name", ""))
+		nos[i], named = no, named && ok
+	}
+	if named {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int { return nos[a] - nos[b] })
+		sorted := make([]js.Value, n)
+		for i, j := range idx {
+			sorted[i] = blobs[j]
+		}
+		blobs = sorted
+	}
+	return blobs, nil
 }
 
 // shaderPath says which kernels run: "f16" where the device has shader-f16,
@@ -406,9 +530,14 @@ func (a *api) generate(args []js.Value) any {
 	req.Stop = stops(opts)
 	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
 	wantID := int(optional(opts, "id", 0))
+	constraint := optionalString(opts, "constraint", "")
 	return promise(func() (any, error) {
 		if reqErr != nil {
 			return nil, reqErr
+		}
+		var err error
+		if req.Constraint, err = compileConstraint(constraint); err != nil {
+			return nil, err
 		}
 		if err := req.Sampler.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", runtime.ErrBadRequest, err)
@@ -482,6 +611,8 @@ func (a *api) generate(args []js.Value) any {
 			stopped, finish = "stop", "stop"
 		case s.StoppedAtEOS:
 			stopped, finish = "eos", "stop"
+		case s.Complete: // the constraint's grammar could not go on
+			stopped, finish = "complete", "stop"
 		case s.StoppedAtLength:
 			stopped = "length"
 		}
@@ -512,6 +643,24 @@ func (a *api) generate(args []js.Value) any {
 			"seed":         float64(req.Sampler.Seed),
 		}, nil
 	})
+}
+
+// compileConstraint reads options.constraint, the JSON of an OpenAI-style
+// request's structured-output fields (response_format, grammar, regex,
+// guided_json…), as the HTTP server reads them: "" is none.
+func compileConstraint(fields string) (*grammar.Grammar, error) {
+	if fields == "" {
+		return nil, nil
+	}
+	var f grammar.Fields
+	if err := json.Unmarshal([]byte(fields), &f); err != nil {
+		return nil, fmt.Errorf("%w: structured output: %v", runtime.ErrBadRequest, err)
+	}
+	g, err := f.Compile()
+	if fe := (*grammar.FieldError)(nil); errors.As(err, &fe) {
+		return nil, fmt.Errorf("%w: %s: %s", runtime.ErrBadRequest, fe.Param, fe.Msg)
+	}
+	return g, err
 }
 
 // tokenize implements tessera.tokenize(input, options): the ids of a
@@ -617,12 +766,7 @@ func (a *api) dropEngine() {
 	}
 	a.mu.Unlock()
 	if eng != nil {
-		eng.Close()
-		// The engine's backend releases its buffers but not the device
-		// that runtime.LoadModel opened for it.
-		if gb, ok := eng.Backend().(*gpu.Backend); ok {
-			gb.Device().Close()
-		}
+		eng.Close() // its buffers; the worker's device stays for the next load
 		eng.Model().Close()
 		goruntime.GC() // give the model's memory back before the next one
 	}
@@ -643,9 +787,14 @@ func (a *api) unload([]js.Value) any {
 func (a *api) info([]js.Value) any {
 	return promise(func() (any, error) {
 		a.mu.Lock()
-		adapter, model := a.adapter, a.model
+		adapter, model, total := a.adapter, a.model, a.compiled
+		if a.dev != nil {
+			total += compiled(a.dev)
+		}
 		a.mu.Unlock()
-		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory()}
+		// compiled counts the pipelines this worker has compiled: it stays
+		// put when another model needs only kernels compiled before.
+		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory(), "compiled": total}
 		if adapter == nil {
 			infos, err := gpu.Adapters()
 			if err != nil {

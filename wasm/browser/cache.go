@@ -9,34 +9,55 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall/js"
 	"time"
+
+	"github.com/tessera-llm/tessera/models/gguf"
 )
 
 // Downloaded models are kept in the origin private file system (OPFS), in
-// one folder: the file as <key>.gguf and what we know of it as <key>.json,
-// where key is a hash of the URL. An entry is reused only when the file has
-// the recorded size and hash (see pieceHash), and the server, if it
-// answers, still reports the same size and validators; otherwise it is
-// fetched again.
+// one folder: what we know of an entry as <key>.json, where key is a hash
+// of the URL, and its file as <key>.gguf, or for a model split by
+// gguf-split (NAME-00001-of-0000N.gguf: every part is fetched, in
+// parallel) its parts as <key>-00001.gguf and on. Parts are written in
+// place as they arrive (a sync access handle, which the engine's worker
+// has), with the entry marked incomplete: a download that stops (a closed
+// page, a lost network) resumes where each part stopped, by range
+// requests that If-Range makes safe. A complete entry is reused only when
+// every part has the recorded size and hash (see pieceHash), and the
+// server, if it answers, still reports the same size and validators;
+// otherwise it is fetched again.
 
 const cacheFolder = "tessera-models"
 
 // cacheMeta is the <key>.json of an entry.
 type cacheMeta struct {
+	URL      string      `json:"url"`
+	Size     int64       `json:"size"` // all parts'
+	Hash     string      `json:"hash"` // one part's, or the SHA-256 of the parts'
+	Parts    []cachePart `json:"parts"`
+	Complete bool        `json:"complete"` // false while a download is under way
+	Saved    string      `json:"saved"`
+}
+
+// cachePart is one file of an entry.
+type cachePart struct {
 	URL          string `json:"url"`
-	Size         int64  `json:"size"`
+	Size         int64  `json:"size"` // -1 until the server says
 	Hash         string `json:"hash"` // SHA-256 of the SHA-256s of its 8 MiB pieces
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"lastModified,omitempty"`
-	Saved        string `json:"saved"`
+	Done         bool   `json:"done"`
 }
 
-// fetched is a model file ready to read, and where it came from.
+// fetched is a model ready to read, and where it came from.
 type fetched struct {
-	blob   js.Value
+	blobs  []js.Value // its parts in order; one for a whole file
 	name   string
 	hash   string
 	cached bool // reused from the cache, not downloaded
@@ -48,11 +69,43 @@ func cacheKey(url string) string {
 	return hex.EncodeToString(h[:12])
 }
 
+// partFile names part i of n of entry key in the cache folder.
+func partFile(key string, i, n int) string {
+	if n == 1 {
+		return key + ".gguf"
+	}
+	return fmt.Sprintf("%s-%05d.gguf", key, i+1)
+}
+
+// partURLs lists the files of the model at raw: raw itself, or every part
+// of a split model whose part raw names, in order.
+func partURLs(raw string) []string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return []string{raw}
+	}
+	dir, file := path.Split(u.Path)
+	prefix, _, count, ok := gguf.ParseSplitName(file)
+	if !ok || count == 1 {
+		return []string{raw}
+	}
+	urls := make([]string, count)
+	for i := range urls {
+		v := *u
+		v.Path, v.RawPath = dir+gguf.SplitName(prefix, i, count), ""
+		urls[i] = v.String()
+	}
+	return urls
+}
+
 // cacheDir opens the cache folder, or says why there is none.
 func cacheDir() (js.Value, error) {
 	storage := js.Global().Get("navigator").Get("storage")
 	if storage.IsUndefined() || storage.Get("getDirectory").IsUndefined() {
 		return js.Value{}, errors.New("this browser has no origin private file system")
+	}
+	if js.Global().Get("FileSystemSyncAccessHandle").IsUndefined() {
+		return js.Value{}, errors.New("no sync access handles to write the cache with (the engine must run in a Worker)")
 	}
 	root, err := call(storage, "getDirectory")
 	if err != nil {
@@ -62,13 +115,15 @@ func cacheDir() (js.Value, error) {
 }
 
 // fetchModel returns the model at url: from the cache when a checked copy is
-// there, else downloaded (and stored, when useCache). progress gets
-// ("download" | "verify", bytes done, bytes in all; total -1 when unknown).
+// there, else downloaded (and stored, when useCache), the parts of a split
+// model in parallel. progress gets ("download" | "verify", bytes done,
+// bytes in all; total -1 when unknown).
 func fetchModel(ctx context.Context, url string, useCache bool, progress func(phase string, done, total int64)) (*fetched, error) {
 	name := url[strings.LastIndex(url, "/")+1:]
 	if i := strings.IndexAny(name, "?#"); i >= 0 {
 		name = name[:i]
 	}
+	urls := partURLs(url)
 	var dir js.Value
 	if useCache {
 		d, err := cacheDir()
@@ -79,9 +134,9 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 			dir = d
 		}
 	}
-	key := cacheKey(url)
+	key := cacheKey(urls[0])
 	if !useCache {
-		f, err := download(ctx, dir, key, url, false, progress)
+		f, err := downloadBlobs(ctx, urls, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -93,13 +148,22 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 	// unreadable once its file is written again.
 	var f *fetched
 	err := underLock(ctx, "tessera-cache:"+key, func() error {
-		var err error
-		if f, err = cachedModel(ctx, dir, key, url, progress); err == nil {
-			return nil
+		meta, err := readMeta(dir, key)
+		if err == nil && meta.Complete {
+			if f, err = cachedModel(ctx, dir, key, urls, meta, progress); err == nil {
+				return nil
+			}
 		}
-		console("info", fmt.Sprintf("tessera: fetching %s again: %v", url, err))
-		removeEntry(dir, key)
-		f, err = download(ctx, dir, key, url, true, progress)
+		if err == nil && meta.resumes(urls) {
+			console("info", fmt.Sprintf("tessera: resuming the download of %s", url))
+		} else {
+			if err != nil && meta != nil {
+				console("info", fmt.Sprintf("tessera: fetching %s again: %v", url, err))
+			}
+			removeEntry(dir, key)
+			meta = newMeta(urls)
+		}
+		f, err = downloadParts(ctx, dir, key, meta, progress)
 		return err
 	})
 	if err != nil {
@@ -107,6 +171,27 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 	}
 	f.name = name
 	return f, nil
+}
+
+func newMeta(urls []string) *cacheMeta {
+	m := &cacheMeta{URL: urls[0], Size: -1, Parts: make([]cachePart, len(urls))}
+	for i, u := range urls {
+		m.Parts[i] = cachePart{URL: u, Size: -1}
+	}
+	return m
+}
+
+// resumes reports whether m is an unfinished download of exactly urls.
+func (m *cacheMeta) resumes(urls []string) bool {
+	if m.Complete || len(m.Parts) != len(urls) {
+		return false
+	}
+	for i, p := range m.Parts {
+		if p.URL != urls[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // underLock runs fn holding the origin-wide Web Lock name, which every
@@ -134,131 +219,198 @@ func underLock(ctx context.Context, name string, fn func() error) error {
 	return ferr
 }
 
-// cachedModel returns the cached copy of url after checking it.
-func cachedModel(ctx context.Context, dir js.Value, key, url string, progress func(string, int64, int64)) (*fetched, error) {
-	meta, err := readMeta(dir, key)
-	if err != nil {
-		return nil, err
-	}
-	if meta.URL != url {
+// cachedModel returns the complete cache entry meta of urls after checking
+// each part.
+func cachedModel(ctx context.Context, dir js.Value, key string, urls []string, meta *cacheMeta, progress func(string, int64, int64)) (*fetched, error) {
+	if meta.URL != urls[0] || len(meta.Parts) != len(urls) {
 		return nil, errors.New("the cache entry belongs to another URL")
 	}
-	fh, err := call(dir, "getFileHandle", key+".gguf")
-	if err != nil {
-		return nil, err
+	f := &fetched{hash: meta.Hash, cached: true, stored: true}
+	var done int64
+	for i, p := range meta.Parts {
+		if p.URL != urls[i] || !p.Done {
+			return nil, errors.New("the cache entry belongs to another URL")
+		}
+		fh, err := call(dir, "getFileHandle", partFile(key, i, len(urls)))
+		if err != nil {
+			return nil, err
+		}
+		file, err := call(fh, "getFile")
+		if err != nil {
+			return nil, err
+		}
+		if size := int64(file.Get("size").Float()); size != p.Size {
+			return nil, fmt.Errorf("the cached file has %d bytes, %d were saved", size, p.Size)
+		}
+		if err := checkFresh(ctx, p); err != nil {
+			return nil, err
+		}
+		sum, err := hashBlob(file, func(d, _ int64) { progress("verify", done+d, meta.Size) })
+		if err != nil {
+			return nil, err
+		}
+		if sum != p.Hash {
+			return nil, errors.New("the cached file's hash differs from the one saved with it")
+		}
+		done += p.Size
+		f.blobs = append(f.blobs, file)
 	}
-	file, err := call(fh, "getFile")
-	if err != nil {
-		return nil, err
-	}
-	if size := int64(file.Get("size").Float()); size != meta.Size {
-		return nil, fmt.Errorf("the cached file has %d bytes, %d were saved", size, meta.Size)
-	}
-	if err := checkFresh(ctx, url, meta); err != nil {
-		return nil, err
-	}
-	sum, err := hashBlob(file, func(done, total int64) { progress("verify", done, total) })
-	if err != nil {
-		return nil, err
-	}
-	if sum != meta.Hash {
-		return nil, errors.New("the cached file's hash differs from the one saved with it")
-	}
-	return &fetched{blob: file, hash: sum, cached: true, stored: true}, nil
+	return f, nil
 }
 
-// checkFresh asks the server whether url changed since it was saved. No
-// answer (offline, a server without HEAD) keeps the cached copy.
-func checkFresh(ctx context.Context, url string, meta *cacheMeta) error {
+// checkFresh asks the server whether a part changed since it was saved.
+// No answer (offline, a server without HEAD) keeps the cached copy.
+func checkFresh(ctx context.Context, p cachePart) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := fetch(ctx, url, "HEAD")
+	resp, err := fetch(ctx, p.URL, "HEAD", nil)
 	if err != nil || !resp.Get("ok").Bool() {
 		return nil
 	}
-	h := resp.Get("headers")
-	get := func(k string) string {
-		v := h.Call("get", k)
-		if v.IsNull() {
-			return ""
-		}
-		return v.String()
+	get := headerOf(resp)
+	if n, err := strconv.ParseInt(get("content-length"), 10, 64); err == nil && get("content-encoding") == "" && n != p.Size {
+		return fmt.Errorf("the server now has %d bytes, %d are cached", n, p.Size)
 	}
-	if n, err := strconv.ParseInt(get("content-length"), 10, 64); err == nil && get("content-encoding") == "" && n != meta.Size {
-		return fmt.Errorf("the server now has %d bytes, %d are cached", n, meta.Size)
-	}
-	if et := get("etag"); et != "" && meta.ETag != "" && et != meta.ETag {
+	if et := get("etag"); et != "" && p.ETag != "" && et != p.ETag {
 		return errors.New("the server's ETag changed")
 	}
-	if lm := get("last-modified"); lm != "" && meta.LastModified != "" && lm != meta.LastModified {
+	if lm := get("last-modified"); lm != "" && p.LastModified != "" && lm != p.LastModified {
 		return errors.New("the server's Last-Modified changed")
 	}
 	return nil
 }
 
-// fetch starts a request that ctx can abort and waits for its headers.
-func fetch(ctx context.Context, url, method string) (js.Value, error) {
-	ctl := js.Global().Get("AbortController").New()
-	stop := context.AfterFunc(ctx, func() { ctl.Call("abort") })
-	defer stop()
-	resp, err := call(js.Global(), "fetch", url, map[string]any{
-		"method": method,
-		"signal": ctl.Get("signal"),
-		"cache":  "no-store", // the model goes to our cache, not also to the HTTP cache
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return js.Value{}, errAborted
-		}
-		return js.Value{}, fmt.Errorf("fetching %s: %w", url, err)
-	}
-	return resp, nil
-}
-
-// download fetches url, hashing it as it streams in, into the cache (when
-// useCache) or into a Blob in JavaScript memory. Either way the bytes stay
-// out of the wasm heap.
-func download(ctx context.Context, dir js.Value, key, url string, useCache bool, progress func(string, int64, int64)) (*fetched, error) {
-	ctl := js.Global().Get("AbortController").New()
-	stop := context.AfterFunc(ctx, func() { ctl.Call("abort") })
-	defer stop()
-	resp, err := call(js.Global(), "fetch", url, map[string]any{"signal": ctl.Get("signal"), "cache": "no-store"})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errAborted
-		}
-		return nil, fmt.Errorf("%w: fetching %s: %v", errNetwork, url, err)
-	}
-	if !resp.Get("ok").Bool() {
-		return nil, fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, url, resp.Get("status").Int(), resp.Get("statusText").String())
-	}
+// headerOf reads a response's headers, "" for one it lacks.
+func headerOf(resp js.Value) func(string) string {
 	h := resp.Get("headers")
-	header := func(k string) string {
+	return func(k string) string {
 		v := h.Call("get", k)
 		if v.IsNull() {
 			return ""
 		}
 		return v.String()
 	}
-	total := int64(-1)
-	if n, err := strconv.ParseInt(header("content-length"), 10, 64); err == nil && header("content-encoding") == "" {
-		total = n
-	}
+}
 
-	var fh, writable js.Value
-	if useCache {
-		if fh, err = call(dir, "getFileHandle", key+".gguf", map[string]any{"create": true}); err == nil {
-			writable, err = call(fh, "createWritable")
+// fetch starts a request that ctx can abort and waits for its headers.
+func fetch(ctx context.Context, url, method string, headers map[string]any) (js.Value, error) {
+	ctl := js.Global().Get("AbortController").New()
+	stop := context.AfterFunc(ctx, func() { ctl.Call("abort") })
+	defer stop()
+	init := map[string]any{
+		"method": method,
+		"signal": ctl.Get("signal"),
+		"cache":  "no-store", // the model goes to our cache, not also to the HTTP cache
+	}
+	if headers != nil {
+		init["headers"] = headers
+	}
+	resp, err := call(js.Global(), "fetch", url, init)
+	if err != nil {
+		if ctx.Err() != nil {
+			return js.Value{}, errAborted
 		}
-		if err != nil {
-			console("warn", fmt.Sprintf("tessera: not caching %s: %v", url, err))
-			useCache = false
+		return js.Value{}, fmt.Errorf("%w: fetching %s: %v", errNetwork, url, err)
+	}
+	return resp, nil
+}
+
+// download is a progress report shared by the parts of a download.
+type downloadProgress struct {
+	mu     sync.Mutex
+	done   []int64
+	total  []int64 // -1 while unknown
+	report func(phase string, done, total int64)
+}
+
+func newDownloadProgress(n int, report func(string, int64, int64)) *downloadProgress {
+	p := &downloadProgress{done: make([]int64, n), total: make([]int64, n), report: report}
+	for i := range p.total {
+		p.total[i] = -1
+	}
+	return p
+}
+
+// set records part i's bytes so far and in all, and reports the sums.
+func (p *downloadProgress) set(i int, done, total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done[i], p.total[i] = done, total
+	var d, t int64
+	for j := range p.done {
+		d += p.done[j]
+		if p.total[j] < 0 || t < 0 {
+			t = -1
+		} else {
+			t += p.total[j]
 		}
 	}
-	fail := func(err error) (*fetched, error) {
-		if useCache {
-			jsCall(writable, "abort")
-			removeEntry(dir, key)
+	p.report("download", d, t)
+}
+
+// parallel runs fn for each of n parts at once, and cancels the others
+// when one fails; it returns the first failure.
+func parallel(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = fn(ctx, i); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs { // the cause, not the aborts it caused
+		if err != nil && !errors.Is(err, errAborted) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// downloadParts fetches the parts of meta that are not done into the
+// cache, in parallel, each from where an earlier download of it stopped,
+// then hashes them and marks the entry complete. An interrupted download
+// keeps what it wrote for the next try.
+func downloadParts(ctx context.Context, dir js.Value, key string, meta *cacheMeta, report func(string, int64, int64)) (*fetched, error) {
+	n := len(meta.Parts)
+	var mu sync.Mutex // guards meta and its file
+	save := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		meta.Saved = time.Now().UTC().Format(time.RFC3339)
+		if err := writeMeta(dir, key, *meta); err != nil {
+			return fmt.Errorf("%w: saving to browser storage: %v", errStorage, err)
+		}
+		return nil
+	}
+	if err := save(); err != nil {
+		return nil, err
+	}
+	prog := newDownloadProgress(n, report)
+	err := parallel(ctx, n, func(ctx context.Context, i int) error {
+		mu.Lock()
+		p := meta.Parts[i]
+		mu.Unlock()
+		if p.Done {
+			prog.set(i, p.Size, p.Size)
+			return nil
+		}
+		return downloadPart(ctx, dir, partFile(key, i, n), p, func(q cachePart) error {
+			mu.Lock()
+			meta.Parts[i] = q
+			mu.Unlock()
+			return save()
+		}, func(done, total int64) { prog.set(i, done, total) })
+	})
+	if err != nil {
+		if !errors.Is(err, errNetwork) && !errors.Is(err, errAborted) {
+			removeEntry(dir, key) // nothing worth resuming
 		}
 		if ctx.Err() != nil {
 			return nil, errAborted
@@ -266,13 +418,207 @@ func download(ctx context.Context, dir js.Value, key, url string, useCache bool,
 		return nil, err
 	}
 
+	// Every part is in: hash them (their bytes may have come in several
+	// downloads) and mark the entry complete.
+	f := &fetched{stored: true}
+	list := sha256.New()
+	meta.Size = 0
+	for _, p := range meta.Parts {
+		meta.Size += p.Size
+	}
+	var done int64
+	for i := range meta.Parts {
+		fh, err := call(dir, "getFileHandle", partFile(key, i, n))
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading a downloaded part: %v", errStorage, err)
+		}
+		file, err := call(fh, "getFile")
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading a downloaded part: %v", errStorage, err)
+		}
+		sum, err := hashBlob(file, func(d, _ int64) { report("verify", done+d, meta.Size) })
+		if err != nil {
+			return nil, fmt.Errorf("%w: hashing a downloaded part: %v", errStorage, err)
+		}
+		done += meta.Parts[i].Size
+		meta.Parts[i].Hash = sum
+		list.Write([]byte(sum))
+		f.blobs = append(f.blobs, file)
+	}
+	meta.Hash = meta.Parts[0].Hash
+	if n > 1 {
+		meta.Hash = hex.EncodeToString(list.Sum(nil))
+	}
+	meta.Complete = true
+	if err := save(); err != nil {
+		removeEntry(dir, key)
+		return nil, err
+	}
+	f.hash = meta.Hash
+	return f, nil
+}
+
+// downloadPart fetches part p into the cache file name, continuing after
+// the bytes the file already holds when the server confirms (If-Range)
+// that the part did not change. record saves what is learnt of the part:
+// its size and validators when the response starts, and that it is done.
+func downloadPart(ctx context.Context, dir js.Value, name string, p cachePart, record func(cachePart) error, progress func(done, total int64)) error {
+	fh, err := call(dir, "getFileHandle", name, map[string]any{"create": true})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errStorage, err)
+	}
+	h, err := call(fh, "createSyncAccessHandle")
+	if err != nil {
+		return fmt.Errorf("%w: opening %s in browser storage: %v", errStorage, name, err)
+	}
+	defer jsCall(h, "close")
+	size, err := jsCall(h, "getSize")
+	if err != nil {
+		return fmt.Errorf("%w: reading %s in browser storage: %v", errStorage, name, err)
+	}
+	have := int64(size.Float())
+	validator := p.ETag
+	if validator == "" || strings.HasPrefix(validator, "W/") { // If-Range takes strong validators only
+		validator = p.LastModified
+	}
+	if p.Size >= 0 && have > p.Size || validator == "" {
+		have = 0
+	}
+	var headers map[string]any
+	if have > 0 {
+		headers = map[string]any{"Range": fmt.Sprintf("bytes=%d-", have), "If-Range": validator}
+	}
+	resp, err := fetch(ctx, p.URL, "GET", headers)
+	if err != nil {
+		return err
+	}
+	get := headerOf(resp)
+	switch status := resp.Get("status").Int(); {
+	case status == 206 && have > 0:
+		from, total, err := contentRange(get("content-range"))
+		if err != nil || from != have {
+			resp.Get("body").Call("cancel")
+			return fmt.Errorf("%w: %s answered bytes %q to a request from %d", errNetwork, p.URL, get("content-range"), have)
+		}
+		p.Size = total
+	case status == 200: // the whole part, from the start (a changed file, or a server without ranges)
+		have = 0
+		p.Size = -1
+		if n, err := strconv.ParseInt(get("content-length"), 10, 64); err == nil && get("content-encoding") == "" {
+			p.Size = n
+		}
+		p.ETag, p.LastModified = get("etag"), get("last-modified")
+	default:
+		resp.Get("body").Call("cancel")
+		return fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, p.URL, status, resp.Get("statusText").String())
+	}
+	if _, err := jsCall(h, "truncate", have); err != nil {
+		resp.Get("body").Call("cancel")
+		return fmt.Errorf("%w: %v", errStorage, err)
+	}
+	if err := record(p); err != nil {
+		return err
+	}
+
+	reader := resp.Get("body").Call("getReader")
+	at := map[string]any{"at": 0}
+	off := have
+	progress(off, p.Size)
+	for {
+		res, err := call(reader, "read")
+		if err != nil {
+			jsCall(h, "flush") // what came so far is kept for the next try
+			if ctx.Err() != nil {
+				return errAborted
+			}
+			return fmt.Errorf("%w: downloading %s: %v", errNetwork, p.URL, err)
+		}
+		if res.Get("done").Bool() {
+			break
+		}
+		chunk := res.Get("value")
+		at["at"] = off
+		if _, err := jsCall(h, "write", chunk, at); err != nil {
+			return fmt.Errorf("%w: saving %s to browser storage: %v (clear the cache, or load without caching)", errStorage, p.URL, err)
+		}
+		off += int64(chunk.Get("length").Int())
+		progress(off, p.Size)
+	}
+	if _, err := jsCall(h, "flush"); err != nil {
+		return fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, p.URL, err)
+	}
+	if p.Size >= 0 && off != p.Size {
+		return fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, p.URL, off, p.Size)
+	}
+	p.Size, p.Done = off, true
+	return record(p)
+}
+
+// contentRange reads "bytes FROM-TO/TOTAL".
+func contentRange(v string) (from, total int64, err error) {
+	r, ok := strings.CutPrefix(v, "bytes ")
+	span, t, ok2 := strings.Cut(r, "/")
+	a, _, ok3 := strings.Cut(span, "-")
+	if !ok || !ok2 || !ok3 {
+		return 0, 0, fmt.Errorf("Content-Range %q", v)
+	}
+	if from, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	total, err = strconv.ParseInt(t, 10, 64)
+	return from, total, err
+}
+
+// downloadBlobs fetches the parts at urls, in parallel, into Blobs in
+// JavaScript memory: a download without the cache. The bytes stay out of
+// the wasm heap; each part is hashed as it streams in.
+func downloadBlobs(ctx context.Context, urls []string, report func(string, int64, int64)) (*fetched, error) {
+	prog := newDownloadProgress(len(urls), report)
+	blobs := make([]js.Value, len(urls))
+	sums := make([]string, len(urls))
+	err := parallel(ctx, len(urls), func(ctx context.Context, i int) error {
+		var err error
+		blobs[i], sums[i], err = downloadBlob(ctx, urls[i], func(done, total int64) { prog.set(i, done, total) })
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errAborted
+		}
+		return nil, err
+	}
+	f := &fetched{blobs: blobs, hash: sums[0]}
+	if len(urls) > 1 {
+		list := sha256.New()
+		for _, s := range sums {
+			list.Write([]byte(s))
+		}
+		f.hash = hex.EncodeToString(list.Sum(nil))
+	}
+	return f, nil
+}
+
+// downloadBlob fetches url into a Blob, hashing it as it streams in.
+func downloadBlob(ctx context.Context, url string, progress func(done, total int64)) (js.Value, string, error) {
+	resp, err := fetch(ctx, url, "GET", nil)
+	if err != nil {
+		return js.Value{}, "", err
+	}
+	if !resp.Get("ok").Bool() {
+		return js.Value{}, "", fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, url, resp.Get("status").Int(), resp.Get("statusText").String())
+	}
+	get := headerOf(resp)
+	total := int64(-1)
+	if n, err := strconv.ParseInt(get("content-length"), 10, 64); err == nil && get("content-encoding") == "" {
+		total = n
+	}
 	// Network chunks are gathered into 8 MiB pieces in JavaScript memory:
-	// each piece is hashed and written to storage with one call, so a big
-	// download costs a few awaits per piece rather than two per chunk.
+	// each piece is hashed with one call, so a big download costs a few
+	// awaits per piece rather than one per chunk.
 	reader := resp.Get("body").Call("getReader")
 	u8 := js.Global().Get("Uint8Array")
 	sum := newPieceHash()
-	var parts []any // without the cache: the Blob's parts
+	var parts []any // the Blob's
 	piece, fill := u8.New(hashPiece), 0
 	flush := func() error {
 		if fill == 0 {
@@ -282,23 +628,19 @@ func download(ctx context.Context, dir js.Value, key, url string, useCache bool,
 		if err := sum.add(p); err != nil {
 			return err
 		}
-		if useCache {
-			if _, err := call(writable, "write", p); err != nil {
-				return fmt.Errorf("%w: saving %s to browser storage: %v (clear the cache, or load without caching)", errStorage, url, err)
-			}
-		} else {
-			parts = append(parts, p)
-			piece = u8.New(hashPiece) // the Blob keeps the old one
-		}
-		fill = 0
+		parts = append(parts, p)
+		piece, fill = u8.New(hashPiece), 0 // the Blob keeps the old one
 		return nil
 	}
 	var done int64
-	progress("download", 0, total)
+	progress(0, total)
 	for {
 		res, err := call(reader, "read")
 		if err != nil {
-			return fail(fmt.Errorf("%w: downloading %s: %v", errNetwork, url, err))
+			if ctx.Err() != nil {
+				return js.Value{}, "", errAborted
+			}
+			return js.Value{}, "", fmt.Errorf("%w: downloading %s: %v", errNetwork, url, err)
 		}
 		if res.Get("done").Bool() {
 			break
@@ -312,36 +654,20 @@ func download(ctx context.Context, dir js.Value, key, url string, useCache bool,
 			off += k
 			if fill == hashPiece {
 				if err := flush(); err != nil {
-					return fail(err)
+					return js.Value{}, "", err
 				}
 			}
 		}
 		done += int64(n)
-		progress("download", done, total)
+		progress(done, total)
 	}
 	if err := flush(); err != nil {
-		return fail(err)
+		return js.Value{}, "", err
 	}
 	if total >= 0 && done != total {
-		return fail(fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, url, done, total))
+		return js.Value{}, "", fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, url, done, total)
 	}
-	f := &fetched{hash: sum.sum(), stored: useCache}
-	if !useCache {
-		f.blob = js.Global().Get("Blob").New(parts)
-		return f, nil
-	}
-	if _, err := call(writable, "close"); err != nil {
-		return fail(fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, url, err))
-	}
-	meta := cacheMeta{URL: url, Size: done, Hash: f.hash, ETag: header("etag"),
-		LastModified: header("last-modified"), Saved: time.Now().UTC().Format(time.RFC3339)}
-	if err := writeMeta(dir, key, meta); err != nil {
-		return fail(fmt.Errorf("%w: saving %s to browser storage: %v", errStorage, url, err))
-	}
-	if f.blob, err = call(fh, "getFile"); err != nil {
-		return fail(err)
-	}
-	return f, nil
+	return js.Global().Get("Blob").New(parts), sum.sum(), nil
 }
 
 func readMeta(dir js.Value, key string) (*cacheMeta, error) {
@@ -385,9 +711,21 @@ func writeMeta(dir js.Value, key string, m cacheMeta) error {
 	return err
 }
 
-// removeEntry deletes an entry's files, ignoring those already gone.
+// removeEntry deletes an entry's files (its meta and every part),
+// ignoring those already gone.
 func removeEntry(dir js.Value, key string) {
-	for _, name := range []string{key + ".json", key + ".gguf"} {
+	var names []string
+	it := dir.Call("keys")
+	for {
+		res, err := call(it, "next")
+		if err != nil || res.Get("done").Bool() {
+			break
+		}
+		if name := res.Get("value").String(); strings.HasPrefix(name, key+".") || strings.HasPrefix(name, key+"-") {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
 		call(dir, "removeEntry", name)
 	}
 }
@@ -410,7 +748,7 @@ func cachedModels() ([]cacheMeta, error) {
 		}
 		name := res.Get("value").String()
 		if key, ok := strings.CutSuffix(name, ".json"); ok {
-			if m, err := readMeta(dir, key); err == nil {
+			if m, err := readMeta(dir, key); err == nil && m.Complete {
 				list = append(list, *m)
 			}
 		}

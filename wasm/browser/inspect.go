@@ -117,7 +117,7 @@ func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
 func (a *api) inspect(args []js.Value) any {
 	source, opts := arg(args, 0), arg(args, 1)
 	return promise(func() (any, error) {
-		var r io.ReaderAt
+		var parts []models.Part
 		var size int64
 		name := "model"
 		switch {
@@ -125,21 +125,36 @@ func (a *api) inspect(args []js.Value) any {
 			return nil, fmt.Errorf("%w: inspect wants {url}, {file} or {buffer}", errSource)
 		case source.Get("url").Type() == js.TypeString:
 			url := source.Get("url").String()
-			rr, err := openRange(context.Background(), url)
+			for _, u := range partURLs(url) { // every part of a split model
+				rr, err := openRange(context.Background(), u)
+				if err != nil {
+					return nil, err
+				}
+				parts = append(parts, models.Part{R: rr, Size: rr.size})
+				size += rr.size
+			}
+			name = url[strings.LastIndex(url, "/")+1:]
+		case source.Get("file").Type() == js.TypeObject:
+			br := newBlobReader(source.Get("file"))
+			parts, size, name = []models.Part{{R: br, Size: br.size}}, br.size, optionalString(source.Get("file"), "name", "file")
+		case source.Get("files").Type() == js.TypeObject:
+			blobs, err := splitFiles(source.Get("files"))
 			if err != nil {
 				return nil, err
 			}
-			r, size, name = rr, rr.size, url[strings.LastIndex(url, "/")+1:]
-		case source.Get("file").Type() == js.TypeObject:
-			br := newBlobReader(source.Get("file"))
-			r, size, name = br, br.size, optionalString(source.Get("file"), "name", "file")
+			for _, b := range blobs {
+				br := newBlobReader(b)
+				parts = append(parts, models.Part{R: br, Size: br.size})
+				size += br.size
+			}
+			name = optionalString(blobs[0], "name", "file")
 		case source.Get("buffer").Type() == js.TypeObject:
 			br := newBlobReader(js.Global().Get("Blob").New([]any{source.Get("buffer")}))
-			r, size, name = br, br.size, "buffer"
+			parts, size, name = []models.Part{{R: br, Size: br.size}}, br.size, "buffer"
 		default:
 			return nil, fmt.Errorf("%w: inspect wants {url}, {file} or {buffer}", errSource)
 		}
-		m, err := models.OpenReader(r, size, name)
+		m, err := models.OpenParts(parts, name)
 		if err != nil {
 			return nil, err
 		}

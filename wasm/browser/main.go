@@ -12,8 +12,11 @@
 //
 //	tessera.version                                  string
 //	tessera.load(source, options, onProgress)        Promise<ModelInfo>
-//	    source:  {url} | {file: Blob} | {buffer: ArrayBuffer}
-//	    options: {quant: ""|"int4"|"f16"|"f32", context, device: "webgpu"|"cpu", cache: bool}
+//	    source:  {url} | {file: Blob} | {files: Blob[]} (a split model's parts) | {buffer: ArrayBuffer}
+//	    options: {quant: ""|"int4"|"f16"|"f32", context, device: "webgpu"|"cpu", cache: bool,
+//	              maxStorageBinding: bytes (a lower limit to request, as a small adapter has)}
+//	    The worker keeps its WebGPU device from load to load, so kernels
+//	    compile once per worker (Info.compiled counts them).
 //	    onProgress({phase: "download"|"verify"|"upload", done, total})
 //	tessera.generate(prompt, options, onToken)       Promise<Stats>
 //	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed}

@@ -1,15 +1,23 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +25,11 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/web"
 )
 
@@ -71,8 +82,15 @@ type native struct {
 
 func runNative(t *testing.T, path string, req runtime.Request) native {
 	t.Helper()
+	return runNativeWith(t, path, req, runtime.Options{Quant: "f32"})
+}
+
+// runNativeWith is runNative with opts (on the CPU, with a 256-token context).
+func runNativeWith(t *testing.T, path string, req runtime.Request, opts runtime.Options) native {
+	t.Helper()
+	opts.Device, opts.Context = "cpu", 256
 	start := time.Now()
-	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Quant: "f32", Context: 256})
+	eng, err := runtime.Load(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +137,188 @@ func writeQwen3Chat(t *testing.T, path string) {
 	}
 }
 
+// writeSynth writes a random f16 model at a real shape (as `tessera synth
+// --type f16` does), made at test time rather than kept in the repository.
+func writeSynth(t *testing.T, path, shape string) {
+	t.Helper()
+	s, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := synth.Write(w, s, dtype.F16, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// splitServer serves a model split in parts under /split/, as a Hub would
+// (range requests, If-Range on a strong ETag), recording what it serves;
+// cut makes the next full GET of a part break off after some bytes.
+type splitServer struct {
+	total int64
+	parts map[string][]byte // by file name
+	index map[string]int
+
+	mu       sync.Mutex
+	cutPart  int
+	cutAfter int
+	inFlight int
+	arrived  chan struct{} // closed when every part's first GET has come
+	got      int
+	log      splitLog
+}
+
+type splitLog struct {
+	requests    []string
+	served      int64
+	rangeFrom   map[int]int64
+	maxInFlight int
+}
+
+func newSplitServer(t *testing.T, src string, n int) *splitServer {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bufs := make([]bytes.Buffer, n)
+	ws := make([]io.Writer, n)
+	for i := range bufs {
+		ws[i] = &bufs[i]
+	}
+	if err := f.WriteSplit(ws); err != nil {
+		t.Fatal(err)
+	}
+	s := &splitServer{parts: map[string][]byte{}, index: map[string]int{}, cutPart: -1, log: splitLog{rangeFrom: map[int]int64{}}}
+	for i := range bufs {
+		name := gguf.SplitName("stories", i, n)
+		s.parts[name], s.index[name] = bufs[i].Bytes(), i
+		s.total += int64(bufs[i].Len())
+	}
+	return s
+}
+
+// cut breaks off the next GET of part i (0-based) without a range after
+// bytes, once all parts have been asked for (so that a test also sees
+// whether they are fetched at once).
+func (s *splitServer) cut(i, bytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutPart, s.cutAfter, s.got, s.arrived = i, bytes, 0, make(chan struct{})
+}
+
+// take returns what was served since the last take.
+func (s *splitServer) take() splitLog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.log
+	s.log = splitLog{rangeFrom: map[int]int64{}}
+	return l
+}
+
+func (s *splitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := path.Base(r.URL.Path)
+	data, ok := s.parts[name]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	i := s.index[name]
+	s.mu.Lock()
+	s.inFlight++
+	s.log.maxInFlight = max(s.log.maxInFlight, s.inFlight)
+	s.log.requests = append(s.log.requests, fmt.Sprintf("%s %d %s", r.Method, i+1, r.Header.Get("Range")))
+	var arrived chan struct{}
+	cut := 0
+	if r.Method == http.MethodGet && s.arrived != nil {
+		arrived = s.arrived
+		if s.got++; s.got == len(s.parts) {
+			close(s.arrived)
+			s.arrived = nil
+		}
+		if i == s.cutPart && r.Header.Get("Range") == "" {
+			cut, s.cutPart = s.cutAfter, -1
+		}
+	}
+	if from, ok := strings.CutPrefix(r.Header.Get("Range"), "bytes="); ok {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(from, "-"), 10, 64)
+		s.log.rangeFrom[i] = n
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	if arrived != nil { // wait (a bounded time) for the other parts' requests
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	w.Header().Set("ETag", fmt.Sprintf(`"part-%d"`, i+1))
+	cw := &countingWriter{ResponseWriter: w, s: s, limit: cut}
+	http.ServeContent(cw, r, name, time.Unix(1700000000, 0), bytes.NewReader(data))
+}
+
+// countingWriter counts the body bytes served and, with a limit, breaks
+// the connection off after that many.
+type countingWriter struct {
+	http.ResponseWriter
+	s     *splitServer
+	limit int
+	n     int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.limit == 0 {
+		n, err := c.ResponseWriter.Write(p)
+		c.count(n)
+		return n, err
+	}
+	// Up to the limit, a slow trickle that the browser reads as it comes
+	// (a stream that errors drops the chunks not yet read), then the
+	// connection ends mid-body, as a closed laptop lid ends it.
+	for len(p) > 0 && c.n < c.limit {
+		k := min(len(p), c.limit-c.n, 16<<10)
+		c.ResponseWriter.Write(p[:k])
+		c.count(k)
+		c.ResponseWriter.(http.Flusher).Flush()
+		p = p[k:]
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c.n < c.limit {
+		return len(p), nil
+	}
+	if conn, _, err := http.NewResponseController(c.ResponseWriter).Hijack(); err == nil {
+		conn.Close()
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func (c *countingWriter) count(n int) {
+	c.n += n
+	c.s.mu.Lock()
+	c.s.log.served += int64(n)
+	c.s.mu.Unlock()
+}
+
 type apiResult struct {
 	IDs, PromptIDs, TokenizeIDs []int
 	Content, Streamed, Finish   string
 	StreamFinish                string
 	Chunks, Usage               int
+	Compiled                    []int
+	MaxBinding, Largest         float64
 	LoadMs, TTFTms, DecodeTPS   float64
 	ChatTemplate                bool
 	Err                         string
@@ -157,6 +352,8 @@ func TestBrowserAPI(t *testing.T) {
 	os.WriteFile(filepath.Join(modelDir, "stories260K.gguf"), data, 0o644)
 	qwen := filepath.Join(modelDir, "qwen3-chat.gguf")
 	writeQwen3Chat(t, qwen)
+	small := filepath.Join(modelDir, "smollm2-135m.gguf")
+	writeSynth(t, small, "smollm2-135m")
 	bad := make([]byte, 4096)
 	rand.Read(bad)
 	os.WriteFile(filepath.Join(modelDir, "bad.gguf"), bad, 0o644)
@@ -171,6 +368,8 @@ func TestBrowserAPI(t *testing.T) {
 		w.Write([]byte(apiPage))
 	})
 	mux.Handle("/", h)
+	split := newSplitServer(t, stories, 3)
+	mux.Handle("/split/", split)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -254,6 +453,180 @@ func TestBrowserAPI(t *testing.T) {
 			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
 	})
 
+	t.Run("135M-shape int4 model under a 128 MiB storage-binding limit matches native", func(t *testing.T) {
+		const prompt, steps = "Once upon a time", 4
+		want := runNativeWith(t, small, runtime.Request{Prompt: prompt, MaxTokens: steps, IgnoreEOS: true}, runtime.Options{Quant: "int4"})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/smollm2-135m.gguf", quant: "int4", context: 256, maxStorageBinding: 128 << 20, cache: false});
+				const est = await engine.inspect("/models/smollm2-135m.gguf", {quant: "int4", context: 256});
+				const a = await engine.completions.create({prompt: "`+prompt+`", temperature: 0, max_tokens: `+strconv.Itoa(steps)+`, ignore_eos: true});
+				const out = {IDs: a.tessera.token_ids, Content: a.choices[0].text, MaxBinding: engine.model.adapter.maxStorageBufferBindingSize,
+					Largest: est.memory.largest, LoadMs: engine.model.loadMs, TTFTms: a.tessera.ttft_ms, DecodeTPS: a.tessera.decode_tps};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if r.MaxBinding != 128<<20 {
+			t.Errorf("the device's maxStorageBufferBindingSize is %.0f, want 128 MiB", r.MaxBinding)
+		}
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+			t.Errorf("greedy completion:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+		}
+		t.Logf("smollm2-135m shape, int4, 128 MiB bindings (largest weight buffer %.1f MiB): browser load %.0f ms, first token %.0f ms, %.2f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
+			r.Largest/(1<<20), r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	t.Run("shaders compile once per worker, not at every load", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 10})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const req = {prompt: "Once upon a time", temperature: 0, max_tokens: 10};
+				const ids = [];
+				const compiled = [(await engine.info()).compiled];
+				for (const i of [1, 2, 3]) {
+					if (i > 1) await engine.load("/models/stories260K.gguf", {quant: "f32"});
+					ids.push((await engine.completions.create(req)).tessera.token_ids);
+					compiled.push((await engine.info()).compiled);
+				}
+				const out = {Compiled: compiled, IDs: ids[2], Streamed: JSON.stringify(ids[0]) === JSON.stringify(ids[2]) ? "same" : "differ"};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		// Kernels compile as they first run (so mostly with the first
+		// generation), and none anew after each reload.
+		if len(r.Compiled) != 4 || r.Compiled[1] == 0 || r.Compiled[2] != r.Compiled[1] || r.Compiled[3] != r.Compiled[1] {
+			t.Errorf("pipelines the worker compiled after loading, then after each of three generations with a reload between: %v; want one count from the first generation on", r.Compiled)
+		}
+		if !slices.Equal(r.IDs, want.IDs) || r.Streamed != "same" {
+			t.Errorf("after reloading: %v (%s as before), native %v", r.IDs, r.Streamed, want.IDs)
+		}
+		t.Logf("pipelines compiled by the worker: %v", r.Compiled)
+	})
+
+	t.Run("response_format and regex constrain the reply as natively", func(t *testing.T) {
+		const schema = `{"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]},
+			"count": {"type": "integer", "minimum": 1, "maximum": 99}}, "required": ["colour", "count"], "additionalProperties": false}`
+		const regex = `[a-z]{2,6}( [a-z]{2,6}){3}\.`
+		g, err := grammar.JSONSchema([]byte(schema), grammar.SchemaOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON := runNative(t, qwen, runtime.Request{Messages: msgs, MaxTokens: 64, Constraint: g})
+		if g, err = grammar.Regex(regex); err != nil {
+			t.Fatal(err)
+		}
+		wantRegex := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 40, Constraint: g})
+		js, _ := json.Marshal(map[string]any{"schema": json.RawMessage(schema), "regex": regex})
+		r := eval(t, `(async () => {
+			const p = `+string(js)+`;
+			try {
+				const messages = [{role: "system", content: "You are terse."}, {role: "user", content: "Name three colours, please."}];
+				const a = await tessera.createEngine({model: "/models/qwen3-chat.gguf", quant: "f32", context: 256});
+				const x = await a.chat.completions.create({messages, temperature: 0, max_tokens: 64,
+					response_format: {type: "json_schema", json_schema: {name: "colour", schema: p.schema, strict: true}}});
+				let code = "";
+				try { await a.chat.completions.create({messages, max_tokens: 4, response_format: {type: "json_schema", json_schema: {schema: {type: "nonsense"}}}}); }
+				catch (e) { code = e.code; }
+				await a.unload();
+				const b = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const y = await b.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 40, regex: p.regex});
+				await b.unload();
+				return {Content: x.choices[0].message.content, IDs: x.tessera.token_ids, Finish: x.choices[0].finish_reason,
+					Streamed: y.choices[0].text, PromptIDs: y.tessera.token_ids, StreamFinish: code};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		var v any
+		if err := json.Unmarshal([]byte(r.Content), &v); err != nil {
+			t.Fatalf("the json_schema reply %q is not JSON: %v", r.Content, err)
+		}
+		if err := grammartest.Validator(t, schema).Validate(v); err != nil {
+			t.Errorf("the json_schema reply %q does not validate: %v", r.Content, err)
+		}
+		if !slices.Equal(r.IDs, wantJSON.IDs) || r.Content != wantJSON.Text || r.Finish != "stop" {
+			t.Errorf("json_schema reply (finish %q):\n browser %v %q\n  native %v %q", r.Finish, r.IDs, r.Content, wantJSON.IDs, wantJSON.Text)
+		}
+		if !regexp.MustCompile(`^(?:`+regex+`)$`).MatchString(r.Streamed) || r.Streamed != wantRegex.Text || !slices.Equal(r.PromptIDs, wantRegex.IDs) {
+			t.Errorf("regex reply: browser %q, native %q", r.Streamed, wantRegex.Text)
+		}
+		if r.StreamFinish != "bad-request" {
+			t.Errorf("a schema that does not compile failed with code %q, want bad-request", r.StreamFinish)
+		}
+		t.Logf("json_schema: %s; regex: %q", r.Content, r.Streamed)
+	})
+
+	t.Run("split GGUF downloads in parallel, resumes, loads", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 20})
+		load := `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/split/` + gguf.SplitName("stories", 0, 3) + `", quant: "f32"});
+				const a = await engine.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 20});
+				const out = {IDs: a.tessera.token_ids, Finish: String(engine.model.cached), Usage: engine.model.parts};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Content: e.code + ": " + e.message}; }
+		})()`
+		reopen := func() {
+			t.Helper()
+			if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first try: part 2 breaks off part way, so the load fails.
+		split.cut(1, 64<<10)
+		r := eval(t, load)
+		if !strings.HasPrefix(r.Content, "network:") {
+			t.Fatalf("with part 2 cut off: %q, want a network error", r.Content)
+		}
+		first := split.take()
+		if first.maxInFlight != 3 {
+			t.Errorf("the three parts were fetched %d at a time, want all at once", first.maxInFlight)
+		}
+		// A reopened page goes on from where each part stopped.
+		reopen()
+		r = eval(t, load)
+		second := split.take()
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "false" || r.Usage != 3 {
+			t.Fatalf("resumed: %+v; native %v", r, want.IDs)
+		}
+		if from := second.rangeFrom[1]; from <= 0 || from > 64<<10 {
+			t.Errorf("part 2 resumed from byte %d, want where it broke off (at most %d); requests %v", from, 64<<10, second.requests)
+		}
+		if second.served >= split.total {
+			t.Errorf("the resumed download served %d bytes of %d: it started again", second.served, split.total)
+		}
+		// And once whole, the entry is reused.
+		reopen()
+		r = eval(t, load)
+		third := split.take()
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "true" || third.served != 0 {
+			t.Errorf("from the cache: %+v, %d bytes served (requests %v)", r, third.served, third.requests)
+		}
+		t.Logf("first try %v; resumed with %v (%d of %d bytes); cached: %v", first.requests, second.requests, second.served, split.total, third.requests)
+
+		// The parts picked as local files, in any order.
+		r = eval(t, `(async () => {
+			try {
+				const names = [3, 1, 2].map((i) => "stories-0000" + i + "-of-00003.gguf");
+				const files = await Promise.all(names.map(async (n) => new File([await (await fetch("/split/" + n)).blob()], n)));
+				const est = await tessera.inspect(files);
+				const engine = await tessera.createEngine({model: files, quant: "f32"});
+				const a = await engine.completions.create({prompt: "Once upon a time", temperature: 0, max_tokens: 20});
+				const out = {IDs: a.tessera.token_ids, Usage: est.params, Finish: engine.model.source};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Content: e.code + ": " + e.message}; }
+		})()`)
+		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "file" || r.Usage != 292800 {
+			t.Errorf("from the parts as files: %+v; native %v", r, want.IDs)
+		}
+	})
+
 	t.Run("AbortSignal stops a stream within a step", func(t *testing.T) {
 		r := eval(t, `(async () => {
 			try {
@@ -308,6 +681,36 @@ func TestBrowserAPI(t *testing.T) {
 		if err != nil || r.Content != "no-webgpu" {
 			t.Errorf("createEngine without WebGPU: %q, %v; want no-webgpu", r.Content, err)
 		}
+
+		// The CPU fallback: an AbortSignal stops it mid-generation, which
+		// needs the engine to give the worker's event loop a turn between
+		// steps (the CPU backend never waits on anything by itself).
+		want := runNative(t, stories, runtime.Request{Prompt: "Once", MaxTokens: 3})
+		r, err = chromedp.Run(nctx, chromedp.Evaluate[apiResult](`(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", device: "cpu", quant: "f32"});
+				const ctl = new AbortController();
+				let before = 0, after = 0, code = "";
+				try {
+					for await (const c of await engine.completions.create({prompt: "Once", max_tokens: 5000, ignore_eos: true, temperature: 0, stream: true, signal: ctl.signal})) {
+						if (!(c.tessera && c.tessera.token_id >= 0)) continue;
+						if (ctl.signal.aborted) after++; else if (++before === 20) ctl.abort();
+					}
+				} catch (e) { code = e.code + "/" + e.name; }
+				const again = await engine.completions.create({prompt: "Once", max_tokens: 3, temperature: 0});
+				const out = {Chunks: before, Usage: after, Finish: code, IDs: again.tessera.token_ids, Content: engine.model.backend};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil || r.Err != "" {
+			t.Fatalf("the CPU fallback: %v %s (console %q)", err, r.Err, ncons.all())
+		}
+		if r.Content != "cpu" || r.Finish != "aborted/AbortError" || r.Chunks != 20 || r.Usage > 8 || !slices.Equal(r.IDs, want.IDs) {
+			t.Errorf("CPU fallback (%s): abort after 20 tokens gave %q and %d more tokens (want at most a few), then %v (native %v)",
+				r.Content, r.Finish, r.Usage, r.IDs, want.IDs)
+		}
+		t.Logf("CPU fallback: %d more tokens after abort", r.Usage)
 	})
 
 	time.Sleep(200 * time.Millisecond)

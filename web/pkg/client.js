@@ -83,10 +83,10 @@ export class Tessera {
   // generate continues input: a prompt string (with BOS), or {prompt},
   // {messages: [{role, content}]} (the model's chat template) or {tokens}.
   // options: {temperature, topK, topP, minP, repeatPenalty, maxTokens,
-  // seed, stop: string | string[]}; onToken gets {text, id, index}.
+  // seed, stop: string | string[], constraint: JSON of response_format, grammar, regex…}; onToken gets {text, id, index}.
   // Resolves to stats: {promptTokens, promptIds, generated, ttftMs,
   // totalMs, decodeTps, prefillTps, stopped: "max" | "eos" | "stop" |
-  // "length" | "abort", finishReason: "stop" | "length" | "abort", seed}.
+  // "length" | "complete" | "abort", finishReason: "stop" | "length" | "abort", seed}.
   // The promise's id is what abort(id) takes. Several may run at once.
   generate(input, options = {}, onToken = null) {
     return this._call("generate", { input, options }, onToken);

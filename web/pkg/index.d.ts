@@ -11,7 +11,8 @@ export class TesseraError extends Error {
   readonly code: ErrorCode;
 }
 
-export type ModelSource = string | URL | File | Blob | ArrayBuffer;
+/** A URL, a file, or the files of a model split by gguf-split (`NAME-00001-of-0000N.gguf`…, in any order). */
+export type ModelSource = string | URL | File | Blob | ArrayBuffer | Array<File | Blob> | FileList;
 
 export interface Progress {
   phase: "download" | "verify" | "upload";
@@ -31,6 +32,12 @@ export interface EngineOptions {
   device?: "webgpu" | "cpu";
   /** Keep downloads in the origin private file system (default true). */
   cache?: boolean;
+  /**
+   * Ask the GPU device for this maxStorageBufferBindingSize (bytes) instead of the adapter's,
+   * to try a model on the limit of a smaller GPU (WebGPU's default is 128 MiB). The engine splits
+   * weights that do not fit one binding.
+   */
+  maxStorageBinding?: number;
   onProgress?: (p: Progress) => void;
   signal?: AbortSignal;
   /** Where worker.js and tessera.wasm are, if not next to this module. */
@@ -45,6 +52,24 @@ export interface ModelInfo {
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
   fetchMs: number; uploadMs: number; loadMs: number;
   adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };
+}
+
+/** What `engine.info()` reports of the engine's worker. */
+export interface EngineInfo {
+  version: string;
+  webgpu: boolean;
+  adapter?: ModelInfo["adapter"];
+  path?: "f16" | "f32";
+  model?: ModelInfo;
+  /** Bytes of the worker's wasm memory (it only grows). */
+  wasmMemory: number;
+  /**
+   * Compute pipelines this worker has compiled. The worker keeps one GPU device for every
+   * model it loads, so this stays put when a later load needs only kernels already compiled.
+   */
+  compiled: number;
+  error?: string;
+  code?: ErrorCode;
 }
 
 export interface MemoryEstimate {
@@ -80,7 +105,26 @@ export interface SamplingParams {
   ignore_eos?: boolean;
   model?: string;
   signal?: AbortSignal;
+  /**
+   * Structured output, as OpenAI's API has it: the reply is masked token by token so that it is
+   * valid JSON (json_object) or valid against a JSON Schema (json_schema). At most one of
+   * response_format, grammar, regex and their vLLM names may be given.
+   */
+  response_format?: ResponseFormat;
+  /** A GBNF grammar (llama.cpp's format) the reply must match. */
+  grammar?: string;
+  /** A regular expression the whole reply must match. */
+  regex?: string;
+  /** vLLM's names: a JSON Schema, a GBNF grammar, a regular expression. */
+  guided_json?: object | string;
+  guided_grammar?: string;
+  guided_regex?: string;
 }
+
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; json_schema: { name?: string; schema: object; strict?: boolean } };
 
 export type FinishReason = "stop" | "length";
 
@@ -89,7 +133,8 @@ export interface Usage { prompt_tokens: number; completion_tokens: number; total
 /** Tessera's additions to OpenAI's shapes. */
 export interface TesseraExtra {
   token_ids: number[]; prompt_ids: number[];
-  stopped: "max" | "eos" | "stop" | "length";
+  /** "complete": the reply completed the grammar of response_format, grammar or regex. */
+  stopped: "max" | "eos" | "stop" | "length" | "complete";
   ttft_ms: number; total_ms: number; decode_tps: number; prefill_tps: number; seed: number;
 }
 
@@ -153,7 +198,7 @@ export interface Engine {
   tokenize(input: string | { messages: ChatMessage[] } | { prompt: string }, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: number[]): Promise<string>;
   load(model: ModelSource, options?: Omit<EngineOptions, "model" | "worker" | "wasm">): Promise<ModelInfo>;
-  info(): Promise<Record<string, unknown>>;
+  info(): Promise<EngineInfo>;
   /** Frees the model and ends the engine's worker. */
   unload(): Promise<void>;
 }

@@ -25,7 +25,7 @@ function abortError(signal) {
 // createEngine starts a worker, loads options.model (a URL or string, a
 // File or Blob, or an ArrayBuffer) and resolves to the engine.
 export async function createEngine(options = {}) {
-  const { model, quant = "", context = 0, device = "webgpu", cache = true, onProgress = null, signal = null } = options;
+  const { model, quant = "", context = 0, device = "webgpu", cache = true, maxStorageBinding = 0, onProgress = null, signal = null } = options;
   if (signal && signal.aborted) throw abortError(signal);
   if (model != null && device !== "cpu" && !(globalThis.navigator && navigator.gpu)) {
     throw new TesseraError("WebGPU is not available in this browser (navigator.gpu is missing); pass device: \"cpu\" for the slow CPU backend", "no-webgpu");
@@ -37,7 +37,7 @@ export async function createEngine(options = {}) {
   signal && signal.addEventListener("abort", onAbort, { once: true });
   try {
     await client.ready;
-    const info = model == null ? null : await client.load(toSource(model), { quant, context, device, cache }, onProgress);
+    const info = model == null ? null : await client.load(toSource(model), { quant, context, device, cache, maxStorageBinding }, onProgress);
     if (signal && signal.aborted) throw abortError(signal);
     return new Engine(client, info);
   } catch (err) {
@@ -53,8 +53,13 @@ function toSource(model) {
   if (typeof model === "string" || model instanceof URL) return { url: new URL(model, location.href).href };
   if (typeof Blob !== "undefined" && model instanceof Blob) return { file: model };
   if (model instanceof ArrayBuffer) return { buffer: model };
-  if (model && (model.url || model.file || model.buffer)) return model;
-  throw new TesseraError("model must be a URL, a File or Blob, or an ArrayBuffer", "bad-source");
+  // The parts of a split model (NAME-00001-of-0000N.gguf…), in any order.
+  if ((Array.isArray(model) || (typeof FileList !== "undefined" && model instanceof FileList)) &&
+      model.length > 0 && Array.from(model).every((f) => f instanceof Blob)) {
+    return model.length === 1 ? { file: model[0] } : { files: Array.from(model) };
+  }
+  if (model && (model.url || model.file || model.files || model.buffer)) return model;
+  throw new TesseraError("model must be a URL, a File or Blob (or the Files of a split model), or an ArrayBuffer", "bad-source");
 }
 
 // inspect reads a model's header, and what loading it would take, without
@@ -83,8 +88,15 @@ function sampling(p) {
   if (p.stop != null) o.stop = Array.isArray(p.stop) ? p.stop : [p.stop];
   if (p.repetition_penalty != null) o.repeatPenalty = p.repetition_penalty;
   if (p.ignore_eos) o.ignoreEOS = true;
+  // Structured output goes to the engine as the JSON of its fields, which
+  // it reads as the HTTP server does (runtime/grammar.Fields).
+  const constraint = {};
+  for (const k of constraintFields) if (p[k] != null) constraint[k] = p[k];
+  if (Object.keys(constraint).length) o.constraint = JSON.stringify(constraint);
   return o;
 }
+
+const constraintFields = ["response_format", "grammar", "regex", "guided_json", "guided_grammar", "guided_regex"];
 
 function finishReason(stats) {
   return stats.finishReason === "abort" ? "abort" : stats.finishReason;
