@@ -98,11 +98,22 @@ const (
 	// GELUTanh: GELU's tanh approximation, GeGLU's (Gemma; transformers'
 	// gelu_pytorch_tanh).
 	GELUTanh
+	// GELU: exact GELU, x/2·(1 + erf(x/√2)), BERT's feed-forward
+	// (transformers' "gelu"). Only Backend.Activate takes it.
+	GELU
+	// Tanh: a rerankers' classification head (BERT's pooler). Only
+	// Backend.Activate takes it.
+	Tanh
 )
 
 func (a Activation) String() string {
-	if a == GELUTanh {
+	switch a {
+	case GELUTanh:
 		return "gelu_tanh"
+	case GELU:
+		return "gelu"
+	case Tanh:
+		return "tanh"
 	}
 	return "silu"
 }
