@@ -138,7 +138,11 @@ func (m *Model) check() error {
 	if m.Tokenizer.VocabSize() != c.Vocab {
 		return fmt.Errorf("tokenizer has %d tokens but the model has %d", m.Tokenizer.VocabSize(), c.Vocab)
 	}
-	for _, want := range LlamaTensors(c) {
+	want := LlamaTensors
+	if c.Encoder.On {
+		want = EncoderTensors
+	}
+	for _, want := range want(c) {
 		if _, err := m.Tensor(want.Name, want.Shape...); err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ func gemma(c models.Config, window int) models.Config {
 
 // Lookup returns the shape called name.
 func Lookup(name string) (Shape, error) {
-	for _, s := range shapes {
+	for _, s := range append(shapes, encoderShapes...) {
 		if s.Name == name {
 			return s, nil
 		}
@@ -101,7 +101,7 @@ func Lookup(name string) (Shape, error) {
 // Names lists the known shapes.
 func Names() []string {
 	var n []string
-	for _, s := range shapes {
+	for _, s := range append(shapes, encoderShapes...) {
 		n = append(n, s.Name)
 	}
 	sort.Strings(n)
@@ -120,6 +120,9 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
 	c := s.Config
+	if c.Encoder.On {
+		return writeEncoder(w, s, t, seed)
+	}
 	if c.Arch == "mistral" {
 		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
 	}
