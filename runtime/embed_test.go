@@ -354,4 +354,3 @@ func referenceEncoder(t *testing.T, m *models.Model, ids, types []int32) []float
 	}
 	return pooled
 }
-
