@@ -85,6 +85,9 @@ func LoadTokenizer(path string, vocab int) (tokenizer.Tokenizer, error) {
 			return nil, err
 		}
 		if st.IsDir() || filepath.Ext(path) == ".json" {
+			if wp, ok, err := tokenizer.LoadHFWordPiece(path); ok {
+				return wp, err
+			}
 			b, err := tokenizer.LoadHF(path)
 			// tokenizer.json lists only the ids it uses, while models pad
 			// their embeddings (Qwen3: 151,669 ids, 151,936 rows).

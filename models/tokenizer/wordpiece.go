@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -430,4 +432,31 @@ func (t *WordPiece) Piece(id int) string {
 		return ""
 	}
 	return t.pieces[id]
+}
+
+// LoadHFWordPiece reads the tokenizer.json at path (or in the folder path)
+// when its model is WordPiece; ok is false, with no error, for any other
+// model, which LoadHF reads.
+func LoadHFWordPiece(path string) (t *WordPiece, ok bool, err error) {
+	file := path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		file = filepath.Join(path, "tokenizer.json")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	}
+	var head struct {
+		Model struct {
+			Type string `json:"type"`
+		} `json:"model"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.Model.Type != "WordPiece" {
+		return nil, false, nil
+	}
+	t, err = ParseHFWordPiece(data)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w (reading %s)", err, file)
+	}
+	return t, true, nil
 }
