@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
@@ -47,15 +48,11 @@ func setupEmbed(fs *flag.FlagSet) func(context.Context, *env) error {
 				return usageError{err}
 			}
 		}
-		emb, err := runtime.LoadEmbedder(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
-			Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration})
+		emb, err := m.loadEmbedder(e, path)
 		if err != nil {
 			return err
 		}
 		defer emb.Close()
-		if note := emb.DeviceNote(); note != "" {
-			fmt.Fprintln(e.stderr, note)
-		}
 		w := bufio.NewWriter(e.stdout)
 		if *query != "" {
 			scores, err := emb.Rerank(ctx, *query, texts)
@@ -94,4 +91,29 @@ func setupEmbed(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		return w.Flush()
 	}
+}
+
+// loadEmbedder loads the embedding model at path with the flags' settings.
+func (m *modelFlags) loadEmbedder(e *env, path string) (*runtime.Embedder, error) {
+	emb, err := runtime.LoadEmbedder(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
+		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration})
+	if err != nil {
+		return nil, err
+	}
+	if note := emb.DeviceNote(); note != "" {
+		fmt.Fprintln(e.stderr, note)
+	}
+	return emb, nil
+}
+
+// isEmbedding reports whether the model at path makes embeddings (an
+// encoder, or a decoder with a pooling type) rather than text; a model
+// that does not open is left for the generative loader to report.
+func isEmbedding(path, tok string) bool {
+	mdl, err := models.Open(path, models.Options{Tokenizer: tok})
+	if err != nil {
+		return false
+	}
+	defer mdl.Close()
+	return mdl.Config.Encoder.On || mdl.Config.Pooling != models.PoolNone
 }

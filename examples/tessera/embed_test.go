@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,5 +67,26 @@ func TestEmbed(t *testing.T) {
 	}
 	if code, _, _ := runCLI("embed", "--model", ranker, "--device", "cpu", "x"); code != 1 {
 		t.Errorf("embedding with a reranker: exit %d, want 1", code)
+	}
+}
+
+// TestServeEmbedder: tessera serve serves an embedding model on
+// /v1/embeddings beside a generative one.
+func TestServeEmbedder(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "bert.gguf")
+	if code, _, errOut := runCLI("synth", "--shape", "tiny-bert", "--out", model); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	_, url, _ := startServe(t, "--model", "bert="+model, "--model", filepath.Join(shared, "stories260K.gguf"))
+	resp, err := http.Post(url+"/v1/embeddings", "application/json", strings.NewReader(`{"model": "bert", "input": ["hello", "world"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []struct{ Embedding []float64 }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Data) != 2 || len(out.Data[1].Embedding) != 64 {
+		t.Fatalf("status %d, %v: %+v", resp.StatusCode, err, out)
 	}
 }
