@@ -356,3 +356,56 @@ func referenceEncoder(t *testing.T, m *models.Model, ids, types []int32) []float
 	}
 	return pooled
 }
+
+// TestDecoderEmbedder: a Qwen3 with last-token pooling embeds with the
+// final norm's row of its last token, the row the head turns into that
+// position's logits, on both backends.
+func TestDecoderEmbedder(t *testing.T) {
+	path := synthModel(t, "tiny-qwen3-embedding", dtype.F32)
+	c := loadEmbedder(t, path, runtime.Options{Device: "cpu"})
+	texts := []string{"abc def ghi", "a", strings.Repeat("xyz uvw ", 30)}
+	want := embed(t, c, texts)
+	g := loadEmbedder(t, path, runtime.Options{Device: "webgpu"})
+	for i, v := range embed(t, g, texts) {
+		if d := cosineDistance(v, want[i]); !(d < 1e-5) {
+			t.Errorf("text %d: webgpu and cpu at cosine distance %.3g", i, d)
+		}
+	}
+	// The logits after the last token are the tied head times the raw
+	// (unnormalised) embedding.
+	eng, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	table, err := eng.Model().Tensors[models.TokenEmbedding].Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dim := eng.Model().Config.Dim
+	for i, text := range texts {
+		ids := c.Tokenize(text)
+		raw, err := c.EmbedTokens(context.Background(), [][]int32{ids}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = eng.Score(context.Background(), append(ids, 0), func(pos int, logits []float32) error {
+			if pos != len(ids)-1 {
+				return nil
+			}
+			for tok := range logits {
+				var s float64
+				for j := range dim {
+					s += float64(table[tok*dim+j]) * float64(raw[0][j])
+				}
+				if math.Abs(s-float64(logits[tok])) > 1e-4*(1+math.Abs(s)) {
+					return errors.New("logits are not the head of the embedding")
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("text %d: %v", i, err)
+		}
+	}
+}
