@@ -28,7 +28,9 @@ type Embedder struct {
 	enc   *encoder
 	dec   *Engine // a decoder embedder: the engine runs its forward pass
 	note  string
-	mu    sync.Mutex // one forward at a time on the encoder
+
+	mu     sync.Mutex // one forward at a time on the encoder; guards closed
+	closed bool
 }
 
 // Encoder batches: at most this many sequences, and tokens, per forward.
@@ -136,6 +138,10 @@ func (e *Embedder) Close() error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	err := e.be.Close()
 	if cerr := e.model.Close(); err == nil {
 		err = cerr
@@ -213,21 +219,28 @@ func (e *Embedder) Rerank(ctx context.Context, query string, documents []string)
 // run computes the pooled rows (or scores) of inputs, forward by forward.
 func (e *Embedder) run(ctx context.Context, inputs []encoderInput) ([][]float32, error) {
 	c := e.model.Config
+	longest := c.Context
+	if e.enc != nil {
+		longest = min(longest, e.enc.maxRows) // one sequence per forward at most
+	}
 	for i, in := range inputs {
 		switch {
 		case len(in.tokens) == 0:
-			return nil, fmt.Errorf("input %d is empty", i)
-		case len(in.tokens) > c.Context:
-			return nil, fmt.Errorf("%w: input %d has %d tokens, the model's context is %d", ErrContextFull, i, len(in.tokens), c.Context)
+			return nil, fmt.Errorf("%w: input %d is empty", ErrBadRequest, i)
+		case len(in.tokens) > longest:
+			return nil, fmt.Errorf("%w: input %d has %d tokens, at most %d fit", ErrContextFull, i, len(in.tokens), longest)
 		}
 		for _, t := range in.tokens {
 			if t < 0 || int(t) >= c.Vocab {
-				return nil, fmt.Errorf("input %d: token %d outside the vocabulary of %d", i, t, c.Vocab)
+				return nil, fmt.Errorf("%w: input %d: token %d outside the vocabulary of %d", ErrBadRequest, i, t, c.Vocab)
 			}
+		}
+		if in.types != nil && len(in.types) != len(in.tokens) {
+			return nil, fmt.Errorf("%w: input %d: %d token types for %d tokens", ErrBadRequest, i, len(in.types), len(in.tokens))
 		}
 		for _, t := range in.types {
 			if t < 0 || int(t) >= max(c.Encoder.TokenTypes, 1) {
-				return nil, fmt.Errorf("input %d: token type %d, the model has %d", i, t, c.Encoder.TokenTypes)
+				return nil, fmt.Errorf("%w: input %d: token type %d, the model has %d", ErrBadRequest, i, t, c.Encoder.TokenTypes)
 			}
 		}
 	}
@@ -259,6 +272,9 @@ func (e *Embedder) run(ctx context.Context, inputs []encoderInput) ([][]float32,
 func (e *Embedder) forward(inputs []encoderInput) ([][]float32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrEngineClosed
+	}
 	if err := e.enc.forward(inputs); err != nil {
 		return nil, err
 	}

@@ -409,3 +409,37 @@ func TestDecoderEmbedder(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedBadInput: inputs the model cannot take are refused with the
+// engine's errors, and a closed embedder refuses work.
+func TestEmbedBadInput(t *testing.T) {
+	path := synthModel(t, "tiny-bert", dtype.F32)
+	e, err := runtime.LoadEmbedder(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		in   [][]int32
+		want error
+	}{
+		{[][]int32{{}}, runtime.ErrBadRequest},
+		{[][]int32{{101, 1 << 20}}, runtime.ErrBadRequest},
+		{[][]int32{{101, -1}}, runtime.ErrBadRequest},
+		{[][]int32{make([]int32, 513)}, runtime.ErrContextFull},
+	} {
+		if _, err := e.EmbedTokens(ctx, tc.in, true); !errors.Is(err, tc.want) {
+			t.Errorf("%d tokens: %v, want %v", len(tc.in[0]), err, tc.want)
+		}
+	}
+	if _, err := e.Rerank(ctx, "q", []string{"d"}); !errors.Is(err, runtime.ErrNotEmbedding) {
+		t.Errorf("rerank with an embedding model: %v", err)
+	}
+	e.Close()
+	if _, err := e.Embed(ctx, []string{"x"}); !errors.Is(err, runtime.ErrEngineClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
