@@ -41,7 +41,8 @@ const (
 
 // LoadEmbedder opens the embedding model at path and loads it onto the
 // device opts names (Tokenizer, Device, Adapter, Threads, Quant and
-// Context apply; a decoder embedder takes every Options field).
+// Context apply; a decoder embedder takes every Options field). An
+// encoder's matrices default to f16 on WebGPU and f32 on the CPU.
 func LoadEmbedder(path string, opts Options) (*Embedder, error) {
 	m, err := models.Open(path, models.Options{Tokenizer: opts.Tokenizer})
 	if err != nil {
@@ -81,6 +82,11 @@ func LoadEmbedderModel(m *models.Model, opts Options) (*Embedder, error) {
 	if err != nil {
 		m.Close()
 		return nil, err
+	}
+	if opts.Quant == "" && be.Name() == "webgpu" {
+		// An encoder runs whole inputs at once, bound by arithmetic rather
+		// than by the bytes of weights that int4 saves; f16 keeps quality.
+		opts.Quant = "f16"
 	}
 	ws, err := weightStorage(opts, be, m)
 	if err != nil {

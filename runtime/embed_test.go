@@ -443,3 +443,18 @@ func TestEmbedBadInput(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestEmbedStorage: an encoder kept in f16 (WebGPU's default for
+// encoders) or int4 on the CPU stays near its f32 embeddings.
+func TestEmbedStorage(t *testing.T) {
+	path := synthModel(t, "tiny-bert", dtype.F32)
+	want := embed(t, loadEmbedder(t, path, runtime.Options{Device: "cpu"}), embedTexts)
+	for quant, tol := range map[string]float64{"f16": 1e-5, "int4": 0.05} {
+		got := embed(t, loadEmbedder(t, path, runtime.Options{Device: "cpu", Quant: quant}), embedTexts)
+		for i := range want {
+			if d := cosineDistance(got[i], want[i]); !(d < tol) || d == 0 {
+				t.Errorf("%s text %d: cosine distance %.3g from f32 (want in (0, %g))", quant, i, d, tol)
+			}
+		}
+	}
+}
