@@ -68,6 +68,10 @@ func (s *Server) embedder(name string, rerank bool) (*embedModel, error) {
 		m, ok = s.embedders[s.embedNames[0]], true
 	}
 	switch {
+	case len(s.embedNames) == 0:
+		code := "model_not_found"
+		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
+			msg: "this server has no embedding models"}
 	case !ok && name == "":
 		return nil, badRequest("model", "a model is required: one of %s", strings.Join(s.embedNames, ", "))
 	case !ok:
