@@ -135,6 +135,9 @@ func modelFromGGUF(files []*gguf.File) (*Model, error) {
 		}
 		m.Config.RopeFactors = linearRopeFactors(c.RopeDim, factor)
 	}
+	if err := encoderGGUF(m, f, &md); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(arch, "gemma") {
 		if err := gemmaGGUF(&m.Config, &md); err != nil {
 			return nil, err
@@ -192,6 +195,9 @@ var ggufArchs = map[string]RopeLayout{
 	"qwen3":  RopeHalves,
 	"gemma2": RopeHalves,
 	"gemma3": RopeHalves,
+	// Encoders (encoder.go): nomic-bert rotates halves; BERT does not rotate.
+	"bert":       RopeHalves,
+	"nomic-bert": RopeHalves,
 }
 
 // gemmaGGUF sets what Gemma 2 and 3 add to the Llama family, from the
@@ -255,8 +261,8 @@ func linearRopeFactors(ropeDim int, factor float64) []float32 {
 // (Llama 3, Qwen, SmolLM), with tokenizer.ggml.pre naming the pre-tokenizer.
 func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 	kind, _ := f.String("tokenizer.ggml.model")
-	if kind != "llama" && kind != "gpt2" {
-		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama, gpt2)", kind)
+	if kind != "llama" && kind != "gpt2" && kind != "bert" {
+		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama, gpt2, bert)", kind)
 	}
 	pieces, ok := f.Strings("tokenizer.ggml.tokens")
 	if !ok {
@@ -268,6 +274,15 @@ func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 			return int(v)
 		}
 		return def
+	}
+	if kind == "bert" { // WordPiece; llama.cpp's defaults are bert-base-uncased's ids
+		cls := id("tokenizer.ggml.cls_token_id", id("tokenizer.ggml.bos_token_id", 101))
+		tok, err := tokenizer.NewGGUFWordPiece(pieces, types, cls,
+			id("tokenizer.ggml.seperator_token_id", 102), id("tokenizer.ggml.unknown_token_id", 100))
+		if err != nil {
+			return nil, err
+		}
+		return tok, nil
 	}
 	if kind == "gpt2" {
 		merges, ok := f.Strings("tokenizer.ggml.merges")

@@ -484,8 +484,8 @@ func TestOpenHFErrors(t *testing.T) {
 			})
 		}, "vision_tower.patch_embed.weight", nil},
 		{"bad tokenizer", "tiny", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(`{"model":{"type":"WordPiece"}}`), 0o644)
-		}, `model type "WordPiece" is not supported`, nil},
+			os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(`{"model":{"type":"Unigram"}}`), 0o644)
+		}, `model type "Unigram" is not supported`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shards := 0

@@ -85,6 +85,9 @@ func LoadTokenizer(path string, vocab int) (tokenizer.Tokenizer, error) {
 			return nil, err
 		}
 		if st.IsDir() || filepath.Ext(path) == ".json" {
+			if wp, ok, err := tokenizer.LoadHFWordPiece(path); ok {
+				return wp, err
+			}
 			b, err := tokenizer.LoadHF(path)
 			// tokenizer.json lists only the ids it uses, while models pad
 			// their embeddings (Qwen3: 151,669 ids, 151,936 rows).
@@ -138,7 +141,11 @@ func (m *Model) check() error {
 	if m.Tokenizer.VocabSize() != c.Vocab {
 		return fmt.Errorf("tokenizer has %d tokens but the model has %d", m.Tokenizer.VocabSize(), c.Vocab)
 	}
-	for _, want := range LlamaTensors(c) {
+	want := LlamaTensors
+	if c.Encoder.On {
+		want = EncoderTensors
+	}
+	for _, want := range want(c) {
 		if _, err := m.Tensor(want.Name, want.Shape...); err != nil {
 			return err
 		}

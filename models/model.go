@@ -87,6 +87,11 @@ type Config struct {
 	SlidingWindow  int
 	Sliding        []bool // per layer
 	LocalRopeTheta float64
+
+	// Embedding models (encoder.go): how a sequence becomes one vector,
+	// and the encoders' differences, each off at its zero value.
+	Pooling Pooling
+	Encoder EncoderConfig
 }
 
 // Activation is the nonlinearity of a gated feed-forward.
@@ -98,11 +103,22 @@ const (
 	// GELUTanh: GELU's tanh approximation, GeGLU's (Gemma; transformers'
 	// gelu_pytorch_tanh).
 	GELUTanh
+	// GELU: exact GELU, x/2·(1 + erf(x/√2)), BERT's feed-forward
+	// (transformers' "gelu"). Only Backend.Activate takes it.
+	GELU
+	// Tanh: a rerankers' classification head (BERT's pooler). Only
+	// Backend.Activate takes it.
+	Tanh
 )
 
 func (a Activation) String() string {
-	if a == GELUTanh {
+	switch a {
+	case GELUTanh:
 		return "gelu_tanh"
+	case GELU:
+		return "gelu"
+	case Tanh:
+		return "tanh"
 	}
 	return "silu"
 }
@@ -158,7 +174,8 @@ func (c Config) Validate() error {
 	check(c.EmbedScale >= 0 && c.QueryScale >= 0 && c.AttnSoftcap >= 0 && c.FinalSoftcap >= 0,
 		"embedding scale %g, query scale %g and soft caps %g, %g must not be negative",
 		c.EmbedScale, c.QueryScale, c.AttnSoftcap, c.FinalSoftcap)
-	check(c.Act == SiLU || c.Act == GELUTanh, "activation %d unknown", c.Act)
+	check(c.Act == SiLU || c.Act == GELUTanh || (c.Encoder.On && c.Act == GELU), "activation %s not supported here", c.Act)
+	check(c.Pooling >= PoolNone && c.Pooling <= PoolRank, "pooling %d unknown", c.Pooling)
 	if c.SlidingWindow > 0 {
 		check(len(c.Sliding) == c.Layers, "sliding-window flags for %d layers, want %d", len(c.Sliding), c.Layers)
 		check(c.LocalRopeTheta > 0, "local rope theta %g must be positive", c.LocalRopeTheta)

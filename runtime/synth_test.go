@@ -12,7 +12,7 @@ import (
 )
 
 // synthModel writes the named synthetic shape to a temporary GGUF.
-func synthModel(t *testing.T, shape string, typ dtype.Type) string {
+func synthModel(t testing.TB, shape string, typ dtype.Type) string {
 	t.Helper()
 	s, err := synth.Lookup(shape)
 	if err != nil {

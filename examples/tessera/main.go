@@ -45,6 +45,7 @@ var commands = map[string]command{
 	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0, Q4_K, or Q4_1 calibrated)", setupQuantize},
 	"perplexity": {"score a text file: exp of the mean negative log-likelihood", setupPerplexity},
 	"tokenize":   {"turn text into token ids, or ids into text with --decode", setupTokenize},
+	"embed":      {"print an embedding (a JSON array) per text, or reranking scores with --rerank", setupEmbed},
 	"chat":       {"talk with a model through its chat template", setupChat},
 	"serve":      {"serve models over an OpenAI-compatible HTTP API", setupServe},
 	"pull":       {"download a model (hf.co/OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf, a URL) into the cache", setupPull},

@@ -108,6 +108,20 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 				hs.Close()
 				return fmt.Errorf("model %s: %w", m.name, err)
 			}
+			if isEmbedding(path, mf.tokenizer) {
+				emb, err := mf.loadEmbedder(e, path)
+				if err != nil {
+					hs.Close()
+					return fmt.Errorf("model %s: %w", m.name, err)
+				}
+				defer emb.Close()
+				if err := srv.AddEmbedder(m.name, emb); err != nil {
+					hs.Close()
+					return err
+				}
+				logger.Info("loaded", "model", m.name, "path", m.path, "device", emb.Backend().Name(), "embedding", emb.Model().Config.Pooling.String())
+				continue
+			}
 			eng, err := mf.loadPath(ctx, e, path)
 			if err != nil {
 				hs.Close()

@@ -48,6 +48,10 @@ var shapes = []Shape{
 	{"tiny-qwen3", models.Config{Arch: "qwen3", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKNorm: true}},
+	// A decoder embedder (Qwen3-Embedding): last-token pooling over a Qwen3.
+	{"tiny-qwen3-embedding", models.Config{Arch: "qwen3", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, Pooling: models.PoolLast}},
 	{"tiny-mistral", models.Config{Arch: "mistral", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16, Rope: models.RopeHalves,
 		SlidingWindow: 10, Sliding: []bool{true, true}, LocalRopeTheta: 10000}},
@@ -90,7 +94,7 @@ func gemma(c models.Config, window int) models.Config {
 
 // Lookup returns the shape called name.
 func Lookup(name string) (Shape, error) {
-	for _, s := range shapes {
+	for _, s := range append(shapes, encoderShapes...) {
 		if s.Name == name {
 			return s, nil
 		}
@@ -101,7 +105,7 @@ func Lookup(name string) (Shape, error) {
 // Names lists the known shapes.
 func Names() []string {
 	var n []string
-	for _, s := range shapes {
+	for _, s := range append(shapes, encoderShapes...) {
 		n = append(n, s.Name)
 	}
 	sort.Strings(n)
@@ -120,6 +124,9 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
 	c := s.Config
+	if c.Encoder.On {
+		return writeEncoder(w, s, t, seed)
+	}
 	if c.Arch == "mistral" {
 		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
 	}
@@ -183,6 +190,9 @@ func Metadata(s Shape) []gguf.KV {
 	}
 	if c.SlidingWindow > 0 {
 		kv = append(kv, gguf.KV{Key: a + "attention.sliding_window", Value: u(c.SlidingWindow)})
+	}
+	if c.Pooling != models.PoolNone {
+		kv = append(kv, gguf.KV{Key: a + "pooling_type", Value: u(int(c.Pooling))})
 	}
 	if c.AttnSoftcap > 0 {
 		kv = append(kv, gguf.KV{Key: a + "attn_logit_softcapping", Value: gguf.Float32Value(c.AttnSoftcap)},

@@ -63,6 +63,10 @@ type Batch struct {
 	// so that one batch mixes sequences of different adapters and none.
 	Adapter      []int32
 	AdapterScale []float32
+	// Types is each row's token type (segment), for encoders that embed
+	// it (BERT: 0 for the first text of a pair, 1 for the second); nil
+	// means type 0 for every row. Lookup(ByType) reads it.
+	Types []int32
 }
 
 // LoRA holds the low-rank adapters of one weight matrix [out, in], in
@@ -118,6 +122,28 @@ func (b Batch) HasAdapters() bool {
 	return false
 }
 
+// Index names the per-row index of a batch that Lookup reads.
+type Index int
+
+const (
+	ByPos  Index = iota // Batch.Pos
+	ByType              // Batch.Types
+)
+
+// Ends returns, for each row, the last position of its sequence in the
+// batch: how far a bidirectional row attends (Attention.Bidirectional).
+func (b Batch) Ends() []int32 {
+	last := make([]int32, len(b.Tables))
+	for i, s := range b.Seq {
+		last[s] = max(last[s], b.Pos[i])
+	}
+	ends := make([]int32, len(b.Seq))
+	for i, s := range b.Seq {
+		ends[i] = last[s]
+	}
+	return ends
+}
+
 // Len is the number of tokens in the batch.
 func (b Batch) Len() int { return len(b.Tokens) }
 
@@ -140,6 +166,11 @@ type Attention struct {
 	// Window, when positive, limits row i to the last Window positions:
 	// Pos[i]-Window+1..Pos[i] (sliding-window layers).
 	Window int
+	// Bidirectional lets row i see every position of its sequence that
+	// the batch holds, 0..Batch.Ends()[i], instead of 0..Pos[i] (encoders:
+	// each sequence is whole in its batch, and its keys and values are
+	// stored before it attends).
+	Bidirectional bool
 }
 
 // First is the first position that a row at position pos attends to.
@@ -209,6 +240,22 @@ type Backend interface {
 	Add(dst, x Tensor)
 	// CopyRow copies row src of x into row dst of t.
 	CopyRow(t Tensor, dst int, x Tensor, src int)
+
+	// The ops below serve encoders (BERT, nomic-bert) and pooling.
+
+	// Lookup sets row i of dst to row idx[i] of table (F32), idx being
+	// the batch's positions (ByPos: absolute position embeddings) or
+	// token types (ByType).
+	Lookup(dst Tensor, table Weight, by Index)
+	// LayerNorm sets dst = (x - mean(x)) / sqrt(var(x) + eps) * w + b,
+	// row by row.
+	LayerNorm(dst, x Tensor, w, b Weight, eps float32)
+	// Activate sets x = act(x), in place.
+	Activate(x Tensor, act models.Activation)
+	// MeanPool sets row s of dst to the mean of the rows of x that belong
+	// to sequence s, for each sequence s < len(Batch.Tables) (a sequence
+	// without rows gets zeros).
+	MeanPool(dst, x Tensor)
 
 	// NewLoRA makes an empty set of adapters for a weight [out, in].
 	NewLoRA(in, out int) (LoRA, error)
@@ -308,6 +355,8 @@ func (b Batch) Validate(maxRows int) error {
 		return fmt.Errorf("block size %d", b.BlockSize)
 	case b.Adapter != nil && (len(b.Adapter) != n || len(b.AdapterScale) != n):
 		return fmt.Errorf("batch of %d tokens, %d adapters, %d adapter scales", n, len(b.Adapter), len(b.AdapterScale))
+	case b.Types != nil && len(b.Types) != n:
+		return fmt.Errorf("batch of %d tokens, %d token types", n, len(b.Types))
 	}
 	for i := range n {
 		s, p := int(b.Seq[i]), int(b.Pos[i])

@@ -239,6 +239,10 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	b.op()
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
 	n := b.rows(d)
+	var ends []int32
+	if a.Bidirectional {
+		ends = b.batch.Ends()
+	}
 	parallel(n*a.Heads, b.workers, func(lo, hi int) {
 		var scores []float32
 		var offs []int
@@ -247,7 +251,11 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 			// Where each position's key and value start, through the table.
 			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
 			offs = offs[:0]
-			for p := a.First(int(b.batch.Pos[i])); p <= int(b.batch.Pos[i]); p++ {
+			end := int(b.batch.Pos[i])
+			if ends != nil {
+				end = int(ends[i])
+			}
+			for p := a.First(int(b.batch.Pos[i])); p <= end; p++ {
 				offs = append(offs, c.at(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvOff)
 			}
 			if cap(scores) < len(offs) {

@@ -116,6 +116,17 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	n := b.rows(d)
 	st := b.attention()
+	// Bidirectional rows attend up to their sequence's end: the kernels
+	// bind the ends where causal rows bind their positions.
+	batch, pos := b.batch, b.pos
+	if a.Bidirectional {
+		ends, rows, err := b.ends()
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		batch.Pos, pos = rows, ends
+	}
 	// The decode kernel reads the cache as vec4s; other head dims take the
 	// tiled kernel even for single rows.
 	var decChunks, preChunks, preSpan int
@@ -123,14 +134,14 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	slices := (group + maxGroup - 1) / maxGroup
 	d4 := (a.HeadDim + 3) / 4
 	t := prefillTileFor(d4)
-	dec, pre := st.survey(b.batch, n, b.maxRows, a.HeadDim%4 == 0, a.Window)
+	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0, a.Window)
 	if dec.rows > 0 {
 		decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
 	}
 	if pre.rows > 0 {
 		// A workgroup makes one pass over the positions for each
 		// sequence among its rows: the budget is shared by the passes.
-		preSpan = t.span(d4) / st.passes(b.batch, n, t.br)
+		preSpan = t.span(d4) / st.passes(batch, n, t.br)
 		preChunks = (pre.ctx + preSpan - 1) / preSpan
 	}
 	part, err := st.scratch(b, max(decChunks, preChunks), n, a)
@@ -146,7 +157,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.blockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.KVHeads*slices), uint32(decChunks), uint32(n))
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
@@ -154,7 +165,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		b.record(t.op(d4), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.blockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
 		b.combine(d, part, a, n, preChunks, base, 0)
 	}

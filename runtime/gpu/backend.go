@@ -45,6 +45,7 @@ type Backend struct {
 	pending     bool       // work recorded since the last submit
 	ownsDevice  bool       // Close closes dev
 	attn        *attnState // attention's scratch, made on first use
+	enc         *encState  // the encoders' per-step buffers (encoder.go), made on first use
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
@@ -267,6 +268,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		}
 	}
 	b.kept, b.keptRows = 0, 0
+	b.beginEncoder()
 	slots := make([]int32, n)
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))

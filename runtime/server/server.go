@@ -77,6 +77,9 @@ type Server struct {
 	mu     sync.RWMutex
 	models map[string]*model
 	names  []string // in the order added
+	// Embedding models (embeddings.go), likewise.
+	embedders  map[string]*embedModel
+	embedNames []string
 
 	state atomic.Int32 // loading, ready, draining
 	live  sync.WaitGroup
@@ -239,6 +242,9 @@ func (s *Server) route() {
 	s.mux.HandleFunc("POST /v1/completions", s.work(s.complete))
 	s.mux.HandleFunc("POST /tokenize", s.work(s.tokenize))
 	s.mux.HandleFunc("POST /detokenize", s.work(s.detokenize))
+	s.mux.HandleFunc("POST /v1/embeddings", s.work(s.embeddings))
+	s.mux.HandleFunc("POST /v1/rerank", s.work(s.rerank))
+	s.mux.HandleFunc("POST /rerank", s.work(s.rerank))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", nil, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -314,6 +320,9 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	for _, n := range s.embedNames {
+		cards = append(cards, s.embedders[n].card())
+	}
 	s.mu.RUnlock()
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
 }
@@ -321,6 +330,13 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.model(r.PathValue("id"))
 	if err != nil {
+		if e, eerr := s.embedder(r.PathValue("id"), false); eerr == nil {
+			writeJSON(w, http.StatusOK, e.card())
+			return
+		} else if e, eerr := s.embedder(r.PathValue("id"), true); eerr == nil {
+			writeJSON(w, http.StatusOK, e.card())
+			return
+		}
 		s.fail(w, r, err)
 		return
 	}
@@ -391,7 +407,10 @@ func decode(r *http.Request, v any) error {
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntax *json.SyntaxError
+	var he *httpError
 	switch {
+	case errors.As(err, &he): // a field's own check (UnmarshalJSON)
+		return he
 	case err == nil:
 		if dec.More() {
 			return badRequest("", "the body holds more than one JSON value")

@@ -75,7 +75,8 @@ type api struct {
 
 	mu         sync.Mutex // guards what follows; never held while waiting
 	eng        *runtime.Engine
-	model      map[string]any // ModelInfo of the loaded model
+	emb        *runtime.Embedder // an embedding model, loaded instead of eng (embed.go)
+	model      map[string]any    // ModelInfo of the loaded model
 	loadCancel context.CancelFunc
 	gens       map[int]context.CancelFunc // running generations by id
 	genID      int                        // the last id given to one without its own
@@ -221,6 +222,9 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	m, err := models.OpenParts(parts, name)
 	if err != nil {
 		return nil, err
+	}
+	if embeddingModel(m) {
+		return a.loadEmbedder(ctx, m, opts, info, start)
 	}
 	c := m.Config
 	context := int(optional(opts, "context", 0))
@@ -758,6 +762,7 @@ func (a *api) abort(args []js.Value) any {
 
 // dropEngine stops the generation and closes the loaded model, if any.
 func (a *api) dropEngine() {
+	a.dropEmbedder()
 	a.mu.Lock()
 	eng := a.eng
 	a.eng, a.model = nil, nil

@@ -21,6 +21,7 @@
 //	tessera.generate(prompt, options, onToken)       Promise<Stats>
 //	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed}
 //	    onToken({text, id, index})
+//	tessera.embed(input, {dimensions})               Promise<{data, promptTokens}> (embed.go)
 //	tessera.abort()                                  boolean
 //	tessera.unload()                                 Promise<void>
 //	tessera.info()                                   Promise<Info>
@@ -44,6 +45,7 @@ func main() {
 		"generate":   a.generate,
 		"tokenize":   a.tokenize,
 		"detokenize": a.detokenize,
+		"embed":      a.embed,
 		"inspect":    a.inspect,
 		"abort":      a.abort,
 		"unload":     a.unload,

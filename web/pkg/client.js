@@ -102,6 +102,13 @@ export class Tessera {
     return this._call("detokenize", { ids: Array.from(ids) });
   }
 
+  // embed resolves to {data: number[][], promptTokens}: one L2-normalised
+  // vector per input (a string, strings, token ids or arrays of them) of
+  // an embedding model; options: {dimensions}.
+  embed(input, options = {}) {
+    return this._call("embed", { input, options });
+  }
+
   // abort stops generation id, or with none every generation and a load;
   // resolves to whether one ran.
   abort(id) {

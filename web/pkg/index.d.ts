@@ -182,8 +182,24 @@ export interface Stream<T> extends AsyncIterable<T> {
 export interface ChatCompletionParams extends SamplingParams { messages: ChatMessage[]; stream?: boolean }
 export interface CompletionParams extends SamplingParams { prompt: string | number[]; stream?: boolean }
 
+export interface EmbeddingParams {
+  input: string | string[] | number[] | number[][];
+  model?: string;
+  encoding_format?: "float" | "base64";
+  /** Keep the leading values, normalised again (Matryoshka models). */
+  dimensions?: number;
+}
+export interface EmbeddingResponse {
+  object: "list";
+  data: Array<{ object: "embedding"; index: number; embedding: number[] | string }>;
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
 export interface Engine {
   readonly model: ModelInfo | null;
+  /** With an embedding model (BERT-family GGUF, or a decoder with a pooling type) loaded. */
+  readonly embeddings: { create(p: EmbeddingParams): Promise<EmbeddingResponse> };
   readonly chat: {
     completions: {
       create(p: ChatCompletionParams & { stream: true }): Promise<Stream<ChatCompletionChunk>>;

@@ -176,6 +176,7 @@ class Engine {
     const engine = this;
     this.chat = { completions: { create: (p) => engine._create("chat", p) } };
     this.completions = { create: (p) => engine._create("text", p) };
+    this.embeddings = { create: (p) => engine._embed(p) };
   }
 
   // load replaces the model (a URL, File, Blob or ArrayBuffer).
@@ -228,6 +229,35 @@ class Engine {
     } catch {}
     this.client.terminate();
     this.model = null;
+  }
+
+  // _embed is embeddings.create: OpenAI's request and response, with an
+  // embedding model loaded (encoding_format "float" or "base64", the
+  // latter little-endian float32s as OpenAI sends them).
+  async _embed(p = {}) {
+    const format = p.encoding_format || "float";
+    if (format !== "float" && format !== "base64") {
+      throw new TesseraError(`encoding_format must be float or base64, not ${format}`, "bad-request");
+    }
+    let res;
+    try {
+      res = await this.client.embed(p.input, p.dimensions ? { dimensions: p.dimensions } : {});
+    } catch (err) {
+      throw toError(err);
+    }
+    const encode = (v) => {
+      if (format === "float") return v;
+      const bytes = new Uint8Array(Float32Array.from(v).buffer);
+      let bin = "";
+      for (let i = 0; i < bytes.length; i++) bin += String.fromCharCode(bytes[i]);
+      return btoa(bin);
+    };
+    return {
+      object: "list",
+      data: res.data.map((v, index) => ({ object: "embedding", index, embedding: encode(v) })),
+      model: p.model || (this.model && this.model.name) || "tessera",
+      usage: { prompt_tokens: res.promptTokens, total_tokens: res.promptTokens },
+    };
   }
 
   _create(kind, p = {}) {

@@ -4,7 +4,7 @@
 // small message protocol with client.js (which index.js builds on):
 //
 //   page → worker  {id, op, args}           op: load, inspect, generate, tokenize,
-//                                            detokenize, abort, unload, info,
+//                                            detokenize, embed, abort, unload, info,
 //                                            cached, clearCache
 //                  {op: "abort", args: {target}}  stops call `target` (a generate)
 //   worker → page  {id, event, data}        event: "progress" | "token"
@@ -79,6 +79,9 @@ self.onmessage = async (ev) => {
         break;
       case "detokenize":
         value = await t.detokenize(args.ids || []);
+        break;
+      case "embed":
+        value = await t.embed(args.input, args.options || {});
         break;
       case "abort":
         value = args.target ? t.abort(args.target) : t.abort();
