@@ -17,6 +17,10 @@ import (
 // adapter the engine has not loaded.
 var ErrUnknownAdapter = errors.New("unknown LoRA adapter")
 
+// ErrAdapterExists is returned (wrapped) for loading an adapter under a
+// name already loaded.
+var ErrAdapterExists = errors.New("LoRA adapter already loaded")
+
 // AdapterSpec is an adapter to load with the engine (Options.Adapters):
 // a GGUF LoRA file or a PEFT folder, the name requests call it by
 // (default: lora.Name of the path) and its scale (0 means 1).
@@ -96,7 +100,7 @@ func (e *Engine) AddAdapter(name string, a *lora.Adapter, scale float32) error {
 	e.loraMu.Lock()
 	defer e.loraMu.Unlock()
 	if _, ok := e.adapters[name]; ok {
-		return fmt.Errorf("adapter %q is already loaded", name)
+		return fmt.Errorf("%w: %q", ErrAdapterExists, name)
 	}
 	if e.adapters == nil {
 		e.adapters = map[string]*adapterEntry{}
