@@ -220,6 +220,9 @@ func TestLoRABadAdapters(t *testing.T) {
 	_, qc := loraBase(t, "tiny-qwen3")
 	wrong, wrongPEFT := writeAdapter(t, qc, 4, nil, 1)
 	good, goodPEFT := writeAdapter(t, c, 4, nil, 1)
+	wc := c // the same architecture, twice as wide
+	wc.Dim, wc.FFN, wc.HeadDim = 2*c.Dim, 2*c.FFN, 2*c.HeadDim
+	wide, _ := writeAdapter(t, wc, 4, []string{"k"}, 1)
 	dir := t.TempDir()
 	raw, _ := os.ReadFile(good)
 	corrupt := filepath.Join(dir, "corrupt.gguf")
@@ -238,7 +241,8 @@ func TestLoRABadAdapters(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, want string
 	}{
-		{"wrong shape", wrong, "tensor blk.0.attn_k.weight adapts a 64×64 matrix but the base model's is 32×64"},
+		{"wrong architecture", wrong, `the adapter is for a "qwen3" model, the base is "llama"`},
+		{"wrong shape", wide, "tensor blk.0.attn_k.weight adapts a 64×128 matrix but the base model's is 32×64"},
 		{"wrong shape peft", wrongPEFT, "but the base model's is"},
 		{"missing tensor", half, "has only one of lora_a and lora_b"},
 		{"corrupt", corrupt, "bad LoRA adapter"},
