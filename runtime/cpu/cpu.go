@@ -64,7 +64,7 @@ type Backend struct {
 	stats   backend.Stats
 	kept    []int32   // Keep's ids since the last Begin
 	last    []int32   // the last Keep's ids: the next chained step's tokens
-	loraH   []float32 // AddLoRA's x·Aᵀ
+	lora    *loraBufs // AddLoRA's buffers, kept between calls
 }
 
 // New returns a reference backend that uses up to workers goroutines for
