@@ -11,10 +11,18 @@ import (
 // Unmerged LoRA: two dispatches per adapted weight, after its MatMul.
 // lora_shrink computes h = x·Aᵀ for every row with the A of the row's own
 // adapter slot, lora_expand adds s·h·Bᵀ with that slot's Bᵀ: each row
-// gathers its adapter through the per-row slot buffer (rowLoRA, or outLoRA
-// for output tensors, whose rows are the batch's Out rows), so one batch
-// mixes adapters and rows without one. Both kernels are specialised by R,
-// the largest rank among the weight's slots (h's stride).
+// finds its slot in the per-row slot buffer (rowLoRA, or outLoRA for
+// output tensors, whose rows are the batch's Out rows), so one batch
+// mixes adapters and rows without one. Both grids are slots × blocks of
+// loraMaxRows rows × columns: a workgroup serves the rows of one adapter
+// in its block, reading that adapter's A or Bᵀ once for all of them, and
+// one without such rows returns at once. Both kernels are specialised by
+// R, the largest rank among the weight's slots (h's stride).
+//
+// loraMaxRows is the rows of a block: a decode step of up to 8 sequences
+// is one block.
+const loraMaxRows = 8
+
 var (
 	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
 	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
@@ -115,16 +123,14 @@ func (b *Backend) AddLoRA(dst, x backend.Tensor, l backend.LoRA) {
 		h, rows = b.loraHOut, b.outLoRA
 	}
 	n := b.rows(d)
-	r := float64(c.maxRank)
+	consts := map[string]float64{"R": float64(c.maxRank), "MAXM": loraMaxRows}
 	shrink, expand := loraShrinkOp, loraExpandOp
-	shrink.consts = map[string]float64{"R": r}
-	expand.consts = shrink.consts
-	gx, gy := b.grid(n*c.maxRank, elementWG)
+	shrink.consts, expand.consts = consts, consts
+	blocks := uint32((n + loraMaxRows - 1) / loraMaxRows)
 	b.record(shrink, params{uint32(c.in), uint32(d.rows), uint32(c.n), uint32(c.maxRank)},
-		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, gx, gy, 1)
-	gx, gy = b.grid(n*d.cols, elementWG)
+		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), blocks, uint32(c.n))
 	b.record(expand, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank)},
-		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}, {Buffer: c.slots}}, gx, gy, 1)
+		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}, {Buffer: c.slots}}, uint32((d.cols+255)/256), blocks, uint32(c.n))
 }
 
 // loraRows lays out the per-row slot and scale of a batch (rows) and of its
