@@ -313,32 +313,44 @@ func (e *Engine) release(ent *adapterEntry) {
 	}
 }
 
-// syncAdapters gives the backend the adapters of every slot, weight by
-// weight. Called with stepMu and loraMu held.
+// loraGroups are a layer's projections grouped by the input they share
+// (indices into lora.Kinds), in the order of llama.lora: the backend
+// computes x·Aᵀ for a whole group in one product.
+var loraGroups = [][]int{{0, 1, 2}, {3}, {4, 5}, {6}}
+
+// syncAdapters gives the backend the adapters of every slot, group of
+// weights by group. Called with stepMu and loraMu held.
 func (e *Engine) syncAdapters() error {
 	e.loraDirty = false
 	n, c := e.net, e.model.Config
 	shapes := lora.TargetShapes(c)
 	type target struct {
-		dst  *backend.LoRA
-		name string
+		dst   *backend.LoRA
+		names []string // the weights, sharing one input
 	}
-	targets := []target{{&n.headLoRA, models.Output}}
+	targets := []target{{&n.headLoRA, []string{models.Output}}}
 	for l := range n.layers {
-		for k, kind := range lora.Kinds {
-			targets = append(targets, target{&n.layers[l].lora[k], models.LayerTensor(l, kind.GGUF)})
+		for g, kinds := range loraGroups {
+			t := target{dst: &n.layers[l].lora[g]}
+			for _, k := range kinds {
+				t.names = append(t.names, models.LayerTensor(l, lora.Kinds[k].GGUF))
+			}
+			targets = append(targets, t)
 		}
 	}
 	for _, t := range targets {
-		slots := make([]backend.LoRASlot, len(e.slots))
+		slots := make([][]backend.LoRASlot, len(e.slots))
 		any := false
 		for j, ent := range e.slots {
+			slots[j] = make([]backend.LoRASlot, len(t.names))
 			if ent == nil {
 				continue
 			}
-			if a, ok := ent.ad.Targets[t.name]; ok {
-				slots[j] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
-				any = true
+			for k, name := range t.names {
+				if a, ok := ent.ad.Targets[name]; ok {
+					slots[j][k] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
+					any = true
+				}
 			}
 		}
 		if !any {
@@ -351,8 +363,11 @@ func (e *Engine) syncAdapters() error {
 			continue
 		}
 		if *t.dst == nil {
-			s := shapes[t.name]
-			l, err := e.be.NewLoRA(s[1], s[0])
+			outs := make([]int, len(t.names))
+			for k, name := range t.names {
+				outs[k] = shapes[name][0]
+			}
+			l, err := e.be.NewLoRA(shapes[t.names[0]][1], outs...)
 			if err != nil {
 				return err
 			}

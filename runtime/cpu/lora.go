@@ -7,51 +7,74 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
-// LoRA is a weight's adapters, slot by slot as SetLoRA was given them.
+// LoRA is the adapters of weights that share an input: per slot, the A
+// rows of all its weights stacked (one product gives x·Aᵀ for all of
+// them), and per weight its B, rank, scale and columns in that product.
 type LoRA struct {
-	in, out int
-	slots   []backend.LoRASlot
+	in      int
+	outs    []int
+	slots   []loraSlot
 	maxRank int
+}
+
+type loraSlot struct {
+	rank int       // Σ of the weights' ranks: the columns of h
+	a    []float32 // [rank, in]: weight 0's A rows, then weight 1's...
+	w    []loraWeight
+}
+
+type loraWeight struct {
+	rank, col int // col: the weight's first column in h
+	b         []float32
+	scale     float32
 }
 
 func (l *LoRA) Slots() int   { return len(l.slots) }
 func (l *LoRA) MaxRank() int { return l.maxRank }
 
-func (b *Backend) NewLoRA(in, out int) (backend.LoRA, error) {
-	if in <= 0 || out <= 0 {
-		return nil, fmt.Errorf("cpu: lora of %d×%d", out, in)
+func (b *Backend) NewLoRA(in int, outs ...int) (backend.LoRA, error) {
+	if in <= 0 || len(outs) == 0 || slices.Min(outs) <= 0 {
+		return nil, fmt.Errorf("cpu: lora of %v×%d", outs, in)
 	}
-	return &LoRA{in: in, out: out}, nil
+	return &LoRA{in: in, outs: slices.Clone(outs)}, nil
 }
 
-func (b *Backend) SetLoRA(l backend.LoRA, slots []backend.LoRASlot) error {
+func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	c := l.(*LoRA)
-	size := func(s []backend.LoRASlot) (n int64) {
+	if err := backend.CheckLoRA(slots, c.in, c.outs); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	size := func(s []loraSlot) (n int64) {
 		for _, x := range s {
-			n += 4 * int64(len(x.A)+len(x.B))
+			n += 4 * int64(len(x.a))
+			for _, w := range x.w {
+				n += 4 * int64(len(w.b))
+			}
 		}
 		return n
 	}
-	kept := make([]backend.LoRASlot, len(slots))
+	kept := make([]loraSlot, len(slots))
 	maxRank := 0
-	for j, s := range slots {
-		if s.Rank < 0 || len(s.A) != s.Rank*c.in || len(s.B) != c.out*s.Rank {
-			return fmt.Errorf("cpu: lora slot %d: rank %d with A of %d and B of %d values for %d×%d", j, s.Rank, len(s.A), len(s.B), c.out, c.in)
+	for j, ws := range slots {
+		s := &kept[j]
+		for _, w := range ws {
+			s.w = append(s.w, loraWeight{rank: w.Rank, col: s.rank, b: slices.Clone(w.B), scale: w.Scale})
+			s.a = append(s.a, w.A...)
+			s.rank += w.Rank
 		}
-		kept[j] = backend.LoRASlot{Rank: s.Rank, A: slices.Clone(s.A), B: slices.Clone(s.B), Scale: s.Scale}
-		maxRank = max(maxRank, s.Rank)
+		maxRank = max(maxRank, s.rank)
 	}
 	b.stats.Memory += size(kept) - size(c.slots)
 	c.slots, c.maxRank = kept, maxRank
 	return nil
 }
 
-// loraBufs holds AddLoRA's buffers, grown to the largest call and
-// reused, so that a step allocates nothing.
+// loraBufs holds AddLoRA's buffers, grown to the largest call and reused,
+// so that a step allocates nothing.
 type loraBufs struct {
 	start, next []int // rows grouped by slot: slot j's are rows[start[j]:start[j+1]]
 	rows        []int
-	x, h, y     []float32 // one slot's rows of x, x·Aᵀ and (x·Aᵀ)·Bᵀ
+	x, h, hw, y []float32 // one slot's rows of x, x·Aᵀ, one weight's columns of it, and its (x·Aᵀ)·Bᵀ
 }
 
 func grow(s []float32, n int) []float32 {
@@ -62,30 +85,31 @@ func grow(s []float32, n int) []float32 {
 }
 
 // AddLoRA groups the rows by adapter slot (a counting sort), then for each
-// slot computes its rows' two products as matrix products with the
-// matmul helper (so the rows of one adapter share each read of its A and
-// B), and adds them scaled by each row's scale. Rows without an adapter,
-// or of a slot that does not adapt this weight, cost nothing. The sums
-// run in the order of the WGSL kernels': x·A row by row, then each output
-// as Σ_t h_t·B[o, t], times (row scale · slot scale).
-func (b *Backend) AddLoRA(dst, x backend.Tensor, l backend.LoRA) {
+// slot computes x·Aᵀ for all the weights at once and each weight's
+// (x·Aᵀ)·Bᵀ as matrix products with the matmul helper, so that the rows
+// of one adapter share each read of its A and B, and adds them scaled by
+// each row's scale. Rows without an adapter cost nothing. The sums run in
+// the order of the WGSL kernels': x·A row by row, then each output as
+// Σ_t h_t·B[o, t], times (row scale · slot scale).
+func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	b.op()
-	d, xs, c := dst.(*Tensor), x.(*Tensor), l.(*LoRA)
-	if c.maxRank == 0 || b.batch.Adapter == nil {
+	xs, c := x.(*Tensor), l.(*LoRA)
+	if c.maxRank == 0 || b.batch.Adapter == nil || len(dsts) != len(c.outs) {
 		return
 	}
 	if b.lora == nil {
 		b.lora = new(loraBufs)
 	}
-	n, sc := b.rows(d), b.lora
-	batchRow := func(i int) int { // row i of dst is this row of the batch
-		if d.out {
+	out := dsts[0].(*Tensor).out
+	n, sc := b.rows(dsts[0]), b.lora
+	batchRow := func(i int) int { // row i of the dsts is this row of the batch
+		if out {
 			return int(b.batch.Out[i])
 		}
 		return i
 	}
 	slot := func(i int) int {
-		if j := int(b.batch.Adapter[batchRow(i)]); j >= 0 && j < len(c.slots) && c.slots[j].Rank > 0 {
+		if j := int(b.batch.Adapter[batchRow(i)]); j >= 0 && j < len(c.slots) && c.slots[j].rank > 0 {
 			return j
 		}
 		return -1
@@ -114,17 +138,32 @@ func (b *Backend) AddLoRA(dst, x backend.Tensor, l backend.LoRA) {
 		if m == 0 {
 			continue
 		}
-		sc.x, sc.h, sc.y = grow(sc.x, m*c.in), grow(sc.h, m*s.Rank), grow(sc.y, m*c.out)
+		sc.x, sc.h = grow(sc.x, m*c.in), grow(sc.h, m*s.rank)
 		for k, i := range rows {
 			copy(sc.x[k*c.in:(k+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
 		}
-		MatMul(sc.h, sc.x, s.A, m, c.in, s.Rank, b.workers)
-		MatMul(sc.y, sc.h, s.B, m, s.Rank, c.out, b.workers)
-		for k, i := range rows {
-			scale := b.batch.AdapterScale[batchRow(i)] * s.Scale
-			row, y := d.Data[i*c.out:(i+1)*c.out], sc.y[k*c.out:(k+1)*c.out]
-			for o, v := range y {
-				row[o] += scale * v
+		MatMul(sc.h, sc.x, s.a, m, c.in, s.rank, b.workers)
+		for k, w := range s.w {
+			if w.rank == 0 {
+				continue
+			}
+			h := sc.h
+			if w.rank != s.rank { // this weight's columns of h, contiguous
+				sc.hw = grow(sc.hw, m*w.rank)
+				for r := range m {
+					copy(sc.hw[r*w.rank:(r+1)*w.rank], sc.h[r*s.rank+w.col:])
+				}
+				h = sc.hw
+			}
+			d, dout := dsts[k].(*Tensor), c.outs[k]
+			sc.y = grow(sc.y, m*dout)
+			MatMul(sc.y, h, w.b, m, w.rank, dout, b.workers)
+			for r, i := range rows {
+				scale := b.batch.AdapterScale[batchRow(i)] * w.scale
+				row, y := d.Data[i*dout:(i+1)*dout], sc.y[r*dout:(r+1)*dout]
+				for o, v := range y {
+					row[o] += scale * v
+				}
 			}
 		}
 	}
