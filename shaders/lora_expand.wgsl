@@ -6,17 +6,17 @@
 // lora_shrink put the products of all the weights that share the input.
 //
 // Workgroup (g.x, g.y, g.z) takes slot j = g.z, outputs o = g.x·256 +
-// lane and the block of 8 rows at g.y·8, and returns at once when no row
-// of the block runs with slot j; each invocation reads its column of Bᵀ
-// once for all 8 rows (two vec4 accumulators, as lora_shrink), and adds
-// the sums of the rows of slot j. Rows without an adapter are left alone.
-// Specialised by R, h's stride (as lora_shrink). Twin: runtime/cpu's
-// AddLoRA.
-struct Params { n: u32, cap: u32, nslots: u32, r: u32 }
+// lane and the g.y-th group of up to MAXM rows of slot j, found as
+// lora_shrink finds them; each invocation reads its column of Bᵀ once for
+// all the group's rows (vec2 accumulators, as lora_shrink). Rows without
+// an adapter are left alone. Specialised by R, h's stride, and MAXM (as
+// lora_shrink). Twin: runtime/cpu's AddLoRA.
+struct Params { n: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 struct Row { slot: i32, scale: f32 }
 struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 
 override R: u32 = 8u;
+override MAXM: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -28,40 +28,54 @@ override R: u32 = 8u;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
-    let n = min(p.cap, step.rows);
-    let r0 = g.y * 8u;
-    let j = i32(g.z);
-    if (r0 >= n || g.z >= p.nslots) { return; }
-    let m = min(n - r0, 8u);
-    var mine = false;
-    for (var i = 0u; i < m; i++) {
-        mine = mine || rows[r0 + i].slot == j;
-    }
+    if (g.z >= p.nslots) { return; }
     let sl = slots[g.z];
     let o = g.x * 256u + lane;
-    if (!mine || sl.rank == 0u || o >= p.n) { return; }
-    let last = n - 1u;
-    let h0 = r0 * R + sl.col;
-    let h1 = min(r0 + 1u, last) * R + sl.col;
-    let h2 = min(r0 + 2u, last) * R + sl.col;
-    let h3 = min(r0 + 3u, last) * R + sl.col;
-    let h4 = min(r0 + 4u, last) * R + sl.col;
-    let h5 = min(r0 + 5u, last) * R + sl.col;
-    let h6 = min(r0 + 6u, last) * R + sl.col;
-    let h7 = min(r0 + 7u, last) * R + sl.col;
-    var lo = vec4<f32>(0.0);
-    var hi = vec4<f32>(0.0);
+    if (sl.rank == 0u || o >= p.n) { return; }
+    let n = min(p.cap, step.rows);
+    let j = i32(g.z);
+    let first = g.y * MAXM;
+    var rs: array<u32, 8>;
+    var found = 0u;
+    for (var r = 0u; r < n && found < first + MAXM; r++) {
+        if (rows[r].slot == j) {
+            if (found >= first) {
+                rs[found - first] = r;
+            }
+            found++;
+        }
+    }
+    if (found <= first) { return; }
+    let m = found - first;
+    for (var i = m; i < 8u; i++) {
+        rs[i] = rs[m - 1u]; // summed again, not written
+    }
+    let h0 = rs[0] * R + sl.col;
+    let h1 = rs[1] * R + sl.col;
+    let h2 = rs[2] * R + sl.col;
+    let h3 = rs[3] * R + sl.col;
+    let h4 = rs[4] * R + sl.col;
+    let h5 = rs[5] * R + sl.col;
+    let h6 = rs[6] * R + sl.col;
+    let h7 = rs[7] * R + sl.col;
+    var s01 = vec2<f32>(0.0);
+    var s23 = vec2<f32>(0.0);
+    var s45 = vec2<f32>(0.0);
+    var s67 = vec2<f32>(0.0);
     for (var t = 0u; t < min(sl.rank, R); t++) {
         let bv = bt[(sl.off + t) * p.n + o];
-        lo += vec4<f32>(h[h0 + t], h[h1 + t], h[h2 + t], h[h3 + t]) * bv;
-        hi += vec4<f32>(h[h4 + t], h[h5 + t], h[h6 + t], h[h7 + t]) * bv;
-    }
-    var sums = array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
-    for (var i = 0u; i < m; i++) {
-        let row = rows[r0 + i];
-        if (row.slot == j) {
-            let at = (r0 + i) * p.n + o;
-            dst[at] = dst[at] + row.scale * sl.scale * sums[i];
+        s01 += vec2<f32>(h[h0 + t], h[h1 + t]) * bv;
+        if (MAXM > 2u) {
+            s23 += vec2<f32>(h[h2 + t], h[h3 + t]) * bv;
         }
+        if (MAXM > 4u) {
+            s45 += vec2<f32>(h[h4 + t], h[h5 + t]) * bv;
+            s67 += vec2<f32>(h[h6 + t], h[h7 + t]) * bv;
+        }
+    }
+    var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
+    for (var i = 0u; i < m; i++) {
+        let at = rs[i] * p.n + o;
+        dst[at] = dst[at] + rows[rs[i]].scale * sl.scale * sums[i];
     }
 }

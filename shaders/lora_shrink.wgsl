@@ -7,21 +7,23 @@
 // dispatch computes x·Aᵀ for all of them, for a batch that mixes adapters.
 //
 // Workgroup (g.x, g.y, g.z) takes slot j = g.z, columns t = g.x·64 + lane
-// of its A, and the block of 8 rows starting at g.y·8. It returns at once
-// when no row of the block runs with slot j; otherwise each invocation
-// streams its row of A once, multiplying every value into all 8 rows' sums
-// at once (two vec4 accumulators, in registers: no branch in the loop;
-// rows past the batch repeat its last row, rows of other slots are summed
-// and not written), so the rows of one adapter share its reads of A and
-// the x values are the same for every invocation. No workgroup memory, no
-// barrier: what a CPU adapter runs best (see matmul.go). h's stride is R,
-// the largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by
-// the matmul helper, each row summed in the same order).
-struct Params { k: u32, cap: u32, nslots: u32, r: u32 }
+// of its A, and the g.y-th group of up to MAXM rows among those of slot j
+// (found by a scan of the rows: the batch is not sorted by adapter). Each
+// invocation streams its row of A once, multiplying every value into the
+// sums of all the group's rows at once: vec2 accumulators in registers,
+// no branch in the loop, x values the same for every invocation. So the
+// rows of one adapter share its reads of A, and rows of other adapters or
+// of none cost nothing. MAXM (2, 4 or 8) is the host's choice from the
+// most rows any slot has in the step. No workgroup memory, no barrier:
+// what a CPU adapter runs best (see matmul.go). h's stride is R, the
+// largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by the
+// matmul helper, each row summed in the same order).
+struct Params { k: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 struct Row { slot: i32, scale: f32 }
 struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 
 override R: u32 = 8u;
+override MAXM: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -33,39 +35,55 @@ override R: u32 = 8u;
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
-    let n = min(p.cap, step.rows);
-    let r0 = g.y * 8u;
-    let j = i32(g.z);
-    if (r0 >= n || g.z >= p.nslots) { return; }
-    let m = min(n - r0, 8u);
-    var mine = false;
-    for (var i = 0u; i < m; i++) {
-        mine = mine || rows[r0 + i].slot == j;
-    }
+    if (g.z >= p.nslots) { return; }
     let sl = slots[g.z];
     let t = g.x * 64u + lane;
-    if (!mine || t >= min(sl.rank, R)) { return; }
-    let last = n - 1u;
-    let x0 = r0 * p.k;
-    let x1 = min(r0 + 1u, last) * p.k;
-    let x2 = min(r0 + 2u, last) * p.k;
-    let x3 = min(r0 + 3u, last) * p.k;
-    let x4 = min(r0 + 4u, last) * p.k;
-    let x5 = min(r0 + 5u, last) * p.k;
-    let x6 = min(r0 + 6u, last) * p.k;
-    let x7 = min(r0 + 7u, last) * p.k;
+    if (t >= min(sl.rank, R)) { return; }
+    // The group's rows: the (g.y·MAXM)-th row of slot j and those after.
+    let n = min(p.cap, step.rows);
+    let j = i32(g.z);
+    let first = g.y * MAXM;
+    var rs: array<u32, 8>;
+    var found = 0u;
+    for (var r = 0u; r < n && found < first + MAXM; r++) {
+        if (rows[r].slot == j) {
+            if (found >= first) {
+                rs[found - first] = r;
+            }
+            found++;
+        }
+    }
+    if (found <= first) { return; }
+    let m = found - first;
+    for (var i = m; i < 8u; i++) {
+        rs[i] = rs[m - 1u]; // summed again, not written
+    }
+    let x0 = rs[0] * p.k;
+    let x1 = rs[1] * p.k;
+    let x2 = rs[2] * p.k;
+    let x3 = rs[3] * p.k;
+    let x4 = rs[4] * p.k;
+    let x5 = rs[5] * p.k;
+    let x6 = rs[6] * p.k;
+    let x7 = rs[7] * p.k;
     let base = (sl.off + t) * p.k;
-    var lo = vec4<f32>(0.0);
-    var hi = vec4<f32>(0.0);
+    var s01 = vec2<f32>(0.0);
+    var s23 = vec2<f32>(0.0);
+    var s45 = vec2<f32>(0.0);
+    var s67 = vec2<f32>(0.0);
     for (var c = 0u; c < p.k; c++) {
         let av = a[base + c];
-        lo += vec4<f32>(x[x0 + c], x[x1 + c], x[x2 + c], x[x3 + c]) * av;
-        hi += vec4<f32>(x[x4 + c], x[x5 + c], x[x6 + c], x[x7 + c]) * av;
-    }
-    var sums = array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
-    for (var i = 0u; i < m; i++) {
-        if (rows[r0 + i].slot == j) {
-            h[(r0 + i) * R + t] = sums[i];
+        s01 += vec2<f32>(x[x0 + c], x[x1 + c]) * av;
+        if (MAXM > 2u) {
+            s23 += vec2<f32>(x[x2 + c], x[x3 + c]) * av;
         }
+        if (MAXM > 4u) {
+            s45 += vec2<f32>(x[x4 + c], x[x5 + c]) * av;
+            s67 += vec2<f32>(x[x6 + c], x[x7 + c]) * av;
+        }
+    }
+    var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
+    for (var i = 0u; i < m; i++) {
+        h[rs[i] * R + t] = sums[i];
     }
 }

@@ -15,15 +15,13 @@ import (
 // weight adds s·h·Bᵀ from that weight's columns of h: each row
 // finds its slot in the per-row slot buffer (rowLoRA, or outLoRA for
 // output tensors, whose rows are the batch's Out rows), so one batch
-// mixes adapters and rows without one. Both grids are slots × blocks of
-// loraMaxRows rows × columns: a workgroup serves the rows of one adapter
-// in its block, reading that adapter's A or Bᵀ once for all of them, and
-// one without such rows returns at once. Both kernels are specialised by
-// R, the largest rank among the weight's slots (h's stride).
-//
-// loraMaxRows is the rows of a block: a decode step of up to 8 sequences
-// is one block.
-const loraMaxRows = 8
+// mixes adapters and rows without one. Both grids are slots × groups of
+// up to MAXM rows of one slot × columns: a workgroup serves one group of
+// rows of one adapter, reading that adapter's A or Bᵀ once for all of
+// them. MAXM (2, 4 or 8) and the group count follow from the most rows
+// one slot has in the step, so that a step of 8 rows over 4 adapters
+// does the work of 8 rows, not of 4 × 8. Both kernels are specialised by
+// R, the largest rank among the weight's slots (h's stride), and MAXM.
 
 var (
 	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
@@ -188,21 +186,54 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 	if d0.out {
 		h, rows = b.loraHOut, b.outLoRA
 	}
-	n := b.rows(d0)
-	consts := map[string]float64{"R": float64(c.maxRank)}
+	most := b.loraGroupRows(d0.out, c.n, b.rows(d0))
+	if most == 0 {
+		return
+	}
+	maxm := 8
+	for _, m := range []int{2, 4} {
+		if most <= m {
+			maxm = m
+			break
+		}
+	}
+	groups := uint32((most + maxm - 1) / maxm)
+	consts := map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
 	shrink, expand := loraShrinkOp, loraExpandOp
 	shrink.consts, expand.consts = consts, consts
-	blocks := uint32((n + loraMaxRows - 1) / loraMaxRows)
-	b.record(shrink, params{uint32(c.in), uint32(d0.rows), uint32(c.n), uint32(c.maxRank)},
-		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), blocks, uint32(c.n))
+	b.record(shrink, params{uint32(c.in), uint32(d0.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm)},
+		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), groups, uint32(c.n))
 	for k, o := range c.outs {
 		if o.maxRank == 0 {
 			continue
 		}
 		d := dsts[k].(*Tensor)
-		b.record(expand, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank)},
-			[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: o.bt}, {Buffer: rows}, {Buffer: o.slots}}, uint32((d.cols+255)/256), blocks, uint32(c.n))
+		b.record(expand, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm)},
+			[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: o.bt}, {Buffer: rows}, {Buffer: o.slots}}, uint32((d.cols+255)/256), groups, uint32(c.n))
 	}
+}
+
+// loraGroupRows is the most rows that one of the first nslots slots has
+// among the first n batch rows (or output rows): the kernels' grid takes
+// groups of up to MAXM of them.
+func (b *Backend) loraGroupRows(out bool, nslots, n int) int {
+	var small [16]int
+	counts := small[:]
+	if nslots > len(small) {
+		counts = make([]int, nslots)
+	}
+	most := 0
+	for i := range n {
+		r := i
+		if out {
+			r = int(b.batch.Out[i])
+		}
+		if j := int(b.batch.Adapter[r]); j >= 0 && j < nslots {
+			counts[j]++
+			most = max(most, counts[j])
+		}
+	}
+	return most
 }
 
 // loraRows lays out the per-row slot and scale of a batch (rows) and of its
