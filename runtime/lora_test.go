@@ -356,6 +356,7 @@ func TestLoRASeveralAdapters(t *testing.T) {
 			p1, _ := writeAdapter(t, c, 4, []string{"q", "v", "down"}, 22)
 			specs := []runtime.AdapterSpec{{Name: "a", Path: p0, Scale: 0.5}, {Name: "b", Path: p1, Scale: 1.5}}
 			un := loadDevice(t, tc.device, path, runtime.Options{Adapters: specs})
+			mem := un.Backend().Stats().Memory
 			// Merged at the request's scales: a's 0.5·0.6 and b's 1.5·2.
 			mergedSpecs := []runtime.AdapterSpec{{Path: p0, Scale: 0.5 * 0.6}, {Path: p1, Scale: 1.5 * 2}}
 			merged := loadDevice(t, tc.device, path, runtime.Options{Adapters: mergedSpecs, LoRAMerge: true})
@@ -401,6 +402,12 @@ func TestLoRASeveralAdapters(t *testing.T) {
 			}
 			if info := un.Adapters(); len(info) != 2 || info[0].Running+info[1].Running+info[0].Waiting+info[1].Waiting != 0 {
 				t.Errorf("after the requests: %+v", info)
+			}
+			// The next step drops the composites' weights (the CPU backend
+			// counts adapter memory exactly; WebGPU keeps its buffers).
+			generate(t, un, runtime.Request{Prompt: "a", MaxTokens: 1})
+			if got := un.Backend().Stats().Memory; tc.device == "cpu" && got != mem {
+				t.Errorf("backend memory %d after the composites are gone, %d before them", got, mem)
 			}
 			if _, err := un.Start(context.Background(), runtime.Request{Prompt: "a", MaxTokens: 2, Adapters: []runtime.AdapterRef{{Name: "a"}, {Name: "nope"}}}); !errors.Is(err, runtime.ErrUnknownAdapter) {
 				t.Errorf("an unknown second adapter: %v", err)
