@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/lora"
+	"github.com/tessera-llm/tessera/models/safetensors"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -195,5 +196,59 @@ func TestWriteGGUFGolden(t *testing.T) {
 		if got == nil || !slices.Equal(got.A, want.A) || !slices.Equal(got.B, want.B) || got.Scale != want.Scale {
 			t.Errorf("%s read back as %+v", name, got)
 		}
+	}
+}
+
+// TestOpenPEFTAsLlamaCpp: in a PEFT folder, base-layer weights and norm
+// vectors (mergekit-extract-lora's) are skipped as llama.cpp's converter
+// and loader skip them, and token-embedding adapters are refused.
+func TestOpenPEFTAsLlamaCpp(t *testing.T) {
+	k := models.LayerTensor(0, models.AttnK)
+	a := &lora.Adapter{Alpha: 8, Targets: map[string]*lora.Target{
+		k: {Name: k, Rank: 2, In: 8, Out: 4, A: seq(2*8, -1, 0.125), B: seq(4*2, 0.5, -0.25), Scale: 4},
+	}}
+	write := func(extra ...safetensors.WriteTensor) string {
+		dir := t.TempDir()
+		if err := lora.WritePEFT(dir, a, tinyLlama); err != nil {
+			t.Fatal(err)
+		}
+		st, err := safetensors.Open(filepath.Join(dir, lora.PEFTWeights))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []safetensors.WriteTensor
+		for _, x := range st.Tensors {
+			raw, err := x.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts = append(ts, safetensors.WriteTensor{Name: x.Name, DType: x.DType, Shape: x.Shape, Data: raw})
+		}
+		st.Close()
+		f, err := os.Create(filepath.Join(dir, lora.PEFTWeights))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := safetensors.Write(f, nil, append(ts, extra...)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	vec := func(name string, n int) safetensors.WriteTensor {
+		return safetensors.WriteTensor{Name: name, DType: safetensors.F32, Shape: []int{n}, Data: f32(t, seq(n, 1, 0))}
+	}
+	dir := write(vec("base_model.model.model.layers.0.input_layernorm.weight", 8), vec("base_model.model.model.norm.weight", 8),
+		safetensors.WriteTensor{Name: "base_model.model.model.layers.0.self_attn.k_proj.base_layer.weight", DType: safetensors.F32, Shape: []int{4, 8}, Data: f32(t, seq(32, 0, 1))})
+	got, err := lora.Open(dir, tinyLlama)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Targets) != 1 || !slices.Equal(got.Targets[k].A, a.Targets[k].A) || got.Targets[k].Scale != 4 {
+		t.Errorf("read %+v", got.Targets)
+	}
+	dir = write(safetensors.WriteTensor{Name: "base_model.model.model.embed_tokens.lora_embedding_A", DType: safetensors.F32, Shape: []int{2, 16}, Data: f32(t, seq(32, 0, 1))})
+	if _, err := lora.Open(dir, tinyLlama); err == nil || !strings.Contains(err.Error(), "token-embedding adapters are not supported") {
+		t.Errorf("an embedding adapter: %v", err)
 	}
 }

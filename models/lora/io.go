@@ -205,6 +205,15 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 	pairs := map[string]*pair{}
 	for _, t := range f.Tensors {
 		name := strings.Replace(t.Name, ".default.", ".", 1)
+		switch {
+		case strings.HasSuffix(name, ".base_layer.weight") || strings.HasSuffix(name, "norm.weight"):
+			// Base weights and the norm vectors mergekit-extract-lora adds:
+			// llama.cpp's converter drops the first and its loader the
+			// second.
+			continue
+		case strings.Contains(name, ".lora_embedding_"):
+			return nil, fmt.Errorf("tensor %s: token-embedding adapters are not supported", t.Name)
+		}
 		base, which, ok := peftName(name)
 		if !ok {
 			return nil, fmt.Errorf("tensor %s is not a LoRA tensor of a projection or the head", t.Name)
