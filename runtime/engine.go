@@ -55,10 +55,12 @@ type Engine struct {
 	peakBlocks                  int           // most blocks in use at once (benchmarks reset it)
 	slotsAllocated, slotsUnused int64         // summed over steps, for the pool's waste
 	plainStep                   time.Duration // moving average of a decode step without drafts
-	// LoRA adapters (lora.go), guarded by loraMu: by name, by slot (nil:
-	// free), and whether a slot was freed since the backend last saw them.
+	// LoRA adapters (lora.go), guarded by loraMu: by name, the composites
+	// of several in use by their key, by slot (nil: free), and whether a
+	// slot was freed since the backend last saw them.
 	loraMu     sync.Mutex
 	adapters   map[string]*adapterEntry
+	composites map[string]*adapterEntry
 	slots      []*adapterEntry
 	adapterIDs uint64
 	loraDirty  bool
@@ -261,9 +263,9 @@ type Request struct {
 	// and cannot go on (Stats.Complete). It turns off speculation and
 	// multi-step chaining for the sequence.
 	Constraint *grammar.Grammar
-	// Adapters names the LoRA adapter the generation runs with (loaded by
-	// Options.Adapters or Engine.LoadAdapter), with a multiplier of its
-	// scale; one at most for now. Nil runs the base model.
+	// Adapters names the LoRA adapters the generation runs with (loaded by
+	// Options.Adapters or Engine.LoadAdapter), each with a multiplier of
+	// its scale: y = x·W + Σ_j s_j·(x·A_j)·B_j. Nil runs the base model.
 	Adapters []AdapterRef
 }
 

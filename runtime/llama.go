@@ -37,9 +37,9 @@ type layerWeights struct {
 	qNorm, kNorm                                      backend.Weight // with QKNorm
 	attnPost, ffnPost                                 backend.Weight // with PostNorms
 
-	// The projections' LoRA adapters (nil: none loaded), in the order of
-	// lora.Kinds: q, k, v, o, gate, up, down.
-	lora [7]backend.LoRA
+	// The projections' LoRA adapters (nil: none loaded), grouped by input
+	// as loraGroups: q, k and v; o; gate and up; down.
+	lora [4]backend.LoRA
 
 	// How the layer attends: global layers rotate with the model's RoPE
 	// and see every position; sliding-window layers (Gemma) rotate with
@@ -191,11 +191,9 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.attnNorm, c.NormEps)
 		be.MatMul(n.q, n.xb, w.wq)
-		n.addLoRA(n.q, n.xb, w.lora[0])
 		be.MatMul(n.k, n.xb, w.wk)
-		n.addLoRA(n.k, n.xb, w.lora[1])
 		be.MatMul(n.v, n.xb, w.wv)
-		n.addLoRA(n.v, n.xb, w.lora[2])
+		n.addLoRA(n.xb, w.lora[0], n.q, n.k, n.v)
 		if c.QKVBias {
 			be.AddBias(n.q, w.bq)
 			be.AddBias(n.k, w.bk)
@@ -210,18 +208,17 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.StoreKV(n.kv, l, n.k, n.v)
 		be.Attend(n.att, n.q, n.kv, l, w.attn)
 		be.MatMul(n.xb, n.att, w.wo)
-		n.addLoRA(n.xb, n.att, w.lora[3])
+		n.addLoRA(n.att, w.lora[1], n.xb)
 		n.residual(w.attnPost)
 
 		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
 		be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
 		be.MatMul(n.gate, n.xb, w.gate)
-		n.addLoRA(n.gate, n.xb, w.lora[4])
 		be.MatMul(n.up, n.xb, w.up)
-		n.addLoRA(n.up, n.xb, w.lora[5])
+		n.addLoRA(n.xb, w.lora[2], n.gate, n.up)
 		be.GLU(n.gate, n.up, c.Act)
 		be.MatMul(n.xb, n.gate, w.down)
-		n.addLoRA(n.xb, n.gate, w.lora[6])
+		n.addLoRA(n.gate, w.lora[3], n.xb)
 		n.residual(w.ffnPost)
 	}
 	// The head: only the rows whose logits are wanted.
@@ -230,17 +227,17 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.CopyRow(n.last, i, n.xb, int(r))
 	}
 	be.MatMul(n.logits, n.last, n.output)
-	n.addLoRA(n.logits, n.last, n.headLoRA)
+	n.addLoRA(n.last, n.headLoRA, n.logits)
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
 	}
 }
 
-// addLoRA adds the adapters of the weight that just computed dst from x,
-// for the rows that run with one.
-func (n *llama) addLoRA(dst, x backend.Tensor, l backend.LoRA) {
+// addLoRA adds the adapters of the weights that just computed dsts from
+// x, for the rows that run with one.
+func (n *llama) addLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	if n.adapted && l != nil {
-		n.be.AddLoRA(dst, x, l)
+		n.be.AddLoRA(x, l, dsts...)
 	}
 }
 

@@ -73,8 +73,9 @@ type Options struct {
 	// Adapters are LoRA adapters to load with the model, applied unmerged
 	// to the requests that name them (Request.Adapters).
 	Adapters []AdapterSpec
-	// LoRAMerge merges the one adapter of Adapters into the weights at
-	// load instead: no per-request cost, but every request runs with it.
+	// LoRAMerge merges the adapters of Adapters (each at its scale) into
+	// the weights at load instead: no per-request cost, but every request
+	// runs with them.
 	LoRAMerge bool
 
 	// GPU is a WebGPU device already open to load onto, for Device

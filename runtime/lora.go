@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/lora"
@@ -15,6 +16,10 @@ import (
 // ErrUnknownAdapter is returned (wrapped) for a request that names an
 // adapter the engine has not loaded.
 var ErrUnknownAdapter = errors.New("unknown LoRA adapter")
+
+// ErrAdapterExists is returned (wrapped) for loading an adapter under a
+// name already loaded.
+var ErrAdapterExists = errors.New("LoRA adapter already loaded")
 
 // AdapterSpec is an adapter to load with the engine (Options.Adapters):
 // a GGUF LoRA file or a PEFT folder, the name requests call it by
@@ -56,6 +61,9 @@ type adapterEntry struct {
 	id         uint64 // never reused: the prefix cache's namespace
 	refs       int
 	unloading  bool
+	// parts are the adapters a composite (several on one request) sums,
+	// each held while the composite lives; nil for a loaded adapter.
+	parts []*adapterEntry
 }
 
 // namespace is the prefix cache namespace of a sequence with this adapter
@@ -92,19 +100,14 @@ func (e *Engine) AddAdapter(name string, a *lora.Adapter, scale float32) error {
 	e.loraMu.Lock()
 	defer e.loraMu.Unlock()
 	if _, ok := e.adapters[name]; ok {
-		return fmt.Errorf("adapter %q is already loaded", name)
+		return fmt.Errorf("%w: %q", ErrAdapterExists, name)
 	}
 	if e.adapters == nil {
 		e.adapters = map[string]*adapterEntry{}
 	}
 	e.adapterIDs++
-	ent := &adapterEntry{name: name, path: a.Path, ad: a, scale: scale, id: e.adapterIDs, slot: len(e.slots)}
-	if i := slices.Index(e.slots, nil); i >= 0 {
-		ent.slot = i
-		e.slots[i] = ent
-	} else {
-		e.slots = append(e.slots, ent)
-	}
+	ent := &adapterEntry{name: name, path: a.Path, ad: a, scale: scale, id: e.adapterIDs}
+	e.addSlot(ent)
 	e.adapters[name] = ent
 	if err := e.syncAdapters(); err != nil {
 		delete(e.adapters, name)
@@ -145,10 +148,17 @@ func (e *Engine) Adapters() []AdapterInfo {
 	counts := map[*adapterEntry][2]int{}
 	for i, list := range [][]*sequence{e.running, e.waiting} {
 		for _, s := range list {
-			if s.adapter != nil {
-				c := counts[s.adapter]
+			if s.adapter == nil {
+				continue
+			}
+			parts := s.adapter.parts
+			if parts == nil {
+				parts = []*adapterEntry{s.adapter}
+			}
+			for _, p := range parts {
+				c := counts[p]
 				c[i]++
-				counts[s.adapter] = c
+				counts[p] = c
 			}
 		}
 	}
@@ -157,7 +167,7 @@ func (e *Engine) Adapters() []AdapterInfo {
 	defer e.loraMu.Unlock()
 	var out []AdapterInfo
 	for _, ent := range e.slots {
-		if ent == nil {
+		if ent == nil || ent.parts != nil {
 			continue
 		}
 		c := counts[ent]
@@ -168,73 +178,179 @@ func (e *Engine) Adapters() []AdapterInfo {
 	return out
 }
 
-// acquireAdapter resolves a request's adapter and holds it for n
-// sequences. One adapter per request: several would need a sum of
-// products per row, which the kernels do not gather yet.
+// acquireAdapter resolves a request's adapters and holds them for n
+// sequences: the sequences run with the returned entry at the returned
+// row scale. One adapter is its own entry at the request's multiplier of
+// its scale. Several are a composite entry (lora.Compose: one low-rank
+// product of their summed ranks, the scales inside), made on the first
+// request for that combination and shared by all that name it while any
+// runs, so each row still gathers a single slot.
 func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float32, error) {
-	switch len(refs) {
-	case 0:
+	if len(refs) == 0 {
 		return nil, 0, nil
-	case 1:
-	default:
-		return nil, 0, fmt.Errorf("%w: %d adapters in one request (one at most)", ErrBadRequest, len(refs))
+	}
+	scales := make([]float32, len(refs))
+	for i, r := range refs {
+		s := r.Scale
+		if s == 0 {
+			s = 1
+		}
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return nil, 0, fmt.Errorf("%w: adapter %q scale %v", ErrBadRequest, r.Name, s)
+		}
+		scales[i] = s
 	}
 	e.loraMu.Lock()
+	parts, key, err := e.resolveAdapters(refs, scales)
+	if err != nil {
+		e.loraMu.Unlock()
+		return nil, 0, err
+	}
+	if len(parts) == 1 {
+		defer e.loraMu.Unlock()
+		parts[0].refs += n
+		return parts[0], scales[0] * parts[0].scale, nil
+	}
+	if c := e.composites[key]; c != nil {
+		defer e.loraMu.Unlock()
+		c.refs += n
+		return c, 1, nil
+	}
+	e.loraMu.Unlock()
+
+	// A new combination: compose it outside the locks, then give it a slot
+	// between steps.
+	ads := make([]*lora.Adapter, len(parts))
+	for i, p := range parts {
+		ads[i], scales[i] = p.ad, scales[i]*p.scale
+	}
+	ad, err := lora.Compose(ads, scales)
+	if err != nil {
+		return nil, 0, err
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.loraMu.Lock()
 	defer e.loraMu.Unlock()
-	ent, ok := e.adapters[refs[0].Name]
-	if !ok {
-		return nil, 0, fmt.Errorf("%w %q", ErrUnknownAdapter, refs[0].Name)
+	if parts, key, err = e.resolveAdapters(refs, scales); err != nil { // unloaded meanwhile
+		return nil, 0, err
 	}
-	s := refs[0].Scale
-	if s == 0 {
-		s = 1
+	if c := e.composites[key]; c != nil { // composed meanwhile
+		c.refs += n
+		return c, 1, nil
 	}
-	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-		return nil, 0, fmt.Errorf("%w: adapter scale %v", ErrBadRequest, s)
+	e.adapterIDs++
+	c := &adapterEntry{name: key, path: ad.Path, ad: ad, scale: 1, id: e.adapterIDs, refs: n, parts: parts}
+	e.addSlot(c)
+	if err := e.syncAdapters(); err != nil {
+		e.slots[c.slot] = nil
+		e.syncAdapters()
+		return nil, 0, fmt.Errorf("compose adapters %s: %w", key, err)
 	}
-	ent.refs += n
-	return ent, s * ent.scale, nil
+	for _, p := range parts {
+		p.refs++
+	}
+	if e.composites == nil {
+		e.composites = map[string]*adapterEntry{}
+	}
+	e.composites[key] = c
+	return c, 1, nil
+}
+
+// resolveAdapters looks up the loaded adapters refs name, and the key of
+// their combination (the entries, never reused, and the scales). Called
+// with loraMu held.
+func (e *Engine) resolveAdapters(refs []AdapterRef, scales []float32) ([]*adapterEntry, string, error) {
+	parts := make([]*adapterEntry, len(refs))
+	var key strings.Builder
+	for i, r := range refs {
+		ent, ok := e.adapters[r.Name]
+		if !ok {
+			return nil, "", fmt.Errorf("%w %q", ErrUnknownAdapter, r.Name)
+		}
+		parts[i] = ent
+		if i > 0 {
+			key.WriteByte('+')
+		}
+		fmt.Fprintf(&key, "%s#%d*%g", ent.name, ent.id, scales[i])
+	}
+	return parts, key.String(), nil
+}
+
+// addSlot gives ent the first free slot. Called with loraMu held.
+func (e *Engine) addSlot(ent *adapterEntry) {
+	if i := slices.Index(e.slots, nil); i >= 0 {
+		ent.slot = i
+		e.slots[i] = ent
+		return
+	}
+	ent.slot = len(e.slots)
+	e.slots = append(e.slots, ent)
 }
 
 // releaseAdapter drops a finished sequence's hold on its adapter; the last
-// hold on an adapter being unloaded frees its slot, and the next step
-// drops its weights.
+// hold on an adapter being unloaded, or on a composite, frees its slot
+// (and a composite's holds on its parts), and the next step drops its
+// weights.
 func (e *Engine) releaseAdapter(ent *adapterEntry) {
 	e.loraMu.Lock()
 	defer e.loraMu.Unlock()
+	e.release(ent)
+}
+
+func (e *Engine) release(ent *adapterEntry) {
 	ent.refs--
-	if ent.refs == 0 && ent.unloading {
-		e.slots[ent.slot] = nil
-		e.loraDirty = true
+	if ent.refs > 0 || !(ent.unloading || ent.parts != nil) {
+		return
+	}
+	e.slots[ent.slot] = nil
+	e.loraDirty = true
+	if ent.parts != nil {
+		delete(e.composites, ent.name)
+		for _, p := range ent.parts {
+			e.release(p)
+		}
 	}
 }
 
-// syncAdapters gives the backend the adapters of every slot, weight by
-// weight. Called with stepMu and loraMu held.
+// loraGroups are a layer's projections grouped by the input they share
+// (indices into lora.Kinds), in the order of llama.lora: the backend
+// computes x·Aᵀ for a whole group in one product.
+var loraGroups = [][]int{{0, 1, 2}, {3}, {4, 5}, {6}}
+
+// syncAdapters gives the backend the adapters of every slot, group of
+// weights by group. Called with stepMu and loraMu held.
 func (e *Engine) syncAdapters() error {
 	e.loraDirty = false
 	n, c := e.net, e.model.Config
 	shapes := lora.TargetShapes(c)
 	type target struct {
-		dst  *backend.LoRA
-		name string
+		dst   *backend.LoRA
+		names []string // the weights, sharing one input
 	}
-	targets := []target{{&n.headLoRA, models.Output}}
+	targets := []target{{&n.headLoRA, []string{models.Output}}}
 	for l := range n.layers {
-		for k, kind := range lora.Kinds {
-			targets = append(targets, target{&n.layers[l].lora[k], models.LayerTensor(l, kind.GGUF)})
+		for g, kinds := range loraGroups {
+			t := target{dst: &n.layers[l].lora[g]}
+			for _, k := range kinds {
+				t.names = append(t.names, models.LayerTensor(l, lora.Kinds[k].GGUF))
+			}
+			targets = append(targets, t)
 		}
 	}
 	for _, t := range targets {
-		slots := make([]backend.LoRASlot, len(e.slots))
+		slots := make([][]backend.LoRASlot, len(e.slots))
 		any := false
 		for j, ent := range e.slots {
+			slots[j] = make([]backend.LoRASlot, len(t.names))
 			if ent == nil {
 				continue
 			}
-			if a, ok := ent.ad.Targets[t.name]; ok {
-				slots[j] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
-				any = true
+			for k, name := range t.names {
+				if a, ok := ent.ad.Targets[name]; ok {
+					slots[j][k] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
+					any = true
+				}
 			}
 		}
 		if !any {
@@ -247,8 +363,11 @@ func (e *Engine) syncAdapters() error {
 			continue
 		}
 		if *t.dst == nil {
-			s := shapes[t.name]
-			l, err := e.be.NewLoRA(s[1], s[0])
+			outs := make([]int, len(t.names))
+			for k, name := range t.names {
+				outs[k] = shapes[name][0]
+			}
+			l, err := e.be.NewLoRA(shapes[t.names[0]][1], outs...)
 			if err != nil {
 				return err
 			}
@@ -261,22 +380,26 @@ func (e *Engine) syncAdapters() error {
 	return nil
 }
 
-// loadAdapters loads opts.Adapters, or with opts.LoRAMerge merges the one
-// adapter into m's weights before they are uploaded (mergeOnly).
+// mergeAdapter merges opts.Adapters, each at its scale, into m's weights
+// before they are uploaded (Options.LoRAMerge).
 func mergeAdapter(m *models.Model, opts Options) error {
-	if len(opts.Adapters) != 1 {
-		return fmt.Errorf("merging LoRA adapters at load takes exactly one adapter, not %d", len(opts.Adapters))
+	if len(opts.Adapters) == 0 {
+		return errors.New("merging LoRA adapters at load needs an adapter")
 	}
-	sp := opts.Adapters[0]
-	a, err := lora.Open(sp.Path, m.Config)
-	if err != nil {
-		return err
+	for _, sp := range opts.Adapters {
+		a, err := lora.Open(sp.Path, m.Config)
+		if err != nil {
+			return err
+		}
+		s := sp.Scale
+		if s == 0 {
+			s = 1
+		}
+		if err := lora.Merge(m, a, s); err != nil {
+			return err
+		}
 	}
-	s := sp.Scale
-	if s == 0 {
-		s = 1
-	}
-	return lora.Merge(m, a, s)
+	return nil
 }
 
 // loadAdapters loads opts.Adapters onto a new engine.

@@ -220,6 +220,9 @@ func TestLoRABadAdapters(t *testing.T) {
 	_, qc := loraBase(t, "tiny-qwen3")
 	wrong, wrongPEFT := writeAdapter(t, qc, 4, nil, 1)
 	good, goodPEFT := writeAdapter(t, c, 4, nil, 1)
+	wc := c // the same architecture, twice as wide
+	wc.Dim, wc.FFN, wc.HeadDim = 2*c.Dim, 2*c.FFN, 2*c.HeadDim
+	wide, _ := writeAdapter(t, wc, 4, []string{"k"}, 1)
 	dir := t.TempDir()
 	raw, _ := os.ReadFile(good)
 	corrupt := filepath.Join(dir, "corrupt.gguf")
@@ -238,7 +241,8 @@ func TestLoRABadAdapters(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, want string
 	}{
-		{"wrong shape", wrong, "tensor blk.0.attn_k.weight adapts a 64×64 matrix but the base model's is 32×64"},
+		{"wrong architecture", wrong, `the adapter is for a "qwen3" model, the base is "llama"`},
+		{"wrong shape", wide, "tensor blk.0.attn_k.weight adapts a 64×128 matrix but the base model's is 32×64"},
 		{"wrong shape peft", wrongPEFT, "but the base model's is"},
 		{"missing tensor", half, "has only one of lora_a and lora_b"},
 		{"corrupt", corrupt, "bad LoRA adapter"},
@@ -336,5 +340,78 @@ func TestLoRAUnloadWhileRunning(t *testing.T) {
 	// The slot is free and the base model is back.
 	if err := e.LoadAdapter("x", p, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoRASeveralAdapters: a request naming two adapters with scales runs
+// with both, y = x·W + Σ s_j·(x·A_j)·B_j, which is both merged into the
+// weights (logits within 1e-4, the same greedy tokens), beside sequences
+// of one adapter and of none in the same batch; the composite is freed
+// with its last sequence, and its parts stay loaded.
+func TestLoRASeveralAdapters(t *testing.T) {
+	for _, tc := range []struct{ base, device string }{{"stories260K", "cpu"}, {"stories260K", "webgpu"}, {"tiny-qwen3", "cpu"}, {"tiny-qwen3", "webgpu"}} {
+		t.Run(tc.base+"/"+tc.device, func(t *testing.T) {
+			path, c := loraBase(t, tc.base)
+			p0, _ := writeAdapter(t, c, 8, nil, 21)
+			p1, _ := writeAdapter(t, c, 4, []string{"q", "v", "down"}, 22)
+			specs := []runtime.AdapterSpec{{Name: "a", Path: p0, Scale: 0.5}, {Name: "b", Path: p1, Scale: 1.5}}
+			un := loadDevice(t, tc.device, path, runtime.Options{Adapters: specs})
+			mem := un.Backend().Stats().Memory
+			// Merged at the request's scales: a's 0.5·0.6 and b's 1.5·2.
+			mergedSpecs := []runtime.AdapterSpec{{Path: p0, Scale: 0.5 * 0.6}, {Path: p1, Scale: 1.5 * 2}}
+			merged := loadDevice(t, tc.device, path, runtime.Options{Adapters: mergedSpecs, LoRAMerge: true})
+			refs := []runtime.AdapterRef{{Name: "a", Scale: 0.6}, {Name: "b", Scale: 2}}
+			prompt, err := un.PromptTokens(runtime.Request{Prompt: "Once upon a time, there was a little"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := scoreLogits(t, un, prompt, refs), scoreLogits(t, merged, prompt, nil)
+			if d := maxDiff(got, want); d > 1e-4 {
+				t.Errorf("two adapters unmerged differ from both merged by %g", d)
+			}
+			if d := maxDiff(got, scoreLogits(t, un, prompt, refs[:1])); d < 1e-2 {
+				t.Errorf("the second adapter hardly changes the logits (%g): the test proves nothing", d)
+			}
+
+			reqs := []runtime.Request{
+				{Adapters: refs},
+				{Adapters: refs[:1]},
+				{},
+				{Adapters: []runtime.AdapterRef{refs[1], refs[0]}}, // the same sum in the other order
+				{Adapters: refs[1:]},
+			}
+			want0, _, _ := generate(t, merged, runtime.Request{Prompt: "Once upon a time", MaxTokens: 32, IgnoreEOS: true})
+			solo := make([][]int32, len(reqs))
+			for i := range reqs {
+				reqs[i].Prompt, reqs[i].MaxTokens, reqs[i].IgnoreEOS = "Once upon a time", 32, true
+				solo[i], _, _ = generate(t, un, reqs[i])
+			}
+			if !equal(solo[0], want0) {
+				t.Errorf("greedy tokens:\nunmerged %v\n  merged %v", solo[0], want0)
+			}
+			got2 := make([][]int32, len(reqs))
+			var wg sync.WaitGroup
+			for i := range reqs {
+				wg.Go(func() { got2[i], _, _ = generate(t, un, reqs[i]) })
+			}
+			wg.Wait()
+			for i := range reqs {
+				if !equal(got2[i], solo[i]) {
+					t.Errorf("sequence %d (%v): batched %v, alone %v", i, reqs[i].Adapters, got2[i], solo[i])
+				}
+			}
+			if info := un.Adapters(); len(info) != 2 || info[0].Running+info[1].Running+info[0].Waiting+info[1].Waiting != 0 {
+				t.Errorf("after the requests: %+v", info)
+			}
+			// The next step drops the composites' weights (the CPU backend
+			// counts adapter memory exactly; WebGPU keeps its buffers).
+			generate(t, un, runtime.Request{Prompt: "a", MaxTokens: 1})
+			if got := un.Backend().Stats().Memory; tc.device == "cpu" && got != mem {
+				t.Errorf("backend memory %d after the composites are gone, %d before them", got, mem)
+			}
+			if _, err := un.Start(context.Background(), runtime.Request{Prompt: "a", MaxTokens: 2, Adapters: []runtime.AdapterRef{{Name: "a"}, {Name: "nope"}}}); !errors.Is(err, runtime.ErrUnknownAdapter) {
+				t.Errorf("an unknown second adapter: %v", err)
+			}
+		})
 	}
 }

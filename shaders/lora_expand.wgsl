@@ -1,14 +1,22 @@
 // lora_expand: the second product of unmerged LoRA adapters (Punica's
-// "expand"): dst[r, o] += rows[r].scale · scale_j · Σ_{t < rank_j} h[r, t] ·
-// bt[off_j + t, o] for the row's slot j, bt holding the rows of every
-// slot's Bᵀ ([ΣRank, n]). Rows without an adapter are left alone.
-// Specialised by R, h's stride (as lora_shrink). Twin: runtime/cpu
-// LoRAExpand.
-struct Params { n: u32, cap: u32, nslots: u32 }
+// "expand"), grouped by adapter as lora_shrink: dst[r, o] += rows[r].scale
+// · scale_j · Σ_{t < rank_j} h[r, col_j + t] · bt[off_j + t, o] for the
+// rows r of slot j, bt holding the rows of every slot's Bᵀ of this weight
+// ([ΣRank, n]) and col_j the first column of this weight in h, where one
+// lora_shrink put the products of all the weights that share the input.
+//
+// Workgroup (g.x, g.y, g.z) takes slot j = g.z, outputs o = g.x·256 +
+// lane and the g.y-th group of up to MAXM rows of slot j, found as
+// lora_shrink finds them; each invocation reads its column of Bᵀ once for
+// all the group's rows (vec2 accumulators, as lora_shrink). Rows without
+// an adapter are left alone. Specialised by R, h's stride, and MAXM (as
+// lora_shrink). Twin: runtime/cpu's AddLoRA.
+struct Params { n: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 struct Row { slot: i32, scale: f32 }
-struct Slot { off: u32, rank: u32, scale: f32, _pad: u32 }
+struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 
 override R: u32 = 8u;
+override MAXM: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -19,18 +27,55 @@ override R: u32 = 8u;
 @group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = id.x + id.y * groups.x * 256u;
-    if (i >= min(p.cap, step.rows) * p.n) { return; }
-    let r = i / p.n;
-    let o = i % p.n;
-    let j = rows[r].slot;
-    if (j < 0 || u32(j) >= p.nslots) { return; }
-    let sl = slots[u32(j)];
-    if (sl.rank == 0u) { return; }
-    var acc = 0.0;
-    for (var t = 0u; t < min(sl.rank, R); t++) {
-        acc += h[r * R + t] * bt[(sl.off + t) * p.n + o];
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
+    if (g.z >= p.nslots) { return; }
+    let sl = slots[g.z];
+    let o = g.x * 256u + lane;
+    if (sl.rank == 0u || o >= p.n) { return; }
+    let n = min(p.cap, step.rows);
+    let j = i32(g.z);
+    let first = g.y * MAXM;
+    var rs: array<u32, 8>;
+    var found = 0u;
+    for (var r = 0u; r < n && found < first + MAXM; r++) {
+        if (rows[r].slot == j) {
+            if (found >= first) {
+                rs[found - first] = r;
+            }
+            found++;
+        }
     }
-    dst[i] = dst[i] + rows[r].scale * sl.scale * acc;
+    if (found <= first) { return; }
+    let m = found - first;
+    for (var i = m; i < 8u; i++) {
+        rs[i] = rs[m - 1u]; // summed again, not written
+    }
+    let h0 = rs[0] * R + sl.col;
+    let h1 = rs[1] * R + sl.col;
+    let h2 = rs[2] * R + sl.col;
+    let h3 = rs[3] * R + sl.col;
+    let h4 = rs[4] * R + sl.col;
+    let h5 = rs[5] * R + sl.col;
+    let h6 = rs[6] * R + sl.col;
+    let h7 = rs[7] * R + sl.col;
+    var s01 = vec2<f32>(0.0);
+    var s23 = vec2<f32>(0.0);
+    var s45 = vec2<f32>(0.0);
+    var s67 = vec2<f32>(0.0);
+    for (var t = 0u; t < min(sl.rank, R); t++) {
+        let bv = bt[(sl.off + t) * p.n + o];
+        s01 += vec2<f32>(h[h0 + t], h[h1 + t]) * bv;
+        if (MAXM > 2u) {
+            s23 += vec2<f32>(h[h2 + t], h[h3 + t]) * bv;
+        }
+        if (MAXM > 4u) {
+            s45 += vec2<f32>(h[h4 + t], h[h5 + t]) * bv;
+            s67 += vec2<f32>(h[h6 + t], h[h7 + t]) * bv;
+        }
+    }
+    var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
+    for (var i = 0u; i < m; i++) {
+        let at = rs[i] * p.n + o;
+        dst[at] = dst[at] + rows[rs[i]].scale * sl.scale * sums[i];
+    }
 }

@@ -1,15 +1,29 @@
-// lora_shrink: the first product of unmerged LoRA adapters, gathered per
-// row (after Punica's "shrink"): row r of the batch runs with slot
-// j = rows[r].slot (-1: none), and h[r, t] = x[r, :] · a[off_j + t, :] for
-// t < rank_j, 0 up to R. a holds the A rows of every slot of one weight
-// ([ΣRank, k]), so one dispatch serves a batch that mixes adapters.
-// Specialised by R, the stride of h: the largest rank of the weight's slots.
-// Twin: runtime/cpu LoRAShrink.
-struct Params { k: u32, cap: u32, nslots: u32 }
+// lora_shrink: the first product of unmerged LoRA adapters, grouped by
+// adapter (after Punica's "shrink" and S-LoRA's per-adapter batching):
+// h[r, t] = x[r, :] · a[off_j + t, :] for t < rank_j, for each row r whose
+// slot j = rows[r].slot is valid (-1: no adapter). a holds the A rows of
+// every slot ([ΣRank, k]), each slot's being those of all the weights that
+// share the input x (q, k and v; gate and up) one after the other, so one
+// dispatch computes x·Aᵀ for all of them, for a batch that mixes adapters.
+//
+// Workgroup (g.x, g.y, g.z) takes slot j = g.z, columns t = g.x·64 + lane
+// of its A, and the g.y-th group of up to MAXM rows among those of slot j
+// (found by a scan of the rows: the batch is not sorted by adapter). Each
+// invocation streams its row of A once, multiplying every value into the
+// sums of all the group's rows at once: vec2 accumulators in registers,
+// no branch in the loop, x values the same for every invocation. So the
+// rows of one adapter share its reads of A, and rows of other adapters or
+// of none cost nothing. MAXM (2, 4 or 8) is the host's choice from the
+// most rows any slot has in the step. No workgroup memory, no barrier:
+// what a CPU adapter runs best (see matmul.go). h's stride is R, the
+// largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by the
+// matmul helper, each row summed in the same order).
+struct Params { k: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 struct Row { slot: i32, scale: f32 }
-struct Slot { off: u32, rank: u32, scale: f32, _pad: u32 }
+struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 
 override R: u32 = 8u;
+override MAXM: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -19,21 +33,57 @@ override R: u32 = 8u;
 @group(0) @binding(5) var<storage, read> rows: array<Row>;
 @group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = id.x + id.y * groups.x * 256u;
-    if (i >= min(p.cap, step.rows) * R) { return; }
-    let r = i / R;
-    let t = i % R;
-    let j = rows[r].slot;
-    if (j < 0 || u32(j) >= p.nslots) { return; }
-    let sl = slots[u32(j)];
-    var s = 0.0;
-    if (t < sl.rank) {
-        let base = (sl.off + t) * p.k;
-        for (var c = 0u; c < p.k; c++) {
-            s += x[r * p.k + c] * a[base + c];
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
+    if (g.z >= p.nslots) { return; }
+    let sl = slots[g.z];
+    let t = g.x * 64u + lane;
+    if (t >= min(sl.rank, R)) { return; }
+    // The group's rows: the (g.y·MAXM)-th row of slot j and those after.
+    let n = min(p.cap, step.rows);
+    let j = i32(g.z);
+    let first = g.y * MAXM;
+    var rs: array<u32, 8>;
+    var found = 0u;
+    for (var r = 0u; r < n && found < first + MAXM; r++) {
+        if (rows[r].slot == j) {
+            if (found >= first) {
+                rs[found - first] = r;
+            }
+            found++;
         }
     }
-    h[r * R + t] = s;
+    if (found <= first) { return; }
+    let m = found - first;
+    for (var i = m; i < 8u; i++) {
+        rs[i] = rs[m - 1u]; // summed again, not written
+    }
+    let x0 = rs[0] * p.k;
+    let x1 = rs[1] * p.k;
+    let x2 = rs[2] * p.k;
+    let x3 = rs[3] * p.k;
+    let x4 = rs[4] * p.k;
+    let x5 = rs[5] * p.k;
+    let x6 = rs[6] * p.k;
+    let x7 = rs[7] * p.k;
+    let base = (sl.off + t) * p.k;
+    var s01 = vec2<f32>(0.0);
+    var s23 = vec2<f32>(0.0);
+    var s45 = vec2<f32>(0.0);
+    var s67 = vec2<f32>(0.0);
+    for (var c = 0u; c < p.k; c++) {
+        let av = a[base + c];
+        s01 += vec2<f32>(x[x0 + c], x[x1 + c]) * av;
+        if (MAXM > 2u) {
+            s23 += vec2<f32>(x[x2 + c], x[x3 + c]) * av;
+        }
+        if (MAXM > 4u) {
+            s45 += vec2<f32>(x[x4 + c], x[x5 + c]) * av;
+            s67 += vec2<f32>(x[x6 + c], x[x7 + c]) * av;
+        }
+    }
+    var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
+    for (var i = 0u; i < m; i++) {
+        h[rs[i] * R + t] = sums[i];
+    }
 }

@@ -42,12 +42,17 @@ func (f *loraFlag) Set(v string) error {
 }
 
 // requestAdapters is what a request of the run and chat commands runs
-// with: the first --lora adapter, unless it was merged.
+// with: every --lora adapter at once (as llama.cpp applies them), unless
+// they were merged. Their scales are the adapters' own.
 func (m *modelFlags) requestAdapters() []runtime.AdapterRef {
-	if len(m.lora) == 0 || m.loraMerge {
+	if m.loraMerge {
 		return nil
 	}
-	return []runtime.AdapterRef{{Name: m.lora[0].Name}}
+	var refs []runtime.AdapterRef
+	for _, a := range m.lora {
+		refs = append(refs, runtime.AdapterRef{Name: a.Name})
+	}
+	return refs
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -71,7 +76,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
 	fs.Var(&m.lora, "lora", "LoRA adapter FILE[:SCALE] (a GGUF LoRA file or a PEFT folder), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
-	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the one --lora adapter into the weights at load (no per-token cost; every request runs with it)")
+	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the --lora adapters into the weights at load (no per-token cost; every request runs with them)")
 	offlineFlag(fs, &m.offline)
 }
 

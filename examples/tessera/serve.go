@@ -60,6 +60,7 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	timeout := fs.Duration("request-timeout", server.DefaultRequestTimeout, "longest a request may run")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish")
 	logFormat := fs.String("log", "text", "request log on stderr: text, json or off")
+	runtimeLoRA := fs.Bool("allow-runtime-lora", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's), which load adapters from paths the client names")
 	return func(ctx context.Context, e *env) error {
 		if len(models) == 0 {
 			return usagef("--model is required")
@@ -82,7 +83,8 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 		default:
 			return usagef("--log %q: want text, json or off", *logFormat)
 		}
-		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout, Logger: logger})
+		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout, Logger: logger,
+			AllowRuntimeLoRA: *runtimeLoRA})
 		ln, err := net.Listen("tcp", *addr)
 		if err != nil {
 			return err

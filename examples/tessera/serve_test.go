@@ -216,3 +216,42 @@ func (l *syncLog) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(b)
 }
+
+// TestServeRuntimeLoRA: `serve --allow-runtime-lora` loads an adapter that
+// `synth --lora` wrote through POST /v1/load_lora_adapter, serves it as
+// BASE:NAME, and unloads it; without the flag the endpoint answers 403.
+func TestServeRuntimeLoRA(t *testing.T) {
+	base := filepath.Join(shared, "stories260K.gguf")
+	adapter := filepath.Join(t.TempDir(), "tales.gguf")
+	if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--out", adapter); code != 0 {
+		t.Fatalf("synth --lora: exit %d (%s)", code, errOut)
+	}
+	post := func(url, body string) (int, string) {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	load := `{"lora_name":"tales","lora_path":"` + adapter + `"}`
+	_, off, _ := startServe(t, "--model", "story="+base)
+	if code, body := post(off+"/v1/load_lora_adapter", load); code != http.StatusForbidden {
+		t.Errorf("without --allow-runtime-lora: %d %s", code, body)
+	}
+	_, url, log := startServe(t, "--model", "story="+base, "--allow-runtime-lora")
+	if code, body := post(url+"/v1/load_lora_adapter", load); code != http.StatusOK {
+		t.Fatalf("load: %d %s\n%s", code, body, log)
+	}
+	code, body := post(url+"/v1/completions", `{"model":"story:tales","prompt":"Once","max_tokens":4}`)
+	if code != http.StatusOK {
+		t.Errorf("completion with the adapter: %d %s", code, body)
+	}
+	if code, body := post(url+"/v1/unload_lora_adapter", `{"lora_name":"tales"}`); code != http.StatusOK {
+		t.Errorf("unload: %d %s", code, body)
+	}
+	if code, _ := post(url+"/v1/completions", `{"model":"story:tales","prompt":"Once","max_tokens":4}`); code != http.StatusNotFound {
+		t.Errorf("after the unload: %d", code)
+	}
+}

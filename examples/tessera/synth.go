@@ -90,6 +90,11 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 	}
 	switch strings.ToLower(format) {
 	case "gguf":
+		if _, ok := a.Targets[models.Output]; ok && c.TiedEmbeddings {
+			// llama.cpp's loader finds no output.weight in such a model
+			// (its head is token_embd.weight) and refuses the file.
+			return usagef("--targets head on %s, whose head is its embedding table: llama.cpp cannot load that GGUF adapter (use --format peft)", base)
+		}
 		err = lora.WriteGGUF(out, a, c.Arch)
 	case "peft":
 		err = lora.WritePEFT(out, a, c)

@@ -33,7 +33,7 @@ func Open(path string, c models.Config) (*Adapter, error) {
 	if st.IsDir() {
 		a, err = openPEFT(path, c)
 	} else {
-		a, err = openGGUF(path)
+		a, err = openGGUF(path, c)
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadAdapter) {
@@ -48,49 +48,75 @@ func Open(path string, c models.Config) (*Adapter, error) {
 	return a, nil
 }
 
-// openGGUF reads llama.cpp's LoRA GGUF: adapter.type = lora,
-// adapter.lora.alpha, and for each target W the tensors "W.lora_a" (ggml
-// dims [in, r]: r rows of in) and "W.lora_b" (dims [r, out]: out rows of r).
-// The scale of a target is alpha over its own rank, as llama.cpp applies it.
-func openGGUF(path string) (*Adapter, error) {
+// openGGUF reads llama.cpp's LoRA GGUF as llama.cpp's loader does
+// (llama-adapter.cpp): general.type = adapter, general.architecture the
+// base's, adapter.type = lora, adapter.lora.alpha (absent: scale 1), and
+// for each target W the tensors "W.lora_a" (ggml dims [in, r]: r rows of
+// in) and "W.lora_b" (dims [r, out]: out rows of r). The scale of a target
+// is alpha over its own rank (lora_b's first dimension). Norm vectors
+// (*_norm.weight, which mergekit-extract-lora adds) are skipped, as
+// llama.cpp skips them. Refused with a reason: activated LoRA
+// (adapter.alora.invocation_tokens, applied only after an invocation
+// sequence) and token-embedding adapters (token_embd.weight, whose
+// lora_a llama.cpp's converter transposes), which Tessera does not apply.
+func openGGUF(path string, c models.Config) (*Adapter, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if t, _ := f.String("general.type"); t != "adapter" {
+		return nil, fmt.Errorf("general.type is %q, want \"adapter\" (a LoRA GGUF, not a model)", t)
+	}
 	if t, _ := f.String("adapter.type"); t != "lora" {
 		return nil, fmt.Errorf("not a LoRA adapter (adapter.type %q, want \"lora\")", t)
+	}
+	if arch, _ := f.String("general.architecture"); arch != GGUFArch(c.Arch) {
+		return nil, fmt.Errorf("the adapter is for a %q model, the base is %q", arch, GGUFArch(c.Arch))
+	}
+	if _, ok := f.Lookup("adapter.alora.invocation_tokens"); ok {
+		return nil, errors.New("activated LoRA (adapter.alora.invocation_tokens) is not supported")
 	}
 	a := &Adapter{Format: "gguf", Targets: map[string]*Target{}}
 	if v, ok := f.Float("adapter.lora.alpha"); ok {
 		a.Alpha = float32(v)
 	}
 	pairs := map[string][2]*gguf.TensorInfo{}
+	var names []string
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
+		base, which := "", 0
 		switch {
 		case strings.HasSuffix(t.Name, ".lora_a"):
-			p := pairs[strings.TrimSuffix(t.Name, ".lora_a")]
-			p[0] = t
-			pairs[strings.TrimSuffix(t.Name, ".lora_a")] = p
+			base = strings.TrimSuffix(t.Name, ".lora_a")
 		case strings.HasSuffix(t.Name, ".lora_b"):
-			p := pairs[strings.TrimSuffix(t.Name, ".lora_b")]
-			p[1] = t
-			pairs[strings.TrimSuffix(t.Name, ".lora_b")] = p
+			base, which = strings.TrimSuffix(t.Name, ".lora_b"), 1
+		case strings.HasSuffix(t.Name, "_norm.weight"):
+			continue
 		default:
 			return nil, fmt.Errorf("tensor %s is neither a lora_a nor a lora_b", t.Name)
 		}
+		p, ok := pairs[base]
+		if !ok {
+			names = append(names, base)
+		}
+		p[which] = t
+		pairs[base] = p
 	}
-	for name, p := range pairs {
+	for _, name := range names {
+		p := pairs[name]
 		if p[0] == nil || p[1] == nil {
 			return nil, fmt.Errorf("tensor %s has only one of lora_a and lora_b", name)
+		}
+		if name == models.TokenEmbedding {
+			return nil, fmt.Errorf("tensor %s: token-embedding adapters are not supported", name)
 		}
 		if len(p[0].Dims) != 2 || len(p[1].Dims) != 2 {
 			return nil, fmt.Errorf("tensor %s: lora_a dims %v and lora_b dims %v are not matrices", name, p[0].Dims, p[1].Dims)
 		}
 		in, r, rb, out := int(p[0].Dims[0]), int(p[0].Dims[1]), int(p[1].Dims[0]), int(p[1].Dims[1])
 		if r != rb {
-			return nil, fmt.Errorf("tensor %s: lora_a has rank %d, lora_b %d", name, r, rb)
+			return nil, fmt.Errorf("tensor %s: lora_a has rank %d, lora_b %d (lora_a must be transposed: ggml dims [in, rank])", name, r, rb)
 		}
 		A, err := f.ReadFloat32(p[0])
 		if err != nil {
@@ -100,9 +126,18 @@ func openGGUF(path string) (*Adapter, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.Targets[name] = &Target{Name: name, Rank: r, In: in, Out: out, A: A, B: B, Scale: scaleFor(a.Alpha, false, r)}
+		a.Targets[name] = &Target{Name: name, Rank: r, In: in, Out: out, A: A, B: B, Scale: scaleFor(a.Alpha, false, rb)}
 	}
 	return a, nil
+}
+
+// GGUFArch is the general.architecture llama.cpp gives a model of
+// architecture arch: its converter writes Mistral as llama.
+func GGUFArch(arch string) string {
+	if arch == "mistral" {
+		return "llama"
+	}
+	return arch
 }
 
 // peftConfig is what Tessera reads of adapter_config.json.
@@ -170,6 +205,15 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 	pairs := map[string]*pair{}
 	for _, t := range f.Tensors {
 		name := strings.Replace(t.Name, ".default.", ".", 1)
+		switch {
+		case strings.HasSuffix(name, ".base_layer.weight") || strings.HasSuffix(name, "norm.weight"):
+			// Base weights and the norm vectors mergekit-extract-lora adds:
+			// llama.cpp's converter drops the first and its loader the
+			// second.
+			continue
+		case strings.Contains(name, ".lora_embedding_"):
+			return nil, fmt.Errorf("tensor %s: token-embedding adapters are not supported", t.Name)
+		}
 		base, which, ok := peftName(name)
 		if !ok {
 			return nil, fmt.Errorf("tensor %s is not a LoRA tensor of a projection or the head", t.Name)
@@ -316,7 +360,7 @@ func WriteGGUF(path string, a *Adapter, arch string) error {
 		alpha = scaleFor(a.Alpha, true, r) * float32(r)
 	}
 	kv := []gguf.KV{
-		{Key: "general.architecture", Value: gguf.StringValue(arch)},
+		{Key: "general.architecture", Value: gguf.StringValue(GGUFArch(arch))},
 		{Key: "general.type", Value: gguf.StringValue("adapter")},
 		{Key: "adapter.type", Value: gguf.StringValue("lora")},
 		{Key: "adapter.lora.alpha", Value: gguf.Float32Value(alpha)},

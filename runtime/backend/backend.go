@@ -69,11 +69,15 @@ type Batch struct {
 	Types []int32
 }
 
-// LoRA holds the low-rank adapters of one weight matrix [out, in], in
-// slots that Batch.Adapter indexes: slot j adds Scale_j·B_j·A_j to the
-// weight, for the rows that name it.
+// LoRA holds the low-rank adapters of the weights that share one input x
+// (q, k and v; gate and up; or one weight alone), weight k being
+// [outs[k], in], in slots that Batch.Adapter indexes: slot j adds
+// Scale·B·A of its adapter of weight k to that weight, for the rows that
+// name it. Grouping the weights of one input lets a backend compute x·Aᵀ
+// for all of them in one product (Punica's fused shrink).
 type LoRA interface {
 	Slots() int
+	// MaxRank is the largest rank of one slot, summed over the weights.
 	MaxRank() int
 }
 
@@ -86,30 +90,20 @@ type LoRASlot struct {
 	Scale float32
 }
 
-// LoRALayout packs slots the way both backends store them: the rows of
-// every slot's A one after the other ([ΣRank, in]), likewise the rows of
-// every slot's Bᵀ ([ΣRank, out]), and per slot its first row and rank.
-func LoRALayout(slots []LoRASlot, in, out int) (a, bt []float32, off, rank []int32, scale []float32, err error) {
-	total := 0
-	for j, s := range slots {
-		if s.Rank < 0 || len(s.A) != s.Rank*in || len(s.B) != out*s.Rank {
-			return nil, nil, nil, nil, nil, fmt.Errorf("lora slot %d: rank %d with A of %d and B of %d values for %d×%d", j, s.Rank, len(s.A), len(s.B), out, in)
+// CheckLoRA reports slots (slots[j][k]: slot j's adapter of weight k)
+// whose shapes do not fit weights [outs[k], in].
+func CheckLoRA(slots [][]LoRASlot, in int, outs []int) error {
+	for j, ws := range slots {
+		if len(ws) != len(outs) {
+			return fmt.Errorf("lora slot %d: %d weights, want %d", j, len(ws), len(outs))
 		}
-		total += s.Rank
-	}
-	a, bt = make([]float32, 0, total*in), make([]float32, total*out)
-	row := 0
-	for _, s := range slots {
-		off, rank, scale = append(off, int32(row)), append(rank, int32(s.Rank)), append(scale, s.Scale)
-		a = append(a, s.A...)
-		for o := range out {
-			for t := range s.Rank {
-				bt[(row+t)*out+o] = s.B[o*s.Rank+t]
+		for k, s := range ws {
+			if s.Rank < 0 || len(s.A) != s.Rank*in || len(s.B) != outs[k]*s.Rank {
+				return fmt.Errorf("lora slot %d weight %d: rank %d with A of %d and B of %d values for %d×%d", j, k, s.Rank, len(s.A), len(s.B), outs[k], in)
 			}
 		}
-		row += s.Rank
 	}
-	return a, bt, off, rank, scale, nil
+	return nil
 }
 
 // HasAdapters reports whether some row of the batch runs with an adapter.
@@ -257,17 +251,18 @@ type Backend interface {
 	// without rows gets zeros).
 	MeanPool(dst, x Tensor)
 
-	// NewLoRA makes an empty set of adapters for a weight [out, in].
-	NewLoRA(in, out int) (LoRA, error)
-	// SetLoRA replaces the adapters of l by slots (slot j is what
-	// Batch.Adapter's j names). It must not be called between Begin and
-	// the read that ends the step.
-	SetLoRA(l LoRA, slots []LoRASlot) error
-	// AddLoRA adds to each row i of dst (dst = x·wᵀ, just computed) whose
-	// adapter j = Batch.Adapter[i] is >= 0: AdapterScale[i]·Scale_j·
-	// (x_i·A_jᵀ)·B_jᵀ, as two small products through a per-row gather. For
-	// an output tensor, row i is the batch's row Out[i].
-	AddLoRA(dst, x Tensor, l LoRA)
+	// NewLoRA makes an empty set of adapters for weights [outs[k], in]
+	// that share their input.
+	NewLoRA(in int, outs ...int) (LoRA, error)
+	// SetLoRA replaces the adapters of l by slots: slots[j][k] is slot
+	// j's (what Batch.Adapter's j names) adapter of weight k. It must not
+	// be called between Begin and the read that ends the step.
+	SetLoRA(l LoRA, slots [][]LoRASlot) error
+	// AddLoRA adds to each row i of dsts[k] (= x·w_kᵀ, just computed)
+	// whose adapter j = Batch.Adapter[i] is >= 0: AdapterScale[i]·Scale·
+	// (x_i·Aᵀ)·Bᵀ of slot j's adapter of weight k. The dsts are all batch
+	// tensors or all output tensors (row i is then the batch's row Out[i]).
+	AddLoRA(x Tensor, l LoRA, dsts ...Tensor)
 
 	// Write sets the first len(data)/cols rows of t.
 	Write(t Tensor, data []float32) error

@@ -65,7 +65,7 @@ type Backend struct {
 	stats   backend.Stats
 	kept    []int32       // Keep's ids since the last Begin
 	last    []int32       // the last Keep's ids: the next chained step's tokens
-	loraH   []float32     // AddLoRA's x·Aᵀ
+	lora    *loraBufs     // AddLoRA's buffers, kept between calls
 	qrows   []kernel.QRow // MatMul's quantized rows of qsrc's first qm
 	qsrc    *Tensor
 	qm      int

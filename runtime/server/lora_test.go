@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,4 +92,132 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// postText sends a JSON body and returns the status and the raw answer.
+func postText(t *testing.T, url string, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// modelIDs lists the ids /v1/models answers.
+func modelIDs(t *testing.T, url string) []string {
+	t.Helper()
+	code, body := get(t, url+"/v1/models")
+	if code != http.StatusOK {
+		t.Fatalf("/v1/models: %d %s", code, body)
+	}
+	var list struct {
+		Data []struct{ ID string }
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// TestLoRARuntimeLoading: with AllowRuntimeLoRA, POST /v1/load_lora_adapter
+// loads an adapter that requests then name as BASE:NAME and /v1/models
+// lists, /v1/unload_lora_adapter removes it; bad requests get errors that
+// say what is wrong. Without the option both endpoints answer 403.
+func TestLoRARuntimeLoading(t *testing.T) {
+	eng := cpuEngine(t)
+	c := eng.Model().Config
+	dir := t.TempDir()
+	good, other := filepath.Join(dir, "tales.gguf"), filepath.Join(dir, "other.gguf")
+	for i, p := range []string{good, other} {
+		a, err := synth.LoRA(c, 8, nil, uint64(30+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lora.WriteGGUF(p, a, c.Arch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An adapter of a model of another shape.
+	wide := c
+	wide.Dim, wide.FFN = 2*c.Dim, 2*c.FFN
+	a, err := synth.LoRA(wide, 4, []string{"down"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatch := filepath.Join(dir, "wide.gguf")
+	if err := lora.WriteGGUF(mismatch, a, c.Arch); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(dir, "broken.gguf")
+	os.WriteFile(broken, []byte("GGUF not really"), 0o644)
+
+	_, off := serve(t, eng, server.Options{})
+	if code, body := postText(t, off+"/v1/load_lora_adapter", `{"lora_name":"tales","lora_path":"`+good+`"}`); code != http.StatusForbidden || !strings.Contains(body, "--allow-runtime-lora") {
+		t.Errorf("load without the option: %d %s", code, body)
+	}
+	if code, _ := postText(t, off+"/v1/unload_lora_adapter", `{"lora_name":"tales"}`); code != http.StatusForbidden {
+		t.Errorf("unload without the option: %d", code)
+	}
+
+	_, url := serve(t, eng, server.Options{AllowRuntimeLoRA: true})
+	code, body := postText(t, url+"/v1/load_lora_adapter", `{"lora_name":"tales","lora_path":"`+good+`"}`)
+	if code != http.StatusOK || !strings.Contains(body, "Success: LoRA adapter 'tales' added") {
+		t.Fatalf("load: %d %s", code, body)
+	}
+	if ids := modelIDs(t, url); !slices.Equal(ids, []string{"stories260K", "stories260K:tales"}) {
+		t.Errorf("/v1/models after the load: %v", ids)
+	}
+	req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 20, Adapters: []runtime.AdapterRef{{Name: "tales"}}}
+	want, _ := generate(t, eng, req)
+	code, out, _ := post(t, url+"/v1/completions", map[string]any{"model": "stories260K:tales", "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0})
+	if code != http.StatusOK || out["choices"].([]any)[0].(map[string]any)["text"] != want {
+		t.Errorf("completion with the loaded adapter: %d %v, want %q", code, out, want)
+	}
+
+	for _, tc := range []struct {
+		endpoint, body string
+		status         int
+		want           string
+	}{
+		{"load", `{"lora_name":"tales","lora_path":"` + other + `"}`, 400, `already loaded`},
+		{"load", `{"lora_name":"x","lora_path":"` + filepath.Join(dir, "none.gguf") + `"}`, 400, "no such file"},
+		{"load", `{"lora_name":"x","lora_path":"` + broken + `"}`, 400, "bad LoRA adapter"},
+		{"load", `{"lora_name":"x","lora_path":"` + mismatch + `"}`, 400, "tensor blk.0.ffn_down.weight adapts a 128×344 matrix but the base model's is 64×172"},
+		{"load", `{"lora_name":"x"}`, 400, "both lora_name and lora_path"},
+		{"load", `{"lora_path":"` + good + `"}`, 400, "lora_name is required"},
+		{"load", `{"lora_name":"a:b","lora_path":"` + good + `"}`, 400, "may not hold ':'"},
+		{"load", `{"lora_name":"x","lora_path":"` + good + `","base_model_name":"nope"}`, 404, "does not exist"},
+		{"load", `{"lora_name":`, 400, "not valid JSON"},
+		{"unload", `{"lora_name":"nope"}`, 404, `the LoRA adapter \"nope\" is not loaded`},
+	} {
+		code, body := postText(t, url+"/v1/"+tc.endpoint+"_lora_adapter", tc.body)
+		if code != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d saying %q", tc.endpoint, tc.body, code, body, tc.status, tc.want)
+		}
+	}
+	if ids := modelIDs(t, url); len(ids) != 2 {
+		t.Errorf("failed loads changed /v1/models: %v", ids)
+	}
+
+	code, body = postText(t, url+"/v1/unload_lora_adapter", `{"lora_name":"tales"}`)
+	if code != http.StatusOK || !strings.Contains(body, "Success: LoRA adapter 'tales' removed") {
+		t.Fatalf("unload: %d %s", code, body)
+	}
+	if ids := modelIDs(t, url); !slices.Equal(ids, []string{"stories260K"}) {
+		t.Errorf("/v1/models after the unload: %v", ids)
+	}
+	if code, _, _ := post(t, url+"/v1/completions", map[string]any{"model": "stories260K:tales", "prompt": "a", "max_tokens": 2}); code != http.StatusNotFound {
+		t.Errorf("a request for the unloaded adapter: %d", code)
+	}
+	// The name is free again, for another file.
+	if code, body := postText(t, url+"/v1/load_lora_adapter", `{"lora_name":"tales","lora_path":"`+other+`","base_model_name":"stories260K"}`); code != http.StatusOK {
+		t.Errorf("load again: %d %s", code, body)
+	}
 }

@@ -57,6 +57,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics (default: the server's own registry).
 	Gatherer prometheus.Gatherer
+	// AllowRuntimeLoRA turns on POST /v1/load_lora_adapter and
+	// /v1/unload_lora_adapter (lora.go); off, they answer 403.
+	AllowRuntimeLoRA bool
 }
 
 // Defaults.
@@ -245,6 +248,8 @@ func (s *Server) route() {
 	s.mux.HandleFunc("POST /v1/embeddings", s.work(s.embeddings))
 	s.mux.HandleFunc("POST /v1/rerank", s.work(s.rerank))
 	s.mux.HandleFunc("POST /rerank", s.work(s.rerank))
+	s.mux.HandleFunc("POST /v1/load_lora_adapter", s.work(s.loadLoRA))
+	s.mux.HandleFunc("POST /v1/unload_lora_adapter", s.work(s.unloadLoRA))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", nil, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})

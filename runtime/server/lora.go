@@ -1,0 +1,101 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/tessera-llm/tessera/models/lora"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// Loading and unloading LoRA adapters at run time, in vLLM's shape
+// (POST /v1/load_lora_adapter and /v1/unload_lora_adapter, which vLLM
+// gates behind VLLM_ALLOW_RUNTIME_LORA_UPDATING): off unless
+// Options.AllowRuntimeLoRA, since it lets a client make the server read
+// any path it can. A loaded adapter is served as BASE:NAME at once; an
+// unloaded one stops taking requests at once and is freed when its
+// running sequences finish (runtime.Engine.UnloadAdapter).
+
+// loraRequest is the body of both endpoints. BaseModelName (vLLM's name
+// for it in --lora-modules) picks the engine when the server has several.
+type loraRequest struct {
+	LoRAName      string `json:"lora_name"`
+	LoRAPath      string `json:"lora_path"`
+	BaseModelName string `json:"base_model_name"`
+}
+
+func (s *Server) loadLoRA(w http.ResponseWriter, r *http.Request) error {
+	req, m, err := s.loraRequest(r)
+	if err != nil {
+		return err
+	}
+	if req.LoRAPath == "" {
+		return badRequest("lora_path", "both lora_name and lora_path must be given")
+	}
+	if err := m.eng.LoadAdapter(req.LoRAName, req.LoRAPath, 1); err != nil {
+		switch {
+		case errors.Is(err, runtime.ErrAdapterExists):
+			return badRequest("lora_name", "the LoRA adapter %q is already loaded on %s", req.LoRAName, m.name)
+		case errors.Is(err, lora.ErrBadAdapter), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+			return badRequest("lora_path", "%v", err)
+		}
+		return err
+	}
+	s.opts.Logger.Info("lora adapter loaded", "request_id", requestID(r.Context()), "model", m.name+":"+req.LoRAName, "path", req.LoRAPath)
+	writeText(w, fmt.Sprintf("Success: LoRA adapter '%s' added successfully.", req.LoRAName))
+	return nil
+}
+
+func (s *Server) unloadLoRA(w http.ResponseWriter, r *http.Request) error {
+	req, m, err := s.loraRequest(r)
+	if err != nil {
+		return err
+	}
+	if err := m.eng.UnloadAdapter(req.LoRAName); err != nil {
+		if errors.Is(err, runtime.ErrUnknownAdapter) {
+			code := "lora_not_found"
+			return &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
+				msg: fmt.Sprintf("the LoRA adapter %q is not loaded on %s", req.LoRAName, m.name)}
+		}
+		return err
+	}
+	s.opts.Logger.Info("lora adapter unloaded", "request_id", requestID(r.Context()), "model", m.name+":"+req.LoRAName)
+	writeText(w, fmt.Sprintf("Success: LoRA adapter '%s' removed successfully.", req.LoRAName))
+	return nil
+}
+
+// loraRequest reads and checks the body of a load or unload, and finds
+// the base model it is for.
+func (s *Server) loraRequest(r *http.Request) (loraRequest, *model, error) {
+	var req loraRequest
+	if !s.opts.AllowRuntimeLoRA {
+		return req, nil, &httpError{status: http.StatusForbidden, kind: "invalid_request_error",
+			msg: "loading LoRA adapters at run time is off on this server (tessera serve --allow-runtime-lora turns it on)"}
+	}
+	if err := decode(r, &req); err != nil {
+		return req, nil, err
+	}
+	switch {
+	case req.LoRAName == "":
+		return req, nil, badRequest("lora_name", "lora_name is required")
+	case strings.ContainsAny(req.LoRAName, ": \t\n/"):
+		return req, nil, badRequest("lora_name", "lora_name %q may not hold ':', '/' or spaces (requests name it BASE:%s)", req.LoRAName, req.LoRAName)
+	}
+	m, err := s.model(req.BaseModelName)
+	if err != nil {
+		return req, nil, err
+	}
+	if m.adapter != "" {
+		return req, nil, badRequest("base_model_name", "%s is an adapter, not a base model", m.name)
+	}
+	return req, m, nil
+}
+
+func writeText(w http.ResponseWriter, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintln(w, text)
+}
