@@ -210,6 +210,9 @@ type Backend interface {
 	// CopyRow copies row src of x into row dst of t.
 	CopyRow(t Tensor, dst int, x Tensor, src int)
 
+	// The fused ops (fused.go): several of the ops above in one kernel.
+	Fuser
+
 	// NewLoRA makes an empty set of adapters for a weight [out, in].
 	NewLoRA(in, out int) (LoRA, error)
 	// SetLoRA replaces the adapters of l by slots (slot j is what

@@ -65,6 +65,8 @@ type Backend struct {
 	kept    []int32   // Keep's ids since the last Begin
 	last    []int32   // the last Keep's ids: the next chained step's tokens
 	loraH   []float32 // AddLoRA's x·Aᵀ
+
+	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
 
 // New returns a reference backend that uses up to workers goroutines for
