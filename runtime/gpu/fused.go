@@ -126,12 +126,16 @@ func (b *Backend) Project(p backend.Projection) {
 	// into a scratch tensor, then the epilogue.
 	x := xs
 	if f.Norm {
-		if x, err = b.scratch(xs, xs.cols); err != nil {
+		if x, err = b.scratch(xs, -xs.cols); err != nil {
 			b.fail(err)
 			return
 		}
 		b.RMSNorm(x, xs, p.Norm, p.Eps)
 		f.Norm, extra = false, extra[:len(extra)-1]
+		if !f.Fused() {
+			b.matmul(d, x, w, f, nil)
+			return
+		}
 	}
 	y, err := b.scratch(d, w.shape[0])
 	if err != nil {
@@ -195,10 +199,12 @@ func (b *Backend) uniform(p params) (Buffer, error) {
 	return buf, nil
 }
 
-// scratch returns a tensor with like's rows (and kind) and cols columns
-// for the intermediate values of a fused op, made on first use.
+// scratch returns a tensor with like's rows (and kind) and |cols| columns
+// for the intermediate values of a fused op, made on first use: a negative
+// count (a normalised input) keeps it apart from a product of that width.
 func (b *Backend) scratch(like *Tensor, cols int) (*Tensor, error) {
 	key := [3]int{like.rows, cols, 0}
+	cols = max(cols, -cols)
 	if like.out {
 		key[2] = 1
 	}
