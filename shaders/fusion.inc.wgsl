@@ -111,11 +111,25 @@ var<workgroup> norm_partial: array<f32, WG>;
 {{- end}}
 {{end}}
 
-{{define "store_tree"}}
-{{- /* The stores of a GEMV whose TPC invocations a column summed in a tree
-(partial[m * WG + t] of lane 0 holds row m's sum): with Pairs, the even
-column's lane 0 takes its neighbour's sum too. Needs lane, j, rows, r0, t,
-TPC, WG, partial, rinv. */}}
+{{define "sum_tree"}}
+{{- /* The end of a GEMV whose TPC invocations a column split its inputs:
+their sums acc[m] are added in a tree in workgroup memory, then lane 0
+stores (partial[m * WG + t] holds row m's sum); with Pairs, the even
+column's lane 0 takes its neighbour's sum too. Needs acc, lane, j, rows,
+r0, t, TPC, WG, partial, rinv. */}}
+    for (var m = 0u; m < MAXM; m++) {
+        partial[m * WG + t] = acc[m];
+    }
+    workgroupBarrier();
+    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            for (var m = 0u; m < MAXM; m++) {
+                partial[m * WG + t] += partial[m * WG + t + s];
+            }
+        }
+        workgroupBarrier();
+    }
+
 {{- if .Pairs}}
     if (lane == 0u && j % 2u == 0u && j + 1u < p.nrows) {
         for (var m = 0u; m < rows; m++) {

@@ -102,17 +102,5 @@ fn main(@builtin(local_invocation_index) t: u32,
 {{- end}}
         return;
     }
-    for (var m = 0u; m < MAXM; m++) {
-        partial[m * WG + t] = acc[m];
-    }
-    workgroupBarrier();
-    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            for (var m = 0u; m < MAXM; m++) {
-                partial[m * WG + t] += partial[m * WG + t + s];
-            }
-        }
-        workgroupBarrier();
-    }
-{{template "store_tree" .}}
+{{template "sum_tree" .}}
 }
