@@ -6,10 +6,12 @@
 #      (the GPU's own driver must be there already);
 #   2. golden tokens through WebGPU on the machine's first adapter: the
 #      golden and cross-backend tests of runtime;
-#   3. `tessera bench` (int4, multi-step decoding as by default) on
-#      synthetic smollm2-135m, qwen2.5-0.5b and llama-3.2-1b, printed as one
-#      table: decode and prompt tok/s, dispatches per decode token, the
-#      fraction of the copy-bandwidth bound decode reaches.
+#   3. `tessera bench` and `tessera profile` (int4, multi-step decoding as
+#      by default) on synthetic smollm2-135m, qwen2.5-0.5b and llama-3.2-1b,
+#      printed as one table: decode and prompt tok/s, dispatches per decode
+#      token, the fraction of the copy-bandwidth bound decode reaches, the
+#      ms a token's ops take timed one by one and the busiest op kind; each
+#      model's whole profile follows the table.
 #
 # DEVICE_CHECK_QUICK=1 runs stories260K and smollm2-135m only (a minute or
 # two on lavapipe, the CPU's Vulkan driver); DEVICE_CHECK_DIR keeps the
@@ -46,18 +48,31 @@ for s in $shapes; do
 	models="$models $dir/$s.gguf"
 done
 
-echo "== tessera bench (int4, 32 prompt tokens, 64 decoded)"
-printf '%-28s %12s %12s %12s %10s\n' model "decode tok/s" "prompt tok/s" "dispatches" "bw frac"
+echo "== tessera bench and profile (int4, 32 prompt tokens, 64 decoded; profile 16)"
+: >"$dir/profiles.txt"
+printf '%-22s %12s %12s %10s %8s %10s %16s\n' model "decode tok/s" "prompt tok/s" dispatches "bw frac" "ops ms" "busiest op"
 for m in $models; do
 	[ -f "$m" ] || continue
-	"$dir/tessera" bench --model "$m" --device webgpu --quant int4 --prompt-tokens 32 --gen-tokens 64 >"$dir/bench.txt" 2>&1 || {
-		cat "$dir/bench.txt" >&2
-		exit 1
-	}
+	for cmd in "bench --gen-tokens 64" "profile --gen-tokens 16"; do
+		# shellcheck disable=SC2086 # cmd is a command and its flag
+		"$dir/tessera" $cmd --model "$m" --device webgpu --quant int4 --prompt-tokens 32 >"$dir/out.txt" 2>&1 || {
+			cat "$dir/out.txt" >&2
+			exit 1
+		}
+		case $cmd in
+		bench*) cp "$dir/out.txt" "$dir/bench.txt" ;;
+		*) { echo "-- $(basename "$m")"; cat "$dir/out.txt"; } >>"$dir/profiles.txt" ;;
+		esac
+	done
 	awk -v m="$(basename "$m")" '
-		/^prompt / { for (i = 1; i <= NF; i++) if ($i == "tok/s,") p = $(i - 1) }
-		/^decode / { for (i = 1; i <= NF; i++) if ($i == "tok/s") d = $(i - 1) }
-		/^dispatches/ { n = $2 }
-		/^bandwidth/ { f = $NF }
-		END { printf "%-28s %12s %12s %12s %10s\n", m, d, p, n, f }' "$dir/bench.txt"
+		FNR == NR && /^prompt / { for (i = 1; i <= NF; i++) if ($i == "tok/s,") p = $(i - 1) }
+		FNR == NR && /^decode / { for (i = 1; i <= NF; i++) if ($i == "tok/s") d = $(i - 1) }
+		FNR == NR && /^dispatches/ { n = $2 }
+		FNR == NR && /^bandwidth/ { f = $NF }
+		FNR != NR && /^decode token/ { for (i = 1; i <= NF; i++) if ($i == "to") t = $(i + 1) }
+		FNR != NR && /^op / { top = 1; next }
+		FNR != NR && top == 1 { busy = $1 " " $4; top = 2 }
+		END { printf "%-22s %12s %12s %10s %8s %10s %16s\n", m, d, p, n, f, t, busy }' "$dir/bench.txt" "$dir/out.txt"
 done
+echo
+cat "$dir/profiles.txt"

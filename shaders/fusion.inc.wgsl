@@ -70,44 +70,66 @@ fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
 {{define "norm"}}
 {{- /* The RMSNorm prologue: rinv[m], the 1/rms of row r0 + m of the block,
 computed by the WG invocations of the workgroup together (one barrier a
-row); without Norm, ones. Needs x (vec4s), t, WG, MAXM, rows, xbase, k4. */}}
+row); without Norm, ones. With TPC = 1 (CPU adapters, where a barrier costs
+more than the kernel's own loads and every invocation reads whole rows of
+x) there is no prologue: xload adds up each row's squares as the product
+reads it, and norm_end turns them into rinv. Needs x (vec4s), t, TPC, WG,
+MAXM, rows, xbase, k4. */}}
     var rinv: array<f32, MAXM>;
     for (var m = 0u; m < MAXM; m++) {
         rinv[m] = 1.0;
     }
 {{- if .Norm}}
-    for (var m = 0u; m < MAXM; m++) {
-        var ss = 0.0;
-        if (m < rows) {
-            for (var i = t; i < k4; i += WG) {
-                let v = x[xbase + m * k4 + i];
-                ss += dot(v, v);
+    if (TPC > 1u) {
+        for (var m = 0u; m < MAXM; m++) {
+            var ss = 0.0;
+            if (m < rows) {
+                for (var i = t; i < k4; i += WG) {
+                    let v = x[xbase + m * k4 + i];
+                    ss += dot(v, v);
+                }
             }
+            norm_partial[t] = ss;
+            workgroupBarrier();
+            var total = 0.0;
+            for (var i = 0u; i < WG; i++) {
+                total += norm_partial[i];
+            }
+            rinv[m] = 1.0 / sqrt(total / f32(p.k) + fz.eps);
+            workgroupBarrier();
         }
-        norm_partial[t] = ss;
-        workgroupBarrier();
-        var total = 0.0;
-        for (var i = 0u; i < WG; i++) {
-            total += norm_partial[i];
+    }
+{{- end}}
+{{end}}
+
+{{define "norm_end"}}
+{{- if .Norm}}
+    if (TPC == 1u) {
+        for (var m = 0u; m < MAXM; m++) {
+            rinv[m] = 1.0 / sqrt(squares[m] / f32(p.k) + fz.eps);
         }
-        rinv[m] = 1.0 / sqrt(total / f32(p.k) + fz.eps);
-        workgroupBarrier();
     }
 {{- end}}
 {{end}}
 
 {{define "xload"}}
-// xload reads vec4 at of x, which is vec4 i of its row: times the norm's
-// weights with Norm (the row's 1/rms comes at the end, in rinv).
-fn xload(at: u32, i: u32) -> vec4<f32> {
+// xload reads vec4 at of x, which is vec4 i of row m of the block: times
+// the norm's weights with Norm (the row's 1/rms comes at the end, in
+// rinv), adding up the row's squares when an invocation reads whole rows.
+fn xload(at: u32, i: u32, m: u32) -> vec4<f32> {
 {{- if .Norm}}
-    return x[at] * nw[i];
+    let v = x[at];
+    if (TPC == 1u) {
+        squares[m] += dot(v, v);
+    }
+    return v * nw[i];
 {{- else}}
     return x[at];
 {{- end}}
 }
 {{- if .Norm}}
 var<workgroup> norm_partial: array<f32, WG>;
+var<private> squares: array<f32, MAXM>;
 {{- end}}
 {{end}}
 

@@ -67,7 +67,7 @@ fn main(@builtin(local_invocation_index) t: u32,
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
                     let xr = xbase + m * k4 + i;
-                    acc[m] += dot(w0, xload(xr, i)) + dot(w1, xload(xr + TPC, i + TPC)) + dot(w2, xload(xr + 2u * TPC, i + 2u * TPC)) + dot(w3, xload(xr + 3u * TPC, i + 3u * TPC));
+                    acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m)) + dot(w2, xload(xr + 2u * TPC, i + 2u * TPC, m)) + dot(w3, xload(xr + 3u * TPC, i + 3u * TPC, m));
                 }
             }
         }
@@ -75,12 +75,13 @@ fn main(@builtin(local_invocation_index) t: u32,
             let w0 = w[wrow + i];
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i));
+                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i, m));
                 }
             }
         }
     }
 
+{{template "norm_end" .}}
     if (TPC == 1u) {
 {{- if .Pairs}}
         // The neighbour's sum comes through workgroup memory.

@@ -107,7 +107,7 @@ fn main(@builtin(local_invocation_index) t: u32,
                 if (m < rows) {
                     let xr = xbase + m * k4 + gi * 8u;
                     for (var v = 0u; v < 8u; v++) {
-                        let xv = xload(xr + v, gi * 8u + v);
+                        let xv = xload(xr + v, gi * 8u + v, m);
                         for (var c = 0u; c < CPI; c++) {
                             acc[m * CPI + c] += dot(w[c * 8u + v], xv);
                         }
@@ -117,24 +117,29 @@ fn main(@builtin(local_invocation_index) t: u32,
         }
         if (full < p.groups && lane == full % TPC) {
             // The short last group: (k % 32) / 4 vec4s of inputs.
+            var code: array<vec4<u32>, CPI>;
+            var sm: array<vec2<f32>, CPI>;
             for (var c = 0u; c < CPI; c++) {
-                if (j + c >= p.nrows) { break; }
-                let code = codes[(j + c) * p.groups + full];
-                let sm = unpack2x16float(scales[(j + c) * p.groups + full]);
-                for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
-                    var sh = LO;
-                    if (v % 2u == 1u) { sh = HI; }
-                    let wv = dq(code[v / 2u], sh, sm.x, sm.y);
-                    for (var m = 0u; m < MAXM; m++) {
-                        if (m < rows) {
-                            acc[m * CPI + c] += dot(wv, xload(xbase + m * k4 + full * 8u + v, full * 8u + v));
+                if (j + c < p.nrows) {
+                    code[c] = codes[(j + c) * p.groups + full];
+                    sm[c] = unpack2x16float(scales[(j + c) * p.groups + full]);
+                }
+            }
+            for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
+                var sh = LO;
+                if (v % 2u == 1u) { sh = HI; }
+                for (var m = 0u; m < MAXM; m++) {
+                    if (m < rows) {
+                        let xv = xload(xbase + m * k4 + full * 8u + v, full * 8u + v, m);
+                        for (var c = 0u; c < CPI; c++) {
+                            acc[m * CPI + c] += dot(dq(code[c][v / 2u], sh, sm[c].x, sm[c].y), xv);
                         }
                     }
                 }
             }
         }
     }
-
+{{template "norm_end" .}}
     if (TPC == 1u) {
         for (var m = 0u; m < rows; m++) {
 {{- if .Pairs}}

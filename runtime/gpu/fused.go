@@ -119,11 +119,12 @@ func (b *Backend) Project(p backend.Projection) {
 		b.fail(err)
 		return
 	}
-	if b.matmul(d, xs, w, f, extra) {
+	if (!f.Norm || b.normPrologue()) && b.matmul(d, xs, w, f, extra) {
 		return
 	}
-	// The planned kernel does not compose: the norm first, the product
-	// into a scratch tensor, then the epilogue.
+	// The norm in a dispatch of its own, then the product fused with the
+	// rest or, where the planned kernel does not compose, into a scratch
+	// tensor and through the epilogue kernel.
 	x := xs
 	if f.Norm {
 		if x, err = b.scratch(xs, -xs.cols); err != nil {
@@ -134,6 +135,9 @@ func (b *Backend) Project(p backend.Projection) {
 		f.Norm, extra = false, extra[:len(extra)-1]
 		if !f.Fused() {
 			b.matmul(d, x, w, f, nil)
+			return
+		}
+		if b.matmul(d, x, w, f, extra) {
 			return
 		}
 	}
@@ -151,6 +155,22 @@ func (b *Backend) Project(p backend.Projection) {
 	b.record(fuseEpilogueOp.fused(f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
 		append([]Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
 }
+
+// normPrologue reports whether the GEMVs take a projection's RMSNorm as
+// their prologue. Not on CPU adapters: there an invocation is a SIMD lane,
+// every load of x (the same address for all lanes) is a gather, and the
+// norm's weights on each of them cost more than the dispatch of an
+// rmsnorm (BenchmarkFusion: smollm2's gate+up 1.63 ms fused against 1.27
+// ms; the head 43 against 34). normPrologueForced, when not "", forces
+// the choice: "on" or "off" (tests and benchmarks).
+func (b *Backend) normPrologue() bool {
+	if normPrologueForced != "" {
+		return normPrologueForced == "on"
+	}
+	return b.info.DeviceType != "cpu"
+}
+
+var normPrologueForced string
 
 // fusionBindings returns the bindings that f adds to a kernel (see
 // shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias and

@@ -22,14 +22,19 @@ import (
 //     weights) against one Project with the norm as prologue;
 //   - gate+up: RMSNorm, two MatMuls and the GLU against one Project;
 //   - residual: MatMul and Add against one Project with Add;
-//   - rope+kv: Rope, Rope and StoreKV against one RopeStore.
+//   - rope+kv: Rope, Rope and StoreKV against one RopeStore;
+//   - head: RMSNorm and the output head's MatMul (49152 × 576) against one
+//     Project with the norm as prologue.
 //
 // Each iteration records the ops and an Argmax of one row, whose read back
-// waits for them: a step's per-op cost, submission included.
+// waits for them: a step's per-op cost, submission included. The norms are
+// fused as on GPUs (on CPU adapters Project runs them as rmsnorm
+// dispatches: see normPrologue).
 //
 //	go test ./runtime/gpu -run '^$' -bench Fusion
 func BenchmarkFusion(b *testing.B) {
 	const dim, qDim, kvDim, ffn, headDim = 576, 576, 192, 1536, 64
+	defer gpu.SetNormPrologue("on")() // the fused figures are the GPU's composition
 	dev := gputest.Open(b)
 	g, err := gpu.NewBackend(dev, 1)
 	if err != nil {
@@ -70,6 +75,8 @@ func BenchmarkFusion(b *testing.B) {
 	sq, sk, sv := must(g.UploadAs(wq, backend.Int4)), must(g.UploadAs(wk, backend.Int4)), must(g.UploadAs(wv, backend.Int4))
 	sg, su := must(g.UploadAs(wg, backend.Int4)), must(g.UploadAs(wu, backend.Int4))
 	so, sd := must(g.UploadAs(wo, backend.Int4)), must(g.UploadAs(wd, backend.Int4))
+	sh := must(g.UploadAs(tensor("head", 49152, dim), backend.Int4))
+	logits := act(49152)
 	qkv := must(g.Fuse([]*models.Tensor{wq, wk, wv}, backend.Int4, false))
 	gateUp := must(g.Fuse([]*models.Tensor{wg, wu}, backend.Int4, true))
 	x, xb, q, k, v := act(dim), act(dim), act(qDim), act(kvDim), act(kvDim)
@@ -94,6 +101,15 @@ func BenchmarkFusion(b *testing.B) {
 		}, func() {
 			g.Project(backend.Projection{X: x, Norm: norm, Eps: 1e-5, W: qkv, Out: []backend.Tensor{q, k, v}})
 		}},
+		{"qkv-split-only", func() {
+			g.RMSNorm(xb, x, norm, 1e-5)
+			g.MatMul(q, xb, sq)
+			g.MatMul(k, xb, sk)
+			g.MatMul(v, xb, sv)
+		}, func() {
+			g.RMSNorm(xb, x, norm, 1e-5)
+			g.Project(backend.Projection{X: xb, W: qkv, Out: []backend.Tensor{q, k, v}})
+		}},
 		{"gate+up", func() {
 			g.RMSNorm(xb, x, norm, 1e-5)
 			g.MatMul(gate, xb, sg)
@@ -113,6 +129,12 @@ func BenchmarkFusion(b *testing.B) {
 			g.Add(x, xb)
 		}, func() {
 			g.Project(backend.Projection{X: hidden, W: sd, Out: []backend.Tensor{x}, Add: true})
+		}},
+		{"head", func() {
+			g.RMSNorm(xb, x, norm, 1e-5)
+			g.MatMul(logits, xb, sh)
+		}, func() {
+			g.Project(backend.Projection{X: x, Norm: norm, Eps: 1e-5, W: sh, Out: []backend.Tensor{logits}})
 		}},
 		{"rope+kv", func() {
 			g.Rope(q, rq)

@@ -70,6 +70,9 @@ func TestProject(t *testing.T) {
 		binding int64 // a storage binding limit that splits the weights
 	}{
 		{backend.Int4, "", 96, 1, 0},
+		{backend.Int4, "prologue", 96, 1, 0}, // the norm as the GEMV's prologue, as on GPUs
+		{backend.F32, "prologue", 64, 2, 0},
+		{backend.Int4, "prologue", 70, 3, 0},
 		{backend.Int4, "", 200, 3, 0},
 		{backend.Int4, "gemv-gpu", 200, 5, 0},
 		{backend.Int4, "gemm", 72, 17, 0},
@@ -84,9 +87,12 @@ func TestProject(t *testing.T) {
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {
-				if tc.storage == backend.F32 {
+				switch {
+				case tc.kernel == "prologue":
+					defer gpu.SetNormPrologue("on")()
+				case tc.storage == backend.F32:
 					defer gpu.SetMatMulKernel(tc.kernel)()
-				} else {
+				default:
 					defer gpu.SetQuantKernel(tc.kernel)()
 				}
 				// Under the lowered limit, weights four times as wide take
