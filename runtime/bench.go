@@ -40,6 +40,11 @@ type BenchResult struct {
 	CopyGBps           float64 `json:"copy_gbps"`
 	BandwidthFraction  float64 `json:"bandwidth_fraction"`
 
+	// On the CPU: the goroutines of a matrix product and the kernels
+	// chosen for this CPU (cpu.Kernels).
+	Threads int    `json:"threads,omitempty"`
+	Kernels string `json:"kernels,omitempty"`
+
 	Concurrency        int     `json:"concurrency"`
 	AggregateDecodeTPS float64 `json:"aggregate_decode_tps"`
 	PerSeqDecodeTPS    float64 `json:"per_sequence_decode_tps"`
@@ -70,6 +75,9 @@ type BenchResult struct {
 func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) {
 	c := e.model.Config
 	r := BenchResult{Device: e.DeviceName(), Model: e.model.Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
+	if be, ok := e.be.(*cpu.Backend); ok {
+		r.Threads, r.Kernels = be.Threads(), cpu.Kernels()
+	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
 		return r, fmt.Errorf("bench needs at least 2 generated tokens and a non-negative prompt")
 	}

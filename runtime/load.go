@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -33,8 +34,10 @@ type Options struct {
 	Context int
 	// Quant is how weight matrices and the embedding table are stored:
 	// "int4", "f16" or "f32"; "" means int4 on WebGPU (f32 for models under
-	// 32 MiB of weights, which gain nothing from it) and f32 on the CPU.
-	// Norm weights stay f32. See WeightStorage.
+	// 32 MiB of weights, which gain nothing from it) and on the CPU each
+	// matrix as the file stores it (WeightStorage.Native: Q4_0, Q4_1 and
+	// Q4_K as int4, F16 as f16, the rest f32). Norm weights stay f32. See
+	// WeightStorage.
 	//
 	// Int4 matrices are calibrated (GPTQ over text the model samples
 	// itself, see CalibrateInt4) when the model has at most
@@ -152,6 +155,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	// Reading each tensor's file bytes and converting them left garbage of
+	// about the weights' size, which the collector would keep mapped (it
+	// lets the heap grow to twice what is live): hand it back, so that a
+	// process serving a model holds about the weights and its cache.
+	debug.FreeOSMemory()
 	return e, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
@@ -19,6 +21,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.IntVar(&o.Concurrency, "concurrency", 1, "sequences decoding at once")
 	fs.IntVar(&o.SharedPrefix, "shared-prefix", 0, "tokens of prompt all sequences share; runs with and without the prefix cache")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured run to FILE (go tool pprof FILE): where the CPU backend's time goes")
 	return func(ctx context.Context, e *env) error {
 		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxOutputs || o.SharedPrefix < 0 {
 			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxOutputs)
@@ -28,6 +31,13 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		r, err := runtime.Bench(ctx, eng, o)
 		if err != nil {
 			return err
@@ -37,7 +47,11 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			enc.SetIndent("", "  ")
 			return enc.Encode(r)
 		}
-		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
+		if r.Threads > 0 {
+			fmt.Fprintf(e.stdout, "device            %s: %d threads, %s kernels\n", r.Device, r.Threads, r.Kernels)
+		} else {
+			fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
+		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s\n", r.GenTokens, r.DecodeTPS)
@@ -60,6 +74,20 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil
 	}
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // printMany prints the figures of a run of several sequences.

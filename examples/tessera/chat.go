@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tessera-llm/tessera/models/chat"
@@ -198,6 +199,8 @@ func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interrupted := make(chan struct{})
+	var once sync.Once
+	interrupt := func() { once.Do(func() { close(interrupted); cancel() }) }
 	done := make(chan struct{})
 	defer close(done)
 	if stop != nil {
@@ -206,15 +209,20 @@ func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime
 		go func() {
 			select {
 			case <-stop:
-				close(interrupted)
-				cancel()
+				interrupt()
 			case <-done:
 			}
 		}()
 	}
 	st, err := s.eng.Generate(ctx, runtime.Request{Tokens: ids, MaxTokens: s.steps, Sampler: s.sampler}, func(t runtime.Token) error {
+		// The token loop takes a pending Ctrl-C itself rather than wait
+		// for the goroutine above to be scheduled: a fast model would
+		// otherwise finish the reply first.
 		select {
 		case <-interrupted:
+			return errInterrupted
+		case <-stop:
+			interrupt()
 			return errInterrupted
 		default:
 		}

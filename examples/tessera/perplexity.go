@@ -58,7 +58,7 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 func storageName(mf modelFlags) string {
 	s := mf.quant
 	if s == "" {
-		s = "default (int4 on WebGPU, f32 on the CPU)"
+		s = "default (int4 on WebGPU, the file's own on the CPU)"
 	}
 	if mf.noCalibration {
 		s += ", uncalibrated"

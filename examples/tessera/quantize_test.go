@@ -138,15 +138,53 @@ func TestQuantizeQ4_0(t *testing.T) {
 		t.Errorf("attn_q is %v", tt.Type)
 	}
 	m.Close()
-	for _, quant := range []string{"int4", "f32"} {
+	// "": the CPU keeps the file's storage (Q4_0 as int4, ffn_down f32)
+	// and its integer kernels, WebGPU expands this small model to f32: the
+	// same weight values.
+	for _, quant := range []string{"int4", "f32", ""} {
 		o := runtime.Options{Context: 512, Quant: quant}
 		o.Device = "cpu"
 		want := greedy(t, loadModel(t, dst, o), 200)
 		o.Device = "webgpu"
 		got := greedy(t, loadModel(t, dst, o), 200)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("greedy tokens of the Q4_0 file with %s weights:\nwebgpu %v\n   cpu %v", quant, got, want)
+			t.Errorf("greedy tokens of the Q4_0 file with %q weights:\nwebgpu %v\n   cpu %v", quant, got, want)
 		}
+	}
+}
+
+// TestQuantizedSynthCPUMatchesWebGPU: synthetic models of each family,
+// quantized to Q4_0, decode to the same greedy tokens on the CPU (which
+// keeps the file's int4 codes and multiplies them with int16 activations)
+// and on WebGPU's int4 kernels (f32 activations).
+func TestQuantizedSynthCPUMatchesWebGPU(t *testing.T) {
+	for _, shape := range []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "f32.gguf"), filepath.Join(dir, "q4_0.gguf")
+			if code, _, errOut := runCLI("synth", "--shape", shape, "--out", src); code != 0 {
+				t.Fatalf("synth: exit %d: %s", code, errOut)
+			}
+			if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_0"); code != 0 {
+				t.Fatalf("quantize: exit %d: %s", code, errOut)
+			}
+			req := runtime.Request{Prompt: "abc def ghi", MaxTokens: 64, IgnoreEOS: true}
+			ids := func(eng *runtime.Engine) []int32 {
+				var out []int32
+				if _, err := eng.Generate(context.Background(), req, func(tok runtime.Token) error {
+					out = append(out, tok.ID)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := ids(loadModel(t, dst, runtime.Options{Device: "cpu"}))
+			got := ids(loadModel(t, dst, runtime.Options{Device: "webgpu", Quant: "int4"}))
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("webgpu %v\n   cpu %v", got, want)
+			}
+		})
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // modelFlags are the flags of every command that loads a model.
 type modelFlags struct {
 	model, tokenizer, device, adapter string
-	context                           int
+	context, threads                  int
 	quant                             string
 	headF32, noCalibration            bool
 	draft, draftQuant                 string
@@ -63,7 +63,8 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
-	fs.StringVar(&m.quant, "quant", "", "weight storage: int4, f16 or f32 (default: int4 on WebGPU, f32 on the CPU)")
+	fs.StringVar(&m.quant, "quant", "", "weight storage: int4, f16 or f32 (default: on WebGPU int4, or f32 for models under 32 MiB of f32 weights; on the CPU the file's own: Q4_0/Q4_1/Q4_K as int4, F16 as f16, the rest f32)")
+	fs.IntVar(&m.threads, "threads", 0, "CPU backend: goroutines per matrix product (0: one per core)")
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
 	fs.BoolVar(&m.noCalibration, "no-calibration", false, "int4: round each group on its own even where the model is small enough to calibrate at load (GPTQ)")
 	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
@@ -103,7 +104,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 		}
 	}
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
-		Context: m.context, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
+		Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
 		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap})
 	if err != nil {

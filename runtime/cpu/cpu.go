@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
 // Tensor is an f32 matrix in row-major order.
@@ -62,9 +63,15 @@ type Backend struct {
 	batch   backend.Batch
 	workers int
 	stats   backend.Stats
-	kept    []int32   // Keep's ids since the last Begin
-	last    []int32   // the last Keep's ids: the next chained step's tokens
-	loraH   []float32 // AddLoRA's x·Aᵀ
+	kept    []int32       // Keep's ids since the last Begin
+	last    []int32       // the last Keep's ids: the next chained step's tokens
+	loraH   []float32     // AddLoRA's x·Aᵀ
+	qrows   []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	qsrc    *Tensor
+	qm      int
+	qvalid  bool      // no op but MatMul ran since qrows were made
+	ropeF   []float32 // Rope's frequencies
+	ropeCS  []float32 // Rope's cosines and sines of one row
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -79,6 +86,13 @@ func New(workers int) *Backend {
 }
 
 func (b *Backend) Name() string { return "cpu" }
+
+// Threads is how many goroutines share a matrix product.
+func (b *Backend) Threads() int { return b.workers }
+
+// Kernels names the vector kernels this CPU runs: "avx2" (chosen at run
+// time from the CPU's features), or "go" where the plain-Go twins run.
+func Kernels() string { return kernel.Path() }
 
 func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
@@ -122,15 +136,17 @@ func (b *Backend) Begin(batch backend.Batch) error {
 	}
 	b.batch = batch
 	b.kept, b.last = nil, nil
+	b.qvalid = false
 	return nil
 }
 
 // Stats counts every op since the backend was made as one dispatch.
 func (b *Backend) Stats() backend.Stats { return b.stats }
 
-// op counts one op.
+// op counts one op, and forgets MatMul's quantized input (see MatMul).
 func (b *Backend) op() {
 	b.stats.Dispatches++
+	b.qvalid = false
 }
 
 // rows is how many rows of t the current batch covers.
@@ -165,22 +181,38 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 	}
 }
 
+// MatMul quantizes x for int4 weights once for a run of products that read
+// it (q, k and v; gate and up): the quantized rows stay valid until any
+// other op runs, since a product never writes its own input.
 func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
+	d, xs := dst.(*Tensor), x.(*Tensor)
+	m := b.rows(d)
+	fresh := !b.qvalid || b.qsrc != xs || b.qm != m
 	b.op()
-	if q, ok := w.(*QWeight); ok {
-		d, xs := dst.(*Tensor), x.(*Tensor)
-		MatMulQ(d.Data, xs.Data, q, b.rows(d), xs.cols, d.cols, b.workers)
-		return
+	switch w := w.(type) {
+	case *QWeight:
+		if w.Int4 == nil {
+			MatMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.workers)
+			return
+		}
+		if fresh {
+			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.workers)
+			b.qsrc, b.qm = xs, m
+		}
+		b.qvalid = true
+		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.workers)
+	case *Weight:
+		MatMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.workers)
 	}
-	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
-	MatMul(d.Data, xs.Data, ws.Data, b.rows(d), xs.cols, d.cols, b.workers)
 }
 
 func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	b.op()
 	xs := x.(*Tensor)
+	b.ropeF = RopeFreqs(b.ropeF, r)
 	for i := 0; i < b.rows(xs); i++ {
-		Rope(xs.Row(i), int(b.batch.Pos[i]), r)
+		b.ropeCS = RopeAngles(b.ropeCS, b.ropeF, int(b.batch.Pos[i]))
+		RopeWith(xs.Row(i), b.ropeCS, r)
 	}
 }
 
@@ -346,6 +378,7 @@ func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
 }
 
 func (b *Backend) Write(t backend.Tensor, data []float32) error {
+	b.qvalid = false
 	ts := t.(*Tensor)
 	if len(data) > len(ts.Data) || len(data)%ts.cols != 0 {
 		return fmt.Errorf("cpu: write of %d values into a %d×%d tensor", len(data), ts.rows, ts.cols)
@@ -356,7 +389,8 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 
 func (b *Backend) Close() error { return nil }
 
-// parallel splits [0, n) into contiguous ranges, one per worker.
+// parallel splits [0, n) into contiguous ranges, one per worker; the
+// calling goroutine takes the last, so that two workers start one.
 func parallel(n, workers int, f func(lo, hi int)) {
 	if workers <= 1 || n < 2 {
 		f(0, n)
@@ -364,7 +398,7 @@ func parallel(n, workers int, f func(lo, hi int)) {
 	}
 	workers = min(workers, n)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := 0; w < workers-1; w++ {
 		lo, hi := n*w/workers, n*(w+1)/workers
 		wg.Add(1)
 		go func() {
@@ -372,6 +406,7 @@ func parallel(n, workers int, f func(lo, hi int)) {
 			f(lo, hi)
 		}()
 	}
+	f(n*(workers-1)/workers, n)
 	wg.Wait()
 }
 

@@ -7,11 +7,14 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
 // The ops below work on plain slices so that kernel tests can call them
 // directly as the Go twins of the WGSL kernels. They follow llama2.c's run.c
-// in the order of their floating-point operations.
+// in the order of their floating-point operations, except that dot products
+// sum in the 32 lanes of kernel.DotF32 (vector registers, then a fixed
+// fold), which the WGSL kernels do not follow either.
 
 // RMSNorm sets dst = x / sqrt(mean(x²) + eps) * w.
 func RMSNorm(dst, x, w []float32, eps float32) {
@@ -26,34 +29,89 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ, splitting the n output columns
-// across workers so that each reads its own slice of w.
+// MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ (see products).
 func MatMul(dst, x, w []float32, m, k, n, workers int) {
+	products(dst, floatRows(x, m, k), n, k, workers,
+		func(j int, x *[]float32) float32 { return Dot(*x, w[j*k:(j+1)*k]) },
+		func(j int, xs *[4]*[]float32, out *[4]float32) {
+			kernel.DotF32x4(w[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
+		})
+}
+
+// products sets dst[i·n+j] to the product of input row i with weight row
+// j, the shape every matrix product of the backend shares: the n weight
+// rows are split across workers so that each reads its own slice of the
+// weights, and each weight row meets the input rows four at a time (four
+// computes four products of one weight row at once, reading it once: a
+// prompt reads the weights a quarter as often), the rest one at a time.
+// four must give one's bits, so that no result depends on the number of
+// rows, their grouping or the number of workers. k is the inner dimension,
+// for the decision to stay on one goroutine for small products.
+func products[R any](dst []float32, rows []R, n, k, workers int, one func(j int, x *R) float32, four func(j int, xs *[4]*R, out *[4]float32)) {
+	m := len(rows)
 	if m*n*k < 1<<15 {
 		workers = 1
 	}
 	parallel(n, workers, func(lo, hi int) {
+		var out [4]float32
+		var xs [4]*R // one per worker: four may keep it
 		for j := lo; j < hi; j++ {
-			wr := w[j*k : (j+1)*k]
-			for i := 0; i < m; i++ {
-				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
+			i := 0
+			for ; i+4 <= m; i += 4 {
+				xs = [4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}
+				four(j, &xs, &out)
+				for r, v := range out {
+					dst[(i+r)*n+j] = v
+				}
+			}
+			for ; i < m; i++ {
+				dst[i*n+j] = one(j, &rows[i])
 			}
 		}
 	})
 }
 
-// Dot is the float32 dot product, summed left to right.
-func Dot(a, b []float32) float32 {
-	var s float32
-	b = b[:len(a)]
-	for i, v := range a {
-		s += v * b[i]
+// floatRows cuts x into its m rows of k values.
+func floatRows(x []float32, m, k int) [][]float32 {
+	rows := make([][]float32, m)
+	for i := range rows {
+		rows[i] = x[i*k : (i+1)*k]
 	}
-	return s
+	return rows
 }
+
+// Dot is the float32 dot product (kernel.DotF32: vector code where the CPU
+// has it, its Go twin elsewhere, the same bits).
+func Dot(a, b []float32) float32 { return kernel.DotF32(a, b) }
 
 // Rope rotates every head of the row x at position pos.
 func Rope(x []float32, pos int, r backend.Rope) {
+	RopeWith(x, RopeAngles(nil, RopeFreqs(nil, r), pos), r)
+}
+
+// RopeFreqs returns backend.Rope.Freq of every rotation pair, reusing f.
+func RopeFreqs(f []float32, r backend.Rope) []float32 {
+	f = f[:0]
+	for i := 0; i < r.Dim/2; i++ {
+		f = append(f, r.Freq(i))
+	}
+	return f
+}
+
+// RopeAngles returns the cosine and sine of each rotation pair's angle at
+// position pos (cos, sin of pair i at 2i, 2i+1) for the pairs' frequencies
+// freqs, reusing cs: computed once per row and applied to every head.
+func RopeAngles(cs, freqs []float32, pos int) []float32 {
+	cs = cs[:0]
+	for _, f := range freqs {
+		angle := float32(pos) * f
+		cs = append(cs, float32(math.Cos(float64(angle))), float32(math.Sin(float64(angle))))
+	}
+	return cs
+}
+
+// RopeWith rotates every head of x by the angles of RopeAngles.
+func RopeWith(x, cs []float32, r backend.Rope) {
 	for h := 0; h < r.Heads; h++ {
 		head := x[h*r.HeadDim : (h+1)*r.HeadDim]
 		for i := 0; i < r.Dim/2; i++ {
@@ -61,9 +119,7 @@ func Rope(x []float32, pos int, r backend.Rope) {
 			if r.Layout == models.RopePairs {
 				a, b = 2*i, 2*i+1
 			}
-			freq := r.Freq(i)
-			angle := float32(pos) * freq
-			c, s := float32(math.Cos(float64(angle))), float32(math.Sin(float64(angle)))
+			c, s := cs[2*i], cs[2*i+1]
 			v0, v1 := head[a], head[b]
 			head[a] = v0*c - v1*s
 			head[b] = v0*s + v1*c
@@ -86,10 +142,7 @@ func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scor
 	Softmax(scores[:n])
 	clear(out)
 	for t, o := range offs {
-		a, vt := scores[t], v[o:o+hd]
-		for i := range out {
-			out[i] += a * vt[i]
-		}
+		kernel.Axpy(out, scores[t], v[o:o+hd])
 	}
 }
 

@@ -6,12 +6,13 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
-// QWeight is a matrix kept compressed, as int4 (dtype.Int4) or f16, and
-// expanded to f32 one row at a time as MatMul and Embed read it. The
-// expansion is the arithmetic of the WGSL kernels (scale·q + min, the
-// product exact), so both backends see the same weight values bit for bit.
+// QWeight is a matrix kept compressed, as int4 (dtype.Int4) or f16. Embed
+// expands a row to f32 with the arithmetic of the WGSL kernels (scale·q +
+// min, the product exact), so both backends see the same weight values bit
+// for bit; MatMul reads int4 with integer kernels (see MatMulQ).
 type QWeight struct {
 	shape   []int
 	storage backend.Storage
@@ -84,21 +85,49 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	return w, nil
 }
 
-// MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w: each worker
-// expands one row of w at a time and takes its dot products with the m rows
-// of x exactly as MatMul does, so the result equals MatMul over the
-// expanded weights bit for bit.
+// MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w. Int4
+// weights meet activations quantized to int16 per group of 32 (see
+// matMulInt4); f16 weights meet the f32 rows exactly as MatMul's would
+// their widened values (kernel.DotF16).
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
-	if m*n*k < 1<<15 {
+	if w.Int4 != nil {
+		var qs []kernel.QRow
+		quantizeRows(&qs, x, m, k, workers)
+		matMulInt4(dst, qs, w.Int4, n, workers)
+		return
+	}
+	h := w.F16
+	products(dst, floatRows(x, m, k), n, k, workers,
+		func(j int, x *[]float32) float32 { return kernel.DotF16(*x, h[j*k:(j+1)*k]) },
+		func(j int, xs *[4]*[]float32, out *[4]float32) {
+			kernel.DotF16x4(h[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
+		})
+}
+
+// quantizeRows sets (*qs)[:m] to the m rows of x, k wide, growing qs.
+func quantizeRows(qs *[]kernel.QRow, x []float32, m, k, workers int) {
+	if len(*qs) < m {
+		*qs = append(*qs, make([]kernel.QRow, m-len(*qs))...)
+	}
+	q := (*qs)[:m]
+	if m*k < 1<<14 {
 		workers = 1
 	}
-	parallel(n, workers, func(lo, hi int) {
-		wr := make([]float32, k)
-		for j := lo; j < hi; j++ {
-			w.Row(j, wr)
-			for i := 0; i < m; i++ {
-				dst[i*n+j] = Dot(x[i*k:(i+1)*k], wr)
-			}
+	parallel(m, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			q[i].Quantize(x[i*k : (i+1)*k])
 		}
 	})
+}
+
+// matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with
+// 16-bit activations): the rows of x, quantized once (kernel.QRow), meet
+// each row of w in kernel.DotQ4, four input rows per unpacked weight group
+// where there are four.
+func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n, workers int) {
+	g := w.Groups()
+	row := func(j int) ([]uint32, []uint32) { return w.Codes[4*j*g : 4*(j+1)*g], w.Scales[j*g : (j+1)*g] }
+	products(dst, q, n, w.Cols, workers,
+		func(j int, x *kernel.QRow) float32 { c, s := row(j); return kernel.DotQ4(c, s, x) },
+		func(j int, xs *[4]*kernel.QRow, out *[4]float32) { c, s := row(j); kernel.DotQ4x4(c, s, xs, out) })
 }

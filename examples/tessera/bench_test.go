@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// BenchmarkCPUQ4_0 is issue 16's measurement as a Go benchmark: synthetic
+// models at real shapes, written in F16 and quantized to Q4_0 as a user
+// would (synth, then quantize), prefill and decode on the CPU backend at
+// its default threads (one per core), with the file's int4 kept in memory.
+//
+//	go test ./examples/tessera -run '^$' -bench CPUQ4_0 -benchtime 1x
+func BenchmarkCPUQ4_0(b *testing.B) {
+	for _, shape := range []string{"smollm2-135m", "qwen2.5-0.5b"} {
+		b.Run(shape, func(b *testing.B) {
+			dir := b.TempDir()
+			src, dst := filepath.Join(dir, "f16.gguf"), filepath.Join(dir, "q4_0.gguf")
+			if code, _, errOut := runCLI("synth", "--shape", shape, "--type", "f16", "--out", src); code != 0 {
+				b.Fatalf("synth: %s", errOut)
+			}
+			if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_0"); code != 0 {
+				b.Fatalf("quantize: %s", errOut)
+			}
+			eng, err := runtime.Load(dst, runtime.Options{Device: "cpu", Context: 1024})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close()
+			var prompt, decode float64
+			for b.Loop() {
+				r, err := runtime.Bench(context.Background(), eng, runtime.BenchOptions{PromptTokens: 128, GenTokens: 64})
+				if err != nil {
+					b.Fatal(err)
+				}
+				prompt, decode = r.PromptTPS, r.DecodeTPS
+			}
+			b.ReportMetric(prompt, "prefill-tok/s")
+			b.ReportMetric(decode, "decode-tok/s")
+		})
+	}
+}

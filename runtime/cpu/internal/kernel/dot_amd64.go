@@ -1,0 +1,41 @@
+//go:build !purego
+
+package kernel
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 chooses the AVX2 kernels: they need AVX2 for the integer
+// products and F16C for the f16 scales (every AVX2 CPU has it); hasAVX512
+// the int4 kernels that take two groups per 512-bit register (AVX-512 F
+// and BW, with the OS saving the registers, which x/sys/cpu checks).
+var (
+	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+)
+
+//go:noescape
+func dotQ4AVX2(codes, scales *uint32, xq *int16, ds *float32, groups int) float32
+
+//go:noescape
+func dotQ4AVX512(codes, scales *uint32, xq *int16, ds *float32, groups int) float32
+
+//go:noescape
+func dotQ4x4AVX512(codes, scales *uint32, groups int, xq *[4]*int16, ds *[4]*float32, out *[4]float32)
+
+//go:noescape
+func dotF32AVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dotF32x4AVX2(w *float32, xs *[4]*float32, n int, out *[4]float32)
+
+//go:noescape
+func axpyAVX2(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int)
+
+//go:noescape
+func dotF16AVX2(a *float32, b *uint16, n int) float32
+
+//go:noescape
+func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)

@@ -1,0 +1,38 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// Without assembly every kernel is its Go twin.
+const hasAVX2, hasAVX512 = false, false
+
+func dotQ4AVX2(codes, scales *uint32, xq *int16, ds *float32, groups int) float32 {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func dotQ4AVX512(codes, scales *uint32, xq *int16, ds *float32, groups int) float32 {
+	panic("kernel: no AVX-512 kernels in this build")
+}
+
+func dotQ4x4AVX512(codes, scales *uint32, groups int, xq *[4]*int16, ds *[4]*float32, out *[4]float32) {
+	panic("kernel: no AVX-512 kernels in this build")
+}
+
+func dotF32AVX2(a, b *float32, n int) float32 { panic("kernel: no AVX2 kernels in this build") }
+
+func dotF32x4AVX2(w *float32, xs *[4]*float32, n int, out *[4]float32) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func axpyAVX2(dst *float32, a float32, x *float32, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func dotF16AVX2(a *float32, b *uint16, n int) float32 { panic("kernel: no AVX2 kernels in this build") }
+
+func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32) {
+	panic("kernel: no AVX2 kernels in this build")
+}

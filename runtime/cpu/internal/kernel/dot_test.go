@@ -1,0 +1,254 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
+
+// int4Row makes a random rows × cols Int4 matrix through the real
+// quantizer, with values at several scales (and some zero groups).
+func int4Matrix(rng *rand.Rand, rows, cols int) *dtype.Int4 {
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()) * float32(math.Pow(10, float64(i/97%5)-3))
+	}
+	return dtype.QuantizeInt4(x, rows, cols)
+}
+
+func randomRow(rng *rand.Rand, cols int) []float32 {
+	x := make([]float32, cols)
+	for i := range x {
+		switch rng.IntN(10) {
+		case 0:
+			x[i] = 0
+		case 1:
+			x[i] = float32(rng.NormFloat64()) * 1e4
+		default:
+			x[i] = float32(rng.NormFloat64())
+		}
+	}
+	return x
+}
+
+// rowOf returns the codes and scales of row r.
+func rowOf(m *dtype.Int4, r int) ([]uint32, []uint32) {
+	g := m.Groups()
+	return m.Codes[4*r*g : 4*(r+1)*g], m.Scales[r*g : (r+1)*g]
+}
+
+var shapes = []int{1, 7, 31, 32, 33, 64, 95, 96, 288, 576, 1000, 1536}
+
+// TestDotQ4MatchesTwin: every int4 kernel this CPU has gives the Go twin's
+// bits on awkward lengths (one value, short last groups, odd and even
+// numbers of groups), one row and four.
+func TestDotQ4MatchesTwin(t *testing.T) {
+	type path struct {
+		name string
+		one  func(codes, scales []uint32, x *QRow) float32
+		four func(codes, scales []uint32, xs *[4]*QRow, out *[4]float32)
+	}
+	var paths []path
+	if hasAVX2 {
+		paths = append(paths, path{"avx2", func(c, s []uint32, x *QRow) float32 {
+			return dotQ4AVX2(&c[0], &s[0], &x.Codes[0], &x.DS[0], len(s))
+		}, nil})
+	}
+	if hasAVX512 {
+		paths = append(paths, path{"avx512", func(c, s []uint32, x *QRow) float32 {
+			return dotQ4AVX512(&c[0], &s[0], &x.Codes[0], &x.DS[0], len(s))
+		}, func(c, s []uint32, xs *[4]*QRow, out *[4]float32) {
+			dotQ4x4AVX512(&c[0], &s[0], len(s), &[4]*int16{&xs[0].Codes[0], &xs[1].Codes[0], &xs[2].Codes[0], &xs[3].Codes[0]},
+				&[4]*float32{&xs[0].DS[0], &xs[1].DS[0], &xs[2].DS[0], &xs[3].DS[0]}, out)
+		}})
+	}
+	paths = append(paths, path{"dispatch", DotQ4, DotQ4x4})
+	t.Logf("kernels: %s", Path())
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, cols := range shapes {
+		m := int4Matrix(rng, 3, cols)
+		var xs [4]*QRow
+		for r := range xs {
+			xs[r] = new(QRow)
+			xs[r].Quantize(randomRow(rng, cols))
+		}
+		for r := range 3 {
+			codes, scales := rowOf(m, r)
+			for _, p := range paths {
+				var got4 [4]float32
+				if p.four != nil {
+					p.four(codes, scales, &xs, &got4)
+				}
+				for i, x := range xs {
+					want := dotQ4Go(codes, scales, x.Codes, x.DS)
+					if got := p.one(codes, scales, x); math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%s: cols %d row %d input %d: %v, twin %v", p.name, cols, r, i, got, want)
+					}
+					if p.four != nil && math.Float32bits(got4[i]) != math.Float32bits(want) {
+						t.Errorf("%s ×4: cols %d row %d input %d: %v, twin %v", p.name, cols, r, i, got4[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotQ4Accuracy: the quantized product is close to the float one over
+// the dequantized weights: within what rounding the inputs to 8 bits
+// allows (half a step of each group's scale per input).
+func TestDotQ4Accuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, cols := range shapes {
+		m := int4Matrix(rng, 4, cols)
+		w := make([]float32, cols)
+		x := randomRow(rng, cols)
+		var q QRow
+		q.Quantize(x)
+		for r := range m.Rows {
+			m.DequantizeRow(r, w)
+			var exact, bound float64
+			for i := range w {
+				exact += float64(w[i]) * float64(x[i])
+				bound += math.Abs(float64(w[i])) * float64(q.DS[2*(i/Group)]) / 2
+			}
+			codes, scales := rowOf(m, r)
+			got := float64(DotQ4(codes, scales, &q))
+			if d := math.Abs(got - exact); d > bound*1.01+1e-6*math.Abs(exact) {
+				t.Errorf("cols %d row %d: %v, exact %v (off by %g, bound %g)", cols, r, got, exact, d, bound)
+			}
+		}
+	}
+}
+
+// TestQuantizeOrder: codes come in nibble order and round half away from
+// zero; the sum is exact; padding is zero.
+func TestQuantizeOrder(t *testing.T) {
+	x := make([]float32, 34)
+	for i := range x {
+		x[i] = float32(i) - 10
+	}
+	var q QRow
+	q.Quantize(x)
+	if q.Groups() != 2 || len(q.Codes) != 64 {
+		t.Fatalf("%d groups, %d codes", q.Groups(), len(q.Codes))
+	}
+	d := q.DS[0]
+	if d != 21.0/Max {
+		t.Errorf("scale %v, want 21/%d", d, Max)
+	}
+	for i := range 32 {
+		want := int16(math.RoundToEven(float64(x[i] * (1 / d))))
+		if got := q.Codes[CodeIndex(0, 2, i)]; got != want {
+			t.Errorf("input %d: code %d, want %d", i, got, want)
+		}
+	}
+	if q.DS[1] != 176 || q.DS[3] != 45 {
+		t.Errorf("sums %v and %v, want 176 and 45", q.DS[1], q.DS[3])
+	}
+	if q.Codes[CodeIndex(1, 2, 0)] != 31342 || q.Codes[CodeIndex(1, 2, 1)] != Max ||
+		q.Codes[CodeIndex(1, 2, 2)] != 0 || q.Codes[CodeIndex(1, 2, 31)] != 0 {
+		t.Errorf("second group %v", q.Codes)
+	}
+}
+
+// TestF32KernelsMatchTwins: DotF32, DotF32x4 and Axpy give their Go twins'
+// bits on lengths below, at and past the block, and with tails.
+func TestF32KernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 5, 8, 31, 32, 33, 64, 100, 576, 1537} {
+		w := randomRow(rng, n)
+		var xs [4][]float32
+		for r := range xs {
+			xs[r] = randomRow(rng, n)
+		}
+		var got4 [4]float32
+		DotF32x4(w, &xs, &got4)
+		for r, x := range xs {
+			m := n &^ (Block - 1)
+			var want float32
+			if m > 0 {
+				want = dotF32Go(w[:m], x[:m])
+			}
+			for i := m; i < n; i++ {
+				want += float32(w[i] * x[i])
+			}
+			if got := DotF32(w, x); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF32 %v, twin %v", n, r, got, want)
+			}
+			if math.Float32bits(got4[r]) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF32x4 %v, twin %v", n, r, got4[r], want)
+			}
+		}
+		a := float32(rng.NormFloat64())
+		got, want := append([]float32(nil), xs[0]...), append([]float32(nil), xs[0]...)
+		Axpy(got, a, w)
+		for i := range want {
+			want[i] += float32(a * w[i])
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n %d: Axpy[%d] %v, loop %v", n, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestQuantizeMatchesTwin: the vector quantizer gives quantizeGo's codes,
+// scales and sums, ties and zero groups included.
+func TestQuantizeMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{32, 33, 64, 100, 576, 1536} {
+		x := randomRow(rng, n)
+		clear(x[:min(n, 32)]) // an all-zero group
+		if n > 64 {
+			x[40] = float32(Max) / 2 // ties after scaling: amax below is 2·x
+			x[41] = float32(Max)
+		}
+		var got QRow
+		got.Quantize(x)
+		want := QRow{Cols: n, Codes: make([]int16, len(got.Codes)), DS: make([]float32, len(got.DS))}
+		for g := range want.Groups() {
+			quantizeGo(x[g*Group:min(n, (g+1)*Group)], want.Codes, g, want.Groups(), want.DS[2*g:2*g+2])
+		}
+		for i := range want.Codes {
+			if got.Codes[i] != want.Codes[i] {
+				t.Fatalf("n %d: code %d = %d, twin %d", n, i, got.Codes[i], want.Codes[i])
+			}
+		}
+		for i := range want.DS {
+			if math.Float32bits(got.DS[i]) != math.Float32bits(want.DS[i]) {
+				t.Fatalf("n %d: ds %d = %v, twin %v", n, i, got.DS[i], want.DS[i])
+			}
+		}
+	}
+}
+
+// TestF16KernelsMatchF32: a row of halves gives DotF32's bits over its
+// widened values, one row and four.
+func TestF16KernelsMatchF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 576, 1537} {
+		w := make([]uint16, n)
+		for i := range w {
+			w[i] = dtype.HalfBits(float32(rng.NormFloat64()))
+		}
+		wf := widen(w)
+		var xs [4][]float32
+		for r := range xs {
+			xs[r] = randomRow(rng, n)
+		}
+		var got4 [4]float32
+		DotF16x4(w, &xs, &got4)
+		for r, x := range xs {
+			want := DotF32(wf, x)
+			if got := DotF16(x, w); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF16 %v, DotF32 %v", n, r, got, want)
+			}
+			if math.Float32bits(got4[r]) != math.Float32bits(want) {
+				t.Errorf("n %d row %d: DotF16x4 %v, DotF32 %v", n, r, got4[r], want)
+			}
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package kernel
+
+import "github.com/tessera-llm/tessera/models/dtype"
+
+// Block is the number of f32 products DotF32 sums in independent lanes:
+// four 8-wide registers, so that the adds of one block do not wait on
+// each other.
+const Block = 32
+
+// DotF32 returns Σ a_i·b_i over len(a) values (b at least as long), in the
+// order dotF32Go spells out on every path.
+func DotF32(a, b []float32) float32 {
+	n := len(a) &^ (Block - 1)
+	b = b[:len(a)]
+	var s float32
+	if n > 0 {
+		if hasAVX2 {
+			s = dotF32AVX2(&a[0], &b[0], n)
+		} else {
+			s = dotF32Go(a[:n], b[:n])
+		}
+	}
+	for i := n; i < len(a); i++ {
+		s += float32(a[i] * b[i])
+	}
+	return s
+}
+
+// DotF32x4 sets out[r] to DotF32(w, xs[r]) for four rows at once, reading w
+// once for all of them (the batched path of prompts); every result equals
+// DotF32's bit for bit.
+func DotF32x4(w []float32, xs *[4][]float32, out *[4]float32) {
+	n := len(w) &^ (Block - 1)
+	for r := range xs {
+		xs[r] = xs[r][:len(w)]
+	}
+	*out = [4]float32{}
+	if n > 0 {
+		if hasAVX2 {
+			dotF32x4AVX2(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
+		} else {
+			for r, x := range xs {
+				out[r] = dotF32Go(w[:n], x[:n])
+			}
+		}
+	}
+	for r, x := range xs {
+		for i := n; i < len(w); i++ {
+			out[r] += float32(w[i] * x[i])
+		}
+	}
+}
+
+// dotF32Go is the definition of DotF32 over a multiple of Block values:
+// lane j sums the products i ≡ j (mod 32) in order; the four registers of
+// 8 lanes are folded as (r0+r1) + (r2+r3), then the 8 lanes as
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+func dotF32Go(a, b []float32) float32 {
+	var acc [Block]float32
+	for i := 0; i < len(a); i += Block {
+		for j := range Block {
+			acc[j] += float32(a[i+j] * b[i+j])
+		}
+	}
+	var r [Lanes]float32
+	for j := range Lanes {
+		r[j] = (acc[j] + acc[8+j]) + (acc[16+j] + acc[24+j])
+	}
+	return ((r[0] + r[4]) + (r[2] + r[6])) + ((r[1] + r[5]) + (r[3] + r[7]))
+}
+
+// Axpy sets dst[i] += a·x[i]. Each element is one product and one sum
+// whatever the path, so it equals the plain loop bit for bit.
+func Axpy(dst []float32, a float32, x []float32) {
+	n := len(dst) &^ (Lanes - 1)
+	x = x[:len(dst)]
+	if n > 0 && hasAVX2 {
+		axpyAVX2(&dst[0], a, &x[0], n)
+	} else {
+		n = 0
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += float32(a * x[i])
+	}
+}
+
+// DotF16 returns DotF32(a, b) for b given as IEEE halves: each half widens
+// exactly, so the result is that of the f32 values, bit for bit.
+func DotF16(a []float32, b []uint16) float32 {
+	n := len(a) &^ (Block - 1)
+	b = b[:len(a)]
+	var s float32
+	if n > 0 {
+		if hasAVX2 {
+			s = dotF16AVX2(&a[0], &b[0], n)
+		} else {
+			s = dotF32Go(a[:n], widen(b[:n]))
+		}
+	}
+	for i := n; i < len(a); i++ {
+		s += float32(a[i] * dtype.HalfValue(b[i]))
+	}
+	return s
+}
+
+// DotF16x4 is DotF32x4 for a row of halves.
+func DotF16x4(w []uint16, xs *[4][]float32, out *[4]float32) {
+	n := len(w) &^ (Block - 1)
+	for r := range xs {
+		xs[r] = xs[r][:len(w)]
+	}
+	*out = [4]float32{}
+	if n > 0 {
+		if hasAVX2 {
+			dotF16x4AVX2(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
+		} else {
+			wf := widen(w[:n])
+			for r, x := range xs {
+				out[r] = dotF32Go(wf, x[:n])
+			}
+		}
+	}
+	for r, x := range xs {
+		for i := n; i < len(w); i++ {
+			out[r] += float32(dtype.HalfValue(w[i]) * x[i])
+		}
+	}
+}
+
+func widen(h []uint16) []float32 {
+	f := make([]float32, len(h))
+	for i, v := range h {
+		f[i] = dtype.HalfValue(v)
+	}
+	return f
+}

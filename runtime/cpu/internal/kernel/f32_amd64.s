@@ -1,0 +1,212 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The AVX2 twins of dotF32Go and of Axpy's loop: products and sums as
+// separate instructions (no FMA), so that each rounds as the Go code does.
+
+// FOLD leaves in the low lane of X0 the fold dotF32Go spells out of the
+// four accumulators R0..R3 (R0 must be Y0).
+#define FOLD(R0, R1, R2, R3) \
+	VADDPS R1, R0, R0 \
+	VADDPS R3, R2, R2 \
+	VADDPS R2, R0, R0 \
+	VEXTRACTF128 $1, Y0, X9 \
+	VADDPS X9, X0, X0 \
+	VMOVHLPS X0, X0, X9 \
+	VADDPS X9, X0, X0 \
+	VMOVSHDUP X0, X9 \
+	VADDSS X9, X0, X0
+
+// func dotF32AVX2(a, b *float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+block:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMULPS (DI), Y4, Y4
+	VMULPS 32(DI), Y5, Y5
+	VMULPS 64(DI), Y6, Y6
+	VMULPS 96(DI), Y7, Y7
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  block
+
+	FOLD(Y0, Y1, Y2, Y3)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// ROW4 adds the products of the w block in Y12..Y15 with the block of the
+// row at P to the accumulators A0..A3.
+#define ROW4(P, A0, A1, A2, A3) \
+	VMULPS (P), Y12, Y8 \
+	VADDPS Y8, A0, A0 \
+	VMULPS 32(P), Y13, Y8 \
+	VADDPS Y8, A1, A1 \
+	VMULPS 64(P), Y14, Y8 \
+	VADDPS Y8, A2, A2 \
+	VMULPS 96(P), Y15, Y8 \
+	VADDPS Y8, A3, A3
+
+// func dotF32x4AVX2(w *float32, xs *[4]*float32, n int, out *[4]float32)
+//
+// Sixteen accumulators (four rows × four registers) would take every
+// register, so the rows go two by two: Y0..Y3 and Y4..Y7 for a pair, the
+// w block in Y12..Y15.
+TEXT ·dotF32x4AVX2(SB), NOSPLIT, $0-32
+	MOVQ xs+8(FP), DX
+	MOVQ out+24(FP), R10
+	MOVQ $0, R11
+
+pair:
+	MOVQ w+0(FP), SI
+	MOVQ 0(DX)(R11*8), R8
+	MOVQ 8(DX)(R11*8), R9
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+block4:
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	VMOVUPS 64(SI), Y14
+	VMOVUPS 96(SI), Y15
+	ROW4(R8, Y0, Y1, Y2, Y3)
+	ROW4(R9, Y4, Y5, Y6, Y7)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	DECQ CX
+	JNZ  block4
+
+	FOLD(Y0, Y1, Y2, Y3)
+	MOVSS X0, 0(R10)(R11*4)
+	VMOVAPS Y4, Y0
+	FOLD(Y0, Y5, Y6, Y7)
+	MOVSS X0, 4(R10)(R11*4)
+	ADDQ $2, R11
+	CMPQ R11, $4
+	JLT  pair
+	VZEROUPPER
+	RET
+
+// func axpyAVX2(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Y1
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+
+eight:
+	VMULPS (SI), Y1, Y2
+	VADDPS (DI), Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  eight
+	VZEROUPPER
+	RET
+
+// func dotF16AVX2(a *float32, b *uint16, n int) float32
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+block16:
+	VCVTPH2PS (DI), Y4
+	VCVTPH2PS 16(DI), Y5
+	VCVTPH2PS 32(DI), Y6
+	VCVTPH2PS 48(DI), Y7
+	VMULPS (SI), Y4, Y4
+	VMULPS 32(SI), Y5, Y5
+	VMULPS 64(SI), Y6, Y6
+	VMULPS 96(SI), Y7, Y7
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  block16
+
+	FOLD(Y0, Y1, Y2, Y3)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)
+TEXT ·dotF16x4AVX2(SB), NOSPLIT, $0-32
+	MOVQ xs+8(FP), DX
+	MOVQ out+24(FP), R10
+	MOVQ $0, R11
+
+pair16:
+	MOVQ w+0(FP), SI
+	MOVQ 0(DX)(R11*8), R8
+	MOVQ 8(DX)(R11*8), R9
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+block16x4:
+	VCVTPH2PS (SI), Y12
+	VCVTPH2PS 16(SI), Y13
+	VCVTPH2PS 32(SI), Y14
+	VCVTPH2PS 48(SI), Y15
+	ROW4(R8, Y0, Y1, Y2, Y3)
+	ROW4(R9, Y4, Y5, Y6, Y7)
+	ADDQ $64, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	DECQ CX
+	JNZ  block16x4
+
+	FOLD(Y0, Y1, Y2, Y3)
+	MOVSS X0, 0(R10)(R11*4)
+	VMOVAPS Y4, Y0
+	FOLD(Y0, Y5, Y6, Y7)
+	MOVSS X0, 4(R10)(R11*4)
+	ADDQ $2, R11
+	CMPQ R11, $4
+	JLT  pair16
+	VZEROUPPER
+	RET
