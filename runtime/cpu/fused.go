@@ -86,26 +86,28 @@ func (b *Backend) Project(p backend.Projection) {
 		b.RMSNorm(h, x, p.Norm, p.Eps)
 		x = h
 	}
-	off := 0
+	// The products first, so that an int4 run quantizes x once (MatMul),
+	// then the epilogue.
+	dsts := make([]backend.Tensor, len(ws))
 	for i, w := range ws {
-		var dst backend.Tensor
-		switch {
-		case p.Add || (p.GLU && i == 1):
-			dst = b.scratch(p.Out[0], rows[i])
-		default:
-			dst = p.Out[i]
+		dsts[i] = p.Out[min(i, len(p.Out)-1)]
+		if p.Add || p.GLU && i == 1 {
+			dsts[i] = b.scratch(p.Out[0], rows[i])
 		}
-		b.MatMul(dst, x, w)
-		if p.Bias != nil {
+		b.MatMul(dsts[i], x, w)
+	}
+	if p.Bias != nil {
+		off := 0
+		for i, dst := range dsts {
 			b.AddBias(dst, NewWeight([]int{rows[i]}, p.Bias.(*Weight).Data[off:off+rows[i]]))
+			off += rows[i]
 		}
-		off += rows[i]
-		switch {
-		case p.Add:
-			b.Add(p.Out[0], dst)
-		case p.GLU && i == 1:
-			b.GLU(p.Out[0], dst, p.Act)
-		}
+	}
+	switch {
+	case p.Add:
+		b.Add(p.Out[0], dsts[0])
+	case p.GLU:
+		b.GLU(p.Out[0], dsts[1], p.Act)
 	}
 }
 
