@@ -166,3 +166,33 @@ r0, t, TPC, WG, partial, rinv. */}}
     }
 {{- end}}
 {{end}}
+
+{{define "gemv_end"}}
+{{- /* The end of a GEMV of one column an invocation group (matmul_gemv,
+matmul_f16_gemv): with TPC = 1 each invocation stores its column (a GLU's
+pair through workgroup memory), else sum_tree. Needs acc (one sum a row),
+lane, j, rows, r0, t, TPC, WG, partial, rinv. */}}
+{{template "norm_end" .}}
+    if (TPC == 1u) {
+{{- if .Pairs}}
+        // The neighbour's sum comes through workgroup memory.
+        for (var m = 0u; m < MAXM; m++) {
+            partial[m * WG + t] = acc[m];
+        }
+        workgroupBarrier();
+        if (j % 2u == 0u && j + 1u < p.nrows) {
+            for (var m = 0u; m < rows; m++) {
+                emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
+            }
+        }
+{{- else}}
+        if (j < p.nrows) {
+            for (var m = 0u; m < rows; m++) {
+                emit(r0 + m, p.col0 + j, acc[m] * rinv[m]);
+            }
+        }
+{{- end}}
+        return;
+    }
+{{template "sum_tree" .}}
+{{end}}

@@ -81,27 +81,5 @@ fn main(@builtin(local_invocation_index) t: u32,
         }
     }
 
-{{template "norm_end" .}}
-    if (TPC == 1u) {
-{{- if .Pairs}}
-        // The neighbour's sum comes through workgroup memory.
-        for (var m = 0u; m < MAXM; m++) {
-            partial[m * WG + t] = acc[m];
-        }
-        workgroupBarrier();
-        if (j % 2u == 0u && j + 1u < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
-            }
-        }
-{{- else}}
-        if (j < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                emit(r0 + m, p.col0 + j, acc[m] * rinv[m]);
-            }
-        }
-{{- end}}
-        return;
-    }
-{{template "sum_tree" .}}
+{{template "gemv_end" .}}
 }

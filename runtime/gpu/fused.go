@@ -12,9 +12,8 @@ import (
 
 // The fused ops. A Projection is one dispatch per weight part where the
 // planned matrix kernel composes with its shaders.Fusion (the GEMVs of
-// decoding: matmul_int4_gemv, and matmul_gemv but for a GLU on CPU
-// adapters, whose invocations own one column each); elsewhere (the tiled
-// GEMMs of prompt chunks, f16 weights) it is the product into a scratch
+// decoding: matmul_int4_gemv, matmul_gemv, matmul_f16_gemv); elsewhere
+// (the tiled GEMMs of prompt chunks, the naive kernel) it is the product into a scratch
 // tensor and fuse_epilogue, after an rmsnorm when it normalises. RopeStore
 // is one dispatch of rope_kv.
 

@@ -72,6 +72,7 @@ func TestProject(t *testing.T) {
 		{backend.Int4, "", 96, 1, 0},
 		{backend.Int4, "prologue", 96, 1, 0}, // the norm as the GEMV's prologue, as on GPUs
 		{backend.F32, "prologue", 64, 2, 0},
+		{backend.F16, "prologue", 96, 3, 0},
 		{backend.Int4, "prologue", 70, 3, 0},
 		{backend.Int4, "", 200, 3, 0},
 		{backend.Int4, "gemv-gpu", 200, 5, 0},
@@ -82,6 +83,7 @@ func TestProject(t *testing.T) {
 		{backend.F32, "gemm", 64, 9, 0},
 		{backend.F32, "", 66, 1, 0},
 		{backend.F16, "", 96, 2, 0},
+		{backend.F16, "gemv-gpu", 128, 1, 0},
 		{backend.Int4, "", 64, 2, 8192},
 		{backend.F32, "", 64, 3, 8192},
 	} {

@@ -168,8 +168,8 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 		gemv = false
 	}
 	gemv = gemv && k%4 == 0
-	if f.Fused() && (!gemv || w.storage != backend.Int4) {
-		return false // only the int4 GEMV composes
+	if f.Fused() && !gemv {
+		return false // only the GEMVs compose
 	}
 	groups := (k + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize
 	for _, pt := range w.parts {
@@ -189,10 +189,10 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 				tpc, cpi = quantThreads(k), 1
 			}
 			if w.storage == backend.F16 {
-				o := matmulF16GEMVOp
+				o := matmulF16GEMVOp.fused(f)
 				o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
 				gx, gy := b.grid(pt.rows, 256/tpc)
-				b.record(o, append(p, uint32(tpc), uint32(maxm)), operands, gx, gy, uint32((m+maxm-1)/maxm))
+				b.record(o, append(p, uint32(tpc), uint32(maxm)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 				continue
 			}
 			wg := 256
