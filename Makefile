@@ -52,6 +52,14 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./...
 
+# device-check is what a machine with a real GPU runs (under ten minutes):
+# golden tokens through WebGPU and `tessera bench` of synthetic
+# smollm2-135m, qwen2.5-0.5b and llama-3.2-1b in int4, as one table.
+# DEVICE_CHECK_QUICK=1 runs a smaller set (lavapipe).
+.PHONY: device-check
+device-check:
+	MODELS=$(MODELS) .ci/device-check.sh
+
 build:
 	$(GO) build -o bin/tessera ./examples/tessera
 

@@ -174,7 +174,7 @@ func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []f
 
 // copyBandwidth probes the memory bandwidth of the engine's device.
 func (e *Engine) copyBandwidth() (float64, error) {
-	switch be := e.be.(type) {
+	switch be := unwrap(e.be).(type) {
 	case *gpu.Backend:
 		return gpu.CopyBandwidth(be.Device(), 64<<20, 10)
 	case *cpu.Backend:
@@ -186,7 +186,7 @@ func (e *Engine) copyBandwidth() (float64, error) {
 // DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
 // the adapter.
 func (e *Engine) DeviceName() string {
-	if be, ok := e.be.(*gpu.Backend); ok {
+	if be, ok := unwrap(e.be).(*gpu.Backend); ok {
 		info := be.Device().Info()
 		return fmt.Sprintf("webgpu:%s (%s)", info.Adapter, info.Backend)
 	}

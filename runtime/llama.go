@@ -5,6 +5,8 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -28,14 +30,17 @@ type llama struct {
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
 	post                          backend.Tensor // maxBatch rows, with PostNorms
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
+	lastNormed                    backend.Tensor // output rows: last normalised, for a head's adapters
 	kv                            backend.KV
 }
 
 type layerWeights struct {
-	attnNorm, wq, wk, wv, wo, ffnNorm, gate, up, down backend.Weight
-	bq, bk, bv                                        backend.Weight // with QKVBias
-	qNorm, kNorm                                      backend.Weight // with QKNorm
-	attnPost, ffnPost                                 backend.Weight // with PostNorms
+	attnNorm, ffnNorm backend.Weight
+	// q, k and v are one weight (backend.Fuse) read in one pass, gate and
+	// up another; their biases (QKVBias) are one vector.
+	qkv, bqkv, wo, gateUp, down backend.Weight
+	qNorm, kNorm                backend.Weight // with QKNorm
+	attnPost, ffnPost           backend.Weight // with PostNorms
 
 	// The projections' LoRA adapters (nil: none loaded), grouped by input
 	// as loraGroups: q, k and v; o; gate and up; down.
@@ -79,23 +84,17 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 		}
 	}
 	n.layers = make([]layerWeights, c.Layers)
-	type named struct {
-		dst  *backend.Weight
-		name string
+	fuse := func(glu bool, kinds ...string) (backend.Weight, error) {
+		return n.fuse(m, ws, glu, kinds...)
 	}
 	for l := range n.layers {
 		lw := &n.layers[l]
-		ws := []named{
-			{&lw.attnNorm, models.LayerTensor(l, models.AttnNorm)}, {&lw.wq, models.LayerTensor(l, models.AttnQ)},
-			{&lw.wk, models.LayerTensor(l, models.AttnK)}, {&lw.wv, models.LayerTensor(l, models.AttnV)},
-			{&lw.wo, models.LayerTensor(l, models.AttnOutput)}, {&lw.ffnNorm, models.LayerTensor(l, models.FFNNorm)},
-			{&lw.gate, models.LayerTensor(l, models.FFNGate)}, {&lw.up, models.LayerTensor(l, models.FFNUp)},
-			{&lw.down, models.LayerTensor(l, models.FFNDown)},
+		type named struct {
+			dst  *backend.Weight
+			name string
 		}
-		if c.QKVBias {
-			ws = append(ws, named{&lw.bq, models.LayerBias(l, models.AttnQ)},
-				named{&lw.bk, models.LayerBias(l, models.AttnK)}, named{&lw.bv, models.LayerBias(l, models.AttnV)})
-		}
+		ws := []named{{&lw.attnNorm, models.LayerTensor(l, models.AttnNorm)}, {&lw.wo, models.LayerTensor(l, models.AttnOutput)},
+			{&lw.ffnNorm, models.LayerTensor(l, models.FFNNorm)}, {&lw.down, models.LayerTensor(l, models.FFNDown)}}
 		if c.QKNorm {
 			ws = append(ws, named{&lw.qNorm, models.LayerTensor(l, models.AttnQNorm)},
 				named{&lw.kNorm, models.LayerTensor(l, models.AttnKNorm)})
@@ -108,6 +107,17 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 			if *w.dst, err = upload(w.name); err != nil {
 				return nil, err
 			}
+		}
+		if lw.qkv, err = fuse(false, models.LayerTensor(l, models.AttnQ), models.LayerTensor(l, models.AttnK), models.LayerTensor(l, models.AttnV)); err != nil {
+			return nil, err
+		}
+		if c.QKVBias {
+			if lw.bqkv, err = fuse(false, models.LayerBias(l, models.AttnQ), models.LayerBias(l, models.AttnK), models.LayerBias(l, models.AttnV)); err != nil {
+				return nil, err
+			}
+		}
+		if lw.gateUp, err = fuse(true, models.LayerTensor(l, models.FFNGate), models.LayerTensor(l, models.FFNUp)); err != nil {
+			return nil, err
 		}
 		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
 	}
@@ -132,6 +142,9 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 	if n.last, err = be.NewOutputTensor(n.maxOut, c.Dim); err != nil {
 		return nil, err
 	}
+	if n.lastNormed, err = be.NewOutputTensor(n.maxOut, c.Dim); err != nil {
+		return nil, err
+	}
 	if n.logits, err = be.NewOutputTensor(n.maxOut, c.Vocab); err != nil {
 		return nil, err
 	}
@@ -139,6 +152,25 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 		return nil, err
 	}
 	return n, nil
+}
+
+// fuse uploads the named tensors as one weight (backend.Fuse), in the
+// storage the first one would have alone.
+func (n *llama) fuse(m *models.Model, ws WeightStorage, glu bool, names ...string) (backend.Weight, error) {
+	ts := make([]*models.Tensor, len(names))
+	for i, name := range names {
+		t, err := m.Tensor(name)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	s := ws.For(ts[0], n.cfg)
+	w, err := n.be.Fuse(ts, s, glu)
+	if err != nil {
+		return nil, fmt.Errorf("upload %s as %s: %w", strings.Join(names, "+"), s, err)
+	}
+	return w, nil
 }
 
 // attention returns the RoPE of q and of k, and the attention, of layer l.
@@ -189,48 +221,55 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	}
 	for l, w := range n.layers {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
-		be.RMSNorm(n.xb, n.x, w.attnNorm, c.NormEps)
-		be.MatMul(n.q, n.xb, w.wq)
-		be.MatMul(n.k, n.xb, w.wk)
-		be.MatMul(n.v, n.xb, w.wv)
+		h, norm := n.normed(w.attnNorm, w.lora[0])
+		be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}})
 		n.addLoRA(n.xb, w.lora[0], n.q, n.k, n.v)
-		if c.QKVBias {
-			be.AddBias(n.q, w.bq)
-			be.AddBias(n.k, w.bk)
-			be.AddBias(n.v, w.bv)
-		}
 		if c.QKNorm {
 			be.HeadNorm(n.q, w.qNorm, c.HeadDim, c.NormEps)
 			be.HeadNorm(n.k, w.kNorm, c.HeadDim, c.NormEps)
 		}
-		be.Rope(n.q, w.rope)
-		be.Rope(n.k, w.ropeKV)
-		be.StoreKV(n.kv, l, n.k, n.v)
+		be.RopeStore(n.q, n.k, n.v, n.kv, l, w.rope, w.ropeKV)
 		be.Attend(n.att, n.q, n.kv, l, w.attn)
-		be.MatMul(n.xb, n.att, w.wo)
-		n.addLoRA(n.att, w.lora[1], n.xb)
-		n.residual(w.attnPost)
+		n.residual(n.att, w.wo, w.lora[1], w.attnPost)
 
 		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
-		be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
-		be.MatMul(n.gate, n.xb, w.gate)
-		be.MatMul(n.up, n.xb, w.up)
-		n.addLoRA(n.xb, w.lora[2], n.gate, n.up)
-		be.GLU(n.gate, n.up, c.Act)
-		be.MatMul(n.xb, n.gate, w.down)
-		n.addLoRA(n.gate, w.lora[3], n.xb)
-		n.residual(w.ffnPost)
+		h, norm = n.normed(w.ffnNorm, w.lora[2])
+		if n.adapted && w.lora[2] != nil {
+			// The adapters add to gate and up before the GLU.
+			be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate, n.up}})
+			n.addLoRA(n.xb, w.lora[2], n.gate, n.up)
+			be.GLU(n.gate, n.up, c.Act)
+		} else {
+			be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: c.Act})
+		}
+		n.residual(n.gate, w.down, w.lora[3], w.ffnPost)
 	}
-	// The head: only the rows whose logits are wanted.
-	be.RMSNorm(n.xb, n.x, n.outNorm, c.NormEps)
+	// The head: only the rows whose logits are wanted, normalised on the way.
 	for i, r := range batch.Out {
-		be.CopyRow(n.last, i, n.xb, int(r))
+		be.CopyRow(n.last, i, n.x, int(r))
 	}
-	be.MatMul(n.logits, n.last, n.output)
-	n.addLoRA(n.last, n.headLoRA, n.logits)
+	if n.adapted && n.headLoRA != nil {
+		be.RMSNorm(n.lastNormed, n.last, n.outNorm, c.NormEps)
+		be.MatMul(n.logits, n.lastNormed, n.output)
+		n.addLoRA(n.lastNormed, n.headLoRA, n.logits)
+	} else {
+		be.Project(backend.Projection{X: n.last, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}})
+	}
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
 	}
+}
+
+// normed returns the input of the projections after a norm: x itself,
+// normalised by the projection (norm), unless the step runs adapters on
+// one of them, which read the normalised rows: then they are computed into
+// xb first.
+func (n *llama) normed(norm backend.Weight, adapters ...backend.LoRA) (backend.Tensor, backend.Weight) {
+	if n.adapted && slices.ContainsFunc(adapters, func(l backend.LoRA) bool { return l != nil }) {
+		n.be.RMSNorm(n.xb, n.x, norm, n.cfg.NormEps)
+		return n.xb, nil
+	}
+	return n.x, norm
 }
 
 // addLoRA adds the adapters of the weights that just computed dsts from
@@ -241,13 +280,17 @@ func (n *llama) addLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor
 	}
 }
 
-// residual adds a block's output, in xb, to the residual stream x, through
-// the block's post-norm when the model has them (Gemma).
-func (n *llama) residual(postNorm backend.Weight) {
+// residual adds a block's output projection of x to the residual stream:
+// in the projection's epilogue, or through the block's post-norm when the
+// model has them (Gemma).
+func (n *llama) residual(x backend.Tensor, w backend.Weight, l backend.LoRA, postNorm backend.Weight) {
 	if postNorm == nil {
-		n.be.Add(n.x, n.xb)
+		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true})
+		n.addLoRA(x, l, n.x) // the adapter's term is added on top of it
 		return
 	}
+	n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.xb}})
+	n.addLoRA(x, l, n.xb)
 	n.be.RMSNorm(n.post, n.xb, postNorm, n.cfg.NormEps)
 	n.be.Add(n.x, n.post)
 }
@@ -259,7 +302,7 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range []backend.Weight{w.attnNorm, w.wq, w.wk, w.wv, w.wo, w.ffnNorm, w.gate, w.up, w.down, w.bq, w.bk, w.bv, w.qNorm, w.kNorm, w.attnPost, w.ffnPost} {
+		for _, x := range []backend.Weight{w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost} {
 			if x != nil {
 				total += x.Bytes()
 			}

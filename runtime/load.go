@@ -12,6 +12,9 @@ import (
 
 // Options choose how Load opens a model.
 type Options struct {
+	// Wrap, if set, wraps the backend the engine runs on (a decorator
+	// such as runtime/profile's); the device is still the backend's.
+	Wrap func(backend.Backend) backend.Backend
 	// Tokenizer overrides the model's tokenizer with a file.
 	Tokenizer string
 	// Device is "cpu", "webgpu" or "auto" (the default: WebGPU when an
@@ -135,6 +138,10 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, fmt.Errorf("load %s: int4: %w", m.Path, err)
 	}
+	base := be
+	if opts.Wrap != nil {
+		be = opts.Wrap(be)
+	}
 	e, err := New(m, be, opts.KV, ws)
 	if err != nil {
 		be.Close()
@@ -146,7 +153,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	e.chain = opts.MultiStep
 	if e.chain == 0 {
 		e.chain = 1
-		if _, ok := be.(*gpu.Backend); ok {
+		if _, ok := base.(*gpu.Backend); ok {
 			e.chain = 4
 		}
 	}
@@ -185,7 +192,7 @@ func (e *Engine) attachDraft(opts Options) error {
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
 	do.Adapters, do.LoRAMerge = nil, false
 	do.Context = 0 // the draft's own; it drafts only within it
-	switch be := e.be.(type) {
+	switch be := unwrap(e.be).(type) {
 	case *cpu.Backend:
 		do.Device = "cpu"
 	case *gpu.Backend:
@@ -265,4 +272,16 @@ func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
 	}
 	be.OwnDevice()
 	return be, nil
+}
+
+// unwrap returns the backend under decorators (those with an Unwrap
+// method, as runtime/profile's), which is what says the device.
+func unwrap(be backend.Backend) backend.Backend {
+	for {
+		u, ok := be.(interface{ Unwrap() backend.Backend })
+		if !ok {
+			return be
+		}
+		be = u.Unwrap()
+	}
 }

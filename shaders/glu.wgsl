@@ -7,20 +7,10 @@ struct Params { cols: u32, cap: u32, act: u32 }
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> gate: array<f32>;
 @group(0) @binding(3) var<storage, read> up: array<f32>;
-
+{{template "act"}}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = id.x + id.y * groups.x * 256u;
     if (i >= min(p.cap, step.rows) * p.cols) { return; }
-    let g = gate[i];
-    var a: f32;
-    if (p.act == 1u) {
-        // Past |t| = 10, tanh(t) is ±1 in f32; clamping keeps backends whose
-        // tanh goes through exp from overflowing to NaN.
-        let t = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -10.0, 10.0);
-        a = 0.5 * g * (1.0 + tanh(t));
-    } else {
-        a = g * (1.0 / (1.0 + exp(-g)));
-    }
-    gate[i] = a * up[i];
+    gate[i] = act(p.act, gate[i]) * up[i];
 }

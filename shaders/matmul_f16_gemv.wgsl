@@ -16,6 +16,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm:
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> w: array<vec2<u32>>;
+{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}
 
 override TPC: u32 = 16u;
 override MAXM: u32 = 1u;
@@ -40,7 +41,7 @@ fn main(@builtin(local_invocation_index) t: u32,
     let lane = t % TPC;
     let j = (g.x + g.y * groups.x) * NC + t / TPC;
     let xbase = r0 * k4;
-
+{{template "norm" .}}
     var acc: array<f32, MAXM>;
     if (j < p.nrows) {
         let wrow = j * k4;
@@ -51,7 +52,7 @@ fn main(@builtin(local_invocation_index) t: u32,
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
                     let xr = xbase + m * k4 + i;
-                    acc[m] += dot(w0, x[xr]) + dot(w1, x[xr + TPC]);
+                    acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m));
                 }
             }
         }
@@ -59,35 +60,11 @@ fn main(@builtin(local_invocation_index) t: u32,
             let w0 = half4(w[wrow + i]);
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, x[xbase + m * k4 + i]);
+                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i, m));
                 }
             }
         }
     }
 
-    if (TPC == 1u) {
-        if (j < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                dst[(r0 + m) * p.n + p.col0 + j] = acc[m];
-            }
-        }
-        return;
-    }
-    for (var m = 0u; m < MAXM; m++) {
-        partial[m * WG + t] = acc[m];
-    }
-    workgroupBarrier();
-    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            for (var m = 0u; m < MAXM; m++) {
-                partial[m * WG + t] += partial[m * WG + t + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && j < p.nrows) {
-        for (var m = 0u; m < rows; m++) {
-            dst[(r0 + m) * p.n + p.col0 + j] = partial[m * WG + t];
-        }
-    }
+{{template "gemv_end" .}}
 }

@@ -18,6 +18,10 @@
 // Needs k % 4 == 0 (rows of w and x then start on vec4 boundaries); other
 // widths go to matmul_gemm. Twin: runtime/cpu MatMul (summed in another
 // order: chunk-strided partial sums, then a tree).
+//
+// Composed with a shaders.Fusion as matmul_int4_gemv is; with Pairs (a
+// GLU's gate and up) a column's neighbour is in the same workgroup, and
+// its sum comes through workgroup memory.
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -25,6 +29,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm:
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> w: array<vec4<f32>>;
+{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}
 
 // TPC is the number of invocations per output column, a power of two ≤ WG;
 // MAXM the rows of a block. Params repeat them, so that call sites of
@@ -49,7 +54,7 @@ fn main(@builtin(local_invocation_index) t: u32,
     let lane = t % TPC;
     let j = (g.x + g.y * groups.x) * NC + t / TPC; // column within the part
     let xbase = r0 * k4;
-
+{{template "norm" .}}
     var acc: array<f32, MAXM>;
     if (j < p.nrows) {
         let wrow = j * k4;
@@ -62,7 +67,7 @@ fn main(@builtin(local_invocation_index) t: u32,
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
                     let xr = xbase + m * k4 + i;
-                    acc[m] += dot(w0, x[xr]) + dot(w1, x[xr + TPC]) + dot(w2, x[xr + 2u * TPC]) + dot(w3, x[xr + 3u * TPC]);
+                    acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m)) + dot(w2, xload(xr + 2u * TPC, i + 2u * TPC, m)) + dot(w3, xload(xr + 3u * TPC, i + 3u * TPC, m));
                 }
             }
         }
@@ -70,35 +75,11 @@ fn main(@builtin(local_invocation_index) t: u32,
             let w0 = w[wrow + i];
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, x[xbase + m * k4 + i]);
+                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i, m));
                 }
             }
         }
     }
 
-    if (TPC == 1u) {
-        if (j < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                dst[(r0 + m) * p.n + p.col0 + j] = acc[m];
-            }
-        }
-        return;
-    }
-    for (var m = 0u; m < MAXM; m++) {
-        partial[m * WG + t] = acc[m];
-    }
-    workgroupBarrier();
-    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            for (var m = 0u; m < MAXM; m++) {
-                partial[m * WG + t] += partial[m * WG + t + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && j < p.nrows) {
-        for (var m = 0u; m < rows; m++) {
-            dst[(r0 + m) * p.n + p.col0 + j] = partial[m * WG + t];
-        }
-    }
+{{template "gemv_end" .}}
 }

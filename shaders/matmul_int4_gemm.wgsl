@@ -28,68 +28,22 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tm
 // TM is the rows of the register block (Params.tm repeats it so that call
 // sites with different TM never share a cached pipeline).
 override TM: u32 = 4u;
+const BK = 32u; // one group
 
-const BM = 16u * TM;
-const BN = 64u;
-const BK = 32u;
-const XS = BM + 1u; // row stride of xs
-const WS = BN + 1u; // row stride of ws
-
-const XSIZE = BK * XS;
-const WSIZE = BK * WS;
-var<workgroup> xs: array<f32, XSIZE>; // xs[kk * XS + r] = x[r0 + r, k0 + kk]
-var<workgroup> ws: array<f32, WSIZE>; // ws[kk * WS + c] = w[c0 + c, k0 + kk]
-
-@compute @workgroup_size(16, 16)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>,
-        @builtin(local_invocation_index) t: u32,
-        @builtin(workgroup_id) g: vec3<u32>) {
-    let rows = min(p.cap, step.rows);
-    let r0 = g.y * BM;
-    let c0 = g.x * BN;
-    let tx = lid.x;
-    let ty = lid.y;
-
-    var acc: array<vec4<f32>, TM>; // acc[i][c]: row r0 + ty + 16i, column c0 + tx + 16c
-    for (var gi = 0u; gi < p.groups; gi++) {
-        let k0 = gi * BK;
-        for (var e = t; e < BM * BK; e += 256u) {
-            let r = r0 + e / BK;
-            let k = k0 + e % BK;
-            var v = 0.0;
-            if (r < rows && k < p.k) { v = x[r * p.k + k]; }
-            xs[(e % BK) * XS + e / BK] = v;
-        }
-        {
-            let c = t / 4u;
-            let wi = t % 4u;
-            let col = c0 + c;
-            var word = 0u;
-            var sm = vec2<f32>(0.0, 0.0);
-            if (col < p.nrows) {
-                word = codes[(col * p.groups + gi) * 4u + wi];
-                sm = unpack2x16float(scales[col * p.groups + gi]);
-            }
-            for (var i = 0u; i < 8u; i++) {
-                ws[(wi * 8u + i) * WS + c] = sm.x * f32((word >> (4u * i)) & 15u) + sm.y;
-            }
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk++) {
-            let b = vec4(ws[kk * WS + tx], ws[kk * WS + tx + 16u], ws[kk * WS + tx + 32u], ws[kk * WS + tx + 48u]);
-            for (var i = 0u; i < TM; i++) {
-                acc[i] += xs[kk * XS + ty + 16u * i] * b;
-            }
-        }
-        workgroupBarrier();
+// load_w: invocation t takes word t % 4 of column t / 4 of group k0 / 32.
+fn load_w(k0: u32, c0: u32, t: u32) {
+    let gi = k0 / BK;
+    let c = t / 4u;
+    let wi = t % 4u;
+    let col = c0 + c;
+    var word = 0u;
+    var sm = vec2<f32>(0.0, 0.0);
+    if (col < p.nrows) {
+        word = codes[(col * p.groups + gi) * 4u + wi];
+        sm = unpack2x16float(scales[col * p.groups + gi]);
     }
-
-    for (var i = 0u; i < TM; i++) {
-        let r = r0 + ty + 16u * i;
-        if (r >= rows) { break; }
-        for (var c = 0u; c < 4u; c++) {
-            let j = c0 + tx + 16u * c;
-            if (j < p.nrows) { dst[r * p.n + p.col0 + j] = acc[i][c]; }
-        }
+    for (var i = 0u; i < 8u; i++) {
+        ws[(wi * 8u + i) * WS + c] = sm.x * f32((word >> (4u * i)) & 15u) + sm.y;
     }
 }
+{{template "gemm" .}}

@@ -29,6 +29,12 @@
 // the x values below k. It must be a multiple of 4 (x is read as vec4);
 // other widths go to matmul_int4_gemm. Twin: runtime/cpu MatMulQ (summed in
 // another order).
+//
+// Composed with a shaders.Fusion (fusion.inc.wgsl) it also normalises the
+// input rows (the norm's weights on each x load, the row's 1/rms on each
+// sum) and stores through the fusion's epilogue; with Pairs, two adjacent
+// columns reach emit_pair together: from one invocation with CPI ≥ 2, or
+// through workgroup memory after the tree sum (NC ≥ 2 columns a workgroup).
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32, wg: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -37,6 +43,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tp
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
+{{bindings . 6}}{{template "fusion" .}}{{template "xload" .}}
 
 // TPC is the number of invocations per output column, a power of two ≤ WG;
 // MAXM the rows of a block; CPI the columns of an invocation (TPC = 1
@@ -74,6 +81,7 @@ fn main(@builtin(local_invocation_index) t: u32,
     let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
     let xbase = r0 * k4;
     let full = p.k / 32u; // whole groups; a short one may follow
+{{template "norm" .}}
 
     var acc: array<f32, ACC>; // acc[m * CPI + c]: row r0 + m, column j + c
     var w: array<vec4<f32>, WN>; // the expanded group of column j + c: w[c * 8 + v]
@@ -99,7 +107,7 @@ fn main(@builtin(local_invocation_index) t: u32,
                 if (m < rows) {
                     let xr = xbase + m * k4 + gi * 8u;
                     for (var v = 0u; v < 8u; v++) {
-                        let xv = x[xr + v];
+                        let xv = xload(xr + v, gi * 8u + v, m);
                         for (var c = 0u; c < CPI; c++) {
                             acc[m * CPI + c] += dot(w[c * 8u + v], xv);
                         }
@@ -109,49 +117,46 @@ fn main(@builtin(local_invocation_index) t: u32,
         }
         if (full < p.groups && lane == full % TPC) {
             // The short last group: (k % 32) / 4 vec4s of inputs.
+            var code: array<vec4<u32>, CPI>;
+            var sm: array<vec2<f32>, CPI>;
             for (var c = 0u; c < CPI; c++) {
-                if (j + c >= p.nrows) { break; }
-                let code = codes[(j + c) * p.groups + full];
-                let sm = unpack2x16float(scales[(j + c) * p.groups + full]);
-                for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
-                    var sh = LO;
-                    if (v % 2u == 1u) { sh = HI; }
-                    let wv = dq(code[v / 2u], sh, sm.x, sm.y);
-                    for (var m = 0u; m < MAXM; m++) {
-                        if (m < rows) {
-                            acc[m * CPI + c] += dot(wv, x[xbase + m * k4 + full * 8u + v]);
+                if (j + c < p.nrows) {
+                    code[c] = codes[(j + c) * p.groups + full];
+                    sm[c] = unpack2x16float(scales[(j + c) * p.groups + full]);
+                }
+            }
+            for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
+                var sh = LO;
+                if (v % 2u == 1u) { sh = HI; }
+                for (var m = 0u; m < MAXM; m++) {
+                    if (m < rows) {
+                        let xv = xload(xbase + m * k4 + full * 8u + v, full * 8u + v, m);
+                        for (var c = 0u; c < CPI; c++) {
+                            acc[m * CPI + c] += dot(dq(code[c][v / 2u], sh, sm[c].x, sm[c].y), xv);
                         }
                     }
                 }
             }
         }
     }
-
+{{template "norm_end" .}}
     if (TPC == 1u) {
-        for (var c = 0u; c < CPI; c++) {
-            if (j + c < p.nrows) {
-                for (var m = 0u; m < rows; m++) {
-                    dst[(r0 + m) * p.n + p.col0 + j + c] = acc[m * CPI + c];
+        for (var m = 0u; m < rows; m++) {
+{{- if .Pairs}}
+            for (var c = 0u; c + 1u < CPI; c += 2u) {
+                if (j + c + 1u < p.nrows) {
+                    emit_pair(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
                 }
             }
+{{- else}}
+            for (var c = 0u; c < CPI; c++) {
+                if (j + c < p.nrows) {
+                    emit(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
+                }
+            }
+{{- end}}
         }
         return;
     }
-    for (var m = 0u; m < MAXM; m++) {
-        partial[m * WG + t] = acc[m];
-    }
-    workgroupBarrier();
-    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            for (var m = 0u; m < MAXM; m++) {
-                partial[m * WG + t] += partial[m * WG + t + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && j < p.nrows) {
-        for (var m = 0u; m < rows; m++) {
-            dst[(r0 + m) * p.n + p.col0 + j] = partial[m * WG + t];
-        }
-    }
+{{template "sum_tree" .}}
 }

@@ -1,28 +1,150 @@
 // Package shaders holds Tessera's WGSL compute kernels. Each kernel is one
-// .wgsl file; Source prepends common.wgsl, which declares what every kernel
-// shares (the per-step uniform), since WGSL has no include.
+// .wgsl file; pieces that several kernels share live in .inc.wgsl files.
+//
+// WGSL has no include, so every file is a Go text/template: Compose runs a
+// kernel's template with a Fusion, which says what to compose it with (the
+// prologue and epilogue of a fused matrix product), and the kernel pulls in
+// the shared pieces with {{template "name" .}}. common.inc.wgsl, which
+// declares the per-step uniform, goes in front of every kernel. A kernel is
+// thus written once and specialised, never copied: one matrix product
+// serves plain, residual, GLU and q/k/v-splitting call sites, with or
+// without an RMSNorm of its input.
 package shaders
 
 import (
 	"embed"
 	"fmt"
+	"strings"
+	"text/template"
 )
 
 //go:embed *.wgsl
 var files embed.FS
 
-// Source returns the WGSL of the named kernel ("rmsnorm" for rmsnorm.wgsl),
-// with the common declarations in front.
-func Source(name string) (string, error) {
-	common, err := files.ReadFile("common.wgsl")
-	if err != nil {
-		return "", err
+// templates holds every file, each under its file name.
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"bindings": func(f Fusion, first int) string { return f.Bindings(first) },
+}).ParseFS(files, "*.wgsl"))
+
+// Fusion is what a matrix product kernel is composed with (the zero value:
+// nothing, a plain product into dst).
+type Fusion struct {
+	// Norm: the input rows are RMS-normalised on the fly, with the norm's
+	// weights (binding nw) and eps; the row's 1/rms scales the sums.
+	Norm bool
+	// Outs is the number of outputs the columns split into, by the widths
+	// in the Fuse uniform: dst, out1, out2 (0 counts as 1).
+	Outs int
+	// Pairs: the weight's rows alternate between two matrices (gate and
+	// up, for a GLU): column 2i is row i of the first, 2i+1 of the second;
+	// without GLU they go to two outputs (Outs 2).
+	Pairs bool
+	// GLU (with Pairs): one output, act(gate)·up.
+	GLU bool
+	// Add: dst += the product (a residual add).
+	Add bool
+	// Bias: a bias vector (binding bias) is added to every column.
+	Bias bool
+}
+
+// Fused reports whether f composes anything: a plain kernel binds no
+// Fuse uniform.
+func (f Fusion) Fused() bool { return f != Fusion{} && f != Fusion{Outs: 1} }
+
+// String names the variant for cache keys and errors: "" for a plain one.
+func (f Fusion) String() string {
+	if !f.Fused() {
+		return ""
 	}
-	body, err := files.ReadFile(name + ".wgsl")
-	if err != nil {
+	var parts []string
+	for _, p := range []struct {
+		on   bool
+		name string
+	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Bias, "bias"}} {
+		if p.on {
+			parts = append(parts, p.name)
+		}
+	}
+	return "+" + strings.Join(parts, "+")
+}
+
+// Extra lists the bindings a fused kernel has after its own, in order:
+// the Fuse uniform, then out1 and out2, bias and nw as f asks for them.
+// Each is "uniform", "read_write" or "read".
+func (f Fusion) Extra() []string {
+	if !f.Fused() {
+		return nil
+	}
+	extra := []string{"uniform"}
+	for range max(f.Outs, 1) - 1 {
+		extra = append(extra, "read_write")
+	}
+	if f.Bias {
+		extra = append(extra, "read")
+	}
+	if f.Norm {
+		extra = append(extra, "read")
+	}
+	return extra
+}
+
+// Bindings declares Extra's bindings in WGSL, numbered from first.
+func (f Fusion) Bindings(first int) string {
+	if !f.Fused() {
+		return ""
+	}
+	names := []string{"fz"}
+	for i := 1; i < len(f.Extra()); i++ {
+		names = append(names, "")
+	}
+	i := 1
+	for o := 1; o < max(f.Outs, 1); o++ {
+		names[i] = fmt.Sprintf("out%d", o)
+		i++
+	}
+	if f.Bias {
+		names[i] = "bias"
+		i++
+	}
+	if f.Norm {
+		names[i] = "nw"
+	}
+	var b strings.Builder
+	for i, access := range f.Extra() {
+		switch {
+		case access == "uniform":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<uniform> %s: Fuse;\n", first+i, names[i])
+		case names[i] == "nw":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> nw: array<vec4<f32>>;\n", first+i)
+		default:
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", first+i, access, names[i])
+		}
+	}
+	return b.String()
+}
+
+// Source returns the WGSL of the named kernel ("rmsnorm" for rmsnorm.wgsl)
+// as a plain kernel, with the common declarations in front.
+func Source(name string) (string, error) { return Compose(name, Fusion{}) }
+
+// Compose returns the WGSL of the named kernel composed with f.
+func Compose(name string, f Fusion) (string, error) {
+	t := templates.Lookup(name + ".wgsl")
+	if t == nil || strings.HasSuffix(name, ".inc") {
+		return "", fmt.Errorf("shader %s: no such kernel", name)
+	}
+	if f.GLU && (!f.Pairs || f.Outs > 1) || f.Pairs && !f.GLU && f.Outs != 2 || f.Outs > 3 {
+		return "", fmt.Errorf("shader %s%s: pairs feed a GLU or split into two outputs", name, f)
+	}
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
 		return "", fmt.Errorf("shader %s: %w", name, err)
 	}
-	return string(common) + "\n" + string(body), nil
+	b.WriteString("\n")
+	if err := t.Execute(&b, f); err != nil {
+		return "", fmt.Errorf("shader %s%s: %w", name, f, err)
+	}
+	return b.String(), nil
 }
 
 // Names lists the kernels.
@@ -30,9 +152,24 @@ func Names() []string {
 	entries, _ := files.ReadDir(".")
 	var names []string
 	for _, e := range entries {
-		if n := e.Name(); n != "common.wgsl" {
-			names = append(names, n[:len(n)-len(".wgsl")])
+		if n := e.Name(); !strings.HasSuffix(n, ".inc.wgsl") {
+			names = append(names, strings.TrimSuffix(n, ".wgsl"))
 		}
 	}
 	return names
+}
+
+// Fusable lists the kernels that compose with a Fusion, and Fusions the
+// fusions the forward pass asks of them (for validation).
+var Fusable = []string{"matmul_int4_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
+
+// Fusions lists the compositions of the forward pass: q/k/v with and
+// without biases and norm, gate/up with GLU or split, residual adds, the
+// normalised head.
+func Fusions() []Fusion {
+	return []Fusion{
+		{}, {Norm: true}, {Add: true},
+		{Outs: 3}, {Outs: 3, Norm: true}, {Outs: 3, Bias: true}, {Outs: 3, Bias: true, Norm: true},
+		{Pairs: true, GLU: true}, {Pairs: true, GLU: true, Norm: true}, {Pairs: true, Outs: 2}, {Pairs: true, Outs: 2, Norm: true},
+	}
 }

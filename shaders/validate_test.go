@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/shaders"
@@ -21,8 +22,24 @@ func TestValidate(t *testing.T) {
 			t.Logf("%s not installed: skipped", tool[0])
 			continue
 		}
+		type variant struct {
+			name string
+			f    shaders.Fusion
+		}
+		var all []variant
 		for _, name := range shaders.Names() {
-			src, err := shaders.Source(name)
+			all = append(all, variant{name, shaders.Fusion{}})
+		}
+		for _, name := range shaders.Fusable {
+			for _, f := range shaders.Fusions() {
+				if f.Fused() {
+					all = append(all, variant{name, f})
+				}
+			}
+		}
+		for _, v := range all {
+			name := v.name + strings.ReplaceAll(v.f.String(), "+", "_")
+			src, err := shaders.Compose(v.name, v.f)
 			if err != nil {
 				t.Fatal(err)
 			}

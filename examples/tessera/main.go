@@ -40,6 +40,7 @@ var commands = map[string]command{
 	"run":        {"generate text from a prompt", setupRun},
 	"info":       {"describe a model file, or the GPU adapters with --device", setupInfo},
 	"bench":      {"measure prompt and decode speed", setupBench},
+	"profile":    {"where a decode token's time goes: per op kind and layer, bytes and bandwidth of each matrix product", setupProfile},
 	"synth":      {"write a random-weight model at a real model's shape", setupSynth},
 	"web":        {"serve the browser demo: the engine as wasm on WebGPU", setupWeb},
 	"quantize":   {"write a GGUF with 4-bit weight matrices (Q4_0, Q4_K, or Q4_1 calibrated)", setupQuantize},

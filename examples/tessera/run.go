@@ -25,6 +25,7 @@ type modelFlags struct {
 	multiStep                         int
 	lora                              loraFlag
 	loraMerge                         bool
+	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
 }
 
 // loraFlag collects --lora FILE[:SCALE], which may be repeated.
@@ -110,7 +111,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
-		Adapters: m.lora, LoRAMerge: m.loraMerge})
+		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap})
 	if err != nil {
 		return nil, err
 	}

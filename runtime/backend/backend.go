@@ -251,6 +251,9 @@ type Backend interface {
 	// without rows gets zeros).
 	MeanPool(dst, x Tensor)
 
+	// The fused ops (fused.go): several of the ops above in one kernel.
+	Fuser
+
 	// NewLoRA makes an empty set of adapters for weights [outs[k], in]
 	// that share their input.
 	NewLoRA(in int, outs ...int) (LoRA, error)

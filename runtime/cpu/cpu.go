@@ -72,6 +72,8 @@ type Backend struct {
 	qvalid  bool      // no op but MatMul ran since qrows were made
 	ropeF   []float32 // Rope's frequencies
 	ropeCS  []float32 // Rope's cosines and sines of one row
+
+	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
 
 // New returns a reference backend that uses up to workers goroutines for

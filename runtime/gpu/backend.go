@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -39,13 +40,15 @@ type Backend struct {
 	batch       backend.Batch
 	calls       map[callKey]*call
 	freqs       map[ropeKey]Buffer
-	owned       []Buffer   // released by Close
-	err         error      // the first error met while recording
-	memory      int64      // bytes in owned buffers
-	pending     bool       // work recorded since the last submit
-	ownsDevice  bool       // Close closes dev
-	attn        *attnState // attention's scratch, made on first use
-	enc         *encState  // the encoders' per-step buffers (encoder.go), made on first use
+	owned       []Buffer           // released by Close
+	err         error              // the first error met while recording
+	memory      int64              // bytes in owned buffers
+	pending     bool               // work recorded since the last submit
+	ownsDevice  bool               // Close closes dev
+	attn        *attnState         // attention's scratch, made on first use
+	uniforms    map[string]Buffer  // the fused ops' parameters, by content
+	scratches   map[[3]int]*Tensor // the fused ops' intermediate values: rows, cols, output
+	enc         *encState          // the encoders' per-step buffers (encoder.go), made on first use
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
@@ -151,6 +154,8 @@ type Weight struct {
 	shape   []int
 	parts   []part
 	storage backend.Storage // F32 unless made by UploadAs (quant.go)
+	split   []int           // made by Fuse: the rows of each matrix (fused.go)
+	pairs   bool            // made by Fuse for a GLU: rows alternate between two matrices
 }
 
 type part struct {
@@ -563,6 +568,25 @@ type op struct {
 	kernel   string
 	operands []Access
 	consts   map[string]float64
+	fusion   shaders.Fusion // what a matrix product is composed with (fused.go)
+}
+
+// fused returns o composed with f: its operands gain the fusion's extra
+// bindings, which the call passes after its own.
+func (o op) fused(f shaders.Fusion) op {
+	o.fusion = f
+	o.operands = slices.Clone(o.operands)
+	for _, a := range f.Extra() {
+		switch a {
+		case "uniform":
+			o.operands = append(o.operands, UniformBinding)
+		case "read_write":
+			o.operands = append(o.operands, ReadWrite)
+		default:
+			o.operands = append(o.operands, ReadOnly)
+		}
+	}
+	return o
 }
 
 // params are a kernel's static parameters: 4-byte values (u32, or f32 as
@@ -580,7 +604,7 @@ const paramsSize = 64
 type callKey struct {
 	kernel string
 	params string
-	ops    [8]Binding
+	ops    [12]Binding
 }
 
 type call struct {
@@ -595,7 +619,7 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 	if b.err != nil {
 		return
 	}
-	key := callKey{kernel: o.kernel, params: string(u32bytes(p))}
+	key := callKey{kernel: o.kernel + o.fusion.String(), params: string(u32bytes(p))}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
 	if !ok {
@@ -614,7 +638,7 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 }
 
 func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
-	src, err := shaders.Source(o.kernel)
+	src, err := shaders.Compose(o.kernel, o.fusion)
 	if err != nil {
 		return nil, err
 	}
@@ -622,7 +646,7 @@ func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
 	if len(access) != len(operands)+2 {
 		return nil, fmt.Errorf("%d operands bound to %d slots", len(operands), len(o.operands))
 	}
-	pipe, err := b.dev.Pipeline(Kernel{Name: o.kernel, Source: src, Bindings: access, Constants: o.consts})
+	pipe, err := b.dev.Pipeline(Kernel{Name: o.kernel + o.fusion.String(), Source: src, Bindings: access, Constants: o.consts})
 	if err != nil {
 		return nil, err
 	}

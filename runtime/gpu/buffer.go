@@ -56,11 +56,15 @@ func (b *bufferMeta) checkRange(need Usage, offset, size int64) error {
 }
 
 // bindingSize validates bind, of this buffer, for a slot of access a on a
-// device whose offsets for such slots must be multiples of align and whose
-// bindings hold at most limit bytes, so that mistakes come back as Go
+// device of info whose uniform bindings start at multiples of uniformAlign
+// and hold at most uniformLimit bytes, so that mistakes come back as Go
 // errors that name the buffer rather than as the platform's validation
 // text. It returns the bound size.
-func (b *bufferMeta) bindingSize(a Access, bind Binding, align, limit int64) (int64, error) {
+func (b *bufferMeta) bindingSize(a Access, bind Binding, info Info, uniformAlign, uniformLimit int64) (int64, error) {
+	align, limit := int64(info.MinStorageBufferOffsetAlignment), info.MaxStorageBufferBindingSize
+	if a == UniformBinding {
+		align, limit = uniformAlign, uniformLimit
+	}
 	need := Storage
 	if a == UniformBinding {
 		need = Uniform
@@ -81,4 +85,15 @@ func (b *bufferMeta) bindingSize(a Access, bind Binding, align, limit int64) (in
 			FormatBytes(size), b, a, FormatBytes(limit))
 	}
 	return size, nil
+}
+
+// storageCount is how many of a kernel's bindings are storage buffers.
+func storageCount(bindings []Access) int {
+	n := 0
+	for _, a := range bindings {
+		if a != UniformBinding {
+			n++
+		}
+	}
+	return n
 }

@@ -94,3 +94,26 @@ func (u Usage) String() string {
 	}
 	return strings.Join(parts, "|")
 }
+
+// kernelKey validates k and returns its cache key: the first steps of
+// every device's Pipeline.
+func kernelKey(k Kernel) (string, error) {
+	if err := k.Validate(); err != nil {
+		return "", fmt.Errorf("gpu: %w", err)
+	}
+	return k.CacheKey(), nil
+}
+
+// kernelSource checks k against the limits of a device of info and returns
+// the source it compiles: k's with its constants applied (Specialize).
+func kernelSource(k Kernel, info Info) (string, error) {
+	if n := storageCount(k.Bindings); n > int(info.MaxStorageBuffersPerShaderStage) {
+		return "", fmt.Errorf("gpu: kernel %q has %d storage bindings; the device allows %d",
+			k.Name, n, info.MaxStorageBuffersPerShaderStage)
+	}
+	src, err := Specialize(k.Source, k.Constants)
+	if err != nil {
+		return "", fmt.Errorf("gpu: kernel %q: %w", k.Name, err)
+	}
+	return src, nil
+}

@@ -1,6 +1,9 @@
 package gpu
 
-import "github.com/tessera-llm/tessera/runtime/backend"
+import (
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
+)
 
 // MatMul dispatches one of three kernels, once per part of a weight split
 // across bindings (f16 and int4 weights go to matmulQ, which has kernels of
@@ -104,13 +107,21 @@ func gemvThreads(k int) int {
 }
 
 func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
-	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
+	b.matmul(dst.(*Tensor), x.(*Tensor), w.(*Weight), shaders.Fusion{}, nil)
+}
+
+// matmul records d = x·wᵀ composed with f, whose extra bindings follow
+// the kernel's own. Only the GEMV kernels compose: for a fusion that the
+// planned kernel cannot take it records nothing and returns false.
+func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Binding) bool {
 	if ws.storage != backend.F32 {
-		b.matmulQ(d, xs, ws) // compressed weights: quant.go, on the same plan
-		return
+		return b.matmulQ(d, xs, ws, f, extra) // compressed weights: quant.go, on the same plan
 	}
 	m, k := b.rows(d), xs.cols
 	pl := planMatMul(m, k, b.info.DeviceType == "cpu")
+	if f.Fused() && pl.kernel != "gemv" {
+		return false
+	}
 	for _, pt := range ws.parts {
 		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
@@ -119,14 +130,15 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 			gx, gy := b.grid(m*pt.rows, elementWG)
 			b.record(matmulOp, p, operands, gx, gy, 1)
 		case "gemv":
-			o := matmulGEMVOp
+			o := matmulGEMVOp.fused(f)
 			o.consts = map[string]float64{"TPC": float64(pl.tpc), "MAXM": float64(pl.maxm)}
 			gx, gy := b.grid(pt.rows, 256/pl.tpc)
-			b.record(o, append(p, uint32(pl.tpc), uint32(pl.maxm)), operands, gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
+			b.record(o, append(p, uint32(pl.tpc), uint32(pl.maxm)), append(operands, extra...), gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
 		default:
 			o := matmulGEMMOp
 			o.consts = map[string]float64{"TM": float64(pl.tm)}
 			b.record(o, append(p, uint32(pl.tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*pl.tm-1)/(16*pl.tm)), 1)
 		}
 	}
+	return true
 }

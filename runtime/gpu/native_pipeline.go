@@ -44,10 +44,10 @@ func (g *nativeBindGroup) Release() {
 }
 
 func (d *nativeDevice) Pipeline(k Kernel) (Pipeline, error) {
-	if err := k.Validate(); err != nil {
-		return nil, fmt.Errorf("gpu: %w", err)
+	key, err := kernelKey(k)
+	if err != nil {
+		return nil, err
 	}
-	key := k.CacheKey()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -57,13 +57,9 @@ func (d *nativeDevice) Pipeline(k Kernel) (Pipeline, error) {
 	if p, ok := d.pipelines[key]; ok {
 		return p, nil
 	}
-	if n := storageCount(k.Bindings); n > int(d.info.MaxStorageBuffersPerShaderStage) {
-		return nil, fmt.Errorf("gpu: kernel %q has %d storage bindings; the device allows %d",
-			k.Name, n, d.info.MaxStorageBuffersPerShaderStage)
-	}
-	src, err := Specialize(k.Source, k.Constants)
+	src, err := kernelSource(k, d.info)
 	if err != nil {
-		return nil, fmt.Errorf("gpu: kernel %q: %w", k.Name, err)
+		return nil, err
 	}
 	module, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
 		Label:          k.Name,
@@ -171,22 +167,8 @@ func (d *nativeDevice) checkBinding(a Access, bind Binding) (*nativeBuffer, int6
 	if err != nil {
 		return nil, 0, err
 	}
-	align, limit := int64(d.info.MinStorageBufferOffsetAlignment), d.info.MaxStorageBufferBindingSize
-	if a == UniformBinding {
-		align, limit = d.uniformAlign, d.maxUniformBinding
-	}
-	size, err := b.bindingSize(a, bind, align, limit)
+	size, err := b.bindingSize(a, bind, d.info, d.uniformAlign, d.maxUniformBinding)
 	return b, size, err
-}
-
-func storageCount(bindings []Access) int {
-	n := 0
-	for _, a := range bindings {
-		if a != UniformBinding {
-			n++
-		}
-	}
-	return n
 }
 
 // compilerMessage strips the binding's call-site framing ("wgpu.(*Device)

@@ -8,86 +8,34 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// nativeRecorder collects commands on the Go side and encodes them all at Submit.
-// Deferring the encoding keeps the device lock out of the hot recording path,
-// and a recorder that is dropped without Submit holds no wgpu objects.
+// nativeRecorder encodes the commands it recorded (recorder.go) at Submit.
 type nativeRecorder struct {
-	d          *nativeDevice
-	ops        []nativeCommand
-	dispatches int
-	err        error // the first invalid command since the last Submit
+	recording[*nativePipeline, *nativeBindGroup, *nativeBuffer]
+	d *nativeDevice
 }
 
-// nativeCommand is a dispatch (pipeline set) or a copy.
-type nativeCommand struct {
-	pipeline *nativePipeline
-	group    *nativeBindGroup
-	x, y, z  uint32
+type nativeCommand = command[*nativePipeline, *nativeBindGroup, *nativeBuffer]
 
-	src, dst       *nativeBuffer
-	srcOff, dstOff int64
-	size           int64
+func (d *nativeDevice) Recorder() Recorder {
+	r := &nativeRecorder{d: d}
+	r.dev, r.maxGroups = d, d.info.MaxComputeWorkgroupsPerDimension
+	return r
 }
 
-func (d *nativeDevice) Recorder() Recorder { return &nativeRecorder{d: d} }
+func (p *nativePipeline) owner() any        { return p.d }
+func (p *nativePipeline) kernel() string    { return p.name }
+func (p *nativePipeline) layoutKey() string { return p.layout.key }
 
-func (r *nativeRecorder) Dispatches() int { return r.dispatches }
+func (g *nativeBindGroup) owner() any             { return g.d }
+func (g *nativeBindGroup) layoutKey() string      { return g.layout.key }
+func (g *nativeBindGroup) isReleased() bool       { return g.released }
+func (g *nativeBindGroup) bound() []*nativeBuffer { return g.buffers }
 
-func (r *nativeRecorder) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("gpu: "+format, args...)
-	}
-}
-
-func (r *nativeRecorder) Dispatch(p Pipeline, g BindGroup, x, y, z uint32) {
-	pl, ok := p.(*nativePipeline)
-	if !ok || pl == nil || pl.d != r.d {
-		r.fail("dispatch: %T is not a pipeline of this device", p)
-		return
-	}
-	bg, ok := g.(*nativeBindGroup)
-	if !ok || bg == nil || bg.d != r.d {
-		r.fail("dispatch of kernel %q: %T is not a bind group of this device", pl.name, g)
-		return
-	}
-	if bg.layout != pl.layout {
-		r.fail("dispatch of kernel %q: its bindings are %q, the bind group's %q",
-			pl.name, pl.layout.key, bg.layout.key)
-		return
-	}
-	if limit := r.d.info.MaxComputeWorkgroupsPerDimension; x > limit || y > limit || z > limit {
-		r.fail("dispatch of kernel %q: %d×%d×%d workgroups exceed the device's %d per dimension",
-			pl.name, x, y, z, limit)
-		return
-	}
-	r.ops = append(r.ops, nativeCommand{pipeline: pl, group: bg, x: x, y: y, z: z})
-	r.dispatches++
-}
-
-func (r *nativeRecorder) Copy(src Buffer, srcOff int64, dst Buffer, dstOff int64, size int64) {
-	s, ok1 := src.(*nativeBuffer)
-	t, ok2 := dst.(*nativeBuffer)
-	switch {
-	case !ok1 || !ok2 || s == nil || t == nil || s.d != r.d || t.d != r.d:
-		r.fail("copy: %T to %T are not buffers of this device", src, dst)
-	case s == t:
-		r.fail("copy: source and destination are the same %v", s)
-	case size%4 != 0:
-		r.fail("copy: size %d is not a multiple of 4", size)
-	default:
-		if err := s.checkRange(CopySrc, srcOff, size); err != nil {
-			r.fail("copy: %v", err)
-		} else if err := t.checkRange(CopyDst, dstOff, size); err != nil {
-			r.fail("copy: %v", err)
-		} else {
-			r.ops = append(r.ops, nativeCommand{src: s, dst: t, srcOff: srcOff, dstOff: dstOff, size: size})
-		}
-	}
-}
+func (b *nativeBuffer) owner() any       { return b.d }
+func (b *nativeBuffer) isReleased() bool { return b.released }
 
 func (r *nativeRecorder) Submit() error {
-	ops, err := r.ops, r.err
-	r.ops, r.err = nil, nil
+	ops, err := r.take()
 	if err != nil {
 		return err
 	}
@@ -111,30 +59,6 @@ func (r *nativeRecorder) Submit() error {
 	}
 	defer cmd.Release()
 	d.queue.Submit(cmd)
-	return nil
-}
-
-// checkLive rejects commands that use a released buffer or bind group.
-// Callers hold d.mu.
-func checkLive(ops []nativeCommand) error {
-	for _, o := range ops {
-		if o.pipeline == nil {
-			for _, b := range []*nativeBuffer{o.src, o.dst} {
-				if b.released {
-					return fmt.Errorf("gpu: copy uses %v after Release", b)
-				}
-			}
-			continue
-		}
-		if o.group.released {
-			return fmt.Errorf("gpu: dispatch of kernel %q uses a bind group after Release", o.pipeline.name)
-		}
-		for _, b := range o.group.buffers {
-			if b.released {
-				return fmt.Errorf("gpu: dispatch of kernel %q uses %v after Release", o.pipeline.name, b)
-			}
-		}
-	}
 	return nil
 }
 

@@ -51,10 +51,10 @@ func (g *jsBindGroup) Release() {
 }
 
 func (d *jsDevice) Pipeline(k Kernel) (Pipeline, error) {
-	if err := k.Validate(); err != nil {
-		return nil, fmt.Errorf("gpu: %w", err)
+	key, err := kernelKey(k)
+	if err != nil {
+		return nil, err
 	}
-	key := k.CacheKey()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -64,13 +64,9 @@ func (d *jsDevice) Pipeline(k Kernel) (Pipeline, error) {
 	if p, ok := d.pipelines[key]; ok {
 		return p, nil
 	}
-	if n := jsStorageCount(k.Bindings); n > int(d.info.MaxStorageBuffersPerShaderStage) {
-		return nil, fmt.Errorf("gpu: kernel %q has %d storage bindings; the device allows %d",
-			k.Name, n, d.info.MaxStorageBuffersPerShaderStage)
-	}
-	src, err := Specialize(k.Source, k.Constants)
+	src, err := kernelSource(k, d.info)
 	if err != nil {
-		return nil, fmt.Errorf("gpu: kernel %q: %w", k.Name, err)
+		return nil, err
 	}
 	src = jsFloatMax.ReplaceAllString(src, "${1}3.4028234663852886e38")
 	lay, err := d.layout(k.Bindings)
@@ -207,20 +203,6 @@ func (d *jsDevice) checkBinding(a Access, bind Binding) (*jsBuffer, int64, error
 	if err != nil {
 		return nil, 0, err
 	}
-	align, limit := int64(d.info.MinStorageBufferOffsetAlignment), d.info.MaxStorageBufferBindingSize
-	if a == UniformBinding {
-		align, limit = d.uniformAlign, d.maxUniformBinding
-	}
-	size, err := b.bindingSize(a, bind, align, limit)
+	size, err := b.bindingSize(a, bind, d.info, d.uniformAlign, d.maxUniformBinding)
 	return b, size, err
-}
-
-func jsStorageCount(bindings []Access) int {
-	n := 0
-	for _, a := range bindings {
-		if a != UniformBinding {
-			n++
-		}
-	}
-	return n
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
 )
 
 // Compressed weights: int4 (models/dtype Int4, 5 bits a value) and f16 (two
@@ -43,49 +44,74 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 	if len(t.Shape) != 2 {
 		return nil, fmt.Errorf("gpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
 	}
+	h, err := hostForm(t, s)
+	if err != nil {
+		return nil, err
+	}
+	return b.uploadRows(t.Name, t.Shape, s, h, 1)
+}
+
+// host is a matrix in its device form, row-major: rowBytes of values (or
+// int4 codes) and rowScale bytes of int4 scale words a row.
+type host struct {
+	codes, scales      []byte
+	rows               int
+	rowBytes, rowScale int64
+}
+
+// hostForm converts the matrix t to storage s as the kernels read it.
+func hostForm(t *models.Tensor, s backend.Storage) (host, error) {
 	rows, cols := t.Shape[0], t.Shape[1]
-	w := &Weight{shape: t.Shape, storage: s}
-	var rowBytes int64
-	var codes, scales []byte // row-major, rowBytes and rowScale bytes a row
-	var rowScale int64
+	h := host{rows: rows}
 	switch s {
 	case backend.Int4:
 		q, err := t.Int4()
 		if err != nil {
-			return nil, fmt.Errorf("gpu: %w", err)
+			return h, fmt.Errorf("gpu: %w", err)
 		}
-		rowBytes, rowScale = int64(q.Groups())*16, int64(q.Groups())*4
-		codes, scales = u32bytes(q.Codes), u32bytes(q.Scales)
-	case backend.F16:
+		h.rowBytes, h.rowScale = int64(q.Groups())*16, int64(q.Groups())*4
+		h.codes, h.scales = u32bytes(q.Codes), u32bytes(q.Scales)
+	case backend.F16, backend.F32:
 		data, err := t.Float32()
 		if err != nil {
-			return nil, err
+			return h, err
+		}
+		if s == backend.F32 {
+			h.rowBytes, h.codes = int64(cols)*4, f32bytes(data)
+			break
 		}
 		stride := (cols + 1) / 2
-		rowBytes = int64(stride) * 4
-		codes = make([]byte, int64(rows)*rowBytes)
+		h.rowBytes = int64(stride) * 4
+		h.codes = make([]byte, int64(rows)*h.rowBytes)
 		for r := range rows {
-			row := codes[int64(r)*rowBytes:]
+			row := h.codes[int64(r)*h.rowBytes:]
 			for c, v := range data[r*cols : (r+1)*cols] {
 				binary.LittleEndian.PutUint16(row[2*c:], dtype.HalfBits(v))
 			}
 		}
 	default:
-		return nil, fmt.Errorf("gpu: unknown storage %v", s)
+		return h, fmt.Errorf("gpu: unknown storage %v", s)
 	}
-	perPart := int(b.info.MaxStorageBufferBindingSize / rowBytes)
+	return h, nil
+}
+
+// uploadRows uploads h as a weight of shape and storage s, split by rows
+// into parts that fit a binding, each a multiple of align rows.
+func (b *Backend) uploadRows(name string, shape []int, s backend.Storage, h host, align int) (*Weight, error) {
+	perPart := int(b.info.MaxStorageBufferBindingSize/h.rowBytes) / align * align
 	if perPart == 0 {
-		return nil, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", t.Name, rowBytes)
+		return nil, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", name, h.rowBytes)
 	}
-	for r0 := 0; r0 < rows; r0 += perPart {
-		n := int64(min(perPart, rows-r0))
+	w := &Weight{shape: shape, storage: s}
+	for r0 := 0; r0 < h.rows; r0 += perPart {
+		n := int64(min(perPart, h.rows-r0))
 		pt := part{row0: r0, rows: int(n)}
 		var err error
-		if pt.buf, err = b.upload(t.Name, codes[int64(r0)*rowBytes:][:n*rowBytes]); err != nil {
+		if pt.buf, err = b.upload(name, h.codes[int64(r0)*h.rowBytes:][:n*h.rowBytes]); err != nil {
 			return nil, err
 		}
-		if scales != nil {
-			if pt.scales, err = b.upload(t.Name+" scales", scales[int64(r0)*rowScale:][:n*rowScale]); err != nil {
+		if h.scales != nil {
+			if pt.scales, err = b.upload(name+" scales", h.scales[int64(r0)*h.rowScale:][:n*h.rowScale]); err != nil {
 				return nil, err
 			}
 		}
@@ -129,7 +155,7 @@ func (b *Backend) embedQ(d *Tensor, w *Weight) {
 // GEMV for decoding (m ≤ gemvMaxRows; on CPU adapters for any m, with one
 // invocation per int4CPI columns, in blocks of up to gemvMaxRows rows) and
 // a tiled GEMM for prompt chunks on GPUs and for widths k % 4 != 0.
-func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
+func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Binding) bool {
 	m, k := b.rows(d), xs.cols
 	cpu := b.info.DeviceType == "cpu"
 	gemv := cpu || m <= gemvMaxRows
@@ -142,6 +168,9 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 		gemv = false
 	}
 	gemv = gemv && k%4 == 0
+	if f.Fused() && !gemv {
+		return false // only the GEMVs compose
+	}
 	groups := (k + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize
 	for _, pt := range w.parts {
 		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
@@ -160,20 +189,20 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 				tpc, cpi = quantThreads(k), 1
 			}
 			if w.storage == backend.F16 {
-				o := matmulF16GEMVOp
+				o := matmulF16GEMVOp.fused(f)
 				o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
 				gx, gy := b.grid(pt.rows, 256/tpc)
-				b.record(o, append(p, uint32(tpc), uint32(maxm)), operands, gx, gy, uint32((m+maxm-1)/maxm))
+				b.record(o, append(p, uint32(tpc), uint32(maxm)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 				continue
 			}
 			wg := 256
 			if cpu {
 				wg = int4CPUWorkgroup
 			}
-			o := matmulInt4GEMVOp
+			o := matmulInt4GEMVOp.fused(f)
 			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, wg/tpc)
-			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)), operands, gx, gy, uint32((m+maxm-1)/maxm))
+			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue
 		}
 		tm := 4
@@ -187,6 +216,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight) {
 		o.consts = map[string]float64{"TM": float64(tm)}
 		b.record(o, append(p, uint32(tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
 	}
+	return true
 }
 
 // int4CPI is how many columns one invocation of the int4 GEMV computes on

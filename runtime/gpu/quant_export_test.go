@@ -7,3 +7,12 @@ func SetQuantKernel(kernel string) (restore func()) {
 	quantKernel = kernel
 	return func() { quantKernel = old }
 }
+
+// SetNormPrologue forces whether projections take their RMSNorm as the
+// GEMV's prologue ("on", "off", or "" for the adapter's choice) until
+// restore is called.
+func SetNormPrologue(mode string) (restore func()) {
+	old := normPrologueForced
+	normPrologueForced = mode
+	return func() { normPrologueForced = old }
+}

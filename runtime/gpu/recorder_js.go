@@ -7,85 +7,35 @@ import (
 	"syscall/js"
 )
 
-// jsRecorder collects commands on the Go side and encodes them all at
-// Submit, into one command encoder and one submission, as natively.
+// jsRecorder encodes the commands it recorded (recorder.go) at Submit,
+// into one command encoder and one submission, as natively.
 type jsRecorder struct {
-	d          *jsDevice
-	ops        []jsCommand
-	dispatches int
-	err        error // the first invalid command since the last Submit
+	recording[*jsPipeline, *jsBindGroup, *jsBuffer]
+	d *jsDevice
 }
 
-// jsCommand is a dispatch (pipeline set) or a copy.
-type jsCommand struct {
-	pipeline *jsPipeline
-	group    *jsBindGroup
-	x, y, z  uint32
+type jsCommand = command[*jsPipeline, *jsBindGroup, *jsBuffer]
 
-	src, dst       *jsBuffer
-	srcOff, dstOff int64
-	size           int64
+func (d *jsDevice) Recorder() Recorder {
+	r := &jsRecorder{d: d}
+	r.dev, r.maxGroups = d, d.info.MaxComputeWorkgroupsPerDimension
+	return r
 }
 
-func (d *jsDevice) Recorder() Recorder { return &jsRecorder{d: d} }
+func (p *jsPipeline) owner() any        { return p.d }
+func (p *jsPipeline) kernel() string    { return p.name }
+func (p *jsPipeline) layoutKey() string { return p.layout.key }
 
-func (r *jsRecorder) Dispatches() int { return r.dispatches }
+func (g *jsBindGroup) owner() any         { return g.d }
+func (g *jsBindGroup) layoutKey() string  { return g.layout.key }
+func (g *jsBindGroup) isReleased() bool   { return g.released }
+func (g *jsBindGroup) bound() []*jsBuffer { return g.buffers }
 
-func (r *jsRecorder) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("gpu: "+format, args...)
-	}
-}
-
-func (r *jsRecorder) Dispatch(p Pipeline, g BindGroup, x, y, z uint32) {
-	pl, ok := p.(*jsPipeline)
-	if !ok || pl == nil || pl.d != r.d {
-		r.fail("dispatch: %T is not a pipeline of this device", p)
-		return
-	}
-	bg, ok := g.(*jsBindGroup)
-	if !ok || bg == nil || bg.d != r.d {
-		r.fail("dispatch of kernel %q: %T is not a bind group of this device", pl.name, g)
-		return
-	}
-	if bg.layout != pl.layout {
-		r.fail("dispatch of kernel %q: its bindings are %q, the bind group's %q",
-			pl.name, pl.layout.key, bg.layout.key)
-		return
-	}
-	if limit := r.d.info.MaxComputeWorkgroupsPerDimension; x > limit || y > limit || z > limit {
-		r.fail("dispatch of kernel %q: %d×%d×%d workgroups exceed the device's %d per dimension",
-			pl.name, x, y, z, limit)
-		return
-	}
-	r.ops = append(r.ops, jsCommand{pipeline: pl, group: bg, x: x, y: y, z: z})
-	r.dispatches++
-}
-
-func (r *jsRecorder) Copy(src Buffer, srcOff int64, dst Buffer, dstOff int64, size int64) {
-	s, ok1 := src.(*jsBuffer)
-	t, ok2 := dst.(*jsBuffer)
-	switch {
-	case !ok1 || !ok2 || s == nil || t == nil || s.d != r.d || t.d != r.d:
-		r.fail("copy: %T to %T are not buffers of this device", src, dst)
-	case s == t:
-		r.fail("copy: source and destination are the same %v", s)
-	case size%4 != 0:
-		r.fail("copy: size %d is not a multiple of 4", size)
-	default:
-		if err := s.checkRange(CopySrc, srcOff, size); err != nil {
-			r.fail("copy: %v", err)
-		} else if err := t.checkRange(CopyDst, dstOff, size); err != nil {
-			r.fail("copy: %v", err)
-		} else {
-			r.ops = append(r.ops, jsCommand{src: s, dst: t, srcOff: srcOff, dstOff: dstOff, size: size})
-		}
-	}
-}
+func (b *jsBuffer) owner() any       { return b.d }
+func (b *jsBuffer) isReleased() bool { return b.released }
 
 func (r *jsRecorder) Submit() error {
-	ops, err := r.ops, r.err
-	r.ops, r.err = nil, nil
+	ops, err := r.take()
 	if err != nil {
 		return err
 	}
@@ -103,7 +53,7 @@ func (r *jsRecorder) Submit() error {
 	if len(ops) == 0 {
 		return nil
 	}
-	if err := jsCheckLive(ops); err != nil {
+	if err := checkLive(ops); err != nil {
 		return err
 	}
 	cmd, err := d.encode(ops)
@@ -112,30 +62,6 @@ func (r *jsRecorder) Submit() error {
 	}
 	if _, err := jsCall(d.queue, "submit", []any{cmd}); err != nil {
 		return fmt.Errorf("gpu: submitting %d commands: %w", len(ops), err)
-	}
-	return nil
-}
-
-// checkLive rejects commands that use a released buffer or bind group.
-// Callers hold d.mu.
-func jsCheckLive(ops []jsCommand) error {
-	for _, o := range ops {
-		if o.pipeline == nil {
-			for _, b := range []*jsBuffer{o.src, o.dst} {
-				if b.released {
-					return fmt.Errorf("gpu: copy uses %v after Release", b)
-				}
-			}
-			continue
-		}
-		if o.group.released {
-			return fmt.Errorf("gpu: dispatch of kernel %q uses a bind group after Release", o.pipeline.name)
-		}
-		for _, b := range o.group.buffers {
-			if b.released {
-				return fmt.Errorf("gpu: dispatch of kernel %q uses %v after Release", o.pipeline.name, b)
-			}
-		}
 	}
 	return nil
 }

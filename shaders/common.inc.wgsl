@@ -8,3 +8,4 @@ struct Step {
     _pad1: u32,
     _pad2: u32,
 }
+{{template "fusion_decls" .}}

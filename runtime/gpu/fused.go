@@ -1,0 +1,267 @@
+package gpu
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
+)
+
+// The fused ops. A Projection is one dispatch per weight part where the
+// planned matrix kernel composes with its shaders.Fusion (the GEMVs of
+// decoding: matmul_int4_gemv, matmul_gemv, matmul_f16_gemv); elsewhere
+// (the tiled GEMMs of prompt chunks, the naive kernel) it is the product into a scratch
+// tensor and fuse_epilogue, after an rmsnorm when it normalises. RopeStore
+// is one dispatch of rope_kv.
+
+var (
+	fuseEpilogueOp = op{kernel: "fuse_epilogue", operands: []Access{ReadWrite, ReadOnly}}
+	ropeKVOp       = op{kernel: "rope_kv", operands: []Access{ReadWrite, ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+)
+
+// Fuse uploads the matrices ts as one weight of their rows, one after the
+// other, or alternating (gate, up, gate, up, ...) for a GLU so that the
+// two values of an output are adjacent columns of one workgroup; vectors
+// are joined.
+func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("gpu: fuse of no tensors")
+	}
+	name := ts[0].Name + "+"
+	if len(ts[0].Shape) == 1 {
+		var data []float32
+		for _, t := range ts {
+			if len(t.Shape) != 1 {
+				return nil, fmt.Errorf("gpu: fuse of vector %s with %s of shape %v", ts[0].Name, t.Name, t.Shape)
+			}
+			v, err := t.Float32()
+			if err != nil {
+				return nil, err
+			}
+			data = append(data, v...)
+		}
+		raw := f32bytes(data)
+		return b.Upload(models.NewTensor(name, []int{len(data)}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+	}
+	if glu && (len(ts) != 2 || !slices.Equal(ts[0].Shape, ts[1].Shape)) {
+		return nil, fmt.Errorf("gpu: a GLU's fused weight needs two matrices of one shape, not %d", len(ts))
+	}
+	var hs []host
+	var split []int
+	for _, t := range ts {
+		if len(t.Shape) != 2 || t.Shape[1] != ts[0].Shape[1] {
+			return nil, fmt.Errorf("gpu: fuse of %s (shape %v) with matrices %d wide", t.Name, t.Shape, ts[0].Shape[1])
+		}
+		h, err := hostForm(t, s)
+		if err != nil {
+			return nil, err
+		}
+		hs, split = append(hs, h), append(split, t.Shape[0])
+	}
+	all := host{rowBytes: hs[0].rowBytes, rowScale: hs[0].rowScale}
+	row := func(h host, r int) {
+		all.codes = append(all.codes, h.codes[int64(r)*h.rowBytes:][:h.rowBytes]...)
+		if h.scales != nil {
+			all.scales = append(all.scales, h.scales[int64(r)*h.rowScale:][:h.rowScale]...)
+		}
+		all.rows++
+	}
+	if glu {
+		for r := range hs[0].rows {
+			row(hs[0], r)
+			row(hs[1], r)
+		}
+	} else {
+		for _, h := range hs {
+			for r := range h.rows {
+				row(h, r)
+			}
+		}
+	}
+	align := 1
+	if glu {
+		align = 2 // a part holds whole pairs
+	}
+	w, err := b.uploadRows(name, []int{all.rows, ts[0].Shape[1]}, s, all, align)
+	if err != nil {
+		return nil, err
+	}
+	w.split, w.pairs = split, glu
+	return w, nil
+}
+
+func (b *Backend) Project(p backend.Projection) {
+	w := p.W.(*Weight)
+	split := w.split
+	if split == nil {
+		split = []int{w.shape[0]}
+	}
+	if err := p.Check(split); err != nil {
+		b.fail(fmt.Errorf("gpu: %w", err))
+		return
+	}
+	if p.GLU != w.pairs && !(w.pairs && len(p.Out) == 2) {
+		b.fail(fmt.Errorf("gpu: projection with GLU %v of a weight fused for a GLU %v", p.GLU, w.pairs))
+		return
+	}
+	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil}
+	if !f.Fused() {
+		b.matmul(d, xs, w, f, nil)
+		return
+	}
+	extra, err := b.fusionBindings(p, f)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	if (!f.Norm || b.normPrologue()) && b.matmul(d, xs, w, f, extra) {
+		return
+	}
+	// The norm in a dispatch of its own, then the product fused with the
+	// rest or, where the planned kernel does not compose, into a scratch
+	// tensor and through the epilogue kernel.
+	x := xs
+	if f.Norm {
+		if x, err = b.scratch(xs, -xs.cols); err != nil {
+			b.fail(err)
+			return
+		}
+		b.RMSNorm(x, xs, p.Norm, p.Eps)
+		f.Norm, extra = false, extra[:len(extra)-1]
+		if !f.Fused() {
+			b.matmul(d, x, w, f, nil)
+			return
+		}
+		if b.matmul(d, x, w, f, extra) {
+			return
+		}
+	}
+	y, err := b.scratch(d, w.shape[0])
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.matmul(y, x, w, shaders.Fusion{}, nil)
+	units := w.shape[0]
+	if f.Pairs {
+		units /= 2
+	}
+	gx, gy := b.grid(b.rows(d)*units, elementWG)
+	b.record(fuseEpilogueOp.fused(f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
+		append([]Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
+}
+
+// normPrologue reports whether the GEMVs take a projection's RMSNorm as
+// their prologue. Not on CPU adapters: there an invocation is a SIMD lane,
+// every load of x (the same address for all lanes) is a gather, and the
+// norm's weights on each of them cost more than the dispatch of an
+// rmsnorm (BenchmarkFusion: smollm2's gate+up 1.63 ms fused against 1.27
+// ms; the head 43 against 34). normPrologueForced, when not "", forces
+// the choice: "on" or "off" (tests and benchmarks).
+func (b *Backend) normPrologue() bool {
+	if normPrologueForced != "" {
+		return normPrologueForced == "on"
+	}
+	return b.info.DeviceType != "cpu"
+}
+
+var normPrologueForced string
+
+// fusionBindings returns the bindings that f adds to a kernel (see
+// shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias and
+// the norm's weights.
+func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Binding, error) {
+	var n [3]uint32
+	for i, o := range p.Out {
+		n[i] = uint32(o.Cols())
+	}
+	u, err := b.uniform(params{n[0], n[1], n[2], f32param(p.Eps), uint32(p.Act)})
+	if err != nil {
+		return nil, err
+	}
+	extra := []Binding{{Buffer: u}}
+	for _, o := range p.Out[1:] {
+		extra = append(extra, Binding{Buffer: o.(*Tensor).buf})
+	}
+	if p.Bias != nil {
+		extra = append(extra, Binding{Buffer: p.Bias.(*Weight).parts[0].buf})
+	}
+	if p.Norm != nil {
+		extra = append(extra, Binding{Buffer: p.Norm.(*Weight).parts[0].buf})
+	}
+	return extra, nil
+}
+
+// uniform returns a uniform buffer holding p (padded like every
+// parameter buffer), one per distinct content.
+func (b *Backend) uniform(p params) (Buffer, error) {
+	key := string(u32bytes(p))
+	if buf, ok := b.uniforms[key]; ok {
+		return buf, nil
+	}
+	raw := append(u32bytes(p), make([]byte, paramsSize-4*len(p))...)
+	buf, err := b.buffer("fusion params", int64(len(raw)), Uniform|CopyDst)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.dev.Write(buf, 0, raw); err != nil {
+		return nil, err
+	}
+	if b.uniforms == nil {
+		b.uniforms = map[string]Buffer{}
+	}
+	b.uniforms[key] = buf
+	return buf, nil
+}
+
+// scratch returns a tensor with like's rows (and kind) and |cols| columns
+// for the intermediate values of a fused op, made on first use: a negative
+// count (a normalised input) keeps it apart from a product of that width.
+func (b *Backend) scratch(like *Tensor, cols int) (*Tensor, error) {
+	key := [3]int{like.rows, cols, 0}
+	cols = max(cols, -cols)
+	if like.out {
+		key[2] = 1
+	}
+	if t, ok := b.scratches[key]; ok {
+		return t, nil
+	}
+	var t backend.Tensor
+	var err error
+	if like.out {
+		t, err = b.NewOutputTensor(like.rows, cols)
+	} else {
+		t, err = b.NewTensor(like.rows, cols)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.scratches == nil {
+		b.scratches = map[[3]int]*Tensor{}
+	}
+	b.scratches[key] = t.(*Tensor)
+	return t.(*Tensor), nil
+}
+
+func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
+	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
+	if rq.Dim != rk.Dim || rq.Theta != rk.Theta || rq.Layout != rk.Layout || rq.HeadDim != rk.HeadDim ||
+		!slices.Equal(rq.Factors, rk.Factors) || ks.cols != c.kvDim || vs.cols != c.kvDim {
+		b.Rope(q, rq) // q and k rotate differently: the plain ops
+		b.Rope(k, rk)
+		b.StoreKV(kv, l, k, v)
+		return
+	}
+	freqs, err := b.ropeFreqs(rq)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	gx, gy := b.grid(b.rows(qs)*(rq.Heads*rq.Dim/2+c.kvDim), elementWG)
+	b.record(ropeKVOp, params{uint32(qs.cols), uint32(c.kvDim), uint32(qs.rows), uint32(rq.Heads), uint32(rq.HeadDim), uint32(rq.Dim), uint32(rq.Layout), uint32(c.context)},
+		[]Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slots}}, gx, gy, 1)
+}

@@ -1,0 +1,195 @@
+package gpu_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+)
+
+// fused uploads matrices (or vectors) as one weight through Fuse on both
+// backends.
+func (w *twins) fused(s backend.Storage, glu bool, shapes [][]int, scale float32) pair[backend.Weight] {
+	w.t.Helper()
+	var ts []*models.Tensor
+	for i, shape := range shapes {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		raw := make([]byte, 4*n)
+		for j, v := range w.random(n, scale) {
+			binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(v))
+		}
+		ts = append(ts, models.NewTensor(fmt.Sprintf("w%d", i), shape, dtype.F32, func() ([]byte, error) { return raw, nil }))
+	}
+	var p pair[backend.Weight]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if p[i], err = b.Fuse(ts, s, glu); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+	return p
+}
+
+// TestProject checks every composition the forward pass asks for (q/k/v
+// split with biases, GLU, gate/up split for adapters, residual add, a
+// normalised head) against the CPU's, which is the plain ops in a row:
+// with every storage, through the fused GEMVs and through the epilogue
+// kernel behind the GEMMs, on widths that are not multiples of the tiles
+// and groups (k % 4 != 0 takes the naive or tiled kernels).
+func TestProject(t *testing.T) {
+	type variant struct {
+		name  string
+		norm  bool
+		parts []int // output widths
+		bias  bool
+		glu   bool
+		pairs bool // weight fused for a GLU, split into gate and up
+		add   bool
+	}
+	variants := []variant{
+		{name: "qkv", parts: []int{48, 16, 16}},
+		{name: "qkv-norm-bias", norm: true, parts: []int{40, 24, 24}, bias: true},
+		{name: "glu-norm", norm: true, parts: []int{36, 36}, glu: true},
+		{name: "glu", parts: []int{50, 50}, glu: true},
+		{name: "gate-up-split-norm", norm: true, parts: []int{36, 36}, pairs: true},
+		{name: "residual", parts: []int{33}, add: true},
+		{name: "head-norm", norm: true, parts: []int{77}},
+	}
+	for _, tc := range []struct {
+		storage backend.Storage
+		kernel  string // "" for the plan, else SetQuantKernel's (or SetMatMulKernel's for f32)
+		k, rows int
+		binding int64 // a storage binding limit that splits the weights
+	}{
+		{backend.Int4, "", 96, 1, 0},
+		{backend.Int4, "prologue", 96, 1, 0}, // the norm as the GEMV's prologue, as on GPUs
+		{backend.F32, "prologue", 64, 2, 0},
+		{backend.F16, "prologue", 96, 3, 0},
+		{backend.Int4, "prologue", 70, 3, 0},
+		{backend.Int4, "", 200, 3, 0},
+		{backend.Int4, "gemv-gpu", 200, 5, 0},
+		{backend.Int4, "gemm", 72, 17, 0},
+		{backend.Int4, "", 70, 2, 0}, // k % 4 != 0
+		{backend.F32, "", 64, 1, 0},
+		{backend.F32, "gemv", 132, 4, 0},
+		{backend.F32, "gemm", 64, 9, 0},
+		{backend.F32, "", 66, 1, 0},
+		{backend.F16, "", 96, 2, 0},
+		{backend.F16, "gemv-gpu", 128, 1, 0},
+		{backend.Int4, "", 64, 2, 8192},
+		{backend.F32, "", 64, 3, 8192},
+	} {
+		for _, v := range variants {
+			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {
+				switch {
+				case tc.kernel == "prologue":
+					defer gpu.SetNormPrologue("on")()
+				case tc.storage == backend.F32:
+					defer gpu.SetMatMulKernel(tc.kernel)()
+				default:
+					defer gpu.SetQuantKernel(tc.kernel)()
+				}
+				// Under the lowered limit, weights four times as wide take
+				// several parts while 4 rows of activations fit one binding.
+				mult, alloc := 1, 32
+				if tc.binding > 0 {
+					mult, alloc = 4, 4
+				}
+				w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
+				var shapes, bshapes [][]int
+				width := 0
+				for _, n := range v.parts {
+					n *= mult
+					shapes, bshapes = append(shapes, []int{n, tc.k}), append(bshapes, []int{n})
+					width += n
+				}
+				wt := w.fused(tc.storage, v.glu || v.pairs, shapes, 1)
+				if tc.binding > 0 && width >= 200 && gpu.Parts(wt[1]) < 2 {
+					t.Fatalf("weight of %d rows in one part under a %d-byte limit", width, tc.binding)
+				}
+				x := w.tensor(alloc, tc.k, w.random(alloc*tc.k, 2))
+				var norm, bias pair[backend.Weight]
+				if v.norm {
+					norm = w.weight([]int{tc.k}, w.random(tc.k, 1.5))
+				}
+				if v.bias {
+					bias = w.fused(backend.F32, false, bshapes, 1)
+				}
+				var outs []pair[backend.Tensor]
+				for i, n := range v.parts {
+					if v.glu && i > 0 || v.add && i > 0 {
+						break
+					}
+					outs = append(outs, w.tensor(alloc, n*mult, w.random(alloc*n*mult, 1)))
+				}
+				w.begin(tokens(tc.rows, 10, w.rng), 0)
+				w.each(func(b backend.Backend, i int) {
+					p := backend.Projection{X: x[i], Eps: 1e-5, W: wt[i], Add: v.add, GLU: v.glu, Act: models.SiLU}
+					if v.norm {
+						p.Norm = norm[i]
+					}
+					if v.bias {
+						p.Bias = bias[i]
+					}
+					for _, o := range outs {
+						p.Out = append(p.Out, o[i])
+					}
+					b.Project(p)
+				})
+				// The CPU's int4 products meet activations quantized to
+				// int16 per group of 32 (runtime/cpu MatMul), the GPU's f32.
+				tol := 2e-4
+				if tc.storage == backend.Int4 {
+					tol = 2e-3
+				}
+				for i, o := range outs {
+					w.compare(fmt.Sprintf("output %d", i), o, tc.rows, tol)
+				}
+			})
+		}
+	}
+}
+
+// TestRopeStore checks rope_kv against Rope, Rope and StoreKV: q as
+// rotated, and what attention reads from the cache, for both layouts,
+// partial rotary dimensions and GQA.
+func TestRopeStore(t *testing.T) {
+	for _, tc := range []struct {
+		heads, kvHeads, headDim, dim, pos0, batch int
+		layout                                    models.RopeLayout
+	}{
+		{8, 8, 8, 8, 0, 1, models.RopePairs},
+		{4, 2, 16, 16, 37, 3, models.RopeHalves},
+		{6, 2, 32, 16, 100, 17, models.RopeHalves}, // partial rotary
+		{4, 1, 12, 8, 5, 2, models.RopePairs},
+	} {
+		t.Run(fmt.Sprintf("%s_h%d_kv%d_d%d_rot%d_batch%d", tc.layout, tc.heads, tc.kvHeads, tc.headDim, tc.dim, tc.batch), func(t *testing.T) {
+			w := newTwins(t, 32)
+			qDim, kvDim := tc.heads*tc.headDim, tc.kvHeads*tc.headDim
+			q := w.tensor(32, qDim, w.random(32*qDim, 2))
+			k := w.tensor(32, kvDim, w.random(32*kvDim, 2))
+			v := w.tensor(32, kvDim, w.random(32*kvDim, 2))
+			out := w.tensor(32, qDim, nil)
+			cache := w.kv(2, 16, 16, kvDim)
+			rq := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: 10000, Layout: tc.layout}
+			rk := rq
+			rk.Heads = tc.kvHeads
+			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim, Scale: 0.3}
+			w.begin(tokens(tc.batch, 10, w.rng), tc.pos0)
+			w.each(func(b backend.Backend, i int) {
+				b.RopeStore(q[i], k[i], v[i], cache[i], 1, rq, rk)
+				b.Attend(out[i], q[i], cache[i], 1, a)
+			})
+			w.compare("q", q, tc.batch, 5e-4)
+			w.compare("attention over the stored keys and values", out, tc.batch, 5e-4)
+		})
+	}
+}

@@ -1,0 +1,198 @@
+{{/* The prologue and epilogue of a fused matrix product (shaders.Fusion).
+A kernel that composes with them declares its own bindings, then
+{{template "fusion" .}} with the first free binding in .First: here come the
+Fuse uniform, the extra outputs, the bias and the norm's weights. The kernel
+stores column c of row r (a row of its weight, across its parts) through
+emit(r, c, v) or, for two adjacent columns, emit_pair(r, c, v0, v1) (c even);
+a GLU needs the second. */}}
+{{define "act"}}
+// act is SiLU (act = 0) or GELU's tanh approximation (act = 1). Past
+// |t| = 10, tanh(t) is ±1 in f32; clamping keeps backends whose tanh goes
+// through exp from overflowing to NaN. Twin: runtime/cpu Act.
+fn act(kind: u32, g: f32) -> f32 {
+    if (kind == 1u) {
+        let t = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -10.0, 10.0);
+        return 0.5 * g * (1.0 + tanh(t));
+    }
+    return g * (1.0 / (1.0 + exp(-g)));
+}
+{{end}}
+
+{{define "fusion_decls"}}
+{{- if .Fused}}
+// n0, n1, n2: the widths of dst, out1 and out2 (with Pairs: of gate and up
+// each); eps: the norm's; act: the GLU's activation.
+struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32 }
+{{end -}}
+{{end}}
+
+{{define "fusion"}}
+{{if .GLU}}{{template "act"}}{{else}}
+// emit stores the value v of column c of row r.
+fn emit(r: u32, c: u32, v: f32) {
+{{- if .Fused}}
+    var y = v;
+{{- if .Bias}}
+    y += bias[c];
+{{- end}}
+{{- if .Pairs}}
+    if (c % 2u == 0u) { dst[r * fz.n0 + c / 2u] = y; } else { out1[r * fz.n1 + c / 2u] = y; }
+{{- else if gt .Outs 1}}
+    if (c < fz.n0) {
+        dst[r * fz.n0 + c] = y;
+    } else if (c < fz.n0 + fz.n1) {
+        out1[r * fz.n1 + c - fz.n0] = y;
+    }{{if gt .Outs 2}} else {
+        out2[r * fz.n2 + c - fz.n0 - fz.n1] = y;
+    }{{end}}
+{{- else if .Add}}
+    dst[r * fz.n0 + c] += y;
+{{- else}}
+    dst[r * fz.n0 + c] = y;
+{{- end}}
+{{- else}}
+    dst[r * p.n + c] = v;
+{{- end}}
+}
+{{end}}
+// emit_pair stores columns c and c + 1 of row r (c even): with a GLU, the
+// one output act(gate)·up of pair c / 2.
+fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
+{{- if .GLU}}
+    dst[r * fz.n0 + c / 2u] = act(fz.act, v0) * v1;
+{{- else}}
+    emit(r, c, v0);
+    emit(r, c + 1u, v1);
+{{- end}}
+}
+{{end}}
+
+{{define "norm"}}
+{{- /* The RMSNorm prologue: rinv[m], the 1/rms of row r0 + m of the block,
+computed by the WG invocations of the workgroup together (one barrier a
+row); without Norm, ones. With TPC = 1 (CPU adapters, where a barrier costs
+more than the kernel's own loads and every invocation reads whole rows of
+x) there is no prologue: xload adds up each row's squares as the product
+reads it, and norm_end turns them into rinv. Needs x (vec4s), t, TPC, WG,
+MAXM, rows, xbase, k4. */}}
+    var rinv: array<f32, MAXM>;
+    for (var m = 0u; m < MAXM; m++) {
+        rinv[m] = 1.0;
+    }
+{{- if .Norm}}
+    if (TPC > 1u) {
+        for (var m = 0u; m < MAXM; m++) {
+            var ss = 0.0;
+            if (m < rows) {
+                for (var i = t; i < k4; i += WG) {
+                    let v = x[xbase + m * k4 + i];
+                    ss += dot(v, v);
+                }
+            }
+            norm_partial[t] = ss;
+            workgroupBarrier();
+            var total = 0.0;
+            for (var i = 0u; i < WG; i++) {
+                total += norm_partial[i];
+            }
+            rinv[m] = 1.0 / sqrt(total / f32(p.k) + fz.eps);
+            workgroupBarrier();
+        }
+    }
+{{- end}}
+{{end}}
+
+{{define "norm_end"}}
+{{- if .Norm}}
+    if (TPC == 1u) {
+        for (var m = 0u; m < MAXM; m++) {
+            rinv[m] = 1.0 / sqrt(squares[m] / f32(p.k) + fz.eps);
+        }
+    }
+{{- end}}
+{{end}}
+
+{{define "xload"}}
+// xload reads vec4 at of x, which is vec4 i of row m of the block: times
+// the norm's weights with Norm (the row's 1/rms comes at the end, in
+// rinv), adding up the row's squares when an invocation reads whole rows.
+fn xload(at: u32, i: u32, m: u32) -> vec4<f32> {
+{{- if .Norm}}
+    let v = x[at];
+    if (TPC == 1u) {
+        squares[m] += dot(v, v);
+    }
+    return v * nw[i];
+{{- else}}
+    return x[at];
+{{- end}}
+}
+{{- if .Norm}}
+var<workgroup> norm_partial: array<f32, WG>;
+var<private> squares: array<f32, MAXM>;
+{{- end}}
+{{end}}
+
+{{define "sum_tree"}}
+{{- /* The end of a GEMV whose TPC invocations a column split its inputs:
+their sums acc[m] are added in a tree in workgroup memory, then lane 0
+stores (partial[m * WG + t] holds row m's sum); with Pairs, the even
+column's lane 0 takes its neighbour's sum too. Needs acc, lane, j, rows,
+r0, t, TPC, WG, partial, rinv. */}}
+    for (var m = 0u; m < MAXM; m++) {
+        partial[m * WG + t] = acc[m];
+    }
+    workgroupBarrier();
+    for (var s = TPC / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            for (var m = 0u; m < MAXM; m++) {
+                partial[m * WG + t] += partial[m * WG + t + s];
+            }
+        }
+        workgroupBarrier();
+    }
+
+{{- if .Pairs}}
+    if (lane == 0u && j % 2u == 0u && j + 1u < p.nrows) {
+        for (var m = 0u; m < rows; m++) {
+            emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + TPC] * rinv[m]);
+        }
+    }
+{{- else}}
+    if (lane == 0u && j < p.nrows) {
+        for (var m = 0u; m < rows; m++) {
+            emit(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m]);
+        }
+    }
+{{- end}}
+{{end}}
+
+{{define "gemv_end"}}
+{{- /* The end of a GEMV of one column an invocation group (matmul_gemv,
+matmul_f16_gemv): with TPC = 1 each invocation stores its column (a GLU's
+pair through workgroup memory), else sum_tree. Needs acc (one sum a row),
+lane, j, rows, r0, t, TPC, WG, partial, rinv. */}}
+{{template "norm_end" .}}
+    if (TPC == 1u) {
+{{- if .Pairs}}
+        // The neighbour's sum comes through workgroup memory.
+        for (var m = 0u; m < MAXM; m++) {
+            partial[m * WG + t] = acc[m];
+        }
+        workgroupBarrier();
+        if (j % 2u == 0u && j + 1u < p.nrows) {
+            for (var m = 0u; m < rows; m++) {
+                emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
+            }
+        }
+{{- else}}
+        if (j < p.nrows) {
+            for (var m = 0u; m < rows; m++) {
+                emit(r0 + m, p.col0 + j, acc[m] * rinv[m]);
+            }
+        }
+{{- end}}
+        return;
+    }
+{{template "sum_tree" .}}
+{{end}}

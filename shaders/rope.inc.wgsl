@@ -1,0 +1,18 @@
+{{define "rope"}}
+// rope_pair is where the two values of rotation pair `pair` of the head at
+// base are: adjacent (layout 0, GGUF and llama2.c) or half a rotation
+// apart (layout 1, Hugging Face's halves).
+fn rope_pair(base: u32, pair: u32, half: u32, halves: u32) -> vec2<u32> {
+    if (halves == 0u) {
+        return vec2<u32>(base + 2u * pair, base + 2u * pair + 1u);
+    }
+    return vec2<u32>(base + pair, base + pair + half);
+}
+
+// rope_cos_sin is the cosine and sine of pair's angle at position at, from
+// the host's inverse frequencies (freqs).
+fn rope_cos_sin(at: i32, pair: u32) -> vec2<f32> {
+    let angle = f32(at) * freqs[pair];
+    return vec2<f32>(cos(angle), sin(angle));
+}
+{{end}}
