@@ -357,7 +357,11 @@ func (e *Engine) lastHidden(ctx context.Context, tokens []int32) ([]float32, err
 		e.mu.Unlock()
 		pos += len(chunk)
 		if pos == len(tokens) {
-			return e.be.Read(n.last, 1)
+			// The head's projection normalises its input on the way
+			// (Projection.Norm), so the embedding, the final norm's
+			// output, is made here.
+			e.be.RMSNorm(n.lastNormed, n.last, n.outNorm, n.cfg.NormEps)
+			return e.be.Read(n.lastNormed, 1)
 		}
 	}
 	return nil, errors.New("embed: no tokens")

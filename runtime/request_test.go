@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
 )
@@ -168,9 +170,16 @@ func reload(t *testing.T, eng *runtime.Engine) *runtime.Engine {
 func TestYieldBetweenSteps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// As a browser's turn would, each yield lets the reader take the
+	// tokens made so far (one per step) before the engine goes on.
+	var n atomic.Int32
 	yields := 0
 	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Yield: func() {
-		if yields++; yields == 10 {
+		yields++
+		for deadline := time.Now().Add(5 * time.Second); int(n.Load()) < yields && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if yields == 10 {
 			cancel() // what an abort message handled in that turn does
 		}
 	}})
@@ -178,14 +187,13 @@ func TestYieldBetweenSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	n := 0
 	_, err = eng.Generate(ctx, runtime.Request{Prompt: "Once", MaxTokens: 500, IgnoreEOS: true}, func(tok runtime.Token) error {
 		if tok.ID >= 0 {
-			n++
+			n.Add(1)
 		}
 		return nil
 	})
-	if !errors.Is(err, context.Canceled) || n < 9 || n > 11 {
-		t.Errorf("cancelled in the 10th yield: %d tokens, error %v; want about 10 and context.Canceled", n, err)
+	if got := n.Load(); !errors.Is(err, context.Canceled) || got < 9 || got > 11 {
+		t.Errorf("cancelled in the 10th yield: %d tokens, error %v; want about 10 and context.Canceled", got, err)
 	}
 }

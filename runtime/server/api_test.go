@@ -70,7 +70,7 @@ func TestChatMatchesGenerate(t *testing.T) {
 				if err := stream.Err(); err != nil {
 					t.Fatal(err)
 				}
-				if text.String() != want || chunks < 10 {
+				if text.String() != want || chunks < 2 { // tokens that come together share a chunk
 					t.Errorf("streamed chat %q in %d chunks:\n got %q\nwant %q", p, chunks, text.String(), want)
 				}
 				if usage.CompletionTokens != int64(st.Generated) || usage.PromptTokens != int64(st.PromptTokens) || finish != string(res.Choices[0].FinishReason) {
