@@ -7,8 +7,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -60,18 +58,18 @@ func (c *KV) at(l, slot int) int { return (l*c.blocks*c.blockSize + slot) * c.kv
 
 // Backend is the Go reference backend. Its zero value is not usable; call New.
 type Backend struct {
-	batch   backend.Batch
-	workers int
-	stats   backend.Stats
-	kept    []int32       // Keep's ids since the last Begin
-	last    []int32       // the last Keep's ids: the next chained step's tokens
-	lora    *loraBufs     // AddLoRA's buffers, kept between calls
-	qrows   []kernel.QRow // MatMul's quantized rows of qsrc's first qm
-	qsrc    *Tensor
-	qm      int
-	qvalid  bool      // no op but MatMul ran since qrows were made
-	ropeF   []float32 // Rope's frequencies
-	ropeCS  []float32 // Rope's cosines and sines of one row
+	batch  backend.Batch
+	team   *team // shares each matrix product and attention out
+	stats  backend.Stats
+	kept   []int32       // Keep's ids since the last Begin
+	last   []int32       // the last Keep's ids: the next chained step's tokens
+	lora   *loraBufs     // AddLoRA's buffers, kept between calls
+	qrows  []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	qsrc   *Tensor
+	qm     int
+	qvalid bool      // no op but MatMul ran since qrows were made
+	ropeF  []float32 // Rope's frequencies
+	ropeCS []float32 // Rope's cosines and sines of one row
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -79,16 +77,13 @@ type Backend struct {
 // New returns a reference backend that uses up to workers goroutines for
 // matrix products (0: one per core).
 func New(workers int) *Backend {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	return &Backend{workers: workers}
+	return &Backend{team: newTeam(workers)}
 }
 
 func (b *Backend) Name() string { return "cpu" }
 
 // Threads is how many goroutines share a matrix product.
-func (b *Backend) Threads() int { return b.workers }
+func (b *Backend) Threads() int { return b.team.size }
 
 // Kernels names the vector kernels this CPU runs: "avx2" (chosen at run
 // time from the CPU's features), or "go" where the plain-Go twins run.
@@ -192,17 +187,17 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 	switch w := w.(type) {
 	case *QWeight:
 		if w.Int4 == nil {
-			MatMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.workers)
+			matMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.team)
 			return
 		}
 		if fresh {
-			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.workers)
+			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.team)
 			b.qsrc, b.qm = xs, m
 		}
 		b.qvalid = true
-		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.workers)
+		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.team)
 	case *Weight:
-		MatMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.workers)
+		matMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.team)
 	}
 }
 
@@ -245,7 +240,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
-	parallel(n*a.Heads, b.workers, func(lo, hi int) {
+	b.team.run(n*a.Heads, func(lo, hi int) {
 		var scores []float32
 		var offs []int
 		for job := lo; job < hi; job++ {
@@ -396,27 +391,6 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 }
 
 func (b *Backend) Close() error { return nil }
-
-// parallel splits [0, n) into contiguous ranges, one per worker; the
-// calling goroutine takes the last, so that two workers start one.
-func parallel(n, workers int, f func(lo, hi int)) {
-	if workers <= 1 || n < 2 {
-		f(0, n)
-		return
-	}
-	workers = min(workers, n)
-	var wg sync.WaitGroup
-	for w := 0; w < workers-1; w++ {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	f(n*(workers-1)/workers, n)
-	wg.Wait()
-}
 
 var _ backend.Backend = (*Backend)(nil)
 
