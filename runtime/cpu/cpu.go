@@ -240,20 +240,23 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
+	group := a.Heads / a.KVHeads
 	b.team.run(n*a.Heads, func(lo, hi int) {
 		var scores []float32
 		var offs []int
+		last := -1 // the (row, kv head) whose offsets offs holds
 		for job := lo; job < hi; job++ {
 			i, h := job/a.Heads, job%a.Heads
-			// Where each position's key and value start, through the table.
-			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
-			offs = offs[:0]
-			end := int(b.batch.Pos[i])
-			if ends != nil {
-				end = int(ends[i])
-			}
-			for p := a.First(int(b.batch.Pos[i])); p <= end; p++ {
-				offs = append(offs, c.at(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvOff)
+			if key := i*a.KVHeads + h/group; key != last {
+				// Where each position's key and value start, through the
+				// table, block by block; the query heads of a GQA group
+				// share them.
+				last = key
+				end := int(b.batch.Pos[i])
+				if ends != nil {
+					end = int(ends[i])
+				}
+				offs = c.offsets(offs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, (h/group)*a.HeadDim)
 			}
 			if cap(scores) < len(offs) {
 				scores = make([]float32, len(offs))
@@ -262,6 +265,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 				c.K, c.V, offs, a.Scale, a.Softcap, scores)
 		}
 	})
+}
+
+// offsets appends to offs where the keys and values of positions first to
+// last of sequence seq start in layer l, at column col of their rows.
+func (c *KV) offsets(offs []int, batch backend.Batch, seq, l, first, last, col int) []int {
+	bs, table := batch.BlockSize, batch.Tables[seq]
+	for p := first; p <= last; {
+		base := c.at(l, int(table[p/bs])*bs) + col
+		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
+			offs = append(offs, base+o*c.kvDim)
+		}
+	}
+	return offs
 }
 
 func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
@@ -394,5 +410,40 @@ func (b *Backend) Close() error { return nil }
 
 var _ backend.Backend = (*Backend)(nil)
 
-// expf is exp in float32, as C's expf.
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+// expf is e^x in float32, within 1 ulp of the exact value (TestExpf), as
+// C's expf is: the argument is reduced to r = x − k·ln 2 with |r| ≤ ln 2/2
+// (ln 2 split in two so that k·ln2hi is exact), e^r comes from a degree-6
+// polynomial (the minimax coefficients of the Cephes library's expf), and
+// 2^k goes into the exponent bits. Why not float64's math.Exp: attention
+// and SiLU take one exp per score or element, and the conversion and the
+// wider function were a third of a batched decode step (stories260K at 32
+// sequences), where this is a few multiply-adds.
+func expf(x float32) float32 {
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375 // exact in 10 bits, so k·ln2hi is exact
+		ln2lo = -2.12194440e-4
+	)
+	switch {
+	case x != x:
+		return x
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -87.33654: // e^x below the smallest normal float32
+		return 0
+	}
+	t := x * log2e
+	k := float32(int32(t + float32(math.Copysign(0.5, float64(t)))))
+	r := x - k*ln2hi - k*ln2lo
+	p := float32(1.9875691500e-4)
+	p = p*r + 1.3981999507e-3
+	p = p*r + 8.3334519073e-3
+	p = p*r + 4.1665795894e-2
+	p = p*r + 1.6666665459e-1
+	p = p*r + 5.0000001201e-1
+	e := p*r*r + r + 1
+	if k > 127 { // x just below the overflow: 2^128 is not a float32
+		return 2 * e * math.Float32frombits(uint32(int32(k)+126)<<23)
+	}
+	return e * math.Float32frombits(uint32(int32(k)+127)<<23)
+}

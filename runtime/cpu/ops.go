@@ -137,16 +137,28 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 // len(offs) values.
 func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scores []float32) {
 	hd, n := len(q), len(offs)
+	mx := float32(math.Inf(-1))
 	for t, o := range offs {
-		scores[t] = Dot(q, k[o:o+hd]) * scale
+		s := Dot(q, k[o:o+hd]) * scale
 		if softcap > 0 {
-			scores[t] = Softcap(scores[t], softcap)
+			s = Softcap(s, softcap)
 		}
+		scores[t], mx = s, max(mx, s)
 	}
-	Softmax(scores[:n])
+	// The softmax's weights are left unnormalised and the sum divides the
+	// output once: hd multiplies instead of n divisions.
+	var sum float32
+	for t, s := range scores[:n] {
+		scores[t] = expf(s - mx)
+		sum += scores[t]
+	}
 	clear(out)
 	for t, o := range offs {
 		kernel.Axpy(out, scores[t], v[o:o+hd])
+	}
+	inv := 1 / sum
+	for i := range out {
+		out[i] *= inv
 	}
 }
 
@@ -161,8 +173,9 @@ func Softmax(x []float32) {
 		x[i] = expf(v - mx)
 		sum += x[i]
 	}
+	inv := 1 / sum
 	for i := range x {
-		x[i] /= sum
+		x[i] *= inv
 	}
 }
 
