@@ -76,9 +76,12 @@ func CodeIndex(g, groups, i int) int {
 func (q *QRow) Quantize(x []float32) {
 	q.Resize(len(x))
 	G, pairs := q.Groups(), len(x)/(2*Group)
-	if pairs > 0 && hasAVX2 {
+	switch {
+	case pairs > 0 && hasAVX2:
 		quantizeAVX2(&x[0], &q.Codes[0], &q.DS[0], pairs)
-	} else {
+	case pairs > 0 && hasNEON:
+		quantizeNEON(&x[0], &q.Codes[0], &q.DS[0], pairs)
+	default:
 		pairs = 0
 	}
 	for g := 2 * pairs; g < G; g++ {
