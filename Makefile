@@ -41,8 +41,28 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps vet
+test: deps vet test-arm64
 	$(GO) test -count=1 -timeout 30m ./...
+
+# test-arm64 checks the arm64 build of the CPU backend: it vets and
+# cross-builds runtime/cpu for linux and darwin arm64, and runs the CPU
+# kernels' tests as arm64 binaries under qemu-aarch64 (.ci/install-qemu.sh):
+# the NEON assembly against its Go twins, then the twins alone (-tags
+# purego). TESSERA_KERNELS makes each run check which kernels it ran.
+# Without qemu-aarch64 it only builds, unless CI is set: there it fails.
+QEMU_ARM64 ?= qemu-aarch64 -cpu max
+.PHONY: test-arm64
+test-arm64:
+	GOARCH=arm64 $(GO) vet ./runtime/cpu/...
+	GOOS=darwin GOARCH=arm64 $(GO) build ./runtime/cpu/...
+	@if ! command -v $(firstword $(QEMU_ARM64)) >/dev/null 2>&1; then \
+		if [ -n "$$CI" ]; then echo "test-arm64: no $(firstword $(QEMU_ARM64)) (install it with .ci/install-qemu.sh)" >&2; exit 1; fi; \
+		echo "test-arm64: no $(firstword $(QEMU_ARM64)); the arm64 kernels are built, not run (.ci/install-qemu.sh installs it)"; \
+		exit 0; \
+	fi; \
+	set -x; \
+	TESSERA_KERNELS=neon GOARCH=arm64 $(GO) test -count=1 -timeout 10m -exec '$(QEMU_ARM64)' ./runtime/cpu/internal/kernel/ && \
+	TESSERA_KERNELS=go GOARCH=arm64 $(GO) test -count=1 -timeout 10m -tags purego -exec '$(QEMU_ARM64)' ./runtime/cpu/internal/kernel/
 
 # fuzz runs the GGUF reader's fuzzer for FUZZTIME (default 1m).
 FUZZTIME ?= 1m

@@ -122,8 +122,8 @@ func TestDotQ4Accuracy(t *testing.T) {
 	}
 }
 
-// TestQuantizeOrder: codes come in nibble order and round half away from
-// zero; the sum is exact; padding is zero.
+// TestQuantizeOrder: codes come in nibble order and round to nearest, ties
+// to even; the sum is exact; padding is zero.
 func TestQuantizeOrder(t *testing.T) {
 	x := make([]float32, 34)
 	for i := range x {
@@ -203,8 +203,16 @@ func TestQuantizeMatchesTwin(t *testing.T) {
 		x := randomRow(rng, n)
 		clear(x[:min(n, 32)]) // an all-zero group
 		if n > 64 {
-			x[40] = float32(Max) / 2 // ties after scaling: amax below is 2·x
-			x[41] = float32(Max)
+			// Group 1 scales by exactly 1 (its largest |x| is Max) and
+			// holds halves: ties that rounding to even and rounding away
+			// from zero take apart (2.5 → 2, 3.5 → 4), both signs.
+			x[32] = float32(Max)
+			for i := 33; i < 64; i++ {
+				x[i] = float32(i-33) + 0.5
+				if i%3 == 0 {
+					x[i] = -x[i]
+				}
+			}
 		}
 		var got QRow
 		got.Quantize(x)
