@@ -2,7 +2,8 @@
 // products of int4 weights with activations quantized per group of 32
 // (the shape of llama.cpp's Q4_0×Q8_0 path), with one plain-Go twin per
 // kernel that defines its result to the bit and hand-written assembly (AVX2
-// on amd64) that reproduces it, chosen at run time from the CPU's features.
+// and AVX-512 on amd64, NEON on arm64) that reproduces it, chosen at run
+// time from the CPU's features.
 //
 // Activations take 16 bits, not llama.cpp's 8: a group of 32 products
 // costs the same instructions either way (the per-group scaling dominates,
