@@ -33,7 +33,7 @@
 	FMAXV4S(16, 16) \
 	FDIVS F30, F16, F17 \
 	FDIVS F17, F29, F18 \
-	FCMPS $(0.0), F17 \
+	FCMPS F18, F27 \
 	FCSELS GT, F18, F28, F18 \
 	FMOVS F17, DSOFF(R2) \
 	FMOVS F8, DSOFF+4(R2) \
@@ -68,7 +68,8 @@
 //
 // The twin of quantizeGo for pairs of whole groups, written where
 // CodeIndex puts them: a pair's 128 bytes of codes hold the even inputs of
-// both groups, then their odd ones. d = amax/Max; 1/d where d > 0, else 0.
+// both groups, then their odd ones. d = amax/Max; 1/d where it is finite
+// (+Inf > 1/d), else 0.
 TEXT ·quantizeNEON(SB), NOSPLIT, $0-32
 	MOVD x+0(FP), R0
 	MOVD codes+8(FP), R1
@@ -79,6 +80,8 @@ TEXT ·quantizeNEON(SB), NOSPLIT, $0-32
 	FMOVS R5, F30
 	FMOVS $1.0, F29
 	FMOVS ZR, F28
+	MOVW $0x7f800000, R5 // +Inf
+	FMOVS R5, F27
 
 pair:
 	QGROUP(0)
