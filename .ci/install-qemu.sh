@@ -5,15 +5,12 @@
 # - qemu-user: qemu-aarch64, user-mode emulation of arm64 Linux binaries.
 #   `-cpu max` reports NEON and the dot-product extension to x/sys/cpu, so
 #   the assembly paths run, not only the Go twins. Go's own test binaries
-#   are static and need nothing else.
-# - gcc-aarch64-linux-gnu, libc6-dev-arm64-cross: cgo for arm64, which the
-#   runtime package's tests need (github.com/cogentcore/webgpu links the
-#   linux/arm64 wgpu-native it ships); qemu finds the arm64 libc they link
-#   with in /usr/aarch64-linux-gnu.
+#   are static and need nothing else: the runtime package's arm64 tests run
+#   from a CPU-only build (CGO_ENABLED=0), so no cross C compiler either.
 #
 # Idempotent: apt-get runs only when a package is missing, so a second run
 # changes nothing and needs no network. Run it as root (or with sudo) on
 # Debian 12 or a Debian-based system.
 set -eu
 
-"$(dirname "$0")/apt-ensure.sh" install-qemu qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+"$(dirname "$0")/apt-ensure.sh" install-qemu qemu-user
