@@ -33,8 +33,8 @@ func BenchmarkAttention(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close()
-			qDim, kvDim := heads*headDim, kvHeads*headDim
-			cache, err := g.NewKV(layers, context/blockSize, blockSize, kvDim)
+			qDim := heads * headDim
+			cache, err := g.NewKV(backend.KVShape{Layers: layers, Blocks: context / blockSize, BlockSize: blockSize, Heads: kvHeads, HeadDim: headDim})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,0 +1,130 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// KV is a paged cache: the keys and the values of head h at slot s of
+// layer l are record (l·slots + s)·heads + h of K and V, slots being
+// blocks·blockSize.
+type KV struct {
+	shape backend.KVShape
+	K, V  kvStore
+}
+
+func (c *KV) Layers() int            { return c.shape.Layers }
+func (c *KV) Blocks() int            { return c.shape.Blocks }
+func (c *KV) BlockSize() int         { return c.shape.BlockSize }
+func (c *KV) Shape() backend.KVShape { return c.shape }
+func (c *KV) record(l, slot int) int {
+	return (l*c.shape.Blocks*c.shape.BlockSize + slot) * c.shape.Heads
+}
+func (c *KV) blockRecords() int { return c.shape.BlockSize * c.shape.Heads }
+
+// kvStore holds the keys (or the values) of every record of a cache in
+// its type: f32 values, f16 halves, or int8 codes with a scale per record.
+type kvStore struct {
+	typ   backend.KVType
+	hd    int // values per record
+	f32   []float32
+	f16   []uint16
+	i8    []int8
+	scale []float32
+}
+
+func newKVStore(t backend.KVType, records, hd int) kvStore {
+	s := kvStore{typ: t, hd: hd}
+	switch t {
+	case backend.KVF16:
+		s.f16 = make([]uint16, records*hd)
+	case backend.KVInt8:
+		s.i8, s.scale = make([]int8, records*hd), make([]float32, records)
+	default:
+		s.f32 = make([]float32, records*hd)
+	}
+	return s
+}
+
+// bytes is what the store holds.
+func (s *kvStore) bytes() int64 {
+	return 4*int64(len(s.f32)) + 2*int64(len(s.f16)) + int64(len(s.i8)) + 4*int64(len(s.scale))
+}
+
+// put stores x (hd values) as record r.
+func (s *kvStore) put(r int, x []float32) {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		for i, v := range x {
+			s.f16[at+i] = KVHalf(v)
+		}
+	case backend.KVInt8:
+		s.scale[r] = QuantizeKV8(s.i8[at:at+s.hd], x)
+	default:
+		copy(s.f32[at:at+s.hd], x)
+	}
+}
+
+// copyRecords copies n records from src to dst (copy on write of a block).
+func (s *kvStore) copyRecords(dst, src, n int) {
+	a, b, m := dst*s.hd, src*s.hd, n*s.hd
+	switch s.typ {
+	case backend.KVF16:
+		copy(s.f16[a:a+m], s.f16[b:b+m])
+	case backend.KVInt8:
+		copy(s.i8[a:a+m], s.i8[b:b+m])
+		copy(s.scale[dst:dst+n], s.scale[src:src+n])
+	default:
+		copy(s.f32[a:a+m], s.f32[b:b+m])
+	}
+}
+
+// get returns record r as f32: the stored values themselves for an f32
+// cache, else expanded into buf (hd values).
+func (s *kvStore) get(r int, buf []float32) []float32 {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		for i, h := range s.f16[at : at+s.hd] {
+			buf[i] = dtype.HalfValue(h)
+		}
+	case backend.KVInt8:
+		sc := s.scale[r]
+		for i, q := range s.i8[at : at+s.hd] {
+			buf[i] = sc * float32(q)
+		}
+	default:
+		return s.f32[at : at+s.hd]
+	}
+	return buf[:s.hd]
+}
+
+// QuantizeKV8 sets codes to the int8 codes of x and returns their scale,
+// so that x[i] ≈ scale·codes[i]: symmetric, scale = max|x|/127, each code
+// x[i]·(127/max|x|) rounded to the nearest (ties to even) and clamped to
+// -127..127. A head of zeros has scale 0. It is the twin of kv_put in
+// shaders/kv.inc.wgsl.
+func QuantizeKV8(codes []int8, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	var inv float32
+	if amax > 0 {
+		inv = 127 / amax
+	}
+	for i, v := range x {
+		codes[i] = int8(max(-127, min(127, math.RoundToEven(float64(v*inv)))))
+	}
+	return amax / 127
+}
+
+// KVHalf is v as an f16 cache holds it: the nearest half (ties to even),
+// clamped to the finite range so that a large value does not become Inf.
+func KVHalf(v float32) uint16 {
+	const top = 65504
+	return dtype.HalfBits(max(-top, min(v, top)))
+}
