@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -26,6 +27,7 @@ type modelFlags struct {
 	lora                              loraFlag
 	loraMerge                         bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
+	gpu                               gpu.Device                            // set by commands: a device already open to load onto
 }
 
 // loraFlag collects --lora FILE[:SCALE], which may be repeated.
@@ -116,7 +118,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
-		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap})
+		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu})
 	if err != nil {
 		return nil, err
 	}
