@@ -227,9 +227,6 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	}
 }
 
-// Attend reads an f32 cache in place; a narrower one is expanded, the
-// positions a (row, head) sees, into scratch first: the arithmetic is
-// then the f32 cache's over the stored values.
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	b.op()
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -240,41 +237,24 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	hd := a.HeadDim
 	parallel(n*a.Heads, b.workers, func(lo, hi int) {
-		var scores, kbuf, vbuf []float32
-		var offs []int
+		var scores []float32
+		var recs []int
 		for job := lo; job < hi; job++ {
 			i, h := job/a.Heads, job%a.Heads
 			kvh := h / (a.Heads / a.KVHeads)
-			offs = offs[:0]
+			recs = recs[:0]
 			end := int(b.batch.Pos[i])
 			if ends != nil {
 				end = int(ends[i])
 			}
-			// Where each position's key and value start, through the table.
+			// The records of each position's key and value, through the table.
 			for p := a.First(int(b.batch.Pos[i])); p <= end; p++ {
-				offs = append(offs, c.record(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvh)
+				recs = append(recs, c.record(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvh)
 			}
-			if cap(scores) < len(offs) {
-				scores = make([]float32, len(offs))
+			if cap(scores) < len(recs) {
+				scores = make([]float32, len(recs))
 			}
-			keys, values := c.K.f32, c.V.f32
-			if c.shape.Type == backend.KVF32 {
-				for t := range offs {
-					offs[t] *= hd
-				}
-			} else {
-				if cap(kbuf) < len(offs)*hd {
-					kbuf, vbuf = make([]float32, len(offs)*hd), make([]float32, len(offs)*hd)
-				}
-				keys, values = kbuf[:len(offs)*hd], vbuf[:len(offs)*hd]
-				for t, r := range offs {
-					c.K.get(r, keys[t*hd:(t+1)*hd])
-					c.V.get(r, values[t*hd:(t+1)*hd])
-					offs[t] = t * hd
-				}
-			}
-			AttendHead(d.Row(i)[h*hd:(h+1)*hd], qs.Row(i)[h*hd:(h+1)*hd],
-				keys, values, offs, a.Scale, a.Softcap, scores)
+			AttendHead(d.Row(i)[h*hd:(h+1)*hd], qs.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, scores)
 		}
 	})
 }

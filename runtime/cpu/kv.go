@@ -5,6 +5,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
 // KV is a paged cache: the keys and the values of head h at slot s of
@@ -12,7 +13,7 @@ import (
 // blocks·blockSize.
 type KV struct {
 	shape backend.KVShape
-	K, V  kvStore
+	K, V  KVStore
 }
 
 func (c *KV) Layers() int            { return c.shape.Layers }
@@ -24,9 +25,11 @@ func (c *KV) record(l, slot int) int {
 }
 func (c *KV) blockRecords() int { return c.shape.BlockSize * c.shape.Heads }
 
-// kvStore holds the keys (or the values) of every record of a cache in
+// KVStore holds the keys (or the values) of every record of a cache in
 // its type: f32 values, f16 halves, or int8 codes with a scale per record.
-type kvStore struct {
+// Attention reads it through dot and axpy, which compute on the stored
+// values directly (an int8 record's scale multiplies its sum once).
+type KVStore struct {
 	typ   backend.KVType
 	hd    int // values per record
 	f32   []float32
@@ -35,8 +38,8 @@ type kvStore struct {
 	scale []float32
 }
 
-func newKVStore(t backend.KVType, records, hd int) kvStore {
-	s := kvStore{typ: t, hd: hd}
+func newKVStore(t backend.KVType, records, hd int) KVStore {
+	s := KVStore{typ: t, hd: hd}
 	switch t {
 	case backend.KVF16:
 		s.f16 = make([]uint16, records*hd)
@@ -49,12 +52,12 @@ func newKVStore(t backend.KVType, records, hd int) kvStore {
 }
 
 // bytes is what the store holds.
-func (s *kvStore) bytes() int64 {
+func (s *KVStore) bytes() int64 {
 	return 4*int64(len(s.f32)) + 2*int64(len(s.f16)) + int64(len(s.i8)) + 4*int64(len(s.scale))
 }
 
 // put stores x (hd values) as record r.
-func (s *kvStore) put(r int, x []float32) {
+func (s *KVStore) put(r int, x []float32) {
 	at := r * s.hd
 	switch s.typ {
 	case backend.KVF16:
@@ -69,7 +72,7 @@ func (s *kvStore) put(r int, x []float32) {
 }
 
 // copyRecords copies n records from src to dst (copy on write of a block).
-func (s *kvStore) copyRecords(dst, src, n int) {
+func (s *KVStore) copyRecords(dst, src, n int) {
 	a, b, m := dst*s.hd, src*s.hd, n*s.hd
 	switch s.typ {
 	case backend.KVF16:
@@ -82,24 +85,38 @@ func (s *kvStore) copyRecords(dst, src, n int) {
 	}
 }
 
-// get returns record r as f32: the stored values themselves for an f32
-// cache, else expanded into buf (hd values).
-func (s *kvStore) get(r int, buf []float32) []float32 {
+// dot is q·(record r).
+func (s *KVStore) dot(q []float32, r int) float32 {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		return kernel.DotF16(q, s.f16[at:at+s.hd])
+	case backend.KVInt8:
+		var sum float32
+		for i, c := range s.i8[at : at+s.hd] {
+			sum += q[i] * float32(c)
+		}
+		return s.scale[r] * sum
+	}
+	return Dot(q, s.f32[at:at+s.hd])
+}
+
+// axpy adds a·(record r) to out.
+func (s *KVStore) axpy(out []float32, a float32, r int) {
 	at := r * s.hd
 	switch s.typ {
 	case backend.KVF16:
 		for i, h := range s.f16[at : at+s.hd] {
-			buf[i] = dtype.HalfValue(h)
+			out[i] += a * dtype.HalfValue(h)
 		}
 	case backend.KVInt8:
-		sc := s.scale[r]
-		for i, q := range s.i8[at : at+s.hd] {
-			buf[i] = sc * float32(q)
+		as := a * s.scale[r]
+		for i, c := range s.i8[at : at+s.hd] {
+			out[i] += as * float32(c)
 		}
 	default:
-		return s.f32[at : at+s.hd]
+		kernel.Axpy(out, a, s.f32[at:at+s.hd])
 	}
-	return buf[:s.hd]
 }
 
 // QuantizeKV8 sets codes to the int8 codes of x and returns their scale,

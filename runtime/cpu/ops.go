@@ -128,21 +128,21 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 }
 
 // AttendHead sets out to the attention of one query head q over the
-// positions whose keys and values start at offs[t] in k and v, each score
-// scaled and, for softcap > 0, soft-capped. scores is scratch of at least
-// len(offs) values.
-func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scores []float32) {
-	hd, n := len(q), len(offs)
-	for t, o := range offs {
-		scores[t] = Dot(q, k[o:o+hd]) * scale
+// positions whose keys and values are records recs[t] of k and v, each
+// score scaled and, for softcap > 0, soft-capped. scores is scratch of at
+// least len(recs) values.
+func AttendHead(out, q []float32, k, v *KVStore, recs []int, scale, softcap float32, scores []float32) {
+	n := len(recs)
+	for t, r := range recs {
+		scores[t] = k.dot(q, r) * scale
 		if softcap > 0 {
 			scores[t] = Softcap(scores[t], softcap)
 		}
 	}
 	Softmax(scores[:n])
 	clear(out)
-	for t, o := range offs {
-		kernel.Axpy(out, scores[t], v[o:o+hd])
+	for t, r := range recs {
+		v.axpy(out, scores[t], r)
 	}
 }
 
