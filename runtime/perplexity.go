@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
+
+	"github.com/tessera-llm/tessera/runtime/cpu"
 )
 
 // Perplexity is exp of the mean negative log-likelihood of each token of
@@ -13,21 +16,12 @@ import (
 // window starts afresh with BOS). progress, if not nil, is called with the
 // tokens scored so far and the total.
 func (e *Engine) Perplexity(ctx context.Context, text string, progress func(done, total int)) (ppl float64, tokens int, err error) {
-	ids := e.model.Tokenizer.Encode(text, false)
-	if len(ids) < 2 {
-		return 0, 0, fmt.Errorf("perplexity needs at least 2 tokens of text, got %d", len(ids))
+	ids, err := e.scoredText(text)
+	if err != nil {
+		return 0, 0, err
 	}
-	bos := int32(e.model.Tokenizer.BOS())
-	window := e.model.Config.Context - 1
 	var nll float64
-	for start := 0; start < len(ids); start += window {
-		chunk := []int32{}
-		if bos >= 0 {
-			chunk = append(chunk, bos)
-		}
-		for _, id := range ids[start:min(len(ids), start+window)] {
-			chunk = append(chunk, int32(id))
-		}
+	for chunk := range e.windows(ids, e.model.Config.Context) {
 		err := e.Score(ctx, chunk, func(i int, logits []float32) error {
 			nll -= logSoftmaxAt(logits, int(chunk[i+1]))
 			tokens++
@@ -43,8 +37,41 @@ func (e *Engine) Perplexity(ctx context.Context, text string, progress func(done
 	return math.Exp(nll / float64(tokens)), tokens, nil
 }
 
+// scoredText is text's tokens, at least 2 of them.
+func (e *Engine) scoredText(text string) ([]int, error) {
+	ids := e.model.Tokenizer.Encode(text, false)
+	if len(ids) < 2 {
+		return nil, fmt.Errorf("perplexity needs at least 2 tokens of text, got %d", len(ids))
+	}
+	return ids, nil
+}
+
+// windows cuts ids into the windows that are scored, each starting afresh
+// with BOS and as long as a context of ctx tokens allows.
+func (e *Engine) windows(ids []int, ctx int) iter.Seq[[]int32] {
+	bos := int32(e.model.Tokenizer.BOS())
+	window := ctx - 1
+	return func(yield func([]int32) bool) {
+		for start := 0; start < len(ids); start += window {
+			chunk := []int32{}
+			if bos >= 0 {
+				chunk = append(chunk, bos)
+			}
+			for _, id := range ids[start:min(len(ids), start+window)] {
+				chunk = append(chunk, int32(id))
+			}
+			if !yield(chunk) {
+				return
+			}
+		}
+	}
+}
+
 // logSoftmaxAt is log(softmax(logits)[i]), computed stably in float64.
-func logSoftmaxAt(logits []float32, i int) float64 {
+func logSoftmaxAt(logits []float32, i int) float64 { return float64(logits[i]) - logNorm(logits) }
+
+// logNorm is ln Σ exp(logits), computed stably in float64.
+func logNorm(logits []float32) float64 {
 	mx := float64(logits[0])
 	for _, v := range logits {
 		mx = math.Max(mx, float64(v))
@@ -53,7 +80,7 @@ func logSoftmaxAt(logits []float32, i int) float64 {
 	for _, v := range logits {
 		sum += math.Exp(float64(v) - mx)
 	}
-	return float64(logits[i]) - mx - math.Log(sum)
+	return mx + math.Log(sum)
 }
 
 // Divergence compares a model's token distributions with a reference's
@@ -83,22 +110,13 @@ func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress
 	if v, rv := e.model.Config.Vocab, ref.model.Config.Vocab; v != rv {
 		return nil, fmt.Errorf("compare: vocabularies of %d and %d tokens", v, rv)
 	}
-	ids := e.model.Tokenizer.Encode(text, false)
-	if len(ids) < 2 {
-		return nil, fmt.Errorf("perplexity needs at least 2 tokens of text, got %d", len(ids))
+	ids, err := e.scoredText(text)
+	if err != nil {
+		return nil, err
 	}
-	bos := int32(e.model.Tokenizer.BOS())
-	window := min(e.model.Config.Context, ref.model.Config.Context) - 1
 	d := &Divergence{}
 	var nll, refNLL float64
-	for start := 0; start < len(ids); start += window {
-		chunk := []int32{}
-		if bos >= 0 {
-			chunk = append(chunk, bos)
-		}
-		for _, id := range ids[start:min(len(ids), start+window)] {
-			chunk = append(chunk, int32(id))
-		}
+	for chunk := range e.windows(ids, min(e.model.Config.Context, ref.model.Config.Context)) {
 		err := scorePair(ctx, e, ref, chunk, func(i int, logits, refLogits []float32) {
 			lq, lb := logSoftmax(logits), logSoftmax(refLogits)
 			next := int(chunk[i+1])
@@ -109,7 +127,7 @@ func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress
 				kl += math.Exp(b) * (b - lq[v])
 			}
 			d.KLD = append(d.KLD, kl)
-			if argmax(logits) == argmax(refLogits) {
+			if cpu.Argmax(logits) == cpu.Argmax(refLogits) {
 				d.SameTop++
 			}
 			dp := math.Exp(lq[next]) - math.Exp(lb[next])
@@ -164,31 +182,12 @@ func scorePair(ctx context.Context, a, b *Engine, tokens []int32, fn func(i int,
 
 // logSoftmax is ln softmax(logits), in float64.
 func logSoftmax(logits []float32) []float64 {
-	mx := float64(logits[0])
-	for _, v := range logits {
-		mx = math.Max(mx, float64(v))
-	}
-	var sum float64
-	for _, v := range logits {
-		sum += math.Exp(float64(v) - mx)
-	}
-	ls := math.Log(sum)
+	n := logNorm(logits)
 	out := make([]float64, len(logits))
 	for i, v := range logits {
-		out[i] = float64(v) - mx - ls
+		out[i] = float64(v) - n
 	}
 	return out
-}
-
-// argmax is the index of the largest value, the lowest among equals.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // MeanKLD is the mean KL divergence and its standard error.
