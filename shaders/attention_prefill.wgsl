@@ -71,12 +71,7 @@ const NEG = -3.4028234663852886e38;      // the running maximum before any score
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read_write> part: array<f32>;
-@group(0) @binding(4) var<storage, read> q: array<f32>;
-@group(0) @binding(5) var<storage, read> kc: array<{{template "kv_elem" .}}>;
-@group(0) @binding(6) var<storage, read> vc: array<{{template "kv_elem" .}}>;
-@group(0) @binding(7) var<storage, read> pos: array<i32>;
-@group(0) @binding(8) var<storage, read> seq: array<i32>;
-@group(0) @binding(9) var<storage, read> tables: array<i32>;
+{{template "kv_attend_bindings" .}}
 
 var<workgroup> qs: array<vec4<f32>, QS>;  // [r·D4 + e]: the rows' queries
 var<workgroup> kvs: array<vec4<f32>, KS>; // [c·D4 + e]: the K tile, then the V tile

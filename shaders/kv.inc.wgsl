@@ -20,6 +20,17 @@ QuantizeKV8.
 
 {{define "kv_elem"}}{{if eq .KV "int8"}}u32{{else if eq .KV "f16"}}vec2<u32>{{else}}vec4<f32>{{end}}{{end}}
 
+{{define "kv_attend_bindings"}}
+// What both attention kernels read: the queries, the layer's cache, and
+// each row's position, sequence and its sequence's block table.
+@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> kc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(6) var<storage, read> vc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(7) var<storage, read> pos: array<i32>;
+@group(0) @binding(8) var<storage, read> seq: array<i32>;
+@group(0) @binding(9) var<storage, read> tables: array<i32>;
+{{- end}}
+
 {{define "kv_rec"}}
 // kv_rec is the first element of the record of kv head `head` at slot
 // `slot`, for heads of hv groups of 4 values.

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/x448/float16"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -107,7 +108,7 @@ func (s *KVStore) axpy(out []float32, a float32, r int) {
 	switch s.typ {
 	case backend.KVF16:
 		for i, h := range s.f16[at : at+s.hd] {
-			out[i] += a * dtype.HalfValue(h)
+			out[i] += a * float16.Frombits(h).Float32()
 		}
 	case backend.KVInt8:
 		as := a * s.scale[r]
