@@ -4,9 +4,9 @@ import (
 	"math"
 
 	"github.com/tessera-llm/tessera/models/dtype"
-	"github.com/x448/float16"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+	"github.com/x448/float16"
 )
 
 // KV is a paged cache: the keys and the values of head h at slot s of
