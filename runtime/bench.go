@@ -50,6 +50,8 @@ type BenchResult struct {
 	PerSeqDecodeTPS    float64 `json:"per_sequence_decode_tps"`
 	KVPeakBlocks       int     `json:"kv_peak_blocks"`
 	KVBlockBytes       int64   `json:"kv_block_bytes"`
+	KVType             string  `json:"kv_type"`  // how keys and values are stored
+	KVBytes            int64   `json:"kv_bytes"` // the whole pool, allocated at load
 	Preemptions        int     `json:"preemptions"`
 	// With SharedPrefix: the same run without the prefix cache.
 	Unshared *BenchResult `json:"unshared,omitempty"`
@@ -138,6 +140,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	bs := e.be.Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
+	r.KVType, r.KVBytes = e.KVType().String(), e.KVBytes()
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
 	r.DecodeGBps = float64(r.DecodeBytes) * r.DecodeTPS / 1e9
 	if r.CopyGBps, err = e.copyBandwidth(); err != nil {
@@ -272,6 +275,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		res.Preemptions = e.preemptions - pre
 		e.mu.Unlock()
 		res.KVBlockBytes = e.kvBlockBytes()
+		res.KVType, res.KVBytes = e.KVType().String(), e.KVBytes()
 		res.MemoryBytes = e.be.Stats().Memory
 		res.WeightBytes = e.WeightBytes()
 		return res, nil

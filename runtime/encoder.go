@@ -121,7 +121,8 @@ func newEncoder(m *models.Model, be backend.Backend, ws WeightStorage, maxRows, 
 		}
 	}
 	// Each sequence wastes at most one partial block.
-	if n.kv, err = be.NewKV(1, maxRows/encoderBlock+maxSeqs, encoderBlock, kvDim); err != nil {
+	if n.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: maxRows/encoderBlock + maxSeqs, BlockSize: encoderBlock,
+		Heads: c.KVHeads, HeadDim: c.HeadDim}); err != nil {
 		return nil, err
 	}
 	n.rope = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope}

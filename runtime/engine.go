@@ -101,6 +101,10 @@ type KVOptions struct {
 	BlockSize int   // tokens per block (default DefaultBlockSize)
 	Tokens    int   // pool size in tokens (default: 4 contexts, within Memory)
 	Memory    int64 // pool size in bytes, if Tokens is 0 (default 1 GiB at most)
+	// Type is how keys and values are stored: f32 (the default), f16
+	// (half the bytes) or int8 (a scale per token and kv head; about a
+	// quarter), for long contexts. Attention computes in f32 either way.
+	Type backend.KVType
 }
 
 // New loads model m onto backend be, which must take batches of
@@ -115,7 +119,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 	if kv.BlockSize <= 0 {
 		kv.BlockSize = DefaultBlockSize
 	}
-	blockBytes := kvBlockBytes(c, kv.BlockSize)
+	blockBytes := kvBlockBytes(c, kv.BlockSize, kv.Type)
 	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
 	if kv.Tokens <= 0 {
 		mem := kv.Memory
@@ -131,7 +135,8 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 	if err != nil {
 		return nil, err
 	}
-	net, err := newLlama(m, be, ws, batchRows(c), blocks, kv.BlockSize)
+	net, err := newLlama(m, be, ws, batchRows(c), backend.KVShape{Layers: c.Layers, Blocks: blocks, BlockSize: kv.BlockSize,
+		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type})
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
@@ -164,7 +169,7 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}
-	kv := int64(2 * c.KVHeads * c.HeadDim * 4) // f32 keys and values
+	kv := 2 * int64(c.KVHeads) * e.net.kv.Shape().Type.HeadBytes(c.HeadDim) // keys and values of a position
 	return n + int64(c.Layers)*int64(pos+1)*kv
 }
 
@@ -199,10 +204,18 @@ func (e *Engine) Close() error {
 func (e *Engine) KVBlockSize() int { return e.pool.BlockSize() }
 
 // kvBlockBytes is the memory of one KV block: keys and values of every layer.
-func (e *Engine) kvBlockBytes() int64 { return kvBlockBytes(e.model.Config, e.pool.BlockSize()) }
+func (e *Engine) kvBlockBytes() int64 {
+	return kvBlockBytes(e.model.Config, e.pool.BlockSize(), e.net.kv.Shape().Type)
+}
 
-func kvBlockBytes(c models.Config, blockSize int) int64 {
-	return int64(c.Layers) * int64(blockSize) * int64(c.KVHeads*c.HeadDim) * 4 * 2
+// KVType is how the engine's cache stores keys and values.
+func (e *Engine) KVType() backend.KVType { return e.net.kv.Shape().Type }
+
+// KVBytes is the memory of the engine's whole KV pool.
+func (e *Engine) KVBytes() int64 { return e.net.kv.Shape().Bytes() }
+
+func kvBlockBytes(c models.Config, blockSize int, t backend.KVType) int64 {
+	return backend.KVShape{Layers: c.Layers, Blocks: 1, BlockSize: blockSize, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}.Bytes()
 }
 
 // Metrics describe the engine's KV pool and scheduler.

@@ -64,7 +64,7 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 		e.Largest = max(e.Largest, b)
 	}
 	blocks := int64((context + DefaultBlockSize - 1) / DefaultBlockSize)
-	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize)
+	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
 	rows := int64(batchRows(c))
 	e.Scratch = 4 * rows * int64(c.Vocab+4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim)
 	e.Total = e.Weights + e.KV + e.Scratch

@@ -55,7 +55,7 @@ type layerWeights struct {
 
 // newLlama uploads m's weights to be and allocates what a forward pass
 // needs, with a paged cache of blocks × blockSize slots.
-func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, blocks, blockSize int) (*llama, error) {
+func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch int, kv backend.KVShape) (*llama, error) {
 	c := m.Config
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
 	upload := func(name string) (backend.Weight, error) {
@@ -148,7 +148,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, b
 	if n.logits, err = be.NewOutputTensor(n.maxOut, c.Vocab); err != nil {
 		return nil, err
 	}
-	if n.kv, err = be.NewKV(c.Layers, blocks, blockSize, kvDim); err != nil {
+	if n.kv, err = be.NewKV(kv); err != nil {
 		return nil, err
 	}
 	return n, nil

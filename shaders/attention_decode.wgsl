@@ -7,7 +7,9 @@
 // Positions 0..pos[row] of each row's sequence (the last p.window of them
 // when p.window > 0: a sliding-window layer) are cut into
 // num_workgroups.y chunks of equal length; position t of sequence s lives in
-// slot tables[s][t / block_size]·block_size + t % block_size of the cache.
+// slot tables[s][t / block_size]·block_size + t % block_size of the cache,
+// whose records (kv.inc.wgsl) it reads in the cache's type: an int8 key's
+// scale multiplies its score, a value's its probability.
 // One workgroup takes one chunk of one row (workgroup_id.z) for the G query
 // heads of a slice of one GQA group (workgroup_id.x: kv head and slice), so
 // that the chunk's keys and values are read once for all of them. It walks
@@ -63,19 +65,15 @@ const NEG = -3.4028234663852886e38; // the running maximum before any score
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> part: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(4) var<storage, read> q: array<f32>;
-@group(0) @binding(5) var<storage, read> kc: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read> vc: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read> pos: array<i32>;
-@group(0) @binding(8) var<storage, read> seq: array<i32>;
-@group(0) @binding(9) var<storage, read> tables: array<i32>;
+{{template "kv_attend_bindings" .}}
 
 var<workgroup> qs: array<vec4<f32>, QS>;  // [gv·HD + d]: heads 4gv..4gv+3 at dim d
 var<workgroup> ps: array<vec4<f32>, PS>;  // [gv·SB + j]: scores, then probabilities
 var<workgroup> red: array<vec4<f32>, RED>; // [gv·8 + i]: partial maxima and sums
-var<workgroup> sl: array<u32, SB>;         // the block's cache slots, in vec4s
+var<workgroup> sl: array<u32, SB>;         // the block's value records
+var<workgroup> sv: array<f32, SB>;         // and their scales
 var<workgroup> taken: u32;                 // whether the row is this kernel's
-
+{{template "kv_rec" .}}{{template "kv_read" (kvbuf . "kc" "")}}{{template "kv_read" (kvbuf . "vc" "")}}
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
         @builtin(num_workgroups) groups: vec3<u32>) {
@@ -90,8 +88,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let kvh = wid.x / p.slices;
     let h0 = kvh * group + (wid.x % p.slices) * G;
     let ng = min(G, kvh * group + group - h0);
-    let kv4 = p.kv_heads * D4;
-    let ko4 = kvh * D4;
     let qdim = p.heads * HD;
 
     let chunk = wid.y;
@@ -142,19 +138,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (tid < cnt) {
             let t = b0 + tid;
             let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
-            sl[tid] = slot * kv4 + ko4;
-            let kb = slot * kv4 + ko4;
+            let kb = kv_rec(slot, kvh, p.kv_heads, D4);
+            sl[tid] = kb;
+            sv[tid] = vc_scale(kb, D4);
             // A loop bound the compiler does not know keeps llvmpipe from
             // unrolling it: there the code's size costs more than the loop.
             for (var e = 0u; e < p.head_dim / 4u; e++) {
-                let k = kc[kb + e];
+                let k = kc_raw(kb, e);
                 for (var gv = 0u; gv < GV; gv++) {
                     let at = gv * HD + 4u * e;
                     s[gv] += qs[at] * k.x + qs[at + 1u] * k.y + qs[at + 2u] * k.z + qs[at + 3u] * k.w;
                 }
             }
             for (var gv = 0u; gv < GV; gv++) {
-                s[gv] *= p.scale;
+                s[gv] *= p.scale * kc_scale(kb, D4);
                 if (p.softcap > 0.0) {
                     // tanh is ±1 in f32 past ±10; the clamp avoids NaN from exp overflow.
                     s[gv] = p.softcap * tanh(clamp(s[gv] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0)));
@@ -203,9 +200,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 acc[g] *= corr[g / 4u][g % 4u];
             }
             for (var j = pq; j < cnt; j += NQ) {
-                let v = vc[sl[j] + d4];
+                let v = vc_raw(sl[j], d4);
                 for (var gv = 0u; gv < GV; gv++) {
-                    let e = ps[gv * SB + j];
+                    let e = ps[gv * SB + j] * sv[j];
                     for (var c = 0u; c < 4u; c++) {
                         if (4u * gv + c < G) {
                             acc[4u * gv + c] += e[c] * v;

@@ -5,8 +5,9 @@
 // One workgroup takes a tile of BR query rows of one head (workgroup_id.x is
 // the head, workgroup_id.y the row tile) and streams the cache's keys and
 // values of positions 0..max(pos of its rows) through workgroup memory, BC
-// positions at a time, as vec4s (the head padded with zeros to HD, a
-// multiple of 4); position t of sequence s lives in slot
+// positions at a time, as vec4s expanded from the cache's type (its records,
+// kv.inc.wgsl, pad the head with zeros to HD, a multiple of 4); position t
+// of sequence s lives in slot
 // tables[s][t / block_size]·block_size + t % block_size of the cache:
 //
 //  1. the K tile (BC positions × HD) is loaded into kvs;
@@ -70,12 +71,7 @@ const NEG = -3.4028234663852886e38;      // the running maximum before any score
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read_write> part: array<f32>;
-@group(0) @binding(4) var<storage, read> q: array<f32>;
-@group(0) @binding(5) var<storage, read> kc: array<f32>;
-@group(0) @binding(6) var<storage, read> vc: array<f32>;
-@group(0) @binding(7) var<storage, read> pos: array<i32>;
-@group(0) @binding(8) var<storage, read> seq: array<i32>;
-@group(0) @binding(9) var<storage, read> tables: array<i32>;
+{{template "kv_attend_bindings" .}}
 
 var<workgroup> qs: array<vec4<f32>, QS>;  // [r·D4 + e]: the rows' queries
 var<workgroup> kvs: array<vec4<f32>, KS>; // [c·D4 + e]: the K tile, then the V tile
@@ -91,18 +87,27 @@ fn load_q(at: u32, left: u32) -> vec4<f32> {
     return x;
 }
 
-fn load_k(at: u32, left: u32) -> vec4<f32> {
-    if (left >= 4u) { return vec4<f32>(kc[at], kc[at + 1u], kc[at + 2u], kc[at + 3u]); }
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < left; c++) { x[c] = kc[at + c]; }
-    return x;
-}
-
-fn load_v(at: u32, left: u32) -> vec4<f32> {
-    if (left >= 4u) { return vec4<f32>(vc[at], vc[at + 1u], vc[at + 2u], vc[at + 3u]); }
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < left; c++) { x[c] = vc[at + c]; }
-    return x;
+{{template "kv_rec" .}}{{template "kv_read" (kvbuf . "kc" "")}}{{template "kv_read" (kvbuf . "vc" "")}}
+// load_tile fills kvs with the keys (or the values) of kv head kvh at
+// positions t0..t0+cnt-1 of the sequence whose table starts at table,
+// expanded from the cache's type; zero past cnt.
+fn load_tile(t0: u32, cnt: u32, table: u32, kvh: u32, tid: u32, keys: bool) {
+    for (var i = tid; i < KS; i += WG) {
+        let c = i / D4;
+        let e = i % D4;
+        var x = vec4<f32>(0.0);
+        if (c < cnt) {
+            let t = t0 + c;
+            let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
+            let rec = kv_rec(slot, kvh, p.kv_heads, D4);
+            if (keys) {
+                x = kc_raw(rec, e) * kc_scale(rec, D4);
+            } else {
+                x = vc_raw(rec, e) * vc_scale(rec, D4);
+            }
+        }
+        kvs[i] = x;
+    }
 }
 
 // score scales q·k, soft-capping it when p.softcap > 0 (the clamp keeps
@@ -131,8 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (r0 >= nrows) { return; }
     let rows = min(BR, nrows - r0);
     let qdim = p.heads * hd;
-    let kv_dim = p.kv_heads * hd;
-    let ko = (h / (p.heads / p.kv_heads)) * hd;
+    let kvh = h / (p.heads / p.kv_heads);
     let chunk = wid.z;
     let chunks = groups.z;
 
@@ -214,17 +218,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
         for (var t0 = t_begin; t0 < t_end; t0 += BC) {
             let cnt = min(BC, t_end - t0);
-            for (var i = tid; i < KS; i += WG) {
-                let c = i / D4;
-                let e = i % D4;
-                var x = vec4<f32>(0.0);
-                if (c < cnt) {
-                    let t = t0 + c;
-                    let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
-                    x = load_k(slot * kv_dim + ko + 4u * e, hd - 4u * e);
-                }
-                kvs[i] = x;
-            }
+            load_tile(t0, cnt, table, kvh, tid, true);
             workgroupBarrier();
 
             if (sc < SC) {
@@ -280,17 +274,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 m = m2;
                 rs[tid] = corr;
             }
-            for (var i = tid; i < KS; i += WG) {
-                let c = i / D4;
-                let e = i % D4;
-                var x = vec4<f32>(0.0);
-                if (c < cnt) {
-                    let t = t0 + c;
-                    let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
-                    x = load_v(slot * kv_dim + ko + 4u * e, hd - 4u * e);
-                }
-                kvs[i] = x;
-            }
+            load_tile(t0, cnt, table, kvh, tid, false);
             workgroupBarrier();
 
             for (var i = 0u; i < OR; i++) {

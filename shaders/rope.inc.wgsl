@@ -16,3 +16,16 @@ fn rope_cos_sin(at: i32, pair: u32) -> vec2<f32> {
     return vec2<f32>(cos(angle), sin(angle));
 }
 {{end}}
+
+{{define "rope_rotate"}}
+// rotate_{{.}} turns rotation pair `pair` of the head at base of {{.}} in
+// place, by the angle of position at.
+fn rotate_{{.}}(base: u32, pair: u32, half: u32, halves: u32, at: i32) {
+    let ab = rope_pair(base, pair, half, halves);
+    let cs = rope_cos_sin(at, pair);
+    let v0 = {{.}}[ab.x];
+    let v1 = {{.}}[ab.y];
+    {{.}}[ab.x] = v0 * cs.x - v1 * cs.y;
+    {{.}}[ab.y] = v0 * cs.y + v1 * cs.x;
+}
+{{end}}

@@ -8,7 +8,7 @@ struct Params { cols: u32, cap: u32, heads: u32, head_dim: u32, dim: u32, halves
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 @group(0) @binding(3) var<storage, read> freqs: array<f32>;
 @group(0) @binding(4) var<storage, read> pos: array<i32>;
-{{template "rope"}}
+{{template "rope"}}{{template "rope_rotate" "x"}}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let half = p.dim / 2u;
@@ -17,10 +17,5 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
     let pair = i % half;
     let head = (i / half) % p.heads;
     let row = i / (half * p.heads);
-    let ab = rope_pair(row * p.cols + head * p.head_dim, pair, half, p.halves);
-    let cs = rope_cos_sin(pos[row], pair);
-    let v0 = x[ab.x];
-    let v1 = x[ab.y];
-    x[ab.x] = v0 * cs.x - v1 * cs.y;
-    x[ab.y] = v0 * cs.y + v1 * cs.x;
+    rotate_x(row * p.cols + head * p.head_dim, pair, half, p.halves, pos[row]);
 }

@@ -14,6 +14,7 @@ package shaders
 import (
 	"embed"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 )
@@ -24,6 +25,7 @@ var files embed.FS
 // templates holds every file, each under its file name.
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
 	"bindings": func(f Fusion, first int) string { return f.Bindings(first) },
+	"kvbuf":    func(f Fusion, buf, src string) KVBuf { return KVBuf{f.KV, buf, src} },
 }).ParseFS(files, "*.wgsl"))
 
 // Fusion is what a matrix product kernel is composed with (the zero value:
@@ -45,16 +47,40 @@ type Fusion struct {
 	Add bool
 	// Bias: a bias vector (binding bias) is added to every column.
 	Bias bool
+
+	// KV is the KV cache's type that the attention and cache-store kernels
+	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
+	// It is no fusion: a kernel with only KV set binds no Fuse uniform.
+	KV string
 }
+
+// KVKernels read or write the KV cache, and are specialised by
+// Fusion.KV to each of KVTypes.
+var (
+	KVKernels = []string{"store_kv", "rope_kv", "attention_decode", "attention_prefill"}
+	KVTypes   = []string{"", "f16", "int8"}
+)
+
+// KVBuf is what kv.inc.wgsl's templates are run with: the cache's type,
+// the cache binding they serve (kc or vc) and, for stores, the f32 source
+// binding (k or v).
+type KVBuf struct{ KV, Buf, Src string }
 
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
-func (f Fusion) Fused() bool { return f != Fusion{} && f != Fusion{Outs: 1} }
+func (f Fusion) Fused() bool {
+	f.KV = ""
+	return f != Fusion{} && f != Fusion{Outs: 1}
+}
 
 // String names the variant for cache keys and errors: "" for a plain one.
 func (f Fusion) String() string {
+	kv := ""
+	if f.KV != "" {
+		kv = "+kv" + f.KV
+	}
 	if !f.Fused() {
-		return ""
+		return kv
 	}
 	var parts []string
 	for _, p := range []struct {
@@ -65,7 +91,7 @@ func (f Fusion) String() string {
 			parts = append(parts, p.name)
 		}
 	}
-	return "+" + strings.Join(parts, "+")
+	return "+" + strings.Join(parts, "+") + kv
 }
 
 // Extra lists the bindings a fused kernel has after its own, in order:
@@ -132,6 +158,9 @@ func Compose(name string, f Fusion) (string, error) {
 	t := templates.Lookup(name + ".wgsl")
 	if t == nil || strings.HasSuffix(name, ".inc") {
 		return "", fmt.Errorf("shader %s: no such kernel", name)
+	}
+	if !slices.Contains(KVTypes, f.KV) {
+		return "", fmt.Errorf("shader %s: unknown kv cache type %q", name, f.KV)
 	}
 	if f.GLU && (!f.Pairs || f.Outs > 1) || f.Pairs && !f.GLU && f.Outs != 2 || f.Outs > 3 {
 		return "", fmt.Errorf("shader %s%s: pairs feed a GLU or split into two outputs", name, f)

@@ -30,6 +30,11 @@ func TestValidate(t *testing.T) {
 		for _, name := range shaders.Names() {
 			all = append(all, variant{name, shaders.Fusion{}})
 		}
+		for _, name := range shaders.KVKernels {
+			for _, kv := range shaders.KVTypes[1:] {
+				all = append(all, variant{name, shaders.Fusion{KV: kv}})
+			}
+		}
 		for _, name := range shaders.Fusable {
 			for _, f := range shaders.Fusions() {
 				if f.Fused() {

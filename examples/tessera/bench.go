@@ -69,7 +69,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
 				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
-		fmt.Fprintf(e.stdout, "memory            %s (weights %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes))
+		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes),
+			r.KVType, gpu.FormatBytes(r.KVBytes))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
 			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
@@ -48,6 +50,7 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "dim\t%d\nffn\t%d\nlayers\t%d\n", c.Dim, c.FFN, c.Layers)
 		fmt.Fprintf(w, "heads\t%d (kv %d, head dim %d)\n", c.Heads, c.KVHeads, c.HeadDim)
 		fmt.Fprintf(w, "context\t%d\n", c.Context)
+		fmt.Fprintf(w, "kv cache\t%s\n", kvBytes(c))
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
 		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
@@ -95,6 +98,18 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 	}
 }
 
+// kvBytes says what the KV cache takes per token and for a context of
+// the default length, in each --kv-type.
+func kvBytes(c models.Config) string {
+	ctx := min(c.Context, runtime.DefaultContext)
+	var parts []string
+	for _, t := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
+		s := backend.KVShape{Layers: c.Layers, Blocks: 1, BlockSize: 1, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}
+		parts = append(parts, fmt.Sprintf("%s %s/token, %s for %d tokens", t, gpu.FormatBytes(s.Bytes()), gpu.FormatBytes(int64(ctx)*s.Bytes()), ctx))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // deviceInfo lists the adapters and describes the one Tessera opens.
 func deviceInfo(e *env, adapter string) error {
 	infos, err := gpu.Adapters()
@@ -112,7 +127,8 @@ func deviceInfo(e *env, adapter string) error {
 	defer dev.Close()
 	info := dev.Info()
 	fmt.Fprintf(e.stdout, "\nopened:\n%s", info)
-	// Every kernel computes in f32; shader-f16 is not used yet.
-	fmt.Fprintf(e.stdout, "%-30s %s\n", "path:", "f32 weights, activations and KV cache")
+	// Every kernel computes in f32; shader-f16 is not used yet (f16
+	// weights and caches are packed pairs that core WGSL unpacks).
+	fmt.Fprintf(e.stdout, "%-30s %s\n", "path:", "f32 activations; KV cache f32, or f16/int8 with --kv-type")
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -18,7 +19,7 @@ import (
 type modelFlags struct {
 	model, tokenizer, device, adapter string
 	context, threads                  int
-	quant                             string
+	quant, kvType                     string
 	headF32, noCalibration            bool
 	draft, draftQuant                 string
 	speculateAlways, offline          bool
@@ -26,6 +27,7 @@ type modelFlags struct {
 	lora                              loraFlag
 	loraMerge                         bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
+	gpu                               gpu.Device                            // set by commands: a device already open to load onto
 }
 
 // loraFlag collects --lora FILE[:SCALE], which may be repeated.
@@ -69,6 +71,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
 	fs.StringVar(&m.quant, "quant", "", "weight storage: int4, f16 or f32 (default: on WebGPU int4, or f32 for models under 32 MiB of f32 weights; on the CPU the file's own: Q4_0/Q4_1/Q4_K as int4, F16 as f16, the rest f32)")
+	fs.StringVar(&m.kvType, "kv-type", "f32", "KV cache storage: f32, f16 (half the bytes) or int8 (a scale per token and kv head: about a quarter), for long contexts")
 	fs.IntVar(&m.threads, "threads", 0, "CPU backend: goroutines per matrix product (0: one per core)")
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
 	fs.BoolVar(&m.noCalibration, "no-calibration", false, "int4: round each group on its own even where the model is small enough to calibrate at load (GPTQ)")
@@ -108,10 +111,14 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 			return nil, usageError{err}
 		}
 	}
+	kvType, err := backend.ParseKVType(m.kvType)
+	if err != nil {
+		return nil, usageError{err}
+	}
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
-		Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
+		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
-		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap})
+		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu})
 	if err != nil {
 		return nil, err
 	}

@@ -33,13 +33,15 @@ type Weight interface {
 }
 
 // KV is a paged key/value cache: for each layer, Blocks blocks of
-// BlockSize token slots, kvDim wide. Block b holds slots b*BlockSize up to
+// BlockSize token slots, each holding the keys and values of every kv head
+// in the cache's type (KVShape). Block b holds slots b*BlockSize up to
 // (b+1)*BlockSize in every layer; sequences reach their slots through block
 // tables (see Batch).
 type KV interface {
 	Layers() int
 	Blocks() int
 	BlockSize() int
+	Shape() KVShape
 }
 
 // Batch is the input of one forward step: the tokens to process, the
@@ -194,8 +196,8 @@ type Backend interface {
 	// NewOutputTensor allocates rows × cols with one row per output row of
 	// the batch (Batch.Out).
 	NewOutputTensor(rows, cols int) (Tensor, error)
-	// NewKV allocates a paged cache of blocks × blockSize slots per layer.
-	NewKV(layers, blocks, blockSize, kvDim int) (KV, error)
+	// NewKV allocates a paged cache of the given shape.
+	NewKV(s KVShape) (KV, error)
 
 	// Begin starts a step over batch: the ops that follow see its tokens,
 	// positions and length.
@@ -210,7 +212,7 @@ type Backend interface {
 	// Rope rotates the heads of x in place by each row's position.
 	Rope(x Tensor, r Rope)
 	// StoreKV writes k and v of each row into layer l of the cache at the
-	// slot of the row's position.
+	// slot of the row's position, converted to the cache's type.
 	StoreKV(kv KV, l int, k, v Tensor)
 	// Attend sets dst to causal attention of q over layer l of the cache:
 	// row i sees positions 0..Pos[i] of its sequence.

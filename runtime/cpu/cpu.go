@@ -43,19 +43,6 @@ func (w *Weight) Bytes() int64 { return 4 * int64(len(w.Data)) }
 // NewWeight wraps data as a weight of the given shape.
 func NewWeight(shape []int, data []float32) *Weight { return &Weight{shape: shape, Data: data} }
 
-// KV is a paged cache: slot s of layer l starts at (l*slots+s)*kvDim in K
-// and V, where slots = blocks*blockSize.
-type KV struct {
-	layers, blocks, blockSize, kvDim int
-	K, V                             []float32
-}
-
-func (c *KV) Layers() int    { return c.layers }
-func (c *KV) Blocks() int    { return c.blocks }
-func (c *KV) BlockSize() int { return c.blockSize }
-
-func (c *KV) at(l, slot int) int { return (l*c.blocks*c.blockSize + slot) * c.kvDim }
-
 // Backend is the Go reference backend. Its zero value is not usable; call New.
 type Backend struct {
 	batch  backend.Batch
@@ -115,14 +102,14 @@ func (b *Backend) NewOutputTensor(rows, cols int) (backend.Tensor, error) {
 	return t, nil
 }
 
-func (b *Backend) NewKV(layers, blocks, blockSize, kvDim int) (backend.KV, error) {
-	if layers <= 0 || blocks <= 0 || blockSize <= 0 || kvDim <= 0 {
-		return nil, fmt.Errorf("cpu: kv cache of %d layers × %d blocks × %d slots × %d", layers, blocks, blockSize, kvDim)
+func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	n := layers * blocks * blockSize * kvDim
-	b.stats.Memory += 8 * int64(n)
-	return &KV{layers: layers, blocks: blocks, blockSize: blockSize, kvDim: kvDim,
-		K: make([]float32, n), V: make([]float32, n)}, nil
+	records := s.Layers * s.Blocks * s.BlockSize * s.Heads
+	c := &KV{shape: s, K: newKVStore(s.Type, records, s.HeadDim), V: newKVStore(s.Type, records, s.HeadDim)}
+	b.stats.Memory += c.K.bytes() + c.V.bytes()
+	return c, nil
 }
 
 func (b *Backend) Begin(batch backend.Batch) error {
@@ -214,21 +201,24 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	b.op()
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
+	hd := c.shape.HeadDim
 	for i := 0; i < b.rows(ks); i++ {
-		at := c.at(l, b.batch.Slot(i))
-		copy(c.K[at:at+c.kvDim], ks.Row(i))
-		copy(c.V[at:at+c.kvDim], vs.Row(i))
+		r := c.record(l, b.batch.Slot(i))
+		kr, vr := ks.Row(i), vs.Row(i)
+		for h := range c.shape.Heads {
+			c.K.put(r+h, kr[h*hd:(h+1)*hd])
+			c.V.put(r+h, vr[h*hd:(h+1)*hd])
+		}
 	}
 }
 
 func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	b.op()
 	c := kv.(*KV)
-	n := c.blockSize * c.kvDim
-	for l := 0; l < c.layers; l++ {
-		from, to := c.at(l, src*c.blockSize), c.at(l, dst*c.blockSize)
-		copy(c.K[to:to+n], c.K[from:from+n])
-		copy(c.V[to:to+n], c.V[from:from+n])
+	for l := 0; l < c.shape.Layers; l++ {
+		from, to := c.record(l, src*c.shape.BlockSize), c.record(l, dst*c.shape.BlockSize)
+		c.K.copyRecords(to, from, c.blockRecords())
+		c.V.copyRecords(to, from, c.blockRecords())
 	}
 }
 
@@ -240,44 +230,30 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
-	group := a.Heads / a.KVHeads
+	hd, group := a.HeadDim, a.Heads/a.KVHeads
 	b.team.run(n*a.Heads, func(lo, hi int) {
 		var scores []float32
-		var offs []int
-		last := -1 // the (row, kv head) whose offsets offs holds
+		var recs []int
+		last := -1 // the (row, kv head) whose records recs holds
 		for job := lo; job < hi; job++ {
 			i, h := job/a.Heads, job%a.Heads
 			if key := i*a.KVHeads + h/group; key != last {
-				// Where each position's key and value start, through the
-				// table, block by block; the query heads of a GQA group
-				// share them.
+				// The records of each position's key and value, through
+				// the table, block by block; the query heads of a GQA
+				// group share them.
 				last = key
 				end := int(b.batch.Pos[i])
 				if ends != nil {
 					end = int(ends[i])
 				}
-				offs = c.offsets(offs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, (h/group)*a.HeadDim)
+				recs = c.records(recs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, h/group)
 			}
-			if cap(scores) < len(offs) {
-				scores = make([]float32, len(offs))
+			if cap(scores) < len(recs) {
+				scores = make([]float32, len(recs))
 			}
-			AttendHead(d.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim], qs.Row(i)[h*a.HeadDim:(h+1)*a.HeadDim],
-				c.K, c.V, offs, a.Scale, a.Softcap, scores)
+			AttendHead(d.Row(i)[h*hd:(h+1)*hd], qs.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, scores)
 		}
 	})
-}
-
-// offsets appends to offs where the keys and values of positions first to
-// last of sequence seq start in layer l, at column col of their rows.
-func (c *KV) offsets(offs []int, batch backend.Batch, seq, l, first, last, col int) []int {
-	bs, table := batch.BlockSize, batch.Tables[seq]
-	for p := first; p <= last; {
-		base := c.at(l, int(table[p/bs])*bs) + col
-		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
-			offs = append(offs, base+o*c.kvDim)
-		}
-	}
-	return offs
 }
 
 func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {

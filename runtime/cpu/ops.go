@@ -132,14 +132,14 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 }
 
 // AttendHead sets out to the attention of one query head q over the
-// positions whose keys and values start at offs[t] in k and v, each score
-// scaled and, for softcap > 0, soft-capped. scores is scratch of at least
-// len(offs) values.
-func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scores []float32) {
-	hd, n := len(q), len(offs)
+// positions whose keys and values are records recs[t] of k and v, each
+// score scaled and, for softcap > 0, soft-capped. scores is scratch of at
+// least len(recs) values.
+func AttendHead(out, q []float32, k, v *KVStore, recs []int, scale, softcap float32, scores []float32) {
+	n := len(recs)
 	mx := float32(math.Inf(-1))
-	for t, o := range offs {
-		s := Dot(q, k[o:o+hd]) * scale
+	for t, r := range recs {
+		s := k.dot(q, r) * scale
 		if softcap > 0 {
 			s = Softcap(s, softcap)
 		}
@@ -153,8 +153,8 @@ func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scor
 		sum += scores[t]
 	}
 	clear(out)
-	for t, o := range offs {
-		kernel.Axpy(out, scores[t], v[o:o+hd])
+	for t, r := range recs {
+		v.axpy(out, scores[t], r)
 	}
 	inv := 1 / sum
 	for i := range out {

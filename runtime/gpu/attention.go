@@ -113,6 +113,9 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	case a.KVHeads <= 0 || a.Heads%a.KVHeads != 0:
 		b.fail(fmt.Errorf("gpu: %d query heads over %d kv heads", a.Heads, a.KVHeads))
 		return
+	case a.KVHeads != c.shape.Heads || a.HeadDim != c.shape.HeadDim:
+		b.fail(fmt.Errorf("gpu: attention over %d kv heads of %d, in a cache of %d heads of %d", a.KVHeads, a.HeadDim, c.shape.Heads, c.shape.HeadDim))
+		return
 	}
 	n := b.rows(d)
 	st := b.attention()
@@ -154,16 +157,16 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		g := (group + slices - 1) / slices // query heads per workgroup
 		o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
 			consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
-		b.record(o, params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.blockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
+		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.KVHeads*slices), uint32(decChunks), uint32(n))
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
 	if pre.rows > 0 {
-		b.record(t.op(d4), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.blockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window)},
+		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))

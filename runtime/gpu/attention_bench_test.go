@@ -15,8 +15,14 @@ import (
 // positions 0 and 512. Each iteration records the op for every layer and
 // submits once, so that the cost of a submission and a read-back is spread
 // over the layers; ms/attend is the time per op. The cache holds 4096
-// positions in blocks of 16, its blocks in order.
+// positions in blocks of 16, its blocks in order, in each cache type.
 func BenchmarkAttention(b *testing.B) {
+	for _, kt := range kvTypes {
+		b.Run(kt.String(), func(b *testing.B) { benchAttention(b, kt) })
+	}
+}
+
+func benchAttention(b *testing.B, kt backend.KVType) {
 	const heads, kvHeads, headDim, context, blockSize, layers = 32, 8, 64, 4096, 16, 8
 	for _, bc := range []struct {
 		name      string
@@ -33,8 +39,8 @@ func BenchmarkAttention(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close()
-			qDim, kvDim := heads*headDim, kvHeads*headDim
-			cache, err := g.NewKV(layers, context/blockSize, blockSize, kvDim)
+			qDim := heads * headDim
+			cache, err := g.NewKV(backend.KVShape{Layers: layers, Blocks: context / blockSize, BlockSize: blockSize, Heads: kvHeads, HeadDim: headDim, Type: kt})
 			if err != nil {
 				b.Fatal(err)
 			}

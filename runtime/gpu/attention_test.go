@@ -82,7 +82,10 @@ func attnChunks(sizes ...int) []attnStep {
 	return steps
 }
 
-func (tc attnCase) run(t *testing.T) {
+func (tc attnCase) run(t *testing.T) { tc.runKV(t, backend.KVF32) }
+
+// runKV runs the case over a cache of type kt.
+func (tc attnCase) runKV(t *testing.T, kt backend.KVType) {
 	w := newTwins(t, attnMaxRows)
 	kvDim := tc.kvHeads * tc.headDim
 	qDim := tc.heads * tc.headDim
@@ -99,7 +102,7 @@ func (tc attnCase) run(t *testing.T) {
 	var cache pair[backend.KV]
 	w.each(func(b backend.Backend, i int) {
 		var err error
-		if cache[i], err = b.NewKV(2, blocks, tc.blockSize, kvDim); err != nil {
+		if cache[i], err = b.NewKV(backend.KVShape{Layers: 2, Blocks: blocks, BlockSize: tc.blockSize, Heads: tc.kvHeads, HeadDim: tc.headDim, Type: kt}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -261,5 +264,30 @@ func TestAttentionLongPrefill(t *testing.T) {
 			attnStep{runs: []attnRun{{0, 30}, {1, 2}}}, attnStep{runs: []attnRun{{1, 3}, {0, 40}}})},
 	} {
 		t.Run(tc.name(), tc.run)
+	}
+}
+
+// TestAttentionKVTypes runs both kernels over f16 and int8 caches: decode
+// rows around the decode kernel's blocks and cache blocks, prompt chunks
+// over tile boundaries, head dims not a multiple of 4 (padded records),
+// GQA groups of 1 to 8, one-row steps and a batch mixing sequences. Both
+// backends store the same inputs, so they read (nearly) the same values:
+// what is compared is the kernels' reading of the records.
+func TestAttentionKVTypes(t *testing.T) {
+	for _, tc := range []attnCase{
+		{8, 1, 64, 16, 600, 1, attnDecodes(0, 1, 15, 16, 17, 63, 64, 65, 128, 129, 599)},
+		{32, 4, 128, 7, 300, 1, attnDecodes(0, 6, 7, 8, 200, 299)},
+		{8, 8, 8, 5, 200, 1, attnChunks(1, 15, 2, 30, 64, 1, 35, 1)},
+		{6, 3, 6, 8, 96, 1, attnChunks(64, 31, 1)},
+		{4, 2, 13, 5, 100, 1, attnChunks(17, 1, 64)},
+		{4, 1, 256, 16, 160, 1, attnChunks(7, 33, 64, 1)},
+		{4, 4, 32, 8, 200, 3, []attnStep{
+			{runs: []attnRun{{0, 20}, {1, 20}, {2, 20}}}, {runs: []attnRun{{2, 4}, {1, 4}, {0, 4}}},
+			{runs: []attnRun{{1, 1}, {2, 1}, {0, 1}}},
+		}},
+	} {
+		for _, kt := range kvTypes[1:] {
+			t.Run(kt.String()+"_"+tc.name(), func(t *testing.T) { tc.runKV(t, kt) })
+		}
 	}
 }

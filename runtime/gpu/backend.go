@@ -207,40 +207,48 @@ func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 }
 
 // KV keeps each layer's keys and values in their own buffers, so that a
-// large pool never needs one binding for all layers. Slot s of a layer
-// starts at s*kvDim.
+// large pool never needs one binding for all layers. A layer's buffer holds
+// one record per (slot, kv head) in the cache's type (shaders/kv.inc.wgsl),
+// slot s's first at s·heads·HeadBytes bytes.
 type KV struct {
-	layers, blocks, blockSize, kvDim int
-	context                          int // slots per layer: blocks × blockSize
-	k, v                             []Buffer
-	scratch                          Buffer // one block, for CopyBlock
+	shape   backend.KVShape
+	context int    // slots per layer: blocks × blockSize
+	format  string // shaders.Fusion.KV of the kernels that read and write it
+	k, v    []Buffer
+	scratch Buffer // one block, for CopyBlock
 }
 
-func (c *KV) Layers() int    { return c.layers }
-func (c *KV) Blocks() int    { return c.blocks }
-func (c *KV) BlockSize() int { return c.blockSize }
+func (c *KV) Layers() int            { return c.shape.Layers }
+func (c *KV) Blocks() int            { return c.shape.Blocks }
+func (c *KV) BlockSize() int         { return c.shape.BlockSize }
+func (c *KV) Shape() backend.KVShape { return c.shape }
 
-func (b *Backend) NewKV(layers, blocks, blockSize, kvDim int) (backend.KV, error) {
-	if layers <= 0 || blocks <= 0 || blockSize <= 0 || kvDim <= 0 {
-		return nil, fmt.Errorf("gpu: kv cache of %d layers × %d blocks × %d slots × %d", layers, blocks, blockSize, kvDim)
+// slotBytes is what one slot of a layer takes, keys or values.
+func (c *KV) slotBytes() int64 { return int64(c.shape.Heads) * c.shape.Type.HeadBytes(c.shape.HeadDim) }
+
+// kvFormats names each cache type as the kernels' templates do.
+var kvFormats = map[backend.KVType]string{backend.KVF32: "", backend.KVF16: "f16", backend.KVInt8: "int8"}
+
+func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("gpu: %w", err)
 	}
 	if b.tables != nil {
 		return nil, fmt.Errorf("gpu: a backend holds one kv cache")
 	}
-	slots := blocks * blockSize
-	size := int64(slots) * int64(kvDim) * 4
+	c := &KV{shape: s, context: s.Blocks * s.BlockSize, format: kvFormats[s.Type]}
+	size := int64(c.context) * c.slotBytes()
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool",
+		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool or a narrower --kv-type",
 			FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	// Every row's sequence can have a table as long as the pool.
 	var err error
-	if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*blocks), Storage|CopyDst); err != nil {
+	if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), Storage|CopyDst); err != nil {
 		return nil, err
 	}
-	b.tableWidth = blocks
-	c := &KV{layers: layers, blocks: blocks, blockSize: blockSize, kvDim: kvDim, context: slots}
-	for l := 0; l < layers; l++ {
+	b.tableWidth = s.Blocks
+	for l := 0; l < s.Layers; l++ {
 		k, err := b.buffer("k cache", size, Storage|CopySrc|CopyDst)
 		if err != nil {
 			return nil, err
@@ -569,6 +577,12 @@ type op struct {
 	operands []Access
 	consts   map[string]float64
 	fusion   shaders.Fusion // what a matrix product is composed with (fused.go)
+}
+
+// forKV returns o specialised to the type of cache c (kv.inc.wgsl).
+func (o op) forKV(c *KV) op {
+	o.fusion.KV = c.format
+	return o
 }
 
 // fused returns o composed with f: its operands gain the fusion's extra

@@ -130,7 +130,7 @@ func TestBidirectionalAttention(t *testing.T) {
 			rows := len(b.Tokens)
 			w := newTwins(t, rows)
 			kvDim, qDim := tc.kvHeads*tc.headDim, tc.heads*tc.headDim
-			cache := w.kv(1, blocksOf(b), tc.blockSize, kvDim)
+			cache := w.kv(backend.KVShape{Layers: 1, Blocks: blocksOf(b), BlockSize: tc.blockSize, Heads: tc.kvHeads, HeadDim: tc.headDim})
 			q := w.tensor(rows, qDim, w.random(rows*qDim, 2))
 			k := w.tensor(rows, kvDim, w.random(rows*kvDim, 2))
 			v := w.tensor(rows, kvDim, w.random(rows*kvDim, 2))

@@ -19,7 +19,7 @@ import (
 
 var (
 	fuseEpilogueOp = op{kernel: "fuse_epilogue", operands: []Access{ReadWrite, ReadOnly}}
-	ropeKVOp       = op{kernel: "rope_kv", operands: []Access{ReadWrite, ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	ropeKVOp       = op{kernel: "rope_kv", operands: []Access{ReadWrite, ReadWrite, ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
 )
 
 // Fuse uploads the matrices ts as one weight of their rows, one after the
@@ -250,7 +250,7 @@ func (b *Backend) scratch(like *Tensor, cols int) (*Tensor, error) {
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
 	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
 	if rq.Dim != rk.Dim || rq.Theta != rk.Theta || rq.Layout != rk.Layout || rq.HeadDim != rk.HeadDim ||
-		!slices.Equal(rq.Factors, rk.Factors) || ks.cols != c.kvDim || vs.cols != c.kvDim {
+		!slices.Equal(rq.Factors, rk.Factors) || ks.cols != c.shape.Dim() || vs.cols != c.shape.Dim() || rk.Heads != c.shape.Heads {
 		b.Rope(q, rq) // q and k rotate differently: the plain ops
 		b.Rope(k, rk)
 		b.StoreKV(kv, l, k, v)
@@ -261,7 +261,7 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 		b.fail(err)
 		return
 	}
-	gx, gy := b.grid(b.rows(qs)*(rq.Heads*rq.Dim/2+c.kvDim), elementWG)
-	b.record(ropeKVOp, params{uint32(qs.cols), uint32(c.kvDim), uint32(qs.rows), uint32(rq.Heads), uint32(rq.HeadDim), uint32(rq.Dim), uint32(rq.Layout), uint32(c.context)},
+	gx, gy := b.grid(b.rows(qs)*(rq.Heads*rq.Dim/2+c.shape.Heads), elementWG)
+	b.record(ropeKVOp.forKV(c), params{uint32(qs.cols), uint32(c.shape.Heads), uint32(qs.rows), uint32(rq.Heads), uint32(rq.HeadDim), uint32(rq.Dim), uint32(rq.Layout), uint32(c.context)},
 		[]Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slots}}, gx, gy, 1)
 }

@@ -81,7 +81,7 @@ func BenchmarkFusion(b *testing.B) {
 	gateUp := must(g.Fuse([]*models.Tensor{wg, wu}, backend.Int4, true))
 	x, xb, q, k, v := act(dim), act(dim), act(qDim), act(kvDim), act(kvDim)
 	gate, up, att, hidden := act(ffn), act(ffn), act(qDim), act(ffn)
-	kv, err := g.NewKV(1, 4, 16, kvDim)
+	kv, err := g.NewKV(backend.KVShape{Layers: 1, Blocks: 4, BlockSize: 16, Heads: kvDim / headDim, HeadDim: headDim})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -171,25 +171,27 @@ func TestRopeStore(t *testing.T) {
 		{6, 2, 32, 16, 100, 17, models.RopeHalves}, // partial rotary
 		{4, 1, 12, 8, 5, 2, models.RopePairs},
 	} {
-		t.Run(fmt.Sprintf("%s_h%d_kv%d_d%d_rot%d_batch%d", tc.layout, tc.heads, tc.kvHeads, tc.headDim, tc.dim, tc.batch), func(t *testing.T) {
-			w := newTwins(t, 32)
-			qDim, kvDim := tc.heads*tc.headDim, tc.kvHeads*tc.headDim
-			q := w.tensor(32, qDim, w.random(32*qDim, 2))
-			k := w.tensor(32, kvDim, w.random(32*kvDim, 2))
-			v := w.tensor(32, kvDim, w.random(32*kvDim, 2))
-			out := w.tensor(32, qDim, nil)
-			cache := w.kv(2, 16, 16, kvDim)
-			rq := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: 10000, Layout: tc.layout}
-			rk := rq
-			rk.Heads = tc.kvHeads
-			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim, Scale: 0.3}
-			w.begin(tokens(tc.batch, 10, w.rng), tc.pos0)
-			w.each(func(b backend.Backend, i int) {
-				b.RopeStore(q[i], k[i], v[i], cache[i], 1, rq, rk)
-				b.Attend(out[i], q[i], cache[i], 1, a)
+		for _, kt := range kvTypes {
+			t.Run(fmt.Sprintf("%v_%s_h%d_kv%d_d%d_rot%d_batch%d", kt, tc.layout, tc.heads, tc.kvHeads, tc.headDim, tc.dim, tc.batch), func(t *testing.T) {
+				w := newTwins(t, 32)
+				qDim, kvDim := tc.heads*tc.headDim, tc.kvHeads*tc.headDim
+				q := w.tensor(32, qDim, w.random(32*qDim, 2))
+				k := w.tensor(32, kvDim, w.random(32*kvDim, 2))
+				v := w.tensor(32, kvDim, w.random(32*kvDim, 2))
+				out := w.tensor(32, qDim, nil)
+				cache := w.kv(backend.KVShape{Layers: 2, Blocks: 16, BlockSize: 16, Heads: tc.kvHeads, HeadDim: tc.headDim, Type: kt})
+				rq := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: 10000, Layout: tc.layout}
+				rk := rq
+				rk.Heads = tc.kvHeads
+				a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim, Scale: 0.3}
+				w.begin(tokens(tc.batch, 10, w.rng), tc.pos0)
+				w.each(func(b backend.Backend, i int) {
+					b.RopeStore(q[i], k[i], v[i], cache[i], 1, rq, rk)
+					b.Attend(out[i], q[i], cache[i], 1, a)
+				})
+				w.compare("q", q, tc.batch, 5e-4)
+				w.compare("attention over the stored keys and values", out, tc.batch, 5e-4)
 			})
-			w.compare("q", q, tc.batch, 5e-4)
-			w.compare("attention over the stored keys and values", out, tc.batch, 5e-4)
-		})
+		}
 	}
 }

@@ -59,8 +59,8 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
-	gx, gy := b.grid(b.rows(ks)*c.kvDim, elementWG)
-	b.record(storeKVOp, params{uint32(c.kvDim), uint32(ks.rows), uint32(c.context)},
+	gx, gy := b.grid(b.rows(ks)*c.shape.Heads, elementWG)
+	b.record(storeKVOp.forKV(c), params{uint32(c.shape.Heads), uint32(c.shape.HeadDim), uint32(ks.rows), uint32(c.context)},
 		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slots}}, gx, gy, 1)
 }
 
@@ -69,7 +69,7 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 // through a block-sized scratch buffer.
 func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	c := kv.(*KV)
-	size := int64(c.blockSize) * int64(c.kvDim) * 4
+	size := int64(c.shape.BlockSize) * c.slotBytes()
 	if c.scratch == nil {
 		var err error
 		if c.scratch, err = b.buffer("kv block copy", size, CopySrc|CopyDst); err != nil {
@@ -77,7 +77,7 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 			return
 		}
 	}
-	for l := range c.layers {
+	for l := range c.shape.Layers {
 		for _, buf := range []Buffer{c.k[l], c.v[l]} {
 			b.rec.Copy(buf, int64(src)*size, c.scratch, 0, size)
 			b.rec.Copy(c.scratch, 0, buf, int64(dst)*size, size)

@@ -91,12 +91,15 @@ func (w *twins) weight(shape []int, data []float32) pair[backend.Weight] {
 	return p
 }
 
-func (w *twins) kv(layers, blocks, blockSize, kvDim int) pair[backend.KV] {
+// kvTypes are the cache types every twin test of attention runs with.
+var kvTypes = []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8}
+
+func (w *twins) kv(s backend.KVShape) pair[backend.KV] {
 	w.t.Helper()
 	var p pair[backend.KV]
 	w.each(func(b backend.Backend, i int) {
 		var err error
-		if p[i], err = b.NewKV(layers, blocks, blockSize, kvDim); err != nil {
+		if p[i], err = b.NewKV(s); err != nil {
 			w.t.Fatal(err)
 		}
 	})
@@ -322,48 +325,53 @@ func TestAttention(t *testing.T) {
 		{4, 4, 64, 7, 512, [][]chunk{{{0, 64}}, {{0, 44}, {1, 20}}, {{0, 3}, {1, 1}}, {{0, 1}, {1, 63}}, {{0, 1}, {1, 1}}}, 50, 40},
 		{4, 2, 32, 16, 1024, append(repeat([]chunk{{0, 64}}, 15), []chunk{{0, 63}}, []chunk{{0, 1}}), 0, 512},
 	} {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_ctx%d_cap%g_win%d", tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.context, tc.softcap, tc.window), func(t *testing.T) {
-			w := newTwins(t, 64)
-			kvDim, qDim := tc.kvHeads*tc.headDim, tc.heads*tc.headDim
-			perSeq := (tc.context + tc.blockSize - 1) / tc.blockSize
-			nseq := 3
-			blocks := w.rng.Perm(nseq * perSeq)
-			tables := make([][]int32, nseq)
-			for s := range tables {
-				for _, b := range blocks[s*perSeq : (s+1)*perSeq] {
-					tables[s] = append(tables[s], int32(b))
-				}
+		for _, kt := range kvTypes {
+			if kt != backend.KVF32 && tc.context > 512 {
+				continue // the long contexts read the cache as the short ones do
 			}
-			cache := w.kv(2, nseq*perSeq, tc.blockSize, kvDim)
-			a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
-				Scale: float32(1 / math.Sqrt(float64(tc.headDim))), Softcap: tc.softcap, Window: tc.window}
-			if tc.softcap > 0 {
-				a.Scale *= 8 // scores large enough for the cap to bend them
-			}
-			lens := make([]int, nseq)
-			for step, chunks := range tc.steps {
-				b := backend.Batch{BlockSize: tc.blockSize, Tables: tables}
-				for _, c := range chunks {
-					for range c.n {
-						b.Tokens = append(b.Tokens, 0)
-						b.Pos = append(b.Pos, int32(lens[c.seq]))
-						b.Seq = append(b.Seq, int32(c.seq))
-						lens[c.seq]++
+			t.Run(fmt.Sprintf("%v_h%d_kv%d_d%d_bs%d_ctx%d_cap%g_win%d", kt, tc.heads, tc.kvHeads, tc.headDim, tc.blockSize, tc.context, tc.softcap, tc.window), func(t *testing.T) {
+				w := newTwins(t, 64)
+				kvDim, qDim := tc.kvHeads*tc.headDim, tc.heads*tc.headDim
+				perSeq := (tc.context + tc.blockSize - 1) / tc.blockSize
+				nseq := 3
+				blocks := w.rng.Perm(nseq * perSeq)
+				tables := make([][]int32, nseq)
+				for s := range tables {
+					for _, b := range blocks[s*perSeq : (s+1)*perSeq] {
+						tables[s] = append(tables[s], int32(b))
 					}
 				}
-				n := len(b.Tokens)
-				q := w.tensor(64, qDim, w.random(64*qDim, 2))
-				k := w.tensor(64, kvDim, w.random(64*kvDim, 2))
-				v := w.tensor(64, kvDim, w.random(64*kvDim, 2))
-				out := w.tensor(64, qDim, nil)
-				w.beginBatch(b)
-				w.each(func(be backend.Backend, i int) {
-					be.StoreKV(cache[i], 1, k[i], v[i])
-					be.Attend(out[i], q[i], cache[i], 1, a)
-				})
-				w.compare(fmt.Sprintf("step %d (%v)", step, chunks), out, n, 2e-5)
-			}
-		})
+				cache := w.kv(backend.KVShape{Layers: 2, Blocks: nseq * perSeq, BlockSize: tc.blockSize, Heads: tc.kvHeads, HeadDim: tc.headDim, Type: kt})
+				a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
+					Scale: float32(1 / math.Sqrt(float64(tc.headDim))), Softcap: tc.softcap, Window: tc.window}
+				if tc.softcap > 0 {
+					a.Scale *= 8 // scores large enough for the cap to bend them
+				}
+				lens := make([]int, nseq)
+				for step, chunks := range tc.steps {
+					b := backend.Batch{BlockSize: tc.blockSize, Tables: tables}
+					for _, c := range chunks {
+						for range c.n {
+							b.Tokens = append(b.Tokens, 0)
+							b.Pos = append(b.Pos, int32(lens[c.seq]))
+							b.Seq = append(b.Seq, int32(c.seq))
+							lens[c.seq]++
+						}
+					}
+					n := len(b.Tokens)
+					q := w.tensor(64, qDim, w.random(64*qDim, 2))
+					k := w.tensor(64, kvDim, w.random(64*kvDim, 2))
+					v := w.tensor(64, kvDim, w.random(64*kvDim, 2))
+					out := w.tensor(64, qDim, nil)
+					w.beginBatch(b)
+					w.each(func(be backend.Backend, i int) {
+						be.StoreKV(cache[i], 1, k[i], v[i])
+						be.Attend(out[i], q[i], cache[i], 1, a)
+					})
+					w.compare(fmt.Sprintf("step %d (%v)", step, chunks), out, n, 2e-5)
+				}
+			})
+		}
 	}
 }
 
@@ -377,9 +385,15 @@ func repeat[T any](x T, n int) []T {
 
 // TestCopyBlock copies a block of a paged cache and attends over it.
 func TestCopyBlock(t *testing.T) {
+	for _, kt := range kvTypes {
+		t.Run(kt.String(), func(t *testing.T) { testCopyBlock(t, kt) })
+	}
+}
+
+func testCopyBlock(t *testing.T, kt backend.KVType) {
 	w := newTwins(t, 16)
 	const kvDim, hd = 32, 16
-	cache := w.kv(3, 4, 8, kvDim)
+	cache := w.kv(backend.KVShape{Layers: 3, Blocks: 4, BlockSize: 8, Heads: kvDim / hd, HeadDim: hd, Type: kt})
 	k := w.tensor(16, kvDim, w.random(16*kvDim, 1))
 	v := w.tensor(16, kvDim, w.random(16*kvDim, 1))
 	// Fill block 2 of every layer through a table [2, 0].

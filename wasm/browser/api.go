@@ -21,6 +21,7 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
@@ -237,6 +238,10 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		params += int64(t.Elements())
 	}
 	quant := optionalString(opts, "quant", "")
+	kvType, err := backend.ParseKVType(optionalString(opts, "kvType", ""))
+	if err != nil {
+		return nil, err
+	}
 	device := optionalString(opts, "device", "webgpu")
 	var dev gpu.Device
 	if device != "cpu" {
@@ -277,7 +282,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		Yield:   yield,
 		Quant:   quant,
 		Context: context,
-		KV:      runtime.KVOptions{Tokens: context}, // one sequence at a time here
+		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one sequence at a time here
 	})
 	close(done)
 	if err != nil {
@@ -307,6 +312,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		info["quant"] = "default"
 	}
 	info["weightBytes"] = eng.WeightBytes()
+	info["kvType"], info["kvBytes"] = eng.KVType().String(), eng.KVBytes()
 	_, plain := eng.Chat().(chat.Plain)
 	info["chatTemplate"] = !plain
 	tok := eng.Tokenizer()

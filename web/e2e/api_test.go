@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/web"
@@ -624,6 +625,28 @@ func TestBrowserAPI(t *testing.T) {
 		})()`)
 		if r.Content != "" || !slices.Equal(r.IDs, want.IDs) || r.Finish != "file" || r.Usage != 292800 {
 			t.Errorf("from the parts as files: %+v; native %v", r, want.IDs)
+		}
+	})
+
+	t.Run("an int8 kv cache decodes as the native one does", func(t *testing.T) {
+		want := runNativeWith(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 40},
+			runtime.Options{Quant: "f32", KV: runtime.KVOptions{Type: backend.KVInt8}})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32", kvType: "int8", context: 256});
+				const out = await engine.completions.create({prompt: "Once upon a time", max_tokens: 40, temperature: 0});
+				const info = engine.model;
+				await engine.unload();
+				let bad = "none";
+				try { await tessera.createEngine({model: "/models/stories260K.gguf", kvType: "q4"}); } catch (e) { bad = e.message; }
+				return {IDs: out.tessera.token_ids, Content: info.kvType + " " + info.kvBytes, Finish: bad};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if !slices.Equal(r.IDs, want.IDs) || !strings.HasPrefix(r.Content, "int8 ") || r.Content == "int8 0" {
+			t.Errorf("int8 cache in the browser: %v, reported %q; native %v", r.IDs, r.Content, want.IDs)
+		}
+		if !strings.Contains(r.Finish, "kv cache type") {
+			t.Errorf("kvType q4: %q, want an error naming the kv cache type", r.Finish)
 		}
 	})
 

@@ -28,6 +28,8 @@ export interface EngineOptions {
   quant?: "" | "int4" | "f16" | "f32";
   /** Tokens of context (KV cache); default the model's, up to 4096. */
   context?: number;
+  /** How the KV cache stores keys and values: "f32" (default), "f16" (half the bytes) or "int8" (a scale per token and kv head: about a quarter). */
+  kvType?: "" | "f32" | "f16" | "int8";
   /** "webgpu" (default) or "cpu" (the Go reference backend: slow, needs no GPU). */
   device?: "webgpu" | "cpu";
   /** Keep downloads in the origin private file system (default true). */
@@ -48,7 +50,7 @@ export interface EngineOptions {
 export interface ModelInfo {
   name: string; size: number; arch: string; params: number; layers: number; dim: number;
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
-  quant: string; weightBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
+  quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
   fetchMs: number; uploadMs: number; loadMs: number;
   adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };

@@ -25,7 +25,7 @@ function abortError(signal) {
 // createEngine starts a worker, loads options.model (a URL or string, a
 // File or Blob, or an ArrayBuffer) and resolves to the engine.
 export async function createEngine(options = {}) {
-  const { model, quant = "", context = 0, device = "webgpu", cache = true, maxStorageBinding = 0, onProgress = null, signal = null } = options;
+  const { model, quant = "", kvType = "", context = 0, device = "webgpu", cache = true, maxStorageBinding = 0, onProgress = null, signal = null } = options;
   if (signal && signal.aborted) throw abortError(signal);
   if (model != null && device !== "cpu" && !(globalThis.navigator && navigator.gpu)) {
     throw new TesseraError("WebGPU is not available in this browser (navigator.gpu is missing); pass device: \"cpu\" for the slow CPU backend", "no-webgpu");
@@ -37,7 +37,7 @@ export async function createEngine(options = {}) {
   signal && signal.addEventListener("abort", onAbort, { once: true });
   try {
     await client.ready;
-    const info = model == null ? null : await client.load(toSource(model), { quant, context, device, cache, maxStorageBinding }, onProgress);
+    const info = model == null ? null : await client.load(toSource(model), { quant, kvType, context, device, cache, maxStorageBinding }, onProgress);
     if (signal && signal.aborted) throw abortError(signal);
     return new Engine(client, info);
   } catch (err) {

@@ -1,0 +1,161 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+	"github.com/x448/float16"
+)
+
+// KV is a paged cache: the keys and the values of head h at slot s of
+// layer l are record (l·slots + s)·heads + h of K and V, slots being
+// blocks·blockSize.
+type KV struct {
+	shape backend.KVShape
+	K, V  KVStore
+}
+
+func (c *KV) Layers() int            { return c.shape.Layers }
+func (c *KV) Blocks() int            { return c.shape.Blocks }
+func (c *KV) BlockSize() int         { return c.shape.BlockSize }
+func (c *KV) Shape() backend.KVShape { return c.shape }
+func (c *KV) record(l, slot int) int {
+	return (l*c.shape.Blocks*c.shape.BlockSize + slot) * c.shape.Heads
+}
+func (c *KV) blockRecords() int { return c.shape.BlockSize * c.shape.Heads }
+
+// records appends to recs the records of kv head h at positions first to
+// last of sequence seq in layer l, through the table block by block.
+func (c *KV) records(recs []int, batch backend.Batch, seq, l, first, last, h int) []int {
+	bs, table := batch.BlockSize, batch.Tables[seq]
+	for p := first; p <= last; {
+		base := c.record(l, int(table[p/bs])*bs) + h
+		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
+			recs = append(recs, base+o*c.shape.Heads)
+		}
+	}
+	return recs
+}
+
+// KVStore holds the keys (or the values) of every record of a cache in
+// its type: f32 values, f16 halves, or int8 codes with a scale per record.
+// Attention reads it through dot and axpy, which compute on the stored
+// values directly (an int8 record's scale multiplies its sum once).
+type KVStore struct {
+	typ   backend.KVType
+	hd    int // values per record
+	f32   []float32
+	f16   []uint16
+	i8    []int8
+	scale []float32
+}
+
+func newKVStore(t backend.KVType, records, hd int) KVStore {
+	s := KVStore{typ: t, hd: hd}
+	switch t {
+	case backend.KVF16:
+		s.f16 = make([]uint16, records*hd)
+	case backend.KVInt8:
+		s.i8, s.scale = make([]int8, records*hd), make([]float32, records)
+	default:
+		s.f32 = make([]float32, records*hd)
+	}
+	return s
+}
+
+// bytes is what the store holds.
+func (s *KVStore) bytes() int64 {
+	return 4*int64(len(s.f32)) + 2*int64(len(s.f16)) + int64(len(s.i8)) + 4*int64(len(s.scale))
+}
+
+// put stores x (hd values) as record r.
+func (s *KVStore) put(r int, x []float32) {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		for i, v := range x {
+			s.f16[at+i] = KVHalf(v)
+		}
+	case backend.KVInt8:
+		s.scale[r] = QuantizeKV8(s.i8[at:at+s.hd], x)
+	default:
+		copy(s.f32[at:at+s.hd], x)
+	}
+}
+
+// copyRecords copies n records from src to dst (copy on write of a block).
+func (s *KVStore) copyRecords(dst, src, n int) {
+	a, b, m := dst*s.hd, src*s.hd, n*s.hd
+	switch s.typ {
+	case backend.KVF16:
+		copy(s.f16[a:a+m], s.f16[b:b+m])
+	case backend.KVInt8:
+		copy(s.i8[a:a+m], s.i8[b:b+m])
+		copy(s.scale[dst:dst+n], s.scale[src:src+n])
+	default:
+		copy(s.f32[a:a+m], s.f32[b:b+m])
+	}
+}
+
+// dot is q·(record r).
+func (s *KVStore) dot(q []float32, r int) float32 {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		return kernel.DotF16(q, s.f16[at:at+s.hd])
+	case backend.KVInt8:
+		var sum float32
+		for i, c := range s.i8[at : at+s.hd] {
+			sum += q[i] * float32(c)
+		}
+		return s.scale[r] * sum
+	}
+	return Dot(q, s.f32[at:at+s.hd])
+}
+
+// axpy adds a·(record r) to out.
+func (s *KVStore) axpy(out []float32, a float32, r int) {
+	at := r * s.hd
+	switch s.typ {
+	case backend.KVF16:
+		for i, h := range s.f16[at : at+s.hd] {
+			out[i] += a * float16.Frombits(h).Float32()
+		}
+	case backend.KVInt8:
+		as := a * s.scale[r]
+		for i, c := range s.i8[at : at+s.hd] {
+			out[i] += as * float32(c)
+		}
+	default:
+		kernel.Axpy(out, a, s.f32[at:at+s.hd])
+	}
+}
+
+// QuantizeKV8 sets codes to the int8 codes of x and returns their scale,
+// so that x[i] ≈ scale·codes[i]: symmetric, scale = max|x|/127, each code
+// x[i]·(127/max|x|) rounded to the nearest (ties to even) and clamped to
+// -127..127. A head of zeros has scale 0. It is the twin of kv_put in
+// shaders/kv.inc.wgsl.
+func QuantizeKV8(codes []int8, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	var inv float32
+	if amax > 0 {
+		inv = 127 / amax
+	}
+	for i, v := range x {
+		codes[i] = int8(max(-127, min(127, math.RoundToEven(float64(v*inv)))))
+	}
+	return amax / 127
+}
+
+// KVHalf is v as an f16 cache holds it: the nearest half (ties to even),
+// clamped to the finite range so that a large value does not become Inf.
+func KVHalf(v float32) uint16 {
+	const top = 65504
+	return dtype.HalfBits(max(-top, min(v, top)))
+}

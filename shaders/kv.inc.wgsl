@@ -1,0 +1,101 @@
+{{/*
+kv.inc.wgsl: the KV cache's formats, for the kernels that read or write it
+(shaders.KVKernels), specialised by Fusion.KV: "" (f32), "f16" or "int8".
+
+The cache of a layer holds one record per (slot, kv head): the head's
+values padded with zeros to HV = ceil(head_dim / 4) groups of 4, each
+group one element of the binding, and for int8 the record's scale after
+them:
+
+  f32   HV × vec4<f32>
+  f16   HV × vec2<u32>, two halves a word (pack2x16float: core WGSL, no
+        shader-f16 needed)
+  int8  HV × u32, four codes a word, lowest byte first, then the f32
+        scale's bits: value = scale·code, codes in -127..127
+
+Record r of kv head h at slot s is (s·kv_heads + h), its first element
+r·(HV, or HV + 1 for int8). Twin: runtime/cpu's kvStore (put, get) and
+QuantizeKV8.
+*/}}
+
+{{define "kv_elem"}}{{if eq .KV "int8"}}u32{{else if eq .KV "f16"}}vec2<u32>{{else}}vec4<f32>{{end}}{{end}}
+
+{{define "kv_attend_bindings"}}
+// What both attention kernels read: the queries, the layer's cache, and
+// each row's position, sequence and its sequence's block table.
+@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> kc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(6) var<storage, read> vc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(7) var<storage, read> pos: array<i32>;
+@group(0) @binding(8) var<storage, read> seq: array<i32>;
+@group(0) @binding(9) var<storage, read> tables: array<i32>;
+{{- end}}
+
+{{define "kv_rec"}}
+// kv_rec is the first element of the record of kv head `head` at slot
+// `slot`, for heads of hv groups of 4 values.
+fn kv_rec(slot: u32, head: u32, kv_heads: u32, hv: u32) -> u32 {
+    return (slot * kv_heads + head) * (hv{{if eq .KV "int8"}} + 1u{{end}});
+}
+{{end}}
+
+{{define "kv_read"}}
+// {{.Buf}}_raw is group e of the record at rec as stored, before its scale.
+fn {{.Buf}}_raw(rec: u32, e: u32) -> vec4<f32> {
+    let w = {{.Buf}}[rec + e];
+{{- if eq .KV "int8"}}
+    return vec4<f32>(vec4<i32>(i32(w << 24u), i32(w << 16u), i32(w << 8u), i32(w)) >> vec4<u32>(24u));
+{{- else if eq .KV "f16"}}
+    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+{{- else}}
+    return w;
+{{- end}}
+}
+
+// {{.Buf}}_scale is what the record's raw values are multiplied by.
+fn {{.Buf}}_scale(rec: u32, hv: u32) -> f32 {
+{{- if eq .KV "int8"}}
+    return bitcast<f32>({{.Buf}}[rec + hv]);
+{{- else}}
+    return 1.0;
+{{- end}}
+}
+{{end}}
+
+{{define "kv_put"}}
+// {{.Buf}}_put stores the head of hd values at {{.Src}}[at..] as the record
+// at rec, zero past hd.
+fn {{.Buf}}_put(rec: u32, at: u32, hd: u32) {
+    let hv = (hd + 3u) / 4u;
+{{- if eq .KV "int8"}}
+    var amax = 0.0;
+    for (var d = 0u; d < hd; d++) {
+        amax = max(amax, abs({{.Src}}[at + d]));
+    }
+    var inv = 0.0;
+    if (amax > 0.0) {
+        inv = 127.0 / amax;
+    }
+{{- end}}
+    for (var e = 0u; e < hv; e++) {
+        var x = vec4<f32>(0.0);
+        for (var c = 0u; c < 4u; c++) {
+            if (4u * e + c < hd) {
+                x[c] = {{.Src}}[at + 4u * e + c];
+            }
+        }
+{{- if eq .KV "int8"}}
+        let b = vec4<u32>(vec4<i32>(clamp(round(x * inv), vec4<f32>(-127.0), vec4<f32>(127.0)))) & vec4<u32>(0xffu);
+        {{.Buf}}[rec + e] = b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+{{- else if eq .KV "f16"}}
+        let h = clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0));
+        {{.Buf}}[rec + e] = vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));
+{{- else}}
+        {{.Buf}}[rec + e] = x;
+{{- end}}
+    }
+{{- if eq .KV "int8"}}
+    {{.Buf}}[rec + hv] = bitcast<u32>(amax / 127.0);
+{{- end}}
+}
+{{end}}
