@@ -86,6 +86,12 @@ func TestProject(t *testing.T) {
 		{backend.F16, "gemv-gpu", 128, 1, 0},
 		{backend.Int4, "", 64, 2, 8192},
 		{backend.F32, "", 64, 3, 8192},
+		{backend.Int8, "", 96, 1, 0},
+		{backend.Int8, "prologue", 70, 3, 0},
+		{backend.Int8, "gemv-gpu", 200, 5, 0},
+		{backend.Int8, "gemm", 72, 17, 0},
+		{backend.Int8, "", 70, 2, 0}, // k % 4 != 0
+		{backend.Int8, "", 64, 2, 8192},
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {

@@ -1,0 +1,67 @@
+package kernel
+
+import "github.com/tessera-llm/tessera/models/dtype"
+
+// Group8 is the Int8 weight format's group: 16 inputs share a scale and
+// a min.
+const Group8 = dtype.Int8GroupSize
+
+// GroupSums8 sets sums[g] to the sum of inputs 16g..16g+15 of x (a short
+// last group sums what it has), in the order of dotQ8Go's lanes: lane k
+// adds inputs k and k+8, then the lanes fold as a register does. An Int8
+// product meets each group's min with it, so a row of x, summed once,
+// serves every weight row.
+func GroupSums8(x, sums []float32) {
+	for g := range sums {
+		var in [Group8]float32
+		copy(in[:], x[g*Group8:min(len(x), (g+1)*Group8)])
+		var l [Lanes]float32
+		for k := range Lanes {
+			l[k] = in[k] + in[k+Lanes]
+		}
+		sums[g] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+	}
+}
+
+// DotQ8 returns the dot product of an Int8 row (its codes and scale|min
+// words, as dtype.Int8 lays out one row) with the f32 row x, whose group
+// sums (GroupSums8) are sums:
+//
+//	Σ_g  s_g·Σ_i q_i·x_i  +  m_g·sum_g
+//
+// in the order dotQ8Go spells out. x stays f32 (the activations the GPU
+// kernels read), so both backends compute the same products up to the
+// order of their sums. len(x) may be short of a whole last group.
+func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
+	return dotQ8Go(codes, scales, x, sums)
+}
+
+// dotQ8Go is the definition of DotQ8. Per group, lane k (0..7) takes
+// inputs k and k+8:
+//
+//	t_k = f32(q_k·x_k) + f32(q_{k+8}·x_{k+8});  acc_k += f32(s·t_k)
+//	macc += f32(m·sum_g)
+//
+// and at the end ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + macc.
+func dotQ8Go(codes, scales []uint32, x, sums []float32) float32 {
+	var acc [Lanes]float32
+	var macc float32
+	n := len(x)
+	for g, sm := range scales {
+		s, m := dtype.UnpackScaleMin(sm)
+		macc += float32(m * sums[g])
+		ws := codes[4*g : 4*g+4]
+		var in [Group8]float32
+		if n >= (g+1)*Group8 {
+			copy(in[:], x[g*Group8:])
+		} else {
+			copy(in[:], x[g*Group8:n])
+		}
+		for k := range Lanes {
+			a := float32(float32(uint8(ws[k/4]>>(8*(k%4)))) * in[k])
+			b := float32(float32(uint8(ws[2+k/4]>>(8*(k%4)))) * in[k+Lanes])
+			acc[k] += float32(s * (a + b))
+		}
+	}
+	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + macc
+}
