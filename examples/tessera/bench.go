@@ -70,6 +70,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
 		fmt.Fprintf(e.stdout, "memory            %s (weights %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes))
+		fmt.Fprintf(e.stdout, "weight storage    %s\n", r.WeightMix)
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
 			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil

@@ -46,7 +46,7 @@ func checkQuantized(t *testing.T, src, dst string, typ dtype.Type) []string {
 			t.Errorf("metadata %s: %v, source %v", e.Key, got, e.Value)
 		}
 	}
-	if v, _ := out.Uint("general.file_type"); v != uint64(ggufFileType[typ]) {
+	if v, _ := out.Uint("general.file_type"); v != uint64(quantTypes[strings.ToLower(typ.String())].fileType) {
 		t.Errorf("general.file_type = %d", v)
 	}
 	if len(out.Tensors) != len(in.Tensors) {
