@@ -59,6 +59,9 @@ func TestProject(t *testing.T) {
 		{name: "qkv-norm-bias", norm: true, parts: []int{40, 24, 24}, bias: true},
 		{name: "glu-norm", norm: true, parts: []int{36, 36}, glu: true},
 		{name: "glu", parts: []int{50, 50}, glu: true},
+		// As wide as the input (k 96): the norm's scratch and the up
+		// product's are of one shape (a model whose FFN equals its Dim).
+		{name: "glu-norm-square", norm: true, parts: []int{96, 96}, glu: true},
 		{name: "gate-up-split-norm", norm: true, parts: []int{36, 36}, pairs: true},
 		{name: "residual", parts: []int{33}, add: true},
 		{name: "head-norm", norm: true, parts: []int{77}},
