@@ -58,7 +58,7 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 func storageName(mf modelFlags) string {
 	s := mf.quant
 	if s == "" {
-		s = "default (int4 on WebGPU, the file's own on the CPU)"
+		s = "default (the file's own; float matrices mixed on WebGPU from 32 MiB)"
 	}
 	if mf.noCalibration {
 		s += ", uncalibrated"
