@@ -1,10 +1,6 @@
 package dtype
 
-import (
-	"fmt"
-	"runtime"
-	"sync"
-)
+import "fmt"
 
 // Int8GroupSize is how many consecutive values of a row share one scale and
 // one min in the Int8 format.
@@ -277,21 +273,7 @@ func QuantizeInt8(src []float32, rows, cols int) *Int8 {
 			}
 		}
 	}
-	workers := runtime.GOMAXPROCS(0)
-	if rows*cols < 1<<16 || workers == 1 {
-		work(0, rows)
-		return m
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		r0, r1 := rows*w/workers, rows*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(r0, r1)
-		}()
-	}
-	wg.Wait()
+	parallelRows(rows, cols, work)
 	return m
 }
 
