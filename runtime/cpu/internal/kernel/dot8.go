@@ -29,11 +29,25 @@ func GroupSums8(x, sums []float32) {
 //
 //	Σ_g  s_g·Σ_i q_i·x_i  +  m_g·sum_g
 //
-// in the order dotQ8Go spells out. x stays f32 (the activations the GPU
-// kernels read), so both backends compute the same products up to the
-// order of their sums. len(x) may be short of a whole last group.
+// in the order dotQ8Go spells out, on every path (AVX2 for whole groups
+// where the CPU has it). x stays f32 (the activations the GPU kernels
+// read), so both backends compute the same products up to the order of
+// their sums. len(x) may be short of a whole last group.
 func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
-	return dotQ8Go(codes, scales, x, sums)
+	g := len(scales)
+	if g == 0 {
+		return 0
+	}
+	_, _ = codes[4*g-1], sums[g-1]
+	var acc [Lanes]float32
+	var macc float32
+	full := 0
+	if hasAVX2 {
+		if full = min(g, len(x)/Group8); full > 0 {
+			macc = dotQ8AVX2(&codes[0], &scales[0], &x[0], &sums[0], full, &acc)
+		}
+	}
+	return dotQ8Fold(&acc, dotQ8Groups(codes, scales, x, sums, full, &acc, macc))
 }
 
 // dotQ8Go is the definition of DotQ8. Per group, lane k (0..7) takes
@@ -45,23 +59,29 @@ func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
 // and at the end ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + macc.
 func dotQ8Go(codes, scales []uint32, x, sums []float32) float32 {
 	var acc [Lanes]float32
-	var macc float32
+	return dotQ8Fold(&acc, dotQ8Groups(codes, scales, x, sums, 0, &acc, 0))
+}
+
+// dotQ8Groups adds groups g0... to acc and returns macc with their min
+// terms added (dotQ8Go's loop).
+func dotQ8Groups(codes, scales []uint32, x, sums []float32, g0 int, acc *[Lanes]float32, macc float32) float32 {
 	n := len(x)
-	for g, sm := range scales {
-		s, m := dtype.UnpackScaleMin(sm)
+	for g := g0; g < len(scales); g++ {
+		s, m := dtype.UnpackScaleMin(scales[g])
 		macc += float32(m * sums[g])
 		ws := codes[4*g : 4*g+4]
 		var in [Group8]float32
-		if n >= (g+1)*Group8 {
-			copy(in[:], x[g*Group8:])
-		} else {
-			copy(in[:], x[g*Group8:n])
-		}
+		copy(in[:], x[g*Group8:min(n, (g+1)*Group8)])
 		for k := range Lanes {
 			a := float32(float32(uint8(ws[k/4]>>(8*(k%4)))) * in[k])
 			b := float32(float32(uint8(ws[2+k/4]>>(8*(k%4)))) * in[k+Lanes])
 			acc[k] += float32(s * (a + b))
 		}
 	}
+	return macc
+}
+
+// dotQ8Fold is dotQ8Go's horizontal sum.
+func dotQ8Fold(acc *[Lanes]float32, macc float32) float32 {
 	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + macc
 }

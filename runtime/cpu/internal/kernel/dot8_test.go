@@ -53,3 +53,33 @@ func TestDotQ8(t *testing.T) {
 		})
 	}
 }
+
+// TestDotQ8Twin: the AVX2 kernel gives dotQ8Go's bits, on widths with and
+// without a short last group, subnormal scales and zero rows included.
+func TestDotQ8Twin(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, k := range []int{1, 16, 17, 31, 48, 100, 576, 2048} {
+		w := make([]float32, 4*k)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for i := range w[k : 2*k] { // row 1: tiny, subnormal halves
+			w[k+i] *= 1e-6
+		}
+		clear(w[2*k : 3*k]) // row 2: zero
+		m := dtype.QuantizeInt8(w, 4, k)
+		x := make([]float32, k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		sums := make([]float32, m.Groups())
+		GroupSums8(x, sums)
+		G := m.Groups()
+		for j := range 4 {
+			c, s := m.Codes[4*j*G:4*(j+1)*G], m.Scales[j*G:(j+1)*G]
+			if got, want := DotQ8(c, s, x, sums), dotQ8Go(c, s, x, sums); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("k %d row %d: %v (%s), twin %v", k, j, got, Path(), want)
+			}
+		}
+	}
+}
