@@ -63,6 +63,9 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	if mixed { // int8 costs 10 bits a value against int4's 5
 		e.Weights += int64(MixedShare*float64(layerFloats)) * 5 / 8
 	}
+	if mixed && layerFloats == 0 && !hasFloatMatrix(m) {
+		e.Quant = "" // nothing for the policy to quantize
+	}
 	if e.Quant == "" { // the file's own: named by the storage of most bytes
 		var most int64
 		for _, u := range WeightMix(m, ws) {
@@ -77,4 +80,14 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	e.Scratch = 4 * rows * int64(c.Vocab+4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim)
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
+}
+
+// hasFloatMatrix reports whether m keeps any matrix in floats.
+func hasFloatMatrix(m *models.Model) bool {
+	for _, t := range m.Tensors {
+		if len(t.Shape) == 2 && floatType(t.Type) {
+			return true
+		}
+	}
+	return false
 }
