@@ -33,7 +33,7 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	}
 	context = min(context, c.Context)
 	ws := WeightStorage{}
-	mixed := quant == Mixed || quant == "" && device != "cpu" && f32Bytes(m) >= smallModel
+	mixed := mixedFor(m, quant, device)
 	switch {
 	case mixed:
 		// The head and tables in int8; the layer matrices MixedInt8

@@ -128,29 +128,31 @@ func weightStorage(opts Options, be backend.Backend, m *models.Model) (WeightSto
 // and HeadFloat headFloat on device ("webgpu" or "cpu") chooses; for the
 // mixed policy it measures m's matrices (MixedInt8).
 func PlanStorage(m *models.Model, quant, device string, headFloat bool) (WeightStorage, error) {
-	opts := Options{Quant: quant, HeadFloat: headFloat}
-	ws := WeightStorage{HeadFloat: opts.HeadFloat}
-	mixed := opts.Quant == Mixed
-	if opts.Quant == "" {
-		mixed = device == "webgpu" && f32Bytes(m) >= smallModel
-	}
-	if mixed {
+	ws := WeightStorage{HeadFloat: headFloat}
+	if mixedFor(m, quant, device) {
 		ws.Floats = backend.Int4
 		var err error
-		if ws.Int8, err = MixedInt8(m, opts.HeadFloat); err != nil {
+		if ws.Int8, err = MixedInt8(m, headFloat); err != nil {
 			return ws, fmt.Errorf("mixed quantization: %w", err)
 		}
 		return ws, nil
 	}
-	if opts.Quant == "" {
+	if quant == "" {
 		return ws, nil
 	}
-	s, err := backend.ParseStorage(opts.Quant)
+	s, err := backend.ParseStorage(quant)
 	if err != nil {
 		return ws, fmt.Errorf("--quant: %w (or %s)", err, Mixed)
 	}
 	ws.Max, ws.Floats = s, s
 	return ws, nil
+}
+
+// mixedFor reports whether Options.Quant quant on device puts m's float
+// matrices in the mixed policy: asked for, or the default on WebGPU for
+// models of at least smallModel.
+func mixedFor(m *models.Model, quant, device string) bool {
+	return quant == Mixed || quant == "" && device == "webgpu" && f32Bytes(m) >= smallModel
 }
 
 // CheckQuant validates an Options.Quant value.
