@@ -265,6 +265,24 @@ func (t *Tensor) Int4() (*dtype.Int4, error) {
 	return q, nil
 }
 
+// Int8 returns the tensor in Tessera's int8 format, its bytes converted
+// by dtype.ToInt8 (Q8_0, Q5_0, Q5_1, Q5_K and Q6_K keep their codes; other
+// types are quantized group by group). The tensor must be a matrix.
+func (t *Tensor) Int8() (*dtype.Int8, error) {
+	if len(t.Shape) != 2 {
+		return nil, fmt.Errorf("tensor %s: int8 needs a matrix, not shape %v", t.Name, t.Shape)
+	}
+	raw, err := t.Raw()
+	if err != nil {
+		return nil, err
+	}
+	q, err := dtype.ToInt8(t.Type, raw, t.Shape[0], t.Shape[1])
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return q, nil
+}
+
 // Model is a loaded model description: config, tensors and tokenizer.
 type Model struct {
 	Config    Config

@@ -35,6 +35,7 @@ type BenchResult struct {
 	DispatchesPerToken float64 `json:"dispatches_per_token"`
 	MemoryBytes        int64   `json:"memory_bytes"`
 	WeightBytes        int64   `json:"weight_bytes"`
+	WeightMix          string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
 	DecodeBytes        int64   `json:"decode_bytes_per_token"`
 	DecodeGBps         float64 `json:"decode_gbps"`
 	CopyGBps           float64 `json:"copy_gbps"`
@@ -141,6 +142,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
 	r.KVType, r.KVBytes = e.KVType().String(), e.KVBytes()
+	r.WeightMix = FormatMix(e.WeightMix())
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
 	r.DecodeGBps = float64(r.DecodeBytes) * r.DecodeTPS / 1e9
 	if r.CopyGBps, err = e.copyBandwidth(); err != nil {

@@ -266,13 +266,16 @@ func matrixParams(m *models.Model, headFloat bool) int {
 // BOS gives the sampling nowhere to start: such a model keeps the
 // per-group search rather than failing to load.
 func calibrateForLoad(m *models.Model, ws WeightStorage, opts Options) error {
-	if ws.Matrices != backend.Int4 || opts.NoCalibration || m.Tokenizer.BOS() < 0 {
+	if ws.Floats != backend.Int4 || opts.NoCalibration || m.Tokenizer.BOS() < 0 {
 		return nil
 	}
 	if n := matrixParams(m, ws.HeadFloat); n == 0 || n > MaxCalibratedAtLoad {
 		return nil
 	}
-	qs, _, err := CalibrateInt4(context.Background(), m, Calibration{Threads: opts.Threads, HeadFloat: ws.HeadFloat})
+	// Only the matrices kept in int4: the mixed policy's int8 ones (the
+	// head among them) need no calibration.
+	int4 := func(t *models.Tensor) bool { return ws.For(t, m.Config) == backend.Int4 }
+	qs, _, err := CalibrateInt4(context.Background(), m, Calibration{Threads: opts.Threads, HeadFloat: ws.HeadFloat, Only: int4})
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type Engine struct {
 	net   *llama
 	pool  *kvcache.Pool
 	note  string
+	ws    WeightStorage // how the weights are stored (WeightMix)
 
 	// Set at load.
 	chat       chat.Renderer // the model's chat template
@@ -140,7 +141,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
-	return &Engine{model: m, be: be, net: net, pool: pool, chat: chatTemplate(m),
+	return &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}, nil
 }
 
@@ -156,6 +157,9 @@ func (e *Engine) Chat() chat.Renderer { return e.chat }
 
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.model.Tokenizer }
+
+// WeightMix is how many matrices (and bytes) each storage keeps.
+func (e *Engine) WeightMix() []StorageUse { return WeightMix(e.model, e.ws) }
 
 // WeightBytes is the size of the weights as the backend stores them.
 func (e *Engine) WeightBytes() int64 { return e.net.weightBytes() }

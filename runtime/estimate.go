@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -10,11 +9,13 @@ import (
 // its description alone (no weights read): what a page shows before it
 // downloads a gigabyte.
 type MemoryEstimate struct {
-	Quant   string // the weight storage chosen: "int4", "f16" or "f32"
-	Context int    // tokens of KV cache reserved
-	Weights int64  // bytes of weights on the device
-	KV      int64  // bytes of KV cache for Context tokens
-	Scratch int64  // activations and logits, roughly
+	// Quant is the weight storage: the one asked for, "mixed" where that
+	// is the default, else (the file's own) the storage of most bytes.
+	Quant   string
+	Context int   // tokens of KV cache reserved
+	Weights int64 // bytes of weights on the device
+	KV      int64 // bytes of KV cache for Context tokens
+	Scratch int64 // activations and logits, roughly
 	Total   int64
 	// Largest is the biggest single weight buffer, which must fit the
 	// device's maxStorageBufferBindingSize.
@@ -31,37 +32,47 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 		context = min(c.Context, DefaultContext)
 	}
 	context = min(context, c.Context)
-	be := backend.F32
-	if quant == "" {
-		var bytes int64
-		for _, t := range m.Tensors {
-			bytes += 4 * int64(t.Elements())
-		}
-		if device != "cpu" && bytes >= smallModel {
-			be = backend.Int4
-		}
-	} else {
+	ws := WeightStorage{}
+	mixed := mixedFor(m, quant, device)
+	switch {
+	case mixed:
+		// The head and tables in int8; the layer matrices MixedInt8
+		// would pick by measurement are counted below by their share.
+		ws.Floats, ws.Int8 = backend.Int4, map[string]bool{models.Output: true, models.TokenEmbedding: true}
+	case quant != "":
 		s, err := backend.ParseStorage(quant)
 		if err != nil {
 			return MemoryEstimate{}, err
 		}
-		be = s
+		ws.Max, ws.Floats = s, s
 	}
-	e := MemoryEstimate{Quant: be.String(), Context: context}
-	ws := WeightStorage{Matrices: be}
+	e := MemoryEstimate{Quant: quant, Context: context}
+	if mixed {
+		e.Quant = Mixed
+	}
+	var layerFloats int64 // parameters of float layer matrices in int4
 	for _, t := range m.Tensors {
-		n := int64(t.Elements())
-		var b int64
-		switch ws.For(t, c) {
-		case backend.Int4:
-			b = dtype.Int4Bytes(t.Shape[0], t.Shape[1])
-		case backend.F16:
-			b = 2 * n
-		default:
-			b = 4 * n
+		s := ws.For(t, c)
+		b := storageBytes(t, s)
+		if s == backend.Int4 && floatType(t.Type) {
+			layerFloats += int64(t.Elements())
 		}
 		e.Weights += b
 		e.Largest = max(e.Largest, b)
+	}
+	if mixed { // int8 costs 10 bits a value against int4's 5
+		e.Weights += int64(MixedShare*float64(layerFloats)) * 5 / 8
+	}
+	if mixed && layerFloats == 0 && !hasFloatMatrix(m) {
+		e.Quant = "" // nothing for the policy to quantize
+	}
+	if e.Quant == "" { // the file's own: named by the storage of most bytes
+		var most int64
+		for _, u := range WeightMix(m, ws) {
+			if u.Bytes > most {
+				most, e.Quant = u.Bytes, u.Storage.String()
+			}
+		}
 	}
 	blocks := int64((context + DefaultBlockSize - 1) / DefaultBlockSize)
 	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
@@ -69,4 +80,14 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	e.Scratch = 4 * rows * int64(c.Vocab+4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim)
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
+}
+
+// hasFloatMatrix reports whether m keeps any matrix in floats.
+func hasFloatMatrix(m *models.Model) bool {
+	for _, t := range m.Tensors {
+		if len(t.Shape) == 2 && floatType(t.Type) {
+			return true
+		}
+	}
+	return false
 }

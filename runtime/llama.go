@@ -155,7 +155,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 }
 
 // fuse uploads the named tensors as one weight (backend.Fuse), in the
-// storage the first one would have alone.
+// widest storage any of them would have alone (WeightStorage.Fused).
 func (n *llama) fuse(m *models.Model, ws WeightStorage, glu bool, names ...string) (backend.Weight, error) {
 	ts := make([]*models.Tensor, len(names))
 	for i, name := range names {
@@ -165,7 +165,7 @@ func (n *llama) fuse(m *models.Model, ws WeightStorage, glu bool, names ...strin
 		}
 		ts[i] = t
 	}
-	s := ws.For(ts[0], n.cfg)
+	s := ws.Fused(ts, n.cfg)
 	w, err := n.be.Fuse(ts, s, glu)
 	if err != nil {
 		return nil, fmt.Errorf("upload %s as %s: %w", strings.Join(names, "+"), s, err)

@@ -32,12 +32,18 @@ type Options struct {
 	// Context caps the sequence length (and so the KV cache); 0 means the
 	// model's own, up to DefaultContext.
 	Context int
-	// Quant is how weight matrices and the embedding table are stored:
-	// "int4", "f16" or "f32"; "" means int4 on WebGPU (f32 for models under
-	// 32 MiB of weights, which gain nothing from it) and on the CPU each
-	// matrix as the file stores it (WeightStorage.Native: Q4_0, Q4_1 and
-	// Q4_K as int4, F16 as f16, the rest f32). Norm weights stay f32. See
-	// WeightStorage.
+	// Quant is how weight matrices and the embedding table are stored.
+	// Every quantized matrix keeps its file's precision in the narrowest
+	// storage that holds it (Native: Q4_x as int4; Q5_x, Q6_K and Q8_0 as
+	// int8) and is never widened. "int4", "int8", "f16" or "f32" is a
+	// ceiling chosen by the user: every matrix stored wider is narrowed to
+	// it, and float matrices take it ("int4" is pure 4-bit). "mixed" puts
+	// float matrices in int4 but for the head, the embeddings and the
+	// most sensitive ones, in int8 (MixedInt8). "" means mixed on WebGPU
+	// for models of at least 32 MiB of f32 weights (smaller ones decode at
+	// the speed of their dispatches and gain nothing), and float matrices
+	// as the file keeps them elsewhere (F16 as f16, F32 and BF16 as f32).
+	// Norm weights stay f32. See WeightStorage.
 	//
 	// Int4 matrices are calibrated (GPTQ over text the model samples
 	// itself, see CalibrateInt4) when the model has at most

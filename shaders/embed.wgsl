@@ -9,13 +9,5 @@ struct Params { cols: u32, cap: u32, row0: u32, nrows: u32 }
 @group(0) @binding(3) var<storage, read> table: array<f32>;
 @group(0) @binding(4) var<storage, read> tokens: array<i32>;
 
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = id.x + id.y * groups.x * 256u;
-    if (i >= min(p.cap, step.rows) * p.cols) { return; }
-    let r = i / p.cols;
-    let c = i % p.cols;
-    let t = u32(tokens[r]);
-    if (t < p.row0 || t >= p.row0 + p.nrows) { return; }
-    dst[i] = table[(t - p.row0) * p.cols + c];
-}
+fn value(row: u32, c: u32) -> f32 { return table[row * p.cols + c]; }
+{{template "embed_main" .}}

@@ -133,6 +133,25 @@ var<private> squares: array<f32, MAXM>;
 {{- end}}
 {{end}}
 
+{{define "gemv_head"}}
+{{- /* The start of a GEMV (matmul_gemv, matmul_f16_gemv, quant_gemv): its
+tree sum's workgroup memory, and main up to r0 (the block's first row),
+rows (of the block), k4 (vec4s a row) and lane (of the column's TPC
+invocations). Needs WG, MAXM, TPC. */}}
+// partial[m * WG + t] is invocation t's sum for row m of the block.
+const PARTIALS = WG * MAXM;
+var<workgroup> partial: array<f32, PARTIALS>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) t: u32,
+        @builtin(workgroup_id) g: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let r0 = g.z * MAXM;
+    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
+    let k4 = p.k / 4u;
+    let lane = t % TPC;
+{{- end}}
+
 {{define "sum_tree"}}
 {{- /* The end of a GEMV whose TPC invocations a column split its inputs:
 their sums acc[m] are added in a tree in workgroup memory, then lane 0

@@ -1,5 +1,5 @@
 {{define "gemm"}}
-{{- /* The tiled GEMM that matmul_gemm, matmul_f16_gemm and matmul_int4_gemm
+{{- /* The tiled GEMM that matmul_gemm, matmul_f16_gemm, matmul_int4_gemm and int8
 share (see matmul_gemm for the algorithm). The kernel declares Params (k,
 n, cap, col0, nrows), the bindings (dst, x and its weight), TM, BK and
 fn load_w(k0: u32, c0: u32, t: u32), which writes the BN×BK tile of its

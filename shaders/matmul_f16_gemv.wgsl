@@ -24,21 +24,11 @@ override MAXM: u32 = 1u;
 const WG = 256u;
 const NC = WG / TPC;
 
-const PARTIALS = WG * MAXM;
-var<workgroup> partial: array<f32, PARTIALS>;
-
 fn half4(v: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y));
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) t: u32,
-        @builtin(workgroup_id) g: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>) {
-    let r0 = g.z * MAXM;
-    let rows = min(min(p.cap, step.rows) - r0, MAXM);
-    let k4 = p.k / 4u;
-    let lane = t % TPC;
+{{template "gemv_head" .}}
     let j = (g.x + g.y * groups.x) * NC + t / TPC;
     let xbase = r0 * k4;
 {{template "norm" .}}

@@ -40,18 +40,7 @@ override MAXM: u32 = 1u;
 const WG = 256u;
 const NC = WG / TPC;
 
-// partial[m * WG + t] is invocation t's sum for row m of the block.
-const PARTIALS = WG * MAXM;
-var<workgroup> partial: array<f32, PARTIALS>;
-
-@compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) t: u32,
-        @builtin(workgroup_id) g: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>) {
-    let r0 = g.z * MAXM;
-    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
-    let k4 = p.k / 4u;
-    let lane = t % TPC;
+{{template "gemv_head" .}}
     let j = (g.x + g.y * groups.x) * NC + t / TPC; // column within the part
     let xbase = r0 * k4;
 {{template "norm" .}}

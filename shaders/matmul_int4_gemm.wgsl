@@ -14,22 +14,9 @@
 // values of a short last group meet zeros of x and add nothing.
 //
 // Workgroup memory: 32·(BM+1) + 32·(BN+1) floats (16.4 KiB at TM = 4).
-// Twin: runtime/cpu MatMulQ (summed in the same order within each output:
-// k ascending).
-struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tm: u32 }
-
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> x: array<f32>;
-@group(0) @binding(4) var<storage, read> codes: array<u32>;
-@group(0) @binding(5) var<storage, read> scales: array<u32>;
-
-// TM is the rows of the register block (Params.tm repeats it so that call
-// sites with different TM never share a cached pipeline).
-override TM: u32 = 4u;
-const BK = 32u; // one group
-
+// The declarations and the GEMM are quant_gemm.inc.wgsl, shared with
+// matmul_int8_gemm. Twin: runtime/cpu MatMulQ (summed in the same order
+// within each output: k ascending).
 // load_w: invocation t takes word t % 4 of column t / 4 of group k0 / 32.
 fn load_w(k0: u32, c0: u32, t: u32) {
     let gi = k0 / BK;
@@ -46,4 +33,4 @@ fn load_w(k0: u32, c0: u32, t: u32) {
         ws[(wi * 8u + i) * WS + c] = sm.x * f32((word >> (4u * i)) & 15u) + sm.y;
     }
 }
-{{template "gemm" .}}
+{{template "quant_gemm" .}}

@@ -190,7 +190,7 @@ func Names() []string {
 
 // Fusable lists the kernels that compose with a Fusion, and Fusions the
 // fusions the forward pass asks of them (for validation).
-var Fusable = []string{"matmul_int4_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
+var Fusable = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
 
 // Fusions lists the compositions of the forward pass: q/k/v with and
 // without biases and norm, gate/up with GLU or split, residual adds, the

@@ -135,7 +135,35 @@ func catalogueModel(t *testing.T, m catalogueEntry) *models.Model {
 	}
 	mod := &models.Model{Config: s.Config, Format: "gguf", Tensors: map[string]*models.Tensor{}}
 	for _, ts := range models.LlamaTensors(s.Config) {
-		mod.Tensors[ts.Name] = models.NewTensor(ts.Name, ts.Shape, dtype.F16, nil)
+		mod.Tensors[ts.Name] = models.NewTensor(ts.Name, ts.Shape, fileType(m.Name, ts.Name, ts.Shape), nil)
 	}
 	return mod
+}
+
+// fileType is the type a catalogue file stores a tensor in, from the
+// quant tag of its name, as llama.cpp writes them: vectors F32; Q8_0
+// files Q8_0; Q4_K_M files Q6_K for the head and table and Q4_K for the
+// rest, each falling back (Q6_K to Q8_0, Q4_K to Q5_0) where rows are not
+// whole 256-value super-blocks. (Q4_K_M's Q6_K for half the attn_v and
+// ffn_down is left out: a few percent of the bytes.)
+func fileType(name, tensor string, shape []int) dtype.Type {
+	cols := shape[len(shape)-1]
+	switch {
+	case len(shape) == 1:
+		return dtype.F32
+	case strings.Contains(name, "Q8_0"):
+		return dtype.Q8_0
+	case strings.Contains(name, "Q4_K_M"):
+		hi := tensor == models.Output || tensor == models.TokenEmbedding
+		switch {
+		case hi && cols%256 == 0:
+			return dtype.Q6_K
+		case hi:
+			return dtype.Q8_0
+		case cols%256 == 0:
+			return dtype.Q4_K
+		}
+		return dtype.Q5_0
+	}
+	return dtype.F16
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // setupEmbed: tessera embed --model M TEXT... (or lines on standard input)
@@ -43,10 +42,8 @@ func setupEmbed(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
-		if m.quant != "" {
-			if _, err := backend.ParseStorage(m.quant); err != nil {
-				return usageError{err}
-			}
+		if err := runtime.CheckQuant(m.quant); err != nil {
+			return usageError{err}
 		}
 		emb, err := m.loadEmbedder(e, path)
 		if err != nil {

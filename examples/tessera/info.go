@@ -19,6 +19,7 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 	tok := fs.String("tokenizer", "", "tokenizer file, for llama2.c checkpoints")
 	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use")
 	adapter := fs.String("adapter", "", "with --device: the adapter to open (index or name substring)")
+	quant := fs.String("quant", "", "the weight storage to describe, as run's --quant (mixed measures every float matrix)")
 	var offline bool
 	offlineFlag(fs, &offline)
 	return func(ctx context.Context, e *env) error {
@@ -87,6 +88,13 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		sort.Strings(ts)
 		fmt.Fprintf(w, "tensors\t%d (%s), %d parameters\n", len(m.Tensors), strings.Join(ts, ", "), params)
+		for _, dev := range []string{"cpu", "webgpu"} {
+			ws, err := runtime.PlanStorage(m, *quant, dev, false)
+			if err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintf(w, "storage on %s\t%s\n", dev, runtime.FormatMix(runtime.WeightMix(m, ws)))
+		}
 		w.Flush()
 		fmt.Fprintln(e.stdout)
 		w = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)

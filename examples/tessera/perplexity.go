@@ -146,7 +146,7 @@ func printDivergence(e *env, d *runtime.Divergence, refPath string) {
 func storageName(mf modelFlags) string {
 	s := mf.quant
 	if s == "" {
-		s = "default (int4 on WebGPU, the file's own on the CPU)"
+		s = "default (the file's own; float matrices mixed on WebGPU from 32 MiB)"
 	}
 	if mf.noCalibration {
 		s += ", uncalibrated"

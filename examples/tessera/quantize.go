@@ -19,7 +19,8 @@ import (
 func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 	in := fs.String("model", "", "input GGUF model, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	out := fs.String("out", "", "output GGUF file (required)")
-	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, or q4_1 calibrated by GPTQ")
+	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q4_1 calibrated by GPTQ, "+
+		"or the mixes q4_k_m and q5_k_m (Q4_K or Q5_K, with Q6_K for the head, embeddings and the matrices 4 bits damage most)")
 	tokens := fs.Int("calib-tokens", runtime.DefaultCalibrationTokens, "q4_1: tokens of text the model samples to calibrate on")
 	seed := fs.Uint64("calib-seed", 0, "q4_1: seed of the calibration text")
 	threads := fs.Int("threads", 0, "q4_1: goroutines of the calibration (0: one per core)")
@@ -29,13 +30,19 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 		if *in == "" || *out == "" {
 			return usagef("--model and --out are required")
 		}
-		t, ok := map[string]dtype.Type{"q4_0": dtype.Q4_0, "q4_1": dtype.Q4_1, "q4_k": dtype.Q4_K}[strings.ToLower(*typ)]
+		q, ok := quantTypes[strings.ToLower(*typ)]
 		if !ok {
-			return usagef("--type %q (want q4_0, q4_1 or q4_k)", *typ)
+			return usagef("--type %q (want q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q4_k_m or q5_k_m)", *typ)
 		}
+		t := q.base
 		var err error
 		if *in, err = modelPath(ctx, e, *in, offline); err != nil {
 			return err
+		}
+		if q.mixed {
+			if q.hi, err = mixedInt8(*in); err != nil {
+				return err
+			}
 		}
 		var calibrated map[string]*dtype.Int4
 		if t == dtype.Q4_1 {
@@ -46,11 +53,11 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 				return err
 			}
 		}
-		st, err := quantizeGGUF(ctx, *in, *out, t, calibrated, e.stderr)
+		st, err := quantizeGGUF(ctx, *in, *out, q, calibrated, e.stderr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "wrote %s: %d of %d tensors as %v, %s → %s\n", *out, st.quantized, st.tensors, t,
+		fmt.Fprintf(e.stderr, "wrote %s: %d of %d tensors quantized (%s), %s → %s\n", *out, st.quantized, st.tensors, st.mix(),
 			formatMiB(st.inBytes), formatMiB(st.outBytes))
 		return nil
 	}
@@ -80,20 +87,92 @@ func formatMiB(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<2
 type quantizeStats struct {
 	tensors, quantized int
 	inBytes, outBytes  int64 // tensor data
+	types              map[dtype.Type]int
 }
 
-// ggufFileType is llama.cpp's general.file_type for a model whose matrices
-// are all of one type (LLAMA_FTYPE_MOSTLY_Q4_0, _Q4_K_S).
-var ggufFileType = map[dtype.Type]uint32{dtype.Q4_0: 2, dtype.Q4_1: 3, dtype.Q4_K: 14}
+// mix lists the tensors written of each type: "Q4_K 30, Q6_K 6, F32 11".
+func (st quantizeStats) mix() string {
+	var parts []string
+	for _, t := range []dtype.Type{dtype.Q4_0, dtype.Q4_1, dtype.Q4_K, dtype.Q5_0, dtype.Q5_1, dtype.Q5_K, dtype.Q6_K, dtype.Q8_0, dtype.F16, dtype.F32} {
+		if n := st.types[t]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%v %d", t, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// quantType is a --type: the block type of the matrices and, for the
+// mixes, the wider one (Q6_K) of the matrices in hi.
+type quantType struct {
+	base     dtype.Type
+	mixed    bool
+	hi       map[string]bool // the mixes' matrices in Q6_K (runtime.MixedInt8)
+	fileType uint32          // llama.cpp's general.file_type (LLAMA_FTYPE_MOSTLY_*)
+}
+
+var quantTypes = map[string]quantType{
+	"q4_0": {base: dtype.Q4_0, fileType: 2}, "q4_1": {base: dtype.Q4_1, fileType: 3},
+	"q8_0": {base: dtype.Q8_0, fileType: 7}, "q5_0": {base: dtype.Q5_0, fileType: 8}, "q5_1": {base: dtype.Q5_1, fileType: 9},
+	"q4_k": {base: dtype.Q4_K, fileType: 14}, "q5_k": {base: dtype.Q5_K, fileType: 16}, "q6_k": {base: dtype.Q6_K, fileType: 18},
+	"q4_k_m": {base: dtype.Q4_K, mixed: true, fileType: 15}, "q5_k_m": {base: dtype.Q5_K, mixed: true, fileType: 17},
+}
+
+// kFallback is the type llama.cpp writes for a K type whose rows are not
+// whole 256-value super-blocks: the legacy type of at least its bits.
+var kFallback = map[dtype.Type]dtype.Type{dtype.Q4_K: dtype.Q5_0, dtype.Q5_K: dtype.Q5_1, dtype.Q6_K: dtype.Q8_0}
+
+// typeFor is the type of matrix ti: q's (Q6_K for the mixes' hi), a K
+// type falling back (kFallback) for rows that are not whole super-blocks,
+// and then F16 for float rows that are not whole blocks of 32 either, as
+// llama.cpp does. Other matrices whose rows are not whole blocks stay as
+// they are (ok false).
+func (q quantType) typeFor(ti *gguf.TensorInfo) (t dtype.Type, ok bool) {
+	return q.typeOf(ti.Name, int(ti.Dims[0]), ti.Type)
+}
+
+// typeOf is typeFor of a matrix named name, rows cols wide, of type src.
+func (q quantType) typeOf(name string, cols int, src dtype.Type) (t dtype.Type, ok bool) {
+	t = q.base
+	if q.hi[name] {
+		t = dtype.Q6_K
+	}
+	fb, k := kFallback[t]
+	if k && cols%t.BlockSize() != 0 {
+		t = fb
+	}
+	if cols%t.BlockSize() == 0 {
+		return t, true
+	}
+	if k && (src == dtype.F32 || src == dtype.F64 || src == dtype.BF16) {
+		return dtype.F16, true
+	}
+	return src, false
+}
+
+// mixedInt8 opens the model at path and returns the matrices the mixed
+// policy keeps wider (runtime.MixedInt8).
+func mixedInt8(path string) (map[string]bool, error) {
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	hi, err := runtime.MixedInt8(m, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return hi, nil
+}
 
 // quantizeGGUF writes a copy of the GGUF at in to out with every weight
-// matrix (2-D tensor) encoded as t in ggml's exact block layout, the way
-// llama.cpp's quantize does: metadata is copied key for key in order
-// (general.file_type is set, and general.quantization_version added, as
-// llama.cpp does), and tensors keep their order and names. Vectors (norm
-// weights) stay as they are (f32), and so does a matrix whose rows are
-// not a whole number of t's blocks, with a note on notes: ggml cannot
-// store such rows in t. A matrix already of type t is copied unchanged;
+// matrix (2-D tensor) encoded as q says (quantType.typeFor) in ggml's
+// exact block layout, the way llama.cpp's quantize does: metadata is
+// copied key for key in order (general.file_type is set, and
+// general.quantization_version and attention.value_length added where
+// missing, as llama.cpp writes them), and tensors keep their order and
+// names. Vectors (norm weights) stay as they are (f32), and so does a
+// quantized matrix whose rows are not a whole number of blocks, with a
+// note on notes. A matrix already of its type is copied unchanged;
 // others are dequantized to f32 and quantized (dtype.Quantize), except for
 // Q4_1, which is Tessera's int4 format: a matrix takes its calibrated form
 // from int4 if there, else its conversion by dtype.ToInt4 (the codes of
@@ -101,8 +180,8 @@ var ggufFileType = map[dtype.Type]uint32{dtype.Q4_0: 2, dtype.Q4_1: 3, dtype.Q4_
 //
 // out is written next to its final name and renamed at the end, so a
 // failure never leaves half a model behind.
-func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, int4 map[string]*dtype.Int4, notes io.Writer) (quantizeStats, error) {
-	var st quantizeStats
+func quantizeGGUF(ctx context.Context, in, out string, q quantType, int4 map[string]*dtype.Int4, notes io.Writer) (quantizeStats, error) {
+	st := quantizeStats{types: map[dtype.Type]int{}}
 	f, err := gguf.Open(in)
 	if err != nil {
 		return st, fmt.Errorf("open %s: %w", in, err)
@@ -111,19 +190,25 @@ func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, int4 map[st
 	if arch, _ := f.String("general.architecture"); arch == "" {
 		return st, fmt.Errorf("%s: not a model (no general.architecture)", in)
 	}
-	kv := make([]gguf.KV, 0, len(f.KV)+1)
+	arch, _ := f.String("general.architecture")
+	keyLen, valueLen := arch+".attention.key_length", arch+".attention.value_length"
+	_, hasValueLen := f.Lookup(valueLen)
+	kv := make([]gguf.KV, 0, len(f.KV)+3)
 	var hasFileType, hasQuantVersion bool
 	for _, e := range f.KV {
 		switch e.Key {
 		case "general.file_type":
-			e.Value, hasFileType = gguf.Uint32Value(ggufFileType[t]), true
+			e.Value, hasFileType = gguf.Uint32Value(q.fileType), true
 		case "general.quantization_version":
 			hasQuantVersion = true
 		}
 		kv = append(kv, e)
+		if e.Key == keyLen && !hasValueLen { // llama.cpp reads both; without it, value heads take Dim/Heads
+			kv = append(kv, gguf.KV{Key: valueLen, Value: e.Value})
+		}
 	}
 	if !hasFileType {
-		kv = append(kv, gguf.KV{Key: "general.file_type", Value: gguf.Uint32Value(ggufFileType[t])})
+		kv = append(kv, gguf.KV{Key: "general.file_type", Value: gguf.Uint32Value(q.fileType)})
 	}
 	if !hasQuantVersion {
 		kv = append(kv, gguf.KV{Key: "general.quantization_version", Value: gguf.Uint32Value(2)})
@@ -137,12 +222,17 @@ func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, int4 map[st
 		wt := gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type}
 		st.tensors++
 		st.inBytes += ti.Size
+		var t dtype.Type
+		var ok bool
+		if len(ti.Dims) == 2 {
+			t, ok = q.typeFor(ti)
+		}
 		switch {
 		case len(ti.Dims) != 2:
 			wt.Data, err = f.ReadTensor(ti)
-		case ti.Dims[0]%uint64(t.BlockSize()) != 0:
+		case !ok:
 			fmt.Fprintf(notes, "kept %s as %v: its rows of %d values are not whole %v blocks of %d\n",
-				ti.Name, ti.Type, ti.Dims[0], t, t.BlockSize())
+				ti.Name, ti.Type, ti.Dims[0], q.base, q.base.BlockSize())
 			wt.Data, err = f.ReadTensor(ti)
 		case ti.Type == t:
 			st.quantized++
@@ -162,6 +252,7 @@ func quantizeGGUF(ctx context.Context, in, out string, t dtype.Type, int4 map[st
 		if err != nil {
 			return st, fmt.Errorf("%s: %w", ti.Name, err)
 		}
+		st.types[wt.Type]++
 		st.outBytes += int64(len(wt.Data))
 		tensors = append(tensors, wt)
 	}

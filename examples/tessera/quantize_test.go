@@ -46,7 +46,7 @@ func checkQuantized(t *testing.T, src, dst string, typ dtype.Type) []string {
 			t.Errorf("metadata %s: %v, source %v", e.Key, got, e.Value)
 		}
 	}
-	if v, _ := out.Uint("general.file_type"); v != uint64(ggufFileType[typ]) {
+	if v, _ := out.Uint("general.file_type"); v != uint64(quantTypes[strings.ToLower(typ.String())].fileType) {
 		t.Errorf("general.file_type = %d", v)
 	}
 	if len(out.Tensors) != len(in.Tensors) {
@@ -312,7 +312,7 @@ func TestQuantizeErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"quantize", "--model", src}, 2, "--out are required"},
-		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q8_0"}, 2, "want q4_0, q4_1 or q4_k"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q3_k"}, 2, "want q4_0, q4_1, q4_k"},
 		{[]string{"quantize", "--model", filepath.Join(shared, "stories260K.bin"), "--out", filepath.Join(dir, "x.gguf")}, 1, "stories260K.bin"},
 		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "missing", "x.gguf")}, 1, "missing"},
 		{[]string{"run", "--model", src, "--quant", "int3"}, 2, "int3"},
@@ -352,4 +352,166 @@ func TestPerplexityCLI(t *testing.T) {
 		t.Errorf("no progress on stderr: %q", errOut)
 	}
 	t.Logf("stories260K f32 on the CPU: %+v", r)
+}
+
+// TestQuantizeMixes writes q4_k_m and q5_k_m files of a synthetic model
+// 256 wide whose metadata lacks attention.value_length (as files written
+// before it did): the matrices the mixed policy keeps in int8
+// (runtime.MixedInt8) become Q6_K, the others Q4_K or Q5_K, llama.cpp's
+// file types are set, value_length follows key_length, and a load keeps
+// Q4_K as int4 and Q6_K and Q5_K as int8.
+func TestQuantizeMixes(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "k.gguf")
+	s := synth.Shape{Name: "k256", Config: models.Config{Arch: "llama", Dim: 256, FFN: 512, Layers: 2, Heads: 4, KVHeads: 2,
+		HeadDim: 64, Vocab: 300, Context: 128, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 64}}
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, s, dtype.F16, 3); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "with.gguf")
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := gguf.Open(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv []gguf.KV
+	for _, e := range in.KV {
+		if e.Key != "llama.attention.value_length" {
+			kv = append(kv, e)
+		}
+	}
+	var ts []gguf.WriteTensor
+	for i := range in.Tensors {
+		ti := &in.Tensors[i]
+		data, err := in.ReadTensor(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: data})
+	}
+	in.Close()
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.Write(f, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m, err := models.Open(src, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, err := runtime.MixedInt8(m, false)
+	m.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		typ      string
+		lo       dtype.Type
+		fileType uint64
+	}{{"q4_k_m", dtype.Q4_K, 15}, {"q5_k_m", dtype.Q5_K, 17}} {
+		dst := filepath.Join(dir, tc.typ+".gguf")
+		if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", tc.typ); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.typ, code, errOut)
+		}
+		out, err := gguf.Open(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := out.Uint("general.file_type"); v != tc.fileType {
+			t.Errorf("%s: general.file_type %d, want %d", tc.typ, v, tc.fileType)
+		}
+		for i, e := range out.KV {
+			if e.Key == "llama.attention.key_length" {
+				if i+1 >= len(out.KV) || out.KV[i+1].Key != "llama.attention.value_length" || out.KV[i+1].Value.String() != e.Value.String() {
+					t.Errorf("%s: no value_length %v after key_length", tc.typ, e.Value)
+				}
+			}
+		}
+		nhi, nlo := 0, 0
+		for _, ti := range out.Tensors {
+			if len(ti.Dims) != 2 {
+				continue
+			}
+			want := tc.lo
+			if hi[ti.Name] {
+				want, nhi = dtype.Q6_K, nhi+1
+			} else {
+				nlo++
+			}
+			if ti.Type != want {
+				t.Errorf("%s: %s is %v, want %v", tc.typ, ti.Name, ti.Type, want)
+			}
+		}
+		out.Close()
+		if !hi[models.Output] || nhi < 3 || nlo == 0 {
+			t.Errorf("%s: %d Q6_K matrices (head among them: %v), %d %v", tc.typ, nhi, hi[models.Output], nlo, tc.lo)
+		}
+		eng := loadModel(t, dst, runtime.Options{Device: "cpu"})
+		mix := map[string]int{}
+		for _, u := range eng.WeightMix() {
+			mix[u.Storage.String()] = u.Tensors
+		}
+		wantMix := map[string]int{"int8": nhi + nlo, "f32": 2*2 + 1}
+		if tc.lo == dtype.Q4_K {
+			wantMix = map[string]int{"int4": nlo, "int8": nhi, "f32": 2*2 + 1}
+		}
+		if fmt.Sprint(mix) != fmt.Sprint(wantMix) {
+			t.Errorf("%s loads as %v, want %v", tc.typ, mix, wantMix)
+		}
+		if ids := greedy(t, eng, 10); len(ids) == 0 {
+			t.Errorf("%s: nothing generated", tc.typ)
+		}
+	}
+}
+
+// TestQuantizeQ4_K_MStories: stories260K's rows (64 and 172 wide) are no
+// whole super-blocks, so q4_k_m falls back as llama.cpp does: Q8_0 for
+// what would be Q6_K, Q5_0 for Q4_K, F16 for ffn_down (172 is no multiple
+// of 32). The file scores within 1.5% of f32 on the test text (measured
+// +1.00% at context 512); its bytes (336 KB) exceed llama.cpp's Q4_K_M of
+// the model (304 KB), the open part: llama.cpp's own mix (Q5_0,
+// a Q8_0 head) written by this command costs +2.5% at 302 KB.
+func TestQuantizeQ4_K_MStories(t *testing.T) {
+	src := filepath.Join(shared, "stories260K.gguf")
+	dst := filepath.Join(t.TempDir(), "q4_k_m.gguf")
+	if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_k_m"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	out, err := gguf.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[dtype.Type]int{}
+	for _, ti := range out.Tensors {
+		if len(ti.Dims) == 2 {
+			types[ti.Type]++
+		}
+	}
+	out.Close()
+	if types[dtype.F16] != 5 || types[dtype.Q8_0] < 2 || types[dtype.Q5_0] == 0 || len(types) != 3 {
+		t.Errorf("matrix types %v, want F16 ×5 and Q8_0 and Q5_0", types)
+	}
+	text, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tinystories.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppl := func(path string) float64 {
+		p, _, err := loadModel(t, path, runtime.Options{Device: "cpu", Context: 512}).Perplexity(context.Background(), string(text), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f32, q := ppl(src), ppl(dst)
+	st, _ := os.Stat(dst)
+	t.Logf("q4_k_m: perplexity %.4f against f32 %.4f (%+.2f%%), file %d bytes", q, f32, 100*(q/f32-1), st.Size())
+	if q/f32-1 > 0.015 {
+		t.Errorf("q4_k_m perplexity %.4f, f32 %.4f: over +1.5%%", q, f32)
+	}
 }

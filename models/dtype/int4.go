@@ -296,10 +296,17 @@ func QuantizeInt4(src []float32, rows, cols int) *Int4 {
 			}
 		}
 	}
+	parallelRows(rows, cols, work)
+	return m
+}
+
+// parallelRows runs work over the rows of a rows × cols matrix, split
+// across cores when the matrix is large enough to pay for goroutines.
+func parallelRows(rows, cols int, work func(r0, r1 int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if rows*cols < 1<<16 || workers == 1 {
 		work(0, rows)
-		return m
+		return
 	}
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -311,7 +318,6 @@ func QuantizeInt4(src []float32, rows, cols int) *Int4 {
 		}()
 	}
 	wg.Wait()
-	return m
 }
 
 // quantizeGroup picks the scale and min of one group of up to 32 values

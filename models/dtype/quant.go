@@ -21,6 +21,7 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q5_1: quantQ5_1,
 	Q8_0: quantQ8_0,
 	Q4_K: quantQ4K,
+	Q5_K: quantQ5K,
 	Q6_K: quantQ6K,
 }
 

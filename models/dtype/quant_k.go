@@ -57,9 +57,40 @@ func fitAffine(x []float32, nmax int) (scale, mn float32) {
 }
 
 // quantQ4K writes Q4_K super-blocks: eight 32-element sub-blocks, each with
-// a 6-bit scale and min against the f16 d and dmin.
+// a 6-bit scale and min against the f16 d and dmin, and 4-bit codes.
 func quantQ4K(src []float32, dst []byte) {
-	const bb = 4 + 12 + qkK/2
+	quantAffineK(src, dst, 4+12+qkK/2, 15, func(blk []byte, codes *[qkK]int) {
+		qs := blk[16:]
+		for j := range 4 {
+			for l := range 32 {
+				qs[32*j+l] = byte(codes[64*j+l] | codes[64*j+32+l]<<4)
+			}
+		}
+	})
+}
+
+// quantQ5K writes Q5_K super-blocks: Q4_K's scales with 5-bit codes, the
+// low nibbles in qs as Q4_K's and the fifth bits in qh (bit 2j of qh[l]
+// for value 64j+l, bit 2j+1 for value 64j+32+l).
+func quantQ5K(src []float32, dst []byte) {
+	quantAffineK(src, dst, 4+12+qkK/8+qkK/2, 31, func(blk []byte, codes *[qkK]int) {
+		qh, qs := blk[16:48], blk[48:]
+		clear(qh)
+		for j := range 4 {
+			for l := range 32 {
+				lo, hi := codes[64*j+l], codes[64*j+32+l]
+				qs[32*j+l] = byte(lo&15 | (hi&15)<<4)
+				qh[l] |= byte(lo>>4)<<(2*j) | byte(hi>>4)<<(2*j+1)
+			}
+		}
+	})
+}
+
+// quantAffineK writes the super-blocks of Q4_K or Q5_K (bb bytes each,
+// codes 0..nmax): the f16 d and dmin and the 6-bit sub-block scales and
+// mins that both share, then the codes re-derived from those as the
+// decoder sees them, which pack stores.
+func quantAffineK(src []float32, dst []byte, bb, nmax int, pack func(blk []byte, codes *[qkK]int)) {
 	var scales, mins [8]float32
 	var ls, lm [8]int
 	var codes [qkK]int
@@ -67,7 +98,7 @@ func quantQ4K(src []float32, dst []byte) {
 		x, blk := src[b*qkK:(b+1)*qkK], dst[b*bb:(b+1)*bb]
 		var maxScale, maxMin float32
 		for j := range 8 {
-			scales[j], mins[j] = fitAffine(x[32*j:32*j+32], 15)
+			scales[j], mins[j] = fitAffine(x[32*j:32*j+32], nmax)
 			maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
 		}
 		putF16(blk, maxScale/63)
@@ -82,15 +113,10 @@ func quantQ4K(src []float32, dst []byte) {
 			sc, m := scaleMinK4(j, blk[4:16])
 			e, off := d*float32(sc), dmin*float32(m)
 			for i, v := range x[32*j : 32*j+32] {
-				codes[32*j+i] = code((v+off)*inverse(e), 15)
+				codes[32*j+i] = code((v+off)*inverse(e), nmax)
 			}
 		}
-		qs := blk[16:]
-		for j := range 4 {
-			for l := range 32 {
-				qs[32*j+l] = byte(codes[64*j+l] | codes[64*j+32+l]<<4)
-			}
-		}
+		pack(blk, &codes)
 	}
 }
 

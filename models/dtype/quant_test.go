@@ -59,6 +59,7 @@ func TestQuantizeRoundTripError(t *testing.T) {
 		{Q4_0, 0.1},
 		{Q4_1, 0.09},
 		{Q4_K, 0.09},
+		{Q5_K, 0.045},
 		{Q6_K, 0.025},
 	}
 	x := gaussian(64*256, 42)
@@ -156,7 +157,7 @@ func TestQuantizeSpecialBlocks(t *testing.T) {
 		},
 		"tiny": func(j int) float32 { return float32(j%9-4) * 1e-6 },
 	}
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K} {
 		for name, f := range blocks {
 			t.Run(fmt.Sprintf("%v/%s", typ, name), func(t *testing.T) {
 				x := float32s(256, f)
@@ -214,7 +215,7 @@ func TestQuantizeErrors(t *testing.T) {
 // TestQuantizeNonFinite only requires that NaN and infinities neither
 // panic nor poison the finite elements of other blocks.
 func TestQuantizeNonFinite(t *testing.T) {
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K} {
 		x := gaussian(512, 3)
 		x[1] = float32(math.NaN())
 		x[2] = float32(math.Inf(1))

@@ -19,7 +19,30 @@ const (
 	// inputs. Q4_0, Q4_1 and Q4_K tensors keep their codes; others are
 	// quantized at upload.
 	Int4
+	// Int8 keeps dtype.Int8: 8-bit codes with an f16 scale and min per 16
+	// inputs. Q8_0, Q5_0, Q5_1, Q5_K and Q6_K tensors keep their codes;
+	// others are quantized at upload.
+	Int8
 )
+
+// Storages lists every storage from the narrowest to the widest.
+var Storages = []Storage{Int4, Int8, F16, F32}
+
+// Wider reports whether s keeps more precision than o (in the order of
+// Storages): the storage of a fused weight is the widest of its parts'.
+func (s Storage) Wider(o Storage) bool { return s.rank() > o.rank() }
+
+func (s Storage) rank() int {
+	switch s {
+	case Int4:
+		return 0
+	case Int8:
+		return 1
+	case F16:
+		return 2
+	}
+	return 3
+}
 
 func (s Storage) String() string {
 	switch s {
@@ -29,16 +52,18 @@ func (s Storage) String() string {
 		return "f16"
 	case Int4:
 		return "int4"
+	case Int8:
+		return "int8"
 	}
 	return fmt.Sprintf("Storage(%d)", uint8(s))
 }
 
-// ParseStorage reads "f32", "f16" or "int4" (any case).
+// ParseStorage reads "f32", "f16", "int8" or "int4" (any case).
 func ParseStorage(name string) (Storage, error) {
-	for _, s := range []Storage{F32, F16, Int4} {
+	for _, s := range Storages {
 		if strings.EqualFold(name, s.String()) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown weight storage %q (want int4, f16 or f32)", name)
+	return 0, fmt.Errorf("unknown weight storage %q (want int4, int8, f16 or f32)", name)
 }

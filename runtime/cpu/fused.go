@@ -82,7 +82,7 @@ func (b *Backend) Project(p backend.Projection) {
 	}
 	x := p.X
 	if p.Norm != nil {
-		h := b.scratch(x, x.Cols())
+		h := b.scratch(x, x.Cols(), scratchNorm)
 		b.RMSNorm(h, x, p.Norm, p.Eps)
 		x = h
 	}
@@ -92,7 +92,7 @@ func (b *Backend) Project(p backend.Projection) {
 	for i, w := range ws {
 		dsts[i] = p.Out[min(i, len(p.Out)-1)]
 		if p.Add || p.GLU && i == 1 {
-			dsts[i] = b.scratch(p.Out[0], rows[i])
+			dsts[i] = b.scratch(p.Out[0], rows[i], scratchProduct)
 		}
 		b.MatMul(dsts[i], x, w)
 	}
@@ -117,11 +117,22 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 	b.StoreKV(kv, l, k, v)
 }
 
+// The roles of a fused op's scratch tensors: a normalised input and a
+// product that the epilogue combines. Each has its own, so that a product
+// never writes over the input it reads when both are of one shape (a GLU
+// whose FFN width equals the model's, whose normalised input and up
+// product would otherwise share one tensor).
+const (
+	scratchNorm = iota
+	scratchProduct
+)
+
 // scratch returns a tensor of like's rows (and kind: one row per token or
-// per output) and cols columns, for the intermediate values of a fused op.
-func (b *Backend) scratch(like backend.Tensor, cols int) *Tensor {
+// per output) and cols columns, for the intermediate values of a fused op
+// in the given role.
+func (b *Backend) scratch(like backend.Tensor, cols, role int) *Tensor {
 	t := like.(*Tensor)
-	key := scratchKey{t.rows, cols, t.out}
+	key := scratchKey{t.rows, cols, t.out, role}
 	s := b.scratches[key]
 	if s == nil {
 		s = NewTensor(t.rows, cols, make([]float32, t.rows*cols))
@@ -137,4 +148,5 @@ func (b *Backend) scratch(like backend.Tensor, cols int) *Tensor {
 type scratchKey struct {
 	rows, cols int
 	out        bool
+	role       int
 }

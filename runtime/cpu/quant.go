@@ -9,14 +9,17 @@ import (
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
-// QWeight is a matrix kept compressed, as int4 (dtype.Int4) or f16. Embed
+// QWeight is a matrix kept compressed, as int4 (dtype.Int4), int8
+// (dtype.Int8) or f16. Embed
 // expands a row to f32 with the arithmetic of the WGSL kernels (scale·q +
 // min, the product exact), so both backends see the same weight values bit
-// for bit; MatMul reads int4 with integer kernels (see MatMulQ).
+// for bit; MatMul reads int4 with integer kernels and int8 with f32 ones
+// (see MatMulQ).
 type QWeight struct {
 	shape   []int
 	storage backend.Storage
 	Int4    *dtype.Int4 // for Int4
+	Int8    *dtype.Int8 // for Int8
 	F16     []uint16    // for F16: rows × cols halves
 }
 
@@ -25,6 +28,9 @@ func (w *QWeight) Shape() []int { return w.shape }
 func (w *QWeight) Bytes() int64 {
 	if w.Int4 != nil {
 		return w.Int4.Bytes()
+	}
+	if w.Int8 != nil {
+		return w.Int8.Bytes()
 	}
 	return 2 * int64(len(w.F16))
 }
@@ -38,6 +44,10 @@ func (w *QWeight) cols() int { return w.shape[len(w.shape)-1] }
 func (w *QWeight) Row(r int, dst []float32) {
 	if w.Int4 != nil {
 		w.Int4.DequantizeRow(r, dst)
+		return
+	}
+	if w.Int8 != nil {
+		w.Int8.DequantizeRow(r, dst)
 		return
 	}
 	k := w.cols()
@@ -58,7 +68,7 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 	return w, nil
 }
 
-// NewQWeight converts the matrix t to storage s (F16 or Int4).
+// NewQWeight converts the matrix t to storage s (F16, Int8 or Int4).
 func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	if len(t.Shape) != 2 {
 		return nil, fmt.Errorf("cpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
@@ -68,6 +78,11 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	case backend.Int4:
 		var err error
 		if w.Int4, err = t.Int4(); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+	case backend.Int8:
+		var err error
+		if w.Int8, err = t.Int8(); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
 	case backend.F16:
@@ -87,7 +102,7 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 
 // MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w. Int4
 // weights meet activations quantized to int16 per group of 32 (see
-// matMulInt4); f16 weights meet the f32 rows exactly as MatMul's would
+// matMulInt4); int8 weights meet the f32 rows (matMulInt8); f16 weights meet the f32 rows exactly as MatMul's would
 // their widened values (kernel.DotF16).
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 	matMulQ(dst, x, w, m, k, n, newTeam(workers))
@@ -98,6 +113,10 @@ func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 		var qs []kernel.QRow
 		quantizeRows(&qs, x, m, k, t)
 		matMulInt4(dst, qs, w.Int4, n, t)
+		return
+	}
+	if w.Int8 != nil {
+		matMulInt8(dst, x, w.Int8, m, t)
 		return
 	}
 	h := w.F16
@@ -134,4 +153,28 @@ func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n int, t *team) {
 	products(dst, q, n, w.Cols, t,
 		func(j int, x *kernel.QRow) float32 { c, s := row(j); return kernel.DotQ4(c, s, x) },
 		func(j int, xs *[4]*kernel.QRow, out *[4]float32) { c, s := row(j); kernel.DotQ4x4(c, s, xs, out) })
+}
+
+// int8Row is a row of activations for int8 products: its values and the
+// sums of its groups of 16 (kernel.GroupSums8), computed once per row.
+type int8Row struct{ x, sums []float32 }
+
+// matMulInt8 multiplies the m rows of x by every row of w (kernel.DotQ8).
+func matMulInt8(dst, x []float32, w *dtype.Int8, m int, t *team) {
+	k, g := w.Cols, w.Groups()
+	rows := make([]int8Row, m)
+	sums := make([]float32, m*g)
+	for i := range rows {
+		rows[i] = int8Row{x[i*k : (i+1)*k], sums[i*g : (i+1)*g]}
+		kernel.GroupSums8(rows[i].x, rows[i].sums)
+	}
+	row := func(j int) ([]uint32, []uint32) { return w.Codes[4*j*g : 4*(j+1)*g], w.Scales[j*g : (j+1)*g] }
+	products(dst, rows, w.Rows, k, t,
+		func(j int, x *int8Row) float32 { c, s := row(j); return kernel.DotQ8(c, s, x.x, x.sums) },
+		func(j int, xs *[4]*int8Row, out *[4]float32) {
+			c, s := row(j)
+			for r, x := range xs {
+				out[r] = kernel.DotQ8(c, s, x.x, x.sums)
+			}
+		})
 }

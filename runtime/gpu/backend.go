@@ -159,8 +159,8 @@ type Weight struct {
 }
 
 type part struct {
-	buf        Buffer // the values, or the codes of an Int4 weight
-	scales     Buffer // Int4: the scale and min words
+	buf        Buffer // the values, or the codes of an Int4 or Int8 weight
+	scales     Buffer // Int4, Int8: the scale and min words
 	row0, rows int    // the rows of the [out, in] matrix this part holds
 }
 

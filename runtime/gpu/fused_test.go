@@ -59,6 +59,9 @@ func TestProject(t *testing.T) {
 		{name: "qkv-norm-bias", norm: true, parts: []int{40, 24, 24}, bias: true},
 		{name: "glu-norm", norm: true, parts: []int{36, 36}, glu: true},
 		{name: "glu", parts: []int{50, 50}, glu: true},
+		// As wide as the input (k 96): the norm's scratch and the up
+		// product's are of one shape (a model whose FFN equals its Dim).
+		{name: "glu-norm-square", norm: true, parts: []int{96, 96}, glu: true},
 		{name: "gate-up-split-norm", norm: true, parts: []int{36, 36}, pairs: true},
 		{name: "residual", parts: []int{33}, add: true},
 		{name: "head-norm", norm: true, parts: []int{77}},
@@ -86,6 +89,12 @@ func TestProject(t *testing.T) {
 		{backend.F16, "gemv-gpu", 128, 1, 0},
 		{backend.Int4, "", 64, 2, 8192},
 		{backend.F32, "", 64, 3, 8192},
+		{backend.Int8, "", 96, 1, 0},
+		{backend.Int8, "prologue", 70, 3, 0},
+		{backend.Int8, "gemv-gpu", 200, 5, 0},
+		{backend.Int8, "gemm", 72, 17, 0},
+		{backend.Int8, "", 70, 2, 0}, // k % 4 != 0
+		{backend.Int8, "", 64, 2, 8192},
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {

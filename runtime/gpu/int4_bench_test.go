@@ -43,7 +43,7 @@ func BenchmarkGEMVStorage(b *testing.B) {
 		b.ReportMetric(gbps, "GB/s")
 	})
 	for _, shape := range []struct{ k, n int }{{2048, 5632}, {4096, 4096}} {
-		for _, s := range []backend.Storage{backend.F32, backend.F16, backend.Int4} {
+		for _, s := range []backend.Storage{backend.F32, backend.F16, backend.Int8, backend.Int4} {
 			b.Run(fmt.Sprintf("%v/k%d_n%d", s, shape.k, shape.n), func(b *testing.B) {
 				benchGEMV(b, dev, s, shape.k, shape.n)
 			})

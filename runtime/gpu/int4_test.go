@@ -42,11 +42,11 @@ func subnormalRows(data []float32, cols, rows int) {
 	}
 }
 
-// TestQuantEmbed: an int4 or f16 table expands on the GPU to exactly the
+// TestQuantEmbed: an int4, int8 or f16 table expands on the GPU to exactly the
 // reference's values (tolerance 0), for widths that are not whole groups,
 // subnormal scales and tables split across bindings.
 func TestQuantEmbed(t *testing.T) {
-	for _, s := range []backend.Storage{backend.Int4, backend.F16} {
+	for _, s := range []backend.Storage{backend.Int4, backend.Int8, backend.F16} {
 		for _, tc := range []struct {
 			vocab, dim, batch int
 			binding           int64
@@ -77,7 +77,7 @@ func TestQuantEmbed(t *testing.T) {
 	}
 }
 
-// TestQuantMatMul compares int4 and f16 matmuls with the reference on
+// TestQuantMatMul compares int4, int8 and f16 matmuls with the reference on
 // awkward shapes: one row, row counts that are not multiples of any tile,
 // widths that are an odd number of groups or not whole groups (or not a
 // multiple of 4, which only the GEMM takes), odd column counts, and weights
@@ -86,13 +86,13 @@ func TestQuantEmbed(t *testing.T) {
 // invocations per column) and the GEMM.
 //
 // Both backends multiply the same expanded weights (TestQuantEmbed shows
-// the expansion is exact). For f16 the only difference is the order of the
-// sums: the bound is that of TestMatMul, 4e-6·sqrt(k) relative to 1 + |ref|.
+// the expansion is exact). For f16 and int8 (whose CPU products read f32
+// activations) the only difference is the order of the sums: the bound is that of TestMatMul, 4e-6·sqrt(k) relative to 1 + |ref|.
 // The CPU's int4 products round each input to 16 bits of its group's
 // largest (|error| ≤ max/65534 per input, random in sign), so int4 adds
 // 6e-5·sqrt(k) (the largest error seen: 2.9e-5·sqrt(k), at k 172).
 func TestQuantMatMul(t *testing.T) {
-	for _, s := range []backend.Storage{backend.Int4, backend.F16} {
+	for _, s := range []backend.Storage{backend.Int4, backend.Int8, backend.F16} {
 		for _, tc := range []struct {
 			rows, batch, k, n int
 			binding           int64
@@ -112,8 +112,8 @@ func TestQuantMatMul(t *testing.T) {
 					if tc.binding > 0 && gpu.Parts(wt[1]) < 2 {
 						t.Fatalf("weight in %d parts under a %d-byte binding limit", gpu.Parts(wt[1]), tc.binding)
 					}
-					if wt[0].Bytes() != wt[1].Bytes() && s == backend.Int4 {
-						t.Errorf("int4 bytes: cpu %d, gpu %d", wt[0].Bytes(), wt[1].Bytes())
+					if wt[0].Bytes() != wt[1].Bytes() && s != backend.F16 {
+						t.Errorf("%v bytes: cpu %d, gpu %d", s, wt[0].Bytes(), wt[1].Bytes())
 					}
 					x := w.tensor(tc.rows, tc.k, w.random(tc.rows*tc.k, 1))
 					y := w.tensor(tc.rows, tc.n, nil)

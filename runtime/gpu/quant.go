@@ -10,14 +10,17 @@ import (
 	"github.com/tessera-llm/tessera/shaders"
 )
 
-// Compressed weights: int4 (models/dtype Int4, 5 bits a value) and f16 (two
+// Compressed weights: int4 (models/dtype Int4, 5 bits a value), int8
+// (dtype.Int8, 10 bits) and f16 (two
 // halves per u32, since this WGSL has no f16 type: unpack2x16float expands
 // them). MatMul and Embed read them through their own kernels, which expand
 // each value with the same arithmetic as the Go reference (runtime/cpu
 // QWeight), so that both see identical weights.
 //
-// Int4 parts hold two buffers: the codes (16 bytes per group of 32 inputs)
-// and the scale words (4 bytes per group). F16 rows are padded to an even
+// Int4 and Int8 parts hold two buffers: the codes (16 bytes per group of
+// 32 or 16 inputs) and the scale words (4 bytes per group); one kernel
+// source serves both (shaders/quant_*.inc.wgsl), specialised by the
+// format's unpacking. F16 rows are padded to an even
 // length so that every row starts on a word. Weights too big for one
 // binding are split by rows like f32 ones; the codes buffer, the larger,
 // decides the split.
@@ -26,6 +29,9 @@ var (
 	embedF16Op       = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 	matmulInt4GEMVOp = op{kernel: "matmul_int4_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	matmulInt4GEMMOp = op{kernel: "matmul_int4_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	embedInt8Op      = op{kernel: "embed_int8", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	matmulInt8GEMVOp = op{kernel: "matmul_int8_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	matmulInt8GEMMOp = op{kernel: "matmul_int8_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	matmulF16GEMVOp  = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 	matmulF16GEMMOp  = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 )
@@ -36,7 +42,19 @@ var (
 // and a tree sum, on any adapter) or "gemm". GEMV still needs k % 4 == 0.
 var quantKernel string
 
-// UploadAs uploads t in storage s; F16 and Int4 need a matrix.
+// grouped describes an integer storage's kernels: its group width and
+// its embedding, GEMV and GEMM ops (ok false for F16 and F32).
+func grouped(s backend.Storage) (group int, embed, gemv, gemm op, ok bool) {
+	switch s {
+	case backend.Int4:
+		return dtype.Int4GroupSize, embedInt4Op, matmulInt4GEMVOp, matmulInt4GEMMOp, true
+	case backend.Int8:
+		return dtype.Int8GroupSize, embedInt8Op, matmulInt8GEMVOp, matmulInt8GEMMOp, true
+	}
+	return 0, op{}, op{}, op{}, false
+}
+
+// UploadAs uploads t in storage s; F16, Int8 and Int4 need a matrix.
 func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight, error) {
 	if s == backend.F32 {
 		return b.Upload(t)
@@ -66,6 +84,13 @@ func hostForm(t *models.Tensor, s backend.Storage) (host, error) {
 	switch s {
 	case backend.Int4:
 		q, err := t.Int4()
+		if err != nil {
+			return h, fmt.Errorf("gpu: %w", err)
+		}
+		h.rowBytes, h.rowScale = int64(q.Groups())*16, int64(q.Groups())*4
+		h.codes, h.scales = u32bytes(q.Codes), u32bytes(q.Scales)
+	case backend.Int8:
+		q, err := t.Int8()
 		if err != nil {
 			return h, fmt.Errorf("gpu: %w", err)
 		}
@@ -139,10 +164,11 @@ func StorageOf(w backend.Weight) backend.Storage { return w.(*Weight).storage }
 func (b *Backend) embedQ(d *Tensor, w *Weight) {
 	n := b.rows(d)
 	x, y := b.grid(n*d.cols, elementWG)
-	groups := uint32((d.cols + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize)
+	gs, embed, _, _, isInt := grouped(w.storage)
 	for _, pt := range w.parts {
-		if w.storage == backend.Int4 {
-			b.record(embedInt4Op, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
+		if isInt {
+			groups := uint32((d.cols + gs - 1) / gs)
+			b.record(embed, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
 				[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: pt.scales}, {Buffer: b.tokens}}, x, y, 1)
 			continue
 		}
@@ -171,11 +197,15 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
-	groups := (k + dtype.Int4GroupSize - 1) / dtype.Int4GroupSize
+	gs, _, gemvOp, gemmOp, isInt := grouped(w.storage)
+	groups := 0
+	if isInt {
+		groups = (k + gs - 1) / gs
+	}
 	for _, pt := range w.parts {
 		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
-		if w.storage == backend.Int4 {
+		if isInt {
 			operands = append(operands, Binding{Buffer: pt.scales})
 			p = append(p, uint32(groups))
 		}
@@ -186,7 +216,8 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 			}
 			tpc, cpi := 1, int4CPI
 			if !cpu {
-				tpc, cpi = quantThreads(k), 1
+				// Lanes take groups: as many groups per lane at any width.
+				tpc, cpi = quantThreads(k*dtype.Int4GroupSize/max(gs, 1)), 1
 			}
 			if w.storage == backend.F16 {
 				o := matmulF16GEMVOp.fused(f)
@@ -199,7 +230,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 			if cpu {
 				wg = int4CPUWorkgroup
 			}
-			o := matmulInt4GEMVOp.fused(f)
+			o := gemvOp.fused(f)
 			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, wg/tpc)
 			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
@@ -209,7 +240,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 		if m <= 32 {
 			tm = 2
 		}
-		o := matmulInt4GEMMOp
+		o := gemmOp
 		if w.storage == backend.F16 {
 			o = matmulF16GEMMOp
 		}

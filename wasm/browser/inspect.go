@@ -166,7 +166,7 @@ func (a *api) inspect(args []js.Value) any {
 		quant, device := optionalString(opts, "quant", ""), optionalString(opts, "device", "webgpu")
 		ctxLen := int(optional(opts, "context", 0))
 		estimates := map[string]any{}
-		for _, q := range []string{"", "int4", "f16", "f32"} {
+		for _, q := range []string{"", runtime.Mixed, "int4", "int8", "f16", "f32"} {
 			e, err := runtime.EstimateMemory(m, q, device, ctxLen)
 			if err != nil {
 				return nil, err

@@ -79,3 +79,35 @@ func BenchmarkQuantize(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(x)), "ns/value")
 }
+
+// BenchmarkDotQ8 is BenchmarkDotQ4's row for int8 weights (f32 inputs),
+// against the f32 kernel on the same row and the Go twin.
+func BenchmarkDotQ8(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const rows, cols = 256, 1536
+	m := dtype.QuantizeInt8(randomRow(rng, rows*cols), rows, cols)
+	x := randomRow(rng, cols)
+	sums := make([]float32, m.Groups())
+	GroupSums8(x, sums)
+	w := m.Dequantize()
+	G := m.Groups()
+	for _, path := range []struct {
+		name string
+		f    func(r int) float32
+	}{
+		{"x1", func(r int) float32 { return DotQ8(m.Codes[4*r*G:4*(r+1)*G], m.Scales[r*G:(r+1)*G], x, sums) }},
+		{"go", func(r int) float32 { return dotQ8Go(m.Codes[4*r*G:4*(r+1)*G], m.Scales[r*G:(r+1)*G], x, sums) }},
+		{"f32", func(r int) float32 { return DotF32(w[r*cols:(r+1)*cols], x) }},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			var sink float32
+			for b.Loop() {
+				for r := range rows {
+					sink += path.f(r)
+				}
+			}
+			b.ReportMetric(float64(rows*cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			_ = fmt.Sprint(sink)
+		})
+	}
+}
