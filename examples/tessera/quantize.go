@@ -20,7 +20,7 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 	in := fs.String("model", "", "input GGUF model, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	out := fs.String("out", "", "output GGUF file (required)")
 	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q4_1 calibrated by GPTQ, "+
-		"or the mixes q4_k_m and q5_k_m (Q4_K or Q5_K, with Q6_K for the head, embeddings and the matrices 4 bits damage most)")
+		"or the mixes q4_k_m and q5_k_m (llama.cpp's, in no more bytes than its file: K types where rows are whole super-blocks, elsewhere the types its fallbacks pay for, spent by measured error)")
 	tokens := fs.Int("calib-tokens", runtime.DefaultCalibrationTokens, "q4_1: tokens of text the model samples to calibrate on")
 	seed := fs.Uint64("calib-seed", 0, "q4_1: seed of the calibration text")
 	threads := fs.Int("threads", 0, "q4_1: goroutines of the calibration (0: one per core)")
@@ -40,9 +40,10 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		if q.mixed {
-			if q.hi, err = mixedInt8(*in); err != nil {
+			if q.plan, err = mixFor(ctx, *in, t); err != nil {
 				return err
 			}
+			fmt.Fprintf(e.stderr, "%s: %d bytes of matrices, llama.cpp's rules for it %d\n", strings.ToLower(*typ), q.plan.bytes, q.plan.budget)
 		}
 		var calibrated map[string]*dtype.Int4
 		if t == dtype.Q4_1 {
@@ -102,12 +103,12 @@ func (st quantizeStats) mix() string {
 }
 
 // quantType is a --type: the block type of the matrices and, for the
-// mixes, the wider one (Q6_K) of the matrices in hi.
+// mixes, the plan of each matrix's type (planMix).
 type quantType struct {
 	base     dtype.Type
 	mixed    bool
-	hi       map[string]bool // the mixes' matrices in Q6_K (runtime.MixedInt8)
-	fileType uint32          // llama.cpp's general.file_type (LLAMA_FTYPE_MOSTLY_*)
+	plan     mixPlan // the mixes' types
+	fileType uint32  // llama.cpp's general.file_type (LLAMA_FTYPE_MOSTLY_*)
 }
 
 var quantTypes = map[string]quantType{
@@ -130,12 +131,13 @@ func (q quantType) typeFor(ti *gguf.TensorInfo) (t dtype.Type, ok bool) {
 	return q.typeOf(ti.Name, int(ti.Dims[0]), ti.Type)
 }
 
-// typeOf is typeFor of a matrix named name, rows cols wide, of type src.
+// typeOf is typeFor of a matrix named name, rows cols wide, of type src;
+// a mix's matrix takes its plan's type.
 func (q quantType) typeOf(name string, cols int, src dtype.Type) (t dtype.Type, ok bool) {
-	t = q.base
-	if q.hi[name] {
-		t = dtype.Q6_K
+	if t, ok = q.plan.types[name]; q.mixed && ok {
+		return t, true
 	}
+	t = q.base
 	fb, k := kFallback[t]
 	if k && cols%t.BlockSize() != 0 {
 		t = fb
@@ -149,19 +151,19 @@ func (q quantType) typeOf(name string, cols int, src dtype.Type) (t dtype.Type, 
 	return src, false
 }
 
-// mixedInt8 opens the model at path and returns the matrices the mixed
-// policy keeps wider (runtime.MixedInt8).
-func mixedInt8(path string) (map[string]bool, error) {
-	m, err := models.Open(path, models.Options{})
+// mixFor opens the GGUF at path and plans its mix of base type base
+// (planMix).
+func mixFor(ctx context.Context, path string, base dtype.Type) (mixPlan, error) {
+	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, err
+		return mixPlan{}, fmt.Errorf("open %s: %w", path, err)
 	}
-	defer m.Close()
-	hi, err := runtime.MixedInt8(m, false)
+	defer f.Close()
+	p, err := planMix(ctx, f, base)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return p, fmt.Errorf("%s: %w", path, err)
 	}
-	return hi, nil
+	return p, nil
 }
 
 // quantizeGGUF writes a copy of the GGUF at in to out with every weight
