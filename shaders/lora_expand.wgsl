@@ -12,11 +12,7 @@
 // an adapter are left alone. Specialised by R, h's stride, and MAXM (as
 // lora_shrink). Twin: runtime/cpu's AddLoRA.
 struct Params { n: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
-struct Row { slot: i32, scale: f32 }
-struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
-
-override R: u32 = 8u;
-override MAXM: u32 = 8u;
+{{template "lora" .}}
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -34,22 +30,9 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     if (sl.rank == 0u || o >= p.n) { return; }
     let n = min(p.cap, step.rows);
     let j = i32(g.z);
-    let first = g.y * MAXM;
     var rs: array<u32, 8>;
-    var found = 0u;
-    for (var r = 0u; r < n && found < first + MAXM; r++) {
-        if (rows[r].slot == j) {
-            if (found >= first) {
-                rs[found - first] = r;
-            }
-            found++;
-        }
-    }
-    if (found <= first) { return; }
-    let m = found - first;
-    for (var i = m; i < 8u; i++) {
-        rs[i] = rs[m - 1u]; // summed again, not written
-    }
+    let m = slot_rows(j, g.y * MAXM, n, &rs);
+    if (m == 0u) { return; }
     let h0 = rs[0] * R + sl.col;
     let h1 = rs[1] * R + sl.col;
     let h2 = rs[2] * R + sl.col;

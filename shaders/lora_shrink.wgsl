@@ -19,11 +19,7 @@
 // largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by the
 // matmul helper, each row summed in the same order).
 struct Params { k: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
-struct Row { slot: i32, scale: f32 }
-struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
-
-override R: u32 = 8u;
-override MAXM: u32 = 8u;
+{{template "lora" .}}
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -42,22 +38,9 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     // The group's rows: the (g.y·MAXM)-th row of slot j and those after.
     let n = min(p.cap, step.rows);
     let j = i32(g.z);
-    let first = g.y * MAXM;
     var rs: array<u32, 8>;
-    var found = 0u;
-    for (var r = 0u; r < n && found < first + MAXM; r++) {
-        if (rows[r].slot == j) {
-            if (found >= first) {
-                rs[found - first] = r;
-            }
-            found++;
-        }
-    }
-    if (found <= first) { return; }
-    let m = found - first;
-    for (var i = m; i < 8u; i++) {
-        rs[i] = rs[m - 1u]; // summed again, not written
-    }
+    let m = slot_rows(j, g.y * MAXM, n, &rs);
+    if (m == 0u) { return; }
     let x0 = rs[0] * p.k;
     let x1 = rs[1] * p.k;
     let x2 = rs[2] * p.k;

@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command desktop is a desktop chat window for Tessera models, built with
 // Cogent Core. The window is drawn through the same WebGPU stack
 // (github.com/cogentcore/webgpu) that Tessera computes with, so one GPU
@@ -10,6 +12,9 @@
 // the message box, --autosend sends it once the model is loaded,
 // --screenshot saves a PNG of the window after the reply, and
 // --exit-after-reply quits then. The reply is printed to stdout as well.
+//
+// The window needs cgo (its WebGPU is wgpu-native, a C library), so a
+// CPU-only build (CGO_ENABLED=0 go build ./...) leaves this command out.
 package main
 
 import (

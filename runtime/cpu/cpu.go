@@ -7,8 +7,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -60,18 +58,18 @@ func (c *KV) at(l, slot int) int { return (l*c.blocks*c.blockSize + slot) * c.kv
 
 // Backend is the Go reference backend. Its zero value is not usable; call New.
 type Backend struct {
-	batch   backend.Batch
-	workers int
-	stats   backend.Stats
-	kept    []int32       // Keep's ids since the last Begin
-	last    []int32       // the last Keep's ids: the next chained step's tokens
-	lora    *loraBufs     // AddLoRA's buffers, kept between calls
-	qrows   []kernel.QRow // MatMul's quantized rows of qsrc's first qm
-	qsrc    *Tensor
-	qm      int
-	qvalid  bool      // no op but MatMul ran since qrows were made
-	ropeF   []float32 // Rope's frequencies
-	ropeCS  []float32 // Rope's cosines and sines of one row
+	batch  backend.Batch
+	team   *team // shares each matrix product and attention out
+	stats  backend.Stats
+	kept   []int32       // Keep's ids since the last Begin
+	last   []int32       // the last Keep's ids: the next chained step's tokens
+	lora   *loraBufs     // AddLoRA's buffers, kept between calls
+	qrows  []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	qsrc   *Tensor
+	qm     int
+	qvalid bool      // no op but MatMul ran since qrows were made
+	ropeF  []float32 // Rope's frequencies
+	ropeCS []float32 // Rope's cosines and sines of one row
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -79,16 +77,13 @@ type Backend struct {
 // New returns a reference backend that uses up to workers goroutines for
 // matrix products (0: one per core).
 func New(workers int) *Backend {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	return &Backend{workers: workers}
+	return &Backend{team: newTeam(workers)}
 }
 
 func (b *Backend) Name() string { return "cpu" }
 
 // Threads is how many goroutines share a matrix product.
-func (b *Backend) Threads() int { return b.workers }
+func (b *Backend) Threads() int { return b.team.size }
 
 // Kernels names the vector kernels this CPU runs: "avx2" (chosen at run
 // time from the CPU's features), or "go" where the plain-Go twins run.
@@ -192,17 +187,17 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 	switch w := w.(type) {
 	case *QWeight:
 		if w.Int4 == nil {
-			MatMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.workers)
+			matMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.team)
 			return
 		}
 		if fresh {
-			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.workers)
+			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.team)
 			b.qsrc, b.qm = xs, m
 		}
 		b.qvalid = true
-		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.workers)
+		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.team)
 	case *Weight:
-		MatMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.workers)
+		matMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.team)
 	}
 }
 
@@ -245,20 +240,23 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
-	parallel(n*a.Heads, b.workers, func(lo, hi int) {
+	group := a.Heads / a.KVHeads
+	b.team.run(n*a.Heads, func(lo, hi int) {
 		var scores []float32
 		var offs []int
+		last := -1 // the (row, kv head) whose offsets offs holds
 		for job := lo; job < hi; job++ {
 			i, h := job/a.Heads, job%a.Heads
-			// Where each position's key and value start, through the table.
-			kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
-			offs = offs[:0]
-			end := int(b.batch.Pos[i])
-			if ends != nil {
-				end = int(ends[i])
-			}
-			for p := a.First(int(b.batch.Pos[i])); p <= end; p++ {
-				offs = append(offs, c.at(l, b.batch.SlotOf(int(b.batch.Seq[i]), p))+kvOff)
+			if key := i*a.KVHeads + h/group; key != last {
+				// Where each position's key and value start, through the
+				// table, block by block; the query heads of a GQA group
+				// share them.
+				last = key
+				end := int(b.batch.Pos[i])
+				if ends != nil {
+					end = int(ends[i])
+				}
+				offs = c.offsets(offs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, (h/group)*a.HeadDim)
 			}
 			if cap(scores) < len(offs) {
 				scores = make([]float32, len(offs))
@@ -267,6 +265,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 				c.K, c.V, offs, a.Scale, a.Softcap, scores)
 		}
 	})
+}
+
+// offsets appends to offs where the keys and values of positions first to
+// last of sequence seq start in layer l, at column col of their rows.
+func (c *KV) offsets(offs []int, batch backend.Batch, seq, l, first, last, col int) []int {
+	bs, table := batch.BlockSize, batch.Tables[seq]
+	for p := first; p <= last; {
+		base := c.at(l, int(table[p/bs])*bs) + col
+		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
+			offs = append(offs, base+o*c.kvDim)
+		}
+	}
+	return offs
 }
 
 func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
@@ -397,28 +408,42 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 
 func (b *Backend) Close() error { return nil }
 
-// parallel splits [0, n) into contiguous ranges, one per worker; the
-// calling goroutine takes the last, so that two workers start one.
-func parallel(n, workers int, f func(lo, hi int)) {
-	if workers <= 1 || n < 2 {
-		f(0, n)
-		return
-	}
-	workers = min(workers, n)
-	var wg sync.WaitGroup
-	for w := 0; w < workers-1; w++ {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	f(n*(workers-1)/workers, n)
-	wg.Wait()
-}
-
 var _ backend.Backend = (*Backend)(nil)
 
-// expf is exp in float32, as C's expf.
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+// expf is e^x in float32, within 1 ulp of the exact value (TestExpf), as
+// C's expf is: the argument is reduced to r = x − k·ln 2 with |r| ≤ ln 2/2
+// (ln 2 split in two so that k·ln2hi is exact), e^r comes from a degree-6
+// polynomial (the minimax coefficients of the Cephes library's expf), and
+// 2^k goes into the exponent bits. Why not float64's math.Exp: attention
+// and SiLU take one exp per score or element, and the conversion and the
+// wider function were a third of a batched decode step (stories260K at 32
+// sequences), where this is a few multiply-adds.
+func expf(x float32) float32 {
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375 // exact in 10 bits, so k·ln2hi is exact
+		ln2lo = -2.12194440e-4
+	)
+	switch {
+	case x != x:
+		return x
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -87.33654: // e^x below the smallest normal float32
+		return 0
+	}
+	t := x * log2e
+	k := float32(int32(t + float32(math.Copysign(0.5, float64(t)))))
+	r := x - k*ln2hi - k*ln2lo
+	p := float32(1.9875691500e-4)
+	p = p*r + 1.3981999507e-3
+	p = p*r + 8.3334519073e-3
+	p = p*r + 4.1665795894e-2
+	p = p*r + 1.6666665459e-1
+	p = p*r + 5.0000001201e-1
+	e := p*r*r + r + 1
+	if k > 127 { // x just below the overflow: 2^128 is not a float32
+		return 2 * e * math.Float32frombits(uint32(int32(k)+126)<<23)
+	}
+	return e * math.Float32frombits(uint32(int32(k)+127)<<23)
+}

@@ -142,7 +142,7 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 		for k, i := range rows {
 			copy(sc.x[k*c.in:(k+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
 		}
-		MatMul(sc.h, sc.x, s.a, m, c.in, s.rank, b.workers)
+		matMul(sc.h, sc.x, s.a, m, c.in, s.rank, b.team)
 		for k, w := range s.w {
 			if w.rank == 0 {
 				continue
@@ -157,7 +157,7 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 			}
 			d, dout := dsts[k].(*Tensor), c.outs[k]
 			sc.y = grow(sc.y, m*dout)
-			MatMul(sc.y, h, w.b, m, w.rank, dout, b.workers)
+			matMul(sc.y, h, w.b, m, w.rank, dout, b.team)
 			for r, i := range rows {
 				scale := b.batch.AdapterScale[batchRow(i)] * w.scale
 				row, y := d.Data[i*dout:(i+1)*dout], sc.y[r*dout:(r+1)*dout]

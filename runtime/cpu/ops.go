@@ -31,7 +31,11 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 
 // MatMul sets dst[m×n] = x[m×k] · w[n×k]ᵀ (see products).
 func MatMul(dst, x, w []float32, m, k, n, workers int) {
-	products(dst, floatRows(x, m, k), n, k, workers,
+	matMul(dst, x, w, m, k, n, newTeam(workers))
+}
+
+func matMul(dst, x, w []float32, m, k, n int, t *team) {
+	products(dst, floatRows(x, m, k), n, k, t,
 		func(j int, x *[]float32) float32 { return Dot(*x, w[j*k:(j+1)*k]) },
 		func(j int, xs *[4]*[]float32, out *[4]float32) {
 			kernel.DotF32x4(w[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
@@ -40,19 +44,19 @@ func MatMul(dst, x, w []float32, m, k, n, workers int) {
 
 // products sets dst[i·n+j] to the product of input row i with weight row
 // j, the shape every matrix product of the backend shares: the n weight
-// rows are split across workers so that each reads its own slice of the
+// rows are split across the team t so that each reads its own slice of the
 // weights, and each weight row meets the input rows four at a time (four
 // computes four products of one weight row at once, reading it once: a
 // prompt reads the weights a quarter as often), the rest one at a time.
 // four must give one's bits, so that no result depends on the number of
 // rows, their grouping or the number of workers. k is the inner dimension,
 // for the decision to stay on one goroutine for small products.
-func products[R any](dst []float32, rows []R, n, k, workers int, one func(j int, x *R) float32, four func(j int, xs *[4]*R, out *[4]float32)) {
+func products[R any](dst []float32, rows []R, n, k int, t *team, one func(j int, x *R) float32, four func(j int, xs *[4]*R, out *[4]float32)) {
 	m := len(rows)
 	if m*n*k < 1<<15 {
-		workers = 1
+		t = nil // one goroutine
 	}
-	parallel(n, workers, func(lo, hi int) {
+	t.run(n, func(lo, hi int) {
 		var out [4]float32
 		var xs [4]*R // one per worker: four may keep it
 		for j := lo; j < hi; j++ {
@@ -133,16 +137,28 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 // len(offs) values.
 func AttendHead(out, q, k, v []float32, offs []int, scale, softcap float32, scores []float32) {
 	hd, n := len(q), len(offs)
+	mx := float32(math.Inf(-1))
 	for t, o := range offs {
-		scores[t] = Dot(q, k[o:o+hd]) * scale
+		s := Dot(q, k[o:o+hd]) * scale
 		if softcap > 0 {
-			scores[t] = Softcap(scores[t], softcap)
+			s = Softcap(s, softcap)
 		}
+		scores[t], mx = s, max(mx, s)
 	}
-	Softmax(scores[:n])
+	// The softmax's weights are left unnormalised and the sum divides the
+	// output once: hd multiplies instead of n divisions.
+	var sum float32
+	for t, s := range scores[:n] {
+		scores[t] = expf(s - mx)
+		sum += scores[t]
+	}
 	clear(out)
 	for t, o := range offs {
 		kernel.Axpy(out, scores[t], v[o:o+hd])
+	}
+	inv := 1 / sum
+	for i := range out {
+		out[i] *= inv
 	}
 }
 
@@ -157,8 +173,9 @@ func Softmax(x []float32) {
 		x[i] = expf(v - mx)
 		sum += x[i]
 	}
+	inv := 1 / sum
 	for i := range x {
-		x[i] /= sum
+		x[i] *= inv
 	}
 }
 

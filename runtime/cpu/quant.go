@@ -105,10 +105,14 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 // matMulInt4); int8 weights meet the f32 rows (matMulInt8); f16 weights meet the f32 rows exactly as MatMul's would
 // their widened values (kernel.DotF16).
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
+	matMulQ(dst, x, w, m, k, n, newTeam(workers))
+}
+
+func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 	if w.Int4 != nil {
 		var qs []kernel.QRow
-		quantizeRows(&qs, x, m, k, workers)
-		matMulInt4(dst, qs, w.Int4, n, workers)
+		quantizeRows(&qs, x, m, k, t)
+		matMulInt4(dst, qs, w.Int4, n, t)
 		return
 	}
 	if w.Int8 != nil {
@@ -116,7 +120,7 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 		return
 	}
 	h := w.F16
-	products(dst, floatRows(x, m, k), n, k, workers,
+	products(dst, floatRows(x, m, k), n, k, t,
 		func(j int, x *[]float32) float32 { return kernel.DotF16(*x, h[j*k:(j+1)*k]) },
 		func(j int, xs *[4]*[]float32, out *[4]float32) {
 			kernel.DotF16x4(h[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
@@ -124,15 +128,15 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 }
 
 // quantizeRows sets (*qs)[:m] to the m rows of x, k wide, growing qs.
-func quantizeRows(qs *[]kernel.QRow, x []float32, m, k, workers int) {
+func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 	if len(*qs) < m {
 		*qs = append(*qs, make([]kernel.QRow, m-len(*qs))...)
 	}
 	q := (*qs)[:m]
 	if m*k < 1<<14 {
-		workers = 1
+		t = nil // one goroutine
 	}
-	parallel(m, workers, func(lo, hi int) {
+	t.run(m, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			q[i].Quantize(x[i*k : (i+1)*k])
 		}
@@ -143,10 +147,10 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k, workers int) {
 // 16-bit activations): the rows of x, quantized once (kernel.QRow), meet
 // each row of w in kernel.DotQ4, four input rows per unpacked weight group
 // where there are four.
-func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n, workers int) {
+func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n int, t *team) {
 	g := w.Groups()
 	row := func(j int) ([]uint32, []uint32) { return w.Codes[4*j*g : 4*(j+1)*g], w.Scales[j*g : (j+1)*g] }
-	products(dst, q, n, w.Cols, workers,
+	products(dst, q, n, w.Cols, t,
 		func(j int, x *kernel.QRow) float32 { c, s := row(j); return kernel.DotQ4(c, s, x) },
 		func(j int, xs *[4]*kernel.QRow, out *[4]float32) { c, s := row(j); kernel.DotQ4x4(c, s, xs, out) })
 }

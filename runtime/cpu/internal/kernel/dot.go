@@ -3,13 +3,15 @@ package kernel
 import "github.com/tessera-llm/tessera/models/dtype"
 
 // Path names the kernels this CPU runs: "avx512" (int4 products; the rest
-// AVX2), "avx2", or "go" for the twins.
+// AVX2), "avx2", "neon" (arm64), or "go" for the twins.
 func Path() string {
 	switch {
 	case hasAVX512:
 		return "avx512"
 	case hasAVX2:
 		return "avx2"
+	case hasNEON:
+		return "neon"
 	}
 	return "go"
 }
@@ -37,14 +39,16 @@ func DotQ4(codes, scales []uint32, x *QRow) float32 {
 		return dotQ4AVX512(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], g)
 	case hasAVX2:
 		return dotQ4AVX2(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], g)
+	case hasNEON:
+		return dotQ4NEON(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], g)
 	}
 	return dotQ4Go(codes, scales, x.Codes, x.DS)
 }
 
 // DotQ4x4 sets out[r] to DotQ4(codes, scales, xs[r]) for four rows at once,
-// with AVX-512 unpacking each weight group once for all of them (the
-// batched path of prompts; elsewhere it is four DotQ4). Every result equals
-// DotQ4's bit for bit.
+// with AVX-512 unpacking each weight group once for all of them and NEON
+// once per two of them (the batched path of prompts; elsewhere it is four
+// DotQ4). Every result equals DotQ4's bit for bit.
 func DotQ4x4(codes, scales []uint32, xs *[4]*QRow, out *[4]float32) {
 	g := len(scales)
 	if g == 0 {
@@ -59,6 +63,13 @@ func DotQ4x4(codes, scales []uint32, xs *[4]*QRow, out *[4]float32) {
 		dotQ4x4AVX512(&codes[0], &scales[0], g,
 			&[4]*int16{&xs[0].Codes[0], &xs[1].Codes[0], &xs[2].Codes[0], &xs[3].Codes[0]},
 			&[4]*float32{&xs[0].DS[0], &xs[1].DS[0], &xs[2].DS[0], &xs[3].DS[0]}, out)
+		return
+	}
+	if hasNEON {
+		for r := 0; r < 4; r += 2 {
+			a, b := xs[r], xs[r+1]
+			dotQ4x2NEON(&codes[0], &scales[0], g, &a.Codes[0], &b.Codes[0], &a.DS[0], &b.DS[0], (*[2]float32)(out[r:]))
+		}
 		return
 	}
 	for r, x := range xs {

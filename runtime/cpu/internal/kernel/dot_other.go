@@ -2,7 +2,8 @@
 
 package kernel
 
-// Without assembly every kernel is its Go twin.
+// Without AVX assembly (another architecture, or -tags purego) the amd64
+// kernels are never chosen.
 const hasAVX2, hasAVX512 = false, false
 
 func dotQ4AVX2(codes, scales *uint32, xq *int16, ds *float32, groups int) float32 {

@@ -26,6 +26,8 @@ func randomRow(rng *rand.Rand, cols int) []float32 {
 			x[i] = 0
 		case 1:
 			x[i] = float32(rng.NormFloat64()) * 1e4
+		case 2:
+			x[i] = float32(rng.NormFloat64()) * 1e-40 // subnormal
 		default:
 			x[i] = float32(rng.NormFloat64())
 		}
@@ -122,8 +124,8 @@ func TestDotQ4Accuracy(t *testing.T) {
 	}
 }
 
-// TestQuantizeOrder: codes come in nibble order and round half away from
-// zero; the sum is exact; padding is zero.
+// TestQuantizeOrder: codes come in nibble order and round to nearest, ties
+// to even; the sum is exact; padding is zero.
 func TestQuantizeOrder(t *testing.T) {
 	x := make([]float32, 34)
 	for i := range x {
@@ -196,15 +198,36 @@ func TestF32KernelsMatchTwins(t *testing.T) {
 }
 
 // TestQuantizeMatchesTwin: the vector quantizer gives quantizeGo's codes,
-// scales and sums, ties and zero groups included.
+// scales and sums, ties, zero groups and groups too small for 1/d included.
 func TestQuantizeMatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{32, 33, 64, 100, 576, 1536} {
 		x := randomRow(rng, n)
 		clear(x[:min(n, 32)]) // an all-zero group
 		if n > 64 {
-			x[40] = float32(Max) / 2 // ties after scaling: amax below is 2·x
-			x[41] = float32(Max)
+			// Group 1 scales by exactly 1 (its largest |x| is Max) and
+			// holds halves: ties that rounding to even and rounding away
+			// from zero take apart (2.5 → 2, 3.5 → 4), both signs.
+			x[32] = float32(Max)
+			for i := 33; i < 64; i++ {
+				x[i] = float32(i-33) + 0.5
+				if i%3 == 0 {
+					x[i] = -x[i]
+				}
+			}
+		}
+		if n >= 128 {
+			// Group 2's 1/d overflows (its codes are 0); group 3's d is
+			// subnormal, and 1/d finite.
+			for i := 64; i < 128; i++ {
+				x[i] = float32(i%32+1) * 1e-37
+				if i >= 96 {
+					x[i] *= 60
+				}
+				if i%5 == 0 {
+					x[i] = -x[i]
+				}
+			}
 		}
 		var got QRow
 		got.Quantize(x)
@@ -220,6 +243,17 @@ func TestQuantizeMatchesTwin(t *testing.T) {
 		for i := range want.DS {
 			if math.Float32bits(got.DS[i]) != math.Float32bits(want.DS[i]) {
 				t.Fatalf("n %d: ds %d = %v, twin %v", n, i, got.DS[i], want.DS[i])
+			}
+		}
+		if n >= 128 {
+			for i := range Group {
+				if c := got.Codes[CodeIndex(2, got.Groups(), i)]; c != 0 {
+					t.Fatalf("n %d: group 2 (1/d overflows): code %d = %d, want 0", n, i, c)
+				}
+				x, d := x[96+i], got.DS[6]
+				if c := got.Codes[CodeIndex(3, got.Groups(), i)]; math.Abs(float64(c)-float64(x/d)) > 0.51 {
+					t.Fatalf("n %d: group 3 (subnormal d): code %d = %d for %v/%v", n, i, c, x, d)
+				}
 			}
 		}
 	}

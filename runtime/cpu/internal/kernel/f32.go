@@ -14,9 +14,12 @@ func DotF32(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s float32
 	if n > 0 {
-		if hasAVX2 {
+		switch {
+		case hasAVX2:
 			s = dotF32AVX2(&a[0], &b[0], n)
-		} else {
+		case hasNEON:
+			s = dotF32NEON(&a[0], &b[0], n)
+		default:
 			s = dotF32Go(a[:n], b[:n])
 		}
 	}
@@ -36,9 +39,12 @@ func DotF32x4(w []float32, xs *[4][]float32, out *[4]float32) {
 	}
 	*out = [4]float32{}
 	if n > 0 {
-		if hasAVX2 {
+		switch {
+		case hasAVX2:
 			dotF32x4AVX2(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
-		} else {
+		case hasNEON:
+			dotF32x4NEON(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
+		default:
 			for r, x := range xs {
 				out[r] = dotF32Go(w[:n], x[:n])
 			}
@@ -74,9 +80,12 @@ func dotF32Go(a, b []float32) float32 {
 func Axpy(dst []float32, a float32, x []float32) {
 	n := len(dst) &^ (Lanes - 1)
 	x = x[:len(dst)]
-	if n > 0 && hasAVX2 {
+	switch {
+	case n > 0 && hasAVX2:
 		axpyAVX2(&dst[0], a, &x[0], n)
-	} else {
+	case n > 0 && hasNEON:
+		axpyNEON(&dst[0], a, &x[0], n)
+	default:
 		n = 0
 	}
 	for i := n; i < len(dst); i++ {
@@ -91,9 +100,12 @@ func DotF16(a []float32, b []uint16) float32 {
 	b = b[:len(a)]
 	var s float32
 	if n > 0 {
-		if hasAVX2 {
+		switch {
+		case hasAVX2:
 			s = dotF16AVX2(&a[0], &b[0], n)
-		} else {
+		case hasNEON:
+			s = dotF16NEON(&a[0], &b[0], n)
+		default:
 			s = dotF32Go(a[:n], widen(b[:n]))
 		}
 	}
@@ -111,9 +123,12 @@ func DotF16x4(w []uint16, xs *[4][]float32, out *[4]float32) {
 	}
 	*out = [4]float32{}
 	if n > 0 {
-		if hasAVX2 {
+		switch {
+		case hasAVX2:
 			dotF16x4AVX2(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
-		} else {
+		case hasNEON:
+			dotF16x4NEON(&w[0], &[4]*float32{&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0]}, n, out)
+		default:
 			wf := widen(w[:n])
 			for r, x := range xs {
 				out[r] = dotF32Go(wf, x[:n])

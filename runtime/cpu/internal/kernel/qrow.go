@@ -2,7 +2,8 @@
 // products of int4 weights with activations quantized per group of 32
 // (the shape of llama.cpp's Q4_0×Q8_0 path), with one plain-Go twin per
 // kernel that defines its result to the bit and hand-written assembly (AVX2
-// on amd64) that reproduces it, chosen at run time from the CPU's features.
+// and AVX-512 on amd64, NEON on arm64) that reproduces it, chosen at run
+// time from the CPU's features.
 //
 // Activations take 16 bits, not llama.cpp's 8: a group of 32 products
 // costs the same instructions either way (the per-group scaling dominates,
@@ -76,9 +77,12 @@ func CodeIndex(g, groups, i int) int {
 func (q *QRow) Quantize(x []float32) {
 	q.Resize(len(x))
 	G, pairs := q.Groups(), len(x)/(2*Group)
-	if pairs > 0 && hasAVX2 {
+	switch {
+	case pairs > 0 && hasAVX2:
 		quantizeAVX2(&x[0], &q.Codes[0], &q.DS[0], pairs)
-	} else {
+	case pairs > 0 && hasNEON:
+		quantizeNEON(&x[0], &q.Codes[0], &q.DS[0], pairs)
+	default:
 		pairs = 0
 	}
 	for g := 2 * pairs; g < G; g++ {
@@ -87,10 +91,17 @@ func (q *QRow) Quantize(x []float32) {
 }
 
 // quantizeGo is the definition of the quantization of group g of a row of
-// groups groups, from up to 32 inputs (missing ones are 0): d = max|x|/Max, codes round(x·(1/d)) to
-// nearest, ties to even (0 for an all-zero group), placed by CodeIndex;
-// the sum folds the 32 inputs as four 8-wide registers are folded:
-// (r0+r1) + (r2+r3), then ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+// groups groups, from up to 32 inputs (missing ones are 0): d = max|x|/Max,
+// codes round(x·(1/d)) to nearest, ties to even, placed by CodeIndex; the
+// sum folds the 32 inputs as four 8-wide registers are folded: (r0+r1) +
+// (r2+r3), then ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+//
+// Where 1/d is not finite the codes are 0: an all-zero group (d = 0), and
+// one so small (max|x| below about 1e-34) that 1/d overflows, where
+// x·(1/d) would be ±Inf, whose conversion to int16 Go leaves to each
+// architecture (and AVX2 saturates). Such a group's products are then 0,
+// against at most about 1e-33 times its weights. Every finite 1/d keeps
+// the codes within ±Max.
 func quantizeGo(x []float32, codes []int16, g, groups int, ds []float32) {
 	var in [Group]float32
 	copy(in[:], x)
@@ -104,9 +115,9 @@ func quantizeGo(x []float32, codes []int16, g, groups int, ds []float32) {
 	}
 	sum := ((r[0] + r[4]) + (r[2] + r[6])) + ((r[1] + r[5]) + (r[3] + r[7]))
 	d := amax / Max
-	var inv float32
-	if d > 0 {
-		inv = 1 / d
+	inv := 1 / d
+	if !(inv <= math.MaxFloat32) { // +Inf, or NaN from a NaN input
+		inv = 0
 	}
 	for i, v := range in {
 		codes[CodeIndex(g, groups, i)] = int16(math.RoundToEven(float64(v * inv)))

@@ -1,0 +1,73 @@
+// NEON instructions that Go's arm64 assembler does not spell, as the WORDs
+// of their encodings (Arm ARM, "Advanced SIMD"), and the folds the NEON
+// kernels share. Operands are register numbers (0..31, the V registers) in
+// Go's order: sources first, destination last, so that FMUL4S(m, n, d) is
+// d = n·m as Go's own VFMLA or VADD would read. Every float operation here
+// rounds once: there is no fused multiply-add, so each step rounds as the
+// Go twins' float32(a*b) + c does.
+
+// FADD4S: d.4S = n.4S + m.4S. FADD2S: the low two lanes only.
+#define FADD4S(m, n, d) WORD $(0x4E20D400 | (m)<<16 | (n)<<5 | (d))
+#define FADD2S(m, n, d) WORD $(0x0E20D400 | (m)<<16 | (n)<<5 | (d))
+
+// FMUL4S: d.4S = n.4S · m.4S. FMULE4S: d.4S = n.4S · m.S[i], i in 0..3.
+#define FMUL4S(m, n, d) WORD $(0x6E20DC00 | (m)<<16 | (n)<<5 | (d))
+#define FMULE4S(m, i, n, d) WORD $(0x4F809000 | ((i)&1)<<21 | (m)<<16 | ((i)>>1)<<11 | (n)<<5 | (d))
+
+// FADDS: scalar d.S = n.S + m.S. FADDP2S: scalar d.S = n.S[0] + n.S[1].
+#define FADDS(m, n, d) WORD $(0x1E202800 | (m)<<16 | (n)<<5 | (d))
+#define FADDP2S(n, d) WORD $(0x7E30D800 | (n)<<5 | (d))
+
+// FABS4S, FMAX4S (IEEE maxNum is not used: FMAX propagates NaN, as Go's
+// max does), FMAXV4S (scalar d.S = the largest lane of n).
+#define FABS4S(n, d) WORD $(0x4EA0F800 | (n)<<5 | (d))
+#define FMAX4S(m, n, d) WORD $(0x4E20F400 | (m)<<16 | (n)<<5 | (d))
+#define FMAXV4S(n, d) WORD $(0x6E30F800 | (n)<<5 | (d))
+
+// SCVTF4S: int32 lanes to f32, rounding to nearest even (FPCR's mode, which
+// Go leaves at its default), as Go's float32(int32) does. FCVTNS4S: f32
+// lanes to int32, rounding to nearest with ties to even (math.RoundToEven),
+// saturating.
+#define SCVTF4S(n, d) WORD $(0x4E21D800 | (n)<<5 | (d))
+#define FCVTNS4S(n, d) WORD $(0x4E21A800 | (n)<<5 | (d))
+
+// FCVTL4S widens the low four halves of n to f32 lanes, FCVTL24S the high
+// four: exactly (every half is a float32), like dtype.HalfValue.
+#define FCVTL4S(n, d) WORD $(0x0E217800 | (n)<<5 | (d))
+#define FCVTL24S(n, d) WORD $(0x4E217800 | (n)<<5 | (d))
+
+// SMULL4S: d.4S = n.4H · m.4H (int16 × int16 → exact int32, low four
+// lanes); SMULL24S the high four. SMLAL4S and SMLAL24S add the products to
+// d instead. ADDP4S: d.4S = pairwise sums of n (lanes 0, 1) then m (2, 3).
+#define SMULL4S(m, n, d) WORD $(0x0E60C000 | (m)<<16 | (n)<<5 | (d))
+#define SMULL24S(m, n, d) WORD $(0x4E60C000 | (m)<<16 | (n)<<5 | (d))
+#define SMLAL4S(m, n, d) WORD $(0x0E608000 | (m)<<16 | (n)<<5 | (d))
+#define SMLAL24S(m, n, d) WORD $(0x4E608000 | (m)<<16 | (n)<<5 | (d))
+#define ADDP4S(m, n, d) WORD $(0x4EA0BC00 | (m)<<16 | (n)<<5 | (d))
+
+// DUPD1: d.2D = both lanes n.D[1] (the high half of n in d's low half).
+// DUPS1: scalar d.S = n.S[1].
+#define DUPD1(n, d) WORD $(0x4E180400 | (n)<<5 | (d))
+#define DUPS1(n, d) WORD $(0x5E0C0400 | (n)<<5 | (d))
+
+// HSUM8 leaves in lane 0 of L the fold ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
+// of the eight lanes a0..a3 in L and a4..a7 in H (T is scratch): the fold
+// of a 256-bit register in halves that the twins spell out.
+#define HSUM8(L, H, T) \
+	FADD4S(H, L, L) \
+	DUPD1(L, T) \
+	FADD2S(T, L, L) \
+	FADDP2S(L, L)
+
+// FOLD32 leaves in lane 0 of R0 the fold dotF32Go spells out of 32 lanes
+// in eight registers, lanes 4i..4i+3 in A_i: an AVX register r_m is the
+// pair A_2m, A_2m+1, and the registers are folded as (r0+r1) + (r2+r3),
+// then in halves (HSUM8). R1 and T are scratch; R0 and R1 may be A0, A1.
+#define FOLD32(A0, A1, A2, A3, A4, A5, A6, A7, R0, R1, T) \
+	FADD4S(A2, A0, R0) \
+	FADD4S(A6, A4, T) \
+	FADD4S(T, R0, R0) \
+	FADD4S(A3, A1, R1) \
+	FADD4S(A7, A5, T) \
+	FADD4S(T, R1, R1) \
+	HSUM8(R0, R1, T)

@@ -1,0 +1,129 @@
+package cpu
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// A team runs the parts of one operation on up to size cores: the calling
+// goroutine and size-1 helpers that stay awake between operations.
+//
+// Why helpers stay awake: waking a parked thread takes the Go scheduler
+// and, on a virtual machine, the hypervisor tens of microseconds, as long
+// as a whole decode matrix product (13 µs for smollm2's 576×576 in int4).
+// A goroutine started per operation therefore began after the caller had
+// finished its half, and two workers were slower than one
+// (BenchmarkMatMulInt4Decode). Helpers that spin for a short while after
+// their last part are there when the next operation comes, a few
+// microseconds later within a forward pass; after helperIdle without work
+// they exit, so an idle engine burns no core and leaks no goroutine.
+//
+// Why parts are claimed rather than handed out: a helper that is late (just
+// started, or descheduled on a loaded machine) must not hold up the caller
+// with a fixed share of the work. Each operation is cut into a few parts
+// per worker; each worker first claims its own share in order, as a fixed
+// split would give it (so that a product run again finds its rows in the
+// same core's cache), then takes what others have not started, from the
+// far end. Part bounds depend only on n, so every element is computed by
+// the same code whoever claims it: results do not depend on timing.
+type team struct {
+	size    int
+	helpers atomic.Int32        // helper goroutines alive
+	current atomic.Pointer[job] // the operation helpers should join
+}
+
+// A job is one operation being run by a team.
+type job struct {
+	f        func(lo, hi int)
+	n, parts int
+	claimed  []atomic.Bool // per part
+	finished atomic.Int32  // parts done
+}
+
+const (
+	// partsPerWorker trades the cost of a claim (an atomic swap and a call,
+	// well under a microsecond) against how finely a late helper can share.
+	partsPerWorker = 4
+	// helperIdle is how long a helper waits for the next operation before
+	// it exits: far longer than the gap between the operations of a forward
+	// pass or two decode steps, far shorter than a person notices.
+	helperIdle = 200 * time.Microsecond
+)
+
+func newTeam(size int) *team {
+	if size <= 0 {
+		size = runtime.GOMAXPROCS(0)
+	}
+	return &team{size: size}
+}
+
+// run calls f over [0, n) in contiguous parts and returns when all are done.
+func (t *team) run(n int, f func(lo, hi int)) {
+	if t == nil || t.size <= 1 || n < 2 {
+		f(0, n)
+		return
+	}
+	parts := min(n, partsPerWorker*t.size)
+	j := &job{f: f, n: n, parts: parts, claimed: make([]atomic.Bool, parts)}
+	t.current.Store(j)
+	for h := t.helpers.Load(); h < int32(t.size-1); h = t.helpers.Load() {
+		if t.helpers.CompareAndSwap(h, h+1) {
+			go t.help(int(h) + 1)
+		}
+	}
+	j.work(0, t.size)
+	// The caller waits spinning, not parked: a helper finishing its last
+	// part would otherwise pay the wake-up this type exists to avoid.
+	for int(j.finished.Load()) < j.parts {
+		runtime.Gosched()
+	}
+	t.current.CompareAndSwap(j, nil)
+}
+
+// work runs the parts of j that worker w of size claims: its own share
+// first, then every other part not yet claimed, from the last.
+func (j *job) work(w, size int) {
+	own := j.parts * w / size
+	end := j.parts * (w + 1) / size
+	for p := own; p < end; p++ {
+		j.try(p)
+	}
+	for p := j.parts - 1; p >= 0; p-- {
+		if p < own || p >= end {
+			j.try(p)
+		}
+	}
+}
+
+func (j *job) try(p int) {
+	if j.claimed[p].Swap(true) {
+		return
+	}
+	j.f(j.n*p/j.parts, j.n*(p+1)/j.parts)
+	j.finished.Add(1)
+}
+
+// help is worker w: it joins each new operation until none comes for
+// helperIdle.
+func (t *team) help(w int) {
+	defer t.helpers.Add(-1)
+	var last *job
+	idle := time.Now()
+	for {
+		if j := t.current.Load(); j != nil && j != last {
+			last = j
+			j.work(w, t.size)
+			idle = time.Now()
+			continue
+		}
+		if time.Since(idle) > helperIdle {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// parallel runs f over [0, n) on a team of workers that lives for this call
+// only: for the exported kernels, which have no backend to hold one.
+func parallel(n, workers int, f func(lo, hi int)) { newTeam(workers).run(n, f) }

@@ -1,0 +1,42 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+)
+
+// BenchmarkMatMulInt4Decode times one decode row against smollm2-135m's
+// matrix shapes with one and two workers: how much of the second core a
+// single product gets (a team kept between products, as a backend keeps it).
+func BenchmarkMatMulInt4Decode(b *testing.B) {
+	for _, s := range []struct{ n, k int }{{576, 576}, {192, 576}, {1536, 576}, {576, 1536}} {
+		w := dtype.NewInt4(s.n, s.k)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range w.Codes {
+			w.Codes[i] = r.Uint32()
+		}
+		for i := range w.Scales {
+			w.Scales[i] = r.Uint32() & 0x3bff3bff
+		}
+		x := make([]float32, s.k)
+		for i := range x {
+			x[i] = r.Float32() - 0.5
+		}
+		q := make([]kernel.QRow, 1)
+		q[0].Quantize(x)
+		dst := make([]float32, s.n)
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%dx%d/workers=%d", s.n, s.k, workers), func(b *testing.B) {
+				t := newTeam(workers)
+				b.SetBytes(w.Bytes())
+				for b.Loop() {
+					matMulInt4(dst, q, w, s.n, t)
+				}
+			})
+		}
+	}
+}
