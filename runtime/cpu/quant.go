@@ -116,7 +116,7 @@ func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 		return
 	}
 	if w.Int8 != nil {
-		matMulInt8(dst, x, w.Int8, m, workers)
+		matMulInt8(dst, x, w.Int8, m, t)
 		return
 	}
 	h := w.F16
@@ -160,7 +160,7 @@ func matMulInt4(dst []float32, q []kernel.QRow, w *dtype.Int4, n int, t *team) {
 type int8Row struct{ x, sums []float32 }
 
 // matMulInt8 multiplies the m rows of x by every row of w (kernel.DotQ8).
-func matMulInt8(dst, x []float32, w *dtype.Int8, m, workers int) {
+func matMulInt8(dst, x []float32, w *dtype.Int8, m int, t *team) {
 	k, g := w.Cols, w.Groups()
 	rows := make([]int8Row, m)
 	sums := make([]float32, m*g)
@@ -169,7 +169,7 @@ func matMulInt8(dst, x []float32, w *dtype.Int8, m, workers int) {
 		kernel.GroupSums8(rows[i].x, rows[i].sums)
 	}
 	row := func(j int) ([]uint32, []uint32) { return w.Codes[4*j*g : 4*(j+1)*g], w.Scales[j*g : (j+1)*g] }
-	products(dst, rows, w.Rows, k, workers,
+	products(dst, rows, w.Rows, k, t,
 		func(j int, x *int8Row) float32 { c, s := row(j); return kernel.DotQ8(c, s, x.x, x.sums) },
 		func(j int, xs *[4]*int8Row, out *[4]float32) {
 			c, s := row(j)
