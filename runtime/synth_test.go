@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -72,7 +73,7 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.PromptTPS <= 0 || r.DecodeTPS <= 0 || r.TTFTms <= 0 || r.DispatchesPerToken < 10 ||
-			r.MemoryBytes < r.WeightBytes || r.CopyGBps <= 0 || r.BandwidthFraction <= 0 {
+			r.MemoryBytes < r.WeightBytes || r.CopyGBps <= 0 || r.BandwidthFraction <= 0 || !strings.HasPrefix(r.WeightMix, "f32 ") {
 			t.Errorf("%s: implausible result %+v", r.Device, r)
 		}
 	}

@@ -47,10 +47,20 @@ func TestInfo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"llama", "layers", "8 (kv 4, head dim 8)", "512 tokens", "blk.4.ffn_down.weight", "F32"} {
+	for _, want := range []string{"llama", "layers", "8 (kv 4, head dim 8)", "512 tokens", "blk.4.ffn_down.weight", "F32",
+		"storage on cpu     f32 48 tensors 1.2 MB", "storage on webgpu  f32 48 tensors 1.2 MB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}
+	}
+	// --quant mixed describes the mixed policy's choice: the head, the
+	// table and the matrices it keeps in int8, the rest int4.
+	code, out, errOut = runCLI("info", "--model", filepath.Join(shared, "stories260K.gguf"), "--quant", "mixed")
+	if code != 0 || !strings.Contains(out, "storage on webgpu  int4 13 tensors 87 KB, int8 24 tensors 196 KB, f32 11 tensors 3 KB") {
+		t.Errorf("info --quant mixed: exit %d, %s\n%s", code, errOut, out)
+	}
+	if code, _, errOut = runCLI("info", "--model", filepath.Join(shared, "stories260K.gguf"), "--quant", "int3"); code != 2 || !strings.Contains(errOut, "int3") {
+		t.Errorf("info --quant int3: exit %d, %s", code, errOut)
 	}
 }
 

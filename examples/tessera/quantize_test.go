@@ -312,7 +312,7 @@ func TestQuantizeErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"quantize", "--model", src}, 2, "--out are required"},
-		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q8_0"}, 2, "want q4_0, q4_1 or q4_k"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q3_k"}, 2, "want q4_0, q4_1, q4_k"},
 		{[]string{"quantize", "--model", filepath.Join(shared, "stories260K.bin"), "--out", filepath.Join(dir, "x.gguf")}, 1, "stories260K.bin"},
 		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "missing", "x.gguf")}, 1, "missing"},
 		{[]string{"run", "--model", src, "--quant", "int3"}, 2, "int3"},

@@ -39,7 +39,7 @@ func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
 		return 0
 	}
 	_, _ = codes[4*g-1], sums[g-1]
-	var acc [Lanes]float32
+	var acc [2][Lanes]float32
 	var macc float32
 	full := 0
 	if hasAVX2 {
@@ -54,21 +54,23 @@ func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
 	return dotQ8Fold(&acc, dotQ8Groups(codes, scales, x, sums, full, &acc, macc))
 }
 
-// dotQ8Go is the definition of DotQ8. Per group, lane k (0..7) takes
-// inputs k and k+8:
+// dotQ8Go is the definition of DotQ8. Groups alternate between two sets
+// of 8 lanes (even groups, odd groups: two independent chains of adds for
+// the vector code); per group g, lane k (0..7) takes inputs k and k+8:
 //
-//	t_k = f32(q_k·x_k) + f32(q_{k+8}·x_{k+8});  acc_k += f32(s·t_k)
+//	t_k = f32(q_k·x_k) + f32(q_{k+8}·x_{k+8});  acc[g%2][k] += f32(s·t_k)
 //	macc += f32(m·sum_g)
 //
-// and at the end ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + macc.
+// and at the end a_k = acc[0][k] + acc[1][k], then
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + macc.
 func dotQ8Go(codes, scales []uint32, x, sums []float32) float32 {
-	var acc [Lanes]float32
+	var acc [2][Lanes]float32
 	return dotQ8Fold(&acc, dotQ8Groups(codes, scales, x, sums, 0, &acc, 0))
 }
 
 // dotQ8Groups adds groups g0... to acc and returns macc with their min
 // terms added (dotQ8Go's loop).
-func dotQ8Groups(codes, scales []uint32, x, sums []float32, g0 int, acc *[Lanes]float32, macc float32) float32 {
+func dotQ8Groups(codes, scales []uint32, x, sums []float32, g0 int, acc *[2][Lanes]float32, macc float32) float32 {
 	n := len(x)
 	for g := g0; g < len(scales); g++ {
 		s, m := dtype.UnpackScaleMin(scales[g])
@@ -79,13 +81,17 @@ func dotQ8Groups(codes, scales []uint32, x, sums []float32, g0 int, acc *[Lanes]
 		for k := range Lanes {
 			a := float32(float32(uint8(ws[k/4]>>(8*(k%4)))) * in[k])
 			b := float32(float32(uint8(ws[2+k/4]>>(8*(k%4)))) * in[k+Lanes])
-			acc[k] += float32(s * (a + b))
+			acc[g%2][k] += float32(s * (a + b))
 		}
 	}
 	return macc
 }
 
 // dotQ8Fold is dotQ8Go's horizontal sum.
-func dotQ8Fold(acc *[Lanes]float32, macc float32) float32 {
-	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + macc
+func dotQ8Fold(acc *[2][Lanes]float32, macc float32) float32 {
+	var a [Lanes]float32
+	for k := range a {
+		a[k] = acc[0][k] + acc[1][k]
+	}
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])) + macc
 }

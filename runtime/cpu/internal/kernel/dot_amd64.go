@@ -41,4 +41,4 @@ func dotF16AVX2(a *float32, b *uint16, n int) float32
 func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
-func dotQ8AVX2(codes, scales *uint32, x, sums *float32, groups int, acc *[Lanes]float32) float32
+func dotQ8AVX2(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32
