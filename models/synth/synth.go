@@ -198,6 +198,7 @@ func Metadata(s Shape) []gguf.KV {
 		kv = append(kv, gguf.KV{Key: a + "attn_logit_softcapping", Value: gguf.Float32Value(c.AttnSoftcap)},
 			gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)})
 	}
+	kv = append(kv, moeMetadata(c)...)
 	return append(kv, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},
