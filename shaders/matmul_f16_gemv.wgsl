@@ -16,7 +16,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm:
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> w: array<vec2<u32>>;
-{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}
+{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
 
 override TPC: u32 = 16u;
 override MAXM: u32 = 1u;
@@ -35,23 +35,21 @@ fn half4(v: vec2<u32>) -> vec4<f32> {
 fn main(@builtin(local_invocation_index) t: u32,
         @builtin(workgroup_id) g: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let r0 = g.z * MAXM;
-    let rows = min(min(p.cap, step.rows) - r0, MAXM);
     let k4 = p.k / 4u;
+{{template "block" .}}
     let lane = t % TPC;
     let j = (g.x + g.y * groups.x) * NC + t / TPC;
-    let xbase = r0 * k4;
 {{template "norm" .}}
     var acc: array<f32, MAXM>;
-    if (j < p.nrows) {
-        let wrow = j * k4;
+    if (j < p.nrows{{template "live" .}}) {
+        let wrow = {{template "wrow" .}} * k4;
         var i = lane;
         for (; i + TPC < k4; i += 2u * TPC) {
             let w0 = half4(w[wrow + i]);
             let w1 = half4(w[wrow + i + TPC]);
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    let xr = xbase + m * k4 + i;
+                    let xr = {{template "xrow" .}} + i;
                     acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m));
                 }
             }
@@ -60,7 +58,7 @@ fn main(@builtin(local_invocation_index) t: u32,
             let w0 = half4(w[wrow + i]);
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i, m));
+                    acc[m] += dot(w0, xload({{template "xrow" .}} + i, i, m));
                 }
             }
         }

@@ -43,7 +43,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tp
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
-{{bindings . 6}}{{template "fusion" .}}{{template "xload" .}}
+{{bindings . 6}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
 
 // TPC is the number of invocations per output column, a power of two ≤ WG;
 // MAXM the rows of a block; CPI the columns of an invocation (TPC = 1
@@ -74,25 +74,23 @@ fn dq(word: u32, sh: vec4<u32>, s: f32, mn: f32) -> vec4<f32> {
 fn main(@builtin(local_invocation_index) t: u32,
         @builtin(workgroup_id) g: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let r0 = g.z * MAXM;
-    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
     let k4 = p.k / 4u;
+{{template "block" .}}
     let lane = t % TPC;
     let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
-    let xbase = r0 * k4;
     let full = p.k / 32u; // whole groups; a short one may follow
 {{template "norm" .}}
 
     var acc: array<f32, ACC>; // acc[m * CPI + c]: row r0 + m, column j + c
     var w: array<vec4<f32>, WN>; // the expanded group of column j + c: w[c * 8 + v]
-    if (j < p.nrows) {
+    if (j < p.nrows{{template "live" .}}) {
         for (var gi = lane; gi < full; gi += TPC) {
             for (var c = 0u; c < CPI; c++) {
                 var code = vec4<u32>(0u);
                 var sm = vec2<f32>(0.0);
                 if (j + c < p.nrows) {
-                    code = codes[(j + c) * p.groups + gi];
-                    sm = unpack2x16float(scales[(j + c) * p.groups + gi]);
+                    code = codes[({{template "wrow" .}} + c) * p.groups + gi];
+                    sm = unpack2x16float(scales[({{template "wrow" .}} + c) * p.groups + gi]);
                 }
                 w[c * 8u] = dq(code.x, LO, sm.x, sm.y);
                 w[c * 8u + 1u] = dq(code.x, HI, sm.x, sm.y);
@@ -105,7 +103,7 @@ fn main(@builtin(local_invocation_index) t: u32,
             }
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    let xr = xbase + m * k4 + gi * 8u;
+                    let xr = {{template "xrow" .}} + gi * 8u;
                     for (var v = 0u; v < 8u; v++) {
                         let xv = xload(xr + v, gi * 8u + v, m);
                         for (var c = 0u; c < CPI; c++) {
@@ -121,8 +119,8 @@ fn main(@builtin(local_invocation_index) t: u32,
             var sm: array<vec2<f32>, CPI>;
             for (var c = 0u; c < CPI; c++) {
                 if (j + c < p.nrows) {
-                    code[c] = codes[(j + c) * p.groups + full];
-                    sm[c] = unpack2x16float(scales[(j + c) * p.groups + full]);
+                    code[c] = codes[({{template "wrow" .}} + c) * p.groups + full];
+                    sm[c] = unpack2x16float(scales[({{template "wrow" .}} + c) * p.groups + full]);
                 }
             }
             for (var v = 0u; v < (p.k % 32u) / 4u; v++) {
@@ -130,7 +128,7 @@ fn main(@builtin(local_invocation_index) t: u32,
                 if (v % 2u == 1u) { sh = HI; }
                 for (var m = 0u; m < MAXM; m++) {
                     if (m < rows) {
-                        let xv = xload(xbase + m * k4 + full * 8u + v, full * 8u + v, m);
+                        let xv = xload({{template "xrow" .}} + full * 8u + v, full * 8u + v, m);
                         for (var c = 0u; c < CPI; c++) {
                             acc[m * CPI + c] += dot(dq(code[c][v / 2u], sh, sm[c].x, sm[c].y), xv);
                         }
@@ -145,13 +143,13 @@ fn main(@builtin(local_invocation_index) t: u32,
 {{- if .Pairs}}
             for (var c = 0u; c + 1u < CPI; c += 2u) {
                 if (j + c + 1u < p.nrows) {
-                    emit_pair(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
+                    emit_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
                 }
             }
 {{- else}}
             for (var c = 0u; c < CPI; c++) {
                 if (j + c < p.nrows) {
-                    emit(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
+                    emit({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
                 }
             }
 {{- end}}
