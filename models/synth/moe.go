@@ -14,12 +14,12 @@ import (
 // of two and whose expert width (36) is not a whole number of int4 groups.
 var moeShapes = []Shape{
 	{"granite-3.1-1b-a400m", granite(models.Config{Arch: "granitemoe", Dim: 1024, FFN: 512, Layers: 24, Heads: 16, KVHeads: 8, HeadDim: 64,
-		Vocab: 49155, Context: 131072, NormEps: 1e-6, RopeTheta: 10000000, RopeDim: 64, TiedEmbeddings: true,
+		Vocab: 49155, Context: 131072, NormEps: 1e-6, RopeTheta: 1500000, RopeDim: 64, TiedEmbeddings: true,
 		MoE: models.MoEConfig{Experts: 32, Used: 8, FFN: 512, NormTopK: true}}, 12, 0.22, 0.015625, 6)},
 	// The dense model of granite-3.1-1b-a400m's active parameters: its
 	// attention, and one FFN as wide as the 8 experts a token uses.
 	{"granite-3.1-1b-a400m-dense", models.Config{Arch: "llama", Dim: 1024, FFN: 8 * 512, Layers: 24, Heads: 16, KVHeads: 8, HeadDim: 64,
-		Vocab: 49155, Context: 131072, NormEps: 1e-6, RopeTheta: 10000000, RopeDim: 64, TiedEmbeddings: true}},
+		Vocab: 49155, Context: 131072, NormEps: 1e-6, RopeTheta: 1500000, RopeDim: 64, TiedEmbeddings: true}},
 	{"olmoe-1b-7b", models.Config{Arch: "olmoe", Dim: 2048, FFN: 1024, Layers: 16, Heads: 16, KVHeads: 16, HeadDim: 128,
 		Vocab: 50304, Context: 4096, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 128, Rope: models.RopeHalves,
 		QKNorm: true, QKNormFull: true, MoE: models.MoEConfig{Experts: 64, Used: 8, FFN: 1024}}},
