@@ -66,7 +66,7 @@ type MoECombine struct {
 type Experts interface {
 	// UploadExperts uploads stacked expert matrices, each of shape [E,
 	// rows, in], in storage s: one (a down projection) or two of one
-	// shape (gate and up, for a GLU).
+	// shape (gate and up, for a GLU). The weight's Shape is theirs.
 	UploadExperts(ts []*models.Tensor, s Storage) (Weight, error)
 	// NewRoutes allocates the routing of up to rows token rows, k slots
 	// each.

@@ -64,7 +64,7 @@ func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend
 		if w, err = b.fuse(parts, s, true, 2*rows); err != nil {
 			return nil, err
 		}
-		w.perExpert = 2 * rows
+		w.perExpert, w.shape = 2*rows, ts[0].Shape
 		return w, nil
 	}
 	h, err := hostForm(parts[0], s)
@@ -74,7 +74,7 @@ func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend
 	if w, err = b.uploadRows(parts[0].Name, parts[0].Shape, s, h, rows); err != nil {
 		return nil, err
 	}
-	w.perExpert = rows
+	w.perExpert, w.shape = rows, ts[0].Shape
 	return w, nil
 }
 
@@ -103,7 +103,7 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	w, r, xs, d := p.W.(*Weight), p.R.(*Routes), p.X.(*Tensor), p.Out.(*Tensor)
 	k := xs.cols
-	out := w.perExpert
+	out := w.perExpert // w.shape is [E, rows, in] of one matrix
 	if p.GLU {
 		out /= 2
 	}
@@ -111,8 +111,8 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	case w.perExpert == 0 || p.GLU != w.pairs:
 		b.fail(fmt.Errorf("gpu: expert projection (GLU %v) of a weight not uploaded by UploadExperts for it", p.GLU))
 		return
-	case k != w.shape[1] || d.cols != out:
-		b.fail(fmt.Errorf("gpu: expert projection of %d columns into %d with experts of %d×%d", k, d.cols, out, w.shape[1]))
+	case k != w.shape[2] || d.cols != out:
+		b.fail(fmt.Errorf("gpu: expert projection of %d columns into %d with experts of %d×%d", k, d.cols, out, w.shape[2]))
 		return
 	case r.blocks == 0:
 		b.fail(fmt.Errorf("gpu: expert projection before Route"))

@@ -2,10 +2,14 @@ package profile_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/profile"
@@ -58,5 +62,55 @@ func TestProfileStories(t *testing.T) {
 	r.Print(&b)
 	if !strings.Contains(b.String(), "gate+up") {
 		t.Errorf("report without gate+up:\n%s", b.String())
+	}
+}
+
+// TestProfileMoE: on a synthetic mixture of experts, the profiler names
+// the routing and the experts' products once per layer and token, and the
+// bytes the experts' products read per token are those of the k experts a
+// token uses, not of all E.
+func TestProfileMoE(t *testing.T) {
+	s, err := synth.Lookup("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F32, 3); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var pb *profile.Backend
+	e, err := runtime.Load(path, runtime.Options{Device: "cpu",
+		Wrap: func(be backend.Backend) backend.Backend { pb = profile.New(be); return pb }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	pb.On = true
+	if _, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 4, GenTokens: 4}); err != nil {
+		t.Fatal(err)
+	}
+	ops, steps := pb.Ops()
+	r := profile.Summarize(ops, steps, time.Millisecond, 10)
+	c := s.Config
+	got := map[string]profile.Share{}
+	for _, k := range r.Kinds {
+		got[k.Name] = k
+	}
+	for _, name := range []string{"route", "moe-gateup", "moe-down", "combine"} {
+		if got[name].Count != c.Layers {
+			t.Errorf("%s: %d a token, want %d", name, got[name].Count, c.Layers)
+		}
+	}
+	m := c.MoE
+	expert := int64(3*m.FFN*c.Dim) * 4 // gate, up and down of one expert, f32
+	rows := int64(m.Used) * 4 * int64(c.Dim+m.FFN+m.FFN+c.Dim)
+	want := int64(c.Layers) * (int64(m.Used)*expert + rows)
+	if b := got["moe-gateup"].Bytes + got["moe-down"].Bytes; b != want {
+		t.Errorf("experts read %d bytes a token, want %d (%d of %d experts)", b, want, m.Used, m.Experts)
 	}
 }
