@@ -9,6 +9,11 @@ import (
 	"github.com/tessera-llm/tessera/shaders"
 )
 
+var (
+	moeRouteOp   = op{kernel: "moe_route", operands: []Access{ReadWrite, ReadOnly}}
+	moeCombineOp = op{kernel: "moe_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+)
+
 // The mixture-of-experts ops. Route is one dispatch of moe_route, whose
 // routing (expert ids, weights, the pairs sorted by expert and the block
 // table) stays in one buffer on the device. An expert product is the GEMV
@@ -17,12 +22,7 @@ import (
 // block's pairs by that expert's rows only, so a step reads the chosen
 // experts' weights, each once per block of up to gemvMaxRows pairs, and
 // nothing comes back to the host. Combine is one dispatch of moe_combine.
-
-var (
-	moeRouteOp   = op{kernel: "moe_route", operands: []Access{ReadWrite, ReadOnly}}
-	moeCombineOp = op{kernel: "moe_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
-)
-
+//
 // Routes is a step's routing on the device: 3·P words of ids, weights and
 // pair order, then a table of up to 2·P blocks of 3 words (P = rows·k
 // pairs; a step's blocks are at most one per pair).
@@ -165,7 +165,6 @@ func (b *Backend) Combine(c backend.MoECombine) {
 	if c.Shared != nil {
 		shared, sh, g = 1, c.Shared.(*Tensor).buf, c.SharedGate.(*Tensor).buf
 	}
-	gx, gy := b.grid(min(b.rows(d), r.rows)*d.cols, elementWG)
 	b.record(moeCombineOp, params{uint32(d.cols), uint32(min(d.rows, r.rows)), uint32(r.k), f32param(scale), shared, uint32(r.pairs())},
-		[]Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, gx, gy, 1)
+		[]Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, uint32(min(b.rows(d), r.rows)), 1, 1)
 }

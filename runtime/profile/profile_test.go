@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
@@ -15,12 +16,12 @@ import (
 	"github.com/tessera-llm/tessera/runtime/profile"
 )
 
-// TestProfileStories runs stories260K's decode through the profiler on the
-// CPU and checks that every op of a layer is seen once per layer and token,
-// named by what it computes, with the matrix products' bytes.
-func TestProfileStories(t *testing.T) {
+// profileDecode profiles a few decode steps of the model at path on the
+// CPU.
+func profileDecode(t *testing.T, path string) (profile.Report, models.Config) {
+	t.Helper()
 	var pb *profile.Backend
-	e, err := runtime.Load("../../../shared/models/stories260K.gguf", runtime.Options{Device: "cpu",
+	e, err := runtime.Load(path, runtime.Options{Device: "cpu",
 		Wrap: func(be backend.Backend) backend.Backend { pb = profile.New(be); return pb }})
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +38,15 @@ func TestProfileStories(t *testing.T) {
 	if steps == 0 {
 		t.Fatal("no decode step timed")
 	}
-	layers := e.Model().Config.Layers
-	r := profile.Summarize(ops, steps, time.Millisecond, 10)
+	return profile.Summarize(ops, steps, time.Millisecond, 10), e.Model().Config
+}
+
+// TestProfileStories runs stories260K's decode through the profiler on the
+// CPU and checks that every op of a layer is seen once per layer and token,
+// named by what it computes, with the matrix products' bytes.
+func TestProfileStories(t *testing.T) {
+	r, c := profileDecode(t, "../../../shared/models/stories260K.gguf")
+	layers := c.Layers
 	want := map[string]int{"qkv": layers, "rope+kv": layers, "attend": layers, "o": layers, "gate+up": layers, "down": layers, "head": 1, "embed": 1}
 	got := map[string]profile.Share{}
 	for _, k := range r.Kinds {
@@ -83,20 +91,7 @@ func TestProfileMoE(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	var pb *profile.Backend
-	e, err := runtime.Load(path, runtime.Options{Device: "cpu",
-		Wrap: func(be backend.Backend) backend.Backend { pb = profile.New(be); return pb }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	pb.On = true
-	if _, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 4, GenTokens: 4}); err != nil {
-		t.Fatal(err)
-	}
-	ops, steps := pb.Ops()
-	r := profile.Summarize(ops, steps, time.Millisecond, 10)
-	c := s.Config
+	r, c := profileDecode(t, path)
 	got := map[string]profile.Share{}
 	for _, k := range r.Kinds {
 		got[k.Name] = k
