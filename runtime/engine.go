@@ -156,11 +156,12 @@ func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.model.Tokenizer }
 func (e *Engine) WeightBytes() int64 { return e.net.weightBytes() }
 
 // DecodeBytes estimates the bytes one decode step reads at position pos:
-// every weight except the embedding table (of which it reads one row), and
-// the keys and values of pos+1 positions in every layer.
+// every weight except the embedding table (of which it reads one row) and
+// the experts a token does not route to (it reads k of E), and the keys
+// and values of pos+1 positions in every layer.
 func (e *Engine) DecodeBytes(pos int) int64 {
 	c := e.model.Config
-	n := e.net.weightBytes()
+	n := e.net.weightBytes() - e.net.idleExpertBytes()
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}

@@ -138,3 +138,17 @@ func (n *llama) experts(w layerWeights) {
 	}
 	be.Combine(comb)
 }
+
+// idleExpertBytes is what a decode token leaves unread of the experts: all
+// but the k of E its rows route to, in every layer.
+func (n *llama) idleExpertBytes() int64 {
+	m := n.cfg.MoE
+	if !m.On() {
+		return 0
+	}
+	var all int64
+	for _, w := range n.layers {
+		all += w.experts.gateUp.Bytes() + w.experts.down.Bytes()
+	}
+	return all - all*int64(m.Used)/int64(m.Experts)
+}
