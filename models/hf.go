@@ -226,7 +226,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 	// describe: attention is exact up to the window, so the context is
 	// capped there rather than longer sequences computed wrongly.
 	window := 0
-	slidingActive := arch == "mistral" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+	// Mixtral's attention slides like Mistral's when its sliding_window
+	// is set; it is capped like Qwen2's.
+	slidingActive := arch == "mistral" || hfArch == "MixtralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 	if raw, ok := present["sliding_window"]; slidingActive && ok && string(raw) != "null" {
 		if err := json.Unmarshal(h.SlidingWindow, &window); err != nil || window <= 0 {
 			return Config{}, fmt.Errorf("config.json: sliding_window %s is not a positive integer", h.SlidingWindow)

@@ -62,6 +62,8 @@ func TestParseHFConfigMoE(t *testing.T) {
 	mixtral := models.Config{Arch: "llama", Dim: 4096, FFN: 14336, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
 		Vocab: 32000, Context: 32768, NormEps: 1e-5, RopeTheta: 1e6, RopeDim: 128, Rope: models.RopeHalves,
 		MoE: models.MoEConfig{Experts: 8, Used: 2, FFN: 14336, NormTopK: true}}
+	mixtralWindow := mixtral
+	mixtralWindow.Context = 4096
 	qwen2Norm := qwen2
 	qwen2Norm.MoE.NormTopK = true
 	for _, tc := range []struct {
@@ -73,6 +75,7 @@ func TestParseHFConfigMoE(t *testing.T) {
 		{"qwen2moe normalised", edit(t, qwen2MoEConfig, map[string]any{"norm_topk_prob": true}), qwen2Norm},
 		{"qwen2moe default norm", edit(t, qwen2MoEConfig, map[string]any{"norm_topk_prob": nil}), qwen2},
 		{"mixtral", mixtralConfig, mixtral},
+		{"mixtral windowed", edit(t, mixtralConfig, map[string]any{"sliding_window": 4096}), mixtralWindow},
 	} {
 		got, err := models.ParseHFConfig([]byte(tc.config))
 		if err != nil {
