@@ -1,11 +1,17 @@
 package models_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 )
 
@@ -99,6 +105,102 @@ func TestParseHFConfigMoE(t *testing.T) {
 	} {
 		_, err := models.ParseHFConfig([]byte(tc.config))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// rewriteGGUF writes the synthetic shape's GGUF with its metadata and
+// tensors passed through edit, and opens it.
+func rewriteGGUF(t *testing.T, shape string, edit func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)) (*models.Model, error) {
+	t.Helper()
+	s, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, s, dtype.F32, 7); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []gguf.WriteTensor
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data, err := f.ReadTensor(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: data})
+	}
+	kv, ts := edit(synth.Metadata(s), ts)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.Write(out, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	m, err := models.Open(path, models.Options{})
+	if err == nil {
+		t.Cleanup(func() { m.Close() })
+	}
+	return m, err
+}
+
+// TestGGUFMoE: llama.cpp's keys as it reads them: the top-k
+// normalisation per architecture when expert_weights_norm is absent, the
+// shared expert's gate stored [dim] or [1, dim], and clear errors for a
+// MoE architecture without its expert count and for gating other than
+// softmax.
+func TestGGUFMoE(t *testing.T) {
+	drop := func(key string) func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		return func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			return slices.DeleteFunc(kv, func(x gguf.KV) bool { return strings.HasSuffix(x.Key, "."+key) }), ts
+		}
+	}
+	for shape, want := range map[string]bool{"tiny-qwen2moe": false, "tiny-qwen3moe": true, "tiny-olmoe": false, "tiny-mixtral": true, "tiny-granitemoe": true} {
+		m, err := rewriteGGUF(t, shape, drop("expert_weights_norm"))
+		if err != nil {
+			t.Fatalf("%s: %v", shape, err)
+		}
+		if !m.Config.MoE.On() || m.Config.MoE.NormTopK != want {
+			t.Errorf("%s without expert_weights_norm: %+v, want NormTopK %v", shape, m.Config.MoE, want)
+		}
+	}
+	m, err := rewriteGGUF(t, "tiny-qwen2moe", func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		for i := range ts {
+			if strings.HasSuffix(ts[i].Name, models.FFNRouterShexp+".weight") {
+				ts[i].Dims = append(ts[i].Dims, 1) // [1, dim]
+			}
+		}
+		return kv, ts
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := m.Tensors[models.LayerTensor(0, models.FFNRouterShexp)].Shape; !slices.Equal(sh, []int{64}) {
+		t.Errorf("shared expert gate of shape %v", sh)
+	}
+	for _, tc := range []struct {
+		name, shape string
+		edit        func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)
+		want        string
+	}{
+		{"no expert count", "tiny-qwen3moe", drop("expert_count"), "qwen3moe model without qwen3moe.expert_count"},
+		{"no shared width", "tiny-qwen2moe", drop("expert_shared_feed_forward_length"), "expert_shared_feed_forward_length"},
+		{"sigmoid gating", "tiny-olmoe", func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			return append(kv, gguf.KV{Key: "olmoe.expert_gating_func", Value: gguf.Uint32Value(2)}), ts
+		}, "expert_gating_func 2"},
+		{"missing experts", "tiny-mixtral", func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			return kv, slices.DeleteFunc(ts, func(x gguf.WriteTensor) bool { return x.Name == "blk.1.ffn_up_exps.weight" })
+		}, "missing tensor blk.1.ffn_up_exps.weight"},
+	} {
+		if _, err := rewriteGGUF(t, tc.shape, tc.edit); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
 		}
 	}
