@@ -91,7 +91,12 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	for rs.block < min(rows, gemvMaxRows) {
 		rs.block *= 2
 	}
-	rs.blocks = (n+rs.block-1)/rs.block + min(e, n)
+	// An expert of c pairs takes ceil(c/B) blocks: c with B = 1 (every
+	// decode step), at most c/B + 1 otherwise.
+	rs.blocks = n
+	if rs.block > 1 {
+		rs.blocks = n/rs.block + min(e, n)
+	}
 	flag := uint32(0)
 	if norm {
 		flag = 1
