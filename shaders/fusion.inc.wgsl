@@ -22,8 +22,8 @@ fn act(kind: u32, g: f32) -> f32 {
 {{- if .Fused}}
 // n0, n1, n2: the widths of dst, out1 and out2 (with Pairs: of gate and up
 // each); eps: the norm's; act: the GLU's activation.
-// With Experts: k, slots a row; e0 and ne, the experts of this weight
-// part; slots, whether x has a row per pair; ord and tab, where the
+// With Experts: k, the slots of a row; e0 and ne, the experts of this
+// weight part; slots, whether x has a row per pair; ord and tab, where the
 // routing's pair order and block table start in routes.
 struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32, k: u32, e0: u32, ne: u32, slots: u32, ord: u32, tab: u32 }
 {{end -}}

@@ -9,6 +9,9 @@
 // lane + TPC, ...; partial sums per row of the block are added in a tree in
 // workgroup memory, or not at all with TPC = 1 (CPU adapters).
 // Twin: runtime/cpu MatMulQ (summed in another order).
+// With Experts (fusion.inc.wgsl's block template) block g.z is instead a
+// group of (row, slot) pairs that chose one expert, whose rows of the
+// stacked weight it reads: the experts' products of a mixture of experts.
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;

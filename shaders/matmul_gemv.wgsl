@@ -22,6 +22,9 @@
 // Composed with a shaders.Fusion as matmul_int4_gemv is; with Pairs (a
 // GLU's gate and up) a column's neighbour is in the same workgroup, and
 // its sum comes through workgroup memory.
+// With Experts (fusion.inc.wgsl's block template) block g.z is instead a
+// group of (row, slot) pairs that chose one expert, whose rows of the
+// stacked weight it reads: the experts' products of a mixture of experts.
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;

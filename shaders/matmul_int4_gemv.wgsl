@@ -35,6 +35,9 @@
 // sum) and stores through the fusion's epilogue; with Pairs, two adjacent
 // columns reach emit_pair together: from one invocation with CPI ≥ 2, or
 // through workgroup memory after the tree sum (NC ≥ 2 columns a workgroup).
+// With Experts (fusion.inc.wgsl's block template) block g.z is instead a
+// group of (row, slot) pairs that chose one expert, whose rows of the
+// stacked weight it reads: the experts' products of a mixture of experts.
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32, wg: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
