@@ -41,7 +41,7 @@ var moeShapes = []Shape{
 		QKNorm: true, QKNormFull: true, MoE: models.MoEConfig{Experts: 3, Used: 3, FFN: 36}}},
 	{"tiny-granitemoe", granite(models.Config{Arch: "granitemoe", Dim: 64, FFN: 36, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 16, TiedEmbeddings: true,
-		MoE: models.MoEConfig{Experts: 6, Used: 1, FFN: 36, NormTopK: true}}, 3, 0.5, 0.0625, 2)},
+		MoE: models.MoEConfig{Experts: 6, Used: 1, FFN: 36, NormTopK: true}}, 1.5, 1.2, 0.3, 1.3)},
 }
 
 func init() { shapes = append(shapes, moeShapes...) }
