@@ -2,8 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +142,61 @@ func TestMoEBatched(t *testing.T) {
 		}
 		if !equal(together[i], alone[i]) {
 			t.Errorf("%s: batched\n%v\nalone\n%v", fmt.Sprintf("request %d", i), together[i], alone[i])
+		}
+	}
+}
+
+// TestMoEMatchesLlamaCpp: the synthetic MoE models give llama.cpp's greedy
+// tokens, on the CPU and on WebGPU. testdata/moe/llamacpp.json holds what
+// llama.cpp generated from the GGUFs `tessera synth --seed 1 --type f32`
+// writes (see its source field): the same file read by another
+// implementation, which checks the metadata keys, tensor layouts, routing
+// rules and multipliers against llama.cpp's own reading of them. The
+// recording: `node golden.mjs 32 SHAPE=PATH...` of testdata/moe/README.md.
+func TestMoEMatchesLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/moe/llamacpp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Prompt []int32
+		Tokens map[string][]int32
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	// tiny-qwen3: a dense model whose heads are wider than dim/heads,
+	// which llama.cpp sizes by attention.value_length.
+	for _, shape := range append(moeShapes, "tiny-qwen3") {
+		want := golden.Tokens[shape]
+		if len(want) == 0 {
+			t.Fatalf("%s: no llama.cpp tokens", shape)
+		}
+		s, err := synth.Lookup(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), shape+".gguf")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		req := runtime.Request{Tokens: golden.Prompt, MaxTokens: len(want), IgnoreEOS: true}
+		cpu, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := generate(t, cpu, req)
+		cpu.Close()
+		if !equal(got, want) {
+			t.Errorf("%s cpu:\n%v\nllama.cpp:\n%v", shape, got, want)
+		}
+		if got, _, _ := generate(t, loadWebGPU(t, path, runtime.Options{}), req); !equal(got, want) {
+			t.Errorf("%s webgpu:\n%v\nllama.cpp:\n%v", shape, got, want)
 		}
 	}
 }
