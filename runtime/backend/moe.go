@@ -74,7 +74,8 @@ type Experts interface {
 	// Route sets r from the router's logits (a row of E per token): p =
 	// softmax(logits_i); the k experts of largest logit, the lower index
 	// first among equal ones, in that order; weight p_e, divided by the
-	// sum of the k when norm. Twin: runtime/cpu Route.
+	// sum of the k when norm. The ids are in range whatever the logits
+	// (NaNs included). Twin: runtime/cpu Route.
 	Route(r Routes, logits Tensor, norm bool)
 	// ExpertProject runs p (see ExpertProjection).
 	ExpertProject(p ExpertProjection)

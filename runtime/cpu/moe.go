@@ -76,12 +76,20 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 // Route chooses len(ids) experts for one row of router logits: those of
 // the largest logits, in order, the lower index first among equal ones;
 // w[s] = softmax(logits)[ids[s]], divided by the sum of the chosen when
-// norm. A logit that is NaN is never chosen while another remains. The
-// twin of moe_route.wgsl.
+// norm. A NaN logit ranks as -Inf, so it is chosen only when nothing else
+// is left. The twin of moe_route.wgsl (whose NaNs are the GPU's own, its
+// ids in range all the same).
 func Route(ids []int32, w []float32, logits []float32, norm bool) {
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
+	inf := float32(math.Inf(-1))
+	rank := func(j int) float32 {
+		if v := logits[j]; v == v {
+			return v
+		}
+		return inf
+	}
+	mx := inf
+	for j := range logits {
+		mx = max(mx, rank(j))
 	}
 	var sum float32
 	for _, v := range logits {
@@ -91,16 +99,17 @@ func Route(ids []int32, w []float32, logits []float32, norm bool) {
 	var total float32
 	for s := range ids {
 		best := -1
-		for j, v := range logits {
+		for j := range logits {
+			v := rank(j)
 			after := prev < 0 || v < pv || v == pv && j > prev
-			if after && (best < 0 || v > logits[best]) {
+			if after && (best < 0 || v > rank(best)) {
 				best = j
 			}
 		}
-		if best < 0 { // only NaNs left: any expert, never out of range
+		if best < 0 { // k > E: never out of range
 			best = s % len(logits)
 		}
-		prev, pv = best, logits[best]
+		prev, pv = best, rank(best)
 		ids[s] = int32(best)
 		w[s] = expf(logits[best]-mx) / sum
 		total += w[s]
