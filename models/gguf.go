@@ -135,6 +135,13 @@ func modelFromGGUF(files []*gguf.File) (*Model, error) {
 		}
 		m.Config.RopeFactors = linearRopeFactors(c.RopeDim, factor)
 	}
+	if err := moeGGUF(m, &md); err != nil {
+		return nil, err
+	}
+	m.Config.QKNormFull = arch == "olmoe"
+	if arch == "granitemoe" {
+		graniteGGUF(&m.Config, &md)
+	}
 	if err := encoderGGUF(m, f, &md); err != nil {
 		return nil, err
 	}
@@ -195,6 +202,11 @@ var ggufArchs = map[string]RopeLayout{
 	"qwen3":  RopeHalves,
 	"gemma2": RopeHalves,
 	"gemma3": RopeHalves,
+	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
+	"qwen2moe":   RopeHalves,
+	"qwen3moe":   RopeHalves,
+	"olmoe":      RopeHalves,
+	"granitemoe": RopePairs,
 	// Encoders (encoder.go): nomic-bert rotates halves; BERT does not rotate.
 	"bert":       RopeHalves,
 	"nomic-bert": RopeHalves,

@@ -36,6 +36,12 @@ var hfArchs = map[string]string{
 	"Qwen3ForCausalLM":   "qwen3",
 	"Gemma2ForCausalLM":  "gemma2",
 	"Gemma3ForCausalLM":  "gemma3",
+	// Mixtures of experts (moe.go); Mixtral is Llama with experts.
+	"MixtralForCausalLM":    "llama",
+	"Qwen2MoeForCausalLM":   "qwen2moe",
+	"Qwen3MoeForCausalLM":   "qwen3moe",
+	"OlmoeForCausalLM":      "olmoe",
+	"GraniteMoeForCausalLM": "granitemoe",
 }
 
 // HFConfigFile is the name of a Hugging Face folder's model configuration.
@@ -81,6 +87,21 @@ type hfConfig struct {
 	RopeLocalBaseFreq     *float64 `json:"rope_local_base_freq"`
 	SlidingWindowPattern  *int     `json:"sliding_window_pattern"`
 	LayerTypes            []string `json:"layer_types"`
+	// Mixtures of experts (moe.go):
+	NumLocalExperts     int             `json:"num_local_experts"` // Mixtral, Granite
+	NumExperts          int             `json:"num_experts"`       // Qwen-MoE, OLMoE
+	NumExpertsPerTok    int             `json:"num_experts_per_tok"`
+	MoEIntermediateSize int             `json:"moe_intermediate_size"`
+	SharedExpertSize    int             `json:"shared_expert_intermediate_size"`
+	NormTopKProb        *bool           `json:"norm_topk_prob"`
+	DecoderSparseStep   *int            `json:"decoder_sparse_step"`
+	MLPOnlyLayers       []int           `json:"mlp_only_layers"`
+	ClipQKV             json.RawMessage `json:"clip_qkv"`
+	// Granite's multipliers:
+	EmbeddingMultiplier *float64 `json:"embedding_multiplier"`
+	ResidualMultiplier  *float64 `json:"residual_multiplier"`
+	AttentionMultiplier *float64 `json:"attention_multiplier"`
+	LogitsScaling       *float64 `json:"logits_scaling"`
 }
 
 // hfRopeScaling is rope_scaling (or transformers 5's rope_parameters).
@@ -141,7 +162,7 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if h.MLPBias {
 		return Config{}, errors.New("config.json: mlp_bias is not supported")
 	}
-	if h.AttentionBias && arch != "qwen2" {
+	if h.AttentionBias && arch != "qwen2" && arch != "qwen2moe" {
 		return Config{}, errors.New("config.json: attention_bias is not supported (it adds an o_proj bias)")
 	}
 	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
@@ -172,10 +193,14 @@ func ParseHFConfig(data []byte) (Config, error) {
 		RopeTheta:      10000,
 		Rope:           RopeHalves,
 		TiedEmbeddings: h.TieWordEmbeddings != nil && *h.TieWordEmbeddings,
-		QKVBias:        arch == "qwen2",
-		QKNorm:         arch == "qwen3",
+		QKVBias:        arch == "qwen2" || arch == "qwen2moe",
+		QKNorm:         arch == "qwen3" || arch == "qwen3moe" || arch == "olmoe",
+		QKNormFull:     arch == "olmoe",
 	}
-	if arch == "qwen3" {
+	if err := moeHF(&c, hfArch, h); err != nil {
+		return Config{}, err
+	}
+	if arch == "qwen3" || arch == "qwen3moe" {
 		c.HeadDim = 128 // Qwen3Config's default
 	}
 	if gemma {
@@ -201,7 +226,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 	// describe: attention is exact up to the window, so the context is
 	// capped there rather than longer sequences computed wrongly.
 	window := 0
-	slidingActive := arch == "mistral" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+	// Mixtral's attention slides like Mistral's when its sliding_window
+	// is set; it is capped like Qwen2's.
+	slidingActive := arch == "mistral" || hfArch == "MixtralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 	if raw, ok := present["sliding_window"]; slidingActive && ok && string(raw) != "null" {
 		if err := json.Unmarshal(h.SlidingWindow, &window); err != nil || window <= 0 {
 			return Config{}, fmt.Errorf("config.json: sliding_window %s is not a positive integer", h.SlidingWindow)
@@ -390,8 +417,23 @@ func layerNames(arch string) map[string]string {
 	if strings.HasPrefix(arch, "gemma") {
 		return hfGemmaLayerNames
 	}
+	if m, ok := hfMoELayerNames[arch]; ok {
+		return m
+	}
 	return hfLayerNames
 }
+
+// hfMoELayerNames is hfLayerNames with each MoE family's router and
+// shared expert (hfMoENames).
+var hfMoELayerNames = func() map[string]map[string]string {
+	all := map[string]map[string]string{}
+	for arch, extra := range hfMoENames {
+		m := maps.Clone(hfLayerNames)
+		maps.Copy(m, extra)
+		all[arch] = m
+	}
+	return all
+}()
 
 // HFTensorName returns the GGUF name of a Hugging Face tensor name of a
 // model of architecture arch (Config.Arch), e.g. "blk.3.attn_q.weight" for
@@ -495,9 +537,39 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 		want[t.Name] = t.Shape
 	}
 	var unused []string
+	left := map[string]bool{}
 	for _, name := range set.TensorNames() {
+		left[name] = true
+	}
+	tensor := func(name string, shape []int) (*Tensor, error) {
+		st, ok := set.Tensor(name)
+		if !ok {
+			return nil, fmt.Errorf("missing tensor %s", name)
+		}
+		typ, _ := st.DType.Type()
+		if st.DType != safetensors.F32 && st.DType != safetensors.F16 && st.DType != safetensors.BF16 {
+			return nil, fmt.Errorf("tensor %s has dtype %s (supported: F32, F16, BF16)", name, st.DType)
+		}
+		if !equalShape(st.Shape, shape) {
+			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, st.Shape, shape)
+		}
+		return NewTensor(name, st.Shape, typ, st.Bytes), nil
+	}
+	if c.MoE.On() {
+		if err := hfExperts(m, left, tensor); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range set.TensorNames() {
+		if !left[name] {
+			continue // an expert, placed by hfExperts
+		}
 		st, _ := set.Tensor(name)
 		g, ok := HFTensorName(c.Arch, name)
+		shape := st.Shape
+		if ok && strings.HasSuffix(g, FFNRouterShexp+".weight") && len(shape) == 2 && shape[0] == 1 {
+			shape = shape[1:] // Qwen2-MoE's shared expert gate, a Linear(dim, 1)
+		}
 		switch {
 		case hfIgnored(name), ok && g == Output && c.TiedEmbeddings:
 			continue // a copy of the embedding, or recomputed
@@ -509,10 +581,10 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 		if st.DType != safetensors.F32 && st.DType != safetensors.F16 && st.DType != safetensors.BF16 {
 			return nil, fmt.Errorf("tensor %s has dtype %s (supported: F32, F16, BF16)", name, st.DType)
 		}
-		if !equalShape(st.Shape, want[g]) {
-			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, st.Shape, want[g])
+		if !equalShape(shape, want[g]) {
+			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, shape, want[g])
 		}
-		m.Tensors[g] = NewTensor(g, st.Shape, typ, st.Bytes)
+		m.Tensors[g] = NewTensor(g, shape, typ, st.Bytes)
 		if strings.HasPrefix(c.Arch, "gemma") && strings.HasSuffix(g, "norm.weight") {
 			m.Tensors[g] = plusOne(m.Tensors[g])
 		}

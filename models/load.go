@@ -172,9 +172,13 @@ func LlamaTensors(c Config) []Tensor {
 				Tensor{Name: LayerBias(l, AttnV), Shape: []int{kv}})
 		}
 		if c.QKNorm {
+			qn, kn := c.HeadDim, c.HeadDim
+			if c.QKNormFull {
+				qn, kn = q, kv
+			}
 			ts = append(ts,
-				Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{c.HeadDim}},
-				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{c.HeadDim}})
+				Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{qn}},
+				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{kn}})
 		}
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, AttnNorm), Shape: []int{c.Dim}},
@@ -183,10 +187,8 @@ func LlamaTensors(c Config) []Tensor {
 			Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}},
 			Tensor{Name: LayerTensor(l, AttnOutput), Shape: []int{c.Dim, q}},
 			Tensor{Name: LayerTensor(l, FFNNorm), Shape: []int{c.Dim}},
-			Tensor{Name: LayerTensor(l, FFNGate), Shape: []int{c.FFN, c.Dim}},
-			Tensor{Name: LayerTensor(l, FFNUp), Shape: []int{c.FFN, c.Dim}},
-			Tensor{Name: LayerTensor(l, FFNDown), Shape: []int{c.Dim, c.FFN}},
 		)
+		ts = append(ts, ffnTensors(c, l)...)
 		if c.PostNorms {
 			ts = append(ts,
 				Tensor{Name: LayerTensor(l, AttnPostNorm), Shape: []int{c.Dim}},

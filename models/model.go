@@ -88,6 +88,17 @@ type Config struct {
 	Sliding        []bool // per layer
 	LocalRopeTheta float64
 
+	// Mixture of experts (moe.go), off when Experts is 0.
+	MoE MoEConfig
+
+	// Granite's multipliers, each off at its zero value: ResidualScale
+	// multiplies what attention and the feed-forward add to the residual
+	// stream; the logits are divided by LogitScale.
+	ResidualScale, LogitScale float32
+	// QKNormFull: the q and k norms (QKNorm) normalise all heads of a row
+	// together, with weights as wide as q and k (OLMoE), not each head.
+	QKNormFull bool
+
 	// Embedding models (encoder.go): how a sequence becomes one vector,
 	// and the encoders' differences, each off at its zero value.
 	Pooling Pooling
@@ -181,6 +192,10 @@ func (c Config) Validate() error {
 		check(c.LocalRopeTheta > 0, "local rope theta %g must be positive", c.LocalRopeTheta)
 	}
 	check(c.SlidingWindow >= 0, "sliding window %d must not be negative", c.SlidingWindow)
+	check(c.ResidualScale >= 0 && c.LogitScale >= 0, "residual scale %g and logit scale %g must not be negative", c.ResidualScale, c.LogitScale)
+	if err := c.MoE.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

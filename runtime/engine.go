@@ -112,7 +112,7 @@ type KVOptions struct {
 // batchRows(m.Config) rows, keeping its weights as ws says.
 func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
-	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe":
 	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
@@ -165,11 +165,12 @@ func (e *Engine) WeightMix() []StorageUse { return WeightMix(e.model, e.ws) }
 func (e *Engine) WeightBytes() int64 { return e.net.weightBytes() }
 
 // DecodeBytes estimates the bytes one decode step reads at position pos:
-// every weight except the embedding table (of which it reads one row), and
-// the keys and values of pos+1 positions in every layer.
+// every weight except the embedding table (of which it reads one row) and
+// the experts a token does not route to (it reads k of E), and the keys
+// and values of pos+1 positions in every layer.
 func (e *Engine) DecodeBytes(pos int) int64 {
 	c := e.model.Config
-	n := e.net.weightBytes()
+	n := e.net.weightBytes() - e.net.idleExpertBytes()
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}

@@ -29,6 +29,7 @@ type llama struct {
 
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
 	post                          backend.Tensor // maxBatch rows, with PostNorms
+	moe                           *moeActs       // with experts
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
 	lastNormed                    backend.Tensor // output rows: last normalised, for a head's adapters
 	kv                            backend.KV
@@ -40,6 +41,7 @@ type layerWeights struct {
 	// up another; their biases (QKVBias) are one vector.
 	qkv, bqkv, wo, gateUp, down backend.Weight
 	qNorm, kNorm                backend.Weight // with QKNorm
+	experts                     moeWeights     // with experts: instead of gateUp and down
 	attnPost, ffnPost           backend.Weight // with PostNorms
 
 	// The projections' LoRA adapters (nil: none loaded), grouped by input
@@ -87,6 +89,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 	fuse := func(glu bool, kinds ...string) (backend.Weight, error) {
 		return n.fuse(m, ws, glu, kinds...)
 	}
+	storage := ws
 	for l := range n.layers {
 		lw := &n.layers[l]
 		type named struct {
@@ -94,7 +97,10 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 			name string
 		}
 		ws := []named{{&lw.attnNorm, models.LayerTensor(l, models.AttnNorm)}, {&lw.wo, models.LayerTensor(l, models.AttnOutput)},
-			{&lw.ffnNorm, models.LayerTensor(l, models.FFNNorm)}, {&lw.down, models.LayerTensor(l, models.FFNDown)}}
+			{&lw.ffnNorm, models.LayerTensor(l, models.FFNNorm)}}
+		if !c.MoE.On() {
+			ws = append(ws, named{&lw.down, models.LayerTensor(l, models.FFNDown)})
+		}
 		if c.QKNorm {
 			ws = append(ws, named{&lw.qNorm, models.LayerTensor(l, models.AttnQNorm)},
 				named{&lw.kNorm, models.LayerTensor(l, models.AttnKNorm)})
@@ -116,7 +122,11 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 				return nil, err
 			}
 		}
-		if lw.gateUp, err = fuse(true, models.LayerTensor(l, models.FFNGate), models.LayerTensor(l, models.FFNUp)); err != nil {
+		if c.MoE.On() {
+			if lw.experts, err = n.uploadExperts(m, storage, l); err != nil {
+				return nil, err
+			}
+		} else if lw.gateUp, err = fuse(true, models.LayerTensor(l, models.FFNGate), models.LayerTensor(l, models.FFNUp)); err != nil {
 			return nil, err
 		}
 		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
@@ -136,6 +146,11 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 	}
 	if c.PostNorms {
 		if n.post, err = be.NewTensor(maxBatch, c.Dim); err != nil {
+			return nil, err
+		}
+	}
+	if c.MoE.On() {
+		if n.moe, err = newMoEActs(be, c, maxBatch); err != nil {
 			return nil, err
 		}
 	}
@@ -225,13 +240,24 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}})
 		n.addLoRA(n.xb, w.lora[0], n.q, n.k, n.v)
 		if c.QKNorm {
-			be.HeadNorm(n.q, w.qNorm, c.HeadDim, c.NormEps)
-			be.HeadNorm(n.k, w.kNorm, c.HeadDim, c.NormEps)
+			qn, kn := c.HeadDim, c.HeadDim
+			if c.QKNormFull { // OLMoE: all heads of a row together
+				qn, kn = n.q.Cols(), n.k.Cols()
+			}
+			be.HeadNorm(n.q, w.qNorm, qn, c.NormEps)
+			be.HeadNorm(n.k, w.kNorm, kn, c.NormEps)
 		}
 		be.RopeStore(n.q, n.k, n.v, n.kv, l, w.rope, w.ropeKV)
 		be.Attend(n.att, n.q, n.kv, l, w.attn)
+		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
+			be.Scale(n.att, c.ResidualScale)
+		}
 		n.residual(n.att, w.wo, w.lora[1], w.attnPost)
 
+		if c.MoE.On() { // the feed-forward through the routed experts
+			n.experts(w)
+			continue
+		}
 		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
 		h, norm = n.normed(w.ffnNorm, w.lora[2])
 		if n.adapted && w.lora[2] != nil {
@@ -257,6 +283,9 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	}
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
+	}
+	if c.LogitScale > 0 && c.LogitScale != 1 { // Granite divides its logits
+		be.Scale(n.logits, 1/c.LogitScale)
 	}
 }
 
@@ -302,7 +331,7 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range []backend.Weight{w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost} {
+		for _, x := range append(w.experts.all(), w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost) {
 			if x != nil {
 				total += x.Bytes()
 			}

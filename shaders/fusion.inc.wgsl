@@ -22,7 +22,10 @@ fn act(kind: u32, g: f32) -> f32 {
 {{- if .Fused}}
 // n0, n1, n2: the widths of dst, out1 and out2 (with Pairs: of gate and up
 // each); eps: the norm's; act: the GLU's activation.
-struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32 }
+// With Experts: k, the slots of a row; e0 and ne, the experts of this
+// weight part; slots, whether x has a row per pair; ord and tab, where the
+// routing's pair order and block table start in routes.
+struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32, k: u32, e0: u32, ne: u32, slots: u32, ord: u32, tab: u32 }
 {{end -}}
 {{end}}
 
@@ -85,7 +88,7 @@ MAXM, rows, xbase, k4. */}}
             var ss = 0.0;
             if (m < rows) {
                 for (var i = t; i < k4; i += WG) {
-                    let v = x[xbase + m * k4 + i];
+                    let v = x[{{template "xrow" .}} + i];
                     ss += dot(v, v);
                 }
             }
@@ -135,9 +138,9 @@ var<private> squares: array<f32, MAXM>;
 
 {{define "gemv_head"}}
 {{- /* The start of a GEMV (matmul_gemv, matmul_f16_gemv, quant_gemv): its
-tree sum's workgroup memory, and main up to r0 (the block's first row),
-rows (of the block), k4 (vec4s a row) and lane (of the column's TPC
-invocations). Needs WG, MAXM, TPC. */}}
+tree sum's workgroup memory, and main up to k4 (vec4s a row), the block's
+rows (the block template) and lane (of the column's TPC invocations).
+Needs WG, MAXM, TPC. */}}
 // partial[m * WG + t] is invocation t's sum for row m of the block.
 const PARTIALS = WG * MAXM;
 var<workgroup> partial: array<f32, PARTIALS>;
@@ -146,9 +149,8 @@ var<workgroup> partial: array<f32, PARTIALS>;
 fn main(@builtin(local_invocation_index) t: u32,
         @builtin(workgroup_id) g: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-    let r0 = g.z * MAXM;
-    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
     let k4 = p.k / 4u;
+{{template "block" .}}
     let lane = t % TPC;
 {{- end}}
 
@@ -174,13 +176,13 @@ r0, t, TPC, WG, partial, rinv. */}}
 {{- if .Pairs}}
     if (lane == 0u && j % 2u == 0u && j + 1u < p.nrows) {
         for (var m = 0u; m < rows; m++) {
-            emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + TPC] * rinv[m]);
+            emit_pair({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + TPC] * rinv[m]);
         }
     }
 {{- else}}
     if (lane == 0u && j < p.nrows) {
         for (var m = 0u; m < rows; m++) {
-            emit(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m]);
+            emit({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m]);
         }
     }
 {{- end}}
@@ -201,13 +203,13 @@ lane, j, rows, r0, t, TPC, WG, partial, rinv. */}}
         workgroupBarrier();
         if (j % 2u == 0u && j + 1u < p.nrows) {
             for (var m = 0u; m < rows; m++) {
-                emit_pair(r0 + m, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
+                emit_pair({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
             }
         }
 {{- else}}
         if (j < p.nrows) {
             for (var m = 0u; m < rows; m++) {
-                emit(r0 + m, p.col0 + j, acc[m] * rinv[m]);
+                emit({{template "orow" .}}, p.col0 + j, acc[m] * rinv[m]);
             }
         }
 {{- end}}
@@ -215,3 +217,48 @@ lane, j, rows, r0, t, TPC, WG, partial, rinv. */}}
     }
 {{template "sum_tree" .}}
 {{end}}
+
+{{define "block"}}
+{{- /* The rows of a GEMV's block g.z (needs k4, g, MAXM): rows, and the
+inputs and outputs of each, read by the xrow and orow templates. Plain: rows
+r0 = g.z·MAXM ... of the first min(cap, step.rows). With Experts (a
+mixture-of-experts product, backend.ExpertProjection) the block is entry g.z
+of the routing's block table (moe_route.wgsl): up to MAXM (row, slot) pairs
+that chose one expert e, whose matrix starts at row wbase of this weight
+part (none of the part's experts: no rows). A pair's input is its token's
+row (or its own with fz.slots), its output its own row. */}}
+{{- if .Experts}}
+    let tab = fz.tab + 3u * g.z;
+    let e = routes[tab];
+    var rows = min(routes[tab + 2u], MAXM);
+    if (e < fz.e0 || e >= fz.e0 + fz.ne) {
+        rows = 0u;
+    }
+    let wbase = (e - fz.e0) * p.nrows;
+    for (var m = 0u; m < MAXM; m++) {
+        if (m < rows) {
+            let pair = routes[fz.ord + routes[tab + 1u] + m];
+            xrows[m] = select(pair / fz.k, pair, fz.slots == 1u) * k4;
+            orows[m] = pair;
+        }
+    }
+{{- else}}
+    let r0 = g.z * MAXM;
+    let rows = min(min(p.cap, step.rows) - r0, MAXM); // rows of this block
+    let xbase = r0 * k4;
+{{- end}}
+{{end}}
+
+{{define "block_decls"}}
+{{- if .Experts}}
+var<private> xrows: array<u32, MAXM>; // the first x index of each row of the block
+var<private> orows: array<u32, MAXM>; // the output row of each
+{{- end}}
+{{end}}
+
+{{- /* xrow: the index in x of vec4 0 of the block's row m; orow: its
+output row; wrow: the weight row of column j (all need block). */}}
+{{define "xrow"}}{{if .Experts}}xrows[m]{{else}}(xbase + m * k4){{end}}{{end}}
+{{define "orow"}}{{if .Experts}}orows[m]{{else}}(r0 + m){{end}}{{end}}
+{{define "wrow"}}{{if .Experts}}(wbase + j){{else}}j{{end}}{{end}}
+{{define "live"}}{{if .Experts}} && rows > 0u{{end}}{{end}}

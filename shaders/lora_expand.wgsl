@@ -11,23 +11,18 @@
 // all the group's rows (vec2 accumulators, as lora_shrink). Rows without
 // an adapter are left alone. Specialised by R, h's stride, and MAXM (as
 // lora_shrink). Twin: runtime/cpu's AddLoRA.
-struct Params { n: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 {{template "lora" .}}
 
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> h: array<f32>;
 @group(0) @binding(4) var<storage, read> bt: array<f32>;
-@group(0) @binding(5) var<storage, read> rows: array<Row>;
-@group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
     let sl = slots[g.z];
     let o = g.x * 256u + lane;
-    if (sl.rank == 0u || o >= p.n) { return; }
+    if (sl.rank == 0u || o >= p.width) { return; }
     let n = min(p.cap, step.rows);
     let j = i32(g.z);
     var rs: array<u32, 8>;
@@ -46,7 +41,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var s45 = vec2<f32>(0.0);
     var s67 = vec2<f32>(0.0);
     for (var t = 0u; t < min(sl.rank, R); t++) {
-        let bv = bt[(sl.off + t) * p.n + o];
+        let bv = bt[(sl.off + t) * p.width + o];
         s01 += vec2<f32>(h[h0 + t], h[h1 + t]) * bv;
         if (MAXM > 2u) {
             s23 += vec2<f32>(h[h2 + t], h[h3 + t]) * bv;
@@ -58,7 +53,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     }
     var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
     for (var i = 0u; i < m; i++) {
-        let at = rs[i] * p.n + o;
+        let at = rs[i] * p.width + o;
         dst[at] = dst[at] + rows[rs[i]].scale * sl.scale * sums[i];
     }
 }

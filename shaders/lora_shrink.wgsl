@@ -18,16 +18,11 @@
 // what a CPU adapter runs best (see matmul.go). h's stride is R, the
 // largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by the
 // matmul helper, each row summed in the same order).
-struct Params { k: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
 {{template "lora" .}}
 
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> a: array<f32>;
-@group(0) @binding(5) var<storage, read> rows: array<Row>;
-@group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
@@ -41,20 +36,20 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var rs: array<u32, 8>;
     let m = slot_rows(j, g.y * MAXM, n, &rs);
     if (m == 0u) { return; }
-    let x0 = rs[0] * p.k;
-    let x1 = rs[1] * p.k;
-    let x2 = rs[2] * p.k;
-    let x3 = rs[3] * p.k;
-    let x4 = rs[4] * p.k;
-    let x5 = rs[5] * p.k;
-    let x6 = rs[6] * p.k;
-    let x7 = rs[7] * p.k;
-    let base = (sl.off + t) * p.k;
+    let x0 = rs[0] * p.width;
+    let x1 = rs[1] * p.width;
+    let x2 = rs[2] * p.width;
+    let x3 = rs[3] * p.width;
+    let x4 = rs[4] * p.width;
+    let x5 = rs[5] * p.width;
+    let x6 = rs[6] * p.width;
+    let x7 = rs[7] * p.width;
+    let base = (sl.off + t) * p.width;
     var s01 = vec2<f32>(0.0);
     var s23 = vec2<f32>(0.0);
     var s45 = vec2<f32>(0.0);
     var s67 = vec2<f32>(0.0);
-    for (var c = 0u; c < p.k; c++) {
+    for (var c = 0u; c < p.width; c++) {
         let av = a[base + c];
         s01 += vec2<f32>(x[x0 + c], x[x1 + c]) * av;
         if (MAXM > 2u) {

@@ -9,6 +9,9 @@
 // lane + TPC, ...; partial sums per row of the block are added in a tree in
 // workgroup memory, or not at all with TPC = 1 (CPU adapters).
 // Twin: runtime/cpu MatMulQ (summed in another order).
+// With Experts (fusion.inc.wgsl's block template) block g.z is instead a
+// group of (row, slot) pairs that chose one expert, whose rows of the
+// stacked weight it reads: the experts' products of a mixture of experts.
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -16,7 +19,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm:
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> w: array<vec2<u32>>;
-{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}
+{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
 
 override TPC: u32 = 16u;
 override MAXM: u32 = 1u;
@@ -30,18 +33,17 @@ fn half4(v: vec2<u32>) -> vec4<f32> {
 
 {{template "gemv_head" .}}
     let j = (g.x + g.y * groups.x) * NC + t / TPC;
-    let xbase = r0 * k4;
 {{template "norm" .}}
     var acc: array<f32, MAXM>;
-    if (j < p.nrows) {
-        let wrow = j * k4;
+    if (j < p.nrows{{template "live" .}}) {
+        let wrow = {{template "wrow" .}} * k4;
         var i = lane;
         for (; i + TPC < k4; i += 2u * TPC) {
             let w0 = half4(w[wrow + i]);
             let w1 = half4(w[wrow + i + TPC]);
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    let xr = xbase + m * k4 + i;
+                    let xr = {{template "xrow" .}} + i;
                     acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m));
                 }
             }
@@ -50,7 +52,7 @@ fn half4(v: vec2<u32>) -> vec4<f32> {
             let w0 = half4(w[wrow + i]);
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, xload(xbase + m * k4 + i, i, m));
+                    acc[m] += dot(w0, xload({{template "xrow" .}} + i, i, m));
                 }
             }
         }

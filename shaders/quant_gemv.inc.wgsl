@@ -5,7 +5,9 @@ is one vec4<u32> of codes and one scale word; the kernel declares GV, the
 vec4s of inputs a group holds (8 for int4, 4 for int8), and
 fn expand(code: vec4<u32>, v: u32, sm: vec2<f32>) -> vec4<f32>, the
 values of inputs 4v..4v+3 of the group (value = scale·q + min, the Go
-reference's arithmetic). */}}
+reference's arithmetic). With Experts (the block template) block g.z is a
+group of (row, slot) pairs that chose one expert, whose rows of the stacked
+weight it reads: the experts' products of a mixture of experts. */}}
 struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tpc: u32, maxm: u32, cpi: u32, wg: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -14,7 +16,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tp
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
-{{bindings . 6}}{{template "fusion" .}}{{template "xload" .}}
+{{bindings . 6}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
 
 // TPC is the number of invocations per output column, a power of two ≤ WG;
 // MAXM the rows of a block; CPI the columns of an invocation (TPC = 1
@@ -32,20 +34,19 @@ const NC = WG / TPC;
 
 {{template "gemv_head" .}}
     let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
-    let xbase = r0 * k4;
     let full = p.k / GK; // whole groups; a short one may follow
 {{template "norm" .}}
 
-    var acc: array<f32, ACC>; // acc[m * CPI + c]: row r0 + m, column j + c
+    var acc: array<f32, ACC>; // acc[m * CPI + c]: row m of the block, column j + c
     var w: array<vec4<f32>, WN>; // the expanded group of column j + c: w[c * GV + v]
-    if (j < p.nrows) {
+    if (j < p.nrows{{template "live" .}}) {
         for (var gi = lane; gi < full; gi += TPC) {
             for (var c = 0u; c < CPI; c++) {
                 var code = vec4<u32>(0u);
                 var sm = vec2<f32>(0.0);
                 if (j + c < p.nrows) {
-                    code = codes[(j + c) * p.groups + gi];
-                    sm = unpack2x16float(scales[(j + c) * p.groups + gi]);
+                    code = codes[({{template "wrow" .}} + c) * p.groups + gi];
+                    sm = unpack2x16float(scales[({{template "wrow" .}} + c) * p.groups + gi]);
                 }
                 for (var v = 0u; v < GV; v++) {
                     w[c * GV + v] = expand(code, v, sm);
@@ -53,7 +54,7 @@ const NC = WG / TPC;
             }
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    let xr = xbase + m * k4 + gi * GV;
+                    let xr = {{template "xrow" .}} + gi * GV;
                     for (var v = 0u; v < GV; v++) {
                         let xv = xload(xr + v, gi * GV + v, m);
                         for (var c = 0u; c < CPI; c++) {
@@ -69,14 +70,14 @@ const NC = WG / TPC;
             var sm: array<vec2<f32>, CPI>;
             for (var c = 0u; c < CPI; c++) {
                 if (j + c < p.nrows) {
-                    code[c] = codes[(j + c) * p.groups + full];
-                    sm[c] = unpack2x16float(scales[(j + c) * p.groups + full]);
+                    code[c] = codes[({{template "wrow" .}} + c) * p.groups + full];
+                    sm[c] = unpack2x16float(scales[({{template "wrow" .}} + c) * p.groups + full]);
                 }
             }
             for (var v = 0u; v < (p.k % GK) / 4u; v++) {
                 for (var m = 0u; m < MAXM; m++) {
                     if (m < rows) {
-                        let xv = xload(xbase + m * k4 + full * GV + v, full * GV + v, m);
+                        let xv = xload({{template "xrow" .}} + full * GV + v, full * GV + v, m);
                         for (var c = 0u; c < CPI; c++) {
                             acc[m * CPI + c] += dot(expand(code[c], v, sm[c]), xv);
                         }
@@ -91,13 +92,13 @@ const NC = WG / TPC;
 {{- if .Pairs}}
             for (var c = 0u; c + 1u < CPI; c += 2u) {
                 if (j + c + 1u < p.nrows) {
-                    emit_pair(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
+                    emit_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
                 }
             }
 {{- else}}
             for (var c = 0u; c < CPI; c++) {
                 if (j + c < p.nrows) {
-                    emit(r0 + m, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
+                    emit({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
                 }
             }
 {{- end}}

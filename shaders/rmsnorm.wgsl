@@ -9,25 +9,14 @@ struct Params { cols: u32, cap: u32, eps: f32 }
 @group(0) @binding(4) var<storage, read> w: array<f32>;
 
 const WG = 256u;
-var<workgroup> partial: array<f32, WG>;
+{{template "rms" .}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = wid.x;
     if (row >= min(p.cap, step.rows)) { return; } // uniform per workgroup
     let base = row * p.cols;
-    var ss = 0.0;
-    for (var c = lid; c < p.cols; c += WG) {
-        let v = x[base + c];
-        ss += v * v;
-    }
-    partial[lid] = ss;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) { partial[lid] += partial[lid + s]; }
-        workgroupBarrier();
-    }
-    let inv = 1.0 / sqrt(partial[0] / f32(p.cols) + p.eps);
+    let inv = rms_inv(base, p.cols, lid, p.eps);
     for (var c = lid; c < p.cols; c += WG) {
         dst[base + c] = w[c] * (inv * x[base + c]);
     }

@@ -47,6 +47,12 @@ type Fusion struct {
 	Add bool
 	// Bias: a bias vector (binding bias) is added to every column.
 	Bias bool
+	// Experts: the weight is a mixture of experts' matrices stacked, and
+	// each block of rows is a group of (row, slot) pairs that chose one
+	// expert, from the routing (binding routes, moe_route.wgsl): the
+	// weight-indexing variant of a GEMV (see the block template). It
+	// composes with Pairs and GLU only.
+	Experts bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
 	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
@@ -86,7 +92,7 @@ func (f Fusion) String() string {
 	for _, p := range []struct {
 		on   bool
 		name string
-	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Bias, "bias"}} {
+	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Bias, "bias"}, {f.Experts, "experts"}} {
 		if p.on {
 			parts = append(parts, p.name)
 		}
@@ -95,8 +101,8 @@ func (f Fusion) String() string {
 }
 
 // Extra lists the bindings a fused kernel has after its own, in order:
-// the Fuse uniform, then out1 and out2, bias and nw as f asks for them.
-// Each is "uniform", "read_write" or "read".
+// the Fuse uniform, then out1 and out2, bias, nw and routes as f asks
+// for them. Each is "uniform", "read_write" or "read".
 func (f Fusion) Extra() []string {
 	if !f.Fused() {
 		return nil
@@ -109,6 +115,9 @@ func (f Fusion) Extra() []string {
 		extra = append(extra, "read")
 	}
 	if f.Norm {
+		extra = append(extra, "read")
+	}
+	if f.Experts {
 		extra = append(extra, "read")
 	}
 	return extra
@@ -134,6 +143,10 @@ func (f Fusion) Bindings(first int) string {
 	}
 	if f.Norm {
 		names[i] = "nw"
+		i++
+	}
+	if f.Experts {
+		names[i] = "routes"
 	}
 	var b strings.Builder
 	for i, access := range f.Extra() {
@@ -142,6 +155,8 @@ func (f Fusion) Bindings(first int) string {
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<uniform> %s: Fuse;\n", first+i, names[i])
 		case names[i] == "nw":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> nw: array<vec4<f32>>;\n", first+i)
+		case names[i] == "routes":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
 		default:
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", first+i, access, names[i])
 		}
@@ -164,6 +179,9 @@ func Compose(name string, f Fusion) (string, error) {
 	}
 	if f.GLU && (!f.Pairs || f.Outs > 1) || f.Pairs && !f.GLU && f.Outs != 2 || f.Outs > 3 {
 		return "", fmt.Errorf("shader %s%s: pairs feed a GLU or split into two outputs", name, f)
+	}
+	if f.Experts && (f.Norm || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
+		return "", fmt.Errorf("shader %s%s: experts compose with a GLU only", name, f)
 	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
@@ -200,5 +218,6 @@ func Fusions() []Fusion {
 		{}, {Norm: true}, {Add: true},
 		{Outs: 3}, {Outs: 3, Norm: true}, {Outs: 3, Bias: true}, {Outs: 3, Bias: true, Norm: true},
 		{Pairs: true, GLU: true}, {Pairs: true, GLU: true, Norm: true}, {Pairs: true, Outs: 2}, {Pairs: true, Outs: 2, Norm: true},
+		{Experts: true}, {Experts: true, Pairs: true, GLU: true},
 	}
 }

@@ -55,6 +55,12 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
 		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
+		if m := c.MoE; m.On() {
+			fmt.Fprintf(w, "experts\t%d, %d a token, %d wide, top-k renormalised %v, shared expert %d wide\n", m.Experts, m.Used, m.FFN, m.NormTopK, m.SharedFFN)
+		}
+		if c.ResidualScale > 0 || c.LogitScale > 0 {
+			fmt.Fprintf(w, "multipliers\tembedding %g, attention %g, residual %g, logits 1/%g\n", c.EmbedScale, c.QueryScale, c.ResidualScale, c.LogitScale)
+		}
 		if c.QKVBias || c.QKNorm {
 			fmt.Fprintf(w, "q/k/v bias, q/k norm\t%v, %v\n", c.QKVBias, c.QKNorm)
 		}

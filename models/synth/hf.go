@@ -60,6 +60,9 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	}
 	c := s.Config
 	arch, ok := hfArchitectures[c.Arch]
+	if c.MoE.On() {
+		arch, ok = hfMoEArchitectures[c.Arch][0], c.Arch != "mistral"
+	}
 	if !ok {
 		return fmt.Errorf("synth: %s: no Hugging Face architecture for %q", s.Name, c.Arch)
 	}
@@ -73,7 +76,16 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 		return err
 	}
 	var tensors []safetensors.WriteTensor
+	pending := map[int][]float32{} // Granite's gate experts, until their up
+	put := func(t safetensors.WriteTensor) { tensors = append(tensors, t) }
 	err = weights(c, seed, func(name string, shape []int, vals []float32) error {
+		quantize := func(v []float32) ([]byte, error) { return dtype.Quantize(t, v) }
+		if done, err := hfMoETensors(c, name, shape, quantize, vals, dt, pending, put); done || err != nil {
+			return err
+		}
+		if strings.HasSuffix(name, models.FFNRouterShexp+".weight") {
+			shape = []int{1, shape[0]} // a Linear(dim, 1)
+		}
 		hfName, ok := models.GGUFToHFName(c.Arch, name)
 		if !ok {
 			return fmt.Errorf("synth: no Hugging Face name for %s", name)
@@ -97,7 +109,7 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 			}
 		}
 		typ, sdt := t, dt
-		if len(shape) == 1 {
+		if len(shape) == 1 || strings.HasSuffix(name, models.FFNRouterShexp+".weight") { // f32 in the GGUF too
 			typ, sdt = dtype.F32, safetensors.F32
 		}
 		data, err := dtype.Quantize(typ, vals)
@@ -167,7 +179,9 @@ func weights(c models.Config, seed uint64, put func(name string, shape []int, va
 	for _, want := range models.LlamaTensors(c) {
 		vals := make([]float32, want.Elements())
 		in := want.Shape[len(want.Shape)-1]
-		if len(want.Shape) == 1 { // norm weights
+		// Norm weights near one; the shared expert's gate (Qwen2-MoE), a
+		// vector too, is a row of a matrix.
+		if len(want.Shape) == 1 && !strings.HasSuffix(want.Name, models.FFNRouterShexp+".weight") {
 			for i := range vals {
 				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
 			}
@@ -249,7 +263,7 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 		"rope_scaling":            nil,
 	}
 	switch c.Arch {
-	case "llama", "qwen3":
+	case "llama", "qwen3", "qwen3moe", "olmoe", "granitemoe":
 		cfg["attention_bias"] = false
 	case "mistral":
 		cfg["sliding_window"] = nil
@@ -264,7 +278,13 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
 		}
 	}
-	if c.QKVBias != (c.Arch == "qwen2") || c.QKNorm != (c.Arch == "qwen3" || c.Arch == "gemma3") {
+	if c.MoE.On() {
+		if err := moeConfigJSON(cfg, c); err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
+		}
+	}
+	if c.QKVBias != (c.Arch == "qwen2" || c.Arch == "qwen2moe") || c.QKNorm != (c.Arch == "qwen3" || c.Arch == "gemma3" || c.Arch == "qwen3moe" || c.Arch == "olmoe") ||
+		c.QKNormFull != (c.Arch == "olmoe") {
 		return nil, fmt.Errorf("synth: %s: %s with q/k/v biases %v and q/k norms %v has no Hugging Face config", s.Name, c.Arch, c.QKVBias, c.QKNorm)
 	}
 	if c.RopeFactors != nil {

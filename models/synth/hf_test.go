@@ -14,7 +14,8 @@ import (
 	"github.com/tessera-llm/tessera/models/synth"
 )
 
-var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3"}
+var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
+	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()

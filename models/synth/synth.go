@@ -184,7 +184,9 @@ func Metadata(s Shape) []gguf.KV {
 		{Key: a + "attention.head_count", Value: u(c.Heads)},
 		{Key: a + "attention.head_count_kv", Value: u(c.KVHeads)},
 		{Key: a + "attention.key_length", Value: u(c.HeadDim)},
-		{Key: a + "attention.value_length", Value: u(c.HeadDim)}, // llama.cpp reads both
+		// llama.cpp sizes k and v by the value length (n_embd_gqa), which
+		// defaults to dim / heads: Qwen3's heads are wider than that.
+		{Key: a + "attention.value_length", Value: u(c.HeadDim)},
 		{Key: a + "rope.dimension_count", Value: u(c.RopeDim)},
 		{Key: a + "rope.freq_base", Value: gguf.Float32Value(float32(c.RopeTheta))},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: gguf.Float32Value(c.NormEps)},
@@ -199,6 +201,7 @@ func Metadata(s Shape) []gguf.KV {
 		kv = append(kv, gguf.KV{Key: a + "attn_logit_softcapping", Value: gguf.Float32Value(c.AttnSoftcap)},
 			gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)})
 	}
+	kv = append(kv, moeMetadata(c)...)
 	return append(kv, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},

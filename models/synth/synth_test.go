@@ -44,7 +44,11 @@ func writeLoads(t *testing.T, name string) {
 		if !reflect.DeepEqual(c, want) {
 			t.Errorf("%s %s: config %+v, want %+v", name, typ, c, s.Config)
 		}
-		if got := m.Tensors[models.LayerTensor(1, models.FFNDown)]; got.Type != typ {
+		down := models.LayerTensor(1, models.FFNDown)
+		if c.MoE.On() {
+			down = models.LayerTensor(1, models.FFNDownExps)
+		}
+		if got := m.Tensors[down]; got.Type != typ {
 			t.Errorf("tensor type %s, want %s", got.Type, typ)
 		}
 		// The vocabulary has a bare ▁, as SentencePiece's always do, so

@@ -255,6 +255,8 @@ type Backend interface {
 
 	// The fused ops (fused.go): several of the ops above in one kernel.
 	Fuser
+	// The mixture-of-experts ops (moe.go).
+	Experts
 
 	// NewLoRA makes an empty set of adapters for weights [outs[k], in]
 	// that share their input.

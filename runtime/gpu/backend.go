@@ -156,6 +156,9 @@ type Weight struct {
 	storage backend.Storage // F32 unless made by UploadAs (quant.go)
 	split   []int           // made by Fuse: the rows of each matrix (fused.go)
 	pairs   bool            // made by Fuse for a GLU: rows alternate between two matrices
+	// Made by UploadExperts (moe.go): the rows of one expert; parts hold
+	// whole experts.
+	perExpert int
 }
 
 type part struct {

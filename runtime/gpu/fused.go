@@ -27,6 +27,12 @@ var (
 // two values of an output are adjacent columns of one workgroup; vectors
 // are joined.
 func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
+	return b.fuse(ts, s, glu, 1)
+}
+
+// fuse is Fuse splitting the weight across bindings only at multiples of
+// align rows of the result (the rows of one expert, for UploadExperts).
+func (b *Backend) fuse(ts []*models.Tensor, s backend.Storage, glu bool, align int) (*Weight, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("gpu: fuse of no tensors")
 	}
@@ -44,7 +50,11 @@ func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backen
 			data = append(data, v...)
 		}
 		raw := f32bytes(data)
-		return b.Upload(models.NewTensor(name, []int{len(data)}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+		w, err := b.Upload(models.NewTensor(name, []int{len(data)}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+		if err != nil {
+			return nil, err
+		}
+		return w.(*Weight), nil
 	}
 	if glu && (len(ts) != 2 || !slices.Equal(ts[0].Shape, ts[1].Shape)) {
 		return nil, fmt.Errorf("gpu: a GLU's fused weight needs two matrices of one shape, not %d", len(ts))
@@ -81,9 +91,8 @@ func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backen
 			}
 		}
 	}
-	align := 1
-	if glu {
-		align = 2 // a part holds whole pairs
+	if glu && align%2 != 0 {
+		align *= 2 // a part holds whole pairs
 	}
 	w, err := b.uploadRows(name, []int{all.rows, ts[0].Shape[1]}, s, all, align)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -82,22 +81,7 @@ func benchGEMV(b *testing.B, dev gpu.Device, s backend.Storage, k, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := g.Begin(oneRow()); err != nil {
-		b.Fatal(err)
-	}
-	op := func() {
-		g.MatMul(y, x, w)
-		if _, err := g.Argmax(y, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	op() // compiles the pipelines and builds the bind groups
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		op()
-	}
-	sec := time.Since(start).Seconds() / float64(b.N)
+	sec := secondsPerMatMul(b, g, oneRow(), y, x, w)
 	b.ReportMetric(float64(w.Bytes())/sec/1e9, "GB/s")
 	b.ReportMetric(sec*1e3, "ms/op")
 }

@@ -134,19 +134,12 @@ func (d *nativeDevice) BindGroup(p Pipeline, bindings []Binding) (BindGroup, err
 	if !ok || pl == nil || pl.d != d {
 		return nil, fmt.Errorf("gpu: bind group: %T is not a pipeline of this device", p)
 	}
-	if len(bindings) != len(pl.layout.bindings) {
-		return nil, fmt.Errorf("gpu: bind group for kernel %q: %d bindings given, the kernel has %d",
-			pl.name, len(bindings), len(pl.layout.bindings))
-	}
-	entries := make([]wgpu.BindGroupEntry, len(bindings))
-	buffers := make([]*nativeBuffer, len(bindings))
-	for i, bind := range bindings {
-		b, size, err := d.checkBinding(pl.layout.bindings[i], bind)
-		if err != nil {
-			return nil, fmt.Errorf("gpu: bind group for kernel %q, binding %d: %w", pl.name, i, err)
-		}
-		entries[i] = wgpu.BindGroupEntry{Binding: uint32(i), Buffer: b.buf, Offset: uint64(bind.Offset), Size: uint64(size)}
-		buffers[i] = b
+	buffers, entries, err := bindEntries(pl.name, pl.layout.bindings, bindings, d.checkBinding,
+		func(i int, b *nativeBuffer, bind Binding, size int64) wgpu.BindGroupEntry {
+			return wgpu.BindGroupEntry{Binding: uint32(i), Buffer: b.buf, Offset: uint64(bind.Offset), Size: uint64(size)}
+		})
+	if err != nil {
+		return nil, err
 	}
 	group, err := d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{
 		Label:   pl.name,

@@ -167,22 +167,15 @@ func (d *jsDevice) BindGroup(p Pipeline, bindings []Binding) (BindGroup, error) 
 	if !ok || pl == nil || pl.d != d {
 		return nil, fmt.Errorf("gpu: bind group: %T is not a pipeline of this device", p)
 	}
-	if len(bindings) != len(pl.layout.bindings) {
-		return nil, fmt.Errorf("gpu: bind group for kernel %q: %d bindings given, the kernel has %d",
-			pl.name, len(bindings), len(pl.layout.bindings))
-	}
-	entries := make([]any, len(bindings))
-	buffers := make([]*jsBuffer, len(bindings))
-	for i, bind := range bindings {
-		b, size, err := d.checkBinding(pl.layout.bindings[i], bind)
-		if err != nil {
-			return nil, fmt.Errorf("gpu: bind group for kernel %q, binding %d: %w", pl.name, i, err)
-		}
-		entries[i] = map[string]any{
-			"binding":  i,
-			"resource": map[string]any{"buffer": b.buf, "offset": bind.Offset, "size": size},
-		}
-		buffers[i] = b
+	buffers, entries, err := bindEntries(pl.name, pl.layout.bindings, bindings, d.checkBinding,
+		func(i int, b *jsBuffer, bind Binding, size int64) any {
+			return map[string]any{
+				"binding":  i,
+				"resource": map[string]any{"buffer": b.buf, "offset": bind.Offset, "size": size},
+			}
+		})
+	if err != nil {
+		return nil, err
 	}
 	group, err := jsCall(d.dev, "createBindGroup", map[string]any{
 		"label":   pl.name,

@@ -197,7 +197,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
-	gs, _, gemvOp, gemmOp, isInt := grouped(w.storage)
+	gs, _, _, gemmOp, isInt := grouped(w.storage)
 	groups := 0
 	if isInt {
 		groups = (k + gs - 1) / gs
@@ -214,26 +214,17 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 			for maxm < min(m, gemvMaxRows) {
 				maxm *= 2
 			}
-			tpc, cpi := 1, int4CPI
+			tpc := 1
 			if !cpu {
 				// Lanes take groups: as many groups per lane at any width.
-				tpc, cpi = quantThreads(k*dtype.Int4GroupSize/max(gs, 1)), 1
+				tpc = quantThreads(k)
+				if gs > 0 {
+					tpc = quantThreads(k * dtype.Int4GroupSize / gs)
+				}
 			}
-			if w.storage == backend.F16 {
-				o := matmulF16GEMVOp.fused(f)
-				o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
-				gx, gy := b.grid(pt.rows, 256/tpc)
-				b.record(o, append(p, uint32(tpc), uint32(maxm)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
-				continue
-			}
-			wg := 256
-			if cpu {
-				wg = int4CPUWorkgroup
-			}
-			o := gemvOp.fused(f)
-			o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
-			gx, gy := b.grid((pt.rows+cpi-1)/cpi, wg/tpc)
-			b.record(o, append(p, uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
+			o, tail, cpi, perWG := gemvOp(w.storage, k, maxm, tpc, f)
+			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
+			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue
 		}
 		tm := 4

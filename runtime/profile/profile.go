@@ -220,3 +220,25 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	b.timed("argmax", 0, func() { ids, err = b.Backend.Argmax(x, n) })
 	return ids, err
 }
+
+func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
+	b.timed("route", 0, func() { b.Backend.Route(r, logits, norm) })
+}
+
+// ExpertProject counts the bytes of the experts a decode row chose: its k
+// slots name k distinct experts (a top-k), each 1/E of the stacked weight,
+// and the products read nothing of the others; each slot reads an input
+// row and writes an output row.
+func (b *Backend) ExpertProject(p backend.ExpertProjection) {
+	kind := "moe-down"
+	if p.GLU {
+		kind = "moe-gateup"
+	}
+	e, k := int64(p.W.Shape()[0]), int64(p.R.K())
+	bytes := p.W.Bytes()*k/e + k*(tensorBytes(p.X)+tensorBytes(p.Out))
+	b.timed(kind, bytes, func() { b.Backend.ExpertProject(p) })
+}
+
+func (b *Backend) Combine(c backend.MoECombine) {
+	b.timed("combine", 0, func() { b.Backend.Combine(c) })
+}

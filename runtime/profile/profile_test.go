@@ -2,21 +2,26 @@ package profile_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/profile"
 )
 
-// TestProfileStories runs stories260K's decode through the profiler on the
-// CPU and checks that every op of a layer is seen once per layer and token,
-// named by what it computes, with the matrix products' bytes.
-func TestProfileStories(t *testing.T) {
+// profileDecode profiles a few decode steps of the model at path on the
+// CPU.
+func profileDecode(t *testing.T, path string) (profile.Report, models.Config) {
+	t.Helper()
 	var pb *profile.Backend
-	e, err := runtime.Load("../../../shared/models/stories260K.gguf", runtime.Options{Device: "cpu",
+	e, err := runtime.Load(path, runtime.Options{Device: "cpu",
 		Wrap: func(be backend.Backend) backend.Backend { pb = profile.New(be); return pb }})
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +38,15 @@ func TestProfileStories(t *testing.T) {
 	if steps == 0 {
 		t.Fatal("no decode step timed")
 	}
-	layers := e.Model().Config.Layers
-	r := profile.Summarize(ops, steps, time.Millisecond, 10)
+	return profile.Summarize(ops, steps, time.Millisecond, 10), e.Model().Config
+}
+
+// TestProfileStories runs stories260K's decode through the profiler on the
+// CPU and checks that every op of a layer is seen once per layer and token,
+// named by what it computes, with the matrix products' bytes.
+func TestProfileStories(t *testing.T) {
+	r, c := profileDecode(t, "../../../shared/models/stories260K.gguf")
+	layers := c.Layers
 	want := map[string]int{"qkv": layers, "rope+kv": layers, "attend": layers, "o": layers, "gate+up": layers, "down": layers, "head": 1, "embed": 1}
 	got := map[string]profile.Share{}
 	for _, k := range r.Kinds {
@@ -58,5 +70,42 @@ func TestProfileStories(t *testing.T) {
 	r.Print(&b)
 	if !strings.Contains(b.String(), "gate+up") {
 		t.Errorf("report without gate+up:\n%s", b.String())
+	}
+}
+
+// TestProfileMoE: on a synthetic mixture of experts, the profiler names
+// the routing and the experts' products once per layer and token, and the
+// bytes the experts' products read per token are those of the k experts a
+// token uses, not of all E.
+func TestProfileMoE(t *testing.T) {
+	s, err := synth.Lookup("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F32, 3); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, c := profileDecode(t, path)
+	got := map[string]profile.Share{}
+	for _, k := range r.Kinds {
+		got[k.Name] = k
+	}
+	for _, name := range []string{"route", "moe-gateup", "moe-down", "combine"} {
+		if got[name].Count != c.Layers {
+			t.Errorf("%s: %d a token, want %d", name, got[name].Count, c.Layers)
+		}
+	}
+	m := c.MoE
+	expert := int64(3*m.FFN*c.Dim) * 4 // gate, up and down of one expert, f32
+	rows := int64(m.Used) * 4 * int64(c.Dim+m.FFN+m.FFN+c.Dim)
+	want := int64(c.Layers) * (int64(m.Used)*expert + rows)
+	if b := got["moe-gateup"].Bytes + got["moe-down"].Bytes; b != want {
+		t.Errorf("experts read %d bytes a token, want %d (%d of %d experts)", b, want, m.Used, m.Experts)
 	}
 }

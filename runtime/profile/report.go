@@ -111,6 +111,11 @@ func (r Report) Print(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	var bytes int64
+	for _, k := range r.Kinds {
+		bytes += k.Bytes
+	}
+	fmt.Fprintf(w, "%-10s %6s %10s %7s %12d   (the matrix products' bytes read and written per token)\n", "all", "", "", "", bytes)
 	fmt.Fprintf(w, "\n%-10s %6s %10s\n", "layer", "ops", "ms/token")
 	for _, l := range r.Layers {
 		name := fmt.Sprint(l.Layer)

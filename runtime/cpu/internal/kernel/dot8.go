@@ -29,7 +29,7 @@ func GroupSums8(x, sums []float32) {
 //
 //	Σ_g  s_g·Σ_i q_i·x_i  +  m_g·sum_g
 //
-// in the order dotQ8Go spells out, on every path (AVX2 for whole groups
+// in the order dotQ8Go spells out, on every path (AVX2 or NEON for whole groups
 // where the CPU has it). x stays f32 (the activations the GPU kernels
 // read), so both backends compute the same products up to the order of
 // their sums. len(x) may be short of a whole last group.
@@ -45,6 +45,10 @@ func DotQ8(codes, scales []uint32, x, sums []float32) float32 {
 	if hasAVX2 {
 		if full = min(g, len(x)/Group8); full > 0 {
 			macc = dotQ8AVX2(&codes[0], &scales[0], &x[0], &sums[0], full, &acc)
+		}
+	} else if hasNEON {
+		if full = min(g, len(x)/Group8); full > 0 {
+			macc = dotQ8NEON(&codes[0], &scales[0], &x[0], &sums[0], full, &acc)
 		}
 	}
 	return dotQ8Fold(&acc, dotQ8Groups(codes, scales, x, sums, full, &acc, macc))

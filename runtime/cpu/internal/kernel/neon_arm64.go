@@ -34,3 +34,6 @@ func dotF16NEON(a *float32, b *uint16, n int) float32
 
 //go:noescape
 func dotF16x4NEON(w *uint16, xs *[4]*float32, n int, out *[4]float32)
+
+//go:noescape
+func dotQ8NEON(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32

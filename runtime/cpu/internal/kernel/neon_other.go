@@ -33,3 +33,7 @@ func dotF16NEON(a *float32, b *uint16, n int) float32 { panic("kernel: no NEON k
 func dotF16x4NEON(w *uint16, xs *[4]*float32, n int, out *[4]float32) {
 	panic("kernel: no NEON kernels in this build")
 }
+
+func dotQ8NEON(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32 {
+	panic("kernel: no NEON kernels in this build")
+}

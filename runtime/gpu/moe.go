@@ -1,0 +1,182 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
+)
+
+var (
+	moeRouteOp   = op{kernel: "moe_route", operands: []Access{ReadWrite, ReadOnly}}
+	moeCombineOp = op{kernel: "moe_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+)
+
+// The mixture-of-experts ops. Route is one dispatch of moe_route, whose
+// routing (expert ids, weights, the pairs sorted by expert and the block
+// table) stays in one buffer on the device. An expert product is the GEMV
+// of the weight's storage composed with shaders.Fusion{Experts}: each
+// workgroup reads its block's expert from the table and multiplies the
+// block's pairs by that expert's rows only, so a step reads the chosen
+// experts' weights, each once per block of up to gemvMaxRows pairs, and
+// nothing comes back to the host. Combine is one dispatch of moe_combine.
+//
+// Routes is a step's routing on the device: 3·P words of ids, weights and
+// pair order, then a table of up to 2·P blocks of 3 words (P = rows·k
+// pairs; a step's blocks are at most one per pair).
+type Routes struct {
+	buf     Buffer
+	rows, k int
+	// Set by Route for the step's products: the pairs a block takes at
+	// most, and the blocks the table may hold.
+	block, blocks int
+}
+
+func (r *Routes) Rows() int { return r.rows }
+func (r *Routes) K() int    { return r.k }
+
+func (r *Routes) pairs() int { return r.rows * r.k }
+
+func (b *Backend) NewRoutes(rows, k int) (backend.Routes, error) {
+	if rows <= 0 || k <= 0 || k > models.MaxExperts {
+		return nil, fmt.Errorf("gpu: routes of %d rows × %d slots", rows, k)
+	}
+	r := &Routes{rows: rows, k: k}
+	var err error
+	if r.buf, err = b.buffer("routes", int64(9*r.pairs())*4, Storage|CopyDst|CopySrc); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend.Weight, error) {
+	parts, _, rows, err := backend.ExpertMatrices(ts)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	if parts[0].Shape[1]%4 != 0 {
+		return nil, fmt.Errorf("gpu: experts %s of width %d (the expert GEMVs need a multiple of 4)", ts[0].Name, parts[0].Shape[1])
+	}
+	var w *Weight
+	if len(parts) == 2 { // gate and up, alternating rows within each expert
+		if w, err = b.fuse(parts, s, true, 2*rows); err != nil {
+			return nil, err
+		}
+		w.perExpert, w.shape = 2*rows, ts[0].Shape
+		return w, nil
+	}
+	h, err := hostForm(parts[0], s)
+	if err != nil {
+		return nil, err
+	}
+	if w, err = b.uploadRows(parts[0].Name, parts[0].Shape, s, h, rows); err != nil {
+		return nil, err
+	}
+	w.perExpert, w.shape = rows, ts[0].Shape
+	return w, nil
+}
+
+func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
+	rs, l := r.(*Routes), logits.(*Tensor)
+	e := l.cols
+	if e > models.MaxExperts || rs.k > e {
+		b.fail(fmt.Errorf("gpu: routing %d of %d experts (at most %d)", rs.k, e, models.MaxExperts))
+		return
+	}
+	rows := min(b.rows(l), rs.rows)
+	n := rows * rs.k
+	rs.block = 1 // an expert meets each row at most once
+	for rs.block < min(rows, gemvMaxRows) {
+		rs.block *= 2
+	}
+	// An expert of c pairs takes ceil(c/B) blocks: c with B = 1 (every
+	// decode step), at most c/B + 1 otherwise.
+	rs.blocks = n
+	if rs.block > 1 {
+		rs.blocks = n/rs.block + min(e, n)
+	}
+	flag := uint32(0)
+	if norm {
+		flag = 1
+	}
+	b.record(moeRouteOp, params{uint32(e), uint32(rs.k), flag, uint32(min(l.rows, rs.rows)), uint32(rs.pairs()), uint32(rs.block), uint32(rs.blocks)},
+		[]Binding{{Buffer: rs.buf}, {Buffer: l.buf}}, 1, 1, 1)
+}
+
+func (b *Backend) ExpertProject(p backend.ExpertProjection) {
+	w, r, xs, d := p.W.(*Weight), p.R.(*Routes), p.X.(*Tensor), p.Out.(*Tensor)
+	k := xs.cols
+	out := w.perExpert // w.shape is [E, rows, in] of one matrix
+	if p.GLU {
+		out /= 2
+	}
+	switch {
+	case w.perExpert == 0 || p.GLU != w.pairs:
+		b.fail(fmt.Errorf("gpu: expert projection (GLU %v) of a weight not uploaded by UploadExperts for it", p.GLU))
+		return
+	case k != w.shape[2] || d.cols != out:
+		b.fail(fmt.Errorf("gpu: expert projection of %d columns into %d with experts of %d×%d", k, d.cols, out, w.shape[2]))
+		return
+	case r.blocks == 0:
+		b.fail(fmt.Errorf("gpu: expert projection before Route"))
+		return
+	}
+	f := shaders.Fusion{Experts: true, Pairs: p.GLU, GLU: p.GLU}
+	cpu := b.info.DeviceType == "cpu"
+	tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
+	switch {
+	case w.storage == backend.F32 && (!cpu || matmulKernel == "gemv"):
+		tpc = gemvThreads(k)
+	case w.storage != backend.F32 && (!cpu || quantKernel == "gemv-gpu"):
+		tpc = quantThreads(k)
+		if gs, _, _, _, ok := grouped(w.storage); ok {
+			tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
+		}
+	}
+	o, tail, cpi, perWG := gemvOp(w.storage, k, r.block, tpc, f)
+	slots := uint32(0)
+	if p.Slots {
+		slots = 1
+	}
+	gs, _, _, _, isInt := grouped(w.storage)
+	groups := 0
+	if isInt {
+		groups = (k + gs - 1) / gs
+	}
+	for _, pt := range w.parts {
+		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
+			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
+		if isInt {
+			operands = append(operands, Binding{Buffer: pt.scales})
+			pp = append(pp, uint32(groups))
+		}
+		gx, gy := b.grid((w.perExpert+cpi-1)/cpi, perWG)
+		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, uint32(r.blocks))
+	}
+}
+
+func (b *Backend) Combine(c backend.MoECombine) {
+	d, y, r := c.Dst.(*Tensor), c.Y.(*Tensor), c.R.(*Routes)
+	if y.cols != d.cols || c.Shared != nil && (c.SharedGate == nil || c.Shared.Cols() != d.cols) {
+		b.fail(fmt.Errorf("gpu: combine of experts of %d columns into %d", y.cols, d.cols))
+		return
+	}
+	scale := c.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	shared, sh, g := uint32(0), y.buf, y.buf // bound, unread, without a shared expert
+	if c.Shared != nil {
+		shared, sh, g = 1, c.Shared.(*Tensor).buf, c.SharedGate.(*Tensor).buf
+	}
+	b.record(moeCombineOp, params{uint32(d.cols), uint32(min(d.rows, r.rows)), uint32(r.k), f32param(scale), shared, uint32(r.pairs())},
+		[]Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, uint32(min(b.rows(d), r.rows)), 1, 1)
+}
