@@ -1,6 +1,7 @@
 // Package kernel holds the CPU backend's vector kernels: integer dot
 // products of int4 weights with activations quantized per group of 32
-// (the shape of llama.cpp's Q4_0×Q8_0 path), with one plain-Go twin per
+// (the shape of llama.cpp's Q4_0×Q8_0 path), int8 weights with f32
+// activations (DotQ8), and f32 and f16 dot products, with one plain-Go twin per
 // kernel that defines its result to the bit and hand-written assembly (AVX2
 // and AVX-512 on amd64, NEON on arm64) that reproduces it, chosen at run
 // time from the CPU's features.
