@@ -12,51 +12,13 @@
 // With Experts (fusion.inc.wgsl's block template) block g.z is instead a
 // group of (row, slot) pairs that chose one expert, whose rows of the
 // stacked weight it reads: the experts' products of a mixture of experts.
-struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
-
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> w: array<vec2<u32>>;
-{{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
-
+alias WT = vec2<u32>;
+const U = 2u; // loads in flight an iteration
 override TPC: u32 = 16u;
-override MAXM: u32 = 1u;
 
-const WG = 256u;
-const NC = WG / TPC;
-
-fn half4(v: vec2<u32>) -> vec4<f32> {
+// wload expands four halves exactly (unpack2x16float).
+fn wload(i: u32) -> vec4<f32> {
+    let v = w[i];
     return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y));
 }
-
-{{template "gemv_head" .}}
-    let j = (g.x + g.y * groups.x) * NC + t / TPC;
-{{template "norm" .}}
-    var acc: array<f32, MAXM>;
-    if (j < p.nrows{{template "live" .}}) {
-        let wrow = {{template "wrow" .}} * k4;
-        var i = lane;
-        for (; i + TPC < k4; i += 2u * TPC) {
-            let w0 = half4(w[wrow + i]);
-            let w1 = half4(w[wrow + i + TPC]);
-            for (var m = 0u; m < MAXM; m++) {
-                if (m < rows) {
-                    let xr = {{template "xrow" .}} + i;
-                    acc[m] += dot(w0, xload(xr, i, m)) + dot(w1, xload(xr + TPC, i + TPC, m));
-                }
-            }
-        }
-        for (; i < k4; i += TPC) {
-            let w0 = half4(w[wrow + i]);
-            for (var m = 0u; m < MAXM; m++) {
-                if (m < rows) {
-                    acc[m] += dot(w0, xload({{template "xrow" .}} + i, i, m));
-                }
-            }
-        }
-    }
-
-{{template "gemv_end" .}}
-}
+{{template "float_gemv" .}}
