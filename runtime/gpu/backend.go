@@ -24,6 +24,7 @@ type Backend struct {
 	dev     Device
 	info    Info
 	maxRows int
+	plan    Plan // forced kernel choices (tests and benchmarks)
 
 	rec         Recorder
 	step        Buffer // Step uniform: rows = tokens in the batch

@@ -169,16 +169,13 @@ func (b *Backend) Project(p backend.Projection) {
 // every load of x (the same address for all lanes) is a gather, and the
 // norm's weights on each of them cost more than the dispatch of an
 // rmsnorm (BenchmarkFusion: smollm2's gate+up 1.63 ms fused against 1.27
-// ms; the head 43 against 34). normPrologueForced, when not "", forces
-// the choice: "on" or "off" (tests and benchmarks).
+// ms; the head 43 against 34). Plan.NormPrologue forces the choice.
 func (b *Backend) normPrologue() bool {
-	if normPrologueForced != "" {
-		return normPrologueForced == "on"
+	if b.plan.NormPrologue != "" {
+		return b.plan.NormPrologue == "on"
 	}
 	return b.info.DeviceType != "cpu"
 }
-
-var normPrologueForced string
 
 // fusionBindings returns the bindings that f adds to a kernel (see
 // shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias and

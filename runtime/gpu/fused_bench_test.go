@@ -34,12 +34,12 @@ import (
 //	go test ./runtime/gpu -run '^$' -bench Fusion
 func BenchmarkFusion(b *testing.B) {
 	const dim, qDim, kvDim, ffn, headDim = 576, 576, 192, 1536, 64
-	defer gpu.SetNormPrologue("on")() // the fused figures are the GPU's composition
 	dev := gputest.Open(b)
 	g, err := gpu.NewBackend(dev, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
+	g.SetPlan(gpu.Plan{NormPrologue: "on"}) // the fused figures are the GPU's composition
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	tensor := func(name string, shape ...int) *models.Tensor {

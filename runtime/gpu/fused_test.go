@@ -68,7 +68,7 @@ func TestProject(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		storage backend.Storage
-		kernel  string // "" for the plan, else SetQuantKernel's (or SetMatMulKernel's for f32)
+		kernel  string // "" for the plan, else Plan.Quant's (or Plan.MatMul's for f32), or "prologue"
 		k, rows int
 		binding int64 // a storage binding limit that splits the weights
 	}{
@@ -98,13 +98,14 @@ func TestProject(t *testing.T) {
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {
+				var plan gpu.Plan
 				switch {
 				case tc.kernel == "prologue":
-					defer gpu.SetNormPrologue("on")()
+					plan.NormPrologue = "on"
 				case tc.storage == backend.F32:
-					defer gpu.SetMatMulKernel(tc.kernel)()
+					plan.MatMul = tc.kernel
 				default:
-					defer gpu.SetQuantKernel(tc.kernel)()
+					plan.Quant = tc.kernel
 				}
 				// Under the lowered limit, weights four times as wide take
 				// several parts while 4 rows of activations fit one binding.
@@ -113,6 +114,7 @@ func TestProject(t *testing.T) {
 					mult, alloc = 4, 4
 				}
 				w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
+				w.gpu.SetPlan(plan)
 				var shapes, bshapes [][]int
 				width := 0
 				for _, n := range v.parts {

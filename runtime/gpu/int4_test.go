@@ -104,8 +104,8 @@ func TestQuantMatMul(t *testing.T) {
 			for _, kernel := range []string{"", "gemv", "gemv-gpu", "gemm"} {
 				name := fmt.Sprintf("%v/m%d_k%d_n%d_binding%d/%s", s, tc.batch, tc.k, tc.n, tc.binding, kernel)
 				t.Run(name, func(t *testing.T) {
-					defer gpu.SetQuantKernel(kernel)()
 					w := newTwins(t, tc.rows, gpu.Options{MaxStorageBinding: tc.binding})
+					w.gpu.SetPlan(gpu.Plan{Quant: kernel})
 					data := w.random(tc.n*tc.k, 1)
 					subnormalRows(data, tc.k, 1)
 					wt := w.weightAs([]int{tc.n, tc.k}, data, s)

@@ -42,12 +42,6 @@ var (
 // take 256·gemvMaxRows floats of workgroup memory (8 KiB).
 const gemvMaxRows = 8
 
-// matmulKernel, when not "", forces a plan for tests and benchmarks:
-// "naive", "gemm", "gemv" (the GPU's GEMV, for any row count) or "gemv1"
-// (the CPU's, one invocation per column). A forced GEMV still falls back to
-// GEMM where k % 4 != 0.
-var matmulKernel string
-
 // matmulPlan is a kernel and its constants.
 type matmulPlan struct {
 	kernel string // "naive", "gemv" or "gemm"
@@ -56,9 +50,10 @@ type matmulPlan struct {
 	tm     int    // GEMM: rows of a thread's register block (tile of 16·tm rows)
 }
 
-// planMatMul chooses the kernel for m rows of width k on a CPU adapter or not.
-func planMatMul(m, k int, cpu bool) matmulPlan {
-	kernel := matmulKernel
+// planMatMul chooses the kernel for m rows of width k on a CPU adapter or
+// not, unless forced ("": no; else Plan.MatMul's names).
+func planMatMul(m, k int, cpu bool, forced string) matmulPlan {
+	kernel := forced
 	if kernel == "" {
 		switch {
 		case cpu && k%4 != 0 && m <= gemvMaxRows:
@@ -118,7 +113,7 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 		return b.matmulQ(d, xs, ws, f, extra) // compressed weights: quant.go, on the same plan
 	}
 	m, k := b.rows(d), xs.cols
-	pl := planMatMul(m, k, b.info.DeviceType == "cpu")
+	pl := planMatMul(m, k, b.info.DeviceType == "cpu", b.plan.MatMul)
 	if f.Fused() && pl.kernel != "gemv" {
 		return false
 	}

@@ -39,20 +39,24 @@ func BenchmarkMatMul(b *testing.B) {
 	} {
 		for _, kernel := range []string{"naive", "auto", "gemv", "gemv1", "gemm"} {
 			b.Run(fmt.Sprintf("%s/m%d_k%d_n%d", kernel, c.m, c.k, c.n), func(b *testing.B) {
-				if kernel != "auto" {
-					defer gpu.SetMatMulKernel(kernel)()
+				forced := kernel
+				if kernel == "auto" {
+					forced = ""
 				}
-				benchMatMul(b, dev, c.m, c.k, c.n)
+				benchMatMul(b, dev, c.m, c.k, c.n, forced)
 			})
 		}
 	}
 }
 
-func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int) {
+// benchMatMul times an m×k by k×n product with the f32 kernel forced
+// ("" for the backend's plan).
+func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int, kernel string) {
 	g, err := gpu.NewBackend(dev, m)
 	if err != nil {
 		b.Fatal(err)
 	}
+	g.SetPlan(gpu.Plan{MatMul: kernel})
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
 	raw := make([]byte, 4*n*k)

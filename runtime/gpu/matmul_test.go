@@ -16,15 +16,6 @@ import (
 	"github.com/tessera-llm/tessera/runtime/cpu"
 )
 
-// SetMatMulKernel forces the kernel that MatMul uses ("naive", "gemv",
-// "gemm"; "" chooses by rows, as in production) until restore is called.
-// It is exported for the benchmarks of package gpu_test.
-func SetMatMulKernel(kernel string) (restore func()) {
-	old := matmulKernel
-	matmulKernel = kernel
-	return func() { matmulKernel = old }
-}
-
 func TestMatMulPlan(t *testing.T) {
 	for _, tc := range []struct {
 		m, k int
@@ -45,7 +36,7 @@ func TestMatMulPlan(t *testing.T) {
 		{8, 2047, true, matmulPlan{kernel: "naive"}},
 		{1, 1, true, matmulPlan{kernel: "naive"}},
 	} {
-		if got := planMatMul(tc.m, tc.k, tc.cpu); got != tc.want {
+		if got := planMatMul(tc.m, tc.k, tc.cpu, ""); got != tc.want {
 			t.Errorf("planMatMul(%d, %d, cpu %v) = %+v, want %+v", tc.m, tc.k, tc.cpu, got, tc.want)
 		}
 	}
@@ -108,12 +99,12 @@ func TestMatMulKernels(t *testing.T) {
 				name = "auto"
 			}
 			t.Run(fmt.Sprintf("%s/k%d_n%d_binding%d", name, s.k, s.n, s.binding), func(t *testing.T) {
-				defer SetMatMulKernel(kernel)()
 				dev := openTest(t, Options{MaxStorageBinding: s.binding})
 				b, err := NewBackend(dev, maxRows)
 				if err != nil {
 					t.Fatal(err)
 				}
+				b.SetPlan(Plan{MatMul: kernel})
 				defer b.Close()
 				rng := rand.New(rand.NewPCG(uint64(s.k), uint64(s.n)))
 				random := func(n int) []float32 {

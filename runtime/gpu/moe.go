@@ -127,9 +127,9 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	cpu := b.info.DeviceType == "cpu"
 	tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
 	switch {
-	case w.storage == backend.F32 && (!cpu || matmulKernel == "gemv"):
+	case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
 		tpc = gemvThreads(k)
-	case w.storage != backend.F32 && (!cpu || quantKernel == "gemv-gpu"):
+	case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
 		tpc = quantThreads(k)
 		if gs, _, _, _, ok := grouped(w.storage); ok {
 			tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans

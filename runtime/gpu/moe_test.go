@@ -155,16 +155,16 @@ func TestExpertProject(t *testing.T) {
 		{backend.F32, "", 8, 2, 5, 64, 36, 32768},
 	} {
 		t.Run(fmt.Sprintf("%s_%s_e%d_k%d_rows%d_in%d_out%d_binding%d", tc.storage, tc.kernel, tc.e, tc.k, tc.rows, tc.in, tc.out, tc.binding), func(t *testing.T) {
-			if tc.storage == backend.F32 {
-				defer gpu.SetMatMulKernel(tc.kernel)()
-			} else {
-				defer gpu.SetQuantKernel(tc.kernel)()
-			}
 			alloc := 24
 			if tc.binding > 0 {
 				alloc = 8 // the activations still fit one binding
 			}
 			w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
+			if tc.storage == backend.F32 {
+				w.gpu.SetPlan(gpu.Plan{MatMul: tc.kernel})
+			} else {
+				w.gpu.SetPlan(gpu.Plan{Quant: tc.kernel})
+			}
 			gateUp := w.experts(tc.storage, true, tc.e, tc.out, tc.in)
 			down := w.experts(tc.storage, false, tc.e, tc.in, tc.out)
 			if tc.binding > 0 && gpu.Parts(gateUp[1]) < 2 {

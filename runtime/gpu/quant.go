@@ -36,12 +36,6 @@ var (
 	matmulF16GEMMOp  = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 )
 
-// quantKernel, when not "", forces a kernel for compressed weights (tests
-// and benchmarks): "gemv" (this adapter's GEMV for any row count),
-// "gemv-gpu" (the GEMV as planned for a GPU, several invocations per column
-// and a tree sum, on any adapter) or "gemm". GEMV still needs k % 4 == 0.
-var quantKernel string
-
 // grouped describes an integer storage's kernels: its group width and
 // its embedding, GEMV and GEMM ops (ok false for F16 and F32).
 func grouped(s backend.Storage) (group int, embed, gemv, gemm op, ok bool) {
@@ -185,7 +179,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	m, k := b.rows(d), xs.cols
 	cpu := b.info.DeviceType == "cpu"
 	gemv := cpu || m <= gemvMaxRows
-	switch quantKernel {
+	switch b.plan.Quant {
 	case "gemv":
 		gemv = true
 	case "gemv-gpu":

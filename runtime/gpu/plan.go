@@ -1,0 +1,25 @@
+package gpu
+
+// Plan forces kernel choices that a Backend otherwise makes from the
+// adapter and the shapes: for tests and benchmarks that compare the plans
+// one adapter can run (a GPU's kernels on lavapipe, say). The zero value
+// leaves every choice to the backend. A plan belongs to one Backend, so
+// tests that force different plans can run side by side.
+type Plan struct {
+	// MatMul forces the kernel of f32 products: "naive", "gemm", "gemv"
+	// (the GPU's GEMV, for any row count) or "gemv1" (the CPU adapters',
+	// one invocation per column). A forced GEMV still falls back to GEMM
+	// where k % 4 != 0.
+	MatMul string
+	// Quant forces the kernel of compressed weights: "gemv" (this
+	// adapter's GEMV for any row count), "gemv-gpu" (the GEMV as planned
+	// for a GPU, several invocations a column and a tree sum, on any
+	// adapter) or "gemm". A GEMV still needs k % 4 == 0.
+	Quant string
+	// NormPrologue forces whether projections take their RMSNorm as the
+	// GEMV's prologue: "on" or "off" (see normPrologue).
+	NormPrologue string
+}
+
+// SetPlan makes b use p from its next op on.
+func (b *Backend) SetPlan(p Plan) { b.plan = p }
