@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
 // BenchmarkMoEDecode is issue 23's measurement: decode of a synthetic
@@ -62,10 +63,10 @@ func BenchmarkMoEDecode(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		for _, shape := range []string{"granite-3.1-1b-a400m-dense", "granite-3.1-1b-a400m", "granite-3.1-1b-a400m", "granite-3.1-1b-a400m-dense"} {
-			c0, w0 := cpuTime(), time.Now()
+			c0, w0 := gputest.CPUTime(), time.Now()
 			_, _, st := generate(b, engines[shape], req)
 			wall[shape] += time.Since(w0)
-			cpu[shape] += cpuTime() - c0
+			cpu[shape] += gputest.CPUTime() - c0
 			tokens[shape] += st.Generated
 		}
 	}
