@@ -16,6 +16,10 @@ type Plan struct {
 	// for a GPU, several invocations a column and a tree sum, on any
 	// adapter) or "gemm". A GEMV still needs k % 4 == 0.
 	Quant string
+	// Attention forces the kernel of decode rows: "group" (attention_decode,
+	// a workgroup per chunk, the GPUs' form) or "lane" (attention_lane, an
+	// invocation per head and chunk, the CPU adapters' form).
+	Attention string
 	// NormPrologue forces whether projections take their RMSNorm as the
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string
