@@ -107,25 +107,6 @@ const NC = WG / TPC;
             }
         }
     }
-{{template "norm_end" .}}
-    if (TPC == 1u) {
-        for (var m = 0u; m < rows; m++) {
-{{- if .Pairs}}
-            for (var c = 0u; c + 1u < CPI; c += 2u) {
-                if (j + c + 1u < p.nrows) {
-                    emit_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
-                }
-            }
-{{- else}}
-            for (var c = 0u; c < CPI; c++) {
-                if (j + c < p.nrows) {
-                    emit({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
-                }
-            }
-{{- end}}
-        }
-        return;
-    }
-{{template "sum_tree" .}}
+{{template "gemv_end" .}}
 }
 {{end}}

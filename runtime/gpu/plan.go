@@ -8,7 +8,7 @@ package gpu
 type Plan struct {
 	// MatMul forces the kernel of f32 products: "naive", "gemm", "gemv"
 	// (the GPU's GEMV, for any row count) or "gemv1" (the CPU adapters',
-	// one invocation per column). A forced GEMV still falls back to GEMM
+	// one invocation per cpuCPI columns). A forced GEMV still falls back to GEMM
 	// where k % 4 != 0.
 	MatMul string
 	// Quant forces the kernel of compressed weights: "gemv" (this
