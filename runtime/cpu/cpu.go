@@ -222,6 +222,8 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	}
 }
 
+// Attend runs a job per row and kv head (see attend.go), on one goroutine
+// when the whole op is too small to share.
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	b.op()
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -230,28 +232,30 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
-	hd, group := a.HeadDim, a.Heads/a.KVHeads
-	b.team.run(n*a.Heads, func(lo, hi int) {
-		var scores []float32
-		var recs []int
-		last := -1 // the (row, kv head) whose records recs holds
+	span := func(i int) (first, last int) {
+		pos := int(b.batch.Pos[i])
+		if ends != nil {
+			return a.First(pos), int(ends[i])
+		}
+		return a.First(pos), pos
+	}
+	var work int // about the operations: a dot, an axpy and an exp per position and head
+	for i := range n {
+		first, last := span(i)
+		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
+	}
+	t := b.team
+	if work < 1<<15 {
+		t = nil
+	}
+	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
+	t.run(n*a.KVHeads, func(lo, hi int) {
+		var w attendWork
 		for job := lo; job < hi; job++ {
-			i, h := job/a.Heads, job%a.Heads
-			if key := i*a.KVHeads + h/group; key != last {
-				// The records of each position's key and value, through
-				// the table, block by block; the query heads of a GQA
-				// group share them.
-				last = key
-				end := int(b.batch.Pos[i])
-				if ends != nil {
-					end = int(ends[i])
-				}
-				recs = c.records(recs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, h/group)
-			}
-			if cap(scores) < len(recs) {
-				scores = make([]float32, len(recs))
-			}
-			AttendHead(d.Row(i)[h*hd:(h+1)*hd], qs.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, scores)
+			i, h := job/a.KVHeads, job%a.KVHeads
+			first, last := span(i)
+			w.runs = c.runs(w.runs[:0], b.batch.Tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
+			c.attendGroup(d.Row(i)[h*cols:(h+1)*cols], qs.Row(i)[h*cols:(h+1)*cols], a.Heads/a.KVHeads, last-first+1, a.Scale, a.Softcap, &w)
 		}
 	})
 }

@@ -26,19 +26,6 @@ func (c *KV) record(l, slot int) int {
 }
 func (c *KV) blockRecords() int { return c.shape.BlockSize * c.shape.Heads }
 
-// records appends to recs the records of kv head h at positions first to
-// last of sequence seq in layer l, through the table block by block.
-func (c *KV) records(recs []int, batch backend.Batch, seq, l, first, last, h int) []int {
-	bs, table := batch.BlockSize, batch.Tables[seq]
-	for p := first; p <= last; {
-		base := c.record(l, int(table[p/bs])*bs) + h
-		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
-			recs = append(recs, base+o*c.shape.Heads)
-		}
-	}
-	return recs
-}
-
 // KVStore holds the keys (or the values) of every record of a cache in
 // its type: f32 values, f16 halves, or int8 codes with a scale per record.
 // Attention reads it through dot and axpy, which compute on the stored

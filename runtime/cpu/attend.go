@@ -1,0 +1,199 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+	"github.com/x448/float16"
+)
+
+// Attention as the backend runs it: AttendHead (ops.go) defines the
+// result of one query head, and Attend computes exactly its bits, arranged
+// for speed. A batched decode step attends once per row, layer and head
+// over a few hundred positions of a head of 8 to 128 values, so per
+// position the work is a short dot product, an exp and a short axpy:
+// anything per position beyond the arithmetic (a call, a switch on the
+// cache's type, an index looked up in a list) costs as much as the
+// arithmetic. So Attend
+//
+//   - takes a job per row and kv head, not per query head: the query heads
+//     of a GQA group are computed together, each key and value record read
+//     once for all of them;
+//   - walks the block table in runs of consecutive slots (the records of a
+//     run are a fixed stride apart) instead of a list of record indexes;
+//   - switches on the cache's type once per job, with the short f32 heads'
+//     dot product written out in the loop (below kernel.Block values
+//     DotF32 is a plain sequential sum, so the inline loop is its bits).
+//
+// Every score, exp, sum and output element is computed by the same
+// operations in the same order as AttendHead's, so the results do not
+// change (TestAttendMatchesHead, to the bit).
+
+// A run is a stretch of consecutive positions of a sequence that lie in
+// one cache block: for one kv head their records are rec, rec+step, …,
+// step being the cache's kv heads.
+type run struct{ rec, n int }
+
+// runs appends the runs of positions first..last of the sequence whose
+// block table is table (blocks of bs slots), for kv head h of layer l.
+func (c *KV) runs(rs []run, table []int32, bs, l, first, last, h int) []run {
+	for p := first; p <= last; {
+		o := p % bs
+		n := min(bs-o, last-p+1)
+		rs = append(rs, run{c.record(l, int(table[p/bs])*bs+o) + h, n})
+		p += n
+	}
+	return rs
+}
+
+// attendWork is one worker's scratch, kept across its jobs.
+type attendWork struct {
+	runs   []run
+	scores []float32 // query head h's scores at h·n…
+	sums   []float32 // each query head's sum of weights
+}
+
+// attendGroup sets out (heads·hd values) to the attention of the heads
+// query heads in q (one GQA group, laid out as out is) over the n
+// positions of w.runs, each score scaled and, for softcap > 0,
+// soft-capped: AttendHead for each head, reading each record once.
+func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32, w *attendWork) {
+	hd, step := c.shape.HeadDim, c.shape.Heads
+	w.scores = grow(w.scores, heads*n)
+	w.sums = grow(w.sums, heads)
+	c.K.dots(w.scores, n, q, heads, w.runs, step)
+	for h := range heads {
+		s := w.scores[h*n : (h+1)*n]
+		mx := float32(math.Inf(-1))
+		for t, v := range s {
+			v *= scale
+			if softcap > 0 {
+				v = Softcap(v, softcap)
+			}
+			s[t], mx = v, max(mx, v)
+		}
+		var sum float32
+		for t, v := range s {
+			s[t] = expf(v - mx)
+			sum += s[t]
+		}
+		w.sums[h] = sum
+	}
+	clear(out)
+	c.V.axpys(out, w.scores, n, heads, w.runs, step)
+	for h, sum := range w.sums[:heads] {
+		inv := 1 / sum
+		o := out[h*hd : (h+1)*hd]
+		for i := range o {
+			o[i] *= inv
+		}
+	}
+}
+
+// dots sets dst[h·n + t] to the dot product of query head h of q (heads
+// heads of s.hd values) with the record of position t of runs: what dot
+// gives, record by record.
+func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run, step int) {
+	hd, t := s.hd, 0
+	switch {
+	case s.typ == backend.KVF16:
+		for _, r := range runs {
+			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+				k := s.f16[rec*hd : (rec+1)*hd]
+				for h := range heads {
+					dst[h*n+t] = kernel.DotF16(q[h*hd:(h+1)*hd], k)
+				}
+				t++
+			}
+		}
+	case s.typ == backend.KVInt8:
+		for _, r := range runs {
+			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+				k, sc := s.i8[rec*hd:(rec+1)*hd], s.scale[rec]
+				for h := range heads {
+					qh := q[h*hd : (h+1)*hd]
+					qh = qh[:len(k)]
+					var sum float32
+					for i, c := range k {
+						sum += float32(qh[i] * float32(c))
+					}
+					dst[h*n+t] = sc * sum
+				}
+				t++
+			}
+		}
+	case hd < kernel.Block: // DotF32 is the plain sequential sum
+		for _, r := range runs {
+			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+				k := s.f32[rec*hd : (rec+1)*hd]
+				for h := range heads {
+					qh := q[h*hd : (h+1)*hd]
+					qh = qh[:len(k)]
+					var sum float32
+					for i, v := range k {
+						sum += float32(qh[i] * v)
+					}
+					dst[h*n+t] = sum
+				}
+				t++
+			}
+		}
+	default:
+		for _, r := range runs {
+			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+				k := s.f32[rec*hd : (rec+1)*hd]
+				for h := range heads {
+					dst[h*n+t] = Dot(q[h*hd:(h+1)*hd], k)
+				}
+				t++
+			}
+		}
+	}
+}
+
+// axpys adds p[h·n + t]·(the record of position t of runs) to query head
+// h's heads·hd values of out, position by position in order: what axpy
+// gives, record by record.
+func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run, step int) {
+	hd, t := s.hd, 0
+	for _, r := range runs {
+		for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+			at := rec * hd
+			switch s.typ {
+			case backend.KVF16:
+				v := s.f16[at : at+hd]
+				for h := range heads {
+					o, a := out[h*hd:(h+1)*hd], p[h*n+t]
+					o = o[:len(v)]
+					for i, x := range v {
+						o[i] += float32(a * float16.Frombits(x).Float32())
+					}
+				}
+			case backend.KVInt8:
+				v, sc := s.i8[at:at+hd], s.scale[rec]
+				for h := range heads {
+					o, as := out[h*hd:(h+1)*hd], p[h*n+t]*sc
+					o = o[:len(v)]
+					for i, c := range v {
+						o[i] += float32(as * float32(c))
+					}
+				}
+			default:
+				v := s.f32[at : at+hd]
+				for h := range heads {
+					o, a := out[h*hd:(h+1)*hd], p[h*n+t]
+					if hd >= kernel.Lanes {
+						kernel.Axpy(o, a, v)
+						continue
+					}
+					o = o[:len(v)]
+					for i, x := range v {
+						o[i] += float32(a * x)
+					}
+				}
+			}
+			t++
+		}
+	}
+}
