@@ -20,28 +20,34 @@ import (
 //   - takes a job per row and kv head, not per query head: the query heads
 //     of a GQA group are computed together, each key and value record read
 //     once for all of them;
-//   - walks the block table in runs of consecutive slots (the records of a
-//     run are a fixed stride apart) instead of a list of record indexes;
-//   - switches on the cache's type once per job, with the short f32 heads'
-//     dot product written out in the loop (below kernel.Block values
-//     DotF32 is a plain sequential sum, so the inline loop is its bits).
+//   - walks the block table in runs of consecutive slots of one block,
+//     whose records for a kv head are consecutive in the cache (see KV),
+//     instead of a list of record indexes;
+//   - switches on the cache's type once per job and, for f32 caches, makes
+//     a run one vector kernel call per query head: kernel.AxpyRows adds
+//     the run's value records, weighted, to the head's output (its eight
+//     outputs at a time staying in a register), and, for heads shorter than
+//     kernel.Block, whose keys are stored by tile (see KVStore), computes
+//     the run's scores as the sum over the head's dimensions of q_i times
+//     row i of the tile: eight positions' dot products at once, each still
+//     the sequential sum DotF32 is below Block values.
 //
 // Every score, exp, sum and output element is computed by the same
 // operations in the same order as AttendHead's, so the results do not
 // change (TestAttendMatchesHead, to the bit).
 
 // A run is a stretch of consecutive positions of a sequence that lie in
-// one cache block: for one kv head their records are rec, rec+step, …,
-// step being the cache's kv heads.
+// one cache block: for one kv head their records are rec, rec+1, ….
 type run struct{ rec, n int }
 
 // runs appends the runs of positions first..last of the sequence whose
 // block table is table (blocks of bs slots), for kv head h of layer l.
 func (c *KV) runs(rs []run, table []int32, bs, l, first, last, h int) []run {
+	cbs := c.shape.BlockSize
 	for p := first; p <= last; {
-		o := p % bs
-		n := min(bs-o, last-p+1)
-		rs = append(rs, run{c.record(l, int(table[p/bs])*bs+o) + h, n})
+		slot := int(table[p/bs])*bs + p%bs
+		n := min(bs-p%bs, cbs-slot%cbs, last-p+1)
+		rs = append(rs, run{c.record(l, slot, h), n})
 		p += n
 	}
 	return rs
@@ -59,29 +65,35 @@ type attendWork struct {
 // positions of w.runs, each score scaled and, for softcap > 0,
 // soft-capped: AttendHead for each head, reading each record once.
 func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32, w *attendWork) {
-	hd, step := c.shape.HeadDim, c.shape.Heads
+	hd := c.shape.HeadDim
 	w.scores = grow(w.scores, heads*n)
 	w.sums = grow(w.sums, heads)
-	c.K.dots(w.scores, n, q, heads, w.runs, step)
+	c.K.dots(w.scores, n, q, heads, w.runs)
 	for h := range heads {
 		s := w.scores[h*n : (h+1)*n]
+		// The maximum only shifts the exps' arguments: where max would
+		// differ (NaN, ±0), every output is NaN anyway, or the shifted
+		// scores are the same.
 		mx := float32(math.Inf(-1))
 		for t, v := range s {
 			v *= scale
 			if softcap > 0 {
 				v = Softcap(v, softcap)
 			}
-			s[t], mx = v, max(mx, v)
+			s[t] = v
+			if v > mx {
+				mx = v
+			}
 		}
+		kernel.ExpShift(s, mx)
 		var sum float32
-		for t, v := range s {
-			s[t] = expf(v - mx)
-			sum += s[t]
+		for _, e := range s {
+			sum += e
 		}
 		w.sums[h] = sum
 	}
 	clear(out)
-	c.V.axpys(out, w.scores, n, heads, w.runs, step)
+	c.V.axpys(out, w.scores, n, heads, w.runs)
 	for h, sum := range w.sums[:heads] {
 		inv := 1 / sum
 		o := out[h*hd : (h+1)*hd]
@@ -94,12 +106,21 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 // dots sets dst[h·n + t] to the dot product of query head h of q (heads
 // heads of s.hd values) with the record of position t of runs: what dot
 // gives, record by record.
-func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run, step int) {
+func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run) {
 	hd, t := s.hd, 0
 	switch {
+	case s.tile > 0:
+		clear(dst)
+		for _, r := range runs {
+			kt := s.f32[(r.rec-r.rec%s.tile)*hd+r.rec%s.tile:]
+			for h := range heads {
+				kernel.AxpyRows(dst[h*n+t:h*n+t+r.n], q[h*hd:(h+1)*hd], kt, s.tile)
+			}
+			t += r.n
+		}
 	case s.typ == backend.KVF16:
 		for _, r := range runs {
-			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+			for rec := r.rec; rec < r.rec+r.n; rec++ {
 				k := s.f16[rec*hd : (rec+1)*hd]
 				for h := range heads {
 					dst[h*n+t] = kernel.DotF16(q[h*hd:(h+1)*hd], k)
@@ -109,7 +130,7 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 		}
 	case s.typ == backend.KVInt8:
 		for _, r := range runs {
-			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+			for rec := r.rec; rec < r.rec+r.n; rec++ {
 				k, sc := s.i8[rec*hd:(rec+1)*hd], s.scale[rec]
 				for h := range heads {
 					qh := q[h*hd : (h+1)*hd]
@@ -123,25 +144,9 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 				t++
 			}
 		}
-	case hd < kernel.Block: // DotF32 is the plain sequential sum
-		for _, r := range runs {
-			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
-				k := s.f32[rec*hd : (rec+1)*hd]
-				for h := range heads {
-					qh := q[h*hd : (h+1)*hd]
-					qh = qh[:len(k)]
-					var sum float32
-					for i, v := range k {
-						sum += float32(qh[i] * v)
-					}
-					dst[h*n+t] = sum
-				}
-				t++
-			}
-		}
 	default:
 		for _, r := range runs {
-			for rec := r.rec; rec < r.rec+r.n*step; rec += step {
+			for rec := r.rec; rec < r.rec+r.n; rec++ {
 				k := s.f32[rec*hd : (rec+1)*hd]
 				for h := range heads {
 					dst[h*n+t] = Dot(q[h*hd:(h+1)*hd], k)
@@ -153,47 +158,41 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 }
 
 // axpys adds p[h·n + t]·(the record of position t of runs) to query head
-// h's heads·hd values of out, position by position in order: what axpy
-// gives, record by record.
-func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run, step int) {
+// h's hd values of out, position by position in order: what axpy gives,
+// record by record.
+func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run) {
 	hd, t := s.hd, 0
 	for _, r := range runs {
-		for rec := r.rec; rec < r.rec+r.n*step; rec += step {
-			at := rec * hd
-			switch s.typ {
-			case backend.KVF16:
-				v := s.f16[at : at+hd]
+		switch s.typ {
+		case backend.KVF32:
+			v := s.f32[r.rec*hd:]
+			for h := range heads {
+				kernel.AxpyRows(out[h*hd:(h+1)*hd], p[h*n+t:h*n+t+r.n], v, hd)
+			}
+		case backend.KVF16:
+			for j := range r.n {
+				v := s.f16[(r.rec+j)*hd : (r.rec+j+1)*hd]
 				for h := range heads {
-					o, a := out[h*hd:(h+1)*hd], p[h*n+t]
+					o, a := out[h*hd:(h+1)*hd], p[h*n+t+j]
 					o = o[:len(v)]
 					for i, x := range v {
 						o[i] += float32(a * float16.Frombits(x).Float32())
 					}
 				}
-			case backend.KVInt8:
-				v, sc := s.i8[at:at+hd], s.scale[rec]
+			}
+		case backend.KVInt8:
+			for j := range r.n {
+				rec := r.rec + j
+				v, sc := s.i8[rec*hd:(rec+1)*hd], s.scale[rec]
 				for h := range heads {
-					o, as := out[h*hd:(h+1)*hd], p[h*n+t]*sc
+					o, as := out[h*hd:(h+1)*hd], p[h*n+t+j]*sc
 					o = o[:len(v)]
 					for i, c := range v {
 						o[i] += float32(as * float32(c))
 					}
 				}
-			default:
-				v := s.f32[at : at+hd]
-				for h := range heads {
-					o, a := out[h*hd:(h+1)*hd], p[h*n+t]
-					if hd >= kernel.Lanes {
-						kernel.Axpy(o, a, v)
-						continue
-					}
-					o = o[:len(v)]
-					for i, x := range v {
-						o[i] += float32(a * x)
-					}
-				}
 			}
-			t++
 		}
+		t += r.n
 	}
 }

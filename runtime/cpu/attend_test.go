@@ -14,7 +14,7 @@ import (
 func (c *KV) records(batch backend.Batch, seq, l, first, last, h int) []int {
 	var recs []int
 	for p := first; p <= last; p++ {
-		recs = append(recs, c.record(l, batch.SlotOf(seq, p))+h)
+		recs = append(recs, c.record(l, batch.SlotOf(seq, p), h))
 	}
 	return recs
 }

@@ -6,7 +6,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -107,7 +106,7 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	records := s.Layers * s.Blocks * s.BlockSize * s.Heads
-	c := &KV{shape: s, K: newKVStore(s.Type, records, s.HeadDim), V: newKVStore(s.Type, records, s.HeadDim)}
+	c := &KV{shape: s, K: newKVStore(s.Type, records, s.HeadDim, s.BlockSize, true), V: newKVStore(s.Type, records, s.HeadDim, s.BlockSize, false)}
 	b.stats.Memory += c.K.bytes() + c.V.bytes()
 	return c, nil
 }
@@ -203,11 +202,12 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	hd := c.shape.HeadDim
 	for i := 0; i < b.rows(ks); i++ {
-		r := c.record(l, b.batch.Slot(i))
+		slot := b.batch.Slot(i)
 		kr, vr := ks.Row(i), vs.Row(i)
 		for h := range c.shape.Heads {
-			c.K.put(r+h, kr[h*hd:(h+1)*hd])
-			c.V.put(r+h, vr[h*hd:(h+1)*hd])
+			r := c.record(l, slot, h)
+			c.K.put(r, kr[h*hd:(h+1)*hd])
+			c.V.put(r, vr[h*hd:(h+1)*hd])
 		}
 	}
 }
@@ -216,7 +216,7 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	b.op()
 	c := kv.(*KV)
 	for l := 0; l < c.shape.Layers; l++ {
-		from, to := c.record(l, src*c.shape.BlockSize), c.record(l, dst*c.shape.BlockSize)
+		from, to := c.record(l, src*c.shape.BlockSize, 0), c.record(l, dst*c.shape.BlockSize, 0)
 		c.K.copyRecords(to, from, c.blockRecords())
 		c.V.copyRecords(to, from, c.blockRecords())
 	}
@@ -391,39 +391,9 @@ func (b *Backend) Close() error { return nil }
 var _ backend.Backend = (*Backend)(nil)
 
 // expf is e^x in float32, within 1 ulp of the exact value (TestExpf), as
-// C's expf is: the argument is reduced to r = x − k·ln 2 with |r| ≤ ln 2/2
-// (ln 2 split in two so that k·ln2hi is exact), e^r comes from a degree-6
-// polynomial (the minimax coefficients of the Cephes library's expf), and
-// 2^k goes into the exponent bits. Why not float64's math.Exp: attention
-// and SiLU take one exp per score or element, and the conversion and the
-// wider function were a third of a batched decode step (stories260K at 32
-// sequences), where this is a few multiply-adds.
-func expf(x float32) float32 {
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375 // exact in 10 bits, so k·ln2hi is exact
-		ln2lo = -2.12194440e-4
-	)
-	switch {
-	case x != x:
-		return x
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	case x < -87.33654: // e^x below the smallest normal float32
-		return 0
-	}
-	t := x * log2e
-	k := float32(int32(t + float32(math.Copysign(0.5, float64(t)))))
-	r := x - k*ln2hi - k*ln2lo
-	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	e := p*r*r + r + 1
-	if k > 127 { // x just below the overflow: 2^128 is not a float32
-		return 2 * e * math.Float32frombits(uint32(int32(k)+126)<<23)
-	}
-	return e * math.Float32frombits(uint32(int32(k)+127)<<23)
-}
+// C's expf is (kernel.Expf). Why not float64's math.Exp: attention and
+// SiLU take one exp per score or element, and the conversion and the wider
+// function were a third of a batched decode step (stories260K at 32
+// sequences), where this is a few multiply-adds; attention takes its exps
+// eight at a time (kernel.ExpShift), with the same bits.
+func expf(x float32) float32 { return kernel.Expf(x) }

@@ -42,3 +42,9 @@ func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
 func dotQ8AVX2(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32
+
+//go:noescape
+func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
+
+//go:noescape
+func expShiftAVX2(x *float32, m float32, n int)

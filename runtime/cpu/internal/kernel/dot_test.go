@@ -197,6 +197,33 @@ func TestF32KernelsMatchTwins(t *testing.T) {
 	}
 }
 
+// TestAxpyRowsMatchesLoop: AxpyRows gives the bits of its definition, a
+// plain Axpy loop row after row, on widths below, at and past a register
+// (with tails), one row or many, rows packed or further apart.
+func TestAxpyRowsMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, width := range []int{1, 3, 7, 8, 9, 16, 31, 33, 64, 100} {
+		for _, rows := range []int{1, 2, 5, 8, 13} {
+			for _, stride := range []int{width, width + 3, 4 * width} {
+				a, x := randomRow(rng, rows), randomRow(rng, (rows-1)*stride+width)
+				got := randomRow(rng, width)
+				want := append([]float32(nil), got...)
+				AxpyRows(got, a, x, stride)
+				for r, ar := range a {
+					for i := range want {
+						want[i] += float32(ar * x[r*stride+i])
+					}
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("width %d, %d rows, stride %d: [%d] %v, loop %v", width, rows, stride, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestQuantizeMatchesTwin: the vector quantizer gives quantizeGo's codes,
 // scales and sums, ties, zero groups and groups too small for 1/d included.
 func TestQuantizeMatchesTwin(t *testing.T) {

@@ -93,6 +93,40 @@ func Axpy(dst []float32, a float32, x []float32) {
 	}
 }
 
+// AxpyRows adds a[r]·x[r·stride : r·stride+len(dst)] to dst for each r in
+// turn: Axpy row after row, in one call. Each element is one product and
+// one sum per row, rows in order, so it equals that loop of Axpy calls bit
+// for bit on every path; the vector paths keep eight elements of dst in a
+// register across all the rows. Attention uses it twice: the weighted sum
+// of a run of value records (rows: positions), and the scores of a run of
+// positions from a key tile stored a dimension per row (rows: the head's
+// dimensions, a the query), whose sequential sums are DotF32's below
+// Block values.
+func AxpyRows(dst, a, x []float32, stride int) {
+	if len(a) == 0 || len(dst) == 0 {
+		return
+	}
+	_ = x[(len(a)-1)*stride+len(dst)-1]
+	n := len(dst) &^ (Lanes - 1)
+	switch {
+	case n > 0 && hasAVX2:
+		axpyRowsAVX2(&dst[0], &a[0], &x[0], len(a), stride, n)
+	case n > 0 && hasNEON:
+		axpyRowsNEON(&dst[0], &a[0], &x[0], len(a), stride, n)
+	default:
+		n = 0
+	}
+	if n == len(dst) {
+		return
+	}
+	for r, ar := range a {
+		row := x[r*stride+n : r*stride+len(dst)]
+		for i, v := range row {
+			dst[n+i] += float32(ar * v)
+		}
+	}
+}
+
 // DotF16 returns DotF32(a, b) for b given as IEEE halves: each half widens
 // exactly, so the result is that of the f32 values, bit for bit.
 func DotF16(a []float32, b []uint16) float32 {

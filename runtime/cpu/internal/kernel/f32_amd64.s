@@ -132,6 +132,40 @@ eight:
 	VZEROUPPER
 	RET
 
+// func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
+// Eight columns of dst at a time stay in Y0 while every row adds to them.
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ rows+24(FP), R8
+	MOVQ stride+32(FP), R9
+	SHLQ $2, R9
+	MOVQ n+40(FP), CX
+	SHRQ $3, CX
+
+columns:
+	VMOVUPS (DI), Y0
+	MOVQ    SI, R10
+	MOVQ    DX, R11
+	MOVQ    R8, R12
+
+row:
+	VBROADCASTSS (R10), Y1
+	VMULPS       (R11), Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $4, R10
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          row
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	DECQ         CX
+	JNZ          columns
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(a *float32, b *uint16, n int) float32
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI

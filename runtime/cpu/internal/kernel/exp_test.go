@@ -1,0 +1,45 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestExpShiftMatchesExpf: ExpShift gives Expf's bits on a sweep of every
+// 9973rd float32 bit pattern (both signs, NaNs and infinities included),
+// on the edges of its range and of the 2^128 case, and on awkward lengths
+// with a shift.
+func TestExpShiftMatchesExpf(t *testing.T) {
+	var xs []float32
+	for b := uint64(0); b < 1<<32; b += 9973 {
+		xs = append(xs, math.Float32frombits(uint32(b)))
+	}
+	for _, v := range []float32{0, 88.72283, -87.33654, 88.02969, 88.0297, 88.5, 127, -126, 1e-30} {
+		for _, s := range []float32{v, -v, math.Nextafter32(v, 1e9), math.Nextafter32(v, -1e9)} {
+			xs = append(xs, s)
+		}
+	}
+	inf := float32(math.Inf(1))
+	xs = append(xs, inf, -inf, float32(math.NaN()), math.Float32frombits(0xffc00001), math.Float32frombits(0x80000000))
+	check := func(what string, x []float32, m float32) {
+		t.Helper()
+		got := append([]float32(nil), x...)
+		ExpShift(got, m)
+		for i, v := range x {
+			want := Expf(v - m)
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("%s: Expf(%v - %v) = %v (%#08x), ExpShift gives %v (%#08x)", what, v, m, want, math.Float32bits(want), got[i], math.Float32bits(got[i]))
+			}
+		}
+	}
+	check("sweep", xs, 0)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 9, 17, 64, 100} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 30)
+		}
+		check("random", x, float32(rng.NormFloat64()*10))
+	}
+}
