@@ -24,7 +24,8 @@ import (
 //     whose records for a kv head are consecutive in the cache (see KV),
 //     instead of a list of record indexes;
 //   - switches on the cache's type once per job and, for f32 caches, makes
-//     a run one vector kernel call per query head: kernel.AxpyRows adds
+//     a run one vector kernel call per two query heads (kernel.AxpyRows2;
+//     AxpyRows for an odd one): kernel.AxpyRows adds
 //     the run's value records, weighted, to the head's output (its eight
 //     outputs at a time staying in a register), and, for heads shorter than
 //     kernel.Block, whose keys are stored by tile (see KVStore), computes
@@ -113,7 +114,11 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run)
 		clear(dst)
 		for _, r := range runs {
 			kt := s.f32[(r.rec-r.rec%s.tile)*hd+r.rec%s.tile:]
-			for h := range heads {
+			h := 0
+			for ; h+2 <= heads; h += 2 {
+				kernel.AxpyRows2(dst[h*n+t:h*n+t+r.n], dst[(h+1)*n+t:], q[h*hd:(h+1)*hd], q[(h+1)*hd:], kt, s.tile)
+			}
+			if h < heads {
 				kernel.AxpyRows(dst[h*n+t:h*n+t+r.n], q[h*hd:(h+1)*hd], kt, s.tile)
 			}
 			t += r.n
@@ -166,7 +171,11 @@ func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run) {
 		switch s.typ {
 		case backend.KVF32:
 			v := s.f32[r.rec*hd:]
-			for h := range heads {
+			h := 0
+			for ; h+2 <= heads; h += 2 {
+				kernel.AxpyRows2(out[h*hd:(h+1)*hd], out[(h+1)*hd:], p[h*n+t:h*n+t+r.n], p[(h+1)*n+t:], v, hd)
+			}
+			if h < heads {
 				kernel.AxpyRows(out[h*hd:(h+1)*hd], p[h*n+t:h*n+t+r.n], v, hd)
 			}
 		case backend.KVF16:

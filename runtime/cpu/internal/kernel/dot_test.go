@@ -197,7 +197,7 @@ func TestF32KernelsMatchTwins(t *testing.T) {
 	}
 }
 
-// TestAxpyRowsMatchesLoop: AxpyRows gives the bits of its definition, a
+// TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2 give the bits of its definition, a
 // plain Axpy loop row after row, on widths below, at and past a register
 // (with tails), one row or many, rows packed or further apart.
 func TestAxpyRowsMatchesLoop(t *testing.T) {
@@ -206,17 +206,26 @@ func TestAxpyRowsMatchesLoop(t *testing.T) {
 		for _, rows := range []int{1, 2, 5, 8, 13} {
 			for _, stride := range []int{width, width + 3, 4 * width} {
 				a, x := randomRow(rng, rows), randomRow(rng, (rows-1)*stride+width)
-				got := randomRow(rng, width)
-				want := append([]float32(nil), got...)
+				a1 := randomRow(rng, rows)
+				got, got0, got1 := randomRow(rng, width), randomRow(rng, width), randomRow(rng, width)
+				want, want0, want1 := append([]float32(nil), got...), append([]float32(nil), got0...), append([]float32(nil), got1...)
 				AxpyRows(got, a, x, stride)
-				for r, ar := range a {
+				AxpyRows2(got0, got1, a, a1, x, stride)
+				for r := range a {
 					for i := range want {
-						want[i] += float32(ar * x[r*stride+i])
+						want[i] += float32(a[r] * x[r*stride+i])
+						want0[i] += float32(a[r] * x[r*stride+i])
+						want1[i] += float32(a1[r] * x[r*stride+i])
 					}
 				}
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("width %d, %d rows, stride %d: [%d] %v, loop %v", width, rows, stride, i, got[i], want[i])
+				for _, c := range []struct {
+					what      string
+					got, want []float32
+				}{{"AxpyRows", got, want}, {"AxpyRows2 first", got0, want0}, {"AxpyRows2 second", got1, want1}} {
+					for i := range c.got {
+						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+							t.Fatalf("%s: width %d, %d rows, stride %d: [%d] %v, loop %v", c.what, width, rows, stride, i, c.got[i], c.want[i])
+						}
 					}
 				}
 			}

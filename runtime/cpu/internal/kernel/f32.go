@@ -127,6 +127,37 @@ func AxpyRows(dst, a, x []float32, stride int) {
 	}
 }
 
+// AxpyRows2 is AxpyRows(dst0, a0, x, stride) and AxpyRows(dst1, a1, x,
+// stride) in one pass over x, the two sums interleaved (two query heads
+// of a GQA group reading their kv head's records once). dst1 and a1 are
+// as long as dst0 and a0.
+func AxpyRows2(dst0, dst1, a0, a1, x []float32, stride int) {
+	if len(a0) == 0 || len(dst0) == 0 {
+		return
+	}
+	dst1, a1 = dst1[:len(dst0)], a1[:len(a0)]
+	_ = x[(len(a0)-1)*stride+len(dst0)-1]
+	n := len(dst0) &^ (Lanes - 1)
+	switch {
+	case n > 0 && hasAVX2:
+		axpyRows2AVX2(&dst0[0], &dst1[0], &a0[0], &a1[0], &x[0], len(a0), stride, n)
+	case n > 0 && hasNEON:
+		axpyRows2NEON(&dst0[0], &dst1[0], &a0[0], &a1[0], &x[0], len(a0), stride, n)
+	default:
+		n = 0
+	}
+	if n == len(dst0) {
+		return
+	}
+	for r := range a0 {
+		row := x[r*stride+n : r*stride+len(dst0)]
+		for i, v := range row {
+			dst0[n+i] += float32(a0[r] * v)
+			dst1[n+i] += float32(a1[r] * v)
+		}
+	}
+}
+
 // DotF16 returns DotF32(a, b) for b given as IEEE halves: each half widens
 // exactly, so the result is that of the f32 values, bit for bit.
 func DotF16(a []float32, b []uint16) float32 {

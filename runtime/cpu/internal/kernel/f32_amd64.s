@@ -166,6 +166,52 @@ row:
 	VZEROUPPER
 	RET
 
+// func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
+// axpyRowsAVX2 for two sums over the same rows: Y0 and Y1 stay in
+// registers, each row of x is loaded once.
+TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-64
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), BX
+	MOVQ a0+16(FP), SI
+	MOVQ a1+24(FP), AX
+	MOVQ x+32(FP), DX
+	MOVQ rows+40(FP), R8
+	MOVQ stride+48(FP), R9
+	SHLQ $2, R9
+	MOVQ n+56(FP), CX
+	SHRQ $3, CX
+
+columns2:
+	VMOVUPS (DI), Y0
+	VMOVUPS (BX), Y1
+	MOVQ    SI, R10
+	MOVQ    AX, R13
+	MOVQ    DX, R11
+	MOVQ    R8, R12
+
+row2:
+	VMOVUPS      (R11), Y2
+	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R13), Y4
+	VMULPS       Y2, Y3, Y3
+	VMULPS       Y2, Y4, Y4
+	VADDPS       Y3, Y0, Y0
+	VADDPS       Y4, Y1, Y1
+	ADDQ         $4, R10
+	ADDQ         $4, R13
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          row2
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, (BX)
+	ADDQ         $32, DI
+	ADDQ         $32, BX
+	ADDQ         $32, DX
+	DECQ         CX
+	JNZ          columns2
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(a *float32, b *uint16, n int) float32
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI

@@ -43,3 +43,6 @@ func axpyRowsNEON(dst, a, x *float32, rows, stride, n int)
 
 //go:noescape
 func expShiftNEON(x *float32, m float32, n int)
+
+//go:noescape
+func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int)

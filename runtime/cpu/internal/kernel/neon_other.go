@@ -43,3 +43,7 @@ func axpyRowsNEON(dst, a, x *float32, rows, stride, n int) {
 }
 
 func expShiftNEON(x *float32, m float32, n int) { panic("kernel: no NEON kernels in this build") }
+
+func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
+	panic("kernel: no NEON kernels in this build")
+}
