@@ -69,7 +69,11 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 	hd := c.shape.HeadDim
 	w.scores = grow(w.scores, heads*n)
 	w.sums = grow(w.sums, heads)
-	c.K.dots(w.scores, n, q, heads, w.runs)
+	for _, r := range w.runs[:min(prefetchAhead, len(w.runs))] {
+		c.K.prefetch(r)
+		c.V.prefetch(r)
+	}
+	c.K.dots(w.scores, n, q, heads, w.runs, &c.V)
 	for h := range heads {
 		s := w.scores[h*n : (h+1)*n]
 		// The maximum only shifts the exps' arguments: where max would
@@ -104,15 +108,44 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 	}
 }
 
+// prefetchAhead is how many runs ahead of the one it reads attention asks
+// for the records of the next: a sequence's blocks lie anywhere in the
+// pool, so without it each run waits on memory (a batched decode step
+// reads every sequence's keys and values once, megabytes beyond the
+// caches), and too far ahead the lines would wait for room in flight.
+const prefetchAhead = 4
+
+// prefetch asks for the records of run r (f32 stores; the narrower ones
+// read less and are not prefetched).
+func (s *KVStore) prefetch(r run) {
+	if s.typ != backend.KVF32 {
+		return
+	}
+	at, end := r.rec*s.hd, (r.rec+r.n)*s.hd
+	if s.tile > 0 {
+		at = (r.rec - r.rec%s.tile) * s.hd
+		end = at + s.tile*s.hd
+	}
+	kernel.Prefetch(s.f32[at:end])
+}
+
 // dots sets dst[h·n + t] to the dot product of query head h of q (heads
 // heads of s.hd values) with the record of position t of runs: what dot
-// gives, record by record.
-func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run) {
+// gives, record by record. It prefetches the records of s and v
+// prefetchAhead runs ahead of the one it reads (the value pass follows).
+func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run, v *KVStore) {
 	hd, t := s.hd, 0
+	ahead := func(j int) {
+		if j += prefetchAhead; j < len(runs) {
+			s.prefetch(runs[j])
+			v.prefetch(runs[j])
+		}
+	}
 	switch {
 	case s.tile > 0:
 		clear(dst)
-		for _, r := range runs {
+		for j, r := range runs {
+			ahead(j)
 			kt := s.f32[(r.rec-r.rec%s.tile)*hd+r.rec%s.tile:]
 			h := 0
 			for ; h+2 <= heads; h += 2 {
@@ -150,7 +183,8 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run)
 			}
 		}
 	default:
-		for _, r := range runs {
+		for j, r := range runs {
+			ahead(j)
 			for rec := r.rec; rec < r.rec+r.n; rec++ {
 				k := s.f32[rec*hd : (rec+1)*hd]
 				for h := range heads {

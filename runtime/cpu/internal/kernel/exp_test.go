@@ -43,3 +43,20 @@ func TestExpShiftMatchesExpf(t *testing.T) {
 		check("random", x, float32(rng.NormFloat64()*10))
 	}
 }
+
+// TestPrefetch runs the prefetch over lengths below, at and past a line,
+// at the end of an array: it must return and change nothing.
+func TestPrefetch(t *testing.T) {
+	x := make([]float32, 100)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	for _, n := range []int{0, 1, 15, 16, 17, 33, 100} {
+		Prefetch(x[len(x)-n:])
+	}
+	for i, v := range x {
+		if v != float32(i) {
+			t.Fatalf("x[%d] = %v after Prefetch", i, v)
+		}
+	}
+}
