@@ -56,6 +56,7 @@ type Backend struct {
 	qvalid bool      // no op but MatMul ran since qrows were made
 	ropeF  []float32 // Rope's frequencies
 	ropeCS []float32 // Rope's cosines and sines of one row
+	exps   []float32 // GLU's exps
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -260,12 +261,26 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	})
 }
 
+// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
+// same bits as Silu's, element by element.
 func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
-	for i := 0; i < n; i++ {
-		g.Data[i] = Act(act, g.Data[i]) * u.Data[i]
+	gs, us := g.Data[:n], u.Data[:n]
+	if act != models.SiLU {
+		for i, x := range gs {
+			gs[i] = Act(act, x) * us[i]
+		}
+		return
+	}
+	b.exps = grow(b.exps, n)
+	for i, x := range gs {
+		b.exps[i] = -x
+	}
+	kernel.ExpShift(b.exps, 0)
+	for i, x := range gs {
+		gs[i] = x * (1 / (1 + b.exps[i])) * us[i]
 	}
 }
 
