@@ -51,3 +51,6 @@ func expShiftAVX2(x *float32, m float32, n int)
 
 //go:noescape
 func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
+
+//go:noescape
+func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)

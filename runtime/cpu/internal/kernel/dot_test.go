@@ -197,6 +197,27 @@ func TestF32KernelsMatchTwins(t *testing.T) {
 	}
 }
 
+// TestDotF32RowsMatchesDotF32: DotF32Rows gives DotF32's bits for every
+// row, on lengths below, at and past the block, odd and even row counts,
+// and outputs packed or apart.
+func TestDotF32RowsMatchesDotF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 100, 172} {
+		for _, m := range []int{1, 2, 3, 4, 5, 8, 33} {
+			for _, stride := range []int{1, 7} {
+				w, x := randomRow(rng, k), randomRow(rng, m*k)
+				out := make([]float32, (m-1)*stride+1)
+				DotF32Rows(out, stride, w, x, m)
+				for i := range m {
+					if got, want := out[i*stride], DotF32(w, x[i*k:(i+1)*k]); math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("k %d, %d rows, stride %d: row %d %v, DotF32 %v", k, m, stride, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2 give the bits of its definition, a
 // plain Axpy loop row after row, on widths below, at and past a register
 // (with tails), one row or many, rows packed or further apart.

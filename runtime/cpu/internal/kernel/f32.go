@@ -57,6 +57,48 @@ func DotF32x4(w []float32, xs *[4][]float32, out *[4]float32) {
 	}
 }
 
+// DotF32Rows sets out[i·stride] to DotF32(w, x[i·k : (i+1)·k]) for the m
+// rows of x, k being len(w): one weight row against every input row of a
+// matrix product, in one call (AVX2: two rows at a time in registers, w's
+// block loaded once for both; elsewhere DotF32x4's kernels four rows at a
+// time). A batched decode step's products are many short dot products
+// (stories260K's are 64 values), where a call per four rows cost more
+// than the products. Every result equals DotF32's bit for bit.
+func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
+	k := len(w)
+	if m == 0 {
+		return
+	}
+	_, _ = x[m*k-1], out[(m-1)*stride]
+	n := k &^ (Block - 1)
+	if n == 0 || !hasAVX2 {
+		i := 0
+		var o [4]float32
+		for ; i+4 <= m; i += 4 {
+			xs := [4][]float32{x[i*k : (i+1)*k], x[(i+1)*k : (i+2)*k], x[(i+2)*k : (i+3)*k], x[(i+3)*k : (i+4)*k]}
+			DotF32x4(w, &xs, &o)
+			for r, v := range o {
+				out[(i+r)*stride] = v
+			}
+		}
+		for ; i < m; i++ {
+			out[i*stride] = DotF32(w, x[i*k:(i+1)*k])
+		}
+		return
+	}
+	dotF32RowsAVX2(&w[0], &x[0], n, k, m, &out[0], stride)
+	if n == k {
+		return
+	}
+	for i := range m {
+		s, row := out[i*stride], x[i*k:(i+1)*k]
+		for t := n; t < k; t++ {
+			s += float32(w[t] * row[t])
+		}
+		out[i*stride] = s
+	}
+}
+
 // dotF32Go is the definition of DotF32 over a multiple of Block values:
 // lane j sums the products i ≡ j (mod 32) in order; the four registers of
 // 8 lanes are folded as (r0+r1) + (r2+r3), then the 8 lanes as

@@ -113,6 +113,71 @@ block4:
 	VZEROUPPER
 	RET
 
+// func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
+//
+// dotF32x4AVX2's pair of rows, over all m rows of x (k values apart, the
+// first nb of each summed): each pair's two results go to out, stride
+// values apart. An odd last row is computed as both rows of a pair and
+// stored once.
+TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+8(FP), DX
+	MOVQ nb+16(FP), BX
+	SHRQ $5, BX
+	MOVQ k+24(FP), R12
+	SHLQ $2, R12
+	MOVQ m+32(FP), R11
+	MOVQ out+40(FP), R10
+	MOVQ stride+48(FP), R13
+	SHLQ $2, R13
+
+rows:
+	MOVQ w+0(FP), SI
+	MOVQ DX, R8
+	LEAQ (DX)(R12*1), R9
+	CMPQ R11, $1
+	JNE  pair2
+	MOVQ DX, R9
+
+pair2:
+	MOVQ   BX, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+block2:
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	VMOVUPS 64(SI), Y14
+	VMOVUPS 96(SI), Y15
+	ROW4(R8, Y0, Y1, Y2, Y3)
+	ROW4(R9, Y4, Y5, Y6, Y7)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	DECQ CX
+	JNZ  block2
+
+	FOLD(Y0, Y1, Y2, Y3)
+	VMOVSS X0, (R10)
+	CMPQ   R11, $1
+	JEQ    last
+	VMOVAPS Y4, Y0
+	FOLD(Y0, Y5, Y6, Y7)
+	VMOVSS X0, (R10)(R13*1)
+	LEAQ   (R10)(R13*2), R10
+	LEAQ   (DX)(R12*2), DX
+	SUBQ   $2, R11
+	JNZ    rows
+
+last:
+	VZEROUPPER
+	RET
+
 // func axpyAVX2(dst *float32, a float32, x *float32, n int)
 TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
