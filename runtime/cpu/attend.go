@@ -91,14 +91,9 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 			}
 		}
 		kernel.ExpShift(s, mx)
-		var sum float32
-		for _, e := range s {
-			sum += e
-		}
-		w.sums[h] = sum
 	}
 	clear(out)
-	c.V.axpys(out, w.scores, n, heads, w.runs)
+	c.V.axpys(out, w.scores, n, heads, w.runs, w.sums)
 	for h, sum := range w.sums[:heads] {
 		inv := 1 / sum
 		o := out[h*hd : (h+1)*hd]
@@ -198,10 +193,20 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 
 // axpys adds p[h·n + t]·(the record of position t of runs) to query head
 // h's hd values of out, position by position in order: what axpy gives,
-// record by record.
-func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run) {
+// record by record. It sets sums[h] to the sum of head h's weights, in
+// order: a chain of dependent additions, which, run by run beside the
+// values' own, costs no time of its own.
+func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run, sums []float32) {
 	hd, t := s.hd, 0
+	clear(sums[:heads])
 	for _, r := range runs {
+		for h := range heads {
+			sum := sums[h]
+			for _, v := range p[h*n+t : h*n+t+r.n] {
+				sum += v
+			}
+			sums[h] = sum
+		}
 		switch s.typ {
 		case backend.KVF32:
 			v := s.f32[r.rec*hd:]
