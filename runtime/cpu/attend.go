@@ -45,6 +45,15 @@ type run struct{ rec, n int }
 // block table is table (blocks of bs slots), for kv head h of layer l.
 func (c *KV) runs(rs []run, table []int32, bs, l, first, last, h int) []run {
 	cbs := c.shape.BlockSize
+	if bs == cbs { // the table's blocks are the cache's: a run per entry
+		base := (l*c.shape.Blocks*c.shape.Heads + h) * bs
+		stride := c.shape.Heads * bs // records from one block to the next
+		for b := first / bs; b <= last/bs; b++ {
+			lo, hi := max(first-b*bs, 0), min(last-b*bs, bs-1)
+			rs = append(rs, run{base + int(table[b])*stride + lo, hi - lo + 1})
+		}
+		return rs
+	}
 	for p := first; p <= last; {
 		slot := int(table[p/bs])*bs + p%bs
 		n := min(bs-p%bs, cbs-slot%cbs, last-p+1)
@@ -76,19 +85,18 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 	c.K.dots(w.scores, n, q, heads, w.runs, &c.V)
 	for h := range heads {
 		s := w.scores[h*n : (h+1)*n]
-		// The maximum only shifts the exps' arguments: where max would
-		// differ (NaN, ±0), every output is NaN anyway, or the shifted
-		// scores are the same.
-		mx := float32(math.Inf(-1))
-		for t, v := range s {
-			v *= scale
-			if softcap > 0 {
-				v = Softcap(v, softcap)
+		// The maximum only shifts the exps' arguments: where it may differ
+		// from AttendHead's (NaN, ±0), every output is NaN anyway, or the
+		// shifted scores are the same.
+		var mx float32
+		if softcap > 0 {
+			mx = float32(math.Inf(-1))
+			for t, v := range s {
+				s[t] = Softcap(v*scale, softcap)
+				mx = max(mx, s[t])
 			}
-			s[t] = v
-			if v > mx {
-				mx = v
-			}
+		} else {
+			mx = kernel.ScaleMax(s, scale)
 		}
 		kernel.ExpShift(s, mx)
 	}

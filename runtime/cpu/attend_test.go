@@ -25,7 +25,8 @@ func (c *KV) records(batch backend.Batch, seq, l, first, last, h int) []int {
 // path and not multiples of 8, GQA ratios 1 to 8, blocks of 1 to 16 slots
 // with shuffled tables, several sequences of mixed lengths (one row
 // each, as in decoding, and prompt rows), windows, soft caps,
-// bidirectional rows, and one worker or two.
+// bidirectional rows, a table whose blocks are not the cache's, and one
+// worker or two.
 func TestAttendMatchesHead(t *testing.T) {
 	for _, tc := range []struct {
 		heads, kvHeads, hd, bs int
@@ -40,6 +41,7 @@ func TestAttendMatchesHead(t *testing.T) {
 		{2, 1, 31, 4, backend.Attention{Window: 2, Softcap: 1}},
 		{2, 2, 33, 7, backend.Attention{}},
 		{16, 2, 128, 16, backend.Attention{}},
+		{8, 4, 8, -4, backend.Attention{}}, // a table of 4-slot blocks over a cache of 8-slot ones
 	} {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
@@ -51,6 +53,10 @@ func TestAttendMatchesHead(t *testing.T) {
 }
 
 func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int) {
+	cacheBS := bs
+	if bs < 0 { // the table's blocks are half the cache's
+		bs, cacheBS = -bs, -2*bs
+	}
 	rng := rand.New(rand.NewPCG(uint64(hd), uint64(bs)))
 	random := func(n int) []float32 {
 		x := make([]float32, n)
@@ -81,7 +87,7 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 	}
 	rows := batch.Len()
 	b := New(workers)
-	kv, err := b.NewKV(backend.KVShape{Layers: 2, Blocks: blocks, BlockSize: bs, Heads: kvHeads, HeadDim: hd, Type: kt})
+	kv, err := b.NewKV(backend.KVShape{Layers: 2, Blocks: (blocks*bs + cacheBS - 1) / cacheBS, BlockSize: cacheBS, Heads: kvHeads, HeadDim: hd, Type: kt})
 	if err != nil {
 		t.Fatal(err)
 	}

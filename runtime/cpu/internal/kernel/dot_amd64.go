@@ -54,3 +54,6 @@ func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
 
 //go:noescape
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
+
+//go:noescape
+func scaleMaxAVX2(x *float32, scale float32, n int) float32

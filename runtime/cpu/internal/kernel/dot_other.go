@@ -55,3 +55,7 @@ func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int) {
 	panic("kernel: no AVX2 kernels in this build")
 }
+
+func scaleMaxAVX2(x *float32, scale float32, n int) float32 {
+	panic("kernel: no AVX2 kernels in this build")
+}

@@ -56,3 +56,29 @@ func ExpShift(x []float32, m float32) {
 		x[i] = Expf(x[i] - m)
 	}
 }
+
+// ScaleMax multiplies x by scale in place and returns the largest product
+// (-Inf for none), eight lanes at a time where the CPU has vectors: a
+// softmax's scaled scores and the shift of their exps. Every product is
+// the plain loop's; of zeros of either sign, and where a product is NaN,
+// it may return any of them (a NaN among the scores makes every weight of
+// the softmax NaN whatever the shift).
+func ScaleMax(x []float32, scale float32) float32 {
+	n := len(x) &^ (Lanes - 1)
+	mx := float32(math.Inf(-1))
+	switch {
+	case n > 0 && hasAVX2:
+		mx = scaleMaxAVX2(&x[0], scale, n)
+	case n > 0 && hasNEON:
+		mx = scaleMaxNEON(&x[0], scale, n)
+	default:
+		n = 0
+	}
+	for i := n; i < len(x); i++ {
+		x[i] *= scale
+		if x[i] > mx {
+			mx = x[i]
+		}
+	}
+	return mx
+}

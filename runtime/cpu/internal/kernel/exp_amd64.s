@@ -103,3 +103,34 @@ eight:
 	JNZ     eight
 	VZEROUPPER
 	RET
+
+// func scaleMaxAVX2(x *float32, scale float32, n int) float32
+TEXT ·scaleMaxAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS scale+8(FP), Y1
+	MOVQ         n+16(FP), CX
+	SHRQ         $3, CX
+	VMULPS       (DI), Y1, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	DECQ         CX
+	JZ           fold
+
+scale8:
+	VMULPS  (DI), Y1, Y2
+	VMOVUPS Y2, (DI)
+	VMAXPS  Y2, Y0, Y0
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     scale8
+
+fold:
+	VEXTRACTF128 $1, Y0, X2
+	VMAXPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VMAXPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VMAXSS       X2, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET

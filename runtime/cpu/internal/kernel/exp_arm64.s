@@ -104,3 +104,33 @@ four:
 	SUB    $1, R1
 	CBNZ   R1, four
 	RET
+
+// func scaleMaxNEON(x *float32, scale float32, n int) float32
+TEXT ·scaleMaxNEON(SB), NOSPLIT, $0-28
+	MOVD  x+0(FP), R0
+	MOVD  $scale+8(FP), R2
+	VLD1R (R2), [V6.S4]
+	MOVD  n+16(FP), R1
+	LSR   $3, R1
+	VLD1  (R0), [V0.S4, V1.S4]
+	FMUL4S(6, 0, 0)
+	FMUL4S(6, 1, 1)
+	VST1.P [V0.S4, V1.S4], 32(R0)
+	SUB   $1, R1
+	CBZ   R1, fold
+
+scale8:
+	VLD1   (R0), [V2.S4, V3.S4]
+	FMUL4S(6, 2, 2)
+	FMUL4S(6, 3, 3)
+	VST1.P [V2.S4, V3.S4], 32(R0)
+	FMAX4S(2, 0, 0)
+	FMAX4S(3, 1, 1)
+	SUB    $1, R1
+	CBNZ   R1, scale8
+
+fold:
+	FMAX4S(1, 0, 0)
+	FMAXV4S(0, 0)
+	FMOVS F0, ret+24(FP)
+	RET

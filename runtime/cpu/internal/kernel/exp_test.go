@@ -60,3 +60,34 @@ func TestPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleMax: ScaleMax's products are the plain loop's, and its maximum
+// theirs, on lengths with tails and with the largest value in each lane.
+func TestScaleMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{1, 7, 8, 9, 16, 23, 64, 100} {
+		for top := 0; top < n; top += 1 + n/9 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			x[top] = 10
+			scale := float32(rng.Float64() + 0.1)
+			got := append([]float32(nil), x...)
+			mx := ScaleMax(got, scale)
+			want := float32(math.Inf(-1))
+			for i, v := range x {
+				if p := v * scale; math.Float32bits(got[i]) != math.Float32bits(p) {
+					t.Fatalf("n %d: x[%d]·scale %v, ScaleMax stored %v", n, i, p, got[i])
+				}
+				want = max(want, v*scale)
+			}
+			if mx != want {
+				t.Fatalf("n %d, largest at %d: ScaleMax returned %v, want %v", n, top, mx, want)
+			}
+		}
+	}
+	if mx := ScaleMax(nil, 2); !math.IsInf(float64(mx), -1) {
+		t.Errorf("ScaleMax of nothing: %v", mx)
+	}
+}

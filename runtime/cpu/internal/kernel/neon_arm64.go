@@ -46,3 +46,6 @@ func expShiftNEON(x *float32, m float32, n int)
 
 //go:noescape
 func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
+
+//go:noescape
+func scaleMaxNEON(x *float32, scale float32, n int) float32

@@ -47,3 +47,7 @@ func expShiftNEON(x *float32, m float32, n int) { panic("kernel: no NEON kernels
 func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
 	panic("kernel: no NEON kernels in this build")
 }
+
+func scaleMaxNEON(x *float32, scale float32, n int) float32 {
+	panic("kernel: no NEON kernels in this build")
+}
