@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -55,7 +56,7 @@ type Backend struct {
 	qm     int
 	qvalid bool      // no op but MatMul ran since qrows were made
 	ropeF  []float32 // Rope's frequencies
-	ropeCS []float32 // Rope's cosines and sines of one row
+	rope   ropeAngles
 	exps   []float32 // GLU's exps
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
@@ -117,6 +118,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	b.batch = batch
+	b.rope.rows = 0
 	b.kept, b.last = nil, nil
 	b.qvalid = false
 	return nil
@@ -192,10 +194,37 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	b.op()
 	xs := x.(*Tensor)
 	b.ropeF = RopeFreqs(b.ropeF, r)
-	for i := 0; i < b.rows(xs); i++ {
-		b.ropeCS = RopeAngles(b.ropeCS, b.ropeF, int(b.batch.Pos[i]))
-		RopeWith(xs.Row(i), b.ropeCS, r)
+	n := b.rows(xs)
+	cs := b.rope.of(b.ropeF, b.batch.Pos[:n])
+	for i := range n {
+		RopeWith(xs.Row(i), cs[i*len(b.ropeF)*2:(i+1)*len(b.ropeF)*2], r)
 	}
+}
+
+// ropeAngles keeps the cosines and sines of a batch's rows for one set of
+// frequencies: every layer's q and k rotate by the same angles (layers
+// with their own base have other frequencies and recompute), and their
+// cos and sin were a twentieth of a batched decode step.
+type ropeAngles struct {
+	freqs []float32
+	cs    []float32 // row i's RopeAngles at i·2·len(freqs)
+	row   []float32 // one row's, as RopeAngles makes them
+	rows  int       // rows computed since Begin
+}
+
+// of returns the angles of the rows at positions pos for freqs.
+func (a *ropeAngles) of(freqs []float32, pos []int32) []float32 {
+	w := 2 * len(freqs)
+	if a.rows < len(pos) || !slices.Equal(a.freqs, freqs) {
+		a.freqs = append(a.freqs[:0], freqs...)
+		a.cs = a.cs[:0]
+		for _, p := range pos {
+			a.row = RopeAngles(a.row, freqs, int(p))
+			a.cs = append(a.cs, a.row...)
+		}
+		a.rows = len(pos)
+	}
+	return a.cs[:len(pos)*w]
 }
 
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
