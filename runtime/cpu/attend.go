@@ -31,7 +31,8 @@ import (
 //     kernel.Block, whose keys are stored by tile (see KVStore), computes
 //     the run's scores as the sum over the head's dimensions of q_i times
 //     row i of the tile: eight positions' dot products at once, each still
-//     the sequential sum DotF32 is below Block values.
+//     the sequential sum DotF32 is below Block values; longer f32 heads
+//     take a run's scores in one kernel.DotF32Rows call per head.
 //
 // Every score, exp, sum and output element is computed by the same
 // operations in the same order as AttendHead's, so the results do not
@@ -185,16 +186,14 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 				t++
 			}
 		}
-	default:
+	default: // a run's records are consecutive rows of hd values
 		for j, r := range runs {
 			ahead(j)
-			for rec := r.rec; rec < r.rec+r.n; rec++ {
-				k := s.f32[rec*hd : (rec+1)*hd]
-				for h := range heads {
-					dst[h*n+t] = Dot(q[h*hd:(h+1)*hd], k)
-				}
-				t++
+			k := s.f32[r.rec*hd : (r.rec+r.n)*hd]
+			for h := range heads {
+				kernel.DotF32Rows(dst[h*n+t:], 1, q[h*hd:(h+1)*hd], k, r.n)
 			}
+			t += r.n
 		}
 	}
 }
