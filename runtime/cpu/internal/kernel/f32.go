@@ -87,16 +87,6 @@ func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
 		return
 	}
 	dotF32RowsAVX2(&w[0], &x[0], n, k, m, &out[0], stride)
-	if n == k {
-		return
-	}
-	for i := range m {
-		s, row := out[i*stride], x[i*k:(i+1)*k]
-		for t := n; t < k; t++ {
-			s += float32(w[t] * row[t])
-		}
-		out[i*stride] = s
-	}
 }
 
 // dotF32Go is the definition of DotF32 over a multiple of Block values:

@@ -113,12 +113,29 @@ block4:
 	VZEROUPPER
 	RET
 
+// TAIL adds to X0, one product and one sum at a time, w's values past the
+// blocks (SI points at them, AX counts them; CX and DI are scratch) times
+// those of the row at P:
+// DotF32's tail.
+#define TAIL(P) \
+	MOVQ AX, CX \
+	MOVQ SI, DI \
+	TESTQ CX, CX \
+	JZ 8(PC) \
+	VMOVSS (DI), X10 \
+	VMULSS (P), X10, X10 \
+	VADDSS X10, X0, X0 \
+	ADDQ $4, DI \
+	ADDQ $4, P \
+	DECQ CX \
+	JNZ -6(PC)
+
 // func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
 //
 // dotF32x4AVX2's pair of rows, over all m rows of x (k values apart, the
-// first nb of each summed): each pair's two results go to out, stride
-// values apart. An odd last row is computed as both rows of a pair and
-// stored once.
+// first nb of each summed in lanes, the rest one by one as DotF32's
+// tail): each pair's two results go to out, stride values apart. An odd
+// last row is computed as both rows of a pair and stored once.
 TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-56
 	MOVQ x+8(FP), DX
 	MOVQ nb+16(FP), BX
@@ -129,6 +146,8 @@ TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-56
 	MOVQ out+40(FP), R10
 	MOVQ stride+48(FP), R13
 	SHLQ $2, R13
+	MOVQ k+24(FP), AX
+	SUBQ nb+16(FP), AX
 
 rows:
 	MOVQ w+0(FP), SI
@@ -163,11 +182,13 @@ block2:
 	JNZ  block2
 
 	FOLD(Y0, Y1, Y2, Y3)
+	TAIL(R8)
 	VMOVSS X0, (R10)
 	CMPQ   R11, $1
 	JEQ    last
 	VMOVAPS Y4, Y0
 	FOLD(Y0, Y5, Y6, Y7)
+	TAIL(R9)
 	VMOVSS X0, (R10)(R13*1)
 	LEAQ   (R10)(R13*2), R10
 	LEAQ   (DX)(R12*2), DX
