@@ -49,7 +49,7 @@ const (
 // benchServeOptions are bench-serve's flags.
 type benchServeOptions struct {
 	URL, Model, APIKey                    string
-	Concurrency, Requests                 int
+	Concurrency, Requests, Warmup         int
 	PromptTokens, GenTokens, SharedPrefix int
 	Timeout                               time.Duration
 	Seed                                  uint64
@@ -61,6 +61,7 @@ func setupBenchServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.StringVar(&o.Model, "model", "", "model name to send (default: the first id from GET URL/v1/models, or none)")
 	fs.IntVar(&o.Concurrency, "concurrency", 1, "requests in flight at once")
 	fs.IntVar(&o.Requests, "requests", 32, "requests to send in all")
+	fs.IntVar(&o.Warmup, "warmup", -1, "requests sent first at the same concurrency and not counted, so that a fresh server's kernel compilation and caches are not measured (default: one round, min(--concurrency, --requests))")
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 32, "prompt length of each request, in token ids")
 	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens each request generates (max_tokens, with ignore_eos)")
 	fs.IntVar(&o.SharedPrefix, "shared-prefix", 0, "leading prompt tokens all requests share, to exercise a prefix cache")
@@ -108,6 +109,9 @@ func (o *benchServeOptions) check() error {
 	}
 	if o.Concurrency < 1 || o.Requests < 1 || o.PromptTokens < 1 || o.GenTokens < 1 {
 		return usagef("--concurrency, --requests, --prompt-tokens and --gen-tokens must be at least 1")
+	}
+	if o.Warmup < -1 {
+		return usagef("--warmup must be at least 0 (or -1: one round at --concurrency)")
 	}
 	if o.SharedPrefix < 0 || o.SharedPrefix > o.PromptTokens {
 		return usagef("--shared-prefix must be in 0..--prompt-tokens (%d)", o.PromptTokens)
@@ -217,31 +221,45 @@ func benchServe(ctx context.Context, o benchServeOptions, notes io.Writer) (*ben
 		b.model = id
 	}
 
-	jobs := make(chan int, o.Requests)
-	for i := range o.Requests {
-		jobs <- i
+	warmup := o.Warmup
+	if warmup < 0 {
+		warmup = workers
 	}
-	close(jobs)
-	results := make([]requestResult, o.Requests)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for i := range jobs {
-				if ctx.Err() != nil {
-					return
-				}
-				results[i] = b.send(ctx, i)
-			}
-		})
-	}
-	wg.Wait()
-	r := b.summarize(results, time.Since(start))
+	// The warm-up's prompts are requests past the last (their own random
+	// streams), so that no measured prompt is in the prefix cache.
+	b.run(ctx, workers, o.Requests, warmup)
+	results, elapsed := b.run(ctx, workers, 0, o.Requests)
+	r := b.summarize(results, elapsed)
 	if err := ctx.Err(); err != nil {
 		r.Interrupted = true
 		return r, fmt.Errorf("interrupted after %d of %d requests: %w", r.Completed+r.Failed, o.Requests, err)
 	}
 	return r, nil
+}
+
+// run sends requests first..first+n-1 from workers at once and returns
+// their results and the time they took.
+func (b *serveBench) run(ctx context.Context, workers, first, n int) ([]requestResult, time.Duration) {
+	jobs := make(chan int, n)
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	results := make([]requestResult, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range jobs {
+				if ctx.Err() != nil {
+					return
+				}
+				results[i] = b.send(ctx, first+i)
+			}
+		})
+	}
+	wg.Wait()
+	return results, time.Since(start)
 }
 
 // discoverModel asks GET /v1/models for the first model id, as clients of

@@ -194,9 +194,10 @@ func TestBenchServeCounts(t *testing.T) {
 	}
 	checkSaneLatencies(t, r)
 
+	// One warm-up round (--concurrency requests) comes first, uncounted.
 	reqs := f.requests()
-	if len(reqs) != 12 {
-		t.Fatalf("server saw %d requests, want 12", len(reqs))
+	if len(reqs) != 4+12 {
+		t.Fatalf("server saw %d requests, want 4 warm-up and 12 measured", len(reqs))
 	}
 	prompts := map[string]bool{}
 	for _, req := range reqs {
@@ -218,8 +219,22 @@ func TestBenchServeCounts(t *testing.T) {
 		}
 		prompts[fmt.Sprint(p)] = true
 	}
-	if len(prompts) != 12 {
-		t.Errorf("%d distinct prompts among 12 requests; a prefix cache would make them trivial", len(prompts))
+	if len(prompts) != 16 {
+		t.Errorf("%d distinct prompts among 16 requests; a prefix cache would make them trivial", len(prompts))
+	}
+
+	// --warmup 0 sends only the measured requests; --warmup 3, three more.
+	for _, w := range []int{0, 3} {
+		f := &fakeServe{delay: time.Millisecond}
+		srv := f.start(t)
+		code, r, stderr := benchServeCLI(t, context.Background(), "--url", srv.URL, "--concurrency", "4", "--requests", "12",
+			"--prompt-tokens", "8", "--gen-tokens", "5", "--warmup", fmt.Sprint(w))
+		if code != 0 || r == nil || r.Completed != 12 {
+			t.Fatalf("--warmup %d: exit %d, report %+v: %s", w, code, r, stderr)
+		}
+		if n := len(f.requests()); n != 12+w {
+			t.Errorf("--warmup %d: server saw %d requests, want %d", w, n, 12+w)
+		}
 	}
 }
 
@@ -476,6 +491,7 @@ func TestBenchServeUsage(t *testing.T) {
 		{[]string{"--url", "ftp://x"}, "want http://"},
 		{[]string{"--url", "http://x", "--concurrency", "0"}, "at least 1"},
 		{[]string{"--url", "http://x", "--requests", "0"}, "at least 1"},
+		{[]string{"--url", "http://x", "--warmup", "-2"}, "--warmup must be at least 0"},
 		{[]string{"--url", "http://x", "--gen-tokens", "0"}, "at least 1"},
 		{[]string{"--url", "http://x", "--prompt-tokens", "4", "--shared-prefix", "5"}, "--shared-prefix"},
 		{[]string{"--url", "http://x", "--timeout", "0s"}, "--timeout"},
