@@ -30,8 +30,9 @@ type Routes struct {
 	buf     Buffer
 	rows, k int
 	// Set by Route for the step's products: the pairs a block takes at
-	// most, and the blocks the table may hold.
-	block, blocks int
+	// most, the blocks the table may hold, and the register rows of the
+	// grouped GEMM's tiles (blocks of 16·tm pairs), 0 for the GEMVs.
+	block, blocks, tm int
 }
 
 func (r *Routes) Rows() int { return r.rows }
@@ -87,9 +88,13 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	}
 	rows := min(b.rows(l), rs.rows)
 	n := rows * rs.k
-	rs.block = 1 // an expert meets each row at most once
-	for rs.block < min(rows, gemvMaxRows) {
-		rs.block *= 2
+	rs.tm = b.expertTM(rows, n, e)
+	rs.block = 16 * rs.tm
+	if rs.tm == 0 {
+		rs.block = 1 // an expert meets each row at most once
+		for rs.block < min(rows, gemvMaxRows) {
+			rs.block *= 2
+		}
 	}
 	// An expert of c pairs takes ceil(c/B) blocks: c with B = 1 (every
 	// decode step), at most c/B + 1 otherwise.
@@ -103,6 +108,35 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	}
 	b.record(moeRouteOp, params{uint32(e), uint32(rs.k), flag, uint32(min(l.rows, rs.rows)), uint32(rs.pairs()), uint32(rs.block), uint32(rs.blocks)},
 		[]Binding{{Buffer: rs.buf}, {Buffer: l.buf}}, 1, 1, 1)
+}
+
+// expertTM plans a step of rows rows, n pairs over e experts: the
+// register rows of the grouped GEMM's tiles (16·tm pairs of one expert),
+// or 0 for the expert GEMVs. The GEMM reads each tile of an expert's
+// weights once for up to 64 of its pairs where the GEMV reads it once per
+// 8; it pays where a step puts many rows on each expert (prompt chunks on
+// GPUs). Decode steps, and CPU adapters, where the GEMV's loads are the
+// cheaper (measured: see the MoE entry of docs/ARCHITECTURE.md), keep
+// the GEMVs. The tile follows the pairs an expert takes on average, so
+// that few of its rows go unused.
+func (b *Backend) expertTM(rows, n, e int) int {
+	gemm := rows > gemvMaxRows && b.info.DeviceType != "cpu"
+	switch b.plan.Experts {
+	case "gemm":
+		gemm = true
+	case "gemv":
+		gemm = false
+	}
+	if !gemm {
+		return 0
+	}
+	switch avg := n / max(1, min(e, n)); {
+	case avg > 32:
+		return 4
+	case avg > 16:
+		return 2
+	}
+	return 1
 }
 
 func (b *Backend) ExpertProject(p backend.ExpertProjection) {
@@ -124,6 +158,10 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		return
 	}
 	f := shaders.Fusion{Experts: true, Pairs: p.GLU, GLU: p.GLU}
+	if r.tm > 0 {
+		b.expertGEMM(p, f)
+		return
+	}
 	cpu := b.info.DeviceType == "cpu"
 	tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
 	switch {
@@ -160,6 +198,43 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		}
 		gx, gy := b.grid((w.perExpert+cpi-1)/cpi, perWG)
 		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, uint32(r.blocks))
+	}
+}
+
+// expertGEMM records p as the grouped GEMM of its weight's storage
+// composed with f: a workgroup a (tile of 64 columns, table entry),
+// one dispatch a weight part.
+func (b *Backend) expertGEMM(p backend.ExpertProjection, f shaders.Fusion) {
+	w, r, xs, d := p.W.(*Weight), p.R.(*Routes), p.X.(*Tensor), p.Out.(*Tensor)
+	k := xs.cols
+	gs, _, _, gemmOp, isInt := grouped(w.storage)
+	switch w.storage {
+	case backend.F16:
+		gemmOp = matmulF16GEMMOp
+	case backend.F32:
+		gemmOp = matmulGEMMOp
+	}
+	o := gemmOp.fused(f)
+	o.consts = map[string]float64{"TM": float64(r.tm)}
+	slots := uint32(0)
+	if p.Slots {
+		slots = 1
+	}
+	for _, pt := range w.parts {
+		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
+			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
+		if isInt {
+			operands = append(operands, Binding{Buffer: pt.scales})
+			pp = append(pp, uint32((k+gs-1)/gs))
+		}
+		b.record(o, append(pp, uint32(r.tm)), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}),
+			uint32((w.perExpert+63)/64), uint32(r.blocks), 1)
 	}
 }
 

@@ -16,6 +16,9 @@ type Plan struct {
 	// for a GPU, several invocations a column and a tree sum, on any
 	// adapter) or "gemm". A GEMV still needs k % 4 == 0.
 	Quant string
+	// Experts forces the kernel of the expert products: "gemm" (the
+	// grouped GEMM, for any row count) or "gemv" (the expert GEMVs).
+	Experts string
 	// NormPrologue forces whether projections take their RMSNorm as the
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string
