@@ -117,8 +117,9 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 // 8; it pays where a step puts many rows on each expert (prompt chunks on
 // GPUs). Decode steps, and CPU adapters, where the GEMV's loads are the
 // cheaper (measured: see the MoE entry of docs/ARCHITECTURE.md), keep
-// the GEMVs. The tile follows the pairs an expert takes on average, so
-// that few of its rows go unused.
+// the GEMVs. The tile holds twice the pairs an expert takes on average
+// (at most 64), so that most experts' weights are read once, at the cost
+// of tile rows left unused.
 func (b *Backend) expertTM(rows, n, e int) int {
 	gemm := rows > gemvMaxRows && b.info.DeviceType != "cpu"
 	switch b.plan.Experts {
@@ -130,10 +131,10 @@ func (b *Backend) expertTM(rows, n, e int) int {
 	if !gemm {
 		return 0
 	}
-	switch avg := n / max(1, min(e, n)); {
-	case avg > 32:
-		return 4
+	switch avg := (n + e - 1) / e; {
 	case avg > 16:
+		return 4
+	case avg > 8:
 		return 2
 	}
 	return 1

@@ -71,18 +71,22 @@ func TestRoute(t *testing.T) {
 		{1, 1, 1, false, true, ""}, {3, 3, 4, false, false, ""}, {5, 2, 1, false, true, ""}, {5, 1, 9, true, false, ""},
 		{7, 3, 17, true, true, ""}, {33, 8, 5, false, true, ""}, {128, 8, 64, false, true, ""}, {6, 2, 64, true, false, ""},
 		{5, 3, 64, false, true, "gemm"}, {2, 2, 64, true, false, "gemm"}, {33, 8, 5, false, true, "gemm"},
+		// Past 64 rows (a batch larger than a prompt chunk): the one
+		// invocation's sort is serial, so any count of pairs is sorted.
+		{9, 8, 300, false, true, ""}, {64, 8, 300, true, false, "gemm"},
 	} {
 		t.Run(fmt.Sprintf("e%d_k%d_rows%d_ties%v_norm%v%s", tc.e, tc.k, tc.rows, tc.ties, tc.norm, tc.experts), func(t *testing.T) {
-			w := newTwins(t, 64)
+			alloc := max(64, tc.rows)
+			w := newTwins(t, alloc)
 			w.gpu.SetPlan(gpu.Plan{Experts: tc.experts})
-			vals := w.random(64*tc.e, 3)
+			vals := w.random(alloc*tc.e, 3)
 			if tc.ties {
 				for i := range vals {
 					vals[i] = float32(w.rng.IntN(3))
 				}
 			}
-			logits := w.tensor(64, tc.e, vals)
-			r := w.routes(64, tc.k)
+			logits := w.tensor(alloc, tc.e, vals)
+			r := w.routes(alloc, tc.k)
 			w.begin(tokens(tc.rows, 10, w.rng), 0)
 			w.each(func(b backend.Backend, i int) { b.Route(r[i], logits[i], tc.norm) })
 			ids, wts, order, table, err := gpu.ReadRoutes(w.gpu, r[1])
