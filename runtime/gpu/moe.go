@@ -158,69 +158,37 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		b.fail(fmt.Errorf("gpu: expert projection before Route"))
 		return
 	}
+	// The GEMV of the storage (a block of pairs a workgroup row, g.z) or
+	// the grouped GEMM (a tile of 64 columns × a table entry, g.y).
 	f := shaders.Fusion{Experts: true, Pairs: p.GLU, GLU: p.GLU}
+	var o op
+	var tail params
+	var gx, gy, gz uint32
 	if r.tm > 0 {
-		b.expertGEMM(p, f)
-		return
-	}
-	cpu := b.info.DeviceType == "cpu"
-	tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
-	switch {
-	case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
-		tpc = gemvThreads(k)
-	case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
-		tpc = quantThreads(k)
-		if gs, _, _, _, ok := grouped(w.storage); ok {
-			tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
+		o, tail = gemmFor(w.storage, r.tm, f)
+		gx, gy, gz = uint32((w.perExpert+63)/64), uint32(r.blocks), 1
+	} else {
+		cpu := b.info.DeviceType == "cpu"
+		tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
+		switch {
+		case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
+			tpc = gemvThreads(k)
+		case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
+			tpc = quantThreads(k)
+			if gs, _, _, _, ok := grouped(w.storage); ok {
+				tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
+			}
 		}
+		var cpi, perWG int
+		o, tail, cpi, perWG = gemvOp(w.storage, k, r.block, tpc, f)
+		gx, gy = b.grid((w.perExpert+cpi-1)/cpi, perWG)
+		gz = uint32(r.blocks)
 	}
-	o, tail, cpi, perWG := gemvOp(w.storage, k, r.block, tpc, f)
 	slots := uint32(0)
 	if p.Slots {
 		slots = 1
 	}
 	gs, _, _, _, isInt := grouped(w.storage)
-	groups := 0
-	if isInt {
-		groups = (k + gs - 1) / gs
-	}
-	for _, pt := range w.parts {
-		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
-			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
-		if err != nil {
-			b.fail(err)
-			return
-		}
-		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
-		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
-		if isInt {
-			operands = append(operands, Binding{Buffer: pt.scales})
-			pp = append(pp, uint32(groups))
-		}
-		gx, gy := b.grid((w.perExpert+cpi-1)/cpi, perWG)
-		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, uint32(r.blocks))
-	}
-}
-
-// expertGEMM records p as the grouped GEMM of its weight's storage
-// composed with f: a workgroup a (tile of 64 columns, table entry),
-// one dispatch a weight part.
-func (b *Backend) expertGEMM(p backend.ExpertProjection, f shaders.Fusion) {
-	w, r, xs, d := p.W.(*Weight), p.R.(*Routes), p.X.(*Tensor), p.Out.(*Tensor)
-	k := xs.cols
-	gs, _, _, gemmOp, isInt := grouped(w.storage)
-	switch w.storage {
-	case backend.F16:
-		gemmOp = matmulF16GEMMOp
-	case backend.F32:
-		gemmOp = matmulGEMMOp
-	}
-	o := gemmOp.fused(f)
-	o.consts = map[string]float64{"TM": float64(r.tm)}
-	slots := uint32(0)
-	if p.Slots {
-		slots = 1
-	}
 	for _, pt := range w.parts {
 		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
 			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
@@ -234,8 +202,7 @@ func (b *Backend) expertGEMM(p backend.ExpertProjection, f shaders.Fusion) {
 			operands = append(operands, Binding{Buffer: pt.scales})
 			pp = append(pp, uint32((k+gs-1)/gs))
 		}
-		b.record(o, append(pp, uint32(r.tm)), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}),
-			uint32((w.perExpert+63)/64), uint32(r.blocks), 1)
+		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, gz)
 	}
 }
 
