@@ -115,13 +115,15 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 // or 0 for the expert GEMVs. The GEMM reads each tile of an expert's
 // weights once for up to 64 of its pairs where the GEMV reads it once per
 // 8; it pays where a step puts many rows on each expert (prompt chunks on
-// GPUs). Decode steps, and CPU adapters, where the GEMV's loads are the
-// cheaper (measured: see the MoE entry of docs/ARCHITECTURE.md), keep
-// the GEMVs. The tile holds twice the pairs an expert takes on average
-// (at most 64), so that most experts' weights are read once, at the cost
-// of tile rows left unused.
+// GPUs): more than half a GEMV block on average, past which blocks of 8
+// start to read experts twice. Decode steps and small batches, and CPU
+// adapters, where the GEMV's loads are the cheaper (measured: see the
+// MoE entry of docs/ARCHITECTURE.md), keep the GEMVs. The tile holds
+// twice the pairs an expert takes on average (at most 64), so that most
+// experts' weights are read once, at the cost of tile rows left unused.
 func (b *Backend) expertTM(rows, n, e int) int {
-	gemm := rows > gemvMaxRows && b.info.DeviceType != "cpu"
+	avg := (n + e - 1) / e
+	gemm := rows > gemvMaxRows && avg > gemvMaxRows/2 && b.info.DeviceType != "cpu"
 	switch b.plan.Experts {
 	case "gemm":
 		gemm = true
@@ -131,7 +133,7 @@ func (b *Backend) expertTM(rows, n, e int) int {
 	if !gemm {
 		return 0
 	}
-	switch avg := (n + e - 1) / e; {
+	switch {
 	case avg > 16:
 		return 4
 	case avg > 8:
