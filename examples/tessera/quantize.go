@@ -167,12 +167,12 @@ func mixFor(ctx context.Context, path string, base dtype.Type) (mixPlan, error) 
 }
 
 // quantizeGGUF writes a copy of the GGUF at in to out with every weight
-// matrix (matrix: 2-D tensors and stacks of experts) encoded as q says (quantType.typeFor) in ggml's
-// exact block layout, the way llama.cpp's quantize does: metadata is
-// copied key for key in order (general.file_type is set, and
-// general.quantization_version and attention.value_length added where
-// missing, as llama.cpp writes them), and tensors keep their order and
-// names. Vectors (norm weights) and routers stay as they are, and so does
+// matrix (matrix: 2-D tensors and stacks of experts) encoded as q says
+// (quantType.typeFor) in ggml's exact block layout, the way llama.cpp's
+// quantize does: metadata is copied key for key in order
+// (general.file_type is set, and general.quantization_version and
+// attention.value_length added where missing, as llama.cpp writes them),
+// and tensors keep their order and names. Vectors (norm weights) and routers stay as they are, and so does
 // a matrix whose rows are not a whole number of blocks, with a note on
 // notes. A matrix already of its type is copied unchanged; others are
 // encoded expert by expert (encode), a Q4_1 matrix from its calibrated
