@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-llm/tessera/runtime/internal/cputime"
 	"math/rand/v2"
 	"time"
 
@@ -25,12 +26,17 @@ type BenchOptions struct {
 
 // BenchResult is what `tessera bench` prints.
 type BenchResult struct {
-	Device             string  `json:"device"`
-	Model              string  `json:"model"`
-	PromptTokens       int     `json:"prompt_tokens"`
-	GenTokens          int     `json:"gen_tokens"`
-	PromptTPS          float64 `json:"prompt_tps"`
-	DecodeTPS          float64 `json:"decode_tps"`
+	Device       string  `json:"device"`
+	Model        string  `json:"model"`
+	PromptTokens int     `json:"prompt_tokens"`
+	GenTokens    int     `json:"gen_tokens"`
+	PromptTPS    float64 `json:"prompt_tps"`
+	DecodeTPS    float64 `json:"decode_tps"`
+	// DecodeCPUms is the process's CPU time per decoded token (after the
+	// first), a software GPU's driver threads included: steadier than
+	// DecodeTPS on shared cores. Zero where unknown (non-unix) or with a
+	// draft or several sequences.
+	DecodeCPUms        float64 `json:"decode_cpu_ms_per_token,omitempty"`
 	TTFTms             float64 `json:"ttft_ms"`
 	DispatchesPerToken float64 `json:"dispatches_per_token"`
 	MemoryBytes        int64   `json:"memory_bytes"`
@@ -101,9 +107,18 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	}
 	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
 	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}
-	st, err := e.Generate(ctx, req, discard)
+	var cpu0 time.Duration // at the first token
+	st, err := e.Generate(ctx, req, func(Token) error {
+		if cpu0 == 0 {
+			cpu0 = cputime.Process()
+		}
+		return nil
+	})
 	if err != nil {
 		return r, err
+	}
+	if cpu := cputime.Process(); cpu0 > 0 && st.Generated > 1 && e.drafter == nil {
+		r.DecodeCPUms = float64(cpu-cpu0) / float64(time.Millisecond) / float64(st.Generated-1)
 	}
 	first := st // prompt figures: of the first run alone
 	if e.drafter != nil {

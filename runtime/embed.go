@@ -360,7 +360,7 @@ func (e *Engine) lastHidden(ctx context.Context, tokens []int32) ([]float32, err
 			// The head's projection normalises its input on the way
 			// (Projection.Norm), so the embedding, the final norm's
 			// output, is made here.
-			e.be.RMSNorm(n.lastNormed, n.last, n.outNorm, n.cfg.NormEps)
+			e.be.RMSNorm(n.lastNormed, n.out, n.outNorm, n.cfg.NormEps)
 			return e.be.Read(n.lastNormed, 1)
 		}
 	}

@@ -31,6 +31,7 @@ type llama struct {
 	post                          backend.Tensor // maxBatch rows, with PostNorms
 	moe                           *moeActs       // with experts
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
+	out                           backend.Tensor // the last step's Out rows (outRows): x or last
 	lastNormed                    backend.Tensor // output rows: last normalised, for a head's adapters
 	kv                            backend.KV
 }
@@ -271,15 +272,13 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		n.residual(n.gate, w.down, w.lora[3], w.ffnPost)
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
-	for i, r := range batch.Out {
-		be.CopyRow(n.last, i, n.x, int(r))
-	}
+	n.out = n.outRows(batch)
 	if n.adapted && n.headLoRA != nil {
-		be.RMSNorm(n.lastNormed, n.last, n.outNorm, c.NormEps)
+		be.RMSNorm(n.lastNormed, n.out, n.outNorm, c.NormEps)
 		be.MatMul(n.logits, n.lastNormed, n.output)
 		n.addLoRA(n.lastNormed, n.headLoRA, n.logits)
 	} else {
-		be.Project(backend.Projection{X: n.last, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}})
+		be.Project(backend.Projection{X: n.out, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}})
 	}
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
@@ -287,6 +286,24 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	if c.LogitScale > 0 && c.LogitScale != 1 { // Granite divides its logits
 		be.Scale(n.logits, 1/c.LogitScale)
 	}
+}
+
+// outRows returns the tensor whose rows 0, 1, ... are the batch's Out
+// rows of x: x itself when they are its first rows in order (a decode
+// step, where every row is scored), else last with the rows copied in, one
+// CopyRow each.
+func (n *llama) outRows(batch backend.Batch) backend.Tensor {
+	identity := true
+	for i, r := range batch.Out {
+		identity = identity && int(r) == i
+	}
+	if identity {
+		return n.x
+	}
+	for i, r := range batch.Out {
+		n.be.CopyRow(n.last, i, n.x, int(r))
+	}
+	return n.last
 }
 
 // normed returns the input of the projections after a norm: x itself,

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
 // BenchmarkLoRADecode measures decode tokens/s of 8 concurrent greedy
@@ -79,10 +80,10 @@ func BenchmarkLoRADecode(b *testing.B) {
 						var tokens int
 						var elapsed, cpu time.Duration
 						for b.Loop() {
-							start, cpu0 := time.Now(), cpuTime()
+							start, cpu0 := time.Now(), gputest.CPUTime()
 							tokens += round(base.steps)
 							elapsed += time.Since(start)
-							cpu += cpuTime() - cpu0
+							cpu += gputest.CPUTime() - cpu0
 						}
 						b.ReportMetric(float64(tokens)/elapsed.Seconds(), "tok/s")
 						if cpu > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
 // BenchmarkMoEDecode is issue 23's measurement: decode of a synthetic
@@ -38,10 +39,10 @@ func BenchmarkMoEDecode(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		for _, shape := range []string{"granite-3.1-1b-a400m-dense", "granite-3.1-1b-a400m", "granite-3.1-1b-a400m", "granite-3.1-1b-a400m-dense"} {
-			c0, w0 := cpuTime(), time.Now()
+			c0, w0 := gputest.CPUTime(), time.Now()
 			_, _, st := generate(b, engines[shape], req)
 			wall[shape] += time.Since(w0)
-			cpu[shape] += cpuTime() - c0
+			cpu[shape] += gputest.CPUTime() - c0
 			tokens[shape] += st.Generated
 		}
 	}

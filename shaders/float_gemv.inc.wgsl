@@ -3,7 +3,7 @@
 matmul_gemv for the algorithm). The kernel declares WT, the element of w
 (four values), fn wload(i: u32) -> vec4<f32>, which expands element i, U,
 the loads in flight an iteration, and override TPC. */}}
-struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32 }
+struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm: u32, cpi: u32, wg: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -12,47 +12,60 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tpc: u32, maxm:
 @group(0) @binding(4) var<storage, read> w: array<WT>;
 {{bindings . 5}}{{template "fusion" .}}{{template "xload" .}}{{template "block_decls" .}}
 
-// MAXM is the rows of a block (TPC, the kernel's, the invocations per
-// output column, a power of two ≤ WG). Params repeat them, so that call
-// sites of different constants never share a cached pipeline.
+// MAXM is the rows of a block, CPI the columns of an invocation (TPC = 1
+// only: on CPU adapters, where every x load is a gather across the SIMD
+// lanes, an x value is loaded once for CPI columns), WG the invocations of
+// a workgroup (TPC, the kernel's, the invocations per output column, a
+// power of two ≤ WG). Params repeat them, so that call sites of different
+// constants never share a cached pipeline.
 override MAXM: u32 = 1u;
-
-const WG = 256u;
+override CPI: u32 = 1u;
+override WG: u32 = 256u;
 const NC = WG / TPC;
+const ACC = MAXM * CPI;
+const UC = U * CPI;
 
 {{template "gemv_head" .}}
-    let j = (g.x + g.y * groups.x) * NC + t / TPC; // column within the part
+    let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
 {{template "norm" .}}
-    var acc: array<f32, MAXM>;
+    var acc: array<f32, ACC>; // acc[m * CPI + c]: row m of the block, column j + c
     if (j < p.nrows{{template "live" .}}) {
-        let wrow = {{template "wrow" .}} * k4;
         var i = lane;
         for (; i + (U - 1u) * TPC < k4; i += U * TPC) {
-            var wv: array<vec4<f32>, U>;
-            for (var u = 0u; u < U; u++) {
-                wv[u] = wload(wrow + i + u * TPC);
+            var wv: array<vec4<f32>, UC>; // wv[c * U + u]: column j + c
+            for (var c = 0u; c < CPI; c++) {
+                let wrow = ({{template "wrow" .}} + min(c, p.nrows - 1u - j)) * k4;
+                for (var u = 0u; u < U; u++) {
+                    wv[c * U + u] = wload(wrow + i + u * TPC);
+                }
             }
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
                     let xr = {{template "xrow" .}} + i;
-                    var s = dot(wv[0], xload(xr, i, m));
-                    for (var u = 1u; u < U; u++) {
-                        s += dot(wv[u], xload(xr + u * TPC, i + u * TPC, m));
+                    for (var u = 0u; u < U; u++) {
+                        let xv = xload(xr + u * TPC, i + u * TPC, m);
+                        for (var c = 0u; c < CPI; c++) {
+                            acc[m * CPI + c] += dot(wv[c * U + u], xv);
+                        }
                     }
-                    acc[m] += s;
                 }
             }
         }
         for (; i < k4; i += TPC) {
-            let w0 = wload(wrow + i);
+            var w0: array<vec4<f32>, CPI>;
+            for (var c = 0u; c < CPI; c++) {
+                w0[c] = wload(({{template "wrow" .}} + min(c, p.nrows - 1u - j)) * k4 + i);
+            }
             for (var m = 0u; m < MAXM; m++) {
                 if (m < rows) {
-                    acc[m] += dot(w0, xload({{template "xrow" .}} + i, i, m));
+                    let xv = xload({{template "xrow" .}} + i, i, m);
+                    for (var c = 0u; c < CPI; c++) {
+                        acc[m * CPI + c] += dot(w0[c], xv);
+                    }
                 }
             }
         }
     }
-
 {{template "gemv_end" .}}
 }
 {{end}}

@@ -189,30 +189,27 @@ r0, t, TPC, WG, partial, rinv. */}}
 {{end}}
 
 {{define "gemv_end"}}
-{{- /* The end of a GEMV of one column an invocation group (matmul_gemv,
-matmul_f16_gemv): with TPC = 1 each invocation stores its column (a GLU's
-pair through workgroup memory), else sum_tree. Needs acc (one sum a row),
-lane, j, rows, r0, t, TPC, WG, partial, rinv. */}}
+{{- /* The end of a GEMV (matmul_gemv, matmul_f16_gemv, quant_gemv): with
+TPC = 1 (CPU adapters) each invocation stores its CPI columns (a GLU's
+pairs among them: CPI even), else sum_tree. Needs acc (acc[m·CPI + c]:
+row m, column j + c), lane, j, rows, r0, t, TPC, CPI, WG, partial, rinv. */}}
 {{template "norm_end" .}}
     if (TPC == 1u) {
+        for (var m = 0u; m < rows; m++) {
 {{- if .Pairs}}
-        // The neighbour's sum comes through workgroup memory.
-        for (var m = 0u; m < MAXM; m++) {
-            partial[m * WG + t] = acc[m];
-        }
-        workgroupBarrier();
-        if (j % 2u == 0u && j + 1u < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                emit_pair({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + 1u] * rinv[m]);
+            for (var c = 0u; c + 1u < CPI; c += 2u) {
+                if (j + c + 1u < p.nrows) {
+                    emit_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
+                }
             }
-        }
 {{- else}}
-        if (j < p.nrows) {
-            for (var m = 0u; m < rows; m++) {
-                emit({{template "orow" .}}, p.col0 + j, acc[m] * rinv[m]);
+            for (var c = 0u; c < CPI; c++) {
+                if (j + c < p.nrows) {
+                    emit({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
+                }
             }
-        }
 {{- end}}
+        }
         return;
     }
 {{template "sum_tree" .}}

@@ -14,12 +14,12 @@
 // NC = WG / TPC columns (CPI times that with TPC = 1); the TPC invocations of a column take its groups
 // lane, lane + TPC, ... (neighbouring invocations read neighbouring 16-byte
 // code vectors and 4-byte scale words: coalesced). For each group an
-// invocation loads the codes and the scale word once, expands the 32 values
-// (value = scale·q + min, exactly the Go reference's arithmetic: the
-// product is exact, so a fused multiply-add rounds the same) and adds their
-// products with the matching x values to one partial sum per row of the
-// block; the partial sums of a column are then added in a tree in workgroup
-// memory. With TPC = 1 (CPU adapters) each invocation owns CPI adjacent
+// invocation loads the codes and the scale word once and adds
+// scale·Σ q·x + min·Σ x to one partial sum per row of the block (the
+// value scale·q + min factored out, as llama.cpp's Q4_1 dot does: per
+// value a mask, a conversion and a multiply-add, the scale and min once a
+// group; 17% less CPU a token than expanding each value on lavapipe); the
+// partial sums of a column are then added in a tree in workgroup memory. With TPC = 1 (CPU adapters) each invocation owns CPI adjacent
 // columns and there is no barrier: there, where invocations are the SIMD
 // lanes of a thread, every x load is a gather across lanes and costs more
 // than the expansion, so the x values of a group are loaded once for CPI
@@ -38,12 +38,16 @@
 // through workgroup memory after the tree sum (NC ≥ 2 columns a workgroup).
 const GV = 8u; // a group: 32 inputs, 8 vec4s
 
-const LO = vec4<u32>(0u, 4u, 8u, 12u);
-const HI = vec4<u32>(16u, 20u, 24u, 28u);
+// MASK keeps the four nibbles of a half word in place: codes4's lane i
+// holds 16^i times its code, which QS undoes once a group, so that a value
+// costs an and, a conversion and a multiply-add (the shift of the high half
+// aside), not a shift and the scale's multiply-add besides.
+const MASK = vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u);
+const QS = vec4<f32>(1.0, 1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0);
 
-// expand returns inputs 4v..4v+3 of a group: four nibbles of word v / 2.
-fn expand(code: vec4<u32>, v: u32, sm: vec2<f32>) -> vec4<f32> {
-    let sh = select(LO, HI, v % 2u == 1u);
-    return sm.x * vec4<f32>((vec4<u32>(code[v / 2u]) >> sh) & vec4<u32>(15u)) + sm.y;
+// codes4 returns the codes of inputs 4v..4v+3 of a group (nibbles of word
+// v / 2, the high half when v is odd), lane i times 16^i.
+fn codes4(code: vec4<u32>, v: u32) -> vec4<f32> {
+    return vec4<f32>(vec4<u32>(code[v / 2u] >> (16u * (v % 2u))) & MASK);
 }
 {{template "quant_gemv" .}}

@@ -10,9 +10,11 @@
 const GV = 4u; // a group: 16 inputs, 4 vec4s
 
 const BYTES = vec4<u32>(0u, 8u, 16u, 24u);
+const QS = vec4<f32>(1.0);
 
-// expand returns inputs 4v..4v+3 of a group: the four bytes of word v.
-fn expand(code: vec4<u32>, v: u32, sm: vec2<f32>) -> vec4<f32> {
-    return sm.x * vec4<f32>((vec4<u32>(code[v]) >> BYTES) & vec4<u32>(255u)) + sm.y;
+// codes4 returns the codes of inputs 4v..4v+3 of a group: the four bytes of
+// word v.
+fn codes4(code: vec4<u32>, v: u32) -> vec4<f32> {
+    return vec4<f32>((vec4<u32>(code[v]) >> BYTES) & vec4<u32>(255u));
 }
 {{template "quant_gemv" .}}

@@ -64,7 +64,7 @@ type Fusion struct {
 // KVKernels read or write the KV cache, and are specialised by
 // Fusion.KV to each of KVTypes.
 var (
-	KVKernels = []string{"store_kv", "rope_kv", "attention_decode", "attention_prefill"}
+	KVKernels = []string{"store_kv", "rope_kv", "attention_decode", "attention_lane", "attention_prefill"}
 	KVTypes   = []string{"", "f16", "int8"}
 )
 

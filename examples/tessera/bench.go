@@ -54,7 +54,11 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
-		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s\n", r.GenTokens, r.DecodeTPS)
+		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s", r.GenTokens, r.DecodeTPS)
+		if r.DecodeCPUms > 0 {
+			fmt.Fprintf(e.stdout, ", %.2f ms CPU a token (the process's, driver threads included)", r.DecodeCPUms)
+		}
+		fmt.Fprintln(e.stdout)
 		if r.Concurrency > 1 || r.Unshared != nil {
 			printMany(e, r, "")
 			if r.Unshared != nil {

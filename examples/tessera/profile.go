@@ -19,13 +19,15 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 	mf.register(fs)
 	prompt := fs.Int("prompt-tokens", 32, "random prompt tokens before decoding")
 	gen := fs.Int("gen-tokens", 16, "tokens to decode in each run")
+	conc := fs.Int("concurrency", 1, "sequences decoding at once: profiles the decode steps of that many rows")
 	return func(ctx context.Context, e *env) error {
-		if *prompt < 0 || *gen < 2 {
-			return usagef("--prompt-tokens >= 0 and --gen-tokens >= 2, please")
+		if *prompt < 0 || *gen < 2 || *conc < 1 {
+			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2 and --concurrency >= 1, please")
 		}
 		var pb *profile.Backend
 		mf.wrap = func(be backend.Backend) backend.Backend {
 			pb = profile.New(be)
+			pb.Rows = *conc
 			return pb
 		}
 		eng, err := mf.load(ctx, e)
@@ -33,7 +35,7 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
-		o := runtime.BenchOptions{PromptTokens: *prompt, GenTokens: *gen}
+		o := runtime.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc}
 		r, err := runtime.Bench(ctx, eng, o)
 		if err != nil {
 			return err
@@ -48,12 +50,15 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		ops, steps := pb.Ops()
 		var step time.Duration
-		if r.DecodeTPS > 0 {
-			step = time.Duration(float64(time.Second) / r.DecodeTPS)
+		if r.PerSeqDecodeTPS > 0 {
+			step = time.Duration(float64(time.Second) / r.PerSeqDecodeTPS)
 		}
 		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
 		fmt.Fprintf(e.stdout, "decode            %.1f tok/s, %.0f dispatches/token\n", r.DecodeTPS, r.DispatchesPerToken)
+		if *conc > 1 {
+			fmt.Fprintf(e.stdout, "sequences         %d: aggregate %.1f tok/s; the figures below are per step of %d rows\n", *conc, r.AggregateDecodeTPS, *conc)
+		}
 		profile.Summarize(ops, steps, step, r.CopyGBps).Print(e.stdout)
 		return nil
 	}

@@ -6,7 +6,7 @@ package cpu
 
 import (
 	"fmt"
-	"math"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -56,7 +56,8 @@ type Backend struct {
 	qm     int
 	qvalid bool      // no op but MatMul ran since qrows were made
 	ropeF  []float32 // Rope's frequencies
-	ropeCS []float32 // Rope's cosines and sines of one row
+	rope   ropeAngles
+	exps   []float32 // GLU's exps
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -107,7 +108,7 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	records := s.Layers * s.Blocks * s.BlockSize * s.Heads
-	c := &KV{shape: s, K: newKVStore(s.Type, records, s.HeadDim), V: newKVStore(s.Type, records, s.HeadDim)}
+	c := &KV{shape: s, K: newKVStore(s.Type, records, s.HeadDim, s.BlockSize, true), V: newKVStore(s.Type, records, s.HeadDim, s.BlockSize, false)}
 	b.stats.Memory += c.K.bytes() + c.V.bytes()
 	return c, nil
 }
@@ -117,6 +118,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	b.batch = batch
+	b.rope.rows = 0
 	b.kept, b.last = nil, nil
 	b.qvalid = false
 	return nil
@@ -192,10 +194,37 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	b.op()
 	xs := x.(*Tensor)
 	b.ropeF = RopeFreqs(b.ropeF, r)
-	for i := 0; i < b.rows(xs); i++ {
-		b.ropeCS = RopeAngles(b.ropeCS, b.ropeF, int(b.batch.Pos[i]))
-		RopeWith(xs.Row(i), b.ropeCS, r)
+	n := b.rows(xs)
+	cs := b.rope.of(b.ropeF, b.batch.Pos[:n])
+	for i := range n {
+		RopeWith(xs.Row(i), cs[i*len(b.ropeF)*2:(i+1)*len(b.ropeF)*2], r)
 	}
+}
+
+// ropeAngles keeps the cosines and sines of a batch's rows for one set of
+// frequencies: every layer's q and k rotate by the same angles (layers
+// with their own base have other frequencies and recompute), and their
+// cos and sin were a twentieth of a batched decode step.
+type ropeAngles struct {
+	freqs []float32
+	cs    []float32 // row i's RopeAngles at i·2·len(freqs)
+	row   []float32 // one row's, as RopeAngles makes them
+	rows  int       // rows computed since Begin
+}
+
+// of returns the angles of the rows at positions pos for freqs.
+func (a *ropeAngles) of(freqs []float32, pos []int32) []float32 {
+	w := 2 * len(freqs)
+	if a.rows < len(pos) || !slices.Equal(a.freqs, freqs) {
+		a.freqs = append(a.freqs[:0], freqs...)
+		a.cs = a.cs[:0]
+		for _, p := range pos {
+			a.row = RopeAngles(a.row, freqs, int(p))
+			a.cs = append(a.cs, a.row...)
+		}
+		a.rows = len(pos)
+	}
+	return a.cs[:len(pos)*w]
 }
 
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
@@ -203,11 +232,12 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	hd := c.shape.HeadDim
 	for i := 0; i < b.rows(ks); i++ {
-		r := c.record(l, b.batch.Slot(i))
+		slot := b.batch.Slot(i)
 		kr, vr := ks.Row(i), vs.Row(i)
 		for h := range c.shape.Heads {
-			c.K.put(r+h, kr[h*hd:(h+1)*hd])
-			c.V.put(r+h, vr[h*hd:(h+1)*hd])
+			r := c.record(l, slot, h)
+			c.K.put(r, kr[h*hd:(h+1)*hd])
+			c.V.put(r, vr[h*hd:(h+1)*hd])
 		}
 	}
 }
@@ -216,12 +246,14 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	b.op()
 	c := kv.(*KV)
 	for l := 0; l < c.shape.Layers; l++ {
-		from, to := c.record(l, src*c.shape.BlockSize), c.record(l, dst*c.shape.BlockSize)
+		from, to := c.record(l, src*c.shape.BlockSize, 0), c.record(l, dst*c.shape.BlockSize, 0)
 		c.K.copyRecords(to, from, c.blockRecords())
 		c.V.copyRecords(to, from, c.blockRecords())
 	}
 }
 
+// Attend runs a job per row and kv head (see attend.go), on one goroutine
+// when the whole op is too small to share.
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	b.op()
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -230,38 +262,54 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if a.Bidirectional {
 		ends = b.batch.Ends()
 	}
-	hd, group := a.HeadDim, a.Heads/a.KVHeads
-	b.team.run(n*a.Heads, func(lo, hi int) {
-		var scores []float32
-		var recs []int
-		last := -1 // the (row, kv head) whose records recs holds
+	span := func(i int) (first, last int) {
+		pos := int(b.batch.Pos[i])
+		if ends != nil {
+			return a.First(pos), int(ends[i])
+		}
+		return a.First(pos), pos
+	}
+	var work int // about the operations: a dot, an axpy and an exp per position and head
+	for i := range n {
+		first, last := span(i)
+		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
+	}
+	t := b.team
+	if work < 1<<15 {
+		t = nil
+	}
+	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
+	t.run(n*a.KVHeads, func(lo, hi int) {
+		var w attendWork
 		for job := lo; job < hi; job++ {
-			i, h := job/a.Heads, job%a.Heads
-			if key := i*a.KVHeads + h/group; key != last {
-				// The records of each position's key and value, through
-				// the table, block by block; the query heads of a GQA
-				// group share them.
-				last = key
-				end := int(b.batch.Pos[i])
-				if ends != nil {
-					end = int(ends[i])
-				}
-				recs = c.records(recs[:0], b.batch, int(b.batch.Seq[i]), l, a.First(int(b.batch.Pos[i])), end, h/group)
-			}
-			if cap(scores) < len(recs) {
-				scores = make([]float32, len(recs))
-			}
-			AttendHead(d.Row(i)[h*hd:(h+1)*hd], qs.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, scores)
+			i, h := job/a.KVHeads, job%a.KVHeads
+			first, last := span(i)
+			w.runs = c.runs(w.runs[:0], b.batch.Tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
+			c.attendGroup(d.Row(i)[h*cols:(h+1)*cols], qs.Row(i)[h*cols:(h+1)*cols], a.Heads/a.KVHeads, last-first+1, a.Scale, a.Softcap, &w)
 		}
 	})
 }
 
+// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
+// same bits as Silu's, element by element.
 func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
-	for i := 0; i < n; i++ {
-		g.Data[i] = Act(act, g.Data[i]) * u.Data[i]
+	gs, us := g.Data[:n], u.Data[:n]
+	if act != models.SiLU {
+		for i, x := range gs {
+			gs[i] = Act(act, x) * us[i]
+		}
+		return
+	}
+	b.exps = grow(b.exps, n)
+	for i, x := range gs {
+		b.exps[i] = -x
+	}
+	kernel.ExpShift(b.exps, 0)
+	for i, x := range gs {
+		gs[i] = x * (1 / (1 + b.exps[i])) * us[i]
 	}
 }
 
@@ -387,39 +435,9 @@ func (b *Backend) Close() error { return nil }
 var _ backend.Backend = (*Backend)(nil)
 
 // expf is e^x in float32, within 1 ulp of the exact value (TestExpf), as
-// C's expf is: the argument is reduced to r = x − k·ln 2 with |r| ≤ ln 2/2
-// (ln 2 split in two so that k·ln2hi is exact), e^r comes from a degree-6
-// polynomial (the minimax coefficients of the Cephes library's expf), and
-// 2^k goes into the exponent bits. Why not float64's math.Exp: attention
-// and SiLU take one exp per score or element, and the conversion and the
-// wider function were a third of a batched decode step (stories260K at 32
-// sequences), where this is a few multiply-adds.
-func expf(x float32) float32 {
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375 // exact in 10 bits, so k·ln2hi is exact
-		ln2lo = -2.12194440e-4
-	)
-	switch {
-	case x != x:
-		return x
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	case x < -87.33654: // e^x below the smallest normal float32
-		return 0
-	}
-	t := x * log2e
-	k := float32(int32(t + float32(math.Copysign(0.5, float64(t)))))
-	r := x - k*ln2hi - k*ln2lo
-	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	e := p*r*r + r + 1
-	if k > 127 { // x just below the overflow: 2^128 is not a float32
-		return 2 * e * math.Float32frombits(uint32(int32(k)+126)<<23)
-	}
-	return e * math.Float32frombits(uint32(int32(k)+127)<<23)
-}
+// C's expf is (kernel.Expf). Why not float64's math.Exp: attention and
+// SiLU take one exp per score or element, and the conversion and the wider
+// function were a third of a batched decode step (stories260K at 32
+// sequences), where this is a few multiply-adds; attention takes its exps
+// eight at a time (kernel.ExpShift), with the same bits.
+func expf(x float32) float32 { return kernel.Expf(x) }

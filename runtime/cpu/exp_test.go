@@ -3,6 +3,9 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // TestExpf holds expf within 1 ulp of the correctly rounded e^x over the
@@ -39,5 +42,31 @@ func TestExpf(t *testing.T) {
 	}
 	if nan := float32(math.NaN()); !math.IsNaN(float64(expf(nan))) {
 		t.Errorf("expf(NaN) = %v", expf(nan))
+	}
+}
+
+// TestGLUMatchesAct: GLU, whose SiLU takes its exps eight at a time, gives
+// Act(x)·u to the bit for each activation, on a length with a tail and
+// values from zero to far past exp's range.
+func TestGLUMatchesAct(t *testing.T) {
+	const rows, cols = 3, 13
+	g, u := make([]float32, rows*cols), make([]float32, rows*cols)
+	for i := range g {
+		g[i] = float32(i-20) * float32(i%7) * 0.37
+		u[i] = float32(i%5) - 1.5
+	}
+	g[0], g[1], g[2] = 0, float32(math.Copysign(0, -1)), -100
+	for _, act := range []models.Activation{models.SiLU, models.GELUTanh} {
+		b := New(1)
+		if err := b.Begin(backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows), BlockSize: 1, Tables: [][]int32{{0}}}); err != nil {
+			t.Fatal(err)
+		}
+		gt := NewTensor(rows, cols, append([]float32(nil), g...))
+		b.GLU(gt, NewTensor(rows, cols, u), act)
+		for i, x := range g {
+			if want := Act(act, x) * u[i]; math.Float32bits(gt.Data[i]) != math.Float32bits(want) {
+				t.Fatalf("activation %v: GLU(%v, %v) = %v, Act gives %v", act, x, u[i], gt.Data[i], want)
+			}
+		}
 	}
 }

@@ -9,9 +9,13 @@ import (
 	"github.com/x448/float16"
 )
 
-// KV is a paged cache: the keys and the values of head h at slot s of
-// layer l are record (l·slots + s)·heads + h of K and V, slots being
-// blocks·blockSize.
+// KV is a paged cache. Its records (a key or a value of one kv head at one
+// slot) are ordered by layer, block, kv head and slot within the block:
+// record ((l·blocks + b)·heads + h)·blockSize + o holds head h at offset o
+// of block b in layer l, so that the positions of a block that attention
+// reads for one kv head are consecutive records (one stretch of memory,
+// not interleaved with the other heads'), and a block of a layer is
+// blockRecords consecutive records for copy on write.
 type KV struct {
 	shape backend.KVShape
 	K, V  KVStore
@@ -21,38 +25,38 @@ func (c *KV) Layers() int            { return c.shape.Layers }
 func (c *KV) Blocks() int            { return c.shape.Blocks }
 func (c *KV) BlockSize() int         { return c.shape.BlockSize }
 func (c *KV) Shape() backend.KVShape { return c.shape }
-func (c *KV) record(l, slot int) int {
-	return (l*c.shape.Blocks*c.shape.BlockSize + slot) * c.shape.Heads
+
+// record is the record of kv head h at slot slot of layer l.
+func (c *KV) record(l, slot, h int) int {
+	bs := c.shape.BlockSize
+	return ((l*c.shape.Blocks+slot/bs)*c.shape.Heads+h)*bs + slot%bs
 }
 func (c *KV) blockRecords() int { return c.shape.BlockSize * c.shape.Heads }
-
-// records appends to recs the records of kv head h at positions first to
-// last of sequence seq in layer l, through the table block by block.
-func (c *KV) records(recs []int, batch backend.Batch, seq, l, first, last, h int) []int {
-	bs, table := batch.BlockSize, batch.Tables[seq]
-	for p := first; p <= last; {
-		base := c.record(l, int(table[p/bs])*bs) + h
-		for o := p % bs; o < bs && p <= last; o, p = o+1, p+1 {
-			recs = append(recs, base+o*c.shape.Heads)
-		}
-	}
-	return recs
-}
 
 // KVStore holds the keys (or the values) of every record of a cache in
 // its type: f32 values, f16 halves, or int8 codes with a scale per record.
 // Attention reads it through dot and axpy, which compute on the stored
 // values directly (an int8 record's scale multiplies its sum once).
+//
+// f32 keys shorter than kernel.Block values are stored by tile: the tile
+// records of one block and kv head (consecutive records) are kept value by
+// value, value i of record r at (r - r%tile)·hd + i·tile + r%tile, so that
+// value i of consecutive positions is a row of memory and the scores of a
+// run of positions are one kernel.AxpyRows over the query's values (such
+// a dot product is DotF32's plain sequential sum either way).
 type KVStore struct {
 	typ   backend.KVType
 	hd    int // values per record
+	tile  int // records per tile of f32 keys stored value by value; 0: record by record
 	f32   []float32
 	f16   []uint16
 	i8    []int8
 	scale []float32
 }
 
-func newKVStore(t backend.KVType, records, hd int) KVStore {
+// newKVStore holds records of hd values in type t, in tiles of
+// blockSize records where keys is set and tiles serve (see KVStore).
+func newKVStore(t backend.KVType, records, hd, blockSize int, keys bool) KVStore {
 	s := KVStore{typ: t, hd: hd}
 	switch t {
 	case backend.KVF16:
@@ -61,6 +65,9 @@ func newKVStore(t backend.KVType, records, hd int) KVStore {
 		s.i8, s.scale = make([]int8, records*hd), make([]float32, records)
 	default:
 		s.f32 = make([]float32, records*hd)
+		if keys && hd < kernel.Block {
+			s.tile = blockSize
+		}
 	}
 	return s
 }
@@ -81,11 +88,19 @@ func (s *KVStore) put(r int, x []float32) {
 	case backend.KVInt8:
 		s.scale[r] = QuantizeKV8(s.i8[at:at+s.hd], x)
 	default:
+		if s.tile > 0 {
+			at, o := (r-r%s.tile)*s.hd, r%s.tile
+			for i, v := range x {
+				s.f32[at+i*s.tile+o] = v
+			}
+			return
+		}
 		copy(s.f32[at:at+s.hd], x)
 	}
 }
 
-// copyRecords copies n records from src to dst (copy on write of a block).
+// copyRecords copies n records from src to dst (copy on write of a
+// block: whole tiles).
 func (s *KVStore) copyRecords(dst, src, n int) {
 	a, b, m := dst*s.hd, src*s.hd, n*s.hd
 	switch s.typ {
@@ -108,9 +123,17 @@ func (s *KVStore) dot(q []float32, r int) float32 {
 	case backend.KVInt8:
 		var sum float32
 		for i, c := range s.i8[at : at+s.hd] {
-			sum += q[i] * float32(c)
+			sum += float32(q[i] * float32(c))
 		}
 		return s.scale[r] * sum
+	}
+	if s.tile > 0 { // below kernel.Block values DotF32 is this sum
+		at, o := (r-r%s.tile)*s.hd, r%s.tile
+		var sum float32
+		for i, v := range q[:s.hd] {
+			sum += float32(v * s.f32[at+i*s.tile+o])
+		}
+		return sum
 	}
 	return Dot(q, s.f32[at:at+s.hd])
 }
@@ -121,12 +144,12 @@ func (s *KVStore) axpy(out []float32, a float32, r int) {
 	switch s.typ {
 	case backend.KVF16:
 		for i, h := range s.f16[at : at+s.hd] {
-			out[i] += a * float16.Frombits(h).Float32()
+			out[i] += float32(a * float16.Frombits(h).Float32())
 		}
 	case backend.KVInt8:
 		as := a * s.scale[r]
 		for i, c := range s.i8[at : at+s.hd] {
-			out[i] += as * float32(c)
+			out[i] += float32(as * float32(c))
 		}
 	default:
 		kernel.Axpy(out, a, s.f32[at:at+s.hd])

@@ -34,12 +34,18 @@ func MatMul(dst, x, w []float32, m, k, n, workers int) {
 	matMul(dst, x, w, m, k, n, newTeam(workers))
 }
 
+// matMul is products' split for f32 weights, each weight row meeting every
+// input row in one kernel.DotF32Rows call (the bits of DotF32 and of
+// products' four-row kernel alike).
 func matMul(dst, x, w []float32, m, k, n int, t *team) {
-	products(dst, floatRows(x, m, k), n, k, t,
-		func(j int, x *[]float32) float32 { return Dot(*x, w[j*k:(j+1)*k]) },
-		func(j int, xs *[4]*[]float32, out *[4]float32) {
-			kernel.DotF32x4(w[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
-		})
+	if m*n*k < 1<<15 {
+		t = nil // one goroutine
+	}
+	t.run(n, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			kernel.DotF32Rows(dst[j:], n, w[j*k:(j+1)*k], x, m)
+		}
+	})
 }
 
 // products sets dst[i·n+j] to the product of input row i with weight row

@@ -40,3 +40,25 @@ func BenchmarkMatMulInt4Decode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulF32Decode times f32 products at stories260K's shapes
+// (q|k|v, gate|up, down, the head) for one decode row and for a batch of
+// 32, on one goroutine: the batched decode step's short dot products.
+func BenchmarkMatMulF32Decode(b *testing.B) {
+	for _, s := range []struct{ k, n int }{{64, 128}, {64, 344}, {172, 64}, {64, 512}} {
+		for _, m := range []int{1, 32} {
+			x, w, dst := make([]float32, m*s.k), make([]float32, s.n*s.k), make([]float32, m*s.n)
+			for i := range x {
+				x[i] = float32(i%7) - 3
+			}
+			for i := range w {
+				w[i] = float32(i%5) - 2
+			}
+			b.Run(fmt.Sprintf("%dx%d/rows=%d", s.n, s.k, m), func(b *testing.B) {
+				for b.Loop() {
+					matMul(dst, x, w, m, s.k, s.n, nil)
+				}
+			})
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 //     or verifying a few draft tokens) go to attention_decode, which splits
 //     each row's positions into chunks, one workgroup per (row, kv head or
 //     slice of its group, chunk), then attention_combine merges the chunks
-//     (with one chunk attention_decode finishes alone);
+//     (with one chunk attention_decode finishes alone); on CPU adapters
+//     attention_lane takes them instead, an invocation per (row, head,
+//     chunk) and no barrier, into the same partials;
 //   - rows of longer runs (prompt chunks) go to attention_prefill,
 //     FlashAttention-style tiles of query rows × key positions streamed
 //     through workgroup memory with an online softmax, split over the
@@ -138,8 +140,13 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	d4 := (a.HeadDim + 3) / 4
 	t := prefillTileFor(d4)
 	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0, a.Window)
+	lane := b.laneAttention()
 	if dec.rows > 0 {
-		decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
+		if lane {
+			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4))
+		} else {
+			decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
+		}
 	}
 	if pre.rows > 0 {
 		// A workgroup makes one pass over the positions for each
@@ -157,11 +164,16 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		g := (group + slices - 1) / slices // query heads per workgroup
 		o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
 			consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
+		gx, gz := uint32(a.KVHeads*slices), uint32(n) // workgroups: (kv head, slice) × chunk × row
+		if lane {
+			o.kernel, o.consts = "attention_lane", map[string]float64{"HD": float64(a.HeadDim)}
+			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
+		}
 		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
 			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
-			uint32(a.KVHeads*slices), uint32(decChunks), uint32(n))
+			gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
 	if pre.rows > 0 {
@@ -181,6 +193,43 @@ func (b *Backend) combine(d *Tensor, part Buffer, a backend.Attention, n, chunks
 		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind)},
 			[]Binding{{Buffer: d.buf}, {Buffer: part}}, uint32(a.Heads), uint32(n), 1)
 	}
+}
+
+// laneWG is attention_lane's workgroup size.
+const laneWG = 8
+
+// laneTarget is the workgroups that attention_lane's chunks aim for: a few
+// per thread of a CPU adapter, so that the threads share a step's
+// attention evenly.
+const laneTarget = 16
+
+// laneAttention reports whether decode rows take attention_lane: on CPU
+// adapters, where a barrier between lanes of one thread costs more than
+// the work it orders, unless the plan says otherwise.
+func (b *Backend) laneAttention() bool {
+	switch b.plan.Attention {
+	case "lane":
+		return true
+	case "group":
+		return false
+	}
+	return b.info.DeviceType == "cpu"
+}
+
+// laneSpan is how many positions one attention_lane invocation may take
+// within loopBudget: per position a loop over the head's d4 vec4s for the
+// score and one for the values, and one for a rescale, were none unrolled.
+func laneSpan(d4 int) int {
+	return (loopBudget - 2000) / (1 + 3*d4)
+}
+
+// laneChunks is the number of chunks that attention_lane cuts positions
+// 0..n-1 into when wgs workgroups take one chunk of every row: enough to
+// reach laneTarget workgroups, each chunk at least minChunk positions and
+// at most span, and at most maxChunks unless span needs more.
+func laneChunks(n, wgs, span int) int {
+	chunks := min(n/minChunk, (laneTarget+wgs-1)/wgs, maxChunks)
+	return max(chunks, 1, (n+span-1)/span)
 }
 
 // decodeChunks is the number of chunks that positions 0..n-1 are split into

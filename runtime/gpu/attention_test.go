@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // The attention tests run sequences through a paged cache on both backends:
@@ -84,9 +85,18 @@ func attnChunks(sizes ...int) []attnStep {
 
 func (tc attnCase) run(t *testing.T) { tc.runKV(t, backend.KVF32) }
 
-// runKV runs the case over a cache of type kt.
+// runKV runs the case over a cache of type kt, with each form of the
+// decode kernel: attention_decode (GPUs') and attention_lane (CPU
+// adapters').
 func (tc attnCase) runKV(t *testing.T, kt backend.KVType) {
+	for _, form := range []string{"group", "lane"} {
+		t.Run(form, func(t *testing.T) { tc.runForm(t, kt, form) })
+	}
+}
+
+func (tc attnCase) runForm(t *testing.T, kt backend.KVType, form string) {
 	w := newTwins(t, attnMaxRows)
+	w.gpu.SetPlan(gpu.Plan{Attention: form})
 	kvDim := tc.kvHeads * tc.headDim
 	qDim := tc.heads * tc.headDim
 	perSeq := (tc.seqLen + tc.blockSize - 1) / tc.blockSize

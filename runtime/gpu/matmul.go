@@ -23,9 +23,10 @@ import (
 // (lavapipe, SwiftShader), whose invocations are the SIMD lanes of one
 // thread, every access to memory that differs between lanes costs a scalar
 // load per lane and a barrier switches between lanes' coroutines; there GEMV
-// with one invocation per column wins at every row count: it loads each
-// weight once per lane for up to gemvMaxRows multiply-adds, with the x values
-// the same for all lanes, and needs no barrier. Measured on lavapipe, see
+// with one invocation per cpuCPI columns wins at every row count: it loads
+// each weight once per lane for up to gemvMaxRows multiply-adds, each x
+// value (the same for all lanes, a gather all the same) once for cpuCPI
+// columns, and needs no barrier. Measured on lavapipe, see
 // BenchmarkMatMul.
 //
 // The plan, and the override constants chosen with it, depend on the host's
@@ -125,8 +126,8 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 			gx, gy := b.grid(m*pt.rows, elementWG)
 			b.record(matmulOp, p, operands, gx, gy, 1)
 		case "gemv":
-			o, tail, _, perWG := gemvOp(backend.F32, k, pl.maxm, pl.tpc, f)
-			gx, gy := b.grid(pt.rows, perWG)
+			o, tail, cpi, perWG := gemvOp(backend.F32, k, pl.maxm, pl.tpc, f)
+			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
 		default:
 			o := matmulGEMMOp
@@ -139,28 +140,26 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 
 // gemvOp is the GEMV kernel for weights of storage s, row blocks of maxm
 // and tpc invocations a column (1: the form for CPU adapters, where an
-// int4 or int8 invocation computes int4CPI columns), composed with f: the op, the
+// invocation computes cpuCPI columns), composed with f: the op, the
 // params its kernel reads after the common ones, and the columns an
 // invocation and a workgroup compute. MatMul, the compressed products and
 // the experts' products (moe.go) all dispatch through it.
 func gemvOp(s backend.Storage, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
 	switch s {
 	case backend.Int4, backend.Int8:
-		cpi, wg := 1, 256
-		if tpc == 1 {
-			cpi, wg = int4CPI, int4CPUWorkgroup
-		}
 		_, _, gemv, _, _ := grouped(s)
 		o = gemv.fused(f)
-		o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
-		return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc
 	case backend.F16:
 		o = matmulF16GEMVOp.fused(f)
 	default:
 		o = matmulGEMVOp.fused(f)
 	}
-	o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm)}
-	return o, params{uint32(tpc), uint32(maxm)}, 1, 256 / tpc
+	cpi, wg := 1, 256
+	if tpc == 1 {
+		cpi, wg = cpuCPI, cpuWorkgroup
+	}
+	o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
+	return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc
 }
 
 // gemmFor is the tiled GEMM of storage s with tiles of 16·tm rows,

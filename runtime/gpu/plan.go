@@ -8,7 +8,7 @@ package gpu
 type Plan struct {
 	// MatMul forces the kernel of f32 products: "naive", "gemm", "gemv"
 	// (the GPU's GEMV, for any row count) or "gemv1" (the CPU adapters',
-	// one invocation per column). A forced GEMV still falls back to GEMM
+	// one invocation per cpuCPI columns). A forced GEMV still falls back to GEMM
 	// where k % 4 != 0.
 	MatMul string
 	// Quant forces the kernel of compressed weights: "gemv" (this
@@ -19,6 +19,10 @@ type Plan struct {
 	// Experts forces the kernel of the expert products: "gemm" (the
 	// grouped GEMM, for any row count) or "gemv" (the expert GEMVs).
 	Experts string
+	// Attention forces the kernel of decode rows: "group" (attention_decode,
+	// a workgroup per chunk, the GPUs' form) or "lane" (attention_lane, an
+	// invocation per head and chunk, the CPU adapters' form).
+	Attention string
 	// NormPrologue forces whether projections take their RMSNorm as the
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string

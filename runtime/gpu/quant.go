@@ -173,7 +173,7 @@ func (b *Backend) embedQ(d *Tensor, w *Weight) {
 
 // matmulQ is MatMul for a compressed weight. It follows MatMul's plan: a
 // GEMV for decoding (m ≤ gemvMaxRows; on CPU adapters for any m, with one
-// invocation per int4CPI columns, in blocks of up to gemvMaxRows rows) and
+// invocation per cpuCPI columns, in blocks of up to gemvMaxRows rows) and
 // a tiled GEMM for prompt chunks on GPUs and for widths k % 4 != 0.
 func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Binding) bool {
 	m, k := b.rows(d), xs.cols
@@ -231,17 +231,17 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	return true
 }
 
-// int4CPI is how many columns one invocation of the int4 GEMV computes on
-// CPU adapters, sharing the x loads (gathers across SIMD lanes there).
-// Measured on lavapipe by CPU time per GEMV at 2048×5632: 1 column 10 ms,
-// 2 columns 8–12 ms, 4 columns 5.2 ms, 8 columns 12 ms (registers spill);
-// f32 takes 12.7 ms.
-const int4CPI = 4
+// cpuCPI is how many columns one invocation of a GEMV computes on CPU
+// adapters, sharing the x loads (gathers across SIMD lanes there).
+// Measured on lavapipe by CPU time per int4 GEMV at 2048×5632: 1 column
+// 10 ms, 2 columns 8–12 ms, 4 columns 5.2 ms, 8 columns 12 ms (registers
+// spill); f32 takes 12.7 ms.
+const cpuCPI = 4
 
-// int4CPUWorkgroup is the workgroup size of the int4 GEMV on CPU adapters,
-// where a workgroup is the unit of work a thread takes: with four columns
-// an invocation, 256 would leave a 2048-column matrix only two workgroups.
-const int4CPUWorkgroup = 64
+// cpuWorkgroup is the workgroup size of the GEMVs on CPU adapters, where a
+// workgroup is the unit of work a thread takes: with four columns an
+// invocation, 256 would leave a 2048-column matrix only two workgroups.
+const cpuWorkgroup = 64
 
 // quantThreads is how many invocations of a compressed GEMV split one
 // column of width k on a GPU: about four groups of 32 inputs each (an int4

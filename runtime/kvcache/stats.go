@@ -20,8 +20,8 @@ type Stats struct {
 	HitRate                   float64
 }
 
-// Stats walks the live sequences' tables; it is meant for metrics, not for
-// the scheduler's hot path.
+// Stats walks the live sequences' tables, once per step (the engine keeps
+// the peak and the waste): a map only for the blocks several tables share.
 func (p *Pool) Stats() Stats {
 	st := Stats{
 		Blocks:        len(p.blocks),
@@ -33,15 +33,24 @@ func (p *Pool) Stats() Stats {
 	st.Used = st.Blocks - st.Free - st.Cached
 	st.AllocatedSlots = st.Used * p.blockSize
 
-	// A shared block holds as many tokens as its fullest user committed.
-	fill := make(map[int32]int)
+	// A shared block holds as many tokens as its fullest user committed;
+	// a block in one table (most of them) is counted as it is met, so
+	// that the engine can take these figures after every step.
+	var shared map[int32]int
 	for s := range p.live {
 		for i, b := range s.table {
 			n := min(p.blockSize, max(0, len(s.tokens)-i*p.blockSize))
-			fill[b] = max(fill[b], n)
+			if p.blocks[b].ref <= 1 {
+				st.UsedSlots += n
+				continue
+			}
+			if shared == nil {
+				shared = make(map[int32]int)
+			}
+			shared[b] = max(shared[b], n)
 		}
 	}
-	for _, n := range fill {
+	for _, n := range shared {
 		st.UsedSlots += n
 	}
 	if st.AllocatedSlots > 0 {

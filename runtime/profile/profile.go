@@ -16,6 +16,7 @@
 package profile
 
 import (
+	"github.com/tessera-llm/tessera/runtime/internal/cputime"
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
@@ -30,13 +31,20 @@ type Op struct {
 	// Bytes is what a matrix product reads and writes: its weight, its
 	// input and output rows (0 for other ops).
 	Bytes int64
+	// CPU is the process's CPU time over the op (less an empty sync's):
+	// on a CPU adapter such as lavapipe, the driver threads' work, which
+	// other processes on shared cores disturb less than Time.
+	CPU time.Duration
 }
 
-// Backend wraps a backend and times its ops on decode steps (batches of
-// one row) while On.
+// Backend wraps a backend and times its ops on decode steps while On:
+// batches of Rows rows (0 counts as 1), each of another sequence, so that
+// a batched decode step (tessera profile --concurrency) is timed and
+// prompt chunks are not.
 type Backend struct {
 	backend.Backend
-	On bool
+	On   bool
+	Rows int
 
 	ops    []Op
 	steps  int
@@ -74,11 +82,23 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 }
 
 func (b *Backend) start(batch backend.Batch) {
-	b.timing = b.On && batch.Len() == 1
+	b.timing = b.On && batch.Len() == max(b.Rows, 1) && decodeStep(batch)
 	b.layer, b.adds, b.head = -1, 0, false
 	if b.timing {
 		b.steps++
 	}
+}
+
+// decodeStep says whether every row of batch is another sequence's.
+func decodeStep(batch backend.Batch) bool {
+	seen := make(map[int32]bool, batch.Len())
+	for _, s := range batch.Seq {
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+	}
+	return true
 }
 
 // timed runs op to completion and records it as kind.
@@ -94,13 +114,14 @@ func (b *Backend) timed(kind string, bytes int64, op func()) {
 		}
 	}
 	b.sync() // what came before is not this op's
-	start := time.Now()
+	start, cpu := time.Now(), cputime.Process()
 	b.sync() // an empty one: the read back's own cost, not the op's
-	empty := time.Since(start)
-	start = time.Now()
+	empty, emptyCPU := time.Since(start), cputime.Process()-cpu
+	start, cpu = time.Now(), cputime.Process()
 	op()
 	b.sync()
-	b.ops = append(b.ops, Op{Kind: kind, Layer: b.layer, Time: max(time.Since(start)-empty, 0), Bytes: bytes})
+	b.ops = append(b.ops, Op{Kind: kind, Layer: b.layer, Time: max(time.Since(start)-empty, 0), Bytes: bytes,
+		CPU: max(cputime.Process()-cpu-emptyCPU, 0)})
 }
 
 // sync waits for everything queued so far.

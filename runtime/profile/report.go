@@ -31,9 +31,10 @@ type Share struct {
 	Layer    int
 	Count    int // ops per token
 	Time     time.Duration
-	Bytes    int64   // matrix products: bytes moved per token
-	GBps     float64 // Bytes / Time
-	Fraction float64 // GBps / copy bandwidth
+	CPU      time.Duration // the process's CPU time (Op.CPU)
+	Bytes    int64         // matrix products: bytes moved per token
+	GBps     float64       // Bytes / Time
+	Fraction float64       // GBps / copy bandwidth
 }
 
 // Summarize sums ops over steps decode steps, given the token's time
@@ -58,6 +59,7 @@ func Summarize(ops []Op, steps int, step time.Duration, copyGBps float64) Report
 		for _, s := range []*Share{k, l} {
 			s.Count++
 			s.Time += o.Time
+			s.CPU += o.CPU
 			s.Bytes += o.Bytes
 		}
 		r.Total += o.Time
@@ -66,6 +68,7 @@ func Summarize(ops []Op, steps int, step time.Duration, copyGBps float64) Report
 		out := *s
 		out.Count = (s.Count + steps/2) / steps
 		out.Time = s.Time / time.Duration(steps)
+		out.CPU = s.CPU / time.Duration(steps)
 		out.Bytes = s.Bytes / int64(steps)
 		if out.Time > 0 && out.Bytes > 0 {
 			out.GBps = float64(out.Bytes) / out.Time.Seconds() / 1e9
@@ -99,13 +102,13 @@ func (r Report) Print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "outside kernels   not measurable: a submission and read back per op cost more than the step's gaps\n")
 	}
-	fmt.Fprintf(w, "\n%-10s %6s %10s %7s %12s %8s %9s\n", "op", "count", "ms/token", "share", "bytes/token", "GB/s", "of copy")
+	fmt.Fprintf(w, "\n%-10s %6s %10s %7s %10s %12s %8s %9s\n", "op", "count", "ms/token", "share", "cpu ms", "bytes/token", "GB/s", "of copy")
 	for _, k := range r.Kinds {
 		share := 0.0
 		if r.Total > 0 {
 			share = float64(k.Time) / float64(r.Total)
 		}
-		fmt.Fprintf(w, "%-10s %6d %10.3f %6.1f%%", k.Name, k.Count, ms(k.Time), 100*share)
+		fmt.Fprintf(w, "%-10s %6d %10.3f %6.1f%% %10.3f", k.Name, k.Count, ms(k.Time), 100*share, ms(k.CPU))
 		if k.Bytes > 0 {
 			fmt.Fprintf(w, " %12d %8.2f %8.0f%%", k.Bytes, k.GBps, 100*k.Fraction)
 		}
@@ -115,7 +118,7 @@ func (r Report) Print(w io.Writer) {
 	for _, k := range r.Kinds {
 		bytes += k.Bytes
 	}
-	fmt.Fprintf(w, "%-10s %6s %10s %7s %12d   (the matrix products' bytes read and written per token)\n", "all", "", "", "", bytes)
+	fmt.Fprintf(w, "%-10s %6s %10s %7s %10s %12d   (the matrix products' bytes read and written per token; cpu ms: the process's CPU time, steadier than wall time on shared cores)\n", "all", "", "", "", "", bytes)
 	fmt.Fprintf(w, "\n%-10s %6s %10s\n", "layer", "ops", "ms/token")
 	for _, l := range r.Layers {
 		name := fmt.Sprint(l.Layer)

@@ -41,3 +41,21 @@ func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32) {
 func dotQ8AVX2(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32 {
 	panic("kernel: no AVX2 kernels in this build")
 }
+
+func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func expShiftAVX2(x *float32, m float32, n int) { panic("kernel: no AVX2 kernels in this build") }
+
+func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func scaleMaxAVX2(x *float32, scale float32, n int) float32 {
+	panic("kernel: no AVX2 kernels in this build")
+}

@@ -197,6 +197,63 @@ func TestF32KernelsMatchTwins(t *testing.T) {
 	}
 }
 
+// TestDotF32RowsMatchesDotF32: DotF32Rows gives DotF32's bits for every
+// row, on lengths below, at and past the block, odd and even row counts,
+// and outputs packed or apart.
+func TestDotF32RowsMatchesDotF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 100, 172} {
+		for _, m := range []int{1, 2, 3, 4, 5, 8, 33} {
+			for _, stride := range []int{1, 7} {
+				w, x := randomRow(rng, k), randomRow(rng, m*k)
+				out := make([]float32, (m-1)*stride+1)
+				DotF32Rows(out, stride, w, x, m)
+				for i := range m {
+					if got, want := out[i*stride], DotF32(w, x[i*k:(i+1)*k]); math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("k %d, %d rows, stride %d: row %d %v, DotF32 %v", k, m, stride, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2 give the bits of its definition, a
+// plain Axpy loop row after row, on widths below, at and past a register
+// (with tails), one row or many, rows packed or further apart.
+func TestAxpyRowsMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, width := range []int{1, 3, 7, 8, 9, 16, 31, 33, 64, 100} {
+		for _, rows := range []int{1, 2, 5, 8, 13} {
+			for _, stride := range []int{width, width + 3, 4 * width} {
+				a, x := randomRow(rng, rows), randomRow(rng, (rows-1)*stride+width)
+				a1 := randomRow(rng, rows)
+				got, got0, got1 := randomRow(rng, width), randomRow(rng, width), randomRow(rng, width)
+				want, want0, want1 := append([]float32(nil), got...), append([]float32(nil), got0...), append([]float32(nil), got1...)
+				AxpyRows(got, a, x, stride)
+				AxpyRows2(got0, got1, a, a1, x, stride)
+				for r := range a {
+					for i := range want {
+						want[i] += float32(a[r] * x[r*stride+i])
+						want0[i] += float32(a[r] * x[r*stride+i])
+						want1[i] += float32(a1[r] * x[r*stride+i])
+					}
+				}
+				for _, c := range []struct {
+					what      string
+					got, want []float32
+				}{{"AxpyRows", got, want}, {"AxpyRows2 first", got0, want0}, {"AxpyRows2 second", got1, want1}} {
+					for i := range c.got {
+						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+							t.Fatalf("%s: width %d, %d rows, stride %d: [%d] %v, loop %v", c.what, width, rows, stride, i, c.got[i], c.want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestQuantizeMatchesTwin: the vector quantizer gives quantizeGo's codes,
 // scales and sums, ties, zero groups and groups too small for 1/d included.
 func TestQuantizeMatchesTwin(t *testing.T) {

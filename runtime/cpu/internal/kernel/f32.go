@@ -57,6 +57,38 @@ func DotF32x4(w []float32, xs *[4][]float32, out *[4]float32) {
 	}
 }
 
+// DotF32Rows sets out[i·stride] to DotF32(w, x[i·k : (i+1)·k]) for the m
+// rows of x, k being len(w): one weight row against every input row of a
+// matrix product, in one call (AVX2: two rows at a time in registers, w's
+// block loaded once for both; elsewhere DotF32x4's kernels four rows at a
+// time). A batched decode step's products are many short dot products
+// (stories260K's are 64 values), where a call per four rows cost more
+// than the products. Every result equals DotF32's bit for bit.
+func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
+	k := len(w)
+	if m == 0 {
+		return
+	}
+	_, _ = x[m*k-1], out[(m-1)*stride]
+	n := k &^ (Block - 1)
+	if n == 0 || !hasAVX2 {
+		i := 0
+		var o [4]float32
+		for ; i+4 <= m; i += 4 {
+			xs := [4][]float32{x[i*k : (i+1)*k], x[(i+1)*k : (i+2)*k], x[(i+2)*k : (i+3)*k], x[(i+3)*k : (i+4)*k]}
+			DotF32x4(w, &xs, &o)
+			for r, v := range o {
+				out[(i+r)*stride] = v
+			}
+		}
+		for ; i < m; i++ {
+			out[i*stride] = DotF32(w, x[i*k:(i+1)*k])
+		}
+		return
+	}
+	dotF32RowsAVX2(&w[0], &x[0], n, k, m, &out[0], stride)
+}
+
 // dotF32Go is the definition of DotF32 over a multiple of Block values:
 // lane j sums the products i ≡ j (mod 32) in order; the four registers of
 // 8 lanes are folded as (r0+r1) + (r2+r3), then the 8 lanes as
@@ -90,6 +122,71 @@ func Axpy(dst []float32, a float32, x []float32) {
 	}
 	for i := n; i < len(dst); i++ {
 		dst[i] += float32(a * x[i])
+	}
+}
+
+// AxpyRows adds a[r]·x[r·stride : r·stride+len(dst)] to dst for each r in
+// turn: Axpy row after row, in one call. Each element is one product and
+// one sum per row, rows in order, so it equals that loop of Axpy calls bit
+// for bit on every path; the vector paths keep eight elements of dst in a
+// register across all the rows. Attention uses it twice: the weighted sum
+// of a run of value records (rows: positions), and the scores of a run of
+// positions from a key tile stored a dimension per row (rows: the head's
+// dimensions, a the query), whose sequential sums are DotF32's below
+// Block values.
+func AxpyRows(dst, a, x []float32, stride int) {
+	if len(a) == 0 || len(dst) == 0 {
+		return
+	}
+	_ = x[(len(a)-1)*stride+len(dst)-1]
+	n := len(dst) &^ (Lanes - 1)
+	switch {
+	case n > 0 && hasAVX2:
+		axpyRowsAVX2(&dst[0], &a[0], &x[0], len(a), stride, n)
+	case n > 0 && hasNEON:
+		axpyRowsNEON(&dst[0], &a[0], &x[0], len(a), stride, n)
+	default:
+		n = 0
+	}
+	if n == len(dst) {
+		return
+	}
+	for r, ar := range a {
+		row := x[r*stride+n : r*stride+len(dst)]
+		for i, v := range row {
+			dst[n+i] += float32(ar * v)
+		}
+	}
+}
+
+// AxpyRows2 is AxpyRows(dst0, a0, x, stride) and AxpyRows(dst1, a1, x,
+// stride) in one pass over x, the two sums interleaved (two query heads
+// of a GQA group reading their kv head's records once). dst1 and a1 are
+// as long as dst0 and a0.
+func AxpyRows2(dst0, dst1, a0, a1, x []float32, stride int) {
+	if len(a0) == 0 || len(dst0) == 0 {
+		return
+	}
+	dst1, a1 = dst1[:len(dst0)], a1[:len(a0)]
+	_ = x[(len(a0)-1)*stride+len(dst0)-1]
+	n := len(dst0) &^ (Lanes - 1)
+	switch {
+	case n > 0 && hasAVX2:
+		axpyRows2AVX2(&dst0[0], &dst1[0], &a0[0], &a1[0], &x[0], len(a0), stride, n)
+	case n > 0 && hasNEON:
+		axpyRows2NEON(&dst0[0], &dst1[0], &a0[0], &a1[0], &x[0], len(a0), stride, n)
+	default:
+		n = 0
+	}
+	if n == len(dst0) {
+		return
+	}
+	for r := range a0 {
+		row := x[r*stride+n : r*stride+len(dst0)]
+		for i, v := range row {
+			dst0[n+i] += float32(a0[r] * v)
+			dst1[n+i] += float32(a1[r] * v)
+		}
 	}
 }
 

@@ -113,6 +113,92 @@ block4:
 	VZEROUPPER
 	RET
 
+// TAIL adds to X0, one product and one sum at a time, w's values past the
+// blocks (SI points at them, AX counts them; CX and DI are scratch) times
+// those of the row at P:
+// DotF32's tail.
+#define TAIL(P) \
+	MOVQ AX, CX \
+	MOVQ SI, DI \
+	TESTQ CX, CX \
+	JZ 8(PC) \
+	VMOVSS (DI), X10 \
+	VMULSS (P), X10, X10 \
+	VADDSS X10, X0, X0 \
+	ADDQ $4, DI \
+	ADDQ $4, P \
+	DECQ CX \
+	JNZ -6(PC)
+
+// func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
+//
+// dotF32x4AVX2's pair of rows, over all m rows of x (k values apart, the
+// first nb of each summed in lanes, the rest one by one as DotF32's
+// tail): each pair's two results go to out, stride values apart. An odd
+// last row is computed as both rows of a pair and stored once.
+TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+8(FP), DX
+	MOVQ nb+16(FP), BX
+	SHRQ $5, BX
+	MOVQ k+24(FP), R12
+	SHLQ $2, R12
+	MOVQ m+32(FP), R11
+	MOVQ out+40(FP), R10
+	MOVQ stride+48(FP), R13
+	SHLQ $2, R13
+	MOVQ k+24(FP), AX
+	SUBQ nb+16(FP), AX
+
+rows:
+	MOVQ w+0(FP), SI
+	MOVQ DX, R8
+	LEAQ (DX)(R12*1), R9
+	CMPQ R11, $1
+	JNE  pair2
+	MOVQ DX, R9
+
+pair2:
+	MOVQ   BX, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+block2:
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	VMOVUPS 64(SI), Y14
+	VMOVUPS 96(SI), Y15
+	ROW4(R8, Y0, Y1, Y2, Y3)
+	ROW4(R9, Y4, Y5, Y6, Y7)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	DECQ CX
+	JNZ  block2
+
+	FOLD(Y0, Y1, Y2, Y3)
+	TAIL(R8)
+	VMOVSS X0, (R10)
+	CMPQ   R11, $1
+	JEQ    last
+	VMOVAPS Y4, Y0
+	FOLD(Y0, Y5, Y6, Y7)
+	TAIL(R9)
+	VMOVSS X0, (R10)(R13*1)
+	LEAQ   (R10)(R13*2), R10
+	LEAQ   (DX)(R12*2), DX
+	SUBQ   $2, R11
+	JNZ    rows
+
+last:
+	VZEROUPPER
+	RET
+
 // func axpyAVX2(dst *float32, a float32, x *float32, n int)
 TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
@@ -129,6 +215,86 @@ eight:
 	ADDQ $32, DI
 	DECQ CX
 	JNZ  eight
+	VZEROUPPER
+	RET
+
+// func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
+// Eight columns of dst at a time stay in Y0 while every row adds to them.
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ rows+24(FP), R8
+	MOVQ stride+32(FP), R9
+	SHLQ $2, R9
+	MOVQ n+40(FP), CX
+	SHRQ $3, CX
+
+columns:
+	VMOVUPS (DI), Y0
+	MOVQ    SI, R10
+	MOVQ    DX, R11
+	MOVQ    R8, R12
+
+row:
+	VBROADCASTSS (R10), Y1
+	VMULPS       (R11), Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $4, R10
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          row
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	DECQ         CX
+	JNZ          columns
+	VZEROUPPER
+	RET
+
+// func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
+// axpyRowsAVX2 for two sums over the same rows: Y0 and Y1 stay in
+// registers, each row of x is loaded once.
+TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-64
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), BX
+	MOVQ a0+16(FP), SI
+	MOVQ a1+24(FP), AX
+	MOVQ x+32(FP), DX
+	MOVQ rows+40(FP), R8
+	MOVQ stride+48(FP), R9
+	SHLQ $2, R9
+	MOVQ n+56(FP), CX
+	SHRQ $3, CX
+
+columns2:
+	VMOVUPS (DI), Y0
+	VMOVUPS (BX), Y1
+	MOVQ    SI, R10
+	MOVQ    AX, R13
+	MOVQ    DX, R11
+	MOVQ    R8, R12
+
+row2:
+	VMOVUPS      (R11), Y2
+	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R13), Y4
+	VMULPS       Y2, Y3, Y3
+	VMULPS       Y2, Y4, Y4
+	VADDPS       Y3, Y0, Y0
+	VADDPS       Y4, Y1, Y1
+	ADDQ         $4, R10
+	ADDQ         $4, R13
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          row2
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, (BX)
+	ADDQ         $32, DI
+	ADDQ         $32, BX
+	ADDQ         $32, DX
+	DECQ         CX
+	JNZ          columns2
 	VZEROUPPER
 	RET
 

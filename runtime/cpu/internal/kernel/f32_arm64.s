@@ -79,6 +79,86 @@ block:
 	FMOVS F0, ret+24(FP)
 	RET
 
+// func axpyRowsNEON(dst, a, x *float32, rows, stride, n int)
+// Eight columns of dst at a time stay in V0, V1 while every row adds to
+// them; a[r] is loaded into all four lanes of V2.
+TEXT ·axpyRowsNEON(SB), NOSPLIT, $0-48
+	MOVD dst+0(FP), R0
+	MOVD a+8(FP), R1
+	MOVD x+16(FP), R2
+	MOVD rows+24(FP), R3
+	MOVD stride+32(FP), R4
+	LSL  $2, R4
+	MOVD n+40(FP), R5
+	LSR  $3, R5
+
+columns:
+	VLD1 (R0), [V0.S4, V1.S4]
+	MOVD R1, R6
+	MOVD R2, R7
+	MOVD R3, R8
+
+row:
+	VLD1R.P 4(R6), [V2.S4]
+	VLD1    (R7), [V3.S4, V4.S4]
+	FMUL4S(2, 3, 3)
+	FMUL4S(2, 4, 4)
+	FADD4S(3, 0, 0)
+	FADD4S(4, 1, 1)
+	ADD     R4, R7, R7
+	SUB     $1, R8
+	CBNZ    R8, row
+	VST1.P  [V0.S4, V1.S4], 32(R0)
+	ADD     $32, R2
+	SUB     $1, R5
+	CBNZ    R5, columns
+	RET
+
+// func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
+// axpyRowsNEON for two sums over the same rows: V0, V1 and V5, V6 stay in
+// registers, each row of x is loaded once.
+TEXT ·axpyRows2NEON(SB), NOSPLIT, $0-64
+	MOVD dst0+0(FP), R0
+	MOVD dst1+8(FP), R9
+	MOVD a0+16(FP), R1
+	MOVD a1+24(FP), R10
+	MOVD x+32(FP), R2
+	MOVD rows+40(FP), R3
+	MOVD stride+48(FP), R4
+	LSL  $2, R4
+	MOVD n+56(FP), R5
+	LSR  $3, R5
+
+columns2:
+	VLD1 (R0), [V0.S4, V1.S4]
+	VLD1 (R9), [V5.S4, V6.S4]
+	MOVD R1, R6
+	MOVD R10, R11
+	MOVD R2, R7
+	MOVD R3, R8
+
+row2:
+	VLD1R.P 4(R6), [V2.S4]
+	VLD1R.P 4(R11), [V7.S4]
+	VLD1    (R7), [V3.S4, V4.S4]
+	FMUL4S(2, 3, 16)
+	FMUL4S(2, 4, 17)
+	FMUL4S(7, 3, 18)
+	FMUL4S(7, 4, 19)
+	FADD4S(16, 0, 0)
+	FADD4S(17, 1, 1)
+	FADD4S(18, 5, 5)
+	FADD4S(19, 6, 6)
+	ADD     R4, R7, R7
+	SUB     $1, R8
+	CBNZ    R8, row2
+	VST1.P  [V0.S4, V1.S4], 32(R0)
+	VST1.P  [V5.S4, V6.S4], 32(R9)
+	ADD     $32, R2
+	SUB     $1, R5
+	CBNZ    R5, columns2
+	RET
+
 // func dotF16NEON(a *float32, b *uint16, n int) float32
 TEXT ·dotF16NEON(SB), NOSPLIT, $0-28
 	MOVD a+0(FP), R0

@@ -45,6 +45,28 @@
 #define SMLAL24S(m, n, d) WORD $(0x4E608000 | (m)<<16 | (n)<<5 | (d))
 #define ADDP4S(m, n, d) WORD $(0x4EA0BC00 | (m)<<16 | (n)<<5 | (d))
 
+// FSUB4S: d.4S = n.4S - m.4S. FCMGT4S: d = all ones where n > m (ordered),
+// FCMEQ4S where n == m (so FCMEQ4S(x, x, d) marks the lanes that are not
+// NaN). FCVTZS4S: f32 lanes to int32, toward zero, as Go's int32(float32)
+// does in range. CMGT4S, ADD4S: signed int32 lanes, d = n > m, d = n + m.
+// SHL4S23: d = n << 23 per int32 lane.
+#define FSUB4S(m, n, d) WORD $(0x4EA0D400 | (m)<<16 | (n)<<5 | (d))
+#define FCMGT4S(m, n, d) WORD $(0x6EA0E400 | (m)<<16 | (n)<<5 | (d))
+#define FCMEQ4S(m, n, d) WORD $(0x4E20E400 | (m)<<16 | (n)<<5 | (d))
+#define FCVTZS4S(n, d) WORD $(0x4EA1B800 | (n)<<5 | (d))
+#define CMGT4S(m, n, d) WORD $(0x4EA03400 | (m)<<16 | (n)<<5 | (d))
+#define ADD4S(m, n, d) WORD $(0x4EA08400 | (m)<<16 | (n)<<5 | (d))
+#define SHL4S23(n, d) WORD $(0x4F375400 | (n)<<5 | (d))
+
+// Bitwise, on all 128 bits: AND16B, ORR16B: d = n & m, n | m; BIC16B:
+// d = n &^ m; BIT16B: d takes n's bits where m is set, BIF16B where m is
+// clear (a lane select by a compare's mask).
+#define AND16B(m, n, d) WORD $(0x4E201C00 | (m)<<16 | (n)<<5 | (d))
+#define ORR16B(m, n, d) WORD $(0x4EA01C00 | (m)<<16 | (n)<<5 | (d))
+#define BIC16B(m, n, d) WORD $(0x4E601C00 | (m)<<16 | (n)<<5 | (d))
+#define BIT16B(m, n, d) WORD $(0x6EA01C00 | (m)<<16 | (n)<<5 | (d))
+#define BIF16B(m, n, d) WORD $(0x6EE01C00 | (m)<<16 | (n)<<5 | (d))
+
 // DUPD1: d.2D = both lanes n.D[1] (the high half of n in d's low half).
 // DUPS1: scalar d.S = n.S[1].
 #define DUPD1(n, d) WORD $(0x4E180400 | (n)<<5 | (d))

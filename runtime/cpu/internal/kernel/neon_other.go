@@ -37,3 +37,17 @@ func dotF16x4NEON(w *uint16, xs *[4]*float32, n int, out *[4]float32) {
 func dotQ8NEON(codes, scales *uint32, x, sums *float32, groups int, acc *[2][Lanes]float32) float32 {
 	panic("kernel: no NEON kernels in this build")
 }
+
+func axpyRowsNEON(dst, a, x *float32, rows, stride, n int) {
+	panic("kernel: no NEON kernels in this build")
+}
+
+func expShiftNEON(x *float32, m float32, n int) { panic("kernel: no NEON kernels in this build") }
+
+func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
+	panic("kernel: no NEON kernels in this build")
+}
+
+func scaleMaxNEON(x *float32, scale float32, n int) float32 {
+	panic("kernel: no NEON kernels in this build")
+}
