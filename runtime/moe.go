@@ -63,9 +63,10 @@ func newMoEActs(be backend.Backend, c models.Config, maxBatch int) (*moeActs, er
 }
 
 // uploadExperts uploads layer l's router, experts and shared expert. The
-// experts take the storage their matrices would alone; the router stays
-// f32, as llama.cpp's converters keep it (it is small, and its logits
-// decide which experts run).
+// experts take the storage their matrices would alone (gate and up the
+// wider of theirs, as fused matrices do: a mix may give them two types);
+// the router stays f32, as llama.cpp's converters and quantize keep it
+// (it is small, and its logits decide which experts run).
 func (n *llama) uploadExperts(m *models.Model, ws WeightStorage, l int) (moeWeights, error) {
 	var w moeWeights
 	c := n.cfg
@@ -83,8 +84,11 @@ func (n *llama) uploadExperts(m *models.Model, ws WeightStorage, l int) (moeWeig
 				return nil, err
 			}
 		}
-		t := ts[0]
-		s := ws.For(models.NewTensor(t.Name, []int{t.Shape[0] * t.Shape[1], t.Shape[2]}, t.Type, t.Raw), c)
+		ms := make([]*models.Tensor, len(ts))
+		for i, t := range ts {
+			ms[i] = models.NewTensor(t.Name, []int{t.Shape[0] * t.Shape[1], t.Shape[2]}, t.Type, t.Raw)
+		}
+		t, s := ts[0], ws.Fused(ms, c)
 		up, err := n.be.UploadExperts(ts, s)
 		if err != nil {
 			return nil, fmt.Errorf("upload %s as %s: %w", t.Name, s, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // moeShapes are the synthetic mixtures of experts: Mixtral (llama with
@@ -30,7 +32,8 @@ const moePrompt = "abc def ghi jkl mno pqr stu vwx yz ab cd ef gh"
 // gives the same greedy tokens on the CPU and on WebGPU, from its GGUF and
 // from its Hugging Face folder, with f32 weights and with int4; its logits
 // agree between the two files on the CPU (exactly where both rotate
-// halves) and between the CPU and WebGPU to rounding.
+// halves) and between the CPU and WebGPU to rounding; and the same with
+// the prompt's expert products forced to the grouped GEMM.
 func TestMoEMatchesAcrossBackendsAndFormats(t *testing.T) {
 	for _, shape := range moeShapes {
 		for _, typ := range []dtype.Type{dtype.F32, dtype.F16} {
@@ -46,6 +49,7 @@ func TestMoEMatchesAcrossBackendsAndFormats(t *testing.T) {
 				runs := []run{
 					{"cpu gguf", gguf, runtime.Options{Device: "cpu"}}, {"cpu hf", hf, runtime.Options{Device: "cpu"}},
 					{"webgpu gguf", gguf, runtime.Options{}}, {"webgpu hf", hf, runtime.Options{}},
+					{"webgpu gguf, grouped GEMM", gguf, runtime.Options{Wrap: expertsPlan("gemm")}},
 				}
 				var want []int32
 				var scores [][][]float32
@@ -84,7 +88,7 @@ func TestMoEMatchesAcrossBackendsAndFormats(t *testing.T) {
 				if d := bound(scores[0], scores[1]); d > 1e-4 || halves && d != 0 {
 					t.Errorf("cpu logits of the folder differ from the GGUF's by %g", d)
 				}
-				for i := 2; i < 4; i++ {
+				for i := 2; i < len(runs); i++ {
 					if d := bound(scores[0], scores[i]); d > 1e-3 {
 						t.Errorf("%s logits differ from the cpu's by %g", runs[i].name, d)
 					}
@@ -97,9 +101,11 @@ func TestMoEMatchesAcrossBackendsAndFormats(t *testing.T) {
 				}
 				defer cpuQ.Close()
 				wantQ, _, _ := generate(t, cpuQ, req)
-				gotQ, _, _ := generate(t, loadWebGPU(t, gguf, runtime.Options{Quant: "int4", NoCalibration: true}), req)
-				if !equal(gotQ, wantQ) {
-					t.Errorf("int4: webgpu\n%v\ncpu\n%v", gotQ, wantQ)
+				for _, plan := range []string{"", "gemm"} {
+					gotQ, _, _ := generate(t, loadWebGPU(t, gguf, runtime.Options{Quant: "int4", NoCalibration: true, Wrap: expertsPlan(plan)}), req)
+					if !equal(gotQ, wantQ) {
+						t.Errorf("int4 (experts %q): webgpu\n%v\ncpu\n%v", plan, gotQ, wantQ)
+					}
 				}
 			})
 		}
@@ -195,8 +201,25 @@ func TestMoEMatchesLlamaCpp(t *testing.T) {
 		if !equal(got, want) {
 			t.Errorf("%s cpu:\n%v\nllama.cpp:\n%v", shape, got, want)
 		}
-		if got, _, _ := generate(t, loadWebGPU(t, path, runtime.Options{}), req); !equal(got, want) {
-			t.Errorf("%s webgpu:\n%v\nllama.cpp:\n%v", shape, got, want)
+		for _, plan := range []string{"", "gemm"} {
+			if got, _, _ := generate(t, loadWebGPU(t, path, runtime.Options{Wrap: expertsPlan(plan)}), req); !equal(got, want) {
+				t.Errorf("%s webgpu (experts %q):\n%v\nllama.cpp:\n%v", shape, plan, got, want)
+			}
 		}
+	}
+}
+
+// expertsPlan forces the WebGPU backend's expert products (gpu.Plan's
+// Experts): "gemm" the grouped GEMM, which lavapipe, a CPU adapter, does
+// not take by itself; "" leaves the plan alone.
+func expertsPlan(kernel string) func(backend.Backend) backend.Backend {
+	if kernel == "" {
+		return nil
+	}
+	return func(be backend.Backend) backend.Backend {
+		if g, ok := be.(*gpu.Backend); ok {
+			g.SetPlan(gpu.Plan{Experts: kernel})
+		}
+		return be
 	}
 }

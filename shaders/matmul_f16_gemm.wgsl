@@ -13,12 +13,12 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tm: u32 }
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> w: array<u32>;
-
+{{bindings . 5}}
 override TM: u32 = 4u;
 const BK = 16u;
 
 // load_w: 64 columns × 8 words of 2 halves, two words per invocation.
-fn load_w(k0: u32, c0: u32, t: u32) {
+fn load_w(k0: u32, c0: u32, t: u32, wb: u32) {
     let stride = (p.k + 1u) / 2u;
     for (var e = t; e < BN * BK / 2u; e += 256u) {
         let c = e / 8u;
@@ -27,7 +27,7 @@ fn load_w(k0: u32, c0: u32, t: u32) {
         let k = k0 + 2u * wi;
         var v = vec2<f32>(0.0, 0.0);
         if (col < p.nrows && k < p.k) {
-            v = unpack2x16float(w[col * stride + k / 2u]);
+            v = unpack2x16float(w[(wb + col) * stride + k / 2u]);
             if (k + 1u >= p.k) { v.y = 0.0; }
         }
         ws[(2u * wi) * WS + c] = v.x;

@@ -21,18 +21,18 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, tm: u32 }
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> w: array<f32>;
-
+{{bindings . 5}}
 // TM is the rows of the register block (Params.tm repeats it so that call
 // sites with different TM never share a cached pipeline).
 override TM: u32 = 4u;
 const BK = 16u;
 
-fn load_w(k0: u32, c0: u32, t: u32) {
+fn load_w(k0: u32, c0: u32, t: u32, wb: u32) {
     for (var e = t; e < BN * BK; e += 256u) {
         let c = c0 + e / BK;
         let k = k0 + e % BK;
         var v = 0.0;
-        if (c < p.nrows && k < p.k) { v = w[c * p.k + k]; }
+        if (c < p.nrows && k < p.k) { v = w[(wb + c) * p.k + k]; }
         ws[(e % BK) * WS + e / BK] = v;
     }
 }

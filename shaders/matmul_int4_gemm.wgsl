@@ -18,7 +18,7 @@
 // matmul_int8_gemm. Twin: runtime/cpu MatMulQ (summed in the same order
 // within each output: k ascending).
 // load_w: invocation t takes word t % 4 of column t / 4 of group k0 / 32.
-fn load_w(k0: u32, c0: u32, t: u32) {
+fn load_w(k0: u32, c0: u32, t: u32, wb: u32) {
     let gi = k0 / BK;
     let c = t / 4u;
     let wi = t % 4u;
@@ -26,8 +26,8 @@ fn load_w(k0: u32, c0: u32, t: u32) {
     var word = 0u;
     var sm = vec2<f32>(0.0, 0.0);
     if (col < p.nrows) {
-        word = codes[(col * p.groups + gi) * 4u + wi];
-        sm = unpack2x16float(scales[col * p.groups + gi]);
+        word = codes[((wb + col) * p.groups + gi) * 4u + wi];
+        sm = unpack2x16float(scales[(wb + col) * p.groups + gi]);
     }
     for (var i = 0u; i < 8u; i++) {
         ws[(wi * 8u + i) * WS + c] = sm.x * f32((word >> (4u * i)) & 15u) + sm.y;

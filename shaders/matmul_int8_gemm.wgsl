@@ -6,7 +6,7 @@
 // code words of group k0 / 16 + (t % 4) / 2, with that group's scale word.
 // A step past the last group (k ≤ k0 + 16) reads nothing and expands
 // zeros. Twin: runtime/cpu MatMulQ (kernel.DotQ8).
-fn load_w(k0: u32, c0: u32, t: u32) {
+fn load_w(k0: u32, c0: u32, t: u32, wb: u32) {
     let c = t / 4u;
     let wi = t % 4u;
     let col = c0 + c;
@@ -14,9 +14,9 @@ fn load_w(k0: u32, c0: u32, t: u32) {
     var words = vec2<u32>(0u);
     var sm = vec2<f32>(0.0, 0.0);
     if (col < p.nrows && gi < p.groups) {
-        let at = (col * p.groups + gi) * 4u + (wi % 2u) * 2u;
+        let at = ((wb + col) * p.groups + gi) * 4u + (wi % 2u) * 2u;
         words = vec2<u32>(codes[at], codes[at + 1u]);
-        sm = unpack2x16float(scales[col * p.groups + gi]);
+        sm = unpack2x16float(scales[(wb + col) * p.groups + gi]);
     }
     for (var i = 0u; i < 8u; i++) {
         ws[(wi * 8u + i) * WS + c] = sm.x * f32((words[i / 4u] >> (8u * (i % 4u))) & 255u) + sm.y;

@@ -11,7 +11,7 @@ struct Params { k: u32, n: u32, cap: u32, col0: u32, nrows: u32, groups: u32, tm
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> codes: array<u32>;
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
-
+{{bindings . 6}}
 // TM is the rows of the register block (Params.tm repeats it so that call
 // sites with different TM never share a cached pipeline).
 override TM: u32 = 4u;

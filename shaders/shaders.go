@@ -50,7 +50,8 @@ type Fusion struct {
 	// Experts: the weight is a mixture of experts' matrices stacked, and
 	// each block of rows is a group of (row, slot) pairs that chose one
 	// expert, from the routing (binding routes, moe_route.wgsl): the
-	// weight-indexing variant of a GEMV (see the block template). It
+	// weight-indexing variant of a GEMV (see the block template), or of
+	// a GEMM, whose row tiles are such groups (gemm.inc.wgsl). It
 	// composes with Pairs and GLU only.
 	Experts bool
 
@@ -209,6 +210,14 @@ func Names() []string {
 // Fusable lists the kernels that compose with a Fusion, and Fusions the
 // fusions the forward pass asks of them (for validation).
 var Fusable = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
+
+// GEMMs are the tiled GEMMs, which compose with the experts' fusions only
+// (ExpertFusions): the grouped GEMM of a mixture of experts' prompt steps.
+var GEMMs = []string{"matmul_gemm", "matmul_f16_gemm", "matmul_int4_gemm", "matmul_int8_gemm"}
+
+// ExpertFusions are the compositions of the expert products: down, and
+// gate and up with the GLU.
+var ExpertFusions = []Fusion{{Experts: true}, {Experts: true, Pairs: true, GLU: true}}
 
 // Fusions lists the compositions of the forward pass: q/k/v with and
 // without biases and norm, gate/up with GLU or split, residual adds, the

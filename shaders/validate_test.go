@@ -42,6 +42,11 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		}
+		for _, name := range shaders.GEMMs {
+			for _, f := range shaders.ExpertFusions {
+				all = append(all, variant{name, f})
+			}
+		}
 		for _, v := range all {
 			name := v.name + strings.ReplaceAll(v.f.String(), "+", "_")
 			src, err := shaders.Compose(v.name, v.f)

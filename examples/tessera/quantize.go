@@ -167,18 +167,16 @@ func mixFor(ctx context.Context, path string, base dtype.Type) (mixPlan, error) 
 }
 
 // quantizeGGUF writes a copy of the GGUF at in to out with every weight
-// matrix (2-D tensor) encoded as q says (quantType.typeFor) in ggml's
-// exact block layout, the way llama.cpp's quantize does: metadata is
-// copied key for key in order (general.file_type is set, and
-// general.quantization_version and attention.value_length added where
-// missing, as llama.cpp writes them), and tensors keep their order and
-// names. Vectors (norm weights) stay as they are (f32), and so does a
-// quantized matrix whose rows are not a whole number of blocks, with a
-// note on notes. A matrix already of its type is copied unchanged;
-// others are dequantized to f32 and quantized (dtype.Quantize), except for
-// Q4_1, which is Tessera's int4 format: a matrix takes its calibrated form
-// from int4 if there, else its conversion by dtype.ToInt4 (the codes of
-// Q4_0 and Q4_K kept, other types quantized by the per-group search).
+// matrix (matrix: 2-D tensors and stacks of experts) encoded as q says
+// (quantType.typeFor) in ggml's exact block layout, the way llama.cpp's
+// quantize does: metadata is copied key for key in order
+// (general.file_type is set, and general.quantization_version and
+// attention.value_length added where missing, as llama.cpp writes them),
+// and tensors keep their order and names. Vectors (norm weights) and routers stay as they are, and so does
+// a matrix whose rows are not a whole number of blocks, with a note on
+// notes. A matrix already of its type is copied unchanged; others are
+// encoded expert by expert (encode), a Q4_1 matrix from its calibrated
+// form in int4 where there.
 //
 // out is written next to its final name and renamed at the end, so a
 // failure never leaves half a model behind.
@@ -226,11 +224,11 @@ func quantizeGGUF(ctx context.Context, in, out string, q quantType, int4 map[str
 		st.inBytes += ti.Size
 		var t dtype.Type
 		var ok bool
-		if len(ti.Dims) == 2 {
+		if matrix(ti) {
 			t, ok = q.typeFor(ti)
 		}
 		switch {
-		case len(ti.Dims) != 2:
+		case !matrix(ti):
 			wt.Data, err = f.ReadTensor(ti)
 		case !ok:
 			fmt.Fprintf(notes, "kept %s as %v: its rows of %d values are not whole %v blocks of %d\n",
@@ -239,17 +237,10 @@ func quantizeGGUF(ctx context.Context, in, out string, q quantType, int4 map[str
 		case ti.Type == t:
 			st.quantized++
 			wt.Data, err = f.ReadTensor(ti)
-		case t == dtype.Q4_1:
-			st.quantized++
-			wt.Type = t
-			wt.Data, err = q4_1(f, ti, int4[ti.Name])
 		default:
 			st.quantized++
-			var vals []float32
-			if vals, err = f.ReadFloat32(ti); err == nil {
-				wt.Type = t
-				wt.Data, err = dtype.Quantize(t, vals)
-			}
+			wt.Type = t
+			wt.Data, err = encode(ctx, f, ti, t, int4[ti.Name])
 		}
 		if err != nil {
 			return st, fmt.Errorf("%s: %w", ti.Name, err)
@@ -276,17 +267,75 @@ func quantizeGGUF(ctx context.Context, in, out string, q quantType, int4 map[str
 	return st, nil
 }
 
-// q4_1 encodes the matrix ti as Q4_1 blocks: from q, its calibrated int4
-// form, if not nil, else from its conversion to int4.
-func q4_1(f *gguf.File, ti *gguf.TensorInfo, q *dtype.Int4) ([]byte, error) {
-	if q == nil {
-		raw, err := f.ReadTensor(ti)
-		if err != nil {
-			return nil, err
-		}
-		if q, err = dtype.ToInt4(ti.Type, raw, int(ti.Dims[1]), int(ti.Dims[0])); err != nil {
-			return nil, err
-		}
+// matrix reports whether quantize encodes tensor ti, as llama.cpp's
+// quantize chooses: a matrix (2-D), or a stack of experts (3-D, ggml dims
+// [in, out, experts]: each expert's [out, in] slice a matrix of rows of in
+// values, blocks along in), but not a router (ffn_gate_inp), which
+// llama.cpp keeps as the file has it: it is small, and its logits decide
+// which experts run. Vectors (norms, biases) stay too.
+func matrix(ti *gguf.TensorInfo) bool {
+	return (len(ti.Dims) == 2 || len(ti.Dims) == 3) && !strings.Contains(ti.Name, "ffn_gate_inp.weight")
+}
+
+// rowsOf is the number of rows of matrix ti, over all its experts.
+func rowsOf(ti *gguf.TensorInfo) int {
+	n := 1
+	for _, d := range ti.Dims[1:] {
+		n *= int(d)
 	}
-	return q.Q4_1()
+	return n
+}
+
+// encode returns the matrix ti in type t, expert by expert, so that one
+// expert's values are in memory at a time (a stack of 128 experts is most
+// of a large MoE model's bytes). Blocks run along rows, so the bytes are
+// those of the whole stack encoded at once; an expert is Dims[1] rows. Q4_1
+// is Tessera's int4 format: from calibrated, the matrix's GPTQ codes,
+// where there (2-D matrices), else from its conversion by dtype.ToInt4
+// (the codes of Q4_0 and Q4_K kept, other types quantized by the per-group
+// search); other types are dequantized to f32 and quantized
+// (dtype.Quantize).
+func encode(ctx context.Context, f *gguf.File, ti *gguf.TensorInfo, t dtype.Type, calibrated *dtype.Int4) ([]byte, error) {
+	if t == dtype.Q4_1 && calibrated != nil {
+		return calibrated.Q4_1()
+	}
+	cols, rows := int(ti.Dims[0]), int(ti.Dims[1])
+	experts := rowsOf(ti) / rows
+	size, err := dtype.Bytes(ti.Type, int64(rows)*int64(cols))
+	if err != nil {
+		return nil, err
+	}
+	if size*int64(experts) != ti.Size {
+		return nil, fmt.Errorf("%d bytes, want %d experts of %d", ti.Size, experts, size)
+	}
+	want, err := dtype.Bytes(t, int64(rows)*int64(cols))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, want*int64(experts))
+	r := f.TensorReader(ti)
+	raw := make([]byte, size)
+	vals := make([]float32, rows*cols)
+	for e := range experts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := r.ReadAt(raw, int64(e)*size); err != nil {
+			return nil, fmt.Errorf("expert %d: %w", e, err)
+		}
+		var q []byte
+		if t == dtype.Q4_1 {
+			var i4 *dtype.Int4
+			if i4, err = dtype.ToInt4(ti.Type, raw, rows, cols); err == nil {
+				q, err = i4.Q4_1()
+			}
+		} else if err = dtype.Dequantize(ti.Type, raw, vals); err == nil {
+			q, err = dtype.Quantize(t, vals)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("expert %d: %w", e, err)
+		}
+		out = append(out, q...)
+	}
+	return out, nil
 }

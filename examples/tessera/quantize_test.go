@@ -63,7 +63,7 @@ func checkQuantized(t *testing.T, src, dst string, typ dtype.Type) []string {
 			t.Fatal(err)
 		}
 		wantType := ti.Type
-		if len(ti.Dims) == 2 && ti.Dims[0]%uint64(typ.BlockSize()) == 0 {
+		if matrix(ti) && ti.Dims[0]%uint64(typ.BlockSize()) == 0 {
 			vals, _ := in.ReadFloat32(ti)
 			if want, err = dtype.Quantize(typ, vals); err != nil {
 				t.Fatal(err)

@@ -32,17 +32,26 @@ func bitsPerWeight(t dtype.Type) float64 { return 8 * float64(t.BlockBytes()) / 
 // the output head (the token table where there is none) Q6_K, or Q8_0 if
 // its rows are not whole blocks of base; attn_v and ffn_down Q6_K in the
 // layers use_more_bits picks (the first and last eighth and every third
-// between, counted in file order); attn_qkv Q5_K (Q6_K for Q5_K_M); the
-// rest base. A K type whose rows are not whole super-blocks then falls back
-// (kFallback), and to F16 where the rows are not whole blocks of that
-// either. The rules for 70B models and experts are not modelled (Tessera
-// loads neither).
+// between); attn_qkv Q5_K (Q6_K for Q5_K_M); the rest base. A K type whose
+// rows are not whole super-blocks then falls back (kFallback), and to F16
+// where the rows are not whole blocks of that either. The rules for 70B
+// models are not modelled (Tessera loads none).
+//
+// Mixtures of experts follow the same names: ffn_down_exps and the shared
+// expert's ffn_down_shexp are ffn_down, of the layer their name gives
+// among the block count (llama.cpp counts attn_v and a dense model's
+// ffn_down in file order instead); the routers are not quantized
+// (matrix). With exactly 8 experts (Mixtral's count) llama.cpp spends more
+// on attention: attn_v and attn_k Q8_0, and attn_output Q5_K in Q4_K_M.
 func llamaMix(f *gguf.File, base dtype.Type) map[string]dtype.Type {
 	_, hasOutput := f.Tensor(models.Output)
+	arch, _ := f.String("general.architecture")
+	nExpert, _ := f.Uint(arch + ".expert_count")
+	nLayer, _ := f.Uint(arch + ".block_count")
 	count := func(part string) int {
 		n := 0
 		for i := range f.Tensors {
-			if strings.Contains(f.Tensors[i].Name, part) && len(f.Tensors[i].Dims) == 2 {
+			if strings.Contains(f.Tensors[i].Name, part) && matrix(&f.Tensors[i]) {
 				n++
 			}
 		}
@@ -54,7 +63,7 @@ func llamaMix(f *gguf.File, base dtype.Type) map[string]dtype.Type {
 	types := map[string]dtype.Type{}
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
-		if len(ti.Dims) != 2 {
+		if !matrix(ti) {
 			continue
 		}
 		name, cols := ti.Name, int(ti.Dims[0])
@@ -71,12 +80,30 @@ func llamaMix(f *gguf.File, base dtype.Type) map[string]dtype.Type {
 			if moreBits(iV, nV) {
 				t = dtype.Q6_K
 			}
+			if nExpert == 8 {
+				t = dtype.Q8_0
+			}
 			iV++
+		case strings.Contains(name, "attn_k.weight"):
+			if nExpert == 8 {
+				t = dtype.Q8_0
+			}
 		case strings.Contains(name, "ffn_down"):
-			if moreBits(iDown, nDown) {
+			layer, n := iDown, nDown
+			if nExpert > 1 {
+				if _, err := fmt.Sscanf(name, "blk.%d.", &layer); err != nil {
+					layer = iDown
+				}
+				n = int(nLayer)
+			}
+			if moreBits(layer, n) {
 				t = dtype.Q6_K
 			}
 			iDown++
+		case strings.Contains(name, "attn_output.weight"):
+			if nExpert == 8 && base == dtype.Q4_K {
+				t = dtype.Q5_K
+			}
 		case strings.Contains(name, "attn_qkv.weight"):
 			t = dtype.Q5_K
 			if base == dtype.Q5_K {
@@ -145,7 +172,7 @@ func planMix(ctx context.Context, f *gguf.File, base dtype.Type) (mixPlan, error
 		if !ok {
 			continue
 		}
-		rows, cols := int64(ti.Dims[1]), int(ti.Dims[0])
+		rows, cols := int64(rowsOf(ti)), int(ti.Dims[0])
 		b, err := dtype.Bytes(lt, rows*int64(cols))
 		if err != nil {
 			return plan, fmt.Errorf("%s: %w", ti.Name, err)
@@ -212,7 +239,7 @@ func planMix(ctx context.Context, f *gguf.File, base dtype.Type) (mixPlan, error
 // F16 alone (error 0: the plan has nothing to choose) for a float matrix
 // fitting none, and nothing for any other.
 func measure(f *gguf.File, ti *gguf.TensorInfo, base dtype.Type, head bool, minBytes int64) ([]option, error) {
-	rows, cols := int(ti.Dims[1]), int(ti.Dims[0])
+	rows, cols := rowsOf(ti), int(ti.Dims[0])
 	var types []dtype.Type
 	for _, t := range mixCandidates {
 		if cols%t.BlockSize() != 0 || bitsPerWeight(t) < bitsPerWeight(base) {
@@ -230,14 +257,9 @@ func measure(f *gguf.File, ti *gguf.TensorInfo, base dtype.Type, head bool, minB
 		}
 		return nil, nil
 	}
-	vals, err := f.ReadFloat32(ti)
+	sample, err := sampled(f, ti)
 	if err != nil {
 		return nil, err
-	}
-	step := max(1, rows/sampleRows)
-	sample := make([]float32, 0, min(rows, sampleRows+1)*cols)
-	for r := 0; r < rows; r += step {
-		sample = append(sample, vals[r*cols:(r+1)*cols]...)
 	}
 	var energy float64
 	for _, v := range sample {
@@ -273,4 +295,31 @@ func measure(f *gguf.File, ti *gguf.TensorInfo, base dtype.Type, head bool, minB
 // floatType reports whether t stores plain floats.
 func floatType(t dtype.Type) bool {
 	return t == dtype.F32 || t == dtype.F16 || t == dtype.BF16 || t == dtype.F64
+}
+
+// sampled returns about sampleRows evenly spaced rows of matrix ti (over
+// all its experts) in f32, read row by row: a stack of experts need not be
+// in memory whole to be measured.
+func sampled(f *gguf.File, ti *gguf.TensorInfo) ([]float32, error) {
+	rows, cols := rowsOf(ti), int(ti.Dims[0])
+	size, err := dtype.Bytes(ti.Type, int64(cols))
+	if err != nil {
+		return nil, err
+	}
+	if size*int64(rows) != ti.Size {
+		return nil, fmt.Errorf("%d bytes, want %d rows of %d", ti.Size, rows, size)
+	}
+	step := max(1, rows/sampleRows)
+	sample := make([]float32, (rows+step-1)/step*cols)
+	raw := make([]byte, size)
+	r := f.TensorReader(ti)
+	for i, at := 0, 0; i < rows; i, at = i+step, at+cols {
+		if _, err := r.ReadAt(raw, int64(i)*size); err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		if err := dtype.Dequantize(ti.Type, raw, sample[at:at+cols]); err != nil {
+			return nil, err
+		}
+	}
+	return sample, nil
 }

@@ -161,3 +161,19 @@ func gemvOp(s backend.Storage, k, maxm, tpc int, f shaders.Fusion) (o op, tail p
 	o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
 	return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc
 }
+
+// gemmFor is the tiled GEMM of storage s with tiles of 16·tm rows,
+// composed with f (the grouped GEMM of the experts, or nothing), and the
+// parameters after the kernel's own (TM).
+func gemmFor(s backend.Storage, tm int, f shaders.Fusion) (op, params) {
+	_, _, _, o, _ := grouped(s)
+	switch s {
+	case backend.F16:
+		o = matmulF16GEMMOp
+	case backend.F32:
+		o = matmulGEMMOp
+	}
+	o = o.fused(f)
+	o.consts = map[string]float64{"TM": float64(tm)}
+	return o, params{uint32(tm)}
+}

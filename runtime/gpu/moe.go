@@ -30,8 +30,9 @@ type Routes struct {
 	buf     Buffer
 	rows, k int
 	// Set by Route for the step's products: the pairs a block takes at
-	// most, and the blocks the table may hold.
-	block, blocks int
+	// most, the blocks the table may hold, and the register rows of the
+	// grouped GEMM's tiles (blocks of 16·tm pairs), 0 for the GEMVs.
+	block, blocks, tm int
 }
 
 func (r *Routes) Rows() int { return r.rows }
@@ -87,9 +88,13 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	}
 	rows := min(b.rows(l), rs.rows)
 	n := rows * rs.k
-	rs.block = 1 // an expert meets each row at most once
-	for rs.block < min(rows, gemvMaxRows) {
-		rs.block *= 2
+	rs.tm = b.expertTM(rows, n, e)
+	rs.block = 16 * rs.tm
+	if rs.tm == 0 {
+		rs.block = 1 // an expert meets each row at most once
+		for rs.block < min(rows, gemvMaxRows) {
+			rs.block *= 2
+		}
 	}
 	// An expert of c pairs takes ceil(c/B) blocks: c with B = 1 (every
 	// decode step), at most c/B + 1 otherwise.
@@ -103,6 +108,38 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	}
 	b.record(moeRouteOp, params{uint32(e), uint32(rs.k), flag, uint32(min(l.rows, rs.rows)), uint32(rs.pairs()), uint32(rs.block), uint32(rs.blocks)},
 		[]Binding{{Buffer: rs.buf}, {Buffer: l.buf}}, 1, 1, 1)
+}
+
+// expertTM plans a step of rows rows, n pairs over e experts: the
+// register rows of the grouped GEMM's tiles (16·tm pairs of one expert),
+// or 0 for the expert GEMVs. The GEMM reads each tile of an expert's
+// weights once for up to 64 of its pairs where the GEMV reads it once per
+// 8; it pays where a step puts many rows on each expert (prompt chunks on
+// GPUs): more than half a GEMV block on average, past which blocks of 8
+// start to read experts twice. Decode steps and small batches, and CPU
+// adapters, where the GEMV's loads are the cheaper (measured: see the
+// MoE entry of docs/ARCHITECTURE.md), keep the GEMVs. The tile holds
+// twice the pairs an expert takes on average (at most 64), so that most
+// experts' weights are read once, at the cost of tile rows left unused.
+func (b *Backend) expertTM(rows, n, e int) int {
+	avg := (n + e - 1) / e
+	gemm := rows > gemvMaxRows && avg > gemvMaxRows/2 && b.info.DeviceType != "cpu"
+	switch b.plan.Experts {
+	case "gemm":
+		gemm = true
+	case "gemv":
+		gemm = false
+	}
+	if !gemm {
+		return 0
+	}
+	switch {
+	case avg > 16:
+		return 4
+	case avg > 8:
+		return 2
+	}
+	return 1
 }
 
 func (b *Backend) ExpertProject(p backend.ExpertProjection) {
@@ -123,28 +160,37 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		b.fail(fmt.Errorf("gpu: expert projection before Route"))
 		return
 	}
+	// The GEMV of the storage (a block of pairs a workgroup row, g.z) or
+	// the grouped GEMM (a tile of 64 columns × a table entry, g.y).
 	f := shaders.Fusion{Experts: true, Pairs: p.GLU, GLU: p.GLU}
-	cpu := b.info.DeviceType == "cpu"
-	tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
-	switch {
-	case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
-		tpc = gemvThreads(k)
-	case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
-		tpc = quantThreads(k)
-		if gs, _, _, _, ok := grouped(w.storage); ok {
-			tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
+	var o op
+	var tail params
+	var gx, gy, gz uint32
+	if r.tm > 0 {
+		o, tail = gemmFor(w.storage, r.tm, f)
+		gx, gy, gz = uint32((w.perExpert+63)/64), uint32(r.blocks), 1
+	} else {
+		cpu := b.info.DeviceType == "cpu"
+		tpc := 1 // as MatMul plans: one invocation a column on CPU adapters
+		switch {
+		case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
+			tpc = gemvThreads(k)
+		case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
+			tpc = quantThreads(k)
+			if gs, _, _, _, ok := grouped(w.storage); ok {
+				tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
+			}
 		}
+		var cpi, perWG int
+		o, tail, cpi, perWG = gemvOp(w.storage, k, r.block, tpc, f)
+		gx, gy = b.grid((w.perExpert+cpi-1)/cpi, perWG)
+		gz = uint32(r.blocks)
 	}
-	o, tail, cpi, perWG := gemvOp(w.storage, k, r.block, tpc, f)
 	slots := uint32(0)
 	if p.Slots {
 		slots = 1
 	}
 	gs, _, _, _, isInt := grouped(w.storage)
-	groups := 0
-	if isInt {
-		groups = (k + gs - 1) / gs
-	}
 	for _, pt := range w.parts {
 		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
 			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
@@ -156,10 +202,9 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
 		if isInt {
 			operands = append(operands, Binding{Buffer: pt.scales})
-			pp = append(pp, uint32(groups))
+			pp = append(pp, uint32((k+gs-1)/gs))
 		}
-		gx, gy := b.grid((w.perExpert+cpi-1)/cpi, perWG)
-		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, uint32(r.blocks))
+		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, gz)
 	}
 }
 

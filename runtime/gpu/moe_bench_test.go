@@ -15,29 +15,37 @@ import (
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
-// BenchmarkExpertFFN times one decode token's feed-forward block of
+// BenchmarkExpertFFN times the feed-forward block of
 // granite-3.1-1b-a400m (dim 1024, 32 experts of 512, 8 a token) through
 // the experts (router product, Route, gate and up, down, Combine) against
 // the dense block of its active parameters (one FFN of 8·512 = 4096: gate
-// and up with the GLU, down with the residual add), int4. Reported: ms
-// per block and GB/s of the weight bytes each reads (the experts': 8 of
-// 32). Run with -count to alternate the two.
+// and up with the GLU, down with the residual add), int4: for one decode
+// token, and for a prompt step of 64 rows with the expert products as
+// GEMVs and as the grouped GEMM (Plan.Experts). Reported: ms per block
+// and GB/s of the weight bytes a decode token reads (the experts': 8 of
+// 32). Run with -count to alternate them.
 //
 //	go test ./runtime/gpu -run '^$' -bench ExpertFFN -count 4
 func BenchmarkExpertFFN(b *testing.B) {
 	const dim, ffn, e, k = 1024, 512, 32, 8
 	dev := gputest.Open(b)
-	for _, moe := range []bool{false, true} {
+	for _, tc := range []struct {
+		moe     bool
+		rows    int
+		experts string
+	}{{false, 1, ""}, {true, 1, ""}, {false, 64, ""}, {true, 64, "gemv"}, {true, 64, "gemm"}} {
 		name := "dense"
-		if moe {
-			name = "experts"
+		if tc.moe {
+			name = "experts" + tc.experts
 		}
-		b.Run(fmt.Sprintf("%s/dim%d_ffn%d", name, dim, ffn*k), func(b *testing.B) {
-			g, err := gpu.NewBackend(dev, 1)
+		rows := tc.rows
+		b.Run(fmt.Sprintf("%s/rows%d_dim%d_ffn%d", name, rows, dim, ffn*k), func(b *testing.B) {
+			g, err := gpu.NewBackend(dev, rows)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer g.Close()
+			g.SetPlan(gpu.Plan{Experts: tc.experts})
 			rng := rand.New(rand.NewPCG(dim, ffn))
 			tensor := func(name string, shape ...int) *models.Tensor {
 				n := 1
@@ -57,10 +65,10 @@ func BenchmarkExpertFFN(b *testing.B) {
 				}
 				return t
 			}
-			x, out := act(1, dim), act(1, dim)
+			x, out := act(rows, dim), act(rows, dim)
 			var op func()
 			var bytes int64
-			if moe {
+			if tc.moe {
 				router, err := g.Upload(tensor("router", e, dim))
 				if err != nil {
 					b.Fatal(err)
@@ -73,11 +81,11 @@ func BenchmarkExpertFFN(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				r, err := g.NewRoutes(1, k)
+				r, err := g.NewRoutes(rows, k)
 				if err != nil {
 					b.Fatal(err)
 				}
-				logits, a, y := act(1, e), act(k, ffn), act(k, dim)
+				logits, a, y := act(rows, e), act(rows*k, ffn), act(rows*k, dim)
 				bytes = router.Bytes() + (gateUp.Bytes()+down.Bytes())*k/e
 				op = func() {
 					g.MatMul(logits, x, router)
@@ -95,14 +103,18 @@ func BenchmarkExpertFFN(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				a := act(1, ffn*k)
+				a := act(rows, ffn*k)
 				bytes = gateUp.Bytes() + down.Bytes()
 				op = func() {
 					g.Project(backend.Projection{X: x, W: gateUp, Out: []backend.Tensor{a}, GLU: true})
 					g.Project(backend.Projection{X: a, W: down, Out: []backend.Tensor{out}, Add: true})
 				}
 			}
-			if err := g.Begin(oneRow()); err != nil {
+			batch := backend.Batch{BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}}
+			for i := range rows {
+				batch.Tokens, batch.Pos, batch.Seq = append(batch.Tokens, int32(i)), append(batch.Pos, int32(i)), append(batch.Seq, 0)
+			}
+			if err := g.Begin(batch); err != nil {
 				b.Fatal(err)
 			}
 			step := func() {

@@ -60,25 +60,33 @@ func boolInt(b bool) int {
 // often), weights to rounding, with and without normalisation, for expert
 // counts that are not powers of two, k = 1 and k = E; and that the table
 // the expert products read lists every pair once, grouped by expert in
-// row order, in blocks of at most the step's block size.
+// row order, in blocks of at most the step's block size (the GEMVs' up to
+// 8, the grouped GEMM's tiles of 16, 32 or 64 pairs).
 func TestRoute(t *testing.T) {
 	for _, tc := range []struct {
 		e, k, rows int
 		ties, norm bool
+		experts    string // Plan.Experts: "gemm" cuts tiles of the grouped GEMM
 	}{
-		{1, 1, 1, false, true}, {3, 3, 4, false, false}, {5, 2, 1, false, true}, {5, 1, 9, true, false},
-		{7, 3, 17, true, true}, {33, 8, 5, false, true}, {128, 8, 64, false, true}, {6, 2, 64, true, false},
+		{1, 1, 1, false, true, ""}, {3, 3, 4, false, false, ""}, {5, 2, 1, false, true, ""}, {5, 1, 9, true, false, ""},
+		{7, 3, 17, true, true, ""}, {33, 8, 5, false, true, ""}, {128, 8, 64, false, true, ""}, {6, 2, 64, true, false, ""},
+		{5, 3, 64, false, true, "gemm"}, {2, 2, 64, true, false, "gemm"}, {33, 8, 5, false, true, "gemm"},
+		// Past 64 rows (a batch larger than a prompt chunk): the one
+		// invocation's sort is serial, so any count of pairs is sorted.
+		{9, 8, 300, false, true, ""}, {64, 8, 300, true, false, "gemm"},
 	} {
-		t.Run(fmt.Sprintf("e%d_k%d_rows%d_ties%v_norm%v", tc.e, tc.k, tc.rows, tc.ties, tc.norm), func(t *testing.T) {
-			w := newTwins(t, 64)
-			vals := w.random(64*tc.e, 3)
+		t.Run(fmt.Sprintf("e%d_k%d_rows%d_ties%v_norm%v%s", tc.e, tc.k, tc.rows, tc.ties, tc.norm, tc.experts), func(t *testing.T) {
+			alloc := max(64, tc.rows)
+			w := newTwins(t, alloc)
+			w.gpu.SetPlan(gpu.Plan{Experts: tc.experts})
+			vals := w.random(alloc*tc.e, 3)
 			if tc.ties {
 				for i := range vals {
 					vals[i] = float32(w.rng.IntN(3))
 				}
 			}
-			logits := w.tensor(64, tc.e, vals)
-			r := w.routes(64, tc.k)
+			logits := w.tensor(alloc, tc.e, vals)
+			r := w.routes(alloc, tc.k)
 			w.begin(tokens(tc.rows, 10, w.rng), 0)
 			w.each(func(b backend.Backend, i int) { b.Route(r[i], logits[i], tc.norm) })
 			ids, wts, order, table, err := gpu.ReadRoutes(w.gpu, r[1])
@@ -138,32 +146,48 @@ func TestExpertProject(t *testing.T) {
 		e, k, rows int
 		in, out    int
 		binding    int64
+		experts    string // Plan.Experts: "gemm" takes the grouped GEMM
 	}{
-		{backend.F32, "", 5, 2, 1, 64, 36, 0},
-		{backend.F32, "gemv", 5, 2, 3, 64, 36, 0},
-		{backend.F32, "", 3, 2, 20, 100, 20, 0},
-		{backend.F16, "", 6, 1, 7, 64, 36, 0},
-		{backend.F16, "gemv-gpu", 6, 6, 2, 96, 44, 0},
-		{backend.Int4, "", 5, 2, 1, 64, 36, 0},
-		{backend.Int4, "", 3, 3, 19, 100, 36, 0},
-		{backend.Int4, "gemv-gpu", 7, 3, 11, 200, 36, 0},
-		{backend.Int4, "", 8, 2, 5, 64, 36, 8192},
-		{backend.Int8, "", 5, 2, 1, 64, 36, 0},
-		{backend.Int8, "", 3, 3, 19, 100, 36, 0},
-		{backend.Int8, "gemv-gpu", 7, 3, 11, 200, 36, 0},
-		{backend.Int8, "", 8, 2, 5, 64, 36, 8192},
-		{backend.F32, "", 8, 2, 5, 64, 36, 32768},
+		{backend.F32, "", 5, 2, 1, 64, 36, 0, ""},
+		{backend.F32, "gemv", 5, 2, 3, 64, 36, 0, ""},
+		{backend.F32, "", 3, 2, 20, 100, 20, 0, ""},
+		{backend.F16, "", 6, 1, 7, 64, 36, 0, ""},
+		{backend.F16, "gemv-gpu", 6, 6, 2, 96, 44, 0, ""},
+		{backend.Int4, "", 5, 2, 1, 64, 36, 0, ""},
+		{backend.Int4, "", 3, 3, 19, 100, 36, 0, ""},
+		{backend.Int4, "gemv-gpu", 7, 3, 11, 200, 36, 0, ""},
+		{backend.Int4, "", 8, 2, 5, 64, 36, 8192, ""},
+		{backend.Int8, "", 5, 2, 1, 64, 36, 0, ""},
+		{backend.Int8, "", 3, 3, 19, 100, 36, 0, ""},
+		{backend.Int8, "gemv-gpu", 7, 3, 11, 200, 36, 0, ""},
+		{backend.Int8, "", 8, 2, 5, 64, 36, 8192, ""},
+		{backend.F32, "", 8, 2, 5, 64, 36, 32768, ""},
+		// The grouped GEMM: experts of 0, 1 and many pairs (k = 1 of 9 over
+		// 3 rows; 64 rows of k = 3 of 5: tiles of 64), pairs past a tile,
+		// k not a multiple of the tile's 16 or 32 inputs (36, 20, 100).
+		{backend.F32, "", 9, 1, 3, 64, 36, 0, "gemm"},
+		{backend.F32, "", 5, 3, 64, 100, 20, 0, "gemm"},
+		{backend.F32, "", 3, 2, 23, 36, 44, 0, "gemm"},
+		{backend.F16, "", 9, 1, 3, 64, 36, 0, "gemm"},
+		{backend.F16, "", 5, 3, 64, 100, 20, 0, "gemm"},
+		{backend.Int4, "", 9, 1, 3, 64, 36, 0, "gemm"},
+		{backend.Int4, "", 5, 3, 64, 100, 36, 0, "gemm"},
+		{backend.Int4, "", 8, 2, 12, 64, 36, 8192, "gemm"},
+		{backend.Int8, "", 9, 1, 3, 64, 36, 0, "gemm"},
+		{backend.Int8, "", 5, 3, 64, 100, 36, 0, "gemm"},
+		{backend.Int8, "", 7, 3, 40, 200, 36, 0, "gemm"},
+		{backend.F32, "", 8, 2, 24, 64, 36, 32768, "gemm"},
 	} {
-		t.Run(fmt.Sprintf("%s_%s_e%d_k%d_rows%d_in%d_out%d_binding%d", tc.storage, tc.kernel, tc.e, tc.k, tc.rows, tc.in, tc.out, tc.binding), func(t *testing.T) {
-			alloc := 24
+		t.Run(fmt.Sprintf("%s_%s%s_e%d_k%d_rows%d_in%d_out%d_binding%d", tc.storage, tc.kernel, tc.experts, tc.e, tc.k, tc.rows, tc.in, tc.out, tc.binding), func(t *testing.T) {
+			alloc := max(24, tc.rows)
 			if tc.binding > 0 {
-				alloc = 8 // the activations still fit one binding
+				alloc = max(8, tc.rows) // the activations still fit one binding
 			}
 			w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
 			if tc.storage == backend.F32 {
-				w.gpu.SetPlan(gpu.Plan{MatMul: tc.kernel})
+				w.gpu.SetPlan(gpu.Plan{MatMul: tc.kernel, Experts: tc.experts})
 			} else {
-				w.gpu.SetPlan(gpu.Plan{Quant: tc.kernel})
+				w.gpu.SetPlan(gpu.Plan{Quant: tc.kernel, Experts: tc.experts})
 			}
 			gateUp := w.experts(tc.storage, true, tc.e, tc.out, tc.in)
 			down := w.experts(tc.storage, false, tc.e, tc.in, tc.out)

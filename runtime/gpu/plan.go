@@ -16,6 +16,9 @@ type Plan struct {
 	// for a GPU, several invocations a column and a tree sum, on any
 	// adapter) or "gemm". A GEMV still needs k % 4 == 0.
 	Quant string
+	// Experts forces the kernel of the expert products: "gemm" (the
+	// grouped GEMM, for any row count) or "gemv" (the expert GEMVs).
+	Experts string
 	// Attention forces the kernel of decode rows: "group" (attention_decode,
 	// a workgroup per chunk, the GPUs' form) or "lane" (attention_lane, an
 	// invocation per head and chunk, the CPU adapters' form).

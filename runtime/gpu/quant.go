@@ -191,7 +191,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
-	gs, _, _, gemmOp, isInt := grouped(w.storage)
+	gs, _, _, _, isInt := grouped(w.storage)
 	groups := 0
 	if isInt {
 		groups = (k + gs - 1) / gs
@@ -225,12 +225,8 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 		if m <= 32 {
 			tm = 2
 		}
-		o := gemmOp
-		if w.storage == backend.F16 {
-			o = matmulF16GEMMOp
-		}
-		o.consts = map[string]float64{"TM": float64(tm)}
-		b.record(o, append(p, uint32(tm)), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
+		o, tail := gemmFor(w.storage, tm, shaders.Fusion{})
+		b.record(o, append(p, tail...), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
 	}
 	return true
 }
