@@ -16,8 +16,8 @@
 // barriers are costly) each invocation owns CPI adjacent columns and
 // nothing is shared: there every x load is a gather across lanes, so an x
 // value is loaded once for CPI columns (stories260K's 32-row decode step
-// on lavapipe: 15 ms of CPU in its products with one column an
-// invocation, 9.5 with four).
+// on lavapipe: 23 ms of CPU in its products with one column an
+// invocation, 14 with four).
 //
 // Needs k % 4 == 0 (rows of w and x then start on vec4 boundaries); other
 // widths go to matmul_gemm. Twin: runtime/cpu MatMul (summed in another
