@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 	"slices"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -24,8 +25,8 @@ type loraSlot struct {
 }
 
 type loraWeight struct {
-	rank, col int // col: the weight's first column in h
-	b         []float32
+	rank, col int       // col: the weight's first column in h
+	bt        []float32 // Bᵀ, [rank, out]: a row of h times it is rank axpys of out values
 	scale     float32
 }
 
@@ -48,7 +49,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 		for _, x := range s {
 			n += 4 * int64(len(x.a))
 			for _, w := range x.w {
-				n += 4 * int64(len(w.b))
+				n += 4 * int64(len(w.bt))
 			}
 		}
 		return n
@@ -57,8 +58,15 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	maxRank := 0
 	for j, ws := range slots {
 		s := &kept[j]
-		for _, w := range ws {
-			s.w = append(s.w, loraWeight{rank: w.Rank, col: s.rank, b: slices.Clone(w.B), scale: w.Scale})
+		for k, w := range ws {
+			out := c.outs[k]
+			bt := make([]float32, w.Rank*out)
+			for o := range out {
+				for r := range w.Rank {
+					bt[r*out+o] = w.B[o*w.Rank+r]
+				}
+			}
+			s.w = append(s.w, loraWeight{rank: w.Rank, col: s.rank, bt: bt, scale: w.Scale})
 			s.a = append(s.a, w.A...)
 			s.rank += w.Rank
 		}
@@ -74,7 +82,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 type loraBufs struct {
 	start, next []int // rows grouped by slot: slot j's are rows[start[j]:start[j+1]]
 	rows        []int
-	x, h, hw, y []float32 // one slot's rows of x, x·Aᵀ, one weight's columns of it, and its (x·Aᵀ)·Bᵀ
+	x, h, hw    []float32 // one slot's rows of x, their x·Aᵀ, and one row's columns of a weight in it, scaled
 }
 
 func grow(s []float32, n int) []float32 {
@@ -85,12 +93,13 @@ func grow(s []float32, n int) []float32 {
 }
 
 // AddLoRA groups the rows by adapter slot (a counting sort), then for each
-// slot computes x·Aᵀ for all the weights at once and each weight's
-// (x·Aᵀ)·Bᵀ as matrix products with the matmul helper, so that the rows
-// of one adapter share each read of its A and B, and adds them scaled by
-// each row's scale. Rows without an adapter cost nothing. The sums run in
-// the order of the WGSL kernels': x·A row by row, then each output as
-// Σ_t h_t·B[o, t], times (row scale · slot scale).
+// slot computes x·Aᵀ for all the weights at once with the matmul helper,
+// so that the rows of one adapter share each read of its A, and adds each
+// weight's s·(x·Aᵀ)·Bᵀ to the outputs, s the row's scale times the
+// slot's: per row one kernel.AxpyRows of its scaled h over Bᵀ. Rows
+// without an adapter cost nothing. The sums are the WGSL kernels' up to
+// rounding: x·A row by row, then each output plus Σ_t (s·h_t)·B[o, t]
+// term by term, where lora_expand sums the terms before it scales and adds.
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	b.op()
 	xs, c := x.(*Tensor), l.(*LoRA)
@@ -147,23 +156,17 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 			if w.rank == 0 {
 				continue
 			}
-			h := sc.h
-			if w.rank != s.rank { // this weight's columns of h, contiguous
-				sc.hw = grow(sc.hw, m*w.rank)
-				for r := range m {
-					copy(sc.hw[r*w.rank:(r+1)*w.rank], sc.h[r*s.rank+w.col:])
-				}
-				h = sc.hw
-			}
+			// Each row adds Σ_r (scale·h_r)·Bᵀ[r, :] to its output: one
+			// AxpyRows over the out values, not out dot products of rank
+			// values (8 for a rank-8 adapter, shorter than a call costs).
 			d, dout := dsts[k].(*Tensor), c.outs[k]
-			sc.y = grow(sc.y, m*dout)
-			matMul(sc.y, h, w.b, m, w.rank, dout, b.team)
+			sc.hw = grow(sc.hw, w.rank)
 			for r, i := range rows {
 				scale := b.batch.AdapterScale[batchRow(i)] * w.scale
-				row, y := d.Data[i*dout:(i+1)*dout], sc.y[r*dout:(r+1)*dout]
-				for o, v := range y {
-					row[o] += scale * v
+				for q, v := range sc.h[r*s.rank+w.col : r*s.rank+w.col+w.rank] {
+					sc.hw[q] = scale * v
 				}
+				kernel.AxpyRows(d.Data[i*dout:(i+1)*dout], sc.hw, w.bt, dout)
 			}
 		}
 	}
