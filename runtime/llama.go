@@ -253,7 +253,11 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}
-		n.residual(n.att, w.wo, w.lora[1], w.attnPost)
+		var next backend.Weight // the norm the feed-forward block starts with
+		if !c.MoE.On() {
+			next = w.ffnNorm
+		}
+		n.residual(n.att, w.wo, w.lora[1], w.attnPost, next)
 
 		if c.MoE.On() { // the feed-forward through the routed experts
 			n.experts(w)
@@ -269,7 +273,11 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		} else {
 			be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: c.Act})
 		}
-		n.residual(n.gate, w.down, w.lora[3], w.ffnPost)
+		next = n.outNorm // the norm the next layer or the head starts with
+		if l+1 < len(n.layers) {
+			next = n.layers[l+1].attnNorm
+		}
+		n.residual(n.gate, w.down, w.lora[3], w.ffnPost, next)
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)
@@ -328,10 +336,14 @@ func (n *llama) addLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor
 
 // residual adds a block's output projection of x to the residual stream:
 // in the projection's epilogue, or through the block's post-norm when the
-// model has them (Gemma).
-func (n *llama) residual(x backend.Tensor, w backend.Weight, l backend.LoRA, postNorm backend.Weight) {
+// model has them (Gemma). next is the norm of the projection that reads
+// the stream next (a hint: Projection.Next), or nil.
+func (n *llama) residual(x backend.Tensor, w backend.Weight, l backend.LoRA, postNorm, next backend.Weight) {
 	if postNorm == nil {
-		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true})
+		if n.adapted {
+			next = nil // the adapters add to the stream and read the norm's output: see normed
+		}
+		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true, Next: next})
 		n.addLoRA(x, l, n.x) // the adapter's term is added on top of it
 		return
 	}

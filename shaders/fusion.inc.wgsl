@@ -48,6 +48,10 @@ fn emit(r: u32, c: u32, v: f32) {
     }{{if gt .Outs 2}} else {
         out2[r * fz.n2 + c - fz.n0 - fz.n1] = y;
     }{{end}}
+{{- else if .Next}}
+    let sum = dst[r * fz.n0 + c] + y;
+    dst[r * fz.n0 + c] = sum;
+    xn[r * fz.n0 + c] = sum * nwn[c];
 {{- else if .Add}}
     dst[r * fz.n0 + c] += y;
 {{- else}}
@@ -71,42 +75,48 @@ fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
 {{end}}
 
 {{define "norm"}}
-{{- /* The RMSNorm prologue: rinv[m], the 1/rms of row r0 + m of the block,
-computed by the WG invocations of the workgroup together (one barrier a
-row); without Norm, ones. With TPC = 1 (CPU adapters, where a barrier costs
-more than the kernel's own loads and every invocation reads whole rows of
-x) there is no prologue: xload adds up each row's squares as the product
+{{- /* The RMSNorm prologue: rinv[m], the 1/rms of row r0 + m of the block;
+without Norm, ones. The WG invocations of the workgroup add up the squares
+of all its rows together (two barriers), reading x or, Prescaled, xraw.
+With TPC = 1 (CPU adapters, where a barrier costs more than the kernel's
+own loads and every invocation reads whole rows of x) and not Prescaled
+there is no prologue: xload adds up each row's squares as the product
 reads it, and norm_end turns them into rinv. Needs x (vec4s), t, TPC, WG,
-MAXM, rows, xbase, k4. */}}
+MAXM, rows, xbase, k4, partial. */}}
     var rinv: array<f32, MAXM>;
     for (var m = 0u; m < MAXM; m++) {
         rinv[m] = 1.0;
     }
 {{- if .Norm}}
-    if (TPC > 1u) {
+    if (TPC > 1u || PRESCALED) {
         for (var m = 0u; m < MAXM; m++) {
             var ss = 0.0;
             if (m < rows) {
                 for (var i = t; i < k4; i += WG) {
-                    let v = x[{{template "xrow" .}} + i];
+                    let v = {{if .Prescaled}}xraw{{else}}x{{end}}[{{template "xrow" .}} + i];
                     ss += dot(v, v);
                 }
             }
-            norm_partial[t] = ss;
-            workgroupBarrier();
+            partial[m * WG + t] = ss;
+        }
+        workgroupBarrier();
+        if (t < MAXM) {
             var total = 0.0;
             for (var i = 0u; i < WG; i++) {
-                total += norm_partial[i];
+                total += partial[t * WG + i];
             }
-            rinv[m] = 1.0 / sqrt(total / f32(p.k) + fz.eps);
-            workgroupBarrier();
+            norm_total[t] = total;
+        }
+        workgroupBarrier();
+        for (var m = 0u; m < MAXM; m++) {
+            rinv[m] = 1.0 / sqrt(norm_total[m] / f32(p.k) + fz.eps);
         }
     }
 {{- end}}
 {{end}}
 
 {{define "norm_end"}}
-{{- if .Norm}}
+{{- if and .Norm (not .Prescaled)}}
     if (TPC == 1u) {
         for (var m = 0u; m < MAXM; m++) {
             rinv[m] = 1.0 / sqrt(squares[m] / f32(p.k) + fz.eps);
@@ -118,9 +128,12 @@ MAXM, rows, xbase, k4. */}}
 {{define "xload"}}
 // xload reads vec4 at of x, which is vec4 i of row m of the block: times
 // the norm's weights with Norm (the row's 1/rms comes at the end, in
-// rinv), adding up the row's squares when an invocation reads whole rows.
+// rinv), adding up the row's squares when an invocation reads whole rows;
+// as it is when Prescaled, whose x already holds that product.
 fn xload(at: u32, i: u32, m: u32) -> vec4<f32> {
-{{- if .Norm}}
+{{- if .Prescaled}}
+    return x[at];
+{{- else if .Norm}}
     let v = x[at];
     if (TPC == 1u) {
         squares[m] += dot(v, v);
@@ -131,8 +144,11 @@ fn xload(at: u32, i: u32, m: u32) -> vec4<f32> {
 {{- end}}
 }
 {{- if .Norm}}
-var<workgroup> norm_partial: array<f32, WG>;
+const PRESCALED = {{.Prescaled}};
+var<workgroup> norm_total: array<f32, MAXM>;
+{{- if not .Prescaled}}
 var<private> squares: array<f32, MAXM>;
+{{- end}}
 {{- end}}
 {{end}}
 

@@ -45,6 +45,17 @@ type Fusion struct {
 	GLU bool
 	// Add: dst += the product (a residual add).
 	Add bool
+	// Next (with Add, one output): the epilogue also stores each new value
+	// of dst times the weights of the RMSNorm that comes next (binding
+	// nwn, one per column) into xn, the x of that norm's Prescaled product:
+	// the norm's weights are then applied once per value, not once per
+	// load of x in every invocation of the next product.
+	Next bool
+	// Prescaled (with Norm): x already holds the rows times the norm's
+	// weights (a Next epilogue wrote them) and binding xraw the rows
+	// themselves, whose squares the workgroup adds up for 1/rms; nw is
+	// not bound.
+	Prescaled bool
 	// Bias: a bias vector (binding bias) is added to every column.
 	Bias bool
 	// Experts: the weight is a mixture of experts' matrices stacked, and
@@ -93,7 +104,7 @@ func (f Fusion) String() string {
 	for _, p := range []struct {
 		on   bool
 		name string
-	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Bias, "bias"}, {f.Experts, "experts"}} {
+	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Next, "next"}, {f.Prescaled, "prescaled"}, {f.Bias, "bias"}, {f.Experts, "experts"}} {
 		if p.on {
 			parts = append(parts, p.name)
 		}
@@ -102,8 +113,9 @@ func (f Fusion) String() string {
 }
 
 // Extra lists the bindings a fused kernel has after its own, in order:
-// the Fuse uniform, then out1 and out2, bias, nw and routes as f asks
-// for them. Each is "uniform", "read_write" or "read".
+// the Fuse uniform, then out1 and out2, bias, nw (xraw when Prescaled),
+// nwn and xn, and routes as f asks for them. Each is "uniform",
+// "read_write" or "read".
 func (f Fusion) Extra() []string {
 	if !f.Fused() {
 		return nil
@@ -117,6 +129,9 @@ func (f Fusion) Extra() []string {
 	}
 	if f.Norm {
 		extra = append(extra, "read")
+	}
+	if f.Next {
+		extra = append(extra, "read", "read_write")
 	}
 	if f.Experts {
 		extra = append(extra, "read")
@@ -144,7 +159,14 @@ func (f Fusion) Bindings(first int) string {
 	}
 	if f.Norm {
 		names[i] = "nw"
+		if f.Prescaled {
+			names[i] = "xraw"
+		}
 		i++
+	}
+	if f.Next {
+		names[i], names[i+1] = "nwn", "xn"
+		i += 2
 	}
 	if f.Experts {
 		names[i] = "routes"
@@ -154,8 +176,8 @@ func (f Fusion) Bindings(first int) string {
 		switch {
 		case access == "uniform":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<uniform> %s: Fuse;\n", first+i, names[i])
-		case names[i] == "nw":
-			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> nw: array<vec4<f32>>;\n", first+i)
+		case names[i] == "nw" || names[i] == "xraw":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<vec4<f32>>;\n", first+i, names[i])
 		case names[i] == "routes":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
 		default:
@@ -181,7 +203,10 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.GLU && (!f.Pairs || f.Outs > 1) || f.Pairs && !f.GLU && f.Outs != 2 || f.Outs > 3 {
 		return "", fmt.Errorf("shader %s%s: pairs feed a GLU or split into two outputs", name, f)
 	}
-	if f.Experts && (f.Norm || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
+	if f.Next && (!f.Add || f.Outs > 1 || f.Pairs) || f.Prescaled && !f.Norm {
+		return "", fmt.Errorf("shader %s%s: a next norm's input comes from a residual add into one output, and feeds a norm", name, f)
+	}
+	if f.Experts && (f.Norm || f.Next || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
 		return "", fmt.Errorf("shader %s%s: experts compose with a GLU only", name, f)
 	}
 	var b strings.Builder
@@ -220,11 +245,14 @@ var GEMMs = []string{"matmul_gemm", "matmul_f16_gemm", "matmul_int4_gemm", "matm
 var ExpertFusions = []Fusion{{Experts: true}, {Experts: true, Pairs: true, GLU: true}}
 
 // Fusions lists the compositions of the forward pass: q/k/v with and
-// without biases and norm, gate/up with GLU or split, residual adds, the
-// normalised head.
+// without biases and norm, gate/up with GLU or split, residual adds (that
+// prepare the next norm's input), the normalised head, and the norms of
+// prescaled inputs.
 func Fusions() []Fusion {
 	return []Fusion{
-		{}, {Norm: true}, {Add: true},
+		{}, {Norm: true}, {Add: true}, {Add: true, Next: true},
+		{Norm: true, Prescaled: true}, {Outs: 3, Norm: true, Prescaled: true}, {Outs: 3, Bias: true, Norm: true, Prescaled: true},
+		{Pairs: true, GLU: true, Norm: true, Prescaled: true}, {Pairs: true, Outs: 2, Norm: true, Prescaled: true},
 		{Outs: 3}, {Outs: 3, Norm: true}, {Outs: 3, Bias: true}, {Outs: 3, Bias: true, Norm: true},
 		{Pairs: true, GLU: true}, {Pairs: true, GLU: true, Norm: true}, {Pairs: true, Outs: 2}, {Pairs: true, Outs: 2, Norm: true},
 		{Experts: true}, {Experts: true, Pairs: true, GLU: true},

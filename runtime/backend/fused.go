@@ -27,6 +27,12 @@ import (
 //	GLU:    Out[0] = act(y_0) · y_1 (W has two parts: gate and up)
 //
 // Out never aliases X.
+//
+// Next, on a residual projection, is a hint: the Norm of the projection
+// that comes right after it and reads Out[0]. A backend may prepare that
+// norm's input in this projection's epilogue (runtime/gpu does on CPU
+// adapters, where applying the norm's weights in the next product costs
+// more than a dispatch); results differ at most by rounding.
 type Projection struct {
 	X    Tensor
 	Norm Weight
@@ -37,6 +43,7 @@ type Projection struct {
 	Add  bool
 	GLU  bool
 	Act  models.Activation
+	Next Weight
 }
 
 // Check reports a projection whose parts do not fit together: parts are
@@ -51,6 +58,8 @@ func (p Projection) Check(parts []int) error {
 		return fmt.Errorf("projection without input, weight or output")
 	case p.Add && p.GLU:
 		return fmt.Errorf("projection with both a residual add and a GLU")
+	case p.Next != nil && (!p.Add || p.Next.Shape()[0] != p.Out[0].Cols()):
+		return fmt.Errorf("a next norm of %v for a projection into %d columns (residual add %v)", p.Next.Shape(), p.Out[0].Cols(), p.Add)
 	case p.Add && (len(parts) != 1 || len(p.Out) != 1):
 		return fmt.Errorf("residual projection of %d parts into %d outputs", len(parts), len(p.Out))
 	case p.GLU && (len(parts) != 2 || parts[0] != parts[1] || len(p.Out) != 1):

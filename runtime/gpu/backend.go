@@ -50,6 +50,8 @@ type Backend struct {
 	uniforms    map[string]Buffer  // the fused ops' parameters, by content
 	scratches   map[[3]int]*Tensor // the fused ops' intermediate values: rows, cols, output
 	enc         *encState          // the encoders' per-step buffers (encoder.go), made on first use
+	seq         uint64             // counts recorded dispatches and writes: what a nextInput is valid for
+	next        nextInput          // the input a residual projection prepared for the next norm (fused.go)
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
@@ -145,6 +147,7 @@ func (b *Backend) Write(t backend.Tensor, data []float32) error {
 	if len(data) > ts.rows*ts.cols || len(data)%ts.cols != 0 {
 		return fmt.Errorf("gpu: write of %d values into a %d×%d tensor", len(data), ts.rows, ts.cols)
 	}
+	b.seq++
 	return b.dev.Write(ts.buf, 0, f32bytes(data))
 }
 
@@ -653,6 +656,7 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 	}
 	b.rec.Dispatch(c.pipe, c.group, x, y, z)
 	b.pending = true
+	b.seq++
 }
 
 func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {

@@ -127,6 +127,13 @@ func (b *Backend) Project(p backend.Projection) {
 		b.fail(err)
 		return
 	}
+	switch {
+	case b.normPrologue():
+	case f.Norm && b.prescaled(d, xs, w, p, f, extra):
+		return
+	case p.Next != nil && !f.Norm && b.prepareNext(d, xs, w, p, f, extra):
+		return
+	}
 	if (!f.Norm || b.normPrologue()) && b.matmul(d, xs, w, f, extra) {
 		return
 	}
@@ -162,6 +169,49 @@ func (b *Backend) Project(p backend.Projection) {
 	gx, gy := b.grid(b.rows(d)*units, elementWG)
 	b.record(fuseEpilogueOp.fused(f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
 		append([]Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
+}
+
+// nextInput is what a residual projection with Next prepared for the
+// norm of the projection after it: xn, the new x times the norm's
+// weights. It serves only that projection: seq is the backend's count of
+// recorded work when it was made.
+type nextInput struct {
+	x, xn *Tensor
+	norm  backend.Weight
+	seq   uint64
+}
+
+// prepareNext runs a residual projection whose epilogue also stores the
+// next norm's input (shaders.Fusion.Next), when its GEMV composes.
+func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
+	xn, err := b.scratch(d, -d.cols) // where the rmsnorm of the next projection would go
+	if err != nil {
+		b.fail(err)
+		return true
+	}
+	f.Next = true
+	extra = append(slices.Clone(extra), Binding{Buffer: p.Next.(*Weight).parts[0].buf}, Binding{Buffer: xn.buf})
+	if !b.matmul(d, xs, w, f, extra) {
+		return false
+	}
+	b.next = nextInput{x: d, xn: xn, norm: p.Next, seq: b.seq}
+	return true
+}
+
+// prescaled runs a normalised projection of x right after the residual
+// projection that prepared its input: the GEMV reads xn as it is
+// (shaders.Fusion.Prescaled) and each workgroup adds up x's squares for
+// 1/rms, with neither an rmsnorm dispatch nor the norm's weights on every
+// load of x.
+func (b *Backend) prescaled(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
+	n := b.next
+	if n.xn == nil || n.seq != b.seq || n.x != xs || n.norm != p.Norm {
+		return false
+	}
+	f.Prescaled = true
+	extra = slices.Clone(extra)
+	extra[len(extra)-1] = Binding{Buffer: xs.buf} // xraw, where nw was
+	return b.matmul(d, n.xn, w, f, extra)
 }
 
 // normPrologue reports whether the GEMVs take a projection's RMSNorm as

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
@@ -53,6 +54,10 @@ func TestProject(t *testing.T) {
 		glu   bool
 		pairs bool // weight fused for a GLU, split into gate and up
 		add   bool
+		// next: x comes from a residual projection (of a k×k weight) that
+		// is told this projection's norm (Projection.Next); stale: x is
+		// scaled between the two, which the prepared input must not miss.
+		next, stale bool
 	}
 	variants := []variant{
 		{name: "qkv", parts: []int{48, 16, 16}},
@@ -65,6 +70,11 @@ func TestProject(t *testing.T) {
 		{name: "gate-up-split-norm", norm: true, parts: []int{36, 36}, pairs: true},
 		{name: "residual", parts: []int{33}, add: true},
 		{name: "head-norm", norm: true, parts: []int{77}},
+		{name: "qkv-norm-bias-next", norm: true, parts: []int{40, 24, 24}, bias: true, next: true},
+		{name: "glu-norm-next", norm: true, parts: []int{36, 36}, glu: true, next: true},
+		{name: "gate-up-split-norm-next", norm: true, parts: []int{36, 36}, pairs: true, next: true},
+		{name: "head-norm-next", norm: true, parts: []int{77}, next: true},
+		{name: "head-norm-next-stale", norm: true, parts: []int{77}, next: true, stale: true},
 	}
 	for _, tc := range []struct {
 		storage backend.Storage
@@ -141,8 +151,31 @@ func TestProject(t *testing.T) {
 					}
 					outs = append(outs, w.tensor(alloc, n*mult, w.random(alloc*n*mult, 1)))
 				}
+				var wo pair[backend.Weight]
+				var xo pair[backend.Tensor]
+				if v.next {
+					wo = w.fused(tc.storage, false, [][]int{{tc.k, tc.k}}, 1)
+					xo = w.tensor(alloc, tc.k, w.random(alloc*tc.k, 2))
+				}
 				w.begin(tokens(tc.rows, 10, w.rng), 0)
 				w.each(func(b backend.Backend, i int) {
+					dispatches := b.Stats().Dispatches
+					if v.next {
+						b.Project(backend.Projection{X: xo[i], W: wo[i], Out: []backend.Tensor{x[i]}, Add: true, Next: norm[i]})
+						if v.stale {
+							b.Scale(x[i], 0.5)
+						}
+					}
+					defer func() {
+						// On a CPU adapter, the prepared input spares the
+						// rmsnorm: one dispatch a weight part.
+						fusable := tc.kernel == "" || strings.HasPrefix(tc.kernel, "gemv")
+						if b, ok := b.(*gpu.Backend); ok && v.next && !v.stale && fusable && tc.k%4 == 0 && b.Device().Info().DeviceType == "cpu" {
+							if got, want := b.Stats().Dispatches-dispatches, gpu.Parts(wo[1])+gpu.Parts(wt[1]); got != want {
+								t.Errorf("%d dispatches, want %d: the norm's input was not prepared", got, want)
+							}
+						}
+					}()
 					p := backend.Projection{X: x[i], Eps: 1e-5, W: wt[i], Add: v.add, GLU: v.glu, Act: models.SiLU}
 					if v.norm {
 						p.Norm = norm[i]
@@ -160,9 +193,15 @@ func TestProject(t *testing.T) {
 				tol := 2e-4
 				if tc.storage == backend.Int4 {
 					tol = 2e-3
+					if v.next {
+						tol = 4e-3 // x after a residual int4 product of its own
+					}
 				}
 				for i, o := range outs {
 					w.compare(fmt.Sprintf("output %d", i), o, tc.rows, tol)
+				}
+				if v.next {
+					w.compare("residual", x, tc.rows, tol)
 				}
 			})
 		}

@@ -130,6 +130,7 @@ func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) 
 	row := int64(ts.cols) * 4
 	b.rec.Copy(xs.buf, int64(src)*row, ts.buf, int64(dst)*row, row)
 	b.pending = true
+	b.seq++
 }
 
 // fail keeps the first error met while recording.
