@@ -136,6 +136,20 @@ func BenchmarkFusion(b *testing.B) {
 		}, func() {
 			g.Project(backend.Projection{X: x, Norm: norm, Eps: 1e-5, W: sh, Out: []backend.Tensor{logits}})
 		}},
+		// The CPU adapters' composition (Plan.NormPrologue "off"): o's
+		// residual add prepares gate+up's normalised input (Next), against
+		// an rmsnorm dispatch between them.
+		{"o+gate+up", func() {
+			g.SetPlan(gpu.Plan{NormPrologue: "off"})
+			g.Project(backend.Projection{X: att, W: so, Out: []backend.Tensor{x}, Add: true})
+			g.Project(backend.Projection{X: x, Norm: norm, Eps: 1e-5, W: gateUp, Out: []backend.Tensor{gate}, GLU: true, Act: models.SiLU})
+			g.SetPlan(gpu.Plan{NormPrologue: "on"})
+		}, func() {
+			g.SetPlan(gpu.Plan{NormPrologue: "off"})
+			g.Project(backend.Projection{X: att, W: so, Out: []backend.Tensor{x}, Add: true, Next: norm})
+			g.Project(backend.Projection{X: x, Norm: norm, Eps: 1e-5, W: gateUp, Out: []backend.Tensor{gate}, GLU: true, Act: models.SiLU})
+			g.SetPlan(gpu.Plan{NormPrologue: "on"})
+		}},
 		{"rope+kv", func() {
 			g.Rope(q, rq)
 			g.Rope(k, rk)
@@ -160,8 +174,12 @@ func BenchmarkFusion(b *testing.B) {
 				}
 				step() // compile the pipelines
 				b.ResetTimer()
+				cpu0 := gputest.CPUTime()
 				for range b.N {
 					step()
+				}
+				if cpu := gputest.CPUTime() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
