@@ -19,8 +19,9 @@ var errClosed = errors.New("gpu: device is closed")
 // platform is one WebGPU API's calls. B, G, P and L are its handles of a
 // buffer, a bind group, a compute pipeline and the layouts of one binding
 // shape. The device makes every call under its lock, after its checks, and
-// wraps the errors with what it knows (the buffer, the kernel); a platform
-// adds only what it alone knows.
+// wraps their errors with what it knows (the buffer, the kernel), but for
+// newPipeline's and submit's: how a compiler's messages or a failed
+// submission are best told differs by platform, so those come finished.
 type platform[B, G, P, L any] interface {
 	// lost says why the device is gone, or nil while it works.
 	lost() error
