@@ -26,9 +26,25 @@ func checkNewBuffer(label string, size int64, usage Usage, info Info) (int64, er
 	return alloc, nil
 }
 
+// buffer is a Buffer of device d: the platform's handle h and what the
+// device keeps of it.
+type buffer[B, G, P, L any] struct {
+	d *device[B, G, P, L]
+	h B
+	bufferMeta
+}
+
+func (b *buffer[B, G, P, L]) Release() {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	if !b.released {
+		b.released = true
+		b.d.api.releaseBuffer(b.h)
+	}
+}
+
 // bufferMeta is what a device keeps of a buffer besides its platform
-// handle. Both devices' buffer types embed it, so that the checks below,
-// which read only it, are written once.
+// handle: the checks below read only it.
 type bufferMeta struct {
 	label    string
 	size     int64 // as requested

@@ -1,14 +1,11 @@
 package gpu_test
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -43,15 +40,7 @@ func BenchmarkFusion(b *testing.B) {
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	tensor := func(name string, shape ...int) *models.Tensor {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		raw := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(rng.Float32()*2-1))
-		}
-		return models.NewTensor(name, shape, dtype.F32, func() ([]byte, error) { return raw, nil })
+		return f32Tensor(name, uniform(rng), shape...)
 	}
 	must := func(w backend.Weight, err error) backend.Weight {
 		if err != nil {

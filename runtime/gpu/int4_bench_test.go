@@ -1,14 +1,10 @@
 package gpu_test
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -57,15 +53,10 @@ func benchGEMV(b *testing.B, dev gpu.Device, s backend.Storage, k, n int) {
 	}
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
-	raw := make([]byte, 4*n*k)
-	for i := 0; i < n*k; i++ {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(rng.NormFloat64())*0.02))
-	}
-	w, err := g.UploadAs(models.NewTensor("w", []int{n, k}, dtype.F32, func() ([]byte, error) { return raw, nil }), s)
+	w, err := g.UploadAs(f32Tensor("w", normal(rng, 0.02), n, k), s)
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw = nil
 	x, err := g.NewTensor(1, k)
 	if err != nil {
 		b.Fatal(err)

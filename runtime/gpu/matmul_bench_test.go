@@ -1,15 +1,11 @@
 package gpu_test
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -59,15 +55,10 @@ func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int, kernel string) {
 	g.SetPlan(gpu.Plan{MatMul: kernel})
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
-	raw := make([]byte, 4*n*k)
-	for i := 0; i < n*k; i++ {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(rng.Float32()*2-1))
-	}
-	w, err := g.Upload(models.NewTensor("w", []int{n, k}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+	w, err := g.Upload(f32Tensor("w", uniform(rng), n, k))
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw = nil
 	x, err := g.NewTensor(m, k)
 	if err != nil {
 		b.Fatal(err)

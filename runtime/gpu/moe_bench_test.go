@@ -1,15 +1,12 @@
 package gpu_test
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -48,15 +45,7 @@ func BenchmarkExpertFFN(b *testing.B) {
 			g.SetPlan(gpu.Plan{Experts: tc.experts})
 			rng := rand.New(rand.NewPCG(dim, ffn))
 			tensor := func(name string, shape ...int) *models.Tensor {
-				n := 1
-				for _, d := range shape {
-					n *= d
-				}
-				raw := make([]byte, 4*n)
-				for i := range n {
-					binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(rng.NormFloat64())*0.03))
-				}
-				return models.NewTensor(name, shape, dtype.F32, func() ([]byte, error) { return raw, nil })
+				return f32Tensor(name, normal(rng, 0.03), shape...)
 			}
 			act := func(rows, cols int) backend.Tensor {
 				t, err := g.NewTensor(rows, cols)

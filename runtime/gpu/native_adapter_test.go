@@ -53,3 +53,26 @@ func TestAdapterNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWebGPUUsageBits checks that webgpuUsage's GPUBufferUsage bits, which
+// the native device hands wgpu-native as they are, are webgpu.h's.
+func TestWebGPUUsageBits(t *testing.T) {
+	tests := []struct {
+		usage Usage
+		want  wgpu.BufferUsage
+	}{
+		{Storage, wgpu.BufferUsageStorage},
+		{Uniform, wgpu.BufferUsageUniform},
+		{CopySrc, wgpu.BufferUsageCopySrc},
+		{CopyDst, wgpu.BufferUsageCopyDst},
+		{Storage | CopySrc | CopyDst, wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst},
+	}
+	for _, tc := range tests {
+		if got := wgpu.BufferUsage(webgpuUsage(tc.usage)); got != tc.want {
+			t.Errorf("webgpuUsage(%v) = %#x, want %#x", tc.usage, got, tc.want)
+		}
+	}
+	if usageMapRead != wgpu.BufferUsageMapRead {
+		t.Errorf("usageMapRead = %#x, want %#x", usageMapRead, wgpu.BufferUsageMapRead)
+	}
+}

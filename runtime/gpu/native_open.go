@@ -113,17 +113,9 @@ func Open(opts Options) (Device, error) {
 	if opts.MaxStorageBinding > 0 {
 		info.MaxStorageBufferBindingSize = min(info.MaxStorageBufferBindingSize, opts.MaxStorageBinding&^3)
 	}
-	return &nativeDevice{
-		instance:          inst,
-		adapter:           adapter,
-		dev:               dev,
-		queue:             dev.GetQueue(),
-		info:              info,
-		maxUniformBinding: int64(got.MaxUniformBufferBindingSize),
-		uniformAlign:      int64(got.MinUniformBufferOffsetAlignment),
-		pipelines:         make(map[string]*nativePipeline),
-		layouts:           make(map[string]*nativeLayout),
-	}, nil
+	api := &wgpuAPI{instance: inst, adapter: adapter, dev: dev, queue: dev.GetQueue()}
+	return newDevice(api,
+		info, int64(got.MaxUniformBufferBindingSize), int64(got.MinUniformBufferOffsetAlignment)), nil
 }
 
 // f16Probe is the smallest kernel that uses f16 the way WGSL specifies it.

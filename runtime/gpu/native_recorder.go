@@ -8,110 +8,54 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// nativeRecorder encodes the commands it recorded (recorder.go) at Submit.
-type nativeRecorder struct {
-	recording[*nativePipeline, *nativeBindGroup, *nativeBuffer]
-	d *nativeDevice
-}
+// nativeCommand is a recorded command of the native device.
+type nativeCommand = command[*wgpu.Buffer, *wgpu.BindGroup, *wgpu.ComputePipeline, nativeLayout]
 
-type nativeCommand = command[*nativePipeline, *nativeBindGroup, *nativeBuffer]
-
-func (d *nativeDevice) Recorder() Recorder {
-	r := &nativeRecorder{d: d}
-	r.dev, r.maxGroups = d, d.info.MaxComputeWorkgroupsPerDimension
-	return r
-}
-
-func (p *nativePipeline) owner() any        { return p.d }
-func (p *nativePipeline) kernel() string    { return p.name }
-func (p *nativePipeline) layoutKey() string { return p.layout.key }
-
-func (g *nativeBindGroup) owner() any             { return g.d }
-func (g *nativeBindGroup) layoutKey() string      { return g.layout.key }
-func (g *nativeBindGroup) isReleased() bool       { return g.released }
-func (g *nativeBindGroup) bound() []*nativeBuffer { return g.buffers }
-
-func (b *nativeBuffer) owner() any       { return b.d }
-func (b *nativeBuffer) isReleased() bool { return b.released }
-
-func (r *nativeRecorder) Submit() error {
-	ops, err := r.take()
-	if err != nil {
-		return err
-	}
-	d := r.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
-		return err
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	// wgpu-native treats an invalid submission as fatal and aborts the
-	// process, so everything a submission could trip over is checked here.
-	if err := checkLive(ops); err != nil {
-		return err
-	}
-	cmd, err := d.encode(ops)
+func (w *wgpuAPI) submit(ops []nativeCommand) error {
+	cmd, err := w.commandBuffer(ops)
 	if err != nil {
 		return fmt.Errorf("gpu: encoding %d commands: %w", len(ops), err)
 	}
 	defer cmd.Release()
-	d.queue.Submit(cmd)
+	w.queue.Submit(cmd)
 	return nil
 }
 
-// encode records ops into one command encoder: consecutive dispatches share
-// one compute pass (WebGPU makes each dispatch's writes visible to the next
-// inside a pass), and a copy ends the pass because copies live outside passes.
-// Callers hold d.mu.
-func (d *nativeDevice) encode(ops []nativeCommand) (*wgpu.CommandBuffer, error) {
-	enc, err := d.dev.CreateCommandEncoder(nil)
+// commandBuffer encodes ops into one command buffer.
+func (w *wgpuAPI) commandBuffer(ops []nativeCommand) (*wgpu.CommandBuffer, error) {
+	enc, err := w.dev.CreateCommandEncoder(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer enc.Release()
-
-	var (
-		pass      *wgpu.ComputePassEncoder
-		lastPipe  *nativePipeline
-		lastGroup *nativeBindGroup
-	)
-	endPass := func() error {
-		if pass == nil {
-			return nil
+	e := &nativeEncoder{enc: enc}
+	if err := encode(e, ops); err != nil {
+		if e.pass != nil {
+			e.pass.Release()
 		}
-		err := pass.End()
-		pass.Release()
-		pass, lastPipe, lastGroup = nil, nil, nil
-		return err
-	}
-	for _, o := range ops {
-		if o.pipeline == nil {
-			if err := endPass(); err != nil {
-				return nil, err
-			}
-			if err := enc.CopyBufferToBuffer(o.src.buf, uint64(o.srcOff), o.dst.buf, uint64(o.dstOff), uint64(o.size)); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if pass == nil {
-			pass = enc.BeginComputePass(nil)
-		}
-		if o.pipeline != lastPipe {
-			pass.SetPipeline(o.pipeline.compute)
-			lastPipe = o.pipeline
-		}
-		if o.group != lastGroup {
-			pass.SetBindGroup(0, o.group.group, nil)
-			lastGroup = o.group
-		}
-		pass.DispatchWorkgroups(o.x, o.y, o.z)
-	}
-	if err := endPass(); err != nil {
 		return nil, err
 	}
 	return enc.Finish(nil)
+}
+
+// nativeEncoder is a wgpu command encoder as encode drives it.
+type nativeEncoder struct {
+	enc  *wgpu.CommandEncoder
+	pass *wgpu.ComputePassEncoder
+}
+
+func (e *nativeEncoder) copy(src *wgpu.Buffer, srcOff int64, dst *wgpu.Buffer, dstOff int64, size int64) error {
+	return e.enc.CopyBufferToBuffer(src, uint64(srcOff), dst, uint64(dstOff), uint64(size))
+}
+
+func (e *nativeEncoder) beginPass()                          { e.pass = e.enc.BeginComputePass(nil) }
+func (e *nativeEncoder) setPipeline(p *wgpu.ComputePipeline) { e.pass.SetPipeline(p) }
+func (e *nativeEncoder) setBindGroup(g *wgpu.BindGroup)      { e.pass.SetBindGroup(0, g, nil) }
+func (e *nativeEncoder) dispatch(x, y, z uint32)             { e.pass.DispatchWorkgroups(x, y, z) }
+
+func (e *nativeEncoder) endPass() error {
+	err := e.pass.End()
+	e.pass.Release()
+	e.pass = nil
+	return err
 }

@@ -57,18 +57,10 @@ func Open(opts Options) (Device, error) {
 		// enforces the lower one in BindGroup and reports it here.
 		info.MaxStorageBufferBindingSize = min(info.MaxStorageBufferBindingSize, opts.MaxStorageBinding&^3)
 	}
-	d := &jsDevice{
-		adapter:           adapter,
-		dev:               dev,
-		queue:             dev.Get("queue"),
-		info:              info,
-		maxUniformBinding: int64(jsNumber(got, "maxUniformBufferBindingSize")),
-		uniformAlign:      int64(jsNumber(got, "minUniformBufferOffsetAlignment")),
-		pipelines:         make(map[string]*jsPipeline),
-		layouts:           make(map[string]*jsLayout),
-	}
-	d.watch()
-	return d, nil
+	api := &browserAPI{adapter: adapter, dev: dev, queue: dev.Get("queue")}
+	api.watch()
+	return newDevice(api, info, int64(jsNumber(got, "maxUniformBufferBindingSize")),
+		int64(jsNumber(got, "minUniformBufferOffsetAlignment"))), nil
 }
 
 // Adapters lists the adapter the browser offers by default. A browser shows

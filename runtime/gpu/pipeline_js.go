@@ -16,74 +16,19 @@ import (
 // every kernel spells it exactly, the browser device rewrites it.
 var jsFloatMax = regexp.MustCompile(`(^|[^0-9.])3\.4028235[eE]\+?38\b`)
 
-type jsPipeline struct {
-	d       *jsDevice
-	name    string
-	layout  *jsLayout
-	compute js.Value
-}
-
-// jsLayout is the explicit bind group and pipeline layout of one binding
-// shape, shared by every kernel with that shape so that their bind groups
-// are interchangeable. (WebGPU's "auto" layouts would tie each bind group to
-// one pipeline.)
-type jsLayout struct {
-	key      string
-	bindings []Access
-	group    js.Value
-	pipeline js.Value
-}
-
-type jsBindGroup struct {
-	d        *jsDevice
-	layout   *jsLayout
-	group    js.Value
-	buffers  []*jsBuffer
-	released bool // guarded by d.mu
-}
-
-// Release drops the bind group. WebGPU has no explicit release for bind
-// groups: the garbage collector frees it once unused.
-func (g *jsBindGroup) Release() {
-	g.d.mu.Lock()
-	defer g.d.mu.Unlock()
-	g.released = true
-}
-
-func (d *jsDevice) Pipeline(k Kernel) (Pipeline, error) {
-	key, err := kernelKey(k)
-	if err != nil {
-		return nil, err
-	}
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
-		return nil, err
-	}
-	if p, ok := d.pipelines[key]; ok {
-		return p, nil
-	}
-	src, err := kernelSource(k, d.info)
-	if err != nil {
-		return nil, err
-	}
+func (b *browserAPI) newPipeline(k Kernel, src string, lay jsLayout) (js.Value, error) {
 	src = jsFloatMax.ReplaceAllString(src, "${1}3.4028234663852886e38")
-	lay, err := d.layout(k.Bindings)
-	if err != nil {
-		return nil, fmt.Errorf("gpu: kernel %q: %w", k.Name, err)
-	}
 	// One error scope covers the module and the pipeline: one round trip to
 	// the GPU process per kernel. On failure the module's compilation
 	// messages tell a WGSL error from a pipeline one.
 	var module js.Value
-	compute, err := d.scoped(func() (js.Value, error) {
+	compute, err := b.scoped(func() (js.Value, error) {
 		var err error
-		module, err = jsCall(d.dev, "createShaderModule", map[string]any{"label": k.Name, "code": src})
+		module, err = jsCall(b.dev, "createShaderModule", map[string]any{"label": k.Name, "code": src})
 		if err != nil {
 			return js.Value{}, err
 		}
-		return jsCall(d.dev, "createComputePipeline", map[string]any{
+		return jsCall(b.dev, "createComputePipeline", map[string]any{
 			"label":   k.Name,
 			"layout":  lay.pipeline,
 			"compute": map[string]any{"module": module, "entryPoint": k.EntryPoint()},
@@ -91,17 +36,15 @@ func (d *jsDevice) Pipeline(k Kernel) (Pipeline, error) {
 	})
 	if err != nil {
 		if msg := jsCompileErrors(module); msg != "" {
-			return nil, fmt.Errorf("gpu: kernel %q does not compile:\n%s", k.Name, msg)
+			return js.Value{}, fmt.Errorf("gpu: kernel %q does not compile:\n%s", k.Name, msg)
 		}
-		return nil, fmt.Errorf("gpu: kernel %q: creating its pipeline: %w", k.Name, err)
+		return js.Value{}, fmt.Errorf("gpu: kernel %q: creating its pipeline: %w", k.Name, err)
 	}
-	p := &jsPipeline{d: d, name: k.Name, layout: lay, compute: compute}
-	d.pipelines[key] = p
-	return p, nil
+	return compute, nil
 }
 
 // compileErrors lists the error messages of a shader module as
-// "line:column: message", or "" if it compiled. Callers hold d.mu.
+// "line:column: message", or "" if it compiled.
 func jsCompileErrors(module js.Value) string {
 	if module.IsUndefined() || module.Get("getCompilationInfo").IsUndefined() {
 		return ""
@@ -122,12 +65,7 @@ func jsCompileErrors(module js.Value) string {
 	return strings.Join(lines, "\n")
 }
 
-// layout returns the shared layout for a binding shape. Callers hold d.mu.
-func (d *jsDevice) layout(bindings []Access) (*jsLayout, error) {
-	key := LayoutKey(bindings)
-	if l, ok := d.layouts[key]; ok {
-		return l, nil
-	}
+func (b *browserAPI) newLayout(key string, bindings []Access) (jsLayout, error) {
 	const computeStage = 0x4 // GPUShaderStage.COMPUTE
 	entries := make([]any, len(bindings))
 	for i, a := range bindings {
@@ -144,58 +82,28 @@ func (d *jsDevice) layout(bindings []Access) (*jsLayout, error) {
 			"buffer":     map[string]any{"type": typ},
 		}
 	}
-	group, err := jsCall(d.dev, "createBindGroupLayout", map[string]any{"label": key, "entries": entries})
+	group, err := jsCall(b.dev, "createBindGroupLayout", map[string]any{"label": key, "entries": entries})
 	if err != nil {
-		return nil, fmt.Errorf("creating bind group layout: %w", err)
+		return jsLayout{}, fmt.Errorf("creating bind group layout: %w", err)
 	}
-	pl, err := jsCall(d.dev, "createPipelineLayout", map[string]any{"label": key, "bindGroupLayouts": []any{group}})
+	pl, err := jsCall(b.dev, "createPipelineLayout", map[string]any{"label": key, "bindGroupLayouts": []any{group}})
 	if err != nil {
-		return nil, fmt.Errorf("creating pipeline layout: %w", err)
+		return jsLayout{}, fmt.Errorf("creating pipeline layout: %w", err)
 	}
-	l := &jsLayout{key: key, bindings: append([]Access(nil), bindings...), group: group, pipeline: pl}
-	d.layouts[key] = l
-	return l, nil
+	return jsLayout{group: group, pipeline: pl}, nil
 }
 
-func (d *jsDevice) BindGroup(p Pipeline, bindings []Binding) (BindGroup, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
-		return nil, err
+func (b *browserAPI) newBindGroup(label string, lay jsLayout, entries []groupEntry[js.Value]) (js.Value, error) {
+	list := make([]any, len(entries))
+	for i, e := range entries {
+		list[i] = map[string]any{
+			"binding":  e.binding,
+			"resource": map[string]any{"buffer": e.buffer, "offset": e.offset, "size": e.size},
+		}
 	}
-	pl, ok := p.(*jsPipeline)
-	if !ok || pl == nil || pl.d != d {
-		return nil, fmt.Errorf("gpu: bind group: %T is not a pipeline of this device", p)
-	}
-	buffers, entries, err := bindEntries(pl.name, pl.layout.bindings, bindings, d.checkBinding,
-		func(i int, b *jsBuffer, bind Binding, size int64) any {
-			return map[string]any{
-				"binding":  i,
-				"resource": map[string]any{"buffer": b.buf, "offset": bind.Offset, "size": size},
-			}
-		})
-	if err != nil {
-		return nil, err
-	}
-	group, err := jsCall(d.dev, "createBindGroup", map[string]any{
-		"label":   pl.name,
-		"layout":  pl.layout.group,
-		"entries": entries,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gpu: bind group for kernel %q: %w", pl.name, err)
-	}
-	return &jsBindGroup{d: d, layout: pl.layout, group: group, buffers: buffers}, nil
+	return jsCall(b.dev, "createBindGroup", map[string]any{"label": label, "layout": lay.group, "entries": list})
 }
 
-// checkBinding validates one binding against the slot's access and the
-// device limits, so that mistakes come back as Go errors that name the
-// buffer rather than as console warnings. It returns the bound size.
-func (d *jsDevice) checkBinding(a Access, bind Binding) (*jsBuffer, int64, error) {
-	b, err := d.asBuffer(bind.Buffer)
-	if err != nil {
-		return nil, 0, err
-	}
-	size, err := b.bindingSize(a, bind, d.info, d.uniformAlign, d.maxUniformBinding)
-	return b, size, err
-}
+// releaseBindGroup does nothing: WebGPU has no explicit release for bind
+// groups, the garbage collector frees one once unused.
+func (b *browserAPI) releaseBindGroup(js.Value) {}
