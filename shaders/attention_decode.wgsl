@@ -91,16 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let qdim = p.heads * HD;
 
     let chunk = wid.y;
-    let chunks = groups.y;
-    let n = min(u32(pos[row]) + 1u, p.table_width * p.block_size);
-    var lo = 0u; // the first position the row sees: its window's
-    if (p.window > 0u && n > p.window) {
-        lo = n - p.window;
-    }
-    let table = u32(seq[row]) * p.table_width;
-    let len = (n - lo + chunks - 1u) / chunks;
-    let t0 = min(n, lo + chunk * len);
-    let t1 = min(n, t0 + len);
+{{template "chunk_span"}}
 
     for (var i = tid; i < QS; i += WG) {
         let g = (i / HD) * 4u;

@@ -45,16 +45,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let qdim = p.heads * HD;
 
     let chunk = gid.y;
-    let chunks = groups.y;
-    let n = min(u32(pos[row]) + 1u, p.table_width * p.block_size);
-    var lo = 0u; // the first position the row sees: its window's
-    if (p.window > 0u && n > p.window) {
-        lo = n - p.window;
-    }
-    let table = u32(seq[row]) * p.table_width;
-    let len = (n - lo + chunks - 1u) / chunks;
-    let t0 = min(n, lo + chunk * len);
-    let t1 = min(n, t0 + len);
+{{template "chunk_span"}}
 
     let qa = row * qdim + h * HD;
     var qv: array<vec4<f32>, D4>;

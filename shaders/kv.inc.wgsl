@@ -99,3 +99,20 @@ fn {{.Buf}}_put(rec: u32, at: u32, hd: u32) {
 {{- end}}
 }
 {{end}}
+
+{{define "chunk_span"}}
+{{- /* The positions [t0, t1) of chunk (of groups.y) of a decode row's
+sequence, within its window, and where its block table starts: the split
+of attention_decode and attention_lane. Needs row, chunk, groups, pos, seq,
+p. */}}
+    let chunks = groups.y;
+    let n = min(u32(pos[row]) + 1u, p.table_width * p.block_size);
+    var lo = 0u; // the first position the row sees: its window's
+    if (p.window > 0u && n > p.window) {
+        lo = n - p.window;
+    }
+    let table = u32(seq[row]) * p.table_width;
+    let len = (n - lo + chunks - 1u) / chunks;
+    let t0 = min(n, lo + chunk * len);
+    let t1 = min(n, t0 + len);
+{{- end}}
