@@ -4,6 +4,10 @@
 // rows r of slot j, bt holding the rows of every slot's Bᵀ of this weight
 // ([ΣRank, n]) and col_j the first column of this weight in h, where one
 // lora_shrink put the products of all the weights that share the input.
+// bt is the LoRA's buffer of all its weight parts, which the fused
+// projections read too (fusion.inc.wgsl's lora_sum): a slot table of 4
+// words per (slot, part), off (bt's index of the part's Bᵀ row 0), rank,
+// scale and col, then the rows of Bᵀ; this dispatch adds part p.k.
 //
 // Workgroup (g.x, g.y, g.z) takes slot j = g.z, outputs o = g.x·256 +
 // lane and the g.y-th group of up to MAXM rows of slot j, found as
@@ -15,12 +19,13 @@
 
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> h: array<f32>;
-@group(0) @binding(4) var<storage, read> bt: array<f32>;
+@group(0) @binding(4) var<storage, read> bt: array<u32>; // f32 bits, behind the table
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
-    let sl = slots[g.z];
+    let e = 4u * (g.z * p.nw + p.k);
+    let sl = Slot(bt[e], bt[e + 1u], bitcast<f32>(bt[e + 2u]), bt[e + 3u]);
     let o = g.x * 256u + lane;
     if (sl.rank == 0u || o >= p.width) { return; }
     let n = min(p.cap, step.rows);
@@ -41,7 +46,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var s45 = vec2<f32>(0.0);
     var s67 = vec2<f32>(0.0);
     for (var t = 0u; t < min(sl.rank, R); t++) {
-        let bv = bt[(sl.off + t) * p.width + o];
+        let bv = bitcast<f32>(bt[sl.off + t * p.width + o]);
         s01 += vec2<f32>(h[h0 + t], h[h1 + t]) * bv;
         if (MAXM > 2u) {
             s23 += vec2<f32>(h[h2 + t], h[h3 + t]) * bv;
