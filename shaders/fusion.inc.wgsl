@@ -35,40 +35,42 @@ struct LoRARow { slot: i32, scale: f32 }
 {{end}}
 
 {{define "lora_emit"}}
-// lora_sum is the adapter term of column col of weight part k (n columns
-// wide) for row r: lrows[r].scale · scale · Σ_t h[r, hcol + t] · Bᵀ[off + t,
-// col] over the rank of the row's slot's adapter of that part (0 for a row
-// without one or of a slot out of range). lbt (words: f32 bits where
-// values) starts with the slot table, 4 words per (slot, part): off (lbt's index of the part's Bᵀ row 0),
-// rank, scale and hcol (the part's first column in h); the rows of Bᵀ
-// follow. t runs in order, as lora_expand and the CPU's AddLoRA sum.
-fn lora_sum(r: u32, k: u32, col: u32, n: u32) -> f32 {
+// lora_sum is the adapter term of column col of weight part k for row r:
+// lrows[r].scale · scale · h[r, hcol ...] · B[col, :] over the padded
+// rank of the row's slot's adapter of that part (0 for a row without one
+// or of a slot out of range), as vec4s. lbt starts with the slot table,
+// a vec4 per (slot, part): off (lbt's index of the part's B row 0), q
+// (vec4s a row: the rank padded to a multiple of 4), scale (f32 bits) and
+// hcol (the part's first column in h, a multiple of 4); the rows of B (f32
+// bits, zero past the rank) follow. So a column reads its row of B and the
+// row's h as a GEMV reads its weight row and x.
+fn lora_sum(r: u32, k: u32, col: u32) -> f32 {
     let row = lrows[r];
     if (row.slot < 0 || u32(row.slot) >= fz.ln) { return 0.0; }
-    let e = 4u * (u32(row.slot) * fz.lw + k);
-    let off = lbt[e];
-    let rank = min(lbt[e + 1u], fz.lr);
-    let h0 = r * fz.lr + lbt[e + 3u];
-    var sum = 0.0;
-    for (var t = 0u; t < rank; t++) {
-        sum += lh[h0 + t] * bitcast<f32>(lbt[off + t * n + col]);
+    let sl = lbt[u32(row.slot) * fz.lw + k];
+    let q = min(sl.y, fz.lr / 4u);
+    let h0 = (r * fz.lr + sl.w) / 4u;
+    let b0 = sl.x + col * q;
+    var sum = vec4<f32>(0.0);
+    for (var t = 0u; t < q; t++) {
+        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
     }
-    return row.scale * bitcast<f32>(lbt[e + 2u]) * sum;
+    return row.scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
 }
 
 // lora_term is lora_sum for column c of the fused weight: the part it
 // belongs to by the split (Outs) or the alternation (Pairs).
 fn lora_term(r: u32, c: u32) -> f32 {
 {{- if .Pairs}}
-    return lora_sum(r, c % 2u, c / 2u, fz.n0);
+    return lora_sum(r, c % 2u, c / 2u);
 {{- else if gt .Outs 1}}
-    if (c < fz.n0) { return lora_sum(r, 0u, c, fz.n0); }
+    if (c < fz.n0) { return lora_sum(r, 0u, c); }
 {{- if gt .Outs 2}}
-    if (c >= fz.n0 + fz.n1) { return lora_sum(r, 2u, c - fz.n0 - fz.n1, fz.n2); }
+    if (c >= fz.n0 + fz.n1) { return lora_sum(r, 2u, c - fz.n0 - fz.n1); }
 {{- end}}
-    return lora_sum(r, 1u, c - fz.n0, fz.n1);
+    return lora_sum(r, 1u, c - fz.n0);
 {{- else}}
-    return lora_sum(r, 0u, c, fz.n0);
+    return lora_sum(r, 0u, c);
 {{- end}}
 }
 {{end}}

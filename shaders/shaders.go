@@ -174,7 +174,9 @@ func (f Fusion) Bindings(first int) string {
 		case names[i] == "routes":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
 		case names[i] == "lbt":
-			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lbt: array<u32>;\n", first+i)
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lbt: array<vec4<u32>>;\n", first+i)
+		case names[i] == "lh":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lh: array<vec4<f32>>;\n", first+i)
 		case names[i] == "lrows":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lrows: array<LoRARow>;\n", first+i)
 		default:

@@ -39,22 +39,26 @@ var (
 // LoRA is the adapters of weights that share an input, on the device:
 // A rows slot by slot (each slot's weights one after the other, so that
 // one lora_shrink computes x·Aᵀ for all of them) with a slot table, and
-// one buffer of the Bᵀ rows of all the weights, behind a table of where
-// each (slot, weight)'s rows start, its rank, scale and columns in h,
-// which lora_expand and the fused projections read alike.
+// one buffer of the B rows of all the weights behind a table of where
+// each (slot, weight)'s rows start, their length, its scale and its
+// columns in h, which the fused projections and lora_expand read alike.
+// Each weight's rank is padded to a multiple of 4 (zero rows of A, zero
+// columns of B), so that a projection's epilogue reads a column's row of
+// B and a row of h as vec4s, as the GEMVs read weights and x.
 type LoRA struct {
 	in      int
 	outs    []int  // the weights' widths
 	adapts  []bool // whether some slot adapts weight k
 	a       Buffer // [ΣRank, in]
 	slots   Buffer // per slot: first row of a, Σ rank, 0, 0
-	bt      Buffer // per (slot, weight): first index of its Bᵀ rows, rank, scale, first column in h; then the rows
+	bt      Buffer // per (slot, weight): first vec4 of its B rows, vec4s a row, scale, first column in h; then the rows
 	n       int    // slots
-	maxRank int    // h's stride: the largest Σ rank of a slot
+	maxRank int    // h's stride: the largest Σ padded rank of a slot
+	rank    int    // the largest Σ rank of a slot
 }
 
 func (l *LoRA) Slots() int   { return l.n }
-func (l *LoRA) MaxRank() int { return l.maxRank }
+func (l *LoRA) MaxRank() int { return l.rank }
 func (l *LoRA) Outs() []int  { return l.outs }
 
 func (b *Backend) NewLoRA(in int, outs ...int) (backend.LoRA, error) {
@@ -63,6 +67,9 @@ func (b *Backend) NewLoRA(in int, outs ...int) (backend.LoRA, error) {
 	}
 	return &LoRA{in: in, outs: slices.Clone(outs), adapts: make([]bool, len(outs))}, nil
 }
+
+// pad4 is r rounded up to a multiple of 4.
+func pad4(r int) int { return (r + 3) &^ 3 }
 
 func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	c := l.(*LoRA)
@@ -74,19 +81,21 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			return err
 		}
 	}
-	// The shrink side: A rows slot by slot, weight by weight.
+	// The shrink side: A rows slot by slot, weight by weight, each
+	// weight's padded with zero rows.
 	var a []float32
 	table := make([]byte, 16*max(len(slots), 1))
-	c.maxRank = 0
+	c.maxRank, c.rank = 0, 0
 	for j, ws := range slots {
 		binary.LittleEndian.PutUint32(table[16*j:], uint32(len(a)/c.in))
-		rank := 0
+		rank, padded := 0, 0
 		for _, w := range ws {
 			a = append(a, w.A...)
-			rank += w.Rank
+			a = append(a, make([]float32, (pad4(w.Rank)-w.Rank)*c.in)...)
+			rank, padded = rank+w.Rank, padded+pad4(w.Rank)
 		}
-		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(rank))
-		c.maxRank = max(c.maxRank, rank)
+		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(padded))
+		c.maxRank, c.rank = max(c.maxRank, padded), max(c.rank, rank)
 	}
 	if err := b.uploadLoRA(&c.a, f32bytes(a), c); err != nil {
 		return err
@@ -95,7 +104,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 		return err
 	}
 	// The expand side: the table, then weight by weight, slot by slot,
-	// the rows of Bᵀ.
+	// the rows of B, each of the padded rank.
 	nw := len(c.outs)
 	bt := make([]uint32, 4*len(slots)*nw) // f32 bits behind the table
 	for k, out := range c.outs {
@@ -103,14 +112,15 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 		for j, ws := range slots {
 			w, col := ws[k], 0
 			for _, v := range ws[:k] {
-				col += v.Rank
+				col += pad4(v.Rank)
 			}
+			r4 := pad4(w.Rank)
 			e := 4 * (j*nw + k)
-			bt[e], bt[e+1], bt[e+2], bt[e+3] = uint32(len(bt)), uint32(w.Rank), math.Float32bits(w.Scale), uint32(col)
-			rows := make([]uint32, w.Rank*out)
+			bt[e], bt[e+1], bt[e+2], bt[e+3] = uint32(len(bt)/4), uint32(r4/4), math.Float32bits(w.Scale), uint32(col)
+			rows := make([]uint32, out*r4)
 			for i := range out {
 				for t := range w.Rank {
-					rows[t*out+i] = math.Float32bits(w.B[i*w.Rank+t])
+					rows[i*r4+t] = math.Float32bits(w.B[i*w.Rank+t])
 				}
 			}
 			bt = append(bt, rows...)

@@ -111,8 +111,9 @@ func (w *twins) outTensor(rows, cols int, data []float32) pair[backend.Tensor] {
 // after the plain product. Ranks not multiples of 4 and of several
 // weights; widths not multiples of the workgroups; one row and rows of
 // several slots, of none and of a slot out of range; output rows; every
-// storage. The fused path must record fewer dispatches than the fallback,
-// and a step without adapter rows no LoRA dispatch.
+// storage. The fused path must record fewer dispatches than the fallback
+// and at most one more than a step without adapter rows, which records
+// no LoRA dispatch.
 func TestProjectLoRA(t *testing.T) {
 	type variant struct {
 		name  string
@@ -268,8 +269,13 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 			w.compare(fmt.Sprintf("%s: output %d", mode, i), o, outRows, tol)
 		}
 		t.Logf("%s: %d dispatches, %d without adapter rows", mode, dispatches[mode], plain)
-		if live != (dispatches[mode] > plain) {
-			t.Errorf("%s: %d dispatches with adapter rows, %d without", mode, dispatches[mode], plain)
+		if d := dispatches[mode]; !live && d != plain || live && d < plain {
+			t.Errorf("%s: %d dispatches with adapter rows, %d without", mode, d, plain)
+		}
+		// Fused into a GEMV, the adapters cost the shrink alone (and the
+		// norm where the GEMV would have taken it as a prologue).
+		if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+2 {
+			t.Errorf("fused: %d dispatches with adapter rows, %d without", d, plain)
 		}
 	}
 	// Fused, the expand costs no dispatch where the kernel composes (or
