@@ -5,7 +5,6 @@ package runtime
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/tessera-llm/tessera/models"
@@ -32,7 +31,7 @@ type llama struct {
 	moe                           *moeActs       // with experts
 	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
 	out                           backend.Tensor // the last step's Out rows (outRows): x or last
-	lastNormed                    backend.Tensor // output rows: last normalised, for a head's adapters
+	lastNormed                    backend.Tensor // output rows: last normalised, for embeddings
 	kv                            backend.KV
 }
 
@@ -237,9 +236,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	}
 	for l, w := range n.layers {
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
-		h, norm := n.normed(w.attnNorm, w.lora[0])
-		be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}})
-		n.addLoRA(n.xb, w.lora[0], n.q, n.k, n.v)
+		be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}, LoRA: n.lora(w.lora[0])})
 		if c.QKNorm {
 			qn, kn := c.HeadDim, c.HeadDim
 			if c.QKNormFull { // OLMoE: all heads of a row together
@@ -264,15 +261,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			continue
 		}
 		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
-		h, norm = n.normed(w.ffnNorm, w.lora[2])
-		if n.adapted && w.lora[2] != nil {
-			// The adapters add to gate and up before the GLU.
-			be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate, n.up}})
-			n.addLoRA(n.xb, w.lora[2], n.gate, n.up)
-			be.GLU(n.gate, n.up, c.Act)
-		} else {
-			be.Project(backend.Projection{X: h, Norm: norm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: c.Act})
-		}
+		be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: c.Act, LoRA: n.lora(w.lora[2])})
 		next = n.outNorm // the norm the next layer or the head starts with
 		if l+1 < len(n.layers) {
 			next = n.layers[l+1].attnNorm
@@ -281,13 +270,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)
-	if n.adapted && n.headLoRA != nil {
-		be.RMSNorm(n.lastNormed, n.out, n.outNorm, c.NormEps)
-		be.MatMul(n.logits, n.lastNormed, n.output)
-		n.addLoRA(n.lastNormed, n.headLoRA, n.logits)
-	} else {
-		be.Project(backend.Projection{X: n.out, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}})
-	}
+	be.Project(backend.Projection{X: n.out, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}, LoRA: n.lora(n.headLoRA)})
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
 	}
@@ -314,24 +297,13 @@ func (n *llama) outRows(batch backend.Batch) backend.Tensor {
 	return n.last
 }
 
-// normed returns the input of the projections after a norm: x itself,
-// normalised by the projection (norm), unless the step runs adapters on
-// one of them, which read the normalised rows: then they are computed into
-// xb first.
-func (n *llama) normed(norm backend.Weight, adapters ...backend.LoRA) (backend.Tensor, backend.Weight) {
-	if n.adapted && slices.ContainsFunc(adapters, func(l backend.LoRA) bool { return l != nil }) {
-		n.be.RMSNorm(n.xb, n.x, norm, n.cfg.NormEps)
-		return n.xb, nil
+// lora is l for a projection of a step with adapter rows, else nil: a
+// step without them runs no adapter at all.
+func (n *llama) lora(l backend.LoRA) backend.LoRA {
+	if n.adapted {
+		return l
 	}
-	return n.x, norm
-}
-
-// addLoRA adds the adapters of the weights that just computed dsts from
-// x, for the rows that run with one.
-func (n *llama) addLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
-	if n.adapted && l != nil {
-		n.be.AddLoRA(x, l, dsts...)
-	}
+	return nil
 }
 
 // residual adds a block's output projection of x to the residual stream:
@@ -340,15 +312,10 @@ func (n *llama) addLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor
 // the stream next (a hint: Projection.Next), or nil.
 func (n *llama) residual(x backend.Tensor, w backend.Weight, l backend.LoRA, postNorm, next backend.Weight) {
 	if postNorm == nil {
-		if n.adapted {
-			next = nil // the adapters add to the stream and read the norm's output: see normed
-		}
-		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true, Next: next})
-		n.addLoRA(x, l, n.x) // the adapter's term is added on top of it
+		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true, LoRA: n.lora(l), Next: next})
 		return
 	}
-	n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.xb}})
-	n.addLoRA(x, l, n.xb)
+	n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.xb}, LoRA: n.lora(l)})
 	n.be.RMSNorm(n.post, n.xb, postNorm, n.cfg.NormEps)
 	n.be.Add(n.x, n.post)
 }

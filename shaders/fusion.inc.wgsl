@@ -25,11 +25,58 @@ fn act(kind: u32, g: f32) -> f32 {
 // With Experts: k, the slots of a row; e0 and ne, the experts of this
 // weight part; slots, whether x has a row per pair; ord and tab, where the
 // routing's pair order and block table start in routes.
-struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32, k: u32, e0: u32, ne: u32, slots: u32, ord: u32, tab: u32 }
+// With LoRA: lr, h's stride (the largest Σ rank of a slot); ln, the slots;
+// lw, the weight parts (the slot table's entries a slot).
+struct Fuse { n0: u32, n1: u32, n2: u32, eps: f32, act: u32, k: u32, e0: u32, ne: u32, slots: u32, ord: u32, tab: u32, lr: u32, ln: u32, lw: u32 }
+{{- if .LoRA}}
+struct LoRARow { slot: i32, scale: f32 }
+{{- end}}
 {{end -}}
 {{end}}
 
+{{define "lora_emit"}}
+// lora_sum is the adapter term of column col of weight part k for row r:
+// lrows[r].scale · scale · h[r, hcol ...] · B[col, :] over the padded
+// rank of the row's slot's adapter of that part (0 for a row without one
+// or of a slot out of range), as vec4s. lbt starts with the slot table,
+// a vec4 per (slot, part): off (lbt's index of the part's B row 0), q
+// (vec4s a row: the rank padded to a multiple of 4), scale (f32 bits) and
+// hcol (the part's first column in h, a multiple of 4); the rows of B (f32
+// bits, zero past the rank) follow. So a column reads its row of B and the
+// row's h as a GEMV reads its weight row and x.
+fn lora_sum(r: u32, k: u32, col: u32) -> f32 {
+    let row = lrows[r];
+    if (row.slot < 0 || u32(row.slot) >= fz.ln) { return 0.0; }
+    let sl = lbt[u32(row.slot) * fz.lw + k];
+    let q = min(sl.y, fz.lr / 4u);
+    let h0 = (r * fz.lr + sl.w) / 4u;
+    let b0 = sl.x + col * q;
+    var sum = vec4<f32>(0.0);
+    for (var t = 0u; t < q; t++) {
+        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
+    }
+    return row.scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
+}
+
+// lora_term is lora_sum for column c of the fused weight: the part it
+// belongs to by the split (Outs) or the alternation (Pairs).
+fn lora_term(r: u32, c: u32) -> f32 {
+{{- if .Pairs}}
+    return lora_sum(r, c % 2u, c / 2u);
+{{- else if gt .Outs 1}}
+    if (c < fz.n0) { return lora_sum(r, 0u, c); }
+{{- if gt .Outs 2}}
+    if (c >= fz.n0 + fz.n1) { return lora_sum(r, 2u, c - fz.n0 - fz.n1); }
+{{- end}}
+    return lora_sum(r, 1u, c - fz.n0);
+{{- else}}
+    return lora_sum(r, 0u, c);
+{{- end}}
+}
+{{end}}
+
 {{define "fusion"}}
+{{- if .LoRA}}{{template "lora_emit" .}}{{end}}
 {{if .GLU}}{{template "act"}}{{else}}
 // emit stores the value v of column c of row r.
 fn emit(r: u32, c: u32, v: f32) {
@@ -37,6 +84,9 @@ fn emit(r: u32, c: u32, v: f32) {
     var y = v;
 {{- if .Bias}}
     y += bias[c];
+{{- end}}
+{{- if .LoRA}}
+    y += lora_term(r, c);
 {{- end}}
 {{- if .Pairs}}
     if (c % 2u == 0u) { dst[r * fz.n0 + c / 2u] = y; } else { out1[r * fz.n1 + c / 2u] = y; }
@@ -65,7 +115,9 @@ fn emit(r: u32, c: u32, v: f32) {
 // emit_pair stores columns c and c + 1 of row r (c even): with a GLU, the
 // one output act(gate)·up of pair c / 2.
 fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
-{{- if .GLU}}
+{{- if and .GLU .LoRA}}
+    dst[r * fz.n0 + c / 2u] = act(fz.act, v0 + lora_term(r, c)) * (v1 + lora_term(r, c + 1u));
+{{- else if .GLU}}
     dst[r * fz.n0 + c / 2u] = act(fz.act, v0) * v1;
 {{- else}}
     emit(r, c, v0);

@@ -1,16 +1,16 @@
 {{define "lora"}}
 // The pieces lora_shrink and lora_expand share: their parameters, the
-// tables of rows and adapter slots (bindings 5 and 6; each kernel declares
-// 2 to 4), and the scan that finds a workgroup's rows.
+// table of rows (binding 5; each kernel declares 2 to 4, and shrink its
+// slot table, 6), and the scan that finds a workgroup's rows.
 struct Row { slot: i32, scale: f32 }
 struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
-// width: the inner dimension k (shrink) or the output width n (expand).
-struct Params { width: u32, cap: u32, nslots: u32, r: u32, maxm: u32 }
+// width: the inner dimension k (shrink) or the output width n (expand);
+// k and nw (expand): the weight part it adds and the parts of the LoRA.
+struct Params { width: u32, cap: u32, nslots: u32, r: u32, maxm: u32, k: u32, nw: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> rows: array<Row>;
-@group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
 // R is the stride of h (the largest rank among the slots); MAXM (2, 4 or 8)
 // the rows a workgroup takes, the host's choice from the most rows any slot

@@ -1,9 +1,16 @@
 // lora_expand: the second product of unmerged LoRA adapters (Punica's
 // "expand"), grouped by adapter as lora_shrink: dst[r, o] += rows[r].scale
-// · scale_j · Σ_{t < rank_j} h[r, col_j + t] · bt[off_j + t, o] for the
-// rows r of slot j, bt holding the rows of every slot's Bᵀ of this weight
-// ([ΣRank, n]) and col_j the first column of this weight in h, where one
+// · scale_j · Σ_{t < rank_j} h[r, col_j + t] · B_j[o, t] for the rows r
+// of slot j, col_j being the first column of this weight in h, where one
 // lora_shrink put the products of all the weights that share the input.
+// bt is the LoRA's buffer of all its weight parts, which the fused
+// projections read too (fusion.inc.wgsl's lora_sum): a slot table of 4
+// words per (slot, part), off (the vec4 of the part's B row 0), the
+// vec4s of a row (the rank padded to a multiple of 4), scale and col,
+// then the rows of B, zero past the rank; this dispatch adds part p.k.
+// (The rows of B are laid out for the fused epilogue, whose columns read
+// a row each; here the lanes' columns stride across them, which makes
+// this fallback's loads gathers on CPU adapters.)
 //
 // Workgroup (g.x, g.y, g.z) takes slot j = g.z, outputs o = g.x·256 +
 // lane and the g.y-th group of up to MAXM rows of slot j, found as
@@ -15,12 +22,13 @@
 
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> h: array<f32>;
-@group(0) @binding(4) var<storage, read> bt: array<f32>;
+@group(0) @binding(4) var<storage, read> bt: array<u32>; // f32 bits, behind the table
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
-    let sl = slots[g.z];
+    let e = 4u * (g.z * p.nw + p.k);
+    let sl = Slot(4u * bt[e], 4u * bt[e + 1u], bitcast<f32>(bt[e + 2u]), bt[e + 3u]);
     let o = g.x * 256u + lane;
     if (sl.rank == 0u || o >= p.width) { return; }
     let n = min(p.cap, step.rows);
@@ -41,7 +49,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var s45 = vec2<f32>(0.0);
     var s67 = vec2<f32>(0.0);
     for (var t = 0u; t < min(sl.rank, R); t++) {
-        let bv = bt[(sl.off + t) * p.width + o];
+        let bv = bitcast<f32>(bt[sl.off + o * sl.rank + t]);
         s01 += vec2<f32>(h[h0 + t], h[h1 + t]) * bv;
         if (MAXM > 2u) {
             s23 += vec2<f32>(h[h2 + t], h[h3 + t]) * bv;

@@ -23,6 +23,8 @@
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> a: array<f32>;
+// slots[j]: the first row of slot j's A rows in a, their count (Σ rank).
+@group(0) @binding(6) var<storage, read> slots: array<Slot>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {

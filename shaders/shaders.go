@@ -65,6 +65,14 @@ type Fusion struct {
 	// a GEMM, whose row tiles are such groups (gemm.inc.wgsl). It
 	// composes with Pairs and GLU only.
 	Experts bool
+	// LoRA: unmerged LoRA adapters are added to each column before the
+	// rest of the epilogue (a GLU's activation, the residual add):
+	// s·h_r·Bᵀ[slot(r)] of the column's weight part, h = x·Aᵀ having been
+	// computed beforehand by lora_shrink (bindings lh, lbt: the LoRA's
+	// slot table and Bᵀ rows, lrows: each row's slot and scale). It does
+	// not compose with Norm (the adapters read the normalised rows, which
+	// the product never stores) nor with Experts.
+	LoRA bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
 	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
@@ -104,7 +112,7 @@ func (f Fusion) String() string {
 	for _, p := range []struct {
 		on   bool
 		name string
-	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Next, "next"}, {f.Prescaled, "prescaled"}, {f.Bias, "bias"}, {f.Experts, "experts"}} {
+	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Next, "next"}, {f.Prescaled, "prescaled"}, {f.Bias, "bias"}, {f.Experts, "experts"}, {f.LoRA, "lora"}} {
 		if p.on {
 			parts = append(parts, p.name)
 		}
@@ -114,8 +122,8 @@ func (f Fusion) String() string {
 
 // Extra lists the bindings a fused kernel has after its own, in order:
 // the Fuse uniform, then out1 and out2, bias, nw (xraw when Prescaled),
-// nwn and xn, and routes as f asks for them. Each is "uniform",
-// "read_write" or "read".
+// nwn and xn, routes, and LoRA's lh, lbt and lrows as f asks for them.
+// Each is "uniform", "read_write" or "read".
 func (f Fusion) Extra() []string {
 	if !f.Fused() {
 		return nil
@@ -135,6 +143,9 @@ func (f Fusion) Extra() []string {
 	}
 	if f.Experts {
 		extra = append(extra, "read")
+	}
+	if f.LoRA {
+		extra = append(extra, "read", "read", "read")
 	}
 	return extra
 }
@@ -170,6 +181,10 @@ func (f Fusion) Bindings(first int) string {
 	}
 	if f.Experts {
 		names[i] = "routes"
+		i++
+	}
+	if f.LoRA {
+		names[i], names[i+1], names[i+2] = "lh", "lbt", "lrows"
 	}
 	var b strings.Builder
 	for i, access := range f.Extra() {
@@ -180,6 +195,12 @@ func (f Fusion) Bindings(first int) string {
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<vec4<f32>>;\n", first+i, names[i])
 		case names[i] == "routes":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
+		case names[i] == "lbt":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lbt: array<vec4<u32>>;\n", first+i)
+		case names[i] == "lh":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lh: array<vec4<f32>>;\n", first+i)
+		case names[i] == "lrows":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lrows: array<LoRARow>;\n", first+i)
 		default:
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", first+i, access, names[i])
 		}
@@ -208,6 +229,9 @@ func Compose(name string, f Fusion) (string, error) {
 	}
 	if f.Experts && (f.Norm || f.Next || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
 		return "", fmt.Errorf("shader %s%s: experts compose with a GLU only", name, f)
+	}
+	if f.LoRA && (f.Norm || f.Experts || f.Next) {
+		return "", fmt.Errorf("shader %s%s: adapters read normalised rows and adapt no experts", name, f)
 	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
@@ -246,8 +270,8 @@ var ExpertFusions = []Fusion{{Experts: true}, {Experts: true, Pairs: true, GLU: 
 
 // Fusions lists the compositions of the forward pass: q/k/v with and
 // without biases and norm, gate/up with GLU or split, residual adds (that
-// prepare the next norm's input), the normalised head, and the norms of
-// prescaled inputs.
+// prepare the next norm's input), the normalised head, the norms of
+// prescaled inputs, and those of them that add LoRA adapters.
 func Fusions() []Fusion {
 	return []Fusion{
 		{}, {Norm: true}, {Add: true}, {Add: true, Next: true},
@@ -256,5 +280,7 @@ func Fusions() []Fusion {
 		{Outs: 3}, {Outs: 3, Norm: true}, {Outs: 3, Bias: true}, {Outs: 3, Bias: true, Norm: true},
 		{Pairs: true, GLU: true}, {Pairs: true, GLU: true, Norm: true}, {Pairs: true, Outs: 2}, {Pairs: true, Outs: 2, Norm: true},
 		{Experts: true}, {Experts: true, Pairs: true, GLU: true},
+		{LoRA: true}, {Add: true, LoRA: true}, {Outs: 3, LoRA: true}, {Outs: 3, Bias: true, LoRA: true},
+		{Pairs: true, GLU: true, LoRA: true}, {Pairs: true, Outs: 2, LoRA: true},
 	}
 }

@@ -81,6 +81,8 @@ type LoRA interface {
 	Slots() int
 	// MaxRank is the largest rank of one slot, summed over the weights.
 	MaxRank() int
+	// Outs is the weights' widths (their rows).
+	Outs() []int
 }
 
 // LoRASlot is one adapter of a weight: A is [Rank, in] and B [out, Rank],

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 )
@@ -17,6 +18,8 @@ import (
 //	h = X, or RMSNorm(X, Norm, Eps) when Norm is set (the norm's weights
 //	    and the row's 1/rms are applied on the fly; h is never stored)
 //	y = h · Wᵀ + Bias (Bias optional, as wide as W has rows)
+//	y_i += the adapters of LoRA's weight i, for the rows that run one:
+//	    AddLoRA(h, LoRA, y_0, y_1, ...) (LoRA optional, of W's parts)
 //
 // W is an uploaded matrix or, from Fuse, several matrices of the same width
 // one after the other (q, k, v; gate, up); y splits into one part per
@@ -44,6 +47,9 @@ type Projection struct {
 	GLU  bool
 	Act  models.Activation
 	Next Weight
+	// LoRA adds unmerged adapters to the products before the epilogue;
+	// nil: none.
+	LoRA LoRA
 }
 
 // Check reports a projection whose parts do not fit together: parts are
@@ -68,6 +74,9 @@ func (p Projection) Check(parts []int) error {
 		return fmt.Errorf("projection of %d parts into %d outputs", len(parts), len(p.Out))
 	case p.Bias != nil && p.Bias.Shape()[0] != width:
 		return fmt.Errorf("bias of %d values for a projection of %d", p.Bias.Shape()[0], width)
+	}
+	if p.LoRA != nil && !slices.Equal(p.LoRA.Outs(), parts) {
+		return fmt.Errorf("adapters of weights %v for a projection of parts %v", p.LoRA.Outs(), parts)
 	}
 	for i, o := range p.Out {
 		want := parts[min(i, len(parts)-1)]

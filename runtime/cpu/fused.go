@@ -103,6 +103,9 @@ func (b *Backend) Project(p backend.Projection) {
 			off += rows[i]
 		}
 	}
+	if p.LoRA != nil {
+		b.AddLoRA(x, p.LoRA, dsts...)
+	}
 	switch {
 	case p.Add:
 		b.Add(p.Out[0], dsts[0])

@@ -32,6 +32,7 @@ type loraWeight struct {
 
 func (l *LoRA) Slots() int   { return len(l.slots) }
 func (l *LoRA) MaxRank() int { return l.maxRank }
+func (l *LoRA) Outs() []int  { return l.outs }
 
 func (b *Backend) NewLoRA(in int, outs ...int) (backend.LoRA, error) {
 	if in <= 0 || len(outs) == 0 || slices.Min(outs) <= 0 {

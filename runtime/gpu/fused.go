@@ -116,8 +116,20 @@ func (b *Backend) Project(p backend.Projection) {
 		b.fail(fmt.Errorf("gpu: projection with GLU %v of a weight fused for a GLU %v", p.GLU, w.pairs))
 		return
 	}
+	if c, ok := p.LoRA.(*LoRA); ok {
+		if _, groups := b.loraGrid(c, p.Out[0].(*Tensor).out, b.rows(p.Out[0].(*Tensor))); groups > 0 {
+			b.projectLoRA(p, w, c) // lora.go
+			return
+		}
+	}
+	b.project(p, w, false)
+}
+
+// project records p, its adapters in the epilogue with lora (their h
+// computed, p without a norm: projectLoRA).
+func (b *Backend) project(p backend.Projection, w *Weight, lora bool) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
-	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil}
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora}
 	if !f.Fused() {
 		b.matmul(d, xs, w, f, nil)
 		return
@@ -128,7 +140,7 @@ func (b *Backend) Project(p backend.Projection) {
 		return
 	}
 	switch {
-	case b.normPrologue():
+	case b.normPrologue() || lora: // (the adapters' bindings come last)
 	case f.Norm && b.prescaled(d, xs, w, p, f, extra):
 		return
 	case p.Next != nil && !f.Norm && b.prepareNext(d, xs, w, p, f, extra):
@@ -228,14 +240,19 @@ func (b *Backend) normPrologue() bool {
 }
 
 // fusionBindings returns the bindings that f adds to a kernel (see
-// shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias and
-// the norm's weights.
+// shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias,
+// the norm's weights and the adapters' buffers.
 func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Binding, error) {
 	var n [3]uint32
 	for i, o := range p.Out {
 		n[i] = uint32(o.Cols())
 	}
-	u, err := b.uniform(params{n[0], n[1], n[2], f32param(p.Eps), uint32(p.Act)})
+	u0 := params{n[0], n[1], n[2], f32param(p.Eps), uint32(p.Act)}
+	if f.LoRA {
+		c := p.LoRA.(*LoRA)
+		u0 = append(u0, 0, 0, 0, 0, 0, 0, uint32(c.maxRank), uint32(c.n), uint32(len(c.outs)))
+	}
+	u, err := b.uniform(u0)
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +265,10 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Bind
 	}
 	if p.Norm != nil {
 		extra = append(extra, Binding{Buffer: p.Norm.(*Weight).parts[0].buf})
+	}
+	if f.LoRA {
+		h, rows := b.loraBuffers(p.Out[0].(*Tensor).out)
+		extra = append(extra, Binding{Buffer: h}, Binding{Buffer: p.LoRA.(*LoRA).bt}, Binding{Buffer: rows})
 	}
 	return extra, nil
 }

@@ -7,70 +7,73 @@ import (
 	"slices"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/shaders"
 )
 
-// Unmerged LoRA: after the MatMuls of the weights that share an input,
-// one lora_shrink computes h = x·Aᵀ for all of them (q, k and v; gate and
-// up) with the A of each row's own adapter slot, and one lora_expand per
-// weight adds s·h·Bᵀ from that weight's columns of h: each row
-// finds its slot in the per-row slot buffer (rowLoRA, or outLoRA for
-// output tensors, whose rows are the batch's Out rows), so one batch
-// mixes adapters and rows without one. Both grids are slots × groups of
-// up to MAXM rows of one slot × columns: a workgroup serves one group of
-// rows of one adapter, reading that adapter's A or Bᵀ once for all of
+// Unmerged LoRA. A projection with adapters (backend.Projection.LoRA)
+// runs one lora_shrink before its product, h = x·Aᵀ for all the weights
+// that share the input (q, k and v; gate and up) with the A of each row's
+// own adapter slot, and the product adds s·h·Bᵀ to each column in its
+// epilogue (shaders.Fusion.LoRA, fusion.inc.wgsl's lora_sum) before the
+// GLU or the residual add: one dispatch more than the plain projection,
+// whose fusions all stay. Where the fused kernel would bind more storage
+// buffers than the device allows (q, k and v of int4 weights with
+// biases, on a device of 8) or Plan.LoRA says "unfused", the product runs
+// as without adapters (a GLU's gate and up split) and one lora_expand per
+// weight adds the term after it: the path AddLoRA takes. Each row finds
+// its slot in the per-row slot buffer (rowLoRA, or outLoRA for output
+// tensors, whose rows are the batch's Out rows), so one batch mixes
+// adapters and rows without one. Both kernels' grids are slots × groups
+// of up to MAXM rows of one slot × columns: a workgroup serves one group
+// of rows of one adapter, reading that adapter's A or Bᵀ once for all of
 // them. MAXM (2, 4 or 8) and the group count follow from the most rows
-// one slot has in the step, so that a step of 8 rows over 4 adapters
-// does the work of 8 rows, not of 4 × 8. Both kernels are specialised by
-// R, the largest rank among the weight's slots (h's stride), and MAXM.
+// one slot has in the step, so that a step of 8 rows over 4 adapters does
+// the work of 8 rows, not of 4 × 8. Both are specialised by R, the
+// largest Σ rank of a slot (h's stride), and MAXM.
 
 var (
 	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
-	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 )
 
 // LoRA is the adapters of weights that share an input, on the device:
 // A rows slot by slot (each slot's weights one after the other, so that
 // one lora_shrink computes x·Aᵀ for all of them) with a slot table, and
-// per weight the rows of Bᵀ slot by slot with a table that also says
-// where the weight's columns start in h.
+// one buffer of the B rows of all the weights behind a table of where
+// each (slot, weight)'s rows start, their length, its scale and its
+// columns in h, which the fused projections and lora_expand read alike.
+// Each weight's rank is padded to a multiple of 4 (zero rows of A, zero
+// columns of B), so that a projection's epilogue reads a column's row of
+// B and a row of h as vec4s, as the GEMVs read weights and x.
 type LoRA struct {
 	in      int
-	outs    []loraOut
+	outs    []int  // the weights' widths
+	adapts  []bool // whether some slot adapts weight k
 	a       Buffer // [ΣRank, in]
 	slots   Buffer // per slot: first row of a, Σ rank, 0, 0
+	bt      Buffer // per (slot, weight): first vec4 of its B rows, vec4s a row, scale, first column in h; then the rows
 	n       int    // slots
-	maxRank int    // h's stride: the largest Σ rank of a slot
-}
-
-// loraOut is one weight of a LoRA.
-type loraOut struct {
-	out     int
-	bt      Buffer // [ΣRank, out]
-	slots   Buffer // per slot: first row of bt, rank, scale, first column in h
-	maxRank int    // 0: no slot adapts this weight
+	maxRank int    // h's stride: the largest Σ padded rank of a slot
+	rank    int    // the largest Σ rank of a slot
 }
 
 func (l *LoRA) Slots() int   { return l.n }
-func (l *LoRA) MaxRank() int { return l.maxRank }
+func (l *LoRA) MaxRank() int { return l.rank }
+func (l *LoRA) Outs() []int  { return l.outs }
 
 func (b *Backend) NewLoRA(in int, outs ...int) (backend.LoRA, error) {
 	if in <= 0 || len(outs) == 0 || slices.Min(outs) <= 0 {
 		return nil, fmt.Errorf("gpu: lora of %v×%d", outs, in)
 	}
-	l := &LoRA{in: in}
-	for _, o := range outs {
-		l.outs = append(l.outs, loraOut{out: o})
-	}
-	return l, nil
+	return &LoRA{in: in, outs: slices.Clone(outs), adapts: make([]bool, len(outs))}, nil
 }
+
+// pad4 is r rounded up to a multiple of 4.
+func pad4(r int) int { return (r + 3) &^ 3 }
 
 func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	c := l.(*LoRA)
-	outs := make([]int, len(c.outs))
-	for k, o := range c.outs {
-		outs[k] = o.out
-	}
-	if err := backend.CheckLoRA(slots, c.in, outs); err != nil {
+	if err := backend.CheckLoRA(slots, c.in, c.outs); err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
 	if b.pending { // recorded work may still read the old adapters
@@ -78,19 +81,21 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			return err
 		}
 	}
-	// The shrink side: A rows slot by slot, weight by weight.
+	// The shrink side: A rows slot by slot, weight by weight, each
+	// weight's padded with zero rows.
 	var a []float32
 	table := make([]byte, 16*max(len(slots), 1))
-	c.maxRank = 0
+	c.maxRank, c.rank = 0, 0
 	for j, ws := range slots {
 		binary.LittleEndian.PutUint32(table[16*j:], uint32(len(a)/c.in))
-		rank := 0
+		rank, padded := 0, 0
 		for _, w := range ws {
 			a = append(a, w.A...)
-			rank += w.Rank
+			a = append(a, make([]float32, (pad4(w.Rank)-w.Rank)*c.in)...)
+			rank, padded = rank+w.Rank, padded+pad4(w.Rank)
 		}
-		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(rank))
-		c.maxRank = max(c.maxRank, rank)
+		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(padded))
+		c.maxRank, c.rank = max(c.maxRank, padded), max(c.rank, rank)
 	}
 	if err := b.uploadLoRA(&c.a, f32bytes(a), c); err != nil {
 		return err
@@ -98,40 +103,32 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	if err := b.uploadLoRA(&c.slots, table, c); err != nil {
 		return err
 	}
-	// The expand side, weight by weight: Bᵀ rows slot by slot.
-	for k := range c.outs {
-		o := &c.outs[k]
-		var rows int
-		for _, ws := range slots {
-			rows += ws[k].Rank
-		}
-		bt := make([]float32, rows*o.out)
-		table := make([]byte, 16*max(len(slots), 1))
-		row := 0
-		o.maxRank = 0
+	// The expand side: the table, then weight by weight, slot by slot,
+	// the rows of B, each of the padded rank.
+	nw := len(c.outs)
+	bt := make([]uint32, 4*len(slots)*nw) // f32 bits behind the table
+	for k, out := range c.outs {
+		c.adapts[k] = false
 		for j, ws := range slots {
 			w, col := ws[k], 0
 			for _, v := range ws[:k] {
-				col += v.Rank
+				col += pad4(v.Rank)
 			}
-			for i := range o.out {
+			r4 := pad4(w.Rank)
+			e := 4 * (j*nw + k)
+			bt[e], bt[e+1], bt[e+2], bt[e+3] = uint32(len(bt)/4), uint32(r4/4), math.Float32bits(w.Scale), uint32(col)
+			rows := make([]uint32, out*r4)
+			for i := range out {
 				for t := range w.Rank {
-					bt[(row+t)*o.out+i] = w.B[i*w.Rank+t]
+					rows[i*r4+t] = math.Float32bits(w.B[i*w.Rank+t])
 				}
 			}
-			binary.LittleEndian.PutUint32(table[16*j:], uint32(row))
-			binary.LittleEndian.PutUint32(table[16*j+4:], uint32(w.Rank))
-			binary.LittleEndian.PutUint32(table[16*j+8:], math.Float32bits(w.Scale))
-			binary.LittleEndian.PutUint32(table[16*j+12:], uint32(col))
-			row += w.Rank
-			o.maxRank = max(o.maxRank, w.Rank)
+			bt = append(bt, rows...)
+			c.adapts[k] = c.adapts[k] || w.Rank > 0
 		}
-		if err := b.uploadLoRA(&o.bt, f32bytes(bt), c); err != nil {
-			return err
-		}
-		if err := b.uploadLoRA(&o.slots, table, c); err != nil {
-			return err
-		}
+	}
+	if err := b.uploadLoRA(&c.bt, u32bytes(bt), c); err != nil {
+		return err
 	}
 	c.n = len(slots)
 	return b.loraScratch(c.maxRank)
@@ -177,40 +174,125 @@ func (b *Backend) loraScratch(r int) error {
 }
 
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
-	xs, c := x.(*Tensor), l.(*LoRA)
-	if c.maxRank == 0 || c.n == 0 || len(dsts) != len(c.outs) {
+	c := l.(*LoRA)
+	if len(dsts) != len(c.outs) || !b.loraShrink(x.(*Tensor), c, dsts[0].(*Tensor)) {
 		return
 	}
-	d0 := dsts[0].(*Tensor)
-	h, rows := b.loraH, b.rowLoRA
-	if d0.out {
-		h, rows = b.loraHOut, b.outLoRA
+	for k, d := range dsts {
+		b.loraExpand(c, k, d.(*Tensor))
 	}
-	most := b.loraGroupRows(d0.out, c.n, b.rows(d0))
-	if most == 0 {
-		return
+}
+
+// loraGrid is the grid's rows of a LoRA step over n rows (or output
+// rows): MAXM, and the groups of up to MAXM rows of one slot; 0 groups
+// when no row runs one of c's slots (or c adapts nothing).
+func (b *Backend) loraGrid(c *LoRA, out bool, n int) (maxm, groups int) {
+	if c.maxRank == 0 || c.n == 0 || b.batch.Adapter == nil {
+		return 0, 0
 	}
-	maxm := 8
+	most := b.loraGroupRows(out, c.n, n)
+	maxm = 8
 	for _, m := range []int{2, 4} {
 		if most <= m {
 			maxm = m
 			break
 		}
 	}
-	groups := uint32((most + maxm - 1) / maxm)
-	consts := map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
-	shrink, expand := loraShrinkOp, loraExpandOp
-	shrink.consts, expand.consts = consts, consts
-	b.record(shrink, params{uint32(c.in), uint32(d0.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm)},
-		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), groups, uint32(c.n))
-	for k, o := range c.outs {
-		if o.maxRank == 0 {
-			continue
-		}
-		d := dsts[k].(*Tensor)
-		b.record(expand, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm)},
-			[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: o.bt}, {Buffer: rows}, {Buffer: o.slots}}, uint32((d.cols+255)/256), groups, uint32(c.n))
+	return maxm, (most + maxm - 1) / maxm
+}
+
+// loraBuffers are h and the per-row slot table of batch rows or of
+// output rows.
+func (b *Backend) loraBuffers(out bool) (h, rows Buffer) {
+	if out {
+		return b.loraHOut, b.outLoRA
 	}
+	return b.loraH, b.rowLoRA
+}
+
+// loraShrink records h = x·Aᵀ of c for the rows of x with an adapter
+// slot of c, x's rows being those of d (batch or output rows); false
+// (nothing recorded) when there are none.
+func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor) bool {
+	maxm, groups := b.loraGrid(c, d.out, b.rows(d))
+	if groups == 0 {
+		return false
+	}
+	h, rows := b.loraBuffers(d.out)
+	o := loraShrinkOp
+	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
+	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0},
+		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), uint32(groups), uint32(c.n))
+	return true
+}
+
+// loraExpand records d += s·h·Bᵀ of c's weight k, for the rows of d with
+// an adapter slot of c (after loraShrink).
+func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
+	maxm, groups := b.loraGrid(c, d.out, b.rows(d))
+	if groups == 0 || !c.adapts[k] {
+		return
+	}
+	h, rows := b.loraBuffers(d.out)
+	o := loraExpandOp
+	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
+	b.record(o, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), uint32(k), uint32(len(c.outs))},
+		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))
+}
+
+// projectLoRA is Project for a step with rows of c's adapters: the norm,
+// if any, in a dispatch of its own (the adapters read the normalised
+// rows), lora_shrink, then the product with the adapters in its
+// epilogue or, where that kernel does not fit the device
+// (loraFused), the product as without adapters and a lora_expand per
+// weight, a GLU's gate and up split first and joined after.
+func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
+	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
+	if p.Norm != nil {
+		x, err := b.scratch(xs, -xs.cols)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		b.RMSNorm(x, xs, p.Norm, p.Eps)
+		p.X, p.Norm, xs = x, nil, x
+	}
+	b.loraShrink(xs, c, d)
+	if b.loraFused(p, w) {
+		b.project(p, w, true)
+		return
+	}
+	q := p
+	q.LoRA = nil
+	var up *Tensor
+	if p.GLU {
+		var err error
+		if up, err = b.scratch(d, d.cols); err != nil {
+			b.fail(err)
+			return
+		}
+		q.GLU, q.Out = false, []backend.Tensor{d, up}
+	}
+	b.project(q, w, false)
+	for k, o := range q.Out {
+		b.loraExpand(c, k, o.(*Tensor))
+	}
+	if up != nil {
+		b.GLU(d, up, p.Act)
+	}
+}
+
+// loraFused reports whether p's product takes its adapters in the
+// epilogue: unless Plan.LoRA says "unfused", where the GEMV so composed
+// binds no more storage buffers than the device allows (the tiled GEMMs
+// and the naive kernel, which go through fuse_epilogue, bind fewer).
+func (b *Backend) loraFused(p backend.Projection, w *Weight) bool {
+	if b.plan.LoRA != "" {
+		return b.plan.LoRA == "fused"
+	}
+	f := shaders.Fusion{Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true}
+	o, _, _, _ := gemvOp(w.storage, p.X.Cols(), 1, 1, f)
+	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 
 // loraGroupRows is the most rows that one of the first nslots slots has

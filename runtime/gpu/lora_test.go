@@ -5,7 +5,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // TestAddLoRA: the lora_shrink/lora_expand pair against its Go twin, on
@@ -98,4 +100,190 @@ func (w *twins) outTensor(rows, cols int, data []float32) pair[backend.Tensor] {
 		p[i] = t
 	})
 	return p
+}
+
+// TestProjectLoRA: projections with adapters (backend.Projection.LoRA)
+// against the CPU's, which is the plain ops in a row (AddLoRA on the
+// products before the epilogue), for every composition the forward pass
+// asks for: with the adapters' expand in the product's epilogue
+// (Fusion.LoRA, through the GEMVs or fuse_epilogue behind the tiled and
+// naive kernels) and through the fallback of a lora_expand per weight
+// after the plain product. Ranks not multiples of 4 and of several
+// weights; widths not multiples of the workgroups; one row and rows of
+// several slots, of none and of a slot out of range; output rows; every
+// storage. The fused path must record fewer dispatches than the fallback
+// and at most one more than a step without adapter rows, which records
+// no LoRA dispatch.
+func TestProjectLoRA(t *testing.T) {
+	type variant struct {
+		name  string
+		norm  bool
+		parts []int // output widths
+		ranks [][]int
+		bias  bool
+		glu   bool
+		pairs bool
+		add   bool
+		head  bool // output rows
+	}
+	variants := []variant{
+		{name: "qkv-norm", norm: true, parts: []int{48, 16, 16}, ranks: [][]int{{3, 5, 2}, {8, 0, 1}, {0, 0, 0}}},
+		{name: "qkv-bias", parts: []int{40, 24, 24}, ranks: [][]int{{1, 1, 7}, {6, 6, 6}}, bias: true},
+		{name: "glu-norm", norm: true, parts: []int{36, 36}, ranks: [][]int{{5, 3}, {0, 9}}, glu: true},
+		{name: "gate-up-split", parts: []int{50, 50}, ranks: [][]int{{2, 0}, {7, 7}}, pairs: true},
+		{name: "residual", parts: []int{33}, ranks: [][]int{{5}, {1}, {13}}, add: true},
+		{name: "plain", parts: []int{300}, ranks: [][]int{{64}, {3}}},
+		{name: "head-norm", norm: true, parts: []int{77}, ranks: [][]int{{6}, {2}}, head: true},
+	}
+	for _, tc := range []struct {
+		storage backend.Storage
+		kernel  string // Plan.Quant's (Plan.MatMul's for f32)
+		k, rows int
+		slots   []int32 // the rows' adapters, repeated
+	}{
+		{backend.F32, "", 64, 1, []int32{1}},
+		{backend.Int4, "", 96, 5, []int32{0, -1, 1, 0, 7}},
+		{backend.F16, "", 96, 3, []int32{1, 1, 0}},
+		{backend.Int8, "", 64, 9, []int32{2, 0, -1, 1}},
+		{backend.Int4, "gemv-gpu", 200, 6, []int32{1, 0, 0, -1, 2, 1}},
+		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}},
+		{backend.F32, "", 70, 3, []int32{1, -1, 0}}, // k % 4 != 0: the naive kernel or GEMM
+	} {
+		for _, v := range variants {
+			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, v.name), func(t *testing.T) {
+				testProjectLoRA(t, tc.storage, tc.kernel, tc.k, tc.rows, tc.slots, v.norm, v.parts, v.ranks, v.bias, v.glu, v.pairs, v.add, v.head)
+			})
+		}
+	}
+}
+
+func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, rows int, adapters []int32,
+	norm bool, parts []int, ranks [][]int, bias, glu, pairs, add, head bool) {
+	const alloc = 32
+	w := newTwins(t, alloc)
+	plan := gpu.Plan{}
+	if storage == backend.F32 {
+		plan.MatMul = kernel
+	} else {
+		plan.Quant = kernel
+	}
+	var shapes, bshapes [][]int
+	for _, n := range parts {
+		shapes, bshapes = append(shapes, []int{n, k}), append(bshapes, []int{n})
+	}
+	wt := w.fused(storage, glu || pairs, shapes, 1)
+	slots := make([][]backend.LoRASlot, len(ranks))
+	for j, rs := range ranks {
+		for i, r := range rs {
+			slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*k, 1), B: w.random(parts[i]*r, 1), Scale: 0.25 + float32(j+i)/4})
+		}
+	}
+	var l pair[backend.LoRA]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if l[i], err = b.NewLoRA(k, parts...); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetLoRA(l[i], slots); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var nw, bw pair[backend.Weight]
+	if norm {
+		nw = w.weight([]int{k}, w.random(k, 1.5))
+	}
+	if bias {
+		bw = w.fused(backend.F32, false, bshapes, 1)
+	}
+	tensor, outRows := w.tensor, rows
+	var out []int32
+	if head { // scores every other row, as a prompt step's head does
+		tensor = w.outTensor
+		for r := 0; r < rows; r += 2 {
+			out = append(out, int32(r))
+		}
+		outRows = len(out)
+	}
+	x := tensor(alloc, k, w.random(alloc*k, 2)) // as the head's input is the step's output rows
+	var outs []pair[backend.Tensor]
+	for i, n := range parts {
+		if (glu || add) && i > 0 {
+			break
+		}
+		outs = append(outs, tensor(outRows, n, w.random(outRows*n, 1)))
+	}
+	project := func(adapted bool) int {
+		batch := backend.Batch{Tokens: tokens(rows, 10, w.rng), Pos: make([]int32, rows), Seq: make([]int32, rows),
+			BlockSize: 16, Tables: [][]int32{{0, 1}}, Out: out}
+		for i := range rows {
+			batch.Pos[i] = int32(i)
+			if adapted {
+				batch.Adapter = append(batch.Adapter, adapters[i%len(adapters)])
+				batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3)/2)
+			}
+		}
+		w.beginBatch(batch)
+		before := w.gpu.Stats().Dispatches
+		w.each(func(b backend.Backend, i int) {
+			xi := x[i]
+			p := backend.Projection{X: xi, Eps: 1e-5, W: wt[i], Add: add, GLU: glu, Act: models.SiLU, LoRA: l[i]}
+			if norm {
+				p.Norm = nw[i]
+			}
+			if bias {
+				p.Bias = bw[i]
+			}
+			for _, o := range outs {
+				p.Out = append(p.Out, o[i])
+			}
+			b.Project(p)
+		})
+		return w.gpu.Stats().Dispatches - before
+	}
+	// The CPU's int4 products meet activations quantized to int16 per
+	// group of 32 (runtime/cpu MatMul), the GPU's f32.
+	tol := 2e-4
+	if storage == backend.Int4 {
+		tol = 4e-3
+	}
+	// Whether some row (of the outputs) runs a slot of the LoRA.
+	live := false
+	for i := range outRows {
+		r := i
+		if head {
+			r = int(out[i])
+		}
+		j := adapters[r%len(adapters)]
+		live = live || j >= 0 && int(j) < len(ranks)
+	}
+	dispatches := map[string]int{}
+	for _, mode := range []string{"fused", "unfused"} {
+		plan.LoRA = mode
+		w.gpu.SetPlan(plan)
+		plain := project(false)
+		for i, o := range outs {
+			w.compare(fmt.Sprintf("%s, no adapter rows: output %d", mode, i), o, outRows, tol)
+		}
+		dispatches[mode] = project(true)
+		for i, o := range outs {
+			w.compare(fmt.Sprintf("%s: output %d", mode, i), o, outRows, tol)
+		}
+		t.Logf("%s: %d dispatches, %d without adapter rows", mode, dispatches[mode], plain)
+		if d := dispatches[mode]; !live && d != plain || live && d < plain {
+			t.Errorf("%s: %d dispatches with adapter rows, %d without", mode, d, plain)
+		}
+		// Fused into a GEMV, the adapters cost the shrink alone (and the
+		// norm where the GEMV would have taken it as a prologue).
+		if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+2 {
+			t.Errorf("fused: %d dispatches with adapter rows, %d without", d, plain)
+		}
+	}
+	// Fused, the expand costs no dispatch where the kernel composes (or
+	// with an epilogue already: a split, a GLU, an add), else it moves
+	// into fuse_epilogue.
+	composes := kernel != "gemm" && k%4 == 0
+	strict := live && (composes || len(parts) > 1 || add)
+	if f, u := dispatches["fused"], dispatches["unfused"]; f > u || strict && f == u {
+		t.Errorf("%d dispatches fused, %d unfused", f, u)
+	}
 }

@@ -26,6 +26,11 @@ type Plan struct {
 	// NormPrologue forces whether projections take their RMSNorm as the
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string
+	// LoRA forces how a projection adds its adapters: "fused" (in the
+	// product's epilogue, whatever the device's binding limit) or
+	// "unfused" (a lora_expand per weight after the product); see
+	// loraFused.
+	LoRA string
 }
 
 // SetPlan makes b use p from its next op on.
