@@ -61,11 +61,7 @@ const PS = GV * SB;
 const RED = GV * 8u;
 const NEG = -3.4028234663852886e38; // the running maximum before any score
 
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read_write> part: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-{{template "kv_attend_bindings" .}}
+{{template "decode_bindings" .}}
 
 var<workgroup> qs: array<vec4<f32>, QS>;  // [gv·HD + d]: heads 4gv..4gv+3 at dim d
 var<workgroup> ps: array<vec4<f32>, PS>;  // [gv·SB + j]: scores, then probabilities

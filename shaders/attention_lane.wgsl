@@ -29,11 +29,7 @@ const WG = 8u; // a SIMD vector of llvmpipe (256 bits): more workgroups for its 
 const D4 = HD / 4u;
 const NEG = -3.4028234663852886e38; // the running maximum before any score
 
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read_write> part: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-{{template "kv_attend_bindings" .}}
+{{template "decode_bindings" .}}
 {{template "kv_rec" .}}{{template "kv_read" (kvbuf . "kc" "")}}{{template "kv_read" (kvbuf . "vc" "")}}
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

@@ -31,6 +31,16 @@ QuantizeKV8.
 @group(0) @binding(9) var<storage, read> tables: array<i32>;
 {{- end}}
 
+{{define "decode_bindings"}}
+// The bindings of the decode kernels (attention_decode, attention_lane),
+// which write attention_combine's partials: part, then dst.
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> part: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+{{template "kv_attend_bindings" .}}
+{{- end}}
+
 {{define "kv_rec"}}
 // kv_rec is the first element of the record of kv head `head` at slot
 // `slot`, for heads of hv groups of 4 values.

@@ -40,12 +40,7 @@ type groupEntry[B any] struct {
 }
 
 func (g *bindGroup[B, G, P, L]) Release() {
-	g.d.mu.Lock()
-	defer g.d.mu.Unlock()
-	if !g.released {
-		g.released = true
-		g.d.api.releaseBindGroup(g.h)
-	}
+	g.d.release(&g.released, func() { g.d.api.releaseBindGroup(g.h) })
 }
 
 func (d *device[B, G, P, L]) Pipeline(k Kernel) (Pipeline, error) {

@@ -35,12 +35,7 @@ type buffer[B, G, P, L any] struct {
 }
 
 func (b *buffer[B, G, P, L]) Release() {
-	b.d.mu.Lock()
-	defer b.d.mu.Unlock()
-	if !b.released {
-		b.released = true
-		b.d.api.releaseBuffer(b.h)
-	}
+	b.d.release(&b.released, func() { b.d.api.releaseBuffer(b.h) })
 }
 
 // bufferMeta is what a device keeps of a buffer besides its platform

@@ -111,6 +111,17 @@ func (d *device[B, G, P, L]) usable() error {
 	return d.api.lost()
 }
 
+// release marks an object released, under the lock, and frees its
+// handle the first time only: Release is safe to call twice.
+func (d *device[B, G, P, L]) release(released *bool, free func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !*released {
+		*released = true
+		free()
+	}
+}
+
 // asBuffer checks that b is a live buffer of this device. Callers hold d.mu.
 func (d *device[B, G, P, L]) asBuffer(b Buffer) (*buffer[B, G, P, L], error) {
 	db, ok := b.(*buffer[B, G, P, L])
