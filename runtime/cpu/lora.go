@@ -26,8 +26,30 @@ type loraSlot struct {
 
 type loraWeight struct {
 	rank, col int       // col: the weight's first column in h
-	bt        []float32 // Bᵀ, [rank, out]: a row of h times it is rank axpys of out values
+	bt        []float32 // Bᵀ in panels (panels): a row of h times it is rank axpys of out values
 	scale     float32
+}
+
+// panel is the width of Bᵀ's column panels. Bᵀ [rank, out] row by row
+// would have an axpy of 8 columns read rank cache lines out·4 bytes apart,
+// more streams than a core's prefetcher follows; cut into panels of 64
+// columns, each panel's [rank, 64] (the last one narrower) lies in one
+// stretch of 64·rank values that the axpys read front to back.
+const panel = 64
+
+// panels returns Bᵀ of b ([out, rank] row-major) cut into column panels:
+// the panel of columns c0..c0+w holds Bᵀ[t, c0+i] at c0·rank + t·w + i.
+func panels(b []float32, out, rank int) []float32 {
+	bt := make([]float32, rank*out)
+	for c0 := 0; c0 < out; c0 += panel {
+		w, p := min(panel, out-c0), bt[c0*rank:]
+		for i := range w {
+			for t := range rank {
+				p[t*w+i] = b[(c0+i)*rank+t]
+			}
+		}
+	}
+	return bt
 }
 
 func (l *LoRA) Slots() int   { return len(l.slots) }
@@ -60,13 +82,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 	for j, ws := range slots {
 		s := &kept[j]
 		for k, w := range ws {
-			out := c.outs[k]
-			bt := make([]float32, w.Rank*out)
-			for o := range out {
-				for r := range w.Rank {
-					bt[r*out+o] = w.B[o*w.Rank+r]
-				}
-			}
+			bt := panels(w.B, c.outs[k], w.Rank)
 			s.w = append(s.w, loraWeight{rank: w.Rank, col: s.rank, bt: bt, scale: w.Scale})
 			s.a = append(s.a, w.A...)
 			s.rank += w.Rank
@@ -83,7 +99,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 type loraBufs struct {
 	start, next []int // rows grouped by slot: slot j's are rows[start[j]:start[j+1]]
 	rows        []int
-	x, h, hw    []float32 // one slot's rows of x, their x·Aᵀ, and one row's columns of a weight in it, scaled
+	x, h, hw    []float32 // one slot's rows of x, their x·Aᵀ, and their columns of one weight in it, scaled
 }
 
 func grow(s []float32, n int) []float32 {
@@ -97,8 +113,7 @@ func grow(s []float32, n int) []float32 {
 // slot computes x·Aᵀ for all the weights at once with the matmul helper,
 // so that the rows of one adapter share each read of its A, and adds each
 // weight's s·(x·Aᵀ)·Bᵀ to the outputs, s the row's scale times the
-// slot's: per row one kernel.AxpyRows of its scaled h over Bᵀ. Rows
-// without an adapter cost nothing. The sums are the WGSL kernels' up to
+// slot's (expand). Rows without an adapter cost nothing. The sums are the WGSL kernels' up to
 // rounding: x·A row by row, then each output plus Σ_t (s·h_t)·B[o, t]
 // term by term, where lora_expand sums the terms before it scales and adds.
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
@@ -157,18 +172,43 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 			if w.rank == 0 {
 				continue
 			}
-			// Each row adds Σ_r (scale·h_r)·Bᵀ[r, :] to its output: one
-			// AxpyRows over the out values, not out dot products of rank
-			// values (8 for a rank-8 adapter, shorter than a call costs).
 			d, dout := dsts[k].(*Tensor), c.outs[k]
-			sc.hw = grow(sc.hw, w.rank)
+			sc.hw = grow(sc.hw, m*w.rank)
 			for r, i := range rows {
 				scale := b.batch.AdapterScale[batchRow(i)] * w.scale
+				hw := sc.hw[r*w.rank : (r+1)*w.rank]
 				for q, v := range sc.h[r*s.rank+w.col : r*s.rank+w.col+w.rank] {
-					sc.hw[q] = scale * v
+					hw[q] = scale * v
 				}
-				kernel.AxpyRows(d.Data[i*dout:(i+1)*dout], sc.hw, w.bt, dout)
 			}
+			expand(d.Data, sc.hw, w.bt, rows, w.rank, dout, b.team)
 		}
 	}
+}
+
+// expand adds to each output row rows[r] of dst (dout wide) the sum over
+// t of hw[r·rank+t]·Bᵀ[t, :], Bᵀ in panels: per row and panel one
+// kernel.AxpyRows over the panel's columns, not a dot product of rank
+// values per column (8 for a rank-8 adapter, shorter than a call costs).
+// Rows go two at a time (AxpyRows2 reads the panel once for both), and
+// the team splits the panels. Each element is the same sum whatever the
+// split, the pairing or the panel width.
+func expand(dst, hw, bt []float32, rows []int, rank, dout int, t *team) {
+	m := len(rows)
+	if m*rank*dout < 1<<15 {
+		t = nil
+	}
+	t.run((dout+panel-1)/panel, func(lo, hi int) {
+		for c0 := lo * panel; c0 < min(hi*panel, dout); c0 += panel {
+			w, p := min(panel, dout-c0), bt[c0*rank:]
+			out := func(r int) []float32 { return dst[rows[r]*dout+c0 : rows[r]*dout+c0+w] }
+			r := 0
+			for ; r+2 <= m; r += 2 {
+				kernel.AxpyRows2(out(r), out(r+1), hw[r*rank:(r+1)*rank], hw[(r+1)*rank:(r+2)*rank], p, w)
+			}
+			if r < m {
+				kernel.AxpyRows(out(r), hw[r*rank:(r+1)*rank], p, w)
+			}
+		}
+	})
 }
