@@ -79,11 +79,25 @@ bench:
 
 # device-check is what a machine with a real GPU runs (under ten minutes):
 # golden tokens through WebGPU and `tessera bench` of synthetic
-# smollm2-135m, qwen2.5-0.5b and llama-3.2-1b in int4, as one table.
-# DEVICE_CHECK_QUICK=1 runs a smaller set (lavapipe).
-.PHONY: device-check
+# smollm2-135m, qwen2.5-0.5b and llama-3.2-1b in int4, as one table;
+# DEVICE_CHECK_SERVE=1 adds bench-serve through `tessera serve`,
+# DEVICE_CHECK_LORA=1 the LoRA decode benchmark. DEVICE_CHECK_QUICK=1 runs
+# a smaller set (lavapipe).
+.PHONY: device-check device-bundle
 device-check:
 	MODELS=$(MODELS) .ci/device-check.sh
+
+# device-bundle builds what device-check runs into .device/ (git-ignored),
+# for a GPU machine without Go: the tessera command and runtime's test
+# binary, xz-compressed, and the test models. There:
+# DEVICE_CHECK_BUNDLE=.device .ci/device-check.sh
+device-bundle:
+	rm -rf .device && mkdir -p .device
+	$(GO) build -trimpath -ldflags='-s -w' -o .device/tessera ./examples/tessera
+	$(GO) test -c -trimpath -ldflags='-s -w' -o .device/runtime.test ./runtime
+	xz -T0 -6 .device/tessera .device/runtime.test
+	cp -r $(MODELS) .device/models
+	@du -sh .device
 
 build:
 	$(GO) build -o bin/tessera ./examples/tessera

@@ -3,7 +3,7 @@
 # kernels there, in under ten minutes (`make device-check`):
 #
 #   1. the Vulkan loader (libvulkan1) and a C compiler, installed if missing
-#      (the GPU's own driver must be there already);
+#      and if Go builds here (the GPU's own driver must be there already);
 #   2. golden tokens through WebGPU on the machine's first adapter: the
 #      golden and cross-backend tests of runtime;
 #   3. `tessera bench` and `tessera profile` (int4, multi-step decoding as
@@ -11,7 +11,19 @@
 #      printed as one table: decode and prompt tok/s, dispatches per decode
 #      token, the fraction of the copy-bandwidth bound decode reaches, the
 #      ms a token's ops take timed one by one and the busiest op kind; each
-#      model's whole profile follows the table.
+#      model's whole profile follows the table;
+#   4. serving (DEVICE_CHECK_SERVE=1): stories260K and smollm2-135m int4
+#      through `tessera serve` and `tessera bench-serve` at concurrency 1, 8
+#      and 32 (DEVICE_CHECK_CONC) beside the in-process `tessera bench` of
+#      the same work;
+#   5. LoRA (DEVICE_CHECK_LORA=1): BenchmarkLoRADecode on WebGPU, decode
+#      tok/s at concurrency 8 with 0, 1 and 4 adapters of rank 8 and 64.
+#
+# A machine without Go runs a bundle built elsewhere: `make device-bundle`
+# writes the tessera command, runtime's test binary and the test models
+# into .device/ (xz-compressed), and DEVICE_CHECK_BUNDLE=.device makes this
+# script use them. Each step has a time limit and a failed step does not
+# stop the next; the exit status says whether any failed.
 #
 # DEVICE_CHECK_QUICK=1 runs stories260K and smollm2-135m only (a minute or
 # two on lavapipe, the CPU's Vulkan driver); DEVICE_CHECK_DIR keeps the
@@ -24,46 +36,83 @@ cd "$root"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/tessera-xdg}"
 mkdir -p "$XDG_RUNTIME_DIR"
 
-if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
-	"$here/apt-ensure.sh" device-check libvulkan1 gcc libc6-dev
-fi
-
 dir="${DEVICE_CHECK_DIR:-$(mktemp -d)}"
 mkdir -p "$dir"
-go build -o "$dir/tessera" ./examples/tessera
-"$dir/tessera" info --device
+bundle="${DEVICE_CHECK_BUNDLE:-}"
+models="${MODELS:-../shared/models}"
+if [ -n "$bundle" ]; then
+	# The bundle's test models go where runtime's tests look for them
+	# (../../shared/models from the package folder), in a tree of its own.
+	mkdir -p "$dir/t/shared" "$dir/t/repo/runtime"
+	cp -r "$bundle/models" "$dir/t/shared/models"
+	models="$dir/t/shared/models"
+	for b in tessera runtime.test; do
+		if command -v xz >/dev/null 2>&1; then
+			xz -dc "$bundle/$b.xz" >"$dir/$b"
+		else
+			python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$bundle/$b.xz" >"$dir/$b"
+		fi
+		chmod +x "$dir/$b"
+	done
+	rtdir="$dir/t/repo/runtime"
+else
+	if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+		"$here/apt-ensure.sh" device-check libvulkan1 gcc libc6-dev
+	fi
+	go build -o "$dir/tessera" ./examples/tessera
+	go test -c -o "$dir/runtime.test" ./runtime
+	rtdir="$root/runtime"
+fi
+tessera="$dir/tessera"
+"$tessera" info --device
+
+failed=0
+# step LIMIT CMD...: runs CMD for at most LIMIT seconds; a failure is
+# reported and counted, not fatal.
+step() {
+	limit=$1
+	shift
+	if ! timeout "$limit" "$@"; then
+		echo "device-check: failed or timed out ($limit s): $*" >&2
+		failed=1
+		return 1
+	fi
+}
 
 echo "== golden tokens through WebGPU"
-CI=true go test -count=1 -run 'TestGoldenGreedyWebGPU|TestWebGPUMatchesCPU' ./runtime/
+(cd "$rtdir" && step 180 env CI=true "$dir/runtime.test" -test.count=1 -test.run 'TestGoldenGreedyWebGPU|TestWebGPUMatchesCPU') || failed=1
 
 shapes="smollm2-135m qwen2.5-0.5b llama-3.2-1b"
-models="${MODELS:-../shared/models}/stories260K.gguf"
+list="$models/stories260K.gguf"
 if [ "${DEVICE_CHECK_QUICK:-}" = 1 ]; then
 	shapes="smollm2-135m"
 fi
 for s in $shapes; do
 	if [ ! -f "$dir/$s.gguf" ]; then
-		"$dir/tessera" synth --shape "$s" --out "$dir/$s.gguf" >/dev/null
+		step 120 "$tessera" synth --shape "$s" --out "$dir/$s.gguf" >/dev/null || continue
 	fi
-	models="$models $dir/$s.gguf"
+	list="$list $dir/$s.gguf"
 done
 
 echo "== tessera bench and profile (int4, 32 prompt tokens, 64 decoded; profile 16)"
 : >"$dir/profiles.txt"
 printf '%-22s %12s %12s %10s %8s %10s %16s\n' model "decode tok/s" "prompt tok/s" dispatches "bw frac" "ops ms" "busiest op"
-for m in $models; do
+for m in $list; do
 	[ -f "$m" ] || continue
+	ok=1
 	for cmd in "bench --gen-tokens 64" "profile --gen-tokens 16"; do
 		# shellcheck disable=SC2086 # cmd is a command and its flag
-		"$dir/tessera" $cmd --model "$m" --device webgpu --quant int4 --prompt-tokens 32 >"$dir/out.txt" 2>&1 || {
+		step 180 "$tessera" $cmd --model "$m" --device webgpu --quant int4 --prompt-tokens 32 >"$dir/out.txt" 2>&1 || {
 			cat "$dir/out.txt" >&2
-			exit 1
+			ok=0
+			break
 		}
 		case $cmd in
 		bench*) cp "$dir/out.txt" "$dir/bench.txt" ;;
 		*) { echo "-- $(basename "$m")"; cat "$dir/out.txt"; } >>"$dir/profiles.txt" ;;
 		esac
 	done
+	[ $ok = 1 ] || continue
 	awk -v m="$(basename "$m")" '
 		FNR == NR && /^prompt / { for (i = 1; i <= NF; i++) if ($i == "tok/s,") p = $(i - 1) }
 		FNR == NR && /^decode / { for (i = 1; i <= NF; i++) if ($i == "tok/s") d = $(i - 1) }
@@ -76,3 +125,60 @@ for m in $models; do
 done
 echo
 cat "$dir/profiles.txt"
+
+# healthy URL: whether GET URL answers 200 (curl, or Python where there is
+# no curl).
+healthy() {
+	if command -v curl >/dev/null 2>&1; then
+		curl -fs "$1" >/dev/null 2>&1
+	else
+		python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1
+	fi
+}
+
+# jnum KEY FILE: a number from tessera's --json output.
+jnum() { sed -n "s/^ *\"$1\": *\([-0-9.e+]*\),\{0,1\}$/\1/p" "$2" | head -n 1; }
+
+if [ "${DEVICE_CHECK_SERVE:-}" = 1 ]; then
+	echo "== serve: in-process bench against bench-serve through tessera serve (32-token prompts)"
+	printf '%-14s %-6s %5s %12s %12s %12s %10s %10s %10s\n' model quant conc "bench tok/s" "serve tok/s" "1/TPOT" "TTFT p50" "ITL p50" "ITL p99"
+	port=18080
+	for spec in "$models/stories260K.gguf f32 128" "$dir/smollm2-135m.gguf int4 64"; do
+		# shellcheck disable=SC2086 # spec is three words
+		set -- $spec
+		m=$1 q=$2 gen=$3
+		[ -f "$m" ] || continue
+		port=$((port + 1))
+		"$tessera" serve --model "$m" --device webgpu --quant "$q" --addr "127.0.0.1:$port" --log off >"$dir/serve.log" 2>&1 &
+		pid=$!
+		i=0 up=1
+		until healthy "http://127.0.0.1:$port/health"; do
+			i=$((i + 1))
+			if [ $i -gt 240 ] || ! kill -0 $pid 2>/dev/null; then
+				cat "$dir/serve.log" >&2
+				failed=1 up=0
+				break
+			fi
+			sleep 0.5
+		done
+		[ $up = 1 ] && for c in ${DEVICE_CHECK_CONC:-1 8 32}; do
+			n=$((c * 4))
+			[ $n -ge 8 ] || n=8
+			step 120 "$tessera" bench --model "$m" --device webgpu --quant "$q" --prompt-tokens 32 --gen-tokens "$gen" --concurrency $c --json >"$dir/b.json" 2>/dev/null || continue
+			step 180 "$tessera" bench-serve --url "http://127.0.0.1:$port" --concurrency $c --requests $n --prompt-tokens 32 --gen-tokens "$gen" --json >"$dir/s.json" 2>/dev/null || continue
+			tpot=$(jnum mean_tpot_ms "$dir/s.json")
+			printf '%-14s %-6s %5d %12.1f %12.1f %12.1f %10.2f %10.3f %10.3f\n' "$(basename "$m" .gguf)" "$q" $c \
+				"$(jnum aggregate_decode_tps "$dir/b.json")" "$(jnum output_throughput "$dir/s.json")" \
+				"$(echo "$tpot" | awk '{ print ($1 > 0 ? 1000 / $1 : 0) }')" \
+				"$(jnum median_ttft_ms "$dir/s.json")" "$(jnum median_itl_ms "$dir/s.json")" "$(jnum p99_itl_ms "$dir/s.json")"
+		done
+		kill -TERM $pid 2>/dev/null
+		wait $pid 2>/dev/null || true
+	done
+fi
+
+if [ "${DEVICE_CHECK_LORA:-}" = 1 ]; then
+	echo "== LoRA: decode at concurrency 8 with 0, 1 and 4 adapters (BenchmarkLoRADecode, WebGPU)"
+	(cd "$rtdir" && step 300 "$dir/runtime.test" -test.run '^$' -test.bench 'LoRADecode/.*/webgpu' -test.benchtime 3x) || failed=1
+fi
+exit $failed
