@@ -115,7 +115,7 @@ for m in $list; do
 	[ $ok = 1 ] || continue
 	awk -v m="$(basename "$m")" '
 		FNR == NR && /^prompt / { for (i = 1; i <= NF; i++) if ($i == "tok/s,") p = $(i - 1) }
-		FNR == NR && /^decode / { for (i = 1; i <= NF; i++) if ($i == "tok/s") d = $(i - 1) }
+		FNR == NR && /^decode / { for (i = 1; i <= NF; i++) if ($i ~ /^tok\/s,?$/) d = $(i - 1) }
 		FNR == NR && /^dispatches/ { n = $2 }
 		FNR == NR && /^bandwidth/ { f = $NF }
 		FNR != NR && /^decode token/ { for (i = 1; i <= NF; i++) if ($i == "to") t = $(i + 1) }

@@ -94,16 +94,17 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 		return r, fmt.Errorf("%w: %d prompt + %d generated tokens, context %d", ErrContextFull, o.PromptTokens+1, o.GenTokens, c.Context)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	prompt := []int32{int32(max(e.model.Tokenizer.BOS(), 0))}
-	for range o.PromptTokens {
-		prompt = append(prompt, int32(rng.IntN(c.Vocab)))
-	}
+	prompt := randomPrompt(e, rng, o.PromptTokens)
 	discard := func(Token) error { return nil }
-	if _, err := e.Generate(ctx, Request{Tokens: prompt[:min(len(prompt), 8)], MaxTokens: 2, IgnoreEOS: true}, discard); err != nil {
-		return r, fmt.Errorf("warm-up: %w", err)
-	}
 	if o.Concurrency > 1 || o.SharedPrefix > 0 {
 		return benchMany(ctx, e, o, r)
+	}
+	// The warm-up runs the measured request's shapes (a prompt step of its
+	// length, decoding steps and their chains) on a prompt of its own, so
+	// that neither kernel compilation nor the prefix cache is measured.
+	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true}
+	if _, err := e.Generate(ctx, warm, discard); err != nil {
+		return r, fmt.Errorf("warm-up: %w", err)
 	}
 	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
 	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}
@@ -169,6 +170,19 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	return r, nil
 }
 
+// warmTokens is how many tokens a warm-up request generates at most: a
+// few chains of decoding steps.
+const warmTokens = 16
+
+// randomPrompt is BOS and n random tokens.
+func randomPrompt(e *Engine, rng *rand.Rand, n int) []int32 {
+	p := []int32{int32(max(e.model.Tokenizer.BOS(), 0))}
+	for range n {
+		p = append(p, int32(rng.IntN(e.model.Config.Vocab)))
+	}
+	return p
+}
+
 // benchPlain runs req n times with speculation off, returning the sum of
 // their figures and the decode rate of each.
 func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []float64, error) {
@@ -229,6 +243,23 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		prompts[i] = append([]int32(nil), shared...)
 		for len(prompts[i]) < o.PromptTokens+1 {
 			prompts[i] = append(prompts[i], int32(rng.IntN(c.Vocab)))
+		}
+	}
+	// The warm-up is a round of as many sequences on prompts of their own,
+	// shorter: it compiles the kernels of the batch's shapes.
+	warm := make([]*Stream, n)
+	wrng := rand.New(rand.NewPCG(7, 8))
+	for i := range warm {
+		var err error
+		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true}
+		if warm[i], err = e.Start(ctx, req); err != nil {
+			return r, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for _, s := range warm {
+		<-s.Done()
+		if err := s.Err(); err != nil {
+			return r, fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	run := func(share bool) (BenchResult, error) {
