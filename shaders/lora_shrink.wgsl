@@ -18,6 +18,14 @@
 // what a CPU adapter runs best (see matmul.go). h's stride is R, the
 // largest rank among the slots. Twin: runtime/cpu's AddLoRA (x·Aᵀ by the
 // matmul helper, each row summed in the same order).
+//
+// Composed with Norm (shaders.Fusion.Norm) it reads the rows of x before
+// their RMSNorm and applies it itself, h = (x/rms(x) ∘ nw)·Aᵀ: each
+// invocation adds up the squares of the rows it streams anyway, and takes
+// the norm's weights into each value of A. So on a GPU, where the
+// projection's product takes the norm as its prologue, an adapted
+// projection is two dispatches (this and the product), not three with an
+// rmsnorm of its own.
 {{template "lora" .}}
 
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
@@ -25,6 +33,9 @@
 @group(0) @binding(4) var<storage, read> a: array<f32>;
 // slots[j]: the first row of slot j's A rows in a, their count (Σ rank).
 @group(0) @binding(6) var<storage, read> slots: array<Slot>;
+{{- if .Norm}}
+@group(0) @binding(7) var<storage, read> nw: array<f32>;
+{{- end}}
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
@@ -51,19 +62,50 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var s23 = vec2<f32>(0.0);
     var s45 = vec2<f32>(0.0);
     var s67 = vec2<f32>(0.0);
+{{- if .Norm}}
+    var q01 = vec2<f32>(0.0); // the rows' sums of squares
+    var q23 = vec2<f32>(0.0);
+    var q45 = vec2<f32>(0.0);
+    var q67 = vec2<f32>(0.0);
+{{- end}}
     for (var c = 0u; c < p.width; c++) {
+{{- if .Norm}}
+        let av = a[base + c] * nw[c];
+{{- else}}
         let av = a[base + c];
-        s01 += vec2<f32>(x[x0 + c], x[x1 + c]) * av;
+{{- end}}
+        let v01 = vec2<f32>(x[x0 + c], x[x1 + c]);
+        s01 += v01 * av;
+{{- if .Norm}}
+        q01 += v01 * v01;
+{{- end}}
         if (MAXM > 2u) {
-            s23 += vec2<f32>(x[x2 + c], x[x3 + c]) * av;
+            let v23 = vec2<f32>(x[x2 + c], x[x3 + c]);
+            s23 += v23 * av;
+{{- if .Norm}}
+            q23 += v23 * v23;
+{{- end}}
         }
         if (MAXM > 4u) {
-            s45 += vec2<f32>(x[x4 + c], x[x5 + c]) * av;
-            s67 += vec2<f32>(x[x6 + c], x[x7 + c]) * av;
+            let v45 = vec2<f32>(x[x4 + c], x[x5 + c]);
+            let v67 = vec2<f32>(x[x6 + c], x[x7 + c]);
+            s45 += v45 * av;
+            s67 += v67 * av;
+{{- if .Norm}}
+            q45 += v45 * v45;
+            q67 += v67 * v67;
+{{- end}}
         }
     }
     var sums = array<f32, 8>(s01.x, s01.y, s23.x, s23.y, s45.x, s45.y, s67.x, s67.y);
+{{- if .Norm}}
+    var squares = array<f32, 8>(q01.x, q01.y, q23.x, q23.y, q45.x, q45.y, q67.x, q67.y);
+{{- end}}
     for (var i = 0u; i < m; i++) {
+{{- if .Norm}}
+        h[rs[i] * R + t] = sums[i] / sqrt(squares[i] / f32(p.width) + p.eps);
+{{- else}}
         h[rs[i] * R + t] = sums[i];
+{{- end}}
     }
 }

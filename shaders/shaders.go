@@ -69,9 +69,10 @@ type Fusion struct {
 	// rest of the epilogue (a GLU's activation, the residual add):
 	// s·h_r·Bᵀ[slot(r)] of the column's weight part, h = x·Aᵀ having been
 	// computed beforehand by lora_shrink (bindings lh, lbt: the LoRA's
-	// slot table and Bᵀ rows, lrows: each row's slot and scale). It does
-	// not compose with Norm (the adapters read the normalised rows, which
-	// the product never stores) nor with Experts.
+	// slot table and Bᵀ rows, lrows: each row's slot and scale). With Norm
+	// the shrink normalised its rows itself (lora_shrink composed with
+	// Norm: the same 1/rms and weights as the prologue's). It does not
+	// compose with Prescaled, Next or Experts.
 	LoRA bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
@@ -230,8 +231,8 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.Experts && (f.Norm || f.Next || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
 		return "", fmt.Errorf("shader %s%s: experts compose with a GLU only", name, f)
 	}
-	if f.LoRA && (f.Norm || f.Experts || f.Next) {
-		return "", fmt.Errorf("shader %s%s: adapters read normalised rows and adapt no experts", name, f)
+	if f.LoRA && (f.Prescaled || f.Experts || f.Next) {
+		return "", fmt.Errorf("shader %s%s: adapters read x as the shrink did and adapt no experts", name, f)
 	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
@@ -282,5 +283,11 @@ func Fusions() []Fusion {
 		{Experts: true}, {Experts: true, Pairs: true, GLU: true},
 		{LoRA: true}, {Add: true, LoRA: true}, {Outs: 3, LoRA: true}, {Outs: 3, Bias: true, LoRA: true},
 		{Pairs: true, GLU: true, LoRA: true}, {Pairs: true, Outs: 2, LoRA: true},
+		{Norm: true, LoRA: true}, {Outs: 3, Norm: true, LoRA: true}, {Outs: 3, Bias: true, Norm: true, LoRA: true},
+		{Pairs: true, GLU: true, Norm: true, LoRA: true},
 	}
 }
+
+// ShrinkFusions are the compositions of lora_shrink: plain, and applying
+// the RMSNorm of its rows itself.
+var ShrinkFusions = []Fusion{{}, {Norm: true}}

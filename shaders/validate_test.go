@@ -42,6 +42,9 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		}
+		for _, f := range shaders.ShrinkFusions[1:] {
+			all = append(all, variant{"lora_shrink", f})
+		}
 		for _, name := range shaders.GEMMs {
 			for _, f := range shaders.ExpertFusions {
 				all = append(all, variant{name, f})

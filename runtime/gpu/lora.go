@@ -175,7 +175,7 @@ func (b *Backend) loraScratch(r int) error {
 
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	c := l.(*LoRA)
-	if len(dsts) != len(c.outs) || !b.loraShrink(x.(*Tensor), c, dsts[0].(*Tensor)) {
+	if len(dsts) != len(c.outs) || !b.loraShrink(x.(*Tensor), c, dsts[0].(*Tensor), nil, 0) {
 		return
 	}
 	for k, d := range dsts {
@@ -211,9 +211,10 @@ func (b *Backend) loraBuffers(out bool) (h, rows Buffer) {
 }
 
 // loraShrink records h = x·Aᵀ of c for the rows of x with an adapter
-// slot of c, x's rows being those of d (batch or output rows); false
-// (nothing recorded) when there are none.
-func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor) bool {
+// slot of c, x's rows being those of d (batch or output rows), with norm
+// (not nil) h = (x/rms(x) ∘ norm)·Aᵀ; false (nothing recorded) when there
+// are no such rows.
+func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight, eps float32) bool {
 	maxm, groups := b.loraGrid(c, d.out, b.rows(d))
 	if groups == 0 {
 		return false
@@ -221,8 +222,14 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor) bool {
 	h, rows := b.loraBuffers(d.out)
 	o := loraShrinkOp
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
-	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0},
-		[]Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}, uint32((c.maxRank+63)/64), uint32(groups), uint32(c.n))
+	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}
+	if norm != nil {
+		o.fusion = shaders.Fusion{Norm: true}
+		o.operands = append(slices.Clone(o.operands), ReadOnly)
+		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
+	}
+	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0, f32param(eps)},
+		binds, uint32((c.maxRank+63)/64), uint32(groups), uint32(c.n))
 	return true
 }
 
@@ -240,14 +247,21 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))
 }
 
-// projectLoRA is Project for a step with rows of c's adapters: the norm,
-// if any, in a dispatch of its own (the adapters read the normalised
-// rows), lora_shrink, then the product with the adapters in its
-// epilogue or, where that kernel does not fit the device
-// (loraFused), the product as without adapters and a lora_expand per
-// weight, a GLU's gate and up split first and joined after.
+// projectLoRA is Project for a step with rows of c's adapters:
+// lora_shrink, then the product with the adapters in its epilogue or,
+// where that kernel does not fit the device (loraFused), the product as
+// without adapters and a lora_expand per weight, a GLU's gate and up split
+// first and joined after. A norm, if any, is the shrink's and the
+// product's own where the product takes it as its prologue (GPUs: two
+// dispatches in all); elsewhere it is a dispatch of its own whose output
+// both read.
 func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
+	if p.Norm != nil && b.normPrologue() && b.composes(d, xs, w) && b.loraFused(p, w) {
+		b.loraShrink(xs, c, d, p.Norm, p.Eps)
+		b.project(p, w, true)
+		return
+	}
 	if p.Norm != nil {
 		x, err := b.scratch(xs, -xs.cols)
 		if err != nil {
@@ -257,7 +271,7 @@ func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 		b.RMSNorm(x, xs, p.Norm, p.Eps)
 		p.X, p.Norm, xs = x, nil, x
 	}
-	b.loraShrink(xs, c, d)
+	b.loraShrink(xs, c, d, nil, 0)
 	if b.loraFused(p, w) {
 		b.project(p, w, true)
 		return
@@ -290,7 +304,7 @@ func (b *Backend) loraFused(p backend.Projection, w *Weight) bool {
 	if b.plan.LoRA != "" {
 		return b.plan.LoRA == "fused"
 	}
-	f := shaders.Fusion{Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true}
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true}
 	o, _, _, _ := gemvOp(w.storage, p.X.Cols(), 1, 1, f)
 	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }

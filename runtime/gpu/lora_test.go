@@ -256,34 +256,44 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 		j := adapters[r%len(adapters)]
 		live = live || j >= 0 && int(j) < len(ranks)
 	}
-	dispatches := map[string]int{}
-	for _, mode := range []string{"fused", "unfused"} {
-		plan.LoRA = mode
-		w.gpu.SetPlan(plan)
-		plain := project(false)
-		for i, o := range outs {
-			w.compare(fmt.Sprintf("%s, no adapter rows: output %d", mode, i), o, outRows, tol)
+	// Each twice: with the norm as the GEMVs' prologue (GPUs: there the
+	// shrink applies the norm itself) and as a dispatch of its own (CPU
+	// adapters).
+	for _, prologue := range []string{"on", "off"} {
+		plan.NormPrologue = prologue
+		dispatches := map[string]int{}
+		for _, mode := range []string{"fused", "unfused"} {
+			plan.LoRA = mode
+			w.gpu.SetPlan(plan)
+			plain := project(false)
+			for i, o := range outs {
+				w.compare(fmt.Sprintf("%s, prologue %s, no adapter rows: output %d", mode, prologue, i), o, outRows, tol)
+			}
+			dispatches[mode] = project(true)
+			for i, o := range outs {
+				w.compare(fmt.Sprintf("%s, prologue %s: output %d", mode, prologue, i), o, outRows, tol)
+			}
+			t.Logf("%s, prologue %s: %d dispatches, %d without adapter rows", mode, prologue, dispatches[mode], plain)
+			if d := dispatches[mode]; !live && d != plain || live && d < plain {
+				t.Errorf("%s, prologue %s: %d dispatches with adapter rows, %d without", mode, prologue, d, plain)
+			}
+			// Fused into a GEMV, the adapters cost the shrink alone, and
+			// the norm where the GEMV takes no prologue.
+			extra := 1
+			if norm && prologue == "off" {
+				extra = 2
+			}
+			if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+extra {
+				t.Errorf("fused, prologue %s: %d dispatches with adapter rows, %d without", prologue, d, plain)
+			}
 		}
-		dispatches[mode] = project(true)
-		for i, o := range outs {
-			w.compare(fmt.Sprintf("%s: output %d", mode, i), o, outRows, tol)
+		// Fused, the expand costs no dispatch where the kernel composes (or
+		// with an epilogue already: a split, a GLU, an add), else it moves
+		// into fuse_epilogue.
+		composes := kernel != "gemm" && k%4 == 0
+		strict := live && (composes || len(parts) > 1 || add)
+		if f, u := dispatches["fused"], dispatches["unfused"]; f > u || strict && f == u {
+			t.Errorf("prologue %s: %d dispatches fused, %d unfused", prologue, f, u)
 		}
-		t.Logf("%s: %d dispatches, %d without adapter rows", mode, dispatches[mode], plain)
-		if d := dispatches[mode]; !live && d != plain || live && d < plain {
-			t.Errorf("%s: %d dispatches with adapter rows, %d without", mode, d, plain)
-		}
-		// Fused into a GEMV, the adapters cost the shrink alone (and the
-		// norm where the GEMV would have taken it as a prologue).
-		if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+2 {
-			t.Errorf("fused: %d dispatches with adapter rows, %d without", d, plain)
-		}
-	}
-	// Fused, the expand costs no dispatch where the kernel composes (or
-	// with an epilogue already: a split, a GLU, an add), else it moves
-	// into fuse_epilogue.
-	composes := kernel != "gemm" && k%4 == 0
-	strict := live && (composes || len(parts) > 1 || add)
-	if f, u := dispatches["fused"], dispatches["unfused"]; f > u || strict && f == u {
-		t.Errorf("%d dispatches fused, %d unfused", f, u)
 	}
 }

@@ -138,6 +138,16 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 	return true
 }
 
+// composes reports whether the product of w for the rows of d and x's
+// width runs a GEMV, the kernels that compose with a shaders.Fusion.
+func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
+	if w.storage != backend.F32 {
+		gemv, _ := b.planQuant(b.rows(d), xs.cols)
+		return gemv
+	}
+	return planMatMul(b.rows(d), xs.cols, b.info.DeviceType == "cpu", b.plan.MatMul).kernel == "gemv"
+}
+
 // gemvOp is the GEMV kernel for weights of storage s, row blocks of maxm
 // and tpc invocations a column (1: the form for CPU adapters, where an
 // invocation computes cpuCPI columns), composed with f: the op, the

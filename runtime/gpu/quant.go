@@ -175,10 +175,12 @@ func (b *Backend) embedQ(d *Tensor, w *Weight) {
 // GEMV for decoding (m ≤ gemvMaxRows; on CPU adapters for any m, with one
 // invocation per cpuCPI columns, in blocks of up to gemvMaxRows rows) and
 // a tiled GEMM for prompt chunks on GPUs and for widths k % 4 != 0.
-func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Binding) bool {
-	m, k := b.rows(d), xs.cols
-	cpu := b.info.DeviceType == "cpu"
-	gemv := cpu || m <= gemvMaxRows
+// planQuant is the plan of a compressed product of m rows of width k:
+// whether a GEMV (else the tiled GEMM), and whether in the form for CPU
+// adapters, unless Plan.Quant forces them.
+func (b *Backend) planQuant(m, k int) (gemv, cpu bool) {
+	cpu = b.info.DeviceType == "cpu"
+	gemv = cpu || m <= gemvMaxRows
 	switch b.plan.Quant {
 	case "gemv":
 		gemv = true
@@ -187,7 +189,12 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	case "gemm":
 		gemv = false
 	}
-	gemv = gemv && k%4 == 0
+	return gemv && k%4 == 0, cpu
+}
+
+func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Binding) bool {
+	m, k := b.rows(d), xs.cols
+	gemv, cpu := b.planQuant(m, k)
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
