@@ -5,86 +5,126 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
-// BenchmarkAddLoRA times the adapters of SmolLM2-135M's q, k and v (one
-// 576-wide input, outputs 576, 192 and 192) for a decode step of 8 rows
-// spread over 1 or 4 adapters of rank 8 or 64, against no adapter (the
-// step's other work: an argmax, which every case pays):
+// BenchmarkLoRAProject times one adapted projection of 8 decoding rows
+// over 4 adapters (two rows each) in each of Plan.LoRA's forms: fused
+// (lora_shrink, then the GEMV with the adapters in its epilogue) and
+// unfused (lora_shrink, the product, a lora_expand per weight), against
+// the product without adapter rows, at
+// the q/k/v and gate+up shapes of stories260K (64 wide, f32) and
+// smollm2-135m (576 wide, int4), ranks 8 and 64. Each iteration records
+// the projection and a read back that waits for it.
 //
-//	go test ./runtime/gpu -run '^$' -bench AddLoRA
-func BenchmarkAddLoRA(b *testing.B) {
+//	go test ./runtime/gpu -run '^$' -bench LoRAProject
+func BenchmarkLoRAProject(b *testing.B) {
 	dev := gputest.Open(b)
-	const rows, in = 8, 576
-	outs := []int{576, 192, 192}
-	for _, c := range []struct{ slots, rank int }{{0, 0}, {1, 8}, {4, 8}, {1, 64}, {4, 64}} {
-		b.Run(fmt.Sprintf("adapters%d/r%d", c.slots, c.rank), func(b *testing.B) {
-			g, err := gpu.NewBackend(dev, rows)
+	g, err := gpu.NewBackend(dev, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const rows = 8
+	for _, shape := range []struct {
+		name    string
+		storage backend.Storage
+		in      int
+		parts   []int
+		glu     bool
+	}{
+		{"stories260K/qkv", backend.F32, 64, []int{64, 32, 32}, false},
+		{"stories260K/gate+up", backend.F32, 64, []int{172, 172}, true},
+		{"smollm2/qkv", backend.Int4, 576, []int{576, 192, 192}, false},
+		{"smollm2/gate+up", backend.Int4, 576, []int{1536, 1536}, true},
+	} {
+		var ts []*models.Tensor
+		for i, n := range shape.parts {
+			ts = append(ts, f32Tensor(fmt.Sprint("w", i), uniform(rng), n, shape.in))
+		}
+		w, err := g.Fuse(ts, shape.storage, shape.glu)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tensor := func(cols int) backend.Tensor {
+			t, err := g.NewTensor(rows, cols)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer g.Close()
-			rng := rand.New(rand.NewPCG(1, 2))
-			random := func(n int) []float32 {
-				v := make([]float32, n)
-				for i := range v {
-					v[i] = rng.Float32()*2 - 1
-				}
-				return v
+			data := make([]float32, rows*cols)
+			for i := range data {
+				data[i] = rng.Float32() - 0.5
 			}
-			slots := make([][]backend.LoRASlot, c.slots)
+			if err := g.Write(t, data); err != nil {
+				b.Fatal(err)
+			}
+			return t
+		}
+		x := tensor(shape.in)
+		outs := []backend.Tensor{}
+		for _, n := range shape.parts {
+			if shape.glu && len(outs) == 1 {
+				break
+			}
+			outs = append(outs, tensor(n))
+		}
+		for _, rank := range []int{8, 64} {
+			l, err := g.NewLoRA(shape.in, shape.parts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			slots := make([][]backend.LoRASlot, 4)
 			for j := range slots {
-				for _, o := range outs {
-					slots[j] = append(slots[j], backend.LoRASlot{Rank: c.rank, A: random(c.rank * in), B: random(o * c.rank), Scale: 1})
+				for _, n := range shape.parts {
+					a, bw := make([]float32, rank*shape.in), make([]float32, n*rank)
+					for i := range a {
+						a[i] = rng.Float32() - 0.5
+					}
+					for i := range bw {
+						bw[i] = rng.Float32() - 0.5
+					}
+					slots[j] = append(slots[j], backend.LoRASlot{Rank: rank, A: a, B: bw, Scale: 0.5})
 				}
-			}
-			l, err := g.NewLoRA(in, outs...)
-			if err != nil {
-				b.Fatal(err)
 			}
 			if err := g.SetLoRA(l, slots); err != nil {
 				b.Fatal(err)
 			}
-			x, err := g.NewTensor(rows, in)
-			if err != nil {
-				b.Fatal(err)
+			for _, mode := range []string{"none", "fused", "unfused"} {
+				b.Run(fmt.Sprintf("%s/r%d/%s", shape.name, rank, mode), func(b *testing.B) {
+					batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows),
+						Tables: [][]int32{{0}}, BlockSize: 16, Out: []int32{0}}
+					if mode != "none" {
+						for i := range rows {
+							batch.Adapter = append(batch.Adapter, int32(i%4))
+							batch.AdapterScale = append(batch.AdapterScale, 1)
+						}
+						g.SetPlan(gpu.Plan{LoRA: mode})
+					}
+					defer g.SetPlan(gpu.Plan{})
+					step := func() {
+						if err := g.Begin(batch); err != nil {
+							b.Fatal(err)
+						}
+						g.Project(backend.Projection{X: x, W: w, Out: outs, GLU: shape.glu, Act: models.SiLU, LoRA: l})
+						if _, err := g.Argmax(outs[0], 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+					step() // compile the pipelines
+					b.ResetTimer()
+					cpu0 := gputest.CPUTime()
+					for range b.N {
+						step()
+					}
+					if cpu := gputest.CPUTime() - cpu0; cpu > 0 {
+						b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+					}
+				})
 			}
-			g.Write(x, random(rows*in))
-			var ys []backend.Tensor
-			for _, o := range outs {
-				y, err := g.NewTensor(rows, o)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ys = append(ys, y)
-			}
-			batch := matmulBatch(rows)
-			batch.Adapter, batch.AdapterScale = make([]int32, rows), make([]float32, rows)
-			for i := range rows {
-				batch.Adapter[i], batch.AdapterScale[i] = int32(i%max(c.slots, 1)), 1
-				if c.slots == 0 {
-					batch.Adapter[i] = -1
-				}
-			}
-			if err := g.Begin(batch); err != nil {
-				b.Fatal(err)
-			}
-			op := func() {
-				for range 8 { // a step's worth: several layers
-					g.AddLoRA(x, l, ys...)
-				}
-				if _, err := g.Argmax(ys[0], 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-			op() // compiles the pipelines and builds the bind groups
-			b.ResetTimer()
-			for range b.N {
-				op()
-			}
-		})
+		}
 	}
 }
