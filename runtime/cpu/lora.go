@@ -2,10 +2,10 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 	"slices"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
 // LoRA is the adapters of weights that share an input: per slot, the A
@@ -113,9 +113,10 @@ func grow(s []float32, n int) []float32 {
 // slot computes x·Aᵀ for all the weights at once with the matmul helper,
 // so that the rows of one adapter share each read of its A, and adds each
 // weight's s·(x·Aᵀ)·Bᵀ to the outputs, s the row's scale times the
-// slot's (expand). Rows without an adapter cost nothing. The sums are the WGSL kernels' up to
-// rounding: x·A row by row, then each output plus Σ_t (s·h_t)·B[o, t]
-// term by term, where lora_expand sums the terms before it scales and adds.
+// slot's (expand). Rows without an adapter cost nothing. The sums are the
+// WGSL kernels' up to rounding: x·A row by row, then each output plus
+// Σ_t (s·h_t)·B[o, t] term by term, where lora_expand sums the terms
+// before it scales and adds.
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	b.op()
 	xs, c := x.(*Tensor), l.(*LoRA)
