@@ -114,15 +114,7 @@ func BenchmarkLoRAProject(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					step() // compile the pipelines
-					b.ResetTimer()
-					cpu0 := gputest.CPUTime()
-					for range b.N {
-						step()
-					}
-					if cpu := gputest.CPUTime() - cpu0; cpu > 0 {
-						b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-					}
+					benchSteps(b, step)
 				})
 			}
 		}
