@@ -253,6 +253,9 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		var err error
 		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true}
 		if warm[i], err = e.Start(ctx, req); err != nil {
+			for _, s := range warm[:i] {
+				s.Cancel()
+			}
 			return r, fmt.Errorf("warm-up: %w", err)
 		}
 	}
