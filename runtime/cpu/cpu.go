@@ -274,12 +274,8 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		first, last := span(i)
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
 	}
-	t := b.team
-	if work < 1<<15 {
-		t = nil
-	}
 	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
-	t.run(n*a.KVHeads, func(lo, hi int) {
+	b.team.over(work, n*a.KVHeads, func(lo, hi int) {
 		var w attendWork
 		for job := lo; job < hi; job++ {
 			i, h := job/a.KVHeads, job%a.KVHeads

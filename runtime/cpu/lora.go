@@ -35,7 +35,7 @@ type loraWeight struct {
 // more streams than a core's prefetcher follows; cut into panels of 64
 // columns, each panel's [rank, 64] (the last one narrower) lies in one
 // stretch of 64·rank values that the axpys read front to back.
-const panel = 64
+const panel = 32
 
 // panels returns Bᵀ of b ([out, rank] row-major) cut into column panels:
 // the panel of columns c0..c0+w holds Bᵀ[t, c0+i] at c0·rank + t·w + i.
@@ -99,24 +99,34 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 type loraBufs struct {
 	start, next []int // rows grouped by slot: slot j's are rows[start[j]:start[j+1]]
 	rows        []int
-	x, h, hw    []float32 // one slot's rows of x, their x·Aᵀ, and their columns of one weight in it, scaled
+	hoff        []int     // slot j's h starts at h[hoff[j]]
+	x, h        []float32 // the rows of x in slot order, and their x·Aᵀ per slot, then scaled
+	parts       []loraPart
 }
 
-func grow(s []float32, n int) []float32 {
+// A loraPart is one piece of AddLoRA's work: in the shrink, row t of slot
+// j's A against that slot's rows; in the expand, panel p of weight k of
+// slot j for that slot's rows.
+type loraPart struct{ j, k, t int }
+
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
 
-// AddLoRA groups the rows by adapter slot (a counting sort), then for each
-// slot computes x·Aᵀ for all the weights at once with the matmul helper,
-// so that the rows of one adapter share each read of its A, and adds each
-// weight's s·(x·Aᵀ)·Bᵀ to the outputs, s the row's scale times the
-// slot's (expand). Rows without an adapter cost nothing. The sums are the
-// WGSL kernels' up to rounding: x·A row by row, then each output plus
-// Σ_t (s·h_t)·B[o, t] term by term, where lora_expand sums the terms
-// before it scales and adds.
+// AddLoRA groups the rows by adapter slot (a counting sort), computes x·Aᵀ
+// for each slot's rows and all its weights at once (the shrink), scales
+// each row's columns of it by the row's scale times the weight's, and adds
+// each weight's s·(x·Aᵀ)·Bᵀ to the outputs (the expand). Rows without an
+// adapter cost nothing. The rows of one adapter share each read of its A
+// and B; the shrinks of all slots are one team operation and their
+// expands another, not one per slot and weight: each operation costs a
+// wake-up and a wait (microseconds), and a layer of 4 adapters had 44.
+// The sums are the WGSL kernels' up to rounding: x·A row by row, then
+// each output plus Σ_t (s·h_t)·B[o, t] term by term, where lora_expand
+// sums the terms before it scales and adds.
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
 	b.op()
 	xs, c := x.(*Tensor), l.(*LoRA)
@@ -127,7 +137,7 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 		b.lora = new(loraBufs)
 	}
 	out := dsts[0].(*Tensor).out
-	n, sc := b.rows(dsts[0]), b.lora
+	n, sc, ns := b.rows(dsts[0]), b.lora, len(c.slots)
 	batchRow := func(i int) int { // row i of the dsts is this row of the batch
 		if out {
 			return int(b.batch.Out[i])
@@ -135,81 +145,112 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 		return i
 	}
 	slot := func(i int) int {
-		if j := int(b.batch.Adapter[batchRow(i)]); j >= 0 && j < len(c.slots) && c.slots[j].rank > 0 {
+		if j := int(b.batch.Adapter[batchRow(i)]); j >= 0 && j < ns && c.slots[j].rank > 0 {
 			return j
 		}
 		return -1
 	}
-	sc.start = slices.Grow(sc.start[:0], len(c.slots)+1)[:len(c.slots)+1]
+	sc.start = grow(sc.start, ns+1)
 	clear(sc.start)
 	for i := range n {
 		if j := slot(i); j >= 0 {
 			sc.start[j+1]++
 		}
 	}
-	for j := range c.slots {
+	for j := range ns {
 		sc.start[j+1] += sc.start[j]
 	}
-	sc.rows = slices.Grow(sc.rows[:0], n)[:sc.start[len(c.slots)]]
-	sc.next = append(sc.next[:0], sc.start[:len(c.slots)]...)
+	if sc.start[ns] == 0 {
+		return
+	}
+	sc.rows = grow(sc.rows, sc.start[ns])
+	sc.next = append(sc.next[:0], sc.start[:ns]...)
 	for i := range n {
 		if j := slot(i); j >= 0 {
 			sc.rows[sc.next[j]] = i
 			sc.next[j]++
 		}
 	}
+	sc.x = grow(sc.x, len(sc.rows)*c.in)
+	for r, i := range sc.rows {
+		copy(sc.x[r*c.in:(r+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
+	}
+	sc.hoff = grow(sc.hoff, ns)
+	sc.parts = sc.parts[:0]
+	macs, hn := 0, 0
 	for j, s := range c.slots {
-		rows := sc.rows[sc.start[j]:sc.start[j+1]]
-		m := len(rows)
-		if m == 0 {
+		m := sc.start[j+1] - sc.start[j]
+		sc.hoff[j] = hn
+		hn += m * s.rank
+		macs += m * s.rank * c.in
+		if m > 0 {
+			for t := range s.rank {
+				sc.parts = append(sc.parts, loraPart{j: j, t: t})
+			}
+		}
+	}
+	sc.h = grow(sc.h, hn)
+
+	// The shrink: h = x·Aᵀ, per slot an [m, rank] block.
+	b.team.over(macs, len(sc.parts), func(lo, hi int) {
+		for _, p := range sc.parts[lo:hi] {
+			s, r0, m := &c.slots[p.j], sc.start[p.j], sc.start[p.j+1]-sc.start[p.j]
+			kernel.DotF32Rows(sc.h[sc.hoff[p.j]+p.t:], s.rank, s.a[p.t*c.in:(p.t+1)*c.in], sc.x[r0*c.in:], m)
+		}
+	})
+
+	// Scaled in place: each row's columns of each weight by its scale.
+	sc.parts, macs = sc.parts[:0], 0
+	for j, s := range c.slots {
+		r0, r1 := sc.start[j], sc.start[j+1]
+		if r0 == r1 {
 			continue
 		}
-		sc.x, sc.h = grow(sc.x, m*c.in), grow(sc.h, m*s.rank)
-		for k, i := range rows {
-			copy(sc.x[k*c.in:(k+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
-		}
-		matMul(sc.h, sc.x, s.a, m, c.in, s.rank, b.team)
 		for k, w := range s.w {
 			if w.rank == 0 {
 				continue
 			}
-			d, dout := dsts[k].(*Tensor), c.outs[k]
-			sc.hw = grow(sc.hw, m*w.rank)
-			for r, i := range rows {
-				scale := b.batch.AdapterScale[batchRow(i)] * w.scale
-				hw := sc.hw[r*w.rank : (r+1)*w.rank]
-				for q, v := range sc.h[r*s.rank+w.col : r*s.rank+w.col+w.rank] {
-					hw[q] = scale * v
+			for r := r0; r < r1; r++ {
+				scale := b.batch.AdapterScale[batchRow(sc.rows[r])] * w.scale
+				h := sc.h[sc.hoff[j]+(r-r0)*s.rank+w.col:][:w.rank]
+				for q, v := range h {
+					h[q] = scale * v
 				}
 			}
-			expand(d.Data, sc.hw, w.bt, rows, w.rank, dout, b.team)
+			for p := range (c.outs[k] + panel - 1) / panel {
+				sc.parts = append(sc.parts, loraPart{j: j, k: k, t: p})
+			}
+			macs += (r1 - r0) * w.rank * c.outs[k]
 		}
 	}
-}
 
-// expand adds to each output row rows[r] of dst (dout wide) the sum over
-// t of hw[r·rank+t]·Bᵀ[t, :], Bᵀ in panels: per row and panel one
-// kernel.AxpyRows over the panel's columns, not a dot product of rank
-// values per column (8 for a rank-8 adapter, shorter than a call costs).
-// Rows go two at a time (AxpyRows2 reads the panel once for both), and
-// the team splits the panels. Each element is the same sum whatever the
-// split, the pairing or the panel width.
-func expand(dst, hw, bt []float32, rows []int, rank, dout int, t *team) {
-	m := len(rows)
-	if m*rank*dout < 1<<15 {
-		t = nil
-	}
-	t.run((dout+panel-1)/panel, func(lo, hi int) {
-		for c0 := lo * panel; c0 < min(hi*panel, dout); c0 += panel {
-			w, p := min(panel, dout-c0), bt[c0*rank:]
-			out := func(r int) []float32 { return dst[rows[r]*dout+c0 : rows[r]*dout+c0+w] }
-			r := 0
-			for ; r+2 <= m; r += 2 {
-				kernel.AxpyRows2(out(r), out(r+1), hw[r*rank:(r+1)*rank], hw[(r+1)*rank:(r+2)*rank], p, w)
-			}
-			if r < m {
-				kernel.AxpyRows(out(r), hw[r*rank:(r+1)*rank], p, w)
-			}
+	// The expand: per slot, weight and panel of Bᵀ, its rows two at a time.
+	b.team.over(macs, len(sc.parts), func(lo, hi int) {
+		for _, p := range sc.parts[lo:hi] {
+			s := &c.slots[p.j]
+			w, dout := &s.w[p.k], c.outs[p.k]
+			expand(dsts[p.k].(*Tensor).Data, sc.h[sc.hoff[p.j]+w.col:], s.rank, w, sc.rows[sc.start[p.j]:sc.start[p.j+1]], p.t*panel, dout)
 		}
 	})
+}
+
+// expand adds to each output row rows[r] of dst (dout wide), in the panel
+// of columns c0..c0+panel, the sum over t of h[r·stride+t]·Bᵀ[t, :], Bᵀ
+// in panels: one kernel.AxpyRows over the panel's columns, not a dot
+// product of rank values per column (8 for a rank-8 adapter, shorter than
+// a call costs). Rows go two at a time (AxpyRows2 reads the panel once
+// for both). Each element is the same sum whatever the split, the pairing
+// or the panel width.
+func expand(dst, h []float32, stride int, w *loraWeight, rows []int, c0, dout int) {
+	m, rank := len(rows), w.rank
+	width, p := min(panel, dout-c0), w.bt[c0*rank:]
+	out := func(r int) []float32 { return dst[rows[r]*dout+c0 : rows[r]*dout+c0+width] }
+	hr := func(r int) []float32 { return h[r*stride : r*stride+rank] }
+	r := 0
+	for ; r+2 <= m; r += 2 {
+		kernel.AxpyRows2(out(r), out(r+1), hr(r), hr(r+1), p, width)
+	}
+	if r < m {
+		kernel.AxpyRows(out(r), hr(r), p, width)
+	}
 }

@@ -38,10 +38,7 @@ func MatMul(dst, x, w []float32, m, k, n, workers int) {
 // input row in one kernel.DotF32Rows call (the bits of DotF32 and of
 // products' four-row kernel alike).
 func matMul(dst, x, w []float32, m, k, n int, t *team) {
-	if m*n*k < 1<<15 {
-		t = nil // one goroutine
-	}
-	t.run(n, func(lo, hi int) {
+	t.over(m*n*k, n, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
 			kernel.DotF32Rows(dst[j:], n, w[j*k:(j+1)*k], x, m)
 		}
@@ -59,10 +56,7 @@ func matMul(dst, x, w []float32, m, k, n int, t *team) {
 // for the decision to stay on one goroutine for small products.
 func products[R any](dst []float32, rows []R, n, k int, t *team, one func(j int, x *R) float32, four func(j int, xs *[4]*R, out *[4]float32)) {
 	m := len(rows)
-	if m*n*k < 1<<15 {
-		t = nil // one goroutine
-	}
-	t.run(n, func(lo, hi int) {
+	t.over(m*n*k, n, func(lo, hi int) {
 		var out [4]float32
 		var xs [4]*R // one per worker: four may keep it
 		for j := lo; j < hi; j++ {

@@ -133,10 +133,7 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 		*qs = append(*qs, make([]kernel.QRow, m-len(*qs))...)
 	}
 	q := (*qs)[:m]
-	if m*k < 1<<14 {
-		t = nil // one goroutine
-	}
-	t.run(m, func(lo, hi int) {
+	t.over(2*m*k, m, func(lo, hi int) { // a value's quantizing costs about two multiply-adds
 		for i := lo; i < hi; i++ {
 			q[i].Quantize(x[i*k : (i+1)*k])
 		}

@@ -58,6 +58,20 @@ func newTeam(size int) *team {
 	return &team{size: size}
 }
 
+// minWork is the work (about multiply-adds) below which an operation stays
+// on the calling goroutine: waking the helpers and waiting for them would
+// cost more than the work saves.
+const minWork = 1 << 15
+
+// over is run for an operation of about work multiply-adds: below minWork
+// it runs on the calling goroutine alone.
+func (t *team) over(work, n int, f func(lo, hi int)) {
+	if work < minWork {
+		t = nil
+	}
+	t.run(n, f)
+}
+
 // run calls f over [0, n) in contiguous parts and returns when all are done.
 func (t *team) run(n int, f func(lo, hi int)) {
 	if t == nil || t.size <= 1 || n < 2 {

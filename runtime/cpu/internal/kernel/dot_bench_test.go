@@ -111,3 +111,30 @@ func BenchmarkDotQ8(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAxpyRows times AxpyRows and AxpyRows2 on the shapes that use
+// them most: a LoRA expand panel (64 columns, rank rows, packed) and an
+// attention value run (64-wide head, 256 positions).
+func BenchmarkAxpyRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, s := range []struct {
+		name        string
+		width, rows int
+	}{{"panel-r8", 64, 8}, {"panel-r64", 64, 64}, {"values-256", 64, 256}} {
+		x := randomRow(rng, s.rows*s.width)
+		a0, a1 := randomRow(rng, s.rows), randomRow(rng, s.rows)
+		d0, d1 := make([]float32, s.width), make([]float32, s.width)
+		b.Run(s.name+"/1", func(b *testing.B) {
+			for b.Loop() {
+				AxpyRows(d0, a0, x, s.width)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(s.width*s.rows), "ns/MAC")
+		})
+		b.Run(s.name+"/2", func(b *testing.B) {
+			for b.Loop() {
+				AxpyRows2(d0, d1, a0, a1, x, s.width)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*s.width*s.rows), "ns/MAC")
+		})
+	}
+}

@@ -223,7 +223,7 @@ func TestDotF32RowsMatchesDotF32(t *testing.T) {
 // (with tails), one row or many, rows packed or further apart.
 func TestAxpyRowsMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, width := range []int{1, 3, 7, 8, 9, 16, 31, 33, 64, 100} {
+	for _, width := range []int{1, 3, 7, 8, 9, 16, 31, 32, 33, 40, 56, 64, 72, 100} {
 		for _, rows := range []int{1, 2, 5, 8, 13} {
 			for _, stride := range []int{width, width + 3, 4 * width} {
 				a, x := randomRow(rng, rows), randomRow(rng, (rows-1)*stride+width)

@@ -218,8 +218,37 @@ eight:
 	VZEROUPPER
 	RET
 
+// The axpyRows kernels keep columns of dst in registers while every row
+// adds to them. One 8-column register takes a chain of dependent adds, one
+// per row, each waiting out the last one's latency; so they take 32
+// columns at a time (four independent chains per sum), then 8 at a time
+// for the rest. Column blocks never mix, so each element is the same sum.
+
+// ROW32(A, X, D0, D1, D2, D3) adds the broadcast A times the 32 values at
+// X to D0..D3 (products in Y12..Y15).
+#define ROW32(A, X, D0, D1, D2, D3) \
+	VMULPS 0(X), A, Y12 \
+	VMULPS 32(X), A, Y13 \
+	VMULPS 64(X), A, Y14 \
+	VMULPS 96(X), A, Y15 \
+	VADDPS Y12, D0, D0 \
+	VADDPS Y13, D1, D1 \
+	VADDPS Y14, D2, D2 \
+	VADDPS Y15, D3, D3
+
+#define LOAD32(P, D0, D1, D2, D3) \
+	VMOVUPS 0(P), D0 \
+	VMOVUPS 32(P), D1 \
+	VMOVUPS 64(P), D2 \
+	VMOVUPS 96(P), D3
+
+#define STORE32(P, D0, D1, D2, D3) \
+	VMOVUPS D0, 0(P) \
+	VMOVUPS D1, 32(P) \
+	VMOVUPS D2, 64(P) \
+	VMOVUPS D3, 96(P)
+
 // func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
-// Eight columns of dst at a time stay in Y0 while every row adds to them.
 TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ a+8(FP), SI
@@ -228,7 +257,33 @@ TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ stride+32(FP), R9
 	SHLQ $2, R9
 	MOVQ n+40(FP), CX
+	SHRQ $5, CX
+	JZ   eights
+
+columns32:
+	LOAD32(DI, Y0, Y1, Y2, Y3)
+	MOVQ SI, R10
+	MOVQ DX, R11
+	MOVQ R8, R12
+
+row32:
+	VBROADCASTSS (R10), Y4
+	ROW32(Y4, R11, Y0, Y1, Y2, Y3)
+	ADDQ $4, R10
+	ADDQ R9, R11
+	DECQ R12
+	JNZ  row32
+	STORE32(DI, Y0, Y1, Y2, Y3)
+	ADDQ $128, DI
+	ADDQ $128, DX
+	DECQ CX
+	JNZ  columns32
+
+eights:
+	MOVQ n+40(FP), CX
+	ANDQ $31, CX
 	SHRQ $3, CX
+	JZ   done
 
 columns:
 	VMOVUPS (DI), Y0
@@ -249,12 +304,15 @@ row:
 	ADDQ         $32, DX
 	DECQ         CX
 	JNZ          columns
+
+done:
 	VZEROUPPER
 	RET
 
 // func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
-// axpyRowsAVX2 for two sums over the same rows: Y0 and Y1 stay in
-// registers, each row of x is loaded once.
+// axpyRowsAVX2 for two sums over the same rows: each row of x is loaded
+// once for both (by the first sum's products; the second's multiply the
+// same addresses, which the core serves from L1).
 TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-64
 	MOVQ dst0+0(FP), DI
 	MOVQ dst1+8(FP), BX
@@ -265,7 +323,40 @@ TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-64
 	MOVQ stride+48(FP), R9
 	SHLQ $2, R9
 	MOVQ n+56(FP), CX
+	SHRQ $5, CX
+	JZ   eights2
+
+columns2x32:
+	LOAD32(DI, Y0, Y1, Y2, Y3)
+	LOAD32(BX, Y4, Y5, Y6, Y7)
+	MOVQ SI, R10
+	MOVQ AX, R13
+	MOVQ DX, R11
+	MOVQ R8, R12
+
+row2x32:
+	VBROADCASTSS (R10), Y8
+	VBROADCASTSS (R13), Y9
+	ROW32(Y8, R11, Y0, Y1, Y2, Y3)
+	ROW32(Y9, R11, Y4, Y5, Y6, Y7)
+	ADDQ $4, R10
+	ADDQ $4, R13
+	ADDQ R9, R11
+	DECQ R12
+	JNZ  row2x32
+	STORE32(DI, Y0, Y1, Y2, Y3)
+	STORE32(BX, Y4, Y5, Y6, Y7)
+	ADDQ $128, DI
+	ADDQ $128, BX
+	ADDQ $128, DX
+	DECQ CX
+	JNZ  columns2x32
+
+eights2:
+	MOVQ n+56(FP), CX
+	ANDQ $31, CX
 	SHRQ $3, CX
+	JZ   done2
 
 columns2:
 	VMOVUPS (DI), Y0
@@ -295,6 +386,8 @@ row2:
 	ADDQ         $32, DX
 	DECQ         CX
 	JNZ          columns2
+
+done2:
 	VZEROUPPER
 	RET
 
