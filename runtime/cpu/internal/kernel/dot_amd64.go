@@ -53,6 +53,12 @@ func expShiftAVX2(x *float32, m float32, n int)
 func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
 
 //go:noescape
+func axpyRowsF16AVX2(dst, a *float32, x *uint16, rows, stride, n int)
+
+//go:noescape
+func axpyRows2F16AVX2(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int)
+
+//go:noescape
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
 
 //go:noescape

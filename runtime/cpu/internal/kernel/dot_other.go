@@ -52,6 +52,14 @@ func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
 	panic("kernel: no AVX2 kernels in this build")
 }
 
+func axpyRowsF16AVX2(dst, a *float32, x *uint16, rows, stride, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
+func axpyRows2F16AVX2(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int) {
 	panic("kernel: no AVX2 kernels in this build")
 }

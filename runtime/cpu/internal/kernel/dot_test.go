@@ -3,6 +3,7 @@ package kernel
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -218,36 +219,79 @@ func TestDotF32RowsMatchesDotF32(t *testing.T) {
 	}
 }
 
-// TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2 give the bits of its definition, a
-// plain Axpy loop row after row, on widths below, at and past a register
-// (with tails), one row or many, rows packed or further apart.
+// TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2, and their F16 forms on
+// x's values as halves, give the bits of its definition, a plain Axpy loop
+// row after row, on widths below, at and past a register and a 32-column
+// block (with tails), one row or many, rows packed or further apart.
 func TestAxpyRowsMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, width := range []int{1, 3, 7, 8, 9, 16, 31, 32, 33, 40, 56, 64, 72, 100} {
 		for _, rows := range []int{1, 2, 5, 8, 13} {
 			for _, stride := range []int{width, width + 3, 4 * width} {
-				a, x := randomRow(rng, rows), randomRow(rng, (rows-1)*stride+width)
-				a1 := randomRow(rng, rows)
-				got, got0, got1 := randomRow(rng, width), randomRow(rng, width), randomRow(rng, width)
-				want, want0, want1 := append([]float32(nil), got...), append([]float32(nil), got0...), append([]float32(nil), got1...)
-				AxpyRows(got, a, x, stride)
-				AxpyRows2(got0, got1, a, a1, x, stride)
-				for r := range a {
-					for i := range want {
-						want[i] += float32(a[r] * x[r*stride+i])
-						want0[i] += float32(a[r] * x[r*stride+i])
-						want1[i] += float32(a1[r] * x[r*stride+i])
-					}
+				a, a1 := randomRow(rng, rows), randomRow(rng, rows)
+				x := randomRow(rng, (rows-1)*stride+width)
+				xh := make([]uint16, len(x))
+				for i, v := range x {
+					xh[i] = dtype.HalfBits(v)
 				}
-				for _, c := range []struct {
-					what      string
-					got, want []float32
-				}{{"AxpyRows", got, want}, {"AxpyRows2 first", got0, want0}, {"AxpyRows2 second", got1, want1}} {
-					for i := range c.got {
-						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
-							t.Fatalf("%s: width %d, %d rows, stride %d: [%d] %v, loop %v", c.what, width, rows, stride, i, c.got[i], c.want[i])
+				for _, half := range []bool{false, true} {
+					if half {
+						for i, h := range xh {
+							x[i] = dtype.HalfValue(h)
 						}
 					}
+					got, got0, got1 := randomRow(rng, width), randomRow(rng, width), randomRow(rng, width)
+					want, want0, want1 := slices.Clone(got), slices.Clone(got0), slices.Clone(got1)
+					if half {
+						AxpyRowsF16(got, a, xh, stride)
+						AxpyRows2F16(got0, got1, a, a1, xh, stride)
+					} else {
+						AxpyRows(got, a, x, stride)
+						AxpyRows2(got0, got1, a, a1, x, stride)
+					}
+					for r := range a {
+						for i := range want {
+							want[i] += float32(a[r] * x[r*stride+i])
+							want0[i] += float32(a[r] * x[r*stride+i])
+							want1[i] += float32(a1[r] * x[r*stride+i])
+						}
+					}
+					for _, c := range []struct {
+						what      string
+						got, want []float32
+					}{{"AxpyRows", got, want}, {"AxpyRows2 first", got0, want0}, {"AxpyRows2 second", got1, want1}} {
+						for i := range c.got {
+							if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+								t.Fatalf("%s (halves %v): width %d, %d rows, stride %d: [%d] %v, loop %v", c.what, half, width, rows, stride, i, c.got[i], c.want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotF16RowsMatchesDotF32Rows: DotF16Rows gives DotF32Rows' bits on the
+// halves' values, for row counts around DotF16x4's four and lengths with
+// and without a tail past whole blocks.
+func TestDotF16RowsMatchesDotF32Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, k := range []int{5, 32, 64, 97, 576} {
+		for _, m := range []int{1, 3, 4, 6, 9} {
+			w := randomRow(rng, k)
+			wh := make([]uint16, k)
+			for i, v := range w {
+				wh[i] = dtype.HalfBits(v)
+				w[i] = dtype.HalfValue(wh[i])
+			}
+			x := randomRow(rng, m*k)
+			got, want := make([]float32, 2*m), make([]float32, 2*m)
+			DotF16Rows(got, 2, wh, x, m)
+			DotF32Rows(want, 2, w, x, m)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("k %d, m %d: [%d] %v, DotF32Rows %v", k, m, i, got[i], want[i])
 				}
 			}
 		}

@@ -18,6 +18,187 @@
 	VMOVSHDUP X0, X9 \
 	VADDSS X9, X0, X0
 
+// The axpyRows kernels keep columns of dst in registers while every row
+// adds to them. One 8-column register takes a chain of dependent adds, one
+// per row, each waiting out the last one's latency; so they take 32
+// columns at a time (four independent chains per sum), then 8 at a time
+// for the rest. Column blocks never mix, so each element is the same sum.
+// One body serves x in f32 and in halves (widened exactly by VCVTPH2PS):
+// the macros below take the loads of x and its element size as arguments.
+// Registers: dst columns in Y0..Y7, a's broadcasts in Y8 and Y9, x in
+// Y10..Y13, products in Y14 and Y15.
+
+// XF32 and XF16 load the 32 values of x at X, XF32x8 and XF16x8 eight of
+// them, as f32 into Y10 (..Y13).
+#define XF32(X) \
+	VMOVUPS 0(X), Y10 \
+	VMOVUPS 32(X), Y11 \
+	VMOVUPS 64(X), Y12 \
+	VMOVUPS 96(X), Y13
+#define XF16(X) \
+	VCVTPH2PS 0(X), Y10 \
+	VCVTPH2PS 16(X), Y11 \
+	VCVTPH2PS 32(X), Y12 \
+	VCVTPH2PS 48(X), Y13
+#define XF32x8(X) VMOVUPS (X), Y10
+#define XF16x8(X) VCVTPH2PS (X), Y10
+
+// MULADD32 adds the broadcast A times Y10..Y13 to D0..D3.
+#define MULADD32(A, D0, D1, D2, D3) \
+	VMULPS Y10, A, Y14 \
+	VMULPS Y11, A, Y15 \
+	VADDPS Y14, D0, D0 \
+	VADDPS Y15, D1, D1 \
+	VMULPS Y12, A, Y14 \
+	VMULPS Y13, A, Y15 \
+	VADDPS Y14, D2, D2 \
+	VADDPS Y15, D3, D3
+
+#define MULADD8(A, D) \
+	VMULPS Y10, A, Y14 \
+	VADDPS Y14, D, D
+
+#define LOAD32(P, D0, D1, D2, D3) \
+	VMOVUPS 0(P), D0 \
+	VMOVUPS 32(P), D1 \
+	VMOVUPS 64(P), D2 \
+	VMOVUPS 96(P), D3
+
+#define STORE32(P, D0, D1, D2, D3) \
+	VMOVUPS D0, 0(P) \
+	VMOVUPS D1, 32(P) \
+	VMOVUPS D2, 64(P) \
+	VMOVUPS D3, 96(P)
+
+// AXPYROWS is the body of axpyRows(dst, a, x *, rows, stride, n int) for
+// x's loads X32 and X8 and its element size SIZE (4 or 2 bytes).
+#define AXPYROWS(X32, X8, SIZE) \
+	MOVQ dst+0(FP), DI \
+	MOVQ a+8(FP), SI \
+	MOVQ x+16(FP), DX \
+	MOVQ rows+24(FP), R8 \
+	MOVQ stride+32(FP), R9 \
+	IMULQ $SIZE, R9 \
+	MOVQ n+40(FP), CX \
+	SHRQ $5, CX \
+	JZ   eights \
+columns32: \
+	LOAD32(DI, Y0, Y1, Y2, Y3) \
+	MOVQ SI, R10 \
+	MOVQ DX, R11 \
+	MOVQ R8, R12 \
+row32: \
+	X32(R11) \
+	VBROADCASTSS (R10), Y8 \
+	MULADD32(Y8, Y0, Y1, Y2, Y3) \
+	ADDQ $4, R10 \
+	ADDQ R9, R11 \
+	DECQ R12 \
+	JNZ  row32 \
+	STORE32(DI, Y0, Y1, Y2, Y3) \
+	ADDQ $128, DI \
+	ADDQ $(32*SIZE), DX \
+	DECQ CX \
+	JNZ  columns32 \
+eights: \
+	MOVQ n+40(FP), CX \
+	ANDQ $31, CX \
+	SHRQ $3, CX \
+	JZ   done \
+columns: \
+	VMOVUPS (DI), Y0 \
+	MOVQ SI, R10 \
+	MOVQ DX, R11 \
+	MOVQ R8, R12 \
+row: \
+	X8(R11) \
+	VBROADCASTSS (R10), Y8 \
+	MULADD8(Y8, Y0) \
+	ADDQ $4, R10 \
+	ADDQ R9, R11 \
+	DECQ R12 \
+	JNZ  row \
+	VMOVUPS Y0, (DI) \
+	ADDQ $32, DI \
+	ADDQ $(8*SIZE), DX \
+	DECQ CX \
+	JNZ  columns \
+done: \
+	VZEROUPPER
+
+// AXPYROWS2 is AXPYROWS for two sums over the same rows of x,
+// axpyRows2(dst0, dst1, a0, a1, x *, rows, stride, n int): each row's
+// block of x is loaded (and widened) once for both.
+#define AXPYROWS2(X32, X8, SIZE) \
+	MOVQ dst0+0(FP), DI \
+	MOVQ dst1+8(FP), BX \
+	MOVQ a0+16(FP), SI \
+	MOVQ a1+24(FP), AX \
+	MOVQ x+32(FP), DX \
+	MOVQ rows+40(FP), R8 \
+	MOVQ stride+48(FP), R9 \
+	IMULQ $SIZE, R9 \
+	MOVQ n+56(FP), CX \
+	SHRQ $5, CX \
+	JZ   eights \
+columns32: \
+	LOAD32(DI, Y0, Y1, Y2, Y3) \
+	LOAD32(BX, Y4, Y5, Y6, Y7) \
+	MOVQ SI, R10 \
+	MOVQ AX, R13 \
+	MOVQ DX, R11 \
+	MOVQ R8, R12 \
+row32: \
+	X32(R11) \
+	VBROADCASTSS (R10), Y8 \
+	VBROADCASTSS (R13), Y9 \
+	MULADD32(Y8, Y0, Y1, Y2, Y3) \
+	MULADD32(Y9, Y4, Y5, Y6, Y7) \
+	ADDQ $4, R10 \
+	ADDQ $4, R13 \
+	ADDQ R9, R11 \
+	DECQ R12 \
+	JNZ  row32 \
+	STORE32(DI, Y0, Y1, Y2, Y3) \
+	STORE32(BX, Y4, Y5, Y6, Y7) \
+	ADDQ $128, DI \
+	ADDQ $128, BX \
+	ADDQ $(32*SIZE), DX \
+	DECQ CX \
+	JNZ  columns32 \
+eights: \
+	MOVQ n+56(FP), CX \
+	ANDQ $31, CX \
+	SHRQ $3, CX \
+	JZ   done \
+columns: \
+	VMOVUPS (DI), Y0 \
+	VMOVUPS (BX), Y1 \
+	MOVQ SI, R10 \
+	MOVQ AX, R13 \
+	MOVQ DX, R11 \
+	MOVQ R8, R12 \
+row: \
+	X8(R11) \
+	VBROADCASTSS (R10), Y8 \
+	VBROADCASTSS (R13), Y9 \
+	MULADD8(Y8, Y0) \
+	MULADD8(Y9, Y1) \
+	ADDQ $4, R10 \
+	ADDQ $4, R13 \
+	ADDQ R9, R11 \
+	DECQ R12 \
+	JNZ  row \
+	VMOVUPS Y0, (DI) \
+	VMOVUPS Y1, (BX) \
+	ADDQ $32, DI \
+	ADDQ $32, BX \
+	ADDQ $(8*SIZE), DX \
+	DECQ CX \
+	JNZ  columns \
+done: \
+	VZEROUPPER
+
 // func dotF32AVX2(a, b *float32, n int) float32
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI
@@ -218,177 +399,24 @@ eight:
 	VZEROUPPER
 	RET
 
-// The axpyRows kernels keep columns of dst in registers while every row
-// adds to them. One 8-column register takes a chain of dependent adds, one
-// per row, each waiting out the last one's latency; so they take 32
-// columns at a time (four independent chains per sum), then 8 at a time
-// for the rest. Column blocks never mix, so each element is the same sum.
-
-// ROW32(A, X, D0, D1, D2, D3) adds the broadcast A times the 32 values at
-// X to D0..D3 (products in Y12..Y15).
-#define ROW32(A, X, D0, D1, D2, D3) \
-	VMULPS 0(X), A, Y12 \
-	VMULPS 32(X), A, Y13 \
-	VMULPS 64(X), A, Y14 \
-	VMULPS 96(X), A, Y15 \
-	VADDPS Y12, D0, D0 \
-	VADDPS Y13, D1, D1 \
-	VADDPS Y14, D2, D2 \
-	VADDPS Y15, D3, D3
-
-#define LOAD32(P, D0, D1, D2, D3) \
-	VMOVUPS 0(P), D0 \
-	VMOVUPS 32(P), D1 \
-	VMOVUPS 64(P), D2 \
-	VMOVUPS 96(P), D3
-
-#define STORE32(P, D0, D1, D2, D3) \
-	VMOVUPS D0, 0(P) \
-	VMOVUPS D1, 32(P) \
-	VMOVUPS D2, 64(P) \
-	VMOVUPS D3, 96(P)
-
 // func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
 TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ x+16(FP), DX
-	MOVQ rows+24(FP), R8
-	MOVQ stride+32(FP), R9
-	SHLQ $2, R9
-	MOVQ n+40(FP), CX
-	SHRQ $5, CX
-	JZ   eights
+	AXPYROWS(XF32, XF32x8, 4)
+	RET
 
-columns32:
-	LOAD32(DI, Y0, Y1, Y2, Y3)
-	MOVQ SI, R10
-	MOVQ DX, R11
-	MOVQ R8, R12
-
-row32:
-	VBROADCASTSS (R10), Y4
-	ROW32(Y4, R11, Y0, Y1, Y2, Y3)
-	ADDQ $4, R10
-	ADDQ R9, R11
-	DECQ R12
-	JNZ  row32
-	STORE32(DI, Y0, Y1, Y2, Y3)
-	ADDQ $128, DI
-	ADDQ $128, DX
-	DECQ CX
-	JNZ  columns32
-
-eights:
-	MOVQ n+40(FP), CX
-	ANDQ $31, CX
-	SHRQ $3, CX
-	JZ   done
-
-columns:
-	VMOVUPS (DI), Y0
-	MOVQ    SI, R10
-	MOVQ    DX, R11
-	MOVQ    R8, R12
-
-row:
-	VBROADCASTSS (R10), Y1
-	VMULPS       (R11), Y1, Y1
-	VADDPS       Y1, Y0, Y0
-	ADDQ         $4, R10
-	ADDQ         R9, R11
-	DECQ         R12
-	JNZ          row
-	VMOVUPS      Y0, (DI)
-	ADDQ         $32, DI
-	ADDQ         $32, DX
-	DECQ         CX
-	JNZ          columns
-
-done:
-	VZEROUPPER
+// func axpyRowsF16AVX2(dst, a *float32, x *uint16, rows, stride, n int)
+TEXT ·axpyRowsF16AVX2(SB), NOSPLIT, $0-48
+	AXPYROWS(XF16, XF16x8, 2)
 	RET
 
 // func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
-// axpyRowsAVX2 for two sums over the same rows: each row of x is loaded
-// once for both (by the first sum's products; the second's multiply the
-// same addresses, which the core serves from L1).
 TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-64
-	MOVQ dst0+0(FP), DI
-	MOVQ dst1+8(FP), BX
-	MOVQ a0+16(FP), SI
-	MOVQ a1+24(FP), AX
-	MOVQ x+32(FP), DX
-	MOVQ rows+40(FP), R8
-	MOVQ stride+48(FP), R9
-	SHLQ $2, R9
-	MOVQ n+56(FP), CX
-	SHRQ $5, CX
-	JZ   eights2
+	AXPYROWS2(XF32, XF32x8, 4)
+	RET
 
-columns2x32:
-	LOAD32(DI, Y0, Y1, Y2, Y3)
-	LOAD32(BX, Y4, Y5, Y6, Y7)
-	MOVQ SI, R10
-	MOVQ AX, R13
-	MOVQ DX, R11
-	MOVQ R8, R12
-
-row2x32:
-	VBROADCASTSS (R10), Y8
-	VBROADCASTSS (R13), Y9
-	ROW32(Y8, R11, Y0, Y1, Y2, Y3)
-	ROW32(Y9, R11, Y4, Y5, Y6, Y7)
-	ADDQ $4, R10
-	ADDQ $4, R13
-	ADDQ R9, R11
-	DECQ R12
-	JNZ  row2x32
-	STORE32(DI, Y0, Y1, Y2, Y3)
-	STORE32(BX, Y4, Y5, Y6, Y7)
-	ADDQ $128, DI
-	ADDQ $128, BX
-	ADDQ $128, DX
-	DECQ CX
-	JNZ  columns2x32
-
-eights2:
-	MOVQ n+56(FP), CX
-	ANDQ $31, CX
-	SHRQ $3, CX
-	JZ   done2
-
-columns2:
-	VMOVUPS (DI), Y0
-	VMOVUPS (BX), Y1
-	MOVQ    SI, R10
-	MOVQ    AX, R13
-	MOVQ    DX, R11
-	MOVQ    R8, R12
-
-row2:
-	VMOVUPS      (R11), Y2
-	VBROADCASTSS (R10), Y3
-	VBROADCASTSS (R13), Y4
-	VMULPS       Y2, Y3, Y3
-	VMULPS       Y2, Y4, Y4
-	VADDPS       Y3, Y0, Y0
-	VADDPS       Y4, Y1, Y1
-	ADDQ         $4, R10
-	ADDQ         $4, R13
-	ADDQ         R9, R11
-	DECQ         R12
-	JNZ          row2
-	VMOVUPS      Y0, (DI)
-	VMOVUPS      Y1, (BX)
-	ADDQ         $32, DI
-	ADDQ         $32, BX
-	ADDQ         $32, DX
-	DECQ         CX
-	JNZ          columns2
-
-done2:
-	VZEROUPPER
+// func axpyRows2F16AVX2(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int)
+TEXT ·axpyRows2F16AVX2(SB), NOSPLIT, $0-64
+	AXPYROWS2(XF16, XF16x8, 2)
 	RET
 
 // func dotF16AVX2(a *float32, b *uint16, n int) float32

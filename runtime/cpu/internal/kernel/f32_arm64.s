@@ -58,6 +58,90 @@
 	VEOR V14.B16, V14.B16, V14.B16 \
 	VEOR V15.B16, V15.B16, V15.B16
 
+// The axpyRows kernels keep eight columns of dst in two registers while
+// every row adds to them. One body serves x in f32 and in halves (widened
+// exactly by FCVTL): XF32 and XF16 load the eight values of x at R7 as f32
+// into V3 and V4, SIZE is x's element size in bytes.
+#define XF32 VLD1 (R7), [V3.S4, V4.S4]
+#define XF16 \
+	VLD1 (R7), [V3.H8] \
+	FCVTL24S(3, 4) \
+	FCVTL4S(3, 3)
+
+// AXPYROWS is the body of axpyRows(dst, a, x *, rows, stride, n int).
+#define AXPYROWS(X, SIZE) \
+	MOVD dst+0(FP), R0 \
+	MOVD a+8(FP), R1 \
+	MOVD x+16(FP), R2 \
+	MOVD rows+24(FP), R3 \
+	MOVD stride+32(FP), R4 \
+	MOVD $SIZE, R9 \
+	MUL  R9, R4, R4 \
+	MOVD n+40(FP), R5 \
+	LSR  $3, R5 \
+columns: \
+	VLD1 (R0), [V0.S4, V1.S4] \
+	MOVD R1, R6 \
+	MOVD R2, R7 \
+	MOVD R3, R8 \
+row: \
+	VLD1R.P 4(R6), [V2.S4] \
+	X \
+	FMUL4S(2, 3, 3) \
+	FMUL4S(2, 4, 4) \
+	FADD4S(3, 0, 0) \
+	FADD4S(4, 1, 1) \
+	ADD     R4, R7, R7 \
+	SUB     $1, R8 \
+	CBNZ    R8, row \
+	VST1.P  [V0.S4, V1.S4], 32(R0) \
+	ADD     $(8*SIZE), R2 \
+	SUB     $1, R5 \
+	CBNZ    R5, columns
+
+// AXPYROWS2 is AXPYROWS for two sums over the same rows,
+// axpyRows2(dst0, dst1, a0, a1, x *, rows, stride, n int): V0, V1 and V5,
+// V6 stay in registers, each row of x is loaded (and widened) once.
+#define AXPYROWS2(X, SIZE) \
+	MOVD dst0+0(FP), R0 \
+	MOVD dst1+8(FP), R9 \
+	MOVD a0+16(FP), R1 \
+	MOVD a1+24(FP), R10 \
+	MOVD x+32(FP), R2 \
+	MOVD rows+40(FP), R3 \
+	MOVD stride+48(FP), R4 \
+	MOVD $SIZE, R12 \
+	MUL  R12, R4, R4 \
+	MOVD n+56(FP), R5 \
+	LSR  $3, R5 \
+columns2: \
+	VLD1 (R0), [V0.S4, V1.S4] \
+	VLD1 (R9), [V5.S4, V6.S4] \
+	MOVD R1, R6 \
+	MOVD R10, R11 \
+	MOVD R2, R7 \
+	MOVD R3, R8 \
+row2: \
+	VLD1R.P 4(R6), [V2.S4] \
+	VLD1R.P 4(R11), [V7.S4] \
+	X \
+	FMUL4S(2, 3, 16) \
+	FMUL4S(2, 4, 17) \
+	FMUL4S(7, 3, 18) \
+	FMUL4S(7, 4, 19) \
+	FADD4S(16, 0, 0) \
+	FADD4S(17, 1, 1) \
+	FADD4S(18, 5, 5) \
+	FADD4S(19, 6, 6) \
+	ADD     R4, R7, R7 \
+	SUB     $1, R8 \
+	CBNZ    R8, row2 \
+	VST1.P  [V0.S4, V1.S4], 32(R0) \
+	VST1.P  [V5.S4, V6.S4], 32(R9) \
+	ADD     $(8*SIZE), R2 \
+	SUB     $1, R5 \
+	CBNZ    R5, columns2
+
 // func dotF32NEON(a, b *float32, n int) float32
 TEXT ·dotF32NEON(SB), NOSPLIT, $0-28
 	MOVD a+0(FP), R0
@@ -82,81 +166,24 @@ block:
 // func axpyRowsNEON(dst, a, x *float32, rows, stride, n int)
 // Eight columns of dst at a time stay in V0, V1 while every row adds to
 // them; a[r] is loaded into all four lanes of V2.
+// func axpyRowsNEON(dst, a, x *float32, rows, stride, n int)
 TEXT ·axpyRowsNEON(SB), NOSPLIT, $0-48
-	MOVD dst+0(FP), R0
-	MOVD a+8(FP), R1
-	MOVD x+16(FP), R2
-	MOVD rows+24(FP), R3
-	MOVD stride+32(FP), R4
-	LSL  $2, R4
-	MOVD n+40(FP), R5
-	LSR  $3, R5
+	AXPYROWS(XF32, 4)
+	RET
 
-columns:
-	VLD1 (R0), [V0.S4, V1.S4]
-	MOVD R1, R6
-	MOVD R2, R7
-	MOVD R3, R8
-
-row:
-	VLD1R.P 4(R6), [V2.S4]
-	VLD1    (R7), [V3.S4, V4.S4]
-	FMUL4S(2, 3, 3)
-	FMUL4S(2, 4, 4)
-	FADD4S(3, 0, 0)
-	FADD4S(4, 1, 1)
-	ADD     R4, R7, R7
-	SUB     $1, R8
-	CBNZ    R8, row
-	VST1.P  [V0.S4, V1.S4], 32(R0)
-	ADD     $32, R2
-	SUB     $1, R5
-	CBNZ    R5, columns
+// func axpyRowsF16NEON(dst, a *float32, x *uint16, rows, stride, n int)
+TEXT ·axpyRowsF16NEON(SB), NOSPLIT, $0-48
+	AXPYROWS(XF16, 2)
 	RET
 
 // func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
-// axpyRowsNEON for two sums over the same rows: V0, V1 and V5, V6 stay in
-// registers, each row of x is loaded once.
 TEXT ·axpyRows2NEON(SB), NOSPLIT, $0-64
-	MOVD dst0+0(FP), R0
-	MOVD dst1+8(FP), R9
-	MOVD a0+16(FP), R1
-	MOVD a1+24(FP), R10
-	MOVD x+32(FP), R2
-	MOVD rows+40(FP), R3
-	MOVD stride+48(FP), R4
-	LSL  $2, R4
-	MOVD n+56(FP), R5
-	LSR  $3, R5
+	AXPYROWS2(XF32, 4)
+	RET
 
-columns2:
-	VLD1 (R0), [V0.S4, V1.S4]
-	VLD1 (R9), [V5.S4, V6.S4]
-	MOVD R1, R6
-	MOVD R10, R11
-	MOVD R2, R7
-	MOVD R3, R8
-
-row2:
-	VLD1R.P 4(R6), [V2.S4]
-	VLD1R.P 4(R11), [V7.S4]
-	VLD1    (R7), [V3.S4, V4.S4]
-	FMUL4S(2, 3, 16)
-	FMUL4S(2, 4, 17)
-	FMUL4S(7, 3, 18)
-	FMUL4S(7, 4, 19)
-	FADD4S(16, 0, 0)
-	FADD4S(17, 1, 1)
-	FADD4S(18, 5, 5)
-	FADD4S(19, 6, 6)
-	ADD     R4, R7, R7
-	SUB     $1, R8
-	CBNZ    R8, row2
-	VST1.P  [V0.S4, V1.S4], 32(R0)
-	VST1.P  [V5.S4, V6.S4], 32(R9)
-	ADD     $32, R2
-	SUB     $1, R5
-	CBNZ    R5, columns2
+// func axpyRows2F16NEON(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int)
+TEXT ·axpyRows2F16NEON(SB), NOSPLIT, $0-64
+	AXPYROWS2(XF16, 2)
 	RET
 
 // func dotF16NEON(a *float32, b *uint16, n int) float32

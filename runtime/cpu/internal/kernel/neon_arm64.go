@@ -48,4 +48,10 @@ func expShiftNEON(x *float32, m float32, n int)
 func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
 
 //go:noescape
+func axpyRowsF16NEON(dst, a *float32, x *uint16, rows, stride, n int)
+
+//go:noescape
+func axpyRows2F16NEON(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int)
+
+//go:noescape
 func scaleMaxNEON(x *float32, scale float32, n int) float32

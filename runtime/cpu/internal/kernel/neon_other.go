@@ -48,6 +48,14 @@ func axpyRows2NEON(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
 	panic("kernel: no NEON kernels in this build")
 }
 
+func axpyRowsF16NEON(dst, a *float32, x *uint16, rows, stride, n int) {
+	panic("kernel: no NEON kernels in this build")
+}
+
+func axpyRows2F16NEON(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int) {
+	panic("kernel: no NEON kernels in this build")
+}
+
 func scaleMaxNEON(x *float32, scale float32, n int) float32 {
 	panic("kernel: no NEON kernels in this build")
 }
