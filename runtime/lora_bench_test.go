@@ -21,7 +21,10 @@ import (
 // seven projections) shared among them, at ranks 8 and 64, on two bases:
 // stories260K (f32; 64 wide, so a rank-64 adapter is as large as the
 // layer it adapts) and a synthetic SmolLM2-135M (int4 weights, 576 wide:
-// a realistic shape). Besides tokens per second it reports tokens per
+// a realistic shape). The adapters are F16, as llama.cpp's
+// convert_lora_to_gguf writes them by default; adapters4-f32 is 4 of
+// them in f32 (which the CPU backend streams twice the bytes of).
+// Besides tokens per second it reports tokens per
 // CPU-second of the process, which other processes on shared cores
 // disturb far less:
 //
@@ -36,17 +39,22 @@ func BenchmarkLoRADecode(b *testing.B) {
 		path := ""
 		for _, device := range []string{"cpu", "webgpu"} {
 			for _, rank := range []int{8, 64} {
-				for _, distinct := range []int{0, 1, 4} {
+				for _, distinct := range []int{0, 1, 4, -4} {
 					if distinct == 0 && rank == 64 {
 						continue // the same as rank 8's
 					}
-					b.Run(fmt.Sprintf("%s/%s/r%d/adapters%d", base.name, device, rank, distinct), func(b *testing.B) {
+					name, typ := fmt.Sprintf("%s/%s/r%d/adapters%d", base.name, device, rank, distinct), dtype.F16
+					if distinct < 0 { // 4 adapters in f32
+						distinct, typ = -distinct, dtype.F32
+						name = fmt.Sprintf("%s/%s/r%d/adapters%d-f32", base.name, device, rank, distinct)
+					}
+					b.Run(name, func(b *testing.B) {
 						if path == "" {
 							path = benchBase(b, base.name, dir)
 						}
 						var specs []runtime.AdapterSpec
 						for i := range distinct {
-							p := benchAdapter(b, path, rank, uint64(i))
+							p := benchAdapter(b, path, rank, typ, uint64(i))
 							specs = append(specs, runtime.AdapterSpec{Name: fmt.Sprint("a", i), Path: p})
 						}
 						opts := runtime.Options{Device: device, Quant: base.quant, Adapters: specs}
@@ -118,8 +126,9 @@ func benchBase(b *testing.B, name, dir string) string {
 	return path
 }
 
-// benchAdapter writes a random adapter for the model at path.
-func benchAdapter(b *testing.B, path string, rank int, seed uint64) string {
+// benchAdapter writes a random adapter for the model at path, its tensors
+// of type typ.
+func benchAdapter(b *testing.B, path string, rank int, typ dtype.Type, seed uint64) string {
 	b.Helper()
 	m, err := models.Open(path, models.Options{})
 	if err != nil {
@@ -130,6 +139,7 @@ func benchAdapter(b *testing.B, path string, rank int, seed uint64) string {
 	if err != nil {
 		b.Fatal(err)
 	}
+	a.Type = typ
 	out := filepath.Join(b.TempDir(), "adapter.gguf")
 	if err := lora.WriteGGUF(out, a, m.Config.Arch); err != nil {
 		b.Fatal(err)

@@ -39,13 +39,19 @@ func loraBase(t *testing.T, name string) (string, models.Config) {
 }
 
 // writeAdapter draws a random adapter for c and writes it in both forms:
-// a GGUF LoRA file and a PEFT folder.
+// a GGUF LoRA file and a PEFT folder, its tensors in f32.
 func writeAdapter(t *testing.T, c models.Config, rank int, targets []string, seed uint64) (ggufPath, peftDir string) {
+	return writeAdapterAs(t, c, rank, targets, seed, dtype.F32)
+}
+
+// writeAdapterAs is writeAdapter with tensors of type typ.
+func writeAdapterAs(t *testing.T, c models.Config, rank int, targets []string, seed uint64, typ dtype.Type) (ggufPath, peftDir string) {
 	t.Helper()
 	a, err := synth.LoRA(c, rank, targets, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Type = typ
 	dir := t.TempDir()
 	ggufPath, peftDir = filepath.Join(dir, "adapter.gguf"), filepath.Join(dir, "peft")
 	if err := lora.WriteGGUF(ggufPath, a, c.Arch); err != nil {
@@ -98,27 +104,35 @@ func maxDiff(a, b []float32) float64 {
 // same greedy tokens, on both backends, at ranks 1, 8 and 64; on WebGPU
 // also with a GPU's composition (the norms as the products' prologue,
 // which the shrinks then apply themselves), which lavapipe, a CPU
-// adapter, does not take by itself.
+// adapter, does not take by itself; and with adapters stored in F16,
+// which the CPU backend keeps in halves.
 func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 	for _, tc := range []struct {
 		base, device string
 		rank         int
 		targets      []string
 		prologue     bool
+		typ          dtype.Type
 	}{
-		{"stories260K", "cpu", 8, nil, false},
-		{"stories260K", "cpu", 1, []string{"q", "v"}, false},
-		{"stories260K", "webgpu", 8, nil, false},
-		{"stories260K", "webgpu", 8, nil, true},
-		{"tiny-qwen3", "cpu", 8, nil, false},
-		{"tiny-qwen3", "cpu", 64, []string{"o", "down"}, false},
-		{"tiny-qwen3", "webgpu", 64, nil, false},
-		{"tiny-qwen3", "webgpu", 64, nil, true},
-		{"tiny", "cpu", 8, []string{"q", "k", "v", "o", "gate", "up", "down", "head"}, false}, // untied head
-		{"tiny", "webgpu", 1, []string{"k", "up", "head"}, false},
-		{"tiny", "webgpu", 8, []string{"q", "k", "v", "o", "gate", "up", "down", "head"}, true},
+		{"stories260K", "cpu", 8, nil, false, 0},
+		{"stories260K", "cpu", 1, []string{"q", "v"}, false, 0},
+		{"stories260K", "webgpu", 8, nil, false, 0},
+		{"stories260K", "webgpu", 8, nil, true, 0},
+		{"tiny-qwen3", "cpu", 8, nil, false, 0},
+		{"tiny-qwen3", "cpu", 64, []string{"o", "down"}, false, 0},
+		{"tiny-qwen3", "webgpu", 64, nil, false, 0},
+		{"tiny-qwen3", "webgpu", 64, nil, true, 0},
+		{"tiny", "cpu", 8, []string{"q", "k", "v", "o", "gate", "up", "down", "head"}, false, 0}, // untied head
+		{"tiny", "webgpu", 1, []string{"k", "up", "head"}, false, 0},
+		{"tiny", "webgpu", 8, []string{"q", "k", "v", "o", "gate", "up", "down", "head"}, true, 0},
+		{"stories260K", "cpu", 8, nil, false, dtype.F16},
+		{"tiny-qwen3", "cpu", 64, nil, false, dtype.F16},
+		{"tiny-qwen3", "webgpu", 8, nil, false, dtype.F16},
 	} {
 		name := tc.base + "/" + tc.device + "/r" + itoa(tc.rank)
+		if tc.typ != dtype.F32 {
+			name += "/" + tc.typ.String()
+		}
 		var wrap func(backend.Backend) backend.Backend
 		if tc.prologue {
 			name += "/prologue"
@@ -131,7 +145,7 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			path, c := loraBase(t, tc.base)
-			ad, _ := writeAdapter(t, c, tc.rank, tc.targets, 3)
+			ad, _ := writeAdapterAs(t, c, tc.rank, tc.targets, 3, tc.typ)
 			spec := []runtime.AdapterSpec{{Name: "a", Path: ad}}
 			un := loadDevice(t, tc.device, path, runtime.Options{Adapters: spec, Wrap: wrap})
 			merged := loadDevice(t, tc.device, path, runtime.Options{Adapters: spec, LoRAMerge: true, Wrap: wrap})

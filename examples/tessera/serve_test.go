@@ -218,12 +218,16 @@ func (l *syncLog) Write(b []byte) (int, error) {
 }
 
 // TestServeRuntimeLoRA: `serve --allow-runtime-lora` loads an adapter that
-// `synth --lora` wrote through POST /v1/load_lora_adapter, serves it as
-// BASE:NAME, and unloads it; without the flag the endpoint answers 403.
+// `synth --lora --type f16` wrote through POST /v1/load_lora_adapter,
+// serves it as BASE:NAME, and unloads it; without the flag the endpoint
+// answers 403. A --type synth cannot write is refused.
 func TestServeRuntimeLoRA(t *testing.T) {
 	base := filepath.Join(shared, "stories260K.gguf")
 	adapter := filepath.Join(t.TempDir(), "tales.gguf")
-	if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--out", adapter); code != 0 {
+	if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--type", "q8_0", "--out", adapter); code != 2 || !strings.Contains(errOut, "f32, f16 or bf16") {
+		t.Errorf("synth --lora --type q8_0: exit %d (%s), want a usage error", code, errOut)
+	}
+	if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--type", "f16", "--out", adapter); code != 0 || !strings.Contains(errOut, "F16 matrices") {
 		t.Fatalf("synth --lora: exit %d (%s)", code, errOut)
 	}
 	post := func(url, body string) (int, string) {

@@ -19,7 +19,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	shape := fs.String("shape", "", "model shape: "+strings.Join(synth.Names(), ", ")+" (required)")
 	out := fs.String("out", "", "output GGUF file, or folder with --format hf (required)")
 	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both; with --lora: gguf (llama.cpp's LoRA GGUF) or peft (a PEFT folder)")
-	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf)")
+	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
@@ -29,7 +29,11 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 			if *out == "" {
 				return usagef("--out is required")
 			}
-			return writeSynthLoRA(e, *base, *out, *format, *rank, strings.Split(*targets, ","), *seed)
+			t, ok := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16, "bf16": dtype.BF16}[strings.ToLower(*typ)]
+			if !ok {
+				return usagef("--type %q with --lora (want f32, f16 or bf16)", *typ)
+			}
+			return writeSynthLoRA(e, *base, *out, *format, *rank, strings.Split(*targets, ","), t, *seed)
 		}
 		if *shape == "" || *out == "" {
 			return usagef("--shape and --out are required")
@@ -71,8 +75,8 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 }
 
 // writeSynthLoRA writes a random adapter for base (a model or a shape
-// name) as a GGUF LoRA file or a PEFT folder.
-func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string, seed uint64) error {
+// name) as a GGUF LoRA file or a PEFT folder, its tensors of type t.
+func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string, t dtype.Type, seed uint64) error {
 	var c models.Config
 	if s, err := synth.Lookup(base); err == nil {
 		c = s.Config
@@ -88,6 +92,7 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 	if err != nil {
 		return usageError{err}
 	}
+	a.Type = t
 	switch strings.ToLower(format) {
 	case "gguf":
 		if _, ok := a.Targets[models.Output]; ok && c.TiedEmbeddings {
@@ -104,7 +109,7 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "wrote %s: rank-%d LoRA adapter of %d matrices for %s (%s)\n", out, rank, len(a.Targets), base, strings.ToLower(format))
+	fmt.Fprintf(e.stderr, "wrote %s: rank-%d LoRA adapter of %d %s matrices for %s (%s)\n", out, rank, len(a.Targets), t, base, strings.ToLower(format))
 	return nil
 }
 

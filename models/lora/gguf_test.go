@@ -252,3 +252,69 @@ func TestOpenPEFTAsLlamaCpp(t *testing.T) {
 		t.Errorf("an embedding adapter: %v", err)
 	}
 }
+
+// TestWriteTypes: an adapter written as F16 or BF16, in either format,
+// holds tensors of that type and reads back as its values rounded to it
+// (values chosen off both grids, so a writer that ignored Type would
+// read back unrounded); other types are refused.
+func TestWriteTypes(t *testing.T) {
+	q := models.LayerTensor(0, models.AttnQ)
+	target := func() *lora.Target {
+		return &lora.Target{Name: q, Rank: 2, In: 8, Out: 8, A: seq(2*8, -1, 0.1), B: seq(8*2, 1, -0.07), Scale: 2}
+	}
+	for _, typ := range []dtype.Type{dtype.F16, dtype.BF16} {
+		rounded := func(v []float32) []float32 {
+			raw, err := dtype.Quantize(typ, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, len(v))
+			if err := dtype.Dequantize(typ, raw, out); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		for _, format := range []string{"gguf", "peft"} {
+			t.Run(typ.String()+"/"+format, func(t *testing.T) {
+				a := &lora.Adapter{Alpha: 2, Type: typ, Targets: map[string]*lora.Target{q: target()}}
+				path := filepath.Join(t.TempDir(), "a")
+				var err error
+				if format == "gguf" {
+					path += ".gguf"
+					err = lora.WriteGGUF(path, a, "llama")
+				} else {
+					err = lora.WritePEFT(path, a, tinyLlama)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if format == "gguf" {
+					f, err := gguf.Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ti, _ := f.Tensor(q + ".lora_a")
+					f.Close()
+					if ti.Type != typ {
+						t.Errorf("lora_a written as %v, want %v", ti.Type, typ)
+					}
+				}
+				back, err := lora.Open(path, tinyLlama)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, got := target(), back.Targets[q]
+				if !slices.Equal(got.A, rounded(want.A)) || !slices.Equal(got.B, rounded(want.B)) {
+					t.Errorf("read back A %v B %v, want %v and %v", got.A, got.B, rounded(want.A), rounded(want.B))
+				}
+				if slices.Equal(got.A, want.A) {
+					t.Errorf("A read back unrounded")
+				}
+			})
+		}
+	}
+	a := &lora.Adapter{Type: dtype.Q8_0, Targets: map[string]*lora.Target{q: target()}}
+	if err := lora.WriteGGUF(filepath.Join(t.TempDir(), "a.gguf"), a, "llama"); err == nil || !strings.Contains(err.Error(), "Q8_0") {
+		t.Errorf("a Q8_0 adapter: %v, want a refusal naming the type", err)
+	}
+}

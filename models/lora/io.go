@@ -349,6 +349,15 @@ func permuteRows(vals []float32, heads, headDim int, toHalves bool) []float32 {
 	return out
 }
 
+// writeType is a's Type, checked: the writers write F32, F16 or BF16.
+func (a *Adapter) writeType() (dtype.Type, error) {
+	switch a.Type {
+	case dtype.F32, dtype.F16, dtype.BF16:
+		return a.Type, nil
+	}
+	return 0, fmt.Errorf("lora: cannot write an adapter's tensors as %s (want F32, F16 or BF16)", a.Type)
+}
+
 // WriteGGUF writes a in llama.cpp's LoRA GGUF format for a base of
 // architecture arch. Targets keep a common rank and scale alpha/r there, so
 // a's alpha is written as is; an rsLoRA adapter is written with the alpha
@@ -365,14 +374,18 @@ func WriteGGUF(path string, a *Adapter, arch string) error {
 		{Key: "adapter.type", Value: gguf.StringValue("lora")},
 		{Key: "adapter.lora.alpha", Value: gguf.Float32Value(alpha)},
 	}
+	typ, err := a.writeType()
+	if err != nil {
+		return err
+	}
 	var ts []gguf.WriteTensor
 	for _, name := range a.Names() {
 		t := a.Targets[name]
-		da, _ := dtype.Quantize(dtype.F32, t.A)
-		db, _ := dtype.Quantize(dtype.F32, t.B)
+		da, _ := dtype.Quantize(typ, t.A)
+		db, _ := dtype.Quantize(typ, t.B)
 		ts = append(ts,
-			gguf.WriteTensor{Name: name + ".lora_a", Dims: []uint64{uint64(t.In), uint64(t.Rank)}, Type: dtype.F32, Data: da},
-			gguf.WriteTensor{Name: name + ".lora_b", Dims: []uint64{uint64(t.Rank), uint64(t.Out)}, Type: dtype.F32, Data: db})
+			gguf.WriteTensor{Name: name + ".lora_a", Dims: []uint64{uint64(t.In), uint64(t.Rank)}, Type: typ, Data: da},
+			gguf.WriteTensor{Name: name + ".lora_b", Dims: []uint64{uint64(t.Rank), uint64(t.Out)}, Type: typ, Data: db})
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -389,6 +402,11 @@ func WriteGGUF(path string, a *Adapter, arch string) error {
 // k rows, in the pairs layout, go back to Hugging Face's halves). Every
 // target must share one rank.
 func WritePEFT(dir string, a *Adapter, c models.Config) error {
+	typ, err := a.writeType()
+	if err != nil {
+		return err
+	}
+	st := map[dtype.Type]safetensors.DType{dtype.F32: safetensors.F32, dtype.F16: safetensors.F16, dtype.BF16: safetensors.BF16}[typ]
 	r := a.MaxRank()
 	var mods []string
 	seen := map[string]bool{}
@@ -402,11 +420,11 @@ func WritePEFT(dir string, a *Adapter, c models.Config) error {
 		if heads := qkHeads(c, name); heads > 0 && c.Rope == models.RopePairs {
 			B = HalvesFromPairs(B, heads, c.HeadDim)
 		}
-		da, _ := dtype.Quantize(dtype.F32, t.A)
-		db, _ := dtype.Quantize(dtype.F32, B)
+		da, _ := dtype.Quantize(typ, t.A)
+		db, _ := dtype.Quantize(typ, B)
 		ts = append(ts,
-			safetensors.WriteTensor{Name: peftTensorName(name, "A"), DType: safetensors.F32, Shape: []int{t.Rank, t.In}, Data: da},
-			safetensors.WriteTensor{Name: peftTensorName(name, "B"), DType: safetensors.F32, Shape: []int{t.Out, t.Rank}, Data: db})
+			safetensors.WriteTensor{Name: peftTensorName(name, "A"), DType: st, Shape: []int{t.Rank, t.In}, Data: da},
+			safetensors.WriteTensor{Name: peftTensorName(name, "B"), DType: st, Shape: []int{t.Out, t.Rank}, Data: db})
 		mod := "lm_head"
 		if name != models.Output {
 			n := peftTensorName(name, "A")

@@ -38,6 +38,10 @@ type Adapter struct {
 	Alpha   float32 // 0: none given (the scale is 1)
 	RSLoRA  bool    // scale alpha/sqrt(r) instead of alpha/r
 	Targets map[string]*Target
+	// Type is the tensor type WriteGGUF and WritePEFT write, each value
+	// rounded to it: F32 (the zero value), F16 (what llama.cpp's
+	// convert_lora_to_gguf writes by default) or BF16.
+	Type dtype.Type
 }
 
 // Kinds are the projections an adapter may target, by their short names

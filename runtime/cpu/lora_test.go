@@ -66,8 +66,22 @@ func TestAddLoRA(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				before := be.Stats().Memory
 				if err := be.SetLoRA(l, slots); err != nil {
 					t.Fatal(err)
+				}
+				size := int64(4) // bytes a value: slots of halves are kept in halves
+				if half {
+					size = 2
+				}
+				var count int64
+				for _, ws := range slots {
+					for _, w := range ws {
+						count += int64(len(w.A) + len(w.B))
+					}
+				}
+				if got := be.Stats().Memory - before; got != size*count {
+					t.Errorf("the adapters take %d bytes, want %d (%d values of %d bytes)", got, size*count, count, size)
 				}
 				xdata := random(rows * tc.in)
 				x := cpu.NewTensor(rows, tc.in, xdata)
