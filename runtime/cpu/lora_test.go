@@ -128,19 +128,27 @@ func TestAddLoRA(t *testing.T) {
 	}
 }
 
-// BenchmarkAddLoRA times the adapters of one decode step of 8 rows on a
+// BenchmarkAddLoRA times the adapters of one decode step of 8 rows on
 // SmolLM2-135M's shapes (30 layers; per layer the q/k/v group, o, the
-// gate/up group and down), with 1 or 4 distinct adapters of rank 8 or
+// gate/up group and down) and on stories260K's (5 layers, 64 wide), with 1 or 4 distinct adapters of rank 8 or
 // 64 among the rows, their values f32 or halves (kept in halves). The 30
 // layers' adapters (312 MB at 4×r64 in f32) stream from memory as in a
 // real step, and GB/s is the adapter bytes read a step over its time: the
 // bound is the machine's read bandwidth.
 func BenchmarkAddLoRA(b *testing.B) {
-	const rows, layers, dim, hidden = 8, 30, 576, 1536
-	groups := []struct {
+	const rows = 8
+	type group struct {
 		in   int
 		outs []int
-	}{{dim, []int{dim, 192, 192}}, {dim, []int{dim}}, {dim, []int{hidden, hidden}}, {hidden, []int{dim}}}
+	}
+	shapes := []struct {
+		name   string
+		layers int
+		groups []group
+	}{
+		{"smollm2-135m", 30, []group{{576, []int{576, 192, 192}}, {576, []int{576}}, {576, []int{1536, 1536}}, {1536, []int{576}}}},
+		{"stories260K", 5, []group{{64, []int{64, 32, 32}}, {64, []int{64}}, {64, []int{172, 172}}, {172, []int{64}}}},
+	}
 	rng := rand.New(rand.NewPCG(8, 8))
 	random := func(n int) []float32 {
 		v := make([]float32, n)
@@ -149,64 +157,67 @@ func BenchmarkAddLoRA(b *testing.B) {
 		}
 		return v
 	}
-	for _, size := range []int{4, 2} {
-		for _, rank := range []int{8, 64} {
-			for _, distinct := range []int{1, 4} {
-				b.Run(fmt.Sprintf("%s/r%d/adapters%d", map[int]string{4: "f32", 2: "f16"}[size], rank, distinct), func(b *testing.B) {
-					be := cpu.New(0)
-					adapters := make([]int32, rows)
-					scales := make([]float32, rows)
-					for i := range rows {
-						adapters[i], scales[i] = int32(i%distinct), 1
-					}
-					batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows), BlockSize: 1,
-						Tables: [][]int32{make([]int32, rows)}, Adapter: adapters, AdapterScale: scales}
-					type op struct {
-						l  backend.LoRA
-						x  backend.Tensor
-						ys []backend.Tensor
-					}
-					var ops []op
-					bytes := 0
-					for range layers {
-						for _, g := range groups {
-							l, err := be.NewLoRA(g.in, g.outs...)
-							if err != nil {
-								b.Fatal(err)
-							}
-							slots := make([][]backend.LoRASlot, distinct)
-							o := op{l: l, x: cpu.NewTensor(rows, g.in, random(rows*g.in))}
-							for _, out := range g.outs {
-								for j := range slots {
-									a, bv := random(rank*g.in), random(out*rank)
-									if size == 2 {
-										for _, v := range [][]float32{a, bv} {
-											for i := range v {
-												v[i] = dtype.HalfValue(dtype.HalfBits(v[i]))
+	for _, shape := range shapes {
+		layers, groups := shape.layers, shape.groups
+		for _, size := range []int{4, 2} {
+			for _, rank := range []int{8, 64} {
+				for _, distinct := range []int{1, 4} {
+					b.Run(fmt.Sprintf("%s/%s/r%d/adapters%d", shape.name, map[int]string{4: "f32", 2: "f16"}[size], rank, distinct), func(b *testing.B) {
+						be := cpu.New(0)
+						adapters := make([]int32, rows)
+						scales := make([]float32, rows)
+						for i := range rows {
+							adapters[i], scales[i] = int32(i%distinct), 1
+						}
+						batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows), BlockSize: 1,
+							Tables: [][]int32{make([]int32, rows)}, Adapter: adapters, AdapterScale: scales}
+						type op struct {
+							l  backend.LoRA
+							x  backend.Tensor
+							ys []backend.Tensor
+						}
+						var ops []op
+						bytes := 0
+						for range layers {
+							for _, g := range groups {
+								l, err := be.NewLoRA(g.in, g.outs...)
+								if err != nil {
+									b.Fatal(err)
+								}
+								slots := make([][]backend.LoRASlot, distinct)
+								o := op{l: l, x: cpu.NewTensor(rows, g.in, random(rows*g.in))}
+								for _, out := range g.outs {
+									for j := range slots {
+										a, bv := random(rank*g.in), random(out*rank)
+										if size == 2 {
+											for _, v := range [][]float32{a, bv} {
+												for i := range v {
+													v[i] = dtype.HalfValue(dtype.HalfBits(v[i]))
+												}
 											}
 										}
+										slots[j] = append(slots[j], backend.LoRASlot{Rank: rank, A: a, B: bv, Scale: 0.5})
 									}
-									slots[j] = append(slots[j], backend.LoRASlot{Rank: rank, A: a, B: bv, Scale: 0.5})
+									bytes += size * distinct * rank * (g.in + out)
+									o.ys = append(o.ys, cpu.NewTensor(rows, out, make([]float32, rows*out)))
 								}
-								bytes += size * distinct * rank * (g.in + out)
-								o.ys = append(o.ys, cpu.NewTensor(rows, out, make([]float32, rows*out)))
+								if err := be.SetLoRA(l, slots); err != nil {
+									b.Fatal(err)
+								}
+								ops = append(ops, o)
 							}
-							if err := be.SetLoRA(l, slots); err != nil {
-								b.Fatal(err)
+						}
+						if err := be.Begin(batch); err != nil {
+							b.Fatal(err)
+						}
+						for b.Loop() {
+							for _, o := range ops {
+								be.AddLoRA(o.x, o.l, o.ys...)
 							}
-							ops = append(ops, o)
 						}
-					}
-					if err := be.Begin(batch); err != nil {
-						b.Fatal(err)
-					}
-					for b.Loop() {
-						for _, o := range ops {
-							be.AddLoRA(o.x, o.l, o.ys...)
-						}
-					}
-					b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-				})
+						b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+					})
+				}
 			}
 		}
 	}

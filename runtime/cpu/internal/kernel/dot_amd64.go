@@ -35,7 +35,7 @@ func axpyAVX2(dst *float32, a float32, x *float32, n int)
 func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int)
 
 //go:noescape
-func dotF16AVX2(a *float32, b *uint16, n int) float32
+func dotF16AVX2(a *float32, b *uint16, n, k int) float32
 
 //go:noescape
 func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)

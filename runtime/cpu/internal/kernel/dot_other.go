@@ -32,7 +32,9 @@ func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int) {
 	panic("kernel: no AVX2 kernels in this build")
 }
 
-func dotF16AVX2(a *float32, b *uint16, n int) float32 { panic("kernel: no AVX2 kernels in this build") }
+func dotF16AVX2(a *float32, b *uint16, n, k int) float32 {
+	panic("kernel: no AVX2 kernels in this build")
+}
 
 func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32) {
 	panic("kernel: no AVX2 kernels in this build")

@@ -277,7 +277,7 @@ func TestAxpyRowsMatchesLoop(t *testing.T) {
 // and without a tail past whole blocks.
 func TestDotF16RowsMatchesDotF32Rows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, k := range []int{5, 32, 64, 97, 576} {
+	for _, k := range []int{5, 32, 64, 97, 172, 576} {
 		for _, m := range []int{1, 3, 4, 6, 9} {
 			w := randomRow(rng, k)
 			wh := make([]uint16, k)

@@ -1,6 +1,6 @@
 package kernel
 
-import "github.com/tessera-llm/tessera/models/dtype"
+import "github.com/x448/float16"
 
 // Block is the number of f32 products DotF32 sums in independent lanes:
 // four 8-wide registers, so that the adds of one block do not wait on
@@ -92,9 +92,13 @@ func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
 // DotF16Rows is DotF32Rows for w given as IEEE halves: out[i·stride] =
 // DotF16(x[i·k : (i+1)·k], w): DotF16x4 four rows at a time, the rest one
 // by one. Every result equals DotF32Rows' on the f32 values bit for bit.
-// (dotF32RowsAVX2's pairs of rows with w's blocks widened was measured
-// slower than this at LoRA's shapes: BenchmarkAddLoRA f16/r64/adapters4
-// 9.7 against 7.4–8.6 ms.)
+// Measured and not kept: dotF32RowsAVX2's pairs of rows with w's blocks
+// widened (BenchmarkAddLoRA, f16, 4×r64, interleaved runs). It was faster
+// where the adapters stay in cache (stories260K: 0.27–0.31 against
+// 0.34–0.38 ms) and slower where they stream from memory, the case halves
+// are for (smollm2-135m: 9.5–10.5 against 7.9–8.6 ms): one row at a
+// time, w's first pass has the fewer instructions per line and so more
+// lines in flight, and the second reads it from L1.
 func DotF16Rows(out []float32, stride int, w []uint16, x []float32, m int) {
 	k := len(w)
 	if m == 0 {
@@ -167,7 +171,7 @@ func AxpyRows(dst, a, x []float32, stride int) {
 // AxpyRowsF16 is AxpyRows for x given as IEEE halves: each widens exactly,
 // so the result is AxpyRows' on the f32 values, bit for bit.
 func AxpyRowsF16(dst, a []float32, x []uint16, stride int) {
-	axpyRows(dst, a, x, stride, axpyRowsF16AVX2, axpyRowsF16NEON, dtype.HalfValue)
+	axpyRows(dst, a, x, stride, axpyRowsF16AVX2, axpyRowsF16NEON, half)
 }
 
 // AxpyRows2 is AxpyRows(dst0, a0, x, stride) and AxpyRows(dst1, a1, x,
@@ -181,7 +185,7 @@ func AxpyRows2(dst0, dst1, a0, a1, x []float32, stride int) {
 // AxpyRows2F16 is AxpyRows2 for x given as IEEE halves, equal to it on the
 // f32 values bit for bit.
 func AxpyRows2F16(dst0, dst1, a0, a1 []float32, x []uint16, stride int) {
-	axpyRows2(dst0, dst1, a0, a1, x, stride, axpyRows2F16AVX2, axpyRows2F16NEON, dtype.HalfValue)
+	axpyRows2(dst0, dst1, a0, a1, x, stride, axpyRows2F16AVX2, axpyRows2F16NEON, half)
 }
 
 func same(v float32) float32 { return v }
@@ -251,7 +255,7 @@ func DotF16(a []float32, b []uint16) float32 {
 	if n > 0 {
 		switch {
 		case hasAVX2:
-			s = dotF16AVX2(&a[0], &b[0], n)
+			return dotF16AVX2(&a[0], &b[0], n, len(a)) // the tail too
 		case hasNEON:
 			s = dotF16NEON(&a[0], &b[0], n)
 		default:
@@ -259,7 +263,7 @@ func DotF16(a []float32, b []uint16) float32 {
 		}
 	}
 	for i := n; i < len(a); i++ {
-		s += float32(a[i] * dtype.HalfValue(b[i]))
+		s += float32(a[i] * half(b[i]))
 	}
 	return s
 }
@@ -286,7 +290,7 @@ func DotF16x4(w []uint16, xs *[4][]float32, out *[4]float32) {
 	}
 	for r, x := range xs {
 		for i := n; i < len(w); i++ {
-			out[r] += float32(dtype.HalfValue(w[i]) * x[i])
+			out[r] += float32(half(w[i]) * x[i])
 		}
 	}
 }
@@ -294,7 +298,12 @@ func DotF16x4(w []uint16, xs *[4][]float32, out *[4]float32) {
 func widen(h []uint16) []float32 {
 	f := make([]float32, len(h))
 	for i, v := range h {
-		f[i] = dtype.HalfValue(v)
+		f[i] = half(v)
 	}
 	return f
 }
+
+// half is the f32 value of the IEEE half h, exactly: by its bits, not
+// dtype.HalfValue's table, whose lazy set-up costs more per call than the
+// conversion in the kernels' short tails.
+func half(h uint16) float32 { return float16.Frombits(h).Float32() }

@@ -419,8 +419,11 @@ TEXT ·axpyRows2F16AVX2(SB), NOSPLIT, $0-64
 	AXPYROWS2(XF16, XF16x8, 2)
 	RET
 
-// func dotF16AVX2(a *float32, b *uint16, n int) float32
-TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+// func dotF16AVX2(a *float32, b *uint16, n, k int) float32
+// Blocks over the first n values, then the tail up to k one product and
+// one sum at a time, each half widened alone (VPINSRW into X10's low lane,
+// VCVTPH2PS): DotF16 whole, as its Go tail would sum it.
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-36
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -449,8 +452,23 @@ block16:
 	JNZ  block16
 
 	FOLD(Y0, Y1, Y2, Y3)
+	MOVQ k+24(FP), CX
+	SUBQ n+16(FP), CX
+	JZ   done16
+
+tail16:
+	VPINSRW   $0, (DI), X10, X10
+	VCVTPH2PS X10, X10
+	VMULSS    (SI), X10, X10
+	VADDSS    X10, X0, X0
+	ADDQ      $2, DI
+	ADDQ      $4, SI
+	DECQ      CX
+	JNZ       tail16
+
+done16:
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
+	MOVSS X0, ret+32(FP)
 	RET
 
 // func dotF16x4AVX2(w *uint16, xs *[4]*float32, n int, out *[4]float32)
