@@ -22,16 +22,30 @@ type BenchOptions struct {
 	// SharedPrefix tokens, and runs the batch twice: with the prefix cache
 	// and without, to show what sharing saves.
 	SharedPrefix int
+	// Adapters are loaded adapters the sequences run with, one each:
+	// sequence i runs Adapters[i mod len], as a server's requests for
+	// different adapters do (none: the base alone).
+	Adapters []AdapterRef
+}
+
+// adapter is what sequence i runs with.
+func (o BenchOptions) adapter(i int) []AdapterRef {
+	if len(o.Adapters) == 0 {
+		return nil
+	}
+	return []AdapterRef{o.Adapters[i%len(o.Adapters)]}
 }
 
 // BenchResult is what `tessera bench` prints.
 type BenchResult struct {
-	Device       string  `json:"device"`
-	Model        string  `json:"model"`
-	PromptTokens int     `json:"prompt_tokens"`
-	GenTokens    int     `json:"gen_tokens"`
-	PromptTPS    float64 `json:"prompt_tps"`
-	DecodeTPS    float64 `json:"decode_tps"`
+	Device string `json:"device"`
+	Model  string `json:"model"`
+	// Adapters are the adapters the sequences ran with, one each in turn.
+	Adapters     []string `json:"adapters,omitempty"`
+	PromptTokens int      `json:"prompt_tokens"`
+	GenTokens    int      `json:"gen_tokens"`
+	PromptTPS    float64  `json:"prompt_tps"`
+	DecodeTPS    float64  `json:"decode_tps"`
 	// DecodeCPUms is the process's CPU time per decoded token (after the
 	// first), a software GPU's driver threads included: steadier than
 	// DecodeTPS on shared cores. Zero where unknown (non-unix) or with a
@@ -84,6 +98,9 @@ type BenchResult struct {
 func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) {
 	c := e.model.Config
 	r := BenchResult{Device: e.DeviceName(), Model: e.model.Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
+	for _, a := range o.Adapters {
+		r.Adapters = append(r.Adapters, a.Name)
+	}
 	if be, ok := e.be.(*cpu.Backend); ok {
 		r.Threads, r.Kernels = be.Threads(), cpu.Kernels()
 	}
@@ -102,12 +119,12 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	// The warm-up runs the measured request's shapes (a prompt step of its
 	// length, decoding steps and their chains) on a prompt of its own, so
 	// that neither kernel compilation nor the prefix cache is measured.
-	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true}
+	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(0)}
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
 	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
-	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true}
+	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0)}
 	var cpu0 time.Duration // at the first token
 	st, err := e.Generate(ctx, req, func(Token) error {
 		if cpu0 == 0 {
@@ -251,7 +268,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	wrng := rand.New(rand.NewPCG(7, 8))
 	for i := range warm {
 		var err error
-		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true}
+		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(i)}
 		if warm[i], err = e.Start(ctx, req); err != nil {
 			for _, s := range warm[:i] {
 				s.Cancel()
@@ -279,7 +296,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		if o.SharedPrefix > 0 {
 			// The shared prefix is a system prompt seen before: one
 			// sequence puts it in the cache, as in a long-running server.
-			if _, err := e.Generate(ctx, Request{Tokens: prompts[0], MaxTokens: 1}, func(Token) error { return nil }); err != nil {
+			if _, err := e.Generate(ctx, Request{Tokens: prompts[0], MaxTokens: 1, Adapters: o.adapter(0)}, func(Token) error { return nil }); err != nil {
 				return res, err
 			}
 		}
@@ -290,7 +307,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
-			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true}); err != nil {
+			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(i)}); err != nil {
 				return res, err
 			}
 		}

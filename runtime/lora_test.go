@@ -6,8 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
@@ -447,5 +449,52 @@ func TestLoRASeveralAdapters(t *testing.T) {
 				t.Errorf("an unknown second adapter: %v", err)
 			}
 		})
+	}
+}
+
+// adapterSteps counts the batches begun with a row that runs an adapter.
+type adapterSteps struct {
+	backend.Backend
+	n *atomic.Int32
+}
+
+func (a adapterSteps) Begin(b backend.Batch) error {
+	if b.HasAdapters() {
+		a.n.Add(1)
+	}
+	return a.Backend.Begin(b)
+}
+
+// TestBenchAdapters: Bench with Adapters runs its sequences with them (one
+// each, in turn) and says so; without, no step runs an adapter.
+func TestBenchAdapters(t *testing.T) {
+	path, c := loraBase(t, "stories260K")
+	a0, _ := writeAdapter(t, c, 4, nil, 1)
+	a1, _ := writeAdapter(t, c, 4, nil, 2)
+	var steps atomic.Int32
+	e := loadDevice(t, "cpu", path, runtime.Options{
+		Adapters: []runtime.AdapterSpec{{Name: "a0", Path: a0}, {Name: "a1", Path: a1}},
+		Wrap:     func(be backend.Backend) backend.Backend { return adapterSteps{be, &steps} },
+	})
+	for _, conc := range []int{1, 3} {
+		steps.Store(0)
+		r, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := steps.Load(); n != 0 || r.Adapters != nil {
+			t.Errorf("concurrency %d without adapters: %d steps ran one, result names %v", conc, n, r.Adapters)
+		}
+		refs := []runtime.AdapterRef{{Name: "a0"}, {Name: "a1"}}
+		r, err = runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc, Adapters: refs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := steps.Load(); n < 8 || !slices.Equal(r.Adapters, []string{"a0", "a1"}) {
+			t.Errorf("concurrency %d with adapters: %d steps ran one, result names %v", conc, n, r.Adapters)
+		}
+	}
+	if _, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Adapters: []runtime.AdapterRef{{Name: "none"}}}); err == nil {
+		t.Error("Bench with an adapter that is not loaded: no error")
 	}
 }

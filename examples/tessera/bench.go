@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
@@ -31,6 +32,11 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
+		if !mf.loraMerge {
+			for _, a := range mf.lora { // one per sequence, in turn, as a server's requests
+				o.Adapters = append(o.Adapters, runtime.AdapterRef{Name: a.Name})
+			}
+		}
 		if *cpuProfile != "" {
 			stop, err := startCPUProfile(*cpuProfile)
 			if err != nil {
@@ -53,6 +59,9 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
+		if len(r.Adapters) > 0 {
+			fmt.Fprintf(e.stdout, "adapters          %s (sequence i runs adapter i mod %d)\n", strings.Join(r.Adapters, ", "), len(r.Adapters))
+		}
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s", r.GenTokens, r.DecodeTPS)
 		if r.DecodeCPUms > 0 {

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
@@ -41,5 +45,33 @@ func BenchmarkCPUQ4_0(b *testing.B) {
 			b.ReportMetric(prompt, "prefill-tok/s")
 			b.ReportMetric(decode, "decode-tok/s")
 		})
+	}
+}
+
+// TestBenchLoRA: `bench --lora A --lora B --concurrency 4` runs the
+// sequences with the adapters in turn and says so, in text and JSON;
+// with --lora-merge they are in the weights and no sequence names one.
+func TestBenchLoRA(t *testing.T) {
+	base := filepath.Join(shared, "stories260K.gguf")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "tales.gguf"), filepath.Join(dir, "fables.gguf")
+	for i, p := range []string{a, b} {
+		if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--seed", fmt.Sprint(i+1), "--out", p); code != 0 {
+			t.Fatalf("synth --lora: %s", errOut)
+		}
+	}
+	args := []string{"bench", "--model", base, "--device", "cpu", "--prompt-tokens", "8", "--gen-tokens", "8", "--concurrency", "4", "--lora", a, "--lora", b}
+	code, out, errOut := runCLI(args...)
+	if code != 0 || !strings.Contains(out, "adapters          tales, fables (sequence i runs adapter i mod 2)") {
+		t.Errorf("bench --lora: exit %d, output:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(append(args, "--json")...)
+	var r runtime.BenchResult
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || !slices.Equal(r.Adapters, []string{"tales", "fables"}) {
+		t.Errorf("bench --lora --json: exit %d, adapters %v, output:\n%s%s", code, r.Adapters, out, errOut)
+	}
+	code, out, errOut = runCLI(append(args, "--lora-merge")...)
+	if code != 0 || strings.Contains(out, "adapters") {
+		t.Errorf("bench --lora --lora-merge: exit %d, output:\n%s%s", code, out, errOut)
 	}
 }
