@@ -37,8 +37,9 @@ var (
 )
 
 // LoRA is the adapters of weights that share an input, on the device:
-// A rows slot by slot (each slot's weights one after the other, so that
-// one lora_shrink computes x·Aᵀ for all of them) with a slot table, and
+// A slot by slot (each slot's weights' rows one after the other, so that
+// one lora_shrink computes x·Aᵀ for all of them; stored transposed) with
+// a slot table, and
 // one buffer of the B rows of all the weights behind a table of where
 // each (slot, weight)'s rows start, their length, its scale and its
 // columns in h, which the fused projections and lora_expand read alike.
@@ -49,7 +50,7 @@ type LoRA struct {
 	in      int
 	outs    []int  // the weights' widths
 	adapts  []bool // whether some slot adapts weight k
-	a       Buffer // [ΣRank, in]
+	a       Buffer // per slot its Aᵀ, [in, Σ padded rank]
 	slots   Buffer // per slot: first row of a, Σ rank, 0, 0
 	bt      Buffer // per (slot, weight): first vec4 of its B rows, vec4s a row, scale, first column in h; then the rows
 	n       int    // slots
@@ -81,19 +82,30 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			return err
 		}
 	}
-	// The shrink side: A rows slot by slot, weight by weight, each
-	// weight's padded with zero rows.
+	// The shrink side: per slot its A rows, weight by weight, each
+	// weight's padded with zero rows, stored transposed ([in, Σ padded
+	// rank]): a lora_shrink invocation's four columns at one step of its
+	// loop over in are one vec4, and a workgroup's invocations read
+	// consecutive vec4s.
 	var a []float32
 	table := make([]byte, 16*max(len(slots), 1))
 	c.maxRank, c.rank = 0, 0
 	for j, ws := range slots {
 		binary.LittleEndian.PutUint32(table[16*j:], uint32(len(a)/c.in))
+		var rows []float32 // the slot's A rows, padded
 		rank, padded := 0, 0
 		for _, w := range ws {
-			a = append(a, w.A...)
-			a = append(a, make([]float32, (pad4(w.Rank)-w.Rank)*c.in)...)
+			rows = append(rows, w.A...)
+			rows = append(rows, make([]float32, (pad4(w.Rank)-w.Rank)*c.in)...)
 			rank, padded = rank+w.Rank, padded+pad4(w.Rank)
 		}
+		at := make([]float32, len(rows))
+		for t := range padded {
+			for i := range c.in {
+				at[i*padded+t] = rows[t*c.in+i]
+			}
+		}
+		a = append(a, at...)
 		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(padded))
 		c.maxRank, c.rank = max(c.maxRank, padded), max(c.rank, rank)
 	}
@@ -229,7 +241,7 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
 	}
 	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0, f32param(eps)},
-		binds, uint32((c.maxRank+63)/64), uint32(groups), uint32(c.n))
+		binds, uint32((c.maxRank+255)/256), uint32(groups), uint32(c.n)) // 64 invocations of 4 columns
 	return true
 }
 
