@@ -387,3 +387,20 @@ func TestF16KernelsMatchF32(t *testing.T) {
 		}
 	}
 }
+
+// TestHalfMatchesDtype: the kernels' tails widen every half, subnormals
+// and infinities included, to dtype.HalfValue's f32 (NaNs to a NaN).
+func TestHalfMatchesDtype(t *testing.T) {
+	for h := range 1 << 16 {
+		got, want := half(uint16(h)), dtype.HalfValue(uint16(h))
+		if want != want {
+			if got == got {
+				t.Fatalf("half %#04x: %v, want a NaN", h, got)
+			}
+			continue
+		}
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("half %#04x: %v, dtype %v", h, got, want)
+		}
+	}
+}
