@@ -24,14 +24,27 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head)")
+	// weightType is --type's, where bf16 is allowed or not.
+	weightType := func(bf16 bool) (dtype.Type, error) {
+		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}
+		want := "f32 or f16"
+		if bf16 {
+			types["bf16"], want = dtype.BF16, "f32, f16 or bf16"
+		}
+		t, ok := types[strings.ToLower(*typ)]
+		if !ok {
+			return 0, usagef("--type %q (want %s)", *typ, want)
+		}
+		return t, nil
+	}
 	return func(ctx context.Context, e *env) error {
 		if *base != "" {
 			if *out == "" {
 				return usagef("--out is required")
 			}
-			t, ok := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16, "bf16": dtype.BF16}[strings.ToLower(*typ)]
-			if !ok {
-				return usagef("--type %q with --lora (want f32, f16 or bf16)", *typ)
+			t, err := weightType(true)
+			if err != nil {
+				return err
 			}
 			return writeSynthLoRA(e, *base, *out, *format, *rank, strings.Split(*targets, ","), t, *seed)
 		}
@@ -50,16 +63,9 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		default:
 			return usagef("--format %q (want gguf or hf)", *format)
 		}
-		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}
-		if hf {
-			types["bf16"] = dtype.BF16
-		}
-		t, ok := types[strings.ToLower(*typ)]
-		if !ok {
-			if hf {
-				return usagef("--type %q (want f32, f16 or bf16)", *typ)
-			}
-			return usagef("--type %q (want f32 or f16)", *typ)
+		t, err := weightType(hf)
+		if err != nil {
+			return err
 		}
 		if hf {
 			err = writeSynthHF(*out, s, t, *seed)
