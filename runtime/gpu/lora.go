@@ -39,10 +39,10 @@ var (
 // LoRA is the adapters of weights that share an input, on the device:
 // A slot by slot (each slot's weights' rows one after the other, so that
 // one lora_shrink computes x·Aᵀ for all of them; stored transposed) with
-// a slot table, and
-// one buffer of the B rows of all the weights behind a table of where
-// each (slot, weight)'s rows start, their length, its scale and its
-// columns in h, which the fused projections and lora_expand read alike.
+// a slot table, and one buffer of the B rows of all the weights behind a
+// table of where each (slot, weight)'s rows start, their length, its
+// scale and its columns in h, which the fused projections and lora_expand
+// read alike.
 // Each weight's rank is padded to a multiple of 4 (zero rows of A, zero
 // columns of B), so that a projection's epilogue reads a column's row of
 // B and a row of h as vec4s, as the GEMVs read weights and x.
