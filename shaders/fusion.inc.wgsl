@@ -4,7 +4,9 @@ A kernel that composes with them declares its own bindings, then
 Fuse uniform, the extra outputs, the bias and the norm's weights. The kernel
 stores column c of row r (a row of its weight, across its parts) through
 emit(r, c, v) or, for two adjacent columns, emit_pair(r, c, v0, v1) (c even);
-a GLU needs the second. */}}
+a GLU needs the second. With LoRA these add the adapters' terms; the GEMVs
+fold the terms into their sums (lora_fold) and call store and store_pair,
+which do not. */}}
 {{define "act"}}
 // act is SiLU (act = 0) or GELU's tanh approximation (act = 1). Past
 // |t| = 10, tanh(t) is ±1 in f32; clamping keeps backends whose tanh goes
@@ -35,58 +37,73 @@ struct LoRARow { slot: i32, scale: f32 }
 {{end}}
 
 {{define "lora_emit"}}
-// lora_sum is the adapter term of column col of weight part k for row r:
-// lrows[r].scale · scale · h[r, hcol ...] · B[col, :] over the padded
-// rank of the row's slot's adapter of that part (0 for a row without one
-// or of a slot out of range), as vec4s. lbt starts with the slot table,
-// a vec4 per (slot, part): off (lbt's index of the part's B row 0), q
-// (vec4s a row: the rank padded to a multiple of 4), scale (f32 bits) and
-// hcol (the part's first column in h, a multiple of 4); the rows of B (f32
-// bits, zero past the rank) follow. So a column reads its row of B and the
-// row's h as a GEMV reads its weight row and x.
-fn lora_sum(r: u32, k: u32, col: u32) -> f32 {
-    let row = lrows[r];
-    if (row.slot < 0 || u32(row.slot) >= fz.ln) { return 0.0; }
-    let sl = lbt[u32(row.slot) * fz.lw + k];
-    let q = min(sl.y, fz.lr / 4u);
-    let h0 = (r * fz.lr + sl.w) / 4u;
-    let b0 = sl.x + col * q;
-    var sum = vec4<f32>(0.0);
-    for (var t = 0u; t < q; t++) {
-        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
-    }
-    return row.scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
+// lora_part is the weight part of column c of the fused weight and the
+// column within it: by the split (Outs) or the alternation (Pairs).
+fn lora_part(c: u32) -> vec2<u32> {
+{{- if .Pairs}}
+    return vec2<u32>(c % 2u, c / 2u);
+{{- else if gt .Outs 1}}
+    if (c < fz.n0) { return vec2<u32>(0u, c); }
+{{- if gt .Outs 2}}
+    if (c >= fz.n0 + fz.n1) { return vec2<u32>(2u, c - fz.n0 - fz.n1); }
+{{- end}}
+    return vec2<u32>(1u, c - fz.n0);
+{{- else}}
+    return vec2<u32>(0u, c);
+{{- end}}
 }
 
-// lora_term is lora_sum for column c of the fused weight: the part it
-// belongs to by the split (Outs) or the alternation (Pairs).
+// lora_slot is the slot of row r's adapter, -1 for a row without one or
+// of a slot out of range.
+fn lora_slot(r: u32) -> i32 {
+    let s = lrows[r].slot;
+    if (s < 0 || u32(s) >= fz.ln) { return -1; }
+    return s;
+}
+
+// lora_share is the share of lanes first, first + stride, ... of the
+// adapter term of column c of row r: lrows[r].scale · scale · h[r, hcol
+// ...] · B[col, :] over the padded rank of the row's slot's adapter of c's
+// weight part (lora_part), as vec4s, the vec4s t of the rank with t %
+// stride = first. lbt starts with the slot table, a vec4 per (slot,
+// part): off (lbt's index of the part's B row 0), q (vec4s a row: the
+// rank padded to a multiple of 4), scale (f32 bits) and hcol (the part's
+// first column in h, a multiple of 4); the rows of B (f32 bits, zero past
+// the rank) follow. So a column reads its row of B and the row's h as a
+// GEMV reads its weight row and x.
+fn lora_share(r: u32, c: u32, first: u32, stride: u32) -> f32 {
+    let s = lora_slot(r);
+    if (s < 0) { return 0.0; }
+    let pc = lora_part(c);
+    let sl = lbt[u32(s) * fz.lw + pc.x];
+    let q = min(sl.y, fz.lr / 4u);
+    let h0 = (r * fz.lr + sl.w) / 4u;
+    let b0 = sl.x + pc.y * q;
+    var sum = vec4<f32>(0.0);
+    for (var t = first; t < q; t += stride) {
+        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
+    }
+    return lrows[r].scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
+}
+
+// lora_term is the adapter term of column c of row r, whole: what the
+// epilogues of the GEMMs and fuse_epilogue add a column at a time. The
+// GEMVs fold the terms into their sums instead (lora_fold).
 fn lora_term(r: u32, c: u32) -> f32 {
-{{- if .Pairs}}
-    return lora_sum(r, c % 2u, c / 2u);
-{{- else if gt .Outs 1}}
-    if (c < fz.n0) { return lora_sum(r, 0u, c); }
-{{- if gt .Outs 2}}
-    if (c >= fz.n0 + fz.n1) { return lora_sum(r, 2u, c - fz.n0 - fz.n1); }
-{{- end}}
-    return lora_sum(r, 1u, c - fz.n0);
-{{- else}}
-    return lora_sum(r, 0u, c);
-{{- end}}
+    return lora_share(r, c, 0u, 1u);
 }
 {{end}}
 
 {{define "fusion"}}
 {{- if .LoRA}}{{template "lora_emit" .}}{{end}}
 {{if .GLU}}{{template "act"}}{{else}}
-// emit stores the value v of column c of row r.
-fn emit(r: u32, c: u32, v: f32) {
+// store stores v, the value of column c of row r with its adapters' terms
+// (if any) in.
+fn store(r: u32, c: u32, v: f32) {
 {{- if .Fused}}
     var y = v;
 {{- if .Bias}}
     y += bias[c];
-{{- end}}
-{{- if .LoRA}}
-    y += lora_term(r, c);
 {{- end}}
 {{- if .Pairs}}
     if (c % 2u == 0u) { dst[r * fz.n0 + c / 2u] = y; } else { out1[r * fz.n1 + c / 2u] = y; }
@@ -111,17 +128,30 @@ fn emit(r: u32, c: u32, v: f32) {
     dst[r * p.n + c] = v;
 {{- end}}
 }
+
+// emit stores the product v of column c of row r, adding its adapters'
+// terms.
+fn emit(r: u32, c: u32, v: f32) {
+    store(r, c, v{{if .LoRA}} + lora_term(r, c){{end}});
+}
 {{end}}
-// emit_pair stores columns c and c + 1 of row r (c even): with a GLU, the
-// one output act(gate)·up of pair c / 2.
-fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
-{{- if and .GLU .LoRA}}
-    dst[r * fz.n0 + c / 2u] = act(fz.act, v0 + lora_term(r, c)) * (v1 + lora_term(r, c + 1u));
-{{- else if .GLU}}
-    dst[r * fz.n0 + c / 2u] = act(fz.act, v0) * v1;
+// store_pair stores columns c and c + 1 of row r (c even), their
+// adapters' terms in: with a GLU, the one output act(gate)·up of pair
+// c / 2. emit_pair is it for the products, adding the terms.
+fn store_pair(r: u32, c: u32, y0: f32, y1: f32) {
+{{- if .GLU}}
+    dst[r * fz.n0 + c / 2u] = act(fz.act, y0) * y1;
 {{- else}}
-    emit(r, c, v0);
-    emit(r, c + 1u, v1);
+    store(r, c, y0);
+    store(r, c + 1u, y1);
+{{- end}}
+}
+
+fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
+{{- if .LoRA}}
+    store_pair(r, c, v0 + lora_term(r, c), v1 + lora_term(r, c + 1u));
+{{- else}}
+    store_pair(r, c, v0, v1);
 {{- end}}
 }
 {{end}}
@@ -226,7 +256,8 @@ fn main(@builtin(local_invocation_index) t: u32,
 {{- /* The end of a GEMV whose TPC invocations a column split its inputs:
 their sums acc[m] are added in a tree in workgroup memory, then lane 0
 stores (partial[m * WG + t] holds row m's sum); with Pairs, the even
-column's lane 0 takes its neighbour's sum too. Needs acc, lane, j, rows,
+column's lane 0 takes its neighbour's sum too; the sums hold their
+adapters' terms (lora_fold). Needs acc, lane, j, rows,
 r0, t, TPC, WG, partial, rinv. */}}
     for (var m = 0u; m < MAXM; m++) {
         partial[m * WG + t] = acc[m];
@@ -244,13 +275,13 @@ r0, t, TPC, WG, partial, rinv. */}}
 {{- if .Pairs}}
     if (lane == 0u && j % 2u == 0u && j + 1u < p.nrows) {
         for (var m = 0u; m < rows; m++) {
-            emit_pair({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + TPC] * rinv[m]);
+            store_pair({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m], partial[m * WG + t + TPC] * rinv[m]);
         }
     }
 {{- else}}
     if (lane == 0u && j < p.nrows) {
         for (var m = 0u; m < rows; m++) {
-            emit({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m]);
+            store({{template "orow" .}}, p.col0 + j, partial[m * WG + t] * rinv[m]);
         }
     }
 {{- end}}
@@ -262,18 +293,21 @@ TPC = 1 (CPU adapters) each invocation stores its CPI columns (a GLU's
 pairs among them: CPI even), else sum_tree. Needs acc (acc[m·CPI + c]:
 row m, column j + c), lane, j, rows, r0, t, TPC, CPI, WG, partial, rinv. */}}
 {{template "norm_end" .}}
+{{- if .LoRA}}
+{{template "lora_fold" .}}
+{{- end}}
     if (TPC == 1u) {
         for (var m = 0u; m < rows; m++) {
 {{- if .Pairs}}
             for (var c = 0u; c + 1u < CPI; c += 2u) {
                 if (j + c + 1u < p.nrows) {
-                    emit_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
+                    store_pair({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m], acc[m * CPI + c + 1u] * rinv[m]);
                 }
             }
 {{- else}}
             for (var c = 0u; c < CPI; c++) {
                 if (j + c < p.nrows) {
-                    emit({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
+                    store({{template "orow" .}}, p.col0 + j + c, acc[m * CPI + c] * rinv[m]);
                 }
             }
 {{- end}}
@@ -281,6 +315,27 @@ row m, column j + c), lane, j, rows, r0, t, TPC, CPI, WG, partial, rinv. */}}
         return;
     }
 {{template "sum_tree" .}}
+{{end}}
+
+{{define "lora_fold"}}
+{{- /* The adapters' terms of a GEMV's columns (lora_share), folded into
+its sums: acc[m·CPI + c] becomes rinv[m]·acc plus the term, and rinv 1.
+On a GPU the TPC invocations of a column split the rank, lane l taking
+vec4s l, l + TPC, ..., and the tree sum adds their shares with the rest,
+so that no invocation loops over the rank alone while the others wait.
+(Grouping the block's rows by adapter, so that rows of one adapter share
+its loads of B, made lavapipe slower: there masked-off rows cost as much
+as live ones.) Needs acc, rinv, rows, j, lane, TPC, CPI, MAXM and the
+block (orow). */}}
+    for (var m = 0u; m < MAXM; m++) {
+        for (var c = 0u; c < CPI; c++) {
+            acc[m * CPI + c] *= rinv[m];
+            if (m < rows && j + c < p.nrows) {
+                acc[m * CPI + c] += lora_share({{template "orow" .}}, p.col0 + j + c, lane, TPC);
+            }
+        }
+        rinv[m] = 1.0;
+    }
 {{end}}
 
 {{define "block"}}

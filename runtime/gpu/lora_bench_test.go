@@ -3,6 +3,7 @@ package gpu_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
@@ -15,7 +16,9 @@ import (
 // over 4 adapters (two rows each) in each of Plan.LoRA's forms: fused
 // (lora_shrink, then the GEMV with the adapters in its epilogue) and
 // unfused (lora_shrink, the product, a lora_expand per weight), against
-// the product without adapter rows, at
+// the product without adapter rows, and the fused form and that product
+// again as planned for a GPU (gpu-: several invocations a column, whose
+// epilogue splits the rank among them; on a CPU adapter a proxy only), at
 // the q/k/v and gate+up shapes of stories260K (64 wide, f32) and
 // smollm2-135m (576 wide, int4), ranks 8 and 64. Each iteration records
 // the projection and a read back that waits for it.
@@ -93,17 +96,22 @@ func BenchmarkLoRAProject(b *testing.B) {
 			if err := g.SetLoRA(l, slots); err != nil {
 				b.Fatal(err)
 			}
-			for _, mode := range []string{"none", "fused", "unfused"} {
+			for _, mode := range []string{"none", "fused", "unfused", "gpu-none", "gpu-fused"} {
 				b.Run(fmt.Sprintf("%s/r%d/%s", shape.name, rank, mode), func(b *testing.B) {
 					batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows),
 						Tables: [][]int32{{0}}, BlockSize: 16, Out: []int32{0}}
-					if mode != "none" {
+					plan, form := gpu.Plan{}, mode
+					if f, ok := strings.CutPrefix(mode, "gpu-"); ok {
+						plan, form = gpu.Plan{MatMul: "gemv", Quant: "gemv-gpu"}, f
+					}
+					if form != "none" {
 						for i := range rows {
 							batch.Adapter = append(batch.Adapter, int32(i%4))
 							batch.AdapterScale = append(batch.AdapterScale, 1)
 						}
-						g.SetPlan(gpu.Plan{LoRA: mode})
+						plan.LoRA = form
 					}
+					g.SetPlan(plan)
 					defer g.SetPlan(gpu.Plan{})
 					step := func() {
 						if err := g.Begin(batch); err != nil {
