@@ -6,8 +6,10 @@ struct Row { slot: i32, scale: f32 }
 struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 // width: the inner dimension k (shrink) or the output width n (expand);
 // k and nw (expand): the weight part it adds and the parts of the LoRA;
-// eps (shrink with Norm): the norm's.
-struct Params { width: u32, cap: u32, nslots: u32, r: u32, maxm: u32, k: u32, nw: u32, eps: f32 }
+// eps (shrink with Norm): the norm's; ks (shrink): KS. r, maxm and ks
+// repeat the override constants, so that call sites of different ones
+// never share a cached pipeline.
+struct Params { width: u32, cap: u32, nslots: u32, r: u32, maxm: u32, k: u32, nw: u32, eps: f32, ks: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;

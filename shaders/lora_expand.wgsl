@@ -4,7 +4,7 @@
 // of slot j, col_j being the first column of this weight in h, where one
 // lora_shrink put the products of all the weights that share the input.
 // bt is the LoRA's buffer of all its weight parts, which the fused
-// projections read too (fusion.inc.wgsl's lora_sum): a slot table of 4
+// projections read too (fusion.inc.wgsl's lora_share): a slot table of 4
 // words per (slot, part), off (the vec4 of the part's B row 0), the
 // vec4s of a row (the rank padded to a multiple of 4), scale and col,
 // then the rows of B, zero past the rank; this dispatch adds part p.k.

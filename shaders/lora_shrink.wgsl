@@ -6,22 +6,24 @@
 // (q, k and v; gate and up) one after the other, so one dispatch computes
 // x·Aᵀ for all of them, for a batch that mixes adapters.
 //
-// Workgroup (g.x, g.y, g.z) takes slot j = g.z, columns t = 4·(g.x·64 +
-// lane) .. +3 of its A, and the g.y-th group of up to MAXM rows among
-// those of slot j (found by a scan of the rows: the batch is not sorted by
-// adapter). Each slot's A is stored transposed, [k, rank] (rank padded to
-// a multiple of 4), so an invocation's four columns at one k are one vec4,
-// and the invocations of a workgroup read consecutive vec4s. Each streams
-// its columns once, multiplying every vec4 into the sums of all the
-// group's rows at once: vec4 accumulators in registers, no branch in the
-// loop, each x value loaded once for four columns (on a CPU adapter an x
-// load is a gather across the SIMD lanes, though every invocation reads
-// the same address). So the rows of one adapter share its reads of A, and
+// Workgroup (g.x, g.y, g.z) takes slot j = g.z, the column quads t =
+// 4·(g.x·CQ + cq) .. +3 of its A for cq < CQ, and the g.y-th group of up
+// to MAXM rows among those of slot j (found by a scan of the rows: the
+// batch is not sorted by adapter). Each slot's A is stored transposed,
+// [k, rank] (rank padded to a multiple of 4), so an invocation's four
+// columns at one k are one vec4, and the invocations of a workgroup read
+// consecutive vec4s. Each streams its columns (its share of the width,
+// KS > 1) once, multiplying every vec4 into the sums of all the group's
+// rows at once: vec4 accumulators in registers, no branch in the loop,
+// each x value loaded once for four columns (on a CPU adapter an x load
+// is a gather across the SIMD lanes, though every invocation reads the
+// same address). So the rows of one adapter share its reads of A, and
 // rows of other adapters or of none cost nothing. MAXM (2, 4 or 8) is the
-// host's choice from the most rows any slot has in the step. No workgroup
-// memory, no barrier: what a CPU adapter runs best (see matmul.go). h's
-// stride is R, the largest rank among the slots. Twin: runtime/cpu's
-// AddLoRA (x·Aᵀ by the matmul helper, each row summed in the same order).
+// host's choice from the most rows any slot has in the step. On CPU
+// adapters KS = 1: no workgroup memory, no barrier, what they run best
+// (see matmul.go). h's stride is R, the largest rank among the slots.
+// Twin: runtime/cpu's AddLoRA (x·Aᵀ by the matmul helper, each row summed
+// in the same order when KS = 1).
 //
 // Composed with Norm (shaders.Fusion.Norm) it reads the rows of x before
 // their RMSNorm and applies it itself, h = (x/rms(x) ∘ nw)·Aᵀ: each
@@ -42,12 +44,29 @@
 @group(0) @binding(7) var<storage, read> nw: array<f32>;
 {{- end}}
 
+// KS is the invocations that split the width of a column quad (a power
+// of two ≤ 64): 1 on CPU adapters, where each invocation streams its
+// columns' whole rows and nothing is shared; on GPUs several, each taking
+// the width's c = kl, kl + KS, ..., their sums then added in a tree in
+// workgroup memory, so that a shrink of a few adapters is not a few
+// workgroups looping over the width alone (Punica's shrink splits k too).
+// A workgroup takes CQ = 64 / KS column quads, invocation cq + CQ·kl
+// taking quad cq (neighbours read neighbouring vec4s of Aᵀ).
+override KS: u32 = 1u;
+const CQ = 64u / KS;
+var<workgroup> red: array<vec4<f32>, 512>; // red[m·64 + i]: invocation i's sums of row m
+{{- if .Norm}}
+var<workgroup> redsq: array<vec4<f32>, 128>; // redsq[i], redsq[64 + i]: its squares of rows 0..3, 4..7
+{{- end}}
+
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
     let sl = slots[g.z];
-    let t = 4u * (g.x * 64u + lane); // the first of the invocation's four columns
-    if (t >= min(sl.rank, R)) { return; }
+    let cq = lane % CQ;
+    let kl = lane / CQ;
+    let t = 4u * (g.x * CQ + cq); // the first of the invocation's four columns
+    let live = t < min(sl.rank, R);
     // The group's rows: the (g.y·MAXM)-th row of slot j and those after.
     let n = min(p.cap, step.rows);
     let j = i32(g.z);
@@ -63,7 +82,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     let x6 = rs[6] * p.width;
     let x7 = rs[7] * p.width;
     let q = sl.rank / 4u; // vec4s a row of Aᵀ
-    var ai = sl.off / 4u * p.width + t / 4u;
+    var ai = sl.off / 4u * p.width + kl * q + t / 4u;
     var s0 = vec4<f32>(0.0); // row 0's sums of the four columns
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
@@ -76,13 +95,16 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     var sq = vec4<f32>(0.0); // the rows' sums of squares: rows 0..3
     var sq4 = vec4<f32>(0.0); // rows 4..7
 {{- end}}
-    for (var c = 0u; c < p.width; c++) {
+    // A quad past the rank loads nothing (with KS > 1 its invocations
+    // still take part in the tree sum).
+    let width = select(0u, p.width, live);
+    for (var c = kl; c < width; c += KS) {
 {{- if .Norm}}
         let av = a[ai] * nw[c];
 {{- else}}
         let av = a[ai];
 {{- end}}
-        ai += q;
+        ai += q * KS;
         let v0 = x[x0 + c];
         let v1 = x[x1 + c];
         s0 += av * v0;
@@ -119,6 +141,38 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
 {{- if .Norm}}
     var squares = array<f32, 8>(sq.x, sq.y, sq.z, sq.w, sq4.x, sq4.y, sq4.z, sq4.w);
 {{- end}}
+    if (KS > 1u) {
+        for (var i = 0u; i < MAXM; i++) {
+            red[i * 64u + lane] = sums[i];
+        }
+{{- if .Norm}}
+        redsq[lane] = sq;
+        redsq[64u + lane] = sq4;
+{{- end}}
+        workgroupBarrier();
+        for (var s = KS / 2u; s > 0u; s >>= 1u) {
+            if (kl < s) {
+                for (var i = 0u; i < MAXM; i++) {
+                    red[i * 64u + lane] += red[i * 64u + lane + s * CQ];
+                }
+{{- if .Norm}}
+                redsq[lane] += redsq[lane + s * CQ];
+                redsq[64u + lane] += redsq[64u + lane + s * CQ];
+{{- end}}
+            }
+            workgroupBarrier();
+        }
+        if (kl != 0u) { return; }
+        for (var i = 0u; i < MAXM; i++) {
+            sums[i] = red[i * 64u + lane];
+        }
+{{- if .Norm}}
+        let sa = redsq[lane];
+        let sb = redsq[64u + lane];
+        squares = array<f32, 8>(sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w);
+{{- end}}
+    }
+    if (!live) { return; }
     for (var i = 0u; i < m; i++) {
 {{- if .Norm}}
         let v = sums[i] / sqrt(squares[i] / f32(p.width) + p.eps);

@@ -14,8 +14,9 @@ import (
 // runs one lora_shrink before its product, h = x·Aᵀ for all the weights
 // that share the input (q, k and v; gate and up) with the A of each row's
 // own adapter slot, and the product adds s·h·Bᵀ to each column in its
-// epilogue (shaders.Fusion.LoRA, fusion.inc.wgsl's lora_sum) before the
-// GLU or the residual add: one dispatch more than the plain projection,
+// epilogue (shaders.Fusion.LoRA; a GEMV folds the terms into its sums,
+// fusion.inc.wgsl's lora_fold, its invocations of a column splitting the
+// rank on a GPU) before the GLU or the residual add: one dispatch more than the plain projection,
 // whose fusions all stay. Where the fused kernel would bind more storage
 // buffers than the device allows (q, k and v of int4 weights with
 // biases, on a device of 8) or Plan.LoRA says "unfused", the product runs
@@ -29,7 +30,8 @@ import (
 // them. MAXM (2, 4 or 8) and the group count follow from the most rows
 // one slot has in the step, so that a step of 8 rows over 4 adapters does
 // the work of 8 rows, not of 4 × 8. Both are specialised by R, the
-// largest Σ rank of a slot (h's stride), and MAXM.
+// largest Σ rank of a slot (h's stride), and MAXM; the shrink by KS too,
+// its invocations that split the width on a GPU (shrinkSplits).
 
 var (
 	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
@@ -232,17 +234,42 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 		return false
 	}
 	h, rows := b.loraBuffers(d.out)
+	ks := b.shrinkSplits(c.in)
 	o := loraShrinkOp
-	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
+	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm), "KS": float64(ks)}
 	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}
 	if norm != nil {
 		o.fusion = shaders.Fusion{Norm: true}
 		o.operands = append(slices.Clone(o.operands), ReadOnly)
 		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
 	}
-	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0, f32param(eps)},
-		binds, uint32((c.maxRank+255)/256), uint32(groups), uint32(c.n)) // 64 invocations of 4 columns
+	quads := 64 / ks // a workgroup's column quads
+	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0, f32param(eps), uint32(ks)},
+		binds, uint32((c.maxRank+4*quads-1)/(4*quads)), uint32(groups), uint32(c.n))
 	return true
+}
+
+// shrinkSplits is lora_shrink's KS for inputs of width k: on a CPU
+// adapter (or with Plan.Shrink "whole") 1, an invocation streaming its
+// four columns' whole rows; on a GPU (or with "split") the invocations
+// that split the width, 32 to 64 inputs each, at most 16 (a workgroup
+// then takes 16 columns): the shrink of a few adapters is a few column
+// quads per adapter, too few invocations to fill a GPU unless each
+// column's width is shared.
+func (b *Backend) shrinkSplits(k int) int {
+	switch b.plan.Shrink {
+	case "whole":
+		return 1
+	case "":
+		if b.info.DeviceType == "cpu" {
+			return 1
+		}
+	}
+	ks := 1
+	for ks < 16 && 64*ks <= k {
+		ks *= 2
+	}
+	return ks
 }
 
 // loraExpand records d += s·h·Bᵀ of c's weight k, for the rows of d with
@@ -255,7 +282,7 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 	h, rows := b.loraBuffers(d.out)
 	o := loraExpandOp
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
-	b.record(o, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), uint32(k), uint32(len(c.outs))},
+	b.record(o, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), uint32(k), uint32(len(c.outs)), 0, 0},
 		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))
 }
 

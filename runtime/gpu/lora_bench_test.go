@@ -18,7 +18,8 @@ import (
 // unfused (lora_shrink, the product, a lora_expand per weight), against
 // the product without adapter rows, and the fused form and that product
 // again as planned for a GPU (gpu-: several invocations a column, whose
-// epilogue splits the rank among them; on a CPU adapter a proxy only), at
+// epilogue splits the rank among them, and a shrink whose invocations
+// split the width; on a CPU adapter a proxy only), at
 // the q/k/v and gate+up shapes of stories260K (64 wide, f32) and
 // smollm2-135m (576 wide, int4), ranks 8 and 64. Each iteration records
 // the projection and a read back that waits for it.
@@ -102,7 +103,7 @@ func BenchmarkLoRAProject(b *testing.B) {
 						Tables: [][]int32{{0}}, BlockSize: 16, Out: []int32{0}}
 					plan, form := gpu.Plan{}, mode
 					if f, ok := strings.CutPrefix(mode, "gpu-"); ok {
-						plan, form = gpu.Plan{MatMul: "gemv", Quant: "gemv-gpu"}, f
+						plan, form = gpu.Plan{MatMul: "gemv", Quant: "gemv-gpu", Shrink: "split"}, f
 					}
 					if form != "none" {
 						for i := range rows {

@@ -34,52 +34,58 @@ func TestAddLoRA(t *testing.T) {
 		{[][]int{{8}, {8}, {8}}, 64, 64, []int{64}, []int32{2, 1, 0, -1}, nil}, // the first four rows' pattern, repeated
 		{[][]int{{8, 8, 8}, {1, 0, 64}, {0, 0, 0}, {0, 4, 0}}, 48, 11, []int{48, 16, 16}, []int32{0, 1, 2, 3, -1, 1, 0, 3, 1, 1, 0}, nil},
 		{[][]int{{40, 40}, {2, 0}}, 20, 17, []int{33, 7}, []int32{0, 1, 1, -1, 0}, nil}, // a slot of Σ rank 80: two column blocks
+		{[][]int{{64, 8}, {4, 60}}, 1030, 7, []int{19, 40}, []int32{1, 0, -1}, nil},     // split 16 ways, some inputs short
 	} {
 		t.Run(fmt.Sprintf("r%v_%vx%d_rows%d_outs%d", tc.ranks, tc.outs, tc.in, tc.rows, len(tc.outputs)), func(t *testing.T) {
-			w := newTwins(t, tc.rows)
-			slots := make([][]backend.LoRASlot, len(tc.ranks))
-			for j, rs := range tc.ranks {
-				for k, r := range rs {
-					slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*tc.in, 1), B: w.random(tc.outs[k]*r, 1), Scale: 0.5 + float32(j+k)})
-				}
-			}
-			var l [2]backend.LoRA
-			w.each(func(b backend.Backend, i int) {
-				var err error
-				if l[i], err = b.NewLoRA(tc.in, tc.outs...); err != nil {
-					t.Fatal(err)
-				}
-				if err := b.SetLoRA(l[i], slots); err != nil {
-					t.Fatal(err)
-				}
-			})
-			batch := backend.Batch{Tokens: tokens(tc.rows, 10, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
-				BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}, Out: tc.outputs}
-			for i := range tc.rows {
-				batch.Pos[i] = int32(i)
-				batch.Adapter = append(batch.Adapter, tc.adapters[i%len(tc.adapters)])
-				batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3))
-			}
-			rows := tc.rows
-			tensor := w.tensor
-			if tc.outputs != nil {
-				rows, tensor = len(tc.outputs), w.outTensor
-			}
-			x := tensor(rows, tc.in, w.random(rows*tc.in, 1))
-			ys := make([]pair[backend.Tensor], len(tc.outs))
-			for k, out := range tc.outs {
-				ys[k] = tensor(rows, out, w.random(rows*out, 1))
-			}
-			w.beginBatch(batch)
-			w.each(func(b backend.Backend, i int) {
-				dsts := make([]backend.Tensor, len(ys))
-				for k := range ys {
-					dsts[k] = ys[k][i]
-				}
-				b.AddLoRA(x[i], l[i], dsts...)
-			})
-			for k := range ys {
-				w.compare(fmt.Sprint("lora weight ", k), ys[k], rows, 1e-6*math.Sqrt(float64(tc.in*64))*8)
+			for _, shrink := range []string{"whole", "split"} {
+				t.Run(shrink, func(t *testing.T) {
+					w := newTwins(t, tc.rows)
+					w.gpu.SetPlan(gpu.Plan{Shrink: shrink})
+					slots := make([][]backend.LoRASlot, len(tc.ranks))
+					for j, rs := range tc.ranks {
+						for k, r := range rs {
+							slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*tc.in, 1), B: w.random(tc.outs[k]*r, 1), Scale: 0.5 + float32(j+k)})
+						}
+					}
+					var l [2]backend.LoRA
+					w.each(func(b backend.Backend, i int) {
+						var err error
+						if l[i], err = b.NewLoRA(tc.in, tc.outs...); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.SetLoRA(l[i], slots); err != nil {
+							t.Fatal(err)
+						}
+					})
+					batch := backend.Batch{Tokens: tokens(tc.rows, 10, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
+						BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}, Out: tc.outputs}
+					for i := range tc.rows {
+						batch.Pos[i] = int32(i)
+						batch.Adapter = append(batch.Adapter, tc.adapters[i%len(tc.adapters)])
+						batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3))
+					}
+					rows := tc.rows
+					tensor := w.tensor
+					if tc.outputs != nil {
+						rows, tensor = len(tc.outputs), w.outTensor
+					}
+					x := tensor(rows, tc.in, w.random(rows*tc.in, 1))
+					ys := make([]pair[backend.Tensor], len(tc.outs))
+					for k, out := range tc.outs {
+						ys[k] = tensor(rows, out, w.random(rows*out, 1))
+					}
+					w.beginBatch(batch)
+					w.each(func(b backend.Backend, i int) {
+						dsts := make([]backend.Tensor, len(ys))
+						for k := range ys {
+							dsts[k] = ys[k][i]
+						}
+						b.AddLoRA(x[i], l[i], dsts...)
+					})
+					for k := range ys {
+						w.compare(fmt.Sprint("lora weight ", k), ys[k], rows, 1e-6*math.Sqrt(float64(tc.in*64))*8)
+					}
+				})
 			}
 		})
 	}
@@ -144,8 +150,8 @@ func TestProjectLoRA(t *testing.T) {
 		{backend.F32, "", 64, 1, []int32{1}},
 		{backend.Int4, "", 96, 5, []int32{0, -1, 1, 0, 7}},
 		{backend.F16, "", 96, 3, []int32{1, 1, 0}},
-		{backend.Int8, "", 64, 9, []int32{2, 0, -1, 1}},
-		{backend.Int4, "gemv-gpu", 200, 6, []int32{1, 0, 0, -1, 2, 1}},
+		{backend.Int8, "", 64, 9, []int32{2, 2, -1, 2, 2, 2, 1, 2, 0}}, // six rows of slot 2: a block of 8
+		{backend.Int4, "gemv-gpu", 200, 9, []int32{1, 0, 0, -1, 0, 0, 2, 0, 0}},
 		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}},
 		{backend.F32, "", 70, 3, []int32{1, -1, 0}}, // k % 4 != 0: the naive kernel or GEMM
 	} {
@@ -166,6 +172,9 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 		plan.MatMul = kernel
 	} else {
 		plan.Quant = kernel
+	}
+	if kernel == "gemv-gpu" { // the GPUs' forms of the product and the shrink
+		plan.Shrink = "split"
 	}
 	var shapes, bshapes [][]int
 	for _, n := range parts {

@@ -31,6 +31,11 @@ type Plan struct {
 	// "unfused" (a lora_expand per weight after the product); see
 	// loraFused.
 	LoRA string
+	// Shrink forces lora_shrink's form: "whole" (an invocation streams
+	// its columns' whole rows, the CPU adapters' form) or "split" (the
+	// invocations of a workgroup split the width, the GPUs'); see
+	// shrinkSplits.
+	Shrink string
 }
 
 // SetPlan makes b use p from its next op on.
