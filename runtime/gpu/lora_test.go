@@ -117,7 +117,9 @@ func (w *twins) outTensor(rows, cols int, data []float32) pair[backend.Tensor] {
 // after the plain product. Ranks not multiples of 4 and of several
 // weights; widths not multiples of the workgroups; one row and rows of
 // several slots, of none and of a slot out of range; output rows; every
-// storage. The fused path must record fewer dispatches than the fallback
+// storage; the GPUs' forms of the GEMVs (several invocations a column,
+// which split the rank of the adapters' terms) and of the shrink (split
+// across the width) as well as the CPU adapters'. The fused path must record fewer dispatches than the fallback
 // and at most one more than a step without adapter rows, which records
 // no LoRA dispatch.
 func TestProjectLoRA(t *testing.T) {
@@ -152,6 +154,8 @@ func TestProjectLoRA(t *testing.T) {
 		{backend.F16, "", 96, 3, []int32{1, 1, 0}},
 		{backend.Int8, "", 64, 9, []int32{2, 2, -1, 2, 2, 2, 1, 2, 0}}, // six rows of slot 2: a block of 8
 		{backend.Int4, "gemv-gpu", 200, 9, []int32{1, 0, 0, -1, 0, 0, 2, 0, 0}},
+		{backend.F32, "gemv", 96, 4, []int32{0, 1, -1, 1}},
+		{backend.F16, "gemv-gpu", 136, 3, []int32{1, 0, 0}},
 		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}},
 		{backend.F32, "", 70, 3, []int32{1, -1, 0}}, // k % 4 != 0: the naive kernel or GEMM
 	} {
@@ -173,7 +177,7 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 	} else {
 		plan.Quant = kernel
 	}
-	if kernel == "gemv-gpu" { // the GPUs' forms of the product and the shrink
+	if kernel == "gemv-gpu" || kernel == "gemv" { // the GPUs' forms of the product and the shrink
 		plan.Shrink = "split"
 	}
 	var shapes, bshapes [][]int
