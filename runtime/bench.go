@@ -50,8 +50,11 @@ type BenchResult struct {
 	// first), a software GPU's driver threads included: steadier than
 	// DecodeTPS on shared cores. Zero where unknown (non-unix) or with a
 	// draft or several sequences.
-	DecodeCPUms        float64 `json:"decode_cpu_ms_per_token,omitempty"`
-	TTFTms             float64 `json:"ttft_ms"`
+	DecodeCPUms float64 `json:"decode_cpu_ms_per_token,omitempty"`
+	TTFTms      float64 `json:"ttft_ms"`
+	// DispatchesPerToken is the dispatches of a forward step (every step
+	// runs the same ops whatever its rows): per decoded token of one
+	// sequence, per step of all of them with Concurrency.
 	DispatchesPerToken float64 `json:"dispatches_per_token"`
 	MemoryBytes        int64   `json:"memory_bytes"`
 	WeightBytes        int64   `json:"weight_bytes"`
@@ -304,6 +307,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		e.peakBlocks = 0
 		e.mu.Unlock()
 		streams := make([]*Stream, n)
+		d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
@@ -331,6 +335,9 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 			decoded += st.Generated - 1
 			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
 			perSeq += st.DecodeRate() / float64(n)
+		}
+		if steps := e.steps.Load() - s0; steps > 0 {
+			res.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
 		}
 		res.Concurrency = n
 		res.TTFTms = ttft

@@ -71,8 +71,10 @@ type Fusion struct {
 	// computed beforehand by lora_shrink (bindings lh, lbt: the LoRA's
 	// slot table and Bᵀ rows, lrows: each row's slot and scale). With Norm
 	// the shrink normalised its rows itself (lora_shrink composed with
-	// Norm: the same 1/rms and weights as the prologue's). It does not
-	// compose with Prescaled, Next or Experts.
+	// Norm: the same 1/rms and weights as the prologue's, or as a
+	// Prescaled product's, whose x the residual epilogue before it
+	// prepared, adapters and all, with Next). It does not compose with
+	// Experts.
 	LoRA bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
@@ -231,8 +233,8 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.Experts && (f.Norm || f.Next || f.Outs > 1 || f.Add || f.Bias || f.Pairs != f.GLU) {
 		return "", fmt.Errorf("shader %s%s: experts compose with a GLU only", name, f)
 	}
-	if f.LoRA && (f.Prescaled || f.Experts || f.Next) {
-		return "", fmt.Errorf("shader %s%s: adapters read x as the shrink did and adapt no experts", name, f)
+	if f.LoRA && f.Experts {
+		return "", fmt.Errorf("shader %s%s: adapters adapt no experts", name, f)
 	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
@@ -285,6 +287,9 @@ func Fusions() []Fusion {
 		{Pairs: true, GLU: true, LoRA: true}, {Pairs: true, Outs: 2, LoRA: true},
 		{Norm: true, LoRA: true}, {Outs: 3, Norm: true, LoRA: true}, {Outs: 3, Bias: true, Norm: true, LoRA: true},
 		{Pairs: true, GLU: true, Norm: true, LoRA: true},
+		{Add: true, Next: true, LoRA: true}, {Norm: true, Prescaled: true, LoRA: true},
+		{Outs: 3, Norm: true, Prescaled: true, LoRA: true}, {Outs: 3, Bias: true, Norm: true, Prescaled: true, LoRA: true},
+		{Pairs: true, GLU: true, Norm: true, Prescaled: true, LoRA: true}, {Pairs: true, Outs: 2, Norm: true, Prescaled: true, LoRA: true},
 	}
 }
 

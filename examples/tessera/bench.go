@@ -32,11 +32,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
-		if !mf.loraMerge {
-			for _, a := range mf.lora { // one per sequence, in turn, as a server's requests
-				o.Adapters = append(o.Adapters, runtime.AdapterRef{Name: a.Name})
-			}
-		}
+		o.Adapters = mf.requestAdapters() // one per sequence, in turn, as a server's requests
 		if *cpuProfile != "" {
 			stop, err := startCPUProfile(*cpuProfile)
 			if err != nil {
@@ -59,9 +55,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
-		if len(r.Adapters) > 0 {
-			fmt.Fprintf(e.stdout, "adapters          %s (sequence i runs adapter i mod %d)\n", strings.Join(r.Adapters, ", "), len(r.Adapters))
-		}
+		printAdapters(e, r)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s", r.GenTokens, r.DecodeTPS)
 		if r.DecodeCPUms > 0 {
@@ -105,10 +99,18 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// printAdapters prints the adapters a run's sequences ran with, if any.
+func printAdapters(e *env, r runtime.BenchResult) {
+	if len(r.Adapters) > 0 {
+		fmt.Fprintf(e.stdout, "adapters          %s (sequence i runs adapter i mod %d)\n", strings.Join(r.Adapters, ", "), len(r.Adapters))
+	}
+}
+
 // printMany prints the figures of a run of several sequences.
 func printMany(e *env, r runtime.BenchResult, note string) {
 	fmt.Fprintf(e.stdout, "sequences%s      %d: aggregate decode %.1f tok/s, per sequence %.1f tok/s, mean time to first token %.1f ms\n",
 		note, r.Concurrency, r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.TTFTms)
 	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
 		note, r.KVPeakBlocks, gpu.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
+	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)\n", note, r.DispatchesPerToken)
 }

@@ -35,7 +35,7 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
-		o := runtime.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc}
+		o := runtime.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc, Adapters: mf.requestAdapters()}
 		r, err := runtime.Bench(ctx, eng, o)
 		if err != nil {
 			return err
@@ -55,7 +55,8 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
-		fmt.Fprintf(e.stdout, "decode            %.1f tok/s, %.0f dispatches/token\n", r.DecodeTPS, r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "decode            %.1f tok/s, %.0f dispatches a step\n", r.DecodeTPS, r.DispatchesPerToken)
+		printAdapters(e, r)
 		if *conc > 1 {
 			fmt.Fprintf(e.stdout, "sequences         %d: aggregate %.1f tok/s; the figures below are per step of %d rows\n", *conc, r.AggregateDecodeTPS, *conc)
 		}

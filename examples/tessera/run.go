@@ -46,7 +46,8 @@ func (f *loraFlag) Set(v string) error {
 
 // requestAdapters is what a request of the run and chat commands runs
 // with: every --lora adapter at once (as llama.cpp applies them), unless
-// they were merged. Their scales are the adapters' own.
+// they were merged. Their scales are the adapters' own. bench and profile
+// give them to their sequences one each, in turn (BenchOptions.Adapters).
 func (m *modelFlags) requestAdapters() []runtime.AdapterRef {
 	if m.loraMerge {
 		return nil

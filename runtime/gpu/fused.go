@@ -140,7 +140,7 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora bool) {
 		return
 	}
 	switch {
-	case b.normPrologue() || lora: // (the adapters' bindings come last)
+	case b.normPrologue():
 	case f.Norm && b.prescaled(d, xs, w, p, f, extra):
 		return
 	case p.Next != nil && !f.Norm && b.prepareNext(d, xs, w, p, f, extra):
@@ -159,7 +159,7 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora bool) {
 			return
 		}
 		b.RMSNorm(x, xs, p.Norm, p.Eps)
-		f.Norm, extra = false, extra[:len(extra)-1]
+		f.Norm, extra = false, slices.Delete(slices.Clone(extra), normAt(f, extra), normAt(f, extra)+1)
 		if !f.Fused() {
 			b.matmul(d, x, w, f, nil)
 			return
@@ -202,7 +202,11 @@ func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f 
 		return true
 	}
 	f.Next = true
-	extra = append(slices.Clone(extra), Binding{Buffer: p.Next.(*Weight).parts[0].buf}, Binding{Buffer: xn.buf})
+	if !b.fits(w, xs.cols, f) {
+		return false
+	}
+	at := len(extra) - loraBindings(f) // nwn and xn come before the adapters' bindings
+	extra = slices.Insert(slices.Clone(extra), at, Binding{Buffer: p.Next.(*Weight).parts[0].buf}, Binding{Buffer: xn.buf})
 	if !b.matmul(d, xs, w, f, extra) {
 		return false
 	}
@@ -216,14 +220,43 @@ func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f 
 // 1/rms, with neither an rmsnorm dispatch nor the norm's weights on every
 // load of x.
 func (b *Backend) prescaled(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
-	n := b.next
-	if n.xn == nil || n.seq != b.seq || n.x != xs || n.norm != p.Norm {
+	if !b.prepared(xs, p.Norm) {
 		return false
 	}
+	n := b.next
 	f.Prescaled = true
 	extra = slices.Clone(extra)
-	extra[len(extra)-1] = Binding{Buffer: xs.buf} // xraw, where nw was
+	extra[normAt(f, extra)] = Binding{Buffer: xs.buf} // xraw, where nw was
 	return b.matmul(d, n.xn, w, f, extra)
+}
+
+// prepared reports whether the last work recorded was a residual
+// projection into xs that prepared the input of norm (or a shrink of
+// adapters after it, which writes only their h).
+func (b *Backend) prepared(xs *Tensor, norm backend.Weight) bool {
+	n := b.next
+	return n.xn != nil && n.seq == b.seq && n.x == xs && n.norm == norm
+}
+
+// normAt is the index of the norm's weights among fusionBindings' extra
+// bindings of f (with Norm): the last but the adapters'.
+func normAt(f shaders.Fusion, extra []Binding) int {
+	return len(extra) - 1 - loraBindings(f)
+}
+
+// loraBindings is how many of f's extra bindings are the adapters' (last).
+func loraBindings(f shaders.Fusion) int {
+	if f.LoRA {
+		return 3
+	}
+	return 0
+}
+
+// fits reports whether the GEMV of w's storage for inputs of width k,
+// composed with f, binds no more storage buffers than the device allows.
+func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
+	o, _, _, _ := gemvOp(w.storage, k, 1, 1, f)
+	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 
 // normPrologue reports whether the GEMVs take a projection's RMSNorm as

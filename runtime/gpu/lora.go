@@ -244,8 +244,12 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
 	}
 	quads := 64 / ks // a workgroup's column quads
+	keep := b.next.seq == b.seq
 	b.record(o, params{uint32(c.in), uint32(xs.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), 0, 0, f32param(eps), uint32(ks)},
 		binds, uint32((c.maxRank+4*quads-1)/(4*quads)), uint32(groups), uint32(c.n))
+	if keep { // the shrink writes only h: an input prepared just before stays valid
+		b.next.seq = b.seq
+	}
 	return true
 }
 
@@ -296,7 +300,7 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 // both read.
 func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
-	if p.Norm != nil && b.normPrologue() && b.composes(d, xs, w) && b.loraFused(p, w) {
+	if p.Norm != nil && (b.normPrologue() || b.prepared(xs, p.Norm)) && b.composes(d, xs, w) && b.loraFused(p, w) {
 		b.loraShrink(xs, c, d, p.Norm, p.Eps)
 		b.project(p, w, true)
 		return
@@ -343,9 +347,7 @@ func (b *Backend) loraFused(p backend.Projection, w *Weight) bool {
 	if b.plan.LoRA != "" {
 		return b.plan.LoRA == "fused"
 	}
-	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true}
-	o, _, _, _ := gemvOp(w.storage, p.X.Cols(), 1, 1, f)
-	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
+	return b.fits(w, p.X.Cols(), shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true})
 }
 
 // loraGroupRows is the most rows that one of the first nslots slots has

@@ -133,6 +133,11 @@ func TestProjectLoRA(t *testing.T) {
 		pairs bool
 		add   bool
 		head  bool // output rows
+		// next: x comes from a residual projection with adapters of its
+		// own (a k×k weight) that is told this projection's norm
+		// (Projection.Next): on CPU adapters its epilogue prepares the
+		// input of this one, which needs no rmsnorm then.
+		next bool
 	}
 	variants := []variant{
 		{name: "qkv-norm", norm: true, parts: []int{48, 16, 16}, ranks: [][]int{{3, 5, 2}, {8, 0, 1}, {0, 0, 0}}},
@@ -142,6 +147,8 @@ func TestProjectLoRA(t *testing.T) {
 		{name: "residual", parts: []int{33}, ranks: [][]int{{5}, {1}, {13}}, add: true},
 		{name: "plain", parts: []int{300}, ranks: [][]int{{64}, {3}}},
 		{name: "head-norm", norm: true, parts: []int{77}, ranks: [][]int{{6}, {2}}, head: true},
+		{name: "qkv-norm-next", norm: true, parts: []int{48, 16, 16}, ranks: [][]int{{3, 5, 2}, {8, 0, 1}, {0, 0, 0}}, next: true},
+		{name: "glu-norm-next", norm: true, parts: []int{36, 36}, ranks: [][]int{{5, 3}, {0, 9}}, glu: true, next: true},
 	}
 	for _, tc := range []struct {
 		storage backend.Storage
@@ -161,14 +168,14 @@ func TestProjectLoRA(t *testing.T) {
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, v.name), func(t *testing.T) {
-				testProjectLoRA(t, tc.storage, tc.kernel, tc.k, tc.rows, tc.slots, v.norm, v.parts, v.ranks, v.bias, v.glu, v.pairs, v.add, v.head)
+				testProjectLoRA(t, tc.storage, tc.kernel, tc.k, tc.rows, tc.slots, v.norm, v.parts, v.ranks, v.bias, v.glu, v.pairs, v.add, v.head, v.next)
 			})
 		}
 	}
 }
 
 func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, rows int, adapters []int32,
-	norm bool, parts []int, ranks [][]int, bias, glu, pairs, add, head bool) {
+	norm bool, parts []int, ranks [][]int, bias, glu, pairs, add, head, next bool) {
 	const alloc = 32
 	w := newTwins(t, alloc)
 	plan := gpu.Plan{}
@@ -191,16 +198,34 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 			slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*k, 1), B: w.random(parts[i]*r, 1), Scale: 0.25 + float32(j+i)/4})
 		}
 	}
-	var l pair[backend.LoRA]
-	w.each(func(b backend.Backend, i int) {
-		var err error
-		if l[i], err = b.NewLoRA(k, parts...); err != nil {
-			t.Fatal(err)
+	newLoRA := func(outs []int, slots [][]backend.LoRASlot) pair[backend.LoRA] {
+		var l pair[backend.LoRA]
+		w.each(func(b backend.Backend, i int) {
+			var err error
+			if l[i], err = b.NewLoRA(k, outs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.SetLoRA(l[i], slots); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return l
+	}
+	l := newLoRA(parts, slots)
+	// The residual projection before (next): a k×k weight, with adapters.
+	var wo pair[backend.Weight]
+	var xo pair[backend.Tensor]
+	var lo pair[backend.LoRA]
+	if next {
+		wo = w.fused(storage, false, [][]int{{k, k}}, 1)
+		xo = w.tensor(alloc, k, w.random(alloc*k, 2))
+		oslots := make([][]backend.LoRASlot, len(ranks))
+		for j := range oslots {
+			r := 1 + 3*j
+			oslots[j] = []backend.LoRASlot{{Rank: r, A: w.random(r*k, 1), B: w.random(k*r, 1), Scale: 0.5}}
 		}
-		if err := b.SetLoRA(l[i], slots); err != nil {
-			t.Fatal(err)
-		}
-	})
+		lo = newLoRA([]int{k}, oslots)
+	}
 	var nw, bw pair[backend.Weight]
 	if norm {
 		nw = w.weight([]int{k}, w.random(k, 1.5))
@@ -243,6 +268,9 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 			if norm {
 				p.Norm = nw[i]
 			}
+			if next {
+				b.Project(backend.Projection{X: xo[i], W: wo[i], Out: []backend.Tensor{xi}, Add: true, Next: p.Norm, LoRA: lo[i]})
+			}
 			if bias {
 				p.Bias = bw[i]
 			}
@@ -258,6 +286,9 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 	tol := 2e-4
 	if storage == backend.Int4 {
 		tol = 4e-3
+		if next {
+			tol = 8e-3 // x after a residual int4 product of its own
+		}
 	}
 	// Whether some row (of the outputs) runs a slot of the LoRA.
 	live := false
@@ -286,14 +317,21 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 			for i, o := range outs {
 				w.compare(fmt.Sprintf("%s, prologue %s: output %d", mode, prologue, i), o, outRows, tol)
 			}
+			if next {
+				w.compare(fmt.Sprintf("%s, prologue %s: the residual", mode, prologue), x, rows, tol)
+			}
 			t.Logf("%s, prologue %s: %d dispatches, %d without adapter rows", mode, prologue, dispatches[mode], plain)
 			if d := dispatches[mode]; !live && d != plain || live && d < plain {
 				t.Errorf("%s, prologue %s: %d dispatches with adapter rows, %d without", mode, prologue, d, plain)
 			}
 			// Fused into a GEMV, the adapters cost the shrink alone, and
-			// the norm where the GEMV takes no prologue.
+			// the norm where the GEMV takes no prologue, unless the
+			// residual projection before prepared its input (next: a
+			// shrink each, and no rmsnorm on either path).
 			extra := 1
-			if norm && prologue == "off" {
+			if next {
+				extra = 2
+			} else if norm && prologue == "off" {
 				extra = 2
 			}
 			if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+extra {
