@@ -28,6 +28,7 @@ const UC = U * CPI;
 {{template "gemv_head" .}}
     let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
 {{template "norm" .}}
+{{template "lora_h" .}}
     var acc: array<f32, ACC>; // acc[m * CPI + c]: row m of the block, column j + c
     if (j < p.nrows{{template "live" .}}) {
         var i = lane;

@@ -37,6 +37,22 @@ struct LoRARow { slot: i32, scale: f32 }
 {{end}}
 
 {{define "lora_emit"}}
+{{- if .Shrink}}
+// lwh holds a GEMV block's h (lora_h): MAXM·fz.lr values, at most LWH.
+const LWH = 1024u;
+var<workgroup> lwh: array<f32, LWH>;
+
+// lora_x is x's vec4 at as the product multiplies it, before 1/rms: the
+// norm's weights on it with Norm (vec4 i of the row), xn as it is with
+// Prescaled.
+fn lora_x(at: u32, i: u32) -> vec4<f32> {
+{{- if and .Norm (not .Prescaled)}}
+    return x[at] * nw[i];
+{{- else}}
+    return x[at];
+{{- end}}
+}
+{{- end}}
 // lora_part is the weight part of column c of the fused weight and the
 // column within it: by the split (Outs) or the alternation (Pairs).
 fn lora_part(c: u32) -> vec2<u32> {
@@ -62,7 +78,7 @@ fn lora_slot(r: u32) -> i32 {
 }
 
 // lora_share is the share of lanes first, first + stride, ... of the
-// adapter term of column c of row r: lrows[r].scale · scale · h[r, hcol
+// adapter term of column c of row r (row m of a GEMV's block): lrows[r].scale · scale · h[r, hcol
 // ...] · B[col, :] over the padded rank of the row's slot's adapter of c's
 // weight part (lora_part), as vec4s, the vec4s t of the rank with t %
 // stride = first. lbt starts with the slot table, a vec4 per (slot,
@@ -71,18 +87,26 @@ fn lora_slot(r: u32) -> i32 {
 // first column in h, a multiple of 4); the rows of B (f32 bits, zero past
 // the rank) follow. So a column reads its row of B and the row's h as a
 // GEMV reads its weight row and x.
-fn lora_share(r: u32, c: u32, first: u32, stride: u32) -> f32 {
+fn lora_share(r: u32, m: u32, c: u32, first: u32, stride: u32) -> f32 {
     let s = lora_slot(r);
     if (s < 0) { return 0.0; }
     let pc = lora_part(c);
     let sl = lbt[u32(s) * fz.lw + pc.x];
     let q = min(sl.y, fz.lr / 4u);
-    let h0 = (r * fz.lr + sl.w) / 4u;
     let b0 = sl.x + pc.y * q;
     var sum = vec4<f32>(0.0);
+{{- if .Shrink}}
+    let h0 = m * fz.lr + sl.w; // block row m's h, in workgroup memory (lora_h)
+    for (var t = first; t < q; t += stride) {
+        let h = vec4<f32>(lwh[h0 + 4u * t], lwh[h0 + 4u * t + 1u], lwh[h0 + 4u * t + 2u], lwh[h0 + 4u * t + 3u]);
+        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * h;
+    }
+{{- else}}
+    let h0 = (r * fz.lr + sl.w) / 4u;
     for (var t = first; t < q; t += stride) {
         sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
     }
+{{- end}}
     return lrows[r].scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
 }
 
@@ -90,7 +114,7 @@ fn lora_share(r: u32, c: u32, first: u32, stride: u32) -> f32 {
 // epilogues of the GEMMs and fuse_epilogue add a column at a time. The
 // GEMVs fold the terms into their sums instead (lora_fold).
 fn lora_term(r: u32, c: u32) -> f32 {
-    return lora_share(r, c, 0u, 1u);
+    return lora_share(r, 0u, c, 0u, 1u);
 }
 {{end}}
 
@@ -319,7 +343,9 @@ row m, column j + c), lane, j, rows, r0, t, TPC, CPI, WG, partial, rinv. */}}
 
 {{define "lora_fold"}}
 {{- /* The adapters' terms of a GEMV's columns (lora_share), folded into
-its sums: acc[m·CPI + c] becomes rinv[m]·acc plus the term, and rinv 1.
+its sums: acc[m·CPI + c] becomes rinv[m]·acc plus the term (with Shrink,
+rinv[m]·(acc plus the term): lora_h's h is of the rows before 1/rms), and
+rinv 1.
 On a GPU the TPC invocations of a column split the rank, lane l taking
 vec4s l, l + TPC, ..., and the tree sum adds their shares with the rest,
 so that no invocation loops over the rank alone while the others wait.
@@ -329,13 +355,65 @@ as live ones.) Needs acc, rinv, rows, j, lane, TPC, CPI, MAXM and the
 block (orow). */}}
     for (var m = 0u; m < MAXM; m++) {
         for (var c = 0u; c < CPI; c++) {
-            acc[m * CPI + c] *= rinv[m];
+            var term = 0.0;
             if (m < rows && j + c < p.nrows) {
-                acc[m * CPI + c] += lora_share({{template "orow" .}}, p.col0 + j + c, lane, TPC);
+                term = lora_share({{template "orow" .}}, m, p.col0 + j + c, lane, TPC);
             }
+{{- if .Shrink}}
+            acc[m * CPI + c] = (acc[m * CPI + c] + term) * rinv[m]; // h is of the rows before their 1/rms
+{{- else}}
+            acc[m * CPI + c] = acc[m * CPI + c] * rinv[m] + term;
+{{- end}}
         }
         rinv[m] = 1.0;
     }
+{{end}}
+
+{{define "lora_h"}}
+{{- /* With Shrink: the block's h, computed by the workgroup into lwh
+instead of read from lora_shrink's: h[m, c] = Σ_k x[m, k]·nw[k]·Aᵀ[k, c]
+over the Σ padded rank of row m's slot (zero past it and for rows without
+an adapter), of the rows as the product reads them (xn with Prescaled,
+the norm's weights on x with Norm) but before their 1/rms, which the fold
+applies to the sum with the term. Each invocation takes the values i =
+t, t + WG, ... of the MAXM·fz.lr / 4 quads of four columns (at most LWH
+values), reading Aᵀ a vec4 at a time as lora_shrink does; a barrier, then
+every column reads them. For a product of few
+workgroups the work is done a few times over, and a dispatch is saved.
+Needs t, WG, MAXM, rows, k4, the block (xrow, orow). */}}
+{{- if .Shrink}}
+    let quads = fz.lr / 4u; // of h's columns, a row
+    for (var i = t; i < MAXM * quads; i += WG) {
+        let m = i / quads;
+        let cq = i % quads;
+        // la starts with a vec4 per slot: its first A row and Σ padded
+        // rank; Aᵀ of slot s, [k, Σ padded rank], four columns a vec4,
+        // follows the table. A quad past the rank of the row's slot, or
+        // of a row without one, loops over no inputs: no loop inside a
+        // branch, which costs a CPU adapter the loop's bound in
+        // iterations whatever the lanes it leaves.
+        var s = -1;
+        if (m < rows) {
+            s = lora_slot({{template "orow" .}});
+        }
+        let sl = bitcast<vec4<u32>>(la[u32(max(s, 0))]);
+        let live = s >= 0 && 4u * cq < sl.y;
+        let q = sl.y / 4u;
+        var ai = fz.ln + sl.x / 4u * p.k + cq;
+        let xr = {{template "xrow" .}};
+        var v = vec4<f32>(0.0); // h's columns 4·cq .. + 3 of block row m
+        for (var i4 = 0u; i4 < select(0u, k4, live); i4++) {
+            let xv = lora_x(xr + i4, i4);
+            v += xv.x * la[ai] + xv.y * la[ai + q] + xv.z * la[ai + 2u * q] + xv.w * la[ai + 3u * q];
+            ai += 4u * q;
+        }
+        lwh[4u * i] = v.x;
+        lwh[4u * i + 1u] = v.y;
+        lwh[4u * i + 2u] = v.z;
+        lwh[4u * i + 3u] = v.w;
+    }
+    workgroupBarrier();
+{{- end}}
 {{end}}
 
 {{define "block"}}

@@ -1,7 +1,8 @@
 {{define "lora"}}
 // The pieces lora_shrink and lora_expand share: their parameters, the
-// table of rows (binding 5; each kernel declares 2 to 4, and shrink its
-// slot table, 6), and the scan that finds a workgroup's rows.
+// table of rows (binding 5; each kernel declares 2 to 4, and shrink the
+// norm's weights, 6, with Norm), and the scan that finds a workgroup's
+// rows.
 struct Row { slot: i32, scale: f32 }
 struct Slot { off: u32, rank: u32, scale: f32, col: u32 }
 // width: the inner dimension k (shrink) or the output width n (expand);

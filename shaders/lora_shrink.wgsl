@@ -36,12 +36,13 @@
 
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
+// a starts with the slot table, a vec4 per slot j (u32 bits): the first
+// row of slot j's A rows (its Aᵀ starts at vec4 nslots + off·k/4) and
+// their count (Σ rank, each padded to a multiple of 4); the slots' Aᵀ
+// follow.
 @group(0) @binding(4) var<storage, read> a: array<vec4<f32>>;
-// slots[j]: the first row of slot j's A rows (Aᵀ starts at vec4 off·k/4),
-// their count (Σ rank, each padded to a multiple of 4).
-@group(0) @binding(6) var<storage, read> slots: array<Slot>;
 {{- if .Norm}}
-@group(0) @binding(7) var<storage, read> nw: array<f32>;
+@group(0) @binding(6) var<storage, read> nw: array<f32>;
 {{- end}}
 
 // KS is the invocations that split the width of a column quad (a power
@@ -62,7 +63,8 @@ var<workgroup> redsq: array<vec4<f32>, 128>; // redsq[i], redsq[64 + i]: its squ
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
-    let sl = slots[g.z];
+    let e = bitcast<vec4<u32>>(a[g.z]);
+    let sl = Slot(e.x, e.y, 0.0, 0u);
     let cq = lane % CQ;
     let kl = lane / CQ;
     let t = 4u * (g.x * CQ + cq); // the first of the invocation's four columns
@@ -82,7 +84,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     let x6 = rs[6] * p.width;
     let x7 = rs[7] * p.width;
     let q = sl.rank / 4u; // vec4s a row of Aᵀ
-    var ai = sl.off / 4u * p.width + kl * q + t / 4u;
+    var ai = p.nslots + sl.off / 4u * p.width + kl * q + t / 4u;
     var s0 = vec4<f32>(0.0); // row 0's sums of the four columns
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);

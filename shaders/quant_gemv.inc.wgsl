@@ -36,6 +36,7 @@ const NC = WG / TPC;
     let j = ((g.x + g.y * groups.x) * NC + t / TPC) * CPI; // first column within the part
     let full = p.k / GK; // whole groups; a short one may follow
 {{template "norm" .}}
+{{template "lora_h" .}}
 
     var acc: array<f32, ACC>; // acc[m * CPI + c]: row m of the block, column j + c
     if (j < p.nrows{{template "live" .}}) {

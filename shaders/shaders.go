@@ -76,6 +76,13 @@ type Fusion struct {
 	// prepared, adapters and all, with Next). It does not compose with
 	// Experts.
 	LoRA bool
+	// Shrink (with LoRA, GEMVs only): the product computes the adapters'
+	// h itself, each workgroup for its block's rows, into workgroup
+	// memory (fusion.inc.wgsl's lora_h), from the slots' Aᵀ (binding la,
+	// the shrink's slot table and Aᵀ, in place of lh), instead of reading
+	// lora_shrink's: no shrink dispatch, for products of so few
+	// workgroups that computing h in each costs less than one.
+	Shrink bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
 	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
@@ -115,7 +122,7 @@ func (f Fusion) String() string {
 	for _, p := range []struct {
 		on   bool
 		name string
-	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Next, "next"}, {f.Prescaled, "prescaled"}, {f.Bias, "bias"}, {f.Experts, "experts"}, {f.LoRA, "lora"}} {
+	}{{f.Norm, "norm"}, {f.Outs > 1, fmt.Sprintf("split%d", f.Outs)}, {f.Pairs, "pairs"}, {f.GLU, "glu"}, {f.Add, "add"}, {f.Next, "next"}, {f.Prescaled, "prescaled"}, {f.Bias, "bias"}, {f.Experts, "experts"}, {f.LoRA, "lora"}, {f.Shrink, "shrink"}} {
 		if p.on {
 			parts = append(parts, p.name)
 		}
@@ -186,7 +193,10 @@ func (f Fusion) Bindings(first int) string {
 		names[i] = "routes"
 		i++
 	}
-	if f.LoRA {
+	switch {
+	case f.Shrink:
+		names[i], names[i+1], names[i+2] = "la", "lbt", "lrows"
+	case f.LoRA:
 		names[i], names[i+1], names[i+2] = "lh", "lbt", "lrows"
 	}
 	var b strings.Builder
@@ -200,8 +210,8 @@ func (f Fusion) Bindings(first int) string {
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
 		case names[i] == "lbt":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lbt: array<vec4<u32>>;\n", first+i)
-		case names[i] == "lh":
-			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lh: array<vec4<f32>>;\n", first+i)
+		case names[i] == "lh" || names[i] == "la":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<vec4<f32>>;\n", first+i, names[i])
 		case names[i] == "lrows":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lrows: array<LoRARow>;\n", first+i)
 		default:
@@ -236,6 +246,9 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.LoRA && f.Experts {
 		return "", fmt.Errorf("shader %s%s: adapters adapt no experts", name, f)
 	}
+	if f.Shrink && (!f.LoRA || !slices.Contains(GEMVs, name)) {
+		return "", fmt.Errorf("shader %s%s: a GEMV with adapters computes their h itself", name, f)
+	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
 		return "", fmt.Errorf("shader %s: %w", name, err)
@@ -262,6 +275,22 @@ func Names() []string {
 // Fusable lists the kernels that compose with a Fusion, and Fusions the
 // fusions the forward pass asks of them (for validation).
 var Fusable = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
+
+// GEMVs are the Fusable kernels that compose with Shrink.
+var GEMVs = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv"}
+
+// ShrinkFusionsOf are fs's LoRA fusions with Shrink set: what the GEMVs
+// compose with where they compute the adapters' h themselves.
+func ShrinkFusionsOf(fs []Fusion) []Fusion {
+	var out []Fusion
+	for _, f := range fs {
+		if f.LoRA {
+			f.Shrink = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // GEMMs are the tiled GEMMs, which compose with the experts' fusions only
 // (ExpertFusions): the grouped GEMM of a mixture of experts' prompt steps.

@@ -42,6 +42,11 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		}
+		for _, name := range shaders.GEMVs {
+			for _, f := range shaders.ShrinkFusionsOf(shaders.Fusions()) {
+				all = append(all, variant{name, f})
+			}
+		}
 		for _, f := range shaders.ShrinkFusions[1:] {
 			all = append(all, variant{"lora_shrink", f})
 		}

@@ -122,14 +122,15 @@ func (b *Backend) Project(p backend.Projection) {
 			return
 		}
 	}
-	b.project(p, w, false)
+	b.project(p, w, false, false)
 }
 
 // project records p, its adapters in the epilogue with lora (their h
-// computed, p without a norm: projectLoRA).
-func (b *Backend) project(p backend.Projection, w *Weight, lora bool) {
+// computed by lora_shrink, or with shrink by the product itself:
+// projectLoRA).
+func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
-	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora}
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora, Shrink: shrink}
 	if !f.Fused() {
 		b.matmul(d, xs, w, f, nil)
 		return
@@ -300,8 +301,13 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Bind
 		extra = append(extra, Binding{Buffer: p.Norm.(*Weight).parts[0].buf})
 	}
 	if f.LoRA {
+		c := p.LoRA.(*LoRA)
 		h, rows := b.loraBuffers(p.Out[0].(*Tensor).out)
-		extra = append(extra, Binding{Buffer: h}, Binding{Buffer: p.LoRA.(*LoRA).bt}, Binding{Buffer: rows})
+		if f.Shrink { // the product computes h from the shrink's slot table and Aᵀ
+			h = c.a
+		}
+		extra = append(extra, Binding{Buffer: h})
+		extra = append(extra, Binding{Buffer: c.bt}, Binding{Buffer: rows})
 	}
 	return extra, nil
 }

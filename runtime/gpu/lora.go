@@ -34,7 +34,7 @@ import (
 // its invocations that split the width on a GPU (shrinkSplits).
 
 var (
-	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 )
 
@@ -52,8 +52,7 @@ type LoRA struct {
 	in      int
 	outs    []int  // the weights' widths
 	adapts  []bool // whether some slot adapts weight k
-	a       Buffer // per slot its Aᵀ, [in, Σ padded rank]
-	slots   Buffer // per slot: first row of a, Σ rank, 0, 0
+	a       Buffer // the slot table, per slot a vec4: its first A row, Σ padded rank, 0, 0; then per slot its Aᵀ, [in, Σ padded rank]
 	bt      Buffer // per (slot, weight): first vec4 of its B rows, vec4s a row, scale, first column in h; then the rows
 	n       int    // slots
 	maxRank int    // h's stride: the largest Σ padded rank of a slot
@@ -84,13 +83,15 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			return err
 		}
 	}
-	// The shrink side: per slot its A rows, weight by weight, each
-	// weight's padded with zero rows, stored transposed ([in, Σ padded
-	// rank]): a lora_shrink invocation's four columns at one step of its
-	// loop over in are one vec4, and a workgroup's invocations read
-	// consecutive vec4s.
+	// The shrink side: a table of the slots, then per slot its A rows,
+	// weight by weight, each weight's padded with zero rows, stored
+	// transposed ([in, Σ padded rank]): a lora_shrink invocation's four
+	// columns at one step of its loop over in are one vec4, and a
+	// workgroup's invocations read consecutive vec4s. One buffer, so that
+	// a product computing h itself (Fusion.Shrink) binds no more than one
+	// reading lora_shrink's.
 	var a []float32
-	table := make([]byte, 16*max(len(slots), 1))
+	table := make([]byte, 16*len(slots))
 	c.maxRank, c.rank = 0, 0
 	for j, ws := range slots {
 		binary.LittleEndian.PutUint32(table[16*j:], uint32(len(a)/c.in))
@@ -111,10 +112,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(padded))
 		c.maxRank, c.rank = max(c.maxRank, padded), max(c.rank, rank)
 	}
-	if err := b.uploadLoRA(&c.a, f32bytes(a), c); err != nil {
-		return err
-	}
-	if err := b.uploadLoRA(&c.slots, table, c); err != nil {
+	if err := b.uploadLoRA(&c.a, append(table, f32bytes(a)...), c); err != nil {
 		return err
 	}
 	// The expand side: the table, then weight by weight, slot by slot,
@@ -237,7 +235,7 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 	ks := b.shrinkSplits(c.in)
 	o := loraShrinkOp
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm), "KS": float64(ks)}
-	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}, {Buffer: c.slots}}
+	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}}
 	if norm != nil {
 		o.fusion = shaders.Fusion{Norm: true}
 		o.operands = append(slices.Clone(o.operands), ReadOnly)
@@ -300,9 +298,13 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 // both read.
 func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
+	if b.shrinkInside(p, w, c) {
+		b.project(p, w, true, true)
+		return
+	}
 	if p.Norm != nil && (b.normPrologue() || b.prepared(xs, p.Norm)) && b.composes(d, xs, w) && b.loraFused(p, w) {
 		b.loraShrink(xs, c, d, p.Norm, p.Eps)
-		b.project(p, w, true)
+		b.project(p, w, true, false)
 		return
 	}
 	if p.Norm != nil {
@@ -316,7 +318,7 @@ func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 	}
 	b.loraShrink(xs, c, d, nil, 0)
 	if b.loraFused(p, w) {
-		b.project(p, w, true)
+		b.project(p, w, true, false)
 		return
 	}
 	q := p
@@ -330,7 +332,7 @@ func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 		}
 		q.GLU, q.Out = false, []backend.Tensor{d, up}
 	}
-	b.project(q, w, false)
+	b.project(q, w, false, false)
 	for k, o := range q.Out {
 		b.loraExpand(c, k, o.(*Tensor))
 	}
@@ -339,12 +341,68 @@ func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 	}
 }
 
+// shrinkInside reports whether p's product computes its adapters' h
+// itself (shaders.Fusion.Shrink), saving lora_shrink's dispatch: where it
+// is a GEMV, h fits its workgroup memory and the bindings the device's
+// limit, and the work it does again costs less than a dispatch: on CPU
+// adapters (about 100 µs a dispatch on lavapipe) at most 1<<16 multiply-
+// adds more than the shrink's, in all (a product of one or two workgroups:
+// stories260K's), on GPUs at most 1<<16 a workgroup, which its 256
+// invocations share. Plan.LoRA "inline" takes it wherever it can, any
+// other plan never.
+func (b *Backend) shrinkInside(p backend.Projection, w *Weight, c *LoRA) bool {
+	if b.plan.LoRA != "" && b.plan.LoRA != "inline" {
+		return false
+	}
+	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
+	m, k := b.rows(d), xs.cols
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true, Shrink: true}
+	if !b.composes(d, xs, w) || gemvMaxRows*c.maxRank > lwhValues || !b.fits(w, k, f) {
+		return false
+	}
+	if b.plan.LoRA == "inline" {
+		return true
+	}
+	groups, maxm := b.gemvGroups(w, m, k, f)
+	work := maxm * c.maxRank * k // a workgroup's multiply-adds for h
+	if b.info.DeviceType == "cpu" {
+		return (groups-1)*work <= 1<<16
+	}
+	return work <= 1<<16
+}
+
+// lwhValues is the size of a GEMV's h in workgroup memory with Shrink
+// (fusion.inc.wgsl's LWH).
+const lwhValues = 1024
+
+// gemvGroups is the workgroups of the GEMV of w for m rows of width k,
+// composed with f, over all its parts, and its rows a block.
+func (b *Backend) gemvGroups(w *Weight, m, k int, f shaders.Fusion) (groups, maxm int) {
+	cpu := b.info.DeviceType == "cpu"
+	var tpc int
+	if w.storage == backend.F32 {
+		pl := planMatMul(m, k, cpu, b.plan.MatMul)
+		tpc, maxm = pl.tpc, pl.maxm
+	} else {
+		_, cpu = b.planQuant(m, k)
+		tpc, maxm = quantTPC(w.storage, k, cpu), 1
+		for maxm < min(m, gemvMaxRows) {
+			maxm *= 2
+		}
+	}
+	_, _, cpi, perWG := gemvOp(w.storage, k, maxm, tpc, f)
+	for _, pt := range w.parts {
+		groups += (pt.rows + cpi*perWG - 1) / (cpi * perWG)
+	}
+	return groups * ((m + maxm - 1) / maxm), maxm
+}
+
 // loraFused reports whether p's product takes its adapters in the
 // epilogue: unless Plan.LoRA says "unfused", where the GEMV so composed
 // binds no more storage buffers than the device allows (the tiled GEMMs
 // and the naive kernel, which go through fuse_epilogue, bind fewer).
 func (b *Backend) loraFused(p backend.Projection, w *Weight) bool {
-	if b.plan.LoRA != "" {
+	if b.plan.LoRA == "fused" || b.plan.LoRA == "unfused" {
 		return b.plan.LoRA == "fused"
 	}
 	return b.fits(w, p.X.Cols(), shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true})

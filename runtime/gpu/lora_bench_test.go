@@ -97,7 +97,7 @@ func BenchmarkLoRAProject(b *testing.B) {
 			if err := g.SetLoRA(l, slots); err != nil {
 				b.Fatal(err)
 			}
-			for _, mode := range []string{"none", "fused", "unfused", "gpu-none", "gpu-fused"} {
+			for _, mode := range []string{"none", "fused", "unfused", "inline", "gpu-none", "gpu-fused", "gpu-inline"} {
 				b.Run(fmt.Sprintf("%s/r%d/%s", shape.name, rank, mode), func(b *testing.B) {
 					batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows),
 						Tables: [][]int32{{0}}, BlockSize: 16, Out: []int32{0}}

@@ -306,7 +306,7 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 	for _, prologue := range []string{"on", "off"} {
 		plan.NormPrologue = prologue
 		dispatches := map[string]int{}
-		for _, mode := range []string{"fused", "unfused"} {
+		for _, mode := range []string{"fused", "unfused", "inline"} {
 			plan.LoRA = mode
 			w.gpu.SetPlan(plan)
 			plain := project(false)
@@ -336,6 +336,11 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 			}
 			if d := dispatches[mode]; mode == "fused" && live && kernel != "gemm" && k%4 == 0 && d > plain+extra {
 				t.Errorf("fused, prologue %s: %d dispatches with adapter rows, %d without", prologue, d, plain)
+			}
+			// Inline, a GEMV computes h itself: no dispatch for the
+			// adapters at all.
+			if d := dispatches[mode]; mode == "inline" && kernel != "gemm" && k%4 == 0 && d != plain {
+				t.Errorf("inline, prologue %s: %d dispatches with adapter rows, %d without", prologue, d, plain)
 			}
 		}
 		// Fused, the expand costs no dispatch where the kernel composes (or

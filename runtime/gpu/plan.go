@@ -27,9 +27,10 @@ type Plan struct {
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string
 	// LoRA forces how a projection adds its adapters: "fused" (in the
-	// product's epilogue, whatever the device's binding limit) or
-	// "unfused" (a lora_expand per weight after the product); see
-	// loraFused.
+	// product's epilogue, whatever the device's binding limit, h from
+	// lora_shrink), "inline" (the product computes h itself wherever it
+	// can, see shrinkInside; else as "") or "unfused" (a lora_expand per
+	// weight after the product); see loraFused.
 	LoRA string
 	// Shrink forces lora_shrink's form: "whole" (an invocation streams
 	// its columns' whole rows, the CPU adapters' form) or "split" (the

@@ -215,15 +215,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 			for maxm < min(m, gemvMaxRows) {
 				maxm *= 2
 			}
-			tpc := 1
-			if !cpu {
-				// Lanes take groups: as many groups per lane at any width.
-				tpc = quantThreads(k)
-				if gs > 0 {
-					tpc = quantThreads(k * dtype.Int4GroupSize / gs)
-				}
-			}
-			o, tail, cpi, perWG := gemvOp(w.storage, k, maxm, tpc, f)
+			o, tail, cpi, perWG := gemvOp(w.storage, k, maxm, quantTPC(w.storage, k, cpu), f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue
@@ -249,6 +241,21 @@ const cpuCPI = 4
 // workgroup is the unit of work a thread takes: with four columns an
 // invocation, 256 would leave a 2048-column matrix only two workgroups.
 const cpuWorkgroup = 64
+
+// quantTPC is the invocations a column of the compressed GEMV of
+// storage s and width k: 1 on CPU adapters, else quantThreads of the
+// width as int4 groups (lanes take groups: as many groups per lane at
+// any width).
+func quantTPC(s backend.Storage, k int, cpu bool) int {
+	if cpu {
+		return 1
+	}
+	gs, _, _, _, _ := grouped(s)
+	if gs > 0 {
+		return quantThreads(k * dtype.Int4GroupSize / gs)
+	}
+	return quantThreads(k)
+}
 
 // quantThreads is how many invocations of a compressed GEMV split one
 // column of width k on a GPU: about four groups of 32 inputs each (an int4
