@@ -345,10 +345,12 @@ func (b *Backend) projectLoRA(p backend.Projection, w *Weight, c *LoRA) {
 // itself (shaders.Fusion.Shrink), saving lora_shrink's dispatch: where it
 // is a GEMV, h fits its workgroup memory and the bindings the device's
 // limit, and the work it does again costs less than a dispatch: on CPU
-// adapters (about 100 µs a dispatch on lavapipe) at most 1<<16 multiply-
-// adds more than the shrink's, in all (a product of one or two workgroups:
-// stories260K's), on GPUs at most 1<<16 a workgroup, which its 256
-// invocations share. Plan.LoRA "inline" takes it wherever it can, any
+// adapters (about 100 µs a dispatch on lavapipe, where a workgroup is one
+// thread's) at most 1<<14 multiply-adds in all its workgroups (stories260K
+// at rank 8: BenchmarkLoRADecode, lavapipe, 4 adapters 1,456 → 1,749
+// tok/s; at rank 64, 1<<16 of them a workgroup made it 10% slower than
+// the shrink's dispatch), on GPUs at most 1<<16 a workgroup, which its
+// 256 invocations share. Plan.LoRA "inline" takes it wherever it can, any
 // other plan never.
 func (b *Backend) shrinkInside(p backend.Projection, w *Weight, c *LoRA) bool {
 	if b.plan.LoRA != "" && b.plan.LoRA != "inline" {
@@ -366,7 +368,7 @@ func (b *Backend) shrinkInside(p backend.Projection, w *Weight, c *LoRA) bool {
 	groups, maxm := b.gemvGroups(w, m, k, f)
 	work := maxm * c.maxRank * k // a workgroup's multiply-adds for h
 	if b.info.DeviceType == "cpu" {
-		return (groups-1)*work <= 1<<16
+		return groups*work <= 1<<14
 	}
 	return work <= 1<<16
 }
