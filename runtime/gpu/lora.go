@@ -16,8 +16,10 @@ import (
 // own adapter slot, and the product adds s·h·Bᵀ to each column in its
 // epilogue (shaders.Fusion.LoRA; a GEMV folds the terms into its sums,
 // fusion.inc.wgsl's lora_fold, its invocations of a column splitting the
-// rank on a GPU) before the GLU or the residual add: one dispatch more than the plain projection,
-// whose fusions all stay. Where the fused kernel would bind more storage
+// rank on a GPU) before the GLU or the residual add: one dispatch more
+// than the plain projection, whose fusions all stay; none where the
+// product is a GEMV so small that its workgroups compute h themselves
+// for less than a dispatch (shrinkInside, Fusion.Shrink). Where the fused kernel would bind more storage
 // buffers than the device allows (q, k and v of int4 weights with
 // biases, on a device of 8) or Plan.LoRA says "unfused", the product runs
 // as without adapters (a GLU's gate and up split) and one lora_expand per
