@@ -125,12 +125,19 @@ func (b *Backend) Project(p backend.Projection) {
 	b.project(p, w, false, false)
 }
 
+// projection is the fusion of p's product of w: its norm, outputs, GLU,
+// residual add, bias and, with lora, adapters (with shrink, their h
+// computed by the product itself).
+func projection(p backend.Projection, w *Weight, lora, shrink bool) shaders.Fusion {
+	return shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora, Shrink: shrink}
+}
+
 // project records p, its adapters in the epilogue with lora (their h
 // computed by lora_shrink, or with shrink by the product itself:
 // projectLoRA).
 func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
-	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora, Shrink: shrink}
+	f := projection(p, w, lora, shrink)
 	if !f.Fused() {
 		b.matmul(d, xs, w, f, nil)
 		return
@@ -197,14 +204,14 @@ type nextInput struct {
 // prepareNext runs a residual projection whose epilogue also stores the
 // next norm's input (shaders.Fusion.Next), when its GEMV composes.
 func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
+	f.Next = true
+	if !b.fits(w, xs.cols, f) {
+		return false
+	}
 	xn, err := b.scratch(d, -d.cols) // where the rmsnorm of the next projection would go
 	if err != nil {
 		b.fail(err)
 		return true
-	}
-	f.Next = true
-	if !b.fits(w, xs.cols, f) {
-		return false
 	}
 	at := len(extra) - loraBindings(f) // nwn and xn come before the adapters' bindings
 	extra = slices.Insert(slices.Clone(extra), at, Binding{Buffer: p.Next.(*Weight).parts[0].buf}, Binding{Buffer: xn.buf})

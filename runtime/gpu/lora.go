@@ -360,7 +360,7 @@ func (b *Backend) shrinkInside(p backend.Projection, w *Weight, c *LoRA) bool {
 	}
 	xs, d := p.X.(*Tensor), p.Out[0].(*Tensor)
 	m, k := b.rows(d), xs.cols
-	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true, Shrink: true}
+	f := projection(p, w, true, true)
 	if !b.composes(d, xs, w) || gemvMaxRows*c.maxRank > lwhValues || !b.fits(w, k, f) {
 		return false
 	}
@@ -389,10 +389,7 @@ func (b *Backend) gemvGroups(w *Weight, m, k int, f shaders.Fusion) (groups, max
 		tpc, maxm = pl.tpc, pl.maxm
 	} else {
 		_, cpu = b.planQuant(m, k)
-		tpc, maxm = quantTPC(w.storage, k, cpu), 1
-		for maxm < min(m, gemvMaxRows) {
-			maxm *= 2
-		}
+		tpc, maxm = quantTPC(w.storage, k, cpu), blockRows(m)
 	}
 	_, _, cpi, perWG := gemvOp(w.storage, k, maxm, tpc, f)
 	for _, pt := range w.parts {
@@ -409,7 +406,7 @@ func (b *Backend) loraFused(p backend.Projection, w *Weight) bool {
 	if b.plan.LoRA == "fused" || b.plan.LoRA == "unfused" {
 		return b.plan.LoRA == "fused"
 	}
-	return b.fits(w, p.X.Cols(), shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: true})
+	return b.fits(w, p.X.Cols(), projection(p, w, true, false))
 }
 
 // loraGroupRows is the most rows that one of the first nslots slots has

@@ -43,6 +43,16 @@ var (
 // take 256·gemvMaxRows floats of workgroup memory (8 KiB).
 const gemvMaxRows = 8
 
+// blockRows is a GEMV's rows a block for m rows: the least power of two
+// that holds min(m, gemvMaxRows).
+func blockRows(m int) int {
+	maxm := 1
+	for maxm < min(m, gemvMaxRows) {
+		maxm *= 2
+	}
+	return maxm
+}
+
 // matmulPlan is a kernel and its constants.
 type matmulPlan struct {
 	kernel string // "naive", "gemv" or "gemm"
@@ -74,10 +84,7 @@ func planMatMul(m, k int, cpu bool, forced string) matmulPlan {
 		return matmulPlan{kernel: "naive"}
 	}
 	if (kernel == "gemv" || kernel == "gemv1") && k%4 == 0 {
-		maxm := 1
-		for maxm < min(m, gemvMaxRows) {
-			maxm *= 2
-		}
+		maxm := blockRows(m)
 		tpc := 1
 		if kernel == "gemv" {
 			tpc = gemvThreads(k)

@@ -211,10 +211,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 			p = append(p, uint32(groups))
 		}
 		if gemv {
-			maxm := 1
-			for maxm < min(m, gemvMaxRows) {
-				maxm *= 2
-			}
+			maxm := blockRows(m)
 			o, tail, cpi, perWG := gemvOp(w.storage, k, maxm, quantTPC(w.storage, k, cpu), f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
