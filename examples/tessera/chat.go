@@ -201,23 +201,27 @@ func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime
 	interrupted := make(chan struct{})
 	var once sync.Once
 	interrupt := func() { once.Do(func() { close(interrupted); cancel() }) }
-	done := make(chan struct{})
-	defer close(done)
+	// While the model reads the prompt no token comes, so a watcher takes
+	// Ctrl-C and cancels the generation. At the first token the token loop
+	// takes over and the watcher is gone before it checks: a watcher that
+	// had received the signal but not yet closed interrupted would let a
+	// fast model finish the reply.
+	handOver := func() {}
 	if stop != nil {
-		// While the model reads the prompt no token comes, so Ctrl-C
-		// cancels the generation as well as being checked per token.
+		quit, exited := make(chan struct{}), make(chan struct{})
 		go func() {
+			defer close(exited)
 			select {
 			case <-stop:
 				interrupt()
-			case <-done:
+			case <-quit:
 			}
 		}()
+		var handed sync.Once
+		handOver = func() { handed.Do(func() { close(quit); <-exited }) }
 	}
 	st, err := s.eng.Generate(ctx, runtime.Request{Tokens: ids, MaxTokens: s.steps, Sampler: s.sampler}, func(t runtime.Token) error {
-		// The token loop takes a pending Ctrl-C itself rather than wait
-		// for the goroutine above to be scheduled: a fast model would
-		// otherwise finish the reply first.
+		handOver()
 		select {
 		case <-interrupted:
 			return errInterrupted
@@ -243,6 +247,7 @@ func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime
 	})
 	fmt.Fprintln(out)
 	out.Flush()
+	handOver()
 	select {
 	case <-interrupted:
 		err = errInterrupted
