@@ -126,24 +126,45 @@ func (l *syncLog) String() string {
 // refuses new requests, lets the running one finish, and exits 0.
 func TestServeSIGTERM(t *testing.T) {
 	cmd, url, log := startServe(t, "--model", "story="+filepath.Join(shared, "stories260K.gguf"), "--drain-timeout", "60s")
-	// A request long enough to be running when the signal comes.
+	// A request long enough to be running when the signal comes: it is
+	// streamed, and the signal goes once its first token has.
 	type answer struct {
-		code int
-		body string
+		code   int
+		tokens int
+		body   string
 	}
+	started := make(chan struct{})
 	done := make(chan answer, 1)
 	go func() {
+		defer close(started)
 		resp, err := http.Post(url+"/v1/completions", "application/json",
-			strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0}`))
+			strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`))
 		if err != nil {
-			done <- answer{0, err.Error()}
+			done <- answer{body: err.Error()}
 			return
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		done <- answer{resp.StatusCode, string(b)}
+		defer resp.Body.Close()
+		a := answer{code: resp.StatusCode}
+		sc := bufio.NewScanner(resp.Body)
+		for first := true; sc.Scan(); {
+			line := sc.Text()
+			a.body = line
+			if first && strings.HasPrefix(line, "data: ") {
+				first = false
+				started <- struct{}{}
+			}
+			var chunk struct {
+				Usage *struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &chunk) == nil && chunk.Usage != nil {
+				a.tokens = chunk.Usage.CompletionTokens
+			}
+		}
+		done <- a
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-started
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -167,15 +188,8 @@ func TestServeSIGTERM(t *testing.T) {
 	} else {
 		t.Errorf("/health never reported draining")
 	}
-	a := <-done
-	var body struct {
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	json.Unmarshal([]byte(a.body), &body)
-	if a.code != 200 || body.Usage.CompletionTokens != 1500 {
-		t.Errorf("the running request ended with %d, %d tokens: %.200s", a.code, body.Usage.CompletionTokens, a.body)
+	if a := <-done; a.code != 200 || a.tokens != 1500 {
+		t.Errorf("the running request ended with %d, %d tokens: %.200s", a.code, a.tokens, a.body)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
