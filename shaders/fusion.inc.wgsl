@@ -38,9 +38,12 @@ struct LoRARow { slot: i32, scale: f32 }
 
 {{define "lora_emit"}}
 {{- if .Shrink}}
-// lwh holds a GEMV block's h (lora_h): MAXM·fz.lr values, at most LWH.
+// lwh holds a GEMV block's h (lora_h): MAXM·fz.lr values, at most LWH,
+// as quads of four columns (fz.lr and a part's first column are
+// multiples of 4), so that the fold reads a vec4 at a time.
 const LWH = 1024u;
-var<workgroup> lwh: array<f32, LWH>;
+const LWH4 = LWH / 4u;
+var<workgroup> lwh: array<vec4<f32>, LWH4>;
 
 // lora_x is x's vec4 at as the product multiplies it, before 1/rms: the
 // norm's weights on it with Norm (vec4 i of the row), xn as it is with
@@ -96,10 +99,9 @@ fn lora_share(r: u32, m: u32, c: u32, first: u32, stride: u32) -> f32 {
     let b0 = sl.x + pc.y * q;
     var sum = vec4<f32>(0.0);
 {{- if .Shrink}}
-    let h0 = m * fz.lr + sl.w; // block row m's h, in workgroup memory (lora_h)
+    let h0 = (m * fz.lr + sl.w) / 4u; // block row m's h, in workgroup memory (lora_h)
     for (var t = first; t < q; t += stride) {
-        let h = vec4<f32>(lwh[h0 + 4u * t], lwh[h0 + 4u * t + 1u], lwh[h0 + 4u * t + 2u], lwh[h0 + 4u * t + 3u]);
-        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * h;
+        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lwh[h0 + t];
     }
 {{- else}}
     let h0 = (r * fz.lr + sl.w) / 4u;
@@ -407,10 +409,7 @@ Needs t, WG, MAXM, rows, k4, the block (xrow, orow). */}}
             v += xv.x * la[ai] + xv.y * la[ai + q] + xv.z * la[ai + 2u * q] + xv.w * la[ai + 3u * q];
             ai += 4u * q;
         }
-        lwh[4u * i] = v.x;
-        lwh[4u * i + 1u] = v.y;
-        lwh[4u * i + 2u] = v.z;
-        lwh[4u * i + 3u] = v.w;
+        lwh[i] = v;
     }
     workgroupBarrier();
 {{- end}}
