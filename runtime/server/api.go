@@ -34,6 +34,7 @@ type sampling struct {
 	User                string             `json:"user"`
 	IgnoreEOS           bool               `json:"ignore_eos"` // vLLM's extension, for benchmarks
 	LogitBias           map[string]float64 `json:"logit_bias"`
+	LoRA                []loraRef          `json:"lora"` // llama-server's per-request adapters
 	// Structured output: OpenAI's response_format, and GBNF grammars and
 	// regular expressions under Tessera's and vLLM's names.
 	grammar.Fields

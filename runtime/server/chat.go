@@ -26,7 +26,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req.Adapters = m.adapters()
+	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
+		return err
+	}
 	if len(body.Messages) == 0 {
 		return badRequest("messages", "messages must hold at least one message")
 	}

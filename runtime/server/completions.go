@@ -23,7 +23,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	base.Adapters = m.adapters()
+	if base.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
+		return err
+	}
 	switch {
 	case body.Prompt.len() == 0:
 		return badRequest("prompt", "prompt is required")

@@ -42,6 +42,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &he):
 	case errors.Is(err, runtime.ErrBadRequest):
 		he = &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: err.Error()}
+	case errors.Is(err, runtime.ErrUnknownAdapter):
+		// Unloaded between the request's check and its start.
+		code := "lora_not_found"
+		he = &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, msg: err.Error()}
 	case errors.Is(err, runtime.ErrEngineClosed):
 		he = &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the model is shutting down"}
 	case errors.Is(err, runtime.ErrContextFull), errors.Is(err, runtime.ErrOutOfKV):

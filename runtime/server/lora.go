@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/lora"
@@ -98,4 +100,74 @@ func writeText(w http.ResponseWriter, text string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintln(w, text)
+}
+
+// loraRef is an entry of a request's "lora" list, llama-server's
+// per-request adapters: a loaded adapter of the model by name, or by id
+// (llama-server's: its place among the model's adapters as /v1/models
+// lists them), and its scale (default 1; 0 leaves it out, as llama-server
+// does), which multiplies the scale the adapter was loaded with (1 unless
+// tessera serve --lora FILE:SCALE said otherwise). Several apply together,
+// y = x·W + Σ s_j·(x·A_j)·B_j.
+type loraRef struct {
+	ID    *int     `json:"id"`
+	Name  string   `json:"name"`
+	Scale *float64 `json:"scale"`
+}
+
+// maxLoRAScale bounds a request's scale: past it, an adapter's term
+// swamps the weights' and the logits are noise or overflow.
+const maxLoRAScale = 1000
+
+// requestAdapters is what a request of this model with the lora list
+// runs with: the list on a base model, else the adapter of a BASE:ADAPTER
+// name (the two do not mix).
+func (m *model) requestAdapters(list []loraRef) ([]runtime.AdapterRef, error) {
+	if len(list) == 0 {
+		return m.adapters(), nil
+	}
+	if m.adapter != "" {
+		return nil, badRequest("lora", "the model %s already names its adapter; give lora with the base model, or neither", m.name)
+	}
+	var loaded []string
+	for _, a := range m.eng.Adapters() {
+		if !a.Unloading {
+			loaded = append(loaded, a.Name)
+		}
+	}
+	var refs []runtime.AdapterRef
+	seen := map[string]bool{}
+	for i, l := range list {
+		name := l.Name
+		switch {
+		case l.ID != nil && name != "":
+			return nil, badRequest("lora", "lora[%d] gives both an id and a name", i)
+		case l.ID != nil:
+			if *l.ID < 0 || *l.ID >= len(loaded) {
+				return nil, badRequest("lora", "lora[%d]: no adapter has id %d; %s has %d (ids 0 to n-1, in /v1/models' order)", i, *l.ID, m.name, len(loaded))
+			}
+			name = loaded[*l.ID]
+		case name == "":
+			return nil, badRequest("lora", "lora[%d] needs an id or a name", i)
+		case !slices.Contains(loaded, name):
+			code, param := "lora_not_found", "lora"
+			return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, param: &param,
+				msg: fmt.Sprintf("lora[%d]: the LoRA adapter %q is not loaded on %s", i, name, m.name)}
+		}
+		if seen[name] {
+			return nil, badRequest("lora", "lora[%d]: the adapter %q is listed twice", i, name)
+		}
+		seen[name] = true
+		scale := 1.0
+		if l.Scale != nil {
+			scale = *l.Scale
+		}
+		if !(math.Abs(scale) <= maxLoRAScale) { // NaN too
+			return nil, badRequest("lora", "lora[%d]: scale %v is outside [-%d, %d]", i, scale, maxLoRAScale, maxLoRAScale)
+		}
+		if scale != 0 {
+			refs = append(refs, runtime.AdapterRef{Name: name, Scale: float32(scale)})
+		}
+	}
+	return refs, nil
 }

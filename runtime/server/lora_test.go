@@ -221,3 +221,100 @@ func TestLoRARuntimeLoading(t *testing.T) {
 		t.Errorf("load again: %d %s", code, body)
 	}
 }
+
+// TestLoRARequestList: a request's "lora" list (llama-server's) applies
+// the adapters it names, by name or by id (their order in /v1/models),
+// at its scales, several at once; scale 0 leaves one out. Bad lists get
+// a 400 or, for an adapter that is not loaded, a 404, naming the field.
+func TestLoRARequestList(t *testing.T) {
+	eng := cpuEngine(t)
+	c := eng.Model().Config
+	for i, name := range []string{"tales", "poems"} {
+		a, err := synth.LoRA(c, 8, nil, uint64(40+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), name+".gguf")
+		if err := lora.WriteGGUF(path, a, c.Arch); err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.LoadAdapter(name, path, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, url := serve(t, eng, server.Options{})
+	ids := modelIDs(t, url)
+	second := strings.TrimPrefix(ids[2], "stories260K:") // id 1
+
+	const prompt = "Once upon a time"
+	text := func(refs ...runtime.AdapterRef) string {
+		s, _ := generate(t, eng, runtime.Request{Prompt: prompt, MaxTokens: 24, Sampler: runtime.SamplerOptions{Temperature: 0}, Adapters: refs})
+		return s
+	}
+	base := text()
+	for _, tc := range []struct {
+		name string
+		lora any
+		want string
+	}{
+		{"by name", []map[string]any{{"name": "tales"}}, text(runtime.AdapterRef{Name: "tales"})},
+		{"by id, scaled", []map[string]any{{"id": 1, "scale": 0.5}}, text(runtime.AdapterRef{Name: second, Scale: 0.5})},
+		{"two at once", []map[string]any{{"name": "tales", "scale": 0.7}, {"name": "poems", "scale": -0.3}},
+			text(runtime.AdapterRef{Name: "tales", Scale: 0.7}, runtime.AdapterRef{Name: "poems", Scale: -0.3})},
+		{"scale 0: none", []map[string]any{{"name": "tales", "scale": 0}}, base},
+		{"empty: none", []map[string]any{}, base},
+	} {
+		code, out, _ := post(t, url+"/v1/completions", map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": 24, "temperature": 0, "lora": tc.lora})
+		if code != http.StatusOK {
+			t.Errorf("%s: %d %v", tc.name, code, out)
+			continue
+		}
+		if got := out["choices"].([]any)[0].(map[string]any)["text"].(string); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if tales := text(runtime.AdapterRef{Name: "tales"}); tales == base || tales == text(runtime.AdapterRef{Name: "tales", Scale: 0.5}) {
+		t.Fatal("the adapter or its scale does not change the text")
+	}
+
+	// Chat takes the list too: as the model name BASE:ADAPTER does.
+	chat := func(model string, list any) string {
+		t.Helper()
+		code, out, _ := post(t, url+"/v1/chat/completions", map[string]any{"model": model, "max_tokens": 16, "temperature": 0,
+			"messages": []map[string]string{{"role": "user", "content": "Tell a story."}}, "lora": list})
+		if code != http.StatusOK {
+			t.Fatalf("chat %s %v: %d %v", model, list, code, out)
+		}
+		return out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	}
+	if got, want := chat("stories260K", []map[string]any{{"name": "poems"}}), chat("stories260K:poems", nil); got != want {
+		t.Errorf("chat with lora poems: %q, with the model stories260K:poems: %q", got, want)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		model string
+		lora  any
+		code  int
+		want  string
+	}{
+		{"id and name", "stories260K", []map[string]any{{"id": 0, "name": "tales"}}, 400, "gives both an id and a name"},
+		{"neither", "stories260K", []map[string]any{{"scale": 1}}, 400, "needs an id or a name"},
+		{"an id too large", "stories260K", []map[string]any{{"id": 2}}, 400, "no adapter has id 2; stories260K has 2"},
+		{"a negative id", "stories260K", []map[string]any{{"id": -1}}, 400, "no adapter has id -1"},
+		{"not loaded", "stories260K", []map[string]any{{"name": "nope"}}, 404, `the LoRA adapter "nope" is not loaded`},
+		{"twice", "stories260K", []map[string]any{{"name": "tales"}, {"id": 0}, {"name": "tales"}}, 400, "listed twice"},
+		{"an absurd scale", "stories260K", []map[string]any{{"name": "tales", "scale": 1e9}}, 400, "outside [-1000, 1000]"},
+		{"with an adapter's model name", "stories260K:tales", []map[string]any{{"name": "poems"}}, 400, "already names its adapter"},
+		{"not a list", "stories260K", "tales", 400, "lora"},
+	} {
+		code, out, _ := post(t, url+"/v1/completions", map[string]any{"model": tc.model, "prompt": "a", "max_tokens": 2, "lora": tc.lora})
+		msg := errorMessage(t, out)
+		if code != tc.code || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %d %q, want %d saying %q", tc.name, code, msg, tc.code, tc.want)
+		}
+		if e := out["error"].(map[string]any); e["param"] != "lora" && tc.name != "not a list" {
+			t.Errorf("%s: param %v, want lora", tc.name, e["param"])
+		}
+	}
+}
