@@ -30,17 +30,17 @@ type modelFlags struct {
 	gpu                               gpu.Device                            // set by commands: a device already open to load onto
 }
 
-// loraFlag collects --lora FILE[:SCALE], which may be repeated.
+// loraFlag collects --lora [NAME=]FILE[:SCALE], which may be repeated.
 type loraFlag []runtime.AdapterSpec
 
 func (f *loraFlag) String() string { return fmt.Sprint(len(*f), " adapters") }
 
 func (f *loraFlag) Set(v string) error {
-	path, scale, err := lora.ParseSpec(v)
+	name, path, scale, err := lora.ParseSpec(v)
 	if err != nil {
 		return err
 	}
-	*f = append(*f, runtime.AdapterSpec{Name: lora.Name(path), Path: path, Scale: scale})
+	*f = append(*f, runtime.AdapterSpec{Name: name, Path: path, Scale: scale})
 	return nil
 }
 
@@ -80,7 +80,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
-	fs.Var(&m.lora, "lora", "LoRA adapter FILE[:SCALE] (a GGUF LoRA file or a PEFT folder), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
+	fs.Var(&m.lora, "lora", "LoRA adapter [NAME=]FILE[:SCALE] (a GGUF LoRA file or a PEFT folder; NAME defaults to the file's), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
 	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the --lora adapters into the weights at load (no per-token cost; every request runs with them)")
 	offlineFlag(fs, &m.offline)
 }

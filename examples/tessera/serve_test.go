@@ -234,7 +234,8 @@ func (l *syncLog) Write(b []byte) (int, error) {
 // TestServeRuntimeLoRA: `serve --allow-runtime-lora` loads an adapter that
 // `synth --lora --type f16` wrote through POST /v1/load_lora_adapter,
 // serves it as BASE:NAME, and unloads it; without the flag the endpoint
-// answers 403. A --type synth cannot write is refused.
+// answers 403, and --lora NAME=FILE serves the file as BASE:NAME. A
+// --type synth cannot write is refused.
 func TestServeRuntimeLoRA(t *testing.T) {
 	base := filepath.Join(shared, "stories260K.gguf")
 	adapter := filepath.Join(t.TempDir(), "tales.gguf")
@@ -254,9 +255,13 @@ func TestServeRuntimeLoRA(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	load := `{"lora_name":"tales","lora_path":"` + adapter + `"}`
-	_, off, _ := startServe(t, "--model", "story="+base)
+	// --lora NAME=FILE names the adapter.
+	_, off, _ := startServe(t, "--model", "story="+base, "--lora", "sql="+adapter)
 	if code, body := post(off+"/v1/load_lora_adapter", load); code != http.StatusForbidden {
 		t.Errorf("without --allow-runtime-lora: %d %s", code, body)
+	}
+	if code, body := post(off+"/v1/completions", `{"model":"story:sql","prompt":"Once","max_tokens":4}`); code != http.StatusOK {
+		t.Errorf("the adapter named by --lora sql=FILE: %d %s", code, body)
 	}
 	_, url, log := startServe(t, "--model", "story="+base, "--allow-runtime-lora")
 	if code, body := post(url+"/v1/load_lora_adapter", load); code != http.StatusOK {

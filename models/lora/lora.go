@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tessera-llm/tessera/models"
@@ -190,20 +191,31 @@ func Merge(m *models.Model, a *Adapter, scale float32) error {
 	return nil
 }
 
-// ParseSpec splits a command-line adapter "FILE[:SCALE]" into its path and
-// scale (1 when not given). A colon followed by something that is not a
-// number belongs to the path.
-func ParseSpec(spec string) (path string, scale float32, err error) {
-	if i := strings.LastIndex(spec, ":"); i > 0 {
-		var s float64
-		if _, perr := fmt.Sscanf(spec[i+1:], "%g", &s); perr == nil && fmt.Sprint(s) != "" && isNumber(spec[i+1:]) {
-			return spec[:i], float32(s), nil
+// ParseSpec splits a command-line adapter "[NAME=]FILE[:SCALE]" into the
+// name requests call it by (Name(FILE) when not given, as vLLM's
+// --lora-modules NAME=PATH names one), its path and its scale (1 when not
+// given). A colon followed by something that is not a number belongs to
+// the path; so does an "=" whose left side is not a name (empty, or
+// holding a path separator, a colon or a space).
+func ParseSpec(spec string) (name, path string, scale float32, err error) {
+	if n, rest, ok := strings.Cut(spec, "="); ok && n != "" && !strings.ContainsAny(n, "/\\: \t") {
+		name, spec = n, rest
+	}
+	path, scale = spec, 1
+	if i := strings.LastIndex(spec, ":"); i > 0 && isNumber(spec[i+1:]) {
+		s, perr := strconv.ParseFloat(spec[i+1:], 32)
+		if perr != nil || math.IsNaN(s) || math.IsInf(s, 0) {
+			return "", "", 0, fmt.Errorf("adapter %q: scale %q is not a number", spec, spec[i+1:])
 		}
+		path, scale = spec[:i], float32(s)
 	}
-	if spec == "" {
-		return "", 0, errors.New("empty adapter")
+	if path == "" {
+		return "", "", 0, errors.New("empty adapter path")
 	}
-	return spec, 1, nil
+	if name == "" {
+		name = Name(path)
+	}
+	return name, path, scale, nil
 }
 
 func isNumber(s string) bool {

@@ -60,3 +60,28 @@ func TestCompose(t *testing.T) {
 		t.Error("composed adapters of different shapes")
 	}
 }
+
+// TestParseSpec: --lora's "[NAME=]FILE[:SCALE]".
+func TestParseSpec(t *testing.T) {
+	for _, tc := range []struct {
+		spec, name, path string
+		scale            float32
+		err              bool
+	}{
+		{"tales.gguf", "tales", "tales.gguf", 1, false},
+		{"tales.gguf:0.5", "tales", "tales.gguf", 0.5, false},
+		{"sql=/adapters/tales.gguf:-1.5", "sql", "/adapters/tales.gguf", -1.5, false},
+		{"adapters/peft-folder/", "peft-folder", "adapters/peft-folder/", 1, false},
+		{"/a/b=c/poems.gguf", "poems", "/a/b=c/poems.gguf", 1, false}, // not a name: the "=" is the path's
+		{"a.gguf:v2", "a.gguf:v2", "a.gguf:v2", 1, false},
+		{"=a.gguf", "=a", "=a.gguf", 1, false},
+		{"x=", "", "", 0, true},
+		{"", "", "", 0, true},
+		{"a.gguf:1e999", "", "", 0, true},
+	} {
+		name, path, scale, err := lora.ParseSpec(tc.spec)
+		if (err != nil) != tc.err || name != tc.name || path != tc.path || scale != tc.scale {
+			t.Errorf("ParseSpec(%q) = %q, %q, %v, %v; want %q, %q, %v (error %v)", tc.spec, name, path, scale, err, tc.name, tc.path, tc.scale, tc.err)
+		}
+	}
+}
