@@ -150,7 +150,7 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 		}
 		t := &Target{Name: name, Rank: r, In: p.a.Shape[1], Out: p.b.Shape[0], A: A, B: B, Scale: peftScale(alpha, a.RSLoRA, r)}
 		if heads := qkHeads(c, name); heads > 0 && c.Rope == models.RopePairs && len(B) == heads*c.HeadDim*r {
-			t.B = PairsFromHalves(B, heads, c.HeadDim)
+			t.B = models.PairsFromHalves(B, heads, c.HeadDim)
 		}
 		a.Targets[name] = t
 	}
@@ -297,37 +297,6 @@ func peftTensorName(base, which string) string {
 	return "base_model.model." + peftModule(base) + ".lora_" + which + ".weight"
 }
 
-// PairsFromHalves reorders the rows of a q or k projection (heads of
-// headDim rows) from Hugging Face's halves layout to GGUF's pairs: row
-// h·d + 2j + s of the result is row h·d + s·d/2 + j of vals.
-func PairsFromHalves(vals []float32, heads, headDim int) []float32 {
-	return permuteRows(vals, heads, headDim, false)
-}
-
-// HalvesFromPairs is the inverse of PairsFromHalves.
-func HalvesFromPairs(vals []float32, heads, headDim int) []float32 {
-	return permuteRows(vals, heads, headDim, true)
-}
-
-func permuteRows(vals []float32, heads, headDim int, toHalves bool) []float32 {
-	cols := len(vals) / (heads * headDim)
-	out := make([]float32, len(vals))
-	for h := range heads {
-		for j := range headDim / 2 {
-			for s := range 2 {
-				pairs := (h*headDim + 2*j + s) * cols
-				halves := (h*headDim + s*headDim/2 + j) * cols
-				src, dst := halves, pairs
-				if toHalves {
-					src, dst = pairs, halves
-				}
-				copy(out[dst:dst+cols], vals[src:src+cols])
-			}
-		}
-	}
-	return out
-}
-
 // WritePEFT writes a as a PEFT folder for a base of config c (whose q and
 // k rows, in the pairs layout, go back to Hugging Face's halves). r is the
 // rank most targets have and lora_alpha the alpha that gives the first of
@@ -371,7 +340,7 @@ func WritePEFT(dir string, a *Adapter, c models.Config) error {
 		}
 		B := t.B
 		if heads := qkHeads(c, name); heads > 0 && c.Rope == models.RopePairs {
-			B = HalvesFromPairs(B, heads, c.HeadDim)
+			B = models.HalvesFromPairs(B, heads, c.HeadDim)
 		}
 		da, _ := dtype.Quantize(typ, t.A)
 		db, _ := dtype.Quantize(typ, B)

@@ -93,11 +93,11 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 		if permute {
 			switch kind := layerKind(name); kind {
 			case models.AttnQ + ".weight", models.AttnQ + ".bias":
-				vals = halvesFromPairs(vals, c.Heads, c.HeadDim)
+				vals = models.HalvesFromPairs(vals, c.Heads, c.HeadDim)
 			case models.AttnK + ".weight", models.AttnK + ".bias":
-				vals = halvesFromPairs(vals, c.KVHeads, c.HeadDim)
+				vals = models.HalvesFromPairs(vals, c.KVHeads, c.HeadDim)
 			case models.AttnQNorm + ".weight", models.AttnKNorm + ".weight":
-				vals = halvesFromPairs(vals, 1, c.HeadDim)
+				vals = models.HalvesFromPairs(vals, 1, c.HeadDim)
 			}
 		}
 		if gemma && strings.HasSuffix(name, "norm.weight") {
@@ -150,24 +150,6 @@ func layerKind(name string) string {
 		return kind
 	}
 	return ""
-}
-
-// halvesFromPairs reorders the rows of a q or k projection (or its bias or
-// norm: rows of one value) from GGUF's pairs layout to Hugging Face's
-// halves: row h·d + s·d/2 + j of the result is row h·d + 2j + s of vals.
-func halvesFromPairs(vals []float32, heads, headDim int) []float32 {
-	cols := len(vals) / (heads * headDim)
-	out := make([]float32, len(vals))
-	for h := range heads {
-		for j := range headDim / 2 {
-			for s := range 2 {
-				src := (h*headDim + 2*j + s) * cols
-				dst := (h*headDim + s*headDim/2 + j) * cols
-				copy(out[dst:dst+cols], vals[src:src+cols])
-			}
-		}
-	}
-	return out
 }
 
 // weights draws the tensors of config c from a generator seeded by seed,
