@@ -2,6 +2,7 @@ package lora_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -191,11 +192,22 @@ func TestWriteGGUFGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ReadGGUF (a browser's Blob) reads the bytes as Open reads the file.
+	read, err := lora.ReadGGUF(bytes.NewReader(want), int64(len(want)), "rank2", tinyLlama)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, want := range a.Targets {
-		got := back.Targets[name]
-		if got == nil || !slices.Equal(got.A, want.A) || !slices.Equal(got.B, want.B) || got.Scale != want.Scale {
-			t.Errorf("%s read back as %+v", name, got)
+		for _, b := range []*lora.Adapter{back, read} {
+			got := b.Targets[name]
+			if got == nil || !slices.Equal(got.A, want.A) || !slices.Equal(got.B, want.B) || got.Scale != want.Scale {
+				t.Errorf("%s: %s read back as %+v", b.Path, name, got)
+			}
 		}
+	}
+	cut := want[:len(want)-10]
+	if _, err := lora.ReadGGUF(bytes.NewReader(cut), int64(len(cut)), "cut", tinyLlama); !errors.Is(err, lora.ErrBadAdapter) {
+		t.Errorf("a truncated adapter: %v, want ErrBadAdapter", err)
 	}
 }
 

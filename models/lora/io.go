@@ -3,6 +3,7 @@ package lora
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -28,8 +29,30 @@ func Open(path string, c models.Config) (*Adapter, error) {
 	if st.IsDir() {
 		a, err = openPEFT(path, c)
 	} else {
-		a, err = openGGUF(path, c)
+		var f *gguf.File
+		if f, err = gguf.Open(path); err == nil {
+			a, err = readGGUF(f, c)
+			f.Close()
+		}
 	}
+	return checked(a, err, path, c)
+}
+
+// ReadGGUF reads a GGUF LoRA of size bytes from r (in a browser, a Blob),
+// as Open reads a file, for a base model of config c; name stands for the
+// path in errors and Adapter.Path.
+func ReadGGUF(r io.ReaderAt, size int64, name string, c models.Config) (*Adapter, error) {
+	f, err := gguf.Read(r, size)
+	var a *Adapter
+	if err == nil {
+		a, err = readGGUF(f, c)
+	}
+	return checked(a, err, name, c)
+}
+
+// checked is Open's and ReadGGUF's end: a read error as a bad adapter
+// naming path, else the adapter checked against c's shapes.
+func checked(a *Adapter, err error, path string, c models.Config) (*Adapter, error) {
 	if err != nil {
 		if errors.Is(err, ErrBadAdapter) {
 			return nil, err
@@ -43,7 +66,7 @@ func Open(path string, c models.Config) (*Adapter, error) {
 	return a, nil
 }
 
-// openGGUF reads llama.cpp's LoRA GGUF as llama.cpp's loader does
+// readGGUF reads llama.cpp's LoRA GGUF as llama.cpp's loader does
 // (llama-adapter.cpp): general.type = adapter, general.architecture the
 // base's, adapter.type = lora, adapter.lora.alpha (absent: scale 1), and
 // for each target W the tensors "W.lora_a" (ggml dims [in, r]: r rows of
@@ -54,12 +77,7 @@ func Open(path string, c models.Config) (*Adapter, error) {
 // (adapter.alora.invocation_tokens, applied only after an invocation
 // sequence) and token-embedding adapters (token_embd.weight, whose
 // lora_a llama.cpp's converter transposes), which Tessera does not apply.
-func openGGUF(path string, c models.Config) (*Adapter, error) {
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+func readGGUF(f *gguf.File, c models.Config) (*Adapter, error) {
 	if t, _ := f.String("general.type"); t != "adapter" {
 		return nil, fmt.Errorf("general.type is %q, want \"adapter\" (a LoRA GGUF, not a model)", t)
 	}
