@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -55,9 +56,10 @@ func codeOf(err error) string {
 	case errors.Is(err, errSource):
 		return "bad-source"
 	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch) ||
-		errors.Is(err, models.ErrBadSplit):
+		errors.Is(err, models.ErrBadSplit) || errors.Is(err, lora.ErrBadAdapter):
 		return "bad-model"
-	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull):
+	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull) ||
+		errors.Is(err, runtime.ErrUnknownAdapter) || errors.Is(err, runtime.ErrAdapterExists):
 		return "bad-request"
 	case strings.Contains(msg, "out of GPU memory") || strings.Contains(msg, "out of memory") ||
 		strings.Contains(msg, "Out of memory") || errors.Is(err, gpu.ErrDeviceLost):
@@ -541,9 +543,14 @@ func (a *api) generate(args []js.Value) any {
 	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
 	wantID := int(optional(opts, "id", 0))
 	constraint := optionalString(opts, "constraint", "")
+	adapters, adErr := requestAdapters(opts)
+	req.Adapters = adapters
 	return promise(func() (any, error) {
 		if reqErr != nil {
 			return nil, reqErr
+		}
+		if adErr != nil {
+			return nil, adErr
 		}
 		var err error
 		if req.Constraint, err = compileConstraint(constraint); err != nil {
@@ -798,7 +805,7 @@ func (a *api) unload([]js.Value) any {
 func (a *api) info([]js.Value) any {
 	return promise(func() (any, error) {
 		a.mu.Lock()
-		adapter, model, total := a.adapter, a.model, a.compiled
+		adapter, model, total, eng := a.adapter, a.model, a.compiled, a.eng
 		if a.dev != nil {
 			total += compiled(a.dev)
 		}
@@ -825,6 +832,9 @@ func (a *api) info([]js.Value) any {
 		}
 		if model != nil {
 			out["model"] = model
+		}
+		if eng != nil {
+			out["adapters"] = adapterInfos(eng)
 		}
 		return out, nil
 	})

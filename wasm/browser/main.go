@@ -19,9 +19,12 @@
 //	    compile once per worker (Info.compiled counts them).
 //	    onProgress({phase: "download"|"verify"|"upload", done, total})
 //	tessera.generate(prompt, options, onToken)       Promise<Stats>
-//	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed}
+//	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed,
+//	              adapters: [{name, scale}]}
 //	    onToken({text, id, index})
 //	tessera.embed(input, {dimensions})               Promise<{data, promptTokens}> (embed.go)
+//	tessera.loadAdapter(name, source, {scale})       Promise<AdapterInfo> (lora.go)
+//	tessera.unloadAdapter(name)                      Promise<void>
 //	tessera.abort()                                  boolean
 //	tessera.unload()                                 Promise<void>
 //	tessera.info()                                   Promise<Info>
@@ -41,17 +44,19 @@ func main() {
 	obj := js.Global().Get("Object").New()
 	obj.Set("version", version)
 	for name, f := range map[string]func(args []js.Value) any{
-		"load":       a.load,
-		"generate":   a.generate,
-		"tokenize":   a.tokenize,
-		"detokenize": a.detokenize,
-		"embed":      a.embed,
-		"inspect":    a.inspect,
-		"abort":      a.abort,
-		"unload":     a.unload,
-		"info":       a.info,
-		"cached":     a.cached,
-		"clearCache": a.clearCache,
+		"load":          a.load,
+		"generate":      a.generate,
+		"tokenize":      a.tokenize,
+		"detokenize":    a.detokenize,
+		"embed":         a.embed,
+		"inspect":       a.inspect,
+		"abort":         a.abort,
+		"unload":        a.unload,
+		"loadAdapter":   a.loadAdapter,
+		"unloadAdapter": a.unloadAdapter,
+		"info":          a.info,
+		"cached":        a.cached,
+		"clearCache":    a.clearCache,
 	} {
 		obj.Set(name, js.FuncOf(func(_ js.Value, args []js.Value) any { return f(args) }))
 	}

@@ -23,9 +23,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -322,6 +324,8 @@ type apiResult struct {
 	MaxBinding, Largest         float64
 	LoadMs, TTFTms, DecodeTPS   float64
 	ChatTemplate                bool
+	Lists                       [][]int
+	Codes                       []string
 	Err                         string
 }
 
@@ -333,7 +337,7 @@ func TestBrowserAPI(t *testing.T) {
 		}
 		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
 	}
-	stories := filepath.Join(models, "stories260K.gguf")
+	stories := filepath.Join(sharedModels, "stories260K.gguf")
 	if _, err := os.Stat(stories); err != nil {
 		t.Fatalf("test model missing: %v", err)
 	}
@@ -671,6 +675,83 @@ func TestBrowserAPI(t *testing.T) {
 			t.Errorf("abort after 20 tokens: error %q, %d more tokens came after it (want at most a chain of steps), then %q", r.Finish, r.Usage, r.Content)
 		}
 		t.Logf("after abort: %d more tokens", r.Usage)
+	})
+
+	t.Run("LoRA adapters apply per request as natively", func(t *testing.T) {
+		m, err := models.Open(stories, models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		config := m.Config
+		m.Close()
+		tiny, err := synth.Lookup("tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var specs []runtime.AdapterSpec
+		for i, a := range []struct {
+			name string
+			c    models.Config
+		}{{"tales", config}, {"poems", config}, {"other", tiny.Config}} {
+			ad, err := synth.LoRA(a.c, 8, nil, uint64(50+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(modelDir, a.name+".gguf")
+			if err := lora.WriteGGUF(path, ad, a.c.Arch); err != nil {
+				t.Fatal(err)
+			}
+			if a.name != "other" {
+				specs = append(specs, runtime.AdapterSpec{Name: a.name, Path: path})
+			}
+		}
+		const prompt, steps = "Once upon a time", 40
+		opts := runtime.Options{Quant: "f32", Adapters: specs}
+		var want [][]int
+		for _, refs := range [][]runtime.AdapterRef{nil, {{Name: "tales"}}, {{Name: "tales", Scale: 0.7}, {Name: "poems", Scale: -0.3}}} {
+			want = append(want, runNativeWith(t, stories, runtime.Request{Prompt: prompt, MaxTokens: steps, IgnoreEOS: true, Adapters: refs}, opts).IDs)
+		}
+		if slices.Equal(want[0], want[1]) || slices.Equal(want[1], want[2]) {
+			t.Fatal("the adapters do not change the tokens")
+		}
+		r := eval(t, `(async () => {
+			try {
+				const code = async (f) => { try { await f(); return "none"; } catch (e) { return (e instanceof tessera.TesseraError) + ":" + e.code; } };
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32", context: 256});
+				const info = await engine.loadAdapter("tales", "/models/tales.gguf");
+				const bytes = await (await fetch("/models/poems.gguf")).arrayBuffer();
+				await engine.loadAdapter("poems", bytes);
+				const req = (lora) => engine.completions.create({prompt: "`+prompt+`", temperature: 0, max_tokens: `+strconv.Itoa(steps)+`, ignore_eos: true, lora});
+				const lists = [];
+				for (const lora of [undefined, [{name: "tales"}], [{name: "tales", scale: 0.7}, {name: "poems", scale: -0.3}], [{name: "tales", scale: 0}]]) {
+					lists.push((await req(lora)).tessera.token_ids);
+				}
+				const listed = (await engine.info()).adapters.map((a) => a.name + "/" + a.rank + "/" + a.targets).sort().join(" ");
+				await engine.unloadAdapter("tales");
+				const codes = [
+					await code(() => req([{name: "tales"}])),
+					await code(() => engine.loadAdapter("bad", "/models/bad.gguf")),
+					await code(() => engine.loadAdapter("other", "/models/other.gguf")),
+					await code(() => engine.loadAdapter("poems", "/models/poems.gguf")),
+					await code(() => req([{scale: 1}])),
+				];
+				const after = (await engine.info()).adapters.map((a) => a.name).join(" ");
+				await engine.unload();
+				return {Lists: lists, Content: listed + " | " + after + " | " + info.name + " " + info.scale, Codes: codes};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		for i, w := range append(want, want[0]) {
+			if i >= len(r.Lists) || !slices.Equal(r.Lists[i], w) {
+				t.Errorf("request %d: browser %v, native %v", i, r.Lists, w)
+			}
+		}
+		layers := config.Layers * 7
+		if want := fmt.Sprintf("poems/8/%d tales/8/%d | poems | tales 1", layers, layers); r.Content != want {
+			t.Errorf("adapters listed %q, want %q", r.Content, want)
+		}
+		if want := []string{"true:bad-request", "true:bad-model", "true:bad-model", "true:bad-request", "true:bad-request"}; !slices.Equal(r.Codes, want) {
+			t.Errorf("codes %v, want %v", r.Codes, want)
+		}
 	})
 
 	t.Run("errors have codes", func(t *testing.T) {

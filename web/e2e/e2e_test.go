@@ -23,8 +23,8 @@ import (
 	"github.com/tessera-llm/tessera/web"
 )
 
-// models is the project's folder of real test models.
-var models = filepath.Join("..", "..", "..", "shared", "models")
+// sharedModels is the project's folder of real test models.
+var sharedModels = filepath.Join("..", "..", "..", "shared", "models")
 
 // chromium finds the browser: $TESSERA_CHROMIUM, Debian's binary (the
 // /usr/bin/chromium wrapper adds flags and a shell warning), or one on PATH.
@@ -173,8 +173,8 @@ func TestBrowserDemo(t *testing.T) {
 		}
 		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
 	}
-	modelPath := filepath.Join(models, "stories260K.gguf")
-	goldenRaw, err := os.ReadFile(filepath.Join(models, "stories260K.greedy200.txt"))
+	modelPath := filepath.Join(sharedModels, "stories260K.gguf")
+	goldenRaw, err := os.ReadFile(filepath.Join(sharedModels, "stories260K.greedy200.txt"))
 	if err != nil {
 		t.Fatalf("test model missing: %v", err)
 	}
@@ -197,7 +197,7 @@ func TestBrowserDemo(t *testing.T) {
 		t.Logf("built %s (%.1f MB) in %.1f s", web.WasmFile, float64(st.Size())/1e6, time.Since(start).Seconds())
 	}
 
-	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: models})
+	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: sharedModels})
 	if err != nil {
 		t.Fatal(err)
 	}

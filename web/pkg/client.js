@@ -84,7 +84,8 @@ export class Tessera {
   // generate continues input: a prompt string (with BOS), or {prompt},
   // {messages: [{role, content}]} (the model's chat template) or {tokens}.
   // options: {temperature, topK, topP, minP, repeatPenalty, maxTokens,
-  // seed, stop: string | string[], constraint: JSON of response_format, grammar, regex…}; onToken gets {text, id, index}.
+  // seed, stop: string | string[], constraint: JSON of response_format, grammar, regex…,
+  // adapters: [{name, scale}] (loadAdapter's)}; onToken gets {text, id, index}.
   // Resolves to stats: {promptTokens, promptIds, generated, ttftMs,
   // totalMs, decodeTps, prefillTps, stopped: "max" | "eos" | "stop" |
   // "length" | "complete" | "abort", finishReason: "stop" | "length" | "abort", seed}.
@@ -110,6 +111,22 @@ export class Tessera {
     return this._call("embed", { input, options });
   }
 
+  // loadAdapter reads a LoRA adapter of the loaded model (a GGUF LoRA, as
+  // llama.cpp's convert_lora_to_gguf writes): source is {url}, {file} or
+  // {buffer} (transferred); options: {scale: 1, cache: true}. Resolves to
+  // its description {name, source, format, rank, targets, scale, running,
+  // waiting, unloading}. generate's options.adapters, [{name, scale}],
+  // then applies it.
+  loadAdapter(name, source, options = {}) {
+    const transfer = source && source.buffer instanceof ArrayBuffer ? [source.buffer] : [];
+    return this._call("loadAdapter", { name, source, options }, null, transfer);
+  }
+
+  // unloadAdapter frees an adapter once the generations using it end.
+  unloadAdapter(name) {
+    return this._call("unloadAdapter", { name });
+  }
+
   // abort stops generation id, or with none every generation and a load;
   // resolves to whether one ran.
   abort(id) {
@@ -120,7 +137,8 @@ export class Tessera {
     return this._call("unload");
   }
 
-  // info resolves to {version, webgpu, adapter, path, model, wasmMemory, error, code}.
+  // info resolves to {version, webgpu, adapter, path, model, adapters, wasmMemory, error, code}
+  // (adapter is the WebGPU adapter; adapters the LoRA adapters).
   info() {
     return this._call("info");
   }

@@ -63,6 +63,8 @@ export interface EngineInfo {
   adapter?: ModelInfo["adapter"];
   path?: "f16" | "f32";
   model?: ModelInfo;
+  /** The LoRA adapters loaded on the model (Engine.loadAdapter). */
+  adapters?: AdapterInfo[];
   /** Bytes of the worker's wasm memory (it only grows). */
   wasmMemory: number;
   /**
@@ -72,6 +74,25 @@ export interface EngineInfo {
   compiled: number;
   error?: string;
   code?: ErrorCode;
+}
+
+/** A LoRA adapter loaded on the model. */
+export interface AdapterInfo {
+  name: string;
+  /** Its URL or file name. */
+  source: string;
+  format: "gguf";
+  /** The largest rank of its targets. */
+  rank: number;
+  /** The weight matrices it adapts. */
+  targets: number;
+  /** The scale it was loaded with, which a request's scale multiplies. */
+  scale: number;
+  /** Generations using it now. */
+  running: number;
+  waiting: number;
+  /** unloadAdapter was called while generations still used it. */
+  unloading: boolean;
 }
 
 export interface MemoryEstimate {
@@ -105,6 +126,11 @@ export interface SamplingParams {
   seed?: number;
   stop?: string | string[];
   ignore_eos?: boolean;
+  /**
+   * LoRA adapters (loaded by Engine.loadAdapter) applied to this request, as tessera serve's
+   * "lora" field: several add up; scale (default 1) multiplies the adapter's own, 0 leaves it out.
+   */
+  lora?: Array<{ name: string; scale?: number }>;
   model?: string;
   signal?: AbortSignal;
   /**
@@ -217,6 +243,14 @@ export interface Engine {
   detokenize(ids: number[]): Promise<string>;
   load(model: ModelSource, options?: Omit<EngineOptions, "model" | "worker" | "wasm">): Promise<ModelInfo>;
   info(): Promise<EngineInfo>;
+  /**
+   * Reads a LoRA adapter of the loaded model (a GGUF LoRA, as llama.cpp's convert_lora_to_gguf
+   * writes it) under name, checked against the model's shapes; requests apply it with lora.
+   * It goes with the model: load and unload drop it.
+   */
+  loadAdapter(name: string, adapter: string | URL | Blob | ArrayBuffer, options?: { scale?: number; cache?: boolean }): Promise<AdapterInfo>;
+  /** Frees an adapter once the requests using it end. */
+  unloadAdapter(name: string): Promise<void>;
   /** Frees the model and ends the engine's worker. */
   unload(): Promise<void>;
 }

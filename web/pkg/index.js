@@ -88,6 +88,8 @@ function sampling(p) {
   if (p.stop != null) o.stop = Array.isArray(p.stop) ? p.stop : [p.stop];
   if (p.repetition_penalty != null) o.repeatPenalty = p.repetition_penalty;
   if (p.ignore_eos) o.ignoreEOS = true;
+  // LoRA adapters (Engine.loadAdapter's), as tessera serve's "lora" field.
+  if (p.lora != null) o.adapters = p.lora;
   // Structured output goes to the engine as the JSON of its fields, which
   // it reads as the HTTP server does (runtime/grammar.Fields).
   const constraint = {};
@@ -220,6 +222,18 @@ class Engine {
 
   clearCache() {
     return this.client.clearCache();
+  }
+
+  // loadAdapter reads a LoRA adapter of the model (a URL, File, Blob or
+  // ArrayBuffer of a GGUF LoRA) under name; a request's lora: [{name,
+  // scale}] applies it. options: {scale: 1, cache: true}.
+  loadAdapter(name, adapter, options = {}) {
+    return this.client.loadAdapter(name, toSource(adapter), options);
+  }
+
+  // unloadAdapter frees an adapter once the requests using it end.
+  unloadAdapter(name) {
+    return this.client.unloadAdapter(name);
   }
 
   // unload frees the model and ends the worker (and its GPU device).

@@ -4,7 +4,8 @@
 // small message protocol with client.js (which index.js builds on):
 //
 //   page → worker  {id, op, args}           op: load, inspect, generate, tokenize,
-//                                            detokenize, embed, abort, unload, info,
+//                                            detokenize, embed, loadAdapter,
+//                                            unloadAdapter, abort, unload, info,
 //                                            cached, clearCache
 //                  {op: "abort", args: {target}}  stops call `target` (a generate)
 //   worker → page  {id, event, data}        event: "progress" | "token"
@@ -82,6 +83,12 @@ self.onmessage = async (ev) => {
         break;
       case "embed":
         value = await t.embed(args.input, args.options || {});
+        break;
+      case "loadAdapter":
+        value = await t.loadAdapter(args.name, args.source, args.options || {});
+        break;
+      case "unloadAdapter":
+        value = await t.unloadAdapter(args.name);
         break;
       case "abort":
         value = args.target ? t.abort(args.target) : t.abort();
