@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/host"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/wasm/plugin/abi"
 )
@@ -68,6 +69,13 @@ func TestHostAPI(t *testing.T) {
 		wantIDs = append(wantIDs, int32(id))
 	}
 	chat := []abi.Message{{Role: "user", Content: "Tell me a story"}, {Role: "assistant", Content: "Once upon a time"}}
+	tales, err := synth.LoRA(eng.Model().Config, 8, nil, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.AddAdapter("tales", tales, 1); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name  string
@@ -118,6 +126,25 @@ func TestHostAPI(t *testing.T) {
 				want := generate(t, eng, runtime.Request{Prompt: "User: Tell me a story\nAssistant: Once upon a time\nAssistant:", MaxTokens: 40})
 				if string(out) != want {
 					t.Errorf("chat:\n got %q\nwant %q", out, want)
+				}
+			}},
+		{"a LoRA adapter, scaled", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"prompt": "Once upon a time", "max_tokens": 30,
+			"adapters": []map[string]any{{"name": "tales", "scale": 0.5}}}},
+			func(t *testing.T, out []byte, err error) {
+				req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 30}
+				base := generate(t, eng, req)
+				req.Adapters = []runtime.AdapterRef{{Name: "tales", Scale: 0.5}}
+				want := generate(t, eng, req)
+				req.Adapters[0].Scale = 1
+				if string(out) != want || want == base || want == generate(t, eng, req) {
+					t.Errorf("with tales at 0.5: %q, want %q (without: %q)", out, want, base)
+				}
+			}},
+		{"an adapter the model does not have", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"prompt": "x",
+			"adapters": []map[string]any{{"name": "poems"}}}},
+			func(t *testing.T, out []byte, err error) {
+				if err == nil || !strings.Contains(err.Error(), "invalid argument") || !strings.Contains(err.Error(), "poems") {
+					t.Errorf("error %v, want invalid argument naming the adapter", err)
 				}
 			}},
 		{"prompt and messages", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"prompt": "x", "messages": chat}},

@@ -365,8 +365,11 @@ func (r *run) genOpen(m guestmem.Memory, a []uint64) abi.Code {
 	}
 	st, err := eng.Start(r.ctx, ereq)
 	if err != nil {
-		if errors.Is(err, runtime.ErrContextFull) || errors.Is(err, runtime.ErrOutOfKV) {
+		switch {
+		case errors.Is(err, runtime.ErrContextFull) || errors.Is(err, runtime.ErrOutOfKV):
 			return r.fail(abi.ErrLimit, "%v", err)
+		case errors.Is(err, runtime.ErrUnknownAdapter) || errors.Is(err, runtime.ErrBadRequest):
+			return r.fail(abi.ErrArgument, "%v", err)
 		}
 		return r.fail(abi.ErrFailed, "%v", err)
 	}
@@ -442,7 +445,14 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 	if err := so.Validate(); err != nil {
 		return runtime.Request{}, r.fail(abi.ErrArgument, "%v", err)
 	}
-	return runtime.Request{Tokens: ids, MaxTokens: maxTokens, Sampler: so}, abi.OK
+	var adapters []runtime.AdapterRef
+	for i, ad := range req.Adapters {
+		if ad.Name == "" {
+			return runtime.Request{}, r.fail(abi.ErrArgument, "adapters[%d] needs a name", i)
+		}
+		adapters = append(adapters, runtime.AdapterRef{Name: ad.Name, Scale: ad.Scale})
+	}
+	return runtime.Request{Tokens: ids, MaxTokens: maxTokens, Sampler: so, Adapters: adapters}, abi.OK
 }
 
 // gen looks up a handle.

@@ -17,7 +17,7 @@ package abi
 // beyond initialization.
 const (
 	Major = 1
-	Minor = 0
+	Minor = 1 // 1.1: Request.Adapters
 	// Version is Major and Minor packed as the version functions return them.
 	Version = Major<<16 | Minor
 )
@@ -135,6 +135,17 @@ type Request struct {
 	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
 	RepeatLastN   int     `json:"repeat_last_n,omitempty"`
 	Seed          uint64  `json:"seed,omitempty"`
+
+	// Adapters are LoRA adapters the host loaded on the model, applied to
+	// this generation (several add up).
+	Adapters []Adapter `json:"adapters,omitempty"`
+}
+
+// Adapter names a LoRA adapter of the model and a multiplier of the scale
+// the host loaded it with (0 means 1).
+type Adapter struct {
+	Name  string  `json:"name"`
+	Scale float32 `json:"scale,omitempty"`
 }
 
 // Stats is the JSON document gen_stats writes.
