@@ -366,7 +366,7 @@ func (r *run) genOpen(m guestmem.Memory, a []uint64) abi.Code {
 	st, err := eng.Start(r.ctx, ereq)
 	if err != nil {
 		switch {
-		case errors.Is(err, runtime.ErrContextFull) || errors.Is(err, runtime.ErrOutOfKV):
+		case errors.Is(err, runtime.ErrContextFull) || errors.Is(err, runtime.ErrOutOfKV) || errors.Is(err, runtime.ErrTooManyCombinations):
 			return r.fail(abi.ErrLimit, "%v", err)
 		case errors.Is(err, runtime.ErrUnknownAdapter) || errors.Is(err, runtime.ErrBadRequest):
 			return r.fail(abi.ErrArgument, "%v", err)

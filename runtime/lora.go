@@ -21,6 +21,17 @@ var ErrUnknownAdapter = errors.New("unknown LoRA adapter")
 // name already loaded.
 var ErrAdapterExists = errors.New("LoRA adapter already loaded")
 
+// ErrTooManyCombinations is returned (wrapped) for a request that names a
+// new combination of several adapters while MaxCombinations others run:
+// each is a composite adapter of its own (the sum of their ranks over
+// every target), so an unbounded number would let requests exhaust the
+// device's memory. It passes once some finish.
+var ErrTooManyCombinations = errors.New("too many combinations of LoRA adapters running")
+
+// MaxCombinations bounds the composite adapters (combinations of several
+// adapters, at their scales) alive at once.
+const MaxCombinations = 8
+
 // AdapterSpec is an adapter to load with the engine (Options.Adapters):
 // a GGUF LoRA file or a PEFT folder, the name requests call it by
 // (default: lora.Name of the path) and its scale (0 means 1).
@@ -216,6 +227,10 @@ func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float3
 		c.refs += n
 		return c, 1, nil
 	}
+	if len(e.composites) >= MaxCombinations {
+		e.loraMu.Unlock()
+		return nil, 0, fmt.Errorf("%w: %d, the most at once", ErrTooManyCombinations, MaxCombinations)
+	}
 	e.loraMu.Unlock()
 
 	// A new combination: compose it outside the locks, then give it a slot
@@ -238,6 +253,9 @@ func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float3
 	if c := e.composites[key]; c != nil { // composed meanwhile
 		c.refs += n
 		return c, 1, nil
+	}
+	if len(e.composites) >= MaxCombinations { // others composed meanwhile
+		return nil, 0, fmt.Errorf("%w: %d, the most at once", ErrTooManyCombinations, MaxCombinations)
 	}
 	e.adapterIDs++
 	c := &adapterEntry{name: key, path: ad.Path, ad: ad, scale: 1, id: e.adapterIDs, refs: n, parts: parts}

@@ -452,6 +452,53 @@ func TestLoRASeveralAdapters(t *testing.T) {
 	}
 }
 
+// TestLoRACombinationsBounded: at most MaxCombinations combinations of
+// several adapters run at once; one more is refused with
+// ErrTooManyCombinations (one already running is shared, and a single
+// adapter at any scale needs no combination), and passes once one ends.
+func TestLoRACombinationsBounded(t *testing.T) {
+	path, c := loraBase(t, "stories260K")
+	p0, _ := writeAdapter(t, c, 4, nil, 31)
+	p1, _ := writeAdapter(t, c, 4, []string{"q"}, 32)
+	eng := loadDevice(t, "cpu", path, runtime.Options{Adapters: []runtime.AdapterSpec{{Name: "a", Path: p0}, {Name: "b", Path: p1}}})
+	pair := func(i int) []runtime.AdapterRef {
+		return []runtime.AdapterRef{{Name: "a", Scale: 1 + float32(i)/16}, {Name: "b"}}
+	}
+	start := func(refs []runtime.AdapterRef) (*runtime.Stream, error) {
+		return eng.Start(context.Background(), runtime.Request{Prompt: "Once", MaxTokens: 400, IgnoreEOS: true, Adapters: refs})
+	}
+	var running []*runtime.Stream
+	defer func() {
+		for _, st := range running {
+			st.Cancel()
+		}
+	}()
+	for i := range runtime.MaxCombinations {
+		st, err := start(pair(i))
+		if err != nil {
+			t.Fatalf("combination %d: %v", i, err)
+		}
+		running = append(running, st)
+	}
+	if _, err := start(pair(runtime.MaxCombinations)); !errors.Is(err, runtime.ErrTooManyCombinations) {
+		t.Fatalf("combination %d: %v, want ErrTooManyCombinations", runtime.MaxCombinations, err)
+	}
+	for _, refs := range [][]runtime.AdapterRef{pair(0), {{Name: "a", Scale: 3}}} {
+		st, err := start(refs)
+		if err != nil {
+			t.Fatalf("%v beside the full set: %v", refs, err)
+		}
+		running = append(running, st)
+	}
+	running[1].Cancel()
+	<-running[1].Done()
+	st, err := start(pair(runtime.MaxCombinations))
+	if err != nil {
+		t.Fatalf("a new combination once one ended: %v", err)
+	}
+	running = append(running, st)
+}
+
 // adapterSteps counts the batches begun with a row that runs an adapter.
 type adapterSteps struct {
 	backend.Backend

@@ -42,6 +42,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &he):
 	case errors.Is(err, runtime.ErrBadRequest):
 		he = &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: err.Error()}
+	case errors.Is(err, runtime.ErrTooManyCombinations):
+		// Requests with other combinations of several adapters hold the
+		// engine's composites; one frees as they finish.
+		he = &httpError{status: http.StatusTooManyRequests, kind: "rate_limit_error", retryAfter: 1, msg: err.Error() + "; retry later"}
 	case errors.Is(err, runtime.ErrUnknownAdapter):
 		// Unloaded between the request's check and its start.
 		code := "lora_not_found"

@@ -317,4 +317,20 @@ func TestLoRARequestList(t *testing.T) {
 			t.Errorf("%s: param %v, want lora", tc.name, e["param"])
 		}
 	}
+
+	// Each running combination of several adapters is a composite of its
+	// own: past runtime.MaxCombinations a new one waits its turn (429).
+	for i := range runtime.MaxCombinations {
+		st, err := eng.Start(context.Background(), runtime.Request{Prompt: "a", MaxTokens: 400, IgnoreEOS: true,
+			Adapters: []runtime.AdapterRef{{Name: "tales", Scale: 1 + float32(i)/8}, {Name: "poems"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Cancel()
+	}
+	code, out, header := post(t, url+"/v1/completions", map[string]any{"model": "stories260K", "prompt": "a", "max_tokens": 2,
+		"lora": []map[string]any{{"name": "tales", "scale": 0.25}, {"name": "poems"}}})
+	if msg := errorMessage(t, out); code != http.StatusTooManyRequests || header.Get("Retry-After") == "" || !strings.Contains(msg, "combinations") {
+		t.Errorf("a combination past the limit: %d (Retry-After %q) %q, want 429", code, header.Get("Retry-After"), msg)
+	}
 }

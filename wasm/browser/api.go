@@ -59,7 +59,8 @@ func codeOf(err error) string {
 		errors.Is(err, models.ErrBadSplit) || errors.Is(err, lora.ErrBadAdapter):
 		return "bad-model"
 	case errors.Is(err, runtime.ErrBadRequest) || errors.Is(err, runtime.ErrContextFull) ||
-		errors.Is(err, runtime.ErrUnknownAdapter) || errors.Is(err, runtime.ErrAdapterExists):
+		errors.Is(err, runtime.ErrUnknownAdapter) || errors.Is(err, runtime.ErrAdapterExists) ||
+		errors.Is(err, runtime.ErrTooManyCombinations):
 		return "bad-request"
 	case strings.Contains(msg, "out of GPU memory") || strings.Contains(msg, "out of memory") ||
 		strings.Contains(msg, "Out of memory") || errors.Is(err, gpu.ErrDeviceLost):
