@@ -284,6 +284,9 @@ type Request struct {
 	// Adapters names the LoRA adapters the generation runs with (loaded by
 	// Options.Adapters or Engine.LoadAdapter), each with a multiplier of
 	// its scale: y = x·W + Σ_j s_j·(x·A_j)·B_j. Nil runs the base model.
+	// Several make a composite adapter, shared by the requests that name
+	// the same ones at the same scales; at most MaxCombinations run at once
+	// (ErrTooManyCombinations past them).
 	Adapters []AdapterRef
 }
 
