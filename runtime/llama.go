@@ -23,8 +23,9 @@ type llama struct {
 	embed, outNorm, output backend.Weight
 	layers                 []layerWeights
 
-	headLoRA backend.LoRA // the output head's adapters, or nil
-	adapted  bool         // the step being queued has rows with adapters
+	headLoRA  backend.LoRA // the output head's adapters, or nil
+	embedLoRA backend.LoRA // the token embeddings' adapters, or nil
+	adapted   bool         // the step being queued has rows with adapters
 
 	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
 	post                          backend.Tensor // maxBatch rows, with PostNorms
@@ -231,6 +232,9 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	be, c := n.be, n.cfg
 	n.adapted = batch.HasAdapters()
 	be.Embed(n.x, n.embed)
+	if l := n.lora(n.embedLoRA); l != nil {
+		be.EmbedLoRA(n.x, l) // before any scale, as llama.cpp's inp_embd and a merged table
+	}
 	if c.EmbedScale > 0 {
 		be.Scale(n.x, c.EmbedScale)
 	}

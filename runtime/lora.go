@@ -346,7 +346,7 @@ func (e *Engine) syncAdapters() error {
 		dst   *backend.LoRA
 		names []string // the weights, sharing one input
 	}
-	targets := []target{{&n.headLoRA, []string{models.Output}}}
+	targets := []target{{&n.headLoRA, []string{models.Output}}, {&n.embedLoRA, []string{models.TokenEmbedding}}}
 	for l := range n.layers {
 		for g, kinds := range loraGroups {
 			t := target{dst: &n.layers[l].lora[g]}

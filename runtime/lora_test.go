@@ -130,8 +130,16 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 		{"stories260K", "cpu", 8, nil, false, dtype.F16},
 		{"tiny-qwen3", "cpu", 64, nil, false, dtype.F16},
 		{"tiny-qwen3", "webgpu", 8, nil, false, dtype.F16},
+		// Token-embedding adapters: a gather and an expand after the lookup.
+		{"stories260K", "cpu", 8, []string{"embed"}, false, 0},
+		{"stories260K", "webgpu", 8, []string{"embed", "q", "down"}, false, 0},
+		{"tiny", "cpu", 4, []string{"embed", "head"}, false, dtype.F16},
+		{"tiny", "webgpu", 64, []string{"embed"}, true, 0},
 	} {
 		name := tc.base + "/" + tc.device + "/r" + itoa(tc.rank)
+		if slices.Contains(tc.targets, "embed") {
+			name += "/embed"
+		}
 		if tc.typ != dtype.F32 {
 			name += "/" + tc.typ.String()
 		}
@@ -226,12 +234,13 @@ func TestLoRAMixedBatch(t *testing.T) {
 
 // TestLoRAFormats: the GGUF and PEFT forms of one adapter give the same
 // tokens (PEFT's q and k rows come in Hugging Face's halves layout, which a
-// pairs-layout base reorders).
+// pairs-layout base reorders; the token embeddings' A is transposed in the
+// GGUF and lora_embedding_A in PEFT).
 func TestLoRAFormats(t *testing.T) {
 	for _, base := range []string{"stories260K", "tiny-qwen3"} {
 		t.Run(base, func(t *testing.T) {
 			path, c := loraBase(t, base)
-			g, p := writeAdapter(t, c, 8, nil, 5)
+			g, p := writeAdapter(t, c, 8, []string{"embed", "q", "k", "v", "o", "gate", "up", "down"}, 5)
 			e := loadDevice(t, "cpu", path, runtime.Options{Adapters: []runtime.AdapterSpec{{Name: "g", Path: g}, {Name: "p", Path: p}}})
 			req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 40, IgnoreEOS: true}
 			req.Adapters = []runtime.AdapterRef{{Name: "g"}}

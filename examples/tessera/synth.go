@@ -23,7 +23,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
-	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head)")
+	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
 	// weightType is --type's, where bf16 is allowed or not.
 	weightType := func(bf16 bool) (dtype.Type, error) {
 		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}

@@ -110,10 +110,22 @@ func TestOpenGGUFAsLlamaCpp(t *testing.T) {
 	model[1].Value = gguf.StringValue("model")
 	untransposed := pair(q, seq(r*8, 0, 1), seq(8*r, 0, 1), 8, 8)
 	untransposed[0].Dims = []uint64{r, 8}
+	// The token embeddings' lora_a is transposed: ggml dims [r, vocab],
+	// a row of r values per token (llm_build_inp_embd gathers it).
 	embd := []gguf.WriteTensor{
 		{Name: "token_embd.weight.lora_a", Dims: []uint64{r, 16}, Type: dtype.F32, Data: f32(t, seq(16*r, 0, 1))},
 		{Name: "token_embd.weight.lora_b", Dims: []uint64{r, 8}, Type: dtype.F32, Data: f32(t, seq(8*r, 0, 1))},
 	}
+	e, err := lora.Open(writeFile(t, converterKV("llama", 16), embd), tinyLlama)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if et := e.Targets[models.TokenEmbedding]; et.Rank != r || et.In != 16 || et.Out != 8 || et.A[1] != 2 || et.A[16] != 1 || et.B[1] != 1 || et.Scale != 8 {
+		t.Errorf("token embeddings read as rank %d, %d×%d, A[0][1] %g, A[1][0] %g, B[0][1] %g, scale %g; want 2, 8×16, 2, 1, 1, 8",
+			et.Rank, et.Out, et.In, et.A[1], et.A[16], et.B[1], et.Scale)
+	}
+	embdUntransposed := slices.Clone(embd)
+	embdUntransposed[0].Dims = []uint64{16, r}
 	for _, tc := range []struct {
 		name string
 		kv   []gguf.KV
@@ -125,7 +137,7 @@ func TestOpenGGUFAsLlamaCpp(t *testing.T) {
 		{"another architecture", converterKV("qwen3", 16), ts, `the adapter is for a "qwen3" model, the base is "llama"`},
 		{"activated LoRA", alora, ts, "activated LoRA"},
 		{"lora_a not transposed", kv, untransposed, "lora_a has rank 8, lora_b 2 (lora_a must be transposed"},
-		{"token embeddings", kv, embd, "token_embd.weight: token-embedding adapters are not supported"},
+		{"token embeddings' lora_a not transposed", kv, embdUntransposed, "an embedding's lora_a has ggml dims [rank, vocab]"},
 		{"a lone lora_b", kv, ts[1:], "has only one of lora_a and lora_b"},
 		{"another suffix", kv, []gguf.WriteTensor{{Name: q + ".lora_c", Dims: []uint64{2}, Type: dtype.F32, Data: f32(t, seq(2, 0, 1))}}, "neither a lora_a nor a lora_b"},
 	} {
@@ -213,7 +225,7 @@ func TestWriteGGUFGolden(t *testing.T) {
 
 // TestOpenPEFTAsLlamaCpp: in a PEFT folder, base-layer weights and norm
 // vectors (mergekit-extract-lora's) are skipped as llama.cpp's converter
-// and loader skip them, and token-embedding adapters are refused.
+// and loader skip them, and an embedding's lora_embedding_A/B are read.
 func TestOpenPEFTAsLlamaCpp(t *testing.T) {
 	k := models.LayerTensor(0, models.AttnK)
 	a := &lora.Adapter{Alpha: 8, Targets: map[string]*lora.Target{
@@ -259,9 +271,19 @@ func TestOpenPEFTAsLlamaCpp(t *testing.T) {
 	if len(got.Targets) != 1 || !slices.Equal(got.Targets[k].A, a.Targets[k].A) || got.Targets[k].Scale != 4 {
 		t.Errorf("read %+v", got.Targets)
 	}
-	dir = write(safetensors.WriteTensor{Name: "base_model.model.model.embed_tokens.lora_embedding_A", DType: safetensors.F32, Shape: []int{2, 16}, Data: f32(t, seq(32, 0, 1))})
-	if _, err := lora.Open(dir, tinyLlama); err == nil || !strings.Contains(err.Error(), "token-embedding adapters are not supported") {
-		t.Errorf("an embedding adapter: %v", err)
+	// An nn.Embedding's adapter: lora_embedding_A [r, vocab] and
+	// lora_embedding_B [dim, r], without ".weight"; a lone one is refused.
+	embA := safetensors.WriteTensor{Name: "base_model.model.model.embed_tokens.lora_embedding_A", DType: safetensors.F32, Shape: []int{2, 16}, Data: f32(t, seq(32, 0, 1))}
+	embB := safetensors.WriteTensor{Name: "base_model.model.model.embed_tokens.lora_embedding_B", DType: safetensors.F32, Shape: []int{8, 2}, Data: f32(t, seq(16, 1, 1))}
+	got, err = lora.Open(write(embA, embB), tinyLlama)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if et := got.Targets[models.TokenEmbedding]; et == nil || et.Rank != 2 || et.In != 16 || et.Out != 8 || !slices.Equal(et.A, seq(32, 0, 1)) || et.Scale != 4 {
+		t.Errorf("the embeddings' adapter read as %+v", et)
+	}
+	if _, err := lora.Open(write(embA), tinyLlama); err == nil || !strings.Contains(err.Error(), "has only one of lora_A and lora_B") {
+		t.Errorf("a lone lora_embedding_A: %v", err)
 	}
 }
 

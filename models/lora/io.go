@@ -75,8 +75,9 @@ func checked(a *Adapter, err error, path string, c models.Config) (*Adapter, err
 // (*_norm.weight, which mergekit-extract-lora adds) are skipped, as
 // llama.cpp skips them. Refused with a reason: activated LoRA
 // (adapter.alora.invocation_tokens, applied only after an invocation
-// sequence) and token-embedding adapters (token_embd.weight, whose
-// lora_a llama.cpp's converter transposes), which Tessera does not apply.
+// sequence). A token-embedding adapter (token_embd.weight) has its lora_a
+// transposed, dims [r, vocab], as llama.cpp's converter writes it for
+// llm_build_inp_embd to gather a token's row of it.
 func readGGUF(f *gguf.File, c models.Config) (*Adapter, error) {
 	if t, _ := f.String("general.type"); t != "adapter" {
 		return nil, fmt.Errorf("general.type is %q, want \"adapter\" (a LoRA GGUF, not a model)", t)
@@ -121,19 +122,26 @@ func readGGUF(f *gguf.File, c models.Config) (*Adapter, error) {
 		if p[0] == nil || p[1] == nil {
 			return nil, fmt.Errorf("tensor %s has only one of lora_a and lora_b", name)
 		}
-		if name == models.TokenEmbedding {
-			return nil, fmt.Errorf("tensor %s: token-embedding adapters are not supported", name)
-		}
 		if len(p[0].Dims) != 2 || len(p[1].Dims) != 2 {
 			return nil, fmt.Errorf("tensor %s: lora_a dims %v and lora_b dims %v are not matrices", name, p[0].Dims, p[1].Dims)
 		}
 		in, r, rb, out := int(p[0].Dims[0]), int(p[0].Dims[1]), int(p[1].Dims[0]), int(p[1].Dims[1])
+		embed := name == models.TokenEmbedding
+		if embed {
+			r, in = in, r
+		}
 		if r != rb {
+			if embed {
+				return nil, fmt.Errorf("tensor %s: lora_a has rank %d, lora_b %d (an embedding's lora_a has ggml dims [rank, vocab])", name, r, rb)
+			}
 			return nil, fmt.Errorf("tensor %s: lora_a has rank %d, lora_b %d (lora_a must be transposed: ggml dims [in, rank])", name, r, rb)
 		}
 		A, err := f.ReadFloat32(p[0])
 		if err != nil {
 			return nil, err
+		}
+		if embed {
+			A = transpose(A, in, r)
 		}
 		B, err := f.ReadFloat32(p[1])
 		if err != nil {
@@ -186,10 +194,14 @@ func WriteGGUF(path string, a *Adapter, arch string) error {
 	var ts []gguf.WriteTensor
 	for _, name := range a.Names() {
 		t := a.Targets[name]
-		da, _ := dtype.Quantize(typ, t.A)
+		A, adims := t.A, []uint64{uint64(t.In), uint64(t.Rank)}
+		if name == models.TokenEmbedding { // transposed, as readGGUF reads it
+			A, adims = transpose(t.A, t.Rank, t.In), []uint64{uint64(t.Rank), uint64(t.In)}
+		}
+		da, _ := dtype.Quantize(typ, A)
 		db, _ := dtype.Quantize(typ, t.B)
 		ts = append(ts,
-			gguf.WriteTensor{Name: name + ".lora_a", Dims: []uint64{uint64(t.In), uint64(t.Rank)}, Type: typ, Data: da},
+			gguf.WriteTensor{Name: name + ".lora_a", Dims: adims, Type: typ, Data: da},
 			gguf.WriteTensor{Name: name + ".lora_b", Dims: []uint64{uint64(t.Rank), uint64(t.Out)}, Type: typ, Data: db})
 	}
 	f, err := os.Create(path)
@@ -235,4 +247,16 @@ func (a *Adapter) ggufAlpha() (float32, error) {
 	}
 	return 0, fmt.Errorf("lora: a GGUF LoRA has one alpha, each tensor's scale alpha/rank (1 with alpha 0): %s (scale %g at rank %d) and %s (scale %g at rank %d) cannot both be written",
 		first.Name, first.Scale, first.Rank, misfit.Name, misfit.Scale, misfit.Rank)
+}
+
+// transpose returns the [cols, rows] transpose of m, [rows, cols]
+// row-major.
+func transpose(m []float32, rows, cols int) []float32 {
+	t := make([]float32, len(m))
+	for i := range rows {
+		for j := range cols {
+			t[j*rows+i] = m[i*cols+j]
+		}
+	}
+	return t
 }

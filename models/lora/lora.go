@@ -57,15 +57,24 @@ var Kinds = []struct{ Short, GGUF, PEFT string }{
 	{"down", models.FFNDown, "mlp.down_proj"},
 }
 
-// HeadShort is the short name of the output head as a target.
-const HeadShort = "head"
+// HeadShort and EmbedShort are the short names of the output head and
+// the token embeddings as targets.
+const (
+	HeadShort  = "head"
+	EmbedShort = "embed"
+)
 
 // TargetShapes lists every tensor an adapter of a model of config c may
 // target, with its base shape [out, in]: the seven projections of each
-// layer and the output head (models.Output, also for tied embeddings,
-// whose head matrix is the embedding table).
+// layer, the output head (models.Output, also for tied embeddings, whose
+// head matrix is the embedding table) and the token embeddings
+// (models.TokenEmbedding) as the product a lookup is: [Dim, Vocab], a
+// token's row being the table times its one-hot vector. So an embedding
+// target's A is [rank, Vocab] and its B [Dim, rank], and a token t's row
+// gains s·B·A[:, t], as llama.cpp adds it (llm_build_inp_embd) and as
+// PEFT's lora_embedding_A/B hold it.
 func TargetShapes(c models.Config) map[string][2]int {
-	out := map[string][2]int{models.Output: {c.Vocab, c.Dim}}
+	out := map[string][2]int{models.Output: {c.Vocab, c.Dim}, models.TokenEmbedding: {c.Dim, c.Vocab}}
 	for _, t := range models.LlamaTensors(c) {
 		if len(t.Shape) != 2 || t.Name == models.TokenEmbedding || t.Name == models.Output {
 			continue
@@ -166,16 +175,38 @@ func (t *Target) Delta(w []float32, scale float32) {
 	}
 }
 
+// DeltaT is Delta for a weight stored transposed, w [In, Out] row-major:
+// the token embeddings, whose table has a row per token.
+func (t *Target) DeltaT(w []float32, scale float32) {
+	s := scale * t.Scale
+	for i := range t.In {
+		row := w[i*t.Out : (i+1)*t.Out]
+		for r := range t.Rank {
+			a := s * t.A[r*t.In+i]
+			if a == 0 {
+				continue
+			}
+			for o := range row {
+				row[o] += a * t.B[o*t.Rank+r]
+			}
+		}
+	}
+}
+
 // Merge replaces the tensors of m that a targets by f32 tensors holding
-// W + scale·s·B·A, computed when they are read. The adapter must have
-// passed Check. An output-head target cannot be merged into a model whose
-// head is its embedding table.
+// W + scale·s·B·A (for the token embeddings, the table's rows gaining
+// their columns of it), computed when they are read. The adapter must
+// have passed Check. An output-head or embedding target cannot be merged
+// into a model whose head is its embedding table: merged, it would change
+// both.
 func Merge(m *models.Model, a *Adapter, scale float32) error {
 	if err := a.Check(m.Config); err != nil {
 		return err
 	}
-	if _, ok := a.Targets[models.Output]; ok && m.Config.TiedEmbeddings {
-		return fmt.Errorf("%w %s: cannot merge an output-head adapter into a model whose head is its embedding table; apply it unmerged", ErrBadAdapter, a.Path)
+	for _, name := range []string{models.Output, models.TokenEmbedding} {
+		if _, ok := a.Targets[name]; ok && m.Config.TiedEmbeddings {
+			return fmt.Errorf("%w %s: cannot merge an adapter of %s into a model whose head is its embedding table; apply it unmerged", ErrBadAdapter, a.Path, name)
+		}
 	}
 	for _, name := range a.Names() {
 		t, base := a.Targets[name], m.Tensors[name]
@@ -184,7 +215,11 @@ func Merge(m *models.Model, a *Adapter, scale float32) error {
 			if err != nil {
 				return nil, err
 			}
-			t.Delta(w, scale)
+			if name == models.TokenEmbedding {
+				t.DeltaT(w, scale)
+			} else {
+				t.Delta(w, scale)
+			}
 			return dtype.Quantize(dtype.F32, w)
 		})
 	}

@@ -94,19 +94,18 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 	}
 	pairs := map[string]*pair{}
 	for _, t := range f.Tensors {
-		name := strings.Replace(t.Name, ".default.", ".", 1)
+		// PEFT's adapter name, where a state dict kept it.
+		name := strings.TrimSuffix(strings.Replace(t.Name, ".default.", ".", 1), ".default")
 		switch {
 		case strings.HasSuffix(name, ".base_layer.weight") || strings.HasSuffix(name, "norm.weight"):
 			// Base weights and the norm vectors mergekit-extract-lora adds:
 			// llama.cpp's converter drops the first and its loader the
 			// second.
 			continue
-		case strings.Contains(name, ".lora_embedding_"):
-			return nil, fmt.Errorf("tensor %s: token-embedding adapters are not supported", t.Name)
 		}
 		base, which, ok := peftName(name)
 		if !ok {
-			return nil, fmt.Errorf("tensor %s is not a LoRA tensor of a projection or the head", t.Name)
+			return nil, fmt.Errorf("tensor %s is not a LoRA tensor of a projection, the token embeddings or the head", t.Name)
 		}
 		p := pairs[base]
 		if p == nil {
@@ -245,6 +244,10 @@ func peftName(name string) (base, which string, ok bool) {
 		rest, which = strings.TrimSuffix(rest, ".lora_A.weight"), "A"
 	case strings.HasSuffix(rest, ".lora_B.weight"):
 		rest, which = strings.TrimSuffix(rest, ".lora_B.weight"), "B"
+	case rest == embedModule+".lora_embedding_A": // an nn.Embedding's: A [r, vocab], B [dim, r]
+		return models.TokenEmbedding, "A", true
+	case rest == embedModule+".lora_embedding_B":
+		return models.TokenEmbedding, "B", true
 	default:
 		return "", "", false
 	}
@@ -271,8 +274,11 @@ func peftName(name string) (base, which string, ok bool) {
 // peftModule is PEFT's name of the module of base tensor base (GGUF's
 // name): "model.layers.3.self_attn.q_proj", "lm_head".
 func peftModule(base string) string {
-	if base == models.Output {
+	switch base {
+	case models.Output:
 		return "lm_head"
+	case models.TokenEmbedding:
+		return embedModule
 	}
 	var l int
 	var kind string
@@ -294,8 +300,15 @@ func peftModuleOf(name string) string {
 
 // peftTensorName is the inverse of peftName.
 func peftTensorName(base, which string) string {
+	if base == models.TokenEmbedding {
+		return "base_model.model." + embedModule + ".lora_embedding_" + which
+	}
 	return "base_model.model." + peftModule(base) + ".lora_" + which + ".weight"
 }
+
+// embedModule is the Hugging Face Llama's token embeddings (an
+// nn.Embedding, whose PEFT tensors are lora_embedding_A and _B).
+const embedModule = "model.embed_tokens"
 
 // WritePEFT writes a as a PEFT folder for a base of config c (whose q and
 // k rows, in the pairs layout, go back to Hugging Face's halves). r is the

@@ -224,3 +224,51 @@ func TestWriteScales(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingAdapter: a token-embedding target survives both writers
+// (GGUF's lora_a transposed, PEFT's lora_embedding_A/B), and DeltaT, which
+// merges it into a table of a row per token, adds to token t's row the
+// column t of what Delta adds to the [Dim, Vocab] product.
+func TestEmbeddingAdapter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	c := tinyLlama
+	q := models.LayerTensor(0, models.AttnQ)
+	a := &lora.Adapter{Alpha: 6, Targets: map[string]*lora.Target{
+		models.TokenEmbedding: randomTarget(rng, models.TokenEmbedding, 3, c.Vocab, c.Dim, 2),
+		q:                     randomTarget(rng, q, 3, 8, 8, 2),
+	}}
+	dir := t.TempDir()
+	gg, peft := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "peft")
+	if err := lora.WriteGGUF(gg, a, c.Arch); err != nil {
+		t.Fatal(err)
+	}
+	if err := lora.WritePEFT(peft, a, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{gg, peft} {
+		back, err := lora.Open(path, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range a.Targets {
+			got := back.Targets[name]
+			if got == nil || got.Rank != want.Rank || got.In != want.In || got.Out != want.Out || got.Scale != want.Scale ||
+				!slices.Equal(got.A, want.A) || !slices.Equal(got.B, want.B) {
+				t.Errorf("%s: %s read back as %+v", path, name, got)
+			}
+		}
+	}
+
+	e := a.Targets[models.TokenEmbedding]
+	product := make([]float32, c.Dim*c.Vocab) // [Dim, Vocab]
+	e.Delta(product, 0.5)
+	table := make([]float32, c.Vocab*c.Dim) // [Vocab, Dim]
+	e.DeltaT(table, 0.5)
+	for tok := range c.Vocab {
+		for d := range c.Dim {
+			if got, want := table[tok*c.Dim+d], product[d*c.Vocab+tok]; math.Abs(float64(got-want)) > 1e-6 {
+				t.Fatalf("token %d, column %d: DeltaT %g, Delta %g", tok, d, got, want)
+			}
+		}
+	}
+}

@@ -272,6 +272,12 @@ type Backend interface {
 	// (x_i·Aᵀ)·Bᵀ of slot j's adapter of weight k. The dsts are all batch
 	// tensors or all output tensors (row i is then the batch's row Out[i]).
 	AddLoRA(x Tensor, l LoRA, dsts ...Tensor)
+	// EmbedLoRA is AddLoRA for the token embeddings (l of one weight,
+	// [Dim, Vocab]: a lookup is the product of the one-hot token): it adds
+	// to each row i of dst (the batch's embeddings, just looked up) whose
+	// adapter j = Batch.Adapter[i] is >= 0 AdapterScale[i]·Scale·B·A[:, t]
+	// of slot j's adapter, t = Batch.Tokens[i].
+	EmbedLoRA(dst Tensor, l LoRA)
 
 	// Write sets the first len(data)/cols rows of t.
 	Write(t Tensor, data []float32) error

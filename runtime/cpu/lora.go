@@ -170,8 +170,64 @@ func grow[T any](s []T, n int) []T {
 // each output plus Σ_t (s·h_t)·B[o, t] term by term, where lora_expand
 // sums the terms before it scales and adds.
 func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tensor) {
+	xs := x.(*Tensor)
+	b.applyLoRA(l.(*LoRA), dsts, func(c *LoRA, sc *loraBufs) {
+		sc.x = grow(sc.x, len(sc.rows)*c.in)
+		for r, i := range sc.rows {
+			copy(sc.x[r*c.in:(r+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
+		}
+		sc.parts = sc.parts[:0]
+		macs := 0
+		for j, s := range c.slots {
+			m := sc.start[j+1] - sc.start[j]
+			macs += m * s.rank * c.in
+			if m > 0 {
+				for t := range s.rank {
+					sc.parts = append(sc.parts, loraPart{j: j, t: t})
+				}
+			}
+		}
+		// h = x·Aᵀ, per slot an [m, rank] block.
+		b.team.over(macs, len(sc.parts), func(lo, hi int) {
+			for _, p := range sc.parts[lo:hi] {
+				s, r0, m := &c.slots[p.j], sc.start[p.j], sc.start[p.j+1]-sc.start[p.j]
+				h, x := sc.h[sc.hoff[p.j]+p.t:], sc.x[r0*c.in:]
+				if s.a16 != nil {
+					kernel.DotF16Rows(h, s.rank, s.a16[p.t*c.in:(p.t+1)*c.in], x, m)
+				} else {
+					kernel.DotF32Rows(h, s.rank, s.a[p.t*c.in:(p.t+1)*c.in], x, m)
+				}
+			}
+		})
+	})
+}
+
+// EmbedLoRA is AddLoRA for the token embeddings, whose input is the
+// one-hot token: h is a gather of the token's column of A, no product.
+// Twin of lora_gather.wgsl.
+func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
+	b.applyLoRA(l.(*LoRA), []backend.Tensor{dst}, func(c *LoRA, sc *loraBufs) {
+		for j, s := range c.slots {
+			for r := sc.start[j]; r < sc.start[j+1]; r++ {
+				h := sc.h[sc.hoff[j]+(r-sc.start[j])*s.rank:][:s.rank]
+				tok := int(b.batch.Tokens[sc.rows[r]])
+				for t := range h {
+					if s.a16 != nil {
+						h[t] = dtype.HalfValue(s.a16[t*c.in+tok])
+					} else {
+						h[t] = s.a[t*c.in+tok]
+					}
+				}
+			}
+		}
+	})
+}
+
+// applyLoRA is AddLoRA and EmbedLoRA around their shrink, which fills
+// sc.h, x·Aᵀ of each slot's rows (sc.rows[sc.start[j]:sc.start[j+1]], an
+// [m, rank] block at sc.hoff[j]).
+func (b *Backend) applyLoRA(c *LoRA, dsts []backend.Tensor, shrink func(c *LoRA, sc *loraBufs)) {
 	b.op()
-	xs, c := x.(*Tensor), l.(*LoRA)
 	if c.maxRank == 0 || b.batch.Adapter == nil || len(dsts) != len(c.outs) {
 		return
 	}
@@ -213,41 +269,18 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 			sc.next[j]++
 		}
 	}
-	sc.x = grow(sc.x, len(sc.rows)*c.in)
-	for r, i := range sc.rows {
-		copy(sc.x[r*c.in:(r+1)*c.in], xs.Data[i*c.in:(i+1)*c.in])
-	}
 	sc.hoff = grow(sc.hoff, ns)
-	sc.parts = sc.parts[:0]
-	macs, hn := 0, 0
+	hn := 0
 	for j, s := range c.slots {
-		m := sc.start[j+1] - sc.start[j]
 		sc.hoff[j] = hn
-		hn += m * s.rank
-		macs += m * s.rank * c.in
-		if m > 0 {
-			for t := range s.rank {
-				sc.parts = append(sc.parts, loraPart{j: j, t: t})
-			}
-		}
+		hn += (sc.start[j+1] - sc.start[j]) * s.rank
 	}
 	sc.h = grow(sc.h, hn)
-
-	// The shrink: h = x·Aᵀ, per slot an [m, rank] block.
-	b.team.over(macs, len(sc.parts), func(lo, hi int) {
-		for _, p := range sc.parts[lo:hi] {
-			s, r0, m := &c.slots[p.j], sc.start[p.j], sc.start[p.j+1]-sc.start[p.j]
-			h, x := sc.h[sc.hoff[p.j]+p.t:], sc.x[r0*c.in:]
-			if s.a16 != nil {
-				kernel.DotF16Rows(h, s.rank, s.a16[p.t*c.in:(p.t+1)*c.in], x, m)
-			} else {
-				kernel.DotF32Rows(h, s.rank, s.a[p.t*c.in:(p.t+1)*c.in], x, m)
-			}
-		}
-	})
+	shrink(c, sc)
 
 	// Scaled in place: each row's columns of each weight by its scale.
-	sc.parts, macs = sc.parts[:0], 0
+	sc.parts = sc.parts[:0]
+	macs := 0
 	for j, s := range c.slots {
 		r0, r1 := sc.start[j], sc.start[j+1]
 		if r0 == r1 {

@@ -38,6 +38,7 @@ import (
 var (
 	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	loraGatherOp = op{kernel: "lora_gather", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
 )
 
 // LoRA is the adapters of weights that share an input, on the device:
@@ -195,6 +196,27 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 	for k, d := range dsts {
 		b.loraExpand(c, k, d.(*Tensor))
 	}
+}
+
+// EmbedLoRA is AddLoRA for the token embeddings: lora_gather copies each
+// adapter row's token's row of Aᵀ into h (the one-hot input's product),
+// then lora_expand adds s·h·Bᵀ.
+func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
+	c, d := l.(*LoRA), dst.(*Tensor)
+	if len(c.outs) != 1 || d.out {
+		b.fail(fmt.Errorf("gpu: EmbedLoRA takes a LoRA of one weight and batch rows"))
+		return
+	}
+	if _, groups := b.loraGrid(c, false, b.rows(d)); groups == 0 {
+		return
+	}
+	n := b.rows(d)
+	x, y := b.grid(n*c.maxRank/4, 64)
+	o := loraGatherOp
+	o.consts = map[string]float64{"R": float64(c.maxRank)}
+	b.record(o, params{uint32(c.in), uint32(d.rows), uint32(c.n), uint32(c.maxRank), 0, 0, 0, 0, 0},
+		[]Binding{{Buffer: b.loraH}, {Buffer: b.tokens}, {Buffer: c.a}, {Buffer: b.rowLoRA}}, x, y, 1)
+	b.loraExpand(c, 0, d)
 }
 
 // loraGrid is the grid's rows of a LoRA step over n rows (or output

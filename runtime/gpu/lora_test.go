@@ -91,6 +91,56 @@ func TestAddLoRA(t *testing.T) {
 	}
 }
 
+// TestEmbedLoRA: lora_gather and lora_expand add the token-embedding
+// adapters' terms as the CPU's EmbedLoRA does, for vocabularies, ranks and
+// rows of awkward sizes, slots of rank 0 and rows of no slot or of a slot
+// out of range.
+func TestEmbedLoRA(t *testing.T) {
+	for _, tc := range []struct {
+		ranks    []int // slot j's rank
+		vocab    int
+		dim      int
+		rows     int
+		adapters []int32
+	}{
+		{[]int{1}, 3, 1, 1, []int32{0}},
+		{[]int{1}, 3, 4, 1, []int32{0}},
+		{[]int{4}, 3, 1, 2, []int32{0}},
+		{[]int{8}, 37, 10, 5, []int32{0, -1, 0}},
+		{[]int{8, 1, 64, 0}, 300, 33, 9, []int32{0, 1, 2, 3, -1, 2, 1, 0, 7}},
+		{[]int{5, 12}, 1000, 96, 64, []int32{1, 0, -1, 1}},
+	} {
+		t.Run(fmt.Sprintf("r%v_vocab%d_dim%d_rows%d", tc.ranks, tc.vocab, tc.dim, tc.rows), func(t *testing.T) {
+			w := newTwins(t, tc.rows)
+			slots := make([][]backend.LoRASlot, len(tc.ranks))
+			for j, r := range tc.ranks {
+				slots[j] = []backend.LoRASlot{{Rank: r, A: w.random(r*tc.vocab, 1), B: w.random(tc.dim*r, 1), Scale: 0.5 + float32(j)}}
+			}
+			var l [2]backend.LoRA
+			w.each(func(b backend.Backend, i int) {
+				var err error
+				if l[i], err = b.NewLoRA(tc.vocab, tc.dim); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.SetLoRA(l[i], slots); err != nil {
+					t.Fatal(err)
+				}
+			})
+			batch := backend.Batch{Tokens: tokens(tc.rows, tc.vocab, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
+				BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}}
+			for i := range tc.rows {
+				batch.Pos[i] = int32(i)
+				batch.Adapter = append(batch.Adapter, tc.adapters[i%len(tc.adapters)])
+				batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3))
+			}
+			x := w.tensor(tc.rows, tc.dim, w.random(tc.rows*tc.dim, 1))
+			w.beginBatch(batch)
+			w.each(func(b backend.Backend, i int) { b.EmbedLoRA(x[i], l[i]) })
+			w.compare("embedding lora", x, tc.rows, 1e-5)
+		})
+	}
+}
+
 // outTensor is tensor for an output tensor: one row per Batch.Out entry.
 func (w *twins) outTensor(rows, cols int, data []float32) pair[backend.Tensor] {
 	w.t.Helper()

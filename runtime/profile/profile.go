@@ -222,6 +222,10 @@ func (b *Backend) AddLoRA(x backend.Tensor, l backend.LoRA, dsts ...backend.Tens
 	b.timed("lora", 0, func() { b.Backend.AddLoRA(x, l, dsts...) })
 }
 
+func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
+	b.timed("lora", 0, func() { b.Backend.EmbedLoRA(dst, l) })
+}
+
 func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) {
 	b.toHead()
 	b.timed("copy-row", 0, func() { b.Backend.CopyRow(t, dst, x, src) })
