@@ -554,3 +554,25 @@ func TestBenchAdapters(t *testing.T) {
 		t.Error("Bench with an adapter that is not loaded: no error")
 	}
 }
+
+// TestLoRASpeculative: speculative decoding verifies drafted tokens with
+// the sequence's adapter on every verified row (here the token
+// embeddings' too): the tokens are those of plain decoding.
+func TestLoRASpeculative(t *testing.T) {
+	path, c := loraBase(t, "stories260K")
+	ad, _ := writeAdapter(t, c, 8, []string{"embed", "q", "down"}, 3)
+	spec := []runtime.AdapterSpec{{Name: "a", Path: ad}}
+	for _, dev := range []string{"cpu", "webgpu"} {
+		t.Run(dev, func(t *testing.T) {
+			plain := loadDevice(t, dev, path, runtime.Options{Adapters: spec})
+			fast := loadDevice(t, dev, path, runtime.Options{Adapters: spec, Draft: "ngram", SpeculateAlways: true, Context: 512})
+			req := runtime.Request{Prompt: "Once upon a time, there was a little girl. Once upon a time", MaxTokens: 60, IgnoreEOS: true,
+				Adapters: []runtime.AdapterRef{{Name: "a", Scale: 0.7}}}
+			want, _, _ := generate(t, plain, req)
+			got, _, st := generate(t, fast, req)
+			if !equal(got, want) || st.Drafted == 0 {
+				t.Errorf("speculative (%d drafted, %d accepted) %v\nplain %v", st.Drafted, st.Accepted, got, want)
+			}
+		})
+	}
+}
