@@ -135,6 +135,11 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 		{"stories260K", "webgpu", 8, []string{"embed", "q", "down"}, false, 0},
 		{"tiny", "cpu", 4, []string{"embed", "head"}, false, dtype.F16},
 		{"tiny", "webgpu", 64, []string{"embed"}, true, 0},
+		// Gemma: post-norms after the adapted projections, a scaled
+		// embedding, a tied head.
+		{"tiny-gemma2", "cpu", 8, nil, false, 0},
+		{"tiny-gemma3", "webgpu", 8, nil, false, 0},
+		{"tiny-gemma3", "webgpu", 8, nil, true, 0},
 	} {
 		name := tc.base + "/" + tc.device + "/r" + itoa(tc.rank)
 		if slices.Contains(tc.targets, "embed") {
