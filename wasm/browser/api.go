@@ -692,11 +692,9 @@ func (a *api) tokenize(args []js.Value) any {
 		if reqErr != nil {
 			return nil, reqErr
 		}
-		a.mu.Lock()
-		eng := a.eng
-		a.mu.Unlock()
-		if eng == nil {
-			return nil, errNoModel
+		eng, err := a.engine()
+		if err != nil {
+			return nil, err
 		}
 		tok := eng.Tokenizer()
 		var ids []int
@@ -728,11 +726,9 @@ func (a *api) tokenize(args []js.Value) any {
 func (a *api) detokenize(args []js.Value) any {
 	v := arg(args, 0)
 	return promise(func() (any, error) {
-		a.mu.Lock()
-		eng := a.eng
-		a.mu.Unlock()
-		if eng == nil {
-			return nil, errNoModel
+		eng, err := a.engine()
+		if err != nil {
+			return nil, err
 		}
 		if v.Type() != js.TypeObject {
 			return nil, fmt.Errorf("%w: detokenize wants a list of ids", runtime.ErrBadRequest)
@@ -772,6 +768,16 @@ func (a *api) abort(args []js.Value) any {
 		stopped = true
 	}
 	return stopped
+}
+
+// engine is the loaded model's engine, or errNoModel.
+func (a *api) engine() (*runtime.Engine, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.eng == nil {
+		return nil, errNoModel
+	}
+	return a.eng, nil
 }
 
 // dropEngine stops the generation and closes the loaded model, if any.

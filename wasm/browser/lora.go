@@ -40,11 +40,9 @@ func (a *api) loadAdapter(args []js.Value) any {
 		if math.IsInf(scale, 0) || scale == 0 {
 			return nil, fmt.Errorf("%w: adapter scale %v", runtime.ErrBadRequest, scale)
 		}
-		a.mu.Lock()
-		eng := a.eng
-		a.mu.Unlock()
-		if eng == nil {
-			return nil, errNoModel
+		eng, err := a.engine()
+		if err != nil {
+			return nil, err
 		}
 		var blob js.Value
 		label := "buffer"
@@ -91,11 +89,9 @@ func (a *api) loadAdapter(args []js.Value) any {
 func (a *api) unloadAdapter(args []js.Value) any {
 	nameV := arg(args, 0)
 	return promise(func() (any, error) {
-		a.mu.Lock()
-		eng := a.eng
-		a.mu.Unlock()
-		if eng == nil {
-			return nil, errNoModel
+		eng, err := a.engine()
+		if err != nil {
+			return nil, err
 		}
 		if nameV.Type() != js.TypeString {
 			return nil, fmt.Errorf("%w: unloadAdapter needs a name", runtime.ErrBadRequest)
