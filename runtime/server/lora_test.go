@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +19,9 @@ import (
 )
 
 // TestLoRAModelNames: a loaded adapter is also a model, BASE:ADAPTER, in
-// /v1/models and in requests, whose answer is the engine's with the
-// adapter; /metrics names the adapters that run.
+// /v1/models and in requests (where its own name serves too, unless two
+// models have it), whose answer is the engine's with the adapter;
+// /metrics names the adapters that run.
 func TestLoRAModelNames(t *testing.T) {
 	eng := cpuEngine(t)
 	a, err := synth.LoRA(eng.Model().Config, 8, nil, 4)
@@ -52,7 +54,9 @@ func TestLoRAModelNames(t *testing.T) {
 	if want == base {
 		t.Fatal("the adapter does not change the text")
 	}
-	for name, text := range map[string]string{"stories260K:tales": want, "stories260K": base} {
+	// The adapter's own name too, as vLLM serves it and as the metric
+	// below lists it for the inference extension's LoRA affinity.
+	for name, text := range map[string]string{"stories260K:tales": want, "tales": want, "stories260K": base} {
 		code, out, _ := post(t, url+"/v1/completions", map[string]any{"model": name, "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0})
 		if code != http.StatusOK {
 			t.Fatalf("%s: %d %v", name, code, out)
@@ -332,5 +336,34 @@ func TestLoRARequestList(t *testing.T) {
 		"lora": []map[string]any{{"name": "tales", "scale": 0.25}, {"name": "poems"}}})
 	if msg := errorMessage(t, out); code != http.StatusTooManyRequests || header.Get("Retry-After") == "" || !strings.Contains(msg, "combinations") {
 		t.Errorf("a combination past the limit: %d (Retry-After %q) %q, want 429", code, header.Get("Retry-After"), msg)
+	}
+}
+
+// TestLoRAAmbiguousName: an adapter's own name that two models have is
+// refused, naming both; BASE:ADAPTER still picks one.
+func TestLoRAAmbiguousName(t *testing.T) {
+	s := server.New(server.Options{})
+	for i, name := range []string{"one", "two"} {
+		eng := cpuEngine(t)
+		a, err := synth.LoRA(eng.Model().Config, 4, []string{"q"}, uint64(60+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.AddAdapter("tales", a, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Add(name, eng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Ready()
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	code, out, _ := post(t, ts.URL+"/v1/completions", map[string]any{"model": "tales", "prompt": "a", "max_tokens": 2})
+	if msg := errorMessage(t, out); code != http.StatusBadRequest || !strings.Contains(msg, "one:tales, two:tales") {
+		t.Errorf("an ambiguous adapter name: %d %q", code, msg)
+	}
+	if code, out, _ := post(t, ts.URL+"/v1/completions", map[string]any{"model": "two:tales", "prompt": "a", "max_tokens": 2}); code != http.StatusOK {
+		t.Errorf("two:tales: %d %v", code, out)
 	}
 }

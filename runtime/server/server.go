@@ -348,8 +348,8 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m.card())
 }
 
-// model finds the engine a request names; with one model, an empty name
-// means it.
+// model finds the engine a request names: a model, BASE:ADAPTER, or an
+// adapter's own name; with one model, an empty name means it.
 func (s *Server) model(name string) (*model, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -364,6 +364,31 @@ func (s *Server) model(name string) (*model, error) {
 					return base.withAdapter(a.Name), nil
 				}
 			}
+		}
+	}
+	// An adapter's own name, as vLLM serves it and as
+	// vllm:lora_requests_info lists it (so that the inference extension's
+	// LoRA affinity finds the replicas running it): when one base has it.
+	if name != "" {
+		var found []*model
+		for _, n := range s.names {
+			base := s.models[n]
+			for _, a := range base.eng.Adapters() {
+				if a.Name == name && !a.Unloading {
+					found = append(found, base.withAdapter(a.Name))
+				}
+			}
+		}
+		switch len(found) {
+		case 1:
+			return found[0], nil
+		case 0:
+		default:
+			var names []string
+			for _, m := range found {
+				names = append(names, m.name)
+			}
+			return nil, badRequest("model", "the LoRA adapter %q is loaded on several models: name one of %s", name, strings.Join(names, ", "))
 		}
 	}
 	if name == "" && len(s.names) == 1 {
