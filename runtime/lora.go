@@ -32,6 +32,8 @@ var ErrTooManyCombinations = errors.New("too many combinations of LoRA adapters 
 // adapters, at their scales) alive at once.
 const MaxCombinations = 8
 
+var errCombinations = fmt.Errorf("%w: %d, the most at once", ErrTooManyCombinations, MaxCombinations)
+
 // AdapterSpec is an adapter to load with the engine (Options.Adapters):
 // a GGUF LoRA file or a PEFT folder, the name requests call it by
 // (default: lora.Name of the path) and its scale (0 means 1).
@@ -229,7 +231,7 @@ func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float3
 	}
 	if len(e.composites) >= MaxCombinations {
 		e.loraMu.Unlock()
-		return nil, 0, fmt.Errorf("%w: %d, the most at once", ErrTooManyCombinations, MaxCombinations)
+		return nil, 0, errCombinations
 	}
 	e.loraMu.Unlock()
 
@@ -255,7 +257,7 @@ func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float3
 		return c, 1, nil
 	}
 	if len(e.composites) >= MaxCombinations { // others composed meanwhile
-		return nil, 0, fmt.Errorf("%w: %d, the most at once", ErrTooManyCombinations, MaxCombinations)
+		return nil, 0, errCombinations
 	}
 	e.adapterIDs++
 	c := &adapterEntry{name: key, path: ad.Path, ad: ad, scale: 1, id: e.adapterIDs, refs: n, parts: parts}

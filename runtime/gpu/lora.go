@@ -207,10 +207,10 @@ func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
 		b.fail(fmt.Errorf("gpu: EmbedLoRA takes a LoRA of one weight and batch rows"))
 		return
 	}
-	if _, groups := b.loraGrid(c, false, b.rows(d)); groups == 0 {
+	n := b.rows(d)
+	if _, groups := b.loraGrid(c, false, n); groups == 0 {
 		return
 	}
-	n := b.rows(d)
 	x, y := b.grid(n*c.maxRank/4, 64)
 	o := loraGatherOp
 	o.consts = map[string]float64{"R": float64(c.maxRank)}
