@@ -107,7 +107,7 @@ func maxDiff(a, b []float32) float64 {
 // also with a GPU's composition (the norms as the products' prologue,
 // which the shrinks then apply themselves), which lavapipe, a CPU
 // adapter, does not take by itself; and with adapters stored in F16,
-// which the CPU backend keeps in halves.
+// which both backends keep in halves.
 func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 	for _, tc := range []struct {
 		base, device string
@@ -134,7 +134,7 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 		{"stories260K", "cpu", 8, []string{"embed"}, false, 0},
 		{"stories260K", "webgpu", 8, []string{"embed", "q", "down"}, false, 0},
 		{"tiny", "cpu", 4, []string{"embed", "head"}, false, dtype.F16},
-		{"tiny", "webgpu", 64, []string{"embed"}, true, 0},
+		{"tiny", "webgpu", 64, []string{"embed"}, true, dtype.F16},
 		// Gemma: post-norms after the adapted projections, a scaled
 		// embedding, a tied head.
 		{"tiny-gemma2", "cpu", 8, nil, false, 0},

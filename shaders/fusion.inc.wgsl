@@ -56,6 +56,8 @@ fn lora_x(at: u32, i: u32) -> vec4<f32> {
 {{- end}}
 }
 {{- end}}
+{{- template "lora_values" (values . "lbt")}}
+{{- if .Shrink}}{{template "lora_values" (values . "la")}}{{end}}
 // lora_part is the weight part of column c of the fused weight and the
 // column within it: by the split (Outs) or the alternation (Pairs).
 fn lora_part(c: u32) -> vec2<u32> {
@@ -83,30 +85,30 @@ fn lora_slot(r: u32) -> i32 {
 // lora_share is the share of lanes first, first + stride, ... of the
 // adapter term of column c of row r (row m of a GEMV's block): lrows[r].scale · scale · h[r, hcol
 // ...] · B[col, :] over the padded rank of the row's slot's adapter of c's
-// weight part (lora_part), as vec4s, the vec4s t of the rank with t %
-// stride = first. lbt starts with the slot table, a vec4 per (slot,
-// part): off (lbt's index of the part's B row 0), q (vec4s a row: the
+// weight part (lora_part), as quads, the quads t of the rank with t %
+// stride = first. lbt starts with the slot table, an entry per (slot,
+// part): off (lbt's element of the part's B row 0), q (quads a row: the
 // rank padded to a multiple of 4), scale (f32 bits) and hcol (the part's
-// first column in h, a multiple of 4); the rows of B (f32 bits, zero past
-// the rank) follow. So a column reads its row of B and the row's h as a
-// GEMV reads its weight row and x.
+// first column in h, a multiple of 4); the rows of B (zero past the rank)
+// follow, a quad an element, f32 or halves (lora_values). So a column
+// reads its row of B and the row's h as a GEMV reads its weight row and x.
 fn lora_share(r: u32, m: u32, c: u32, first: u32, stride: u32) -> f32 {
     let s = lora_slot(r);
     if (s < 0) { return 0.0; }
     let pc = lora_part(c);
-    let sl = lbt[u32(s) * fz.lw + pc.x];
+    let sl = lbt_entry(u32(s) * fz.lw + pc.x);
     let q = min(sl.y, fz.lr / 4u);
     let b0 = sl.x + pc.y * q;
     var sum = vec4<f32>(0.0);
 {{- if .Shrink}}
     let h0 = (m * fz.lr + sl.w) / 4u; // block row m's h, in workgroup memory (lora_h)
     for (var t = first; t < q; t += stride) {
-        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lwh[h0 + t];
+        sum += lbt_quad(b0 + t) * lwh[h0 + t];
     }
 {{- else}}
     let h0 = (r * fz.lr + sl.w) / 4u;
     for (var t = first; t < q; t += stride) {
-        sum += bitcast<vec4<f32>>(lbt[b0 + t]) * lh[h0 + t];
+        sum += lbt_quad(b0 + t) * lh[h0 + t];
     }
 {{- end}}
     return lrows[r].scale * bitcast<f32>(sl.z) * dot(sum, vec4<f32>(1.0));
@@ -379,7 +381,7 @@ an adapter), of the rows as the product reads them (xn with Prescaled,
 the norm's weights on x with Norm) but before their 1/rms, which the fold
 applies to the sum with the term. Each invocation takes the values i =
 t, t + WG, ... of the MAXM·fz.lr / 4 quads of four columns (at most LWH
-values), reading Aᵀ a vec4 at a time as lora_shrink does; a barrier, then
+values), reading Aᵀ a quad at a time as lora_shrink does; a barrier, then
 every column reads them. For a product of few
 workgroups the work is done a few times over, and a dispatch is saved.
 Needs t, WG, MAXM, rows, k4, the block (xrow, orow). */}}
@@ -388,25 +390,26 @@ Needs t, WG, MAXM, rows, k4, the block (xrow, orow). */}}
     for (var i = t; i < MAXM * quads; i += WG) {
         let m = i / quads;
         let cq = i % quads;
-        // la starts with a vec4 per slot: its first A row and Σ padded
-        // rank; Aᵀ of slot s, [k, Σ padded rank], four columns a vec4,
-        // follows the table. A quad past the rank of the row's slot, or
-        // of a row without one, loops over no inputs: no loop inside a
-        // branch, which costs a CPU adapter the loop's bound in
-        // iterations whatever the lanes it leaves.
+        // la starts with an entry per slot: the element where its Aᵀ
+        // starts and Σ padded rank; Aᵀ of slot s, [k, Σ padded rank],
+        // four columns a quad, follows the table (lora_values). A quad
+        // past the rank of the row's slot, or of a row without one, loops
+        // over no inputs: no loop inside a branch, which costs a CPU
+        // adapter the loop's bound in iterations whatever the lanes it
+        // leaves.
         var s = -1;
         if (m < rows) {
             s = lora_slot({{template "orow" .}});
         }
-        let sl = bitcast<vec4<u32>>(la[u32(max(s, 0))]);
+        let sl = la_entry(u32(max(s, 0)));
         let live = s >= 0 && 4u * cq < sl.y;
         let q = sl.y / 4u;
-        var ai = fz.ln + sl.x / 4u * p.k + cq;
+        var ai = sl.x + cq;
         let xr = {{template "xrow" .}};
         var v = vec4<f32>(0.0); // h's columns 4·cq .. + 3 of block row m
         for (var i4 = 0u; i4 < select(0u, k4, live); i4++) {
             let xv = lora_x(xr + i4, i4);
-            v += xv.x * la[ai] + xv.y * la[ai + q] + xv.z * la[ai + 2u * q] + xv.w * la[ai + 3u * q];
+            v += xv.x * la_quad(ai) + xv.y * la_quad(ai + q) + xv.z * la_quad(ai + 2u * q) + xv.w * la_quad(ai + 3u * q);
             ai += 4u * q;
         }
         lwh[i] = v;

@@ -6,7 +6,7 @@
 // already ([vocab, Σ padded rank], transposed as lora_shrink reads it):
 // no product. lora_expand then adds s·h·Bᵀ to the looked-up rows, as
 // llama.cpp's llm_build_inp_embd adds its adapters. Each invocation copies
-// one vec4 of h. h is bound as f32s: as a vec4 array (16 bytes at least),
+// one quad of h. h is bound as f32s: as a vec4 array (16 bytes at least),
 // wgpu-native refused the lora_expand dispatch that follows, which shares
 // this bind group layout, for a dst of fewer than 16 bytes (seen on
 // lavapipe). Twin: runtime/cpu's EmbedLoRA.
@@ -14,9 +14,10 @@
 
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 @group(0) @binding(3) var<storage, read> tokens: array<i32>;
-// a: the slot table (a vec4 per slot: its first A row and Σ padded rank),
-// then each slot's Aᵀ, as lora_shrink's.
-@group(0) @binding(4) var<storage, read> a: array<vec4<f32>>;
+// a: the slot table (an entry per slot: the element where its Aᵀ starts
+// and Σ padded rank), then each slot's Aᵀ, as lora_shrink's.
+@group(0) @binding(4) var<storage, read> a: array<{{template "lora_quad" .}}>;
+{{template "lora_values" (values . "a")}}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -29,10 +30,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let s = rows[r].slot;
     var v = vec4<f32>(0.0);
     if (s >= 0 && u32(s) < p.nslots) {
-        let e = bitcast<vec4<u32>>(a[u32(s)]);
+        let e = a_entry(u32(s));
         let tok = tokens[r];
         if (4u * c < e.y && tok >= 0 && u32(tok) < p.width) {
-            v = a[p.nslots + e.x / 4u * p.width + u32(tok) * (e.y / 4u) + c];
+            v = a_quad(e.x + u32(tok) * (e.y / 4u) + c);
         }
     }
     let at = 4u * (r * q + c);

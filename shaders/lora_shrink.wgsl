@@ -11,8 +11,8 @@
 // to MAXM rows among those of slot j (found by a scan of the rows: the
 // batch is not sorted by adapter). Each slot's A is stored transposed,
 // [k, rank] (rank padded to a multiple of 4), so an invocation's four
-// columns at one k are one vec4, and the invocations of a workgroup read
-// consecutive vec4s. Each streams its columns (its share of the width,
+// columns at one k are one quad (a vec4 of f32 or, with Half, of halves),
+// and the invocations of a workgroup read consecutive quads. Each streams its columns (its share of the width,
 // KS > 1) once, multiplying every vec4 into the sums of all the group's
 // rows at once: vec4 accumulators in registers, no branch in the loop,
 // each x value loaded once for four columns (on a CPU adapter an x load
@@ -36,11 +36,12 @@
 
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
-// a starts with the slot table, a vec4 per slot j (u32 bits): the first
-// row of slot j's A rows (its Aᵀ starts at vec4 nslots + off·k/4) and
-// their count (Σ rank, each padded to a multiple of 4); the slots' Aᵀ
-// follow.
-@group(0) @binding(4) var<storage, read> a: array<vec4<f32>>;
+// a starts with the slot table, an entry per slot j: the element where
+// slot j's Aᵀ starts and its rows' count (Σ rank, each padded to a
+// multiple of 4); the slots' Aᵀ follow, a quad of four columns an
+// element (lora_values).
+@group(0) @binding(4) var<storage, read> a: array<{{template "lora_quad" .}}>;
+{{template "lora_values" (values . "a")}}
 {{- if .Norm}}
 @group(0) @binding(6) var<storage, read> nw: array<f32>;
 {{- end}}
@@ -63,7 +64,7 @@ var<workgroup> redsq: array<vec4<f32>, 128>; // redsq[i], redsq[64 + i]: its squ
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: vec3<u32>) {
     if (g.z >= p.nslots) { return; }
-    let e = bitcast<vec4<u32>>(a[g.z]);
+    let e = a_entry(g.z);
     let sl = Slot(e.x, e.y, 0.0, 0u);
     let cq = lane % CQ;
     let kl = lane / CQ;
@@ -84,7 +85,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     let x6 = rs[6] * p.width;
     let x7 = rs[7] * p.width;
     let q = sl.rank / 4u; // vec4s a row of Aᵀ
-    var ai = p.nslots + sl.off / 4u * p.width + kl * q + t / 4u;
+    var ai = sl.off + kl * q + t / 4u;
     var s0 = vec4<f32>(0.0); // row 0's sums of the four columns
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
@@ -102,9 +103,9 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) g: ve
     let width = select(0u, p.width, live);
     for (var c = kl; c < width; c += KS) {
 {{- if .Norm}}
-        let av = a[ai] * nw[c];
+        let av = a_quad(ai) * nw[c];
 {{- else}}
-        let av = a[ai];
+        let av = a_quad(ai);
 {{- end}}
         ai += q * KS;
         let v0 = x[x0 + c];

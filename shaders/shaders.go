@@ -26,6 +26,7 @@ var files embed.FS
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
 	"bindings": func(f Fusion, first int) string { return f.Bindings(first) },
 	"kvbuf":    func(f Fusion, buf, src string) KVBuf { return KVBuf{f.KV, buf, src} },
+	"values":   func(f Fusion, name string) Values { return Values{name, f.Half} },
 }).ParseFS(files, "*.wgsl"))
 
 // Fusion is what a matrix product kernel is composed with (the zero value:
@@ -83,6 +84,12 @@ type Fusion struct {
 	// lora_shrink's: no shrink dispatch, for products of so few
 	// workgroups that computing h in each costs less than one.
 	Shrink bool
+	// Half: the adapters' values (bindings la and lbt of a fused product,
+	// a and bt of the lora kernels) are IEEE halves, two to a u32, as an
+	// adapter stored in F16 keeps them: half the bytes of f32 (lora.inc.wgsl's
+	// lora_values). Like KV it is no fusion: lora_shrink, lora_expand and
+	// lora_gather take it alone.
+	Half bool
 
 	// KV is the KV cache's type that the attention and cache-store kernels
 	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
@@ -102,10 +109,21 @@ var (
 // binding (k or v).
 type KVBuf struct{ KV, Buf, Src string }
 
+// Values is what lora.inc.wgsl's lora_values template is run with: the
+// adapters' binding whose reads it declares, and whether it holds halves.
+type Values struct {
+	Name string
+	Half bool
+}
+
+// LoRAKernels are the kernels of unmerged adapters, which read their
+// values in f32 or, with Fusion.Half alone, in halves.
+var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
+
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV = ""
+	f.KV, f.Half = "", false
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -114,6 +132,9 @@ func (f Fusion) String() string {
 	kv := ""
 	if f.KV != "" {
 		kv = "+kv" + f.KV
+	}
+	if f.Half {
+		kv += "+half"
 	}
 	if !f.Fused() {
 		return kv
@@ -208,10 +229,14 @@ func (f Fusion) Bindings(first int) string {
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<vec4<f32>>;\n", first+i, names[i])
 		case names[i] == "routes":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> routes: array<u32>;\n", first+i)
-		case names[i] == "lbt":
-			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lbt: array<vec4<u32>>;\n", first+i)
-		case names[i] == "lh" || names[i] == "la":
-			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<vec4<f32>>;\n", first+i, names[i])
+		case names[i] == "lbt" || names[i] == "la": // lora_values' quads
+			quad := "vec4<u32>"
+			if f.Half {
+				quad = "vec2<u32>"
+			}
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> %s: array<%s>;\n", first+i, names[i], quad)
+		case names[i] == "lh":
+			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lh: array<vec4<f32>>;\n", first+i)
 		case names[i] == "lrows":
 			fmt.Fprintf(&b, "@group(0) @binding(%d) var<storage, read> lrows: array<LoRARow>;\n", first+i)
 		default:
@@ -248,6 +273,9 @@ func Compose(name string, f Fusion) (string, error) {
 	}
 	if f.Shrink && (!f.LoRA || !slices.Contains(GEMVs, name)) {
 		return "", fmt.Errorf("shader %s%s: a GEMV with adapters computes their h itself", name, f)
+	}
+	if f.Half && !f.LoRA && (!slices.Contains(LoRAKernels, name) || f.Fused() && name != "lora_shrink") {
+		return "", fmt.Errorf("shader %s%s: halves are adapters' values", name, f)
 	}
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {

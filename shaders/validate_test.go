@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,12 @@ func TestValidate(t *testing.T) {
 		}
 		for _, f := range shaders.ShrinkFusions[1:] {
 			all = append(all, variant{"lora_shrink", f})
+		}
+		for _, v := range all { // adapters' values in halves
+			if v.f.LoRA || slices.Contains(shaders.LoRAKernels, v.name) {
+				v.f.Half = true
+				all = append(all, v)
+			}
 		}
 		for _, name := range shaders.GEMMs {
 			for _, f := range shaders.ExpertFusions {

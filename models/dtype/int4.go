@@ -428,3 +428,17 @@ func HalfBits(v float32) uint16 { return float16.Fromfloat32(v).Bits() }
 
 // HalfValue widens the half with bits h to float32 (exactly).
 func HalfValue(h uint16) float32 { return f16Table()[h] }
+
+// Halves returns v as IEEE halves, or nil if some value is not exactly
+// one (a tensor stored in F16 and widened is: a backend may keep it in
+// halves, losing nothing).
+func Halves(v []float32) []uint16 {
+	h := make([]uint16, len(v))
+	for i, x := range v {
+		h[i] = HalfBits(x)
+		if math.Float32bits(HalfValue(h[i])) != math.Float32bits(x) {
+			return nil
+		}
+	}
+	return h
+}

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -68,18 +67,6 @@ func panels[T any](b []T, out, rank int) []T {
 	return bt
 }
 
-// halves returns v as IEEE halves, or nil if some value is not one.
-func halves(v []float32) []uint16 {
-	h := make([]uint16, len(v))
-	for i, x := range v {
-		h[i] = dtype.HalfBits(x)
-		if math.Float32bits(dtype.HalfValue(h[i])) != math.Float32bits(x) {
-			return nil
-		}
-	}
-	return h
-}
-
 func (l *LoRA) Slots() int   { return len(l.slots) }
 func (l *LoRA) MaxRank() int { return l.maxRank }
 func (l *LoRA) Outs() []int  { return l.outs }
@@ -113,7 +100,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 		for _, w := range ws {
 			a, bs = append(a, w.A...), append(bs, w.B...)
 		}
-		a16, b16 := halves(a), halves(bs)
+		a16, b16 := dtype.Halves(a), dtype.Halves(bs)
 		if a16 == nil || b16 == nil {
 			s.a = a
 		} else {

@@ -127,9 +127,14 @@ func (b *Backend) Project(p backend.Projection) {
 
 // projection is the fusion of p's product of w: its norm, outputs, GLU,
 // residual add, bias and, with lora, adapters (with shrink, their h
-// computed by the product itself).
+// computed by the product itself; their values in halves where p.LoRA
+// keeps them so).
 func projection(p backend.Projection, w *Weight, lora, shrink bool) shaders.Fusion {
-	return shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora, Shrink: shrink}
+	f := shaders.Fusion{Norm: p.Norm != nil, Outs: len(p.Out), Pairs: w.pairs, GLU: p.GLU, Add: p.Add, Bias: p.Bias != nil, LoRA: lora, Shrink: shrink}
+	if lora {
+		f.Half = p.LoRA.(*LoRA).half
+	}
+	return f
 }
 
 // project records p, its adapters in the epilogue with lora (their h

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/shaders"
 )
@@ -51,15 +52,19 @@ var (
 // Each weight's rank is padded to a multiple of 4 (zero rows of A, zero
 // columns of B), so that a projection's epilogue reads a column's row of
 // B and a row of h as vec4s, as the GEMVs read weights and x.
+// Where every value of every slot is a half (adapters stored in F16, as
+// llama.cpp's converter writes them), both buffers hold halves, two to a
+// u32, which the kernels widen (shaders.Fusion.Half).
 type LoRA struct {
 	in      int
 	outs    []int  // the weights' widths
 	adapts  []bool // whether some slot adapts weight k
-	a       Buffer // the slot table, per slot a vec4: its first A row, Σ padded rank, 0, 0; then per slot its Aᵀ, [in, Σ padded rank]
-	bt      Buffer // per (slot, weight): first vec4 of its B rows, vec4s a row, scale, first column in h; then the rows
+	a       Buffer // the slot table, per slot: the element of its Aᵀ, Σ padded rank, 0, 0; then per slot its Aᵀ, [in, Σ padded rank]
+	bt      Buffer // per (slot, weight): the element of its B row 0, quads a row, scale, first column in h; then the rows
 	n       int    // slots
 	maxRank int    // h's stride: the largest Σ padded rank of a slot
 	rank    int    // the largest Σ rank of a slot
+	half    bool   // a's and bt's values are halves (Fusion.Half)
 }
 
 func (l *LoRA) Slots() int   { return l.n }
@@ -86,18 +91,17 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			return err
 		}
 	}
-	// The shrink side: a table of the slots, then per slot its A rows,
-	// weight by weight, each weight's padded with zero rows, stored
-	// transposed ([in, Σ padded rank]): a lora_shrink invocation's four
-	// columns at one step of its loop over in are one vec4, and a
-	// workgroup's invocations read consecutive vec4s. One buffer, so that
-	// a product computing h itself (Fusion.Shrink) binds no more than one
+	// The shrink side: per slot its A rows, weight by weight, each
+	// weight's padded with zero rows, stored transposed ([in, Σ padded
+	// rank]): a lora_shrink invocation's four columns at one step of its
+	// loop over in are one quad, and a workgroup's invocations read
+	// consecutive quads. One buffer behind a table of the slots, so that a
+	// product computing h itself (Fusion.Shrink) binds no more than one
 	// reading lora_shrink's.
 	var a []float32
-	table := make([]byte, 16*len(slots))
+	aEntries := make([][4]uint32, len(slots)) // quads before the slot's Aᵀ, Σ padded rank
 	c.maxRank, c.rank = 0, 0
 	for j, ws := range slots {
-		binary.LittleEndian.PutUint32(table[16*j:], uint32(len(a)/c.in))
 		var rows []float32 // the slot's A rows, padded
 		rank, padded := 0, 0
 		for _, w := range ws {
@@ -105,6 +109,7 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			rows = append(rows, make([]float32, (pad4(w.Rank)-w.Rank)*c.in)...)
 			rank, padded = rank+w.Rank, padded+pad4(w.Rank)
 		}
+		aEntries[j] = [4]uint32{uint32(len(a) / 4), uint32(padded)}
 		at := make([]float32, len(rows))
 		for t := range padded {
 			for i := range c.in {
@@ -112,16 +117,13 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 			}
 		}
 		a = append(a, at...)
-		binary.LittleEndian.PutUint32(table[16*j+4:], uint32(padded))
 		c.maxRank, c.rank = max(c.maxRank, padded), max(c.rank, rank)
 	}
-	if err := b.uploadLoRA(&c.a, append(table, f32bytes(a)...), c); err != nil {
-		return err
-	}
-	// The expand side: the table, then weight by weight, slot by slot,
-	// the rows of B, each of the padded rank.
+	// The expand side: weight by weight, slot by slot, the rows of B,
+	// each of the padded rank, behind a table of (slot, weight)s.
 	nw := len(c.outs)
-	bt := make([]uint32, 4*len(slots)*nw) // f32 bits behind the table
+	var bv []float32
+	bEntries := make([][4]uint32, len(slots)*nw) // quads before B's row 0, quads a row, scale, column in h
 	for k, out := range c.outs {
 		c.adapts[k] = false
 		for j, ws := range slots {
@@ -130,23 +132,53 @@ func (b *Backend) SetLoRA(l backend.LoRA, slots [][]backend.LoRASlot) error {
 				col += pad4(v.Rank)
 			}
 			r4 := pad4(w.Rank)
-			e := 4 * (j*nw + k)
-			bt[e], bt[e+1], bt[e+2], bt[e+3] = uint32(len(bt)/4), uint32(r4/4), math.Float32bits(w.Scale), uint32(col)
-			rows := make([]uint32, out*r4)
+			bEntries[j*nw+k] = [4]uint32{uint32(len(bv) / 4), uint32(r4 / 4), math.Float32bits(w.Scale), uint32(col)}
+			rows := make([]float32, out*r4)
 			for i := range out {
-				for t := range w.Rank {
-					rows[i*r4+t] = math.Float32bits(w.B[i*w.Rank+t])
-				}
+				copy(rows[i*r4:i*r4+w.Rank], w.B[i*w.Rank:])
 			}
-			bt = append(bt, rows...)
+			bv = append(bv, rows...)
 			c.adapts[k] = c.adapts[k] || w.Rank > 0
 		}
 	}
-	if err := b.uploadLoRA(&c.bt, u32bytes(bt), c); err != nil {
+	// Halves where every value is one (adapters stored in F16): half the
+	// memory and half the bytes a step reads, the same values.
+	a16, b16 := dtype.Halves(a), dtype.Halves(bv)
+	c.half = len(a)+len(bv) > 0 && a16 != nil && b16 != nil
+	if err := b.uploadLoRA(&c.a, loraValues(aEntries, a, a16, c.half), c); err != nil {
+		return err
+	}
+	if err := b.uploadLoRA(&c.bt, loraValues(bEntries, bv, b16, c.half), c); err != nil {
 		return err
 	}
 	c.n = len(slots)
 	return b.loraScratch(c.maxRank)
+}
+
+// loraValues lays out an adapters' buffer as lora.inc.wgsl's
+// lora_values reads it: the table, each entry's first word offset by the
+// table's elements (its quads of values before), then the values, f32 or
+// (half) v16. An element is a quad of four values: 16 bytes, or 8 of
+// halves.
+func loraValues(table [][4]uint32, v []float32, v16 []uint16, half bool) []byte {
+	quad := 16
+	if half {
+		quad = 8
+	}
+	head := make([]uint32, 0, 4*len(table))
+	for _, e := range table {
+		e[0] += uint32(len(table) * 16 / quad)
+		head = append(head, e[:]...)
+	}
+	out := u32bytes(head)
+	if !half {
+		return append(out, f32bytes(v)...)
+	}
+	out = slices.Grow(out, 2*len(v16))
+	for _, h := range v16 {
+		out = binary.LittleEndian.AppendUint16(out, h)
+	}
+	return out
 }
 
 // uploadLoRA writes data to *dst, growing it as needed; nothing for no data.
@@ -213,6 +245,7 @@ func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
 	}
 	x, y := b.grid(n*c.maxRank/4, 64)
 	o := loraGatherOp
+	o.fusion = shaders.Fusion{Half: c.half}
 	o.consts = map[string]float64{"R": float64(c.maxRank)}
 	b.record(o, params{uint32(c.in), uint32(d.rows), uint32(c.n), uint32(c.maxRank), 0, 0, 0, 0, 0},
 		[]Binding{{Buffer: b.loraH}, {Buffer: b.tokens}, {Buffer: c.a}, {Buffer: b.rowLoRA}}, x, y, 1)
@@ -260,8 +293,9 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 	o := loraShrinkOp
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm), "KS": float64(ks)}
 	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}}
+	o.fusion = shaders.Fusion{Half: c.half}
 	if norm != nil {
-		o.fusion = shaders.Fusion{Norm: true}
+		o.fusion.Norm = true
 		o.operands = append(slices.Clone(o.operands), ReadOnly)
 		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
 	}
@@ -307,6 +341,7 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 	}
 	h, rows := b.loraBuffers(d.out)
 	o := loraExpandOp
+	o.fusion = shaders.Fusion{Half: c.half}
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
 	b.record(o, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), uint32(k), uint32(len(c.outs)), 0, 0},
 		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))

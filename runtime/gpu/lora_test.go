@@ -37,26 +37,24 @@ func TestAddLoRA(t *testing.T) {
 		{[][]int{{64, 8}, {4, 60}}, 1030, 7, []int{19, 40}, []int32{1, 0, -1}, nil},     // split 16 ways, some inputs short
 	} {
 		t.Run(fmt.Sprintf("r%v_%vx%d_rows%d_outs%d", tc.ranks, tc.outs, tc.in, tc.rows, len(tc.outputs)), func(t *testing.T) {
-			for _, shrink := range []string{"whole", "split"} {
-				t.Run(shrink, func(t *testing.T) {
+			for _, v := range []struct {
+				shrink string
+				half   bool
+			}{{"whole", false}, {"split", false}, {"whole", true}, {"split", true}} {
+				t.Run(fmt.Sprintf("%s/halves=%v", v.shrink, v.half), func(t *testing.T) {
 					w := newTwins(t, tc.rows)
-					w.gpu.SetPlan(gpu.Plan{Shrink: shrink})
+					w.gpu.SetPlan(gpu.Plan{Shrink: v.shrink})
 					slots := make([][]backend.LoRASlot, len(tc.ranks))
 					for j, rs := range tc.ranks {
 						for k, r := range rs {
-							slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*tc.in, 1), B: w.random(tc.outs[k]*r, 1), Scale: 0.5 + float32(j+k)})
+							a, b := w.random(r*tc.in, 1), w.random(tc.outs[k]*r, 1)
+							if v.half {
+								a, b = w.halves(a), w.halves(b)
+							}
+							slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: a, B: b, Scale: 0.5 + float32(j+k)})
 						}
 					}
-					var l [2]backend.LoRA
-					w.each(func(b backend.Backend, i int) {
-						var err error
-						if l[i], err = b.NewLoRA(tc.in, tc.outs...); err != nil {
-							t.Fatal(err)
-						}
-						if err := b.SetLoRA(l[i], slots); err != nil {
-							t.Fatal(err)
-						}
-					})
+					l := w.lora(tc.in, tc.outs, slots, v.half)
 					batch := backend.Batch{Tokens: tokens(tc.rows, 10, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
 						BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}, Out: tc.outputs}
 					for i := range tc.rows {
@@ -110,35 +108,53 @@ func TestEmbedLoRA(t *testing.T) {
 		{[]int{8, 1, 64, 0}, 300, 33, 9, []int32{0, 1, 2, 3, -1, 2, 1, 0, 7}},
 		{[]int{5, 12}, 1000, 96, 64, []int32{1, 0, -1, 1}},
 	} {
-		t.Run(fmt.Sprintf("r%v_vocab%d_dim%d_rows%d", tc.ranks, tc.vocab, tc.dim, tc.rows), func(t *testing.T) {
-			w := newTwins(t, tc.rows)
-			slots := make([][]backend.LoRASlot, len(tc.ranks))
-			for j, r := range tc.ranks {
-				slots[j] = []backend.LoRASlot{{Rank: r, A: w.random(r*tc.vocab, 1), B: w.random(tc.dim*r, 1), Scale: 0.5 + float32(j)}}
-			}
-			var l [2]backend.LoRA
-			w.each(func(b backend.Backend, i int) {
-				var err error
-				if l[i], err = b.NewLoRA(tc.vocab, tc.dim); err != nil {
-					t.Fatal(err)
+		for _, half := range []bool{false, true} {
+			t.Run(fmt.Sprintf("r%v_vocab%d_dim%d_rows%d/halves=%v", tc.ranks, tc.vocab, tc.dim, tc.rows, half), func(t *testing.T) {
+				w := newTwins(t, tc.rows)
+				slots := make([][]backend.LoRASlot, len(tc.ranks))
+				for j, r := range tc.ranks {
+					a, b := w.random(r*tc.vocab, 1), w.random(tc.dim*r, 1)
+					if half {
+						a, b = w.halves(a), w.halves(b)
+					}
+					slots[j] = []backend.LoRASlot{{Rank: r, A: a, B: b, Scale: 0.5 + float32(j)}}
 				}
-				if err := b.SetLoRA(l[i], slots); err != nil {
-					t.Fatal(err)
+				l := w.lora(tc.vocab, []int{tc.dim}, slots, half)
+				batch := backend.Batch{Tokens: tokens(tc.rows, tc.vocab, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
+					BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}}
+				for i := range tc.rows {
+					batch.Pos[i] = int32(i)
+					batch.Adapter = append(batch.Adapter, tc.adapters[i%len(tc.adapters)])
+					batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3))
 				}
+				x := w.tensor(tc.rows, tc.dim, w.random(tc.rows*tc.dim, 1))
+				w.beginBatch(batch)
+				w.each(func(b backend.Backend, i int) { b.EmbedLoRA(x[i], l[i]) })
+				w.compare("embedding lora", x, tc.rows, 1e-5)
 			})
-			batch := backend.Batch{Tokens: tokens(tc.rows, tc.vocab, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
-				BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}}
-			for i := range tc.rows {
-				batch.Pos[i] = int32(i)
-				batch.Adapter = append(batch.Adapter, tc.adapters[i%len(tc.adapters)])
-				batch.AdapterScale = append(batch.AdapterScale, 1+float32(i%3))
-			}
-			x := w.tensor(tc.rows, tc.dim, w.random(tc.rows*tc.dim, 1))
-			w.beginBatch(batch)
-			w.each(func(b backend.Backend, i int) { b.EmbedLoRA(x[i], l[i]) })
-			w.compare("embedding lora", x, tc.rows, 1e-5)
-		})
+		}
 	}
+}
+
+// lora makes the LoRA of slots on both backends, for weights of widths
+// outs over inputs of width in; the GPU's must keep its values in halves
+// where half says every value is one (and a slot has a rank).
+func (w *twins) lora(in int, outs []int, slots [][]backend.LoRASlot, half bool) pair[backend.LoRA] {
+	w.t.Helper()
+	var l pair[backend.LoRA]
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if l[i], err = b.NewLoRA(in, outs...); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := b.SetLoRA(l[i], slots); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+	if got := gpu.LoRAHalves(l[1]); got != half {
+		w.t.Fatalf("the GPU keeps the adapters in halves: %v, want %v", got, half)
+	}
+	return l
 }
 
 // outTensor is tensor for an output tensor: one row per Batch.Out entry.
@@ -205,26 +221,29 @@ func TestProjectLoRA(t *testing.T) {
 		kernel  string // Plan.Quant's (Plan.MatMul's for f32)
 		k, rows int
 		slots   []int32 // the rows' adapters, repeated
+		half    bool    // the adapters' values are halves
 	}{
-		{backend.F32, "", 64, 1, []int32{1}},
-		{backend.Int4, "", 96, 5, []int32{0, -1, 1, 0, 7}},
-		{backend.F16, "", 96, 3, []int32{1, 1, 0}},
-		{backend.Int8, "", 64, 9, []int32{2, 2, -1, 2, 2, 2, 1, 2, 0}}, // six rows of slot 2: a block of 8
-		{backend.Int4, "gemv-gpu", 200, 9, []int32{1, 0, 0, -1, 0, 0, 2, 0, 0}},
-		{backend.F32, "gemv", 96, 4, []int32{0, 1, -1, 1}},
-		{backend.F16, "gemv-gpu", 136, 3, []int32{1, 0, 0}},
-		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}},
-		{backend.F32, "", 70, 3, []int32{1, -1, 0}}, // k % 4 != 0: the naive kernel or GEMM
+		{backend.F32, "", 64, 1, []int32{1}, false},
+		{backend.Int4, "", 96, 5, []int32{0, -1, 1, 0, 7}, false},
+		{backend.F16, "", 96, 3, []int32{1, 1, 0}, false},
+		{backend.Int8, "", 64, 9, []int32{2, 2, -1, 2, 2, 2, 1, 2, 0}, true}, // six rows of slot 2: a block of 8
+		{backend.Int4, "gemv-gpu", 200, 9, []int32{1, 0, 0, -1, 0, 0, 2, 0, 0}, false},
+		{backend.Int4, "gemv-gpu", 200, 9, []int32{1, 0, 0, -1, 0, 0, 2, 0, 0}, true},
+		{backend.F32, "gemv", 96, 4, []int32{0, 1, -1, 1}, false},
+		{backend.F16, "gemv-gpu", 136, 3, []int32{1, 0, 0}, false},
+		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}, false},
+		{backend.F32, "gemm", 64, 17, []int32{0, 1, -1, 2}, true},
+		{backend.F32, "", 70, 3, []int32{1, -1, 0}, false}, // k % 4 != 0: the naive kernel or GEMM
 	} {
 		for _, v := range variants {
-			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, v.name), func(t *testing.T) {
-				testProjectLoRA(t, tc.storage, tc.kernel, tc.k, tc.rows, tc.slots, v.norm, v.parts, v.ranks, v.bias, v.glu, v.pairs, v.add, v.head, v.next)
+			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_halves=%v/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.half, v.name), func(t *testing.T) {
+				testProjectLoRA(t, tc.storage, tc.kernel, tc.k, tc.rows, tc.slots, tc.half, v.norm, v.parts, v.ranks, v.bias, v.glu, v.pairs, v.add, v.head, v.next)
 			})
 		}
 	}
 }
 
-func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, rows int, adapters []int32,
+func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, rows int, adapters []int32, half,
 	norm bool, parts []int, ranks [][]int, bias, glu, pairs, add, head, next bool) {
 	const alloc = 32
 	w := newTwins(t, alloc)
@@ -242,26 +261,21 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 		shapes, bshapes = append(shapes, []int{n, k}), append(bshapes, []int{n})
 	}
 	wt := w.fused(storage, glu || pairs, shapes, 1)
+	values := func(n int) []float32 {
+		if half {
+			return w.halves(w.random(n, 1))
+		}
+		return w.random(n, 1)
+	}
 	slots := make([][]backend.LoRASlot, len(ranks))
+	adapted := false
 	for j, rs := range ranks {
 		for i, r := range rs {
-			slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: w.random(r*k, 1), B: w.random(parts[i]*r, 1), Scale: 0.25 + float32(j+i)/4})
+			slots[j] = append(slots[j], backend.LoRASlot{Rank: r, A: values(r * k), B: values(parts[i] * r), Scale: 0.25 + float32(j+i)/4})
+			adapted = adapted || r > 0
 		}
 	}
-	newLoRA := func(outs []int, slots [][]backend.LoRASlot) pair[backend.LoRA] {
-		var l pair[backend.LoRA]
-		w.each(func(b backend.Backend, i int) {
-			var err error
-			if l[i], err = b.NewLoRA(k, outs...); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.SetLoRA(l[i], slots); err != nil {
-				t.Fatal(err)
-			}
-		})
-		return l
-	}
-	l := newLoRA(parts, slots)
+	l := w.lora(k, parts, slots, half && adapted)
 	// The residual projection before (next): a k×k weight, with adapters.
 	var wo pair[backend.Weight]
 	var xo pair[backend.Tensor]
@@ -272,9 +286,9 @@ func testProjectLoRA(t *testing.T, storage backend.Storage, kernel string, k, ro
 		oslots := make([][]backend.LoRASlot, len(ranks))
 		for j := range oslots {
 			r := 1 + 3*j
-			oslots[j] = []backend.LoRASlot{{Rank: r, A: w.random(r*k, 1), B: w.random(k*r, 1), Scale: 0.5}}
+			oslots[j] = []backend.LoRASlot{{Rank: r, A: values(r * k), B: values(k * r), Scale: 0.5}}
 		}
-		lo = newLoRA([]int{k}, oslots)
+		lo = w.lora(k, []int{k}, oslots, half)
 	}
 	var nw, bw pair[backend.Weight]
 	if norm {

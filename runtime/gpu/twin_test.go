@@ -56,6 +56,20 @@ func (w *twins) random(n int, scale float32) []float32 {
 	return v
 }
 
+// halves rounds v to IEEE halves in place and returns it: the values of
+// an adapter stored in F16, which the backends keep in halves. Its first
+// value becomes a subnormal half, which a GPU may flush to zero (WGSL
+// lets it: 2⁻²⁰, a loss far within the tests' tolerances).
+func (w *twins) halves(v []float32) []float32 {
+	for i, x := range v {
+		v[i] = dtype.HalfValue(dtype.HalfBits(x))
+	}
+	if len(v) > 0 {
+		v[0] = 0x1p-20
+	}
+	return v
+}
+
 func (w *twins) tensor(rows, cols int, data []float32) pair[backend.Tensor] {
 	w.t.Helper()
 	var p pair[backend.Tensor]
