@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -21,7 +22,8 @@ import (
 // epilogue splits the rank among them, and a shrink whose invocations
 // split the width; on a CPU adapter a proxy only), at
 // the q/k/v and gate+up shapes of stories260K (64 wide, f32) and
-// smollm2-135m (576 wide, int4), ranks 8 and 64. Each iteration records
+// smollm2-135m (576 wide, int4), ranks 8 and 64, and 64 in halves (r64-f16:
+// an F16 adapter's values, which the backend keeps so). Each iteration records
 // the projection and a read back that waits for it.
 //
 //	go test ./runtime/gpu -run '^$' -bench LoRAProject
@@ -76,7 +78,11 @@ func BenchmarkLoRAProject(b *testing.B) {
 			}
 			outs = append(outs, tensor(n))
 		}
-		for _, rank := range []int{8, 64} {
+		for _, rv := range []struct {
+			rank int
+			half bool // the adapters' values are halves (an F16 file's)
+		}{{8, false}, {64, false}, {64, true}} {
+			rank := rv.rank
 			l, err := g.NewLoRA(shape.in, shape.parts...)
 			if err != nil {
 				b.Fatal(err)
@@ -85,11 +91,13 @@ func BenchmarkLoRAProject(b *testing.B) {
 			for j := range slots {
 				for _, n := range shape.parts {
 					a, bw := make([]float32, rank*shape.in), make([]float32, n*rank)
-					for i := range a {
-						a[i] = rng.Float32() - 0.5
-					}
-					for i := range bw {
-						bw[i] = rng.Float32() - 0.5
+					for _, v := range [][]float32{a, bw} {
+						for i := range v {
+							v[i] = rng.Float32() - 0.5
+							if rv.half {
+								v[i] = dtype.HalfValue(dtype.HalfBits(v[i]))
+							}
+						}
 					}
 					slots[j] = append(slots[j], backend.LoRASlot{Rank: rank, A: a, B: bw, Scale: 0.5})
 				}
@@ -98,7 +106,11 @@ func BenchmarkLoRAProject(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, mode := range []string{"none", "fused", "unfused", "inline", "gpu-none", "gpu-fused", "gpu-inline"} {
-				b.Run(fmt.Sprintf("%s/r%d/%s", shape.name, rank, mode), func(b *testing.B) {
+				name := fmt.Sprintf("%s/r%d/%s", shape.name, rank, mode)
+				if rv.half {
+					name = fmt.Sprintf("%s/r%d-f16/%s", shape.name, rank, mode)
+				}
+				b.Run(name, func(b *testing.B) {
 					batch := backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows),
 						Tables: [][]int32{{0}}, BlockSize: 16, Out: []int32{0}}
 					plan, form := gpu.Plan{}, mode
