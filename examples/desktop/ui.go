@@ -644,7 +644,17 @@ func (a *app) saveScreenshot(path string) error {
 	return nil
 }
 
-// quit closes the window, which ends run.
+// quit ends the app for --exit-after-reply: it closes the model and
+// exits with the exit code, leaving the window to the process's end. Not
+// through core.TheApp.Quit: Cogent Core v0.3.12's window Close frees the
+// window's drawer under a render that got past its Lock's closed check
+// (base.Window.Lock checks, then locks), and that render then panics
+// (seen once in TestDesktopChat, the reply and screenshot done).
 func (a *app) quit() {
-	core.TheApp.Quit()
+	var m *model
+	a.locked(func() { m, a.model = a.model, nil })
+	if m != nil {
+		m.Close()
+	}
+	os.Exit(int(a.exitCode.Load()))
 }
