@@ -208,6 +208,7 @@ func TestProjectLoRA(t *testing.T) {
 	variants := []variant{
 		{name: "qkv-norm", norm: true, parts: []int{48, 16, 16}, ranks: [][]int{{3, 5, 2}, {8, 0, 1}, {0, 0, 0}}},
 		{name: "qkv-bias", parts: []int{40, 24, 24}, ranks: [][]int{{1, 1, 7}, {6, 6, 6}}, bias: true},
+		{name: "qkv-odd", parts: []int{30, 10, 10}, ranks: [][]int{{2, 5, 3}, {4, 0, 1}}}, // widths not multiples of 4: a CPU invocation's columns straddle q and k
 		{name: "glu-norm", norm: true, parts: []int{36, 36}, ranks: [][]int{{5, 3}, {0, 9}}, glu: true},
 		{name: "gate-up-split", parts: []int{50, 50}, ranks: [][]int{{2, 0}, {7, 7}}, pairs: true},
 		{name: "residual", parts: []int{33}, ranks: [][]int{{5}, {1}, {13}}, add: true},
