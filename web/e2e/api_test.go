@@ -697,6 +697,7 @@ func TestBrowserAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			ad.Type = dtype.F16 // as llama.cpp's converter writes them: the page keeps them in halves
 			path := filepath.Join(modelDir, a.name+".gguf")
 			if err := lora.WriteGGUF(path, ad, a.c.Arch); err != nil {
 				t.Fatal(err)
