@@ -51,7 +51,8 @@ var (
 // read alike.
 // Each weight's rank is padded to a multiple of 4 (zero rows of A, zero
 // columns of B), so that a projection's epilogue reads a column's row of
-// B and a row of h as vec4s, as the GEMVs read weights and x.
+// B and a row of h a quad of four values at a time, as the GEMVs read
+// weights and x.
 // Where every value of every slot is a half (adapters stored in F16, as
 // llama.cpp's converter writes them), both buffers hold halves, two to a
 // u32, which the kernels widen (shaders.Fusion.Half).
