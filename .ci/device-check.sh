@@ -17,7 +17,10 @@
 #      and 32 (DEVICE_CHECK_CONC) beside the in-process `tessera bench` of
 #      the same work;
 #   5. LoRA (DEVICE_CHECK_LORA=1): BenchmarkLoRADecode on WebGPU, decode
-#      tok/s at concurrency 8 with 0, 1 and 4 adapters of rank 8 and 64.
+#      tok/s at concurrency 8 with 0, 1 and 4 adapters of rank 8 and 64
+#      (F16, kept in halves; f32; and rank 64 with every GEMV computing
+#      its adapters' h, adapters4-inline, which sets shrinkInside's GPU
+#      threshold).
 #
 # A machine without Go runs a bundle built elsewhere: `make device-bundle`
 # writes the tessera command, runtime's test binary and the test models

@@ -13,6 +13,8 @@ import (
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
@@ -23,7 +25,11 @@ import (
 // layer it adapts) and a synthetic SmolLM2-135M (int4 weights, 576 wide:
 // a realistic shape). The adapters are F16, as llama.cpp's
 // convert_lora_to_gguf writes them by default; adapters4-f32 is 4 of
-// them in f32 (which the CPU backend streams twice the bytes of).
+// them in f32 (which the backends stream twice the bytes of), and on
+// WebGPU adapters4-inline is 4 rank-64 ones with every GEMV computing its
+// adapters' h itself (Plan.LoRA "inline": no shrink dispatch, the shrink
+// repeated in each workgroup), what a GPU's measurement decides
+// shrinkInside's threshold by.
 // Besides tokens per second it reports tokens per
 // CPU-second of the process, which other processes on shared cores
 // disturb far less:
@@ -39,14 +45,28 @@ func BenchmarkLoRADecode(b *testing.B) {
 		path := ""
 		for _, device := range []string{"cpu", "webgpu"} {
 			for _, rank := range []int{8, 64} {
-				for _, distinct := range []int{0, 1, 4, -4} {
-					if distinct == 0 && rank == 64 {
-						continue // the same as rank 8's
+				for _, v := range []struct {
+					distinct int
+					typ      dtype.Type
+					inline   bool // WebGPU: every GEMV computes its adapters' h (Plan.LoRA "inline")
+				}{{0, dtype.F16, false}, {1, dtype.F16, false}, {4, dtype.F16, false}, {4, dtype.F32, false}, {4, dtype.F16, true}} {
+					distinct := v.distinct
+					if distinct == 0 && rank == 64 || v.inline && (device != "webgpu" || rank != 64) {
+						continue // the same as rank 8's; rank 8 takes the inline shrink on GPUs anyway
 					}
-					name, typ := fmt.Sprintf("%s/%s/r%d/adapters%d", base.name, device, rank, distinct), dtype.F16
-					if distinct < 0 { // 4 adapters in f32
-						distinct, typ = -distinct, dtype.F32
-						name = fmt.Sprintf("%s/%s/r%d/adapters%d-f32", base.name, device, rank, distinct)
+					name := fmt.Sprintf("%s/%s/r%d/adapters%d", base.name, device, rank, distinct)
+					if v.typ == dtype.F32 {
+						name += "-f32"
+					}
+					var wrap func(backend.Backend) backend.Backend
+					if v.inline {
+						name += "-inline"
+						wrap = func(be backend.Backend) backend.Backend {
+							if g, ok := be.(*gpu.Backend); ok {
+								g.SetPlan(gpu.Plan{LoRA: "inline"})
+							}
+							return be
+						}
 					}
 					b.Run(name, func(b *testing.B) {
 						if path == "" {
@@ -54,10 +74,10 @@ func BenchmarkLoRADecode(b *testing.B) {
 						}
 						var specs []runtime.AdapterSpec
 						for i := range distinct {
-							p := benchAdapter(b, path, rank, typ, uint64(i))
+							p := benchAdapter(b, path, rank, v.typ, uint64(i))
 							specs = append(specs, runtime.AdapterSpec{Name: fmt.Sprint("a", i), Path: p})
 						}
-						opts := runtime.Options{Device: device, Quant: base.quant, Adapters: specs}
+						opts := runtime.Options{Device: device, Quant: base.quant, Adapters: specs, Wrap: wrap}
 						e, err := runtime.Load(path, opts)
 						if err != nil {
 							b.Skip(err)
