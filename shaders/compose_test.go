@@ -1,0 +1,46 @@
+package shaders_test
+
+import (
+	"testing"
+
+	"github.com/tessera-llm/tessera/shaders"
+)
+
+// TestComposeRefuses: compositions no kernel is written for are errors,
+// not kernels that read bindings nobody binds.
+func TestComposeRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		kernel string
+		f      shaders.Fusion
+	}{
+		{"no_such_kernel", shaders.Fusion{}},
+		{"lora.inc", shaders.Fusion{}},
+		{"attention_decode", shaders.Fusion{KV: "f8"}},
+		{"matmul_gemv", shaders.Fusion{Pairs: true}},
+		{"matmul_gemv", shaders.Fusion{Next: true}},
+		{"matmul_gemv", shaders.Fusion{Experts: true, Norm: true}},
+		{"matmul_gemv", shaders.Fusion{LoRA: true, Experts: true, Pairs: true, GLU: true}},
+		{"fuse_epilogue", shaders.Fusion{LoRA: true, Shrink: true}},
+		{"matmul_gemv", shaders.Fusion{Shrink: true}},
+		{"matmul_gemv", shaders.Fusion{Half: true}},             // halves are adapters' values
+		{"rmsnorm", shaders.Fusion{Half: true}},                 // ditto
+		{"lora_expand", shaders.Fusion{Half: true, Norm: true}}, // only the shrink applies a norm
+	} {
+		if src, err := shaders.Compose(tc.kernel, tc.f); err == nil {
+			t.Errorf("Compose(%s, %+v) = %d bytes of WGSL, want an error", tc.kernel, tc.f, len(src))
+		}
+	}
+	for _, tc := range []struct {
+		kernel string
+		f      shaders.Fusion
+	}{
+		{"lora_shrink", shaders.Fusion{Half: true, Norm: true}},
+		{"lora_gather", shaders.Fusion{Half: true}},
+		{"matmul_int4_gemv", shaders.Fusion{Outs: 3, LoRA: true, Shrink: true, Half: true}},
+		{"fuse_epilogue", shaders.Fusion{Pairs: true, GLU: true, LoRA: true, Half: true}},
+	} {
+		if _, err := shaders.Compose(tc.kernel, tc.f); err != nil {
+			t.Errorf("Compose(%s, %+v): %v", tc.kernel, tc.f, err)
+		}
+	}
+}
