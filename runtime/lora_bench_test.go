@@ -61,12 +61,7 @@ func BenchmarkLoRADecode(b *testing.B) {
 					var wrap func(backend.Backend) backend.Backend
 					if v.inline {
 						name += "-inline"
-						wrap = func(be backend.Backend) backend.Backend {
-							if g, ok := be.(*gpu.Backend); ok {
-								g.SetPlan(gpu.Plan{LoRA: "inline"})
-							}
-							return be
-						}
+						wrap = withPlan(gpu.Plan{LoRA: "inline"})
 					}
 					b.Run(name, func(b *testing.B) {
 						if path == "" {

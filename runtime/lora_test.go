@@ -151,12 +151,7 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 		var wrap func(backend.Backend) backend.Backend
 		if tc.prologue {
 			name += "/prologue"
-			wrap = func(be backend.Backend) backend.Backend {
-				if g, ok := be.(*gpu.Backend); ok {
-					g.SetPlan(gpu.Plan{NormPrologue: "on"})
-				}
-				return be
-			}
+			wrap = withPlan(gpu.Plan{NormPrologue: "on"})
 		}
 		t.Run(name, func(t *testing.T) {
 			path, c := loraBase(t, tc.base)
@@ -185,6 +180,17 @@ func TestLoRAUnmergedMatchesMerged(t *testing.T) {
 				t.Errorf("greedy tokens:\nunmerged %v\n  merged %v", gotIDs, wantIDs)
 			}
 		})
+	}
+}
+
+// withPlan is an Options.Wrap that gives a WebGPU backend plan (and
+// leaves the CPU's alone): a composition lavapipe does not choose itself.
+func withPlan(plan gpu.Plan) func(backend.Backend) backend.Backend {
+	return func(be backend.Backend) backend.Backend {
+		if g, ok := be.(*gpu.Backend); ok {
+			g.SetPlan(plan)
+		}
+		return be
 	}
 }
 

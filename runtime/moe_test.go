@@ -216,10 +216,5 @@ func expertsPlan(kernel string) func(backend.Backend) backend.Backend {
 	if kernel == "" {
 		return nil
 	}
-	return func(be backend.Backend) backend.Backend {
-		if g, ok := be.(*gpu.Backend); ok {
-			g.SetPlan(gpu.Plan{Experts: kernel})
-		}
-		return be
-	}
+	return withPlan(gpu.Plan{Experts: kernel})
 }
