@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,6 +140,8 @@ func TestOpenGGUFAsLlamaCpp(t *testing.T) {
 		{"lora_a not transposed", kv, untransposed, "lora_a has rank 8, lora_b 2 (lora_a must be transposed"},
 		{"token embeddings' lora_a not transposed", kv, embdUntransposed, "an embedding's lora_a has ggml dims [rank, vocab]"},
 		{"a lone lora_b", kv, ts[1:], "has only one of lora_a and lora_b"},
+		{"an infinite alpha", converterKV("llama", float32(math.Inf(1))), ts, "scale +Inf (alpha over rank) is not finite"},
+		{"a NaN alpha", converterKV("llama", float32(math.NaN())), ts, "scale NaN (alpha over rank) is not finite"},
 		{"another suffix", kv, []gguf.WriteTensor{{Name: q + ".lora_c", Dims: []uint64{2}, Type: dtype.F32, Data: f32(t, seq(2, 0, 1))}}, "neither a lora_a nor a lora_b"},
 	} {
 		_, err := lora.Open(writeFile(t, tc.kv, tc.ts), tinyLlama)

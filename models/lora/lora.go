@@ -145,6 +145,8 @@ func (t *Target) valid() error {
 		return fmt.Errorf("tensor %s: rank %d of a %d×%d matrix", t.Name, t.Rank, t.Out, t.In)
 	case len(t.A) != t.Rank*t.In || len(t.B) != t.Out*t.Rank:
 		return fmt.Errorf("tensor %s: A of %d values and B of %d for rank %d of %d×%d", t.Name, len(t.A), len(t.B), t.Rank, t.Out, t.In)
+	case math.IsNaN(float64(t.Scale)) || math.IsInf(float64(t.Scale), 0):
+		return fmt.Errorf("tensor %s: scale %g (alpha over rank) is not finite", t.Name, t.Scale)
 	}
 	for _, v := range [][]float32{t.A, t.B} {
 		for _, x := range v {
