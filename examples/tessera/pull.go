@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tessera-llm/tessera/models/hub"
 )
@@ -19,9 +20,16 @@ import (
 // path; these commands manage what such references pulled.
 
 func setupPull(fs *flag.FlagSet) func(context.Context, *env) error {
+	connect := fs.Duration("connect-timeout", hub.DefaultDialTimeout, "limit on connecting to a host, and again on the TLS handshake (negative: none)")
+	header := fs.Duration("header-timeout", hub.DefaultHeaderTimeout, "limit on waiting for a response's headers (negative: none)")
+	stall := fs.Duration("stall-timeout", hub.DefaultStallTimeout, "end a download that receives nothing for this long; a slow one that keeps receiving goes on (negative: none)")
+	retries := fs.Int("retries", 3, "how many times an interrupted or stalled download resumes before the pull fails")
 	return func(ctx context.Context, e *env) error {
 		if fs.NArg() == 0 {
 			return usagef("want a model reference: hf.co/OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf or an https URL")
+		}
+		if *retries < 0 {
+			return usagef("--retries is a count: %d", *retries)
 		}
 		refs, err := parseRefs(fs.Args())
 		if err != nil {
@@ -31,17 +39,45 @@ func setupPull(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
+		// A zero limit would mean the default to the client: here it
+		// means none, as a negative one does.
+		limit := func(d time.Duration) time.Duration {
+			if d == 0 {
+				return -1
+			}
+			return d
+		}
+		c.DialTimeout, c.TLSTimeout = limit(*connect), limit(*connect)
+		c.HeaderTimeout, c.StallTimeout = limit(*header), limit(*stall)
+		if c.Retries = *retries; *retries == 0 {
+			c.Retries = -1
+		}
 		for _, r := range refs {
 			entry, err := c.Pull(ctx, r)
+			if err != nil {
+				return timeoutHint(err)
+			}
+			p, err := c.Cache.Path(entry)
 			if err != nil {
 				return err
 			}
 			// The path goes to stdout, so that $(tessera pull REF) is it.
 			fmt.Fprintf(e.stderr, "%s: %s in %d file(s)\n", entry.Ref, hub.FormatSize(entry.Size), len(entry.Files))
-			fmt.Fprintln(e.stdout, c.Cache.Path(entry))
+			fmt.Fprintln(e.stdout, p)
 		}
 		return nil
 	}
+}
+
+// timeoutHint adds to a pull's timeout the flag that sets its limit.
+func timeoutHint(err error) error {
+	var te *hub.TimeoutError
+	if !errors.As(err, &te) {
+		return err
+	}
+	flag := map[hub.Stage]string{hub.StageDial: "--connect-timeout", hub.StageTLS: "--connect-timeout",
+		hub.StageHeaders: "--header-timeout", hub.StageBody: "--stall-timeout"}[te.Stage]
+	return fmt.Errorf("%w [%s sets the limit]", err, flag)
 }
 
 func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -66,10 +102,20 @@ func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		fmt.Fprintf(w, "REF\tSIZE\tFILES\t%s\n", last)
 		var total int64
+		var damaged []hub.Entry
 		for _, en := range entries {
+			// A damaged entry is listed, marked, and explained below:
+			// its numbers are the tampered record's, not the cache's.
+			if en.Damaged != nil {
+				damaged = append(damaged, en)
+				fmt.Fprintf(w, "%s\t-\t-\tDAMAGED\n", en.Display())
+				continue
+			}
 			col := en.Time.Local().Format("2006-01-02 15:04")
 			if *paths {
-				col = c.Cache.Path(en)
+				if col, err = c.Cache.Path(en); err != nil {
+					col = "(missing: pull it again)"
+				}
 			}
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", en.Ref, hub.FormatSize(en.Size), len(en.Files), col)
 			total += en.Size
@@ -78,6 +124,9 @@ func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		fmt.Fprintf(e.stderr, "%d model(s), %s, in %s\n", len(entries), hub.FormatSize(total), c.Cache.Dir)
+		for _, en := range damaged {
+			fmt.Fprintf(e.stderr, "%v: it is not used; 'tessera rm %s' drops it from the index and deletes nothing\n", en.Damaged, en.Display())
+		}
 		return nil
 	}
 }
@@ -171,6 +220,7 @@ func modelPath(ctx context.Context, e *env, value string, offline bool) (string,
 		return "", err
 	}
 	// A split GGUF's shards are all in the cache, side by side: models.Open
-	// finds them from the first, which Path names.
-	return c.Cache.Path(entry), nil
+	// finds them from the first, which Path names, once it has checked
+	// that every one is inside the cache.
+	return c.Cache.Path(entry)
 }

@@ -63,7 +63,7 @@ func TestIndexDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(c.Cache.Path(e))
+	os.Remove(cachedPath(t, c, e))
 	if _, ok, err := c.Cache.Lookup(ref); ok || err != nil {
 		t.Errorf("Lookup of a deleted file: %v, %v", ok, err)
 	}

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -29,41 +30,63 @@ func (e transientError) Error() string { return e.err.Error() }
 func (e transientError) Unwrap() error { return e.err }
 
 // download fetches one file into the cache and returns its record. A
-// previous attempt's .part file is resumed; a transient failure resumes
-// again, up to Retries times, after a pause that doubles each time.
+// previous attempt's .part file is resumed; a transient failure (a
+// dropped connection, a timeout) resumes again, up to Retries times,
+// after a pause that doubles each time. Every file it touches is reached
+// through the cache's root.
 func (c *Client) download(ctx context.Context, f remote, label string) (File, error) {
-	dst := filepath.Join(c.Cache.Dir, filepath.FromSlash(f.local))
-	if rec, ok := c.reusable(ctx, f, dst); ok {
+	root, err := c.Cache.open(true)
+	if err != nil {
+		return File{}, err
+	}
+	defer root.Close()
+	if rec, ok := c.reusable(ctx, root, f); ok {
 		fmt.Fprintf(c.log(), "%s: up to date (%s, sha256 %s)\n", label, FormatSize(rec.Size), rec.SHA256[:12])
 		return rec, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	dir := path.Dir(f.local)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return File{}, fmt.Errorf("model cache %s: %w", c.Cache.Dir, err)
+	}
+	if err := checkDirs(root, dir); err != nil {
 		return File{}, err
 	}
 	retries, wait := c.Retries, c.RetryWait
 	if retries == 0 {
 		retries = 3
 	}
+	if retries < 0 {
+		retries = 0
+	}
 	if wait == 0 {
 		wait = time.Second
 	}
+	kept := func(err error) error {
+		return fmt.Errorf("%s: %w (the partial download is kept and resumes next time)", f.name, err)
+	}
 	for attempt := 0; ; attempt++ {
-		rec, err := c.fetch(ctx, f, dst, label)
+		rec, err := c.fetch(ctx, root, f, label)
 		if err == nil {
 			return rec, nil
 		}
+		if ctx.Err() != nil {
+			return File{}, kept(ctx.Err())
+		}
 		var te transientError
-		if !errors.As(err, &te) || attempt >= retries || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return File{}, fmt.Errorf("%s: %w (the partial download is kept and resumes next time)", f.name, ctx.Err())
-			}
+		if !errors.As(err, &te) {
 			return File{}, err
+		}
+		if attempt >= retries {
+			if retries > 0 {
+				return File{}, fmt.Errorf("%w (gave up after %d retries; the partial download is kept and the next pull resumes it)", err, retries)
+			}
+			return File{}, fmt.Errorf("%w (the partial download is kept and the next pull resumes it)", err)
 		}
 		fmt.Fprintf(c.log(), "%s: %v; resuming in %s\n", label, err, wait)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return File{}, fmt.Errorf("%s: %w (the partial download is kept and resumes next time)", f.name, ctx.Err())
+			return File{}, kept(ctx.Err())
 		}
 		wait *= 2
 	}
@@ -71,12 +94,12 @@ func (c *Client) download(ctx context.Context, f remote, label string) (File, er
 
 // reusable reports whether the cache already holds the file as the Hub has
 // it now: the index knows its checksum and the Hub reports the same one.
-func (c *Client) reusable(ctx context.Context, f remote, dst string) (File, bool) {
-	rec, ok := c.Cache.file(f.local)
+func (c *Client) reusable(ctx context.Context, root *os.Root, f remote) (File, bool) {
+	rec, ok := c.Cache.file(root, f.local)
 	if !ok || rec.SHA256 == "" {
 		return File{}, false
 	}
-	if st, err := os.Stat(dst); err != nil || st.Size() != rec.Size {
+	if st, err := inspect(root, f.local); err != nil || st.Size() != rec.Size {
 		return File{}, false
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, f.url, nil)
@@ -84,7 +107,7 @@ func (c *Client) reusable(ctx context.Context, f remote, dst string) (File, bool
 		return File{}, false
 	}
 	c.authorize(req)
-	resp, err := c.httpClient().Do(req)
+	resp, err := c.do(c.httpClient(), req)
 	if err != nil {
 		return File{}, false
 	}
@@ -96,20 +119,30 @@ func (c *Client) reusable(ctx context.Context, f remote, dst string) (File, bool
 // fetch makes one attempt at a file: it resumes the .part file where it
 // ends, appends the body, checks the length and the checksum, and renames
 // the result into place.
-func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, error) {
-	part := dst + ".part"
-	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+func (c *Client) fetch(ctx context.Context, root *os.Root, f remote, label string) (File, error) {
+	part := f.local + ".part"
+	if _, err := inspect(root, part); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return File{}, fmt.Errorf("model cache: %s: %w", part, err)
+	}
+	fh, err := root.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return File{}, err
+		return File{}, fmt.Errorf("model cache: %w", err)
 	}
 	defer fh.Close()
 	have, err := fh.Seek(0, io.SeekEnd)
 	if err != nil {
 		return File{}, err
 	}
+	// The checksum of what an earlier attempt left is computed before
+	// the request, whose body would otherwise sit unread (and trip the
+	// stall timeout) while a large part is hashed.
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(fh, 0, have)); err != nil {
+		return File{}, err
+	}
 	resp, m, err := c.open(ctx, f.url, have)
 	if err != nil {
-		return File{}, err
+		return File{}, named(f.name, err)
 	}
 	if have > 0 && (resp.StatusCode == http.StatusRequestedRangeNotSatisfiable ||
 		resp.StatusCode == http.StatusPartialContent && rangeStart(resp) != have) {
@@ -119,7 +152,7 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 		resp.Body.Close()
 		have = 0
 		if resp, m, err = c.open(ctx, f.url, 0); err != nil {
-			return File{}, err
+			return File{}, named(f.name, err)
 		}
 	}
 	defer resp.Body.Close()
@@ -136,12 +169,15 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 			fmt.Fprintf(c.log(), "%s: the server ignored the range; starting over\n", label)
 		}
 		have = 0
-		if err := fh.Truncate(0); err != nil {
-			return File{}, err
-		}
 		total = resp.ContentLength
 	default:
 		return File{}, statusFailure(resp, c.Token != "")
+	}
+	if have == 0 {
+		h.Reset()
+		if err := fh.Truncate(0); err != nil {
+			return File{}, err
+		}
 	}
 	if total < 0 {
 		total = m.size
@@ -150,10 +186,6 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 		return File{}, fmt.Errorf("%s: the Hub says %d bytes, the download server %d", f.name, m.size, total)
 	}
 
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(fh, 0, have)); err != nil {
-		return File{}, err
-	}
 	if _, err := fh.Seek(have, io.SeekStart); err != nil {
 		return File{}, err
 	}
@@ -168,7 +200,11 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 	n, err := copyBody(out, resp.Body)
 	have += n
 	if err != nil {
-		return File{}, err
+		var te transientError
+		if errors.As(err, &te) {
+			return File{}, transientError{fmt.Errorf("%s: %w (%s of %s arrived)", f.name, te.err, FormatSize(have), sizeOrUnknown(total))}
+		}
+		return File{}, fmt.Errorf("%s: writing %s: %w", f.name, part, err)
 	}
 	if total >= 0 && have != total {
 		return File{}, transientError{fmt.Errorf("%s: %d of %d bytes arrived", f.name, have, total)}
@@ -179,15 +215,15 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 	sum := hex.EncodeToString(h.Sum(nil))
 	if m.sha != "" && sum != m.sha {
 		fh.Close()
-		os.Remove(part)
+		root.Remove(part)
 		return File{}, fmt.Errorf("%s: %w: the download's is %s, the Hub's %s; deleted it, pull again to retry",
 			f.name, ErrChecksum, sum, m.sha)
 	}
 	if err := fh.Close(); err != nil {
 		return File{}, err
 	}
-	if err := os.Rename(part, dst); err != nil {
-		return File{}, err
+	if err := root.Rename(part, f.local); err != nil {
+		return File{}, fmt.Errorf("model cache: %w", err)
 	}
 	line := fmt.Sprintf("%s: %s in %s", label, FormatSize(have), time.Since(start).Round(time.Millisecond))
 	if resumed > 0 {
@@ -200,6 +236,24 @@ func (c *Client) fetch(ctx context.Context, f remote, dst, label string) (File, 
 	}
 	fmt.Fprintln(c.log(), line)
 	return File{Name: f.name, Path: f.local, URL: f.url, Size: have, SHA256: sum, Verified: m.sha != ""}, nil
+}
+
+// named puts a file's name before a transient error, which comes from the
+// network and does not say which download it ended.
+func named(name string, err error) error {
+	var te transientError
+	if errors.As(err, &te) {
+		return transientError{fmt.Errorf("%s: %w", name, te.err)}
+	}
+	return err
+}
+
+// sizeOrUnknown writes a size that may be unknown (-1).
+func sizeOrUnknown(n int64) string {
+	if n < 0 {
+		return "an unknown size"
+	}
+	return FormatSize(n)
 }
 
 // copyBody copies the body, telling a failed read (the network: transient)
@@ -239,7 +293,7 @@ func (c *Client) open(ctx context.Context, rawURL string, offset int64) (*http.R
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 		}
 		c.authorize(req)
-		resp, err := c.httpClient().Do(req)
+		resp, err := c.do(c.httpClient(), req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, m, ctx.Err()

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,7 +52,19 @@ type Client struct {
 	// HTTP is the client whose transport requests go through; its
 	// redirect policy is replaced, since the client follows redirects
 	// itself to read the Hub's headers and keep the token off the CDN.
+	// Without a Transport of its own, requests go through a copy of
+	// http.DefaultTransport. The timeouts below apply either way: the
+	// client watches each request itself.
 	HTTP *http.Client
+	// DialTimeout bounds the DNS lookup and TCP connect of a request,
+	// TLSTimeout its TLS handshake, HeaderTimeout the wait for its
+	// response's headers, and StallTimeout each wait for more of a body:
+	// a download that delivers nothing for that long ends (and resumes
+	// as the Retries allow), while one that is slow but moving goes on
+	// however long it takes. Zero means the Default*Timeout, negative
+	// no limit. A timeout is a *TimeoutError that names the stage and
+	// the host.
+	DialTimeout, TLSTimeout, HeaderTimeout, StallTimeout time.Duration
 	// Log receives one line per downloaded file (and notes such as which
 	// file a reference without a tag picked); nil discards them.
 	Log io.Writer
@@ -67,6 +80,11 @@ type Client struct {
 	// RetryWait is the pause before the first retry, doubled for each
 	// one after it (0: one second).
 	RetryWait time.Duration
+
+	// mu guards rt, the transport built on first use from the timeouts,
+	// kept so that the requests of a pull share connections.
+	mu sync.Mutex
+	rt http.RoundTripper
 }
 
 // FromEnv returns a client configured as the environment says: HF_ENDPOINT,
@@ -162,6 +180,7 @@ func (c *Client) httpClient() *http.Client {
 	if c.HTTP != nil {
 		*hc = *c.HTTP
 	}
+	hc.Transport = c.transport()
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return hc
 }

@@ -47,10 +47,20 @@ func mustParse(t *testing.T, s string) hub.Ref {
 	return r
 }
 
+// cachedPath is the entry's file, which must be in the cache.
+func cachedPath(t *testing.T, c *hub.Client, e hub.Entry) string {
+	t.Helper()
+	p, err := c.Cache.Path(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // checkFile fails unless the cache holds want at the entry's path.
 func checkFile(t *testing.T, c *hub.Client, e hub.Entry, want []byte) {
 	t.Helper()
-	got, err := os.ReadFile(c.Cache.Path(e))
+	got, err := os.ReadFile(cachedPath(t, c, e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +314,7 @@ func TestSharded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(e.Files) != 3 || !strings.HasSuffix(c.Cache.Path(e), "big-Q4_0-00001-of-00003.gguf") {
+		if len(e.Files) != 3 || !strings.HasSuffix(cachedPath(t, c, e), "big-Q4_0-00001-of-00003.gguf") {
 			t.Fatalf("%s: entry %+v, want three shards opening at the first", ref, e)
 		}
 		for i, f := range e.Files {

@@ -36,17 +36,16 @@ func (c *Client) resolve(ctx context.Context, r Ref) (plan, error) {
 		if err != nil {
 			return plan{}, err
 		}
-		p := strings.TrimPrefix(path.Clean(u.Path), "/")
+		p := urlName(u)
 		if err := checkPath(p); err != nil {
 			return plan{}, fmt.Errorf("%s: %v", r, err)
 		}
-		host := strings.NewReplacer(":", "_").Replace(u.Host)
 		var files []remote
 		for _, name := range shardNames(p, nil) {
 			v := *u
 			v.Path = "/" + name
 			v.RawPath = ""
-			files = append(files, remote{name: name, url: v.String(), local: "url/" + host + "/" + name})
+			files = append(files, remote{name: name, url: v.String(), local: urlLocal(u, name)})
 		}
 		return plan{files: files}, nil
 	}
@@ -70,7 +69,7 @@ func (c *Client) resolve(ctx context.Context, r Ref) (plan, error) {
 		return plan{}, fmt.Errorf("%s: %s is a shard but the repository lacks some of the others", r, file)
 	}
 	for _, name := range names {
-		pl.files = append(pl.files, remote{name: name, url: c.fileURL(r.Repo, name), local: "hf.co/" + r.Repo + "/" + name})
+		pl.files = append(pl.files, remote{name: name, url: c.fileURL(r.Repo, name), local: hubLocal(r.Repo, name)})
 	}
 	return pl, nil
 }
@@ -93,7 +92,7 @@ func (c *Client) listFiles(ctx context.Context, repo string) ([]string, error) {
 		return nil, err
 	}
 	c.authorize(req)
-	resp, err := c.httpClient().Do(req)
+	resp, err := c.do(c.httpClient(), req)
 	if err != nil {
 		return nil, fmt.Errorf("listing hf.co/%s: %w", repo, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A Hub is the fake. Its fields may be changed between requests.
@@ -58,6 +59,11 @@ type File struct {
 	Stall int
 	// IgnoreRange answers every request with the whole file (200).
 	IgnoreRange bool
+	// Trickle, when positive, sends the body in pieces of that many
+	// bytes, TrickleEvery apart: a download that is slow but never
+	// silent for long.
+	Trickle      int
+	TrickleEvery time.Duration
 
 	gets int
 }
@@ -256,6 +262,7 @@ func (h *Hub) serveContent(w http.ResponseWriter, r *http.Request, f *File) {
 		data[len(data)/2] ^= 0xff
 	}
 	drop, stall, ignore := f.DropAfter, f.Stall, f.IgnoreRange
+	trickle, every := f.Trickle, f.TrickleEvery
 	h.mu.Unlock()
 
 	start, status := 0, http.StatusOK
@@ -282,6 +289,21 @@ func (h *Hub) serveContent(w http.ResponseWriter, r *http.Request, f *File) {
 		return
 	}
 	switch {
+	case trickle > 0:
+		rc := http.NewResponseController(w)
+		for len(body) > 0 {
+			n := min(trickle, len(body))
+			if _, err := w.Write(body[:n]); err != nil {
+				return
+			}
+			rc.Flush()
+			body = body[n:]
+			select {
+			case <-time.After(every):
+			case <-r.Context().Done():
+				return
+			}
+		}
 	case stall > 0 && stall < len(body):
 		w.Write(body[:stall])
 		http.NewResponseController(w).Flush()
