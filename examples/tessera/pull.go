@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -123,9 +124,17 @@ func setupLs(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "%d model(s), %s, in %s\n", len(entries), hub.FormatSize(total), c.Cache.Dir)
+		summary := fmt.Sprintf("%d model(s), %s, in %s", len(entries)-len(damaged), hub.FormatSize(total), c.Cache.Dir)
+		if len(damaged) > 0 {
+			summary += fmt.Sprintf("; %d damaged entries, never used:", len(damaged))
+		}
+		fmt.Fprintln(e.stderr, summary)
 		for _, en := range damaged {
-			fmt.Fprintf(e.stderr, "%v: it is not used; 'tessera rm %s' drops it from the index and deletes nothing\n", en.Damaged, en.Display())
+			fix := fmt.Sprintf("'tessera rm %s' drops it from the index and deletes nothing", en.Ref)
+			if _, err := hub.Parse(en.Ref); err != nil {
+				fix = "edit " + filepath.Join(c.Cache.Dir, "index.json") + " to drop it"
+			}
+			fmt.Fprintf(e.stderr, "  %v; %s\n", en.Damaged, fix)
 		}
 		return nil
 	}

@@ -5,8 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/hub/hubtest"
@@ -172,4 +174,134 @@ func TestEveryModelFlagTakesRefs(t *testing.T) {
 			t.Errorf("%v --offline: exit %d, %q; want the reference looked up in the cache", args, code, errOut)
 		}
 	}
+}
+
+// TestCacheTampered: an index edited to point outside the cache (or at
+// another model's file, or through a symlink) is listed as damaged, never
+// loaded, pulled over or followed by rm, which drops the entry and
+// deletes nothing; the sound entry beside them goes on working.
+func TestCacheTampered(t *testing.T) {
+	h, _ := fakeHub(t)
+	keep, err := os.ReadFile(filepath.Join(shared, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The victim is a real model, so that following the index would run
+	// it rather than fail to parse it.
+	tc := hubtest.TamperedCache(t, keep)
+	t.Setenv("TESSERA_CACHE", tc.Dir)
+
+	code, out, errOut := runCLI("ls")
+	if code != 0 || !strings.Contains(out, tc.Good) || !strings.Contains(errOut, "'tessera rm") {
+		t.Errorf("ls: exit %d, %q, %q; want every entry listed, the damaged explained", code, out, errOut)
+	}
+	for ref := range tc.Refs {
+		if !regexp.MustCompile(regexp.QuoteMeta(ref) + `\s.*DAMAGED`).MatchString(out) {
+			t.Errorf("ls does not mark %s damaged:\n%s", ref, out)
+		}
+		if !strings.Contains(errOut, "damaged cache entry "+ref) {
+			t.Errorf("ls does not explain %s: %q", ref, errOut)
+		}
+	}
+	if code, out, _ = runCLI("ls", "--paths"); code != 0 || !strings.Contains(out, filepath.Join(tc.Dir, filepath.FromSlash(tc.GoodPath))) || strings.Contains(out, tc.Victim) {
+		t.Errorf("ls --paths: exit %d\n%s", code, out)
+	}
+
+	for ref, how := range tc.Refs {
+		for _, args := range [][]string{
+			{"run", "--offline", "--model", ref, "--device", "cpu", "--steps", "5"},
+			{"run", "--model", ref, "--device", "cpu", "--steps", "5"}, // no pulling over it unnoticed
+			{"info", "--offline", "--model", ref},
+		} {
+			code, out, errOut := runCLI(args...)
+			if code != 1 || out != "" || !strings.Contains(errOut, "damaged cache entry "+ref) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("%s (%s): %v: exit %d, stdout %q, stderr %q; want one line saying it is damaged", ref, how, args, code, out, errOut)
+			}
+		}
+		code, _, errOut := runCLI("rm", ref)
+		if code != 1 || !strings.Contains(errOut, "removed "+ref+" from the index but deleted none of its files") {
+			t.Errorf("rm %s (%s): exit %d, %q", ref, how, code, errOut)
+		}
+		tc.Intact(t, keep)
+	}
+	if n := len(h.Requests()); n != 0 {
+		t.Errorf("the damaged entries made %d requests", n)
+	}
+	code, out, errOut = runCLI("ls")
+	if code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 1 || !strings.Contains(out, tc.Good) || strings.Contains(errOut, "damaged") {
+		t.Errorf("ls after rm: exit %d, %q, %q; want the sound entry alone", code, out, errOut)
+	}
+	if code, _, errOut = runCLI("run", "--offline", "--model", tc.Good, "--device", "cpu", "--steps", "5"); code != 0 {
+		t.Errorf("the sound entry no longer runs: exit %d, %s", code, errOut)
+	}
+}
+
+// TestPullTimeouts: a Hub that never answers, or a download that stalls,
+// ends the pull within a bounded time with one line naming the host, the
+// stage and the flag that sets its limit; a stalled download keeps what
+// arrived and the next pull resumes it.
+func TestPullTimeouts(t *testing.T) {
+	h, cache := fakeHub(t)
+	data := pullNoise(8_000)
+	f := h.Add("acme/m", "m.gguf", data)
+	part := filepath.Join(cache, "hf.co", "acme", "m", "m.gguf.part")
+	hole := hubtest.Blackhole(t)
+	tests := []struct {
+		name     string
+		endpoint string
+		stall    int
+		args     []string
+		want     []string
+		part     int64
+	}{
+		{name: "silent hub", endpoint: "http://" + hole, args: []string{"--header-timeout", "200ms", "--retries", "0"},
+			want: []string{hole, "no response headers within 200ms", "--header-timeout"}, part: 0},
+		{name: "silent hub's tls", endpoint: "https://" + hole, args: []string{"--connect-timeout", "200ms", "--retries", "0"},
+			want: []string{hole, "TLS handshake", "--connect-timeout"}, part: 0},
+		{name: "stalled download", endpoint: h.URL, stall: 3_000, args: []string{"--stall-timeout", "200ms", "--retries", "1"},
+			want: []string{"stalled", "--stall-timeout", "gave up after 1 retries", "kept"}, part: 6_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(part)
+			t.Setenv("HF_ENDPOINT", tt.endpoint)
+			f.Stall = tt.stall
+			start := time.Now()
+			code, out, errOut := runCLI(append(append([]string{"pull"}, tt.args...), "acme/m/m.gguf")...)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("the pull took %s", d)
+			}
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			last := lines[len(lines)-1]
+			if code != 1 || out != "" || !strings.HasPrefix(last, "tessera pull: ") {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("%q lacks %q", last, w)
+				}
+			}
+			if st, err := os.Stat(part); err != nil || st.Size() != tt.part {
+				t.Errorf(".part: %v, %v; want %d bytes", st, err, tt.part)
+			}
+		})
+	}
+	f.Stall = 0
+	t.Setenv("HF_ENDPOINT", h.URL)
+	code, out, errOut := runCLI("pull", "acme/m/m.gguf")
+	if code != 0 || strings.TrimSpace(out) != filepath.Join(cache, "hf.co", "acme", "m", "m.gguf") || !strings.Contains(errOut, "resumed at 5.9 KiB") {
+		t.Errorf("the pull after the stall: exit %d, %q, %q; want it resumed", code, out, errOut)
+	}
+	if code, _, errOut = runCLI("pull", "--retries", "-1", "acme/m/m.gguf"); code != 2 || !strings.Contains(errOut, "--retries") {
+		t.Errorf("--retries -1: exit %d, %q", code, errOut)
+	}
+}
+
+// pullNoise is n bytes of noise, standing in for a model file.
+func pullNoise(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	return b
 }
