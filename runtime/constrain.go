@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -18,11 +19,18 @@ import (
 // go on: no token of the vocabulary continues the grammar.
 var ErrConstraint = errors.New("constraint")
 
-// maxMachines bounds the grammars whose machines (and masks) an engine keeps.
+// maxMachines bounds the grammars whose machines (and masks) an engine
+// keeps. Each machine is bounded by grammar.DefaultLimits, and one is
+// handed to new requests only while it holds under half of them (see
+// machine), so what the cache holds is bounded too.
 const maxMachines = 64
 
 // machine returns the machine of g over the engine's vocabulary, shared by
-// the requests with the same grammar.
+// the requests with the same grammar. A machine grows with the states its
+// requests meet; once it holds half its budget, or has run out of it,
+// new requests get a fresh one, so that a grammar used for days never
+// ends its requests for what earlier ones left behind. The old machine
+// lives on with the sequences that still use it.
 func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
 	e.grammarMu.Lock()
 	defer e.grammarMu.Unlock()
@@ -37,7 +45,7 @@ func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
 		e.machines = map[string]*grammar.Machine{}
 	}
 	key := g.Source()
-	if m, ok := e.machines[key]; ok && key != "" {
+	if m, ok := e.machines[key]; ok && key != "" && m.Err() == nil && m.Bytes() < grammar.DefaultLimits().Bytes/2 {
 		return m
 	}
 	if len(e.machines) >= maxMachines {
@@ -50,16 +58,38 @@ func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
 	return m
 }
 
+// checkConstraint computes the mask of gm's start state in the request's
+// own goroutine, before the sequence is queued: a grammar whose matcher
+// runs out of its budget at once (parses that multiply from the start)
+// is refused there, with its error, and never costs the scheduler a step.
+// The mask is cached for the sequence's first token.
+func checkConstraint(ctx context.Context, gm *grammar.Machine) error {
+	_, err := gm.Mask(ctx, gm.Start())
+	if errors.Is(err, grammar.ErrBudget) {
+		return fmt.Errorf("%w: constraint: %w", ErrBadRequest, err)
+	}
+	return err
+}
+
 // constraintMask is the mask of s's next token. The first token after BOS
 // may lose a leading space in some tokenizers, so its mask feeds each
-// token's actual bytes rather than the index's.
+// token's actual bytes rather than the index's. A machine that runs out of
+// its budget on the way ends the request as a bad one (the grammar's
+// fault, not the server's); so does its context.
 func (e *Engine) constraintMask(s *sequence) ([]uint32, error) {
 	var mask []uint32
+	var err error
 	if prev := int(s.tokens[len(s.tokens)-1]); prev == e.model.Tokenizer.BOS() {
 		tok := e.model.Tokenizer
-		mask = s.gm.MaskWith(s.gs, func(id int) []byte { return tok.TokenBytes(prev, id) })
+		mask, err = s.gm.MaskWith(s.ctx, s.gs, func(id int) []byte { return tok.TokenBytes(prev, id) })
 	} else {
-		mask = s.gm.Mask(s.gs)
+		mask, err = s.gm.Mask(s.ctx, s.gs)
+	}
+	switch {
+	case errors.Is(err, grammar.ErrBudget):
+		return nil, fmt.Errorf("%w: constraint: %w", ErrBadRequest, err)
+	case err != nil:
+		return nil, err
 	}
 	for _, w := range mask {
 		if w != 0 {
@@ -78,5 +108,5 @@ func (e *Engine) prefetchMask(s *sequence) {
 	if s.gm == nil || s.gm.HasMask(s.gs) {
 		return
 	}
-	go s.gm.Mask(s.gs)
+	go s.gm.Mask(s.ctx, s.gs)
 }

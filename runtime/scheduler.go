@@ -126,6 +126,13 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 		}
 		return sts, nil
 	}
+	var gm *grammar.Machine
+	if req.Constraint != nil {
+		gm = e.machine(req.Constraint)
+		if err := checkConstraint(ctx, gm); err != nil {
+			return nil, err
+		}
+	}
 	ad, adScale, err := e.acquireAdapter(req.Adapters, n)
 	if err != nil {
 		return nil, err
@@ -134,7 +141,7 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	for i := range seqs {
 		r := req
 		r.Sampler.Seed += uint64(i)
-		seqs[i] = e.newSequence(ctx, r, slices.Clone(ids))
+		seqs[i] = e.newSequence(ctx, r, slices.Clone(ids), gm)
 		seqs[i].adapter, seqs[i].adapterScale = ad, adScale
 		if i > 0 {
 			seqs[i].parent = seqs[0]
@@ -169,8 +176,9 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	return sts, nil
 }
 
-// newSequence makes the scheduler's state for one generation of ids.
-func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *sequence {
+// newSequence makes the scheduler's state for one generation of ids,
+// constrained by gm when the request has a constraint.
+func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32, gm *grammar.Machine) *sequence {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sequence{
 		ctx: ctx, req: req, stream: newStream(cancel), sampler: NewSampler(req.Sampler),
@@ -179,9 +187,8 @@ func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32) *seq
 	}
 	s.sampler.prompt = len(ids)
 	s.stats.PromptTokens = len(ids)
-	if req.Constraint != nil {
-		s.gm = e.machine(req.Constraint)
-		s.gs = s.gm.Start()
+	if gm != nil {
+		s.gm, s.gs = gm, gm.Start()
 	}
 	if e.drafter != nil && !req.Logprobs && req.Constraint == nil {
 		s.spec = newSpec()

@@ -1,6 +1,7 @@
 package grammar_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,7 +52,10 @@ func BenchmarkMaskQwen3(b *testing.B) {
 		s := m.Start()
 		prev := -1
 		for _, id := range ids {
-			mask := m.Mask(s)
+			mask, err := m.Mask(context.Background(), s)
+			if err != nil {
+				b.Fatal(err)
+			}
 			if !grammar.Allowed(mask, id) {
 				b.Fatalf("token %q not allowed", tok.TokenBytes(prev, id))
 			}

@@ -247,6 +247,9 @@ func (m *Machine) class(s State) *charClass {
 		}
 		c.utf8 = m.allChars(s, c.succ)
 	}
+	if !m.cache(64) {
+		return &charClass{succ: Dead}
+	}
 	m.states[s].class = c
 	return c
 }
@@ -260,7 +263,7 @@ func (m *Machine) tops(s State) []*byteSet {
 	out := make([]*byteSet, 0, len(st.stacks))
 	for _, id := range st.stacks {
 		if id != 0 {
-			out = append(out, &m.g.elems[m.nodes[id].pos].set)
+			out = append(out, m.g.set(m.nodes[id].pos))
 		}
 	}
 	return out
@@ -273,7 +276,7 @@ func (m *Machine) same(s State, lo, hi byte) bool {
 		if id == 0 {
 			continue
 		}
-		set := &m.g.elems[m.nodes[id].pos].set
+		set := m.g.set(m.nodes[id].pos)
 		in := set.has(lo)
 		for c := int(lo) + 1; c <= int(hi); c++ {
 			if set.has(byte(c)) != in {
@@ -339,6 +342,9 @@ func (m *Machine) chain(s State) *chainInfo {
 			break
 		}
 		q = c.succ
+	}
+	if !m.cache(48 + 24*int64(len(ch.links))) {
+		return &chainInfo{}
 	}
 	m.states[s].chain = ch
 	return ch

@@ -50,7 +50,12 @@ const MaxRepeat = 1000
 // classes take ranges, ^ for the complement, and the same escapes; "."
 // is any character but a newline, as in llama.cpp. A rule runs to the
 // next "name ::=", so rules may span lines.
+//
+// Its costs are bounded: see MaxSource, MaxNesting and MaxElems.
 func Parse(src string) (*Grammar, error) {
+	if len(src) > MaxSource {
+		return nil, budgetError("the grammar is %d bytes, more than %d (MaxSource)", len(src), MaxSource)
+	}
 	p := &parser{src: src}
 	var defs []ruleDef
 	p.space()
@@ -75,14 +80,18 @@ func Parse(src string) (*Grammar, error) {
 }
 
 type parser struct {
-	src string
-	pos int
+	src   string
+	pos   int
+	depth int // groups open around pos, against MaxNesting
+	items int // syntax nodes made, against MaxElems
 }
 
 func (p *parser) errorf(format string, args ...any) error {
-	line := strings.Count(p.src[:p.pos], "\n") + 1
-	return fmt.Errorf("grammar: line %d: %s", line, fmt.Sprintf(format, args...))
+	return fmt.Errorf("grammar: line %d: %s", p.line(), fmt.Sprintf(format, args...))
 }
+
+// line is the line of pos, for errors.
+func (p *parser) line() int { return strings.Count(p.src[:p.pos], "\n") + 1 }
 
 // space skips blanks, newlines and comments.
 func (p *parser) space() {
@@ -165,6 +174,9 @@ func (p *parser) sequence(nested bool) (*node, error) {
 			p.pos++
 			item = &node{kind: nClass, ranges: negate([]cpRange{{'\n', '\n'}})}
 		case c == '(':
+			if p.depth++; p.depth > MaxNesting {
+				return nil, budgetError("grammar: line %d: groups nest deeper than %d (MaxNesting)", p.line(), MaxNesting)
+			}
 			p.pos++
 			if item, err = p.alternation(true); err == nil {
 				p.space()
@@ -172,6 +184,7 @@ func (p *parser) sequence(nested bool) (*node, error) {
 					return nil, p.errorf("expected )")
 				}
 				p.pos++
+				p.depth--
 			}
 		case isNameByte(c):
 			item = &node{kind: nRef, name: p.name()}
@@ -183,6 +196,9 @@ func (p *parser) sequence(nested bool) (*node, error) {
 		}
 		if item, err = p.quantifier(item); err != nil {
 			return nil, err
+		}
+		if p.items++; p.items > MaxElems {
+			return nil, budgetError("grammar: line %d: more than %d items (MaxElems)", p.line(), MaxElems)
 		}
 		seq.kids = append(seq.kids, item)
 	}

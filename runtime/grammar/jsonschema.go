@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -77,7 +78,13 @@ func JSONObject(o SchemaOptions) *Grammar {
 
 // JSONSchemaGBNF is the GBNF text JSONSchema compiles.
 func JSONSchemaGBNF(schema []byte, o SchemaOptions) (string, error) {
+	if len(schema) > MaxSource {
+		return "", budgetError("the JSON schema is %d bytes, more than %d (MaxSource)", len(schema), MaxSource)
+	}
 	root, err := parseValue(schema)
+	if errors.Is(err, ErrBudget) {
+		return "", fmt.Errorf("json schema: %w", err)
+	}
 	if err != nil {
 		return "", &SchemaError{Msg: "not JSON: " + err.Error()}
 	}

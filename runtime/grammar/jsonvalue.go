@@ -18,10 +18,12 @@ type value struct {
 	b    bool
 }
 
+// parseValue decodes data, refusing values nested deeper than MaxNesting
+// (the decoder recurses once per level).
 func parseValue(data []byte) (*value, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	v, err := decodeValue(d)
+	v, err := decodeValue(d, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -31,13 +33,16 @@ func parseValue(data []byte) (*value, error) {
 	return v, nil
 }
 
-func decodeValue(d *json.Decoder) (*value, error) {
+func decodeValue(d *json.Decoder, depth int) (*value, error) {
 	t, err := d.Token()
 	if err != nil {
 		return nil, err
 	}
 	switch t := t.(type) {
 	case json.Delim:
+		if depth >= MaxNesting {
+			return nil, budgetError("values nest deeper than %d (MaxNesting)", MaxNesting)
+		}
 		switch t {
 		case '{':
 			v := &value{kind: 'o'}
@@ -46,7 +51,7 @@ func decodeValue(d *json.Decoder) (*value, error) {
 				if err != nil {
 					return nil, err
 				}
-				x, err := decodeValue(d)
+				x, err := decodeValue(d, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -58,7 +63,7 @@ func decodeValue(d *json.Decoder) (*value, error) {
 		case '[':
 			v := &value{kind: 'a'}
 			for d.More() {
-				x, err := decodeValue(d)
+				x, err := decodeValue(d, depth+1)
 				if err != nil {
 					return nil, err
 				}

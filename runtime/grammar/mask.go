@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"slices"
 
 	"github.com/tessera-llm/tessera/models/tokenizer"
@@ -106,15 +107,19 @@ func (x *Index) MaskWords() int { return (x.vocab + 31) / 32 }
 // Mask returns the tokens allowed in state s as a bitmask (bit id%32 of
 // word id/32): tokens whose every byte the grammar takes, and the end
 // tokens when it can end. It is computed once per state and shared: the
-// caller must not modify it.
-func (m *Machine) Mask(s State) []uint32 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// caller must not modify it. The walk stops when ctx is done (its error)
+// or when the machine runs out of its budget (Err).
+func (m *Machine) Mask(ctx context.Context, s State) ([]uint32, error) {
+	m.lock()
+	defer m.unlock()
+	if m.err != nil {
+		return nil, m.err
+	}
 	if s == Dead {
-		return make([]uint32, m.idx.MaskWords())
+		return make([]uint32, m.idx.MaskWords()), nil
 	}
 	if mk := m.states[s].mask; mk != nil {
-		return mk
+		return mk, nil
 	}
 	x := m.idx
 	mask := make([]uint32, x.MaskWords())
@@ -130,10 +135,18 @@ func (m *Machine) Mask(s State) []uint32 {
 	// path[d] is the state after the first d bytes of the current node's prefix.
 	path := make([]State, x.maxDepth+1)
 	path[0] = s
-	for i := 0; i < len(x.nb); {
+	for i, steps := 0, 0; i < len(x.nb); steps++ {
+		if steps%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		d := x.depth[i]
 		p := path[d]
 		st := m.advance(p, x.nb[i])
+		if m.err != nil {
+			return nil, m.err
+		}
 		if st == Dead {
 			i = int(x.end[i]) // no token under this prefix can come
 			continue
@@ -143,6 +156,9 @@ func (m *Machine) Mask(s State) []uint32 {
 				fillRange(sorted, lo, hi)
 				i = int(x.end[i])
 				continue
+			}
+			if m.err != nil {
+				return nil, m.err
 			}
 		}
 		path[d+1] = st
@@ -157,33 +173,61 @@ func (m *Machine) Mask(s State) []uint32 {
 			mask[id>>5] |= 1 << (id & 31)
 		}
 	}
+	m.keepMask(s, mask)
+	return mask, nil
+}
+
+// ctxEvery is how many steps of a walk go between looks at its context:
+// a look is a lock and a load, a step a few nanoseconds.
+const ctxEvery = 1024
+
+// keepMask caches mask as state s's, within the machine's MaskBytes: past
+// them, the masks cached so far are dropped (a state met again computes
+// its mask again) rather than the machine ended, since masks are a cache.
+func (m *Machine) keepMask(s State, mask []uint32) {
+	size := int64(4*len(mask)) + 24
+	if m.maskUsed+size > m.lim.MaskBytes {
+		for _, st := range m.states {
+			st.mask = nil
+		}
+		m.maskUsed = 0
+		if size > m.lim.MaskBytes {
+			return
+		}
+	}
 	m.states[s].mask = mask
-	return mask
+	m.maskUsed += size
 }
 
 // HasMask reports whether state s's mask is computed already, so that a
 // caller can compute it ahead of need (Mask, in a goroutine).
 func (m *Machine) HasMask(s State) bool {
-	if s == Dead {
-		return true
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.states[s].mask != nil
+	m.lock()
+	defer m.unlock()
+	return s == Dead || m.err != nil || m.states[s].mask != nil
 }
 
 // MaskWith computes the mask of state s for token bytes that differ from
 // the index's (the first token after BOS, whose leading space some
-// tokenizers drop): each token is fed on its own, uncached.
-func (m *Machine) MaskWith(s State, bytesOf func(id int) []byte) []uint32 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// tokenizers drop): each token is fed on its own, uncached. It stops as
+// Mask does.
+func (m *Machine) MaskWith(ctx context.Context, s State, bytesOf func(id int) []byte) ([]uint32, error) {
+	m.lock()
+	defer m.unlock()
+	if m.err != nil {
+		return nil, m.err
+	}
 	x := m.idx
 	mask := make([]uint32, x.MaskWords())
 	if s == Dead {
-		return mask
+		return mask, nil
 	}
 	for id := range x.vocab {
+		if id%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		b := bytesOf(id)
 		if len(b) == 0 {
 			continue
@@ -194,6 +238,9 @@ func (m *Machine) MaskWith(s State, bytesOf func(id int) []byte) []uint32 {
 				break
 			}
 		}
+		if m.err != nil {
+			return nil, m.err
+		}
 		if st != Dead {
 			mask[id>>5] |= 1 << (id & 31)
 		}
@@ -203,7 +250,7 @@ func (m *Machine) MaskWith(s State, bytesOf func(id int) []byte) []uint32 {
 			mask[id>>5] |= 1 << (id & 31)
 		}
 	}
-	return mask
+	return mask, nil
 }
 
 // bulkMin is the fewest tokens under a node for which a walk asks whether

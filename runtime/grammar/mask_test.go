@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 )
@@ -46,7 +47,10 @@ func TestMaskTokens(t *testing.T) {
 	m := NewMachine(g, idx)
 	allowed := func(s State) []int {
 		var out []int
-		mk := m.Mask(s)
+		mk, err := m.Mask(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for id := range toks {
 			if Allowed(mk, id) {
 				out = append(out, id)
@@ -135,7 +139,11 @@ func TestMaskAgainstBrute(t *testing.T) {
 		for walk := range 12 {
 			s := m.Start()
 			for step := 0; step < 40; step++ {
-				got, want := m.Mask(s), brute(m, s, toks, ends)
+				got, err := m.Mask(context.Background(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := brute(m, s, toks, ends)
 				var ids []int
 				for id := range toks {
 					if Allowed(got, id) != Allowed(want, id) {

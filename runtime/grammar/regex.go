@@ -18,7 +18,13 @@ import (
 // possessive suffixes are accepted: a grammar has no preference).
 // Backreferences, lookaround, word boundaries and inner anchors are
 // rejected: they are not context-free.
+//
+// Its costs are bounded as a grammar's are (MaxSource, MaxNesting,
+// MaxElems).
 func Regex(re string) (*Grammar, error) {
+	if len(re) > MaxSource {
+		return nil, budgetError("the regular expression is %d bytes, more than %d (MaxSource)", len(re), MaxSource)
+	}
 	n, err := parseRegex(re)
 	if err != nil {
 		return nil, err
@@ -43,12 +49,17 @@ func parseRegex(re string) (*node, error) {
 }
 
 type reParser struct {
-	src string
-	pos int
+	src   string
+	pos   int
+	depth int // groups open around pos, against MaxNesting
 }
 
 func (p *reParser) errorf(format string, args ...any) error {
-	return fmt.Errorf("regex %q at offset %d: %s", p.src, p.pos, fmt.Sprintf(format, args...))
+	src := p.src
+	if len(src) > 80 { // a long expression is not worth repeating whole
+		src = src[:77] + "..."
+	}
+	return fmt.Errorf("regex %q at offset %d: %s", src, p.pos, fmt.Sprintf(format, args...))
 }
 
 func (p *reParser) more() bool { return p.pos < len(p.src) }
@@ -100,6 +111,10 @@ func (p *reParser) atom() (*node, error) {
 	c := p.src[p.pos]
 	switch c {
 	case '(':
+		if p.depth++; p.depth > MaxNesting {
+			return nil, budgetError("regex at offset %d: groups nest deeper than %d (MaxNesting)", p.pos, MaxNesting)
+		}
+		defer func() { p.depth-- }()
 		p.pos++
 		if strings.HasPrefix(p.src[p.pos:], "?") {
 			switch rest := p.src[p.pos:]; {

@@ -60,10 +60,10 @@ func subtract(a, b []cpRange) []cpRange { return negate(append(negate(a), b...))
 // utf8Alternatives turns code point ranges into alternatives of byte
 // sets, one alternative per run of UTF-8 encodings whose every byte
 // position is a range; all one-byte characters share one alternative.
-func utf8Alternatives(rs []cpRange) [][]elem {
+func utf8Alternatives(rs []cpRange) [][]byteSet {
 	var ascii byteSet
 	hasASCII := false
-	var multi [][]elem
+	var multi [][]byteSet
 	var split func(lo, hi rune)
 	split = func(lo, hi rune) {
 		n := utf8.RuneLen(lo)
@@ -89,10 +89,9 @@ func utf8Alternatives(rs []cpRange) [][]elem {
 			hasASCII = true
 			return
 		}
-		seq := make([]elem, n)
+		seq := make([]byteSet, n)
 		for i := range seq {
-			seq[i].kind = eBytes
-			seq[i].set.add(a[i], b[i])
+			seq[i].add(a[i], b[i])
 		}
 		multi = append(multi, seq)
 	}
@@ -108,9 +107,9 @@ func utf8Alternatives(rs []cpRange) [][]elem {
 			}
 		}
 	}
-	var out [][]elem
+	var out [][]byteSet
 	if hasASCII {
-		out = append(out, []elem{{kind: eBytes, set: ascii}})
+		out = append(out, []byteSet{ascii})
 	}
 	return append(out, multi...)
 }
