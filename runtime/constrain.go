@@ -20,14 +20,13 @@ import (
 var ErrConstraint = errors.New("constraint")
 
 // maxMachines bounds the grammars whose machines (and masks) an engine
-// keeps. Each machine is bounded by grammar.DefaultLimits, and one is
-// handed to new requests only while it holds under half of them (see
-// machine), so what the cache holds is bounded too.
+// keeps. Each machine is bounded by grammar.DefaultLimits, so what the
+// cache holds is bounded too.
 const maxMachines = 64
 
 // machine returns the machine of g over the engine's vocabulary, shared by
 // the requests with the same grammar. A machine grows with the states its
-// requests meet; once it holds half its budget, or has run out of it,
+// requests meet; once it is Worn (a quarter of its budget kept, or spent),
 // new requests get a fresh one, so that a grammar used for days never
 // ends its requests for what earlier ones left behind. The old machine
 // lives on with the sequences that still use it.
@@ -45,7 +44,7 @@ func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
 		e.machines = map[string]*grammar.Machine{}
 	}
 	key := g.Source()
-	if m, ok := e.machines[key]; ok && key != "" && m.Err() == nil && m.Bytes() < grammar.DefaultLimits().Bytes/2 {
+	if m, ok := e.machines[key]; ok && key != "" && !m.Worn() {
 		return m
 	}
 	if len(e.machines) >= maxMachines {
