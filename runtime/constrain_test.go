@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -392,4 +393,62 @@ func TestConstrainedQwen3WebGPU(t *testing.T) {
 	}
 	checkSchemas(t, eng, "Give me JSON:", samples, 600)
 	checkGBNFAndRegex(t, eng, "Answer:", samples, 300)
+}
+
+// TestConstraintBudget: a grammar whose parses multiply is refused by
+// Start when its start state already runs past the machine's limits, and
+// ends its own sequence with a budget error when it runs past them later;
+// either way the engine lives and serves the next request. Before the
+// budgets, the first grew the process by gigabytes and the nested bounded
+// repetition overflowed the goroutine stack.
+func TestConstraintBudget(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for _, re := range []string{`((a?){1000}){1000}`, `((a{0,1000}){0,1000}){0,1000}`} {
+		g, err := grammar.Regex(re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = eng.Start(context.Background(), runtime.Request{Prompt: "Once", MaxTokens: 4, Constraint: g})
+		if !errors.Is(err, runtime.ErrBadRequest) || !errors.Is(err, grammar.ErrBudget) {
+			t.Fatalf("%s: Start: %v, want a bad request for a budget", re, err)
+		}
+	}
+	// Text the start's mask cannot see past, then the multiplying part:
+	// the machine runs out in a later step.
+	g, err := grammar.Regex(`Once upon a time, there was((a?){1000}){1000}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := eng.Start(context.Background(), runtime.Request{Prompt: "Hi", MaxTokens: 60, Constraint: g})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var text strings.Builder
+	for tok, err := range st.Tokens() {
+		if err != nil {
+			if !errors.Is(err, runtime.ErrBadRequest) || !errors.Is(err, grammar.ErrBudget) {
+				t.Fatalf("the stream ended with %v, want a bad request for a budget", err)
+			}
+			break
+		}
+		text.WriteString(tok.Text)
+	}
+	if !strings.HasPrefix("Once upon a time, there was", strings.TrimSpace(text.String())) {
+		t.Errorf("before the budget ran out: %q", text.String())
+	}
+	if st.Stats().Generated == 0 {
+		t.Error("the budget ran out before the first token: the start's probe should have seen it")
+	}
+	// The engine goes on.
+	ok, err := grammar.Regex(`[a-z ]{1,20}\.`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := sampleConstrained(t, eng, runtime.Request{Prompt: "Once", MaxTokens: 40, Constraint: ok}, 1); !regexp.MustCompile(`^[a-z ]{1,20}\.$`).MatchString(out[0]) {
+		t.Errorf("after: %q", out[0])
+	}
 }
