@@ -187,7 +187,7 @@ func (c Cache) Lookup(r Ref) (Entry, bool, error) {
 		}
 	}
 	if damaged != nil {
-		return Entry{}, false, fmt.Errorf("%w (remove it from the cache and pull it again)", damaged)
+		return Entry{}, false, fmt.Errorf("%w (pulling it again replaces it; removing it drops it from the index)", damaged)
 	}
 	return Entry{}, false, nil
 }
@@ -338,14 +338,18 @@ func inspect(root *os.Root, p string) (fs.FileInfo, error) {
 }
 
 // checkDirs refuses a directory path below the root that leads through a
-// symlink or a file: where a download may write.
+// symlink or a file: where a download may write. The part of it that
+// does not exist yet is fine.
 func checkDirs(root *os.Root, dir string) error {
 	segs := strings.Split(dir, "/")
 	for i := range segs {
 		sub := strings.Join(segs[:i+1], "/")
 		st, err := root.Lstat(sub)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("model cache: %w", err)
 		}
 		if st.Mode()&fs.ModeSymlink != 0 {
 			target, _ := root.Readlink(sub)

@@ -44,7 +44,13 @@ func (c *Client) download(ctx context.Context, f remote, label string) (File, er
 		fmt.Fprintf(c.log(), "%s: up to date (%s, sha256 %s)\n", label, FormatSize(rec.Size), rec.SHA256[:12])
 		return rec, nil
 	}
+	// The folders are checked before they are made, for the clearer
+	// error (the root would refuse a symlink out anyway), and after, in
+	// case one changed in between.
 	dir := path.Dir(f.local)
+	if err := checkDirs(root, dir); err != nil {
+		return File{}, err
+	}
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return File{}, fmt.Errorf("model cache %s: %w", c.Cache.Dir, err)
 	}

@@ -9,6 +9,14 @@
 // request, checks the SHA-256 the Hub reports for the file, and records
 // the model in the cache's index. The package knows nothing of model
 // formats: it hands back paths for models.Open.
+//
+// Nothing a pull talks to can hang it: every stage of every request
+// (connect, TLS handshake, response headers, each wait for more of a
+// body) has its own deadline, and a download that times out resumes like
+// one whose connection dropped. Nothing in the cache's index can steer it
+// outside its directory: every file operation goes through an os.Root on
+// the cache, and a record that points elsewhere is reported as damaged
+// rather than followed (see Cache).
 package hub
 
 import (
