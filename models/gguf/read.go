@@ -66,7 +66,9 @@ func readHeader(c *cursor, f *File) (nTensors, nKV int64, err error) {
 		return 0, 0, err
 	}
 	if string(b) != magic {
-		return 0, 0, c.errorf("bad magic %q, want %q", b, magic)
+		// Not the bytes themselves: whoever names a file the reader
+		// refuses (a server's client) must not learn what it begins with.
+		return 0, 0, c.errorf("bad magic: not a GGUF file (it does not begin with %q)", magic)
 	}
 	if f.Version, err = c.u32("version"); err != nil {
 		return 0, 0, err

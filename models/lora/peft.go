@@ -47,8 +47,20 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readPEFT(data, func() (*safetensors.File, error) { return safetensors.Open(filepath.Join(dir, PEFTWeights)) }, c)
+}
+
+// readPEFT reads a PEFT adapter from its adapter_config.json (data) and
+// its weights, which weights opens once the configuration is checked.
+func readPEFT(data []byte, weights func() (*safetensors.File, error), c models.Config) (*Adapter, error) {
 	var pc peftConfig
 	if err := json.Unmarshal(data, &pc); err != nil {
+		// A syntax error's message quotes the byte at fault: say where it
+		// is instead, so that a file which is not JSON at all is not
+		// echoed to whoever named it.
+		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+			return nil, fmt.Errorf("%s is not valid JSON (at byte %d)", PEFTConfig, se.Offset)
+		}
 		return nil, fmt.Errorf("%s: %w", PEFTConfig, err)
 	}
 	switch {
@@ -67,7 +79,7 @@ func openPEFT(dir string, c models.Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := safetensors.Open(filepath.Join(dir, PEFTWeights))
+	f, err := weights()
 	if err != nil {
 		return nil, err
 	}
