@@ -9,21 +9,22 @@ import (
 // addedTokens finds added tokens in text: the longest one starting at the
 // leftmost position wins, as in the Hugging Face library. A byte trie keeps
 // the search linear in the text for vocabularies with thousands of added
-// tokens (Gemma has 6,415).
+// tokens (Gemma has 6,415): each position costs at most as many steps as
+// the longest token has bytes, whatever the number of tokens. The trie is
+// one map from (node, byte) to node, so its size is a few words per byte
+// of the tokens, which a tokenizer file cannot inflate.
 type addedTokens struct {
-	nodes     []trieNode
+	edges     map[uint64]int32 // node<<8 | byte → child node; the root is node 0
+	token     []int32          // per node: index in tokens of the token ending there, -1 if none
+	starts    [256]bool        // bytes some token starts with
 	byContent map[string]int
 	tokens    []addedSpec
 }
 
-type trieNode struct {
-	next  map[byte]int32
-	token int32 // index in tokens, -1 if no token ends here
-}
-
 func newAddedTokens(specs []addedSpec) *addedTokens {
 	a := &addedTokens{
-		nodes:     []trieNode{{token: -1}},
+		edges:     make(map[uint64]int32),
+		token:     []int32{-1},
 		byContent: make(map[string]int, len(specs)),
 		tokens:    slices.Clone(specs),
 	}
@@ -34,39 +35,42 @@ func newAddedTokens(specs []addedSpec) *addedTokens {
 		if _, dup := a.byContent[s.content]; !dup {
 			a.byContent[s.content] = s.id
 		}
+		a.starts[s.content[0]] = true
 		n := int32(0)
 		for k := 0; k < len(s.content); k++ {
-			c := s.content[k]
-			child, ok := a.nodes[n].next[c]
+			key := edgeKey(n, s.content[k])
+			child, ok := a.edges[key]
 			if !ok {
-				child = int32(len(a.nodes))
-				a.nodes = append(a.nodes, trieNode{token: -1})
-				if a.nodes[n].next == nil {
-					a.nodes[n].next = make(map[byte]int32, 1)
-				}
-				a.nodes[n].next[c] = child
+				child = int32(len(a.token))
+				a.token = append(a.token, -1)
+				a.edges[key] = child
 			}
 			n = child
 		}
-		if a.nodes[n].token < 0 {
-			a.nodes[n].token = int32(i)
+		if a.token[n] < 0 {
+			a.token[n] = int32(i)
 		}
 	}
 	return a
 }
 
+func edgeKey(node int32, c byte) uint64 { return uint64(node)<<8 | uint64(c) }
+
 // longest returns the index in tokens of the longest usable token at the
-// start of s, or -1.
+// start of s and its length, or -1.
 func (a *addedTokens) longest(s string, special bool) (int, int) {
 	best, bestLen := -1, 0
+	if s == "" || !a.starts[s[0]] {
+		return best, bestLen
+	}
 	n := int32(0)
 	for k := 0; k < len(s); k++ {
-		child, ok := a.nodes[n].next[s[k]]
+		child, ok := a.edges[edgeKey(n, s[k])]
 		if !ok {
 			break
 		}
 		n = child
-		if ti := a.nodes[n].token; ti >= 0 && (special || !a.tokens[ti].special) {
+		if ti := a.token[n]; ti >= 0 && (special || !a.tokens[ti].special) {
 			best, bestLen = int(ti), k+1
 		}
 	}
@@ -76,9 +80,10 @@ func (a *addedTokens) longest(s string, special bool) (int, int) {
 // split cuts text at the added tokens it contains and calls emit for each
 // part in order: with id -1 for text to encode, with the token's id for an
 // added token. Special tokens are only matched when special is set. first
-// is set for a text part at the start of the input.
-func (a *addedTokens) split(text string, special bool, emit func(seg string, id int, first bool)) {
-	if len(a.nodes) == 1 {
+// is set for a text part at the start of the input. It stops when emit
+// returns false.
+func (a *addedTokens) split(text string, special bool, emit func(seg string, id int, first bool) bool) {
+	if len(a.token) == 1 {
 		if text != "" {
 			emit(text, -1, true)
 		}
@@ -100,10 +105,12 @@ func (a *addedTokens) split(text string, special bool, emit func(seg string, id 
 		if tok.rstrip {
 			end += len(text[end:]) - len(trimLeftSpace(text[end:]))
 		}
-		if segEnd > start {
-			emit(text[start:segEnd], -1, start == 0)
+		if segEnd > start && !emit(text[start:segEnd], -1, start == 0) {
+			return
 		}
-		emit(text[i:i+n], tok.id, false)
+		if !emit(text[i:i+n], tok.id, false) {
+			return
+		}
 		start, i = end, end
 	}
 	if start < len(text) {

@@ -38,6 +38,12 @@ type BPE struct {
 	unk          int
 	fuseUnk      bool
 	ignoreMerges bool
+	// longest bounds the bytes of a word one id stands for (see minTokens):
+	// the longest piece of the model's vocabulary, and at least 4 for an
+	// unknown character; 0 when bytes may vanish or unknown tokens fuse.
+	// shrink is maxShrink of the normalizers and pre-tokenizers.
+	longest int
+	shrink  int
 
 	normalizers []normalizer
 	pre         []preTokenizer
@@ -188,6 +194,8 @@ func newBPE(s bpeSpec) (*BPE, error) {
 			t.merges[pairKey(a, b)] = merge{rank: int32(rank), id: c}
 		}
 	}
+	t.longest = wordBound(t)
+	t.shrink = maxShrink(t.normalizers, t.pre)
 	t.added = newAddedTokens(s.added)
 	t.ends = endSet(t, s.eos, s.ends)
 	return t, nil
@@ -211,12 +219,40 @@ func (t *BPE) decodePiece(p string, typ TokenType, inModel, spaceToBlank bool) [
 	return []byte(p)
 }
 
+// wordBound is BPE.longest: each id of a word stands for a piece of the
+// vocabulary (one byte of the word per character of the piece in the byte
+// alphabet, the piece's bytes otherwise), one byte (a byte piece), or one
+// unknown character of at most 4 bytes, unless unknown tokens fuse or,
+// without an unknown token, vanish.
+func wordBound(t *BPE) int {
+	unknown := false // can a part of a word have no piece?
+	if t.byteLevel {
+		unknown = slices.Contains(t.byteSym[:], -1)
+	} else {
+		unknown = !t.byteFallback || slices.Contains(t.byteID[:], -1)
+	}
+	if unknown && (t.unk < 0 || t.fuseUnk) {
+		return 0
+	}
+	n := 4
+	for p := range t.vocab {
+		if t.byteLevel {
+			n = max(n, utf8.RuneCountInString(p))
+		} else {
+			n = max(n, len(p))
+		}
+	}
+	return n
+}
+
 // endSet lists the ids that end a generation: eos, the ids the file names,
 // and the control tokens that chat models end a turn with.
 func endSet(t *BPE, eos int, extra []int) []int {
 	var ends []int
+	seen := make(map[int]bool)
 	add := func(id int) {
-		if id >= 0 && id < len(t.pieces) && !slices.Contains(ends, id) {
+		if id >= 0 && id < len(t.pieces) && !seen[id] {
+			seen[id] = true
 			ends = append(ends, id)
 		}
 	}
@@ -301,55 +337,98 @@ func (t *BPE) valid(id int) bool { return id >= 0 && id < len(t.pieces) }
 // tokens (<|im_start|>) are encoded as ordinary text, so that text from a
 // user cannot forge them. With addBOS, the tokens the model wants around a
 // sequence are added (BOS for Llama 3 and Gemma, nothing for Qwen).
-func (t *BPE) Encode(text string, addBOS bool) []int { return t.encode(text, addBOS, false) }
+func (t *BPE) Encode(text string, addBOS bool) []int {
+	return t.encodeBounded(&limit{}, text, addBOS, false)
+}
 
 // EncodeSpecial is Encode that also turns the text of special tokens into
 // their ids, as for a prompt rendered from a chat template. It is what
 // Hugging Face's encode does.
-func (t *BPE) EncodeSpecial(text string, addBOS bool) []int { return t.encode(text, addBOS, true) }
+func (t *BPE) EncodeSpecial(text string, addBOS bool) []int {
+	return t.encodeBounded(&limit{}, text, addBOS, true)
+}
 
-func (t *BPE) encode(text string, addSpecial, parseSpecial bool) []int {
-	ids := make([]int, 0, len(text)/3+4)
+// encodeBounded encodes text within l. The text is read a word at a time
+// (added tokens first, then each pre-tokenized word), and before a word is
+// merged its length gives a lower bound of its ids, so a text too long for
+// l stops at the first word that cannot fit.
+func (t *BPE) encodeBounded(l *limit, text string, addSpecial, parseSpecial bool) []int {
+	ids := make([]int, 0, idsCap(len(text), l))
+	after := 0 // ids still to come after the text
 	if addSpecial {
 		ids = append(ids, t.prefix...)
+		after = len(t.suffix)
 	}
-	t.added.split(text, parseSpecial, func(seg string, id int, first bool) {
+	t.added.split(text, parseSpecial, func(seg string, id int, first bool) bool {
 		if id >= 0 {
 			ids = append(ids, id)
-			return
+			return l.step() && l.fits(len(ids)+after)
 		}
-		ids = t.encodeSegment(ids, seg, first)
+		ids = t.encodeSegment(l, ids, seg, first, after)
+		return l.err == nil
 	})
 	if addSpecial {
 		ids = append(ids, t.suffix...)
+	}
+	if l.err != nil || !l.fits(len(ids)) {
+		return nil
 	}
 	return ids
 }
 
 // encodeSegment encodes text between added tokens; first is set for the
-// segment at the start of the text.
-func (t *BPE) encodeSegment(ids []int, s string, first bool) []int {
+// segment at the start of the text, and after ids must still fit in l's
+// bound once the segment's are in.
+func (t *BPE) encodeSegment(l *limit, ids []int, s string, first bool, after int) []int {
+	if l.bounded() && !l.fits(len(ids)+t.minSegmentTokens(s)+after) {
+		return nil
+	}
 	for _, n := range t.normalizers {
 		s = n.normalize(s, first)
 	}
 	if s == "" {
 		return ids
 	}
-	words := []string{s}
-	for _, p := range t.pre {
-		words = p.split(words, first)
-	}
-	for _, w := range words {
-		ids = t.encodeWord(ids, w)
+	pretokenize(t.pre, s, first, func(w string) bool {
+		if !l.step() || l.bounded() && !l.fits(len(ids)+t.minTokens(w)+after) {
+			return false
+		}
+		ids = t.encodeWord(l, ids, w)
+		return l.err == nil && l.fits(len(ids)+after)
+	})
+	if l.err != nil {
+		return nil
 	}
 	return ids
+}
+
+// minTokens is a lower bound of the number of ids of word w, found
+// without merging: every id stands for at most t.longest bytes of it. It
+// is 0 when bytes can vanish or unknown tokens fuse, and then nothing is
+// certain.
+func (t *BPE) minTokens(w string) int {
+	if t.longest == 0 {
+		return 0
+	}
+	return (len(w) + t.longest - 1) / t.longest
+}
+
+// minSegmentTokens is a lower bound of the number of ids of a segment,
+// before it is normalized and split into words: they hold at least
+// len(s)/t.shrink bytes, each id standing for at most t.longest.
+func (t *BPE) minSegmentTokens(s string) int {
+	if t.longest == 0 || t.shrink == 0 {
+		return 0
+	}
+	d := t.longest * t.shrink
+	return (len(s) + d - 1) / d
 }
 
 // maxCachedWord bounds the words kept in the cache: long ones rarely repeat.
 const maxCachedWord = 64
 
 // encodeWord appends the ids of one pre-tokenized word.
-func (t *BPE) encodeWord(ids []int, w string) []int {
+func (t *BPE) encodeWord(l *limit, ids []int, w string) []int {
 	if w == "" {
 		return ids
 	}
@@ -383,7 +462,10 @@ func (t *BPE) encodeWord(ids []int, w string) []int {
 	} else {
 		t.characters(m, w)
 	}
-	out := m.merge(t.merges)
+	out, ok := m.merge(l, t.merges)
+	if !ok {
+		return nil
+	}
 	if len(w) <= maxCachedWord {
 		t.cache.put(w, out)
 	}

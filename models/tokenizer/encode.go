@@ -47,23 +47,7 @@ const noMerge float32 = -1e10
 // merge. Unlike in C, text may contain NUL bytes; they are encoded like any
 // other byte.
 func (t *SentencePiece) Encode(text string, addBOS bool) []int {
-	ids := make([]int, 0, len(text)+2)
-	if addBOS && t.bos >= 0 {
-		ids = append(ids, t.bos)
-	}
-	if text == "" {
-		return ids
-	}
-	return t.appendText(ids, text, true)
-}
-
-// appendText appends the ids of text, with the dummy prefix if prefix is
-// set and the tokenizer adds one.
-func (t *SentencePiece) appendText(ids []int, text string, prefix bool) []int {
-	if t.llama2c {
-		return append(ids, t.merge(t.characters(text, prefix))...)
-	}
-	return t.appendSymbols(ids, text, prefix && t.prefix)
+	return t.encodeBounded(&limit{}, text, addBOS, false)
 }
 
 // EncodeSpecial is Encode for text that holds control and user-defined
@@ -71,19 +55,71 @@ func (t *SentencePiece) appendText(ids []int, text string, prefix bool) []int {
 // <s>): each becomes its id, and the text between them is encoded as
 // llama.cpp does, with the dummy prefix after each such piece.
 func (t *SentencePiece) EncodeSpecial(text string, addBOS bool) []int {
-	var ids []int
+	return t.encodeBounded(&limit{}, text, addBOS, true)
+}
+
+// encodeBounded is Encode, or EncodeSpecial when special is set, within l.
+func (t *SentencePiece) encodeBounded(l *limit, text string, addBOS, special bool) []int {
+	ids := make([]int, 0, idsCap(len(text), l))
 	if addBOS && t.bos >= 0 {
 		ids = append(ids, t.bos)
 	}
-	prefix := true
-	t.special.split(text, true, func(seg string, id int, _ bool) {
-		if id >= 0 {
-			ids, prefix = append(ids, id), true
-			return
+	if !special {
+		if text != "" {
+			ids = t.appendText(l, ids, text, true)
 		}
-		ids, prefix = t.appendText(ids, seg, prefix), false
-	})
+	} else {
+		prefix := true
+		t.special.split(text, true, func(seg string, id int, _ bool) bool {
+			if id >= 0 {
+				ids, prefix = append(ids, id), true
+				return l.step() && l.fits(len(ids))
+			}
+			ids, prefix = t.appendText(l, ids, seg, prefix), false
+			return l.err == nil
+		})
+	}
+	if l.err != nil || !l.fits(len(ids)) {
+		return nil
+	}
 	return ids
+}
+
+// appendText appends the ids of text, with the dummy prefix if prefix is
+// set and the tokenizer adds one. It gives up (nil, with l.err set) before
+// merging anything when the text cannot fit in l's bound.
+func (t *SentencePiece) appendText(l *limit, ids []int, text string, prefix bool) []int {
+	if l.bounded() && !l.fits(len(ids)+t.minTokens(text, prefix)) {
+		return nil
+	}
+	if t.llama2c {
+		return t.merge(l, ids, t.characters(text, prefix))
+	}
+	return t.appendSymbols(l, ids, text, prefix && t.prefix)
+}
+
+// minTokens is a lower bound of the number of ids appendText gives text,
+// found without merging: every id stands for at most t.longest bytes of
+// the text as the vocabulary writes it (spaces as ▁ under SentencePiece's
+// rules), or for one byte when spelt in byte pieces, unless bytes without
+// a piece can be dropped, when nothing is certain.
+func (t *SentencePiece) minTokens(text string, prefix bool) int {
+	if t.drops {
+		return 0
+	}
+	n := len(text)
+	switch {
+	case t.llama2c:
+		if prefix && t.space >= 0 {
+			n++
+		}
+	default:
+		n += (len(spaceMark) - 1) * strings.Count(text, " ")
+		if prefix && t.prefix {
+			n += len(spaceMark)
+		}
+	}
+	return (n + t.longest - 1) / t.longest
 }
 
 // DecodeSpecial is Decode with control pieces written out as their text.
@@ -101,52 +137,84 @@ func (t *SentencePiece) DecodeSpecial(ids []int) string {
 	return b.String()
 }
 
+// spmSymbol is a run of the escaped text under SentencePiece's rules, in a
+// list: prev and next are indices of the neighbours, -1 at the ends. A
+// symbol merged into its left neighbour is empty (start == end).
+type spmSymbol struct{ start, end, prev, next int }
+
+// spmPair is a candidate merge of two adjacent symbols. size is their
+// joint length when it was queued: if either has changed since, the
+// candidate is stale and skipped (llama.cpp's llm_tokenizer_spm does the
+// same).
+type spmPair struct {
+	score             float32
+	left, right, size int
+}
+
+// less puts the highest score first, and the leftmost pair on ties, the
+// order in which the scan over every pair used to pick them.
+func (p spmPair) less(q spmPair) bool {
+	return p.score > q.score || p.score == q.score && p.left < q.left
+}
+
 // appendSymbols encodes text by SentencePiece's rules (Encode). Symbols
 // are byte ranges of the escaped text, so adjacent ones concatenate to a
-// substring and the lookups do not allocate.
-func (t *SentencePiece) appendSymbols(ids []int, text string, prefix bool) []int {
+// substring and the lookups do not allocate; candidate merges wait in a
+// heap, so a text of n characters takes O(n log n).
+func (t *SentencePiece) appendSymbols(l *limit, ids []int, text string, prefix bool) []int {
 	s := strings.ReplaceAll(text, " ", spaceMark)
 	if prefix {
 		s = spaceMark + s
 	}
-	type symbol struct{ start, end int }
-	syms := make([]symbol, 0, len(s))
+	syms := make([]spmSymbol, 0, len(s))
 	for i := 0; i < len(s); {
 		_, n := utf8.DecodeRuneInString(s[i:])
-		syms = append(syms, symbol{i, i + n})
+		syms = append(syms, spmSymbol{i, i + n, len(syms) - 1, len(syms) + 1})
 		i += n
 	}
-	pair := func(a, b symbol) int {
-		if id, ok := t.lookup[s[a.start:b.end]]; ok {
-			return id
-		}
-		return -1
+	if len(syms) == 0 {
+		return ids
 	}
-	pairs := make([]int, max(len(syms)-1, 0)) // pairs[i]: piece for syms[i]+syms[i+1], or -1
-	for i := range pairs {
-		pairs[i] = pair(syms[i], syms[i+1])
-	}
-	for {
-		best, bestScore := -1, noMerge
-		for i, id := range pairs {
-			if id >= 0 && t.scores[id] > bestScore {
-				best, bestScore = i, t.scores[id]
-			}
+	syms[len(syms)-1].next = -1
+	var queue []spmPair
+	try := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
 		}
-		if best < 0 {
-			break
+		start, end := syms[left].start, syms[right].end
+		if end-start > t.longest {
+			return // no piece is that long
 		}
-		syms[best].end = syms[best+1].end
-		syms = append(syms[:best+1], syms[best+2:]...)
-		pairs = append(pairs[:best], pairs[best+1:]...)
-		if best > 0 {
-			pairs[best-1] = pair(syms[best-1], syms[best])
-		}
-		if best < len(pairs) {
-			pairs[best] = pair(syms[best], syms[best+1])
+		if id, ok := t.lookup[s[start:end]]; ok && t.scores[id] > noMerge {
+			queue = heapPush(queue, spmPair{t.scores[id], left, right, end - start})
 		}
 	}
-	for _, sym := range syms {
+	for i := 1; i < len(syms); i++ {
+		if !l.step() {
+			return nil
+		}
+		try(i-1, i)
+	}
+	for len(queue) > 0 {
+		if !l.step() {
+			return nil
+		}
+		var p spmPair
+		p, queue = heapPop(queue)
+		a, b := &syms[p.left], &syms[p.right]
+		if a.start == a.end || b.start == b.end || a.end-a.start+b.end-b.start != p.size {
+			continue
+		}
+		a.end, a.next = b.end, b.next
+		b.end = b.start
+		if a.next >= 0 {
+			syms[a.next].prev = p.left
+		}
+		try(a.prev, p.left)
+		try(p.left, a.next)
+	}
+	for i := 0; i >= 0; i = syms[i].next {
+		sym := syms[i]
 		if id, ok := t.lookup[s[sym.start:sym.end]]; ok {
 			ids = append(ids, id)
 			continue
@@ -196,39 +264,79 @@ func (t *SentencePiece) appendByte(ids []int, b byte) []int {
 	return ids
 }
 
-// merge is step 3 of Encode under llama2.c's rules. It keeps, for each adjacent pair, the piece the
-// pair would merge into, so that a merge only re-examines its two new
-// neighbours; finding the best pair is still a linear scan, which keeps the
-// tie-breaking obviously identical to llama2.c's.
-func (t *SentencePiece) merge(ids []int) []int {
-	if len(ids) < 2 {
+// l2cSymbol is an id in the list merge works on; id is -1 once merged into
+// its left neighbour.
+type l2cSymbol struct{ id, prev, next int }
+
+// l2cPair is a candidate merge of adjacent symbols: a and b are their ids
+// when it was queued, so that a candidate whose symbols have changed since
+// is recognised as stale.
+type l2cPair struct {
+	score                   float32
+	left, right, a, b, into int
+}
+
+// less puts the highest score first, and the leftmost pair on ties, as
+// llama2.c's scan does.
+func (p l2cPair) less(q l2cPair) bool {
+	return p.score > q.score || p.score == q.score && p.left < q.left
+}
+
+// merge is step 3 of Encode under llama2.c's rules: it appends to ids the
+// result of merging the pieces in chars. llama2.c scans every pair for the
+// best merge each time, which is quadratic; here candidates wait in a heap
+// ordered as that scan would pick them, so the ids are the same.
+func (t *SentencePiece) merge(l *limit, ids, chars []int) []int {
+	syms := make([]l2cSymbol, len(chars))
+	for i, id := range chars {
+		syms[i] = l2cSymbol{id, i - 1, i + 1}
+	}
+	if len(syms) == 0 {
 		return ids
 	}
-	var buf []byte
-	pairs := make([]int, len(ids)-1) // pairs[i]: piece for ids[i]+ids[i+1], or -1
-	for i := range pairs {
-		pairs[i], buf = t.pair(ids[i], ids[i+1], buf)
-	}
-	for {
-		best, bestScore := -1, noMerge
-		for i, id := range pairs {
-			if id >= 0 && t.scores[id] > bestScore {
-				best, bestScore = i, t.scores[id]
-			}
+	syms[len(syms)-1].next = -1
+	var (
+		queue []l2cPair
+		buf   []byte
+	)
+	try := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
 		}
-		if best < 0 {
-			return ids
-		}
-		ids[best] = pairs[best]
-		ids = append(ids[:best+1], ids[best+2:]...)
-		pairs = append(pairs[:best], pairs[best+1:]...)
-		if best > 0 {
-			pairs[best-1], buf = t.pair(ids[best-1], ids[best], buf)
-		}
-		if best < len(pairs) {
-			pairs[best], buf = t.pair(ids[best], ids[best+1], buf)
+		a, b := syms[left].id, syms[right].id
+		var into int
+		if into, buf = t.pair(a, b, buf); into >= 0 && t.scores[into] > noMerge {
+			queue = heapPush(queue, l2cPair{t.scores[into], left, right, a, b, into})
 		}
 	}
+	for i := 1; i < len(syms); i++ {
+		if !l.step() {
+			return nil
+		}
+		try(i-1, i)
+	}
+	for len(queue) > 0 {
+		if !l.step() {
+			return nil
+		}
+		var p l2cPair
+		p, queue = heapPop(queue)
+		a, b := &syms[p.left], &syms[p.right]
+		if a.id != p.a || b.id != p.b || a.next != p.right {
+			continue
+		}
+		a.id, a.next = p.into, b.next
+		b.id = -1
+		if a.next >= 0 {
+			syms[a.next].prev = p.left
+		}
+		try(a.prev, p.left)
+		try(p.left, a.next)
+	}
+	for i := 0; i >= 0; i = syms[i].next {
+		ids = append(ids, syms[i].id)
+	}
+	return ids
 }
 
 // pair returns the piece that a followed by b merges into, or -1. buf is
@@ -236,6 +344,9 @@ func (t *SentencePiece) merge(ids []int) []int {
 func (t *SentencePiece) pair(a, b int, buf []byte) (int, []byte) {
 	if !mergeable(t.types[a]) || !mergeable(t.types[b]) {
 		return -1, buf
+	}
+	if len(t.text[a])+len(t.text[b]) > t.longest {
+		return -1, buf // no piece is that long
 	}
 	buf = append(append(buf[:0], t.text[a]...), t.text[b]...)
 	if id, ok := t.lookup[string(buf)]; ok {

@@ -44,10 +44,12 @@ func decode(s string, i int) (rune, int) {
 	return utf8.DecodeRuneInString(s[i:])
 }
 
-func (m fastMatcher) matches(s string, yield func(start, end int)) {
+func (m fastMatcher) matches(s string, yield func(start, end int) bool) {
 	for i := 0; i < len(s); {
 		end := m.match(s, i)
-		yield(i, end)
+		if !yield(i, end) {
+			return
+		}
 		i = end
 	}
 }

@@ -10,7 +10,7 @@ import (
 // splitAll returns the spans m matches in s.
 func splitAll(m matcher, s string) [][2]int {
 	var spans [][2]int
-	m.matches(s, func(start, end int) { spans = append(spans, [2]int{start, end}) })
+	m.matches(s, func(start, end int) bool { spans = append(spans, [2]int{start, end}); return true })
 	return spans
 }
 

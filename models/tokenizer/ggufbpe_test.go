@@ -2,6 +2,8 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,11 +14,23 @@ import (
 // ggufVocabFromHF converts a shared tokenizer.json into the metadata
 // llama.cpp's converter would write, so the GGUF path is checked against
 // the same references.
-func ggufVocabFromHF(t *testing.T, family, pre string) GGUFVocab {
+func ggufVocabFromHF(t testing.TB, family, pre string) GGUFVocab {
 	t.Helper()
+	v, err := ggufVocab(family, pre)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("shared tokenizers not found: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// ggufVocab is ggufVocabFromHF, reporting errors.
+func ggufVocab(family, pre string) (GGUFVocab, error) {
 	data, err := os.ReadFile(filepath.Join(hfDir, family, "tokenizer.json"))
 	if err != nil {
-		t.Skipf("shared tokenizers not found: %v", err)
+		return GGUFVocab{}, err
 	}
 	var f struct {
 		AddedTokens []struct {
@@ -30,7 +44,7 @@ func ggufVocabFromHF(t *testing.T, family, pre string) GGUFVocab {
 		} `json:"model"`
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
+		return GGUFVocab{}, err
 	}
 	n := 0
 	for _, id := range f.Model.Vocab {
@@ -54,12 +68,12 @@ func ggufVocabFromHF(t *testing.T, family, pre string) GGUFVocab {
 	}
 	pairs, err := parseMerges(f.Model.Merges)
 	if err != nil {
-		t.Fatal(err)
+		return GGUFVocab{}, err
 	}
 	for _, p := range pairs {
 		v.Merges = append(v.Merges, p[0]+" "+p[1])
 	}
-	return v
+	return v, nil
 }
 
 func TestGGUFBPEReference(t *testing.T) {

@@ -40,10 +40,8 @@ func LoadHF(path string) (*BPE, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (reading %s)", err, file)
 	}
-	for _, id := range gen.EOS {
-		if id >= 0 && id < len(t.pieces) && !t.IsEnd(id) {
-			t.ends = endSet(t, t.eos, append(t.ends, id))
-		}
+	if len(gen.EOS) > 0 {
+		t.ends = endSet(t, t.eos, append(t.ends, gen.EOS...)) // ids out of range are left out
 	}
 	return t, nil
 }

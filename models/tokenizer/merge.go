@@ -56,16 +56,19 @@ func (m *merger) pushUnknown(t *BPE) {
 }
 
 // merge runs the merges and returns the final ids; the slice is reused by
-// the next word.
-func (m *merger) merge(table map[uint64]merge) []int32 {
+// the next word. It gives up (false) when l says to stop.
+func (m *merger) merge(l *limit, table map[uint64]merge) ([]int32, bool) {
 	if len(m.syms) == 0 {
-		return nil
+		return nil, true
 	}
 	m.syms[len(m.syms)-1].next = -1
 	for i := 0; i+1 < len(m.syms); i++ {
 		m.queue(table, int32(i))
 	}
 	for len(m.heap) > 0 {
+		if !l.step() {
+			return nil, false
+		}
 		c := m.pop()
 		a := &m.syms[c.pos]
 		if a.gone || a.next < 0 {
@@ -93,7 +96,7 @@ func (m *merger) merge(table map[uint64]merge) []int32 {
 	for i := int32(0); i >= 0; i = m.syms[i].next {
 		m.out = append(m.out, m.syms[i].id)
 	}
-	return m.out
+	return m.out, true
 }
 
 // queue adds the pair starting at symbol i if it merges.

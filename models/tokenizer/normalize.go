@@ -53,3 +53,56 @@ func (n stripNormalizer) normalize(s string, _ bool) string {
 	}
 	return s
 }
+
+// maxShrink is the most by which normalizers and pre-tokenizers can divide
+// the length of a text: their words hold at least len(s)/maxShrink bytes
+// in all, so a bounded encoding can refuse a long text before spending
+// linear but slow work (NFC, regexp2) on it. It is 0 when they can remove
+// any amount of text, and then nothing is certain.
+//
+//   - The Unicode forms change one character into at least one, or
+//     compose a few (a Hangul syllable from three 3-byte jamo, a letter
+//     with two marks); the worst is a 4-byte character whose compatibility
+//     form is ASCII (𝐀 to A under NFKC): 4 (TestMaxShrink checks every
+//     code point and random combining sequences).
+//   - Lower-casing changes each character into one: at most 4 bytes into
+//     at least 1.
+//   - Replacing old by a shorter new divides by len(old)/len(new) at most,
+//     and by nothing when new is longer; by an empty new, anything.
+//   - Strip removes any amount of whitespace, and a Removed split any
+//     amount of text. Every other pre-tokenizer keeps every byte or adds.
+func maxShrink(ns []normalizer, pre []preTokenizer) int {
+	k := 1
+	for _, n := range ns {
+		switch n := n.(type) {
+		case unicodeNormalizer, lowercaseNormalizer:
+			k *= 4
+		case replaceNormalizer:
+			switch {
+			case n.new == "" && n.old != "":
+				return 0
+			case len(n.new) < len(n.old):
+				k *= (len(n.old) + len(n.new) - 1) / len(n.new)
+			}
+		case prependNormalizer:
+		default: // stripNormalizer, and any added later until shown safe
+			return 0
+		}
+	}
+	for _, p := range pre {
+		switch p := p.(type) {
+		case splitPre:
+			if p.behavior == splitRemoved {
+				return 0
+			}
+		case metaspacePre:
+			if p.replacement == "" {
+				return 0
+			}
+		case byteLevelPre, digitsPre:
+		default:
+			return 0
+		}
+	}
+	return k
+}

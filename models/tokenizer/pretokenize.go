@@ -10,10 +10,35 @@ import (
 )
 
 // preTokenizer splits text into the words that BPE merges within; merges
-// never cross a word boundary. first is set for the text at the very start
-// of the input.
+// never cross a word boundary. Words are yielded one at a time rather than
+// collected, so that a bounded encoding stops reading a long text as soon
+// as it has seen enough of it.
 type preTokenizer interface {
-	split(words []string, first bool) []string
+	// each calls yield with the words of w in order, and stops, returning
+	// false, as soon as yield does. first is set when w is the first word
+	// of the text at the very start of the input.
+	each(w string, first bool, yield func(string) bool) bool
+}
+
+// pretokenize runs the pre-tokenizers in turn over s, each splitting the
+// words the one before made, and calls yield with the final words; first
+// is set when s is at the very start of the input. A word is first for a
+// pre-tokenizer when it is the first its predecessor produced for s, as
+// when each pre-tokenizer took the whole list its predecessor made. It
+// returns false if yield stopped it.
+func pretokenize(pre []preTokenizer, s string, first bool, yield func(string) bool) bool {
+	sink := func(w string, _ bool) bool { return yield(w) }
+	for k := len(pre) - 1; k >= 0; k-- {
+		p, next := pre[k], sink
+		started := false
+		out := func(w string) bool {
+			f := first && !started
+			started = true
+			return next(w, f)
+		}
+		sink = func(w string, wFirst bool) bool { return p.each(w, wFirst, out) }
+	}
+	return sink(s, first)
 }
 
 // Pre-tokenizer patterns. They need lookahead (\s+(?!\S)), which Go's
@@ -58,9 +83,10 @@ func parseSplitBehavior(s string) (splitBehavior, error) {
 	return 0, fmt.Errorf("split behavior %q is not supported", s)
 }
 
-// matcher finds the spans a split pattern matches, as byte offsets.
+// matcher finds the spans a split pattern matches, as byte offsets, in
+// order; it stops when yield returns false.
 type matcher interface {
-	matches(s string, yield func(start, end int))
+	matches(s string, yield func(start, end int) bool)
 }
 
 // regexMatcher runs a regexp2 pattern. regexp2 works on runes, so byte
@@ -85,7 +111,7 @@ func newRegexMatcher(pattern string) (regexMatcher, error) {
 	return regexMatcher{re}, nil
 }
 
-func (m regexMatcher) matches(s string, yield func(start, end int)) {
+func (m regexMatcher) matches(s string, yield func(start, end int) bool) {
 	runes := make([]rune, 0, len(s))
 	offs := make([]int, 0, len(s)+1)
 	for i := 0; i < len(s); {
@@ -97,8 +123,8 @@ func (m regexMatcher) matches(s string, yield func(start, end int)) {
 	offs = append(offs, len(s))
 	match, err := m.re.FindRunesMatch(runes)
 	for err == nil && match != nil {
-		if match.Length > 0 {
-			yield(offs[match.Index], offs[match.Index+match.Length])
+		if match.Length > 0 && !yield(offs[match.Index], offs[match.Index+match.Length]) {
+			return
 		}
 		match, err = m.re.FindNextMatch(match)
 	}
@@ -107,16 +133,15 @@ func (m regexMatcher) matches(s string, yield func(start, end int)) {
 // literalMatcher matches a fixed string.
 type literalMatcher struct{ lit string }
 
-func (m literalMatcher) matches(s string, yield func(start, end int)) {
+func (m literalMatcher) matches(s string, yield func(start, end int) bool) {
 	if m.lit == "" {
 		return
 	}
 	for off := 0; ; {
 		i := strings.Index(s[off:], m.lit)
-		if i < 0 {
+		if i < 0 || !yield(off+i, off+i+len(m.lit)) {
 			return
 		}
-		yield(off+i, off+i+len(m.lit))
 		off += i + len(m.lit)
 	}
 }
@@ -129,82 +154,66 @@ type splitPre struct {
 	invert   bool
 }
 
-func (p splitPre) split(words []string, _ bool) []string {
-	out := make([]string, 0, len(words)*2)
-	for _, w := range words {
-		out = p.splitOne(out, w)
-	}
-	return out
-}
-
-func (p splitPre) splitOne(out []string, w string) []string {
-	// Pieces are (start, end, isMatch) in order, covering w.
-	type piece struct {
-		start, end int
-		match      bool
-	}
-	var pieces []piece
-	last := 0
-	p.m.matches(w, func(start, end int) {
-		if start > last {
-			pieces = append(pieces, piece{last, start, false})
-		}
-		pieces = append(pieces, piece{start, end, true})
-		last = end
-	})
-	if last < len(w) {
-		pieces = append(pieces, piece{last, len(w), false})
-	}
-	if p.invert {
-		for i := range pieces {
-			pieces[i].match = !pieces[i].match
-		}
-	}
-	switch p.behavior {
-	case splitIsolated:
-		for _, pc := range pieces {
-			out = append(out, w[pc.start:pc.end])
-		}
-	case splitRemoved:
-		for _, pc := range pieces {
-			if !pc.match {
-				out = append(out, w[pc.start:pc.end])
+// each yields the words of w. Matches and the text between them form
+// pieces that cover w; the behavior says which pieces are words and
+// which join their neighbours.
+func (p splitPre) each(w string, _ bool, yield func(string) bool) bool {
+	start := 0         // of the word being gathered (MergedWith*, Contiguous)
+	prevMatch := false // whether the piece before was a match (Contiguous)
+	count := 0         // pieces so far
+	// piece takes the next piece, w[ps:pe]; it is the last when it ends w,
+	// since pieces are never empty.
+	piece := func(ps, pe int, match bool) bool {
+		match = match != p.invert
+		last := pe == len(w)
+		defer func() { prevMatch, count = match, count+1 }()
+		switch p.behavior {
+		case splitIsolated:
+			return yield(w[ps:pe])
+		case splitRemoved:
+			return match || yield(w[ps:pe])
+		case splitMergedWithPrevious:
+			if match || last {
+				word := w[start:pe]
+				start = pe
+				return word == "" || yield(word)
 			}
-		}
-	case splitMergedWithPrevious:
-		start := 0
-		for i, pc := range pieces {
-			if pc.match || i == len(pieces)-1 {
-				if pc.end > start {
-					out = append(out, w[start:pc.end])
+		case splitMergedWithNext:
+			if match && ps > start {
+				if !yield(w[start:ps]) {
+					return false
 				}
-				start = pc.end
+				start = ps
+			}
+			if last && pe > start {
+				return yield(w[start:pe])
+			}
+		case splitContiguous:
+			if count > 0 && match != prevMatch {
+				if !yield(w[start:ps]) {
+					return false
+				}
+				start = ps
+			}
+			if last {
+				return yield(w[start:pe])
 			}
 		}
-	case splitMergedWithNext:
-		start := 0
-		for i, pc := range pieces {
-			if pc.match && pc.start > start {
-				out = append(out, w[start:pc.start])
-				start = pc.start
-			}
-			if i == len(pieces)-1 && pc.end > start {
-				out = append(out, w[start:pc.end])
-			}
-		}
-	case splitContiguous:
-		start := 0
-		for i, pc := range pieces {
-			if i > 0 && pc.match != pieces[i-1].match {
-				out = append(out, w[start:pc.start])
-				start = pc.start
-			}
-			if i == len(pieces)-1 {
-				out = append(out, w[start:pc.end])
-			}
-		}
+		return true
 	}
-	return out
+	ok, last := true, 0
+	p.m.matches(w, func(ms, me int) bool {
+		if ms > last && !piece(last, ms, false) || !piece(ms, me, true) {
+			ok = false
+			return false
+		}
+		last = me
+		return true
+	})
+	if ok && last < len(w) {
+		ok = piece(last, len(w), false)
+	}
+	return ok
 }
 
 // byteLevelPre is tokenizer.json's ByteLevel pre-tokenizer: optionally a
@@ -215,41 +224,36 @@ type byteLevelPre struct {
 	regex          *splitPre
 }
 
-func (p byteLevelPre) split(words []string, first bool) []string {
-	if p.addPrefixSpace {
-		for i, w := range words {
-			if !strings.HasPrefix(w, " ") {
-				words[i] = " " + w
-			}
-		}
+func (p byteLevelPre) each(w string, first bool, yield func(string) bool) bool {
+	if p.addPrefixSpace && !strings.HasPrefix(w, " ") {
+		w = " " + w
 	}
 	if p.regex != nil {
-		words = p.regex.split(words, first)
+		return p.regex.each(w, first, yield)
 	}
-	return words
+	return yield(w)
 }
 
 // digitsPre isolates digits: each one alone, or each run of them.
 type digitsPre struct{ individual bool }
 
-func (p digitsPre) split(words []string, _ bool) []string {
-	out := make([]string, 0, len(words))
-	for _, w := range words {
-		start := 0
-		prevDigit := false
-		for i, r := range w {
-			d := unicode.IsNumber(r)
-			if i > start && (d != prevDigit || d && p.individual) {
-				out = append(out, w[start:i])
-				start = i
+func (p digitsPre) each(w string, _ bool, yield func(string) bool) bool {
+	start := 0
+	prevDigit := false
+	for i, r := range w {
+		d := unicode.IsNumber(r)
+		if i > start && (d != prevDigit || d && p.individual) {
+			if !yield(w[start:i]) {
+				return false
 			}
-			prevDigit = d
+			start = i
 		}
-		if start < len(w) {
-			out = append(out, w[start:])
-		}
+		prevDigit = d
 	}
-	return out
+	if start < len(w) {
+		return yield(w[start:])
+	}
+	return true
 }
 
 // metaspacePre is tokenizer.json's Metaspace pre-tokenizer: spaces become
@@ -261,20 +265,15 @@ type metaspacePre struct {
 	splitWords  bool
 }
 
-func (p metaspacePre) split(words []string, first bool) []string {
-	out := make([]string, 0, len(words))
-	for i, w := range words {
-		w = strings.ReplaceAll(w, " ", p.replacement)
-		if p.prepend == "always" || p.prepend == "first" && first && i == 0 {
-			if !strings.HasPrefix(w, p.replacement) {
-				w = p.replacement + w
-			}
+func (p metaspacePre) each(w string, first bool, yield func(string) bool) bool {
+	w = strings.ReplaceAll(w, " ", p.replacement)
+	if p.prepend == "always" || p.prepend == "first" && first {
+		if !strings.HasPrefix(w, p.replacement) {
+			w = p.replacement + w
 		}
-		if !p.splitWords {
-			out = append(out, w)
-			continue
-		}
-		out = splitPre{m: literalMatcher{p.replacement}, behavior: splitMergedWithNext}.splitOne(out, w)
 	}
-	return out
+	if !p.splitWords {
+		return yield(w)
+	}
+	return splitPre{m: literalMatcher{p.replacement}, behavior: splitMergedWithNext}.each(w, false, yield)
 }

@@ -37,6 +37,12 @@ type SentencePiece struct {
 	llama2c bool
 	prefix  bool
 	space   int
+	// longest is the length of the longest key of lookup (at least 1), so
+	// no id stands for more bytes of the text; drops is set when a byte
+	// can be dropped (no <0xNN> piece and no unknown token), when the
+	// text's length says nothing about its number of ids.
+	longest int
+	drops   bool
 
 	// special finds the Control and UserDefined pieces written in a
 	// chat template's text (<start_of_turn>, <s>); ends are the ids that
@@ -141,6 +147,11 @@ func newSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 			}
 		}
 	}
+	t.longest = 1
+	for key := range t.lookup {
+		t.longest = max(t.longest, len(key))
+	}
+	t.drops = unk < 0 && slices.Contains(t.byteID[:], -1)
 	if id, ok := t.lookup[" "]; ok && llama2c {
 		t.space, t.prefix = id, true
 	}

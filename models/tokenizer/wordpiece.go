@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -26,15 +25,16 @@ import (
 // (NewGGUFWordPiece), where llama.cpp's converter stores word-initial
 // pieces behind "▁" and continuations bare.
 type WordPiece struct {
-	pieces  []string       // as in the file
-	words   map[string]int // word-initial pieces
-	conts   map[string]int // continuation pieces, without their prefix
-	special []string       // special tokens matched in the text, longest first
-	ids     map[string]int // special tokens' ids
-	cls     int
-	sep     int
-	unk     int
-	opts    WordPieceOptions
+	pieces    []string       // as in the file
+	words     map[string]int // word-initial pieces
+	conts     map[string]int // continuation pieces, without their prefix
+	longest   int            // bytes of the longest key of words or conts
+	special   *addedTokens   // special tokens matched in the text
+	isSpecial map[int]bool   // their ids
+	cls       int
+	sep       int
+	unk       int
+	opts      WordPieceOptions
 }
 
 // WordPieceOptions are BertNormalizer's options and WordPiece's limit.
@@ -53,7 +53,7 @@ var BertUncased = WordPieceOptions{Lowercase: true, StripAccents: true, ChineseC
 // NewWordPiece builds the tokenizer over pieces (continuation pieces
 // beginning with prefix, "##"), with the named special tokens.
 func NewWordPiece(pieces []string, prefix string, cls, sep, unk string, specials []string, opts WordPieceOptions) (*WordPiece, error) {
-	t := &WordPiece{pieces: pieces, words: map[string]int{}, conts: map[string]int{}, ids: map[string]int{}, opts: opts}
+	t := &WordPiece{pieces: pieces, words: map[string]int{}, conts: map[string]int{}, isSpecial: map[int]bool{}, longest: 1, opts: opts}
 	if t.opts.MaxChars <= 0 {
 		t.opts.MaxChars = 100
 	}
@@ -65,6 +65,7 @@ func NewWordPiece(pieces []string, prefix string, cls, sep, unk string, specials
 		} else if _, dup := t.words[p]; !dup {
 			t.words[p] = id
 		}
+		t.longest = max(t.longest, len(p))
 	}
 	find := func(name string) (int, error) {
 		if id, ok := t.words[name]; ok {
@@ -82,13 +83,14 @@ func NewWordPiece(pieces []string, prefix string, cls, sep, unk string, specials
 	if t.unk, err = find(unk); err != nil {
 		return nil, err
 	}
+	var specs []addedSpec
 	for _, s := range append([]string{cls, sep, unk}, specials...) {
-		if id, ok := t.words[s]; ok && s != "" && !slices.Contains(t.special, s) {
-			t.special = append(t.special, s)
-			t.ids[s] = id
+		if id, ok := t.words[s]; ok && s != "" && !t.isSpecial[id] {
+			specs = append(specs, addedSpec{id: id, content: s, special: true})
+			t.isSpecial[id] = true
 		}
 	}
-	slices.SortFunc(t.special, func(a, b string) int { return len(b) - len(a) })
+	t.special = newAddedTokens(specs)
 	return t, nil
 }
 
@@ -157,12 +159,18 @@ func ParseHFWordPiece(data []byte) (*WordPiece, error) {
 	if f.Model.Type != "WordPiece" {
 		return nil, fmt.Errorf("tokenizer: model %q is not WordPiece", f.Model.Type)
 	}
+	// The ids must be 0..n-1, each once: checked before anything is
+	// allocated by them, so a hostile id cannot size an allocation.
 	pieces := make([]string, len(f.Model.Vocab))
+	taken := make([]bool, len(pieces))
 	for p, id := range f.Model.Vocab {
-		if id < 0 || id >= len(pieces) || pieces[id] != "" {
-			return nil, fmt.Errorf("tokenizer: wordpiece ids are not 0..%d", len(pieces)-1)
+		if id < 0 || id >= len(pieces) {
+			return nil, fmt.Errorf("tokenizer: tokenizer.json: model.vocab: %q has id %d, outside 0..%d", p, id, len(pieces)-1)
 		}
-		pieces[id] = p
+		if taken[id] {
+			return nil, fmt.Errorf("tokenizer: tokenizer.json: model.vocab: %q and %q both have id %d", pieces[id], p, id)
+		}
+		pieces[id], taken[id] = p, true
 	}
 	opts := WordPieceOptions{MaxChars: f.Model.MaxChars}
 	if n := f.Normalizer; n != nil {
@@ -195,9 +203,23 @@ func ParseHFWordPiece(data []byte) (*WordPiece, error) {
 // Encode returns the ids of text, wrapped in [CLS] … [SEP] when addBOS is
 // set.
 func (t *WordPiece) Encode(text string, addBOS bool) []int {
-	ids := t.encode(text, nil)
+	return t.encodeBounded(&limit{}, text, addBOS, false)
+}
+
+// encodeBounded is Encode within l. Special tokens are always matched, so
+// special changes nothing.
+func (t *WordPiece) encodeBounded(l *limit, text string, addBOS, _ bool) []int {
+	ids := make([]int, 0, idsCap(len(text), l))
+	after := 0
 	if addBOS {
-		ids = append(append([]int{t.cls}, ids...), t.sep)
+		ids, after = append(ids, t.cls), 1
+	}
+	ids = t.encode(l, text, ids, after)
+	if addBOS && ids != nil {
+		ids = append(ids, t.sep)
+	}
+	if l.err != nil || !l.fits(len(ids)) {
+		return nil
 	}
 	return ids
 }
@@ -205,10 +227,11 @@ func (t *WordPiece) Encode(text string, addBOS bool) []int {
 // EncodePair returns the ids of [CLS] a [SEP] b [SEP] and their token
 // types: 0 up to the first [SEP], 1 after it.
 func (t *WordPiece) EncodePair(a, b string) (ids, types []int) {
-	ids = append([]int{t.cls}, t.encode(a, nil)...)
+	var l limit
+	ids = append([]int{t.cls}, t.encode(&l, a, nil, 0)...)
 	ids = append(ids, t.sep)
 	first := len(ids)
-	ids = append(t.encode(b, ids), t.sep)
+	ids = append(t.encode(&l, b, ids, 0), t.sep)
 	types = make([]int, len(ids))
 	for i := first; i < len(types); i++ {
 		types[i] = 1
@@ -216,32 +239,84 @@ func (t *WordPiece) EncodePair(a, b string) (ids, types []int) {
 	return ids, types
 }
 
-// encode appends the ids of text to ids: special tokens in the text stay
-// themselves, the rest is normalised, split and cut into pieces.
-func (t *WordPiece) encode(text string, ids []int) []int {
-	for text != "" {
-		at, tok := len(text), ""
-		for _, s := range t.special {
-			if i := strings.Index(text, s); i >= 0 && (i < at || i == at && len(s) > len(tok)) {
-				at, tok = i, s
-			}
+// encode appends the ids of text to ids within l, with after ids still to
+// come: special tokens in the text stay themselves, the rest is
+// normalised, split and cut into pieces.
+func (t *WordPiece) encode(l *limit, text string, ids []int, after int) []int {
+	t.special.split(text, true, func(seg string, id int, _ bool) bool {
+		if id >= 0 {
+			ids = append(ids, id)
+			return l.step() && l.fits(len(ids)+after)
 		}
-		for _, w := range t.words_(t.normalize(text[:at])) {
-			ids = t.piece(w, ids)
-		}
-		if tok == "" {
-			break
-		}
-		ids = append(ids, t.ids[tok])
-		text = text[at+len(tok):]
+		ids = t.encodeText(l, ids, seg, after)
+		return l.err == nil
+	})
+	if l.err != nil {
+		return nil
 	}
 	return ids
+}
+
+// wordPieceChunk is about how much text encodeText normalizes at a time.
+const wordPieceChunk = 4 << 10
+
+// encodeText encodes text without special tokens. The text is normalized a
+// chunk at a time, cut where normalizing cannot join or move characters
+// across the cut, so a bounded encoding reads no more of a long text than
+// it needs and the ids are those of the whole text.
+func (t *WordPiece) encodeText(l *limit, ids []int, s string, after int) []int {
+	for start := 0; start < len(s); {
+		if !l.step() {
+			return nil
+		}
+		end := t.chunkEnd(s, start)
+		ok := t.eachWord(t.normalize(s[start:end]), func(w string) bool {
+			if !l.step() {
+				return false
+			}
+			ids = t.piece(w, ids)
+			return l.fits(len(ids) + after)
+		})
+		if !ok {
+			return nil
+		}
+		start = end
+	}
+	return ids
+}
+
+// chunkEnd returns where the chunk of s from start ends: before the first
+// character, wordPieceChunk bytes on or later, that always begins a word
+// and that normalizing keeps as it is, or at the end of s. Those are the
+// ASCII spaces and line ends (not \v or \f, which CleanText drops), ASCII
+// punctuation and, when they are set apart, CJK ideographs: each has
+// canonical combining class 0, so NFD reorders nothing across it.
+func (t *WordPiece) chunkEnd(s string, start int) int {
+	for i := start + wordPieceChunk; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return i
+		case c < utf8.RuneSelf:
+			if isPunct(rune(c)) {
+				return i
+			}
+		case t.opts.ChineseChars && utf8.RuneStart(c):
+			if r, _ := utf8.DecodeRuneInString(s[i:]); isCJK(r) {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 // normalize applies BertNormalizer's steps in its order: clean, CJK,
 // accents, lower case.
 func (t *WordPiece) normalize(s string) string {
 	o := t.opts
+	if isASCII(s) {
+		return t.normalizeASCII(s)
+	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
@@ -273,6 +348,36 @@ func (t *WordPiece) normalize(s string) string {
 	return s
 }
 
+// normalizeASCII is normalize for ASCII text, where NFD and accents
+// change nothing and lower-casing is A-Z: a long text of ASCII, the
+// common case, is read once.
+func (t *WordPiece) normalizeASCII(s string) string {
+	o := t.opts
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case o.CleanText && (c < ' ' || c == 0x7f) && c != '\t' && c != '\n' && c != '\r':
+			continue // NUL and the other controls (isControl's ASCII part)
+		case o.CleanText && (c == '\t' || c == '\n' || c == '\r'):
+			c = ' '
+		case o.Lowercase && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // lower lower-cases as Rust's str::to_lowercase does: rune by rune, with
 // Unicode's one unconditional expansion (İ to i and a combining dot).
 func lower(s string) string {
@@ -282,23 +387,25 @@ func lower(s string) string {
 	return strings.ToLower(strings.ReplaceAll(s, "İ", "i\u0307"))
 }
 
-// words_ splits normalised text as BertPreTokenizer does: at whitespace,
-// and each punctuation character a word of its own.
-func (t *WordPiece) words_(s string) []string {
-	var words []string
+// eachWord calls yield with the words of normalised text as
+// BertPreTokenizer splits it: at whitespace, and each punctuation
+// character a word of its own. It stops, returning false, when yield does.
+func (t *WordPiece) eachWord(s string, yield func(string) bool) bool {
 	start := -1
 	for i, r := range s {
 		switch {
 		case isWhitespace(r):
-			if start >= 0 {
-				words = append(words, s[start:i])
+			if start >= 0 && !yield(s[start:i]) {
+				return false
 			}
 			start = -1
 		case isPunct(r):
-			if start >= 0 {
-				words = append(words, s[start:i])
+			if start >= 0 && !yield(s[start:i]) {
+				return false
 			}
-			words = append(words, string(r))
+			if !yield(s[i : i+utf8.RuneLen(r)]) {
+				return false
+			}
 			start = -1
 		default:
 			if start < 0 {
@@ -306,14 +413,14 @@ func (t *WordPiece) words_(s string) []string {
 			}
 		}
 	}
-	if start >= 0 {
-		words = append(words, s[start:])
-	}
-	return words
+	return start < 0 || yield(s[start:])
 }
 
 // piece appends the ids of word's pieces, longest first from the start,
-// or [UNK] for a word that cannot be cut or is too long.
+// or [UNK] for a word that cannot be cut or is too long. No piece is longer
+// than t.longest, so no longer candidate is looked up: a word costs
+// O(len × longest), even with a tokenizer.json whose
+// max_input_chars_per_word is huge.
 func (t *WordPiece) piece(word string, ids []int) []int {
 	if utf8.RuneCountInString(word) > t.opts.MaxChars {
 		return append(ids, t.unk)
@@ -324,7 +431,7 @@ func (t *WordPiece) piece(word string, ids []int) []int {
 		if start > 0 {
 			vocab = t.conts
 		}
-		end, id := len(word), -1
+		end, id := min(len(word), start+t.longest), -1
 		for ; end > start; end-- {
 			if end < len(word) && !utf8.RuneStart(word[end]) {
 				continue // not at a character boundary
@@ -344,7 +451,10 @@ func (t *WordPiece) piece(word string, ids []int) []int {
 }
 
 func isWhitespace(r rune) bool {
-	return r == '\t' || r == '\n' || r == '\r' || unicode.Is(unicode.White_Space, r)
+	if r < utf8.RuneSelf {
+		return r == ' ' || '\t' <= r && r <= '\r' // White_Space's ASCII part
+	}
+	return unicode.Is(unicode.White_Space, r)
 }
 
 // isControl is Unicode's "other" categories (Cc, Cf, Co, Cs) but for tab
@@ -376,7 +486,7 @@ func isCJK(r rune) bool {
 // a word-initial piece follows a space (but at the start, or after a
 // special token), special tokens have none.
 func (t *WordPiece) TokenBytes(prev, id int) []byte {
-	if id < 0 || id >= len(t.pieces) || t.isSpecial(id) {
+	if id < 0 || id >= len(t.pieces) || t.isSpecial[id] {
 		return nil
 	}
 	p := t.pieces[id]
@@ -384,7 +494,7 @@ func (t *WordPiece) TokenBytes(prev, id int) []byte {
 		return []byte(cont)
 	}
 	p = strings.TrimPrefix(p, "▁")
-	if prev < 0 || t.isSpecial(prev) {
+	if prev < 0 || t.isSpecial[prev] {
 		return []byte(p)
 	}
 	return []byte(" " + p)
@@ -401,15 +511,6 @@ func (t *WordPiece) contOf(id int) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func (t *WordPiece) isSpecial(id int) bool {
-	for _, v := range t.ids {
-		if v == id {
-			return true
-		}
-	}
-	return false
 }
 
 // Decode returns the text of ids, special tokens left out.
