@@ -203,3 +203,31 @@ func TestMalformedRecordKept(t *testing.T) {
 		t.Errorf("Entries = %+v, %v", entries, err)
 	}
 }
+
+// TestIndexSymlinkOut: an index.json that is a symlink out of the cache is
+// neither read nor written through.
+func TestIndexSymlinkOut(t *testing.T) {
+	h := hubtest.New(t)
+	h.Add("acme/m", "m.gguf", blob(95, 1_000))
+	c, _ := client(t, h)
+	victim := filepath.Join(t.TempDir(), "index.json")
+	const theirs = `{"version":1,"models":[]}`
+	if err := os.WriteFile(victim, []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(c.Cache.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(c.Cache.Dir, "index.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cache.Entries(); err == nil || !strings.Contains(err.Error(), "index.json") {
+		t.Errorf("Entries through a symlinked index: %v", err)
+	}
+	if _, err := c.Pull(timeout(t), mustParse(t, "acme/m/m.gguf")); err == nil {
+		t.Error("a pull recorded its model through a symlinked index")
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != theirs {
+		t.Errorf("the file the index linked to: %q, %v", b, err)
+	}
+}
