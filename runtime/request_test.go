@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -195,5 +196,41 @@ func TestYieldBetweenSteps(t *testing.T) {
 	})
 	if got := n.Load(); !errors.Is(err, context.Canceled) || got < 9 || got > 11 {
 		t.Errorf("cancelled in the 10th yield: %d tokens, error %v; want about 10 and context.Canceled", got, err)
+	}
+}
+
+// TestHugePromptRefused: prompts of megabytes, plain and in a chat
+// message, of shapes that made SentencePiece's merges quadratic (one
+// character repeated, no spaces; many spaces; mixed scripts), are refused
+// with ErrContextFull as soon as they are known not to fit, not after
+// they are all tokenized (before, a megabyte took about half an hour);
+// a cancelled request's prompt is not tokenized at all.
+func TestHugePromptRefused(t *testing.T) {
+	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for name, text := range map[string]string{
+		"one character": strings.Repeat("a", 4<<20),
+		"spaces":        strings.Repeat(" ", 4<<20),
+		"words":         strings.Repeat("Once upon a time ", 1<<18),
+		"scripts":       strings.Repeat("é中𝄞a ", 1<<18),
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, req := range []runtime.Request{
+				{Prompt: text, MaxTokens: 1},
+				{Messages: []chat.Message{{Role: "user", Content: text}}, MaxTokens: 1},
+			} {
+				if _, err := eng.Start(context.Background(), req); !errors.Is(err, runtime.ErrContextFull) {
+					t.Errorf("Start: %v, want ErrContextFull", err)
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := eng.PromptTokensContext(ctx, runtime.Request{Prompt: "Once upon a time"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled request's prompt: %v", err)
 	}
 }

@@ -106,7 +106,7 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	ids, err := e.PromptTokens(req)
+	ids, err := e.PromptTokensContext(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -207,27 +207,43 @@ func (e *Engine) newSequence(ctx context.Context, req Request, ids []int32, gm *
 // Tokens, its Messages rendered with the chat template, or its Prompt with
 // BOS), checked against the vocabulary and the context.
 func (e *Engine) PromptTokens(req Request) ([]int32, error) {
+	return e.PromptTokensContext(context.Background(), req)
+}
+
+// PromptTokensContext is PromptTokens stopping when ctx is done. A
+// prompt's text is encoded only as far as it can fit the context: a
+// megabyte of text for a model of 4,096 positions is refused with
+// ErrContextFull in the time it takes to see it is too long, not after
+// it is all tokenized.
+func (e *Engine) PromptTokensContext(ctx context.Context, req Request) ([]int32, error) {
 	ids := slices.Clone(req.Tokens)
+	ctxLen := e.model.Config.Context
+	var enc []int
+	var err error
 	switch {
 	case ids != nil:
 	case req.Messages != nil:
 		tok := e.model.Tokenizer
-		text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools})
-		if err != nil {
-			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
+		text, rerr := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools})
+		if rerr != nil {
+			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, rerr)
 		}
 		// A model's template writes BOS itself where the model wants one;
 		// the plain format does not.
 		_, plain := e.chat.(chat.Plain)
-		for _, id := range tokenizer.EncodeSpecial(tok, text, plain) {
-			ids = append(ids, int32(id))
-		}
+		enc, err = tokenizer.EncodeSpecialBounded(ctx, tok, text, plain, ctxLen-1)
 	default:
-		for _, id := range e.model.Tokenizer.Encode(req.Prompt, true) {
-			ids = append(ids, int32(id))
-		}
+		enc, err = tokenizer.EncodeBounded(ctx, e.model.Tokenizer, req.Prompt, true, ctxLen-1)
 	}
-	ctxLen := e.model.Config.Context
+	switch {
+	case errors.Is(err, tokenizer.ErrTooLong):
+		return nil, fmt.Errorf("%w: the prompt has more tokens than the context of %d holds", ErrContextFull, ctxLen)
+	case err != nil:
+		return nil, err
+	}
+	for _, id := range enc {
+		ids = append(ids, int32(id))
+	}
 	switch {
 	case len(ids) == 0:
 		return nil, fmt.Errorf("%w: empty prompt: there is no token to start from", ErrBadRequest)
