@@ -48,6 +48,21 @@ func (l *modelList) Set(v string) error {
 	return nil
 }
 
+// Limits of serve's connections, beside the server's own per request.
+const (
+	// readHeaderTimeout bounds a request's headers: a client that sends
+	// them a byte at a time is closed then.
+	readHeaderTimeout = 30 * time.Second
+	// idleTimeout closes a keep-alive connection idle this long, so that
+	// idle clients do not hold connections (and file descriptors) for
+	// ever.
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds a request's headers (net/http's default is 1
+	// MiB): an API request's are well under 8 KiB; past this the answer
+	// is 431.
+	maxHeaderBytes = 64 << 10
+)
+
 func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags
 	mf.registerLoad(fs)
@@ -58,15 +73,35 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer KEY' (default: $TESSERA_API_KEY; none if both are empty)")
 	cors := fs.String("cors-origin", "", "allow browser pages from this origin (* for any)")
 	timeout := fs.Duration("request-timeout", server.DefaultRequestTimeout, "longest a request may run")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish")
+	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive (never past --request-timeout); a slower one gets 408")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish; those still running then end with an error")
 	logFormat := fs.String("log", "text", "request log on stderr: text, json or off")
-	runtimeLoRA := fs.Bool("allow-runtime-lora", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's), which load adapters from paths the client names")
+	runtimeLoRA := fs.Bool("allow-runtime-lora", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's), which load adapters the client names from --lora-dir (needed with it)")
+	loraDir := fs.String("lora-dir", "", "with --allow-runtime-lora: the directory runtime adapters are loaded from; a lora_path is resolved inside it (no '..', no symlink out), regular files only")
+	loraMax := fs.Int64("lora-max-bytes", server.DefaultMaxLoRABytes, "largest file a runtime adapter may have")
 	return func(ctx context.Context, e *env) error {
 		if len(models) == 0 {
 			return usagef("--model is required")
 		}
 		if *maxQueue < 0 {
 			return usagef("--max-queue %d must be >= 0", *maxQueue)
+		}
+		// A client that loads adapters names paths the server reads: only
+		// inside a directory the operator names, never anywhere.
+		switch {
+		case *runtimeLoRA && *loraDir == "":
+			return usagef("--allow-runtime-lora needs --lora-dir DIR: runtime adapters are loaded only from inside that directory")
+		case !*runtimeLoRA && *loraDir != "":
+			return usagef("--lora-dir is for --allow-runtime-lora, which is not given: add it to load adapters from %s at run time", *loraDir)
+		case *loraMax <= 0:
+			return usagef("--lora-max-bytes %d must be positive", *loraMax)
+		}
+		if *loraDir != "" {
+			if st, err := os.Stat(*loraDir); err != nil {
+				return fmt.Errorf("--lora-dir: %w", err)
+			} else if !st.IsDir() {
+				return fmt.Errorf("--lora-dir %s is not a directory", *loraDir)
+			}
 		}
 		key := *apiKey
 		if key == "" {
@@ -83,14 +118,19 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 		default:
 			return usagef("--log %q: want text, json or off", *logFormat)
 		}
-		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout, Logger: logger,
-			AllowRuntimeLoRA: *runtimeLoRA})
+		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout,
+			BodyTimeout: *bodyTimeout, Logger: logger, AllowRuntimeLoRA: *runtimeLoRA, LoRADir: *loraDir, MaxLoRABytes: *loraMax})
 		ln, err := net.Listen("tcp", *addr)
 		if err != nil {
 			return err
 		}
 		// Requests keep running when the signal comes: the drain ends them.
-		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second,
+		// The handler bounds each request's body and answer itself (see
+		// server.Server.ServeHTTP: no ReadTimeout or WriteTimeout here,
+		// which would cut long streams); the connection's other waits are
+		// bounded here: its headers, and how long it may idle between
+		// requests.
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 			BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 		served := make(chan error, 1)
 		go func() { served <- hs.Serve(ln) }()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -223,6 +224,139 @@ func TestServeFlags(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "missing") {
 		t.Errorf("missing model: exit %d (%s)", code, errOut)
 	}
+	// Runtime adapters are read only from a directory the operator names:
+	// the two flags go together, and the directory must be one.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--allow-runtime-lora"}, 2, "--allow-runtime-lora needs --lora-dir DIR"},
+		{[]string{"--lora-dir", t.TempDir()}, 2, "--lora-dir is for --allow-runtime-lora"},
+		{[]string{"--allow-runtime-lora", "--lora-dir", filepath.Join(t.TempDir(), "none")}, 1, "--lora-dir"},
+		{[]string{"--allow-runtime-lora", "--lora-dir", file}, 1, "is not a directory"},
+		{[]string{"--allow-runtime-lora", "--lora-dir", t.TempDir(), "--lora-max-bytes", "0"}, 2, "--lora-max-bytes 0 must be positive"},
+	} {
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log", "off", "--device", "cpu", "--model", "x.gguf"}, tc.args...)
+		if code, _, errOut := runCLI(args...); code != tc.code || !strings.Contains(errOut, tc.says) {
+			t.Errorf("%v: exit %d (%s), want %d saying %q", tc.args, code, errOut, tc.code, tc.says)
+		}
+	}
+}
+
+// TestServeDrainCutsStream: a stream still running when the SIGTERM
+// drain's timeout ends is not cut silently: it ends with an error event
+// (the shape a request timeout's has) and no [DONE], the connection
+// closes, and serve exits 0 saying how many requests it cut.
+func TestServeDrainCutsStream(t *testing.T) {
+	cmd, url, log := startServe(t, "--model", "story="+filepath.Join(shared, "stories260K.gguf"), "--drain-timeout", "10ms")
+	// 2000 tokens take seconds here; the signal goes after the first.
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 4096)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+	}()
+	select {
+	case <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no first event:\n%s", log)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	sawDone := false
+	for ended := false; !ended; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				ended = true
+				break
+			}
+			last, sawDone = ev, sawDone || ev == "[DONE]"
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the stream did not end 30 s after SIGTERM:\n%s", log)
+		}
+	}
+	var e struct{ Error struct{ Message, Type string } }
+	if json.Unmarshal([]byte(last), &e) != nil || e.Error.Type != "unavailable" || !strings.Contains(e.Error.Message, "drain timeout ended") {
+		t.Errorf("the cut stream's last event: %s", last)
+	}
+	if sawDone {
+		t.Error("the cut stream sent [DONE]")
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve exited with %v:\n%s", err, log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not exit after the drain:\n%s", log)
+	}
+	if !strings.Contains(log.String(), "cut 1 requests") {
+		t.Errorf("the log does not say the drain cut the request:\n%s", log)
+	}
+}
+
+// TestServeLimits: serve's connection limits, beside the handler's: a
+// body slower than --body-timeout gets 408 and its connection closes;
+// headers past 64 KiB get 431; both while the server serves on.
+func TestServeLimits(t *testing.T) {
+	_, url, log := startServe(t, "--model", "story="+filepath.Join(shared, "stories260K.gguf"), "--body-timeout", "500ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	slow, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body within 10 s: %v\n%s", err, log)
+	}
+	raw, _ := io.ReadAll(slow.Body)
+	slow.Body.Close()
+	if slow.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "the body did not arrive in time") {
+		t.Errorf("a stalled body: %d %s", slow.StatusCode, raw)
+	}
+	if rest, err := io.ReadAll(br); len(rest) > 0 || err != nil {
+		t.Errorf("after the 408 the connection is open: %q %v", rest, err)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, url+"/health", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 100<<10))
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("a 100 KiB header: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a 100 KiB header: %d", resp.StatusCode)
+		}
+	}
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"story","prompt":"Once","max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request after them: %d", resp.StatusCode)
+	}
 }
 
 func (l *syncLog) Write(b []byte) (int, error) {
@@ -231,8 +365,9 @@ func (l *syncLog) Write(b []byte) (int, error) {
 	return l.b.Write(b)
 }
 
-// TestServeRuntimeLoRA: `serve --allow-runtime-lora` loads an adapter that
-// `synth --lora --type f16` wrote through POST /v1/load_lora_adapter,
+// TestServeRuntimeLoRA: `serve --allow-runtime-lora --lora-dir DIR` loads
+// an adapter of DIR that `synth --lora --type f16` wrote through POST
+// /v1/load_lora_adapter (refusing a FIFO and paths out of DIR at once),
 // serves it as BASE:NAME, and unloads it; without the flag the endpoint
 // answers 403, and --lora NAME=FILE serves the file as BASE:NAME. A
 // --type synth cannot write is refused.
@@ -254,7 +389,7 @@ func TestServeRuntimeLoRA(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	load := `{"lora_name":"tales","lora_path":"` + adapter + `"}`
+	load := `{"lora_name":"tales","lora_path":"tales.gguf"}`
 	// --lora NAME=FILE names the adapter.
 	_, off, _ := startServe(t, "--model", "story="+base, "--lora", "sql="+adapter)
 	if code, body := post(off+"/v1/load_lora_adapter", load); code != http.StatusForbidden {
@@ -263,9 +398,22 @@ func TestServeRuntimeLoRA(t *testing.T) {
 	if code, body := post(off+"/v1/completions", `{"model":"story:sql","prompt":"Once","max_tokens":4}`); code != http.StatusOK {
 		t.Errorf("the adapter named by --lora sql=FILE: %d %s", code, body)
 	}
-	_, url, log := startServe(t, "--model", "story="+base, "--allow-runtime-lora")
+	fifo := filepath.Join(filepath.Dir(adapter), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, url, log := startServe(t, "--model", "story="+base, "--allow-runtime-lora", "--lora-dir", filepath.Dir(adapter))
+	// Paths a client names are read only as regular files inside --lora-dir.
+	for _, path := range []string{"fifo", "/etc/passwd", "../tales.gguf"} {
+		if code, body := post(url+"/v1/load_lora_adapter", `{"lora_name":"x","lora_path":"`+path+`"}`); code != http.StatusBadRequest || strings.Contains(body, "root:") {
+			t.Errorf("load %s: %d %s", path, code, body)
+		}
+	}
 	if code, body := post(url+"/v1/load_lora_adapter", load); code != http.StatusOK {
 		t.Fatalf("load: %d %s\n%s", code, body, log)
+	}
+	if code, body := post(url+"/v1/load_lora_adapter", `{"lora_name":"again","lora_path":"`+adapter+`"}`); code != http.StatusOK {
+		t.Errorf("load by an absolute path inside --lora-dir: %d %s", code, body)
 	}
 	code, body := post(url+"/v1/completions", `{"model":"story:tales","prompt":"Once","max_tokens":4}`)
 	if code != http.StatusOK {

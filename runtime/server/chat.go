@@ -18,7 +18,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	m, err := s.model(body.Model)
+	m, err := s.model(body.Model, r.URL.Path)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: reason})
 	})
 	if err != nil {
-		streamErr(out, err)
+		s.streamErr(ctx, out, err)
 		return
 	}
 	u := head

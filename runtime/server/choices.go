@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/tokenizer"
@@ -159,17 +158,15 @@ func lastTokens(eng *runtime.Engine, reqs []runtime.Request, logprobs bool) []in
 	return out
 }
 
-// streamErr ends a stream that failed after it began.
-func streamErr(out *sse, err error) {
-	var he *httpError
-	switch {
-	case err == nil:
+// streamErr ends a stream that failed after it began (err nil: it did
+// not) with an error event: what a request that has not begun would be
+// answered (Server.answer), in the stream since its status is already
+// 200. The caller then returns, which ends the response; a stream that
+// fails ends so, never without a word.
+func (s *Server) streamErr(ctx context.Context, out *sse, err error) {
+	if err == nil {
 		return
-	case isDeadline(err):
-		out.fail(http.StatusGatewayTimeout, "timeout", "the request took longer than the server's request timeout")
-	case asHTTP(err, &he):
-		out.fail(he.status, he.kind, he.msg)
-	default:
-		out.fail(http.StatusInternalServerError, "server_error", err.Error())
 	}
+	he := s.answer(ctx, err)
+	out.fail(he.status, he.kind, he.msg)
 }

@@ -15,7 +15,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	m, err := s.model(body.Model)
+	m, err := s.model(body.Model, r.URL.Path)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, ev
 		chunk(completionChoice{Index: i, FinishReason: finishReason(st)})
 	})
 	if err != nil {
-		streamErr(out, err)
+		s.streamErr(ctx, out, err)
 		return
 	}
 	u := head

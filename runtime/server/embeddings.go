@@ -59,33 +59,45 @@ func (m *embedModel) card() modelCard {
 }
 
 // embedder finds the embedder a request names; with one, an empty name
-// means it.
+// means it. A generative model's name says what that model serves,
+// rather than that it is no embedding model.
 func (s *Server) embedder(name string, rerank bool) (*embedModel, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	endpoint := "/v1/embeddings"
+	if rerank {
+		endpoint = "/v1/rerank"
+	}
 	m, ok := s.embedders[name]
 	if !ok && name == "" && len(s.embedNames) == 1 {
 		m, ok = s.embedders[s.embedNames[0]], true
+	}
+	if _, gen := s.models[name]; gen && !ok {
+		code := "model_not_supported"
+		msg := fmt.Sprintf("the model %q is a generative model; it serves /v1/chat/completions and /v1/completions, not %s", name, endpoint)
+		if len(s.embedNames) == 0 {
+			msg += "; this server has no embedding models"
+		} else {
+			msg += "; this server's embedding models are " + strings.Join(s.embedNames, ", ")
+		}
+		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, msg: msg}
 	}
 	switch {
 	case len(s.embedNames) == 0:
 		code := "model_not_found"
 		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
-			msg: "this server has no embedding models"}
+			msg: fmt.Sprintf("this server has no embedding models for %s; its models (%s) are generative, served on /v1/chat/completions and /v1/completions",
+				endpoint, strings.Join(s.names, ", "))}
 	case !ok && name == "":
 		return nil, badRequest("model", "a model is required: one of %s", strings.Join(s.embedNames, ", "))
 	case !ok:
 		code := "model_not_found"
-		what := "embedding model"
-		if _, gen := s.models[name]; gen {
-			what = "generative model, not an embedding model"
-		}
 		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
-			msg: fmt.Sprintf("the model %q is no %s; this server's embedding models are %s", name, what, strings.Join(s.embedNames, ", "))}
+			msg: fmt.Sprintf("the model %q does not exist; this server's embedding models are %s", name, strings.Join(s.embedNames, ", "))}
 	case rerank && !m.emb.Reranker():
-		return nil, badRequest("model", "the model %q is not a reranker", name)
+		return nil, badRequest("model", "the model %q is an embedding model, not a reranker: use /v1/embeddings", m.name)
 	case !rerank && m.emb.Reranker():
-		return nil, badRequest("model", "the model %q is a reranker: use /v1/rerank", name)
+		return nil, badRequest("model", "the model %q is a reranker: use /v1/rerank", m.name)
 	}
 	return m, nil
 }

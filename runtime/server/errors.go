@@ -33,41 +33,50 @@ func badRequest(param, format string, args ...any) error {
 	return e
 }
 
-// fail answers err: an httpError as it says, the engine's errors by what
-// they mean (a prompt that cannot fit is the client's fault; a lost device
-// is the server's), and anything else as a 500.
+// fail answers err (see answer) as an OpenAI-shaped error body.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpError
-	switch {
-	case errors.As(err, &he):
-	case errors.Is(err, runtime.ErrBadRequest):
-		he = &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: err.Error()}
-	case errors.Is(err, runtime.ErrTooManyCombinations):
-		// Requests with other combinations of several adapters hold the
-		// engine's composites; one frees as they finish.
-		he = &httpError{status: http.StatusTooManyRequests, kind: "rate_limit_error", retryAfter: 1, msg: err.Error() + "; retry later"}
-	case errors.Is(err, runtime.ErrUnknownAdapter):
-		// Unloaded between the request's check and its start.
-		code := "lora_not_found"
-		he = &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, msg: err.Error()}
-	case errors.Is(err, runtime.ErrEngineClosed):
-		he = &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the model is shutting down"}
-	case errors.Is(err, runtime.ErrContextFull), errors.Is(err, runtime.ErrOutOfKV):
-		code := "context_length_exceeded"
-		he = &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", code: &code, msg: err.Error()}
-	case errors.Is(err, context.DeadlineExceeded):
-		he = &httpError{status: http.StatusGatewayTimeout, kind: "timeout", msg: "the request took longer than the server's request timeout"}
-	case errors.Is(err, context.Canceled):
-		// The client went away: nobody reads the answer.
-		he = &httpError{status: 499, kind: "cancelled", msg: "the request was cancelled"}
-	default:
-		s.opts.Logger.Error("request failed", "request_id", requestID(r.Context()), "err", err)
-		he = &httpError{status: http.StatusInternalServerError, kind: "server_error", msg: err.Error()}
-	}
+	he := s.answer(r.Context(), err)
 	if he.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(he.retryAfter))
 	}
 	writeError(w, he.status, he.kind, he.code, he.msg, he.param)
+}
+
+// answer is what a request that failed with err is told: an httpError as
+// it says; a request that Drain cut (ctx's cause) that the server shut
+// down; the engine's errors by what they mean (a prompt that cannot fit
+// is the client's fault; a lost device is the server's); anything else a
+// 500, logged.
+func (s *Server) answer(ctx context.Context, err error) *httpError {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.Is(context.Cause(ctx), errDrainCut):
+		return &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: errDrainCut.Error()}
+	case errors.Is(err, runtime.ErrBadRequest):
+		return &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: err.Error()}
+	case errors.Is(err, runtime.ErrTooManyCombinations):
+		// Requests with other combinations of several adapters hold the
+		// engine's composites; one frees as they finish.
+		return &httpError{status: http.StatusTooManyRequests, kind: "rate_limit_error", retryAfter: 1, msg: err.Error() + "; retry later"}
+	case errors.Is(err, runtime.ErrUnknownAdapter):
+		// Unloaded between the request's check and its start.
+		code := "lora_not_found"
+		return &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, msg: err.Error()}
+	case errors.Is(err, runtime.ErrEngineClosed):
+		return &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the model is shutting down"}
+	case errors.Is(err, runtime.ErrContextFull), errors.Is(err, runtime.ErrOutOfKV):
+		code := "context_length_exceeded"
+		return &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", code: &code, msg: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &httpError{status: http.StatusGatewayTimeout, kind: "timeout", msg: "the request took longer than the server's request timeout"}
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads the answer.
+		return &httpError{status: 499, kind: "cancelled", msg: "the request was cancelled"}
+	}
+	s.opts.Logger.Error("request failed", "request_id", requestID(ctx), "err", err)
+	return &httpError{status: http.StatusInternalServerError, kind: "server_error", msg: err.Error()}
 }
 
 // writeError writes an OpenAI-shaped error body.
@@ -84,7 +93,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }
-
-func isDeadline(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
-
-func asHTTP(err error, he **httpError) bool { return errors.As(err, he) }

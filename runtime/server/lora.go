@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,10 +18,16 @@ import (
 // Loading and unloading LoRA adapters at run time, in vLLM's shape
 // (POST /v1/load_lora_adapter and /v1/unload_lora_adapter, which vLLM
 // gates behind VLLM_ALLOW_RUNTIME_LORA_UPDATING): off unless
-// Options.AllowRuntimeLoRA, since it lets a client make the server read
-// any path it can. A loaded adapter is served as BASE:NAME at once; an
-// unloaded one stops taking requests at once and is freed when its
-// running sequences finish (runtime.Engine.UnloadAdapter).
+// Options.AllowRuntimeLoRA. A client naming a path is still not trusted
+// with the server's files: a load reads only from Options.LoRADir, the
+// path resolved inside it with os.Root (a relative path, or an absolute
+// one under the directory; no "..", no symlink leading out), each file
+// opened non-blocking and checked to be a regular file of at most
+// Options.MaxLoRABytes (lora.OpenIn), so a FIFO or a device is refused at
+// once. What is wrong is answered 400 naming the file and the fault,
+// never the file's bytes. A loaded adapter is served as BASE:NAME at
+// once; an unloaded one stops taking requests at once and is freed when
+// its running sequences finish (runtime.Engine.UnloadAdapter).
 
 // loraRequest is the body of both endpoints. BaseModelName (vLLM's name
 // for it in --lora-modules) picks the engine when the server has several.
@@ -37,18 +45,61 @@ func (s *Server) loadLoRA(w http.ResponseWriter, r *http.Request) error {
 	if req.LoRAPath == "" {
 		return badRequest("lora_path", "both lora_name and lora_path must be given")
 	}
-	if err := m.eng.LoadAdapter(req.LoRAName, req.LoRAPath, 1); err != nil {
+	if s.opts.LoRADir == "" {
+		return &httpError{status: http.StatusForbidden, kind: "invalid_request_error",
+			msg: "this server has no directory to load LoRA adapters from (tessera serve --lora-dir DIR names one)"}
+	}
+	name, err := s.loraName(req.LoRAPath)
+	if err != nil {
+		return err
+	}
+	a, err := s.openLoRA(name, m)
+	if err == nil {
+		err = m.eng.AddAdapter(req.LoRAName, a, 1)
+	}
+	if err != nil {
 		switch {
 		case errors.Is(err, runtime.ErrAdapterExists):
 			return badRequest("lora_name", "the LoRA adapter %q is already loaded on %s", req.LoRAName, m.name)
-		case errors.Is(err, lora.ErrBadAdapter), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		case errors.Is(err, lora.ErrBadAdapter), errors.Is(err, lora.ErrRefusedPath), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
 			return badRequest("lora_path", "%v", err)
 		}
-		return err
+		return fmt.Errorf("load the LoRA adapter %s: %w", req.LoRAPath, err)
 	}
 	s.opts.Logger.Info("lora adapter loaded", "request_id", requestID(r.Context()), "model", m.name+":"+req.LoRAName, "path", req.LoRAPath)
 	writeText(w, fmt.Sprintf("Success: LoRA adapter '%s' added successfully.", req.LoRAName))
 	return nil
+}
+
+// loraName is lora_path as a name inside LoRADir: a relative path as it
+// is, an absolute one made relative to the directory when it lies under
+// it. Whether the name stays inside (no "..", no symlink out) is
+// os.Root's to check as it opens it.
+func (s *Server) loraName(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		return path, nil
+	}
+	dir, err := filepath.Abs(s.opts.LoRADir)
+	if err != nil {
+		return "", fmt.Errorf("the adapter directory: %w", err)
+	}
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", badRequest("lora_path", "lora_path %q is outside the adapter directory %s; adapters are loaded only from there", path, s.opts.LoRADir)
+	}
+	return rel, nil
+}
+
+// openLoRA reads the adapter at name inside LoRADir for m's model. The
+// directory is opened per load, so that one replaced (a volume mounted
+// anew) is the one read.
+func (s *Server) openLoRA(name string, m *model) (*lora.Adapter, error) {
+	root, err := os.OpenRoot(s.opts.LoRADir)
+	if err != nil {
+		return nil, fmt.Errorf("open the adapter directory: %w", err)
+	}
+	defer root.Close()
+	return lora.OpenIn(root, name, m.eng.Model().Config, s.opts.MaxLoRABytes)
 }
 
 func (s *Server) unloadLoRA(w http.ResponseWriter, r *http.Request) error {
@@ -86,7 +137,7 @@ func (s *Server) loraRequest(r *http.Request) (loraRequest, *model, error) {
 	case strings.ContainsAny(req.LoRAName, ": \t\n/"):
 		return req, nil, badRequest("lora_name", "lora_name %q may not hold ':', '/' or spaces (requests name it BASE:%s)", req.LoRAName, req.LoRAName)
 	}
-	m, err := s.model(req.BaseModelName)
+	m, err := s.model(req.BaseModelName, r.URL.Path)
 	if err != nil {
 		return req, nil, err
 	}

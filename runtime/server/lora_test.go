@@ -130,8 +130,8 @@ func modelIDs(t *testing.T, url string) []string {
 	return ids
 }
 
-// TestLoRARuntimeLoading: with AllowRuntimeLoRA, POST /v1/load_lora_adapter
-// loads an adapter that requests then name as BASE:NAME and /v1/models
+// TestLoRARuntimeLoading: with AllowRuntimeLoRA and LoRADir, POST
+// /v1/load_lora_adapter loads an adapter that requests then name as BASE:NAME and /v1/models
 // lists, /v1/unload_lora_adapter removes it; bad requests get errors that
 // say what is wrong. Without the option both endpoints answer 403.
 func TestLoRARuntimeLoading(t *testing.T) {
@@ -170,7 +170,7 @@ func TestLoRARuntimeLoading(t *testing.T) {
 		t.Errorf("unload without the option: %d", code)
 	}
 
-	_, url := serve(t, eng, server.Options{AllowRuntimeLoRA: true})
+	_, url := serve(t, eng, server.Options{AllowRuntimeLoRA: true, LoRADir: dir})
 	code, body := postText(t, url+"/v1/load_lora_adapter", `{"lora_name":"tales","lora_path":"`+good+`"}`)
 	if code != http.StatusOK || !strings.Contains(body, "Success: LoRA adapter 'tales' added") {
 		t.Fatalf("load: %d %s", code, body)
@@ -191,7 +191,8 @@ func TestLoRARuntimeLoading(t *testing.T) {
 		want           string
 	}{
 		{"load", `{"lora_name":"tales","lora_path":"` + other + `"}`, 400, `already loaded`},
-		{"load", `{"lora_name":"x","lora_path":"` + filepath.Join(dir, "none.gguf") + `"}`, 400, "no such file"},
+		{"load", `{"lora_name":"x","lora_path":"` + filepath.Join(dir, "none.gguf") + `"}`, 400, "none.gguf does not exist in the adapter directory"},
+		{"load", `{"lora_name":"x","lora_path":"broken.gguf"}`, 400, "bad LoRA adapter broken.gguf"},
 		{"load", `{"lora_name":"x","lora_path":"` + broken + `"}`, 400, "bad LoRA adapter"},
 		{"load", `{"lora_name":"x","lora_path":"` + mismatch + `"}`, 400, "tensor blk.0.ffn_down.weight adapts a 128×344 matrix but the base model's is 64×172"},
 		{"load", `{"lora_name":"x"}`, 400, "both lora_name and lora_path"},

@@ -11,6 +11,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -21,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,11 @@ type Options struct {
 	// RequestTimeout bounds each request from arrival to its last token
 	// (0: DefaultRequestTimeout; negative: none).
 	RequestTimeout time.Duration
+	// BodyTimeout bounds reading a request's body, from its arrival (0:
+	// DefaultBodyTimeout; negative: none but RequestTimeout's); it is
+	// never later than RequestTimeout. A body still arriving then gets
+	// 408 and its connection is closed (see setDeadlines).
+	BodyTimeout time.Duration
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
 	// larger ones get 413.
 	MaxBodyBytes int64
@@ -58,16 +65,47 @@ type Options struct {
 	// Gatherer serves /metrics (default: the server's own registry).
 	Gatherer prometheus.Gatherer
 	// AllowRuntimeLoRA turns on POST /v1/load_lora_adapter and
-	// /v1/unload_lora_adapter (lora.go); off, they answer 403.
+	// /v1/unload_lora_adapter (lora.go); off, they answer 403. Loading
+	// also needs LoRADir.
 	AllowRuntimeLoRA bool
+	// LoRADir is the only directory runtime adapters are read from: a
+	// request's lora_path is resolved inside it (os.Root: no "..", no
+	// symlink out) and must name a regular file or a PEFT folder of
+	// regular files there. Empty: loads answer 403.
+	LoRADir string
+	// MaxLoRABytes bounds each file of a runtime adapter (default
+	// DefaultMaxLoRABytes); a larger one is refused with 400.
+	MaxLoRABytes int64
 }
 
 // Defaults.
 const (
 	DefaultMaxQueue       = 256
 	DefaultRequestTimeout = 10 * time.Minute
-	DefaultMaxBodyBytes   = 8 << 20
+	// DefaultBodyTimeout lets the largest default body (8 MiB) arrive at
+	// about 140 KB/s: no honest client is slower, and a client sending a
+	// byte at a time holds a connection no longer than this.
+	DefaultBodyTimeout  = time.Minute
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultMaxLoRABytes is above any rank-64 adapter of a 70B model in
+	// F16 (about 1.7 GB), and bounds the memory one load takes (about
+	// twice the file in F16, read into float32s).
+	DefaultMaxLoRABytes = 4 << 30
 )
+
+// writeGrace is how long past its request timeout a response may still
+// take to write: its last event, the error that ends it. A client that
+// stops reading holds a handler no longer than that.
+const writeGrace = 10 * time.Second
+
+// cutGrace is how long Drain waits, once it has cut the requests still
+// running, for their handlers to write the error that ends them.
+const cutGrace = 2 * time.Second
+
+// errDrainCut is the cause of the requests Drain cancels when its
+// context ends: they are answered 503, or a stream ends with an error
+// event saying so.
+var errDrainCut = errors.New("the server is shutting down and its drain timeout ended before this request finished")
 
 // Server is the HTTP API over a set of named engines. Create it with New,
 // add models with Add (it reports loading on /health until Ready), and
@@ -87,6 +125,10 @@ type Server struct {
 	state atomic.Int32 // loading, ready, draining
 	live  sync.WaitGroup
 	count atomic.Int64 // requests in flight, for Drain
+	// stop ends with Drain's context: every request's context ends with
+	// it, its cause errDrainCut.
+	stop    context.Context
+	stopNow context.CancelCauseFunc
 }
 
 const (
@@ -122,8 +164,14 @@ func New(opts Options) *Server {
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxLoRABytes <= 0 {
+		opts.MaxLoRABytes = DefaultMaxLoRABytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -133,6 +181,7 @@ func New(opts Options) *Server {
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}}
+	s.stop, s.stopNow = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(opts.Registerer, s.snapshot)
 	s.route()
 	return s
@@ -157,7 +206,12 @@ func (s *Server) Add(name string, eng *runtime.Engine) error {
 func (s *Server) Ready() { s.state.CompareAndSwap(stateLoading, stateReady) }
 
 // Drain stops taking requests (/health answers 503, new requests get 503)
-// and waits until the running ones have finished or ctx ends.
+// and waits until the running ones have finished or ctx ends. When ctx
+// ends first, the requests still running are cut: each is answered 503,
+// or, for a stream that has begun, ends with an error event (as a request
+// timeout ends it) rather than stopping mid-stream without a word. Drain
+// then waits up to cutGrace for them to write it, and reports how many it
+// cut.
 func (s *Server) Drain(ctx context.Context) error {
 	s.state.Store(stateDraining)
 	done := make(chan struct{})
@@ -166,8 +220,14 @@ func (s *Server) Drain(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("drain: %d requests still running: %w", s.count.Load(), ctx.Err())
 	}
+	n := s.count.Load()
+	s.stopNow(errDrainCut)
+	select {
+	case <-done:
+	case <-time.After(cutGrace):
+	}
+	return fmt.Errorf("drain: cut %d requests still running: %w", n, ctx.Err())
 }
 
 // ServeHTTP implements http.Handler.
@@ -177,6 +237,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" || len(id) > 128 {
 		id = newID()
 	}
+	s.setDeadlines(w, start)
 	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
 	rw.Header().Set("X-Request-Id", id)
 	info := &logInfo{id: id}
@@ -255,8 +316,44 @@ func (s *Server) route() {
 	})
 }
 
+// setDeadlines bounds the connection's reads and writes for the request
+// that arrived at start. These are deadlines on the connection, set here
+// per request, rather than http.Server's ReadTimeout and WriteTimeout:
+//
+//   - The read deadline bounds the body (BodyTimeout, never past
+//     RequestTimeout), so that a body sent a byte at a time gets 408
+//     instead of holding a handler forever. http.Server.ReadTimeout would
+//     bound it too, but it stays on the connection while the handler
+//     runs, and net/http's background read (which notices a client that
+//     goes away) fails at that deadline and cancels the request: a
+//     stream longer than ReadTimeout would be cut. So work lifts the
+//     read deadline once the body is in (readBody). Handlers that read no
+//     body keep it, which bounds the unread body net/http discards after
+//     them.
+//   - The write deadline is the request timeout plus writeGrace: a
+//     client that stops reading a stream holds its handler no longer
+//     than that. WriteTimeout would be the same for every request, and a
+//     deadline left by one request would hold for the next on a
+//     keep-alive connection, so each request sets its own here.
+//
+// A ResponseWriter without a connection (httptest's recorder) has no
+// deadlines; that is not an error.
+func (s *Server) setDeadlines(w http.ResponseWriter, start time.Time) {
+	rc := http.NewResponseController(w)
+	var read, write time.Time
+	if t := s.opts.RequestTimeout; t > 0 {
+		read, write = start.Add(t), start.Add(t+writeGrace)
+	}
+	if t := s.opts.BodyTimeout; t > 0 && (read.IsZero() || start.Add(t).Before(read)) {
+		read = start.Add(t)
+	}
+	rc.SetReadDeadline(read)
+	rc.SetWriteDeadline(write)
+}
+
 // work wraps a handler that uses a model: refused while loading or
-// draining, counted for Drain, bounded in body size and time.
+// draining, counted for Drain, cut by Drain when its context ends,
+// bounded in body size and time.
 func (s *Server) work(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.live.Add(1)
@@ -271,16 +368,60 @@ func (s *Server) work(h func(http.ResponseWriter, *http.Request) error) http.Han
 			writeError(w, http.StatusServiceUnavailable, "unavailable", nil, "the server is shutting down")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		unhook := context.AfterFunc(s.stop, func() { cancel(context.Cause(s.stop)) })
+		defer unhook()
 		if t := s.opts.RequestTimeout; t > 0 {
-			ctx, cancel := context.WithTimeout(r.Context(), t)
-			defer cancel()
-			r = r.WithContext(ctx)
+			var cancelT context.CancelFunc
+			ctx, cancelT = context.WithTimeout(ctx, t)
+			defer cancelT()
 		}
+		r = r.WithContext(ctx)
+		body, err := s.readBody(w, r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
 	}
+}
+
+// readBody reads r's whole body, at most MaxBodyBytes (past it: 413) and
+// before the read deadline setDeadlines set (past it: 408, and the
+// connection closes, since the rest of the body may still come). Then it
+// lifts the read deadline, so that a long answer is not cut by it (see
+// setDeadlines). Bodies are small (8 MiB by default) and every handler
+// reads all of its body anyway.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request_error",
+			msg: fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return nil, &httpError{status: http.StatusRequestTimeout, kind: "timeout",
+			msg: fmt.Sprintf("the body did not arrive in time: %d bytes came before the server's body timeout (%s)", len(b), s.bodyTimeout())}
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		return nil, badRequest("", "the body could not be read: %v", err)
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return b, nil
+}
+
+// bodyTimeout is the time a body has to arrive, for messages.
+func (s *Server) bodyTimeout() time.Duration {
+	t := s.opts.BodyTimeout
+	if rt := s.opts.RequestTimeout; rt > 0 && (t <= 0 || rt < t) {
+		t = rt
+	}
+	return t
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -333,24 +474,27 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
-	m, err := s.model(r.PathValue("id"))
+	id := r.PathValue("id")
+	s.mu.RLock()
+	e, ok := s.embedders[id]
+	s.mu.RUnlock()
+	if ok {
+		writeJSON(w, http.StatusOK, e.card())
+		return
+	}
+	m, err := s.model(id, r.URL.Path)
 	if err != nil {
-		if e, eerr := s.embedder(r.PathValue("id"), false); eerr == nil {
-			writeJSON(w, http.StatusOK, e.card())
-			return
-		} else if e, eerr := s.embedder(r.PathValue("id"), true); eerr == nil {
-			writeJSON(w, http.StatusOK, e.card())
-			return
-		}
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, m.card())
 }
 
-// model finds the engine a request names: a model, BASE:ADAPTER, or an
-// adapter's own name; with one model, an empty name means it.
-func (s *Server) model(name string) (*model, error) {
+// model finds the engine a request to endpoint names: a model,
+// BASE:ADAPTER, or an adapter's own name; with one model, an empty name
+// means it. A name that is one of the embedding models says so, rather
+// than that it does not exist.
+func (s *Server) model(name, endpoint string) (*model, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if m, ok := s.models[name]; ok {
@@ -390,6 +534,21 @@ func (s *Server) model(name string) (*model, error) {
 			}
 			return nil, badRequest("model", "the LoRA adapter %q is loaded on several models: name one of %s", name, strings.Join(names, ", "))
 		}
+	}
+	if e, ok := s.embedders[name]; ok {
+		serves := "/v1/embeddings"
+		if e.emb.Reranker() {
+			serves = "/v1/rerank"
+		}
+		code := "model_not_supported"
+		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
+			msg: fmt.Sprintf("the model %q is an embedding model; it serves %s, not %s", name, serves, endpoint)}
+	}
+	if len(s.names) == 0 {
+		code := "model_not_found"
+		return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code,
+			msg: fmt.Sprintf("this server has no generative models for %s; its models (%s) are embedding models, served on /v1/embeddings and /v1/rerank",
+				endpoint, strings.Join(s.embedNames, ", "))}
 	}
 	if name == "" && len(s.names) == 1 {
 		return s.models[s.names[0]], nil

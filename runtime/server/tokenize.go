@@ -19,7 +19,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	m, err := s.model(body.Model)
+	m, err := s.model(body.Model, r.URL.Path)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	m, err := s.model(body.Model)
+	m, err := s.model(body.Model, r.URL.Path)
 	if err != nil {
 		return err
 	}
