@@ -291,7 +291,9 @@ func TestServeDrainCutsStream(t *testing.T) {
 			t.Fatalf("the stream did not end 30 s after SIGTERM:\n%s", log)
 		}
 	}
-	var e struct{ Error struct{ Message, Type string } }
+	var e struct {
+		Error struct{ Message, Type string }
+	}
 	if json.Unmarshal([]byte(last), &e) != nil || e.Error.Type != "unavailable" || !strings.Contains(e.Error.Message, "drain timeout ended") {
 		t.Errorf("the cut stream's last event: %s", last)
 	}
