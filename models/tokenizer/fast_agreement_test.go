@@ -279,3 +279,55 @@ func TestBPEAgreesWithReference(t *testing.T) {
 		}
 	}
 }
+
+// TestAddedTokensAgreeWithReference: the backwards Aho-Corasick scan finds
+// the tokens that trying every token at every position finds, for random
+// sets of tokens that are prefixes, suffixes and repeats of each other,
+// special or not, stripping spaces or not, in texts longer than a window.
+func TestAddedTokensAgreeWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	alphabet := []string{"a", "b", "<", ">", "|", " ", "\n", "é"}
+	word := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	type part struct {
+		seg   string
+		id    int
+		first bool
+	}
+	for set := range 400 {
+		var specs []addedSpec
+		for i := range 1 + r.IntN(12) {
+			specs = append(specs, addedSpec{id: 100 + i, content: word(r.IntN(6)), special: r.IntN(2) == 0, lstrip: r.IntN(4) == 0, rstrip: r.IntN(4) == 0})
+		}
+		long := "x" + strings.Repeat("ab", 35000) // longer than a window
+		if set%50 == 0 {
+			specs = append(specs, addedSpec{id: 99, content: long})
+		}
+		a := newAddedTokens(specs)
+		for range 10 {
+			text := word(r.IntN(80))
+			if set%50 == 0 {
+				// Matches across the windows' edges, and a near miss.
+				text = strings.Repeat("ab", 32000) + long + text + long[:len(long)-1] + long + text
+			}
+			for _, special := range []bool{false, true} {
+				var got, want []part
+				a.split(text, special, func(seg string, id int, first bool) bool {
+					got = append(got, part{seg, id, first})
+					return true
+				})
+				a.referenceSplit(text, special, func(seg string, id int, first bool) {
+					want = append(want, part{seg, id, first})
+				})
+				if !slices.Equal(got, want) {
+					t.Fatalf("tokens %+v, special %v, text %.100q:\n got %.300v\nwant %.300v", specs, special, text, got, want)
+				}
+			}
+		}
+	}
+}

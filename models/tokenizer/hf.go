@@ -1,12 +1,14 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/text/unicode/norm"
@@ -193,12 +195,9 @@ func ParseHF(data []byte, bos, eos string, addBOS *bool) (*BPE, error) {
 		return nil, fmt.Errorf("tokenizer: tokenizer.json: end_of_word_suffix %q is not supported", *p)
 	}
 
-	n := 0
-	for _, id := range m.Vocab {
-		n = max(n, id+1)
-	}
-	for _, a := range f.AddedTokens {
-		n = max(n, a.ID+1)
+	n, err := hfIDSpace(&f)
+	if err != nil {
+		return nil, err
 	}
 	s := bpeSpec{
 		pieces:       make([]string, n),
@@ -215,15 +214,9 @@ func ParseHF(data []byte, bos, eos string, addBOS *bool) (*BPE, error) {
 		s.types[i] = TypeUnused
 	}
 	for p, id := range m.Vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("tokenizer: tokenizer.json: %q has id %d", p, id)
-		}
 		s.pieces[id], s.types[id], s.inModel[id] = p, TypeNormal, true
 	}
 	for _, a := range f.AddedTokens {
-		if a.ID < 0 {
-			return nil, fmt.Errorf("tokenizer: tokenizer.json: added token %q has id %d", a.Content, a.ID)
-		}
 		s.pieces[a.ID] = a.Content
 		s.types[a.ID] = TypeUserDefined
 		if a.Special {
@@ -252,16 +245,19 @@ func ParseHF(data []byte, bos, eos string, addBOS *bool) (*BPE, error) {
 	}
 	s.merges = merges
 
-	if err := hfNormalizer(f.Normalizer, &s); err != nil {
+	if err := hfNormalizer(f.Normalizer, &s, 0); err != nil {
 		return nil, err
 	}
-	if err := hfPreTokenizer(f.PreTokenizer, &s); err != nil {
+	if err := hfPreTokenizer(f.PreTokenizer, &s, 0); err != nil {
 		return nil, err
 	}
-	if err := hfDecoder(f.Decoder, &s, false); err != nil {
+	if err := hfDecoder(f.Decoder, &s, false, 0); err != nil {
 		return nil, err
 	}
-	if err := hfPostProcessor(f.PostProcessor, &s, lookup); err != nil {
+	if err := hfPostProcessor(f.PostProcessor, &s, lookup, 0); err != nil {
+		return nil, err
+	}
+	if err := checkAround(&s, n); err != nil {
 		return nil, err
 	}
 	if bos != "" {
@@ -282,13 +278,84 @@ func ParseHF(data []byte, bos, eos string, addBOS *bool) (*BPE, error) {
 	return newBPE(s)
 }
 
+// hfIDSpace checks the ids of model.vocab and added_tokens before any
+// allocation is sized by them, and returns the number of ids, one more
+// than the largest. An id must be less than the number of entries of the
+// two lists together, so the id space is no larger than the file lists;
+// within each list an id may appear once. An added token may repeat a
+// vocabulary entry's id (Gemma's do), and an id may be left out (the
+// library accepts that; the id is then unused), which only the ids that
+// added tokens repeat leave room for.
+func hfIDSpace(f *hfFile) (int, error) {
+	entries := len(f.Model.Vocab) + len(f.AddedTokens)
+	inVocab := make([]string, entries)
+	taken := make([]bool, entries)
+	n := 0
+	for p, id := range f.Model.Vocab {
+		if id < 0 || id >= entries {
+			return 0, fmt.Errorf("tokenizer: tokenizer.json: model.vocab: %q has id %d, outside 0..%d (the file has %d entries)", p, id, entries-1, entries)
+		}
+		if taken[id] {
+			a, b := min(inVocab[id], p), max(inVocab[id], p)
+			return 0, fmt.Errorf("tokenizer: tokenizer.json: model.vocab: %q and %q both have id %d", a, b, id)
+		}
+		inVocab[id], taken[id] = p, true
+		n = max(n, id+1)
+	}
+	clear(taken)
+	for i, a := range f.AddedTokens {
+		if a.ID < 0 || a.ID >= entries {
+			return 0, fmt.Errorf("tokenizer: tokenizer.json: added_tokens[%d]: %q has id %d, outside 0..%d (the file has %d entries)", i, a.Content, a.ID, entries-1, entries)
+		}
+		if taken[a.ID] {
+			return 0, fmt.Errorf("tokenizer: tokenizer.json: added_tokens[%d]: %q has id %d, which an earlier added token has", i, a.Content, a.ID)
+		}
+		taken[a.ID] = true
+		n = max(n, a.ID+1)
+	}
+	return n, nil
+}
+
+// maxAround bounds the ids a post-processor puts around a sequence. Real
+// ones add one or two ([CLS] … [SEP], <|begin_of_text|>), and a template
+// that repeats a token with many ids could otherwise multiply the size of
+// the file.
+const maxAround = 64
+
+// checkAround checks the ids the post-processor adds: in range, and few.
+func checkAround(s *bpeSpec, n int) error {
+	if len(s.prefix)+len(s.suffix) > maxAround {
+		return fmt.Errorf("tokenizer: tokenizer.json: post_processor adds %d ids around a sequence, more than %d", len(s.prefix)+len(s.suffix), maxAround)
+	}
+	for _, id := range append(slices.Clone(s.prefix), s.suffix...) {
+		if id < 0 || id >= n {
+			return fmt.Errorf("tokenizer: tokenizer.json: post_processor: id %d is outside the vocabulary of %d", id, n)
+		}
+	}
+	return nil
+}
+
+// maxNesting bounds how deeply Sequence components nest. Real files nest
+// one level; each level is parsed again, so deep nesting would cost time
+// quadratic in the size of the file.
+const maxNesting = 8
+
+func tooDeep(what string) error {
+	return fmt.Errorf("tokenizer: tokenizer.json: %s: Sequences nested more than %d deep", what, maxNesting)
+}
+
 // parseMerges reads merges written as "a b" strings or as [a, b] pairs.
 func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
+	// Decode only the form the file uses: a failed attempt at the other
+	// would still fill a slice as long as the list.
+	if rest := bytes.TrimLeft(bytes.TrimSpace(raw)[1:], " \t\r\n"); len(rest) > 0 && rest[0] == '[' {
+		var pairs [][2]string
+		if err := json.Unmarshal(raw, &pairs); err != nil {
+			return nil, fmt.Errorf("tokenizer: tokenizer.json: merges: %w", err)
+		}
 		return pairs, nil
 	}
 	var lines []string
@@ -328,15 +395,18 @@ func parseComponent(raw json.RawMessage) (*hfComponent, error) {
 	return &c, nil
 }
 
-func hfNormalizer(raw json.RawMessage, s *bpeSpec) error {
+func hfNormalizer(raw json.RawMessage, s *bpeSpec, depth int) error {
 	c, err := parseComponent(raw)
 	if c == nil || err != nil {
 		return err
 	}
 	switch c.Type {
 	case "Sequence":
+		if depth >= maxNesting {
+			return tooDeep("normalizer")
+		}
 		for _, sub := range c.Normalizers {
-			if err := hfNormalizer(sub, s); err != nil {
+			if err := hfNormalizer(sub, s, depth+1); err != nil {
 				return err
 			}
 		}
@@ -366,15 +436,18 @@ func hfNormalizer(raw json.RawMessage, s *bpeSpec) error {
 	return nil
 }
 
-func hfPreTokenizer(raw json.RawMessage, s *bpeSpec) error {
+func hfPreTokenizer(raw json.RawMessage, s *bpeSpec, depth int) error {
 	c, err := parseComponent(raw)
 	if c == nil || err != nil {
 		return err
 	}
 	switch c.Type {
 	case "Sequence":
+		if depth >= maxNesting {
+			return tooDeep("pre_tokenizer")
+		}
 		for _, sub := range c.PreTokenizers {
-			if err := hfPreTokenizer(sub, s); err != nil {
+			if err := hfPreTokenizer(sub, s, depth+1); err != nil {
 				return err
 			}
 		}
@@ -438,15 +511,18 @@ func metaspaceScheme(c *hfComponent) string {
 // alphabet, ▁ for spaces, and a leading space to strip. fused is set once a
 // Fuse decoder has joined the pieces, after which Strip acts on the start
 // of the text only.
-func hfDecoder(raw json.RawMessage, s *bpeSpec, fused bool) error {
+func hfDecoder(raw json.RawMessage, s *bpeSpec, fused bool, depth int) error {
 	c, err := parseComponent(raw)
 	if c == nil || err != nil {
 		return err
 	}
 	switch c.Type {
 	case "Sequence":
+		if depth >= maxNesting {
+			return tooDeep("decoder")
+		}
 		for _, sub := range c.Decoders {
-			if err := hfDecoder(sub, s, fused); err != nil {
+			if err := hfDecoder(sub, s, fused, depth+1); err != nil {
 				return err
 			}
 			if t, _ := parseComponent(sub); t != nil && t.Type == "Fuse" {
@@ -483,15 +559,18 @@ func hfDecoder(raw json.RawMessage, s *bpeSpec, fused bool) error {
 }
 
 // hfPostProcessor reads which tokens go around a single sequence.
-func hfPostProcessor(raw json.RawMessage, s *bpeSpec, lookup func(string) int) error {
+func hfPostProcessor(raw json.RawMessage, s *bpeSpec, lookup func(string) int, depth int) error {
 	c, err := parseComponent(raw)
 	if c == nil || err != nil {
 		return err
 	}
 	switch c.Type {
 	case "Sequence":
+		if depth >= maxNesting {
+			return tooDeep("post_processor")
+		}
 		for _, sub := range c.Processors {
-			if err := hfPostProcessor(sub, s, lookup); err != nil {
+			if err := hfPostProcessor(sub, s, lookup, depth+1); err != nil {
 				return err
 			}
 		}
@@ -516,6 +595,9 @@ func hfPostProcessor(raw json.RawMessage, s *bpeSpec, lookup func(string) int) e
 				st, ok := c.SpecialTokens[it.SpecialToken.ID]
 				if !ok {
 					return fmt.Errorf("tokenizer: tokenizer.json: post-processor uses undefined special token %q", it.SpecialToken.ID)
+				}
+				if len(s.prefix)+len(s.suffix)+len(st.IDs) > maxAround {
+					return fmt.Errorf("tokenizer: tokenizer.json: post_processor adds more than %d ids around a sequence", maxAround)
 				}
 				if seen {
 					s.suffix = append(s.suffix, st.IDs...)

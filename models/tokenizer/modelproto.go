@@ -44,18 +44,35 @@ func LoadModelProto(path string) (*SentencePiece, error) {
 // models are accepted: a unigram model has the same fields but needs a
 // different algorithm, and encoding it as BPE would silently give other ids.
 func ParseModelProto(data []byte) (*SentencePiece, error) {
+	// Count the pieces first, so the lists are allocated once: growing them
+	// piece by piece would allocate several times their final size.
+	count := 0
+	err := walkFields(data, func(num protowire.Number, typ protowire.Type, _ uint64, _ []byte) error {
+		if num == modelPieces && typ == protowire.BytesType {
+			count++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: model proto: %w", err)
+	}
 	var (
-		pieces []string
-		scores []float32
-		types  []int32
+		pieces = make([]string, 0, count)
+		scores = make([]float32, 0, count)
+		types  = make([]int32, 0, count)
 		spec   = trainerSpec{modelType: modelTypeBPE, unk: 0, bos: 1, eos: 2} // the proto's defaults, except model_type
 	)
-	err := walkFields(data, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+	err = walkFields(data, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
 		switch {
 		case num == modelPieces && typ == protowire.BytesType:
 			p, score, pt, err := parsePiece(b)
 			if err != nil {
 				return fmt.Errorf("piece %d: %w", len(pieces), err)
+			}
+			if p == "" {
+				// SentencePiece refuses to load such a model too; it also
+				// makes every byte of a file a piece of its own.
+				return fmt.Errorf("piece %d is empty", len(pieces))
 			}
 			pieces = append(pieces, p)
 			scores = append(scores, score)

@@ -392,3 +392,43 @@ func (t *BPE) referenceEncode(text string, addSpecial, parseSpecial bool) []int 
 	}
 	return ids
 }
+
+// referenceSplit is addedTokens.split by its definition: at each position,
+// every usable token is tried, and the longest that starts there is taken
+// (the first in the list among equal ones); the rest is as split does.
+func (a *addedTokens) referenceSplit(text string, special bool, emit func(seg string, id int, first bool)) {
+	usable := make([]bool, len(a.tokens))
+	for k, tok := range a.tokens {
+		usable[k] = tok.content != "" && (special || !a.tokens[a.index[tok.content]].special)
+	}
+	start := 0
+	for i := 0; i < len(text); {
+		best := -1
+		for k, tok := range a.tokens {
+			if usable[k] && strings.HasPrefix(text[i:], tok.content) && (best < 0 || len(tok.content) > len(a.tokens[best].content)) {
+				best = k
+			}
+		}
+		if best < 0 {
+			i++
+			continue
+		}
+		tok := a.tokens[best]
+		n := len(tok.content)
+		end, segEnd := i+n, i
+		if tok.lstrip {
+			segEnd = start + len(trimRightSpace(text[start:i]))
+		}
+		if tok.rstrip {
+			end += len(text[end:]) - len(trimLeftSpace(text[end:]))
+		}
+		if segEnd > start {
+			emit(text[start:segEnd], -1, start == 0)
+		}
+		emit(text[i:i+n], tok.id, false)
+		start, i = end, end
+	}
+	if start < len(text) {
+		emit(text[start:], -1, start == 0)
+	}
+}
