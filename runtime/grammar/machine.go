@@ -352,6 +352,13 @@ func (m *Machine) combine(id int32, deps []int32) []int32 {
 	return out
 }
 
+// maxStacks bounds the stacks of one state (and one closure): a JSON
+// Schema's enum of ten thousand strings starts with ten thousand, the
+// largest state of the tests' other grammars has 150, and a grammar whose
+// parses multiply meets a million in its first steps. Past it the machine
+// ends at once, long before it would fill its Bytes.
+const maxStacks = 1 << 16
+
 // union merges lists of ids into one, sorted and without repeats (nil
 // when the work limit runs out). Repeats are common, the same stacks
 // reached by many paths, so it marks the ids it has taken rather than
@@ -375,6 +382,10 @@ func (m *Machine) union(lists [][]int32) []int32 {
 				m.mark[id] = m.gen
 				out = append(out, id)
 			}
+		}
+		if len(out) > maxStacks {
+			m.err = budgetError("a state of the grammar's matcher has more than %d parses alive at once: %s", maxStacks, multiply)
+			return nil
 		}
 	}
 	slices.Sort(out)
