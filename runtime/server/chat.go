@@ -60,7 +60,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.Constraint = plan.grammar
 		if f := plan.format; f.prefill {
-			ids, err := m.eng.PromptTokens(req)
+			ids, err := m.eng.PromptTokensContext(r.Context(), req)
 			if err != nil {
 				return err
 			}

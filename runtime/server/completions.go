@@ -171,7 +171,7 @@ type echoed struct {
 // echo computes what echo adds for req: the prompt's text and, with
 // logprobs, how likely the model finds each of its tokens (Score).
 func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, logprobs bool) (echoed, error) {
-	ids, err := m.eng.PromptTokens(req)
+	ids, err := m.eng.PromptTokensContext(ctx, req)
 	if err != nil {
 		return echoed{}, err
 	}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -32,11 +35,25 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		for _, msg := range body.Messages {
 			req.Messages = append(req.Messages, chat.Message{Role: msg.Role, Content: msg.Content.Text})
 		}
-		if ids, err = m.eng.PromptTokens(req); err != nil {
+		if ids, err = m.eng.PromptTokensContext(r.Context(), req); err != nil {
+			if errors.Is(err, runtime.ErrContextFull) {
+				return err
+			}
 			return badRequest("messages", "%v", err)
 		}
 	case body.Prompt != nil:
-		for _, id := range m.eng.Tokenizer().Encode(*body.Prompt, body.AddSpecialTokens == nil || *body.AddSpecialTokens) {
+		// A text is tokenized as far as the context holds, as a prompt is:
+		// ids past it are no use to the model, and the bound keeps a
+		// body of megabytes from costing hundreds of megabytes.
+		ctxLen := m.eng.Model().Config.Context
+		enc, err := tokenizer.EncodeBounded(r.Context(), m.eng.Tokenizer(), *body.Prompt, body.AddSpecialTokens == nil || *body.AddSpecialTokens, ctxLen)
+		switch {
+		case errors.Is(err, tokenizer.ErrTooLong):
+			return fmt.Errorf("%w: the text has more tokens than the context of %d holds", runtime.ErrContextFull, ctxLen)
+		case err != nil:
+			return err
+		}
+		for _, id := range enc {
 			ids = append(ids, int32(id))
 		}
 	default:
