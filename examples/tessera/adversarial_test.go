@@ -42,7 +42,7 @@ func TestServeAdversarial(t *testing.T) {
 	url := p.waitURL(t)
 	waitHealthy(t, url, p.log)
 
-	const limit = 8 << 20 // the server's default body limit
+	const limit = 8 << 20                        // the server's default body limit
 	fill := func(prefix, suffix string) string { // a body of exactly limit bytes
 		return prefix + strings.Repeat("a", limit-len(prefix)-len(suffix)) + suffix
 	}

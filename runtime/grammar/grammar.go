@@ -36,11 +36,11 @@ type Grammar struct {
 	// Schema's grammar has about 40).
 	classOf [256]uint8
 	classes int
-	rules [][]int32 // rule → the start of each alternative in elems
-	names []string  // the source's rule names; helper rules have none
-	owner []int32   // rule → the source rule a helper was made for (itself for a source rule)
-	root  int32
-	src   string // the GBNF text it was built from, when there is one
+	rules   [][]int32 // rule → the start of each alternative in elems
+	names   []string  // the source's rule names; helper rules have none
+	owner   []int32   // rule → the source rule a helper was made for (itself for a source rule)
+	root    int32
+	src     string // the GBNF text it was built from, when there is one
 }
 
 type elemKind uint8
