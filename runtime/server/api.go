@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
@@ -122,8 +121,11 @@ func (c *textContent) UnmarshalJSON(b []byte) error {
 	}
 	var text bytes.Buffer
 	for _, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return fmt.Errorf("content part of type %q: this model takes text only", p.Type)
+		switch {
+		case p.Type != "text":
+			return badRequest("messages", "content part of type %q: this model takes text only", p.Type)
+		case p.Text == nil:
+			return badRequest("messages", `a content part of type "text" needs a "text"`)
 		}
 		text.WriteString(*p.Text)
 	}

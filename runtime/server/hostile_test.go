@@ -338,3 +338,33 @@ func TestWrongModelKind(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorFields: a field of the wrong type is named as the API names it
+// (not by the Go structs the request types embed), in the message and in
+// the error's param; a text content part without its text says so.
+func TestErrorFields(t *testing.T) {
+	eng := cpuEngine(t)
+	_, url := serve(t, eng, server.Options{})
+	for _, tc := range []struct {
+		path, body, param, says string
+	}{
+		{"/v1/completions", `{"prompt":"a","n":"x"}`, "n", "n must be an integer, not a JSON string"},
+		{"/v1/completions", `{"prompt":"a","regex":1}`, "regex", "regex must be a string, not a JSON number"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":1}}`, "response_format.type", "response_format.type must be a string"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream_options":{"include_usage":1}}`, "stream_options.include_usage", "stream_options.include_usage must be a boolean"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages", `a content part of type "text" needs a "text"`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages", `content part of type "image_url": this model takes text only`},
+	} {
+		code, raw := postBounded(t, url+tc.path, tc.body)
+		var got struct {
+			Error struct {
+				Message string
+				Param   *string
+			}
+		}
+		if json.Unmarshal([]byte(raw), &got) != nil || code != http.StatusBadRequest || got.Error.Param == nil || *got.Error.Param != tc.param ||
+			!strings.HasPrefix(got.Error.Message, tc.says) {
+			t.Errorf("%s: %d %s, want 400 about %s saying %q", tc.body, code, raw, tc.param, tc.says)
+		}
+	}
+}

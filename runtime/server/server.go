@@ -609,11 +609,26 @@ func decode(r *http.Request, v any) error {
 		return &httpError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request_error",
 			msg: fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit)}
 	case errors.As(err, &typeErr):
-		return badRequest(typeErr.Field, "%s must be %s, not a JSON %s", fieldName(typeErr.Field), typeName(typeErr.Type.String()), typeErr.Value)
+		field := jsonField(typeErr.Field)
+		return badRequest(field, "%s must be %s, not a JSON %s", fieldName(field), typeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "the body is not valid JSON: %v", err)
 	}
 	return badRequest("", "the body is not a valid request: %v", err)
+}
+
+// jsonField is the JSON path of a field as encoding/json names it, less
+// the Go names of the structs the request types embed (sampling,
+// grammar.Fields), which are no part of the API: "sampling.n" is "n".
+func jsonField(f string) string {
+	parts := strings.Split(f, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "sampling" && p != "Fields" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 func fieldName(f string) string {
