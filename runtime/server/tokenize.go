@@ -36,7 +36,9 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 			req.Messages = append(req.Messages, chat.Message{Role: msg.Role, Content: msg.Content.Text})
 		}
 		if ids, err = m.eng.PromptTokensContext(r.Context(), req); err != nil {
-			if errors.Is(err, runtime.ErrContextFull) {
+			// Past the context, or the request's time ran out (or Drain
+			// cut it): not a fault of the messages.
+			if errors.Is(err, runtime.ErrContextFull) || r.Context().Err() != nil {
 				return err
 			}
 			return badRequest("messages", "%v", err)
