@@ -61,6 +61,9 @@ const (
 	// MiB): an API request's are well under 8 KiB; past this the answer
 	// is 431.
 	maxHeaderBytes = 64 << 10
+	// shutdownGrace follows the drain: the requests it cut end and the
+	// connections close within it.
+	shutdownGrace = 2 * time.Second
 )
 
 func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -183,12 +186,17 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		logger.Info("draining", "timeout", drain.String())
-		dctx, cancel := context.WithTimeout(context.Background(), *drain)
+		// The whole shutdown takes at most --drain-timeout and
+		// shutdownGrace (what examples/deploy's grace periods count on):
+		// the requests that the drain cuts write their error within
+		// shutdownGrace, and the connections close in what is left of it.
+		drained := time.Now().Add(*drain)
+		dctx, cancel := context.WithDeadline(context.Background(), drained)
 		defer cancel()
 		if err := srv.Drain(dctx); err != nil {
 			logger.Warn("drain timed out", "err", err)
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, scancel := context.WithDeadline(context.Background(), drained.Add(shutdownGrace))
 		defer scancel()
 		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
