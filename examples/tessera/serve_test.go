@@ -382,8 +382,10 @@ func TestServeRuntimeLoRA(t *testing.T) {
 	if code, _, errOut := runCLI("synth", "--lora", base, "--rank", "4", "--type", "f16", "--out", adapter); code != 0 || !strings.Contains(errOut, "F16 matrices") {
 		t.Fatalf("synth --lora: exit %d (%s)", code, errOut)
 	}
+	// Every answer within 10 s: a load of a FIFO used to wait for ever.
+	bounded := &http.Client{Timeout: 10 * time.Second}
 	post := func(url, body string) (int, string) {
-		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		resp, err := bounded.Post(url, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
