@@ -69,10 +69,26 @@ test-arm64:
 	TESSERA_KERNELS=go GOARCH=arm64 $(GO) test -count=1 -timeout 10m -tags purego -exec '$(QEMU_ARM64)' ./runtime/cpu/internal/kernel/ && \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -timeout 10m -exec '$(QEMU_ARM64)' -run 'TestGoldenGreedy$$|TestPromptContinuation$$' ./runtime/
 
-# fuzz runs the GGUF reader's fuzzer for FUZZTIME (default 1m).
+# fuzz runs every fuzzer for FUZZTIME each (default 1m; 14 of them), each
+# under a memory ceiling of FUZZMEM KiB of address space (default 4 GiB):
+# what a request, a model file, a tokenizer, a cache index or a plugin
+# sends. A crash's input is kept under the package's testdata/fuzz/, which
+# `go test` (and so `make test`) runs as a regression case.
 FUZZTIME ?= 1m
+FUZZMEM  ?= 4194304
+FUZZERS  ?= \
+	runtime/grammar:FuzzGBNF runtime/grammar:FuzzRegex runtime/grammar:FuzzJSONSchema runtime/grammar:FuzzParse \
+	runtime/server:FuzzDecodeRequest \
+	models/tokenizer:FuzzEncode models/tokenizer:FuzzLoadTokenizerJSON models/tokenizer:FuzzReadLlama2c models/tokenizer:FuzzParseModelProto \
+	models/gguf:FuzzRead models/safetensors:FuzzRead models:FuzzParseHFConfig \
+	models/hub:FuzzCacheIndex \
+	host:FuzzHostCalls
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=$(FUZZTIME) ./models/gguf/
+	@for f in $(FUZZERS); do \
+		pkg=./$${f%%:*}; name=$${f##*:}; \
+		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+		( ulimit -v $(FUZZMEM) && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg ) || exit 1; \
+	done
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./...
