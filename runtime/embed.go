@@ -161,6 +161,28 @@ func (e *Embedder) Tokenize(text string) []int32 {
 	return toInt32(e.model.Tokenizer.Encode(text, true))
 }
 
+// TokenizeContext is Tokenize stopping when ctx is done, and as soon as
+// text is known to have more tokens than one input may (ErrContextFull):
+// a text of megabytes is refused without being tokenized whole.
+func (e *Embedder) TokenizeContext(ctx context.Context, text string) ([]int32, error) {
+	longest := e.longest()
+	ids, err := tokenizer.EncodeBounded(ctx, e.model.Tokenizer, text, true, longest)
+	if errors.Is(err, tokenizer.ErrTooLong) {
+		return nil, fmt.Errorf("%w: the input has more tokens than the %d that fit", ErrContextFull, longest)
+	}
+	return toInt32(ids), err
+}
+
+// longest is the most tokens one input may have: the context, and for an
+// encoder what one forward holds.
+func (e *Embedder) longest() int {
+	longest := e.model.Config.Context
+	if e.enc != nil {
+		longest = min(longest, e.enc.maxRows)
+	}
+	return longest
+}
+
 // Embed returns one L2-normalised embedding per text.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	inputs := make([][]int32, len(texts))
@@ -225,10 +247,7 @@ func (e *Embedder) Rerank(ctx context.Context, query string, documents []string)
 // run computes the pooled rows (or scores) of inputs, forward by forward.
 func (e *Embedder) run(ctx context.Context, inputs []encoderInput) ([][]float32, error) {
 	c := e.model.Config
-	longest := c.Context
-	if e.enc != nil {
-		longest = min(longest, e.enc.maxRows) // one sequence per forward at most
-	}
+	longest := e.longest()
 	for i, in := range inputs {
 		switch {
 		case len(in.tokens) == 0:

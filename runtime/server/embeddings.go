@@ -176,7 +176,11 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 			if t == "" {
 				return badRequest("input", "input %d is an empty string", i)
 			}
-			inputs = append(inputs, m.emb.Tokenize(t))
+			ids, err := m.emb.TokenizeContext(r.Context(), t)
+			if err != nil {
+				return fmt.Errorf("input %d: %w", i, err)
+			}
+			inputs = append(inputs, ids)
 		}
 	}
 	if len(inputs) == 0 || len(inputs) > maxEmbedInputs {

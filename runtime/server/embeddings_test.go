@@ -152,6 +152,7 @@ func TestEmbeddingsOpenAIClient(t *testing.T) {
 		{"empty string", openai.EmbeddingNewParams{Model: "bert", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("")}}, 400, "input"},
 		{"unknown token", openai.EmbeddingNewParams{Model: "bert", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokens: []int64{101, 1 << 20}}}, 400, "input"},
 		{"too long", openai.EmbeddingNewParams{Model: "bert", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(strings.Repeat("ab ", 600))}}, 400, ""},
+		{"megabytes", openai.EmbeddingNewParams{Model: "bert", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(strings.Repeat("ab ", 2<<20))}}, 400, ""},
 		{"dimensions", openai.EmbeddingNewParams{Model: "bert", Dimensions: openai.Int(65), Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}}, 400, "dimensions"},
 		{"a reranker", openai.EmbeddingNewParams{Model: "ranker", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}}, 400, "model"},
 		{"a generative model", openai.EmbeddingNewParams{Model: modelName, Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}}, 404, ""},
