@@ -199,15 +199,23 @@ func TestNewSentencePieceErrors(t *testing.T) {
 	}
 }
 
-// FuzzReadLlama2c and FuzzParseModelProto check that no input panics; run
-// them with go test -fuzz to search beyond the seeds.
+// FuzzReadLlama2c and FuzzParseModelProto check that no input panics or
+// makes the loader allocate more than allocBound of its size; run them
+// with go test -fuzz to search beyond the seeds.
 func FuzzReadLlama2c(f *testing.F) {
 	f.Add(llama2cFile(6, basicPieces, nil), 5)
 	if data, err := os.ReadFile(modelsDir + "tok512.bin"); err == nil {
 		f.Add(data, 512)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, vocabSize int) {
-		if tok, err := ReadLlama2c(bytes.NewReader(data), vocabSize); err == nil {
+		var (
+			tok *SentencePiece
+			err error
+		)
+		if n := allocated(func() { tok, err = ReadLlama2c(bytes.NewReader(data), vocabSize) }); n > allocBound(len(data)) {
+			t.Fatalf("a %d-byte file allocated %d bytes", len(data), n)
+		}
+		if err == nil {
 			tok.Decode(tok.Encode("Once upon a time 😀", true))
 		}
 	})
@@ -219,7 +227,14 @@ func FuzzParseModelProto(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if tok, err := ParseModelProto(data); err == nil {
+		var (
+			tok *SentencePiece
+			err error
+		)
+		if n := allocated(func() { tok, err = ParseModelProto(data) }); n > allocBound(len(data)) {
+			t.Fatalf("a %d-byte file allocated %d bytes", len(data), n)
+		}
+		if err == nil {
 			tok.Decode(tok.Encode("Once upon a time 😀", true))
 		}
 	})
