@@ -8,6 +8,15 @@
 // the runtime is tested against. The two agree on the vocabularies
 // SentencePiece trains, so a .bin and the .model it was exported from
 // give the same ids for any valid UTF-8 text.
+//
+// Text comes from requests and tokenizer files from wherever a model was
+// downloaded, so neither may cost more than its size warrants. Every
+// encoder takes O(n log n) in the length of the text, whatever the text
+// (merges wait in heaps; added tokens are found by an Aho-Corasick
+// automaton), and EncodeBounded stops as soon as a text is known to have
+// more tokens than a caller allows, or the caller's context is done. The
+// loaders check every id, count and size a file gives against the file
+// itself before allocating by it.
 package tokenizer
 
 // Tokenizer turns text into token ids and back. Byte-level BPE tokenizers
