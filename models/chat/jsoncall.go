@@ -1,0 +1,218 @@
+package chat
+
+// jsonCall reads a tool call written as a JSON object, {"name": ...,
+// "arguments": {...}} (the key of the arguments is the format's), a byte
+// at a time, so that the name is known as soon as its string closes and
+// the arguments can be reported as they come. It keeps no text but the
+// name, the id and what it must hold back: arguments written before the
+// name (reported once the name is known).
+type jsonCall struct {
+	argsKeys []string // the keys that hold the arguments
+
+	st    jsonState
+	key   []byte // the key being read, or read last
+	str   []byte // the name or id string being read
+	esc   bool   // a backslash was read in a string
+	inStr bool   // inside a string of the arguments (or a skipped value)
+	depth int    // brackets open in the arguments (or a skipped value)
+	what  valueKind
+
+	name, id string
+	named    bool   // the name is read
+	args     []byte // arguments read while the name was not
+	sawArgs  bool
+	bad      bool // not a call object: the text is not a call
+}
+
+type jsonState uint8
+
+const (
+	jsStart  jsonState = iota // before the object
+	jsKey                     // before a key (or the end of the object)
+	jsKeyStr                  // in a key
+	jsColon                   // after a key
+	jsValue                   // before a value
+	jsString                  // in the name's or id's string
+	jsRaw                     // in the arguments, or a value skipped
+	jsAfter                   // after a value
+	jsDone                    // after the object
+)
+
+type valueKind uint8
+
+const (
+	vSkip valueKind = iota
+	vName
+	vID
+	vArgs
+)
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// feed reads one byte. It returns the bytes of the arguments that byte
+// adds (nil when none, or when the name is not known yet: those are
+// kept in args). done is set once the object has closed.
+func (j *jsonCall) feed(c byte) (argBytes []byte, done bool) {
+	switch j.st {
+	case jsStart:
+		switch {
+		case isSpace(c):
+		case c == '{':
+			j.st = jsKey
+		default:
+			j.bad = true
+		}
+	case jsKey:
+		switch {
+		case isSpace(c) || c == ',':
+		case c == '"':
+			j.st, j.key = jsKeyStr, j.key[:0]
+		case c == '}':
+			j.st = jsDone
+			return nil, true
+		default:
+			j.bad = true
+		}
+	case jsKeyStr:
+		switch {
+		case j.esc:
+			j.esc = false
+			j.key = append(j.key, c)
+		case c == '\\':
+			j.esc = true
+		case c == '"':
+			j.st = jsColon
+		default:
+			j.key = append(j.key, c)
+		}
+	case jsColon:
+		switch {
+		case isSpace(c):
+		case c == ':':
+			j.st = jsValue
+			j.what = vSkip
+			switch k := string(j.key); {
+			case k == "name" && !j.named:
+				j.what = vName
+			case k == "id":
+				j.what = vID
+			case !j.sawArgs && j.isArgs(k):
+				j.what, j.sawArgs = vArgs, true
+			}
+		default:
+			j.bad = true
+		}
+	case jsValue:
+		if isSpace(c) {
+			break
+		}
+		if (j.what == vName || j.what == vID) && c == '"' {
+			j.st, j.str = jsString, j.str[:0]
+			break
+		}
+		if j.what == vName || j.what == vID {
+			j.what = vSkip // a name that is not a string is no name
+		}
+		j.st, j.depth, j.inStr = jsRaw, 0, false
+		return j.raw(c)
+	case jsString:
+		switch {
+		case j.esc:
+			j.esc = false
+			j.str = append(j.str, unescape(c))
+		case c == '\\':
+			j.esc = true
+		case c == '"':
+			j.st = jsAfter
+			if j.what == vName {
+				j.name, j.named = string(j.str), true
+				if len(j.args) > 0 {
+					out := j.args
+					j.args = nil
+					return out, false
+				}
+			} else {
+				j.id = string(j.str)
+			}
+		default:
+			j.str = append(j.str, c)
+		}
+	case jsRaw:
+		return j.raw(c)
+	case jsAfter:
+		switch {
+		case isSpace(c):
+		case c == ',':
+			j.st = jsKey
+		case c == '}':
+			j.st = jsDone
+			return nil, true
+		default:
+			j.bad = true
+		}
+	case jsDone:
+		j.bad = true
+	}
+	return nil, false
+}
+
+// raw reads a byte of a value whose text is passed through (the
+// arguments) or skipped: it ends at a comma or the object's brace outside
+// any bracket or string, which is handed back to jsAfter.
+func (j *jsonCall) raw(c byte) ([]byte, bool) {
+	if !j.inStr && j.depth == 0 && (c == ',' || c == '}') {
+		j.st = jsAfter
+		return j.feed(c)
+	}
+	switch {
+	case j.inStr && j.esc:
+		j.esc = false
+	case j.inStr && c == '\\':
+		j.esc = true
+	case c == '"':
+		j.inStr = !j.inStr
+	case j.inStr:
+	case c == '{' || c == '[':
+		j.depth++
+	case c == '}' || c == ']':
+		j.depth--
+	}
+	if j.what != vArgs {
+		return nil, false
+	}
+	if j.depth == 0 && !j.inStr && isSpace(c) {
+		return nil, false // the spaces around a value are not the value
+	}
+	if !j.named {
+		j.args = append(j.args, c)
+		return nil, false
+	}
+	return []byte{c}, false
+}
+
+func (j *jsonCall) isArgs(k string) bool {
+	for _, a := range j.argsKeys {
+		if k == a {
+			return true
+		}
+	}
+	return false
+}
+
+// unescape is the byte a JSON escape \c stands for (a \u escape keeps its
+// letter: names and ids are ASCII in practice).
+func unescape(c byte) byte {
+	switch c {
+	case 'n':
+		return '\n'
+	case 't':
+		return '\t'
+	case 'r':
+		return '\r'
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	}
+	return c
+}
