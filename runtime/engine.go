@@ -257,6 +257,10 @@ type Request struct {
 	// Tools are tool definitions the chat template renders with Messages
 	// (OpenAI's tools: {"type": "function", "function": {...}}).
 	Tools []any
+	// TemplateVars are further variables of the chat template
+	// (chat_template_kwargs: enable_thinking for Qwen3, reasoning_effort
+	// for gpt-oss).
+	TemplateVars map[string]any
 	// MaxTokens is how many tokens to generate at most; generation also
 	// stops at an end-of-sequence token or the end of the context.
 	MaxTokens int

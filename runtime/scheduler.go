@@ -224,7 +224,7 @@ func (e *Engine) PromptTokensContext(ctx context.Context, req Request) ([]int32,
 	case ids != nil:
 	case req.Messages != nil:
 		tok := e.model.Tokenizer
-		text, rerr := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools})
+		text, rerr := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars})
 		if rerr != nil {
 			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, rerr)
 		}

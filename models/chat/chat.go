@@ -26,6 +26,10 @@ type Message struct {
 	// call a tool message answers.
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// Reasoning is what an assistant reasoned before its content, as a
+	// reply's parser split it off; templates that render it back read
+	// reasoning_content (Qwen3, DeepSeek) or thinking (gpt-oss).
+	Reasoning string
 }
 
 // ToolCall is a function call: its id, the function's name and its
@@ -110,6 +114,10 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 		}
 		if m.ToolCallID != "" {
 			msgs[i]["tool_call_id"] = m.ToolCallID
+		}
+		if m.Reasoning != "" {
+			msgs[i]["reasoning_content"] = m.Reasoning
+			msgs[i]["thinking"] = m.Reasoning
 		}
 	}
 	now := o.Now

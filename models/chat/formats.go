@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -20,6 +21,9 @@ type ReplyFormat struct {
 	newBody func(opener string) callBody
 	// syntaxOf makes the parser's state machine; nil: tagged.
 	syntaxOf func(f *ReplyFormat, o ParseOptions) syntax
+	// always are control tokens every reply of the family is made of
+	// (a channel format's), which the parser sees whatever it reads.
+	always []string
 
 	argsKey  string // the key of a call's arguments in its JSON
 	marker   string // the control token that starts a reply's calls, "" when none
@@ -59,10 +63,35 @@ func (f *ReplyFormat) Marker() string { return f.marker }
 // these pieces on where their tokens come.
 func (f *ReplyFormat) Markers() []string {
 	var out []string
-	for _, m := range append([]string{f.marker, f.think[0], f.think[1]}, f.openers...) {
+	for _, m := range append(append([]string{f.marker, f.think[0], f.think[1]}, f.openers...), f.always...) {
 		if m != "" && !contains(out, m) {
 			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// MarkersFor are the Markers a parser with options o looks for: the
+// think markers when it reads reasoning, the call markers when it reads
+// calls, and those of a family whose every reply is made of control
+// tokens (always). A control token the parser does not look for stays
+// what a detokenizer makes of it: no text.
+func (f *ReplyFormat) MarkersFor(o ParseOptions) []string {
+	var out []string
+	add := func(ms ...string) {
+		for _, m := range ms {
+			if m != "" && !contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	add(f.always...)
+	if o.Reasoning {
+		add(f.think[0], f.think[1])
+	}
+	if o.Tools {
+		add(f.marker)
+		add(f.openers...)
 	}
 	return out
 }
@@ -175,7 +204,7 @@ var Llama3 = &ReplyFormat{
 var MistralV3 = &ReplyFormat{
 	name:     "mistral",
 	openers:  []string{"[TOOL_CALLS]"},
-	newBody:  func(string) callBody { return &jsonList{call: jsonCall{argsKeys: []string{"arguments"}}, k: -1} },
+	newBody:  func(string) callBody { return &jsonList{argsKeys: []string{"arguments"}} },
 	argsKey:  "arguments",
 	marker:   "[TOOL_CALLS]",
 	prefill:  true,
@@ -187,64 +216,56 @@ var MistralV3 = &ReplyFormat{
 
 // jsonList reads a JSON array of call objects ([TOOL_CALLS]'s).
 type jsonList struct {
-	st    uint8 // 0 before "[", 1 before a call or "]", 2 in a call, 3 after a call
-	call  jsonCall
-	k     int // the current call's index once started, else -1
-	calls int // calls read
+	argsKeys []string
+	st       uint8 // 0 before "[", 1 before a call or "]", 2 in a call, 3 after a call
+	call     pendingCall
+	calls    int // calls reported
 }
 
 func (l *jsonList) next(p *ReplyParser, t *tagged, final bool) (progress, done, text bool) {
 	n := 0
 	for n < len(p.buf) {
 		c := p.buf[n]
-		switch l.st {
-		case 0, 1, 3:
-			n++
-			switch {
-			case isSpace(c):
-			case l.st == 0 && c == '[':
-				l.st = 1
-			case l.st == 1 && c == '{', l.st == 3 && c == ',':
-				if c == ',' {
-					l.st = 1
-					continue
-				}
-				l.st, l.k = 2, -1
-				l.call = jsonCall{argsKeys: l.call.argsKeys}
-				l.call.feed('{')
-			case (l.st == 1 || l.st == 3) && c == ']':
-				p.consume(n)
-				return true, true, false
-			default: // not a list of calls
-				return l.fail(p, t, n-1)
-			}
-		case 2:
-			n++
-			out, end := l.call.feed(c)
-			if l.call.bad {
+		n++
+		if l.st == 2 {
+			end := l.call.feed(p, c)
+			if l.call.j.bad {
 				return l.fail(p, t, n)
 			}
-			if l.k < 0 && l.call.named {
-				l.k = p.startCall(l.call.name, l.call.id)
+			if end {
+				if !l.call.started() { // an object that is no call
+					return l.fail(p, t, n)
+				}
+				l.st = 3
 				l.calls++
 			}
-			if l.k >= 0 && out != nil {
-				p.args(l.k, string(out))
+			continue
+		}
+		switch {
+		case isSpace(c):
+		case l.st == 0 && c == '[':
+			l.st = 1
+		case l.st == 3 && c == ',':
+			l.st = 1
+		case l.st == 1 && c == '{':
+			l.st, l.call = 2, newPendingCall(l.argsKeys)
+			l.call.feed(p, c)
+		case (l.st == 1 || l.st == 3) && c == ']':
+			if l.calls == 0 && !l.call.started() {
+				return l.fail(p, t, n)
 			}
-			if l.k >= 0 && l.call.id != "" && p.reply.Calls[l.k].ID == "" {
-				p.reply.Calls[l.k].ID = l.call.id
-			}
-			if end {
-				l.st = 3
-			}
+			p.consume(n)
+			return true, true, false
+		default: // not a list of calls
+			return l.fail(p, t, n-1)
 		}
 	}
-	if l.calls == 0 {
+	if l.calls == 0 && !l.call.started() {
 		t.raw = append(t.raw, p.buf[:n]...)
 	}
 	p.consume(n)
 	if final {
-		if l.calls == 0 {
+		if l.calls == 0 && !l.call.started() {
 			return true, false, true
 		}
 		return true, true, false
@@ -256,7 +277,7 @@ func (l *jsonList) next(p *ReplyParser, t *tagged, final bool) (progress, done, 
 // read of it, and the first n bytes of the buffer); after one, the rest
 // is text after the calls.
 func (l *jsonList) fail(p *ReplyParser, t *tagged, n int) (progress, done, text bool) {
-	if l.calls == 0 {
+	if l.calls == 0 && !l.call.started() {
 		t.raw = append(t.raw, p.buf[:n]...)
 		p.consume(n)
 		return true, false, true
@@ -270,11 +291,12 @@ func (l *jsonList) fail(p *ReplyParser, t *tagged, n int) (progress, done, text 
 type leadingJSON struct {
 	opts  ParseOptions
 	st    uint8 // 0 deciding, 1 in a call, 2 after one, 3 text, 4 after a ";"
-	call  jsonCall
-	k     int
+	call  pendingCall
 	calls int
 	raw   []byte // what was read while no call was started
 }
+
+var llamaArgs = []string{"parameters", "arguments"}
 
 func (l *leadingJSON) next(p *ReplyParser, final bool) bool {
 	if p.buf == "" && !final {
@@ -297,8 +319,7 @@ func (l *leadingJSON) next(p *ReplyParser, final bool) bool {
 			skip := len(p.buf) - len(rest)
 			l.raw = append(l.raw, p.buf[:skip]...)
 			p.consume(skip)
-			l.st, l.k = 1, -1
-			l.call = jsonCall{argsKeys: []string{"parameters", "arguments"}}
+			l.st, l.call = 1, newPendingCall(llamaArgs)
 			return true
 		default:
 			l.st = 3
@@ -306,35 +327,30 @@ func (l *leadingJSON) next(p *ReplyParser, final bool) bool {
 		}
 	case 1:
 		n := 0
-		for n < len(p.buf) && l.call.st != jsDone && !l.call.bad {
-			out, _ := l.call.feed(p.buf[n])
+		j := &l.call.j
+		for n < len(p.buf) && j.st != jsDone && !j.bad {
+			l.call.feed(p, p.buf[n])
 			n++
-			if l.k < 0 && l.call.named {
-				l.k = p.startCall(l.call.name, l.call.id)
-				l.calls++
-			}
-			if l.k >= 0 && out != nil {
-				p.args(l.k, string(out))
-			}
 		}
-		if l.calls == 0 {
+		if l.calls == 0 && !l.call.started() {
 			l.raw = append(l.raw, p.buf[:n]...)
 		}
 		p.consume(n)
+		ended := j.st == jsDone || j.bad || final
 		switch {
-		case l.call.bad || final && l.call.st != jsDone && l.calls == 0:
-			if l.calls == 0 { // not a call: all of it is text
-				p.reportText(string(l.raw))
-				l.raw = nil
+		case ended && l.call.started():
+			l.calls++
+			l.raw, l.st = nil, 2
+			if j.bad || j.st != jsDone {
+				l.st = 3
 			}
-			l.st = 3
 			return true
-		case l.call.st == jsDone && l.calls == 0: // an object without a name
+		case ended && l.calls == 0: // not a call: all of it is text
 			p.reportText(string(l.raw))
 			l.raw, l.st = nil, 3
 			return true
-		case l.call.st == jsDone:
-			l.raw, l.st = nil, 2
+		case ended:
+			l.st = 3
 			return true
 		}
 		return n > 0
@@ -358,8 +374,7 @@ func (l *leadingJSON) next(p *ReplyParser, final bool) bool {
 			return false
 		case strings.HasPrefix(rest, "{"):
 			p.consume(len(p.buf) - len(rest))
-			l.st, l.k = 1, -1
-			l.call = jsonCall{argsKeys: []string{"parameters", "arguments"}}
+			l.st, l.call = 1, newPendingCall(llamaArgs)
 			return true
 		}
 		l.st = 3
@@ -368,4 +383,41 @@ func (l *leadingJSON) next(p *ReplyParser, final bool) bool {
 	// Text.
 	p.text(len(p.buf), false)
 	return false
+}
+
+// CallID is the id of call k of a reply: the model's own (model) where
+// the family's template needs ids of a shape and the model wrote one,
+// else one made from prefix (unique per reply) and k. Mistral's template
+// takes only nine letters and digits, so its ids are nine drawn from a
+// hash of prefix and k.
+func (f *ReplyFormat) CallID(prefix string, k int, model string) string {
+	if f.idSchema == "" {
+		return fmt.Sprintf("%s-%d", prefix, k)
+	}
+	if nineAlnum(model) {
+		return model
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s-%d", prefix, k)
+	const digits = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	v := h.Sum64()
+	b := make([]byte, 9)
+	for i := range b {
+		b[i] = digits[v%uint64(len(digits))]
+		v /= uint64(len(digits))
+	}
+	return string(b)
+}
+
+func nineAlnum(s string) bool {
+	if len(s) != 9 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

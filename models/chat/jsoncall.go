@@ -4,8 +4,9 @@ package chat
 // "arguments": {...}} (the key of the arguments is the format's), a byte
 // at a time, so that the name is known as soon as its string closes and
 // the arguments can be reported as they come. It keeps no text but the
-// name, the id and what it must hold back: arguments written before the
-// name (reported once the name is known).
+// name and the id. A call is ready to report once its name is read and
+// its arguments have begun as an object (or the object ended without
+// them): an object whose "arguments" are no object is no call.
 type jsonCall struct {
 	argsKeys []string // the keys that hold the arguments
 
@@ -18,11 +19,15 @@ type jsonCall struct {
 	what  valueKind
 
 	name, id string
-	named    bool   // the name is read
-	args     []byte // arguments read while the name was not
+	named    bool // the name is read
+	argsOpen bool // the arguments began, with "{"
 	sawArgs  bool
 	bad      bool // not a call object: the text is not a call
 }
+
+// ready reports whether the call can be reported: named, and its
+// arguments begun or absent.
+func (j *jsonCall) ready() bool { return j.named && (j.argsOpen || j.st == jsDone) && !j.bad }
 
 type jsonState uint8
 
@@ -113,6 +118,17 @@ func (j *jsonCall) feed(c byte) (argBytes []byte, done bool) {
 		if j.what == vName || j.what == vID {
 			j.what = vSkip // a name that is not a string is no name
 		}
+		if j.what == vArgs {
+			switch c {
+			case '{':
+				j.argsOpen = true
+			case 'n': // null: no arguments
+				j.what = vSkip
+			default:
+				j.bad = true
+				return nil, false
+			}
+		}
 		j.st, j.depth, j.inStr = jsRaw, 0, false
 		return j.raw(c)
 	case jsString:
@@ -126,11 +142,6 @@ func (j *jsonCall) feed(c byte) (argBytes []byte, done bool) {
 			j.st = jsAfter
 			if j.what == vName {
 				j.name, j.named = string(j.str), true
-				if len(j.args) > 0 {
-					out := j.args
-					j.args = nil
-					return out, false
-				}
 			} else {
 				j.id = string(j.str)
 			}
@@ -183,12 +194,43 @@ func (j *jsonCall) raw(c byte) ([]byte, bool) {
 	if j.depth == 0 && !j.inStr && isSpace(c) {
 		return nil, false // the spaces around a value are not the value
 	}
-	if !j.named {
-		j.args = append(j.args, c)
-		return nil, false
-	}
 	return []byte{c}, false
 }
+
+// pendingCall is a jsonCall being reported: its arguments are held until
+// it is ready, then reported as they come.
+type pendingCall struct {
+	j        jsonCall
+	k        int // the call's index once reported
+	reported bool
+	held     []byte
+}
+
+func newPendingCall(argsKeys []string) pendingCall {
+	return pendingCall{j: jsonCall{argsKeys: argsKeys}}
+}
+
+// feed reads byte c of the call; done: its object has closed.
+func (pc *pendingCall) feed(p *ReplyParser, c byte) (done bool) {
+	out, done := pc.j.feed(c)
+	if !pc.reported {
+		pc.held = append(pc.held, out...)
+		if pc.j.ready() {
+			pc.k, pc.reported = p.startCall(pc.j.name, pc.j.id), true
+			p.args(pc.k, string(pc.held))
+			pc.held = nil
+		}
+	} else {
+		p.args(pc.k, string(out))
+	}
+	if pc.reported && pc.j.id != "" && p.reply.Calls[pc.k].ID == "" {
+		p.reply.Calls[pc.k].ID = pc.j.id // written after the name: too late for the stream's event
+	}
+	return done
+}
+
+// started reports whether the call was reported.
+func (pc *pendingCall) started() bool { return pc.reported }
 
 func (j *jsonCall) isArgs(k string) bool {
 	for _, a := range j.argsKeys {

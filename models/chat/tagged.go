@@ -107,36 +107,33 @@ func (p *ReplyParser) reportText(s string) {
 // (Qwen's <tool_call>\n{...}\n</tool_call>).
 type jsonBlock struct {
 	closer string
-	call   jsonCall
-	k      int // the call's index once started, else -1
+	call   pendingCall
 }
 
 func newJSONBlock(closer string, argsKeys ...string) *jsonBlock {
-	return &jsonBlock{closer: closer, call: jsonCall{argsKeys: argsKeys}, k: -1}
+	return &jsonBlock{closer: closer, call: newPendingCall(argsKeys)}
 }
 
 func (b *jsonBlock) next(p *ReplyParser, t *tagged, final bool) (progress, done, text bool) {
-	if b.call.st == jsDone || b.call.bad {
-		// After the object: the closer, then back to text.
+	j := &b.call.j
+	if j.st == jsDone || j.bad {
+		// After the object: the closer, then back to text. Anything
+		// between the object and the closer is dropped.
 		at, _, held := p.find([]string{b.closer})
 		switch {
-		case at >= 0:
-			if b.k < 0 {
-				t.raw = append(t.raw, p.buf[:at+len(b.closer)]...)
-				p.consume(at + len(b.closer))
+		case at >= 0 || final:
+			n := len(p.buf)
+			if at >= 0 {
+				n = at + len(b.closer)
+			}
+			if !b.call.started() {
+				t.raw = append(t.raw, p.buf[:n]...)
+				p.consume(n)
 				return true, false, true
 			}
-			p.consume(at + len(b.closer)) // anything between the object and the closer is dropped
+			p.consume(n)
 			return true, true, false
-		case final:
-			if b.k < 0 {
-				t.raw = append(t.raw, p.buf...)
-				p.consume(len(p.buf))
-				return true, false, true
-			}
-			p.consume(len(p.buf))
-			return true, true, false
-		case b.k < 0 && held < len(p.buf):
+		case !b.call.started() && held < len(p.buf):
 			// Not a call, and no closer yet: held as the block's text.
 			t.raw = append(t.raw, p.buf[:len(p.buf)-held]...)
 			p.consume(len(p.buf) - held)
@@ -145,29 +142,16 @@ func (b *jsonBlock) next(p *ReplyParser, t *tagged, final bool) (progress, done,
 		return false, false, false
 	}
 	n := 0
-	for n < len(p.buf) && b.call.st != jsDone && !b.call.bad {
-		c := p.buf[n]
+	for n < len(p.buf) && j.st != jsDone && !j.bad {
+		b.call.feed(p, p.buf[n])
 		n++
-		out, _ := b.call.feed(c)
-		if b.k < 0 && b.call.named {
-			b.k = p.startCall(b.call.name, b.call.id)
-		}
-		if b.k >= 0 && out != nil {
-			p.args(b.k, string(out))
-		}
-		if b.k >= 0 && b.call.id != "" && p.reply.Calls[b.k].ID == "" {
-			p.reply.Calls[b.k].ID = b.call.id // written after the name: too late for the stream's event
-		}
 	}
-	if b.k < 0 {
+	if !b.call.started() {
 		t.raw = append(t.raw, p.buf[:n]...)
 	}
 	p.consume(n)
-	if final && b.call.st != jsDone && !b.call.bad {
-		if b.k < 0 {
-			return true, false, true
-		}
-		return true, true, false
+	if final && j.st != jsDone && !j.bad {
+		return true, b.call.started(), !b.call.started()
 	}
 	return n > 0, false, false
 }

@@ -53,6 +53,12 @@ type chatRequest struct {
 	ToolChoice  json.RawMessage `json:"tool_choice"`
 	// ParallelToolCalls lets a reply make several calls (default true).
 	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+	// ChatTemplateKwargs are further variables of the chat template
+	// (vLLM's and llama-server's: {"enable_thinking": false} for Qwen3).
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+	// ReasoningEffort is OpenAI's low, medium or high, which reaches the
+	// template as reasoning_effort (gpt-oss's).
+	ReasoningEffort string `json:"reasoning_effort"`
 }
 
 type chatMessage struct {
@@ -61,6 +67,9 @@ type chatMessage struct {
 	Name       string      `json:"name,omitempty"`
 	ToolCalls  []toolCall  `json:"tool_calls,omitempty"`
 	ToolCallID string      `json:"tool_call_id,omitempty"`
+	// ReasoningContent is the reasoning the reply's parser split off
+	// (llama-server's and vLLM's field); in a request, it is rendered back.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // completionRequest is POST /v1/completions.
@@ -201,9 +210,22 @@ type chatChoice struct {
 }
 
 type chatDelta struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// toolCallDelta is a piece of a streamed call: its first names it (id,
+// type, name), the rest add to its arguments.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type chatLogprobs struct {

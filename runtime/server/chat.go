@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -45,32 +44,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID})
+		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID, Reasoning: msg.ReasoningContent})
 	}
-	plan, err := toolSetup(body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls, toolFormatOf(m.eng.Chat()))
+	if req.TemplateVars, err = templateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
+		return err
+	}
+	conv, err := newConversation(r.Context(), m, req, body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
 	if err != nil {
 		return err
 	}
-	req.Tools = plan.defs
-	// lead is reply text that the prompt already holds (a prefilled marker).
-	lead := ""
-	if plan.grammar != nil {
-		if req.Constraint != nil {
-			return badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(body.ToolChoice))
-		}
-		req.Constraint = plan.grammar
-		if f := plan.format; f.prefill {
-			ids, err := m.eng.PromptTokensContext(r.Context(), req)
-			if err != nil {
-				return err
-			}
-			for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), f.marker, false) {
-				ids = append(ids, int32(id))
-			}
-			req.Tokens, req.Messages, req.Tools, lead = ids, nil, nil, f.marker
-		}
-	}
-
+	req = conv.req
 	if body.TopLogprobs != nil {
 		k := *body.TopLogprobs
 		switch {
@@ -91,35 +74,32 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cs := newChoices(n, last)
-	if plan.parse {
-		marks := toolMarks(m.eng.Tokenizer(), plan.format)
-		for _, c := range cs {
-			c.text.WriteString(lead)
-			c.marks = marks
-		}
+	for _, c := range cs {
+		c.marks = conv.reply.marks
 	}
 	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
 	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
 	if body.Stream {
-		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, plan)
+		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, conv.reply)
 		return nil
 	}
 	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
 		return err
 	}
 	for i, c := range cs {
-		ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: textContent{Text: c.text.String(), Set: true}},
-			FinishReason: finishReason(c.stats)}
-		if plan.parse {
-			text, calls := plan.format.parse(c.text.String(), fmt.Sprintf("call-%s-%d", id, i))
-			ch.Message.Content.Text = text
-			if len(calls) > 0 {
-				ch.Message.ToolCalls = calls
-				if *ch.FinishReason == "stop" { // out of tokens stays "length"
-					reason := "tool_calls"
-					ch.FinishReason = &reason
-				}
-			}
+		p := conv.reply.parser()
+		p.Feed(c.text.String())
+		_, reply := p.Close()
+		msg := &chatMessage{Role: "assistant", Content: textContent{Text: reply.Text, Set: true}, ReasoningContent: reply.Reasoning}
+		ch := chatChoice{Index: i, Message: msg, FinishReason: finishReason(c.stats)}
+		for _, call := range callIDs(conv.reply.format, fmt.Sprintf("call-%s-%d", id, i), reply.Calls) {
+			tc := toolCall{ID: call.ID, Type: "function"}
+			tc.Function.Name, tc.Function.Arguments = call.Name, call.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+		}
+		if len(msg.ToolCalls) > 0 && *ch.FinishReason == "stop" { // out of tokens stays "length"
+			reason := "tool_calls"
+			ch.FinishReason = &reason
 		}
 		if req.Logprobs {
 			ch.Logprobs = &chatLogprobs{Content: nonNil(c.lps)}
@@ -131,12 +111,39 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// reservedVars are the chat template's own variables, which
+// chat_template_kwargs may not replace.
+var reservedVars = []string{"messages", "tools", "bos_token", "eos_token", "add_generation_prompt", "strftime_now"}
+
+// templateVars are a request's further template variables: its
+// chat_template_kwargs, and reasoning_effort.
+func templateVars(kwargs map[string]any, effort string) (map[string]any, error) {
+	for _, k := range reservedVars {
+		if _, ok := kwargs[k]; ok {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs may not set %q, which the server sets", k)
+		}
+	}
+	switch effort {
+	case "":
+		return kwargs, nil
+	case "minimal", "low", "medium", "high":
+	default:
+		return nil, badRequest("reasoning_effort", "reasoning_effort %q is not one of minimal, low, medium and high", effort)
+	}
+	vars := map[string]any{"reasoning_effort": effort}
+	for k, v := range kwargs {
+		vars[k] = v
+	}
+	return vars, nil
+}
+
 // streamChat writes the choices as chat.completion.chunk events: the
-// assistant's role first, then content deltas, a last chunk per choice
-// with its finish reason, the usage if asked for, and [DONE]. With tools
-// (plan.parse) a choice's reply is held until it ends, then sent as one
-// delta: its tool calls, or its text when it made none.
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, plan toolPlan) {
+// assistant's role first, then deltas as the reply's parser reads them
+// (reasoning_content, content, and tool calls: a call's id and name as
+// soon as its name is read, its arguments as they are written), a last
+// chunk per choice with its finish reason, the usage if asked for, and
+// [DONE].
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <-chan event, cs []*choice, head chatCompletion, logprobs, withUsage bool, n int, m *model, rp replyPlan) {
 	out := newSSE(w)
 	head.Object = "chat.completion.chunk"
 	chunk := func(ch chatChoice) error {
@@ -144,35 +151,56 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 		c.Choices = []chatChoice{ch}
 		return out.send(c)
 	}
+	parsers := make([]*chat.ReplyParser, len(cs))
+	calls := make([]int, len(cs)) // calls started per choice
 	for i := range cs {
 		empty := ""
 		chunk(chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}})
+		parsers[i] = rp.parser()
+	}
+	// send writes choice i's reply events, the logprobs going with the
+	// first chunk.
+	send := func(i int, evs []chat.ReplyEvent, lps []tokenLogprob) error {
+		if len(evs) == 0 && lps != nil {
+			empty := ""
+			evs = []chat.ReplyEvent{{Kind: chat.EventText, Text: empty}}
+		}
+		for _, e := range evs {
+			d := &chatDelta{}
+			switch e.Kind {
+			case chat.EventText:
+				d.Content = &e.Text
+			case chat.EventReasoning:
+				d.ReasoningContent = &e.Text
+			case chat.EventCall:
+				tc := toolCallDelta{Index: e.Call, ID: rp.format.CallID(fmt.Sprintf("call-%s-%d", head.ID, i), e.Call, e.ID), Type: "function"}
+				tc.Function.Name = e.Name
+				d.ToolCalls = []toolCallDelta{tc}
+				calls[i]++
+			case chat.EventArgs:
+				tc := toolCallDelta{Index: e.Call}
+				tc.Function.Arguments = e.Text
+				d.ToolCalls = []toolCallDelta{tc}
+			}
+			ch := chatChoice{Index: i, Delta: d}
+			if lps != nil {
+				ch.Logprobs, lps = &chatLogprobs{Content: lps}, nil
+			}
+			if err := chunk(ch); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	err := relay(ctx, events, cs, logprobs, m.eng.Tokenizer(), func(i int, text string, lps []tokenLogprob) error {
-		if plan.parse {
-			return nil // held for the end
-		}
-		ch := chatChoice{Index: i, Delta: &chatDelta{Content: &text}}
-		if lps != nil {
-			ch.Logprobs = &chatLogprobs{Content: lps}
-		}
-		return chunk(ch)
+		return send(i, parsers[i].Feed(text), lps)
 	}, func(i int, st runtime.Stats) {
+		evs, _ := parsers[i].Close()
+		send(i, evs, nil)
 		reason := finishReason(st)
-		if plan.parse {
-			text, calls := plan.format.parse(cs[i].text.String(), fmt.Sprintf("call-%s-%d", head.ID, i))
-			d := &chatDelta{Content: &text}
-			if len(calls) > 0 {
-				for k := range calls {
-					calls[k].Index = &k
-				}
-				d.ToolCalls = calls
-				if *reason == "stop" {
-					r := "tool_calls"
-					reason = &r
-				}
-			}
-			chunk(chatChoice{Index: i, Delta: d})
+		if calls[i] > 0 && *reason == "stop" {
+			r := "tool_calls"
+			reason = &r
 		}
 		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: reason})
 	})

@@ -11,10 +11,10 @@ import (
 
 // Tool calling. Tools are rendered by the model's chat template (the
 // plain format lists them itself), and a reply calls them in the format
-// the model was trained on, which the server parses into OpenAI's
-// tool_calls (toolformats.go: Qwen's <tool_call> blocks, Llama 3.1's JSON,
-// Mistral's [TOOL_CALLS] list). tool_choice "required" or a named function
-// constrains the reply to such calls, with arguments that fit the
+// the model was trained on, which the reply's parser reads
+// (chat.ReplyFormat: Qwen's <tool_call> blocks, Llama 3.1's JSON,
+// Mistral's [TOOL_CALLS] list, ...). tool_choice "required" or a named
+// function constrains the reply to such calls, with arguments that fit the
 // function's parameters schema; "auto" lets the model choose and parses
 // what it wrote; "none" renders no tools and parses nothing.
 
@@ -44,7 +44,6 @@ type toolPlan struct {
 	defs    []any            // the tool definitions the template renders
 	grammar *grammar.Grammar // the reply's constraint, nil when free
 	parse   bool             // the reply is parsed for calls
-	format  toolFormat
 }
 
 // toolSetup checks tools and tool_choice against the model's tool format
@@ -53,8 +52,8 @@ type toolPlan struct {
 // With parallel (OpenAI's parallel_tool_calls, true by default) a
 // constrained reply may make up to 8 calls, where the format has room for
 // more than one.
-func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f toolFormat) (toolPlan, error) {
-	plan := toolPlan{format: f}
+func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f *chat.ReplyFormat) (toolPlan, error) {
+	var plan toolPlan
 	choice, named := "auto", ""
 	if len(tools) == 0 {
 		choice = "none"
@@ -103,7 +102,7 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f toolFor
 			continue
 		}
 		found = found || t.Function.Name == named
-		alts = append(alts, f.callSchema(t.Function.Name, params))
+		alts = append(alts, f.CallSchema(t.Function.Name, params))
 	}
 	if choice == "named" && !found {
 		return plan, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named)
@@ -121,10 +120,10 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f toolFor
 		return plan, badRequest("tools", "a tool's parameters: %v", err)
 	}
 	more := 7
-	if !parallel || f.single {
+	if !parallel || f.Single() {
 		more = 0
 	}
-	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) + "root ::= " + f.root(more) + "\n"
+	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) + "root ::= " + f.CallsGrammar(more) + "\n"
 	if plan.grammar, err = grammar.Parse(src); err != nil {
 		return plan, badRequest("tools", "%v", err)
 	}

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// A chat reply is read as it is generated (chat.ReplyParser): reasoning,
+// text and tool calls, in the model's own format. Every dialect (Chat
+// Completions, Responses, Messages) prepares its conversation the same
+// way (conversation) and renders the same events its own way.
+
+// conversation is a chat request made ready to run: the engine's
+// request, and how its reply is read.
+type conversation struct {
+	req   runtime.Request
+	tools toolPlan
+	reply replyPlan
+}
+
+// replyPlan says how a reply is read.
+type replyPlan struct {
+	format *chat.ReplyFormat
+	opts   chat.ParseOptions
+	// marks are the control tokens whose pieces the parser must see (a
+	// detokenizer writes no text for them).
+	marks map[int32]string
+}
+
+// newConversation completes req, whose Messages are set, for a reply read
+// in m's format: the tools and tool_choice (toolSetup), the template's
+// variables, and the prompt's tokens when the reply's reading depends on
+// how the prompt ends (a prefilled call marker, reasoning the template
+// opened). A request that already has a constraint cannot also require
+// calls.
+func newConversation(ctx context.Context, m *model, req runtime.Request, tools []tool, choice json.RawMessage, parallel bool) (*conversation, error) {
+	f := chat.ReplyFormatOf(m.eng.Chat())
+	plan, err := toolSetup(tools, choice, parallel, f)
+	if err != nil {
+		return nil, err
+	}
+	req.Tools = plan.defs
+	c := &conversation{tools: plan, reply: replyPlan{format: f, opts: chat.ParseOptions{Tools: plan.parse, Reasoning: f.Reasons()}}}
+	if plan.grammar != nil {
+		if req.Constraint != nil {
+			return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
+		}
+		req.Constraint = plan.grammar
+	}
+	prefill := plan.grammar != nil && f.Prefill()
+	if prefill || c.reply.opts.Reasoning {
+		ids, err := m.eng.PromptTokensContext(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if c.reply.opts.Reasoning {
+			// Does the prompt end inside the reasoning? Its last tokens say.
+			tail := make([]int, 0, 16)
+			for _, id := range ids[max(len(ids)-16, 0):] {
+				tail = append(tail, int(id))
+			}
+			c.reply.opts.InReasoning = f.OpensReasoning(m.eng.Tokenizer().Decode(tail))
+		}
+		if prefill {
+			for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), f.Marker(), false) {
+				ids = append(ids, int32(id))
+			}
+			c.reply.opts.Prefix = f.Marker()
+		}
+		req.Tokens, req.Messages, req.Tools = ids, nil, nil
+	}
+	c.reply.marks = markTokens(m.eng.Tokenizer(), f.MarkersFor(c.reply.opts))
+	c.req = req
+	return c, nil
+}
+
+// parser is a new parser for one choice's reply.
+func (r replyPlan) parser() *chat.ReplyParser { return r.format.NewParser(r.opts) }
+
+// markTokens maps the control tokens among markers to their pieces: those
+// the vocabulary has as one token that writes no text.
+func markTokens(tok tokenizer.Tokenizer, markers []string) map[int32]string {
+	var marks map[int32]string
+	for _, m := range markers {
+		ids := tokenizer.EncodeSpecial(tok, m, false)
+		if len(ids) != 1 || len(tok.TokenBytes(-1, ids[0])) > 0 {
+			continue // no such control token: the marker, if written, is text
+		}
+		if marks == nil {
+			marks = map[int32]string{}
+		}
+		marks[int32(ids[0])] = m
+	}
+	return marks
+}
+
+// callIDs gives the calls of a reply their ids: the model's own where
+// its format keeps them, else made from prefix (unique per choice).
+func callIDs(f *chat.ReplyFormat, prefix string, calls []chat.ReplyCall) []chat.ReplyCall {
+	for k := range calls {
+		calls[k].ID = f.CallID(prefix, k, calls[k].ID)
+	}
+	return calls
+}
