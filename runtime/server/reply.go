@@ -38,33 +38,28 @@ type replyPlan struct {
 // opened). A request that already has a constraint cannot also require
 // calls.
 func newConversation(ctx context.Context, m *model, req runtime.Request, tools []tool, choice json.RawMessage, parallel bool) (*conversation, error) {
-	f := chat.ReplyFormatOf(m.eng.Chat())
+	f := m.eng.ReplyFormat()
 	plan, err := toolSetup(tools, choice, parallel, f)
 	if err != nil {
 		return nil, err
 	}
 	req.Tools = plan.defs
-	c := &conversation{tools: plan, reply: replyPlan{format: f, opts: chat.ParseOptions{Tools: plan.parse, Reasoning: f.Reasons()}}}
+	c := &conversation{tools: plan, reply: replyPlan{format: f}}
 	if plan.grammar != nil {
 		if req.Constraint != nil {
 			return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
 		}
 		req.Constraint = plan.grammar
 	}
+	c.reply.opts = m.eng.ReplyOptions(req, nil)
+	c.reply.opts.Tools = plan.parse
 	prefill := plan.grammar != nil && f.Prefill()
 	if prefill || c.reply.opts.Reasoning {
 		ids, err := m.eng.PromptTokensContext(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		if c.reply.opts.Reasoning {
-			// Does the prompt end inside the reasoning? Its last tokens say.
-			tail := make([]int, 0, 16)
-			for _, id := range ids[max(len(ids)-16, 0):] {
-				tail = append(tail, int(id))
-			}
-			c.reply.opts.InReasoning = f.OpensReasoning(m.eng.Tokenizer().Decode(tail))
-		}
+		c.reply.opts.InReasoning = m.eng.ReplyOptions(req, ids).InReasoning
 		if prefill {
 			for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), f.Marker(), false) {
 				ids = append(ids, int32(id))
@@ -73,30 +68,13 @@ func newConversation(ctx context.Context, m *model, req runtime.Request, tools [
 		}
 		req.Tokens, req.Messages, req.Tools = ids, nil, nil
 	}
-	c.reply.marks = markTokens(m.eng.Tokenizer(), f.MarkersFor(c.reply.opts))
+	c.reply.marks = m.eng.ReplyMarks(c.reply.opts)
 	c.req = req
 	return c, nil
 }
 
 // parser is a new parser for one choice's reply.
 func (r replyPlan) parser() *chat.ReplyParser { return r.format.NewParser(r.opts) }
-
-// markTokens maps the control tokens among markers to their pieces: those
-// the vocabulary has as one token that writes no text.
-func markTokens(tok tokenizer.Tokenizer, markers []string) map[int32]string {
-	var marks map[int32]string
-	for _, m := range markers {
-		ids := tokenizer.EncodeSpecial(tok, m, false)
-		if len(ids) != 1 || len(tok.TokenBytes(-1, ids[0])) > 0 {
-			continue // no such control token: the marker, if written, is text
-		}
-		if marks == nil {
-			marks = map[int32]string{}
-		}
-		marks[int32(ids[0])] = m
-	}
-	return marks
-}
 
 // callIDs gives the calls of a reply their ids: the model's own where
 // its format keeps them, else made from prefix (unique per choice).
