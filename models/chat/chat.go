@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func New(source string) (*Template, error) {
 	cfg.LeftStripBlocks = true
 	env := &exec.Environment{
 		Context:           gonja.DefaultContext.Inherit(),
-		Filters:           gonja.DefaultEnvironment.Filters,
+		Filters:           filters(),
 		Tests:             gonja.DefaultEnvironment.Tests,
 		ControlStructures: gonja.DefaultEnvironment.ControlStructures,
 		Methods:           gonja.DefaultEnvironment.Methods,
@@ -102,15 +103,23 @@ func (t *Template) Source() string { return t.source }
 // roles do not alternate) comes back as an error.
 func (t *Template) Render(messages []Message, o Options) (string, error) {
 	msgs := make([]map[string]any, len(messages))
+	var nulled []map[string]any // assistant messages of calls alone, their content null
 	for i, m := range messages {
 		msgs[i] = map[string]any{"role": m.Role, "content": m.Content}
 		if len(m.ToolCalls) > 0 {
 			var calls []any
 			for _, c := range m.ToolCalls {
 				calls = append(calls, map[string]any{"id": c.ID, "type": "function",
-					"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+					"function": map[string]any{"name": c.Name, "arguments": templateArgs(c.Arguments)}})
 			}
 			msgs[i]["tool_calls"] = calls
+			if m.Content == "" {
+				// OpenAI's clients send null content beside calls, and
+				// templates test for it (DeepSeek R1's renders calls only
+				// then); those that take only a string get "" (below).
+				msgs[i]["content"] = nil
+				nulled = append(nulled, msgs[i])
+			}
 		}
 		if m.ToolCallID != "" {
 			msgs[i]["tool_call_id"] = m.ToolCallID
@@ -138,7 +147,13 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 	for k, v := range o.Vars {
 		vars[k] = v
 	}
-	out, err := t.tpl.ExecuteToString(exec.NewContext(vars))
+	out, err := t.tpl.ExecuteToString(exec.NewContext(maps.Clone(vars)))
+	if err != nil && len(nulled) > 0 {
+		for _, m := range nulled {
+			m["content"] = ""
+		}
+		out, err = t.tpl.ExecuteToString(exec.NewContext(maps.Clone(vars)))
+	}
 	if err != nil {
 		return "", fmt.Errorf("chat template: %w", firstLine(err))
 	}

@@ -24,6 +24,20 @@ type ReplyFormat struct {
 	// always are control tokens every reply of the family is made of
 	// (a channel format's), which the parser sees whatever it reads.
 	always []string
+	// inCalls are control tokens inside a call (Mistral v11's [ARGS],
+	// DeepSeek's separators), which the parser sees when it reads calls.
+	inCalls []string
+	// reasons: the family reasons without think markers (harmony's
+	// analysis channel).
+	reasons bool
+	// controlThink: the think markers are control tokens, which a grammar
+	// cannot write (Magistral's [THINK]).
+	controlThink bool
+	// requireOne: a control token comes between a call's name and its
+	// arguments, so Require can hold a reply to a single tool only.
+	requireOne bool
+	// require builds what Require returns; nil: requireJSONCalls.
+	require func(f *ReplyFormat, o RequireOptions, g *gbnfSet) (prefill, body string, err error)
 
 	argsKey  string // the key of a call's arguments in its JSON
 	marker   string // the control token that starts a reply's calls, "" when none
@@ -48,7 +62,7 @@ func (f *ReplyFormat) syntax(o ParseOptions) syntax {
 func (f *ReplyFormat) Name() string { return f.name }
 
 // Reasons reports whether the family writes reasoning in its replies.
-func (f *ReplyFormat) Reasons() bool { return f.think[0] != "" || f.think[1] != "" }
+func (f *ReplyFormat) Reasons() bool { return f.think[0] != "" || f.think[1] != "" || f.reasons }
 
 // ArgsKey is the key under which a call's JSON holds its arguments.
 func (f *ReplyFormat) ArgsKey() string { return f.argsKey }
@@ -63,7 +77,7 @@ func (f *ReplyFormat) Marker() string { return f.marker }
 // these pieces on where their tokens come.
 func (f *ReplyFormat) Markers() []string {
 	var out []string
-	for _, m := range append(append([]string{f.marker, f.think[0], f.think[1]}, f.openers...), f.always...) {
+	for _, m := range append(append(append([]string{f.marker, f.think[0], f.think[1]}, f.openers...), f.inCalls...), f.always...) {
 		if m != "" && !contains(out, m) {
 			out = append(out, m)
 		}
@@ -89,9 +103,10 @@ func (f *ReplyFormat) MarkersFor(o ParseOptions) []string {
 	if o.Reasoning {
 		add(f.think[0], f.think[1])
 	}
-	if o.Tools {
+	if o.Tools || len(o.ToolSpecs) > 0 {
 		add(f.marker)
 		add(f.openers...)
+		add(f.inCalls...)
 	}
 	return out
 }
@@ -127,8 +142,14 @@ func (f *ReplyFormat) CallSchema(name string, params json.RawMessage) string {
 
 // CallsGrammar is the GBNF root of a reply made of calls: one, and up to
 // more after it, each a "tool-call" rule the caller defines (the anyOf of
-// the tools' CallSchemas).
-func (f *ReplyFormat) CallsGrammar(more int) string { return f.root(more) }
+// the tools' CallSchemas). Only the families that write a call as one
+// JSON object have one ("" for the others); Require covers them all.
+func (f *ReplyFormat) CallsGrammar(more int) string {
+	if f.root == nil {
+		return ""
+	}
+	return f.root(more)
+}
 
 // OpensReasoning reports whether a rendered prompt ends inside the
 // family's reasoning: the template opened it for the model (DeepSeek-R1's
@@ -142,11 +163,15 @@ func (f *ReplyFormat) OpensReasoning(prompt string) bool {
 }
 
 // ReplyFormatOf is the reply format of a model's chat renderer, read from
-// its template: a template that renders [TOOL_CALLS] is Mistral's, one
-// that renders <|python_tag|> (or ipython and "parameters") Llama 3.1's,
-// and the rest write Hermes' <tool_call> blocks (Qwen 2.5 and 3, Hermes,
-// and the plain format). A template that writes <think> reasons between
-// <think> and </think>.
+// its template: one that renders harmony's <|channel|> and <|message|> is
+// gpt-oss's (Harmony), one that renders <｜tool▁calls▁begin｜> DeepSeek's
+// (with a ```json fence V3's and R1's, else V3.1's), one that renders
+// [TOOL_CALLS] and [ARGS] Mistral v11's (reasoning in [THINK] where it
+// renders that), [TOOL_CALLS] alone Mistral v3's, <function= and
+// <parameter= Qwen3-Coder's XML, <|python_tag|> (or ipython and
+// "parameters") Llama 3.1's, and the rest write Hermes' <tool_call>
+// blocks (Qwen 2.5 and 3, Hermes, and the plain format). A template that
+// writes <think> reasons between <think> and </think>.
 func ReplyFormatOf(r Renderer) *ReplyFormat {
 	t, ok := r.(*Template)
 	if !ok {
@@ -155,6 +180,18 @@ func ReplyFormatOf(r Renderer) *ReplyFormat {
 	src := t.Source()
 	f := Hermes
 	switch {
+	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "<|message|>"):
+		f = Harmony
+	case strings.Contains(src, dsCallsBegin) && strings.Contains(src, "```json"):
+		f = DeepSeek
+	case strings.Contains(src, dsCallsBegin):
+		f = DeepSeekV31
+	case strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]") && strings.Contains(src, "[THINK]"):
+		f = MagistralV11
+	case strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]"):
+		f = MistralV11
+	case strings.Contains(src, "<function=") && strings.Contains(src, "<parameter="):
+		f = QwenXML
 	case strings.Contains(src, "[TOOL_CALLS]"):
 		f = MistralV3
 	case strings.Contains(src, "<|python_tag|>") || strings.Contains(src, "ipython") && strings.Contains(src, `"parameters"`):

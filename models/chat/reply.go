@@ -58,6 +58,11 @@ type ParseOptions struct {
 	// Tools: tools were offered, so the reply is read for calls. Without
 	// it, call syntax is text.
 	Tools bool
+	// ToolSpecs are the tools offered, for the families whose calls do not
+	// say a value's type (Qwen3-Coder's XML writes 5 and "5" alike): a
+	// value is read as the parameter's schema says, text without one.
+	// Setting them sets Tools.
+	ToolSpecs []ToolSpec
 	// Reasoning: the reply is read for reasoning. Without it, reasoning
 	// markers are text.
 	Reasoning bool
@@ -93,6 +98,9 @@ type syntax interface {
 
 // NewParser returns a parser of replies in format f.
 func (f *ReplyFormat) NewParser(o ParseOptions) *ReplyParser {
+	if len(o.ToolSpecs) > 0 {
+		o.Tools = true
+	}
 	p := &ReplyParser{f: f, opts: o}
 	p.syn = f.syntax(o)
 	if o.Prefix != "" {
