@@ -28,7 +28,8 @@ import (
 // </function> or by the end of the reply: code that a model writes into
 // a value may hold the tag itself. Qwen3-Coder at times leaves out the
 // <tool_call> around a call; a bare <function=NAME> is read as a call
-// when NAME is one of the tools offered.
+// when NAME is one of the tools offered. A block that holds Qwen's JSON
+// call instead ({"name": ..., "arguments": ...}) is read as Hermes'.
 var QwenXML = &ReplyFormat{
 	name:    "qwen3-coder",
 	openers: []string{"<tool_call>", "<function="},
@@ -56,11 +57,12 @@ type xmlCall struct {
 	calls  int // calls started in the block
 	k      int // the current call
 	schema *paramSchema
-	params int    // parameters written in the current call
-	name   string // the function's or parameter's name being read
-	lead   bool   // a value's first newline may come (it is not the value's)
-	text   bool   // the value is text, streamed as a JSON string
-	value  []byte // a JSON value's text, reported once it closes
+	params int        // parameters written in the current call
+	name   string     // the function's or parameter's name being read
+	lead   bool       // a value's first newline may come (it is not the value's)
+	text   bool       // the value is text, streamed as a JSON string
+	value  []byte     // a JSON value's text, reported once it closes
+	json   *jsonBlock // the block holds a JSON call instead
 }
 
 const (
@@ -74,6 +76,20 @@ const (
 func (x *xmlCall) next(p *ReplyParser, t *tagged, final bool) (progress, done, text bool) {
 	if x.bare && x.st == xmlHead {
 		x.st = xmlName
+	}
+	if x.json != nil {
+		return x.json.next(p, t, final)
+	}
+	if x.st == xmlHead {
+		// Qwen's JSON call in the block, which these models write at times?
+		rest := strings.TrimLeft(p.buf, " \t\r\n")
+		if rest == "" && !final {
+			return false, false, false
+		}
+		if strings.HasPrefix(rest, "{") {
+			x.json = newJSONBlock(blockClose, "arguments")
+			return true, false, false
+		}
 	}
 	switch x.st {
 	case xmlHead, xmlParams, xmlAfter:

@@ -230,6 +230,10 @@ func (g *gbnfSet) without(w string) string {
 		return name
 	}
 	first := quote(w[:1])
+	if strings.IndexByte(w[1:], w[0]) >= 0 {
+		g.rule(name, notIn(w[0])+"*") // no w[0] at all: less, but never w
+		return name
+	}
 	g.rule(name, fmt.Sprintf(`( %s | %s %s-1 )* ( %s %s-e1 )?`, notIn(w[0]), first, name, first, name))
 	for k := 1; k < len(w); k++ {
 		next := ""
