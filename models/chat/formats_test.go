@@ -3,6 +3,7 @@ package chat_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -92,26 +93,31 @@ func feed(f *chat.ReplyFormat, o chat.ParseOptions, reply string, cut func(strin
 }
 
 // cuts feed a reply whole, a byte at a time, and in random pieces.
-var cuts = map[string]func(string) []string{
-	"whole": func(s string) []string { return []string{s} },
-	"bytes": func(s string) []string {
-		var out []string
-		for i := range len(s) {
-			out = append(out, s[i:i+1])
+var cuts = func() map[string]func(string) []string {
+	m := map[string]func(string) []string{
+		"whole": func(s string) []string { return []string{s} },
+		"bytes": func(s string) []string {
+			var out []string
+			for i := range len(s) {
+				out = append(out, s[i:i+1])
+			}
+			return out
+		},
+	}
+	for seed := range uint64(3) {
+		m[fmt.Sprintf("random%d", seed)] = func(s string) []string {
+			rng := rand.New(rand.NewPCG(uint64(len(s)), 43+seed))
+			var out []string
+			for len(s) > 0 {
+				n := min(1+rng.IntN(9), len(s))
+				out = append(out, s[:n])
+				s = s[n:]
+			}
+			return out
 		}
-		return out
-	},
-	"random": func(s string) []string {
-		rng := rand.New(rand.NewPCG(uint64(len(s)), 43))
-		var out []string
-		for len(s) > 0 {
-			n := min(1+rng.IntN(9), len(s))
-			out = append(out, s[:n])
-			s = s[n:]
-		}
-		return out
-	},
-}
+	}
+	return m
+}()
 
 // validateCalls checks every call's arguments against its tool's schema.
 func validateCalls(t *testing.T, calls []chat.ReplyCall, specs []chat.ToolSpec) {
@@ -571,7 +577,7 @@ func TestXMLValueGrammar(t *testing.T) {
 		if !g.Match(reply) {
 			continue
 		}
-		_, parsed := feed(chat.QwenXML, chat.ParseOptions{ToolSpecs: tool}, reply, cuts["random"])
+		_, parsed := feed(chat.QwenXML, chat.ParseOptions{ToolSpecs: tool}, reply, cuts["random1"])
 		var args struct{ S string }
 		if len(parsed.Calls) != 1 || json.Unmarshal([]byte(parsed.Calls[0].Arguments), &args) != nil || args.S != v {
 			t.Fatalf("value %q reads as %+v", v, parsed)
