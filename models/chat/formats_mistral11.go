@@ -81,7 +81,7 @@ func (c *v11Call) next(p *ReplyParser, t *tagged, final bool) (progress, done, t
 		}
 		t.raw = append(t.raw, p.buf[:n]...)
 		p.consume(n)
-		name := strings.TrimLeft(c.name, " ")
+		name := strings.TrimLeft(c.name, " \n")
 		if !validName(name) || len(c.id) > maxName || final && at < 0 || at >= 0 && name == "" {
 			return true, false, true // not a call: the opener and what followed are text
 		}
