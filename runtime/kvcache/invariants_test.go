@@ -121,7 +121,7 @@ func checkSeq(t testing.TB, p *Pool, s *Seq) {
 		if blk.node != 0 && lo < hi {
 			// A registered block records the tokens its users committed,
 			// after the same parent.
-			var parent uint64
+			parent := s.root
 			if i > 0 {
 				parent = s.nodes[i-1]
 			}

@@ -41,6 +41,7 @@ type Pool struct {
 	index     map[cacheKey]int32 // the prefix cache: registered blocks by exact key
 	lastNode  uint64             // node ids are never reused, so a stale parent can never match
 	live      map[*Seq]struct{}  // sequences holding blocks, for Stats
+	watch     func(Event)        // told of every change to the prefix cache (Watch), or nil
 
 	lookups, hits int // tokens asked for in Share, tokens found
 }
@@ -49,6 +50,10 @@ type block struct {
 	ref  int32    // block tables referencing it
 	node uint64   // prefix-cache identity; 0 when not registered
 	key  cacheKey // its index entry when registered
+	// When registered, what its events say (Event): its content hash, its
+	// namespace, and whether it is first or follows the block hashed parentHash.
+	hash, ns, parentHash uint64
+	first                bool
 }
 
 // cacheKey identifies a full block by everything that determines its K/V:
@@ -150,15 +155,22 @@ func (p *Pool) release(b int32) {
 // after the block identified by parent, and returns the node that
 // identifies this content. If an equal block is already registered (two
 // sequences computed the same prefix independently) that one keeps the
-// entry and its node is returned; b stays private.
-func (p *Pool) register(b int32, parent uint64, tokens []int32) uint64 {
+// entry and its node is returned; b stays private. The block's content
+// hash is h, chained from parentHash (from the namespace ns for a first
+// block).
+func (p *Pool) register(b int32, parent uint64, tokens []int32, h, ns, parentHash uint64, first bool) uint64 {
 	key := makeKey(parent, tokens)
 	if other, ok := p.index[key]; ok {
 		return p.blocks[other].node
 	}
 	p.lastNode++
-	p.blocks[b].node, p.blocks[b].key = p.lastNode, key
+	blk := &p.blocks[b]
+	blk.node, blk.key = p.lastNode, key
+	blk.hash, blk.ns, blk.parentHash, blk.first = h, ns, parentHash, first
 	p.index[key] = b
+	if p.watch != nil {
+		p.watch(blk.stored())
+	}
 	return p.lastNode
 }
 
@@ -166,6 +178,10 @@ func (p *Pool) register(b int32, parent uint64, tokens []int32) uint64 {
 // become unreachable (no key can name its node again) and age out of the LRU.
 func (p *Pool) unregister(b int32) {
 	blk := &p.blocks[b]
+	if p.watch != nil {
+		p.watch(Event{Hash: blk.hash, Namespace: blk.ns})
+	}
 	delete(p.index, blk.key)
 	blk.node, blk.key = 0, cacheKey{}
+	blk.hash, blk.ns, blk.parentHash, blk.first = 0, 0, 0, false
 }

@@ -11,6 +11,7 @@ type Seq struct {
 	table  []int32  // physical block of each logical block; covers reserved tokens
 	tokens []int32  // committed tokens, kept to key blocks as they fill
 	nodes  []uint64 // prefix-cache identity of each full block: the parent key of the next
+	hashes []uint64 // content hash of each full block (ChainHash, from root), for Events
 	cap    int      // tokens reserved: Len() <= cap <= len(table)*BlockSize()
 	root   uint64   // the parent key of the first block: the prefix cache's namespace
 }
@@ -69,6 +70,7 @@ func (s *Seq) Share(tokens []int32) int {
 		parent = p.blocks[b].node
 		s.table = append(s.table, b)
 		s.nodes = append(s.nodes, parent)
+		s.hashes = append(s.hashes, p.blocks[b].hash)
 	}
 	n := len(s.table) * bs
 	s.tokens = append(s.tokens, tokens[:n]...)
@@ -172,11 +174,14 @@ func (s *Seq) Commit(tokens []int32) {
 	p, bs := s.pool, s.pool.blockSize
 	s.tokens = append(s.tokens, tokens...)
 	for i := len(s.nodes); (i+1)*bs <= len(s.tokens); i++ {
-		parent := s.root
+		parent, parentHash := s.root, s.root
 		if i > 0 {
-			parent = s.nodes[i-1]
+			parent, parentHash = s.nodes[i-1], s.hashes[i-1]
 		}
-		s.nodes = append(s.nodes, p.register(s.table[i], parent, s.tokens[i*bs:(i+1)*bs]))
+		tokens := s.tokens[i*bs : (i+1)*bs]
+		h := ChainHash(parentHash, tokens)
+		s.nodes = append(s.nodes, p.register(s.table[i], parent, tokens, h, s.root, parentHash, i == 0))
+		s.hashes = append(s.hashes, h)
 	}
 }
 
@@ -195,7 +200,7 @@ func (s *Seq) Truncate(n int) {
 	for i := len(s.table) - 1; i >= keep; i-- {
 		p.release(s.table[i])
 	}
-	s.table, s.tokens, s.nodes, s.cap = s.table[:keep], s.tokens[:n], s.nodes[:n/bs], n
+	s.table, s.tokens, s.nodes, s.hashes, s.cap = s.table[:keep], s.tokens[:n], s.nodes[:n/bs], s.hashes[:n/bs], n
 	if n%bs != 0 {
 		if b := s.table[keep-1]; p.blocks[b].node != 0 && p.blocks[b].ref == 1 {
 			p.unregister(b)
