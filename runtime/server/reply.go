@@ -45,26 +45,29 @@ func newConversation(ctx context.Context, m *model, req runtime.Request, tools [
 	}
 	req.Tools = plan.defs
 	c := &conversation{tools: plan, reply: replyPlan{format: f}}
-	if plan.grammar != nil {
-		if req.Constraint != nil {
-			return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
-		}
-		req.Constraint = plan.grammar
+	if plan.required != nil && req.Constraint != nil {
+		return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
 	}
 	c.reply.opts = m.eng.ReplyOptions(req, nil)
-	c.reply.opts.Tools = plan.parse
-	prefill := plan.grammar != nil && f.Prefill()
-	if prefill || c.reply.opts.Reasoning {
+	c.reply.opts.Tools, c.reply.opts.ToolSpecs = plan.parse, plan.specs
+	if plan.required != nil || c.reply.opts.Reasoning {
 		ids, err := m.eng.PromptTokensContext(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		c.reply.opts.InReasoning = m.eng.ReplyOptions(req, ids).InReasoning
-		if prefill {
-			for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), f.Marker(), false) {
-				ids = append(ids, int32(id))
+		if plan.required != nil {
+			prefill, g, err := plan.require(f, c.reply.opts.InReasoning)
+			if err != nil {
+				return nil, err
 			}
-			c.reply.opts.Prefix = f.Marker()
+			req.Constraint = g
+			if prefill != "" {
+				for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), prefill, false) {
+					ids = append(ids, int32(id))
+				}
+				c.reply.opts.Prefix = prefill
+			}
 		}
 		req.Tokens, req.Messages, req.Tools = ids, nil, nil
 	}

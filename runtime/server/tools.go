@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"regexp"
-	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime/grammar"
@@ -41,9 +40,15 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // toolPlan is what a chat request's tools make of it.
 type toolPlan struct {
-	defs    []any            // the tool definitions the template renders
-	grammar *grammar.Grammar // the reply's constraint, nil when free
-	parse   bool             // the reply is parsed for calls
+	defs  []any           // the tool definitions the template renders
+	specs []chat.ToolSpec // the tools offered, for the reply's parser
+	parse bool            // the reply is parsed for calls
+	// required are the tools a call must use (all, or the named one):
+	// nil when calls are not required. more is how many calls may follow
+	// the first.
+	required []chat.ToolSpec
+	more     int
+	choice   json.RawMessage
 }
 
 // toolSetup checks tools and tool_choice against the model's tool format
@@ -53,7 +58,7 @@ type toolPlan struct {
 // constrained reply may make up to 8 calls, where the format has room for
 // more than one.
 func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f *chat.ReplyFormat) (toolPlan, error) {
-	var plan toolPlan
+	plan := toolPlan{choice: choiceRaw}
 	choice, named := "auto", ""
 	if len(tools) == 0 {
 		choice = "none"
@@ -83,8 +88,6 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f *chat.R
 	if choice != "none" && len(tools) == 0 {
 		return plan, badRequest("tool_choice", "tool_choice %q needs tools", choice)
 	}
-	var alts []string
-	found := false
 	for i, t := range tools {
 		if t.Type != "function" || !toolName.MatchString(t.Function.Name) {
 			return plan, badRequest("tools", "tool %d must be {\"type\": \"function\", \"function\": {\"name\": ...}} with a name of letters, digits, _ and -", i)
@@ -98,36 +101,42 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f *chat.R
 			return plan, badRequest("tools", "tool %d: %v", i, err)
 		}
 		plan.defs = append(plan.defs, def)
-		if choice == "named" && t.Function.Name != named {
-			continue
+		spec := chat.ToolSpec{Name: t.Function.Name, Parameters: params}
+		plan.specs = append(plan.specs, spec)
+		if choice == "required" || choice == "named" && t.Function.Name == named {
+			plan.required = append(plan.required, spec)
 		}
-		found = found || t.Function.Name == named
-		alts = append(alts, f.CallSchema(t.Function.Name, params))
 	}
-	if choice == "named" && !found {
+	if choice == "named" && len(plan.required) == 0 {
 		return plan, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named)
 	}
 	if choice == "none" {
-		plan.defs = nil
+		plan.defs, plan.specs = nil, nil
 		return plan, nil
 	}
 	plan.parse = true
-	if choice == "auto" {
-		return plan, nil
+	if plan.required != nil && !f.CanRequire(len(plan.required)) {
+		return plan, badRequest("tool_choice", "this model's tool-call format (%s) writes a control token between a call's name and its arguments, so a grammar can hold a reply to one tool only: name it in tool_choice", f.Name())
 	}
-	src, err := grammar.JSONSchemaGBNF([]byte(`{"anyOf":[`+strings.Join(alts, ",")+`]}`), grammar.SchemaOptions{})
-	if err != nil {
-		return plan, badRequest("tools", "a tool's parameters: %v", err)
-	}
-	more := 7
-	if !parallel || f.Single() {
-		more = 0
-	}
-	src = strings.Replace(src, "root ::= ", "tool-call ::= ", 1) + "root ::= " + f.CallsGrammar(more) + "\n"
-	if plan.grammar, err = grammar.Parse(src); err != nil {
-		return plan, badRequest("tools", "%v", err)
+	if parallel && !f.Single() {
+		plan.more = 7
 	}
 	return plan, nil
+}
+
+// require builds the prefill and the grammar that hold a reply to plan's
+// required calls; inReasoning: the prompt left the reasoning open, and
+// the reply may close it first.
+func (plan toolPlan) require(f *chat.ReplyFormat, inReasoning bool) (prefill string, g *grammar.Grammar, err error) {
+	r, err := f.Require(chat.RequireOptions{Tools: plan.required, More: plan.more, InReasoning: inReasoning,
+		Compile: func(schema []byte) (string, error) { return grammar.JSONSchemaGBNF(schema, grammar.SchemaOptions{}) }})
+	if err != nil {
+		return "", nil, badRequest("tools", "a tool's parameters: %v", err)
+	}
+	if g, err = grammar.Parse(r.Grammar); err != nil {
+		return "", nil, badRequest("tools", "%v", err)
+	}
+	return r.Prefill, g, nil
 }
 
 func mustJSON(v any) []byte {
