@@ -56,6 +56,10 @@ type Engine struct {
 	peakBlocks                  int           // most blocks in use at once (benchmarks reset it)
 	slotsAllocated, slotsUnused int64         // summed over steps, for the pool's waste
 	plainStep                   time.Duration // moving average of a decode step without drafts
+	spec                        SpecMetrics   // speculative decoding's proposals
+	// The adapters of prefix-cache namespaces (newSeqIn), for the cache's
+	// events.
+	kvAdapters map[uint64]kvAdapter
 	// LoRA adapters (lora.go), guarded by loraMu: by name, the composites
 	// of several in use by their key, by slot (nil: free), and whether a
 	// slot was freed since the backend last saw them.
@@ -232,6 +236,8 @@ type Metrics struct {
 	// MeanWaste is the pool's waste over the engine's life: allocated but
 	// unused slots over allocated slots, both summed over every step.
 	MeanWaste float64
+	// Spec counts speculative decoding's proposals; nil without a draft.
+	Spec *SpecMetrics
 }
 
 // Metrics reports the pool's use and the scheduler's state now.
@@ -241,6 +247,10 @@ func (e *Engine) Metrics() Metrics {
 	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
 	if e.slotsAllocated > 0 {
 		m.MeanWaste = float64(e.slotsUnused) / float64(e.slotsAllocated)
+	}
+	if e.drafter != nil {
+		spec := e.spec
+		m.Spec = &spec
 	}
 	return m
 }
@@ -451,7 +461,7 @@ func (e *Engine) ScoreAdapters(ctx context.Context, tokens []int32, adapters []A
 	e.mu.Lock()
 	seq := e.pool.NewSeq()
 	if ad != nil {
-		seq = e.pool.NewSeqIn(ad.namespace(adScale))
+		seq = e.newSeqIn(ad, adScale)
 	}
 	e.mu.Unlock()
 	defer func() {

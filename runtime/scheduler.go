@@ -301,7 +301,7 @@ func (e *Engine) admit() {
 		if s.kv == nil {
 			s.kv = e.pool.NewSeq()
 			if s.adapter != nil {
-				s.kv = e.pool.NewSeqIn(s.adapter.namespace(s.adapterScale))
+				s.kv = e.newSeqIn(s.adapter, s.adapterScale)
 			}
 		}
 		if s.kv.Len() == 0 && !e.noPrefixCache {

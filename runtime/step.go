@@ -133,6 +133,7 @@ func (e *Engine) step() error {
 			e.drafter.keep(w.s, keep)
 			w.s.stats.Drafted += len(w.draft)
 			w.s.stats.Accepted += accepted
+			e.spec.observe(len(w.draft), accepted)
 		}
 		if w.s.spec != nil && w.s.stats.Generated > 0 { // the first step includes the prompt
 			w.s.spec.observe(took, len(emit), len(w.draft), accepted)

@@ -93,7 +93,7 @@ func TestManifests(t *testing.T) {
 func TestServerSide(t *testing.T) {
 	w := newWorld(t)
 	for _, name := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
-		"vllm:gpu_cache_usage_perc", "vllm:lora_requests_info"} {
+		"vllm:lora_requests_info"} {
 		if w.Metrics[name] != "gauge" {
 			t.Errorf("/metrics exports %s as %q, want gauge", name, w.Metrics[name])
 		}

@@ -329,7 +329,7 @@ func TestMetrics(t *testing.T) {
 	if after["vllm:prefix_cache_queries_total"+lbl] <= before["vllm:prefix_cache_queries_total"+lbl] {
 		t.Error("prefix cache queries did not move")
 	}
-	for _, g := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+	for _, g := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"} {
 		v, ok := after[g+lbl]
 		if !ok || v < 0 || v > 1 && strings.HasSuffix(g, "perc") {
 			t.Errorf("%s = %g (present %v)", g, v, ok)
