@@ -1,8 +1,12 @@
 package runtime
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // A chat reply, as a Go program reads it: the tokens of a Stream go
@@ -70,3 +74,62 @@ func (r *ReplyReader) Next(t Token) []chat.ReplyEvent {
 
 // Close ends the reply: it returns the last events and the whole reply.
 func (r *ReplyReader) Close() ([]chat.ReplyEvent, chat.Reply) { return r.p.Close() }
+
+// ChatTools are the tools a chat request offers (Specs, which the reply's
+// parser reads calls of; their definitions go to the template as
+// Request.Tools) and the calls its reply must make: Required are the
+// tools one call must use (all of them for OpenAI's "required", the named
+// one for a named choice; nil when calls are free), More how many calls
+// may follow the first.
+type ChatTools struct {
+	Specs    []chat.ToolSpec
+	Parse    bool // read the reply for calls (false for tool_choice "none")
+	Required []chat.ToolSpec
+	More     int
+}
+
+// PrepareChat readies req, whose Messages are set, to run as a chat whose
+// reply is read in the model's format, and returns the reader's options.
+// When the reading depends on how the prompt ends (reasoning the template
+// opened) or calls are required, the prompt is tokenized here: req comes
+// back with its Tokens, and, for required calls, the family's prefill
+// appended and its grammar as the constraint (a request with a constraint
+// of its own cannot also require calls). Every client of the engine (the
+// server's dialects, the browser) prepares chats this way.
+func (e *Engine) PrepareChat(ctx context.Context, req Request, tools ChatTools) (Request, chat.ParseOptions, error) {
+	f := e.ReplyFormat()
+	if tools.Required != nil && req.Constraint != nil {
+		return req, chat.ParseOptions{}, fmt.Errorf("%w: calls cannot be required of a reply that has a constraint of its own", ErrBadRequest)
+	}
+	o := e.ReplyOptions(req, nil)
+	o.Tools = tools.Parse
+	if o.Tools {
+		o.ToolSpecs = tools.Specs
+	}
+	if tools.Required == nil && !o.Reasoning {
+		return req, o, nil
+	}
+	ids, err := e.PromptTokensContext(ctx, req)
+	if err != nil {
+		return req, o, err
+	}
+	o.InReasoning = e.ReplyOptions(req, ids).InReasoning
+	if tools.Required != nil {
+		r, err := f.Require(chat.RequireOptions{Tools: tools.Required, More: tools.More, InReasoning: o.InReasoning,
+			Compile: func(schema []byte) (string, error) { return grammar.JSONSchemaGBNF(schema, grammar.SchemaOptions{}) }})
+		if err != nil {
+			return req, o, fmt.Errorf("%w: tools: %w", ErrBadRequest, err)
+		}
+		if req.Constraint, err = grammar.Parse(r.Grammar); err != nil {
+			return req, o, fmt.Errorf("%w: tools: %w", ErrBadRequest, err)
+		}
+		if r.Prefill != "" {
+			for _, id := range tokenizer.EncodeSpecial(e.model.Tokenizer, r.Prefill, false) {
+				ids = append(ids, int32(id))
+			}
+			o.Prefix = r.Prefill
+		}
+	}
+	req.Tokens, req.Messages, req.Tools = ids, nil, nil
+	return req, o, nil
+}

@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -44,36 +44,17 @@ func newConversation(ctx context.Context, m *model, req runtime.Request, tools [
 		return nil, err
 	}
 	req.Tools = plan.defs
-	c := &conversation{tools: plan, reply: replyPlan{format: f}}
 	if plan.required != nil && req.Constraint != nil {
 		return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
 	}
-	c.reply.opts = m.eng.ReplyOptions(req, nil)
-	c.reply.opts.Tools, c.reply.opts.ToolSpecs = plan.parse, plan.specs
-	if plan.required != nil || c.reply.opts.Reasoning {
-		ids, err := m.eng.PromptTokensContext(ctx, req)
-		if err != nil {
-			return nil, err
+	req, opts, err := m.eng.PrepareChat(ctx, req, runtime.ChatTools{Specs: plan.specs, Parse: plan.parse, Required: plan.required, More: plan.more})
+	if err != nil {
+		if errors.Is(err, runtime.ErrBadRequest) && plan.required != nil {
+			return nil, badRequest("tools", "%v", err)
 		}
-		c.reply.opts.InReasoning = m.eng.ReplyOptions(req, ids).InReasoning
-		if plan.required != nil {
-			prefill, g, err := plan.require(f, c.reply.opts.InReasoning)
-			if err != nil {
-				return nil, err
-			}
-			req.Constraint = g
-			if prefill != "" {
-				for _, id := range tokenizer.EncodeSpecial(m.eng.Tokenizer(), prefill, false) {
-					ids = append(ids, int32(id))
-				}
-				c.reply.opts.Prefix = prefill
-			}
-		}
-		req.Tokens, req.Messages, req.Tools = ids, nil, nil
+		return nil, err
 	}
-	c.reply.marks = m.eng.ReplyMarks(c.reply.opts)
-	c.req = req
-	return c, nil
+	return &conversation{req: req, tools: plan, reply: replyPlan{format: f, opts: opts, marks: m.eng.ReplyMarks(opts)}}, nil
 }
 
 // parser is a new parser for one choice's reply.

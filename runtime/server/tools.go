@@ -5,7 +5,6 @@ import (
 	"regexp"
 
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // Tool calling. Tools are rendered by the model's chat template (the
@@ -122,21 +121,6 @@ func toolSetup(tools []tool, choiceRaw json.RawMessage, parallel bool, f *chat.R
 		plan.more = 7
 	}
 	return plan, nil
-}
-
-// require builds the prefill and the grammar that hold a reply to plan's
-// required calls; inReasoning: the prompt left the reasoning open, and
-// the reply may close it first.
-func (plan toolPlan) require(f *chat.ReplyFormat, inReasoning bool) (prefill string, g *grammar.Grammar, err error) {
-	r, err := f.Require(chat.RequireOptions{Tools: plan.required, More: plan.more, InReasoning: inReasoning,
-		Compile: func(schema []byte) (string, error) { return grammar.JSONSchemaGBNF(schema, grammar.SchemaOptions{}) }})
-	if err != nil {
-		return "", nil, badRequest("tools", "a tool's parameters: %v", err)
-	}
-	if g, err = grammar.Parse(r.Grammar); err != nil {
-		return "", nil, badRequest("tools", "%v", err)
-	}
-	return r.Prefill, g, nil
 }
 
 func mustJSON(v any) []byte {
