@@ -33,11 +33,17 @@ func badRequest(param, format string, args ...any) error {
 	return e
 }
 
-// fail answers err (see answer) as an OpenAI-shaped error body.
+// fail answers err (see answer) as an error body in the shape of the API
+// the request speaks: Anthropic's on its Messages API (messages.go),
+// OpenAI's elsewhere.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	he := s.answer(r.Context(), err)
 	if he.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(he.retryAfter))
+	}
+	if anthropicPath(r.URL.Path) {
+		writeAnthropicError(w, he)
+		return
 	}
 	writeError(w, he.status, he.kind, he.code, he.msg, he.param)
 }

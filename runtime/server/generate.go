@@ -141,6 +141,9 @@ func (s *Server) start(ctx context.Context, m *model, reqs []runtime.Request, n 
 	}
 	var streams []*runtime.Stream
 	for _, req := range reqs {
+		if s.scripted != nil {
+			req = s.scripted(req)
+		}
 		sts, err := m.eng.StartN(ctx, req, n)
 		if err != nil {
 			for _, st := range streams {

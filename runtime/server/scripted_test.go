@@ -36,7 +36,11 @@ func withScript(text string) option.RequestOption { return option.WithJSONSet("g
 
 // qwen3Engine is a random model at a tiny Qwen3 shape with the real Qwen3
 // tokenizer and chat template (Hermes tool calls, <think> reasoning).
-func qwen3Engine(t *testing.T) *runtime.Engine {
+func qwen3Engine(t *testing.T) *runtime.Engine { return qwen3EngineContext(t, 256) }
+
+// qwen3EngineContext is qwen3Engine with a context of n tokens, for
+// conversations of tools, calls and results.
+func qwen3EngineContext(t *testing.T, n int) *runtime.Engine {
 	t.Helper()
 	dir := filepath.Join("..", "..", "..", "shared", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
@@ -46,7 +50,7 @@ func qwen3Engine(t *testing.T) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shape.Config.Vocab = 151936
+	shape.Config.Vocab, shape.Config.Context = 151936, max(n, shape.Config.Context)
 	tok, err := synth.HFTokenizer(dir, "qwen2", shape.Config.Vocab)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +63,7 @@ func qwen3Engine(t *testing.T) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: 256})
+	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: n})
 	if err != nil {
 		t.Fatal(err)
 	}

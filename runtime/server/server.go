@@ -36,8 +36,9 @@ import (
 // Options configure a Server. The zero value serves without a key, with
 // the defaults below.
 type Options struct {
-	// APIKey, if set, must come as "Authorization: Bearer KEY" on every
-	// endpoint but /health and /metrics.
+	// APIKey, if set, must come as "Authorization: Bearer KEY" (OpenAI's
+	// clients) or "x-api-key: KEY" (Anthropic's) on every endpoint but
+	// /health and /metrics.
 	APIKey string
 	// CORSOrigin, if set, is sent as Access-Control-Allow-Origin ("*" for
 	// any), and preflight requests are answered.
@@ -129,6 +130,10 @@ type Server struct {
 	// it, its cause errDrainCut.
 	stop    context.Context
 	stopNow context.CancelCauseFunc
+	// scripted, set only by tests (export_test.go), rewrites each request
+	// before it starts, so that a random model writes the reply a test
+	// scripted.
+	scripted func(runtime.Request) runtime.Request
 }
 
 const (
@@ -246,7 +251,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			s.opts.Logger.Error("panic", "request_id", id, "panic", fmt.Sprint(p))
 			if !rw.wrote {
-				writeError(rw, http.StatusInternalServerError, "server_error", nil, "internal error")
+				s.fail(rw, r, &httpError{status: http.StatusInternalServerError, kind: "server_error", msg: "internal error"})
 			}
 		}
 		endpoint := s.endpoint(r)
@@ -265,7 +270,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o := s.opts.CORSOrigin; o != "" {
 		h := rw.Header()
 		h.Set("Access-Control-Allow-Origin", o)
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id, X-Api-Key, Anthropic-Version")
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 		if o != "*" {
@@ -278,15 +283,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opts.APIKey != "" && r.URL.Path != "/health" && r.URL.Path != "/metrics" && !s.authorized(r) {
 		code := "invalid_api_key"
-		writeError(rw, http.StatusUnauthorized, "invalid_request_error", &code, "missing or wrong API key: send Authorization: Bearer KEY")
+		s.fail(rw, r, &httpError{status: http.StatusUnauthorized, kind: "invalid_request_error", code: &code,
+			msg: "missing or wrong API key: send Authorization: Bearer KEY or x-api-key: KEY"})
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
 }
 
+// authorized reports whether r carries the key, as OpenAI's clients send
+// it (a bearer token) or as Anthropic's do (x-api-key): either will do,
+// since a client may send both, one of them its environment's.
 func (s *Server) authorized(r *http.Request) bool {
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.opts.APIKey)) == 1
+	want := []byte(s.opts.APIKey)
+	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(bearer)), want) == 1 {
+		return true
+	}
+	key := r.Header.Get("X-Api-Key")
+	return key != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), want) == 1
 }
 
 // endpoint is the route pattern of r, a bounded label for the metrics.
@@ -311,8 +325,10 @@ func (s *Server) route() {
 	s.mux.HandleFunc("POST /rerank", s.work(s.rerank))
 	s.mux.HandleFunc("POST /v1/load_lora_adapter", s.work(s.loadLoRA))
 	s.mux.HandleFunc("POST /v1/unload_lora_adapter", s.work(s.unloadLoRA))
+	s.mux.HandleFunc("POST /v1/messages", s.work(s.messages))
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.work(s.countTokens))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", nil, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+		s.fail(w, r, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})
 }
 
@@ -361,11 +377,10 @@ func (s *Server) work(h func(http.ResponseWriter, *http.Request) error) http.Han
 		defer func() { s.count.Add(-1); s.live.Done() }()
 		switch s.state.Load() {
 		case stateLoading:
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, "unavailable", nil, "the server is loading its models")
+			s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", retryAfter: 5, msg: "the server is loading its models"})
 			return
 		case stateDraining:
-			writeError(w, http.StatusServiceUnavailable, "unavailable", nil, "the server is shutting down")
+			s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the server is shutting down"})
 			return
 		}
 		ctx, cancel := context.WithCancelCause(r.Context())

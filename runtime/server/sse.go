@@ -29,20 +29,32 @@ func (e *sse) begin() {
 }
 
 // send writes one event holding v as JSON.
-func (e *sse) send(v any) error {
+func (e *sse) send(v any) error { return e.named("", v) }
+
+// named writes one event holding v as JSON under an event name (an
+// "event: NAME" line before its data), as Anthropic's API names every
+// event; "" names none.
+func (e *sse) named(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return e.raw(b)
+	return e.write(name, b)
 }
 
-func (e *sse) raw(b []byte) error {
+func (e *sse) raw(b []byte) error { return e.write("", b) }
+
+func (e *sse) write(name string, b []byte) error {
 	if e.err != nil {
 		return e.err
 	}
 	e.begin()
-	buf := make([]byte, 0, len(b)+8)
+	buf := make([]byte, 0, len(name)+len(b)+16)
+	if name != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, name...)
+		buf = append(buf, '\n')
+	}
 	buf = append(buf, "data: "...)
 	buf = append(buf, b...)
 	buf = append(buf, "\n\n"...)
