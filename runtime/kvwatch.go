@@ -28,6 +28,18 @@ func (e *Engine) WatchKVCache(fn func(KVEvent)) []KVEvent {
 		return nil
 	}
 	e.pool.Watch(func(ev kvcache.Event) { fn(e.kvEvent(ev)) })
+	return e.cachedKV()
+}
+
+// CachedKV returns the blocks the engine's prefix cache holds now, as
+// stored events, parents first: what a watcher's mirror should hold.
+func (e *Engine) CachedKV() []KVEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cachedKV()
+}
+
+func (e *Engine) cachedKV() []KVEvent {
 	cached := e.pool.Cached()
 	out := make([]KVEvent, len(cached))
 	for i, ev := range cached {
