@@ -19,6 +19,10 @@ type choice struct {
 	// marks are control tokens whose pieces the text keeps (a tool
 	// format's marker, which the reply is parsed for).
 	marks map[int32]string
+	// read, when set, sees every token as it is added: a reply reader
+	// that needs each token, not the text of an event (the Responses
+	// API's, which counts the reasoning's tokens).
+	read func(runtime.Token)
 }
 
 // newChoices makes n choices whose prompts end with token last (for the
@@ -37,6 +41,7 @@ func (c *choice) addAll(toks []runtime.Token, logprobs bool, t tokenizer.Tokeniz
 	var text strings.Builder
 	var lps []tokenLogprob
 	for _, tok := range toks {
+		text.WriteString(c.marks[tok.ID])
 		text.WriteString(tok.Text)
 		if lp := c.add(tok, logprobs, t); lp != nil {
 			lps = append(lps, *lp)
@@ -49,6 +54,9 @@ func (c *choice) addAll(toks []runtime.Token, logprobs bool, t tokenizer.Tokeniz
 func (c *choice) add(tok runtime.Token, logprobs bool, t tokenizer.Tokenizer) *tokenLogprob {
 	c.text.WriteString(c.marks[tok.ID])
 	c.text.WriteString(tok.Text)
+	if c.read != nil {
+		c.read(tok)
+	}
 	if !logprobs || tok.ID < 0 {
 		return nil
 	}

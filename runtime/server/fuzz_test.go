@@ -29,6 +29,7 @@ const fuzzSlow = 5 * time.Second
 var fuzzEndpoints = []string{
 	"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/rerank",
 	"/tokenize", "/detokenize", "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
+	"/v1/responses",
 }
 
 // fuzzSeeds are valid and nearly valid bodies of each endpoint, the
@@ -52,6 +53,15 @@ var fuzzSeeds = map[string][]string{
 		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{\"q\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"2"}],"tool_choice":{"type":"function","function":{"name":"get"}},"tools":[{"type":"function","function":{"name":"get"}}]}`,
 		`{"messages":[{"role":"developer","content":"x"}],"response_format":{"type":"json_object"},"stream":true}`,
 		`{"model":"bert","messages":[{"role":"user","content":"Hi"}]}`,
+	},
+	"/v1/responses": {
+		`{"model":"stories260K","input":"Hi","instructions":"Be brief.","max_output_tokens":4,"temperature":0.5,"top_p":0.9,"store":false,"metadata":{"k":"v"},"truncation":"disabled","include":["reasoning.encrypted_content"],"reasoning":{"effort":"low","summary":"auto"}}`,
+		`{"input":[{"type":"message","role":"developer","content":"x"},{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"hm"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a","annotations":[]}]},{"type":"function_call","call_id":"c1","name":"get","arguments":"{\"q\":1}"},{"type":"function_call_output","call_id":"c1","output":"2"}],"tools":[{"type":"function","name":"get","parameters":{"type":"object","properties":{"q":{"type":"integer"}}},"strict":true}],"tool_choice":"required","parallel_tool_calls":false}`,
+		`{"input":"a","tools":[{"type":"function","name":"get"}],"tool_choice":{"type":"function","name":"get"},"stream":true}`,
+		`{"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"strict":true},"verbosity":"low"}}`,
+		`{"input":"a","text":{"format":{"type":"json_object"}},"previous_response_id":"resp_x"}`,
+		`{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]},{"type":"item_reference","id":"x"}],"tools":[{"type":"web_search"}]}`,
+		`{"input":"a","max_tokens":3,"response_format":{"type":"text"},"n":2,"background":true,"conversation":"c","prompt":{"id":"p"},"truncation":"auto","top_logprobs":2}`,
 	},
 	"/v1/embeddings": {
 		`{"model":"bert","input":"hello world","encoding_format":"base64","dimensions":8}`,

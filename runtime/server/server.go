@@ -122,6 +122,8 @@ type Server struct {
 	// Embedding models (embeddings.go), likewise.
 	embedders  map[string]*embedModel
 	embedNames []string
+	// stored are the Responses API's stored responses (responses_store.go).
+	stored *responseStore
 
 	state atomic.Int32 // loading, ready, draining
 	live  sync.WaitGroup
@@ -185,7 +187,7 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}}
+	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}, stored: newResponseStore(storeCount, storeBytes)}
 	s.stop, s.stopNow = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(opts.Registerer, s.snapshot)
 	s.route()
@@ -318,6 +320,9 @@ func (s *Server) route() {
 	s.mux.HandleFunc("GET /v1/models/{id}", s.getModel)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.work(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.work(s.complete))
+	s.mux.HandleFunc("POST /v1/responses", s.work(s.createResponse))
+	s.mux.HandleFunc("GET /v1/responses/{id}", s.work(s.getResponse))
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.work(s.deleteResponse))
 	s.mux.HandleFunc("POST /tokenize", s.work(s.tokenize))
 	s.mux.HandleFunc("POST /detokenize", s.work(s.detokenize))
 	s.mux.HandleFunc("POST /v1/embeddings", s.work(s.embeddings))

@@ -1,0 +1,244 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// The store keeps at most its count and its bytes, dropping the least
+// recently used (a get uses one); a response larger than the store is not
+// kept; delete drops one.
+func TestResponseStoreBounds(t *testing.T) {
+	entry := func(id string, n int) *storedResponse {
+		return &storedResponse{id: id, body: []byte(strings.Repeat("b", n)), history: []byte("[]")}
+	}
+	size := entry("a", 100).size() // every id below is one letter
+	for _, tc := range []struct {
+		name     string
+		count    int
+		bytes    int64
+		ops      []string // put:ID, get:ID, del:ID, big:ID (larger than the store)
+		want     []string // kept, the most recently used first
+		wantMiss []string
+	}{
+		{"count", 2, 1 << 20, []string{"put:a", "put:b", "put:c"}, []string{"c", "b"}, []string{"a"}},
+		{"bytes", 10, 2 * size, []string{"put:a", "put:b", "put:c"}, []string{"c", "b"}, []string{"a"}},
+		{"a get keeps it", 2, 1 << 20, []string{"put:a", "put:b", "get:a", "put:c"}, []string{"c", "a"}, []string{"b"}},
+		{"delete", 3, 1 << 20, []string{"put:a", "put:b", "del:a"}, []string{"b"}, []string{"a"}},
+		{"too large", 3, 2 * size, []string{"put:a", "big:b"}, []string{"a"}, []string{"b"}},
+		{"put twice", 3, 1 << 20, []string{"put:a", "put:b", "put:a"}, []string{"a", "b"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newResponseStore(tc.count, tc.bytes)
+			for _, op := range tc.ops {
+				verb, id, _ := strings.Cut(op, ":")
+				switch verb {
+				case "put":
+					if !st.put(entry(id, 100)) {
+						t.Fatalf("%s: not kept", op)
+					}
+				case "big":
+					if st.put(entry(id, int(tc.bytes))) {
+						t.Fatalf("%s: kept", op)
+					}
+				case "get":
+					if _, ok := st.get(id); !ok {
+						t.Fatalf("%s: missing", op)
+					}
+				case "del":
+					if !st.delete(id) || st.delete(id) {
+						t.Fatalf("%s: not deleted once", op)
+					}
+				}
+			}
+			var got []string
+			for e := st.order.Front(); e != nil; e = e.Next() {
+				got = append(got, e.Value.(*storedResponse).id)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("kept %v, want %v", got, tc.want)
+			}
+			for _, id := range tc.wantMiss {
+				if _, ok := st.get(id); ok {
+					t.Errorf("%s is still kept", id)
+				}
+			}
+			n, b := st.usage()
+			if n != len(tc.want) || b != int64(n)*size || n > tc.count || b > tc.bytes {
+				t.Errorf("usage %d responses, %d bytes; want %d of %d bytes each", n, b, len(tc.want), size)
+			}
+		})
+	}
+}
+
+// Input items become the template's messages: an assistant's turn is its
+// run of reasoning, message and calls; outputs are tool messages.
+func TestInputMessages(t *testing.T) {
+	args := `{"city":"Paris"}`
+	call := func(id string) inputItem {
+		return inputItem{Type: "function_call", CallID: id, Name: "get_weather", Arguments: &args}
+	}
+	text := func(role, s string) inputItem {
+		b, _ := json.Marshal(s)
+		return inputItem{Type: "message", Role: role, Content: b}
+	}
+	reasoning := inputItem{Type: "reasoning", Content: json.RawMessage(`[{"type":"reasoning_text","text":"hm"}]`)}
+	paris := map[string]any{"city": "Paris"}
+	for _, tc := range []struct {
+		name  string
+		items []inputItem
+		want  []chat.Message
+	}{
+		{"roles", []inputItem{text("developer", "Be brief."), {Role: "user", Content: json.RawMessage(`[{"type":"input_text","text":"Hi"},{"type":"input_text","text":"!"}]`)}},
+			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi!"}}},
+		{"a turn: reasoning, text, calls", []inputItem{text("user", "Q"), reasoning, text("assistant", "Let me see."), call("c1"), call("c2"),
+			{Type: "function_call_output", CallID: "c1", Output: json.RawMessage(`"21"`)}, {Type: "function_call_output", CallID: "c2", Output: json.RawMessage(`[{"type":"input_text","text":"22"}]`)}},
+			[]chat.Message{{Role: "user", Content: "Q"}, {Role: "assistant", Content: "Let me see.", Reasoning: "hm",
+				ToolCalls: []chat.ToolCall{{ID: "c1", Name: "get_weather", Arguments: paris}, {ID: "c2", Name: "get_weather", Arguments: paris}}},
+				{Role: "tool", ToolCallID: "c1", Content: "21"}, {Role: "tool", ToolCallID: "c2", Content: "22"}}},
+		{"a message after calls is a new turn", []inputItem{call("c1"), text("assistant", "Done."), text("assistant", "More.")},
+			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "get_weather", Arguments: paris}}},
+				{Role: "assistant", Content: "Done."}, {Role: "assistant", Content: "More."}}},
+		{"reasoning after text is a new turn", []inputItem{text("assistant", "A"), reasoning, {Type: "message", Role: "assistant", Content: json.RawMessage(`[{"type":"output_text","text":"B","annotations":[]}]`)}},
+			[]chat.Message{{Role: "assistant", Content: "A"}, {Role: "assistant", Content: "B", Reasoning: "hm"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := inputMessages(tc.items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	bad := `{}`
+	for _, tc := range []struct {
+		item inputItem
+		want string
+	}{
+		{inputItem{Type: "message", Role: "tool", Content: json.RawMessage(`"x"`)}, "role"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_image","image_url":"x"}]`)}, "text only"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_text"}]`)}, "without its text"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`{"a":1}`)}, "content parts"},
+		{inputItem{Type: "function_call", Name: "f"}, "call_id"},
+		{inputItem{Type: "function_call", CallID: "c", Name: "f", Arguments: new(string)}, ""}, // empty arguments are {}
+		{inputItem{Type: "function_call", CallID: "c", Name: "f", Arguments: &args}, ""},
+		{inputItem{Type: "function_call", CallID: "c", Name: "f", Arguments: func() *string { s := "[1]"; return &s }()}, "JSON object"},
+		{inputItem{Type: "function_call", CallID: "c", Name: "f", Arguments: func() *string { s := "null"; return &s }()}, "JSON object"},
+		{inputItem{Type: "function_call_output", Output: json.RawMessage(`"x"`)}, "call_id"},
+		{inputItem{Type: "reasoning", Content: json.RawMessage(`[{"type":"input_text","text":"x"}]`)}, "reasoning_text"},
+		{inputItem{Type: "item_reference"}, "item_reference"},
+		{inputItem{Type: "web_search_call"}, "web_search_call"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(bad)}, "content parts"},
+	} {
+		_, err := inputMessages([]inputItem{tc.item})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.item, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want one about %q", tc.item, err, tc.want)
+		case err != nil:
+			if he, ok := err.(*httpError); !ok || he.status != 400 || he.param == nil || *he.param != "input" {
+				t.Errorf("%+v: %#v is not a 400 about input", tc.item, err)
+			}
+		}
+	}
+}
+
+// The output: a reasoning and a message without the whitespace around
+// them, calls with their arguments; the reasoning's tokens are those up
+// to its closing marker; streamed, every item is added, written and done.
+func TestOutputBuilder(t *testing.T) {
+	b := &outputBuilder{stream: true, format: chat.Hermes, callPrefix: "call_x"}
+	// One token per piece, as a reply is read.
+	for _, evs := range [][]chat.ReplyEvent{
+		nil, // <think>
+		{{Kind: chat.EventReasoning, Text: "\n"}},
+		{{Kind: chat.EventReasoning, Text: "Sunny"}},
+		{{Kind: chat.EventReasoning, Text: ".\n"}},
+		nil, // </think>
+		{{Kind: chat.EventText, Text: "\n\n"}},
+		{{Kind: chat.EventText, Text: "Yes"}},
+		{{Kind: chat.EventText, Text: " \n"}},
+		{{Kind: chat.EventText, Text: "it is."}},
+		{{Kind: chat.EventText, Text: "\n"}},
+		{{Kind: chat.EventCall, Call: 0, Name: "f"}},
+		{{Kind: chat.EventArgs, Call: 0, Text: `{"a":`}},
+		{{Kind: chat.EventArgs, Call: 0, Text: `1}`}},
+		{{Kind: chat.EventText, Text: "\n"}},
+		{{Kind: chat.EventCall, Call: 1, Name: "g"}},
+	} {
+		b.read(runtime.Token{ID: 1}, evs)
+	}
+	b.finish(runtime.Stats{StoppedAtEOS: true})
+	out, _ := json.Marshal(b.output())
+	var items []map[string]any
+	json.Unmarshal(out, &items)
+	want := []string{"reasoning Sunny.", "message Yes \nit is.", `function_call f {"a":1}`, "function_call g {}"}
+	if len(items) != len(want) {
+		t.Fatalf("output %s", out)
+	}
+	for i, it := range items {
+		var got string
+		switch it["type"] {
+		case "reasoning":
+			got = "reasoning " + it["content"].([]any)[0].(map[string]any)["text"].(string)
+		case "message":
+			got = "message " + it["content"].([]any)[0].(map[string]any)["text"].(string)
+		case "function_call":
+			got = fmt.Sprintf("function_call %s %s", it["name"], it["arguments"])
+			if it["call_id"] != fmt.Sprintf("call_x-%d", i-2) {
+				t.Errorf("call id %v", it["call_id"])
+			}
+		}
+		if got != want[i] || it["status"] != "completed" {
+			t.Errorf("item %d: %q (%v), want %q", i, got, it["status"], want[i])
+		}
+	}
+	if n := b.reasoningTokens(); n != 5 {
+		t.Errorf("%d reasoning tokens, want 5 (<think> to </think>)", n)
+	}
+	var types []string
+	for i, ev := range b.queue {
+		if ev["sequence_number"] != i {
+			t.Fatalf("event %d has sequence_number %v", i, ev["sequence_number"])
+		}
+		if name := ev["type"].(string); len(types) == 0 || types[len(types)-1] != name {
+			types = append(types, name)
+		}
+	}
+	wantTypes := "response.output_item.added response.content_part.added response.reasoning_text.delta response.reasoning_text.done response.content_part.done response.output_item.done " +
+		"response.output_item.added response.content_part.added response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
+		"response.output_item.added response.function_call_arguments.delta response.function_call_arguments.done response.output_item.done " +
+		"response.output_item.added response.function_call_arguments.done response.output_item.done"
+	if got := strings.Join(types, " "); got != wantTypes {
+		t.Errorf("events\n%s\nwant\n%s", got, wantTypes)
+	}
+	// Cut short: the item being written is incomplete.
+	cut := &outputBuilder{format: chat.Hermes}
+	cut.read(runtime.Token{ID: 1}, []chat.ReplyEvent{{Kind: chat.EventReasoning, Text: "hm"}})
+	cut.finish(runtime.Stats{})
+	if it := cut.output()[0].(reasoningItem); it.Status != "incomplete" || cut.reasoningTokens() != 1 {
+		t.Errorf("cut short: %+v, %d reasoning tokens", it, cut.reasoningTokens())
+	}
+}
+
+// A streamed choice's text carries the pieces of the control tokens it
+// keeps, as its whole text does, so that a streamed reply is parsed
+// alike.
+func TestAddAllKeepsMarks(t *testing.T) {
+	c := &choice{marks: map[int32]string{5: "[TOOL_CALLS]"}}
+	var read []int32
+	c.read = func(tok runtime.Token) { read = append(read, tok.ID) }
+	text, _ := c.addAll([]runtime.Token{{ID: 5}, {ID: 40, Text: ` [{"name": "f"}]`}}, false, nil)
+	if text != `[TOOL_CALLS] [{"name": "f"}]` || text != c.text.String() || !reflect.DeepEqual(read, []int32{5, 40}) {
+		t.Errorf("streamed %q, whole %q, read %v", text, c.text.String(), read)
+	}
+}
