@@ -30,6 +30,7 @@ var fuzzEndpoints = []string{
 	"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/rerank",
 	"/tokenize", "/detokenize", "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
 	"/v1/responses",
+	"/v1/messages", "/v1/messages/count_tokens",
 }
 
 // fuzzSeeds are valid and nearly valid bodies of each endpoint, the
@@ -62,6 +63,18 @@ var fuzzSeeds = map[string][]string{
 		`{"input":"a","text":{"format":{"type":"json_object"}},"previous_response_id":"resp_x"}`,
 		`{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]},{"type":"item_reference","id":"x"}],"tools":[{"type":"web_search"}]}`,
 		`{"input":"a","max_tokens":3,"response_format":{"type":"text"},"n":2,"background":true,"conversation":"c","prompt":{"id":"p"},"truncation":"auto","top_logprobs":2}`,
+	},
+	"/v1/messages": {
+		`{"model":"stories260K","max_tokens":5,"system":"Be brief.","messages":[{"role":"user","content":"Hi"}],"temperature":0.5,"top_p":0.9,"top_k":40,"stop_sequences":["."],"metadata":{"user_id":"u"},"stream":true}`,
+		`{"max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":""},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"a"},{"type":"tool_use","id":"t1","name":"get","input":{"q":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"2"}],"is_error":true},{"type":"text","text":"ok"}]}],"tools":[{"name":"get","description":"d","input_schema":{"type":"object","properties":{"q":{"type":"integer"}}}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
+		`{"max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"tool","name":"get"},"tools":[{"type":"custom","name":"get","input_schema":{"type":"object"}}]}`,
+		`{"max_tokens":5,"output_config":{"effort":"max","format":{"type":"json_schema","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}},"messages":[{"role":"user","content":"a"}],"thinking":{"type":"disabled"}}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"assistant","content":"x"}]}`,
+	},
+	"/v1/messages/count_tokens": {
+		`{"model":"stories260K","system":"s","messages":[{"role":"user","content":"Hi"}],"tools":[{"name":"get","input_schema":{"type":"object"}}],"tool_choice":{"type":"auto"},"thinking":{"type":"adaptive"}}`,
+		`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}]}`,
 	},
 	"/v1/embeddings": {
 		`{"model":"bert","input":"hello world","encoding_format":"base64","dimensions":8}`,
@@ -204,8 +217,9 @@ func (b *syncBuffer) take() string {
 // body limits, decoding, every check, the model lookup, templates and
 // tokenizers) but not into a model. No input may make the server panic
 // or fail: each is answered 200 (tokenize, echo only) or 4xx, every
-// answer is JSON, and every refusal an OpenAI error with a message and a
-// type. Findings are kept in testdata/fuzz/FuzzDecodeRequest.
+// answer is JSON, and every refusal an error with a message and a
+// type (OpenAI's shape, or Anthropic's on its Messages API). Findings are
+// kept in testdata/fuzz/FuzzDecodeRequest.
 func FuzzDecodeRequest(f *testing.F) {
 	for i, ep := range fuzzEndpoints {
 		for _, body := range fuzzSeeds[ep] {

@@ -280,11 +280,11 @@ func (body *anthropicRequest) sampling(ctxLen int) (runtime.Request, error) {
 // assistant turn would need the template to leave it open.
 func (body *anthropicRequest) chatMessages() ([]chat.Message, error) {
 	var out []chat.Message
-	if body.System != nil {
-		sys, err := textOf(body.System, "system")
-		if err != nil {
-			return nil, err
-		}
+	sys, err := textOf(body.System, "system")
+	if err != nil {
+		return nil, err
+	}
+	if sys != "" {
 		out = append(out, chat.Message{Role: "system", Content: sys})
 	}
 	turns := body.Messages
