@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,15 +37,22 @@ import (
 // cluster is three replicas behind one haproxy.
 type cluster struct {
 	t        *testing.T
-	url      string   // haproxy's frontend
-	stats    string   // haproxy's stats page
-	addrs    []string // the replicas'
-	args     []string // serve's flags
+	url      string               // haproxy's frontend
+	stats    string               // haproxy's stats page
+	addrs    []string             // the replicas'
+	args     []string             // serve's flags
+	own      func(i int) []string // replica i's own flags, or nil
 	replicas []*process
 	proxy    *exec.Cmd
 }
 
 func newCluster(t *testing.T, balance string, args ...string) *cluster {
+	t.Helper()
+	return newClusterWith(t, balance, nil, args...)
+}
+
+// newClusterWith is newCluster with flags of each replica's own.
+func newClusterWith(t *testing.T, balance string, own func(i int) []string, args ...string) *cluster {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -54,7 +62,7 @@ func newCluster(t *testing.T, balance string, args ...string) *cluster {
 		t.Skipf("no haproxy: %v", err)
 	}
 	ports := freePorts(t, 5)
-	c := &cluster{t: t, url: "http://" + ports[0], stats: "http://" + ports[1] + "/stats;csv", addrs: ports[2:], args: args}
+	c := &cluster{t: t, url: "http://" + ports[0], stats: "http://" + ports[1] + "/stats;csv", addrs: ports[2:], args: args, own: own}
 	c.replicas = make([]*process, len(c.addrs))
 	for i := range c.addrs {
 		c.start(i)
@@ -82,8 +90,12 @@ func newCluster(t *testing.T, balance string, args ...string) *cluster {
 
 // start (re)starts replica i on its port.
 func (c *cluster) start(i int) {
-	c.replicas[i] = startProcess(c.t, append([]string{"serve", "--addr", c.addrs[i], "--device", "cpu", "--log", "off",
-		"--model", "story=" + filepath.Join(shared, "stories260K.gguf")}, c.args...)...)
+	args := append([]string{"serve", "--addr", c.addrs[i], "--device", "cpu", "--log", "off",
+		"--model", "story=" + filepath.Join(shared, "stories260K.gguf")}, c.args...)
+	if c.own != nil {
+		args = append(args, c.own(i)...)
+	}
+	c.replicas[i] = startProcess(c.t, args...)
 }
 
 // statsRows reads haproxy's CSV stats: one map per proxy/server row.
@@ -416,10 +428,15 @@ func TestReplicasFaults(t *testing.T) {
 }
 
 // TestReplicasPrefixAffinity: 8 long system prompts, each shared by many
-// users, through the same three replicas: round robin spreads every
-// prompt over every replica and their prefix caches thrash; hashing a
-// header that names the prompt (the inference extension's prefix scorer,
-// done by haproxy) keeps each prompt on one replica, which hits.
+// users, through three replicas under three policies, each on fresh
+// replicas: round robin (haproxy) spreads every prompt over every replica
+// and their prefix caches thrash; hashing a header that names the prompt
+// (haproxy's stand-in for an inference gateway's approximate prefix
+// scorer, which needs the client's help) keeps each prompt on one
+// replica; and a precise-prefix router fed by the replicas' KV events
+// (preciseRouter, as llm-d routes on vLLM's events) does the same with no
+// header, from what each replica's cache holds. It logs each policy's
+// prefix-cache hit rate and mean time to first token.
 func TestReplicasPrefixAffinity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers and haproxy")
@@ -438,15 +455,43 @@ func TestReplicasPrefixAffinity(t *testing.T) {
 		s := i % systems
 		return system[s] + fmt.Sprintf(" User %d asks:", i/systems), 8, true, []string{"X-Prefix-Key", strconv.Itoa(s)}
 	}
+	// The precise router tokenizes prompts as the replicas do.
+	eng, err := runtime.Load(filepath.Join(shared, "stories260K.gguf"), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	tokenize := func(p string) ([]int32, error) { return eng.PromptTokens(runtime.Request{Prompt: p}) }
 	type result struct {
 		hitRate float64
 		ttft    time.Duration
 	}
 	results := map[string]result{}
-	for _, policy := range []string{"roundrobin", "hdr(X-Prefix-Key)"} {
-		c := newCluster(t, policy, "--context", "1024")
+	policies := []string{"roundrobin", "hdr(X-Prefix-Key)", "precise (KV events)"}
+	for _, policy := range policies {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		out := load(ctx, c.url, systems*users, conc, job, nil)
+		var c *cluster
+		target := ""
+		if strings.HasPrefix(policy, "precise") {
+			var ports, events, replays, replicas []string
+			for _, a := range freePorts(t, 6) {
+				_, port, _ := net.SplitHostPort(a)
+				ports = append(ports, port)
+			}
+			c = newClusterWith(t, "roundrobin", kvEventArgs(ports), "--context", "1024")
+			for i, a := range c.addrs {
+				replicas = append(replicas, "http://"+a)
+				events = append(events, "tcp://127.0.0.1:"+ports[2*i])
+				replays = append(replays, "tcp://127.0.0.1:"+ports[2*i+1])
+			}
+			router := httptest.NewServer(startPreciseRouter(t, ctx, replicas, events, replays, eng.KVBlockSize(), tokenize))
+			defer router.Close()
+			target = router.URL
+		} else {
+			c = newCluster(t, policy, "--context", "1024")
+			target = c.url
+		}
+		out := load(ctx, target, systems*users, conc, job, nil)
 		cancel()
 		var hits, queries float64
 		for _, a := range c.addrs {
@@ -462,7 +507,7 @@ func TestReplicasPrefixAffinity(t *testing.T) {
 			ttft += o.ttft
 		}
 		results[policy] = result{hits / queries, ttft / time.Duration(len(out))}
-		t.Logf("%-18s prefix-cache hit rate %.1f%%, mean TTFT %v", policy, 100*hits/queries, (ttft / time.Duration(len(out))).Round(time.Millisecond))
+		t.Logf("%-20s prefix-cache hit rate %.1f%%, mean TTFT %v", policy, 100*hits/queries, (ttft / time.Duration(len(out))).Round(time.Millisecond))
 		for _, p := range c.replicas {
 			p.cmd.Process.Kill()
 			p.cmd.Wait()
@@ -470,9 +515,12 @@ func TestReplicasPrefixAffinity(t *testing.T) {
 		c.proxy.Process.Kill()
 		c.proxy.Wait()
 	}
-	rr, aff := results["roundrobin"], results["hdr(X-Prefix-Key)"]
-	if aff.hitRate < rr.hitRate+0.2 {
-		t.Errorf("prefix affinity hit rate %.2f, round robin %.2f: want affinity well ahead", aff.hitRate, rr.hitRate)
+	rr, hash, precise := results[policies[0]], results[policies[1]], results[policies[2]]
+	if hash.hitRate < rr.hitRate+0.2 {
+		t.Errorf("header hash hit rate %.2f, round robin %.2f: want affinity well ahead", hash.hitRate, rr.hitRate)
+	}
+	if precise.hitRate < rr.hitRate+0.2 {
+		t.Errorf("precise routing hit rate %.2f, round robin %.2f: want it well ahead", precise.hitRate, rr.hitRate)
 	}
 }
 

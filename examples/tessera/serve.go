@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/kvevents"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
 
@@ -82,6 +83,9 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	runtimeLoRA := fs.Bool("allow-runtime-lora", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's), which load adapters the client names from --lora-dir (needed with it)")
 	loraDir := fs.String("lora-dir", "", "with --allow-runtime-lora: the directory runtime adapters are loaded from; a lora_path is resolved inside it (no '..', no symlink out), regular files only")
 	loraMax := fs.Int64("lora-max-bytes", server.DefaultMaxLoRABytes, "largest file a runtime adapter may have")
+	kvEvents := fs.String("kv-events", "", "publish each model's KV cache events as vLLM does, on this ZeroMQ PUB endpoint (tcp://*:5557 binds; the Nth model's port is the endpoint's + N)")
+	kvReplay := fs.String("kv-events-replay", "", "with --kv-events: a ZeroMQ ROUTER endpoint replaying buffered event batches from a sequence number (tcp://*:5558)")
+	kvPod := fs.String("kv-events-pod", "", "with --kv-events: this replica's name in the event topics, kv@POD@MODEL (default: the host name)")
 	return func(ctx context.Context, e *env) error {
 		if len(models) == 0 {
 			return usagef("--model is required")
@@ -98,6 +102,12 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 			return usagef("--lora-dir is for --allow-runtime-lora, which is not given: add it to load adapters from %s at run time", *loraDir)
 		case *loraMax <= 0:
 			return usagef("--lora-max-bytes %d must be positive", *loraMax)
+		}
+		if *kvEvents == "" && (*kvReplay != "" || *kvPod != "") {
+			return usagef("--kv-events-replay and --kv-events-pod are for --kv-events, which is not given")
+		}
+		if *kvPod == "" {
+			*kvPod, _ = os.Hostname()
 		}
 		if *loraDir != "" {
 			if st, err := os.Stat(*loraDir); err != nil {
@@ -177,6 +187,14 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 				hs.Close()
 				return err
 			}
+			if *kvEvents != "" {
+				pub, err := publishKVEvents(ctx, eng, m.name, len(engines)-1, *kvEvents, *kvReplay, *kvPod, logger)
+				if err != nil {
+					hs.Close()
+					return err
+				}
+				defer pub.Close()
+			}
 			logger.Info("loaded", "model", m.name, "path", m.path, "device", eng.Backend().Name(), "context", eng.Model().Config.Context)
 		}
 		srv.Ready()
@@ -205,4 +223,24 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 		logger.Info("stopped")
 		return nil
 	}
+}
+
+// publishKVEvents publishes the prefix-cache events of the i-th model
+// served, on the endpoints given, offset by i as vLLM offsets its
+// data-parallel ranks' so that every model has its own sockets.
+func publishKVEvents(ctx context.Context, eng *runtime.Engine, name string, i int, endpoint, replay, pod string, logger *slog.Logger) (*kvevents.Publisher, error) {
+	ep, err := kvevents.OffsetEndpoint(endpoint, i)
+	if err != nil {
+		return nil, fmt.Errorf("--kv-events: %w", err)
+	}
+	rep, err := kvevents.OffsetEndpoint(replay, i)
+	if err != nil {
+		return nil, fmt.Errorf("--kv-events-replay: %w", err)
+	}
+	pub, err := kvevents.New(ctx, eng, kvevents.Options{Endpoint: ep, Replay: rep, Model: name, Topic: "kv@" + pod + "@" + name, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	logger.Info("publishing KV events", "model", name, "endpoint", ep, "replay", rep, "topic", pub.Topic())
+	return pub, nil
 }
