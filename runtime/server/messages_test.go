@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -470,7 +471,8 @@ func anthropicErr(t *testing.T, raw string) (kind, msg string) {
 // as its error type; a stream that fails once begun ends with an error
 // event.
 func TestMessagesErrors(t *testing.T) {
-	sc, url := serveScripted(t, qwen3EngineContext(t, 1024), server.Options{MaxBodyBytes: 4096, RequestTimeout: 500 * time.Millisecond})
+	eng := qwen3EngineContext(t, 1024)
+	_, url := serveScripted(t, eng, server.Options{MaxBodyBytes: 4096})
 	const hi = `"messages":[{"role":"user","content":"Hi"}]`
 	for _, tc := range []struct {
 		path, body string
@@ -515,9 +517,12 @@ func TestMessagesErrors(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Type() != anthropic.ErrorTypeNotFoundError || !strings.Contains(apiErr.Message, "claude-x") {
 		t.Errorf("unknown model: %v", err)
 	}
-	// A stream that outlives the request timeout ends with an error event.
+	// A stream that outlives the request timeout ends with an error event
+	// (its 900 tokens take seconds).
+	sc, short := serveScripted(t, eng, server.Options{RequestTimeout: 200 * time.Millisecond})
 	setScript(t, sc, strings.Repeat("and on ", 400))
-	stream := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: modelName, MaxTokens: 900, Messages: userText("Go on.")})
+	cs := anthropicClient(short)
+	stream := cs.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: modelName, MaxTokens: 900, Messages: userText("Go on.")})
 	started := false
 	for stream.Next() {
 		started = started || stream.Current().Type == "message_start"
@@ -532,11 +537,10 @@ func TestMessagesErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body strings.Builder
-	bufio.NewReader(resp.Body).WriteTo(&body)
+	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if kind, _ := anthropicErr(t, body.String()); resp.StatusCode != 503 || kind != "overloaded_error" || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("while loading: %d %s", resp.StatusCode, body.String())
+	if kind, _ := anthropicErr(t, string(raw)); resp.StatusCode != 503 || kind != "overloaded_error" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("while loading: %d %s", resp.StatusCode, raw)
 	}
 }
 
