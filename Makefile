@@ -70,7 +70,9 @@ test-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -timeout 10m -exec '$(QEMU_ARM64)' -run 'TestGoldenGreedy$$|TestPromptContinuation$$' ./runtime/
 
 # fuzz runs every fuzzer for FUZZTIME each (default 1m; 14 of them), each
-# under a memory ceiling of FUZZMEM KiB of address space (default 4 GiB):
+# under a memory ceiling of FUZZMEM KiB of address space (default 4 GiB;
+# the instrumented test binary is built first without it, since compiling
+# the SDKs some tests import takes more):
 # what a request, a model file, a tokenizer, a cache index or a plugin
 # sends. A crash's input is kept under the package's testdata/fuzz/, which
 # `go test` (and so `make test`) runs as a regression case.
@@ -87,6 +89,7 @@ fuzz:
 	@for f in $(FUZZERS); do \
 		pkg=./$${f%%:*}; name=$${f##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=1x $$pkg >/dev/null || exit 1; \
 		( ulimit -v $(FUZZMEM) && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg ) || exit 1; \
 	done
 
