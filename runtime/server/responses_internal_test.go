@@ -221,6 +221,13 @@ func TestOutputBuilder(t *testing.T) {
 	if got := strings.Join(types, " "); got != wantTypes {
 		t.Errorf("events\n%s\nwant\n%s", got, wantTypes)
 	}
+	// Nothing but whitespace: an empty message.
+	empty := &outputBuilder{stream: true, format: chat.Hermes}
+	empty.read(runtime.Token{ID: 1}, []chat.ReplyEvent{{Kind: chat.EventText, Text: "\n "}})
+	empty.finish(runtime.Stats{StoppedAtEOS: true})
+	if out := empty.output(); len(out) != 1 || out[0].(messageItem).Content[0].Text != "" || len(empty.queue) != 5 { // added, part added, text done, part done, done
+		t.Errorf("an empty reply: %+v in %d events", out, len(empty.queue))
+	}
 	// Cut short: the item being written is incomplete.
 	cut := &outputBuilder{format: chat.Hermes}
 	cut.read(runtime.Token{ID: 1}, []chat.ReplyEvent{{Kind: chat.EventReasoning, Text: "hm"}})

@@ -532,11 +532,16 @@ func (b *outputBuilder) end(status string) {
 }
 
 // finish ends the output: the item being written is incomplete when the
-// reply ran out of tokens.
+// reply ran out of tokens. A reply of nothing (or of whitespace) is an
+// empty message, as clients that read the first message expect one.
 func (b *outputBuilder) finish(st runtime.Stats) {
 	status := "completed"
 	if *finishReason(st) == "length" {
 		status = "incomplete"
+	}
+	if len(b.items) == 0 {
+		b.cur = &outItem{kind: chat.EventText, index: -1}
+		b.add(b.cur)
 	}
 	b.end(status)
 }

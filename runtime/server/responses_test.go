@@ -238,7 +238,8 @@ func TestResponsesText(t *testing.T) {
 // added with its name before its arguments come, in pieces); its output
 // goes back through previous_response_id, or with the whole conversation
 // as input (the reasoning and the call given back), and both make the
-// same prompt and get the reply in text.
+// same prompt (the first's instructions not carried over) and get the
+// reply in text.
 func TestResponsesToolLoop(t *testing.T) {
 	_, url := serve(t, qwen3Engine(t), server.Options{})
 	c := client(url)
@@ -247,7 +248,8 @@ func TestResponsesToolLoop(t *testing.T) {
 	json.Unmarshal([]byte(weatherParams), &wp)
 	tools := []responses.ToolUnionParam{responses.ToolParamOfFunction("get_weather", wp, true)}
 	const call = "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>"
-	params := responses.ResponseNewParams{Model: modelName, Input: userInput("Weather in Paris?"), Tools: tools, MaxOutputTokens: openai.Int(200)}
+	params := responses.ResponseNewParams{Model: modelName, Input: userInput("Weather in Paris?"), Tools: tools, MaxOutputTokens: openai.Int(200),
+		Instructions: openai.String("Be brief.")}
 	res, err := c.Responses.New(ctx, params, withScript(call))
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +293,8 @@ func TestResponsesToolLoop(t *testing.T) {
 		t.Errorf("after the call: %q, previous %q", summary(next), next.PreviousResponseID)
 	}
 	// The same conversation as input: the user's message, the reasoning
-	// and the call given back, and the output.
+	// and the call given back, and the output (and, as the instructions
+	// of a previous response are not carried over, none).
 	reasoning, funcCall := res.Output[0].AsReasoning().ToParam(), fc.ToParam()
 	whole, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: modelName, Tools: tools,
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{

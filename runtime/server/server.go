@@ -273,7 +273,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h := rw.Header()
 		h.Set("Access-Control-Allow-Origin", o)
 		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id, X-Api-Key, Anthropic-Version")
-		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 		if o != "*" {
 			h.Add("Vary", "Origin")
