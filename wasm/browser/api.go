@@ -444,9 +444,10 @@ func describe(i gpu.Info) map[string]any {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // request reads what to generate from: a string (a prompt, with BOS), or
-// an object {prompt}, {messages: [{role, content}]} (rendered with the
-// model's chat template) or {tokens: [ids]}.
-func request(v js.Value) (runtime.Request, error) {
+// an object {prompt}, {tokens: [ids]} or a chat, {messages} with OpenAI's
+// further fields (readChat), rendered with the model's chat template; a
+// chat comes back with its input, which says how its reply is read.
+func request(v js.Value) (runtime.Request, *chatInput, error) {
 	var req runtime.Request
 	switch v.Type() {
 	case js.TypeString:
@@ -454,17 +455,8 @@ func request(v js.Value) (runtime.Request, error) {
 	case js.TypeUndefined, js.TypeNull:
 	case js.TypeObject:
 		switch {
-		case v.Get("messages").Type() == js.TypeObject:
-			ms := v.Get("messages")
-			n := ms.Length()
-			req.Messages = make([]chat.Message, 0, n)
-			for i := range n {
-				m := ms.Index(i)
-				if m.Type() != js.TypeObject {
-					return req, fmt.Errorf("%w: message %d is not an object", runtime.ErrBadRequest, i)
-				}
-				req.Messages = append(req.Messages, chat.Message{Role: optionalString(m, "role", "user"), Content: content(m.Get("content"))})
-			}
+		case !v.Get("messages").IsUndefined():
+			return readChat(v)
 		case v.Get("tokens").Type() == js.TypeObject:
 			ts := v.Get("tokens")
 			req.Tokens = make([]int32, ts.Length())
@@ -475,27 +467,9 @@ func request(v js.Value) (runtime.Request, error) {
 			req.Prompt = optionalString(v, "prompt", "")
 		}
 	default:
-		return req, fmt.Errorf("%w: want a prompt string or {prompt}, {messages} or {tokens}", runtime.ErrBadRequest)
+		return req, nil, fmt.Errorf("%w: want a prompt string or {prompt}, {messages} or {tokens}", runtime.ErrBadRequest)
 	}
-	return req, nil
-}
-
-// content is a message's text: a string, or OpenAI's list of parts, of
-// which the text ones count.
-func content(v js.Value) string {
-	switch v.Type() {
-	case js.TypeString:
-		return v.String()
-	case js.TypeObject:
-		var b strings.Builder
-		for i := range v.Length() {
-			if p := v.Index(i); p.Type() == js.TypeObject && optionalString(p, "type", "text") == "text" {
-				b.WriteString(optionalString(p, "text", ""))
-			}
-		}
-		return b.String()
-	}
-	return ""
+	return req, nil, nil
 }
 
 // stops reads options.stop: a string or a list of them.
@@ -522,9 +496,12 @@ func stops(o js.Value) []string {
 }
 
 // generate implements tessera.generate(input, options, onToken): input is
-// what request reads; options.id names the generation for abort(id).
+// what request reads; options.id names the generation for abort(id). A
+// chat's reply is read as it comes: each token's reply events go to
+// onToken with it (replyEvents), and the result carries the whole reply
+// split into reasoning, content and toolCalls.
 func (a *api) generate(args []js.Value) any {
-	req, reqErr := request(arg(args, 0))
+	req, chatIn, reqErr := request(arg(args, 0))
 	opts, onToken := arg(args, 1), arg(args, 2)
 	seed := optional(opts, "seed", -1)
 	if seed < 0 {
@@ -544,6 +521,7 @@ func (a *api) generate(args []js.Value) any {
 	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
 	wantID := int(optional(opts, "id", 0))
 	constraint := optionalString(opts, "constraint", "")
+	prefix := callPrefix(opts)
 	adapters, adErr := requestAdapters(opts)
 	req.Adapters = adapters
 	return promise(func() (any, error) {
@@ -588,17 +566,38 @@ func (a *api) generate(args []js.Value) any {
 		}()
 
 		start := time.Now()
+		var reader *runtime.ReplyReader // a chat's
+		if chatIn != nil {
+			var read chat.ParseOptions
+			if req, read, err = prepareChat(ctx, eng, req, chatIn); err != nil {
+				return nil, err
+			}
+			reader = eng.NewReplyReader(read)
+		}
+		format := eng.ReplyFormat()
 		prompt, err := eng.PromptTokens(req)
 		if err != nil {
 			return nil, err
 		}
-		req.Tokens, req.Messages, req.Prompt = prompt, nil, ""
+		req.Tokens, req.Messages, req.Prompt, req.Tools = prompt, nil, "", nil
 		st, err := eng.Start(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		n := 0
 		var first time.Duration
+		// send hands the page a token (id -1 for text that is no token's:
+		// what a stop string held back, the reply's last events).
+		send := func(id int32, text string, evs []chat.ReplyEvent) {
+			if onToken.Type() != js.TypeFunction {
+				return
+			}
+			t := map[string]any{"text": text, "id": int(id), "index": n - 1}
+			if reader != nil {
+				t["events"] = replyEvents(evs, format, prefix)
+			}
+			onToken.Invoke(t)
+		}
 		for {
 			tok, ok := st.Next()
 			if !ok {
@@ -610,8 +609,17 @@ func (a *api) generate(args []js.Value) any {
 			if tok.ID >= 0 {
 				n++
 			}
-			if onToken.Type() == js.TypeFunction {
-				onToken.Invoke(map[string]any{"text": tok.Text, "id": int(tok.ID), "index": n - 1})
+			var evs []chat.ReplyEvent
+			if reader != nil {
+				evs = reader.Next(tok)
+			}
+			send(tok.ID, tok.Text, evs)
+		}
+		var reply chat.Reply
+		if reader != nil {
+			var evs []chat.ReplyEvent
+			if evs, reply = reader.Close(); len(evs) > 0 {
+				send(-1, "", evs)
 			}
 		}
 		total := time.Since(start)
@@ -647,7 +655,10 @@ func (a *api) generate(args []js.Value) any {
 		for i, id := range prompt {
 			promptIDs[i] = int(id)
 		}
-		return map[string]any{
+		if len(reply.Calls) > 0 && finish == "stop" { // out of tokens stays "length"
+			finish = "tool_calls"
+		}
+		out := map[string]any{
 			"promptTokens": s.PromptTokens,
 			"promptIds":    promptIDs,
 			"generated":    n,
@@ -659,7 +670,12 @@ func (a *api) generate(args []js.Value) any {
 			"finishReason": finish,
 			"stop":         s.Stop,
 			"seed":         float64(req.Sampler.Seed),
-		}, nil
+		}
+		if reader != nil {
+			out["reasoning"], out["content"] = reply.Reasoning, reply.Text
+			out["toolCalls"] = replyCalls(reply.Calls, format, prefix)
+		}
+		return out, nil
 	})
 }
 
@@ -687,7 +703,7 @@ func compileConstraint(fields string) (*grammar.Grammar, error) {
 // text unless options.special), and the text the ids spell.
 func (a *api) tokenize(args []js.Value) any {
 	in, opts := arg(args, 0), arg(args, 1)
-	req, reqErr := request(in)
+	req, chatIn, reqErr := request(in)
 	return promise(func() (any, error) {
 		if reqErr != nil {
 			return nil, reqErr
@@ -706,6 +722,11 @@ func (a *api) tokenize(args []js.Value) any {
 				ids = tok.Encode(in.String(), bos)
 			}
 		} else {
+			if chatIn != nil { // the tools, and a required call's prefill
+				if req, _, err = prepareChat(context.Background(), eng, req, chatIn); err != nil {
+					return nil, err
+				}
+			}
 			p, err := eng.PromptTokens(req)
 			if err != nil {
 				return nil, err

@@ -18,10 +18,14 @@
 //	    The worker keeps its WebGPU device from load to load, so kernels
 //	    compile once per worker (Info.compiled counts them).
 //	    onProgress({phase: "download"|"verify"|"upload", done, total})
-//	tessera.generate(prompt, options, onToken)       Promise<Stats>
-//	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed,
-//	              adapters: [{name, scale}]}
-//	    onToken({text, id, index})
+//	tessera.generate(input, options, onToken)        Promise<Stats>
+//	    input:   a prompt string | {prompt} | {tokens} | a chat: {messages, tools, tool_choice,
+//	             parallel_tool_calls, chat_template_kwargs, reasoning_effort}, OpenAI's fields (chat.go)
+//	    options: {temperature, topK, topP, minP, repeatPenalty, maxTokens, seed, stop,
+//	              constraint, adapters: [{name, scale}], callPrefix}
+//	    onToken({text, id, index, events}): a chat's events are its reply read as it comes,
+//	    [{kind: "reasoning"|"text", text} | {kind: "call", call, name, id} | {kind: "args", call, text}];
+//	    a chat's Stats add {reasoning, content, toolCalls: [{id, type, function: {name, arguments}}]}
 //	tessera.embed(input, {dimensions})               Promise<{data, promptTokens}> (embed.go)
 //	tessera.loadAdapter(name, source, {scale})       Promise<AdapterInfo> (lora.go)
 //	tessera.unloadAdapter(name)                      Promise<void>

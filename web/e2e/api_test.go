@@ -438,6 +438,10 @@ func TestBrowserAPI(t *testing.T) {
 			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
 	})
 
+	t.Run("reasoning and tool calls as the server's Chat Completions has them", func(t *testing.T) {
+		testChatReplies(t, ctx, cons, qwen)
+	})
+
 	t.Run("greedy completion on stories260K matches native, two engines at once", func(t *testing.T) {
 		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 60})
 		r := eval(t, `(async () => {

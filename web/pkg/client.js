@@ -59,7 +59,12 @@ export class Tessera {
         return;
       }
       this.calls.set(id, { resolve, reject, onEvent });
-      this.worker.postMessage({ id, op, args }, transfer);
+      try {
+        this.worker.postMessage({ id, op, args }, transfer);
+      } catch (err) { // arguments that cannot be cloned (a function, a Symbol…)
+        this.calls.delete(id);
+        reject(new TesseraError(`${op}: the arguments cannot be sent to the engine: ${err.message}`, "bad-request"));
+      }
     });
     p.id = id; // what abort(id) takes
     return p;
@@ -81,14 +86,24 @@ export class Tessera {
     return this._call("inspect", { source, options });
   }
 
-  // generate continues input: a prompt string (with BOS), or {prompt},
-  // {messages: [{role, content}]} (the model's chat template) or {tokens}.
+  // generate continues input: a prompt string (with BOS), {prompt},
+  // {tokens}, or a chat (the model's chat template): {messages, tools,
+  // tool_choice, parallel_tool_calls, chat_template_kwargs,
+  // reasoning_effort}, with OpenAI's shapes (assistant messages with
+  // tool_calls and reasoning_content, tool messages with tool_call_id).
   // options: {temperature, topK, topP, minP, repeatPenalty, maxTokens,
   // seed, stop: string | string[], constraint: JSON of response_format, grammar, regex…,
-  // adapters: [{name, scale}] (loadAdapter's)}; onToken gets {text, id, index}.
+  // adapters: [{name, scale}] (loadAdapter's), callPrefix: what ids of
+  // calls the model gave none are made from}; onToken gets {text, id,
+  // index} and, for a chat, events: the reply as the model's format reads
+  // it, [{kind: "reasoning" | "text", text} | {kind: "call", call, name,
+  // id} | {kind: "args", call, text}] (a call's name as soon as it is
+  // known, its arguments' pieces as they come; id -1 for the last events).
   // Resolves to stats: {promptTokens, promptIds, generated, ttftMs,
   // totalMs, decodeTps, prefillTps, stopped: "max" | "eos" | "stop" |
-  // "length" | "complete" | "abort", finishReason: "stop" | "length" | "abort", seed}.
+  // "length" | "complete" | "abort", finishReason: "stop" | "length" |
+  // "tool_calls" | "abort", seed} and, for a chat, {reasoning, content,
+  // toolCalls: [{id, type: "function", function: {name, arguments}}]}.
   // The promise's id is what abort(id) takes. Several may run at once.
   generate(input, options = {}, onToken = null) {
     return this._call("generate", { input, options }, onToken);

@@ -109,9 +109,56 @@ export interface Inspection {
   estimates: { default: MemoryEstimate; int4: MemoryEstimate; f16: MemoryEstimate; f32: MemoryEstimate };
 }
 
+/**
+ * A message of a chat, as OpenAI's Chat Completions takes it ("developer" is read as "system").
+ * An assistant's tool_calls and reasoning_content, and a tool's tool_call_id, go back through the
+ * model's chat template, so a reply's message can be sent back as it came.
+ */
 export interface ChatMessage {
-  role: "system" | "user" | "assistant" | "tool";
-  content: string | Array<{ type: "text"; text: string }>;
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  /** Text, or content parts of type "text" only; null (or absent) for an assistant message that only calls. */
+  content?: string | Array<{ type: "text"; text: string }> | null;
+  tool_calls?: ToolCall[];
+  /** The call a tool message answers. */
+  tool_call_id?: string;
+  /** What an assistant reasoned before its content (templates that render it back, such as Qwen3's, read it). */
+  reasoning_content?: string;
+}
+
+/** A function the model may call: OpenAI's tool shape. */
+export interface Tool {
+  type: "function";
+  function: {
+    /** Letters, digits, _ and -, at most 64. */
+    name: string;
+    description?: string;
+    /** A JSON Schema of the arguments object; a required call's arguments are held to it by grammar. */
+    parameters?: object;
+  };
+}
+
+/**
+ * "auto" (the default with tools): the model may call; "none" (the default without): the tools
+ * are not shown and the reply is text; "required": the reply is held to calls of the tools;
+ * a named function: to a call of that one.
+ */
+export type ToolChoice = "auto" | "none" | "required" | { type: "function"; function: { name: string } };
+
+/** A call a reply made. */
+export interface ToolCall {
+  /** Unique within the completion (and made unique beyond it); some formats' templates want a shape (Mistral's nine letters and digits). */
+  id: string;
+  type: "function";
+  /** arguments: a JSON object, as text. */
+  function: { name: string; arguments: string };
+}
+
+/** A piece of a streamed call: its first names it (index, id, type, name, empty arguments), the rest add to its arguments. */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
 }
 
 export interface SamplingParams {
@@ -154,7 +201,8 @@ export type ResponseFormat =
   | { type: "json_object" }
   | { type: "json_schema"; json_schema: { name?: string; schema: object; strict?: boolean } };
 
-export type FinishReason = "stop" | "length";
+/** "tool_calls": the reply called (and was not cut off by max_tokens). */
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
 
@@ -168,14 +216,33 @@ export interface TesseraExtra {
 
 export interface ChatCompletion {
   id: string; object: "chat.completion"; created: number; model: string;
-  choices: Array<{ index: number; message: { role: "assistant"; content: string }; finish_reason: FinishReason; logprobs: null }>;
+  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason; logprobs: null }>;
   usage: Usage;
   tessera: TesseraExtra;
 }
 
+/** A chat reply, split as the model's format writes it (Qwen3's <think>, its <tool_call> blocks, …). */
+export interface AssistantMessage {
+  role: "assistant";
+  /** The reply's text ("" when it only called; trimmed around calls). */
+  content: string;
+  /** The reasoning, where the model's template has it (llama-server's and vLLM's field). */
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
+}
+
+/**
+ * Each chunk's delta holds one piece of the reply as it is read: reasoning_content, content, or a
+ * tool call's (the call's name as soon as it is known, its arguments as they are generated).
+ * A token that completes no piece (a marker) still has its chunk, with content "".
+ */
 export interface ChatCompletionChunk {
   id: string; object: "chat.completion.chunk"; created: number; model: string;
-  choices: Array<{ index: number; delta: { role?: "assistant"; content?: string }; finish_reason: FinishReason | null }>;
+  choices: Array<{
+    index: number;
+    delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: ToolCallDelta[] };
+    finish_reason: FinishReason | null;
+  }>;
   /** On the last chunk only. */
   usage?: Usage;
   tessera?: Partial<TesseraExtra> & { token_id?: number };
@@ -198,7 +265,18 @@ export interface CompletionChunk {
 export interface GenerationStats {
   promptTokens: number; promptIds: number[]; generated: number; ttftMs: number; totalMs: number;
   decodeTps: number; prefillTps: number; stopped: string; finishReason: string; seed: number;
+  /** A chat's reply, split (the low-level generate's result for {messages}). */
+  reasoning?: string; content?: string; toolCalls?: ToolCall[];
 }
+
+/**
+ * A piece of a chat reply as the low-level generate reads it (Tessera.generate's onToken
+ * gets {text, id, index, events}); a call's id is already the one its ToolCall will have.
+ */
+export type ReplyEvent =
+  | { kind: "reasoning" | "text"; text: string }
+  | { kind: "call"; call: number; name: string; id: string }
+  | { kind: "args"; call: number; text: string };
 
 /** The iterator stream: true returns. Breaking out of a for-await loop stops the generation. */
 export interface Stream<T> extends AsyncIterable<T> {
@@ -207,7 +285,20 @@ export interface Stream<T> extends AsyncIterable<T> {
   readonly stats: GenerationStats | null;
 }
 
-export interface ChatCompletionParams extends SamplingParams { messages: ChatMessage[]; stream?: boolean }
+/** The chat's own fields, read and checked as Tessera's HTTP server reads them; a malformed one rejects with code "bad-request". */
+export interface ChatFields {
+  messages: ChatMessage[];
+  tools?: Tool[];
+  tool_choice?: ToolChoice;
+  /** Default true: a reply held to calls may make up to 8, where the model's format has room for more than one. */
+  parallel_tool_calls?: boolean;
+  /** Further variables of the chat template, e.g. {enable_thinking: false} for Qwen3. */
+  chat_template_kwargs?: Record<string, unknown>;
+  /** Reaches the template as reasoning_effort (gpt-oss's). */
+  reasoning_effort?: "minimal" | "low" | "medium" | "high";
+}
+
+export interface ChatCompletionParams extends SamplingParams, ChatFields { stream?: boolean }
 export interface CompletionParams extends SamplingParams { prompt: string | number[]; stream?: boolean }
 
 export interface EmbeddingParams {
@@ -238,8 +329,11 @@ export interface Engine {
     create(p: CompletionParams & { stream: true }): Promise<Stream<CompletionChunk>>;
     create(p: CompletionParams & { stream?: false }): Promise<Completion>;
   };
-  /** The ids of text (bos: true, special: false by default), or of the prompt {messages} make with the chat template. */
-  tokenize(input: string | { messages: ChatMessage[] } | { prompt: string }, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
+  /**
+   * The ids of text (bos: true, special: false by default), or of the prompt a chat makes with the
+   * chat template (its tools, and a required call's opening, as create runs it).
+   */
+  tokenize(input: string | ChatFields | { prompt: string }, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: number[]): Promise<string>;
   load(model: ModelSource, options?: Omit<EngineOptions, "model" | "worker" | "wasm">): Promise<ModelInfo>;
   info(): Promise<EngineInfo>;

@@ -175,6 +175,7 @@ class Engine {
     this.client = client;
     this.model = info;
     this._n = 0;
+    this._tag = randomTag(); // completion ids (and so call ids) unique beyond this page
     const engine = this;
     this.chat = { completions: { create: (p) => engine._create("chat", p) } };
     this.completions = { create: (p) => engine._create("text", p) };
@@ -274,10 +275,23 @@ class Engine {
     };
   }
 
+  // _create is chat.completions.create and completions.create. A chat's
+  // reply comes split as the engine reads it (the model's own format):
+  // reasoning_content, content and tool_calls, streamed as the HTTP
+  // server's Chat Completions streams them.
   _create(kind, p = {}) {
-    const input = kind === "chat" ? { messages: (p.messages || []).map((m) => ({ role: m.role, content: m.content })) }
-      : typeof p.prompt === "string" ? { prompt: p.prompt } : Array.isArray(p.prompt) ? { tokens: p.prompt } : { prompt: "" };
-    const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${this.id}-${++this._n}`;
+    const chat = kind === "chat";
+    const id = `${chat ? "chatcmpl" : "cmpl"}-${this._tag}-${++this._n}`;
+    let input, options;
+    try {
+      if (p === null || typeof p !== "object") throw new TypeError("create takes a request object");
+      input = chat ? chatInput(p) : typeof p.prompt === "string" ? { prompt: p.prompt } : Array.isArray(p.prompt) ? { tokens: p.prompt } : { prompt: "" };
+      // Calls the model gives no id get one made from this (the server's
+      // call-<completion>-<choice> ids), by the model's format's rule.
+      options = { ...sampling(p), callPrefix: `call-${id}-0` };
+    } catch (err) {
+      return Promise.reject(err instanceof TesseraError ? err : new TesseraError(err.message || String(err), "bad-request"));
+    }
     const created = Math.floor(Date.now() / 1000);
     const model = p.model || (this.model && this.model.name) || "tessera";
     const signal = p.signal || null;
@@ -288,18 +302,25 @@ class Engine {
     const ids = [];
     let text = "";
     const queue = p.stream ? new Queue() : null;
-    const object = kind === "chat" ? "chat.completion" : "text_completion";
-    const chunkObject = kind === "chat" ? "chat.completion.chunk" : "text_completion";
+    const object = chat ? "chat.completion" : "text_completion";
+    const chunkObject = chat ? "chat.completion.chunk" : "text_completion";
     const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, choices: [{ index: 0, ...choice }], ...extra });
-    if (queue && kind === "chat") queue.push(chunk({ delta: { role: "assistant", content: "" }, finish_reason: null }));
-    const call = this.client.generate(input, sampling(p), (tok) => {
+    if (queue && chat) queue.push(chunk({ delta: { role: "assistant", content: "" }, finish_reason: null }));
+    const call = this.client.generate(input, options, (tok) => {
       if (tok.id >= 0) ids.push(tok.id);
       text += tok.text;
-      if (queue && (tok.text || tok.id >= 0)) {
-        const ext = { tessera: { token_id: tok.id } };
-        queue.push(kind === "chat" ? chunk({ delta: { content: tok.text }, finish_reason: null }, ext)
-          : chunk({ text: tok.text, finish_reason: null }, ext));
+      if (!queue) return;
+      const ext = { tessera: { token_id: tok.id } };
+      if (!chat) {
+        if (tok.text || tok.id >= 0) queue.push(chunk({ text: tok.text, finish_reason: null }, ext));
+        return;
       }
+      // A delta per reply event, the token's id with the first; a token
+      // that completes none (a marker, or what may be the start of one)
+      // still has its chunk, with empty content.
+      const deltas = tok.events.map(delta);
+      if (!deltas.length && tok.id >= 0) deltas.push({ content: "" });
+      deltas.forEach((d, i) => queue.push(chunk({ delta: d, finish_reason: null }, i === 0 ? ext : undefined)));
     });
     let aborted = false;
     const stop = () => {
@@ -324,8 +345,8 @@ class Engine {
     if (!queue) {
       return done.then((stats) => ({
         id, object, created, model,
-        choices: [kind === "chat"
-          ? { index: 0, message: { role: "assistant", content: text }, finish_reason: finishReason(stats), logprobs: null }
+        choices: [chat
+          ? { index: 0, message: message(stats), finish_reason: finishReason(stats), logprobs: null }
           : { index: 0, text, finish_reason: finishReason(stats), logprobs: null }],
         usage: usage(stats),
         ...ext(stats),
@@ -334,12 +355,52 @@ class Engine {
     const stream = new Stream(queue, stop);
     done.then((stats) => {
       stream.stats = stats;
-      queue.push(chunk(kind === "chat" ? { delta: {}, finish_reason: finishReason(stats) } : { text: "", finish_reason: finishReason(stats) },
+      queue.push(chunk(chat ? { delta: {}, finish_reason: finishReason(stats) } : { text: "", finish_reason: finishReason(stats) },
         { usage: usage(stats), ...ext(stats) }));
       queue.end();
     }, (err) => queue.end(err));
     return Promise.resolve(stream);
   }
+}
+
+// chatFields are the fields of a chat request, besides messages, that go
+// to the engine, which reads and checks them as the HTTP server does.
+const chatFields = ["tools", "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"];
+
+function chatInput(p) {
+  const input = { messages: p.messages ?? null }; // none is a bad request, not a prompt
+  for (const k of chatFields) if (p[k] !== undefined) input[k] = p[k];
+  return input;
+}
+
+// delta is a reply event (generate's onToken events) as a chunk's delta,
+// as the server's streamChat writes it: a call's first delta names it
+// (index, id, type, function.name, empty arguments), the rest add to its
+// arguments.
+function delta(e) {
+  switch (e.kind) {
+    case "reasoning":
+      return { reasoning_content: e.text };
+    case "call":
+      return { tool_calls: [{ index: e.call, id: e.id, type: "function", function: { name: e.name, arguments: "" } }] };
+    case "args":
+      return { tool_calls: [{ index: e.call, function: { arguments: e.text } }] };
+    default:
+      return { content: e.text };
+  }
+}
+
+// message is a chat reply's message: its content, and its reasoning and
+// tool calls where it has them.
+function message(stats) {
+  const m = { role: "assistant", content: stats.content };
+  if (stats.reasoning) m.reasoning_content = stats.reasoning;
+  if (stats.toolCalls.length) m.tool_calls = stats.toolCalls;
+  return m;
+}
+
+function randomTag() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 // cached lists the models kept in this origin's storage; clearCache
