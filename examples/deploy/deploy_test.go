@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,8 +14,9 @@ import (
 )
 
 const (
-	pull    = "k8s/components/model-pull"
-	gateway = "k8s/components/inference-gateway"
+	pull   = "k8s/components/model-pull"
+	router = "k8s/components/llm-d-router"
+	lwepp  = "k8s/components/gaie-lwepp"
 )
 
 var (
@@ -35,10 +38,11 @@ var builds = []struct {
 	{"cpu", "k8s/overlays/cpu", nil, cpu},
 	{"nvidia", "k8s/overlays/nvidia", nil, nvidia},
 	{"cpu+model-pull", "k8s/overlays/cpu", []string{pull}, with(cpu, func(s *spec) { s.Pull = true })},
-	{"cpu+inference-gateway", "k8s/overlays/cpu", []string{gateway}, with(cpu, func(s *spec) { s.Gateway = true })},
+	{"cpu+llm-d-router", "k8s/overlays/cpu", []string{router}, with(cpu, func(s *spec) { s.Router = "llm-d" })},
+	{"cpu+gaie-lwepp", "k8s/overlays/cpu", []string{lwepp}, with(cpu, func(s *spec) { s.Router = "lwepp" })},
 	{"nvidia+model-pull", "k8s/overlays/nvidia", []string{pull}, with(nvidia, func(s *spec) { s.Pull = true })},
-	{"nvidia+model-pull+inference-gateway", "k8s/overlays/nvidia", []string{pull, gateway},
-		with(nvidia, func(s *spec) { s.Pull, s.Gateway = true, true })},
+	{"nvidia+model-pull+llm-d-router", "k8s/overlays/nvidia", []string{pull, router},
+		with(nvidia, func(s *spec) { s.Pull, s.Router = true, "llm-d" })},
 }
 
 // build kustomizes and decodes one build.
@@ -60,7 +64,7 @@ func build(t *testing.T, dir string, components []string) *objects {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{ServeFlags: serveFlags(t)}
-	w.Handler, w.Metrics = realServer(t)
+	w.Handler, w.Metrics, w.Labels = realServer(t)
 	rules, err := adapterRules(build(t, "k8s/prometheus-adapter", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +97,7 @@ func TestManifests(t *testing.T) {
 func TestServerSide(t *testing.T) {
 	w := newWorld(t)
 	for _, name := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
-		"vllm:lora_requests_info"} {
+		"vllm:lora_requests_info", "vllm:cache_config_info"} {
 		if w.Metrics[name] != "gauge" {
 			t.Errorf("/metrics exports %s as %q, want gauge", name, w.Metrics[name])
 		}
@@ -117,6 +121,7 @@ func TestStrictDecode(t *testing.T) {
 		{"field at the wrong level", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nports: []\n", "ports"},
 		{"unknown kind", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\n", "no Go type"},
 		{"pool field", "apiVersion: inference.networking.k8s.io/v1\nkind: InferencePool\nmetadata: {name: x}\nspec:\n  targetPortNumber: 8080\n", "targetPortNumber"},
+		{"the v1alpha2 pool", "apiVersion: inference.networking.x-k8s.io/v1alpha2\nkind: InferencePool\nmetadata: {name: x}\n", "no Go type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decode([][]byte{[]byte(tc.doc)})
@@ -155,8 +160,20 @@ func TestChecker(t *testing.T) {
 		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
 	}
-	full := with(nvidia, func(s *spec) { s.Pull, s.Gateway = true, true })
-	gw := with(cpu, func(s *spec) { s.Gateway = true })
+	full := with(nvidia, func(s *spec) { s.Pull, s.Router = true, "llm-d" })
+	rt := with(cpu, func(s *spec) { s.Router = "llm-d" })
+	lw := with(cpu, func(s *spec) { s.Router = "lwepp" })
+	editConfig := func(o *objects, old, new string) {
+		for _, cm := range o.ConfigMaps {
+			for k, v := range cm.Data {
+				if strings.Contains(v, old) {
+					cm.Data[k] = strings.Replace(v, old, new, 1)
+					return
+				}
+			}
+		}
+		t.Fatalf("no ConfigMap holds %q", old)
+	}
 	for _, tc := range []struct {
 		name   string
 		dir    string
@@ -259,51 +276,62 @@ func TestChecker(t *testing.T) {
 		{"a volume with two sources", "k8s/overlays/cpu", []string{pull}, with(cpu, func(s *spec) { s.Pull = true }), func(o *objects) {
 			podSpec(o).Volumes[0].PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "tessera-models"}
 		}, "has 2 sources"},
-		{"pool selecting other pods", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+		{"pool selecting other pods", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
 			o.Pools[0].Spec.Selector.MatchLabels = map[infv1.LabelKey]infv1.LabelValue{"app.kubernetes.io/name": "tessera-epp"}
 		}, "selects the pods of tessera-epp too"},
-		{"pool on another port", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+		{"pool on another port", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
 			o.Pools[0].Spec.TargetPorts[0].Number = 8000
 		}, "want [8080]"},
-		{"route to a Service", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+		{"pool without a picker", "k8s/overlays/cpu", []string{lwepp}, lw, func(o *objects) {
+			o.Pools[0].Spec.EndpointPickerRef = nil
+		}, "endpointPickerRef"},
+		{"route to a Service", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
 			k := gwv1.Kind("Service")
 			g := gwv1.Group("")
 			o.Routes[0].Spec.Rules[0].BackendRefs[0].Kind, o.Routes[0].Spec.Rules[0].BackendRefs[0].Group = &k, &g
 		}, "is not InferencePool tessera"},
-		{"route timing out early", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+		{"route timing out early", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
 			d := gwv1.Duration("15s")
 			o.Routes[0].Spec.Rules[0].Timeouts.Request = &d
 		}, "shorter than the server's --request-timeout"},
-		{"EPP reading a metric Tessera lacks", "k8s/overlays/nvidia", []string{pull, gateway}, full, func(o *objects) {
+		{"the old picker's image", "k8s/overlays/nvidia", []string{pull, router}, full, func(o *objects) {
+			deployment(o, "tessera-epp").Spec.Template.Spec.Containers[0].Image = "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"
+		}, "want " + routerImage},
+		{"the old picker's metric flag", "k8s/overlays/nvidia", []string{pull, router}, full, func(o *objects) {
 			epp := &deployment(o, "tessera-epp").Spec.Template.Spec.Containers[0]
-			for i, a := range epp.Args {
-				if strings.HasPrefix(a, "--total-queued-requests-metric=") {
-					epp.Args[i] = "--total-queued-requests-metric=vllm:num_requests_queued"
-				}
-			}
-		}, "vllm:num_requests_queued"},
-		{"EPP for another pool", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+			epp.Args = append(epp.Args, "--total-queued-requests-metric=vllm:num_requests_waiting")
+		}, "deprecated since llm-d-router v0.9"},
+		{"a flag the router lacks", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			epp := &deployment(o, "tessera-epp").Spec.Template.Spec.Containers[0]
+			epp.Args = append(epp.Args, "--kv-cache-usage-metric=vllm:kv_cache_usage_perc")
+		}, "--kv-cache-usage-metric is not a flag of the endpoint picker"},
+		{"picker for another pool", "k8s/overlays/cpu", []string{lwepp}, lw, func(o *objects) {
 			epp := &deployment(o, "tessera-epp").Spec.Template.Spec.Containers[0]
 			epp.Args[0] = "--pool-name=vllm"
 		}, "--pool-name=\"vllm\""},
-		{"EPP config naming an undefined plugin", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
-			for _, cm := range o.ConfigMaps {
-				for k, v := range cm.Data {
-					cm.Data[k] = strings.Replace(v, "pluginRef: prefix-cache-scorer", "pluginRef: prefix-scorer", 1)
-				}
-			}
+		{"picker in the default namespace", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			epp := &deployment(o, "tessera-epp").Spec.Template.Spec.Containers[0]
+			epp.Args[1] = "--pool-namespace=default"
+		}, "want the pod's namespace"},
+		{"router config reading a metric Tessera lacks", "k8s/overlays/nvidia", []string{pull, router}, full, func(o *objects) {
+			editConfig(o, "kvUsageSpec: vllm:kv_cache_usage_perc", "kvUsageSpec: vllm:gpu_cache_usage_perc")
+		}, "vllm:gpu_cache_usage_perc"},
+		{"router config naming an undefined plugin", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			editConfig(o, "pluginRef: prefix-cache-scorer", "pluginRef: prefix-scorer")
 		}, "refers to plugin \"prefix-scorer\""},
-		{"EPP config with a misspelt parameter", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
-			for _, cm := range o.ConfigMaps {
-				for k, v := range cm.Data {
-					cm.Data[k] = strings.Replace(v, "hashBlockSize:", "blockSize:", 1)
-				}
-			}
-		}, "blockSize"},
-		{"EPP without pod access", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
-			o.Roles[0].Rules = o.Roles[0].Rules[:1]
+		{"router config with the old prefix parameters", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			editConfig(o, "blockSizeTokens: 64", "hashBlockSize: 64")
+		}, "hashBlockSize"},
+		{"router config without the LoRA scorer", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			editConfig(o, "      - pluginRef: lora-affinity-scorer\n        weight: 1\n", "")
+		}, "no scheduling profile uses the lora-affinity-scorer"},
+		{"router config with the LoRA scorer weighing nothing", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			editConfig(o, "      - pluginRef: lora-affinity-scorer\n        weight: 1\n", "      - pluginRef: lora-affinity-scorer\n        weight: 0\n")
+		}, "without a positive weight"},
+		{"picker without pod access", "k8s/overlays/cpu", []string{router}, rt, func(o *objects) {
+			o.Roles[0].Rules = o.Roles[0].Rules[:2]
 		}, "may not get/list/watch pods"},
-		{"EPP ending before the pool", "k8s/overlays/cpu", []string{gateway}, gw, func(o *objects) {
+		{"picker ending before the pool", "k8s/overlays/cpu", []string{lwepp}, lw, func(o *objects) {
 			g := int64(10)
 			deployment(o, "tessera-epp").Spec.Template.Spec.TerminationGracePeriodSeconds = &g
 		}, "grace period is shorter"},
@@ -356,4 +384,68 @@ func TestAdapterRulesChecker(t *testing.T) {
 	w2.Rules = append(rs, r)
 	o.HPAs[0].Spec.Metrics[0].Pods.Metric.Name = "tessera_prompt_tokens"
 	expectError(t, check(o, &w2, cpu), "a counter")
+}
+
+// TestRouterConfig: the router's configuration as shipped decodes
+// strictly into llm-d-router v0.10.0's schema, schedules on LoRA affinity
+// (a scorer with weight, reading vllm:lora_requests_info from /metrics)
+// beside prefix affinity and load; and the v1.0 endpoint picker's
+// configuration, which these manifests replaced, does not decode.
+func TestRouterConfig(t *testing.T) {
+	w := newWorld(t)
+	data, err := os.ReadFile(filepath.Join(router, "epp-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, errs := checkRouterConfig(string(data), w)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if cfg == nil {
+		t.FailNow()
+	}
+	weights := map[string]float64{}
+	for _, p := range cfg.SchedulingProfiles[0].Plugins {
+		if p.Weight != nil {
+			weights[p.PluginRef] = *p.Weight
+		}
+	}
+	for _, scorer := range []string{"lora-affinity-scorer", "prefix-cache-scorer", "queue-scorer", "kv-cache-utilization-scorer"} {
+		if weights[scorer] <= 0 {
+			t.Errorf("the default profile weighs %s %g, want it scoring", scorer, weights[scorer])
+		}
+	}
+	if w.Metrics["vllm:lora_requests_info"] != "gauge" {
+		t.Errorf("/metrics exports vllm:lora_requests_info as %q", w.Metrics["vllm:lora_requests_info"])
+	}
+
+	for _, tc := range []struct{ name, doc, want string }{
+		{"v1.0 GAIE picker config", `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+  - type: queue-scorer
+  - type: prefix-cache-scorer
+    parameters:
+      hashBlockSize: 64
+      maxPrefixBlocksToMatch: 256
+      lruCapacityPerServer: 1024
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: queue-scorer
+        weight: 1
+      - pluginRef: prefix-cache-scorer
+        weight: 2
+`, "hashBlockSize"},
+		{"v1.0 apiVersion", "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins: []\nschedulingProfiles: []\n",
+			"want llm-d.ai/v1alpha1"},
+		{"a misspelt field", "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins: []\nschedulingProfile: []\n", "schedulingProfile"},
+		{"an unknown plugin", "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n  - type: lora-scorer\nschedulingProfiles: []\n",
+			"\"lora-scorer\" is not one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := checkRouterConfig(tc.doc, w)
+			expectError(t, errs, tc.want)
+		})
+	}
 }

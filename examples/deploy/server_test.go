@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -20,8 +21,10 @@ import (
 // command they deploy rather than restated here.
 type world struct {
 	// Metrics is each metric name a serving replica's /metrics exports,
-	// with its type (gauge, counter, histogram), from a real scrape.
+	// with its type (gauge, counter, histogram), from a real scrape, and
+	// Labels the label names of its series.
 	Metrics map[string]string
+	Labels  map[string]map[string]bool
 	// Handler is a real server.Server with a model loaded and ready, to
 	// ask which paths it serves.
 	Handler http.Handler
@@ -50,12 +53,13 @@ var (
 	serverOnce    sync.Once
 	serverHandler http.Handler
 	serverMetrics map[string]string
+	serverLabels  map[string]map[string]bool
 	serverErr     error
 )
 
 // realServer starts server.New with stories260K on the CPU, once per test
 // binary, and scrapes its /metrics.
-func realServer(t *testing.T) (http.Handler, map[string]string) {
+func realServer(t *testing.T) (http.Handler, map[string]string, map[string]map[string]bool) {
 	t.Helper()
 	serverOnce.Do(func() {
 		eng, err := runtime.Load(testModel, runtime.Options{Device: "cpu"})
@@ -83,26 +87,35 @@ func realServer(t *testing.T) (http.Handler, map[string]string) {
 			serverErr = errorf("GET /metrics: %d", rec.Code)
 			return
 		}
-		serverHandler, serverMetrics = srv, scrapeTypes(rec.Body.String())
+		serverHandler = srv
+		serverMetrics, serverLabels, serverErr = scrapeTypes(rec.Body.String())
 	})
 	if serverErr != nil {
 		t.Fatalf("test server: %v", serverErr)
 	}
-	return serverHandler, serverMetrics
+	return serverHandler, serverMetrics, serverLabels
 }
 
-// scrapeTypes reads the "# TYPE name type" lines of Prometheus's text
-// format (names may hold colons, as vLLM's do).
-func scrapeTypes(text string) map[string]string {
-	types := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
-			types[f[2]] = f[3]
+// scrapeTypes parses Prometheus's text format with its own parser (names
+// may hold colons, as vLLM's do): each family's type, and the label names
+// of its series.
+func scrapeTypes(text string) (map[string]string, map[string]map[string]bool, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, nil, err
+	}
+	types, labels := map[string]string{}, map[string]map[string]bool{}
+	for name, f := range fams {
+		types[name] = strings.ToLower(f.GetType().String())
+		labels[name] = map[string]bool{}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				labels[name][l.GetName()] = true
+			}
 		}
 	}
-	return types
+	return types, labels, nil
 }
 
 // serveFlags reads the flags `tessera serve` defines from its source
