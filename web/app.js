@@ -352,10 +352,23 @@ async function generate(input, out) {
   let pending = "";
   let frame = 0;
   const scroller = input.messages ? el.chatLog : textBox;
+  // A reasoning model's thinking (reasoning_content) goes in a dimmed
+  // block of its own before the reply.
+  let thinking = null;
+  let pendingThought = "";
   const flush = () => {
     frame = 0;
-    if (pending) {
+    if (pending || pendingThought) {
       const stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+      if (pendingThought) {
+        if (!thinking) {
+          thinking = document.createElement("span");
+          thinking.className = "reasoning";
+          out.append(thinking);
+        }
+        thinking.append(pendingThought);
+        pendingThought = "";
+      }
       out.append(pending);
       pending = "";
       if (stick) scroller.scrollTop = scroller.scrollHeight;
@@ -369,12 +382,14 @@ async function generate(input, out) {
     for await (const chunk of stream) {
       const c = chunk.choices[0];
       const text = input.messages ? c.delta.content : c.text;
+      const thought = input.messages ? c.delta.reasoning_content : "";
       if (chunk.tessera && chunk.tessera.token_id >= 0) {
         if (tFirst === null) tFirst = performance.now();
         count++;
       }
-      if (text) {
-        pending += text;
+      if (text || thought) {
+        pending += text || "";
+        pendingThought += thought || "";
         if (!frame) frame = requestAnimationFrame(flush);
       }
     }
