@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
@@ -44,22 +45,12 @@ func (p *Pool) Cached() []Event {
 		blocks = append(blocks, b)
 	}
 	// Node ids grow, and a block registers after the block before it.
-	slices.SortFunc(blocks, func(a, b int32) int { return compare(p.blocks[a].node, p.blocks[b].node) })
+	slices.SortFunc(blocks, func(a, b int32) int { return cmp.Compare(p.blocks[a].node, p.blocks[b].node) })
 	events := make([]Event, len(blocks))
 	for i, b := range blocks {
 		events[i] = p.blocks[b].stored()
 	}
 	return events
-}
-
-func compare(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // stored is the Stored event of a registered block.

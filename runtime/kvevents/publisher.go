@@ -172,15 +172,16 @@ func (p *Publisher) Next() uint64 { return p.seq.Load() }
 // Topic is the topic every batch is sent under.
 func (p *Publisher) Topic() string { return p.opts.Topic }
 
-// Close stops watching the engine and closes the sockets.
+// Close closes the sockets and stops watching the engine (after the
+// sending goroutine, which may start a new watcher, has ended).
 func (p *Publisher) Close() error {
-	p.src.WatchKVCache(nil)
 	p.cancel()
 	err := p.pub.Close()
 	if p.replay != nil {
 		err = errors.Join(err, p.replay.Close())
 	}
 	p.wg.Wait()
+	p.src.WatchKVCache(nil)
 	return err
 }
 

@@ -151,17 +151,17 @@ func toUint(v any) (uint64, error) {
 	return 0, fmt.Errorf("want an integer, got %T", v)
 }
 
-// Subscriber receives a publisher's batches in sequence order, each once:
+// subscriber receives a publisher's batches in sequence order, each once:
 // from a SUB socket, replaying through the publisher's ROUTER socket
 // what a gap in the sequence numbers shows it missed, from 0 at the start
 // (ZeroMQ drops what a PUB socket sends before a subscription arrives),
 // and after a second without messages (in case the last ones were lost).
-type Subscriber struct {
+type subscriber struct {
 	sub, replay zmq4.Socket
 	next        uint64 // the next sequence number to hand over
 }
 
-// ReplayIdle is how long a Subscriber waits without messages before it
+// ReplayIdle is how long Subscribe waits without messages before it
 // asks for a replay.
 const ReplayIdle = time.Second
 
@@ -172,7 +172,7 @@ const ReplayIdle = time.Second
 func Subscribe(ctx context.Context, endpoint, replay, prefix string, fn func(seq uint64, b Batch) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &Subscriber{sub: zmq4.NewSub(ctx), replay: zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("tessera-"+strconv.FormatInt(time.Now().UnixNano(), 36))))}
+	s := &subscriber{sub: zmq4.NewSub(ctx), replay: zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("tessera-"+strconv.FormatInt(time.Now().UnixNano(), 36))))}
 	defer s.sub.Close()
 	defer s.replay.Close()
 	if err := s.sub.Dial(endpoint); err != nil {
@@ -242,7 +242,7 @@ func Subscribe(ctx context.Context, endpoint, replay, prefix string, fn func(seq
 }
 
 // catchUp asks for every batch from the next one on and hands them over.
-func (s *Subscriber) catchUp(ctx context.Context, deliver func(uint64, []byte) error) error {
+func (s *subscriber) catchUp(ctx context.Context, deliver func(uint64, []byte) error) error {
 	var start [8]byte
 	binary.BigEndian.PutUint64(start[:], s.next)
 	if err := s.replay.Send(zmq4.NewMsgFrom(nil, start[:])); err != nil {
