@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -392,6 +393,69 @@ func (b *responsesRequest) forcesTools() bool {
 	var s string
 	return !isNull(b.ToolChoice) && (json.Unmarshal(b.ToolChoice, &s) != nil || s == "required")
 }
+
+// responseConversation makes a request's conversation ready to run (as a
+// chat request's, newConversation): the model, the sampling fields, the
+// conversation it continues and its input, the instructions first, the
+// template's variables, the tools. It returns the conversation's items
+// too (less the instructions), which the response stores.
+func (s *Server) responseConversation(ctx context.Context, path string, body *responsesRequest) (*model, *conversation, []inputItem, error) {
+	m, err := s.model(body.Model, path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sp := body.sampling
+	sp.MaxTokens, sp.ResponseFormat = body.MaxOutputTokens, body.responseFormat()
+	req, _, err := sp.request(m.eng.Model().Config.Context, 1)
+	if he := (*httpError)(nil); errors.As(err, &he) && he.param != nil && *he.param == "response_format" {
+		p := "text.format"
+		he.param = &p
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
+		return nil, nil, nil, err
+	}
+	items, err := s.previous(body.PreviousResponseID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	items = append(items, body.Input.Items...)
+	msgs, err := inputMessages(items)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil, nil, badRequest("input", "input is required: a string, or an array of input items")
+	}
+	if body.Instructions != nil && *body.Instructions != "" {
+		msgs = append([]chat.Message{{Role: "system", Content: *body.Instructions}}, msgs...)
+	}
+	req.Messages = msgs
+	effort := ""
+	if body.Reasoning != nil && body.Reasoning.Effort != nil {
+		effort = *body.Reasoning.Effort
+	}
+	if req.TemplateVars, err = templateVars(body.ChatTemplateKwargs, effort); err != nil {
+		return nil, nil, nil, err
+	}
+	tools, choice, err := body.chatTools()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if body.forcesTools() && req.Constraint != nil {
+		return nil, nil, nil, badRequest("tool_choice", "a tool_choice that requires a call cannot be combined with text.format json_object or json_schema, or a grammar")
+	}
+	conv, err := newConversation(ctx, m, req, tools, choice, body.parallel())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, conv, items, nil
+}
+
+// parallel is parallel_tool_calls, true by default.
+func (b *responsesRequest) parallel() bool { return b.ParallelToolCalls == nil || *b.ParallelToolCalls }
 
 // previous is the conversation of the stored response id (none for "").
 func (s *Server) previous(id string) ([]inputItem, error) {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,55 +32,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err := body.check(); err != nil {
 		return err
 	}
-	m, err := s.model(body.Model, r.URL.Path)
-	if err != nil {
-		return err
-	}
-	sp := body.sampling
-	sp.MaxTokens, sp.ResponseFormat = body.MaxOutputTokens, body.responseFormat()
-	req, _, err := sp.request(m.eng.Model().Config.Context, 1)
-	if he := (*httpError)(nil); errors.As(err, &he) && he.param != nil && *he.param == "response_format" {
-		p := "text.format"
-		he.param = &p
-	}
-	if err != nil {
-		return err
-	}
-	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
-		return err
-	}
-	items, err := s.previous(body.PreviousResponseID)
-	if err != nil {
-		return err
-	}
-	items = append(items, body.Input.Items...)
-	msgs, err := inputMessages(items)
-	if err != nil {
-		return err
-	}
-	if len(msgs) == 0 {
-		return badRequest("input", "input is required: a string, or an array of input items")
-	}
-	if body.Instructions != nil && *body.Instructions != "" {
-		msgs = append([]chat.Message{{Role: "system", Content: *body.Instructions}}, msgs...)
-	}
-	req.Messages = msgs
-	effort := ""
-	if body.Reasoning != nil && body.Reasoning.Effort != nil {
-		effort = *body.Reasoning.Effort
-	}
-	if req.TemplateVars, err = templateVars(body.ChatTemplateKwargs, effort); err != nil {
-		return err
-	}
-	tools, choice, err := body.chatTools()
-	if err != nil {
-		return err
-	}
-	if body.forcesTools() && req.Constraint != nil {
-		return badRequest("tool_choice", "a tool_choice that requires a call cannot be combined with text.format json_object or json_schema, or a grammar")
-	}
-	parallel := body.ParallelToolCalls == nil || *body.ParallelToolCalls
-	conv, err := newConversation(r.Context(), m, req, tools, choice, parallel)
+	m, conv, items, err := s.responseConversation(r.Context(), r.URL.Path, &body)
 	if err != nil {
 		return err
 	}
@@ -92,7 +43,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run := newResponseRun(&body, m, conv.reply, parallel, items)
+	run := newResponseRun(&body, m, conv.reply, items)
 	cs := newChoices(1, []int{-1})
 	reader := m.eng.NewReplyReader(conv.reply.opts)
 	cs[0].read = func(tok runtime.Token) { run.out.read(tok, reader.Next(tok)) }
@@ -185,10 +136,10 @@ type responseRun struct {
 	items []inputItem // the conversation it continues, for the store
 }
 
-func newResponseRun(b *responsesRequest, m *model, rp replyPlan, parallel bool, items []inputItem) *responseRun {
+func newResponseRun(b *responsesRequest, m *model, rp replyPlan, items []inputItem) *responseRun {
 	id := "resp_" + newID()
 	head := responseObject{ID: id, Object: "response", CreatedAt: time.Now().Unix(), Model: m.name,
-		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, ParallelToolCalls: parallel,
+		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, ParallelToolCalls: b.parallel(),
 		Store: b.Store == nil || *b.Store, Temperature: 1, TopP: 1, Truncation: "disabled",
 		Text: responseText{Format: &responseFormat{Type: "text"}}, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: b.Tools, Metadata: b.Metadata}
