@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -61,16 +62,14 @@ type chatRequest struct {
 	ReasoningEffort string `json:"reasoning_effort"`
 }
 
-type chatMessage struct {
-	Role       string      `json:"role"`
-	Content    textContent `json:"content"`
-	Name       string      `json:"name,omitempty"`
-	ToolCalls  []toolCall  `json:"tool_calls,omitempty"`
-	ToolCallID string      `json:"tool_call_id,omitempty"`
-	// ReasoningContent is the reasoning the reply's parser split off
-	// (llama-server's and vLLM's field); in a request, it is rendered back.
-	ReasoningContent string `json:"reasoning_content,omitempty"`
-}
+// The Chat Completions request's messages and tools are chatapi's, which
+// the browser's JavaScript API reads too.
+type (
+	chatMessage = chatapi.Message
+	textContent = chatapi.Content
+	tool        = chatapi.Tool
+	toolCall    = chatapi.ToolCall
+)
 
 // completionRequest is POST /v1/completions.
 type completionRequest struct {
@@ -107,43 +106,6 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 
 // textContent is a message's "content": a string, or an array of content
 // parts of which Tessera takes the text ones.
-type textContent struct {
-	Text string
-	Set  bool
-}
-
-func (c *textContent) UnmarshalJSON(b []byte) error {
-	switch {
-	case isNull(b):
-		*c = textContent{}
-		return nil
-	case b[0] == '"':
-		c.Set = true
-		return json.Unmarshal(b, &c.Text)
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return errors.New("content must be a string or an array of content parts")
-	}
-	var text bytes.Buffer
-	for _, p := range parts {
-		switch {
-		case p.Type != "text":
-			return badRequest("messages", "content part of type %q: this model takes text only", p.Type)
-		case p.Text == nil:
-			return badRequest("messages", `a content part of type "text" needs a "text"`)
-		}
-		text.WriteString(*p.Text)
-	}
-	c.Text, c.Set = text.String(), true
-	return nil
-}
-
-func (c textContent) MarshalJSON() ([]byte, error) { return json.Marshal(c.Text) }
-
 // prompts is a completion's "prompt": a string, an array of strings, an
 // array of token ids, or an array of arrays of token ids.
 type prompts struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // chat is POST /v1/chat/completions: the messages go through the model's
@@ -28,25 +29,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
 		return err
 	}
-	if len(body.Messages) == 0 {
-		return badRequest("messages", "messages must hold at least one message")
+	if req.Messages, err = chatapi.ChatMessages(body.Messages); err != nil {
+		return err
 	}
-	for i, msg := range body.Messages {
-		role := msg.Role
-		switch role {
-		case "system", "user", "assistant", "tool":
-		case "developer": // OpenAI's newer name for system
-			role = "system"
-		default:
-			return badRequest("messages", "message %d has role %q; roles are system, developer, user, assistant and tool", i, msg.Role)
-		}
-		calls, err := chatToolCalls(msg.ToolCalls)
-		if err != nil {
-			return err
-		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: msg.Content.Text, ToolCalls: calls, ToolCallID: msg.ToolCallID, Reasoning: msg.ReasoningContent})
-	}
-	if req.TemplateVars, err = templateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
+	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
 		return err
 	}
 	conv, err := newConversation(r.Context(), m, req, body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
@@ -109,32 +95,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	head.Usage = usageOf(ctx, cs, n)
 	writeJSON(w, http.StatusOK, head)
 	return nil
-}
-
-// reservedVars are the chat template's own variables, which
-// chat_template_kwargs may not replace.
-var reservedVars = []string{"messages", "tools", "bos_token", "eos_token", "add_generation_prompt", "strftime_now"}
-
-// templateVars are a request's further template variables: its
-// chat_template_kwargs, and reasoning_effort.
-func templateVars(kwargs map[string]any, effort string) (map[string]any, error) {
-	for _, k := range reservedVars {
-		if _, ok := kwargs[k]; ok {
-			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs may not set %q, which the server sets", k)
-		}
-	}
-	switch effort {
-	case "":
-		return kwargs, nil
-	case "minimal", "low", "medium", "high":
-	default:
-		return nil, badRequest("reasoning_effort", "reasoning_effort %q is not one of minimal, low, medium and high", effort)
-	}
-	vars := map[string]any{"reasoning_effort": effort}
-	for k, v := range kwargs {
-		vars[k] = v
-	}
-	return vars, nil
 }
 
 // streamChat writes the choices as chat.completion.chunk events: the

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // httpError is an error with the HTTP status and OpenAI error type it is
@@ -55,11 +56,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // 500, logged.
 func (s *Server) answer(ctx context.Context, err error) *httpError {
 	var he *httpError
+	var pe *chatapi.ParamError
 	switch {
 	case errors.As(err, &he):
 		return he
 	case errors.Is(context.Cause(ctx), errDrainCut):
 		return &httpError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: errDrainCut.Error()}
+	case errors.As(err, &pe):
+		return &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: pe.Msg, param: &pe.Param}
 	case errors.Is(err, runtime.ErrBadRequest):
 		return &httpError{status: http.StatusBadRequest, kind: "invalid_request_error", msg: err.Error()}
 	case errors.Is(err, runtime.ErrTooManyCombinations):

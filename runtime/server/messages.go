@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -538,7 +539,7 @@ func (body *anthropicRequest) templateVars(r chat.Renderer) (map[string]any, err
 	default:
 		return nil, badRequest("output_config", "output_config.effort %q is not one of low, medium, high, xhigh and max", effort)
 	}
-	return templateVars(vars, effort)
+	return chatapi.TemplateVars(vars, effort)
 }
 
 // format is the grammar of output_config.format, Anthropic's structured

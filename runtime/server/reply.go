@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // A chat reply is read as it is generated (chat.ReplyParser): reasoning,
@@ -18,7 +19,6 @@ import (
 // request, and how its reply is read.
 type conversation struct {
 	req   runtime.Request
-	tools toolPlan
 	reply replyPlan
 }
 
@@ -32,29 +32,29 @@ type replyPlan struct {
 }
 
 // newConversation completes req, whose Messages are set, for a reply read
-// in m's format: the tools and tool_choice (toolSetup), the template's
-// variables, and the prompt's tokens when the reply's reading depends on
-// how the prompt ends (a prefilled call marker, reasoning the template
-// opened). A request that already has a constraint cannot also require
-// calls.
+// in m's format: the tools and tool_choice (chatapi.Tools), and
+// (runtime.Engine.PrepareChat) the prompt's tokens when the reply's
+// reading depends on how the prompt ends (a prefilled call marker,
+// reasoning the template opened) and the grammar of required calls. A
+// request that already has a constraint cannot also require calls.
 func newConversation(ctx context.Context, m *model, req runtime.Request, tools []tool, choice json.RawMessage, parallel bool) (*conversation, error) {
 	f := m.eng.ReplyFormat()
-	plan, err := toolSetup(tools, choice, parallel, f)
+	defs, ct, err := chatapi.Tools(tools, choice, parallel, f)
 	if err != nil {
 		return nil, err
 	}
-	req.Tools = plan.defs
-	if plan.required != nil && req.Constraint != nil {
+	req.Tools = defs
+	if ct.Required != nil && req.Constraint != nil {
 		return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with response_format or a grammar", string(choice))
 	}
-	req, opts, err := m.eng.PrepareChat(ctx, req, runtime.ChatTools{Specs: plan.specs, Parse: plan.parse, Required: plan.required, More: plan.more})
+	req, opts, err := m.eng.PrepareChat(ctx, req, ct)
 	if err != nil {
-		if errors.Is(err, runtime.ErrBadRequest) && plan.required != nil {
+		if errors.Is(err, runtime.ErrBadRequest) && ct.Required != nil {
 			return nil, badRequest("tools", "%v", err)
 		}
 		return nil, err
 	}
-	return &conversation{req: req, tools: plan, reply: replyPlan{format: f, opts: opts, marks: m.eng.ReplyMarks(opts)}}, nil
+	return &conversation{req: req, reply: replyPlan{format: f, opts: opts, marks: m.eng.ReplyMarks(opts)}}, nil
 }
 
 // parser is a new parser for one choice's reply.

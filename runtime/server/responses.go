@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -437,7 +438,7 @@ func (s *Server) responseConversation(ctx context.Context, path string, body *re
 	if body.Reasoning != nil && body.Reasoning.Effort != nil {
 		effort = *body.Reasoning.Effort
 	}
-	if req.TemplateVars, err = templateVars(body.ChatTemplateKwargs, effort); err != nil {
+	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, effort); err != nil {
 		return nil, nil, nil, err
 	}
 	tools, choice, err := body.chatTools()

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // Options configure a Server. The zero value serves without a key, with
@@ -617,9 +618,12 @@ func decode(r *http.Request, v any) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntax *json.SyntaxError
 	var he *httpError
+	var pe *chatapi.ParamError
 	switch {
 	case errors.As(err, &he): // a field's own check (UnmarshalJSON)
 		return he
+	case errors.As(err, &pe):
+		return badRequest(pe.Param, "%s", pe.Msg)
 	case err == nil:
 		if dec.More() {
 			return badRequest("", "the body holds more than one JSON value")
