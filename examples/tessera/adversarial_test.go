@@ -218,7 +218,10 @@ func TestServeHostileHubAndCache(t *testing.T) {
 // kills it and says so when ctx ends first.
 func waitExit(ctx context.Context, p *process) error {
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() {
+		<-p.logged // the whole log first: Wait closes the pipe it comes through
+		done <- p.cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		return err

@@ -43,6 +43,10 @@ type process struct {
 	cmd  *exec.Cmd
 	log  *syncLog
 	urls chan string
+	// logged closes when the child's stderr has been read to its end:
+	// Wait closes the pipe, so a caller that wants the whole log waits
+	// for this first.
+	logged chan struct{}
 }
 
 // startProcess starts `tessera args...`, copying its stderr into a log
@@ -59,8 +63,9 @@ func startProcess(t *testing.T, args ...string) *process {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	p := &process{cmd: cmd, log: &syncLog{}, urls: make(chan string, 1)}
+	p := &process{cmd: cmd, log: &syncLog{}, urls: make(chan string, 1), logged: make(chan struct{})}
 	go func() {
+		defer close(p.logged)
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`url=(http://\S+)`)
 		for sc.Scan() {
