@@ -23,7 +23,7 @@ func TestRead(t *testing.T) {
 	weather := `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`
 	for _, tt := range []struct {
 		name, json, param string // param "": read
-		required        int
+		required          int
 	}{
 		{"plain", `{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`, "", 0},
 		{"tool loop", `{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"21"}],"tools":[` + weather + `]}`, "", 0},
