@@ -17,8 +17,9 @@ type Options struct {
 	Wrap func(backend.Backend) backend.Backend
 	// Tokenizer overrides the model's tokenizer with a file.
 	Tokenizer string
-	// Device is "cpu", "webgpu" or "auto" (the default: WebGPU when an
-	// adapter exists, else the CPU).
+	// Device is "cpu", "webgpu" or "auto" (the default: WebGPU on a
+	// hardware adapter, else the CPU; a software adapter only by "webgpu"
+	// or by name in Adapter). DeviceNote says what auto chose and why.
 	Device string
 	// Adapter picks the WebGPU adapter: an index or a name substring.
 	Adapter string
@@ -252,14 +253,43 @@ func openBackend(opts Options, maxRows int) (be backend.Backend, note string, er
 		}
 		return be, "", nil
 	case "", "auto":
+		// A software adapter (lavapipe, SwiftShader) runs the kernels on
+		// the CPU far slower than the CPU backend does (14x for lavapipe
+		// on a 2-core machine), so auto takes one only when named.
+		if soft, ok := softwareOnly(opts); ok {
+			return cpu.New(opts.Threads), fmt.Sprintf("device auto: the CPU backend, since the only WebGPU adapter is %s, a software one (slower than the CPU backend); --device webgpu uses it anyway", soft), nil
+		}
 		be, err := openWebGPU(opts, maxRows)
 		if err != nil {
-			return cpu.New(opts.Threads), fmt.Sprintf("running on the CPU: %v", err), nil
+			return cpu.New(opts.Threads), fmt.Sprintf("device auto: the CPU backend, since WebGPU has no adapter: %v", err), nil
 		}
-		return be, "", nil
+		if gb, ok := be.(*gpu.Backend); ok {
+			i := gb.Device().Info()
+			note = fmt.Sprintf("device auto: WebGPU on %s, a %s GPU", i.Adapter, i.DeviceType)
+		}
+		return be, note, nil
 	default:
 		return nil, "", fmt.Errorf("unknown device %q (want cpu, webgpu or auto)", opts.Device)
 	}
+}
+
+// softwareOnly reports, for auto with no device or adapter chosen, whether
+// every WebGPU adapter is a software rasteriser (device type "cpu"), and
+// names the first.
+func softwareOnly(opts Options) (string, bool) {
+	if opts.GPU != nil || opts.Adapter != "" {
+		return "", false
+	}
+	infos, err := gpu.Adapters()
+	if err != nil || len(infos) == 0 {
+		return "", false
+	}
+	for _, i := range infos {
+		if i.DeviceType != "cpu" {
+			return "", false
+		}
+	}
+	return fmt.Sprintf("%s (%s)", infos[0].Adapter, infos[0].Backend), true
 }
 
 // openWebGPU opens the adapter opts names and a backend on it.
