@@ -78,6 +78,11 @@ type Engine struct {
 	grammarMu sync.Mutex
 	vocabIdx  *grammar.Index
 	machines  map[string]*grammar.Machine
+
+	// The model file's SHA-256 for transcripts, computed on first use.
+	hashOnce sync.Once
+	hash     string
+	hashErr  error
 }
 
 // DefaultBatch is how many tokens one forward step processes at most.
@@ -355,6 +360,22 @@ type Stats struct {
 	// sequence (a chain of decoding steps is one), draft model steps it took
 	// part in, draft tokens proposed, and how many of them were accepted.
 	Steps, DraftSteps, Drafted, Accepted int
+}
+
+// Reason is why the generation ended, in OpenAI's and the transcript's
+// words: "stop" (a stop string, or the grammar complete), "eos" (an
+// end-of-sequence token), "length" (the context was full) or
+// "max_tokens".
+func (s Stats) Reason() string {
+	switch {
+	case s.Stop != "" || s.Complete:
+		return "stop"
+	case s.StoppedAtEOS:
+		return "eos"
+	case s.StoppedAtLength:
+		return "length"
+	}
+	return "max_tokens"
 }
 
 // RoundTripsPerToken is the device round trips (target and draft steps that
