@@ -10,10 +10,11 @@ fn rope_pair(base: u32, pair: u32, half: u32, halves: u32) -> vec2<u32> {
 }
 
 // rope_cos_sin is the cosine and sine of pair's angle at position at, from
-// the host's inverse frequencies (freqs).
-fn rope_cos_sin(at: i32, pair: u32) -> vec2<f32> {
+// the host's inverse frequencies (freqs: half of them, then the scale of
+// every cosine and sine, YaRN's and LongRoPE's attention factor or 1).
+fn rope_cos_sin(at: i32, pair: u32, half: u32) -> vec2<f32> {
     let angle = f32(at) * freqs[pair];
-    return vec2<f32>(cos(angle), sin(angle));
+    return vec2<f32>(cos(angle), sin(angle)) * freqs[half];
 }
 {{end}}
 
@@ -22,7 +23,7 @@ fn rope_cos_sin(at: i32, pair: u32) -> vec2<f32> {
 // place, by the angle of position at.
 fn rotate_{{.}}(base: u32, pair: u32, half: u32, halves: u32, at: i32) {
     let ab = rope_pair(base, pair, half, halves);
-    let cs = rope_cos_sin(at, pair);
+    let cs = rope_cos_sin(at, pair, half);
     let v0 = {{.}}[ab.x];
     let v1 = {{.}}[ab.y];
     {{.}}[ab.x] = v0 * cs.x - v1 * cs.y;

@@ -151,7 +151,19 @@ type Rope struct {
 	Dim            int // leading dimensions of each head that rotate
 	Theta          float64
 	Layout         models.RopeLayout
-	Factors        []float32 // per-pair frequency divisors (Llama 3.1), or nil
+	Factors        []float32 // per-pair frequency divisors (Llama 3.1, YaRN, LongRoPE), or nil
+	// Scale multiplies the cosine and sine of every angle, so the rotated
+	// dimensions of q and k (not the others of a partial rotation): YaRN's
+	// and LongRoPE's attention factor. 0 means 1.
+	Scale float32
+}
+
+// Mscale is the multiplier of the cosines and sines: Scale, or 1.
+func (r Rope) Mscale() float32 {
+	if r.Scale == 0 {
+		return 1
+	}
+	return r.Scale
 }
 
 // Attention describes the shape of one attention op.

@@ -195,7 +195,7 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	xs := x.(*Tensor)
 	b.ropeF = RopeFreqs(b.ropeF, r)
 	n := b.rows(xs)
-	cs := b.rope.of(b.ropeF, b.batch.Pos[:n])
+	cs := b.rope.of(b.ropeF, r.Mscale(), b.batch.Pos[:n])
 	for i := range n {
 		RopeWith(xs.Row(i), cs[i*len(b.ropeF)*2:(i+1)*len(b.ropeF)*2], r)
 	}
@@ -207,19 +207,20 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 // cos and sin were a twentieth of a batched decode step.
 type ropeAngles struct {
 	freqs []float32
+	scale float32
 	cs    []float32 // row i's RopeAngles at i·2·len(freqs)
 	row   []float32 // one row's, as RopeAngles makes them
 	rows  int       // rows computed since Begin
 }
 
-// of returns the angles of the rows at positions pos for freqs.
-func (a *ropeAngles) of(freqs []float32, pos []int32) []float32 {
+// of returns the angles of the rows at positions pos for freqs and scale.
+func (a *ropeAngles) of(freqs []float32, scale float32, pos []int32) []float32 {
 	w := 2 * len(freqs)
-	if a.rows < len(pos) || !slices.Equal(a.freqs, freqs) {
-		a.freqs = append(a.freqs[:0], freqs...)
+	if a.rows < len(pos) || !slices.Equal(a.freqs, freqs) || a.scale != scale {
+		a.freqs, a.scale = append(a.freqs[:0], freqs...), scale
 		a.cs = a.cs[:0]
 		for _, p := range pos {
-			a.row = RopeAngles(a.row, freqs, int(p))
+			a.row = RopeAngles(a.row, freqs, scale, int(p))
 			a.cs = append(a.cs, a.row...)
 		}
 		a.rows = len(pos)

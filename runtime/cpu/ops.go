@@ -90,7 +90,7 @@ func Dot(a, b []float32) float32 { return kernel.DotF32(a, b) }
 
 // Rope rotates every head of the row x at position pos.
 func Rope(x []float32, pos int, r backend.Rope) {
-	RopeWith(x, RopeAngles(nil, RopeFreqs(nil, r), pos), r)
+	RopeWith(x, RopeAngles(nil, RopeFreqs(nil, r), r.Mscale(), pos), r)
 }
 
 // RopeFreqs returns backend.Rope.Freq of every rotation pair, reusing f.
@@ -104,12 +104,13 @@ func RopeFreqs(f []float32, r backend.Rope) []float32 {
 
 // RopeAngles returns the cosine and sine of each rotation pair's angle at
 // position pos (cos, sin of pair i at 2i, 2i+1) for the pairs' frequencies
-// freqs, reusing cs: computed once per row and applied to every head.
-func RopeAngles(cs, freqs []float32, pos int) []float32 {
+// freqs, each times scale (Rope.Mscale), reusing cs: computed once per row
+// and applied to every head.
+func RopeAngles(cs, freqs []float32, scale float32, pos int) []float32 {
 	cs = cs[:0]
 	for _, f := range freqs {
 		angle := float32(pos) * f
-		cs = append(cs, float32(math.Cos(float64(angle))), float32(math.Sin(float64(angle))))
+		cs = append(cs, float32(math.Cos(float64(angle)))*scale, float32(math.Sin(float64(angle)))*scale)
 	}
 	return cs
 }

@@ -215,11 +215,14 @@ func TestRopeStore(t *testing.T) {
 	for _, tc := range []struct {
 		heads, kvHeads, headDim, dim, pos0, batch int
 		layout                                    models.RopeLayout
+		scale                                     float32
 	}{
-		{8, 8, 8, 8, 0, 1, models.RopePairs},
-		{4, 2, 16, 16, 37, 3, models.RopeHalves},
-		{6, 2, 32, 16, 100, 17, models.RopeHalves}, // partial rotary
-		{4, 1, 12, 8, 5, 2, models.RopePairs},
+		{8, 8, 8, 8, 0, 1, models.RopePairs, 0},
+		{4, 2, 16, 16, 37, 3, models.RopeHalves, 0},
+		{6, 2, 32, 16, 100, 17, models.RopeHalves, 0}, // partial rotary
+		{4, 1, 12, 8, 5, 2, models.RopePairs, 0},
+		{4, 2, 16, 12, 70, 5, models.RopeHalves, 1.3}, // LongRoPE's attention factor on a partial rotation
+		{4, 2, 16, 0, 9, 3, models.RopeHalves, 0},     // no rotation (NoPE layers)
 	} {
 		for _, kt := range kvTypes {
 			t.Run(fmt.Sprintf("%v_%s_h%d_kv%d_d%d_rot%d_batch%d", kt, tc.layout, tc.heads, tc.kvHeads, tc.headDim, tc.dim, tc.batch), func(t *testing.T) {
@@ -230,7 +233,7 @@ func TestRopeStore(t *testing.T) {
 				v := w.tensor(32, kvDim, w.random(32*kvDim, 2))
 				out := w.tensor(32, qDim, nil)
 				cache := w.kv(backend.KVShape{Layers: 2, Blocks: 16, BlockSize: 16, Heads: tc.kvHeads, HeadDim: tc.headDim, Type: kt})
-				rq := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: 10000, Layout: tc.layout}
+				rq := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.dim, Theta: 10000, Layout: tc.layout, Scale: tc.scale}
 				rk := rq
 				rk.Heads = tc.kvHeads
 				a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim, Scale: 0.3}

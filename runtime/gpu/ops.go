@@ -47,6 +47,9 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 
 func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	xs := x.(*Tensor)
+	if r.Dim == 0 { // no rotated dimensions (NoPE layers)
+		return
+	}
 	freqs, err := b.ropeFreqs(r)
 	if err != nil {
 		b.fail(err)
@@ -144,17 +147,18 @@ func (b *Backend) fail(err error) {
 // on the host exactly as the CPU reference computes them, so that the two
 // backends rotate by the same angles.
 func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
-	key := ropeKey{r.Dim, r.Theta, nil}
+	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil}
 	if r.Factors != nil {
 		key.factors = &r.Factors[0]
 	}
 	if buf, ok := b.freqs[key]; ok {
 		return buf, nil
 	}
-	f := make([]float32, r.Dim/2)
-	for i := range f {
+	f := make([]float32, r.Dim/2+1) // the frequencies, then the scale
+	for i := range r.Dim / 2 {
 		f[i] = r.Freq(i)
 	}
+	f[r.Dim/2] = r.Mscale()
 	buf, err := b.buffer("rope freqs", int64(4*len(f)), Storage|CopyDst)
 	if err != nil {
 		return nil, err
@@ -172,5 +176,6 @@ func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
 type ropeKey struct {
 	dim     int
 	theta   float64
+	scale   float32
 	factors *float32 // the config's scaling factors, by identity
 }

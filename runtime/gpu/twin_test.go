@@ -518,3 +518,19 @@ func TestRopeFactors(t *testing.T) {
 	w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
 	w.compare("rope with llama3 factors", x, 40, 2e-4)
 }
+
+// TestRopeScale: YaRN's and LongRoPE's attention factor scales the
+// rotated dimensions only (a partial rotation leaves the rest), and a
+// rotation of no dimensions (SmolLM3's NoPE layers) leaves x as it is.
+func TestRopeScale(t *testing.T) {
+	w := newTwins(t, 16)
+	x := w.tensor(16, 3*40, w.random(16*3*40, 2))
+	w.begin(tokens(11, 10, w.rng), 4000)
+	r := backend.Rope{Heads: 3, HeadDim: 40, Dim: 24, Theta: 10000, Layout: models.RopeHalves,
+		Factors: []float32{1, 1.5, 2, 4, 8, 9, 16, 30, 32, 32, 32, 32}, Scale: 1.19}
+	w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
+	w.compare("rope with a scale", x, 11, 2e-4)
+	none := backend.Rope{Heads: 3, HeadDim: 40, Theta: 10000}
+	w.each(func(b backend.Backend, i int) { b.Rope(x[i], none) })
+	w.compare("rope of no dimensions", x, 11, 2e-4)
+}
