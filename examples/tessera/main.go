@@ -52,6 +52,7 @@ var commands = map[string]command{
 	"pull":       {"download a model (hf.co/OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf, a URL) into the cache", setupPull},
 	"ls":         {"list the models in the cache", setupLs},
 	"rm":         {"remove a model from the cache", setupRm},
+	"replay":     {"run a generation's transcript again (from run --transcript or the server) and report where it departs", setupReplay},
 
 	"bench-serve": {"load-test an OpenAI-compatible server: throughput, TTFT, inter-token latency", setupBenchServe},
 }

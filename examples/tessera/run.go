@@ -174,6 +174,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	schemaFile := fs.String("json-schema", "", "constrain the output to JSON valid against the JSON Schema in this file")
 	regex := fs.String("regex", "", "constrain the output to this regular expression")
 	grammarFile := fs.String("grammar", "", "constrain the output to the GBNF grammar in this file")
+	transcript := fs.String("transcript", "", "write the generation's transcript (JSON: model hash, prompt ids, sampling, output ids and log-probabilities) to this file, for 'tessera replay'")
 	return func(ctx context.Context, e *env) error {
 		if *steps < 0 {
 			return usagef("--steps %d must be >= 0", *steps)
@@ -200,8 +201,23 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		// llama2.c prints the prompt before its continuation; so do we.
 		fmt.Fprint(out, *prompt)
 		out.Flush()
-		st, err := eng.Generate(ctx, runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint, Adapters: mf.requestAdapters()},
+		req := runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint, Adapters: mf.requestAdapters()}
+		var tr *runtime.Transcript
+		if *transcript != "" {
+			req.Logprobs = true
+			ids, err := eng.PromptTokensContext(ctx, req)
+			if err != nil {
+				return err
+			}
+			if tr, err = eng.NewTranscript(req, ids); err != nil {
+				return err
+			}
+		}
+		st, err := eng.Generate(ctx, req,
 			func(t runtime.Token) error {
+				if tr != nil {
+					tr.Add(t)
+				}
 				if _, err := out.WriteString(t.Text); err != nil {
 					return err
 				}
@@ -211,6 +227,12 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		out.Flush()
 		if err != nil {
 			return err
+		}
+		if tr != nil {
+			tr.End(st)
+			if err := writeJSONFile(*transcript, tr); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s, time to first token %s; seed %d\n",
 			eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate(),

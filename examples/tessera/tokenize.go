@@ -16,7 +16,7 @@ import (
 
 // takesArgs names the commands that read positional arguments; cli
 // rejects them for the others.
-var takesArgs = map[string]bool{"tokenize": true, "pull": true, "rm": true, "embed": true}
+var takesArgs = map[string]bool{"tokenize": true, "pull": true, "rm": true, "embed": true, "replay": true}
 
 func setupTokenize(fs *flag.FlagSet) func(context.Context, *env) error {
 	path := fs.String("tokenizer", "", "tokenizer: a GGUF, a tokenizer.json or its folder, a llama2.c tokenizer .bin or a SentencePiece .model (required)")
