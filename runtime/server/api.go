@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/tessera-llm/tessera/runtime/chatapi"
-	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
 // The request and response bodies of OpenAI's API, as far as Tessera
@@ -14,30 +13,16 @@ import (
 // a known field of the wrong type is an error. Optional numbers are
 // pointers so that an absent field takes OpenAI's default rather than 0.
 
-// sampling holds the fields chat and completions requests share.
+// sampling holds the fields chat and completions requests share: the
+// model, streaming, and (chatapi.Sampling, which the browser's
+// JavaScript API reads too) how to sample.
 type sampling struct {
-	Model               string             `json:"model"`
-	MaxTokens           *int               `json:"max_tokens"`
-	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Temperature         *float64           `json:"temperature"`
-	TopP                *float64           `json:"top_p"`
-	TopK                *int               `json:"top_k"`
-	MinP                *float64           `json:"min_p"`
-	RepetitionPenalty   *float64           `json:"repetition_penalty"`
-	FrequencyPenalty    *float64           `json:"frequency_penalty"`
-	PresencePenalty     *float64           `json:"presence_penalty"`
-	Seed                *int64             `json:"seed"`
-	Stop                stopList           `json:"stop"`
-	N                   *int               `json:"n"`
-	Stream              bool               `json:"stream"`
-	StreamOptions       streamOptions      `json:"stream_options"`
-	User                string             `json:"user"`
-	IgnoreEOS           bool               `json:"ignore_eos"` // vLLM's extension, for benchmarks
-	LogitBias           map[string]float64 `json:"logit_bias"`
-	LoRA                []loraRef          `json:"lora"` // llama-server's per-request adapters
-	// Structured output: OpenAI's response_format, and GBNF grammars and
-	// regular expressions under Tessera's and vLLM's names.
-	grammar.Fields
+	Model string `json:"model"`
+	chatapi.Sampling
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+	User          string        `json:"user"`
+	LoRA          []loraRef     `json:"lora"` // llama-server's per-request adapters
 }
 
 type streamOptions struct {
@@ -78,30 +63,6 @@ type completionRequest struct {
 	Echo     bool    `json:"echo"`
 	Logprobs *int    `json:"logprobs"`
 	Suffix   *string `json:"suffix"`
-}
-
-// stopList is "stop": a string or an array of up to 4 strings.
-type stopList []string
-
-func (s *stopList) UnmarshalJSON(b []byte) error {
-	switch {
-	case isNull(b):
-		*s = nil
-		return nil
-	case b[0] == '"':
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
-		}
-		*s = stopList{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return errors.New("stop must be a string or an array of strings")
-	}
-	*s = many
-	return nil
 }
 
 // textContent is a message's "content": a string, or an array of content

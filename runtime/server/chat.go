@@ -40,15 +40,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req = conv.req
-	if body.TopLogprobs != nil {
-		k := *body.TopLogprobs
-		switch {
-		case k < 0 || k > runtime.MaxTopLogprobs:
-			return badRequest("top_logprobs", "top_logprobs must be between 0 and %d, not %d", runtime.MaxTopLogprobs, k)
-		case k > 0 && !body.Logprobs:
-			return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
-		}
-		req.TopLogprobs = k
+	if req.TopLogprobs, err = chatapi.ChatLogprobs(body.Logprobs, body.TopLogprobs); err != nil {
+		return err
 	}
 	req.Logprobs = body.Logprobs
 	ctx, cancel := context.WithCancel(r.Context())

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // complete is POST /v1/completions: each prompt (text or token ids) is
@@ -34,13 +35,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	case body.Suffix != nil && *body.Suffix != "":
 		return badRequest("suffix", "suffix (fill in the middle) is not supported")
 	}
-	logprobs := body.Logprobs != nil
-	if logprobs {
-		if k := *body.Logprobs; k < 0 || k > runtime.MaxTopLogprobs {
-			return badRequest("logprobs", "logprobs must be between 0 and %d, not %d", runtime.MaxTopLogprobs, k)
-		}
-		base.Logprobs, base.TopLogprobs = true, *body.Logprobs
+	logprobs, top, err := chatapi.CompletionLogprobs(body.Logprobs)
+	if err != nil {
+		return err
 	}
+	base.Logprobs, base.TopLogprobs = logprobs, top
 	var reqs []runtime.Request
 	for _, t := range body.Prompt.Texts {
 		req := base

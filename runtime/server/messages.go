@@ -255,7 +255,7 @@ func (body *anthropicRequest) sampling(ctxLen int) (runtime.Request, error) {
 	if t := body.Temperature; t != nil && !(*t >= 0 && *t <= 1) {
 		return runtime.Request{}, badRequest("temperature", "temperature must be between 0 and 1, not %g", *t)
 	}
-	sp := sampling{Model: body.Model, MaxTokens: body.MaxTokens, Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK}
+	sp := sampling{Model: body.Model, Sampling: chatapi.Sampling{MaxTokens: body.MaxTokens, Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK}}
 	req, _, err := sp.request(ctxLen, 1)
 	if err != nil {
 		return req, err

@@ -643,12 +643,13 @@ func decode(r *http.Request, v any) error {
 
 // jsonField is the JSON path of a field as encoding/json names it, less
 // the Go names of the structs the request types embed (sampling,
-// grammar.Fields), which are no part of the API: "sampling.n" is "n".
+// chatapi.Sampling, grammar.Fields), which are no part of the API:
+// "sampling.Sampling.n" is "n".
 func jsonField(f string) string {
 	parts := strings.Split(f, ".")
 	kept := parts[:0]
 	for _, p := range parts {
-		if p != "sampling" && p != "Fields" {
+		if p != "sampling" && p != "Sampling" && p != "Fields" {
 			kept = append(kept, p)
 		}
 	}
