@@ -189,7 +189,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		info["cached"], info["stored"] = f.cached, f.stored
 	case source.Get("file").Type() == js.TypeObject:
 		blobs = []js.Value{source.Get("file")}
-		info["source"], info["name"] = "file", optionalString(blobs[0], "name", "file")
+		info["source"], info["name"] = "file", optionalString(source, "name", optionalString(blobs[0], "name", "file"))
 	case source.Get("files").Type() == js.TypeObject:
 		var err error
 		if blobs, err = splitFiles(source.Get("files")); err != nil {
@@ -245,12 +245,27 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	if err != nil {
 		return nil, err
 	}
+	// "auto" (Node's default, where a machine may have no adapter) takes
+	// the adapter there is, else the CPU backend.
 	device := optionalString(opts, "device", "webgpu")
+	if device != "webgpu" && device != "cpu" && device != "auto" {
+		return nil, badRequest("device", "device must be webgpu, cpu or auto, not %q", device)
+	}
+	draft := optionalString(opts, "draft", "")
+	if draft != "" && draft != "ngram" {
+		return nil, badRequest("draft", `draft must be "ngram" (speculative decoding by prompt lookup), not %q`, draft)
+	}
 	var dev gpu.Device
 	if device != "cpu" {
 		var err error
-		if dev, err = a.device(int64(optional(opts, "maxStorageBinding", 0))); err != nil {
+		dev, err = a.device(int64(optional(opts, "maxStorageBinding", 0)))
+		switch {
+		case device == "auto" && errors.Is(err, gpu.ErrNoAdapter):
+			device = "cpu"
+		case err != nil:
 			return nil, err
+		default:
+			device = "webgpu"
 		}
 	}
 
@@ -285,7 +300,8 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		Yield:   yield,
 		Quant:   quant,
 		Context: context,
-		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one sequence at a time here
+		Draft:   draft,
+		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
 	})
 	close(done)
 	if err != nil {
@@ -321,6 +337,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	tok := eng.Tokenizer()
 	info["bos"], info["eos"] = tok.BOS(), tok.EOS()
 	info["backend"] = eng.Backend().Name()
+	info["draft"] = draft
 	info["fetchMs"] = ms(fetchedAt.Sub(start))
 	info["uploadMs"] = ms(time.Since(fetchedAt))
 	info["loadMs"] = ms(time.Since(start))
@@ -493,190 +510,6 @@ func stops(o js.Value) []string {
 		return out
 	}
 	return nil
-}
-
-// generate implements tessera.generate(input, options, onToken): input is
-// what request reads; options.id names the generation for abort(id). A
-// chat's reply is read as it comes: each token's reply events go to
-// onToken with it (replyEvents), and the result carries the whole reply
-// split into reasoning, content and toolCalls.
-func (a *api) generate(args []js.Value) any {
-	req, chatIn, reqErr := request(arg(args, 0))
-	opts, onToken := arg(args, 1), arg(args, 2)
-	seed := optional(opts, "seed", -1)
-	if seed < 0 {
-		seed = float64(time.Now().UnixNano() & (1<<53 - 1))
-	}
-	req.Sampler = runtime.SamplerOptions{
-		Temperature:   float32(optional(opts, "temperature", 0)),
-		TopK:          int(optional(opts, "topK", 0)),
-		TopP:          float32(optional(opts, "topP", 0)),
-		MinP:          float32(optional(opts, "minP", 0)),
-		RepeatPenalty: float32(optional(opts, "repeatPenalty", 1)),
-		RepeatLastN:   int(optional(opts, "repeatLastN", 64)),
-		Seed:          uint64(seed),
-	}
-	req.MaxTokens = max(1, int(optional(opts, "maxTokens", 256)))
-	req.Stop = stops(opts)
-	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
-	wantID := int(optional(opts, "id", 0))
-	constraint := optionalString(opts, "constraint", "")
-	prefix := callPrefix(opts)
-	adapters, adErr := requestAdapters(opts)
-	req.Adapters = adapters
-	return promise(func() (any, error) {
-		if reqErr != nil {
-			return nil, reqErr
-		}
-		if adErr != nil {
-			return nil, adErr
-		}
-		var err error
-		if req.Constraint, err = compileConstraint(constraint); err != nil {
-			return nil, err
-		}
-		if err := req.Sampler.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: %w", runtime.ErrBadRequest, err)
-		}
-		a.mu.Lock()
-		eng := a.eng
-		if eng == nil {
-			a.mu.Unlock()
-			return nil, errNoModel
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		id := wantID
-		if id <= 0 {
-			a.genID++
-			id = -a.genID // ids the caller did not choose never clash with its own
-		}
-		if a.gens == nil {
-			a.gens = map[int]context.CancelFunc{}
-		}
-		if old := a.gens[id]; old != nil {
-			old()
-		}
-		a.gens[id] = cancel
-		a.mu.Unlock()
-		defer func() {
-			cancel()
-			a.mu.Lock()
-			delete(a.gens, id)
-			a.mu.Unlock()
-		}()
-
-		start := time.Now()
-		var reader *runtime.ReplyReader // a chat's
-		if chatIn != nil {
-			var read chat.ParseOptions
-			if req, read, err = prepareChat(ctx, eng, req, chatIn); err != nil {
-				return nil, err
-			}
-			reader = eng.NewReplyReader(read)
-		}
-		format := eng.ReplyFormat()
-		prompt, err := eng.PromptTokens(req)
-		if err != nil {
-			return nil, err
-		}
-		req.Tokens, req.Messages, req.Prompt, req.Tools = prompt, nil, "", nil
-		st, err := eng.Start(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		var first time.Duration
-		// send hands the page a token (id -1 for text that is no token's:
-		// what a stop string held back, the reply's last events).
-		send := func(id int32, text string, evs []chat.ReplyEvent) {
-			if onToken.Type() != js.TypeFunction {
-				return
-			}
-			t := map[string]any{"text": text, "id": int(id), "index": n - 1}
-			if reader != nil {
-				t["events"] = replyEvents(evs, format, prefix)
-			}
-			onToken.Invoke(t)
-		}
-		for {
-			tok, ok := st.Next()
-			if !ok {
-				break
-			}
-			if n == 0 {
-				first = time.Since(start)
-			}
-			if tok.ID >= 0 {
-				n++
-			}
-			var evs []chat.ReplyEvent
-			if reader != nil {
-				evs = reader.Next(tok)
-			}
-			send(tok.ID, tok.Text, evs)
-		}
-		var reply chat.Reply
-		if reader != nil {
-			var evs []chat.ReplyEvent
-			if evs, reply = reader.Close(); len(evs) > 0 {
-				send(-1, "", evs)
-			}
-		}
-		total := time.Since(start)
-		err = st.Err()
-		aborted := errors.Is(err, context.Canceled)
-		if err != nil && !aborted {
-			return nil, err
-		}
-		s := st.Stats()
-		stopped, finish := "max", "length"
-		switch {
-		case aborted:
-			stopped, finish = "abort", "abort"
-		case s.Stop != "":
-			stopped, finish = "stop", "stop"
-		case s.StoppedAtEOS:
-			stopped, finish = "eos", "stop"
-		case s.Complete: // the constraint's grammar could not go on
-			stopped, finish = "complete", "stop"
-		case s.StoppedAtLength:
-			stopped = "length"
-		}
-		// The engine's own clock: in wasm, tokens reach this goroutine in
-		// bursts whenever the engine yields, so arrival times would lie.
-		ttft, decodeTPS := s.TimeToFirst, s.DecodeRate()
-		if ttft <= 0 {
-			ttft = first
-		}
-		if decodeTPS <= 0 && n > 1 && total > first {
-			decodeTPS = float64(n-1) / (total - first).Seconds()
-		}
-		promptIDs := make([]any, len(prompt))
-		for i, id := range prompt {
-			promptIDs[i] = int(id)
-		}
-		if len(reply.Calls) > 0 && finish == "stop" { // out of tokens stays "length"
-			finish = "tool_calls"
-		}
-		out := map[string]any{
-			"promptTokens": s.PromptTokens,
-			"promptIds":    promptIDs,
-			"generated":    n,
-			"ttftMs":       ms(ttft),
-			"totalMs":      ms(total),
-			"decodeTps":    decodeTPS,
-			"prefillTps":   s.PrefillRate(),
-			"stopped":      stopped,
-			"finishReason": finish,
-			"stop":         s.Stop,
-			"seed":         float64(req.Sampler.Seed),
-		}
-		if reader != nil {
-			out["reasoning"], out["content"] = reply.Reasoning, reply.Text
-			out["toolCalls"] = replyCalls(reply.Calls, format, prefix)
-		}
-		return out, nil
-	})
 }
 
 // compileConstraint reads options.constraint, the JSON of an OpenAI-style

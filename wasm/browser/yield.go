@@ -10,11 +10,20 @@ import "syscall/js"
 // waits here for a message it posts to itself, so that messages queued
 // before it (an abort, a new request) are handled first. A MessageChannel,
 // unlike setTimeout, is not clamped to 4 ms.
+//
+// Node (and Deno and Bun) have setImmediate for the same, which the engine
+// takes there: a MessagePort of Node's would deliver its message within
+// the Go callback's stack there.
 func yieldToEventLoop() {
 	done := make(chan struct{})
-	ch := js.Global().Get("MessageChannel").New()
 	f := js.FuncOf(func(js.Value, []js.Value) any { close(done); return nil })
 	defer f.Release()
+	if imm := js.Global().Get("setImmediate"); imm.Type() == js.TypeFunction {
+		imm.Invoke(f)
+		<-done
+		return
+	}
+	ch := js.Global().Get("MessageChannel").New()
 	port := ch.Get("port1")
 	port.Set("onmessage", f)
 	ch.Get("port2").Call("postMessage", nil)

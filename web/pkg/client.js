@@ -10,8 +10,11 @@
 //   const stats = await t.generate("Once upon a time", { temperature: 0.8, maxTokens: 100 },
 //                                  (tok) => out.append(tok.text));
 export class Tessera {
-  constructor(workerURL = new URL("worker.js", import.meta.url)) {
-    this.worker = new Worker(workerURL, { name: "tessera" });
+  // worker, if given, is what to run the engine in instead of a Web
+  // Worker of workerURL: anything with postMessage, onmessage, onerror
+  // and terminate (index.js passes Node's, from node.js).
+  constructor(workerURL = new URL("worker.js", import.meta.url), worker = null) {
+    this.worker = worker || new Worker(workerURL, { name: "tessera" });
     this.calls = new Map();
     this.nextID = 1;
     this.ready = new Promise((resolve, reject) => {
@@ -175,16 +178,19 @@ export class Tessera {
 // TesseraError is every failure of the engine: code names its kind
 // ("no-webgpu", "out-of-memory", "adapter-limits", "bad-model",
 // "bad-request", "network", "storage", "aborted", "no-model", "bad-source",
-// "no-wasm" or "error"); name is "AbortError" for "aborted", as fetch's.
+// "integrity", "no-wasm" or "error"); name is "AbortError" for "aborted",
+// as fetch's. A bad request's param names the field at fault, as the
+// HTTP server's error body does.
 export class TesseraError extends Error {
-  constructor(message, code = "error") {
+  constructor(message, code = "error", param = undefined) {
     super(message);
     this.code = code;
     this.name = code === "aborted" ? "AbortError" : "TesseraError";
+    if (param !== undefined) this.param = param;
   }
 }
 
 export function toError(e) {
   if (e instanceof TesseraError) return e;
-  return new TesseraError(e && e.message ? e.message : String(e), (e && e.code) || "error");
+  return new TesseraError(e && e.message ? e.message : String(e), (e && e.code) || "error", e && e.param);
 }

@@ -16,6 +16,33 @@ const workerURL = new URL("./worker.js", import.meta.url);
 
 let nextEngine = 1;
 
+// Outside a browser (Node, Deno, Bun) the engine runs in a worker thread
+// (node.js); the import is computed so that bundlers for pages leave it.
+const inNode = typeof process !== "undefined" && !!(process.versions && process.versions.node) &&
+  typeof window === "undefined" && typeof importScripts === "undefined";
+let nodeHost = null;
+
+function host() {
+  if (!inNode) return null;
+  nodeHost ??= import(/* webpackIgnore: true */ /* @vite-ignore */ new URL("./node.js", import.meta.url).href);
+  return nodeHost;
+}
+
+// newClient starts an engine's worker: a Web Worker in a page, a worker
+// thread in Node.
+async function newClient(url) {
+  const h = await host();
+  return h ? new Tessera(url, h.nodeWorker(url)) : new Tessera(url);
+}
+
+// here is what relative URLs resolve against: the page, or in Node the
+// working directory.
+async function here() {
+  if (globalThis.location && globalThis.location.href) return globalThis.location.href;
+  const h = await host();
+  return h ? h.base() : undefined;
+}
+
 function abortError(signal) {
   const reason = signal && signal.reason;
   const msg = reason && reason.message ? reason.message : "aborted";
@@ -24,20 +51,26 @@ function abortError(signal) {
 
 // createEngine starts a worker, loads options.model (a URL or string, a
 // File or Blob, or an ArrayBuffer) and resolves to the engine.
+// In Node there is no OPFS to cache in, and a machine may have no
+// adapter: device "auto" takes WebGPU where Dawn finds one, else the CPU.
 export async function createEngine(options = {}) {
-  const { model, quant = "", kvType = "", context = 0, device = "webgpu", cache = true, maxStorageBinding = 0, onProgress = null, signal = null } = options;
+  if (options === null || typeof options !== "object") throw new TesseraError("createEngine takes an options object", "bad-request");
+  const { model, quant = "", kvType = "", context = 0, device = inNode ? "auto" : "webgpu", cache = !inNode, maxStorageBinding = 0,
+    draft = "", sha256 = "", onProgress = null, signal = null } = options;
+  checkOptions({ quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, onProgress, signal });
   if (signal && signal.aborted) throw abortError(signal);
-  if (model != null && device !== "cpu" && !(globalThis.navigator && navigator.gpu)) {
+  if (model != null && device === "webgpu" && !inNode && !(globalThis.navigator && navigator.gpu)) {
     throw new TesseraError("WebGPU is not available in this browser (navigator.gpu is missing); pass device: \"cpu\" for the slow CPU backend", "no-webgpu");
   }
-  let url = options.worker ? new URL(options.worker, location.href) : new URL(workerURL);
-  if (options.wasm) url.searchParams.set("wasm", new URL(options.wasm, location.href).href);
-  const client = new Tessera(url);
+  const base = await here();
+  let url = options.worker ? new URL(options.worker, base) : new URL(workerURL);
+  if (options.wasm) url.searchParams.set("wasm", new URL(options.wasm, base).href);
+  const client = await newClient(url);
   const onAbort = () => client.abort();
   signal && signal.addEventListener("abort", onAbort, { once: true });
   try {
     await client.ready;
-    const info = model == null ? null : await client.load(toSource(model), { quant, kvType, context, device, cache, maxStorageBinding }, onProgress);
+    const info = model == null ? null : await client.load(await toSource(model), { quant, kvType, context, device, cache, maxStorageBinding, draft, sha256 }, onProgress);
     if (signal && signal.aborted) throw abortError(signal);
     return new Engine(client, info);
   } catch (err) {
@@ -48,9 +81,24 @@ export async function createEngine(options = {}) {
   }
 }
 
-// toSource turns what createEngine and load take into the worker's source.
-function toSource(model) {
-  if (typeof model === "string" || model instanceof URL) return { url: new URL(model, location.href).href };
+// checkOptions refuses a load option of the wrong kind, naming it; the
+// engine checks the values (a quant it does not know, a bad hash).
+function checkOptions(o) {
+  const want = { quant: "string", kvType: "string", device: "string", draft: "string", sha256: "string", context: "number",
+    maxStorageBinding: "number", cache: "boolean", onProgress: "function" };
+  for (const [k, type] of Object.entries(want)) {
+    if (o[k] != null && typeof o[k] !== type) throw new TesseraError(`${k} must be a ${type}, not ${typeof o[k]}`, "bad-request", k);
+  }
+  if (o.signal != null && typeof o.signal.addEventListener !== "function") throw new TesseraError("signal must be an AbortSignal", "bad-request", "signal");
+}
+
+// toSource turns what createEngine and load take into the worker's
+// source. In Node a string that is no URL is a file's path.
+async function toSource(model) {
+  if (inNode && (typeof model === "string" || model instanceof URL) && (String(model).startsWith("file:") || !/^[a-z][a-z0-9+.-]*:/i.test(String(model)))) {
+    return { path: (await host()).toPath(model) };
+  }
+  if (typeof model === "string" || model instanceof URL) return { url: new URL(model, await here()).href };
   if (typeof Blob !== "undefined" && model instanceof Blob) return { file: model };
   if (model instanceof ArrayBuffer) return { buffer: model };
   // The parts of a split model (NAME-00001-of-0000N.gguf…), in any order.
@@ -65,47 +113,22 @@ function toSource(model) {
 // inspect reads a model's header, and what loading it would take, without
 // loading it (a URL by range requests): for a memory estimate up front.
 export async function inspect(model, options = {}) {
-  const client = new Tessera(new URL(workerURL));
+  const client = await newClient(new URL(workerURL));
   try {
     await client.ready;
-    return await client.inspect(toSource(model), options);
+    return await client.inspect(await toSource(model), options);
   } finally {
     client.terminate();
   }
 }
-
-// sampling maps OpenAI's parameter names onto the engine's.
-function sampling(p) {
-  const o = {
-    temperature: p.temperature ?? 1,
-    topP: p.top_p ?? 1,
-    topK: p.top_k ?? 0,
-    minP: p.min_p ?? 0,
-    maxTokens: p.max_completion_tokens ?? p.max_tokens ?? 256,
-  };
-  if (o.topP >= 1) o.topP = 0; // 1 and 0 both mean off; the engine wants 0
-  if (p.seed != null) o.seed = p.seed;
-  if (p.stop != null) o.stop = Array.isArray(p.stop) ? p.stop : [p.stop];
-  if (p.repetition_penalty != null) o.repeatPenalty = p.repetition_penalty;
-  if (p.ignore_eos) o.ignoreEOS = true;
-  // LoRA adapters (Engine.loadAdapter's), as tessera serve's "lora" field.
-  if (p.lora != null) o.adapters = p.lora;
-  // Structured output goes to the engine as the JSON of its fields, which
-  // it reads as the HTTP server does (runtime/grammar.Fields).
-  const constraint = {};
-  for (const k of constraintFields) if (p[k] != null) constraint[k] = p[k];
-  if (Object.keys(constraint).length) o.constraint = JSON.stringify(constraint);
-  return o;
-}
-
-const constraintFields = ["response_format", "grammar", "regex", "guided_json", "guided_grammar", "guided_regex"];
 
 function finishReason(stats) {
   return stats.finishReason === "abort" ? "abort" : stats.finishReason;
 }
 
 function usage(stats) {
-  return { prompt_tokens: stats.promptTokens, completion_tokens: stats.generated, total_tokens: stats.promptTokens + stats.generated };
+  const generated = (stats.choices || [stats]).reduce((n, s) => n + s.generated, 0);
+  return { prompt_tokens: stats.promptTokens, completion_tokens: generated, total_tokens: stats.promptTokens + generated };
 }
 
 // A Queue is an async iterator fed by callbacks.
@@ -189,7 +212,8 @@ class Engine {
     const onAbort = () => this.client.abort();
     signal && signal.addEventListener("abort", onAbort, { once: true });
     try {
-      this.model = await this.client.load(toSource(model), rest, onProgress);
+      checkOptions({ ...rest, onProgress, signal });
+      this.model = await this.client.load(await toSource(model), rest, onProgress);
       return this.model;
     } catch (err) {
       throw signal && signal.aborted ? abortError(signal) : toError(err);
@@ -213,8 +237,8 @@ class Engine {
   }
 
   // inspect reads a model's header without loading it (see inspect below).
-  inspect(model, options = {}) {
-    return this.client.inspect(toSource(model), options);
+  async inspect(model, options = {}) {
+    return this.client.inspect(await toSource(model), options);
   }
 
   cached() {
@@ -228,8 +252,8 @@ class Engine {
   // loadAdapter reads a LoRA adapter of the model (a URL, File, Blob or
   // ArrayBuffer of a GGUF LoRA) under name; a request's lora: [{name,
   // scale}] applies it. options: {scale: 1, cache: true}.
-  loadAdapter(name, adapter, options = {}) {
-    return this.client.loadAdapter(name, toSource(adapter), options);
+  async loadAdapter(name, adapter, options = {}) {
+    return this.client.loadAdapter(name, await toSource(adapter), options);
   }
 
   // unloadAdapter frees an adapter once the requests using it end.
@@ -275,52 +299,70 @@ class Engine {
     };
   }
 
-  // _create is chat.completions.create and completions.create. A chat's
-  // reply comes split as the engine reads it (the model's own format):
-  // reasoning_content, content and tool_calls, streamed as the HTTP
-  // server's Chat Completions streams them.
+  // _create is chat.completions.create and completions.create. The
+  // request's sampling fields go to the engine as its JSON, read there as
+  // the HTTP server reads them (runtime/chatapi), so both take and refuse
+  // the same values; a chat's reply comes split as the engine reads it
+  // (the model's own format): reasoning_content, content and tool_calls,
+  // streamed as the server's Chat Completions streams them, with n
+  // choices and logprobs as the server gives them.
   _create(kind, p = {}) {
     const chat = kind === "chat";
     const id = `${chat ? "chatcmpl" : "cmpl"}-${this._tag}-${++this._n}`;
     let input, options;
     try {
-      if (p === null || typeof p !== "object") throw new TypeError("create takes a request object");
-      input = chat ? chatInput(p) : typeof p.prompt === "string" ? { prompt: p.prompt } : Array.isArray(p.prompt) ? { tokens: p.prompt } : { prompt: "" };
+      if (p === null || typeof p !== "object" || Array.isArray(p)) throw new TesseraError("create takes a request object", "bad-request");
+      if (p.signal != null && typeof p.signal.addEventListener !== "function") throw new TesseraError("signal must be an AbortSignal", "bad-request", "signal");
+      if (p.stream != null && typeof p.stream !== "boolean") throw new TesseraError("stream must be a boolean", "bad-request", "stream");
+      input = chat ? chatInput(p) : completionInput(p);
       // Calls the model gives no id get one made from this (the server's
       // call-<completion>-<choice> ids), by the model's format's rule.
-      options = { ...sampling(p), callPrefix: `call-${id}-0` };
+      options = { request: requestJSON(p), callPrefix: `call-${id}-0` };
+      // LoRA adapters (Engine.loadAdapter's), as tessera serve's "lora" field.
+      if (p.lora != null) options.adapters = p.lora;
     } catch (err) {
       return Promise.reject(err instanceof TesseraError ? err : new TesseraError(err.message || String(err), "bad-request"));
     }
     const created = Math.floor(Date.now() / 1000);
     const model = p.model || (this.model && this.model.name) || "tessera";
     const signal = p.signal || null;
-    if (signal && signal.aborted) {
-      const e = abortError(signal);
-      return Promise.reject(e);
-    }
-    const ids = [];
-    let text = "";
+    if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    const logprobs = chat ? p.logprobs === true : p.logprobs != null;
+    const choices = []; // per choice: its token ids, text and logprobs entries
+    const choiceOf = (i) => (choices[i] ??= { ids: [], text: "", lps: [] });
     const queue = p.stream ? new Queue() : null;
     const object = chat ? "chat.completion" : "text_completion";
     const chunkObject = chat ? "chat.completion.chunk" : "text_completion";
-    const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, choices: [{ index: 0, ...choice }], ...extra });
-    if (queue && chat) queue.push(chunk({ delta: { role: "assistant", content: "" }, finish_reason: null }));
+    const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, choices: [choice], ...extra });
+    if (queue && chat) {
+      for (let i = 0; i < (Number.isInteger(p.n) && p.n > 1 ? p.n : 1); i++) {
+        queue.push(chunk({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }));
+      }
+    }
     const call = this.client.generate(input, options, (tok) => {
-      if (tok.id >= 0) ids.push(tok.id);
-      text += tok.text;
+      const i = tok.choice || 0;
+      const c = choiceOf(i);
+      if (tok.id >= 0) c.ids.push(tok.id);
+      c.text += tok.text;
+      if (tok.logprobs) c.lps.push(tok.logprobs);
       if (!queue) return;
       const ext = { tessera: { token_id: tok.id } };
       if (!chat) {
-        if (tok.text || tok.id >= 0) queue.push(chunk({ text: tok.text, finish_reason: null }, ext));
+        if (tok.text || tok.id >= 0) {
+          const lp = logprobs ? legacyLogprobs(tok.logprobs ? [tok.logprobs] : []) : null;
+          queue.push(chunk({ index: i, text: tok.text, logprobs: lp, finish_reason: null }, ext));
+        }
         return;
       }
-      // A delta per reply event, the token's id with the first; a token
-      // that completes none (a marker, or what may be the start of one)
-      // still has its chunk, with empty content.
+      // A delta per reply event, the token's id and logprobs with the
+      // first; a token that completes none (a marker, or what may be the
+      // start of one) still has its chunk, with empty content.
       const deltas = tok.events.map(delta);
       if (!deltas.length && tok.id >= 0) deltas.push({ content: "" });
-      deltas.forEach((d, i) => queue.push(chunk({ delta: d, finish_reason: null }, i === 0 ? ext : undefined)));
+      deltas.forEach((d, k) => {
+        const lp = k === 0 && tok.logprobs ? { content: [tok.logprobs] } : null;
+        queue.push(chunk({ index: i, delta: d, logprobs: lp, finish_reason: null }, k === 0 ? ext : undefined));
+      });
     });
     let aborted = false;
     const stop = () => {
@@ -333,7 +375,7 @@ class Engine {
       if (stats.finishReason === "abort" || aborted) {
         const e = signal && signal.aborted ? abortError(signal) : new TesseraError("the generation was aborted", "aborted");
         e.stats = stats; // what had been generated when it stopped
-        e.text = text;
+        e.text = choiceOf(0).text;
         throw e;
       }
       return stats;
@@ -341,13 +383,16 @@ class Engine {
       signal && signal.removeEventListener("abort", stop);
       throw toError(err);
     });
-    const ext = (stats) => ({ tessera: { token_ids: ids, prompt_ids: stats.promptIds, stopped: stats.stopped, ttft_ms: stats.ttftMs, total_ms: stats.totalMs, decode_tps: stats.decodeTps, prefill_tps: stats.prefillTps, seed: stats.seed } });
+    const ext = (stats) => ({ tessera: { token_ids: choiceOf(0).ids, prompt_ids: stats.promptIds, stopped: stats.stopped, ttft_ms: stats.ttftMs,
+      total_ms: stats.totalMs, decode_tps: stats.decodeTps, prefill_tps: stats.prefillTps, seed: stats.seed,
+      draft_tokens: stats.drafted, accepted_tokens: stats.accepted } });
+    const all = (stats) => stats.choices || [stats];
     if (!queue) {
       return done.then((stats) => ({
         id, object, created, model,
-        choices: [chat
-          ? { index: 0, message: message(stats), finish_reason: finishReason(stats), logprobs: null }
-          : { index: 0, text, finish_reason: finishReason(stats), logprobs: null }],
+        choices: all(stats).map((s, i) => chat
+          ? { index: i, message: message(s), logprobs: logprobs ? { content: choiceOf(i).lps } : null, finish_reason: finishReason(s) }
+          : { index: i, text: choiceOf(i).text, logprobs: logprobs ? legacyLogprobs(choiceOf(i).lps) : null, finish_reason: finishReason(s) }),
         usage: usage(stats),
         ...ext(stats),
       }));
@@ -355,12 +400,48 @@ class Engine {
     const stream = new Stream(queue, stop);
     done.then((stats) => {
       stream.stats = stats;
-      queue.push(chunk(chat ? { delta: {}, finish_reason: finishReason(stats) } : { text: "", finish_reason: finishReason(stats) },
-        { usage: usage(stats), ...ext(stats) }));
+      const last = all(stats);
+      last.forEach((s, i) => {
+        const extra = i === last.length - 1 ? { usage: usage(stats), ...ext(stats) } : undefined;
+        queue.push(chunk(chat ? { index: i, delta: {}, logprobs: null, finish_reason: finishReason(s) }
+          : { index: i, text: "", logprobs: null, finish_reason: finishReason(s) }, extra));
+      });
       queue.end();
     }, (err) => queue.end(err));
     return Promise.resolve(stream);
   }
+}
+
+// requestJSON is the request's JSON less what the engine reads apart (the
+// chat's own fields, the prompt) and what is no JSON (the signal).
+function requestJSON(p) {
+  const skip = new Set(["signal", "messages", "prompt", "lora", ...chatFields]);
+  const fields = {};
+  for (const [k, v] of Object.entries(p)) if (!skip.has(k)) fields[k] = v;
+  return JSON.stringify(fields);
+}
+
+// completionInput is a completion's prompt: text, or token ids.
+function completionInput(p) {
+  if (p.prompt == null) return { prompt: "" };
+  if (typeof p.prompt === "string") return { prompt: p.prompt };
+  if (Array.isArray(p.prompt) && p.prompt.every((t) => Number.isInteger(t) && t >= 0)) return { tokens: p.prompt };
+  throw new TesseraError("prompt must be a string or an array of token ids", "bad-request", "prompt");
+}
+
+// legacyLogprobs lays out chat-shaped logprobs entries as the completions
+// API's parallel arrays, as the server does.
+function legacyLogprobs(entries) {
+  const out = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  let offset = 0;
+  for (const e of entries) {
+    out.tokens.push(e.token);
+    out.token_logprobs.push(e.logprob);
+    out.top_logprobs.push(Object.fromEntries(e.top_logprobs.map((a) => [a.token, a.logprob])));
+    out.text_offset.push(offset);
+    offset += e.bytes.length;
+  }
+  return out;
 }
 
 // chatFields are the fields of a chat request, besides messages, that go
@@ -406,7 +487,7 @@ function randomTag() {
 // cached lists the models kept in this origin's storage; clearCache
 // removes them. Both start a short-lived worker.
 export async function cached() {
-  const c = new Tessera(new URL(workerURL));
+  const c = await newClient(new URL(workerURL));
   try {
     await c.ready;
     return await c.cached();
@@ -416,7 +497,7 @@ export async function cached() {
 }
 
 export async function clearCache() {
-  const c = new Tessera(new URL(workerURL));
+  const c = await newClient(new URL(workerURL));
   try {
     await c.ready;
     return await c.clearCache();

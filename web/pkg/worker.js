@@ -29,8 +29,11 @@ async function start() {
   const url = wasmURL;
   let result;
   try {
-    result = await WebAssembly.instantiateStreaming(fetch(url), go.importObject);
+    // Node's bootstrap (node-worker.js) reads the file instead of fetching it.
+    result = globalThis.tesseraLoadWasm ? await globalThis.tesseraLoadWasm(url, go.importObject)
+      : await WebAssembly.instantiateStreaming(fetch(url), go.importObject);
   } catch (err) {
+    if (globalThis.tesseraLoadWasm) throw err;
     // A server that sends the wasm without application/wasm: compile from bytes.
     const response = await fetch(url);
     if (!response.ok) {
@@ -104,6 +107,6 @@ self.onmessage = async (ev) => {
     }
     post({ id, ok: true, value });
   } catch (err) {
-    post({ id, ok: false, error: { message: String(err && err.message || err), code: (err && err.code) || "error" } });
+    post({ id, ok: false, error: { message: String(err && err.message || err), code: (err && err.code) || "error", param: err && err.param } });
   }
 };
