@@ -16,8 +16,9 @@ import (
 type Type uint32
 
 // The element types known to this package. Gaps in the numbering (4 and 5
-// were Q4_2 and Q4_3, 16..23 and 29 are the IQ types) are types that ggml
-// defines but this package does not handle.
+// were Q4_2 and Q4_3; 16..19, 21, 22, 29, 34 and 35 are the IQ and ternary
+// types of 1 to 3 bits; 31..33 and 36..38 were repacked variants) are
+// types that ggml defines but this package does not handle.
 const (
 	F32  Type = 0
 	F16  Type = 1
@@ -33,12 +34,22 @@ const (
 	Q5_K Type = 13
 	Q6_K Type = 14
 	Q8_K Type = 15
-	I8   Type = 24
-	I16  Type = 25
-	I32  Type = 26
-	I64  Type = 27
-	F64  Type = 28
-	BF16 Type = 30
+	// IQ4_NL is 4-bit codes into a fixed non-linear codebook of 16 int8
+	// levels (kvaluesIQ4NL), an f16 scale per 32 values: 4.5 bits.
+	IQ4_NL Type = 20
+	// IQ4_XS is IQ4_NL's codebook in 256-value super-blocks: an f16 scale
+	// and a 6-bit factor per 32 values: 4.25 bits.
+	IQ4_XS Type = 23
+	I8     Type = 24
+	I16    Type = 25
+	I32    Type = 26
+	I64    Type = 27
+	F64    Type = 28
+	BF16   Type = 30
+	// MXFP4 is the OCP microscaling format gpt-oss ships its experts in:
+	// 4-bit floats (E2M1) with a shared power-of-two scale (E8M0) per 32
+	// values: 4.25 bits.
+	MXFP4 Type = 39
 )
 
 // Block sizes shared by the quantized formats: the legacy formats pack 32
@@ -59,26 +70,29 @@ type traits struct {
 }
 
 var typeTraits = [...]traits{
-	F32:  {"F32", 1, 4, dequantF32},
-	F16:  {"F16", 1, 2, dequantF16},
-	Q4_0: {"Q4_0", qk, 2 + qk/2, dequantQ4_0},
-	Q4_1: {"Q4_1", qk, 4 + qk/2, dequantQ4_1},
-	Q5_0: {"Q5_0", qk, 2 + 4 + qk/2, dequantQ5_0},
-	Q5_1: {"Q5_1", qk, 4 + 4 + qk/2, dequantQ5_1},
-	Q8_0: {"Q8_0", qk, 2 + qk, dequantQ8_0},
-	Q8_1: {"Q8_1", qk, 4 + qk, dequantQ8_1},
-	Q2_K: {"Q2_K", qkK, qkK/16 + qkK/4 + 4, dequantQ2K},
-	Q3_K: {"Q3_K", qkK, qkK/8 + qkK/4 + 12 + 2, dequantQ3K},
-	Q4_K: {"Q4_K", qkK, 4 + 12 + qkK/2, dequantQ4K},
-	Q5_K: {"Q5_K", qkK, 4 + 12 + qkK/8 + qkK/2, dequantQ5K},
-	Q6_K: {"Q6_K", qkK, qkK/2 + qkK/4 + qkK/16 + 2, dequantQ6K},
-	Q8_K: {"Q8_K", qkK, 4 + qkK + 2*qkK/16, dequantQ8K},
-	I8:   {"I8", 1, 1, dequantI8},
-	I16:  {"I16", 1, 2, dequantI16},
-	I32:  {"I32", 1, 4, dequantI32},
-	I64:  {"I64", 1, 8, dequantI64},
-	F64:  {"F64", 1, 8, dequantF64},
-	BF16: {"BF16", 1, 2, dequantBF16},
+	F32:    {"F32", 1, 4, dequantF32},
+	F16:    {"F16", 1, 2, dequantF16},
+	Q4_0:   {"Q4_0", qk, 2 + qk/2, dequantQ4_0},
+	Q4_1:   {"Q4_1", qk, 4 + qk/2, dequantQ4_1},
+	Q5_0:   {"Q5_0", qk, 2 + 4 + qk/2, dequantQ5_0},
+	Q5_1:   {"Q5_1", qk, 4 + 4 + qk/2, dequantQ5_1},
+	Q8_0:   {"Q8_0", qk, 2 + qk, dequantQ8_0},
+	Q8_1:   {"Q8_1", qk, 4 + qk, dequantQ8_1},
+	Q2_K:   {"Q2_K", qkK, qkK/16 + qkK/4 + 4, dequantQ2K},
+	Q3_K:   {"Q3_K", qkK, qkK/8 + qkK/4 + 12 + 2, dequantQ3K},
+	Q4_K:   {"Q4_K", qkK, 4 + 12 + qkK/2, dequantQ4K},
+	Q5_K:   {"Q5_K", qkK, 4 + 12 + qkK/8 + qkK/2, dequantQ5K},
+	Q6_K:   {"Q6_K", qkK, qkK/2 + qkK/4 + qkK/16 + 2, dequantQ6K},
+	Q8_K:   {"Q8_K", qkK, 4 + qkK + 2*qkK/16, dequantQ8K},
+	I8:     {"I8", 1, 1, dequantI8},
+	I16:    {"I16", 1, 2, dequantI16},
+	I32:    {"I32", 1, 4, dequantI32},
+	I64:    {"I64", 1, 8, dequantI64},
+	F64:    {"F64", 1, 8, dequantF64},
+	BF16:   {"BF16", 1, 2, dequantBF16},
+	IQ4_NL: {"IQ4_NL", qk, 2 + qk/2, dequantIQ4NL},
+	IQ4_XS: {"IQ4_XS", qkK, 2 + 2 + qkK/64 + qkK/2, dequantIQ4XS},
+	MXFP4:  {"MXFP4", qk, 1 + qk/2, dequantMXFP4},
 }
 
 func (t Type) traits() traits {

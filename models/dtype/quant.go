@@ -23,6 +23,12 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q4_K: quantQ4K,
 	Q5_K: quantQ5K,
 	Q6_K: quantQ6K,
+	Q2_K: quantQ2K,
+	Q3_K: quantQ3K,
+
+	IQ4_NL: quantIQ4NL,
+	IQ4_XS: quantIQ4XS,
+	MXFP4:  quantMXFP4,
 }
 
 // Quantize encodes src as type t in ggml's layout. len(src) must be a whole

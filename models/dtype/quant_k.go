@@ -199,3 +199,81 @@ func quantQ6K(src []float32, dst []byte) {
 		}
 	}
 }
+
+// put2Bits stores 256 two-bit codes as Q2_K and Q3_K order them: value v
+// in bits 2·((v%128)/32) of byte 32·(v/128) + v%32.
+func put2Bits(codes *[qkK]int, qs []byte) {
+	clear(qs[:qkK/4])
+	for v, c := range codes {
+		qs[32*(v/128)+v%32] |= byte(c&3) << (2 * (v % 128 / 32))
+	}
+}
+
+// quantQ2K writes Q2_K super-blocks: sixteen 16-value sub-blocks, each a
+// 4-bit scale and min against the f16 d and dmin, and 2-bit codes.
+func quantQ2K(src []float32, dst []byte) {
+	const bb = qkK/16 + qkK/4 + 4
+	var scales, mins [16]float32
+	var codes [qkK]int
+	for b := 0; b < len(src)/qkK; b++ {
+		x, blk := src[b*qkK:(b+1)*qkK], dst[b*bb:(b+1)*bb]
+		var maxScale, maxMin float32
+		for j := range 16 {
+			scales[j], mins[j] = fitAffine(x[16*j:16*j+16], 3)
+			maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
+		}
+		putF16(blk[80:], maxScale/15)
+		putF16(blk[82:], maxMin/15)
+		d, dmin := f16(blk[80:]), f16(blk[82:])
+		for j := range 16 {
+			sc, m := code(scales[j]*inverse(d), 15), code(mins[j]*inverse(dmin), 15)
+			blk[j] = byte(sc | m<<4)
+			e, off := d*float32(sc), dmin*float32(m)
+			for i, v := range x[16*j : 16*j+16] {
+				codes[16*j+i] = code((v+off)*inverse(e), 3)
+			}
+		}
+		put2Bits(&codes, blk[16:80])
+	}
+}
+
+// quantQ3K writes Q3_K super-blocks: sixteen 16-value sub-blocks with
+// 6-bit scales (offset by 32) against the f16 d, and 3-bit codes −4..3:
+// the low 2 bits in qs as Q2_K's, the third in hmask (set for codes ≥ 0).
+func quantQ3K(src []float32, dst []byte) {
+	const bb = qkK/8 + qkK/4 + 12 + 2
+	var scales [16]float32
+	var codes [qkK]int
+	for b := 0; b < len(src)/qkK; b++ {
+		x, blk := src[b*qkK:(b+1)*qkK], dst[b*bb:(b+1)*bb]
+		var top float32
+		for j := range 16 {
+			scales[j] = fitSymmetric(x[16*j:16*j+16], 4)
+			if abs32(scales[j]) > abs32(top) {
+				top = scales[j]
+			}
+		}
+		putF16(blk[108:], top/-32)
+		d := f16(blk[108:])
+		s := blk[96:108]
+		clear(s)
+		for j := range 16 {
+			l := code(scales[j]*inverse(d)+32, 63)
+			s[j%8] |= byte(l&15) << (4 * (j / 8))
+			s[8+j%4] |= byte(l>>4) << (2 * (j / 4))
+		}
+		sc := q3Scales(s)
+		for j := range 16 {
+			id := inverse(d * float32(sc[j]))
+			for i, v := range x[16*j : 16*j+16] {
+				codes[16*j+i] = code(v*id+4, 7)
+			}
+		}
+		hmask := blk[:32]
+		clear(hmask)
+		for v, c := range codes {
+			hmask[v%32] |= byte(c>>2) << (4*(v/128) + v%128/32)
+		}
+		put2Bits(&codes, blk[32:96])
+	}
+}
