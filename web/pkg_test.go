@@ -8,20 +8,59 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
+// nodeModules is where .ci/install-node.sh puts the webgpu package
+// (Dawn's WebGPU for Node); $TESSERA_NODE_MODULES names another.
+func nodeModules() string {
+	if d := os.Getenv("TESSERA_NODE_MODULES"); d != "" {
+		return d
+	}
+	return "/usr/local/lib/tessera-node/node_modules"
+}
+
+// swiftShaderICD is Chromium's SwiftShader Vulkan driver, which Dawn in
+// Node runs on where the machine has no GPU (it does not take lavapipe).
+const swiftShaderICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
+
+func inCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
+}
+
+// missing skips the test without a tool it needs, or fails it in CI,
+// where .ci/install-*.sh installs every one.
+func missing(t *testing.T, what string) {
+	t.Helper()
+	if inCI() {
+		t.Fatalf("%s is missing (CI installs it: .ci/install-node.sh, .ci/install-browser.sh)", what)
+	}
+	t.Skipf("%s is missing", what)
+}
+
 // TestNpmPack packs the JavaScript package as `make pkg` does (npm pack of
-// web/pkg with the wasm built into it): the tarball must hold the module,
-// its types, the worker, Go's loader and the wasm, and package.json must
-// point at them. Skipped without npm.
+// web/pkg with the wasm built into it), checks that the tarball holds the
+// module, its types, the worker, Node's host, Go's loader and the wasm,
+// then installs it into a scratch project as a user would and runs it in
+// Node: llama2.c's greedy story on the CPU backend (no webgpu package)
+// and on WebGPU (the webgpu package, Dawn, on SwiftShader's Vulkan
+// driver), and a bad request refused with a TesseraError naming its field.
 func TestNpmPack(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skip("no npm")
+		missing(t, "npm")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(t, "node")
 	}
 	var pkg struct {
 		Name    string         `json:"name"`
+		Version string         `json:"version"`
 		Type    string         `json:"type"`
 		Types   string         `json:"types"`
 		Exports map[string]any `json:"exports"`
@@ -36,8 +75,9 @@ func TestNpmPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	dot, _ := pkg.Exports["."].(map[string]any)
-	if pkg.Type != "module" || pkg.Types != "./index.d.ts" || dot["types"] != "./index.d.ts" || dot["import"] != "./index.js" || !pkg.Private {
-		t.Errorf("package.json: type %q, types %q, exports %v, private %v", pkg.Type, pkg.Types, pkg.Exports, pkg.Private)
+	if pkg.Type != "module" || pkg.Types != "./index.d.ts" || dot["types"] != "./index.d.ts" || dot["import"] != "./index.js" || pkg.Private || pkg.Version == "" ||
+		pkg.Exports["./tessera.wasm"] != "./tessera.wasm" || pkg.Exports["./worker.js"] != "./worker.js" {
+		t.Errorf("package.json: type %q, types %q, version %q, exports %v, private %v", pkg.Type, pkg.Types, pkg.Version, pkg.Exports, pkg.Private)
 	}
 	root, ok := FindModuleRoot(".")
 	if !ok {
@@ -56,13 +96,16 @@ func TestNpmPack(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(dir, "package.json"), raw, 0o644)
-	if err := BuildWasm(context.Background(), root, dir); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := BuildWasm(ctx, root, dir); err != nil {
 		t.Fatal(err)
 	}
+	npmEnv := append(os.Environ(), "npm_config_cache="+t.TempDir(), "npm_config_offline=true", "npm_config_update_notifier=false",
+		"npm_config_fund=false", "npm_config_audit=false", "npm_config_loglevel=error")
 	out := t.TempDir()
-	cmd := exec.Command(npm, "pack", "--json", "--pack-destination", out)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_cache="+t.TempDir(), "npm_config_offline=true", "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
+	cmd := exec.CommandContext(ctx, npm, "pack", "--json", "--pack-destination", out)
+	cmd.Dir, cmd.Env = dir, npmEnv
 	b, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("npm pack: %v\n%s", err, b)
@@ -88,8 +131,75 @@ func TestNpmPack(t *testing.T) {
 			t.Errorf("the tarball lacks %s (it has %v)", want, got)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, packed[0].Filename)); err != nil {
-		t.Error(err)
-	}
+	tarball := filepath.Join(out, packed[0].Filename)
 	t.Logf("%s: %.2f MB packed (gzipped), %.2f MB unpacked, %d files", packed[0].Filename, float64(packed[0].Size)/1e6, float64(packed[0].UnpackedSize)/1e6, len(got))
+
+	// A scratch project installs the tarball (and the webgpu package,
+	// where there is one) with npm, offline.
+	project := t.TempDir()
+	os.WriteFile(filepath.Join(project, "package.json"), []byte(`{"name": "scratch", "private": true, "type": "module"}`), 0o644)
+	install := []string{"install", "--no-save", tarball}
+	webgpu := filepath.Join(nodeModules(), "webgpu")
+	_, errWebGPU := os.Stat(filepath.Join(webgpu, "package.json"))
+	if errWebGPU == nil {
+		install = append(install, webgpu)
+	}
+	cmd = exec.CommandContext(ctx, npm, install...)
+	cmd.Dir, cmd.Env = project, npmEnv
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(filepath.Join(root, "..", "shared", "models", "stories260K.greedy200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(root, "..", "shared", "models", "stories260K.gguf")
+	script := `import { createEngine, TesseraError } from "tessera-web";
+const engine = await createEngine({ model: process.argv[2], quant: "f32", device: process.argv[3] });
+const r = await engine.completions.create({ prompt: "", max_tokens: 200, temperature: 0 });
+let bad = "";
+try { await engine.chat.completions.create({ messages: [{ role: "user", content: "Hi" }], top_p: "all" }); }
+catch (e) { bad = (e instanceof TesseraError) + " " + e.code + " " + e.param; }
+console.log(JSON.stringify({ text: r.choices[0].text, backend: engine.model.backend, adapter: engine.model.adapter, bad }));
+await engine.unload();
+`
+	os.WriteFile(filepath.Join(project, "run.mjs"), []byte(script), 0o644)
+	run := func(t *testing.T, device string, env ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, node, "run.mjs", model, device)
+		cmd.Dir = project
+		cmd.Env = append(os.Environ(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("node, device %s: %v\n%s\n%s", device, err, b, stderr.String())
+		}
+		var res struct {
+			Text, Backend, Bad string
+			Adapter            map[string]any
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+			t.Fatalf("node, device %s: %v\n%s", device, err, b)
+		}
+		if res.Text+"\n" != string(want) {
+			t.Errorf("node, device %s (%s): the greedy story differs:\n got %q\nwant %q", device, res.Backend, res.Text, want)
+		}
+		if res.Bad != "true bad-request top_p" {
+			t.Errorf("node, device %s: a bad top_p gave %q", device, res.Bad)
+		}
+		t.Logf("node, device %s: %s backend (adapter %v), %d bytes of story in %v", device, res.Backend, res.Adapter["name"], len(res.Text), time.Since(start).Round(time.Millisecond))
+	}
+	t.Run("cpu", func(t *testing.T) { run(t, "cpu") })
+	t.Run("webgpu on SwiftShader", func(t *testing.T) {
+		if errWebGPU != nil {
+			missing(t, "the webgpu npm package in "+nodeModules())
+		}
+		if _, err := os.Stat(swiftShaderICD); err != nil {
+			missing(t, "Chromium's SwiftShader Vulkan driver")
+		}
+		run(t, "webgpu", "VK_ICD_FILENAMES="+swiftShaderICD, "XDG_RUNTIME_DIR="+t.TempDir())
+	})
 }
