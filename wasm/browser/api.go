@@ -37,8 +37,8 @@ var (
 
 // codeOf names the kind of an error for the page, which words its message
 // by it: "no-webgpu", "out-of-memory", "adapter-limits", "bad-model",
-// "bad-request", "network", "storage", "aborted", "no-model", "bad-source"
-// or "error".
+// "bad-request", "network", "storage", "aborted", "no-model", "bad-source",
+// "integrity" or "error".
 func codeOf(err error) string {
 	var fe *gguf.FormatError
 	msg := err.Error()
@@ -55,6 +55,8 @@ func codeOf(err error) string {
 		return "storage"
 	case errors.Is(err, errSource):
 		return "bad-source"
+	case errors.Is(err, errIntegrity):
+		return "integrity"
 	case errors.As(err, &fe) || errors.Is(err, models.ErrUnknownFormat) || errors.Is(err, models.ErrUnsupportedArch) ||
 		errors.Is(err, models.ErrBadSplit) || errors.Is(err, lora.ErrBadAdapter):
 		return "bad-model"
@@ -179,10 +181,18 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		return nil, fmt.Errorf("%w: load wants {url}, {file}, {files} or {buffer}", errSource)
 	case source.Get("url").Type() == js.TypeString:
 		url := source.Get("url").String()
-		f, err := fetchModel(ctx, url, optionalBool(opts, "cache", true), rep.report)
+		want, err := sha256Option(opts)
 		if err != nil {
 			return nil, err
 		}
+		f, err := fetchModel(ctx, url, optionalBool(opts, "cache", true), want, rep.report)
+		if err != nil {
+			return nil, err
+		}
+		if f.discarded != "" {
+			info["discarded"] = f.discarded
+		}
+		info["verified"] = want != nil // against the published SHA-256
 		blobs = f.blobs
 		info["parts"] = len(f.blobs)
 		info["source"], info["url"], info["name"], info["hash"] = "url", url, f.name, f.hash
@@ -356,6 +366,39 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	a.mu.Unlock()
 	return info, nil
+}
+
+// sha256Option reads options.sha256: the model file's published SHA-256
+// (hex), or a list of them for the parts of a split model; nil for none.
+func sha256Option(opts js.Value) ([]string, error) {
+	if opts.Type() != js.TypeObject {
+		return nil, nil
+	}
+	v := opts.Get("sha256")
+	var list []string
+	switch v.Type() {
+	case js.TypeUndefined, js.TypeNull:
+		return nil, nil
+	case js.TypeString:
+		if v.String() == "" {
+			return nil, nil
+		}
+		list = []string{v.String()}
+	case js.TypeObject:
+		for i := range v.Length() {
+			list = append(list, v.Index(i).String())
+		}
+	default:
+		return nil, badRequest("sha256", "sha256 must be a hex string, or a list of them for a split model's parts")
+	}
+	for i, h := range list {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			return nil, badRequest("sha256", "sha256 %q is not a SHA-256 in hex (64 digits)", list[i])
+		}
+		list[i] = h
+	}
+	return list, nil
 }
 
 // device returns the worker's WebGPU device, opening it on first use, or

@@ -32,6 +32,13 @@ import (
 // every part has the recorded size and hash (see pieceHash), and the
 // server, if it answers, still reports the same size and validators;
 // otherwise it is fetched again.
+//
+// Where the model's source publishes each file's SHA-256 (the catalogue
+// has the Hugging Face Hub's), a load passes it: a download is checked
+// against it before it is kept, and an entry is reused only if it was (or
+// now is) checked against the same one. A mismatch deletes the copy and
+// says so: a download fails with errIntegrity, and a damaged cached copy
+// is fetched again with the reason in the load's result (discarded).
 
 const cacheFolder = "tessera-models"
 
@@ -48,8 +55,9 @@ type cacheMeta struct {
 // cachePart is one file of an entry.
 type cachePart struct {
 	URL          string `json:"url"`
-	Size         int64  `json:"size"` // -1 until the server says
-	Hash         string `json:"hash"` // SHA-256 of the SHA-256s of its 8 MiB pieces
+	Size         int64  `json:"size"`             // -1 until the server says
+	Hash         string `json:"hash"`             // SHA-256 of the SHA-256s of its 8 MiB pieces
+	SHA256       string `json:"sha256,omitempty"` // its plain SHA-256, once checked against a published one
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"lastModified,omitempty"`
 	Done         bool   `json:"done"`
@@ -62,7 +70,14 @@ type fetched struct {
 	hash   string
 	cached bool // reused from the cache, not downloaded
 	stored bool // kept in the cache for next time
+	// discarded says why a cached copy was deleted (damaged, or not the
+	// published file) and fetched again; "" when none was.
+	discarded string
 }
+
+// errIntegrity is a download whose SHA-256 is not the one its source
+// publishes.
+var errIntegrity = errors.New("integrity check failed")
 
 func cacheKey(url string) string {
 	h := sha256.Sum256([]byte(url))
@@ -116,14 +131,18 @@ func cacheDir() (js.Value, error) {
 
 // fetchModel returns the model at url: from the cache when a checked copy is
 // there, else downloaded (and stored, when useCache), the parts of a split
-// model in parallel. progress gets ("download" | "verify", bytes done,
-// bytes in all; total -1 when unknown).
-func fetchModel(ctx context.Context, url string, useCache bool, progress func(phase string, done, total int64)) (*fetched, error) {
+// model in parallel. want, if not nil, is each part's published SHA-256
+// (lowercase hex). progress gets ("download" | "verify", bytes done, bytes
+// in all; total -1 when unknown).
+func fetchModel(ctx context.Context, url string, useCache bool, want []string, progress func(phase string, done, total int64)) (*fetched, error) {
 	name := url[strings.LastIndex(url, "/")+1:]
 	if i := strings.IndexAny(name, "?#"); i >= 0 {
 		name = name[:i]
 	}
 	urls := partURLs(url)
+	if want != nil && len(want) != len(urls) {
+		return nil, badRequest("sha256", "sha256 lists %d hashes for a model of %d parts", len(want), len(urls))
+	}
 	var dir js.Value
 	if useCache {
 		d, err := cacheDir()
@@ -136,7 +155,7 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 	}
 	key := cacheKey(urls[0])
 	if !useCache {
-		f, err := downloadBlobs(ctx, urls, progress)
+		f, err := downloadBlobs(ctx, urls, want, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -147,29 +166,34 @@ func fetchModel(ctx context.Context, url string, useCache bool, progress func(ph
 	// while the other reads it: a File read from the cache becomes
 	// unreadable once its file is written again.
 	var f *fetched
+	var discarded string
 	err := underLock(ctx, "tessera-cache:"+key, func() error {
 		meta, err := readMeta(dir, key)
 		if err == nil && meta.Complete {
-			if f, err = cachedModel(ctx, dir, key, urls, meta, progress); err == nil {
+			if f, err = cachedModel(ctx, dir, key, urls, meta, want, progress); err == nil {
 				return nil
+			}
+			if errors.Is(err, errIntegrity) {
+				discarded = fmt.Sprintf("the cached copy was deleted and fetched again: %v", err)
+				console("info", "tessera: "+url+": "+discarded)
 			}
 		}
 		if err == nil && meta.resumes(urls) {
 			console("info", fmt.Sprintf("tessera: resuming the download of %s", url))
 		} else {
-			if err != nil && meta != nil {
+			if err != nil && meta != nil && discarded == "" {
 				console("info", fmt.Sprintf("tessera: fetching %s again: %v", url, err))
 			}
 			removeEntry(dir, key)
 			meta = newMeta(urls)
 		}
-		f, err = downloadParts(ctx, dir, key, meta, progress)
+		f, err = downloadParts(ctx, dir, key, meta, want, progress)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.name = name
+	f.name, f.discarded = name, discarded
 	return f, nil
 }
 
@@ -221,7 +245,12 @@ func underLock(ctx context.Context, name string, fn func() error) error {
 
 // cachedModel returns the complete cache entry meta of urls after checking
 // each part.
-func cachedModel(ctx context.Context, dir js.Value, key string, urls []string, meta *cacheMeta, progress func(string, int64, int64)) (*fetched, error) {
+//
+// A part whose bytes differ from those hashed when it was saved, or whose
+// SHA-256 is not the one in want, fails with errIntegrity. A part saved
+// without a published hash to check is checked now, and its SHA-256
+// recorded.
+func cachedModel(ctx context.Context, dir js.Value, key string, urls []string, meta *cacheMeta, want []string, progress func(string, int64, int64)) (*fetched, error) {
 	if meta.URL != urls[0] || len(meta.Parts) != len(urls) {
 		return nil, errors.New("the cache entry belongs to another URL")
 	}
@@ -240,23 +269,38 @@ func cachedModel(ctx context.Context, dir js.Value, key string, urls []string, m
 			return nil, err
 		}
 		if size := int64(file.Get("size").Float()); size != p.Size {
-			return nil, fmt.Errorf("the cached file has %d bytes, %d were saved", size, p.Size)
+			return nil, fmt.Errorf("%w: the cached file has %d bytes, %d were saved", errIntegrity, size, p.Size)
 		}
 		if err := checkFresh(ctx, p); err != nil {
 			return nil, err
 		}
-		sum, err := hashBlob(file, func(d, _ int64) { progress("verify", done+d, meta.Size) })
+		if want != nil && p.SHA256 != "" && p.SHA256 != want[i] {
+			return nil, fmt.Errorf("%w: the cached file's SHA-256 is %s, not the expected %s", errIntegrity, p.SHA256, want[i])
+		}
+		whole := want != nil && p.SHA256 == ""
+		sum, full, err := hashBlobWhole(file, whole, func(d, _ int64) { progress("verify", done+d, meta.Size) })
 		if err != nil {
 			return nil, err
 		}
 		if sum != p.Hash {
-			return nil, errors.New("the cached file's hash differs from the one saved with it")
+			return nil, fmt.Errorf("%w: the cached file's bytes differ from those saved (hash %s, saved %s)", errIntegrity, short(sum), short(p.Hash))
+		}
+		if whole {
+			if full != want[i] {
+				return nil, fmt.Errorf("%w: the cached file's SHA-256 is %s, not the expected %s", errIntegrity, full, want[i])
+			}
+			meta.Parts[i].SHA256 = full
+			meta.Saved = time.Now().UTC().Format(time.RFC3339)
+			writeMeta(dir, key, *meta) // a failure only means checking again next time
 		}
 		done += p.Size
 		f.blobs = append(f.blobs, file)
 	}
 	return f, nil
 }
+
+// short is the start of a hash, for messages.
+func short(h string) string { return h[:min(len(h), 12)] }
 
 // checkFresh asks the server whether a part changed since it was saved.
 // No answer (offline, a server without HEAD) keeps the cached copy.
@@ -377,7 +421,10 @@ func parallel(ctx context.Context, n int, fn func(ctx context.Context, i int) er
 // cache, in parallel, each from where an earlier download of it stopped,
 // then hashes them and marks the entry complete. An interrupted download
 // keeps what it wrote for the next try.
-func downloadParts(ctx context.Context, dir js.Value, key string, meta *cacheMeta, report func(string, int64, int64)) (*fetched, error) {
+//
+// With want, each part's SHA-256 is checked too, and recorded; a mismatch
+// deletes the entry and fails with errIntegrity.
+func downloadParts(ctx context.Context, dir js.Value, key string, meta *cacheMeta, want []string, report func(string, int64, int64)) (*fetched, error) {
 	n := len(meta.Parts)
 	var mu sync.Mutex // guards meta and its file
 	save := func() error {
@@ -436,12 +483,16 @@ func downloadParts(ctx context.Context, dir js.Value, key string, meta *cacheMet
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading a downloaded part: %v", errStorage, err)
 		}
-		sum, err := hashBlob(file, func(d, _ int64) { report("verify", done+d, meta.Size) })
+		sum, full, err := hashBlobWhole(file, want != nil, func(d, _ int64) { report("verify", done+d, meta.Size) })
 		if err != nil {
 			return nil, fmt.Errorf("%w: hashing a downloaded part: %v", errStorage, err)
 		}
+		if want != nil && full != want[i] {
+			removeEntry(dir, key)
+			return nil, fmt.Errorf("%w: the download of %s has SHA-256 %s, not the expected %s; the copy was deleted", errIntegrity, meta.Parts[i].URL, full, want[i])
+		}
 		done += meta.Parts[i].Size
-		meta.Parts[i].Hash = sum
+		meta.Parts[i].Hash, meta.Parts[i].SHA256 = sum, full
 		list.Write([]byte(sum))
 		f.blobs = append(f.blobs, file)
 	}
@@ -572,13 +623,17 @@ func contentRange(v string) (from, total int64, err error) {
 // downloadBlobs fetches the parts at urls, in parallel, into Blobs in
 // JavaScript memory: a download without the cache. The bytes stay out of
 // the wasm heap; each part is hashed as it streams in.
-func downloadBlobs(ctx context.Context, urls []string, report func(string, int64, int64)) (*fetched, error) {
+func downloadBlobs(ctx context.Context, urls []string, want []string, report func(string, int64, int64)) (*fetched, error) {
 	prog := newDownloadProgress(len(urls), report)
 	blobs := make([]js.Value, len(urls))
 	sums := make([]string, len(urls))
 	err := parallel(ctx, len(urls), func(ctx context.Context, i int) error {
 		var err error
-		blobs[i], sums[i], err = downloadBlob(ctx, urls[i], func(done, total int64) { prog.set(i, done, total) })
+		var full string
+		blobs[i], sums[i], full, err = downloadBlob(ctx, urls[i], want != nil, func(done, total int64) { prog.set(i, done, total) })
+		if err == nil && want != nil && full != want[i] {
+			err = fmt.Errorf("%w: the download of %s has SHA-256 %s, not the expected %s", errIntegrity, urls[i], full, want[i])
+		}
 		return err
 	})
 	if err != nil {
@@ -598,14 +653,15 @@ func downloadBlobs(ctx context.Context, urls []string, report func(string, int64
 	return f, nil
 }
 
-// downloadBlob fetches url into a Blob, hashing it as it streams in.
-func downloadBlob(ctx context.Context, url string, progress func(done, total int64)) (js.Value, string, error) {
+// downloadBlob fetches url into a Blob, hashing it as it streams in (and
+// with whole, taking its plain SHA-256).
+func downloadBlob(ctx context.Context, url string, whole bool, progress func(done, total int64)) (js.Value, string, string, error) {
 	resp, err := fetch(ctx, url, "GET", nil)
 	if err != nil {
-		return js.Value{}, "", err
+		return js.Value{}, "", "", err
 	}
 	if !resp.Get("ok").Bool() {
-		return js.Value{}, "", fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, url, resp.Get("status").Int(), resp.Get("statusText").String())
+		return js.Value{}, "", "", fmt.Errorf("%w: fetching %s: HTTP %d %s", errNetwork, url, resp.Get("status").Int(), resp.Get("statusText").String())
 	}
 	get := headerOf(resp)
 	total := int64(-1)
@@ -617,7 +673,7 @@ func downloadBlob(ctx context.Context, url string, progress func(done, total int
 	// awaits per piece rather than one per chunk.
 	reader := resp.Get("body").Call("getReader")
 	u8 := js.Global().Get("Uint8Array")
-	sum := newPieceHash()
+	sum := newPieceHash(whole)
 	var parts []any // the Blob's
 	piece, fill := u8.New(hashPiece), 0
 	flush := func() error {
@@ -638,9 +694,9 @@ func downloadBlob(ctx context.Context, url string, progress func(done, total int
 		res, err := call(reader, "read")
 		if err != nil {
 			if ctx.Err() != nil {
-				return js.Value{}, "", errAborted
+				return js.Value{}, "", "", errAborted
 			}
-			return js.Value{}, "", fmt.Errorf("%w: downloading %s: %v", errNetwork, url, err)
+			return js.Value{}, "", "", fmt.Errorf("%w: downloading %s: %v", errNetwork, url, err)
 		}
 		if res.Get("done").Bool() {
 			break
@@ -654,7 +710,7 @@ func downloadBlob(ctx context.Context, url string, progress func(done, total int
 			off += k
 			if fill == hashPiece {
 				if err := flush(); err != nil {
-					return js.Value{}, "", err
+					return js.Value{}, "", "", err
 				}
 			}
 		}
@@ -662,12 +718,12 @@ func downloadBlob(ctx context.Context, url string, progress func(done, total int
 		progress(done, total)
 	}
 	if err := flush(); err != nil {
-		return js.Value{}, "", err
+		return js.Value{}, "", "", err
 	}
 	if total >= 0 && done != total {
-		return js.Value{}, "", fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, url, done, total)
+		return js.Value{}, "", "", fmt.Errorf("%w: %s ended after %d of %d bytes", errNetwork, url, done, total)
 	}
-	return js.Global().Get("Blob").New(parts), sum.sum(), nil
+	return js.Global().Get("Blob").New(parts), sum.sum(), sum.whole(), nil
 }
 
 func readMeta(dir js.Value, key string) (*cacheMeta, error) {

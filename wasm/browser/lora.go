@@ -51,7 +51,7 @@ func (a *api) loadAdapter(args []js.Value) any {
 			return nil, fmt.Errorf("%w: loadAdapter wants {url}, {file} or {buffer}", errSource)
 		case source.Get("url").Type() == js.TypeString:
 			label = source.Get("url").String()
-			f, err := fetchModel(context.Background(), label, useCache, func(string, int64, int64) {})
+			f, err := fetchModel(context.Background(), label, useCache, nil, func(string, int64, int64) {})
 			if err != nil {
 				return nil, err
 			}

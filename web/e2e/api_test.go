@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -773,6 +775,67 @@ func TestBrowserAPI(t *testing.T) {
 		if want := "true:bad-model true:bad-model true:network true:aborted"; r.Content != want {
 			t.Errorf("codes %q, want %q", r.Content, want)
 		}
+	})
+
+	t.Run("a cached file is checked against its published SHA-256", func(t *testing.T) {
+		sum := sha256.Sum256(data)
+		r := eval(t, `(async () => {
+			const url = "/models/stories260K.gguf?integrity", sha256 = "`+hex.EncodeToString(sum[:])+`";
+			const load = async (hash) => {
+				const e = await tessera.createEngine({model: url, quant: "f32", sha256: hash});
+				const r = await e.completions.create({prompt: "", max_tokens: 5, temperature: 0});
+				const out = {verified: e.model.verified, cached: e.model.cached, discarded: e.model.discarded || "", ids: r.tessera.token_ids};
+				await e.unload();
+				return out;
+			};
+			try {
+				const first = await load(sha256);
+				// Change two bytes of the cached copy, from the page, as a
+				// damaged disk or another program would.
+				const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tessera-models");
+				let tampered = "";
+				for await (const [name, h] of dir.entries()) {
+					if (!name.endsWith(".json") || JSON.parse(await (await h.getFile()).text()).url !== new URL(url, location.href).href) continue;
+					const fh = await dir.getFileHandle(name.replace(".json", ".gguf"));
+					const old = new Uint8Array(await (await fh.getFile()).slice(1000, 1002).arrayBuffer());
+					const w = await fh.createWritable({keepExistingData: true});
+					await w.write({type: "write", position: 1000, data: old.map((b) => b ^ 0xff)});
+					await w.close();
+					tampered = name;
+				}
+				const second = await load(sha256);
+				const third = await load(sha256);
+				let code = "none";
+				try { await load("0".repeat(64)); } catch (e) { code = (e instanceof tessera.TesseraError) + ":" + e.code + ":" + /deleted/.test(e.message); }
+				const left = (await tessera.cached()).filter((c) => c.url.endsWith("?integrity")).length;
+				return {Content: JSON.stringify({first, tampered, second, third, code, left})};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		var got struct {
+			First, Second, Third struct {
+				Verified, Cached bool
+				Discarded        string
+				IDs              []int
+			}
+			Tampered, Code string
+			Left           int
+		}
+		if err := json.Unmarshal([]byte(r.Content), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !got.First.Verified || got.First.Cached || got.First.Discarded != "" || got.Tampered == "" {
+			t.Errorf("the first load (verified, then tampered with %q): %+v", got.Tampered, got.First)
+		}
+		if got.Second.Cached || !strings.Contains(got.Second.Discarded, "deleted") || !slices.Equal(got.Second.IDs, got.First.IDs) {
+			t.Errorf("after tampering: %+v; want the copy found damaged, deleted and fetched again, and the same tokens %v", got.Second, got.First.IDs)
+		}
+		if !got.Third.Cached || got.Third.Discarded != "" || !slices.Equal(got.Third.IDs, got.First.IDs) {
+			t.Errorf("the third load: %+v, want the fresh copy reused", got.Third)
+		}
+		if got.Code != "true:integrity:true" || got.Left != 0 {
+			t.Errorf("a wrong published hash: %q, %d entries left; want an integrity error and the copy deleted", got.Code, got.Left)
+		}
+		t.Logf("tampered: %s", got.Second.Discarded)
 	})
 
 	t.Run("without WebGPU", func(t *testing.T) {

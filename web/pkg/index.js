@@ -84,12 +84,15 @@ export async function createEngine(options = {}) {
 // checkOptions refuses a load option of the wrong kind, naming it; the
 // engine checks the values (a quant it does not know, a bad hash).
 function checkOptions(o) {
-  const want = { quant: "string", kvType: "string", device: "string", draft: "string", sha256: "string", context: "number",
+  const want = { quant: "string", kvType: "string", device: "string", draft: "string", context: "number",
     maxStorageBinding: "number", cache: "boolean", onProgress: "function" };
   for (const [k, type] of Object.entries(want)) {
     if (o[k] != null && typeof o[k] !== type) throw new TesseraError(`${k} must be a ${type}, not ${typeof o[k]}`, "bad-request", k);
   }
   if (o.signal != null && typeof o.signal.addEventListener !== "function") throw new TesseraError("signal must be an AbortSignal", "bad-request", "signal");
+  if (o.sha256 != null && typeof o.sha256 !== "string" && !Array.isArray(o.sha256)) {
+    throw new TesseraError("sha256 must be a hex string, or a list of them for a split model's parts", "bad-request", "sha256");
+  }
 }
 
 // toSource turns what createEngine and load take into the worker's
