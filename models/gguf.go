@@ -128,12 +128,11 @@ func modelFromGGUF(files []*gguf.File) (*Model, error) {
 	m.Config.TiedEmbeddings = !hasOutput
 	_, m.Config.QKVBias = m.Tensors[LayerBias(0, AttnQ)]
 	_, m.Config.QKNorm = m.Tensors[LayerTensor(0, AttnQNorm)]
-	if kind, _ := f.String(md.prefix + "rope.scaling.type"); kind == "linear" {
-		factor := md.float("rope.scaling.factor", 1)
-		if !(factor > 0) {
-			return nil, fmt.Errorf("%srope.scaling.factor %g must be positive", md.prefix, factor)
-		}
-		m.Config.RopeFactors = linearRopeFactors(c.RopeDim, factor)
+	if err := ropeScalingGGUF(m, &md); err != nil {
+		return nil, err
+	}
+	if err := familyGGUF(m, &md); err != nil {
+		return nil, err
 	}
 	if err := moeGGUF(m, &md); err != nil {
 		return nil, err
@@ -202,6 +201,10 @@ var ggufArchs = map[string]RopeLayout{
 	"qwen3":  RopeHalves,
 	"gemma2": RopeHalves,
 	"gemma3": RopeHalves,
+	// families.go: SmolLM3 (NoPE layers), Phi-3 (fused projections,
+	// partial rotation, LongRoPE).
+	"smollm3": RopePairs,
+	"phi3":    RopeHalves,
 	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
 	"qwen2moe":   RopeHalves,
 	"qwen3moe":   RopeHalves,

@@ -59,8 +59,24 @@ type Config struct {
 	QKNorm bool
 	// RopeFactors, when set, divide the frequency of each rotation pair
 	// (RopeDim/2 of them): Llama 3.1's scaling, from GGUF's rope_freqs
-	// tensor or computed by Llama3RopeFactors from a Hugging Face config.
+	// tensor or computed by Llama3RopeFactors from a Hugging Face config;
+	// YaRN's (YarnRopeFactors) and LongRoPE's short factors likewise.
 	RopeFactors []float32
+	// RopeScale multiplies the cosines and sines of the rotations (the
+	// rotated dimensions of q and k): YaRN's and LongRoPE's attention
+	// factor (rope.go). 0 means 1.
+	RopeScale float32
+	// RopeLong are LongRoPE's factors for contexts longer than
+	// RopeOrigContext (Phi-3); ForContext puts them in RopeFactors.
+	RopeLong        []float32
+	RopeOrigContext int
+	// NoRope marks the layers that do not rotate q and k at all
+	// (SmolLM3's every fourth); nil: every layer rotates.
+	NoRope []bool
+	// LocalRopeScaled: sliding-window layers rotate with the global
+	// layers' scaling (RopeFactors, RopeScale) at LocalRopeTheta (gpt-oss's
+	// YaRN), not unscaled (Gemma).
+	LocalRopeScaled bool
 
 	// The rest is Gemma 2/3's, each off at its zero value.
 
@@ -134,6 +150,9 @@ func (a Activation) String() string {
 	return "silu"
 }
 
+// LayerRope reports whether layer l rotates q and k.
+func (c Config) LayerRope(l int) bool { return l >= len(c.NoRope) || !c.NoRope[l] }
+
 // LayerSliding reports whether layer l attends through the sliding window.
 func (c Config) LayerSliding(l int) bool {
 	return c.SlidingWindow > 0 && l < len(c.Sliding) && c.Sliding[l]
@@ -192,6 +211,11 @@ func (c Config) Validate() error {
 		check(c.LocalRopeTheta > 0, "local rope theta %g must be positive", c.LocalRopeTheta)
 	}
 	check(c.SlidingWindow >= 0, "sliding window %d must not be negative", c.SlidingWindow)
+	check(c.NoRope == nil || len(c.NoRope) == c.Layers, "no-rope flags for %d layers, want %d", len(c.NoRope), c.Layers)
+	check(c.RopeFactors == nil || len(c.RopeFactors) == c.RopeDim/2, "%d rope factors for %d rotation pairs", len(c.RopeFactors), c.RopeDim/2)
+	check(c.RopeLong == nil || len(c.RopeLong) == c.RopeDim/2 && c.RopeOrigContext > 0,
+		"%d long rope factors for %d rotation pairs, original context %d", len(c.RopeLong), c.RopeDim/2, c.RopeOrigContext)
+	check(c.RopeScale >= 0, "rope scale %g must not be negative", c.RopeScale)
 	check(c.ResidualScale >= 0 && c.LogitScale >= 0, "residual scale %g and logit scale %g must not be negative", c.ResidualScale, c.LogitScale)
 	if err := c.MoE.validate(); err != nil {
 		errs = append(errs, err)

@@ -191,15 +191,21 @@ func (n *llama) fuse(m *models.Model, ws WeightStorage, glu bool, names ...strin
 
 // attention returns the RoPE of q and of k, and the attention, of layer l.
 func attention(c models.Config, l int) (q, k backend.Rope, a backend.Attention) {
-	q = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors}
+	q = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors, Scale: c.RopeScale}
 	a = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 		Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Softcap: c.AttnSoftcap}
 	if c.QueryScale > 0 {
 		a.Scale = c.QueryScale
 	}
 	if c.LayerSliding(l) {
-		q.Theta, q.Factors = c.LocalRopeTheta, nil
+		q.Theta = c.LocalRopeTheta
+		if !c.LocalRopeScaled {
+			q.Factors, q.Scale = nil, 0
+		}
 		a.Window = c.SlidingWindow
+	}
+	if !c.LayerRope(l) { // NoPE (SmolLM3): q and k as projected
+		q.Dim, q.Factors, q.Scale = 0, nil, 0
 	}
 	k = q
 	k.Heads = c.KVHeads

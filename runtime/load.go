@@ -121,7 +121,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, fmt.Errorf("context %d exceeds the model's %d", ctx, m.Config.Context)
 	}
-	m.Config.Context = ctx
+	m.Config = m.Config.ForContext(ctx) // LongRoPE's factors follow the context
 	be, note, err := openBackend(opts, batchRows(m.Config))
 	if err != nil {
 		m.Close()

@@ -131,7 +131,7 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
 	}
 	var tensors []gguf.WriteTensor
-	err := weights(c, seed, func(name string, shape []int, vals []float32) error {
+	put := func(name string, shape []int, vals []float32) error {
 		dims := make([]uint64, len(shape))
 		for i, d := range shape { // GGUF lists the innermost dimension first
 			dims[len(dims)-1-i] = uint64(d)
@@ -146,11 +146,15 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		}
 		tensors = append(tensors, gguf.WriteTensor{Name: name, Dims: dims, Type: typ, Data: data})
 		return nil
-	})
-	if err != nil {
+	}
+	if c.Arch == "phi3" { // fused q/k/v and gate/up, as Phi-3's files store them
+		put = (&fusedWriter{put: put}).tensor
+	}
+	if err := weights(c, seed, put); err != nil {
 		return err
 	}
-	if c.RopeFactors != nil { // Llama 3.1 scaling, as llama.cpp stores it
+	tensors = familyTensors(c, tensors)
+	if c.RopeFactors != nil && scalings[s.Name].Type == "" && c.RopeLong == nil { // Llama 3.1 scaling, as llama.cpp stores it
 		data, _ := dtype.Quantize(dtype.F32, c.RopeFactors)
 		tensors = append(tensors, gguf.WriteTensor{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(c.RopeFactors))}, Type: dtype.F32, Data: data})
 	}
@@ -172,6 +176,7 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 func Metadata(s Shape) []gguf.KV {
 	c := s.Config
 	pieces, scores, types := Vocabulary(c.Vocab)
+	familyVocabulary(c, pieces, types)
 	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
 	a := c.Arch + "."
 	kv := []gguf.KV{
@@ -202,6 +207,7 @@ func Metadata(s Shape) []gguf.KV {
 			gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)})
 	}
 	kv = append(kv, moeMetadata(c)...)
+	kv = append(kv, familyMetadata(s)...)
 	return append(kv, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},

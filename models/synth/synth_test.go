@@ -14,7 +14,7 @@ import (
 // TestWriteLoads writes the tiny shape in both types and loads it back
 // through models.Open: the config, the tensors and the tokenizer round-trip.
 func TestWriteLoads(t *testing.T) {
-	for _, name := range tinyShapes {
+	for _, name := range append(tinyShapes, ggufOnlyShapes...) {
 		writeLoads(t, name)
 	}
 }

@@ -1,0 +1,91 @@
+package models
+
+import (
+	"fmt"
+)
+
+// Families of 2025–26 that share the Llama forward pass with differences
+// of data: SmolLM3's layers without RoPE, Phi-3's fused projections.
+
+// smollm3NoRopeStep is SmolLM3's period of layers without RoPE: layer l
+// rotates unless (l+1) % 4 == 0. llama.cpp fixes it in code
+// (n_no_rope_layer_step); the Hugging Face config lists the layers
+// (no_rope_layers).
+const smollm3NoRopeStep = 4
+
+// noRopeEvery marks every step-th layer (counting from one) as NoPE.
+func noRopeEvery(layers, step int) []bool {
+	s := make([]bool, layers)
+	for l := range s {
+		s[l] = (l+1)%step == 0
+	}
+	return s
+}
+
+// familyGGUF sets what an architecture of this file adds to the Llama
+// family, and reshapes its tensors into the Llama family's names.
+func familyGGUF(m *Model, md *metaReader) error {
+	c := &m.Config
+	switch c.Arch {
+	case "smollm3":
+		c.NoRope = noRopeEvery(c.Layers, smollm3NoRopeStep)
+	case "phi3":
+		return splitFused(m)
+	}
+	return nil
+}
+
+// splitFused turns Phi-3's fused attn_qkv (AttnQKV: q, k and v rows one
+// after the other) and ffn_up (gate rows, then up rows) into the
+// separate q, k, v, gate and up tensors the forward pass reads (and fuses
+// again on upload): views of the file's rows, so nothing is copied until
+// read, and quantized rows keep their blocks.
+func splitFused(m *Model) error {
+	c := m.Config
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	for l := range c.Layers {
+		if t, ok := m.Tensors[LayerTensor(l, AttnQKV)]; ok {
+			if len(t.Shape) != 2 || t.Shape[0] != q+2*kv || t.Shape[1] != c.Dim {
+				return fmt.Errorf("tensor %s has shape %v, want [%d %d]", t.Name, t.Shape, q+2*kv, c.Dim)
+			}
+			delete(m.Tensors, t.Name)
+			for _, part := range []struct {
+				kind     string
+				from, to int
+			}{{AttnQ, 0, q}, {AttnK, q, q + kv}, {AttnV, q + kv, q + 2*kv}} {
+				name := LayerTensor(l, part.kind)
+				m.Tensors[name] = rowsOf(name, t, part.from, part.to)
+			}
+		}
+		up := LayerTensor(l, FFNUp)
+		if _, gated := m.Tensors[LayerTensor(l, FFNGate)]; gated {
+			continue
+		}
+		t, ok := m.Tensors[up]
+		if !ok {
+			return fmt.Errorf("missing tensor %s", up)
+		}
+		if len(t.Shape) != 2 || t.Shape[0] != 2*c.FFN {
+			return fmt.Errorf("tensor %s has shape %v, want [%d %d] (gate and up)", up, t.Shape, 2*c.FFN, c.Dim)
+		}
+		gate := LayerTensor(l, FFNGate)
+		m.Tensors[gate] = rowsOf(gate, t, 0, c.FFN)
+		m.Tensors[up] = rowsOf(up, t, c.FFN, 2*c.FFN)
+	}
+	return nil
+}
+
+// rowsOf is rows from..to of matrix t, named name: the bytes of those rows
+// (a row of any type is a whole number of bytes, of blocks for quantized
+// types).
+func rowsOf(name string, t *Tensor, from, to int) *Tensor {
+	rows := t.Shape[0]
+	return NewTensor(name, []int{to - from, t.Shape[1]}, t.Type, func() ([]byte, error) {
+		b, err := t.Raw()
+		if err != nil {
+			return nil, err
+		}
+		size := len(b) / rows
+		return b[from*size : to*size], nil
+	})
+}

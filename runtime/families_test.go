@@ -1,0 +1,128 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// familiesGolden is what llama.cpp generated from the synthetic GGUFs of
+// the 2025–26 families (testdata/families/README.md): for each shape the
+// context it ran with, its greedy tokens and each token's
+// log-probability under the raw logits.
+type familiesGolden struct {
+	Prompt []int32
+	Shapes map[string]struct {
+		Context  int
+		Tokens   []int32
+		Logprobs []float64
+	}
+}
+
+// TestFamiliesMatchLlamaCpp: each family's synthetic GGUF (`tessera synth
+// --seed 1 --type f32`) gives llama.cpp's greedy tokens on the CPU and on
+// WebGPU, and its log-probabilities within 1e-3: SmolLM3's layers without
+// RoPE, Phi-3's fused projections, partial rotation and LongRoPE (long
+// factors at a context past the original, short ones within it:
+// tiny-phi3-short), YaRN past its original context.
+func TestFamiliesMatchLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/families/llamacpp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden familiesGolden
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range golden.Shapes {
+		t.Run(name, func(t *testing.T) {
+			s, err := synth.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), name+".gguf")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			cpu, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: want.Context})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cpu.Close()
+			// llama.cpp's greedy tokens, position by position: Tessera's
+			// argmax after llama.cpp's prefix, end-of-generation tokens
+			// left out as llama.cpp's ignore_eos leaves them (so a match
+			// of every position is a match of the free generation).
+			ends := endTokens(cpu)
+			worst := 0.0
+			seq := append(append([]int32(nil), golden.Prompt...), want.Tokens...)
+			for i, l := range logits(t, cpu, seq)[len(golden.Prompt)-1:] {
+				if got := argmaxExcept(l, ends); got != want.Tokens[i] {
+					t.Errorf("token %d: cpu %d, llama.cpp %d", i, got, want.Tokens[i])
+				}
+				worst = max(worst, math.Abs(logSoftmax(l, want.Tokens[i])-want.Logprobs[i]))
+			}
+			t.Logf("max |Δ logprob| %.2g over %d tokens", worst, len(want.Tokens))
+			if worst > 1e-3 {
+				t.Errorf("log-probabilities differ from llama.cpp's by up to %g", worst)
+			}
+			// WebGPU generates the CPU's greedy tokens.
+			req := runtime.Request{Tokens: golden.Prompt, MaxTokens: len(want.Tokens), IgnoreEOS: true}
+			ref, _, _ := generate(t, cpu, req)
+			g := loadWebGPU(t, path, runtime.Options{Context: want.Context})
+			if got, _, _ := generate(t, g, req); !equal(got, ref) {
+				t.Errorf("webgpu:\n%v\ncpu:\n%v", got, ref)
+			}
+		})
+	}
+}
+
+// logSoftmax is log p(tok) under logits l, in float64.
+func logSoftmax(l []float32, tok int32) float64 {
+	m := math.Inf(-1)
+	for _, v := range l {
+		m = max(m, float64(v))
+	}
+	sum := 0.0
+	for _, v := range l {
+		sum += math.Exp(float64(v) - m)
+	}
+	return float64(l[tok]) - m - math.Log(sum)
+}
+
+// endTokens are the ids llama.cpp ends a generation at (its EOG set): the
+// end of sequence and the end-of-turn tokens it recognises by name.
+func endTokens(e *runtime.Engine) map[int32]bool {
+	tok := e.Model().Tokenizer
+	ends := map[int32]bool{int32(tok.EOS()): true}
+	for id := range tok.VocabSize() {
+		switch tok.Piece(id) {
+		case "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>", "<|im_end|>", "<end_of_turn>", "<|eot_id|>":
+			ends[int32(id)] = true
+		}
+	}
+	return ends
+}
+
+// argmaxExcept is the index of l's largest value outside skip, the lower
+// among equals.
+func argmaxExcept(l []float32, skip map[int32]bool) int32 {
+	best := int32(-1)
+	for i, v := range l {
+		if !skip[int32(i)] && (best < 0 || v > l[best]) {
+			best = int32(i)
+		}
+	}
+	return best
+}

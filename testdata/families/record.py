@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's greedy tokens and their log-probabilities for GGUF files.
+
+usage: record.py PEERS_DIR N PROMPT_IDS SHAPE=FILE[@CONTEXT][#N][!ARG=VALUE] ... > llamacpp.json
+
+For each file it starts PEERS_DIR/llama-server (f32 KV cache, no flash
+attention, 2 threads, the given context or 256), asks /completion for N
+tokens from the prompt's ids, greedy (end-of-generation tokens left out:
+ignore_eos), with n_probs 1 (each token's
+log-probability from the raw logits), and prints one JSON object. llama.cpp
+rounds its context up to 256; !--yarn-orig-ctx=512 makes it choose LongRoPE's
+short factors where Tessera runs at a context within the original.
+"""
+import json, os, socket, struct, subprocess, sys, tempfile, time, urllib.request
+
+peers, n, prompt = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
+out = {"prompt": prompt, "llama.cpp": "", "shapes": {}}
+
+
+def printable(path):
+    """A copy of the GGUF at path whose byte tokens (type 6) are normal
+    tokens: llama-server refuses to return text that is not UTF-8, and a
+    random model emits lone bytes. Only the token types change (the pieces
+    "<0xNN>" stay, so the vocabulary still finds its newline); the weights
+    and every id are the same."""
+    data = bytearray(open(path, "rb").read())
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    off = 8
+    (_, n_kv) = struct.unpack_from("<QQ", data, off)
+    off += 16
+
+    def string(off):
+        (n,) = struct.unpack_from("<Q", data, off)
+        return data[off + 8:off + 8 + n].decode(), off + 8 + n
+
+    def skip(t, off):
+        if t == 8:
+            return string(off)[1]
+        if t == 9:
+            (et, n) = struct.unpack_from("<IQ", data, off)
+            off += 12
+            for _ in range(n):
+                off = skip(et, off)
+            return off
+        return off + sizes[t]
+
+    for _ in range(n_kv):
+        key, off = string(off)
+        (t,) = struct.unpack_from("<I", data, off)
+        off += 4
+        if key == "tokenizer.ggml.token_type":
+            (et, n) = struct.unpack_from("<IQ", data, off)
+            for i in range(n):
+                at = off + 12 + 4 * i
+                if struct.unpack_from("<i", data, at)[0] == 6:
+                    struct.pack_into("<i", data, at, 1)
+        off = skip(t, off)
+    f = tempfile.NamedTemporaryFile(suffix=".gguf", delete=False)
+    f.write(data)
+    f.close()
+    return f.name
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+for arg in sys.argv[4:]:
+    shape, spec = arg.split("=", 1)
+    spec, _, extra = spec.partition("!")
+    spec, _, count = spec.partition("#")
+    path, _, ctx = spec.partition("@")
+    ctx, count = int(ctx or 256), int(count or n)
+    port = free_port()
+    copy = printable(path)
+    srv = subprocess.Popen([peers + "/llama-server", "-m", copy, "-c", str(ctx), "-t", "2", "-ctk", "f32", "-ctv", "f32",
+                            "-fa", "off", "-np", "1", "--port", str(port), "--no-warmup"] + (extra.split("=", 1) if extra else []),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.5)
+        if not out["llama.cpp"]:
+            props = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/props"))
+            out["llama.cpp"] = props.get("build_info", "")
+        body = {"prompt": prompt, "n_predict": count, "temperature": 0, "top_k": 1, "n_probs": 1, "cache_prompt": False,
+                "ignore_eos": True, "samplers": ["top_k"]}
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        res = json.load(urllib.request.urlopen(req, timeout=3600))
+        probs = res["completion_probabilities"]
+        out["shapes"][shape] = {"context": ctx, "tokens": [p["id"] for p in probs],
+                                "logprobs": [round(p["logprob"], 6) for p in probs]}
+    finally:
+        srv.terminate()
+        srv.wait()
+        os.remove(copy)
+json.dump(out, sys.stdout, indent=1)
+print()
