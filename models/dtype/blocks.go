@@ -1,0 +1,426 @@
+package dtype
+
+import "fmt"
+
+// BlockGroup is how many consecutive inputs of a row a Blocks group holds:
+// a legacy block, or a K quant's sub-block of 32 (two of 16 for Q6_K,
+// Q3_K and Q2_K, whose halves have scales of their own).
+const BlockGroup = 32
+
+// Blocks is a rows × cols matrix of a GGUF block type kept at the file's
+// bits, repacked at load into the one layout that the WGSL kernels and
+// the CPU's vector kernels both read: per group of 32 consecutive inputs
+// of a row, CodeWords words of codes; per scale block (ScaleGroups groups
+// of a row), ScaleWords words of scales. Every value is
+//
+//	value = f32(S·c) + M
+//
+// with c the group's integer code of the input (a codebook level, or the
+// stored bits less an offset), S the scale of its group (or of its half:
+// inputs 0..15 and 16..31) and M the min, both f32 products of the file's
+// scales that are exact (an f16 times a factor of at most 8 bits), so that
+// S·c is exact too and every value equals ggml's dequantized one bit for
+// bit (TestBlocksMatchGGML), on a GPU with fused multiply-adds as well.
+//
+// The codes of a group are planes, each in the order that makes a plane
+// one shift and mask for the kernels: the low 4 bits as Int4 keeps them
+// (input 8w+i in bits 4i..4i+3 of word w, so that a byte holds an even
+// input and the odd one after it), then for 5-bit codes a word of fifth
+// bits (bit b: input 2b, bit 16+b: input 2b+1: the even inputs, then the
+// odd ones), for 6-bit codes two words of 2-bit fields, for Q2_K and Q3_K
+// two words of 2-bit codes (Q3_K then a word of third bits), for Q8_0
+// eight words of int8 codes (the even inputs, then the odd ones). A 2-bit
+// field of input i is in byte (i/2)%8 at bit 2·(i%2) + 4·(i/16): one byte
+// holds inputs 2j, 2j+1, 2j+16 and 2j+17 in its four fields.
+//
+// The scales keep the file's own bytes where a super-block has them
+// (Q4_K, Q5_K, Q3_K, Q2_K, IQ4_XS: word 0 the f16 d and dmin or d and
+// scales_h, then the packed factors as the file has them; Q6_K: d, then
+// its 16 int8 factors), and the legacy types' f16 d (two groups a word),
+// d and m (a word a group) or E8M0 exponent (four groups a word).
+//
+// Bits a value, stored against the file's: the same for Q4_0, Q4_K,
+// IQ4_NL (4.5), IQ4_XS and MXFP4 (4.25), Q5_0 and Q5_K (5.5), Q5_1 (6),
+// Q8_0 (8.5) and Q2_K (2.625); Q6_K 6.625 (6.5625), Q3_K 3.5 (3.4375),
+// whose scales are padded to whole words; a legacy row of an odd number
+// of groups pads its last scale word.
+type Blocks struct {
+	Type       Type
+	Rows, Cols int
+	Codes      []uint32 // Rows·Groups()·CodeWords
+	Scales     []uint32 // Rows·RowScaleWords()
+}
+
+// Plane is one part of a group's codes (BlockLayout.Planes).
+type Plane uint8
+
+const (
+	Nibbles Plane = 1 << iota // 4 words: bits 0..3
+	High1                     // 1 word: bit 4 (Q5_*) or bit 2 (Q3_K)
+	High2                     // 2 words: bits 4..5 (Q6_K)
+	Low2                      // 2 words: bits 0..1 (Q2_K, Q3_K)
+	Bytes8                    // 8 words: int8 codes (Q8_0)
+)
+
+// BlockLayout is how Blocks keeps one type.
+type BlockLayout struct {
+	Planes      Plane
+	CodeWords   int       // words of codes a group
+	ScaleGroups int       // groups a scale block holds
+	ScaleWords  int       // words a scale block
+	Offset      int       // subtracted from the stored bits
+	Codebook    *[16]int8 // the levels that 4-bit codes index, if any
+	Halves      bool      // a scale per 16 inputs
+	Min         int       // mins: 0 none, 1 one a group, 2 one a half
+}
+
+var blockLayouts = map[Type]BlockLayout{
+	Q4_0:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleWords: 1, Offset: 8},
+	Q4_1:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 1, ScaleWords: 1, Min: 1},
+	Q5_0:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 2, ScaleWords: 1, Offset: 16},
+	Q5_1:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 1, ScaleWords: 1, Min: 1},
+	Q8_0:   {Planes: Bytes8, CodeWords: 8, ScaleGroups: 2, ScaleWords: 1},
+	IQ4_NL: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleWords: 1, Codebook: &kvaluesIQ4NL},
+	MXFP4:  {Planes: Nibbles, CodeWords: 4, ScaleGroups: 4, ScaleWords: 1, Codebook: &kvaluesMXFP4},
+	Q2_K:   {Planes: Low2, CodeWords: 2, ScaleGroups: 8, ScaleWords: 5, Halves: true, Min: 2},
+	Q3_K:   {Planes: Low2 | High1, CodeWords: 3, ScaleGroups: 8, ScaleWords: 4, Offset: 4, Halves: true},
+	Q4_K:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleWords: 4, Min: 1},
+	Q5_K:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 8, ScaleWords: 4, Min: 1},
+	Q6_K:   {Planes: Nibbles | High2, CodeWords: 6, ScaleGroups: 8, ScaleWords: 5, Offset: 32, Halves: true},
+	IQ4_XS: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleWords: 2, Codebook: &kvaluesIQ4NL},
+}
+
+// BlockTypes are the types Blocks keeps, in ggml's order.
+var BlockTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4}
+
+// Layout returns how Blocks keeps type t, and whether it keeps it.
+func Layout(t Type) (BlockLayout, bool) {
+	l, ok := blockLayouts[t]
+	return l, ok
+}
+
+// BlockBits is the bits a value that Blocks takes for a row of cols
+// values of type t (0 if it does not keep t).
+func BlockBits(t Type, cols int) float64 {
+	if _, ok := blockLayouts[t]; !ok || cols <= 0 {
+		return 0
+	}
+	return float64(BlocksBytes(t, 1, cols)) * 8 / float64(cols)
+}
+
+// BlocksBytes is the storage size of a rows × cols matrix of type t.
+func BlocksBytes(t Type, rows, cols int) int64 {
+	l := blockLayouts[t]
+	g := (cols + BlockGroup - 1) / BlockGroup
+	return 4 * int64(rows) * int64(g*l.CodeWords+l.rowScaleWords(g))
+}
+
+func (l BlockLayout) rowScaleWords(groups int) int {
+	if l.ScaleGroups == 0 {
+		return 0
+	}
+	return (groups + l.ScaleGroups - 1) / l.ScaleGroups * l.ScaleWords
+}
+
+// Groups is the number of groups a row: Cols/32.
+func (b *Blocks) Groups() int { return (b.Cols + BlockGroup - 1) / BlockGroup }
+
+// Layout is b's type's layout.
+func (b *Blocks) Layout() BlockLayout { return blockLayouts[b.Type] }
+
+// RowScaleWords is the number of scale words a row.
+func (b *Blocks) RowScaleWords() int { return b.Layout().rowScaleWords(b.Groups()) }
+
+// Bytes is the storage size.
+func (b *Blocks) Bytes() int64 { return 4 * int64(len(b.Codes)+len(b.Scales)) }
+
+// Row returns the code and scale words of row r.
+func (b *Blocks) Row(r int) (codes, scales []uint32) {
+	cw, sw := b.Groups()*b.Layout().CodeWords, b.RowScaleWords()
+	return b.Codes[r*cw : (r+1)*cw], b.Scales[r*sw : (r+1)*sw]
+}
+
+// GroupCodes sets c to the codes of the group whose code words are w:
+// a codebook's level, or the stored bits less the layout's offset.
+func (l *BlockLayout) GroupCodes(w []uint32, c *[BlockGroup]int8) {
+	for i := range c {
+		var q int
+		switch l.Planes {
+		case Bytes8:
+			c[i] = int8(byteOf(w, i%2*16+i/2))
+			continue
+		case Nibbles:
+			q = nibble(w, i)
+		case Nibbles | High1:
+			q = nibble(w, i) | bit(w[4], i)<<4
+		case Nibbles | High2:
+			q = nibble(w, i) | field2(w[4:6], i)<<4
+		case Low2:
+			q = field2(w, i)
+		case Low2 | High1:
+			q = field2(w, i) | bit(w[2], i)<<2
+		}
+		if l.Codebook != nil {
+			c[i] = l.Codebook[q]
+		} else {
+			c[i] = int8(q - l.Offset)
+		}
+	}
+}
+
+func byteOf(w []uint32, k int) uint8     { return uint8(w[k/4] >> (8 * (k % 4))) }
+func nibble(w []uint32, i int) int       { return int(w[i/8] >> (4 * (i % 8)) & 15) }
+func bit(h uint32, i int) int            { return int(h >> (i%2*16 + i/2) & 1) }
+func field2(w []uint32, i int) int       { return int(byteOf(w, i/2%8) >> (2*(i%2) + 4*(i/16)) & 3) }
+func putField2(w []uint32, i, v int)     { w[i/2%8/4] |= uint32(v&3) << (8*(i/2%8%4) + 2*(i%2) + 4*(i/16)) }
+func putBit(w []uint32, i, v int)        { w[0] |= uint32(v&1) << (i%2*16 + i/2) }
+func putByte(w []uint32, k int, v uint8) { w[k/4] |= uint32(v) << (8 * (k % 4)) }
+
+// GroupScale is the scales of group g of a row whose scale words are s:
+// lo and hi for its inputs 0..15 and 16..31 (equal unless the layout has
+// Halves), and the mins likewise (0 without mins).
+func GroupScale(t Type, s []uint32, g int) (lo, hi, mlo, mhi float32) {
+	tab := f16Table()
+	half := func(w uint32, h int) float32 { return tab[uint16(w>>(16*h))] }
+	j := g % 8
+	switch t {
+	case Q4_0, Q5_0, Q8_0, IQ4_NL:
+		lo = half(s[g/2], g%2)
+		return lo, lo, 0, 0
+	case Q4_1, Q5_1:
+		lo, mlo = half(s[g], 0), half(s[g], 1)
+		return lo, lo, mlo, mlo
+	case MXFP4:
+		lo = e8m0Half(byteOf(s, g))
+		return lo, lo, 0, 0
+	case Q4_K, Q5_K:
+		blk := s[4*(g/8):]
+		d, dmin := half(blk[0], 0), half(blk[0], 1)
+		var sb [12]byte
+		for k := range sb {
+			sb[k] = byteOf(blk[1:], k)
+		}
+		sc, m := scaleMinK4(j, sb[:])
+		lo, mlo = d*float32(sc), -(dmin * float32(m))
+		return lo, lo, mlo, mlo
+	case Q6_K:
+		blk := s[5*(g/8):]
+		d := half(blk[0], 0)
+		return d * float32(int8(byteOf(blk[1:], 2*j))), d * float32(int8(byteOf(blk[1:], 2*j+1))), 0, 0
+	case Q3_K:
+		blk := s[4*(g/8):]
+		d := half(blk[0], 0)
+		var sb [12]byte
+		for k := range sb {
+			sb[k] = byteOf(blk[1:], k)
+		}
+		sc := q3Scales(sb[:])
+		return d * float32(sc[2*j]), d * float32(sc[2*j+1]), 0, 0
+	case Q2_K:
+		blk := s[5*(g/8):]
+		d, dmin := half(blk[0], 0), half(blk[0], 1)
+		a, b := byteOf(blk[1:], 2*j), byteOf(blk[1:], 2*j+1)
+		return d * float32(a&15), d * float32(b&15), -(dmin * float32(a>>4)), -(dmin * float32(b>>4))
+	case IQ4_XS:
+		blk := s[2*(g/8):]
+		sl := [4]byte{byteOf(blk[1:], 0), byteOf(blk[1:], 1), byteOf(blk[1:], 2), byteOf(blk[1:], 3)}
+		lo = half(blk[0], 0) * float32(iq4xsScale(uint16(blk[0]>>16), sl[:], j))
+		return lo, lo, 0, 0
+	}
+	panic(fmt.Sprintf("dtype: %v is no block layout", t))
+}
+
+// DequantizeRow writes the Cols values of row r into dst.
+func (b *Blocks) DequantizeRow(r int, dst []float32) {
+	l := b.Layout()
+	codes, scales := b.Row(r)
+	var c [BlockGroup]int8
+	for g := range b.Groups() {
+		l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
+		lo, hi, mlo, mhi := GroupScale(b.Type, scales, g)
+		out := dst[g*BlockGroup : (g+1)*BlockGroup]
+		for i, q := range c {
+			s, m := lo, mlo
+			if i >= BlockGroup/2 {
+				s, m = hi, mhi
+			}
+			out[i] = float32(s*float32(q)) + m
+		}
+	}
+}
+
+// Dequantize returns all values, row-major.
+func (b *Blocks) Dequantize() []float32 {
+	out := make([]float32, b.Rows*b.Cols)
+	for r := range b.Rows {
+		b.DequantizeRow(r, out[r*b.Cols:(r+1)*b.Cols])
+	}
+	return out
+}
+
+// BlocksFromGGML repacks a rows × cols tensor of type t, as a GGUF file
+// stores it, into Blocks: no code or scale changes, only where its bits
+// lie. cols must be a whole number of t's blocks.
+func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
+	l, ok := blockLayouts[t]
+	if !ok {
+		return nil, fmt.Errorf("dtype: blocks: %v has no block layout", t)
+	}
+	bs, bb := t.BlockSize(), t.BlockBytes()
+	if cols%bs != 0 {
+		return nil, fmt.Errorf("dtype: blocks: rows of %d values are not whole %v blocks", cols, t)
+	}
+	need, err := Bytes(t, int64(rows)*int64(cols))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) < need {
+		return nil, fmt.Errorf("dtype: blocks: %d×%d %v needs %d bytes, have %d", rows, cols, t, need, len(raw))
+	}
+	b := &Blocks{Type: t, Rows: rows, Cols: cols}
+	G := b.Groups()
+	cw, sw := G*l.CodeWords, b.RowScaleWords()
+	b.Codes, b.Scales = make([]uint32, rows*cw), make([]uint32, rows*sw)
+	var q [qkK]uint8
+	for r := range rows {
+		codes, scales := b.Codes[r*cw:(r+1)*cw], b.Scales[r*sw:(r+1)*sw]
+		for k := range cols / bs {
+			blk := raw[(r*cols/bs+k)*bb:][:bb]
+			g0 := k * bs / BlockGroup
+			storedCodes(t, blk, &q)
+			for sub := range bs / BlockGroup {
+				g := g0 + sub
+				packGroup(&l, q[sub*BlockGroup:(sub+1)*BlockGroup], codes[g*l.CodeWords:(g+1)*l.CodeWords])
+			}
+			packScales(t, blk, g0, scales)
+		}
+	}
+	return b, nil
+}
+
+// storedCodes writes the stored codes of one block of type t in value
+// order: the unsigned bits before any offset or codebook (Q8_0: the int8
+// bits; Q3_K: the low 2 bits with the hmask bit as bit 2).
+func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
+	nibbles16 := func(qs []byte, out []uint8) {
+		for j := range 16 {
+			out[j], out[j+16] = qs[j]&15, qs[j]>>4
+		}
+	}
+	switch t {
+	case Q4_0, IQ4_NL:
+		nibbles16(blk[2:], q[:])
+	case Q4_1:
+		nibbles16(blk[4:], q[:])
+	case MXFP4:
+		nibbles16(blk[1:], q[:])
+	case Q5_0, Q5_1:
+		off := 2
+		if t == Q5_1 {
+			off = 4
+		}
+		qh, qs := le.Uint32(blk[off:]), blk[off+4:]
+		for j := range 16 {
+			h0, h1 := q5High(qh, j)
+			q[j], q[j+16] = qs[j]&15|h0, qs[j]>>4|h1
+		}
+	case Q8_0:
+		copy(q[:], blk[2:34])
+	case Q4_K, Q5_K:
+		qs := blk[16:]
+		if t == Q5_K {
+			qs = blk[48:]
+		}
+		for v := range qkK {
+			j, hi := v/64, v%64/32
+			c := qs[32*j+v%32] >> (4 * hi) & 15
+			if t == Q5_K {
+				c |= (blk[16+v%32] >> (2*j + hi) & 1) << 4
+			}
+			q[v] = c
+		}
+	case Q6_K:
+		for v := range qkK {
+			n, r := v/128, v%128
+			l, k := r%32, r/32 // value 128n + 32k + l
+			ql := blk[64*n+l+32*(k%2)] >> (4 * (k / 2)) & 15
+			qh := blk[128+32*n+l] >> (2 * k) & 3
+			q[v] = ql | qh<<4
+		}
+	case Q2_K, Q3_K:
+		qs := blk[16:80]
+		if t == Q3_K {
+			qs = blk[32:96]
+		}
+		for v := range qkK {
+			c := qs[32*(v/128)+v%32] >> (2 * (v % 128 / 32)) & 3
+			if t == Q3_K {
+				c |= (blk[v%32] >> (4*(v/128) + v%128/32) & 1) << 2
+			}
+			q[v] = c
+		}
+	case IQ4_XS:
+		for j := range 8 {
+			nibbles16(blk[8+16*j:], q[32*j:])
+		}
+	}
+}
+
+// packGroup stores the 32 stored codes q of a group as l's planes in w.
+func packGroup(l *BlockLayout, q []uint8, w []uint32) {
+	clear(w)
+	for i, c := range q {
+		switch l.Planes {
+		case Bytes8:
+			putByte(w, i%2*16+i/2, c)
+			continue
+		case Low2, Low2 | High1:
+			putField2(w, i, int(c))
+			if l.Planes&High1 != 0 {
+				putBit(w[2:], i, int(c>>2))
+			}
+			continue
+		}
+		w[i/8] |= uint32(c&15) << (4 * (i % 8))
+		switch {
+		case l.Planes&High1 != 0:
+			putBit(w[4:], i, int(c>>4))
+		case l.Planes&High2 != 0:
+			putField2(w[4:6], i, int(c>>4))
+		}
+	}
+}
+
+// packScales stores the scales of the block blk of type t, whose first
+// group is group g0 of its row, into the row's scale words s.
+func packScales(t Type, blk []byte, g0 int, s []uint32) {
+	switch t {
+	case Q4_0, Q5_0, Q8_0, IQ4_NL:
+		s[g0/2] |= uint32(le.Uint16(blk)) << (16 * (g0 % 2))
+	case Q4_1, Q5_1:
+		s[g0] = le.Uint32(blk)
+	case MXFP4:
+		putByte(s, g0, blk[0])
+	case Q4_K, Q5_K, Q3_K, Q2_K, Q6_K, IQ4_XS:
+		l := blockLayouts[t]
+		out := s[g0/8*l.ScaleWords:][:l.ScaleWords]
+		var head uint32
+		var tail []byte
+		switch t {
+		case Q4_K, Q5_K:
+			head, tail = le.Uint32(blk), blk[4:16]
+		case Q3_K:
+			head, tail = uint32(le.Uint16(blk[108:])), blk[96:108]
+		case Q2_K:
+			head, tail = le.Uint32(blk[80:]), blk[:16]
+		case Q6_K:
+			head, tail = uint32(le.Uint16(blk[208:])), blk[192:208]
+		case IQ4_XS:
+			head, tail = le.Uint32(blk), blk[4:8]
+		}
+		out[0] = head
+		for k, v := range tail {
+			putByte(out[1:], k, v)
+		}
+	}
+}
