@@ -322,6 +322,24 @@ func (t *Tensor) Int8() (*dtype.Int8, error) {
 	return q, nil
 }
 
+// Blocks returns the tensor at its file's bits, repacked for the kernels
+// (dtype.BlocksFromGGML): its type must be one of dtype.BlockTypes and its
+// rows whole blocks of it. The tensor must be a matrix.
+func (t *Tensor) Blocks() (*dtype.Blocks, error) {
+	if len(t.Shape) != 2 {
+		return nil, fmt.Errorf("tensor %s: blocks need a matrix, not shape %v", t.Name, t.Shape)
+	}
+	raw, err := t.Raw()
+	if err != nil {
+		return nil, err
+	}
+	b, err := dtype.BlocksFromGGML(t.Type, raw, t.Shape[0], t.Shape[1])
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return b, nil
+}
+
 // Model is a loaded model description: config, tensors and tokenizer.
 type Model struct {
 	Config    Config
