@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
@@ -45,6 +46,8 @@ type chatRequest struct {
 	// ReasoningEffort is OpenAI's low, medium or high, which reaches the
 	// template as reasoning_effort (gpt-oss's).
 	ReasoningEffort string `json:"reasoning_effort"`
+	// Transcript asks for each choice's transcript (Tessera's).
+	Transcript bool `json:"transcript"`
 }
 
 // The Chat Completions request's messages and tools are chatapi's, which
@@ -63,6 +66,8 @@ type completionRequest struct {
 	Echo     bool    `json:"echo"`
 	Logprobs *int    `json:"logprobs"`
 	Suffix   *string `json:"suffix"`
+	// Transcript asks for each choice's transcript (Tessera's).
+	Transcript bool `json:"transcript"`
 }
 
 // textContent is a message's "content": a string, or an array of content
@@ -116,12 +121,13 @@ type usage struct {
 // Chat responses.
 
 type chatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage"`
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage"`
 }
 
 type chatChoice struct {
@@ -130,6 +136,9 @@ type chatChoice struct {
 	Delta        *chatDelta    `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	// Transcript is Tessera's, with "transcript": true: the choice's
+	// generation written down for `tessera replay`.
+	Transcript *runtime.Transcript `json:"transcript,omitempty"`
 }
 
 type chatDelta struct {
@@ -171,12 +180,13 @@ type topLogprob struct {
 // Completion responses.
 
 type completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage"`
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage"`
 }
 
 type completionChoice struct {
@@ -184,6 +194,7 @@ type completionChoice struct {
 	Text         string              `json:"text"`
 	Logprobs     *completionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
+	Transcript   *runtime.Transcript `json:"transcript,omitempty"`
 }
 
 // completionLogprobs is the legacy completions format: parallel arrays.

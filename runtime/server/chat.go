@@ -44,6 +44,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Logprobs = body.Logprobs
+	var trs []*runtime.Transcript
+	if body.Transcript {
+		if req, trs, err = withTranscripts(r.Context(), m, req, n); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	info(ctx).stream, info(ctx).user = body.Stream, body.User
@@ -53,13 +59,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cs := newChoices(n, last)
-	for _, c := range cs {
+	for i, c := range cs {
 		c.marks = conv.reply.marks
+		if trs != nil {
+			c.tr = trs[i]
+		}
 	}
 	id, created := completionID("chatcmpl", r.Context()), time.Now().Unix()
-	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name}
+	head := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.name, SystemFingerprint: m.fingerprint}
 	if body.Stream {
-		s.streamChat(ctx, w, events, cs, head, req.Logprobs, body.StreamOptions.IncludeUsage, n, m, conv.reply)
+		s.streamChat(ctx, w, events, cs, head, body.Logprobs, body.StreamOptions.IncludeUsage, n, m, conv.reply)
 		return nil
 	}
 	if err := collect(ctx, events, cs, req.Logprobs, m.eng.Tokenizer()); err != nil {
@@ -80,9 +89,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 			reason := "tool_calls"
 			ch.FinishReason = &reason
 		}
-		if req.Logprobs {
+		if body.Logprobs {
 			ch.Logprobs = &chatLogprobs{Content: nonNil(c.lps)}
 		}
+		ch.Transcript = c.tr
 		head.Choices = append(head.Choices, ch)
 	}
 	head.Usage = usageOf(ctx, cs, n)
@@ -155,7 +165,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, events <
 			r := "tool_calls"
 			reason = &r
 		}
-		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: reason})
+		chunk(chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: reason, Transcript: cs[i].tr})
 	})
 	if err != nil {
 		s.streamErr(ctx, out, err)

@@ -23,6 +23,8 @@ type choice struct {
 	// that needs each token, not the text of an event (the Responses
 	// API's, which counts the reasoning's tokens).
 	read func(runtime.Token)
+	// tr, with "transcript": true, writes the choice's generation down.
+	tr *runtime.Transcript
 }
 
 // newChoices makes n choices whose prompts end with token last (for the
@@ -57,6 +59,9 @@ func (c *choice) add(tok runtime.Token, logprobs bool, t tokenizer.Tokenizer) *t
 	if c.read != nil {
 		c.read(tok)
 	}
+	if c.tr != nil {
+		c.tr.Add(tok)
+	}
 	if !logprobs || tok.ID < 0 {
 		return nil
 	}
@@ -77,6 +82,9 @@ func collect(ctx context.Context, events <-chan event, cs []*choice, logprobs bo
 		c := cs[ev.choice]
 		if ev.end {
 			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			if c.tr != nil {
+				c.tr.End(ev.stats)
+			}
 			continue
 		}
 		for _, tok := range ev.toks {
@@ -115,6 +123,9 @@ func relay(ctx context.Context, events <-chan event, cs []*choice, logprobs bool
 		c := cs[ev.choice]
 		if ev.end {
 			c.ended, c.stats, c.err = true, ev.stats, ev.err
+			if c.tr != nil {
+				c.tr.End(ev.stats)
+			}
 			if ev.err != nil {
 				failed = ev.err
 			} else {

@@ -51,6 +51,15 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 		req.Tokens = ids
 		reqs = append(reqs, req)
 	}
+	var trs [][]*runtime.Transcript // per prompt, per sample
+	if body.Transcript && base.MaxTokens > 0 {
+		trs = make([][]*runtime.Transcript, len(reqs))
+		for p := range reqs {
+			if reqs[p], trs[p], err = withTranscripts(r.Context(), m, reqs[p], n); err != nil {
+				return err
+			}
+		}
+	}
 	// Echo needs the prompt's text (and with logprobs, its scores) first.
 	echoes := make([]echoed, len(reqs))
 	if body.Echo {
@@ -81,10 +90,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 			if base.MaxTokens == 0 {
 				c.ended, c.stats.PromptTokens = true, echoes[p].tokens
 			}
+			if trs != nil {
+				c.tr = trs[p][i]
+			}
 			cs[p*n+i] = c
 		}
 	}
-	head := completion{ID: completionID("cmpl", r.Context()), Object: "text_completion", Created: time.Now().Unix(), Model: m.name}
+	head := completion{ID: completionID("cmpl", r.Context()), Object: "text_completion", Created: time.Now().Unix(), Model: m.name, SystemFingerprint: m.fingerprint}
 	if body.Stream {
 		s.streamCompletion(ctx, w, events, cs, head, echoes, logprobs, body.StreamOptions.IncludeUsage, n, m)
 		return nil
@@ -98,6 +110,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 		if logprobs {
 			ch.Logprobs = legacyLogprobs(e, c.lps)
 		}
+		ch.Transcript = c.tr
 		head.Choices = append(head.Choices, ch)
 	}
 	head.Usage = usageOf(ctx, cs, n)
@@ -144,7 +157,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, ev
 		}
 		return chunk(ch)
 	}, func(i int, st runtime.Stats) {
-		chunk(completionChoice{Index: i, FinishReason: finishReason(st)})
+		chunk(completionChoice{Index: i, FinishReason: finishReason(st), Transcript: cs[i].tr})
 	})
 	if err != nil {
 		s.streamErr(ctx, out, err)

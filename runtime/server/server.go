@@ -150,7 +150,10 @@ type model struct {
 	name    string
 	eng     *runtime.Engine
 	created int64
-	seqs    *atomic.Int64 // sequences this server has started and not finished, shared by the engine's adapters
+	// fingerprint is the engine's system_fingerprint: its version, device
+	// and storage, what the reproducibility contract binds.
+	fingerprint string
+	seqs        *atomic.Int64 // sequences this server has started and not finished, shared by the engine's adapters
 	// adapter, for a model name BASE:ADAPTER, is the engine's LoRA adapter
 	// that requests of this name run with.
 	adapter string
@@ -205,7 +208,7 @@ func (s *Server) Add(name string, eng *runtime.Engine) error {
 	if _, ok := s.models[name]; ok {
 		return fmt.Errorf("server: model %q added twice", name)
 	}
-	s.models[name] = &model{name: name, eng: eng, created: time.Now().Unix(), seqs: new(atomic.Int64)}
+	s.models[name] = &model{name: name, eng: eng, created: time.Now().Unix(), seqs: new(atomic.Int64), fingerprint: eng.Fingerprint()}
 	s.names = append(s.names, name)
 	return nil
 }
@@ -584,7 +587,7 @@ func (s *Server) model(name, endpoint string) (*model, error) {
 
 // withAdapter is m's engine serving under m.name:adapter, sharing m's queue.
 func (m *model) withAdapter(adapter string) *model {
-	return &model{name: m.name + ":" + adapter, eng: m.eng, created: m.created, seqs: m.seqs, adapter: adapter}
+	return &model{name: m.name + ":" + adapter, eng: m.eng, created: m.created, seqs: m.seqs, adapter: adapter, fingerprint: m.fingerprint}
 }
 
 // snapshot lists the models for the metrics collector.
