@@ -23,9 +23,16 @@ const (
 	// inputs. Q8_0, Q5_0, Q5_1, Q5_K and Q6_K tensors keep their codes;
 	// others are quantized at upload.
 	Int8
+	// Blocks keeps dtype.Blocks: a quantized tensor's own GGUF block type
+	// at the file's bits, repacked (Q4_K, Q6_K, IQ4_XS, MXFP4, ...; see
+	// dtype.BlockTypes). Its width is the type's: a fused weight keeps each
+	// matrix in its own type. It is no storage to convert to, so neither
+	// Storages nor ParseStorage lists it.
+	Blocks
 )
 
-// Storages lists every storage from the narrowest to the widest.
+// Storages lists every storage to convert to, from the narrowest to the
+// widest.
 var Storages = []Storage{Int4, Int8, F16, F32}
 
 // Wider reports whether s keeps more precision than o (in the order of
@@ -36,12 +43,14 @@ func (s Storage) rank() int {
 	switch s {
 	case Int4:
 		return 0
-	case Int8:
+	case Blocks: // 2 to 8.5 bits a value: between int4's 5 and int8's 10 for most
 		return 1
-	case F16:
+	case Int8:
 		return 2
+	case F16:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 func (s Storage) String() string {
@@ -54,6 +63,8 @@ func (s Storage) String() string {
 		return "int4"
 	case Int8:
 		return "int8"
+	case Blocks:
+		return "blocks"
 	}
 	return fmt.Sprintf("Storage(%d)", uint8(s))
 }
