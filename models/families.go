@@ -5,7 +5,8 @@ import (
 )
 
 // Families of 2025–26 that share the Llama forward pass with differences
-// of data: SmolLM3's layers without RoPE, Phi-3's fused projections.
+// of data: SmolLM3's layers without RoPE, Phi-3's fused projections,
+// gpt-oss's attention sinks, biases and clamped SwiGLU experts.
 
 // smollm3NoRopeStep is SmolLM3's period of layers without RoPE: layer l
 // rotates unless (l+1) % 4 == 0. llama.cpp fixes it in code
@@ -31,6 +32,34 @@ func familyGGUF(m *Model, md *metaReader) error {
 		c.NoRope = noRopeEvery(c.Layers, smollm3NoRopeStep)
 	case "phi3":
 		return splitFused(m)
+	case "gpt-oss":
+		return gptOSS(m, md)
+	}
+	return nil
+}
+
+// gptOSS reads gpt-oss (llama.cpp's openai-moe): q/k/v and output biases,
+// a sink logit per head, every other layer from the first sliding over
+// attention.sliding_window positions with the same YaRN as the others,
+// the router and experts with biases and the clamped SwiGLU, the top k's
+// softmax; the norm before the experts is stored as post_attention_norm.
+func gptOSS(m *Model, md *metaReader) error {
+	c := &m.Config
+	c.QKVBias, c.AttnSinks, c.AttnOutBias = true, true, true
+	c.Act, c.MoE.Biases, c.MoE.NormTopK = SwiGLUOAI, true, true
+	c.SlidingWindow = md.int("attention.sliding_window", 0)
+	if md.err != nil {
+		return md.err
+	}
+	c.Sliding = slidingPattern(c.Layers, 2)
+	c.LocalRopeTheta, c.LocalRopeScaled = c.RopeTheta, true
+	for l := range c.Layers {
+		from, to := LayerTensor(l, AttnPostNorm), LayerTensor(l, FFNNorm)
+		if t, ok := m.Tensors[from]; ok {
+			delete(m.Tensors, from)
+			t.Name = to
+			m.Tensors[to] = t
+		}
 	}
 	return nil
 }

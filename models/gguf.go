@@ -205,6 +205,7 @@ var ggufArchs = map[string]RopeLayout{
 	// partial rotation, LongRoPE).
 	"smollm3": RopePairs,
 	"phi3":    RopeHalves,
+	"gpt-oss": RopeHalves, // llama.cpp's openai-moe
 	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
 	"qwen2moe":   RopeHalves,
 	"qwen3moe":   RopeHalves,

@@ -180,6 +180,12 @@ func LlamaTensors(c Config) []Tensor {
 				Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{qn}},
 				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{kn}})
 		}
+		if c.AttnSinks {
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnSinks), Shape: []int{c.Heads}})
+		}
+		if c.AttnOutBias {
+			ts = append(ts, Tensor{Name: LayerBias(l, AttnOutput), Shape: []int{c.Dim}})
+		}
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, AttnNorm), Shape: []int{c.Dim}},
 			Tensor{Name: LayerTensor(l, AttnQ), Shape: []int{q, c.Dim}},
@@ -219,6 +225,8 @@ const (
 	// is its pre-feed-forward norm).
 	AttnPostNorm = "post_attention_norm"
 	FFNPostNorm  = "post_ffw_norm"
+	// gpt-oss's per-head sink logits.
+	AttnSinks = "attn_sinks"
 )
 
 // LayerTensor names the weight of kind in layer l, e.g. "blk.3.attn_q.weight".

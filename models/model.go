@@ -107,6 +107,12 @@ type Config struct {
 	// Mixture of experts (moe.go), off when Experts is 0.
 	MoE MoEConfig
 
+	// gpt-oss's, each off at its zero value (families.go): AttnSinks, a
+	// learned logit per query head (attn_sinks) that joins each row's
+	// softmax with no value; AttnOutBias, a bias of the attention's output
+	// projection.
+	AttnSinks, AttnOutBias bool
+
 	// Granite's multipliers, each off at its zero value: ResidualScale
 	// multiplies what attention and the feed-forward add to the residual
 	// stream; the logits are divided by LogitScale.
@@ -136,6 +142,10 @@ const (
 	// Tanh: a rerankers' classification head (BERT's pooler). Only
 	// Backend.Activate takes it.
 	Tanh
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU of gate g and up u,
+	// min(g, 7)·sigmoid(1.702·min(g, 7))·(clamp(u, −7, 7) + 1). Only
+	// Backend.GLU takes it.
+	SwiGLUOAI
 )
 
 func (a Activation) String() string {
@@ -146,6 +156,8 @@ func (a Activation) String() string {
 		return "gelu"
 	case Tanh:
 		return "tanh"
+	case SwiGLUOAI:
+		return "swiglu_oai"
 	}
 	return "silu"
 }
@@ -204,7 +216,8 @@ func (c Config) Validate() error {
 	check(c.EmbedScale >= 0 && c.QueryScale >= 0 && c.AttnSoftcap >= 0 && c.FinalSoftcap >= 0,
 		"embedding scale %g, query scale %g and soft caps %g, %g must not be negative",
 		c.EmbedScale, c.QueryScale, c.AttnSoftcap, c.FinalSoftcap)
-	check(c.Act == SiLU || c.Act == GELUTanh || (c.Encoder.On && c.Act == GELU), "activation %s not supported here", c.Act)
+	check(c.Act == SiLU || c.Act == GELUTanh || (c.Encoder.On && c.Act == GELU) || (c.MoE.On() && c.Act == SwiGLUOAI),
+		"activation %s not supported here", c.Act)
 	check(c.Pooling >= PoolNone && c.Pooling <= PoolRank, "pooling %d unknown", c.Pooling)
 	if c.SlidingWindow > 0 {
 		check(len(c.Sliding) == c.Layers, "sliding-window flags for %d layers, want %d", len(c.Sliding), c.Layers)

@@ -35,6 +35,10 @@ type MoEConfig struct {
 	// SharedFFN is the hidden width of the shared expert (Qwen2-MoE), 0
 	// for none.
 	SharedFFN int
+	// Biases: the router and every expert's gate, up and down add a bias
+	// (gpt-oss: ffn_gate_inp.bias [E], ffn_{gate,up}_exps.bias [E, ffn],
+	// ffn_down_exps.bias [E, dim]).
+	Biases bool
 }
 
 // On reports whether the model routes its feed-forward through experts.
@@ -93,6 +97,13 @@ func ffnTensors(c Config, l int) []Tensor {
 		{Name: LayerTensor(l, FFNUpExps), Shape: []int{e, f, c.Dim}},
 		{Name: LayerTensor(l, FFNDownExps), Shape: []int{e, c.Dim, f}},
 	}
+	if c.MoE.Biases {
+		ts = append(ts,
+			Tensor{Name: LayerBias(l, FFNRouter), Shape: []int{e}},
+			Tensor{Name: LayerBias(l, FFNGateExps), Shape: []int{e, f}},
+			Tensor{Name: LayerBias(l, FFNUpExps), Shape: []int{e, f}},
+			Tensor{Name: LayerBias(l, FFNDownExps), Shape: []int{e, c.Dim}})
+	}
 	if s := c.MoE.SharedFFN; s > 0 {
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, FFNRouterShexp), Shape: []int{c.Dim}},
@@ -108,7 +119,7 @@ func ffnTensors(c Config, l int) []Tensor {
 // builds each: Mixtral (llama), Qwen3-MoE and Granite do, Qwen2-MoE and
 // OLMoE do not.
 var moeGGUFNormDefault = map[string]bool{
-	"llama": true, "qwen3moe": true, "granitemoe": true, "qwen2moe": false, "olmoe": false,
+	"llama": true, "qwen3moe": true, "granitemoe": true, "qwen2moe": false, "olmoe": false, "gpt-oss": true,
 }
 
 // moeGGUF reads the experts of a GGUF model from llama.cpp's keys:
@@ -148,7 +159,9 @@ func moeGGUF(m *Model, md *metaReader) error {
 	if v, ok := md.f.Bool(md.prefix + "expert_weights_norm"); ok {
 		c.MoE.NormTopK = v
 	}
-	if g, ok := md.f.Uint(md.prefix + "expert_gating_func"); ok && g != 1 {
+	// gpt-oss's softmax over the top k's logits (3, llama.cpp's
+	// SOFTMAX_WEIGHT) is the renormalised softmax NormTopK computes.
+	if g, ok := md.f.Uint(md.prefix + "expert_gating_func"); ok && g != 1 && !(g == 3 && c.MoE.NormTopK) {
 		return fmt.Errorf("%sexpert_gating_func %d is not supported (1, softmax)", md.prefix, g)
 	}
 	if s, ok := md.f.Float(md.prefix + "expert_weights_scale"); ok && s != 1 && s != 0 {

@@ -9,8 +9,11 @@
 // An empty chunk (m_c at the float minimum, l_c = 0) weighs nothing.
 // part's layout is described in attention_decode.wgsl; the combine takes
 // the rows whose flag is p.kind (1 after attention_decode, 0 after
-// attention_prefill).
-struct Params { heads: u32, head_dim: u32, cap: u32, base: u32, kind: f32 }
+// attention_prefill). With p.sinks, head h's sink logit sinks[h] joins the
+// softmax as one more term without a value (gpt-oss): M takes it in and
+// the denominator adds exp(sink - M); Attend always splits such rows so
+// that they pass through here.
+struct Params { heads: u32, head_dim: u32, cap: u32, base: u32, kind: f32, sinks: u32 }
 
 const WG = 64u;
 
@@ -18,6 +21,7 @@ const WG = 64u;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> part: array<f32>;
+@group(0) @binding(4) var<storage, read> sinks: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -35,6 +39,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         mx = max(mx, part[p.base + 1u + 2u * (first + c * stride)]);
     }
     var sum = 0.0;
+    if (p.sinks == 1u) {
+        mx = max(mx, sinks[h]);
+        sum = exp(sinks[h] - mx);
+    }
     for (var c = 0u; c < chunks; c++) {
         let at = p.base + 1u + 2u * (first + c * stride);
         sum += part[at + 1u] * exp(part[at] - mx);

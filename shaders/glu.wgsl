@@ -1,6 +1,7 @@
 // glu: gate = act(gate) * up, in place, act being SiLU (SwiGLU, p.act = 0)
-// or GELU's tanh approximation (GeGLU, p.act = 1). Twin: runtime/cpu
-// Backend.GLU.
+// or GELU's tanh approximation (GeGLU, p.act = 1); p.act = 4 is gpt-oss's
+// clamped SwiGLU, x·sigmoid(1.702·x)·(clamp(up, -7, 7) + 1) with
+// x = min(gate, 7). Twin: runtime/cpu Backend.GLU.
 struct Params { cols: u32, cap: u32, act: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -12,5 +13,10 @@ struct Params { cols: u32, cap: u32, act: u32 }
 fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = id.x + id.y * groups.x * 256u;
     if (i >= min(p.cap, step.rows) * p.cols) { return; }
+    if (p.act == 4u) {
+        let x = min(gate[i], 7.0);
+        gate[i] = x / (1.0 + exp(-1.702 * x)) * (clamp(up[i], -7.0, 7.0) + 1.0);
+        return;
+    }
     gate[i] = act(p.act, gate[i]) * up[i];
 }

@@ -176,6 +176,10 @@ type Attention struct {
 	// Window, when positive, limits row i to the last Window positions:
 	// Pos[i]-Window+1..Pos[i] (sliding-window layers).
 	Window int
+	// Sinks, when set, holds a logit per query head ([Heads], F32) that
+	// joins each row's softmax without a value (gpt-oss's attention
+	// sinks): weights exp(s_t)/(Σ exp(s_t) + exp(sink)).
+	Sinks Weight
 	// Bidirectional lets row i see every position of its sequence that
 	// the batch holds, 0..Batch.Ends()[i], instead of 0..Pos[i] (encoders:
 	// each sequence is whole in its batch, and its keys and values are
@@ -240,7 +244,7 @@ type Backend interface {
 	// one weight of headDim values shared by the heads.
 	HeadNorm(x Tensor, w Weight, headDim int, eps float32)
 	// GLU sets gate = act(gate) * up: SwiGLU with SiLU, GeGLU with
-	// GELUTanh.
+	// GELUTanh; with SwiGLUOAI gpt-oss's clamped form (models.SwiGLUOAI).
 	GLU(gate, up Tensor, act models.Activation)
 	// Scale multiplies x by s, in place.
 	Scale(x Tensor, s float32)

@@ -81,6 +81,10 @@ type Experts interface {
 	ExpertProject(p ExpertProjection)
 	// Combine runs c (see MoECombine).
 	Combine(c MoECombine)
+	// ExpertBias adds to each pair row p of x (an ExpertProject output)
+	// row e of b ([E, x's cols], F32), e being the pair's expert
+	// (gpt-oss's expert biases).
+	ExpertBias(x Tensor, b Weight, r Routes)
 }
 
 // ExpertMatrices views stacked expert tensors of shape [E, rows, in] as

@@ -69,13 +69,15 @@ type attendWork struct {
 	runs   []run
 	scores []float32 // query head h's scores at h·n…
 	sums   []float32 // each query head's sum of weights
+	sinks  []float32 // each query head's exp(sink - max), with sinks
 }
 
 // attendGroup sets out (heads·hd values) to the attention of the heads
 // query heads in q (one GQA group, laid out as out is) over the n
 // positions of w.runs, each score scaled and, for softcap > 0,
-// soft-capped: AttendHead for each head, reading each record once.
-func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32, w *attendWork) {
+// soft-capped, with the heads' sink logits where sinks is not nil:
+// AttendHead for each head, reading each record once.
+func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32, sinks []float32, w *attendWork) {
 	hd := c.shape.HeadDim
 	w.scores = grow(w.scores, heads*n)
 	w.sums = grow(w.sums, heads)
@@ -99,11 +101,18 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 		} else {
 			mx = kernel.ScaleMax(s, scale)
 		}
+		if sinks != nil { // the sink joins the softmax: its exp is added to the sum below
+			mx = max(mx, sinks[h])
+			w.sinks = append(w.sinks[:h], expf(sinks[h]-mx))
+		}
 		kernel.ExpShift(s, mx)
 	}
 	clear(out)
 	c.V.axpys(out, w.scores, n, heads, w.runs, w.sums)
 	for h, sum := range w.sums[:heads] {
+		if sinks != nil {
+			sum += w.sinks[h]
+		}
 		inv := 1 / sum
 		o := out[h*hd : (h+1)*hd]
 		for i := range o {

@@ -25,8 +25,8 @@ func (c *KV) records(batch backend.Batch, seq, l, first, last, h int) []int {
 // path and not multiples of 8, GQA ratios 1 to 8, blocks of 1 to 16 slots
 // with shuffled tables, several sequences of mixed lengths (one row
 // each, as in decoding, and prompt rows), windows, soft caps,
-// bidirectional rows, a table whose blocks are not the cache's, and one
-// worker or two.
+// bidirectional rows, a table whose blocks are not the cache's, sinks
+// (larger and smaller than the scores), and one worker or two.
 func TestAttendMatchesHead(t *testing.T) {
 	for _, tc := range []struct {
 		heads, kvHeads, hd, bs int
@@ -42,6 +42,7 @@ func TestAttendMatchesHead(t *testing.T) {
 		{2, 2, 33, 7, backend.Attention{}},
 		{16, 2, 128, 16, backend.Attention{}},
 		{8, 4, 8, -4, backend.Attention{}}, // a table of 4-slot blocks over a cache of 8-slot ones
+		{8, 2, 16, 4, backend.Attention{Window: 5, Sinks: NewWeight([]int{8}, []float32{-3, 0, 2, 9, 0.5, -20, 4, 1})}}, // gpt-oss
 	} {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
@@ -110,7 +111,7 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 		for h := range heads {
 			recs := c.records(batch, int(batch.Seq[i]), 1, a.First(int(batch.Pos[i])), last, h/(heads/kvHeads))
 			want := make([]float32, hd)
-			AttendHead(want, q.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, make([]float32, len(recs)))
+			AttendHead(want, q.Row(i)[h*hd:(h+1)*hd], &c.K, &c.V, recs, a.Scale, a.Softcap, sinkOf(a, h), make([]float32, len(recs)))
 			for x, w := range want {
 				if g := got.Row(i)[h*hd+x]; math.Float32bits(g) != math.Float32bits(w) {
 					t.Fatalf("row %d (position %d) head %d value %d: %g, AttendHead gives %g", i, batch.Pos[i], h, x, g, w)

@@ -165,7 +165,7 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 	}
 }
 
-// MatMul quantizes x for int4 weights once for a run of products that read
+// MatMul quantizes x for int4 and blocks weights once for a run of products that read
 // it (q, k and v; gate and up): the quantized rows stay valid until any
 // other op runs, since a product never writes its own input.
 func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
@@ -175,7 +175,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 	b.op()
 	switch w := w.(type) {
 	case *QWeight:
-		if w.Int4 == nil {
+		if w.Int4 == nil && w.Blocks == nil {
 			matMulQ(d.Data, xs.Data, w, m, xs.cols, d.cols, b.team)
 			return
 		}
@@ -184,7 +184,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 			b.qsrc, b.qm = xs, m
 		}
 		b.qvalid = true
-		matMulInt4(d.Data, b.qrows[:m], w.Int4, d.cols, b.team)
+		matMulInt(d.Data, xs.Data, b.qrows[:m], w, d.cols, b.team)
 	case *Weight:
 		matMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.team)
 	}
@@ -282,7 +282,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 			i, h := job/a.KVHeads, job%a.KVHeads
 			first, last := span(i)
 			w.runs = c.runs(w.runs[:0], b.batch.Tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
-			c.attendGroup(d.Row(i)[h*cols:(h+1)*cols], qs.Row(i)[h*cols:(h+1)*cols], a.Heads/a.KVHeads, last-first+1, a.Scale, a.Softcap, &w)
+			var sinks []float32
+			if a.Sinks != nil {
+				g := a.Heads / a.KVHeads
+				sinks = a.Sinks.(*Weight).Data[h*g : (h+1)*g]
+			}
+			c.attendGroup(d.Row(i)[h*cols:(h+1)*cols], qs.Row(i)[h*cols:(h+1)*cols], a.Heads/a.KVHeads, last-first+1, a.Scale, a.Softcap, sinks, &w)
 		}
 	})
 }
@@ -294,6 +299,12 @@ func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
 	gs, us := g.Data[:n], u.Data[:n]
+	if act == models.SwiGLUOAI {
+		for i, x := range gs {
+			gs[i] = SwiGLUOAI(x, us[i])
+		}
+		return
+	}
 	if act != models.SiLU {
 		for i, x := range gs {
 			gs[i] = Act(act, x) * us[i]

@@ -196,6 +196,10 @@ func expertView(w backend.Weight, e, rows int) backend.Weight {
 		case w.Int8 != nil:
 			q, g := w.Int8, w.Int8.Groups()
 			v.Int8 = &dtype.Int8{Rows: rows, Cols: q.Cols, Codes: q.Codes[e*rows*g*4 : (e+1)*rows*g*4], Scales: q.Scales[e*rows*g : (e+1)*rows*g]}
+		case w.Blocks != nil:
+			q := w.Blocks
+			cw, sw := q.Groups()*q.Layout().CodeWords, q.RowScaleWords()
+			v.Blocks = &dtype.Blocks{Type: q.Type, Rows: rows, Cols: q.Cols, Codes: q.Codes[e*rows*cw : (e+1)*rows*cw], Scales: q.Scales[e*rows*sw : (e+1)*rows*sw]}
 		default:
 			v.F16 = w.F16[e*rows*in : (e+1)*rows*in]
 		}

@@ -134,9 +134,10 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 
 // AttendHead sets out to the attention of one query head q over the
 // positions whose keys and values are records recs[t] of k and v, each
-// score scaled and, for softcap > 0, soft-capped. scores is scratch of at
-// least len(recs) values.
-func AttendHead(out, q []float32, k, v *KVStore, recs []int, scale, softcap float32, scores []float32) {
+// score scaled and, for softcap > 0, soft-capped; sink, unless -Inf,
+// joins the softmax without a value (gpt-oss's attention sinks). scores
+// is scratch of at least len(recs) values.
+func AttendHead(out, q []float32, k, v *KVStore, recs []int, scale, softcap, sink float32, scores []float32) {
 	n := len(recs)
 	mx := float32(math.Inf(-1))
 	for t, r := range recs {
@@ -146,12 +147,16 @@ func AttendHead(out, q []float32, k, v *KVStore, recs []int, scale, softcap floa
 		}
 		scores[t], mx = s, max(mx, s)
 	}
+	mx = max(mx, sink)
 	// The softmax's weights are left unnormalised and the sum divides the
 	// output once: hd multiplies instead of n divisions.
 	var sum float32
 	for t, s := range scores[:n] {
 		scores[t] = expf(s - mx)
 		sum += scores[t]
+	}
+	if !math.IsInf(float64(sink), -1) {
+		sum += expf(sink - mx)
 	}
 	clear(out)
 	for t, r := range recs {

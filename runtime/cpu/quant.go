@@ -10,17 +10,18 @@ import (
 )
 
 // QWeight is a matrix kept compressed, as int4 (dtype.Int4), int8
-// (dtype.Int8) or f16. Embed
+// (dtype.Int8), its file's block type (dtype.Blocks) or f16. Embed
 // expands a row to f32 with the arithmetic of the WGSL kernels (scale·q +
 // min, the product exact), so both backends see the same weight values bit
-// for bit; MatMul reads int4 with integer kernels and int8 with f32 ones
-// (see MatMulQ).
+// for bit; MatMul reads int4 and blocks with integer kernels and int8 with
+// f32 ones (see MatMulQ).
 type QWeight struct {
 	shape   []int
 	storage backend.Storage
-	Int4    *dtype.Int4 // for Int4
-	Int8    *dtype.Int8 // for Int8
-	F16     []uint16    // for F16: rows × cols halves
+	Int4    *dtype.Int4   // for Int4
+	Int8    *dtype.Int8   // for Int8
+	Blocks  *dtype.Blocks // for Blocks
+	F16     []uint16      // for F16: rows × cols halves
 }
 
 func (w *QWeight) Shape() []int { return w.shape }
@@ -31,6 +32,9 @@ func (w *QWeight) Bytes() int64 {
 	}
 	if w.Int8 != nil {
 		return w.Int8.Bytes()
+	}
+	if w.Blocks != nil {
+		return w.Blocks.Bytes()
 	}
 	return 2 * int64(len(w.F16))
 }
@@ -48,6 +52,10 @@ func (w *QWeight) Row(r int, dst []float32) {
 	}
 	if w.Int8 != nil {
 		w.Int8.DequantizeRow(r, dst)
+		return
+	}
+	if w.Blocks != nil {
+		w.Blocks.DequantizeRow(r, dst)
 		return
 	}
 	k := w.cols()
@@ -68,7 +76,8 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 	return w, nil
 }
 
-// NewQWeight converts the matrix t to storage s (F16, Int8 or Int4).
+// NewQWeight converts the matrix t to storage s (F16, Int8, Int4 or
+// Blocks).
 func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	if len(t.Shape) != 2 {
 		return nil, fmt.Errorf("cpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
@@ -83,6 +92,11 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 	case backend.Int8:
 		var err error
 		if w.Int8, err = t.Int8(); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+	case backend.Blocks:
+		var err error
+		if w.Blocks, err = t.Blocks(); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
 	case backend.F16:
@@ -101,18 +115,19 @@ func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
 }
 
 // MatMulQ sets dst[m×n] = x[m×k] · w[n×k]ᵀ for a compressed w. Int4
-// weights meet activations quantized to int16 per group of 32 (see
-// matMulInt4); int8 weights meet the f32 rows (matMulInt8); f16 weights meet the f32 rows exactly as MatMul's would
+// and blocks weights meet activations quantized to int16 per group of 32
+// (see matMulInt4, matMulBlocks); int8 weights meet the f32 rows
+// (matMulInt8); f16 weights meet the f32 rows exactly as MatMul's would
 // their widened values (kernel.DotF16).
 func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 	matMulQ(dst, x, w, m, k, n, newTeam(workers))
 }
 
 func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
-	if w.Int4 != nil {
+	if w.Int4 != nil || w.Blocks != nil {
 		var qs []kernel.QRow
 		quantizeRows(&qs, x, m, k, t)
-		matMulInt4(dst, qs, w.Int4, n, t)
+		matMulInt(dst, x, qs, w, n, t)
 		return
 	}
 	if w.Int8 != nil {
@@ -138,6 +153,37 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 			q[i].Quantize(x[i*k : (i+1)*k])
 		}
 	})
+}
+
+// matMulInt multiplies the rows of x, quantized as qs, by w, kept in Int4
+// or Blocks.
+func matMulInt(dst, x []float32, qs []kernel.QRow, w *QWeight, n int, t *team) {
+	if w.Int4 != nil {
+		matMulInt4(dst, qs, w.Int4, n, t)
+		return
+	}
+	matMulBlocks(dst, x, qs, w.Blocks, t)
+}
+
+// matMulBlocks is matMulInt4's path for weights at their file's bits
+// (kernel.DotBlocks). Q2_K's mins meet sums of 16 inputs, which the rows
+// then get once (x holds them unquantized).
+func matMulBlocks(dst, x []float32, q []kernel.QRow, w *dtype.Blocks, t *team) {
+	if l := w.Layout(); l.Min == 2 {
+		k := w.Cols
+		for i := range q {
+			if len(q[i].Halves) == 0 {
+				q[i].SumHalves(x[i*k : (i+1)*k])
+			}
+		}
+	}
+	typ := w.Type
+	products(dst, q, w.Rows, w.Cols, t,
+		func(j int, x *kernel.QRow) float32 { c, s := w.Row(j); return kernel.DotBlocks(typ, c, s, x) },
+		func(j int, xs *[4]*kernel.QRow, out *[4]float32) {
+			c, s := w.Row(j)
+			kernel.DotBlocksx4(typ, c, s, xs, out)
+		})
 }
 
 // matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with

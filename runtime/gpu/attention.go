@@ -104,7 +104,7 @@ func decodeSpan(d4 int) int {
 	return (loopBudget - 2000) / (2*d4 + 24) * 64
 }
 
-var combineOp = op{kernel: "attention_combine", operands: []Access{ReadWrite, ReadOnly}}
+var combineOp = op{kernel: "attention_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -154,6 +154,9 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		preSpan = t.span(d4) / st.passes(batch, n, t.br)
 		preChunks = (pre.ctx + preSpan - 1) / preSpan
 	}
+	if a.Sinks != nil { // the sinks join the softmax in attention_combine (an empty chunk weighs nothing)
+		decChunks, preChunks = max(decChunks, 2), max(preChunks, 2)
+	}
 	part, err := st.scratch(b, max(decChunks, preChunks), n, a)
 	if err != nil {
 		b.fail(err)
@@ -190,8 +193,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 // there is more than one chunk.
 func (b *Backend) combine(d *Tensor, part Buffer, a backend.Attention, n, chunks int, base uint32, kind float32) {
 	if chunks > 1 {
-		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind)},
-			[]Binding{{Buffer: d.buf}, {Buffer: part}}, uint32(a.Heads), uint32(n), 1)
+		sinks, on := part, uint32(0) // bound, unread, without sinks
+		if a.Sinks != nil {
+			sinks, on = a.Sinks.(*Weight).parts[0].buf, 1
+		}
+		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind), on},
+			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: sinks}}, uint32(a.Heads), uint32(n), 1)
 	}
 }
 

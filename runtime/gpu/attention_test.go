@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
@@ -95,6 +96,11 @@ func (tc attnCase) runKV(t *testing.T, kt backend.KVType) {
 }
 
 func (tc attnCase) runForm(t *testing.T, kt backend.KVType, form string) {
+	tc.runWith(t, kt, form, nil)
+}
+
+// runWith is runForm with the attention changed by with, when not nil.
+func (tc attnCase) runWith(t *testing.T, kt backend.KVType, form string, with func(w *twins, a *backend.Attention)) {
 	w := newTwins(t, attnMaxRows)
 	w.gpu.SetPlan(gpu.Plan{Attention: form})
 	kvDim := tc.kvHeads * tc.headDim
@@ -119,6 +125,13 @@ func (tc attnCase) runForm(t *testing.T, kt backend.KVType, form string) {
 	a := backend.Attention{Heads: tc.heads, KVHeads: tc.kvHeads, HeadDim: tc.headDim,
 		Scale: float32(1 / math.Sqrt(float64(tc.headDim)))}
 	q := w.tensor(attnMaxRows, qDim, nil)
+	var sinks pair[backend.Weight] // each backend's, with sinks
+	if with != nil {
+		with(w, &a)
+		if a.Sinks != nil {
+			sinks = w.weight([]int{tc.heads}, w.random(tc.heads, 6))
+		}
+	}
 	k := w.tensor(attnMaxRows, kvDim, nil)
 	v := w.tensor(attnMaxRows, kvDim, nil)
 	out := w.tensor(attnMaxRows, qDim, nil)
@@ -153,7 +166,11 @@ func (tc attnCase) runForm(t *testing.T, kt backend.KVType, form string) {
 			}
 			b.StoreKV(cache[i], 1, k[i], v[i])
 			if !st.fill {
-				b.Attend(out[i], q[i], cache[i], 1, a)
+				ai := a
+				if a.Sinks != nil {
+					ai.Sinks = sinks[i]
+				}
+				b.Attend(out[i], q[i], cache[i], 1, ai)
 			}
 		})
 		if st.fill {
@@ -298,6 +315,27 @@ func TestAttentionKVTypes(t *testing.T) {
 	} {
 		for _, kt := range kvTypes[1:] {
 			t.Run(kt.String()+"_"+tc.name(), func(t *testing.T) { tc.runKV(t, kt) })
+		}
+	}
+}
+
+// TestAttentionSinks: gpt-oss's sink logits join the softmax of decode
+// rows (both forms), prompt tiles and long contexts split over positions,
+// with a sliding window, on every cache type.
+func TestAttentionSinks(t *testing.T) {
+	steps := []attnStep{{runs: []attnRun{{0, 37}}}, {runs: []attnRun{{0, 1}}}, {runs: []attnRun{{0, 64}}}, {runs: []attnRun{{0, 1}}},
+		{runs: []attnRun{{0, 3}}}}
+	for _, tc := range []attnCase{{8, 2, 64, 16, 200, 1, steps}, {4, 4, 16, 8, 600, 1, attnDecodes(0, 1, 300, 599)}} {
+		for _, window := range []int{0, 20} {
+			for _, kt := range []backend.KVType{backend.KVF32, backend.KVInt8} {
+				for _, form := range []string{"group", "lane"} {
+					t.Run(fmt.Sprintf("%s/window%d/%v/%s", tc.name(), window, kt, form), func(t *testing.T) {
+						tc.runWith(t, kt, form, func(w *twins, a *backend.Attention) {
+							a.Window, a.Sinks = window, cpu.NewWeight([]int{a.Heads}, nil) // replaced by each backend's
+						})
+					})
+				}
+			}
 		}
 	}
 }

@@ -46,9 +46,10 @@ const Max = 32767
 // (CodeIndex). A last group without a partner holds its even inputs, then
 // its odd ones. DS holds d and the sum of group g at 2g and 2g+1.
 type QRow struct {
-	Cols  int
-	Codes []int16   // Groups()·32, padded with 0
-	DS    []float32 // Groups()·2: scale, sum
+	Cols   int
+	Codes  []int16   // Groups()·32, padded with 0
+	DS     []float32 // Groups()·2: scale, sum
+	Halves []float32 // Groups()·2 sums of 16 inputs, where SumHalves made them
 }
 
 // Groups is ceil(Cols/32).
@@ -61,7 +62,7 @@ func (q *QRow) Resize(cols int) {
 	if cap(q.Codes) < g*Group {
 		q.Codes, q.DS = make([]int16, g*Group), make([]float32, 2*g)
 	}
-	q.Codes, q.DS = q.Codes[:g*Group], q.DS[:2*g]
+	q.Codes, q.DS, q.Halves = q.Codes[:g*Group], q.DS[:2*g], q.Halves[:0]
 }
 
 // CodeIndex is where in QRow.Codes input i of group g of a row of groups

@@ -1,0 +1,24 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// gpt-oss's ops: the experts' biases (moe_bias), its clamped SwiGLU (the
+// glu kernel's act 4) and its attention sinks (attention_combine).
+
+var moeBiasOp = op{kernel: "moe_bias", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+
+func (b *Backend) ExpertBias(x backend.Tensor, bias backend.Weight, r backend.Routes) {
+	xs, w, rs := x.(*Tensor), bias.(*Weight), r.(*Routes)
+	if sh := w.Shape(); len(sh) != 2 || sh[1] != xs.cols {
+		b.fail(fmt.Errorf("gpu: expert biases of shape %v for rows of %d", sh, xs.cols))
+		return
+	}
+	rows := min(xs.rows/rs.k, rs.rows)
+	gx, gy := b.grid(min(b.batch.Len(), rows)*rs.k*xs.cols, elementWG)
+	b.record(moeBiasOp, params{uint32(xs.cols), uint32(rows), uint32(rs.k)},
+		[]Binding{{Buffer: xs.buf}, {Buffer: w.parts[0].buf}, {Buffer: rs.buf}}, gx, gy, 1)
+}
