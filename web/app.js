@@ -1,28 +1,37 @@
 // app.js wires the demo page to the engine through the package's public
-// API (pkg/index.js: createEngine → worker.js → wasm), as any page would.
-// The ids it uses and the URL parameters it reads are listed in README.md.
+// API (pkg/index.js: createEngine → worker.js → wasm), as any page would:
+// the model panel (catalogue, file, progress), the settings, the
+// completion playground, errors, shortcuts; the chat is chat.js. The ids
+// it uses and the URL parameters it reads are listed in README.md.
 import { createEngine, TesseraError } from "./pkg/index.js";
+import { Chat } from "./chat.js";
 
 const $ = (id) => document.getElementById(id);
 const el = {
-  adapter: $("adapter"), adapterText: $("adapter-text"),
+  adapter: $("adapter"), adapterText: $("adapter-text"), menu: $("menu"), sidebar: $("sidebar"),
   notice: $("notice"), noticeText: $("notice-text"), noticeDetail: $("notice-detail"), useCPU: $("use-cpu"),
+  loadAnyway: $("load-anyway"), noticeClearCache: $("notice-clear-cache"), noticeClose: $("notice-close"),
+  modelPanel: $("model-panel"), modelSummary: $("model-summary"),
   modelForm: $("model-form"), modelURL: $("model-url"), modelList: $("model-list"), load: $("load"),
   file: $("model-file"), drop: $("drop-zone"), quant: $("quant"), useCache: $("use-cache"), clearCache: $("clear-cache"),
   progress: $("progress"), progressLabel: $("progress-label"), modelInfo: $("model-info"),
   prompt: $("prompt"), generate: $("generate"), stop: $("stop"),
   temperature: $("temperature"), topK: $("top-k"), topP: $("top-p"), maxTokens: $("max-tokens"), seed: $("seed"),
+  responseFormat: $("response-format"), jsonSchema: $("json-schema"), jsonSchemaField: $("json-schema-field"),
   ttft: $("ttft"), tps: $("tps"), tokens: $("tokens"),
   promptEcho: $("prompt-echo"), output: $("output"), status: $("status"),
   catalogue: $("catalogue"), catalogueAbout: $("catalogue-about"), estimate: $("estimate"),
   modeChat: $("mode-chat"), modeCompletion: $("mode-completion"), chat: $("chat"), completion: $("completion"),
-  system: $("system-prompt"), chatTemplate: $("chat-template"), chatLog: $("chat-log"), chatInput: $("chat-input"),
-  send: $("send"), regenerate: $("regenerate"), clearChat: $("clear-chat"),
+  system: $("system-prompt"), chatTemplate: $("chat-template"), chatLog: $("chat-log"), chatEmpty: $("chat-empty"),
+  chatInput: $("chat-input"), composer: $("composer"), send: $("send"), regenerate: $("regenerate"), clearChat: $("clear-chat"),
+  replyActions: $("reply-actions"), stopReply: $("stop-reply"), copyReply: $("copy-reply"),
+  conversations: $("conversations"), newChat: $("new-chat"), storeNote: $("store-note"),
+  shortcuts: $("shortcuts"), shortcutsOpen: $("shortcuts-open"),
 };
 const textBox = document.querySelector(".text");
 
 // What tests and curious users can look at: every progress event, the last
-// stats and model, and the errors shown.
+// stats and model, the errors shown, the chat's messages.
 const demo = (window.tesseraDemo = { progress: [], stats: null, model: null, errors: [], messages: [], estimate: null });
 let engine = null; // one engine (one worker) for the page's life; models load into it
 let running = null; // the AbortController of the load or generation under way
@@ -32,40 +41,49 @@ let choice = { kind: "url" }; // or {kind: "file", file, files} (files: a split 
 let loaded = null; // {key, info}
 let shownError = false;
 let webgpuOK = null; // what info() found: true, false, or not asked yet
+let adapterInfo = null;
+let force = false; // "Load it anyway": the next load skips the memory check
 
-// ---- URL parameters -------------------------------------------------------
+// ---- URL parameters and remembered settings --------------------------------
 
 const params = new URLSearchParams(location.search);
-const setFrom = (name, input) => {
-  if (params.has(name)) input.value = params.get(name);
-};
-setFrom("model", el.modelURL);
-setFrom("prompt", el.prompt);
-setFrom("temperature", el.temperature);
-setFrom("topk", el.topK);
-setFrom("topp", el.topP);
-setFrom("steps", el.maxTokens);
-setFrom("seed", el.seed);
-setFrom("quant", el.quant);
+const settingInputs = { temperature: el.temperature, topk: el.topK, topp: el.topP, steps: el.maxTokens, seed: el.seed, format: el.responseFormat };
+try {
+  const saved = JSON.parse(localStorage.getItem("tessera-settings") || "{}");
+  for (const [k, input] of Object.entries(settingInputs)) if (saved[k] != null) input.value = saved[k];
+} catch {}
+for (const [k, input] of Object.entries(settingInputs)) if (params.has(k)) input.value = params.get(k);
+if (params.has("model")) el.modelURL.value = params.get("model");
+if (params.has("prompt")) el.prompt.value = params.get("prompt");
+if (params.has("quant")) el.quant.value = params.get("quant");
 if (params.get("cache") === "0") el.useCache.checked = false;
 if (params.get("device") === "cpu") device = "cpu";
 if (params.has("system")) el.system.value = params.get("system");
+
+function saveSettings() {
+  const s = {};
+  for (const [k, input] of Object.entries(settingInputs)) s[k] = input.value;
+  try {
+    localStorage.setItem("tessera-settings", JSON.stringify(s));
+  } catch {}
+}
+for (const input of Object.values(settingInputs)) input.addEventListener("change", saveSettings);
+el.responseFormat.addEventListener("change", () => (el.jsonSchemaField.hidden = el.responseFormat.value !== "json_schema"));
+el.jsonSchemaField.hidden = el.responseFormat.value !== "json_schema";
 
 // ---- State ------------------------------------------------------------------
 
 function setState(state) {
   document.body.dataset.state = state;
   const working = state === "loading" || state === "generating";
-  el.generate.disabled = working;
-  el.load.disabled = working;
-  el.file.disabled = working;
-  el.clearCache.disabled = working;
+  for (const b of [el.generate, el.load, el.file, el.clearCache, el.send, el.regenerate, el.clearChat, el.newChat]) b.disabled = working;
   el.stop.disabled = !working;
-  el.send.disabled = working;
-  el.regenerate.disabled = working;
-  el.clearChat.disabled = working;
+  el.stopReply.hidden = state !== "generating";
+  el.regenerate.hidden = state === "generating";
   el.generate.textContent = state === "generating" ? "Generating…" : "Generate";
 }
+
+const busy = () => ["loading", "generating"].includes(document.body.dataset.state);
 
 function say(text) {
   el.status.textContent = text;
@@ -73,7 +91,7 @@ function say(text) {
 
 function formatBytes(n) {
   if (!(n >= 0)) return "?";
-  const units = ["B", "KB", "MB", "GB"];
+  const units = ["B", "KB", "MB", "GB", "TB"];
   let i = 0;
   while (n >= 1000 && i < units.length - 1) {
     n /= 1000;
@@ -89,75 +107,64 @@ function formatCount(n) {
   return String(n);
 }
 
-// ---- Errors -----------------------------------------------------------------
+// ---- Errors: what went wrong, in words, and what to do ---------------------
 
 const advice = {
-  "no-webgpu": "This browser cannot run the model on the GPU: WebGPU is not available. " +
-    "Use a recent Chrome or Edge, Safari 26 or Firefox 141 or later, serve the page over https or from localhost, " +
-    "and check that hardware acceleration is on.",
-  "adapter-limits": "Your GPU adapter cannot hold this model. Try int4 weights or a smaller model.",
-  "out-of-memory": "The GPU ran out of memory for this model. Try int4 weights, a shorter context or a smaller model.",
-  "no-wasm": "The engine could not start.",
-  "network": "The model could not be downloaded.",
-  "storage": "The browser's storage refused the model. Clear the cache or untick “Keep downloads”.",
-  "bad-model": "This file is not a model Tessera can run.",
-  "bad-source": "Choose a model first.",
-  "no-model": "Load a model first.",
+  "no-webgpu": ["This browser cannot run the model on the GPU.",
+    "WebGPU is not available here. Use a recent Chrome or Edge, Safari 26 or Firefox 141 or later, open the page over https or from localhost, and check that hardware acceleration is on. Or run it on the CPU, slowly."],
+  "adapter-limits": ["Your GPU cannot hold this model.", "Try int4 weights, or a smaller model from the catalogue."],
+  "out-of-memory": ["The GPU ran out of memory.", "Try a smaller model, int4 weights or a shorter context, and close other tabs that use the GPU."],
+  "too-big": ["This model is too big for this device.", ""],
+  "storage": ["The browser's storage is full, or refused the download.",
+    "Clear the cache of earlier models, free some disk space, or untick “Keep downloads” to load it without keeping it."],
+  "integrity": ["The downloaded file is not the one its publisher lists.",
+    "Its SHA-256 differs from the catalogue's, so the copy was deleted. Try again later; if it keeps happening the file on the server changed."],
+  "network": ["The model could not be downloaded.", "Check the connection and the address, then load it again: a download resumes where it stopped."],
+  "bad-model": ["This file is not a model Tessera can run.", "Tessera reads GGUF files of the Llama family and its relatives."],
+  "bad-source": ["Choose a model first.", ""],
+  "no-model": ["Load a model first.", ""],
+  "no-wasm": ["The engine could not start.", "Reload the page; if it keeps failing, this browser cannot run WebAssembly here."],
 };
 
-function showNotice(text, detail, offerCPU) {
-  el.noticeText.textContent = text;
+function showNotice(title, detail, actions = {}) {
+  el.noticeText.textContent = title;
   el.noticeDetail.textContent = detail || "";
-  el.useCPU.hidden = !offerCPU;
+  el.useCPU.hidden = !actions.cpu;
+  el.loadAnyway.hidden = !actions.anyway;
+  el.noticeClearCache.hidden = !actions.clearCache;
   el.notice.hidden = false;
 }
 
 function showError(err) {
   const code = err.code || "error";
-  demo.errors.push({ code, message: err.message });
+  demo.errors.push({ code, message: err.message, param: err.param });
   if (code === "aborted") {
     say("Stopped.");
     setState(document.body.dataset.state === "loading" && !loaded ? "idle" : "done");
     return;
   }
-  const lead = advice[code];
   if (document.body.dataset.state === "loading") {
     el.progress.value = 0;
     el.progressLabel.textContent = "The model is not loaded.";
   }
-  if (code === "no-webgpu" || code === "adapter-limits" || code === "out-of-memory" || code === "no-wasm") {
-    showNotice(lead || err.message, lead ? err.message : "", code === "no-webgpu" && device !== "cpu");
-    say(code === "no-webgpu" ? "WebGPU is not available: see above." : lead || err.message);
+  const [title, detail] = advice[code] || [];
+  if (code === "bad-request" && err.param) {
+    say(`The setting “${err.param}” is not valid: ${err.message}`);
+  } else if (title && code !== "bad-source" && code !== "no-model") {
+    showNotice(title, code === "too-big" ? err.message : `${detail} (${err.message})`, {
+      cpu: code === "no-webgpu" && device !== "cpu",
+      anyway: code === "too-big",
+      clearCache: code === "storage",
+    });
+    say(title);
   } else {
-    say(lead ? `${lead} (${err.message})` : err.message);
+    say(title ? `${title} ${err.message}` : err.message);
   }
   shownError = true;
   setState("error");
 }
 
-// ---- The adapter badge -------------------------------------------------------
-
-function showAdapter(info) {
-  el.adapter.classList.remove("ok", "bad");
-  if (device === "cpu") {
-    el.adapterText.textContent = "CPU (Go in wasm, no WebGPU)";
-    el.adapter.classList.add("ok");
-    return;
-  }
-  if (!info.webgpu || !info.adapter) {
-    el.adapterText.textContent = "No WebGPU";
-    el.adapter.classList.add("bad");
-    showNotice(advice["no-webgpu"], info.error || "no adapter", true);
-    return;
-  }
-  const a = info.adapter;
-  const name = a.name || "WebGPU adapter";
-  el.adapterText.textContent = `${name} · ${a.path} kernels`;
-  el.adapter.title = `${a.vendor} ${a.architecture} (${a.deviceType}); shader-f16: ${a.shaderF16 ? "yes" : "no"}; ` +
-    `max buffer ${formatBytes(a.maxBufferSize)}, max storage binding ${formatBytes(a.maxStorageBufferBindingSize)}`;
-  el.adapter.classList.add("ok");
-}
-
+el.noticeClose.addEventListener("click", () => (el.notice.hidden = true));
 el.useCPU.addEventListener("click", () => {
   device = "cpu";
   el.notice.hidden = true;
@@ -165,6 +172,53 @@ el.useCPU.addEventListener("click", () => {
   say("The model will run on the CPU: expect it to be slow.");
   if (document.body.dataset.state === "error") setState(loaded ? "done" : "idle");
 });
+el.loadAnyway.addEventListener("click", () => {
+  el.notice.hidden = true;
+  force = true;
+  if (document.body.dataset.state === "error") setState(loaded ? "done" : "idle");
+  loadOnly();
+});
+el.noticeClearCache.addEventListener("click", async () => {
+  el.notice.hidden = true;
+  await clearCache();
+});
+
+// ---- The adapter, and what fits it -------------------------------------------
+
+function showAdapter(info) {
+  el.adapter.classList.remove("ok", "bad");
+  if (device === "cpu") {
+    el.adapterText.textContent = "CPU (no WebGPU)";
+    el.adapter.classList.add("ok");
+    return;
+  }
+  if (!info.webgpu || !info.adapter) {
+    el.adapterText.textContent = "No WebGPU";
+    el.adapter.classList.add("bad");
+    showNotice(advice["no-webgpu"][0], `${advice["no-webgpu"][1]} (${info.error || "no adapter"})`, { cpu: true });
+    return;
+  }
+  const a = info.adapter;
+  el.adapterText.textContent = `${a.name || "WebGPU adapter"} · ${a.path}`;
+  el.adapter.title = `${a.vendor} ${a.architecture} (${a.deviceType}); shader-f16: ${a.shaderF16 ? "yes" : "no"}; ` +
+    `max buffer ${formatBytes(a.maxBufferSize)}, max storage binding ${formatBytes(a.maxStorageBufferBindingSize)}; ` +
+    `about ${formatBytes(budget())} for models on this device`;
+  el.adapter.classList.add("ok");
+}
+
+// budget is the GPU memory a model may take here. WebGPU does not tell a
+// GPU's memory; navigator.deviceMemory (the RAM in GiB, at most 8 as
+// Chrome reports it) bounds the shared-memory GPUs most people have, and
+// half of it leaves room for the browser. The CPU backend's weights live
+// in wasm memory, which stops at 4 GiB.
+function budget() {
+  const ram = (navigator.deviceMemory || 4) * 2 ** 30;
+  return device === "cpu" ? Math.min(2 ** 31, ram / 2) : ram / 2;
+}
+
+function fits(memory) {
+  return memory <= budget();
+}
 
 // ---- Loading ------------------------------------------------------------------
 
@@ -175,18 +229,28 @@ function currentKey() {
   return `${src}|${el.quant.value}|${device}`;
 }
 
+// onProgress shows a load's phase with bytes and, for a download, speed.
+let phaseStart = null;
 function onProgress(p) {
   demo.progress.push(p);
+  const now = performance.now();
+  if (!phaseStart || phaseStart.phase !== p.phase) phaseStart = { phase: p.phase, t: now, done: p.done };
   const frac = p.total > 0 ? Math.min(1, p.done / p.total) : null;
   if (frac === null) el.progress.removeAttribute("value");
   else el.progress.value = frac;
-  const pct = frac === null ? "" : ` ${Math.round(frac * 100)}%`;
+  const pct = frac === null ? "" : ` · ${Math.round(frac * 100)}%`;
   const of = p.total > 0 ? `${formatBytes(p.done)} of ${formatBytes(p.total)}` : formatBytes(p.done);
+  const secs = (now - phaseStart.t) / 1000;
+  const speed = secs > 0.3 ? ` · ${formatBytes((p.done - phaseStart.done) / secs)}/s` : "";
   el.progressLabel.textContent = {
-    download: `Downloading: ${of}${pct ? " ·" + pct : ""}`,
-    verify: `Checking the cached copy:${pct}`,
-    upload: device === "cpu" ? `Reading weights: ${of}` : `Uploading weights to the GPU: ${of}`,
+    download: `Downloading: ${of}${pct}${speed}`,
+    verify: `Checking the cached copy: ${of}${pct}`,
+    upload: device === "cpu" ? `Reading weights: ${of}${pct}` : `Uploading weights to the GPU: ${of}${pct}${speed}`,
   }[p.phase] || `${p.phase}: ${of}`;
+}
+
+function catalogueEntry(url) {
+  return (demo.catalogue || []).find((m) => new URL(m.url, location.href).href === url);
 }
 
 async function load() {
@@ -197,40 +261,53 @@ async function load() {
   let source;
   let label;
   if (choice.kind === "file") {
-    source = choice.files.length > 1 ? { files: choice.files } : { file: choice.file };
+    source = choice.files.length > 1 ? choice.files : choice.file;
     label = choice.files.length > 1 ? `${choice.file.name} (${choice.files.length} parts)` : choice.file.name;
   } else {
     const raw = el.modelURL.value.trim();
-    if (!raw) throw Object.assign(new Error("no model URL"), { code: "bad-source" });
-    source = { url: new URL(raw, location.href).href };
+    if (!raw) throw new TesseraError("no model URL", "bad-source");
+    source = new URL(raw, location.href).href;
     label = raw.split("/").pop();
   }
   setState("loading");
+  el.notice.hidden = true;
   el.progress.value = 0;
   el.progressLabel.textContent = `Loading ${label}…`;
   el.modelInfo.textContent = "";
+  phaseStart = null;
   say("");
   loaded = null;
   running = new AbortController();
   const signal = running.signal;
   // The memory it will take, from the file's header alone (a URL by range
-  // requests), before the download starts.
+  // requests), before the download starts; a model that cannot fit is
+  // refused unless the user insists.
   try {
-    const est = await engine.inspect(source.url || source.files || source.file, { quant: el.quant.value, device });
+    const est = await engine.inspect(source, { quant: el.quant.value, device });
     demo.estimate = est;
     showEstimate(est);
+    if (!force && !fits(est.memory.total)) {
+      throw new TesseraError(`${est.name} needs about ${formatBytes(est.memory.total)} of GPU memory; this device offers about ${formatBytes(budget())}. ` +
+        "A smaller model, or int4 weights, would fit.", "too-big");
+    }
   } catch (err) {
-    if (err.code === "bad-model") throw err;
+    if (err.code === "bad-model" || err.code === "too-big") throw err;
     el.estimate.textContent = "";
   }
+  force = false;
   if (signal.aborted) throw new TesseraError("stopped", "aborted");
+  const entry = typeof source === "string" ? catalogueEntry(source) : null;
   const options = { quant: el.quant.value, cache: el.useCache.checked, device, onProgress, signal };
-  const info = await engine.load(source.url || source.files || source.file, options);
+  if (entry && entry.sha256) options.sha256 = entry.sha256;
+  const info = await engine.load(source, options);
   loaded = { key, info };
   demo.model = info;
   el.progress.value = 1;
   const where = info.source === "url" ? (info.cached ? "from the browser's cache" : "downloaded") : "from your disk";
-  el.progressLabel.textContent = `Loaded ${info.name} in ${(info.loadMs / 1000).toFixed(2)} s, ${where}.`;
+  const checked = info.verified ? ", its SHA-256 checked" : "";
+  el.progressLabel.textContent = `Loaded ${info.name} in ${(info.loadMs / 1000).toFixed(2)} s, ${where}${checked}.` +
+    (info.discarded ? ` The cached copy was damaged: ${info.discarded}` : "");
+  el.modelSummary.textContent = info.name;
   el.modelInfo.textContent = [
     `${formatCount(info.params)} parameters`,
     `${info.layers} layers`,
@@ -245,16 +322,17 @@ async function load() {
 
 function showEstimate(est) {
   const m = est.memory;
+  const fit = fits(m.total) ? "fits this device" : `more than this device offers (about ${formatBytes(budget())})`;
   el.estimate.textContent = `${est.name}: ${formatCount(est.params)} parameters, ${formatBytes(est.size)} file; ` +
     `needs about ${formatBytes(m.total)} of GPU memory (${m.quant} weights ${formatBytes(m.weights)}, ` +
-    `KV cache ${formatBytes(m.kv)} for ${m.context} tokens).`;
+    `KV cache ${formatBytes(m.kv)} for ${m.context} tokens): ${fit}.`;
 }
 
 async function loadOnly() {
   try {
     await load();
     setState("idle");
-    say("Ready. Write a prompt, or just press Generate.");
+    say(el.modeChat.checked ? "Ready. Write a message." : "Ready. Write a prompt, or just press Generate.");
   } catch (err) {
     showError(err);
   }
@@ -273,8 +351,7 @@ el.modelURL.addEventListener("input", () => {
 // (NAME-00001-of-0000N.gguf…) picked together.
 function pickFile(list) {
   const files = Array.from(list || []).sort((a, b) => a.name.localeCompare(b.name));
-  if (!files.length) return;
-  if (document.body.dataset.state === "loading" || document.body.dataset.state === "generating") return;
+  if (!files.length || busy()) return;
   choice = { kind: "file", file: files[0], files };
   loadOnly();
 }
@@ -300,7 +377,7 @@ window.addEventListener("drop", (ev) => {
   pickFile(ev.dataTransfer && ev.dataTransfer.files);
 });
 
-el.clearCache.addEventListener("click", async () => {
+async function clearCache() {
   try {
     const r = await engine.clearCache();
     say(r.removed ? `Removed ${r.removed} model${r.removed > 1 ? "s" : ""} (${formatBytes(r.bytes)}) from browser storage.`
@@ -308,7 +385,8 @@ el.clearCache.addEventListener("click", async () => {
   } catch (err) {
     showError(err);
   }
-});
+}
+el.clearCache.addEventListener("click", clearCache);
 
 // ---- Generating -----------------------------------------------------------------
 
@@ -317,16 +395,28 @@ function number(input, fallback) {
   return Number.isFinite(v) ? v : fallback;
 }
 
-// samplingOptions are the settings, in OpenAI's names.
-function samplingOptions() {
+// settings are the request's fields, in OpenAI's names; the engine checks
+// them (a bad one comes back as a TesseraError naming it). chat adds the
+// structured-output choice.
+function settings(chat) {
   const opts = {
     temperature: Math.max(0, number(el.temperature, 0.8)),
     top_k: Math.max(0, Math.round(number(el.topK, 0))),
-    top_p: Math.min(1, Math.max(0, number(el.topP, 1))),
-    max_tokens: Math.max(1, Math.round(number(el.maxTokens, 256))),
+    top_p: Math.min(1, Math.max(0.01, number(el.topP, 1))),
+    max_tokens: Math.max(1, Math.round(number(el.maxTokens, 512))),
   };
   const seed = parseInt(el.seed.value, 10);
   if (Number.isFinite(seed) && seed >= 0) opts.seed = seed;
+  if (chat && el.responseFormat.value === "json_object") opts.response_format = { type: "json_object" };
+  if (chat && el.responseFormat.value === "json_schema") {
+    let schema;
+    try {
+      schema = JSON.parse(el.jsonSchema.value);
+    } catch (err) {
+      throw new TesseraError(`the JSON schema is not JSON: ${err.message}`, "bad-request", "response_format");
+    }
+    opts.response_format = { type: "json_schema", json_schema: { name: "reply", schema } };
+  }
   return opts;
 }
 
@@ -337,67 +427,53 @@ function showLive(count, t0, tFirst, now) {
 }
 
 // generate streams a completion (input.prompt) or a chat reply
-// (input.messages) into out, a text node's parent, and resolves to the stats.
-async function generate(input, out) {
+// (input.messages) and resolves to the stats. view.update(text,
+// reasoning) shows what came so far, once per animation frame.
+async function generate(input, view) {
   el.ttft.textContent = "–";
   el.tps.textContent = "–";
   el.tokens.textContent = "0";
   delete document.body.dataset.stopped;
+  const chat = !!input.messages;
+  const request = { ...input, ...settings(chat), stream: true };
   say("Generating…");
   setState("generating");
   running = new AbortController();
+  request.signal = running.signal;
   const t0 = performance.now();
   let tFirst = null;
   let count = 0;
-  let pending = "";
+  let text = "";
+  let reasoning = "";
   let frame = 0;
-  const scroller = input.messages ? el.chatLog : textBox;
-  // A reasoning model's thinking (reasoning_content) goes in a dimmed
-  // block of its own before the reply.
-  let thinking = null;
-  let pendingThought = "";
+  const scroller = view.scroller;
   const flush = () => {
     frame = 0;
-    if (pending || pendingThought) {
-      const stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
-      if (pendingThought) {
-        if (!thinking) {
-          thinking = document.createElement("span");
-          thinking.className = "reasoning";
-          out.append(thinking);
-        }
-        thinking.append(pendingThought);
-        pendingThought = "";
-      }
-      out.append(pending);
-      pending = "";
-      if (stick) scroller.scrollTop = scroller.scrollHeight;
-    }
+    const stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 60;
+    view.update(text, reasoning);
+    if (stick) scroller.scrollTop = scroller.scrollHeight;
     showLive(count, t0, tFirst, performance.now());
   };
-  const params = { ...input, ...samplingOptions(), stream: true, signal: running.signal };
   let stats;
   try {
-    const stream = input.messages ? await engine.chat.completions.create(params) : await engine.completions.create(params);
+    const stream = chat ? await engine.chat.completions.create(request) : await engine.completions.create(request);
     for await (const chunk of stream) {
       const c = chunk.choices[0];
-      const text = input.messages ? c.delta.content : c.text;
-      const thought = input.messages ? c.delta.reasoning_content : "";
       if (chunk.tessera && chunk.tessera.token_id >= 0) {
         if (tFirst === null) tFirst = performance.now();
         count++;
       }
-      if (text || thought) {
-        pending += text || "";
-        pendingThought += thought || "";
-        if (!frame) frame = requestAnimationFrame(flush);
-      }
+      text += (chat ? c.delta.content : c.text) || "";
+      reasoning += (chat && c.delta.reasoning_content) || "";
+      if (!frame) frame = requestAnimationFrame(flush);
     }
     stats = stream.stats;
   } catch (err) {
-    if (frame) cancelAnimationFrame(frame);
-    flush();
-    if (err.code !== "aborted" || !err.stats) throw err;
+    if (err.code !== "aborted" || !err.stats) {
+      if (frame) cancelAnimationFrame(frame);
+      flush();
+      throw err;
+    }
     stats = err.stats; // stopped: keep what came
   }
   if (frame) cancelAnimationFrame(frame);
@@ -412,6 +488,7 @@ async function generate(input, out) {
     eos: "the model ended the text",
     stop: "reached a stop string",
     length: "the context is full",
+    complete: "the structured output is complete",
     abort: "stopped",
   }[stats.stopped];
   say(`${stats.generated} tokens in ${(stats.totalMs / 1000).toFixed(2)} s: ${why}.`);
@@ -424,9 +501,8 @@ async function ensureLoaded() {
 }
 
 async function run() {
-  const state = document.body.dataset.state;
-  if (state === "loading" || state === "generating") return;
-  if (el.modeChat.checked) return sendChat();
+  if (busy()) return;
+  if (el.modeChat.checked) return chat.send();
   try {
     await ensureLoaded();
   } catch (err) {
@@ -437,115 +513,58 @@ async function run() {
   el.promptEcho.textContent = prompt;
   el.output.textContent = "";
   try {
-    await generate({ prompt }, el.output);
+    await generate({ prompt }, { update: (text) => (el.output.textContent = text), scroller: textBox });
   } catch (err) {
     showError(err);
   }
 }
 
-// ---- Chat ---------------------------------------------------------------------
+const stop = () => running && running.abort();
 
-function bubble(role, text) {
-  const div = document.createElement("div");
-  div.className = `msg ${role}`;
-  const r = document.createElement("span");
-  r.className = "role";
-  r.textContent = role === "user" ? "You" : "Model";
-  const body = document.createElement("span");
-  body.className = "content";
-  body.textContent = text;
-  div.append(r, body);
-  el.chatLog.append(div);
-  el.chatLog.scrollTop = el.chatLog.scrollHeight;
-  return body;
-}
+// ---- Chat and modes ---------------------------------------------------------------
 
-function conversation() {
-  const sys = el.system.value.trim();
-  return (sys ? [{ role: "system", content: sys }] : []).concat(demo.messages);
+const sidebarWide = window.matchMedia("(min-width: 900px)");
+function closeSidebar() {
+  if (sidebarWide.matches) return;
+  document.body.classList.remove("sidebar-open");
+  el.menu.setAttribute("aria-expanded", "false");
 }
+el.menu.addEventListener("click", () => {
+  const open = document.body.classList.toggle("sidebar-open");
+  el.menu.setAttribute("aria-expanded", String(open));
+});
 
-// reply asks the model for the next assistant turn of the conversation.
-async function reply() {
-  const body = bubble("assistant", "");
-  const before = demo.messages.length;
-  try {
-    await generate({ messages: conversation() }, body);
-    if (demo.messages.length === before) demo.messages.push({ role: "assistant", content: body.textContent });
-  } catch (err) {
-    body.parentElement.remove();
-    showError(err);
-  }
-}
-
-async function sendChat() {
-  const state = document.body.dataset.state;
-  if (state === "loading" || state === "generating") return;
-  const text = el.chatInput.value.trim();
-  try {
-    await ensureLoaded();
-  } catch (err) {
-    showError(err);
-    return;
-  }
-  if (text) {
-    demo.messages.push({ role: "user", content: text });
-    bubble("user", text);
-    el.chatInput.value = "";
-  }
-  if (!demo.messages.length || demo.messages[demo.messages.length - 1].role !== "user") {
-    say("Write a message first.");
-    return;
-  }
-  await reply();
-}
-
-async function regenerate() {
-  const state = document.body.dataset.state;
-  if (state === "loading" || state === "generating") return;
-  if (demo.messages.length && demo.messages[demo.messages.length - 1].role === "assistant") {
-    demo.messages.pop();
-    el.chatLog.lastElementChild && el.chatLog.lastElementChild.remove();
-  }
-  if (!demo.messages.length) {
-    say("Nothing to regenerate.");
-    return;
-  }
-  try {
-    await ensureLoaded();
-  } catch (err) {
-    showError(err);
-    return;
-  }
-  await reply();
-}
+const chat = new Chat({ el, demo, ensureLoaded, generate, settings, showError, say, busy, closeSidebar });
 
 function setMode() {
-  const chat = el.modeChat.checked;
-  el.chat.hidden = !chat;
-  el.completion.hidden = chat;
-  document.body.dataset.mode = chat ? "chat" : "completion";
+  const isChat = el.modeChat.checked;
+  el.chat.hidden = !isChat;
+  el.completion.hidden = isChat;
+  document.body.dataset.mode = isChat ? "chat" : "completion";
 }
 el.modeChat.addEventListener("change", setMode);
 el.modeCompletion.addEventListener("change", setMode);
-if (params.get("mode") === "chat") el.modeChat.checked = true;
+if (params.get("mode") === "completion") el.modeCompletion.checked = true;
 setMode();
-el.send.addEventListener("click", sendChat);
-el.regenerate.addEventListener("click", regenerate);
-el.clearChat.addEventListener("click", () => {
-  demo.messages = [];
-  el.chatLog.textContent = "";
-  say("Conversation cleared.");
+
+el.composer.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  chat.send();
 });
+el.regenerate.addEventListener("click", () => chat.regenerate());
+el.clearChat.addEventListener("click", () => chat.clear());
+el.newChat.addEventListener("click", () => chat.newChat());
+el.copyReply.addEventListener("click", () => chat.copy());
+el.stopReply.addEventListener("click", stop);
+el.system.addEventListener("change", () => chat.save());
 el.chatInput.addEventListener("keydown", (ev) => {
-  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
     ev.preventDefault();
-    sendChat();
+    chat.send();
   }
 });
 
 el.generate.addEventListener("click", run);
-const stop = () => running && running.abort();
 el.stop.addEventListener("click", stop);
 el.prompt.addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
@@ -553,8 +572,26 @@ el.prompt.addEventListener("keydown", (ev) => {
     run();
   }
 });
+
+// Shortcuts: Esc stops; Alt+R regenerates; Alt+N starts a chat; "/"
+// focuses the message box and "?" lists them, when not typing.
+el.shortcutsOpen.addEventListener("click", () => el.shortcuts.showModal());
 document.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape" && !el.stop.disabled) stop();
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement && document.activeElement.tagName);
+  if (ev.key === "Escape" && busy()) {
+    stop();
+  } else if (ev.altKey && !ev.ctrlKey && ev.code === "KeyR" && el.modeChat.checked) {
+    ev.preventDefault();
+    chat.regenerate();
+  } else if (ev.altKey && !ev.ctrlKey && ev.code === "KeyN") {
+    ev.preventDefault();
+    chat.newChat();
+  } else if (!typing && ev.key === "/" && el.modeChat.checked) {
+    ev.preventDefault();
+    el.chatInput.focus();
+  } else if (!typing && ev.key === "?") {
+    el.shortcuts.showModal();
+  }
 });
 
 // ---- Start --------------------------------------------------------------------
@@ -574,30 +611,40 @@ async function listModels() {
   }
 }
 
-// The catalogue: models.json, GGUF files on the Hugging Face Hub.
+// The catalogue: models.json, GGUF files on the Hugging Face Hub, each
+// with its size, the memory it needs, and whether that fits this device
+// (a model that does not is listed but cannot be picked).
 async function listCatalogue() {
   try {
     const r = await fetch("models.json");
     if (!r.ok) return;
-    const cat = await r.json();
-    demo.catalogue = cat.models;
-    for (const m of cat.models) {
-      const opt = document.createElement("option");
-      opt.value = m.url;
-      opt.textContent = `${m.name} · ${formatBytes(m.size)} · needs ~${formatBytes(m.memory)}`;
-      el.catalogue.append(opt);
-    }
+    demo.catalogue = (await r.json()).models;
   } catch {
-    // No catalogue: the URL field and the file picker still work.
+    return; // No catalogue: the URL field and the file picker still work.
+  }
+  for (const m of demo.catalogue) {
+    const opt = document.createElement("option");
+    opt.value = m.url;
+    const ok = fits(m.memory);
+    opt.textContent = `${m.name} · ${formatBytes(m.size)} · needs ${formatBytes(m.memory)}${ok ? "" : " · too big here"}`;
+    opt.disabled = !ok;
+    opt.dataset.fits = String(ok);
+    el.catalogue.append(opt);
   }
 }
 el.catalogue.addEventListener("change", () => {
   const m = (demo.catalogue || []).find((m) => m.url === el.catalogue.value);
   if (!m) return;
+  if (!fits(m.memory)) { // picked anyway (a script, or a stale list)
+    el.catalogueAbout.textContent = `${m.name} needs about ${formatBytes(m.memory)} of GPU memory; this device offers about ${formatBytes(budget())}.`;
+    el.catalogue.value = "";
+    showError(new TesseraError(el.catalogueAbout.textContent + " Pick a smaller model.", "too-big"));
+    return;
+  }
   el.modelURL.value = m.url;
   choice = { kind: "url" };
-  el.catalogueAbout.textContent = `${m.about} ${formatBytes(m.size)} download, about ${formatBytes(m.memory)} of GPU memory.`;
-  if (m.chat) {
+  el.catalogueAbout.textContent = `${m.about} ${formatBytes(m.size)} download, about ${formatBytes(m.memory)} of GPU memory: fits this device.`;
+  if (m.chat && !el.modeChat.checked) {
     el.modeChat.checked = true;
     setMode();
   }
@@ -606,7 +653,7 @@ el.catalogue.addEventListener("change", () => {
 async function boot() {
   setState("idle");
   listModels();
-  listCatalogue();
+  const opened = chat.open();
   try {
     engine = await createEngine({});
     demo.engine = engine;
@@ -623,9 +670,14 @@ async function boot() {
   } catch (err) {
     info = { webgpu: false, error: err.message };
   }
+  adapterInfo = info.adapter || null;
+  demo.adapter = adapterInfo;
   webgpuOK = !!(info.webgpu && info.adapter);
   showAdapter(info);
-  if (!shownError) say(info.webgpu ? "Pick a model, or press Generate to use the one above." : "");
+  await listCatalogue();
+  await opened;
+  demo.ready = true;
+  if (!shownError) say(info.webgpu ? "Pick a model, or send a message to use the one in the model panel." : "");
   if (params.get("autostart") === "1") run();
 }
 

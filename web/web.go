@@ -28,7 +28,7 @@ import (
 	"time"
 )
 
-//go:embed index.html style.css app.js favicon.svg models.json
+//go:embed index.html style.css app.js chat.js md.js store.js favicon.svg models.json
 //go:embed pkg/index.js pkg/index.d.ts pkg/client.js pkg/worker.js pkg/package.json pkg/README.md
 var embedded embed.FS
 

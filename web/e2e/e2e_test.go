@@ -6,7 +6,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -201,7 +203,24 @@ func TestBrowserDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	// The catalogue gets a model too big for any browser, which the
+	// picker must refuse.
+	mux := http.NewServeMux()
+	mux.HandleFunc("/models.json", func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/models.json", nil))
+		var cat map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &cat); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		cat["models"] = append(cat["models"].([]any), map[string]any{"id": "huge", "name": "Huge 405B", "url": "https://huggingface.co/x/huge/resolve/main/huge.gguf",
+			"size": 230e9, "params": 405e9, "memory": 250e9, "chat": true, "about": "Too big for a browser."})
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(cat)
+	})
+	mux.Handle("/", h)
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -243,7 +262,7 @@ func TestBrowserDemo(t *testing.T) {
 		}
 	}()
 
-	page := srv.URL + "/?model=/models/stories260K.gguf&quant=f32&temperature=0&steps=200&autostart=1"
+	page := srv.URL + "/?mode=completion&model=/models/stories260K.gguf&quant=f32&temperature=0&steps=200&autostart=1"
 
 	t.Run("golden greedy story", func(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
@@ -342,54 +361,12 @@ func TestBrowserDemo(t *testing.T) {
 		}
 	})
 
-	t.Run("chat mode: send, regenerate, clear", func(t *testing.T) {
-		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?model=/models/stories260K.gguf&quant=f32&temperature=0&steps=20&mode=chat&system=Short+stories.")); err != nil {
-			t.Fatal(err)
-		}
-		type chatState struct {
-			Mode, Estimate, Template string
-			Replies                  []string
-			Messages                 int
-		}
-		read := `(() => ({Mode: document.body.dataset.mode, Estimate: document.getElementById("estimate").textContent,
-			Template: document.getElementById("chat-template").textContent,
-			Replies: [...document.querySelectorAll("#chat-log .msg.assistant .content")].map((e) => e.textContent),
-			Messages: tesseraDemo.messages.length}))()`
-		act := func(js string) chatState {
-			t.Helper()
-			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`tesseraDemo.engine !== undefined && document.body.dataset.state !== "loading"`,
-				chromedp.WithPollingTimeout(time.Minute))); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.body.dataset.state = "idle"; `+js+`; return true; })()`)); err != nil {
-				t.Fatal(err)
-			}
-			waitDone(t, ctx, 2*time.Minute)
-			s, err := chromedp.Run(ctx, chromedp.Evaluate[chatState](read))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		a := act(`document.getElementById("chat-input").value = "A cat"; document.getElementById("send").click()`)
-		if a.Mode != "chat" || len(a.Replies) != 1 || a.Replies[0] == "" || a.Messages != 2 || !strings.Contains(a.Estimate, "GPU memory") || a.Template == "" {
-			t.Fatalf("after Send: %+v", a)
-		}
-		b := act(`document.getElementById("regenerate").click()`)
-		if len(b.Replies) != 1 || b.Replies[0] != a.Replies[0] || b.Messages != 2 {
-			t.Errorf("greedy Regenerate: %+v, first reply %q", b, a.Replies[0])
-		}
-		c := act(`document.getElementById("chat-input").value = "A dog"; document.getElementById("send").click()`)
-		if len(c.Replies) != 2 || c.Messages != 4 {
-			t.Errorf("second turn: %+v", c)
-		}
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.getElementById("clear-chat").click(); return true; })()`)); err != nil {
-			t.Fatal(err)
-		}
-		if d, _ := chromedp.Run(ctx, chromedp.Evaluate[chatState](read)); len(d.Replies) != 0 || d.Messages != 0 {
-			t.Errorf("after Clear: %+v", d)
-		}
-		t.Logf("chat reply: %q; estimate: %s", a.Replies[0], a.Estimate)
+	t.Run("chat: send, regenerate, stop mid-reply, reload, switch and delete", func(t *testing.T) {
+		testChatPage(t, ctx, srv.URL)
+	})
+
+	t.Run("the picker refuses a model that does not fit; screenshots at 1280 and 390 px", func(t *testing.T) {
+		testPickerAndScreens(t, ctx, srv.URL)
 	})
 
 	// Let a last warning arrive before judging the console.
