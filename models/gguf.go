@@ -131,10 +131,10 @@ func modelFromGGUF(files []*gguf.File) (*Model, error) {
 	if err := ropeScalingGGUF(m, &md); err != nil {
 		return nil, err
 	}
-	if err := familyGGUF(m, &md); err != nil {
+	if err := moeGGUF(m, &md); err != nil {
 		return nil, err
 	}
-	if err := moeGGUF(m, &md); err != nil {
+	if err := familyGGUF(m, &md); err != nil {
 		return nil, err
 	}
 	m.Config.QKNormFull = arch == "olmoe"

@@ -121,7 +121,7 @@ type KVOptions struct {
 // batchRows(m.Config) rows, keeping its weights as ws says.
 func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
-	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3":
+	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss":
 	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}

@@ -42,6 +42,7 @@ type layerWeights struct {
 	// up another; their biases (QKVBias) are one vector.
 	qkv, bqkv, wo, gateUp, down backend.Weight
 	qNorm, kNorm                backend.Weight // with QKNorm
+	sinks, bo                   backend.Weight // with AttnSinks, AttnOutBias (gpt-oss)
 	experts                     moeWeights     // with experts: instead of gateUp and down
 	attnPost, ffnPost           backend.Weight // with PostNorms
 
@@ -110,6 +111,12 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 			ws = append(ws, named{&lw.attnPost, models.LayerTensor(l, models.AttnPostNorm)},
 				named{&lw.ffnPost, models.LayerTensor(l, models.FFNPostNorm)})
 		}
+		if c.AttnSinks {
+			ws = append(ws, named{&lw.sinks, models.LayerTensor(l, models.AttnSinks)})
+		}
+		if c.AttnOutBias {
+			ws = append(ws, named{&lw.bo, models.LayerBias(l, models.AttnOutput)})
+		}
 		for _, w := range ws {
 			if *w.dst, err = upload(w.name); err != nil {
 				return nil, err
@@ -131,6 +138,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 			return nil, err
 		}
 		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
+		lw.attn.Sinks = lw.sinks
 	}
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	for _, t := range []struct {
@@ -264,7 +272,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		if !c.MoE.On() {
 			next = w.ffnNorm
 		}
-		n.residual(n.att, w.wo, w.lora[1], w.attnPost, next)
+		n.residual(n.att, w.wo, w.bo, w.lora[1], w.attnPost, next)
 
 		if c.MoE.On() { // the feed-forward through the routed experts
 			n.experts(w)
@@ -276,7 +284,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		if l+1 < len(n.layers) {
 			next = n.layers[l+1].attnNorm
 		}
-		n.residual(n.gate, w.down, w.lora[3], w.ffnPost, next)
+		n.residual(n.gate, w.down, nil, w.lora[3], w.ffnPost, next)
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)
@@ -316,16 +324,17 @@ func (n *llama) lora(l backend.LoRA) backend.LoRA {
 	return nil
 }
 
-// residual adds a block's output projection of x to the residual stream:
-// in the projection's epilogue, or through the block's post-norm when the
-// model has them (Gemma). next is the norm of the projection that reads
-// the stream next (a hint: Projection.Next), or nil.
-func (n *llama) residual(x backend.Tensor, w backend.Weight, l backend.LoRA, postNorm, next backend.Weight) {
+// residual adds a block's output projection of x (plus bias b, when not
+// nil: gpt-oss's) to the residual stream: in the projection's epilogue, or
+// through the block's post-norm when the model has them (Gemma). next is
+// the norm of the projection that reads the stream next (a hint:
+// Projection.Next), or nil.
+func (n *llama) residual(x backend.Tensor, w, b backend.Weight, l backend.LoRA, postNorm, next backend.Weight) {
 	if postNorm == nil {
-		n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.x}, Add: true, LoRA: n.lora(l), Next: next})
+		n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: []backend.Tensor{n.x}, Add: true, LoRA: n.lora(l), Next: next})
 		return
 	}
-	n.be.Project(backend.Projection{X: x, W: w, Out: []backend.Tensor{n.xb}, LoRA: n.lora(l)})
+	n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: []backend.Tensor{n.xb}, LoRA: n.lora(l)})
 	n.be.RMSNorm(n.post, n.xb, postNorm, n.cfg.NormEps)
 	n.be.Add(n.x, n.post)
 }
@@ -337,7 +346,7 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range append(w.experts.all(), w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost) {
+		for _, x := range append(w.experts.all(), w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost, w.sinks, w.bo) {
 			if x != nil {
 				total += x.Bytes()
 			}

@@ -25,11 +25,16 @@ type moeWeights struct {
 	// The shared expert (Qwen2-MoE): gate and up fused for a GLU, down,
 	// and its gate, a [1, dim] matrix.
 	sharedGateUp, sharedDown, sharedGate backend.Weight
+	// With biases (gpt-oss): gate and up apart (each adds its bias before
+	// the GLU; gateUp is nil), the router's bias [E] and the experts'
+	// [E, ffn] and [E, dim].
+	gate, up, routerB, gateB, upB, downB backend.Weight
 }
 
 // all lists the weights, nil ones included.
 func (w moeWeights) all() []backend.Weight {
-	return []backend.Weight{w.router, w.gateUp, w.down, w.sharedGateUp, w.sharedDown, w.sharedGate}
+	return []backend.Weight{w.router, w.gateUp, w.down, w.sharedGateUp, w.sharedDown, w.sharedGate,
+		w.gate, w.up, w.routerB, w.gateB, w.upB, w.downB}
 }
 
 // moeActs are the activations the experts need, allocated once.
@@ -37,6 +42,7 @@ type moeActs struct {
 	routes                     backend.Routes
 	logits                     backend.Tensor // maxBatch × E
 	act, out                   backend.Tensor // maxBatch·k rows: a_p and y_p
+	up                         backend.Tensor // maxBatch·k rows, with biases: the up products
 	sharedAct, shared, sharedG backend.Tensor // maxBatch rows, with a shared expert
 }
 
@@ -51,6 +57,9 @@ func newMoEActs(be backend.Backend, c models.Config, maxBatch int) (*moeActs, er
 		rows, cols int
 	}
 	ts := []alloc{{&a.logits, maxBatch, m.Experts}, {&a.act, maxBatch * m.Used, m.FFN}, {&a.out, maxBatch * m.Used, c.Dim}}
+	if m.Biases {
+		ts = append(ts, alloc{&a.up, maxBatch * m.Used, m.FFN})
+	}
 	if m.SharedFFN > 0 {
 		ts = append(ts, alloc{&a.sharedAct, maxBatch, m.SharedFFN}, alloc{&a.shared, maxBatch, c.Dim}, alloc{&a.sharedG, maxBatch, 1})
 	}
@@ -95,7 +104,26 @@ func (n *llama) uploadExperts(m *models.Model, ws WeightStorage, l int) (moeWeig
 		}
 		return up, nil
 	}
-	if w.gateUp, err = experts(models.FFNGateExps, models.FFNUpExps); err != nil {
+	if c.MoE.Biases { // gate and up apart, each with its bias before the GLU
+		if w.gate, err = experts(models.FFNGateExps); err != nil {
+			return w, err
+		}
+		if w.up, err = experts(models.FFNUpExps); err != nil {
+			return w, err
+		}
+		for _, b := range []struct {
+			dst  *backend.Weight
+			kind string
+		}{{&w.routerB, models.FFNRouter}, {&w.gateB, models.FFNGateExps}, {&w.upB, models.FFNUpExps}, {&w.downB, models.FFNDownExps}} {
+			t, err := m.Tensor(models.LayerBias(l, b.kind))
+			if err != nil {
+				return w, err
+			}
+			if *b.dst, err = n.be.Upload(t); err != nil {
+				return w, fmt.Errorf("upload %s: %w", t.Name, err)
+			}
+		}
+	} else if w.gateUp, err = experts(models.FFNGateExps, models.FFNUpExps); err != nil {
 		return w, err
 	}
 	if w.down, err = experts(models.FFNDownExps); err != nil {
@@ -130,9 +158,23 @@ func (n *llama) experts(w layerWeights) {
 	be, c, a, e := n.be, n.cfg, n.moe, w.experts
 	be.RMSNorm(n.xb, n.x, w.ffnNorm, c.NormEps)
 	be.MatMul(a.logits, n.xb, e.router)
+	if e.routerB != nil {
+		be.AddBias(a.logits, e.routerB)
+	}
 	be.Route(a.routes, a.logits, c.MoE.NormTopK)
-	be.ExpertProject(backend.ExpertProjection{X: n.xb, W: e.gateUp, R: a.routes, Out: a.act, GLU: true, Act: c.Act})
+	if e.gateUp != nil {
+		be.ExpertProject(backend.ExpertProjection{X: n.xb, W: e.gateUp, R: a.routes, Out: a.act, GLU: true, Act: c.Act})
+	} else { // gpt-oss: gate and up with their biases, then the GLU
+		be.ExpertProject(backend.ExpertProjection{X: n.xb, W: e.gate, R: a.routes, Out: a.act})
+		be.ExpertBias(a.act, e.gateB, a.routes)
+		be.ExpertProject(backend.ExpertProjection{X: n.xb, W: e.up, R: a.routes, Out: a.up})
+		be.ExpertBias(a.up, e.upB, a.routes)
+		be.ExpertGLU(a.act, a.up, a.routes, c.Act)
+	}
 	be.ExpertProject(backend.ExpertProjection{X: a.act, Slots: true, W: e.down, R: a.routes, Out: a.out})
+	if e.downB != nil {
+		be.ExpertBias(a.out, e.downB, a.routes)
+	}
 	comb := backend.MoECombine{Dst: n.x, Y: a.out, R: a.routes, Scale: c.ResidualScale}
 	if e.sharedGateUp != nil {
 		be.Project(backend.Projection{X: n.xb, W: e.sharedGateUp, Out: []backend.Tensor{a.sharedAct}, GLU: true, Act: c.Act})
@@ -152,7 +194,11 @@ func (n *llama) idleExpertBytes() int64 {
 	}
 	var all int64
 	for _, w := range n.layers {
-		all += w.experts.gateUp.Bytes() + w.experts.down.Bytes()
+		for _, x := range []backend.Weight{w.experts.gateUp, w.experts.gate, w.experts.up, w.experts.down} {
+			if x != nil {
+				all += x.Bytes()
+			}
+		}
 	}
 	return all - all*int64(m.Used)/int64(m.Experts)
 }

@@ -30,11 +30,20 @@ var familyShapes = []Shape{
 	// of 64: tests run it past position 64.
 	{Name: "tiny-yarn", Config: yarn(models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16}, 4, 64)},
+	// gpt-oss: attention sinks, biases, every other layer sliding, YaRN on
+	// all, experts with biases and the clamped SwiGLU.
+	{Name: "gpt-oss-20b", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 2880, FFN: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64,
+		Vocab: 201088, Context: 131072, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 64,
+		MoE: models.MoEConfig{Experts: 32, Used: 4, FFN: 2880}}, 128, 32, 4096)},
+	{Name: "tiny-gpt-oss", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 64, FFN: 36, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 16,
+		MoE: models.MoEConfig{Experts: 5, Used: 2, FFN: 36}}, 12, 4, 64)},
 }
 
 // scalings are the RoPE scalings shapes' files declare where their keys
 // say more than the Config's factors hold.
-var scalings = map[string]Scaling{"tiny-yarn": {Type: "yarn", Factor: 4, Orig: 64}}
+var scalings = map[string]Scaling{"tiny-yarn": {Type: "yarn", Factor: 4, Orig: 64},
+	"gpt-oss-20b": {Type: "yarn", Factor: 32, Orig: 4096}, "tiny-gpt-oss": {Type: "yarn", Factor: 4, Orig: 64}}
 
 func init() { shapes = append(shapes, familyShapes...) }
 
@@ -80,6 +89,32 @@ func yarn(c models.Config, factor float64, orig int) models.Config {
 	c.RopeFactors = models.YarnRopeFactors(c.RopeDim, c.RopeTheta, factor, orig, 32, 1, true)
 	c.RopeScale = models.YarnScale(factor, 0)
 	return c
+}
+
+// gptOSS gives c gpt-oss's attention (q/k/v and output biases, sinks,
+// even layers sliding over window positions, YaRN by factor over orig on
+// every layer) and experts (biases, the clamped SwiGLU, the top k's
+// softmax).
+func gptOSS(c models.Config, window int, factor float64, orig int) models.Config {
+	c.Rope, c.QKVBias, c.AttnSinks, c.AttnOutBias = models.RopeHalves, true, true, true
+	c.Act, c.MoE.Biases, c.MoE.NormTopK = models.SwiGLUOAI, true, true
+	c.SlidingWindow, c.LocalRopeTheta, c.LocalRopeScaled = window, c.RopeTheta, true
+	c.Sliding = make([]bool, c.Layers)
+	for l := range c.Sliding {
+		c.Sliding[l] = l%2 == 0
+	}
+	return yarn(c, factor, orig)
+}
+
+// familyName is the name llama.cpp gives tensor name in c's family:
+// gpt-oss's norm before the experts is post_attention_norm.
+func familyName(c models.Config, name string) string {
+	var l int
+	var kind string
+	if n, _ := sscanLayer(name, &l, &kind); c.Arch == "gpt-oss" && n == 2 && kind == models.FFNNorm+".weight" {
+		return models.LayerTensor(l, models.AttnPostNorm)
+	}
+	return name
 }
 
 // familyMetadata is the GGUF metadata of what c's family adds, under

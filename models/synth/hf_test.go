@@ -18,7 +18,7 @@ var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "ti
 	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe"}
 
 // ggufOnlyShapes are written as GGUF only (the files people run).
-var ggufOnlyShapes = []string{"tiny-smollm3", "tiny-phi3", "tiny-yarn"}
+var ggufOnlyShapes = []string{"tiny-smollm3", "tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()

@@ -144,7 +144,7 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		if err != nil {
 			return fmt.Errorf("synth %s: %w", name, err)
 		}
-		tensors = append(tensors, gguf.WriteTensor{Name: name, Dims: dims, Type: typ, Data: data})
+		tensors = append(tensors, gguf.WriteTensor{Name: familyName(c, name), Dims: dims, Type: typ, Data: data})
 		return nil
 	}
 	if c.Arch == "phi3" { // fused q/k/v and gate/up, as Phi-3's files store them

@@ -85,6 +85,9 @@ type Experts interface {
 	// row e of b ([E, x's cols], F32), e being the pair's expert
 	// (gpt-oss's expert biases).
 	ExpertBias(x Tensor, b Weight, r Routes)
+	// ExpertGLU is GLU over the pair rows of two ExpertProject outputs:
+	// gate = act(gate, up) for every (row, slot) pair of the step.
+	ExpertGLU(gate, up Tensor, r Routes, act models.Activation)
 }
 
 // ExpertMatrices views stacked expert tensors of shape [E, rows, in] as

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -22,6 +23,13 @@ func (b *Backend) ExpertBias(x backend.Tensor, bias backend.Weight, r backend.Ro
 			row[c] += br[c]
 		}
 	}
+}
+
+// ExpertGLU is GLU over the step's pair rows: a row's k pairs are one
+// after the other, so rows of k·cols values.
+func (b *Backend) ExpertGLU(gate, up backend.Tensor, r backend.Routes, act models.Activation) {
+	g, u, k := gate.(*Tensor), up.(*Tensor), r.(*Routes).k
+	b.GLU(&Tensor{rows: g.rows / k, cols: k * g.cols, Data: g.Data}, &Tensor{rows: u.rows / k, cols: k * u.cols, Data: u.Data}, act)
 }
 
 // swigluAlpha and swigluLimit are gpt-oss's SwiGLU constants, which
