@@ -41,6 +41,7 @@ var ggufPres = func() map[string]ggufPre {
 	gpt2 := ggufPre{patterns: []string{patternGPT2}}
 	starcoder := ggufPre{patterns: []string{`\p{N}`, patternGPT2}}
 	m := map[string]ggufPre{
+		"gpt-4o":  {patterns: []string{patternGPT4o}},
 		"default": {patterns: []string{`[\p{P}\$\+<=>\^~\|]+`, patternGPT2, `\p{N}+`, `[0-9][0-9][0-9]`}},
 	}
 	for _, name := range []string{"llama3", "llama-v3", "llama-bpe", "falcon3"} {
