@@ -39,7 +39,11 @@ func samplingRequest(opts js.Value, chatReq bool) (runtime.Request, int, error) 
 		if err := json.Unmarshal([]byte(raw), &f); err != nil {
 			return runtime.Request{}, 0, jsonParamError(err)
 		}
-		req, n, err := f.Sampling.Request(256, 0)
+		least := 0 // as the server: a completion may ask for no tokens (its prompt's logprobs), a chat not
+		if chatReq {
+			least = 1
+		}
+		req, n, err := f.Sampling.Request(256, least)
 		if err != nil {
 			return req, n, err
 		}

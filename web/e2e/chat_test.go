@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,9 @@ type chatResults struct {
 	Text      json.RawMessage   `json:"text"`
 	Required  json.RawMessage   `json:"required"`
 	RoundTrip []int             `json:"roundTrip"`
+	Logprobs  json.RawMessage   `json:"logprobs"`
+	Samples   json.RawMessage   `json:"samples"`
+	Params    []string          `json:"params"`
 	Codes     []string          `json:"codes"`
 	Err       string            `json:"err"`
 }
@@ -115,7 +119,37 @@ func testChatReplies(t *testing.T, ctx context.Context, cons *console, qwen stri
 		}
 	}
 
-	reqs, _ := json.Marshal(map[string]any{"call": callReq, "text": textReq, "required": requiredReq, "roundTrip": roundTrip, "bad": bad})
+	// Logprobs, n samples and penalties, as the server gives them; and
+	// sampling fields both refuse, naming the same field.
+	logprobsReq := base(map[string]any{"grammar": chatScript(textReply), "logprobs": true, "top_logprobs": 3})
+	samplesReq := base(map[string]any{"grammar": chatScript(textReply), "n": 2, "temperature": 1, "seed": 7, "frequency_penalty": 0.5, "presence_penalty": 0.3})
+	badSampling := []map[string]any{
+		base(map[string]any{"temperature": 5}),
+		base(map[string]any{"n": 0}),
+		base(map[string]any{"top_logprobs": 3}),
+		base(map[string]any{"logprobs": "yes"}),
+		base(map[string]any{"stop": 5}),
+		base(map[string]any{"seed": "x"}),
+		base(map[string]any{"max_tokens": 0}),
+		base(map[string]any{"top_p": "all"}),
+		base(map[string]any{"frequency_penalty": 3}),
+		base(map[string]any{"response_format": map[string]any{"type": "xml"}}),
+	}
+	var serverParams []string
+	for i, b := range badSampling {
+		code, body := postChat(t, hs.URL, b)
+		var e struct {
+			Error struct{ Param string } `json:"error"`
+		}
+		json.Unmarshal(body, &e)
+		if code != http.StatusBadRequest || e.Error.Param == "" {
+			t.Errorf("bad sampling request %d: the server answered %d %s", i, code, body)
+		}
+		serverParams = append(serverParams, "true:bad-request:"+e.Error.Param)
+	}
+
+	reqs, _ := json.Marshal(map[string]any{"call": callReq, "text": textReq, "required": requiredReq, "roundTrip": roundTrip, "bad": bad,
+		"logprobs": logprobsReq, "samples": samplesReq, "badSampling": badSampling})
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
 		const req = `+string(reqs)+`;
 		const out = {};
@@ -128,6 +162,13 @@ func testChatReplies(t *testing.T, ctx context.Context, cons *console, qwen stri
 			out.text = await create(req.text);
 			out.required = await create(req.required);
 			out.roundTrip = await engine.tokenize(req.roundTrip);
+			out.logprobs = await create(req.logprobs);
+			out.samples = await create(req.samples);
+			out.params = [];
+			for (const p of req.badSampling) {
+				try { await create(p); out.params.push("none"); }
+				catch (e) { out.params.push((e instanceof tessera.TesseraError) + ":" + e.code + ":" + e.param); }
+			}
 			// And what cannot even be sent as JSON.
 			const unsendable = [{...req.call, tools: [{type: "function", function: {name: "f", parameters: {x: () => 1}}}]}, null];
 			out.codes = [];
@@ -265,6 +306,86 @@ func testChatReplies(t *testing.T, ctx context.Context, cons *console, qwen stri
 		}
 	}
 	t.Logf("required call: %s(%s)", rc.Message.ToolCalls[0].Function.Name, rc.Message.ToolCalls[0].Function.Arguments)
+
+	// Logprobs: the same tokens, their log-probabilities and the top
+	// three alternatives as the server's (WebGPU's f32 sums against the
+	// CPU's, so to 2e-3).
+	compareLogprobs(t, got.Logprobs, serverBody(t, hs.URL, logprobsReq))
+	// n samples with penalties: as many choices, each the scripted reply.
+	bc, sc := choicesOf(t, got.Samples), choicesOf(t, serverBody(t, hs.URL, samplesReq))
+	if len(bc.Choices) != 2 || !reflect.DeepEqual(bc, sc) {
+		t.Errorf("n 2 with penalties:\n browser %+v\n  server %+v", bc, sc)
+	}
+	if !slices.Equal(got.Params, serverParams) {
+		t.Errorf("refused sampling fields:\n browser %v\n  server %v", got.Params, serverParams)
+	}
+}
+
+// choices is what a completion's choices and usage say, less ids.
+type choices struct {
+	Choices []struct {
+		Index        int
+		Message      struct{ Content, ReasoningContent string } `json:"message"`
+		FinishReason string                                    `json:"finish_reason"`
+	}
+	Usage struct {
+		CompletionTokens int `json:"completion_tokens"`
+	}
+}
+
+func choicesOf(t *testing.T, raw json.RawMessage) choices {
+	t.Helper()
+	var c choices
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return c
+}
+
+// compareLogprobs wants the browser's logprobs.content to be the
+// server's: tokens equal, numbers within 2e-3, and each alternative's
+// token the server's unless it ties with a neighbour.
+func compareLogprobs(t *testing.T, browser, server json.RawMessage) {
+	t.Helper()
+	type entry struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+		Bytes   []int   `json:"bytes"`
+		Top     []struct {
+			Token   string  `json:"token"`
+			Logprob float64 `json:"logprob"`
+		} `json:"top_logprobs"`
+	}
+	read := func(raw json.RawMessage) []entry {
+		var c struct {
+			Choices []struct {
+				Logprobs struct{ Content []entry } `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil || len(c.Choices) != 1 {
+			t.Fatalf("logprobs %s: %v", raw, err)
+		}
+		return c.Choices[0].Logprobs.Content
+	}
+	b, s := read(browser), read(server)
+	if len(b) == 0 || len(b) != len(s) {
+		t.Fatalf("logprobs of %d tokens; the server's %d", len(b), len(s))
+	}
+	const tol = 2e-3
+	near := func(x, y float64) bool { return x-y < tol && y-x < tol }
+	for i := range b {
+		if b[i].Token != s[i].Token || !slices.Equal(b[i].Bytes, s[i].Bytes) || !near(b[i].Logprob, s[i].Logprob) || len(b[i].Top) != 3 || len(s[i].Top) != 3 {
+			t.Fatalf("token %d: browser %+v, server %+v", i, b[i], s[i])
+		}
+		for k := range b[i].Top {
+			bt, st := b[i].Top[k], s[i].Top[k]
+			tie := (k > 0 && near(st.Logprob, s[i].Top[k-1].Logprob)) || (k < 2 && near(st.Logprob, s[i].Top[k+1].Logprob))
+			if !near(bt.Logprob, st.Logprob) || (bt.Token != st.Token && !tie) {
+				t.Errorf("token %d, alternative %d: browser %+v, server %+v", i, k, bt, st)
+			}
+		}
+	}
+	t.Logf("logprobs of %d tokens agree with the server's; the first: %q %.4f", len(b), b[0].Token, b[0].Logprob)
 }
 
 // postChat posts body to the server's /v1/chat/completions.

@@ -1,17 +1,22 @@
-// Types of tessera-web: a language model in the browser on WebGPU, with an
-// OpenAI-shaped API. See README.md.
+// Types of tessera-web: a language model on WebGPU in a page (a Worker) or in
+// Node (a worker thread), with an OpenAI-shaped API. See README.md.
 
 export type ErrorCode =
   | "no-webgpu" | "out-of-memory" | "adapter-limits" | "bad-model" | "bad-request"
-  | "network" | "storage" | "aborted" | "no-model" | "bad-source" | "no-wasm" | "error";
+  | "network" | "storage" | "aborted" | "no-model" | "bad-source" | "integrity" | "no-wasm" | "error";
 
 /** Every failure of the engine; `name` is "AbortError" when `code` is "aborted". */
 export class TesseraError extends Error {
-  constructor(message: string, code?: ErrorCode);
+  constructor(message: string, code?: ErrorCode, param?: string);
   readonly code: ErrorCode;
+  /** For "bad-request": the request field at fault, as Tessera's HTTP server names it in its error body. */
+  readonly param?: string;
 }
 
-/** A URL, a file, or the files of a model split by gguf-split (`NAME-00001-of-0000N.gguf`…, in any order). */
+/**
+ * A URL, a file, or the files of a model split by gguf-split (`NAME-00001-of-0000N.gguf`…, in any order).
+ * In Node, a string that is no URL (or a file: URL) is a file's path, read as needed, never whole into memory.
+ */
 export type ModelSource = string | URL | File | Blob | ArrayBuffer | Array<File | Blob> | FileList;
 
 export interface Progress {
@@ -30,10 +35,22 @@ export interface EngineOptions {
   context?: number;
   /** How the KV cache stores keys and values: "f32" (default), "f16" (half the bytes) or "int8" (a scale per token and kv head: about a quarter). */
   kvType?: "" | "f32" | "f16" | "int8";
-  /** "webgpu" (default) or "cpu" (the Go reference backend: slow, needs no GPU). */
-  device?: "webgpu" | "cpu";
-  /** Keep downloads in the origin private file system (default true). */
+  /**
+   * "webgpu" (the default in pages), "cpu" (the Go reference backend: slow, needs no GPU), or "auto" (the default in
+   * Node: WebGPU where the `webgpu` package finds an adapter, else the CPU).
+   */
+  device?: "webgpu" | "cpu" | "auto";
+  /** Keep downloads in the origin private file system (default true in pages; Node has none). */
   cache?: boolean;
+  /**
+   * The model file's SHA-256 (hex) as its source publishes it (the Hugging Face Hub lists it), or one per part of a
+   * split model: a download is checked against it before it is kept, and a cached copy before it is reused. A
+   * download that differs rejects with code "integrity" (the copy is deleted); a damaged cached copy is deleted and
+   * fetched again, and `model.discarded` says why.
+   */
+  sha256?: string | string[];
+  /** Speculative decoding: "ngram" drafts tokens by prompt lookup, checked by the model in one batched step. */
+  draft?: "" | "ngram";
   /**
    * Ask the GPU device for this maxStorageBufferBindingSize (bytes) instead of the adapter's,
    * to try a model on the limit of a smaller GPU (WebGPU's default is 128 MiB). The engine splits
@@ -52,6 +69,11 @@ export interface ModelInfo {
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
   quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
+  /** The download (or the cached copy) was checked against the sha256 option. */
+  verified?: boolean;
+  /** Why a cached copy was deleted and fetched again (damaged, or not the published file); absent when none was. */
+  discarded?: string;
+  draft: "" | "ngram";
   fetchMs: number; uploadMs: number; loadMs: number;
   adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };
 }
@@ -161,6 +183,7 @@ export interface ToolCallDelta {
   function: { name?: string; arguments: string };
 }
 
+/** The fields of a request the engine reads as Tessera's HTTP server does (runtime/chatapi): a bad one rejects with a TesseraError naming it. */
 export interface SamplingParams {
   max_tokens?: number;
   max_completion_tokens?: number;
@@ -170,6 +193,13 @@ export interface SamplingParams {
   top_k?: number;
   min_p?: number;
   repetition_penalty?: number;
+  /** -2 to 2, as OpenAI's: lower the odds of tokens by how often (frequency) or whether (presence) they came already. */
+  frequency_penalty?: number;
+  presence_penalty?: number;
+  /** Token id (as a string) to a bias in [-100, 100] added to its logit. */
+  logit_bias?: Record<string, number>;
+  /** How many choices to sample (1 to 32); choice i draws with seed + i, sharing the prompt's cache. */
+  n?: number;
   seed?: number;
   stop?: string | string[];
   ignore_eos?: boolean;
@@ -212,11 +242,24 @@ export interface TesseraExtra {
   /** "complete": the reply completed the grammar of response_format, grammar or regex. */
   stopped: "max" | "eos" | "stop" | "length" | "complete";
   ttft_ms: number; total_ms: number; decode_tps: number; prefill_tps: number; seed: number;
+  /** Speculative decoding (draft: "ngram"): tokens drafted and accepted. */
+  draft_tokens: number; accepted_tokens: number;
+}
+
+/** A token's log-probability and its most likely alternatives, as OpenAI's chat logprobs (bytes: its UTF-8 bytes). */
+export interface TokenLogprob {
+  token: string; logprob: number; bytes: number[];
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+}
+
+/** The completions API's logprobs: parallel arrays. */
+export interface CompletionLogprobs {
+  tokens: string[]; token_logprobs: number[]; top_logprobs: Array<Record<string, number>>; text_offset: number[];
 }
 
 export interface ChatCompletion {
   id: string; object: "chat.completion"; created: number; model: string;
-  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason; logprobs: null }>;
+  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason; logprobs: { content: TokenLogprob[] } | null }>;
   usage: Usage;
   tessera: TesseraExtra;
 }
@@ -241,6 +284,7 @@ export interface ChatCompletionChunk {
   choices: Array<{
     index: number;
     delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: ToolCallDelta[] };
+    logprobs: { content: TokenLogprob[] } | null;
     finish_reason: FinishReason | null;
   }>;
   /** On the last chunk only. */
@@ -250,14 +294,14 @@ export interface ChatCompletionChunk {
 
 export interface Completion {
   id: string; object: "text_completion"; created: number; model: string;
-  choices: Array<{ index: number; text: string; finish_reason: FinishReason; logprobs: null }>;
+  choices: Array<{ index: number; text: string; finish_reason: FinishReason; logprobs: CompletionLogprobs | null }>;
   usage: Usage;
   tessera: TesseraExtra;
 }
 
 export interface CompletionChunk {
   id: string; object: "text_completion"; created: number; model: string;
-  choices: Array<{ index: number; text: string; finish_reason: FinishReason | null }>;
+  choices: Array<{ index: number; text: string; logprobs: CompletionLogprobs | null; finish_reason: FinishReason | null }>;
   usage?: Usage;
   tessera?: Partial<TesseraExtra> & { token_id?: number };
 }
@@ -267,6 +311,10 @@ export interface GenerationStats {
   decodeTps: number; prefillTps: number; stopped: string; finishReason: string; seed: number;
   /** A chat's reply, split (the low-level generate's result for {messages}). */
   reasoning?: string; content?: string; toolCalls?: ToolCall[];
+  /** Speculative decoding: draft tokens proposed and accepted. */
+  drafted: number; accepted: number;
+  /** Every choice's figures, with n > 1. */
+  choices?: GenerationStats[];
 }
 
 /**
@@ -298,8 +346,18 @@ export interface ChatFields {
   reasoning_effort?: "minimal" | "low" | "medium" | "high";
 }
 
-export interface ChatCompletionParams extends SamplingParams, ChatFields { stream?: boolean }
-export interface CompletionParams extends SamplingParams { prompt: string | number[]; stream?: boolean }
+export interface ChatCompletionParams extends SamplingParams, ChatFields {
+  stream?: boolean;
+  /** Each generated token's log-probability (logprobs.content), with top_logprobs (0 to 20) alternatives. */
+  logprobs?: boolean;
+  top_logprobs?: number;
+}
+export interface CompletionParams extends SamplingParams {
+  prompt: string | number[];
+  stream?: boolean;
+  /** Each token's log-probability with this many (0 to 20) alternatives, in the completions API's arrays. */
+  logprobs?: number;
+}
 
 export interface EmbeddingParams {
   input: string | string[] | number[] | number[][];
