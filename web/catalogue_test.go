@@ -1,10 +1,13 @@
 package web
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io/fs"
 	"math"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,10 +21,12 @@ import (
 
 // catalogueEntry is one model of models.json, as app.js reads it.
 type catalogueEntry struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	URL    string `json:"url"`
-	Size   int64  `json:"size"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	Size int64  `json:"size"`
+	// SHA256 is the file's SHA-256 as the Hub lists it, if known.
+	SHA256 string `json:"sha256"`
 	Params int64  `json:"params"`
 	Memory int64  `json:"memory"`
 	Chat   bool   `json:"chat"`
@@ -73,6 +78,18 @@ func TestCatalogue(t *testing.T) {
 			// (a 150k-token vocabulary takes a few).
 			if m.Size < m.Params/2 || m.Size > 4*m.Params+8<<20 {
 				t.Errorf("%d bytes for %d parameters (%.2f a parameter): no GGUF type is that size", m.Size, m.Params, float64(m.Size)/float64(m.Params))
+			}
+			if m.SHA256 != "" && !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(m.SHA256) {
+				t.Errorf("sha256 %q: want 64 lowercase hex digits", m.SHA256)
+			}
+			if m.Shape == "" && m.SHA256 != "" { // the real file is here: its hash must be the one listed
+				b, err := os.ReadFile(filepath.Join("..", "..", "shared", "models", strings.TrimSuffix(filepath.Base(m.URL), "-f32.gguf")+".gguf"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != m.SHA256 {
+					t.Errorf("sha256 %s; the file's is %x", m.SHA256, sum)
+				}
 			}
 			model := catalogueModel(t, m)
 			var params int64

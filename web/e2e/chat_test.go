@@ -326,7 +326,7 @@ type choices struct {
 	Choices []struct {
 		Index        int
 		Message      struct{ Content, ReasoningContent string } `json:"message"`
-		FinishReason string                                    `json:"finish_reason"`
+		FinishReason string                                     `json:"finish_reason"`
 	}
 	Usage struct {
 		CompletionTokens int `json:"completion_tokens"`

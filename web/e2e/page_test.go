@@ -161,8 +161,8 @@ func testPickerAndScreens(t *testing.T, ctx context.Context, base string) {
 	waitReady(t, ctx)
 	type picker struct {
 		Text, About, Notice, State string
-		Disabled, Fits           bool
-		Loads                    int
+		Disabled, Fits             bool
+		Loads                      int
 	}
 	p, err := chromedp.Run(ctx, chromedp.Evaluate[picker](`(async () => {
 		const sel = document.getElementById("catalogue");
