@@ -55,36 +55,69 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			cpu, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: want.Context})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cpu.Close()
-			// llama.cpp's greedy tokens, position by position: Tessera's
-			// argmax after llama.cpp's prefix, end-of-generation tokens
-			// left out as llama.cpp's ignore_eos leaves them (so a match
-			// of every position is a match of the free generation).
-			ends := endTokens(cpu)
-			worst := 0.0
-			seq := append(append([]int32(nil), golden.Prompt...), want.Tokens...)
-			for i, l := range logits(t, cpu, seq)[len(golden.Prompt)-1:] {
-				if got := argmaxExcept(l, ends); got != want.Tokens[i] {
-					t.Errorf("token %d: cpu %d, llama.cpp %d", i, got, want.Tokens[i])
-				}
-				worst = max(worst, math.Abs(logSoftmax(l, want.Tokens[i])-want.Logprobs[i]))
-			}
-			t.Logf("max |Δ logprob| %.2g over %d tokens", worst, len(want.Tokens))
-			if worst > 1e-3 {
-				t.Errorf("log-probabilities differ from llama.cpp's by up to %g", worst)
-			}
-			// WebGPU generates the CPU's greedy tokens.
-			req := runtime.Request{Tokens: golden.Prompt, MaxTokens: len(want.Tokens), IgnoreEOS: true}
-			ref, _, _ := generate(t, cpu, req)
-			g := loadWebGPU(t, path, runtime.Options{Context: want.Context})
-			if got, _, _ := generate(t, g, req); !equal(got, ref) {
-				t.Errorf("webgpu:\n%v\ncpu:\n%v", got, ref)
-			}
+			checkFamily(t, path, golden.Prompt, want.Context, want.Tokens, want.Logprobs, true)
 		})
+	}
+}
+
+// TestFamiliesRealShapes is TestFamiliesMatchLlamaCpp at real shapes, by
+// hand: TESSERA_REAL_GOLDEN names a recording of record.py and
+// TESSERA_REAL_DIR the folder of its files (SHAPE.gguf). Skipped
+// otherwise (the files are gigabytes; figures in the notes).
+func TestFamiliesRealShapes(t *testing.T) {
+	goldenPath, dir := os.Getenv("TESSERA_REAL_GOLDEN"), os.Getenv("TESSERA_REAL_DIR")
+	if goldenPath == "" || dir == "" {
+		t.Skip("TESSERA_REAL_GOLDEN and TESSERA_REAL_DIR not set")
+	}
+	raw, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden familiesGolden
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range golden.Shapes {
+		t.Run(name, func(t *testing.T) {
+			checkFamily(t, filepath.Join(dir, name+".gguf"), golden.Prompt, want.Context, want.Tokens, want.Logprobs, os.Getenv("TESSERA_REAL_WEBGPU") != "")
+		})
+	}
+}
+
+// checkFamily checks the model at path against llama.cpp's tokens and
+// log-probabilities after prompt, at the given context, on the CPU, and
+// with webgpu that WebGPU generates the CPU's tokens.
+func checkFamily(t *testing.T, path string, prompt []int32, context int, tokens []int32, logprobs []float64, webgpu bool) {
+	cpu, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: context})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	// llama.cpp's greedy tokens, position by position: Tessera's argmax
+	// after llama.cpp's prefix, end-of-generation tokens left out as
+	// llama.cpp's ignore_eos leaves them (so a match of every position is
+	// a match of the free generation).
+	ends := endTokens(cpu)
+	worst := 0.0
+	seq := append(append([]int32(nil), prompt...), tokens...)
+	for i, l := range logits(t, cpu, seq)[len(prompt)-1:] {
+		if got := argmaxExcept(l, ends); got != tokens[i] {
+			t.Errorf("token %d: cpu %d, llama.cpp %d", i, got, tokens[i])
+		}
+		worst = max(worst, math.Abs(logSoftmax(l, tokens[i])-logprobs[i]))
+	}
+	t.Logf("max |Δ logprob| %.2g over %d tokens", worst, len(tokens))
+	if worst > 1e-3 {
+		t.Errorf("log-probabilities differ from llama.cpp's by up to %g", worst)
+	}
+	if !webgpu {
+		return
+	}
+	req := runtime.Request{Tokens: prompt, MaxTokens: len(tokens), IgnoreEOS: true}
+	ref, _, _ := generate(t, cpu, req)
+	g := loadWebGPU(t, path, runtime.Options{Context: context})
+	if got, _, _ := generate(t, g, req); !equal(got, ref) {
+		t.Errorf("webgpu:\n%v\ncpu:\n%v", got, ref)
 	}
 }
 
