@@ -46,9 +46,10 @@ func missing(t *testing.T, what string) {
 // web/pkg with the wasm built into it), checks that the tarball holds the
 // module, its types, the worker, Node's host, Go's loader and the wasm,
 // then installs it into a scratch project as a user would and runs it in
-// Node: llama2.c's greedy story on the CPU backend (no webgpu package)
-// and on WebGPU (the webgpu package, Dawn, on SwiftShader's Vulkan
-// driver), and a bad request refused with a TesseraError naming its field.
+// Node: llama2.c's greedy story on the CPU backend (with n-gram
+// speculative decoding, which must not change it) and on WebGPU (the
+// webgpu package, Dawn, on SwiftShader's Vulkan driver), and a bad
+// request refused with a TesseraError naming its field.
 func TestNpmPack(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -155,18 +156,19 @@ func TestNpmPack(t *testing.T) {
 	}
 	model := filepath.Join(root, "..", "shared", "models", "stories260K.gguf")
 	script := `import { createEngine, TesseraError } from "tessera-web";
-const engine = await createEngine({ model: process.argv[2], quant: "f32", device: process.argv[3] });
+const engine = await createEngine({ model: process.argv[2], quant: "f32", device: process.argv[3], draft: process.argv[4] || "" });
 const r = await engine.completions.create({ prompt: "", max_tokens: 200, temperature: 0 });
 let bad = "";
 try { await engine.chat.completions.create({ messages: [{ role: "user", content: "Hi" }], top_p: "all" }); }
 catch (e) { bad = (e instanceof TesseraError) + " " + e.code + " " + e.param; }
-console.log(JSON.stringify({ text: r.choices[0].text, backend: engine.model.backend, adapter: engine.model.adapter, bad }));
+console.log(JSON.stringify({ text: r.choices[0].text, backend: engine.model.backend, adapter: engine.model.adapter, bad,
+  drafted: r.tessera.draft_tokens, accepted: r.tessera.accepted_tokens }));
 await engine.unload();
 `
 	os.WriteFile(filepath.Join(project, "run.mjs"), []byte(script), 0o644)
-	run := func(t *testing.T, device string, env ...string) {
+	run := func(t *testing.T, device, draft string, env ...string) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, node, "run.mjs", model, device)
+		cmd := exec.CommandContext(ctx, node, "run.mjs", model, device, draft)
 		cmd.Dir = project
 		cmd.Env = append(os.Environ(), env...)
 		var stderr strings.Builder
@@ -179,6 +181,7 @@ await engine.unload();
 		var res struct {
 			Text, Backend, Bad string
 			Adapter            map[string]any
+			Drafted, Accepted  int
 		}
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
@@ -190,9 +193,11 @@ await engine.unload();
 		if res.Bad != "true bad-request top_p" {
 			t.Errorf("node, device %s: a bad top_p gave %q", device, res.Bad)
 		}
-		t.Logf("node, device %s: %s backend (adapter %v), %d bytes of story in %v", device, res.Backend, res.Adapter["name"], len(res.Text), time.Since(start).Round(time.Millisecond))
+		t.Logf("node, device %s, draft %q: %s backend (adapter %v), %d bytes of story in %v; %d tokens drafted, %d accepted",
+			device, draft, res.Backend, res.Adapter["name"], len(res.Text), time.Since(start).Round(time.Millisecond), res.Drafted, res.Accepted)
 	}
-	t.Run("cpu", func(t *testing.T) { run(t, "cpu") })
+	// Speculative decoding by prompt lookup keeps greedy output exact.
+	t.Run("cpu, n-gram drafts", func(t *testing.T) { run(t, "cpu", "ngram") })
 	t.Run("webgpu on SwiftShader", func(t *testing.T) {
 		if errWebGPU != nil {
 			missing(t, "the webgpu npm package in "+nodeModules())
@@ -200,6 +205,6 @@ await engine.unload();
 		if _, err := os.Stat(swiftShaderICD); err != nil {
 			missing(t, "Chromium's SwiftShader Vulkan driver")
 		}
-		run(t, "webgpu", "VK_ICD_FILENAMES="+swiftShaderICD, "XDG_RUNTIME_DIR="+t.TempDir())
+		run(t, "webgpu", "", "VK_ICD_FILENAMES="+swiftShaderICD, "XDG_RUNTIME_DIR="+t.TempDir())
 	})
 }
