@@ -140,7 +140,8 @@ web:
 	@echo "built web/pkg/tessera.wasm; serve it with: $(GO) run ./examples/tessera web --models $(MODELS)"
 
 # pkg packs the JavaScript package (web/pkg: tessera-web, with the wasm)
-# into web/pkg/tessera-web-VERSION.tgz with npm pack; it is never published.
+# into web/pkg/tessera-web-VERSION.tgz with npm pack, the tarball `npm publish`
+# would upload (web/pkg_test.go installs it and runs it in Node).
 .PHONY: pkg
 pkg: web
 	cd web/pkg && npm pack
