@@ -21,6 +21,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both; with --lora: gguf (llama.cpp's LoRA GGUF) or peft (a PEFT folder)")
 	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
+	experts := fs.String("experts", "", "a mixture of experts' expert matrices in this GGUF type instead (mxfp4, q8_0, q4_0, ...: gpt-oss's files store mxfp4)")
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
@@ -67,10 +68,19 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
+		var et dtype.Type
+		if *experts != "" {
+			if hf {
+				return usagef("--experts with --format hf (a Hugging Face folder holds F32, F16 or BF16)")
+			}
+			if et, err = ggmlType(*experts); err != nil {
+				return err
+			}
+		}
 		if hf {
 			err = writeSynthHF(*out, s, t, *seed)
 		} else {
-			err = writeSynthGGUF(*out, s, t, *seed)
+			err = writeSynthGGUF(*out, s, t, et, *seed)
 		}
 		if err != nil {
 			return err
@@ -119,13 +129,17 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 	return nil
 }
 
-func writeSynthGGUF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
+func writeSynthGGUF(out string, s synth.Shape, t, experts dtype.Type, seed uint64) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = synth.Write(w, s, t, seed)
+	if experts != 0 {
+		err = synth.WriteExperts(w, s, t, experts, seed)
+	} else {
+		err = synth.Write(w, s, t, seed)
+	}
 	if err == nil {
 		err = w.Flush()
 	}
@@ -155,4 +169,18 @@ func writeSynthHF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	return nil
+}
+
+// ggmlType is the GGUF tensor type called name (mxfp4, q8_0, ...): one
+// dtype.Quantize encodes.
+func ggmlType(name string) (dtype.Type, error) {
+	for t := range dtype.Type(64) {
+		if strings.EqualFold(t.String(), name) {
+			if _, err := dtype.Quantize(t, make([]float32, 256)); err != nil {
+				return 0, usagef("--experts %s: %v", name, err)
+			}
+			return t, nil
+		}
+	}
+	return 0, usagef("--experts %q: not a GGUF tensor type", name)
 }

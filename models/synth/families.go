@@ -35,9 +35,9 @@ var familyShapes = []Shape{
 	{Name: "gpt-oss-20b", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 2880, FFN: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64,
 		Vocab: 201088, Context: 131072, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 64,
 		MoE: models.MoEConfig{Experts: 32, Used: 4, FFN: 2880}}, 128, 32, 4096)},
-	{Name: "tiny-gpt-oss", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 64, FFN: 36, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
+	{Name: "tiny-gpt-oss", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 16,
-		MoE: models.MoEConfig{Experts: 5, Used: 2, FFN: 36}}, 12, 4, 64)},
+		MoE: models.MoEConfig{Experts: 5, Used: 2, FFN: 96}}, 12, 4, 64)},
 }
 
 // scalings are the RoPE scalings shapes' files declare where their keys

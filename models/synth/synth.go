@@ -116,10 +116,24 @@ func Names() []string {
 // drawn from a seeded generator: matrices uniform in ±sqrt(3/in) (unit
 // variance outputs), norms near one.
 func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
-	return write(w, s, t, seed, nil)
+	return write(w, s, t, 0, seed, nil)
 }
 
-func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error {
+// WriteExperts is Write with the stacked expert matrices of a mixture of
+// experts in type experts (any type dtype.Quantize encodes whose blocks
+// divide their rows: MXFP4 as gpt-oss's files store them, Q8_0, Q4_0...),
+// the rest in t: the file of the same seed's weights that llama.cpp's
+// quantizer would make of Write's for those tensors.
+func WriteExperts(w io.Writer, s Shape, t, experts dtype.Type, seed uint64) error {
+	if !s.Config.MoE.On() {
+		return fmt.Errorf("synth: %s has no experts", s.Name)
+	}
+	return write(w, s, t, experts, seed, nil)
+}
+
+// write writes s with weights of type t, its expert matrices of type
+// experts where that is not 0 (F32).
+func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV) error {
 	if t != dtype.F32 && t != dtype.F16 {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
@@ -139,6 +153,9 @@ func write(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error
 		typ := t
 		if len(shape) == 1 { // norms and biases stay f32, as in converted files
 			typ = dtype.F32
+		}
+		if experts != 0 && len(shape) == 3 && strings.HasSuffix(name, "_exps.weight") {
+			typ = experts
 		}
 		data, err := dtype.Quantize(typ, vals)
 		if err != nil {
