@@ -153,7 +153,7 @@ function showError(err) {
   } else if (title && code !== "bad-source" && code !== "no-model") {
     showNotice(title, code === "too-big" ? err.message : `${detail} (${err.message})`, {
       cpu: code === "no-webgpu" && device !== "cpu",
-      anyway: code === "too-big",
+      anyway: code === "too-big" && err.anyway !== false, // a catalogue pick names no file to load anyway
       clearCache: code === "storage",
     });
     say(title);
@@ -638,7 +638,7 @@ el.catalogue.addEventListener("change", () => {
   if (!fits(m.memory)) { // picked anyway (a script, or a stale list)
     el.catalogueAbout.textContent = `${m.name} needs about ${formatBytes(m.memory)} of GPU memory; this device offers about ${formatBytes(budget())}.`;
     el.catalogue.value = "";
-    showError(new TesseraError(el.catalogueAbout.textContent + " Pick a smaller model.", "too-big"));
+    showError(Object.assign(new TesseraError(el.catalogueAbout.textContent + " Pick a smaller model.", "too-big"), { anyway: false }));
     return;
   }
   el.modelURL.value = m.url;

@@ -173,12 +173,30 @@ func testPickerAndScreens(t *testing.T, ctx context.Context, base string) {
 		sel.dispatchEvent(new Event("change"));
 		await new Promise((r) => setTimeout(r, 200));
 		return {Text: opt.textContent, Disabled: opt.disabled, Fits: small && small.dataset.fits === "true",
-			About: document.getElementById("catalogue-about").textContent, Notice: document.getElementById("notice").hidden ? "" : document.getElementById("notice-text").textContent,
+			About: document.getElementById("catalogue-about").textContent,
+			Notice: document.getElementById("notice").hidden || !document.getElementById("load-anyway").hidden ? "" : document.getElementById("notice-text").textContent,
 			State: document.body.dataset.state, Loads: tesseraDemo.progress.length - before};
 	})()`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		dir := os.Getenv("TESSERA_SCREENSHOTS")
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	shot("error-1280.png") // the error view, saying why
 	if !p.Disabled || !strings.Contains(p.Text, "too big") || !p.Fits || !strings.Contains(p.About, "needs about 250 GB") || !strings.Contains(p.Notice, "too big") || p.Loads != 0 {
 		t.Errorf("picking a model that does not fit: %+v; want it disabled, refused with a reason, nothing loaded", p)
 	}
@@ -215,22 +233,6 @@ func testPickerAndScreens(t *testing.T, ctx context.Context, base string) {
 	}
 	if r.Items != 3 || r.Code != 1 || r.Strong != 1 || r.Links != 1 || r.Injected != 0 || !strings.Contains(r.Reasoning, "Three steps") || !strings.Contains(r.CodeText, "print(step)") {
 		t.Errorf("the stored conversation's Markdown: %+v", r)
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		dir := os.Getenv("TESSERA_SCREENSHOTS")
-		if dir == "" {
-			dir = t.TempDir()
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
 	}
 	shot("chat-1280.png")
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(1))); err != nil {
