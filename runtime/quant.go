@@ -37,29 +37,64 @@ type WeightStorage struct {
 	HeadFloat bool
 }
 
-// Native is the narrowest storage that holds the matrix t as its file
-// stores it: Q4_0, Q4_1 and Q4_K codes as Int4; Q8_0, Q5_0, Q5_1, Q5_K
-// and Q6_K codes as Int8 (see dtype.Int8FromGGML for the few f16
-// roundings of combined scales); F16 as F16; F32, BF16 and F64 as F32
-// (BF16's exponent range does not fit f16). The other block types (Q2_K,
-// Q3_K, Q8_1, Q8_K), whose values have at most 8 bits a group, are
+// Native is the storage that keeps the matrix t as its file stores it: a
+// block type at its own bits (backend.Blocks: every one of
+// dtype.BlockTypes but Q4_1, whose blocks are exactly Int4's groups and
+// take Int4's kernels), F16 as F16, F32, BF16 and F64 as F32 (BF16's
+// exponent range does not fit f16). The few types without a block layout
+// (Q8_1, Q8_K) and rows that are not whole blocks of their type are
 // requantized to Int8 (dtype.QuantizeInt8: within half an 8-bit step of a
-// 16-value group's range), as are rows that are not whole blocks of their
-// type.
+// 16-value group's range).
 func Native(t *models.Tensor) backend.Storage {
 	if len(t.Shape) != 2 {
 		return backend.F32
 	}
-	whole := t.Type.BlockSize() > 0 && t.Shape[1]%t.Type.BlockSize() == 0
 	switch {
-	case dtype.Int4Exact(t.Type) && whole:
+	case t.Type == dtype.Q4_1 && wholeBlocks(t):
 		return backend.Int4
+	case blocksKeep(t):
+		return backend.Blocks
 	case t.Type == dtype.F16:
 		return backend.F16
 	case floatType(t.Type):
 		return backend.F32
 	}
 	return backend.Int8
+}
+
+// blocksKeep reports whether t can be kept at its file's bits (Blocks).
+func blocksKeep(t *models.Tensor) bool {
+	_, ok := dtype.Layout(t.Type)
+	return ok && len(t.Shape) == 2 && wholeBlocks(t)
+}
+
+func wholeBlocks(t *models.Tensor) bool {
+	return t.Type.BlockSize() > 0 && t.Shape[len(t.Shape)-1]%t.Type.BlockSize() == 0
+}
+
+// legacy is the storage a matrix kept in Blocks takes where Blocks cannot
+// hold it together with the others of a fused weight: Int4 for the 4-bit
+// types whose codes Int4 keeps (Q4_0, Q4_K), Int8 for the rest.
+func legacy(t *models.Tensor) backend.Storage {
+	if dtype.Int4Exact(t.Type) && wholeBlocks(t) {
+		return backend.Int4
+	}
+	return backend.Int8
+}
+
+// storageBits is the bits a value of storage s (for Blocks: of t's type).
+func storageBits(t *models.Tensor, s backend.Storage) float64 {
+	switch s {
+	case backend.Int4:
+		return 5
+	case backend.Int8:
+		return 10
+	case backend.F16:
+		return 16
+	case backend.Blocks:
+		return dtype.BlockBits(t.Type, t.Shape[1])
+	}
+	return 32
 }
 
 func floatType(t dtype.Type) bool {
@@ -86,23 +121,43 @@ func (s WeightStorage) For(t *models.Tensor, c models.Config) backend.Storage {
 			st = backend.Int8
 		}
 	}
-	if st.Wider(s.Max) {
+	if storageBits(t, st) > storageBits(t, s.Max) {
 		st = s.Max
 	}
 	return st
 }
 
 // Fused returns the storage of a weight fused from the matrices ts (q, k
-// and v; gate and up): the widest any of them takes alone, so that none
-// loses what its file keeps (a Q4_K_M file mixes Q4_K and Q6_K there).
+// and v; gate and up): Blocks where each of them takes Blocks alone (each
+// then keeps its own type: a Q4_K_M file mixes Q4_K and Q6_K there), but
+// for a GLU's gate and up of two types, whose rows alternate in one
+// layout; otherwise the widest any of them takes alone, Blocks counting as
+// its legacy storage, so that none loses what its file keeps.
 func (s WeightStorage) Fused(ts []*models.Tensor, c models.Config) backend.Storage {
-	st := s.For(ts[0], c)
-	for _, t := range ts[1:] {
-		if o := s.For(t, c); o.Wider(st) {
+	sts := make([]backend.Storage, len(ts))
+	blocks := true
+	for i, t := range ts {
+		sts[i] = s.For(t, c)
+		blocks = blocks && sts[i] == backend.Blocks && (t.Type == ts[0].Type || !isGLU(ts))
+	}
+	if blocks {
+		return backend.Blocks
+	}
+	var st backend.Storage
+	for i, o := range sts {
+		if o == backend.Blocks {
+			o = legacy(ts[i])
+		}
+		if i == 0 || o.Wider(st) {
 			st = o
 		}
 	}
 	return st
+}
+
+// isGLU reports whether ts are a layer's gate and up.
+func isGLU(ts []*models.Tensor) bool {
+	return len(ts) == 2 && strings.Contains(ts[0].Name, "."+models.FFNGate+".") && strings.Contains(ts[1].Name, "."+models.FFNUp+".")
 }
 
 // smallModel is the size of weights under which "" keeps them f32 even on
@@ -304,7 +359,7 @@ func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 		u.Bytes += storageBytes(t, s)
 	}
 	var out []StorageUse
-	for _, s := range backend.Storages {
+	for _, s := range append([]backend.Storage{backend.Blocks}, backend.Storages...) {
 		if u := use[s]; u != nil {
 			out = append(out, *u)
 		}
@@ -319,6 +374,8 @@ func storageBytes(t *models.Tensor, s backend.Storage) int64 {
 		return dtype.Int4Bytes(t.Shape[0], t.Shape[1])
 	case backend.Int8:
 		return dtype.Int8Bytes(t.Shape[0], t.Shape[1])
+	case backend.Blocks:
+		return dtype.BlocksBytes(t.Type, t.Shape[0], t.Shape[1])
 	case backend.F16:
 		return 2 * int64(t.Elements())
 	}

@@ -25,6 +25,9 @@ func TestComposeRefuses(t *testing.T) {
 		{"matmul_gemv", shaders.Fusion{Half: true}},             // halves are adapters' values
 		{"rmsnorm", shaders.Fusion{Half: true}},                 // ditto
 		{"lora_expand", shaders.Fusion{Half: true, Norm: true}}, // only the shrink applies a norm
+		{"matmul_quant_gemv", shaders.Fusion{}},                 // the grouped kernels need a format
+		{"matmul_quant_gemv", shaders.Fusion{Weight: "q7_k"}},
+		{"matmul_gemv", shaders.Fusion{Weight: "int4"}}, // and the others take none
 	} {
 		if src, err := shaders.Compose(tc.kernel, tc.f); err == nil {
 			t.Errorf("Compose(%s, %+v) = %d bytes of WGSL, want an error", tc.kernel, tc.f, len(src))
@@ -36,7 +39,9 @@ func TestComposeRefuses(t *testing.T) {
 	}{
 		{"lora_shrink", shaders.Fusion{Half: true, Norm: true}},
 		{"lora_gather", shaders.Fusion{Half: true}},
-		{"matmul_int4_gemv", shaders.Fusion{Outs: 3, LoRA: true, Shrink: true, Half: true}},
+		{"matmul_quant_gemv", shaders.Fusion{Outs: 3, LoRA: true, Shrink: true, Half: true, Weight: "int4"}},
+		{"matmul_quant_gemm", shaders.Fusion{Weight: "q6_k"}},
+		{"embed_quant", shaders.Fusion{Weight: "mxfp4"}},
 		{"fuse_epilogue", shaders.Fusion{Pairs: true, GLU: true, LoRA: true, Half: true}},
 	} {
 		if _, err := shaders.Compose(tc.kernel, tc.f); err != nil {

@@ -95,7 +95,20 @@ type Fusion struct {
 	// (KVKernels) read and write: "" (f32), "f16" or "int8" (kv.inc.wgsl).
 	// It is no fusion: a kernel with only KV set binds no Fuse uniform.
 	KV string
+
+	// Weight is the format of the weight that the grouped integer kernels
+	// (QuantKernels) read, one of WeightFormats (quant_formats.inc.wgsl):
+	// "int4", "int8", or a GGUF block type ("q4_k"). Like KV it is no
+	// fusion, and those kernels need it.
+	Weight string
 }
+
+// QuantKernels read a grouped integer weight, and are specialised by
+// Fusion.Weight to each of WeightFormats.
+var (
+	QuantKernels  = []string{"matmul_quant_gemv", "matmul_quant_gemm", "embed_quant"}
+	WeightFormats = []string{"int4", "int8", "q4_0", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4"}
+)
 
 // KVKernels read or write the KV cache, and are specialised by
 // Fusion.KV to each of KVTypes.
@@ -123,7 +136,7 @@ var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV, f.Half = "", false
+	f.KV, f.Half, f.Weight = "", false, ""
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -135,6 +148,9 @@ func (f Fusion) String() string {
 	}
 	if f.Half {
 		kv += "+half"
+	}
+	if f.Weight != "" {
+		kv = "+" + f.Weight + kv
 	}
 	if !f.Fused() {
 		return kv
@@ -259,6 +275,9 @@ func Compose(name string, f Fusion) (string, error) {
 	if !slices.Contains(KVTypes, f.KV) {
 		return "", fmt.Errorf("shader %s: unknown kv cache type %q", name, f.KV)
 	}
+	if slices.Contains(QuantKernels, name) != slices.Contains(WeightFormats, f.Weight) {
+		return "", fmt.Errorf("shader %s: weight format %q (the grouped integer kernels take one of %v, the others none)", name, f.Weight, WeightFormats)
+	}
 	if f.GLU && (!f.Pairs || f.Outs > 1) || f.Pairs && !f.GLU && f.Outs != 2 || f.Outs > 3 {
 		return "", fmt.Errorf("shader %s%s: pairs feed a GLU or split into two outputs", name, f)
 	}
@@ -302,10 +321,10 @@ func Names() []string {
 
 // Fusable lists the kernels that compose with a Fusion, and Fusions the
 // fusions the forward pass asks of them (for validation).
-var Fusable = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
+var Fusable = []string{"matmul_quant_gemv", "matmul_gemv", "matmul_f16_gemv", "fuse_epilogue"}
 
 // GEMVs are the Fusable kernels that compose with Shrink.
-var GEMVs = []string{"matmul_int4_gemv", "matmul_int8_gemv", "matmul_gemv", "matmul_f16_gemv"}
+var GEMVs = []string{"matmul_quant_gemv", "matmul_gemv", "matmul_f16_gemv"}
 
 // ShrinkFusionsOf are fs's LoRA fusions with Shrink set: what the GEMVs
 // compose with where they compute the adapters' h themselves.
@@ -322,7 +341,7 @@ func ShrinkFusionsOf(fs []Fusion) []Fusion {
 
 // GEMMs are the tiled GEMMs, which compose with the experts' fusions only
 // (ExpertFusions): the grouped GEMM of a mixture of experts' prompt steps.
-var GEMMs = []string{"matmul_gemm", "matmul_f16_gemm", "matmul_int4_gemm", "matmul_int8_gemm"}
+var GEMMs = []string{"matmul_gemm", "matmul_f16_gemm", "matmul_quant_gemm"}
 
 // ExpertFusions are the compositions of the expert products: down, and
 // gate and up with the GLU.

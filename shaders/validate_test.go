@@ -62,6 +62,24 @@ func TestValidate(t *testing.T) {
 				all = append(all, variant{name, f})
 			}
 		}
+		// The grouped integer kernels take every composition in int4, and
+		// every format plain, with the experts' fusions and with the
+		// largest composition of the forward pass (the format is the
+		// kernel's own declarations, apart from the fusion's).
+		var formats []variant
+		for i, v := range all {
+			if !slices.Contains(shaders.QuantKernels, v.name) {
+				continue
+			}
+			all[i].f.Weight = "int4"
+			if v.f == (shaders.Fusion{}) || v.f.Experts || v.f == (shaders.Fusion{Pairs: true, GLU: true, Norm: true, Prescaled: true, LoRA: true}) {
+				for _, w := range shaders.WeightFormats[1:] {
+					v.f.Weight = w
+					formats = append(formats, v)
+				}
+			}
+		}
+		all = append(all, formats...)
 		for _, v := range all {
 			name := v.name + strings.ReplaceAll(v.f.String(), "+", "_")
 			src, err := shaders.Compose(v.name, v.f)

@@ -280,7 +280,9 @@ func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
 	b := &Blocks{Type: t, Rows: rows, Cols: cols}
 	G := b.Groups()
 	cw, sw := G*l.CodeWords, b.RowScaleWords()
-	b.Codes, b.Scales = make([]uint32, rows*cw), make([]uint32, rows*sw)
+	// Scales has room for eight groups' scale words past the end: the
+	// CPU's vector kernels read a row's scales eight groups at a time.
+	b.Codes, b.Scales = make([]uint32, rows*cw), make([]uint32, rows*sw, rows*sw+8)
 	var q [qkK]uint8
 	for r := range rows {
 		codes, scales := b.Codes[r*cw:(r+1)*cw], b.Scales[r*sw:(r+1)*sw]

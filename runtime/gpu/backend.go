@@ -166,9 +166,10 @@ type Weight struct {
 }
 
 type part struct {
-	buf        Buffer // the values, or the codes of an Int4 or Int8 weight
-	scales     Buffer // Int4, Int8: the scale and min words
+	buf        Buffer // the values, or the codes of a grouped format
+	scales     Buffer // a grouped format's (quant.go) scale words
 	row0, rows int    // the rows of the [out, in] matrix this part holds
+	format     string // f32, f16 or a grouped format (shaders.WeightFormats)
 }
 
 func (w *Weight) Shape() []int { return w.shape }

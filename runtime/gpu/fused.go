@@ -25,7 +25,8 @@ var (
 // Fuse uploads the matrices ts as one weight of their rows, one after the
 // other, or alternating (gate, up, gate, up, ...) for a GLU so that the
 // two values of an output are adjacent columns of one workgroup; vectors
-// are joined.
+// are joined. Matrices kept in block types of their own (Blocks) keep
+// them, in parts of their own (not for a GLU, whose rows alternate).
 func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
 	return b.fuse(ts, s, glu, 1)
 }
@@ -71,7 +72,28 @@ func (b *Backend) fuse(ts []*models.Tensor, s backend.Storage, glu bool, align i
 		}
 		hs, split = append(hs, h), append(split, t.Shape[0])
 	}
-	all := host{rowBytes: hs[0].rowBytes, rowScale: hs[0].rowScale}
+	if glu && hs[0].format != hs[1].format {
+		return nil, fmt.Errorf("gpu: a GLU's gate and up in two formats (%s, %s)", hs[0].format, hs[1].format)
+	}
+	if slices.ContainsFunc(hs, func(h host) bool { return h.format != hs[0].format }) {
+		// Matrices of block types of their own (Q4_K and Q6_K): each its
+		// parts, of its format, their rows one after the other.
+		w := &Weight{shape: []int{0, ts[0].Shape[1]}, storage: s, split: split}
+		for i, h := range hs {
+			perPart, err := b.rowsPerPart(ts[i].Name, h, align)
+			if err != nil {
+				return nil, err
+			}
+			parts, err := b.uploadParts(ts[i].Name, h, perPart, w.shape[0])
+			if err != nil {
+				return nil, err
+			}
+			w.parts = append(w.parts, parts...)
+			w.shape[0] += h.rows
+		}
+		return w, nil
+	}
+	all := host{rowBytes: hs[0].rowBytes, rowScale: hs[0].rowScale, format: hs[0].format}
 	row := func(h host, r int) {
 		all.codes = append(all.codes, h.codes[int64(r)*h.rowBytes:][:h.rowBytes]...)
 		if h.scales != nil {
@@ -268,7 +290,7 @@ func loraBindings(f shaders.Fusion) int {
 // fits reports whether the GEMV of w's storage for inputs of width k,
 // composed with f, binds no more storage buffers than the device allows.
 func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
-	o, _, _, _ := gemvOp(w.storage, k, 1, 1, f)
+	o, _, _, _ := gemvOp(w.format(), k, 1, 1, f)
 	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 

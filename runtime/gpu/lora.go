@@ -447,9 +447,9 @@ func (b *Backend) gemvGroups(w *Weight, m, k int, f shaders.Fusion) (groups, max
 		tpc, maxm = pl.tpc, pl.maxm
 	} else {
 		_, cpu = b.planQuant(m, k)
-		tpc, maxm = quantTPC(w.storage, k, cpu), blockRows(m)
+		tpc, maxm = quantTPC(w.format(), k, cpu), blockRows(m)
 	}
-	_, _, cpi, perWG := gemvOp(w.storage, k, maxm, tpc, f)
+	_, _, cpi, perWG := gemvOp(w.format(), k, maxm, tpc, f)
 	for _, pt := range w.parts {
 		groups += (pt.rows + cpi*perWG - 1) / (cpi * perWG)
 	}

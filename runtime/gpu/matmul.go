@@ -133,7 +133,7 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 			gx, gy := b.grid(m*pt.rows, elementWG)
 			b.record(matmulOp, p, operands, gx, gy, 1)
 		case "gemv":
-			o, tail, cpi, perWG := gemvOp(backend.F32, k, pl.maxm, pl.tpc, f)
+			o, tail, cpi, perWG := gemvOp(formatF32, k, pl.maxm, pl.tpc, f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
 		default:
@@ -155,21 +155,20 @@ func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
 	return planMatMul(b.rows(d), xs.cols, b.info.DeviceType == "cpu", b.plan.MatMul).kernel == "gemv"
 }
 
-// gemvOp is the GEMV kernel for weights of storage s, row blocks of maxm
+// gemvOp is the GEMV kernel for weights of format, row blocks of maxm
 // and tpc invocations a column (1: the form for CPU adapters, where an
 // invocation computes cpuCPI columns), composed with f: the op, the
 // params its kernel reads after the common ones, and the columns an
 // invocation and a workgroup compute. MatMul, the compressed products and
 // the experts' products (moe.go) all dispatch through it.
-func gemvOp(s backend.Storage, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
-	switch s {
-	case backend.Int4, backend.Int8:
-		_, _, gemv, _, _ := grouped(s)
-		o = gemv.fused(f)
-	case backend.F16:
+func gemvOp(format string, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
+	switch format {
+	case formatF32:
+		o = matmulGEMVOp.fused(f)
+	case formatF16:
 		o = matmulF16GEMVOp.fused(f)
 	default:
-		o = matmulGEMVOp.fused(f)
+		o = quantOp(matmulQuantGEMVOp.fused(f), format)
 	}
 	cpi, wg := 1, 256
 	if tpc == 1 {
@@ -179,18 +178,19 @@ func gemvOp(s backend.Storage, k, maxm, tpc int, f shaders.Fusion) (o op, tail p
 	return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc
 }
 
-// gemmFor is the tiled GEMM of storage s with tiles of 16·tm rows,
-// composed with f (the grouped GEMM of the experts, or nothing), and the
-// parameters after the kernel's own (TM).
-func gemmFor(s backend.Storage, tm int, f shaders.Fusion) (op, params) {
-	_, _, _, o, _ := grouped(s)
-	switch s {
-	case backend.F16:
-		o = matmulF16GEMMOp
-	case backend.F32:
-		o = matmulGEMMOp
+// gemmFor is the tiled GEMM of format with tiles of 16·tm rows, composed
+// with f (the grouped GEMM of the experts, or nothing), and the parameters
+// after the kernel's own (TM).
+func gemmFor(format string, tm int, f shaders.Fusion) (op, params) {
+	var o op
+	switch format {
+	case formatF32:
+		o = matmulGEMMOp.fused(f)
+	case formatF16:
+		o = matmulF16GEMMOp.fused(f)
+	default:
+		o = quantOp(matmulQuantGEMMOp.fused(f), format)
 	}
-	o = o.fused(f)
 	o.consts = map[string]float64{"TM": float64(tm)}
 	return o, params{uint32(tm)}
 }

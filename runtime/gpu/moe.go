@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/shaders"
 )
@@ -167,7 +166,7 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	var tail params
 	var gx, gy, gz uint32
 	if r.tm > 0 {
-		o, tail = gemmFor(w.storage, r.tm, f)
+		o, tail = gemmFor(w.format(), r.tm, f)
 		gx, gy, gz = uint32((w.perExpert+63)/64), uint32(r.blocks), 1
 	} else {
 		cpu := b.info.DeviceType == "cpu"
@@ -176,13 +175,10 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		case w.storage == backend.F32 && (!cpu || b.plan.MatMul == "gemv"):
 			tpc = gemvThreads(k)
 		case w.storage != backend.F32 && (!cpu || b.plan.Quant == "gemv-gpu"):
-			tpc = quantThreads(k)
-			if gs, _, _, _, ok := grouped(w.storage); ok {
-				tpc = quantThreads(k * dtype.Int4GroupSize / gs) // lanes take groups, as matmulQ plans
-			}
+			tpc = quantTPC(w.format(), k, false) // lanes take groups, as matmulQ plans
 		}
 		var cpi, perWG int
-		o, tail, cpi, perWG = gemvOp(w.storage, k, r.block, tpc, f)
+		o, tail, cpi, perWG = gemvOp(w.format(), k, r.block, tpc, f)
 		gx, gy = b.grid((w.perExpert+cpi-1)/cpi, perWG)
 		gz = uint32(r.blocks)
 	}
@@ -190,7 +186,6 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	if p.Slots {
 		slots = 1
 	}
-	gs, _, _, _, isInt := grouped(w.storage)
 	for _, pt := range w.parts {
 		u, err := b.uniform(params{uint32(d.cols), 0, 0, 0, uint32(p.Act), uint32(r.k),
 			uint32(pt.row0 / w.perExpert), uint32(pt.rows / w.perExpert), slots, uint32(2 * r.pairs()), uint32(3 * r.pairs())})
@@ -200,7 +195,7 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 		}
 		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
-		if isInt {
+		if gs, ok := grouped(pt.format); ok {
 			operands = append(operands, Binding{Buffer: pt.scales})
 			pp = append(pp, uint32((k+gs-1)/gs))
 		}

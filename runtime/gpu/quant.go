@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -11,41 +12,67 @@ import (
 )
 
 // Compressed weights: int4 (models/dtype Int4, 5 bits a value), int8
-// (dtype.Int8, 10 bits) and f16 (two
-// halves per u32, since this WGSL has no f16 type: unpack2x16float expands
-// them). MatMul and Embed read them through their own kernels, which expand
-// each value with the same arithmetic as the Go reference (runtime/cpu
-// QWeight), so that both see identical weights.
+// (dtype.Int8, 10 bits), a GGUF block type at its own bits (dtype.Blocks:
+// 2.6 to 8.5) and f16 (two halves per u32, since this WGSL has no f16
+// type: unpack2x16float expands them). MatMul and Embed read them through
+// their own kernels, which expand each value with the same arithmetic as
+// the Go reference (runtime/cpu QWeight), so that both see identical
+// weights.
 //
-// Int4 and Int8 parts hold two buffers: the codes (16 bytes per group of
-// 32 or 16 inputs) and the scale words (4 bytes per group); one kernel
-// source serves both (shaders/quant_*.inc.wgsl), specialised by the
-// format's unpacking. F16 rows are padded to an even
-// length so that every row starts on a word. Weights too big for one
-// binding are split by rows like f32 ones; the codes buffer, the larger,
-// decides the split.
+// The grouped formats (int4, int8, the block types) hold two buffers a
+// part: the codes and the scale words; one kernel source serves them all
+// (shaders/quant_*.inc.wgsl), specialised by the part's format
+// (shaders.Fusion.Weight). F16 rows are padded to an even length so that
+// every row starts on a word. Weights too big for one binding are split by
+// rows like f32 ones; the codes buffer, the larger, decides the split. A
+// fused weight of block types keeps each matrix in its own (q and k in
+// Q4_K, v in Q6_K): its parts then differ in format, and each part is a
+// dispatch of its own kernel, as parts across bindings are.
 var (
-	embedInt4Op      = op{kernel: "embed_int4", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	embedF16Op       = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulInt4GEMVOp = op{kernel: "matmul_int4_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulInt4GEMMOp = op{kernel: "matmul_int4_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	embedInt8Op      = op{kernel: "embed_int8", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulInt8GEMVOp = op{kernel: "matmul_int8_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulInt8GEMMOp = op{kernel: "matmul_int8_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulF16GEMVOp  = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulF16GEMMOp  = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	embedQuantOp      = op{kernel: "embed_quant", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	embedF16Op        = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulQuantGEMVOp = op{kernel: "matmul_quant_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	matmulQuantGEMMOp = op{kernel: "matmul_quant_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	matmulF16GEMVOp   = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulF16GEMMOp   = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
 )
 
-// grouped describes an integer storage's kernels: its group width and
-// its embedding, GEMV and GEMM ops (ok false for F16 and F32).
-func grouped(s backend.Storage) (group int, embed, gemv, gemm op, ok bool) {
-	switch s {
-	case backend.Int4:
-		return dtype.Int4GroupSize, embedInt4Op, matmulInt4GEMVOp, matmulInt4GEMMOp, true
-	case backend.Int8:
-		return dtype.Int8GroupSize, embedInt8Op, matmulInt8GEMVOp, matmulInt8GEMMOp, true
+// The formats of a weight part besides the grouped ones
+// (shaders.WeightFormats): f32 is the zero value.
+const (
+	formatF32 = ""
+	formatF16 = "f16"
+)
+
+// format is the format of w's first part: the kernel family of all (the
+// grouped formats plan alike).
+func (w *Weight) format() string { return w.parts[0].format }
+
+// grouped is the group width of a grouped format (int4, int8 or a block
+// type), ok false for f16 and f32.
+func grouped(format string) (group int, ok bool) {
+	switch format {
+	case formatF32, formatF16:
+		return 0, false
+	case "int8":
+		return dtype.Int8GroupSize, true
 	}
-	return 0, op{}, op{}, op{}, false
+	return dtype.Int4GroupSize, true
+}
+
+// blocksFormat is the kernel format of a block type: its name in lower
+// case, Q4_1 int4's (whose groups its blocks are, bit for bit).
+func blocksFormat(t dtype.Type) string {
+	if t == dtype.Q4_1 {
+		return "int4"
+	}
+	return strings.ToLower(t.String())
+}
+
+// quantOp is op of a grouped format, specialised to it.
+func quantOp(o op, format string) op {
+	o.fusion.Weight = format
+	return o
 }
 
 // UploadAs uploads t in storage s; F16, Int8 and Int4 need a matrix.
@@ -64,11 +91,12 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 }
 
 // host is a matrix in its device form, row-major: rowBytes of values (or
-// int4 codes) and rowScale bytes of int4 scale words a row.
+// codes) and rowScale bytes of scale words a row, in format.
 type host struct {
 	codes, scales      []byte
 	rows               int
 	rowBytes, rowScale int64
+	format             string
 }
 
 // hostForm converts the matrix t to storage s as the kernels read it.
@@ -82,23 +110,31 @@ func hostForm(t *models.Tensor, s backend.Storage) (host, error) {
 			return h, fmt.Errorf("gpu: %w", err)
 		}
 		h.rowBytes, h.rowScale = int64(q.Groups())*16, int64(q.Groups())*4
-		h.codes, h.scales = u32bytes(q.Codes), u32bytes(q.Scales)
+		h.codes, h.scales, h.format = u32bytes(q.Codes), u32bytes(q.Scales), "int4"
 	case backend.Int8:
 		q, err := t.Int8()
 		if err != nil {
 			return h, fmt.Errorf("gpu: %w", err)
 		}
 		h.rowBytes, h.rowScale = int64(q.Groups())*16, int64(q.Groups())*4
-		h.codes, h.scales = u32bytes(q.Codes), u32bytes(q.Scales)
+		h.codes, h.scales, h.format = u32bytes(q.Codes), u32bytes(q.Scales), "int8"
+	case backend.Blocks:
+		q, err := t.Blocks()
+		if err != nil {
+			return h, fmt.Errorf("gpu: %w", err)
+		}
+		h.rowBytes, h.rowScale = int64(q.Groups()*q.Layout().CodeWords)*4, int64(q.RowScaleWords())*4
+		h.codes, h.scales, h.format = u32bytes(q.Codes), u32bytes(q.Scales), blocksFormat(q.Type)
 	case backend.F16, backend.F32:
 		data, err := t.Float32()
 		if err != nil {
 			return h, err
 		}
 		if s == backend.F32 {
-			h.rowBytes, h.codes = int64(cols)*4, f32bytes(data)
+			h.rowBytes, h.codes, h.format = int64(cols)*4, f32bytes(data), formatF32
 			break
 		}
+		h.format = formatF16
 		stride := (cols + 1) / 2
 		h.rowBytes = int64(stride) * 4
 		h.codes = make([]byte, int64(rows)*h.rowBytes)
@@ -117,14 +153,22 @@ func hostForm(t *models.Tensor, s backend.Storage) (host, error) {
 // uploadRows uploads h as a weight of shape and storage s, split by rows
 // into parts that fit a binding, each a multiple of align rows.
 func (b *Backend) uploadRows(name string, shape []int, s backend.Storage, h host, align int) (*Weight, error) {
-	perPart := int(b.info.MaxStorageBufferBindingSize/h.rowBytes) / align * align
-	if perPart == 0 {
-		return nil, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", name, h.rowBytes)
+	perPart, err := b.rowsPerPart(name, h, align)
+	if err != nil {
+		return nil, err
 	}
 	w := &Weight{shape: shape, storage: s}
+	w.parts, err = b.uploadParts(name, h, perPart, 0)
+	return w, err
+}
+
+// uploadParts uploads h in parts of up to perPart rows, the first holding
+// row row0 of the weight.
+func (b *Backend) uploadParts(name string, h host, perPart, row0 int) ([]part, error) {
+	var parts []part
 	for r0 := 0; r0 < h.rows; r0 += perPart {
 		n := int64(min(perPart, h.rows-r0))
-		pt := part{row0: r0, rows: int(n)}
+		pt := part{row0: row0 + r0, rows: int(n), format: h.format}
 		var err error
 		if pt.buf, err = b.upload(name, h.codes[int64(r0)*h.rowBytes:][:n*h.rowBytes]); err != nil {
 			return nil, err
@@ -134,9 +178,18 @@ func (b *Backend) uploadRows(name string, shape []int, s backend.Storage, h host
 				return nil, err
 			}
 		}
-		w.parts = append(w.parts, pt)
+		parts = append(parts, pt)
 	}
-	return w, nil
+	return parts, nil
+}
+
+// rowsPerPart is the rows of h a binding holds, a multiple of align.
+func (b *Backend) rowsPerPart(name string, h host, align int) (int, error) {
+	perPart := int(b.info.MaxStorageBufferBindingSize/h.rowBytes) / align * align
+	if perPart == 0 {
+		return 0, fmt.Errorf("gpu: a row of %s (%d bytes) exceeds the storage binding limit", name, h.rowBytes)
+	}
+	return perPart, nil
 }
 
 // upload makes a storage buffer holding data.
@@ -158,12 +211,11 @@ func StorageOf(w backend.Weight) backend.Storage { return w.(*Weight).storage }
 func (b *Backend) embedQ(d *Tensor, w *Weight) {
 	n := b.rows(d)
 	x, y := b.grid(n*d.cols, elementWG)
-	gs, embed, _, _, isInt := grouped(w.storage)
 	for _, pt := range w.parts {
-		if isInt {
+		if gs, ok := grouped(pt.format); ok {
 			groups := uint32((d.cols + gs - 1) / gs)
-			b.record(embed, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
-				[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: pt.scales}, {Buffer: b.tokens}}, x, y, 1)
+			b.record(quantOp(embedQuantOp, pt.format), params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
+				[]Binding{{Buffer: d.buf}, {Buffer: b.tokens}, {Buffer: pt.buf}, {Buffer: pt.scales}}, x, y, 1)
 			continue
 		}
 		b.record(embedF16Op, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
@@ -198,21 +250,16 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
-	gs, _, _, _, isInt := grouped(w.storage)
-	groups := 0
-	if isInt {
-		groups = (k + gs - 1) / gs
-	}
 	for _, pt := range w.parts {
 		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
-		if isInt {
+		if gs, ok := grouped(pt.format); ok {
 			operands = append(operands, Binding{Buffer: pt.scales})
-			p = append(p, uint32(groups))
+			p = append(p, uint32((k+gs-1)/gs))
 		}
 		if gemv {
 			maxm := blockRows(m)
-			o, tail, cpi, perWG := gemvOp(w.storage, k, maxm, quantTPC(w.storage, k, cpu), f)
+			o, tail, cpi, perWG := gemvOp(pt.format, k, maxm, quantTPC(pt.format, k, cpu), f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue
@@ -221,7 +268,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Bi
 		if m <= 32 {
 			tm = 2
 		}
-		o, tail := gemmFor(w.storage, tm, shaders.Fusion{})
+		o, tail := gemmFor(pt.format, tm, shaders.Fusion{})
 		b.record(o, append(p, tail...), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
 	}
 	return true
@@ -239,16 +286,14 @@ const cpuCPI = 4
 // invocation, 256 would leave a 2048-column matrix only two workgroups.
 const cpuWorkgroup = 64
 
-// quantTPC is the invocations a column of the compressed GEMV of
-// storage s and width k: 1 on CPU adapters, else quantThreads of the
-// width as int4 groups (lanes take groups: as many groups per lane at
-// any width).
-func quantTPC(s backend.Storage, k int, cpu bool) int {
+// quantTPC is the invocations a column of the compressed GEMV of format
+// and width k: 1 on CPU adapters, else quantThreads of the width as int4
+// groups (lanes take groups: as many groups per lane at any width).
+func quantTPC(format string, k int, cpu bool) int {
 	if cpu {
 		return 1
 	}
-	gs, _, _, _, _ := grouped(s)
-	if gs > 0 {
+	if gs, ok := grouped(format); ok {
 		return quantThreads(k * dtype.Int4GroupSize / gs)
 	}
 	return quantThreads(k)

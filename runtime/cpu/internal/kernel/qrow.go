@@ -60,7 +60,9 @@ func (q *QRow) Resize(cols int) {
 	q.Cols = cols
 	g := q.Groups()
 	if cap(q.Codes) < g*Group {
-		q.Codes, q.DS = make([]int16, g*Group), make([]float32, 2*g)
+		// DS has room for a chunk of eight groups past a row's last
+		// (dotBlocksAsm reads a chunk whole).
+		q.Codes, q.DS = make([]int16, g*Group), make([]float32, 2*g, 2*g+16)
 	}
 	q.Codes, q.DS, q.Halves = q.Codes[:g*Group], q.DS[:2*g], q.Halves[:0]
 }

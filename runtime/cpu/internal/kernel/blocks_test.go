@@ -1,0 +1,150 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
+
+// blocksMatrix makes a random rows × cols matrix of type t through the
+// real quantizer, with values at several scales (the first row's tiny,
+// its scales f16 subnormals).
+func blocksMatrix(t testing.TB, rng *rand.Rand, typ dtype.Type, rows, cols int) *dtype.Blocks {
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()) * float32(math.Pow(10, float64(i/97%3)-1))
+		if i < cols {
+			x[i] *= 1e-6
+		}
+	}
+	raw, err := dtype.Quantize(typ, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// blockWidths are awkward row widths for each type: one block, odd and
+// even numbers of groups, eight-group chunks with one to seven left.
+func blockWidths(typ dtype.Type) []int {
+	if typ.BlockSize() == 256 {
+		return []int{256, 512, 768, 2304}
+	}
+	return []int{32, 64, 96, 224, 256, 288, 576, 1000 / 32 * 32, 1536}
+}
+
+// TestDotBlocksValue: DotBlocks is the dot product of the dequantized
+// weights with the quantized activations (d·q), to f32 rounding.
+func TestDotBlocksValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, typ := range dtype.BlockTypes {
+		for _, cols := range blockWidths(typ) {
+			m := blocksMatrix(t, rng, typ, 3, cols)
+			x := randomRow(rng, cols)
+			var q QRow
+			q.Quantize(x)
+			q.SumHalves(x)
+			l, _ := dtype.Layout(typ)
+			for r := range m.Rows {
+				c, s := m.Row(r)
+				got := DotBlocks(typ, c, s, &q)
+				// value = S·c + M: S·c meets the quantized activations d·q,
+				// the min the sums of x itself.
+				var want, mag float64
+				var cs [dtype.BlockGroup]int8
+				for g := range q.Groups() {
+					l.GroupCodes(c[g*l.CodeWords:(g+1)*l.CodeWords], &cs)
+					lo, hi, mlo, mhi := dtype.GroupScale(typ, s, g)
+					for i := range Group {
+						sc, mn := lo, mlo
+						if i >= 16 {
+							sc, mn = hi, mhi
+						}
+						xq := float64(q.DS[2*g]) * float64(q.Codes[CodeIndex(g, q.Groups(), i)])
+						want += float64(sc)*float64(cs[i])*xq + float64(mn)*float64(x[g*Group+i])
+						mag += math.Abs(float64(sc)*float64(cs[i])*xq) + math.Abs(float64(mn)*float64(x[g*Group+i]))
+					}
+				}
+				if math.Abs(float64(got)-want) > 1e-5*mag+1e-30 {
+					t.Errorf("%v %d wide, row %d: %g, want %g (magnitude %g)", typ, cols, r, got, want, mag)
+				}
+			}
+		}
+	}
+}
+
+// TestDotBlocksMatchesTwin: the kernels this CPU has give dotBlocksGo's
+// bits for every type on awkward widths, one row and four.
+func TestDotBlocksMatchesTwin(t *testing.T) {
+	t.Logf("kernels: %s", Path())
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range dtype.BlockTypes {
+		for _, cols := range blockWidths(typ) {
+			t.Run(fmt.Sprintf("%v/%d", typ, cols), func(t *testing.T) {
+				m := blocksMatrix(t, rng, typ, 3, cols)
+				var xs [4]*QRow
+				for r := range xs {
+					x := randomRow(rng, cols)
+					xs[r] = new(QRow)
+					xs[r].Quantize(x)
+					xs[r].SumHalves(x)
+				}
+				for r := range m.Rows {
+					c, s := m.Row(r)
+					var out [4]float32
+					DotBlocksx4(typ, c, s, &xs, &out)
+					for i, x := range xs {
+						want := dotBlocksGo(typ, c, s, x.Codes, x.DS, x.Halves)
+						got := DotBlocks(typ, c, s, x)
+						if math.Float32bits(got) != math.Float32bits(want) || math.Float32bits(out[i]) != math.Float32bits(want) {
+							t.Fatalf("row %d, x %d: %g (four rows: %g), twin %g (%d ulps)", r, i, got, out[i], want,
+								bits.OnesCount32(math.Float32bits(got)^math.Float32bits(want)))
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDotBlocks: one weight row of each type against one quantized
+// activation row, 2048 wide (from cache: the arithmetic's cost), and int4's
+// DotQ4 on the same width for scale.
+func BenchmarkDotBlocks(b *testing.B) {
+	const cols, rows = 2048, 64
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := randomRow(rng, cols)
+	var q QRow
+	q.Quantize(x)
+	q.SumHalves(x)
+	b.Run("int4", func(b *testing.B) {
+		m := int4Matrix(rng, rows, cols)
+		b.SetBytes(m.Bytes())
+		for b.Loop() {
+			for r := range rows {
+				c, s := rowOf(m, r)
+				DotQ4(c, s, &q)
+			}
+		}
+	})
+	for _, typ := range dtype.BlockTypes {
+		m := blocksMatrix(b, rng, typ, rows, cols)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(m.Bytes())
+			for b.Loop() {
+				for r := range rows {
+					c, s := m.Row(r)
+					DotBlocks(typ, c, s, &q)
+				}
+			}
+		})
+	}
+}
