@@ -36,6 +36,7 @@ var hfArchs = map[string]string{
 	"Qwen3ForCausalLM":   "qwen3",
 	"Gemma2ForCausalLM":  "gemma2",
 	"Gemma3ForCausalLM":  "gemma3",
+	"SmolLM3ForCausalLM": "smollm3", // layers without RoPE: no_rope_layers
 	// Mixtures of experts (moe.go); Mixtral is Llama with experts.
 	"MixtralForCausalLM":    "llama",
 	"Qwen2MoeForCausalLM":   "qwen2moe",
@@ -87,6 +88,8 @@ type hfConfig struct {
 	RopeLocalBaseFreq     *float64 `json:"rope_local_base_freq"`
 	SlidingWindowPattern  *int     `json:"sliding_window_pattern"`
 	LayerTypes            []string `json:"layer_types"`
+	// SmolLM3: 1 for each layer that rotates, 0 for one without RoPE.
+	NoRopeLayers []int `json:"no_rope_layers"`
 	// Mixtures of experts (moe.go):
 	NumLocalExperts     int             `json:"num_local_experts"` // Mixtral, Granite
 	NumExperts          int             `json:"num_experts"`       // Qwen-MoE, OLMoE
@@ -242,6 +245,17 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if gemma {
 		if err := gemmaHF(&c, h, present); err != nil {
 			return Config{}, err
+		}
+	}
+	if arch == "smollm3" {
+		c.NoRope = noRopeEvery(c.Layers, smollm3NoRopeStep) // SmolLM3Config's default
+		if h.NoRopeLayers != nil {
+			if len(h.NoRopeLayers) != c.Layers {
+				return Config{}, fmt.Errorf("config.json: %d no_rope_layers for %d layers", len(h.NoRopeLayers), c.Layers)
+			}
+			for l, r := range h.NoRopeLayers {
+				c.NoRope[l] = r == 0
+			}
 		}
 	}
 

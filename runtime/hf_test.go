@@ -58,7 +58,7 @@ func TestHFMatchesGGUF(t *testing.T) {
 		typ    dtype.Type
 		shards int
 	}{{"tiny", dtype.F32, 0}, {"tiny", dtype.F16, 2}, {"tiny-llama3", dtype.F32, 0}, {"tiny-qwen2", dtype.F32, 3}, {"tiny-qwen3", dtype.F16, 0},
-		{"tiny-gemma2", dtype.F32, 0}, {"tiny-gemma3", dtype.F16, 2}} {
+		{"tiny-gemma2", dtype.F32, 0}, {"tiny-gemma3", dtype.F16, 2}, {"tiny-smollm3", dtype.F32, 0}} {
 		t.Run(tc.shape+"-"+tc.typ.String(), func(t *testing.T) {
 			gguf := synthModel(t, tc.shape, tc.typ)
 			hf := synthHF(t, tc.shape, tc.typ, synth.HFOptions{Shards: tc.shards})

@@ -34,6 +34,7 @@ var hfArchitectures = map[string]string{
 	"qwen3":   "Qwen3ForCausalLM",
 	"gemma2":  "Gemma2ForCausalLM",
 	"gemma3":  "Gemma3ForCausalLM",
+	"smollm3": "SmolLM3ForCausalLM",
 }
 
 // WriteHF writes shape s as a Hugging Face folder in dir (created if
@@ -254,6 +255,15 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 		}
 	case "qwen2":
 		cfg["use_sliding_window"] = false
+	case "smollm3":
+		cfg["attention_bias"], cfg["use_sliding_window"] = false, false
+		rope := make([]int, c.Layers)
+		for l := range rope {
+			if c.LayerRope(l) {
+				rope[l] = 1
+			}
+		}
+		cfg["no_rope_layers"], cfg["no_rope_layer_interval"] = rope, 4
 	}
 	if strings.HasPrefix(c.Arch, "gemma") {
 		if err := gemmaConfigJSON(cfg, c); err != nil {

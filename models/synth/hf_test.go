@@ -15,10 +15,10 @@ import (
 )
 
 var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
-	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe"}
+	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe", "tiny-smollm3"}
 
 // ggufOnlyShapes are written as GGUF only (the files people run).
-var ggufOnlyShapes = []string{"tiny-smollm3", "tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
+var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()
