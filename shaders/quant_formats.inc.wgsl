@@ -79,7 +79,9 @@ fn codes4(g: Grp, v: u32) -> vec4<f32> {
 {{- $w := .Weight}}
 // {{$w}} at the file's bits (models/dtype Blocks): groups of 32 inputs, CW
 // code words each (row-major: group gi of row r at (r·groups + gi)·CW),
-// and per scale block of SBG groups SW words (row r's at r·SROW).
+// and per scale block of SBG groups SB bytes (row r's from word r·srow();
+// with SPLIT a row's f16 d first, 2 bytes a block, then the blocks'
+// other SB − 2).
 @group(0) @binding(4) var<storage, read> codes: array<u32>;
 @group(0) @binding(5) var<storage, read> scales: array<u32>;
 const GK = 32u;
@@ -99,22 +101,28 @@ const CW = 3u;
 {{- end}}
 {{- if eq $w "q4_0" "q5_0" "q8_0" "iq4_nl"}}
 const SBG = 2u;
-const SW = 1u;
+const SB = 4u;
 {{- else if eq $w "q5_1"}}
 const SBG = 1u;
-const SW = 1u;
+const SB = 4u;
 {{- else if eq $w "mxfp4"}}
 const SBG = 4u;
-const SW = 1u;
-{{- else if eq $w "q4_k" "q5_k" "q3_k"}}
+const SB = 4u;
+{{- else if eq $w "q4_k" "q5_k"}}
 const SBG = 8u;
-const SW = 4u;
-{{- else if eq $w "q6_k" "q2_k"}}
+const SB = 16u;
+{{- else if eq $w "q3_k"}}
 const SBG = 8u;
-const SW = 5u;
+const SB = 14u;
+{{- else if eq $w "q6_k"}}
+const SBG = 8u;
+const SB = 18u;
+{{- else if eq $w "q2_k"}}
+const SBG = 8u;
+const SB = 20u;
 {{- else if eq $w "iq4_xs"}}
 const SBG = 8u;
-const SW = 2u;
+const SB = 8u;
 {{- end}}
 const HALVES = {{if eq $w "q6_k" "q3_k" "q2_k"}}true{{else}}false{{end}};
 const MINS = {{if eq $w "iq4_nl" "iq4_xs" "mxfp4" "q8_0"}}false{{else}}true{{end}};
@@ -134,7 +142,7 @@ const HIGH = vec4<u32>(4u, 8u, 12u, 16u); // bit 4 of lane i's code, in place
 struct Grp { a: vec4<u32>, b: vec4<u32>, s: vec4<f32> }
 
 // srow is the scale words of a row.
-fn srow() -> u32 { return (p.groups + SBG - 1u) / SBG * SW; }
+fn srow() -> u32 { return ((p.groups + SBG - 1u) / SBG * SB + 3u) / 4u; }
 
 // sbyte is byte k of the scale words from word at.
 fn sbyte(at: u32, k: u32) -> u32 { return (scales[at + k / 4u] >> (8u * (k % 4u))) & 255u; }
@@ -174,7 +182,8 @@ fn grp(row: u32, gi: u32) -> Grp {
     for (var i = 4u; i < CW; i++) {
         g.b[i - 4u] = codes[at + i];
     }
-    let sb = row * srow() + gi / SBG * SW; // the group's scale block
+    let rs = row * srow(); // the row's scale words
+    let sb = rs + gi / SBG * SB / 4u; // the group's scale block, where word-aligned
 {{- if eq $w "q4_0" "q5_0" "q8_0" "iq4_nl"}}
     let d = unpack2x16float(scales[sb])[gi % 2u];
 {{- if eq $w "q4_0"}}
@@ -207,18 +216,21 @@ fn grp(row: u32, gi: u32) -> Grp {
     let mn = -(dm.y * f32(m));
     g.s = vec4<f32>(s, s, mn, mn);
 {{- else if eq $w "q6_k"}}
-    let d = unpack2x16float(scales[sb]).x;
-    let j = gi % 8u;
-    let lo = d * f32((i32(sbyte(sb + 1u, 2u * j)) << 24u) >> 24u);
-    let hi = d * f32((i32(sbyte(sb + 1u, 2u * j + 1u)) << 24u) >> 24u);
+    let b = gi / 8u;
+    let d = unpack2x16float(scales[rs + b / 2u])[b % 2u];
+    let f = 2u * (p.groups / 8u) + 16u * b + 2u * (gi % 8u); // its halves' factors
+    let lo = d * f32((i32(sbyte(rs, f)) << 24u) >> 24u);
+    let hi = d * f32((i32(sbyte(rs, f + 1u)) << 24u) >> 24u);
     g.s = vec4<f32>(lo, hi, -32.0 * lo, -32.0 * hi);
 {{- else if eq $w "q3_k"}}
-    let d = unpack2x16float(scales[sb]).x;
+    let b = gi / 8u;
+    let d = unpack2x16float(scales[rs + b / 2u])[b % 2u];
+    let f0 = 2u * (p.groups / 8u) + 12u * b; // the super-block's 12 factor bytes
     var f: vec2<f32>;
     for (var h = 0u; h < 2u; h++) {
         let k = 2u * (gi % 8u) + h; // the 16 inputs' factor, 6 bits less 32
-        let low = (sbyte(sb + 1u, k % 8u) >> (4u * (k / 8u))) & 15u;
-        let top = (sbyte(sb + 1u, 8u + k % 4u) >> (2u * (k / 4u))) & 3u;
+        let low = (sbyte(rs, f0 + k % 8u) >> (4u * (k / 8u))) & 15u;
+        let top = (sbyte(rs, f0 + 8u + k % 4u) >> (2u * (k / 4u))) & 3u;
         f[h] = d * f32(i32(low | (top << 4u)) - 32);
     }
     g.s = vec4<f32>(f.x, f.y, -4.0 * f.x, -4.0 * f.y);

@@ -34,16 +34,18 @@ const BlockGroup = 32
 // holds inputs 2j, 2j+1, 2j+16 and 2j+17 in its four fields.
 //
 // The scales keep the file's own bytes where a super-block has them
-// (Q4_K, Q5_K, Q3_K, Q2_K, IQ4_XS: word 0 the f16 d and dmin or d and
-// scales_h, then the packed factors as the file has them; Q6_K: d, then
-// its 16 int8 factors), and the legacy types' f16 d (two groups a word),
-// d and m (a word a group) or E8M0 exponent (four groups a word).
+// (Q4_K, Q5_K, Q2_K, IQ4_XS: word 0 the f16 d and dmin or d and
+// scales_h, then the packed factors as the file has them), and the legacy
+// types' f16 d (two groups a word), d and m (a word a group) or E8M0
+// exponent (four groups a word). Q6_K's and Q3_K's super-blocks hold 18
+// and 14 bytes of scales, no whole words: a row keeps its super-blocks'
+// f16 d first, then their factors (Q6_K's 16 int8, Q3_K's 12 packed
+// bytes as the file has them), so that only a row of an odd number of
+// super-blocks pads (2 bytes).
 //
-// Bits a value, stored against the file's: the same for Q4_0, Q4_K,
-// IQ4_NL (4.5), IQ4_XS and MXFP4 (4.25), Q5_0 and Q5_K (5.5), Q5_1 (6),
-// Q8_0 (8.5) and Q2_K (2.625); Q6_K 6.625 (6.5625), Q3_K 3.5 (3.4375),
-// whose scales are padded to whole words; a legacy row of an odd number
-// of groups pads its last scale word.
+// Bits a value, stored against the file's: the same for every type (for
+// Q6_K and Q3_K in rows of an even number of super-blocks), but for a
+// legacy row of an odd number of groups, which pads its last scale word.
 type Blocks struct {
 	Type       Type
 	Rows, Cols int
@@ -67,7 +69,8 @@ type BlockLayout struct {
 	Planes      Plane
 	CodeWords   int       // words of codes a group
 	ScaleGroups int       // groups a scale block holds
-	ScaleWords  int       // words a scale block
+	ScaleBytes  int       // bytes a scale block
+	Split       bool      // a row's f16 d first, then its blocks' factors
 	Offset      int       // subtracted from the stored bits
 	Codebook    *[16]int8 // the levels that 4-bit codes index, if any
 	Halves      bool      // a scale per 16 inputs
@@ -75,19 +78,19 @@ type BlockLayout struct {
 }
 
 var blockLayouts = map[Type]BlockLayout{
-	Q4_0:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleWords: 1, Offset: 8},
-	Q4_1:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 1, ScaleWords: 1, Min: 1},
-	Q5_0:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 2, ScaleWords: 1, Offset: 16},
-	Q5_1:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 1, ScaleWords: 1, Min: 1},
-	Q8_0:   {Planes: Bytes8, CodeWords: 8, ScaleGroups: 2, ScaleWords: 1},
-	IQ4_NL: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleWords: 1, Codebook: &kvaluesIQ4NL},
-	MXFP4:  {Planes: Nibbles, CodeWords: 4, ScaleGroups: 4, ScaleWords: 1, Codebook: &kvaluesMXFP4},
-	Q2_K:   {Planes: Low2, CodeWords: 2, ScaleGroups: 8, ScaleWords: 5, Halves: true, Min: 2},
-	Q3_K:   {Planes: Low2 | High1, CodeWords: 3, ScaleGroups: 8, ScaleWords: 4, Offset: 4, Halves: true},
-	Q4_K:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleWords: 4, Min: 1},
-	Q5_K:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 8, ScaleWords: 4, Min: 1},
-	Q6_K:   {Planes: Nibbles | High2, CodeWords: 6, ScaleGroups: 8, ScaleWords: 5, Offset: 32, Halves: true},
-	IQ4_XS: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleWords: 2, Codebook: &kvaluesIQ4NL},
+	Q4_0:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleBytes: 4, Offset: 8},
+	Q4_1:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 1, ScaleBytes: 4, Min: 1},
+	Q5_0:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 2, ScaleBytes: 4, Offset: 16},
+	Q5_1:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 1, ScaleBytes: 4, Min: 1},
+	Q8_0:   {Planes: Bytes8, CodeWords: 8, ScaleGroups: 2, ScaleBytes: 4},
+	IQ4_NL: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleBytes: 4, Codebook: &kvaluesIQ4NL},
+	MXFP4:  {Planes: Nibbles, CodeWords: 4, ScaleGroups: 4, ScaleBytes: 4, Codebook: &kvaluesMXFP4},
+	Q2_K:   {Planes: Low2, CodeWords: 2, ScaleGroups: 8, ScaleBytes: 20, Halves: true, Min: 2},
+	Q3_K:   {Planes: Low2 | High1, CodeWords: 3, ScaleGroups: 8, ScaleBytes: 14, Split: true, Offset: 4, Halves: true},
+	Q4_K:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleBytes: 16, Min: 1},
+	Q5_K:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 8, ScaleBytes: 16, Min: 1},
+	Q6_K:   {Planes: Nibbles | High2, CodeWords: 6, ScaleGroups: 8, ScaleBytes: 18, Split: true, Offset: 32, Halves: true},
+	IQ4_XS: {Planes: Nibbles, CodeWords: 4, ScaleGroups: 8, ScaleBytes: 8, Codebook: &kvaluesIQ4NL},
 }
 
 // BlockTypes are the types Blocks keeps, in ggml's order.
@@ -119,7 +122,17 @@ func (l BlockLayout) rowScaleWords(groups int) int {
 	if l.ScaleGroups == 0 {
 		return 0
 	}
-	return (groups + l.ScaleGroups - 1) / l.ScaleGroups * l.ScaleWords
+	return ((groups+l.ScaleGroups-1)/l.ScaleGroups*l.ScaleBytes + 3) / 4
+}
+
+// factorsAt is the byte of a row's scale words (of groups groups) where
+// scale block b's bytes start, and with Split where its factors do (its
+// d is at byte 2b).
+func (l BlockLayout) factorsAt(b, groups int) int {
+	if l.Split {
+		return 2*(groups/l.ScaleGroups) + (l.ScaleBytes-2)*b
+	}
+	return l.ScaleBytes * b
 }
 
 // Groups is the number of groups a row: Cols/32.
@@ -176,13 +189,21 @@ func putField2(w []uint32, i, v int)     { w[i/2%8/4] |= uint32(v&3) << (8*(i/2%
 func putBit(w []uint32, i, v int)        { w[0] |= uint32(v&1) << (i%2*16 + i/2) }
 func putByte(w []uint32, k int, v uint8) { w[k/4] |= uint32(v) << (8 * (k % 4)) }
 
-// GroupScale is the scales of group g of a row whose scale words are s:
-// lo and hi for its inputs 0..15 and 16..31 (equal unless the layout has
-// Halves), and the mins likewise (0 without mins).
-func GroupScale(t Type, s []uint32, g int) (lo, hi, mlo, mhi float32) {
+// GroupScale is the scales of group g of a row of groups groups whose
+// scale words are s: lo and hi for its inputs 0..15 and 16..31 (equal
+// unless the layout has Halves), and the mins likewise (0 without mins).
+func GroupScale(t Type, s []uint32, g, groups int) (lo, hi, mlo, mhi float32) {
 	tab := f16Table()
 	half := func(w uint32, h int) float32 { return tab[uint16(w>>(16*h))] }
-	j := g % 8
+	l := blockLayouts[t]
+	j, at := g%8, l.factorsAt(g/8, groups) // a K type's super-block: its group, its bytes
+	bytes := func(n int) []byte {
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = byteOf(s, at+k)
+		}
+		return b
+	}
 	switch t {
 	case Q4_0, Q5_0, Q8_0, IQ4_NL:
 		lo = half(s[g/2], g%2)
@@ -194,37 +215,25 @@ func GroupScale(t Type, s []uint32, g int) (lo, hi, mlo, mhi float32) {
 		lo = e8m0Half(byteOf(s, g))
 		return lo, lo, 0, 0
 	case Q4_K, Q5_K:
-		blk := s[4*(g/8):]
-		d, dmin := half(blk[0], 0), half(blk[0], 1)
-		var sb [12]byte
-		for k := range sb {
-			sb[k] = byteOf(blk[1:], k)
-		}
-		sc, m := scaleMinK4(j, sb[:])
+		b := bytes(16)
+		d, dmin := f16(b), f16(b[2:])
+		sc, m := scaleMinK4(j, b[4:])
 		lo, mlo = d*float32(sc), -(dmin * float32(m))
 		return lo, lo, mlo, mlo
 	case Q6_K:
-		blk := s[5*(g/8):]
-		d := half(blk[0], 0)
-		return d * float32(int8(byteOf(blk[1:], 2*j))), d * float32(int8(byteOf(blk[1:], 2*j+1))), 0, 0
+		d, b := half(s[g/8/2], g/8%2), bytes(16)
+		return d * float32(int8(b[2*j])), d * float32(int8(b[2*j+1])), 0, 0
 	case Q3_K:
-		blk := s[4*(g/8):]
-		d := half(blk[0], 0)
-		var sb [12]byte
-		for k := range sb {
-			sb[k] = byteOf(blk[1:], k)
-		}
-		sc := q3Scales(sb[:])
+		d, sc := half(s[g/8/2], g/8%2), q3Scales(bytes(12))
 		return d * float32(sc[2*j]), d * float32(sc[2*j+1]), 0, 0
 	case Q2_K:
-		blk := s[5*(g/8):]
-		d, dmin := half(blk[0], 0), half(blk[0], 1)
-		a, b := byteOf(blk[1:], 2*j), byteOf(blk[1:], 2*j+1)
-		return d * float32(a&15), d * float32(b&15), -(dmin * float32(a>>4)), -(dmin * float32(b>>4))
+		b := bytes(20)
+		d, dmin := f16(b), f16(b[2:])
+		a, c := b[4+2*j], b[5+2*j]
+		return d * float32(a&15), d * float32(c&15), -(dmin * float32(a>>4)), -(dmin * float32(c>>4))
 	case IQ4_XS:
-		blk := s[2*(g/8):]
-		sl := [4]byte{byteOf(blk[1:], 0), byteOf(blk[1:], 1), byteOf(blk[1:], 2), byteOf(blk[1:], 3)}
-		lo = half(blk[0], 0) * float32(iq4xsScale(uint16(blk[0]>>16), sl[:], j))
+		b := bytes(8)
+		lo = f16(b) * float32(iq4xsScale(le.Uint16(b[2:]), b[4:], j))
 		return lo, lo, 0, 0
 	}
 	panic(fmt.Sprintf("dtype: %v is no block layout", t))
@@ -237,7 +246,7 @@ func (b *Blocks) DequantizeRow(r int, dst []float32) {
 	var c [BlockGroup]int8
 	for g := range b.Groups() {
 		l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
-		lo, hi, mlo, mhi := GroupScale(b.Type, scales, g)
+		lo, hi, mlo, mhi := GroupScale(b.Type, scales, g, b.Groups())
 		out := dst[g*BlockGroup : (g+1)*BlockGroup]
 		for i, q := range c {
 			s, m := lo, mlo
@@ -294,7 +303,7 @@ func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
 				g := g0 + sub
 				packGroup(&l, q[sub*BlockGroup:(sub+1)*BlockGroup], codes[g*l.CodeWords:(g+1)*l.CodeWords])
 			}
-			packScales(t, blk, g0, scales)
+			packScales(t, blk, g0, G, scales)
 		}
 	}
 	return b, nil
@@ -394,8 +403,9 @@ func packGroup(l *BlockLayout, q []uint8, w []uint32) {
 }
 
 // packScales stores the scales of the block blk of type t, whose first
-// group is group g0 of its row, into the row's scale words s.
-func packScales(t Type, blk []byte, g0 int, s []uint32) {
+// group is group g0 of its row of groups groups, into the row's scale
+// words s.
+func packScales(t Type, blk []byte, g0, groups int, s []uint32) {
 	switch t {
 	case Q4_0, Q5_0, Q8_0, IQ4_NL:
 		s[g0/2] |= uint32(le.Uint16(blk)) << (16 * (g0 % 2))
@@ -403,26 +413,29 @@ func packScales(t Type, blk []byte, g0 int, s []uint32) {
 		s[g0] = le.Uint32(blk)
 	case MXFP4:
 		putByte(s, g0, blk[0])
-	case Q4_K, Q5_K, Q3_K, Q2_K, Q6_K, IQ4_XS:
-		l := blockLayouts[t]
-		out := s[g0/8*l.ScaleWords:][:l.ScaleWords]
-		var head uint32
-		var tail []byte
+	case Q4_K, Q5_K, Q2_K, IQ4_XS, Q3_K, Q6_K:
+		var rec []byte // the block's scale bytes as Blocks keeps them
 		switch t {
 		case Q4_K, Q5_K:
-			head, tail = le.Uint32(blk), blk[4:16]
-		case Q3_K:
-			head, tail = uint32(le.Uint16(blk[108:])), blk[96:108]
+			rec = blk[:16]
 		case Q2_K:
-			head, tail = le.Uint32(blk[80:]), blk[:16]
-		case Q6_K:
-			head, tail = uint32(le.Uint16(blk[208:])), blk[192:208]
+			rec = append(append([]byte{}, blk[80:84]...), blk[:16]...)
 		case IQ4_XS:
-			head, tail = le.Uint32(blk), blk[4:8]
+			rec = blk[:8]
+		case Q3_K:
+			rec = append(append([]byte{}, blk[108:110]...), blk[96:108]...)
+		case Q6_K:
+			rec = append(append([]byte{}, blk[208:210]...), blk[192:208]...)
 		}
-		out[0] = head
-		for k, v := range tail {
-			putByte(out[1:], k, v)
+		l := blockLayouts[t]
+		at := l.factorsAt(g0/8, groups)
+		if l.Split { // d apart
+			putByte(s, 2*(g0/8), rec[0])
+			putByte(s, 2*(g0/8)+1, rec[1])
+			rec = rec[2:]
+		}
+		for k, v := range rec {
+			putByte(s, at+k, v)
 		}
 	}
 }

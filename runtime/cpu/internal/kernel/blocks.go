@@ -69,7 +69,7 @@ func dotBlocksGroups(t dtype.Type, codes, scales []uint32, xq []int16, ds, hs []
 	var c [dtype.BlockGroup]int8
 	for g := g0; g < G; g++ {
 		l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
-		lo, hi, mlo, mhi := dtype.GroupScale(t, scales, g)
+		lo, hi, mlo, mhi := dtype.GroupScale(t, scales, g, G)
 		d := ds[2*g]
 		sd := [2]float32{float32(lo * d), float32(hi * d)}
 		for k := range Lanes {

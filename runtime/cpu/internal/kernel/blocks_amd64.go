@@ -94,7 +94,7 @@ func dotBlocksAsm(t dtype.Type, codes, scales []uint32, x *QRow, groups int, acc
 	}
 	l, _ := dtype.Layout(t)
 	chunks := (groups + 7) / 8
-	if groups%8 != 0 && (cap(scales) < chunks*8/l.ScaleGroups*l.ScaleWords || cap(x.DS) < 16*chunks) {
+	if groups%8 != 0 && (4*cap(scales) < chunks*8/l.ScaleGroups*l.ScaleBytes || cap(x.DS) < 16*chunks) {
 		groups &^= 7
 	}
 	if groups == 0 {

@@ -6,8 +6,9 @@
 // groups and a last one of fewer, whose scale words and ds the caller
 // guarantees to be readable (dotBlocksAsm).
 //
-// Registers: SI codes, DI scale words, R8 the activations' codes (pairs
-// of groups, CodeIndex), R12 their ds, R13 their half sums (MIN2), CX the
+// Registers: SI codes, DI scale words (with SPLIT the super-blocks' d),
+// R8 the activations' codes (pairs of groups, CodeIndex), R12 their ds,
+// R13 their half sums (MIN2) or with SPLIT the factors, CX the
 // groups left, DX the groups of this chunk, R11 the group's entry of the
 // scale table on the stack; Y0 and Y1 the even and odd groups'
 // accumulators, Y2 the eight min lanes. Per chunk SCALES leaves the eight
@@ -53,6 +54,12 @@ TEXT NAME(SB), NOSPLIT, $96-64
 	MOVQ macc+56(FP), R10
 	VMOVUPS (R10), Y2
 	CONSTS
+#ifdef SPLIT
+	// The row's factors follow its super-blocks' f16 d, 2 bytes each.
+	MOVQ CX, R13
+	SHRQ $2, R13
+	ADDQ DI, R13
+#endif
 #ifdef HALVES
 	VMOVDQU lohi<>(SB), Y7
 #endif

@@ -258,22 +258,28 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS Y4, Y4 \
 	VMULPS Y11, Y4, Y4
 
-// Q6_K's int8 factors after its d.
-#define SCALES_Q6K \
-	VMOVD (DI), X10 \
+// DHALF: a split super-block's f16 d (DI) to Y11.
+#define DHALF \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X10 \
 	VCVTPH2PS X10, X10 \
 	VBROADCASTSS X10, Y11 \
-	VMOVDQU 4(DI), X8 \
-	HALVES8(X8) \
-	ADDQ $20, DI
+	ADDQ $2, DI
 
-// Q3_K's 6-bit factors less 32 (q3Scales): the low nibbles of bytes 0..7
+// Q6_K's int8 factors (R13).
+#define SCALES_Q6K \
+	DHALF \
+	VMOVDQU (R13), X8 \
+	HALVES8(X8) \
+	ADDQ $16, R13
+
+// Q3_K's 6-bit factors less 32 (q3Scales, R13): the low nibbles of bytes 0..7
 // (factors 0..7), their high nibbles (8..15), and the 2-bit tops in bytes
 // 8..11, as llama.cpp unpacks them.
 #define SCALES_Q3K \
-	MOVL 4(DI), AX \
-	MOVL 8(DI), BX \
-	MOVL 12(DI), R9 \
+	MOVL (R13), AX \
+	MOVL 4(R13), BX \
+	MOVL 8(R13), R9 \
 	MOVL AX, R10 \
 	ANDL $0x0f0f0f0f, R10 \
 	MOVL R9, R11 \
@@ -307,11 +313,9 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 	ORL R9, R10 \
 	VPINSRD $3, R10, X8, X8 \
 	VPSUBB b20<>(SB), X8, X8 \
-	VMOVD (DI), X10 \
-	VCVTPH2PS X10, X10 \
-	VBROADCASTSS X10, Y11 \
+	DHALF \
 	HALVES8(X8) \
-	ADDQ $16, DI
+	ADDQ $12, R13
 
 // Q2_K's factor bytes, a scale (low nibble) and min (high) per 16 inputs.
 #define SCALES_Q2K \
@@ -465,6 +469,7 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #undef MIN1
 
 #define HALVES
+#define SPLIT
 #define NAME ·dotBlocksQ6_KAVX2
 #define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), X14
 #define SCALES SCALES_Q6K
@@ -484,6 +489,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #undef CONSTS
 #undef SCALES
 #undef UNPACK
+
+#undef SPLIT
 
 #define MIN2
 #define NAME ·dotBlocksQ2_KAVX2

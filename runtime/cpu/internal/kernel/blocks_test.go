@@ -62,7 +62,7 @@ func TestDotBlocksValue(t *testing.T) {
 				var cs [dtype.BlockGroup]int8
 				for g := range q.Groups() {
 					l.GroupCodes(c[g*l.CodeWords:(g+1)*l.CodeWords], &cs)
-					lo, hi, mlo, mhi := dtype.GroupScale(typ, s, g)
+					lo, hi, mlo, mhi := dtype.GroupScale(typ, s, g, q.Groups())
 					for i := range Group {
 						sc, mn := lo, mlo
 						if i >= 16 {
