@@ -110,8 +110,15 @@ func (e *Engine) weightsSummary() string {
 	return strings.Join(parts, ", ")
 }
 
+// SetModelHash gives the engine its model file's SHA-256 where it
+// cannot read the file itself (a model read from memory, as the browser
+// reads one, checked against its published hash): transcripts name it.
+func (e *Engine) SetModelHash(sha256 string) {
+	e.hashOnce.Do(func() { e.hash = sha256 })
+}
+
 // ModelHash is the SHA-256 of the model's file, computed once (a model
-// read from memory has none: "").
+// read from memory has none, unless SetModelHash gave it: "").
 func (e *Engine) ModelHash() (string, error) {
 	e.hashOnce.Do(func() {
 		if e.model.Path == "" {

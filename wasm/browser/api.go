@@ -175,13 +175,15 @@ func (r *reporter) report(phase string, done, total int64) {
 func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter) (map[string]any, error) {
 	start := time.Now()
 	var blobs []js.Value // the model's files: one, or the parts of a split model
+	var want []string    // the published SHA-256 of each, which the download was checked against
 	info := map[string]any{}
 	switch {
 	case source.Type() != js.TypeObject:
 		return nil, fmt.Errorf("%w: load wants {url}, {file}, {files} or {buffer}", errSource)
 	case source.Get("url").Type() == js.TypeString:
 		url := source.Get("url").String()
-		want, err := sha256Option(opts)
+		var err error
+		want, err = sha256Option(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -314,6 +316,9 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
 	})
 	close(done)
+	if err == nil && len(want) == 1 {
+		eng.SetModelHash(want[0]) // checked: transcripts name it
+	}
 	if err != nil {
 		if errors.Is(err, gpu.ErrDeviceLost) {
 			a.closeDevice() // the next load opens a fresh one

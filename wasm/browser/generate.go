@@ -127,6 +127,7 @@ func (a *api) generate(args []js.Value) any {
 	req, n, sampErr := samplingRequest(opts, chatIn != nil)
 	wantID := int(optional(opts, "id", 0))
 	prefix := callPrefix(opts)
+	transcript := optionalBool(opts, "transcript", false)
 	adapters, adErr := requestAdapters(opts)
 	return promise(func() (any, error) {
 		for _, err := range []error{reqErr, sampErr, adErr} {
@@ -162,12 +163,12 @@ func (a *api) generate(args []js.Value) any {
 			delete(a.gens, id)
 			a.mu.Unlock()
 		}()
-		return run(ctx, eng, req, n, chatIn, prefix, onToken)
+		return run(ctx, eng, req, n, chatIn, prefix, transcript, onToken)
 	})
 }
 
 // run generates n samples of req and reports them (see generate).
-func run(ctx context.Context, eng *runtime.Engine, req runtime.Request, n int, chatIn *chatInput, prefix string, onToken js.Value) (any, error) {
+func run(ctx context.Context, eng *runtime.Engine, req runtime.Request, n int, chatIn *chatInput, prefix string, transcript bool, onToken js.Value) (any, error) {
 	start := time.Now()
 	var read chat.ParseOptions
 	var err error
@@ -182,6 +183,20 @@ func run(ctx context.Context, eng *runtime.Engine, req runtime.Request, n int, c
 		return nil, err
 	}
 	req.Tokens, req.Messages, req.Prompt, req.Tools = prompt, nil, "", nil
+	showLogprobs := req.Logprobs
+	var trs []*runtime.Transcript
+	if transcript { // each choice written down, as the server's "transcript": true
+		req.Logprobs = true
+		for i := range n {
+			r := req
+			r.Sampler.Seed += uint64(i)
+			tr, err := eng.NewTranscript(r, prompt)
+			if err != nil {
+				return nil, err
+			}
+			trs = append(trs, tr)
+		}
+	}
 	streams, err := eng.StartN(ctx, req, n)
 	if err != nil {
 		return nil, err
@@ -189,7 +204,10 @@ func run(ctx context.Context, eng *runtime.Engine, req runtime.Request, n int, c
 	choices := make([]*choice, n)
 	var wg sync.WaitGroup
 	for i, st := range streams {
-		c := &choice{index: i, st: st, prev: int(prompt[len(prompt)-1]), logprobs: req.Logprobs, tok: eng.Tokenizer()}
+		c := &choice{index: i, st: st, prev: int(prompt[len(prompt)-1]), logprobs: showLogprobs, tok: eng.Tokenizer()}
+		if trs != nil {
+			c.tr = trs[i]
+		}
 		if chatIn != nil {
 			c.reader = eng.NewReplyReader(read)
 		}
@@ -221,9 +239,15 @@ func run(ctx context.Context, eng *runtime.Engine, req runtime.Request, n int, c
 		}
 		out["promptIds"] = promptIDs
 		out["seed"] = float64(req.Sampler.Seed + uint64(i))
+		if c.tr != nil {
+			c.tr.End(c.st.Stats())
+			if out["transcript"], err = jsonValue(c.tr); err != nil {
+				return nil, err
+			}
+		}
 		outs[i] = out
 	}
-	first := map[string]any{"choices": outs} // the first choice's fields, and every choice's
+	first := map[string]any{"choices": outs, "systemFingerprint": eng.Fingerprint()} // the first choice's fields, and every choice's
 	for k, v := range outs[0].(map[string]any) {
 		first[k] = v
 	}
@@ -253,6 +277,7 @@ type choice struct {
 	prev     int // the last token, which an alternative's bytes follow
 	n        int
 	first    time.Duration
+	tr       *runtime.Transcript // with options.transcript
 }
 
 // read hands each token of the choice to send as the page sees it
@@ -279,6 +304,9 @@ func (c *choice) read(start time.Time, send func(map[string]any)) {
 		}
 		if tok.ID >= 0 {
 			c.n++
+		}
+		if c.tr != nil {
+			c.tr.Add(tok)
 		}
 		var evs []chat.ReplyEvent
 		if c.reader != nil {
@@ -375,4 +403,15 @@ func (c *choice) result(total time.Duration, chatReq bool, format *chat.ReplyFor
 		out["toolCalls"] = replyCalls(c.reply.Calls, format, prefix)
 	}
 	return out, nil
+}
+
+// jsonValue is v as the plain maps, lists, numbers and strings js.ValueOf
+// takes: v through JSON.
+func jsonValue(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(b, &out)
 }

@@ -838,6 +838,61 @@ func TestBrowserAPI(t *testing.T) {
 		t.Logf("tampered: %s", got.Second.Discarded)
 	})
 
+	t.Run("a transcript made in the browser replays natively", func(t *testing.T) {
+		sum := sha256.Sum256(data)
+		r := eval(t, `(async () => {
+			try {
+				const e = await tessera.createEngine({model: "/models/stories260K.gguf?transcript", quant: "f32", sha256: "`+hex.EncodeToString(sum[:])+`"});
+				const a = await e.completions.create({prompt: "Once upon a time", max_tokens: 40, temperature: 0, transcript: true});
+				let streamed = null;
+				for await (const c of await e.chat.completions.create({messages: [{role: "user", content: "Hi"}], max_tokens: 8, temperature: 0, transcript: true, stream: true})) {
+					if (c.choices[0].transcript) streamed = c.choices[0].transcript;
+				}
+				await e.unload();
+				return {Content: JSON.stringify({t: a.choices[0].transcript, fp: a.system_fingerprint, streamed})};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		var got struct {
+			T, Streamed *runtime.Transcript
+			FP          string
+		}
+		if err := json.Unmarshal([]byte(r.Content), &got); err != nil || got.T == nil || got.Streamed == nil {
+			t.Fatalf("no transcripts: %v %s", err, r.Content)
+		}
+		if got.T.Model.SHA256 != hex.EncodeToString(sum[:]) || len(got.T.Output) != 40 || got.FP == "" || got.T.Fingerprint != got.FP {
+			t.Fatalf("the browser's transcript: model %+v, %d tokens, fingerprint %q / %q", got.T.Model, len(got.T.Output), got.T.Fingerprint, got.FP)
+		}
+		cpu, err := runtime.Load(stories, runtime.Options{Device: "cpu", Quant: "f32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cpu.Close()
+		engines := map[string]*runtime.Engine{"cpu": cpu}
+		if g, err := runtime.Load(stories, runtime.Options{Device: "webgpu", Quant: "f32"}); err == nil {
+			defer g.Close()
+			engines["webgpu"] = g
+		} else if inCI() {
+			t.Fatalf("native WebGPU: %v", err)
+		}
+		for name, eng := range engines {
+			for what, tr := range map[string]*runtime.Transcript{"completion": got.T, "streamed chat": got.Streamed} {
+				rep, err := eng.Replay(context.Background(), tr)
+				// Another adapter: the contract's cross-adapter tolerance (WGSL
+				// lets exp and log be a few ulps off; SwiftShader's are).
+				if err != nil || rep.Diverged != -1 || rep.Tokens != len(tr.Output) || rep.MaxDelta > 1e-3 {
+					t.Errorf("the browser's %s on native %s: %+v, %v", what, name, rep, err)
+				}
+				t.Logf("the browser's %s (%s) on native %s: %d tokens, log-probabilities within %.2g", what, tr.Backend, name, rep.Tokens, rep.MaxDelta)
+			}
+		}
+		tampered := *got.T
+		tampered.Output = slices.Clone(got.T.Output)
+		tampered.Output[9] = (tampered.Output[9] + 1) % 512
+		if rep, err := cpu.Replay(context.Background(), &tampered); err != nil || rep.Diverged != 9 {
+			t.Errorf("a tampered transcript: %+v, %v", rep, err)
+		}
+	})
+
 	t.Run("without WebGPU", func(t *testing.T) {
 		nctx, ncons := startBrowser(t, exe, true)
 		if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/")); err != nil {

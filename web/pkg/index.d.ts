@@ -204,6 +204,12 @@ export interface SamplingParams {
   stop?: string | string[];
   ignore_eos?: boolean;
   /**
+   * Tessera's: each choice comes with its transcript (the model's SHA-256 when it was loaded with
+   * one, the prompt ids, the sampling and seed, the output ids and log-probabilities, the engine,
+   * backend and system_fingerprint), which `tessera replay` runs again natively.
+   */
+  transcript?: boolean;
+  /**
    * LoRA adapters (loaded by Engine.loadAdapter) applied to this request, as tessera serve's
    * "lora" field: several add up; scale (default 1) multiplies the adapter's own, 0 leaves it out.
    */
@@ -257,9 +263,19 @@ export interface CompletionLogprobs {
   tokens: string[]; token_logprobs: number[]; top_logprobs: Array<Record<string, number>>; text_offset: number[];
 }
 
+/** A generation written down (runtime.Transcript), for `tessera replay`. */
+export interface Transcript {
+  version: number; engine: string; backend: string; system_fingerprint: string;
+  model: { name: string; sha256?: string; weights?: string };
+  prompt: number[]; max_tokens: number; output: number[]; logprobs: number[]; finish: string;
+  [field: string]: unknown;
+}
+
 export interface ChatCompletion {
   id: string; object: "chat.completion"; created: number; model: string;
-  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason; logprobs: { content: TokenLogprob[] } | null }>;
+  /** Names the engine's version, device and storage: what the reproducibility contract binds. */
+  system_fingerprint?: string;
+  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason; logprobs: { content: TokenLogprob[] } | null; transcript?: Transcript }>;
   usage: Usage;
   tessera: TesseraExtra;
 }
@@ -286,6 +302,8 @@ export interface ChatCompletionChunk {
     delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: ToolCallDelta[] };
     logprobs: { content: TokenLogprob[] } | null;
     finish_reason: FinishReason | null;
+    /** With transcript: true, on the choice's last chunk. */
+    transcript?: Transcript;
   }>;
   /** On the last chunk only. */
   usage?: Usage;
@@ -294,7 +312,8 @@ export interface ChatCompletionChunk {
 
 export interface Completion {
   id: string; object: "text_completion"; created: number; model: string;
-  choices: Array<{ index: number; text: string; finish_reason: FinishReason; logprobs: CompletionLogprobs | null }>;
+  system_fingerprint?: string;
+  choices: Array<{ index: number; text: string; finish_reason: FinishReason; logprobs: CompletionLogprobs | null; transcript?: Transcript }>;
   usage: Usage;
   tessera: TesseraExtra;
 }

@@ -321,6 +321,12 @@ class Engine {
       // Calls the model gives no id get one made from this (the server's
       // call-<completion>-<choice> ids), by the model's format's rule.
       options = { request: requestJSON(p), callPrefix: `call-${id}-0` };
+      // Tessera's transcript: each choice's generation written down, for
+      // `tessera replay` to run again natively (as the server's field).
+      if (p.transcript != null) {
+        if (typeof p.transcript !== "boolean") throw new TesseraError("transcript must be a boolean", "bad-request", "transcript");
+        options.transcript = p.transcript;
+      }
       // LoRA adapters (Engine.loadAdapter's), as tessera serve's "lora" field.
       if (p.lora != null) options.adapters = p.lora;
     } catch (err) {
@@ -336,7 +342,9 @@ class Engine {
     const queue = p.stream ? new Queue() : null;
     const object = chat ? "chat.completion" : "text_completion";
     const chunkObject = chat ? "chat.completion.chunk" : "text_completion";
-    const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, choices: [choice], ...extra });
+    let fingerprint; // the engine's system_fingerprint, known once the first generation has run
+    const chunk = (choice, extra) => ({ id, object: chunkObject, created, model, ...(fingerprint ? { system_fingerprint: fingerprint } : {}), choices: [choice], ...extra });
+    const withTranscript = (choice, s) => (s.transcript ? { ...choice, transcript: s.transcript } : choice);
     if (queue && chat) {
       for (let i = 0; i < (Number.isInteger(p.n) && p.n > 1 ? p.n : 1); i++) {
         queue.push(chunk({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }));
@@ -392,10 +400,10 @@ class Engine {
     const all = (stats) => stats.choices || [stats];
     if (!queue) {
       return done.then((stats) => ({
-        id, object, created, model,
-        choices: all(stats).map((s, i) => chat
+        id, object, created, model, system_fingerprint: stats.systemFingerprint,
+        choices: all(stats).map((s, i) => withTranscript(chat
           ? { index: i, message: message(s), logprobs: logprobs ? { content: choiceOf(i).lps } : null, finish_reason: finishReason(s) }
-          : { index: i, text: choiceOf(i).text, logprobs: logprobs ? legacyLogprobs(choiceOf(i).lps) : null, finish_reason: finishReason(s) }),
+          : { index: i, text: choiceOf(i).text, logprobs: logprobs ? legacyLogprobs(choiceOf(i).lps) : null, finish_reason: finishReason(s) }, s)),
         usage: usage(stats),
         ...ext(stats),
       }));
@@ -403,11 +411,12 @@ class Engine {
     const stream = new Stream(queue, stop);
     done.then((stats) => {
       stream.stats = stats;
+      fingerprint = stats.systemFingerprint;
       const last = all(stats);
       last.forEach((s, i) => {
         const extra = i === last.length - 1 ? { usage: usage(stats), ...ext(stats) } : undefined;
-        queue.push(chunk(chat ? { index: i, delta: {}, logprobs: null, finish_reason: finishReason(s) }
-          : { index: i, text: "", logprobs: null, finish_reason: finishReason(s) }, extra));
+        queue.push(chunk(withTranscript(chat ? { index: i, delta: {}, logprobs: null, finish_reason: finishReason(s) }
+          : { index: i, text: "", logprobs: null, finish_reason: finishReason(s) }, s), extra));
       });
       queue.end();
     }, (err) => queue.end(err));
@@ -418,7 +427,7 @@ class Engine {
 // requestJSON is the request's JSON less what the engine reads apart (the
 // chat's own fields, the prompt) and what is no JSON (the signal).
 function requestJSON(p) {
-  const skip = new Set(["signal", "messages", "prompt", "lora", ...chatFields]);
+  const skip = new Set(["signal", "messages", "prompt", "lora", "transcript", ...chatFields]);
   const fields = {};
   for (const [k, v] of Object.entries(p)) if (!skip.has(k)) fields[k] = v;
   return JSON.stringify(fields);
