@@ -11,7 +11,7 @@ log-probability from the raw logits), and prints one JSON object. llama.cpp
 rounds its context up to 256; !--yarn-orig-ctx=512 makes it choose LongRoPE's
 short factors where Tessera runs at a context within the original.
 """
-import json, os, socket, struct, subprocess, sys, tempfile, time, urllib.request
+import json, os, shutil, socket, struct, subprocess, sys, tempfile, time, urllib.request
 
 peers, n, prompt = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
 out = {"prompt": prompt, "llama.cpp": "", "shapes": {}}
@@ -23,7 +23,8 @@ def printable(path):
     random model emits lone bytes. Only the token types change (the pieces
     "<0xNN>" stay, so the vocabulary still finds its newline); the weights
     and every id are the same."""
-    data = bytearray(open(path, "rb").read())
+    src = open(path, "rb")
+    data = bytearray(src.read(256 << 20))  # the header: metadata is megabytes at most
     sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
     off = 8
     (_, n_kv) = struct.unpack_from("<QQ", data, off)
@@ -57,7 +58,9 @@ def printable(path):
         off = skip(t, off)
     f = tempfile.NamedTemporaryFile(suffix=".gguf", delete=False)
     f.write(data)
+    shutil.copyfileobj(src, f, 64 << 20)  # the tensors, streamed
     f.close()
+    src.close()
     return f.name
 
 
