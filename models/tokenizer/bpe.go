@@ -265,6 +265,13 @@ func endSet(t *BPE, eos int, extra []int) []int {
 			add(id)
 		}
 	}
+	// Harmony (gpt-oss): <|end|> closes a message within a reply (the
+	// analysis before the final answer); the reply ends at <|return|> or
+	// <|call|>. llama.cpp drops <|end|> from its end tokens likewise when
+	// the vocabulary has both.
+	if end := slices.Index(t.pieces, "<|end|>"); end >= 0 && slices.Contains(t.pieces, "<|return|>") && slices.Contains(t.pieces, "<|call|>") {
+		ends = slices.DeleteFunc(ends, func(id int) bool { return id == end })
+	}
 	slices.Sort(ends)
 	return ends
 }

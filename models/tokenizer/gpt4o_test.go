@@ -33,3 +33,29 @@ func TestGPT4oSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestHarmonyEnds: a gpt-oss vocabulary (pre gpt-4o) ends a generation at
+// <|return|> (the final answer) and <|call|> (a tool call), as llama.cpp
+// does, and at <|endoftext|>; not at <|end|>, which closes the analysis
+// message before the final one, even where the file names it its end of
+// turn, nor at the tokens that open a message.
+func TestHarmonyEnds(t *testing.T) {
+	tokens := []string{"a", "b", "ab", "<|endoftext|>", "<|start|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>", "<|end|>"}
+	types := make([]int32, len(tokens))
+	for i := range types {
+		types[i] = 1
+		if i >= 3 {
+			types[i] = 3
+		}
+	}
+	tok, err := NewGGUFBPE(GGUFVocab{Tokens: tokens, Types: types, Merges: []string{"a b"}, Pre: "gpt-4o", BOS: -1, EOS: 3, EOT: 9, EOM: -1, Unknown: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, p := range tokens {
+		want := p == "<|endoftext|>" || p == "<|return|>" || p == "<|call|>"
+		if tok.IsEnd(id) != want {
+			t.Errorf("IsEnd(%s) = %v", p, !want)
+		}
+	}
+}
