@@ -59,10 +59,13 @@ type BenchResult struct {
 	MemoryBytes        int64   `json:"memory_bytes"`
 	WeightBytes        int64   `json:"weight_bytes"`
 	WeightMix          string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
-	DecodeBytes        int64   `json:"decode_bytes_per_token"`
-	DecodeGBps         float64 `json:"decode_gbps"`
-	CopyGBps           float64 `json:"copy_gbps"`
-	BandwidthFraction  float64 `json:"bandwidth_fraction"`
+	// Bits is each kind of tensor's bits a weight, in the file and as
+	// kept (Engine.TensorBits).
+	Bits              []GroupBits `json:"bits_per_weight"`
+	DecodeBytes       int64       `json:"decode_bytes_per_token"`
+	DecodeGBps        float64     `json:"decode_gbps"`
+	CopyGBps          float64     `json:"copy_gbps"`
+	BandwidthFraction float64     `json:"bandwidth_fraction"`
 
 	// On the CPU: the goroutines of a matrix product and the kernels
 	// chosen for this CPU (cpu.Kernels).
@@ -179,6 +182,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	r.WeightBytes = e.WeightBytes()
 	r.KVType, r.KVBytes = e.KVType().String(), e.KVBytes()
 	r.WeightMix = FormatMix(e.WeightMix())
+	r.Bits = e.TensorBits()
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
 	r.DecodeGBps = float64(r.DecodeBytes) * r.DecodeTPS / 1e9
 	if r.CopyGBps, err = e.copyBandwidth(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -397,3 +398,116 @@ func megabytes(b int64) string {
 	}
 	return fmt.Sprintf("%.1f MB", float64(b)/1e6)
 }
+
+// GroupBits is one kind of tensor's bits a weight, in the file and as a
+// WeightStorage keeps them: what `tessera info` and `bench` print.
+type GroupBits struct {
+	Group    string  `json:"group"` // attn_q, ffn_down, token_embd, output, ... ("vectors": norms and biases)
+	Tensors  int     `json:"tensors"`
+	Params   int64   `json:"params"`
+	Types    string  `json:"types"`     // the file's: "Q4_K×16, Q6_K×14"
+	FileBits float64 `json:"file_bits"` // bits a weight in the file
+	Bits     float64 `json:"bits"`      // bits a weight as stored
+}
+
+// TensorBits groups m's tensors by kind (the name without its layer and
+// suffix: every layer's attn_q together) and gives each kind's bits a
+// weight in the file and under ws, the token table first, the output head
+// and the vectors last.
+func TensorBits(m *models.Model, ws WeightStorage) []GroupBits {
+	type acc struct {
+		GroupBits
+		file, stored int64
+		types        map[dtype.Type]int
+	}
+	groups := map[string]*acc{}
+	for _, t := range m.Tensors {
+		name := tensorGroup(t)
+		g := groups[name]
+		if g == nil {
+			g = &acc{GroupBits: GroupBits{Group: name}, types: map[dtype.Type]int{}}
+			groups[name] = g
+		}
+		n := int64(t.Elements())
+		file, err := dtype.Bytes(t.Type, n)
+		if err != nil {
+			file = 4 * n
+		}
+		g.Tensors++
+		g.Params += n
+		g.file += file
+		g.stored += storedBytes(t, ws.For(t, m.Config))
+		g.types[t.Type]++
+	}
+	rank := func(name string) int {
+		switch name + ".weight" {
+		case models.TokenEmbedding:
+			return 0
+		case models.Output:
+			return 2
+		case "vectors":
+			return 3
+		}
+		return 1
+	}
+	var out []GroupBits
+	for _, g := range groups {
+		var ts []string
+		for t, n := range g.types {
+			ts = append(ts, fmt.Sprintf("%v×%d", t, n))
+		}
+		sort.Strings(ts)
+		g.Types = strings.Join(ts, ", ")
+		g.FileBits = 8 * float64(g.file) / float64(g.Params)
+		g.Bits = 8 * float64(g.stored) / float64(g.Params)
+		out = append(out, g.GroupBits)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if ri, rj := rank(out[i].Group), rank(out[j].Group); ri != rj {
+			return ri < rj
+		}
+		return out[i].Group < out[j].Group
+	})
+	return out
+}
+
+// tensorGroup is the kind of tensor t: its name without "blk.N." and
+// ".weight", or "vectors" for the norms and biases.
+func tensorGroup(t *models.Tensor) string {
+	if len(t.Shape) < 2 {
+		return "vectors"
+	}
+	name := strings.TrimSuffix(t.Name, ".weight")
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			name = rest[i+1:]
+		}
+	}
+	return name
+}
+
+// storedBytes is storageBytes for tensors of any rank: a stack of
+// experts' matrices is one matrix of their rows.
+func storedBytes(t *models.Tensor, s backend.Storage) int64 {
+	if len(t.Shape) < 2 {
+		return 4 * int64(t.Elements())
+	}
+	cols := t.Shape[len(t.Shape)-1]
+	rows := t.Elements() / cols
+	return storageBytes(&models.Tensor{Name: t.Name, Shape: []int{rows, cols}, Type: t.Type}, s)
+}
+
+// FormatBits writes one line a group: "attn_q  Q4_K×16  4.50 → 4.50 bits",
+// each line prefixed with indent.
+func FormatBits(bits []GroupBits, indent string) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, g := range bits {
+		fmt.Fprintf(w, "%s%s\t%s\t%.1fM\t%.3f → %.3f bits\n", indent, g.Group, g.Types, float64(g.Params)/1e6, g.FileBits, g.Bits)
+	}
+	w.Flush()
+	return b.String()
+}
+
+// TensorBits is TensorBits of the engine's model as it keeps it.
+func (e *Engine) TensorBits() []GroupBits { return TensorBits(e.model, e.ws) }

@@ -79,6 +79,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes),
 			r.KVType, gpu.FormatBytes(r.KVBytes))
 		fmt.Fprintf(e.stdout, "weight storage    %s\n", r.WeightMix)
+		fmt.Fprintf(e.stdout, "bits a weight     by tensor kind, in the file → as kept:\n%s", runtime.FormatBits(r.Bits, "                    "))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
 			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil

@@ -94,12 +94,20 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		sort.Strings(ts)
 		fmt.Fprintf(w, "tensors\t%d (%s), %d parameters\n", len(m.Tensors), strings.Join(ts, ", "), params)
+		var bits [][]runtime.GroupBits
 		for _, dev := range []string{"cpu", "webgpu"} {
 			ws, err := runtime.PlanStorage(m, *quant, dev, false)
 			if err != nil {
 				return usageError{err}
 			}
 			fmt.Fprintf(w, "storage on %s\t%s\n", dev, runtime.FormatMix(runtime.WeightMix(m, ws)))
+			bits = append(bits, runtime.TensorBits(m, ws))
+		}
+		w.Flush()
+		fmt.Fprintln(e.stdout, "\nbits a weight by tensor kind: in the file, as kept on cpu and on webgpu")
+		w = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		for i, g := range bits[0] {
+			fmt.Fprintf(w, "  %s\t%s\t%.1fM\t%.3f\t%.3f\t%.3f\n", g.Group, g.Types, float64(g.Params)/1e6, g.FileBits, g.Bits, bits[1][i].Bits)
 		}
 		w.Flush()
 		fmt.Fprintln(e.stdout)

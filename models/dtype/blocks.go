@@ -77,7 +77,7 @@ type BlockLayout struct {
 	Min         int       // mins: 0 none, 1 one a group, 2 one a half
 }
 
-var blockLayouts = map[Type]BlockLayout{
+var blockLayouts = [...]BlockLayout{
 	Q4_0:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 2, ScaleBytes: 4, Offset: 8},
 	Q4_1:   {Planes: Nibbles, CodeWords: 4, ScaleGroups: 1, ScaleBytes: 4, Min: 1},
 	Q5_0:   {Planes: Nibbles | High1, CodeWords: 5, ScaleGroups: 2, ScaleBytes: 4, Offset: 16},
@@ -98,14 +98,16 @@ var BlockTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6
 
 // Layout returns how Blocks keeps type t, and whether it keeps it.
 func Layout(t Type) (BlockLayout, bool) {
-	l, ok := blockLayouts[t]
-	return l, ok
+	if int64(t) >= int64(len(blockLayouts)) || blockLayouts[t].CodeWords == 0 {
+		return BlockLayout{}, false
+	}
+	return blockLayouts[t], true
 }
 
 // BlockBits is the bits a value that Blocks takes for a row of cols
 // values of type t (0 if it does not keep t).
 func BlockBits(t Type, cols int) float64 {
-	if _, ok := blockLayouts[t]; !ok || cols <= 0 {
+	if _, ok := Layout(t); !ok || cols <= 0 {
 		return 0
 	}
 	return float64(BlocksBytes(t, 1, cols)) * 8 / float64(cols)
@@ -271,7 +273,7 @@ func (b *Blocks) Dequantize() []float32 {
 // stores it, into Blocks: no code or scale changes, only where its bits
 // lie. cols must be a whole number of t's blocks.
 func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
-	l, ok := blockLayouts[t]
+	l, ok := Layout(t)
 	if !ok {
 		return nil, fmt.Errorf("dtype: blocks: %v has no block layout", t)
 	}

@@ -166,8 +166,11 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, w *QWeight, n int, t *team) {
 }
 
 // matMulBlocks is matMulInt4's path for weights at their file's bits
-// (kernel.DotBlocks). Q2_K's mins meet sums of 16 inputs, which the rows
-// then get once (x holds them unquantized).
+// (kernel.DotBlocksRows): each worker takes its rows of w in tiles of
+// blocksTile, and each tile meets every row of x in one kernel call, so
+// that a tile is read from memory once for all of them and a call's cost
+// is spread over its rows. Q2_K's mins meet sums of 16 inputs, which the
+// rows then get once (x holds them unquantized).
 func matMulBlocks(dst, x []float32, q []kernel.QRow, w *dtype.Blocks, t *team) {
 	if l := w.Layout(); l.Min == 2 {
 		k := w.Cols
@@ -177,14 +180,25 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, w *dtype.Blocks, t *team) {
 			}
 		}
 	}
-	typ := w.Type
-	products(dst, q, w.Rows, w.Cols, t,
-		func(j int, x *kernel.QRow) float32 { c, s := w.Row(j); return kernel.DotBlocks(typ, c, s, x) },
-		func(j int, xs *[4]*kernel.QRow, out *[4]float32) {
-			c, s := w.Row(j)
-			kernel.DotBlocksx4(typ, c, s, xs, out)
-		})
+	m, n := len(q), w.Rows
+	t.over(m*n*w.Cols, n, func(lo, hi int) {
+		out := make([]float32, blocksTile)
+		for j := lo; j < hi; j += blocksTile {
+			tile := min(blocksTile, hi-j)
+			for i := range q {
+				kernel.DotBlocksRows(w, j, &q[i], out[:tile])
+				for r, v := range out[:tile] {
+					dst[i*n+j+r] = v
+				}
+			}
+		}
+	})
 }
+
+// blocksTile is the rows of weights a kernel call of matMulBlocks takes:
+// a few KiB, which stay in the core's cache while every row of x meets
+// them.
+const blocksTile = 16
 
 // matMulInt4 is the integer path of llama.cpp's Q4_0×Q8_0 kind (with
 // 16-bit activations): the rows of x, quantized once (kernel.QRow), meet

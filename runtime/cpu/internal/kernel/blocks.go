@@ -13,28 +13,29 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // architecture is one body whose unpacking and scale decoding each type
 // fills in (blocks_amd64.s, blocks_arm64.s).
 
-// DotBlocks returns the dot product of one row of a dtype.Blocks of type
-// t (its code and scale words, Blocks.Row) with the quantized row x, in
-// the order dotBlocksGo defines, on every path. Q2_K, whose mins are per
-// 16 inputs, needs x's half sums (QRow.SumHalves).
-func DotBlocks(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
-	g := x.Groups()
-	if g == 0 {
-		return 0
+// DotBlocksRows sets out[j] to the dot product of row r0 + j of w with
+// the quantized row x, in the order dotBlocksGo defines, on every path
+// (the rows in one call of the vector kernel where the CPU has one). Q2_K,
+// whose mins are per 16 inputs, needs x's half sums (QRow.SumHalves).
+func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
+	G := w.Groups()
+	if G == 0 || len(out) == 0 {
+		clear(out)
+		return
 	}
-	var acc [2][Lanes]float32
-	var macc [Lanes]float32
-	done := dotBlocksAsm(t, codes, scales, x, g, &acc, &macc)
-	dotBlocksGroups(t, codes, scales, x.Codes, x.DS, x.Halves, done, &acc, &macc)
-	return foldLanes(&acc, &macc)
+	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
+	codes, scales := w.Codes[r0*cw:(r0+len(out))*cw], w.Scales[r0*sw:]
+	for j := dotBlocksRowsAsm(w.Type, codes, scales, sw, x, G, out); j < len(out); j++ {
+		out[j] = dotBlocksGo(w.Type, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], x.Codes, x.DS, x.Halves)
+	}
 }
 
-// DotBlocksx4 sets out[r] to DotBlocks(t, codes, scales, xs[r]) for four
-// rows (the batched path of prompts), each bit for bit DotBlocks'.
-func DotBlocksx4(t dtype.Type, codes, scales []uint32, xs *[4]*QRow, out *[4]float32) {
-	for r, x := range xs {
-		out[r] = DotBlocks(t, codes, scales, x)
-	}
+// DotBlocks returns the dot product of row r of w with x (DotBlocksRows of
+// one row).
+func DotBlocks(w *dtype.Blocks, r int, x *QRow) float32 {
+	var out [1]float32
+	DotBlocksRows(w, r, x, out[:])
+	return out[0]
 }
 
 // dotBlocksGo is the definition of DotBlocks for a row of groups of

@@ -4,106 +4,181 @@ package kernel
 
 import "github.com/tessera-llm/tessera/models/dtype"
 
-// The AVX2 block products (blocks_amd64.s), one per type: the loop of
-// dotBlocksGo over whole groups, from and into the twin's accumulators.
-// hs is read by Q2_K's alone.
+// The AVX2 and AVX-512 block products (blocks_amd64.s), one of each per
+// type: dotBlocksGo for rows of weights one after the other (codes
+// following each other, scale words sstride bytes apart) and one row of
+// activations, a result for each into out. hs is read by Q2_K's alone.
 
 //go:noescape
-func dotBlocksQ4_0AVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ4_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_0AVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ4_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_1AVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ5_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ8_0AVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ5_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksIQ4_NLAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ5_1AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksMXFP4AVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ5_1AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksIQ4_XSAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ8_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ4_KAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksQ8_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_KAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksIQ4_NLAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ6_KAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksIQ4_NLAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ3_KAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksMXFP4AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ2_KAVX2(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+func dotBlocksMXFP4AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
-type blocksKernel = func(codes, scales *uint32, xq *int16, ds, hs *float32, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32)
+//go:noescape
+func dotBlocksIQ4_XSAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
-// blocksAVX2 is the AVX2 kernel of type t, nil for none (Q4_1 takes the
-// twin: the engine keeps it in Int4).
-func blocksAVX2(t dtype.Type) blocksKernel {
-	switch t {
-	case dtype.Q4_0:
-		return dotBlocksQ4_0AVX2
-	case dtype.Q5_0:
-		return dotBlocksQ5_0AVX2
-	case dtype.Q5_1:
-		return dotBlocksQ5_1AVX2
-	case dtype.Q8_0:
-		return dotBlocksQ8_0AVX2
-	case dtype.IQ4_NL:
-		return dotBlocksIQ4_NLAVX2
-	case dtype.MXFP4:
-		return dotBlocksMXFP4AVX2
-	case dtype.IQ4_XS:
-		return dotBlocksIQ4_XSAVX2
-	case dtype.Q4_K:
-		return dotBlocksQ4_KAVX2
-	case dtype.Q5_K:
-		return dotBlocksQ5_KAVX2
-	case dtype.Q6_K:
-		return dotBlocksQ6_KAVX2
-	case dtype.Q3_K:
-		return dotBlocksQ3_KAVX2
-	case dtype.Q2_K:
-		return dotBlocksQ2_KAVX2
-	}
-	return nil
+//go:noescape
+func dotBlocksIQ4_XSAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ4_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ4_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ5_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ5_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ6_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ6_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ2_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ2_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+// dotBlocksRowsAsm sets out[r] to the products of rows of weights of type
+// t (codes, scale words sstride words apart) with x, a row of groups
+// groups, in the vector kernels where the CPU has them, and returns how
+// many rows it did (dotBlocksRows does the rest with the twin). A row's
+// last chunk of eight groups reads eight groups' scale words and ds:
+// where the slices do not reach that far (Blocks and QRow pad their
+// storage for it), the last row is left to the twin. The kernels are
+// called directly, not through a func value, so that nothing escapes.
+func dotBlocksRowsAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QRow, groups int, out []float32) int {
+	return dotBlocksRowsOn(blocksPaths()[0], t, codes, scales, sstride, x, groups, out)
 }
 
-// dotBlocksAsm runs the vector kernel of type t over a row of groups
-// groups, adding to acc and macc, and returns how many groups it did
-// (dotBlocksGroups does the rest). Its last chunk of eight groups reads
-// eight groups' scale words and ds: where the row's slices do not reach
-// that far (Blocks and QRow pad their storage for it), that chunk is left
-// to the twin.
-func dotBlocksAsm(t dtype.Type, codes, scales []uint32, x *QRow, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32) int {
-	if !hasAVX2 {
-		return 0
+// blocksPaths are the block kernels this CPU runs, the best first; the
+// twin ("go") last.
+func blocksPaths() []string {
+	switch {
+	case hasAVX512:
+		return []string{"avx512", "avx2", "go"}
+	case hasAVX2:
+		return []string{"avx2", "go"}
 	}
-	k := blocksAVX2(t)
-	if k == nil {
+	return []string{"go"}
+}
+
+// dotBlocksRowsOn is dotBlocksRowsAsm on the kernels of path.
+func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride int, x *QRow, groups int, out []float32) int {
+	if path == "go" || t == dtype.Q4_1 {
 		return 0
 	}
 	l, _ := dtype.Layout(t)
+	rows := len(out)
 	chunks := (groups + 7) / 8
-	if groups%8 != 0 && (4*cap(scales) < chunks*8/l.ScaleGroups*l.ScaleBytes || cap(x.DS) < 16*chunks) {
-		groups &^= 7
+	if groups%8 != 0 && (4*cap(scales) < 4*(rows-1)*sstride+chunks*8/l.ScaleGroups*l.ScaleBytes || cap(x.DS) < 16*chunks) {
+		rows--
 	}
-	if groups == 0 {
+	if rows <= 0 {
 		return 0
 	}
+	c, s, xq, ds, o := &codes[0], &scales[0], &x.Codes[0], &x.DS[0], &out[0]
 	var hs *float32
 	if l.Min == 2 {
 		hs = &x.Halves[0]
 	}
-	k(&codes[0], &scales[0], &x.Codes[0], &x.DS[0], hs, groups, acc, macc)
-	return groups
+	sstride *= 4
+	if path == "avx512" {
+		switch t {
+		case dtype.Q4_0:
+			dotBlocksQ4_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_0:
+			dotBlocksQ5_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_1:
+			dotBlocksQ5_1AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q8_0:
+			dotBlocksQ8_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.IQ4_NL:
+			dotBlocksIQ4_NLAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.MXFP4:
+			dotBlocksMXFP4AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.IQ4_XS:
+			dotBlocksIQ4_XSAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q4_K:
+			dotBlocksQ4_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_K:
+			dotBlocksQ5_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q6_K:
+			dotBlocksQ6_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q3_K:
+			dotBlocksQ3_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q2_K:
+			dotBlocksQ2_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+		}
+		return rows
+	}
+	switch t {
+		case dtype.Q4_0:
+			dotBlocksQ4_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_0:
+			dotBlocksQ5_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_1:
+			dotBlocksQ5_1AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q8_0:
+			dotBlocksQ8_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.IQ4_NL:
+			dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.MXFP4:
+			dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.IQ4_XS:
+			dotBlocksIQ4_XSAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q4_K:
+			dotBlocksQ4_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q5_K:
+			dotBlocksQ5_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q6_K:
+			dotBlocksQ6_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q3_K:
+			dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		case dtype.Q2_K:
+			dotBlocksQ2_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	}
+	return rows
 }

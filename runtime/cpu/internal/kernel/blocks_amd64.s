@@ -2,23 +2,37 @@
 
 #include "textflag.h"
 
-// The AVX2 products of weights at their file's bits (dotBlocksGo): one
-// loop (blocks_amd64.h), and per type what it fills in: how a group's
+// The AVX2 and AVX-512 products of weights at their file's bits
+// (dotBlocksGo): one loop for each (blocks_avx2_amd64.h,
+// blocks_avx512_amd64.h), and per type what it fills in: how a group's
 // code planes unpack to int16 codes (UNPACK: Y8 the even inputs, Y9 the
-// odd ones, as the activations lie), how a chunk of eight groups' scales
-// decode (SCALES) and which constants they keep in registers (CONSTS).
+// odd ones, as the activations lie; UNPACK2 a pair of groups, Z8 and Z9),
+// how a chunk of eight groups' scales decode (SCALES) and which constants
+// they keep in registers (CONSTS).
 
-// lohi: VPERMPS indices that put a table pair (S_lo, S_hi) in lanes 0..3
-// and 4..7.
-DATA lohi<>+0(SB)/4, $0
-DATA lohi<>+4(SB)/4, $0
-DATA lohi<>+8(SB)/4, $0
-DATA lohi<>+12(SB)/4, $0
-DATA lohi<>+16(SB)/4, $1
-DATA lohi<>+20(SB)/4, $1
-DATA lohi<>+24(SB)/4, $1
-DATA lohi<>+28(SB)/4, $1
-GLOBL lohi<>(SB), RODATA|NOPTR, $32
+// one8: 1 in every lane, the step from a group's VPERMPS index to the
+// next one's.
+DATA one8<>+0(SB)/8, $0x0000000100000001
+DATA one8<>+8(SB)/8, $0x0000000100000001
+DATA one8<>+16(SB)/8, $0x0000000100000001
+DATA one8<>+24(SB)/8, $0x0000000100000001
+GLOBL one8<>(SB), RODATA|NOPTR, $32
+
+// lohi512 spreads the scales of the first pair of a chunk over its lanes
+// from a register of the chunk's first halves' (lanes 0..7) and second
+// halves' (8..15); pair512 from its scales (lanes 0..7). Adding 2 to every
+// lane names the next pair's.
+#define DW(name, i, v) DATA name<>+(4*i)(SB)/4, $v
+DW(lohi512, 0, 0); DW(lohi512, 1, 0); DW(lohi512, 2, 0); DW(lohi512, 3, 0)
+DW(lohi512, 4, 8); DW(lohi512, 5, 8); DW(lohi512, 6, 8); DW(lohi512, 7, 8)
+DW(lohi512, 8, 1); DW(lohi512, 9, 1); DW(lohi512, 10, 1); DW(lohi512, 11, 1)
+DW(lohi512, 12, 9); DW(lohi512, 13, 9); DW(lohi512, 14, 9); DW(lohi512, 15, 9)
+GLOBL lohi512<>(SB), RODATA|NOPTR, $64
+DW(pair512, 0, 0); DW(pair512, 1, 0); DW(pair512, 2, 0); DW(pair512, 3, 0)
+DW(pair512, 4, 0); DW(pair512, 5, 0); DW(pair512, 6, 0); DW(pair512, 7, 0)
+DW(pair512, 8, 1); DW(pair512, 9, 1); DW(pair512, 10, 1); DW(pair512, 11, 1)
+DW(pair512, 12, 1); DW(pair512, 13, 1); DW(pair512, 14, 1); DW(pair512, 15, 1)
+GLOBL pair512<>(SB), RODATA|NOPTR, $64
 
 // lanes: 0..7, to compare a chunk's group count with.
 DATA lanes<>+0(SB)/4, $0
@@ -40,25 +54,39 @@ DATA spread<>+0(SB)/8, $0x0000000000000000
 DATA spread<>+8(SB)/8, $0x0101010101010101
 GLOBL spread<>(SB), RODATA|NOPTR, $16
 
+// k4lo, k4hi, k4mask: SCALES_K4's shuffles (0x80: a zero byte) and the
+// mask of the low bits each lane keeps.
+DATA k4lo<>+0(SB)/8, $0x0b0a090803020100
+DATA k4lo<>+8(SB)/8, $0x0b0a090807060504
+GLOBL k4lo<>(SB), RODATA|NOPTR, $16
+DATA k4hi<>+0(SB)/8, $0x0302010080808080
+DATA k4hi<>+8(SB)/8, $0x0706050480808080
+GLOBL k4hi<>(SB), RODATA|NOPTR, $16
+DATA k4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4mask<>+8(SB)/8, $0x000000003f3f3f3f
+GLOBL k4mask<>(SB), RODATA|NOPTR, $16
+
 // evenodd: the even bytes of 16, then the odd ones (scales of first and
 // second halves).
 DATA evenodd<>+0(SB)/8, $0x0e0c0a0806040200
 DATA evenodd<>+8(SB)/8, $0x0f0d0b0907050301
 GLOBL evenodd<>(SB), RODATA|NOPTR, $16
 
-// Byte constants, 16 each.
-#define BYTES16(name, v) \
+// Byte constants, 32 each (for xmm and ymm).
+#define BYTES32(name, v) \
 	DATA name<>+0(SB)/8, $v \
 	DATA name<>+8(SB)/8, $v \
-	GLOBL name<>(SB), RODATA|NOPTR, $16
+	DATA name<>+16(SB)/8, $v \
+	DATA name<>+24(SB)/8, $v \
+	GLOBL name<>(SB), RODATA|NOPTR, $32
 
-BYTES16(b0f, 0x0f0f0f0f0f0f0f0f)
-BYTES16(b03, 0x0303030303030303)
-BYTES16(b30, 0x3030303030303030)
-BYTES16(b10, 0x1010101010101010)
-BYTES16(b04, 0x0404040404040404)
-BYTES16(b08, 0x0808080808080808)
-BYTES16(b20, 0x2020202020202020)
+BYTES32(b0f, 0x0f0f0f0f0f0f0f0f)
+BYTES32(b03, 0x0303030303030303)
+BYTES32(b30, 0x3030303030303030)
+BYTES32(b10, 0x1010101010101010)
+BYTES32(b04, 0x0404040404040404)
+BYTES32(b08, 0x0808080808080808)
+BYTES32(b20, 0x2020202020202020)
 
 // The codebooks: IQ4_NL's levels and E2M1's values times two.
 DATA iq4nl<>+0(SB)/8, $0xf6eaddcfbfad9881
@@ -166,6 +194,71 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 	VPMOVSXBW X8, Y8 \
 	VPMOVSXBW X9, Y9
 
+// ---- Unpacking a pair of groups (their codes CB bytes apart), into bytes
+// Y8 (even inputs: the first group's 16, then the second's) and Y9, then
+// int16 Z8, Z9. The constants are the single group's in ymm.
+
+#define NIBBLES2(CB) \
+	VMOVDQU (SI), X8 \
+	VINSERTI128 $1, CB(SI), Y8, Y8 \
+	VPSRLW $4, Y8, Y9 \
+	VPAND Y15, Y8, Y8 \
+	VPAND Y15, Y9, Y9
+
+// HIGH1x2: a pair's planes of one bit an input as mask registers, each
+// half word (16 inputs) of the two groups one 32-bit mask.
+#define HIGH1HALF2(OFF, CB, BIT, Y) \
+	KMOVW OFF(SI), K1 \
+	KMOVW OFF+CB(SI), K2 \
+	KUNPCKWD K1, K2, K3 \
+	VPMOVM2B K3, Y10 \
+	VPAND BIT, Y10, Y10 \
+	VPOR Y10, Y, Y
+#define HIGH1x2(OFF, CB, BIT) \
+	HIGH1HALF2(OFF, CB, BIT, Y8) \
+	HIGH1HALF2(OFF+2, CB, BIT, Y9)
+
+// BCAST2(OFF, CB): a pair's two 2-bit-field words to Y10, each group's
+// 8 bytes twice in its 128-bit lane.
+#define BCAST2(OFF, CB) \
+	VPBROADCASTQ OFF(SI), X10 \
+	VPBROADCASTQ OFF+CB(SI), X11 \
+	VINSERTI128 $1, X11, Y10, Y10
+
+#define HIGH2x2(OFF, CB) \
+	BCAST2(OFF, CB) \
+	VPSLLW $4, Y10, Y11 \
+	VPBLENDD $0xCC, Y10, Y11, Y11 \
+	VPAND Y14, Y11, Y11 \
+	VPOR Y11, Y8, Y8 \
+	VPSLLW $2, Y10, Y11 \
+	VPSRLW $2, Y10, Y10 \
+	VPBLENDD $0xCC, Y10, Y11, Y11 \
+	VPAND Y14, Y11, Y11 \
+	VPOR Y11, Y9, Y9
+
+#define LOW2x2(CB) \
+	BCAST2(0, CB) \
+	VPSRLW $4, Y10, Y11 \
+	VPBLENDD $0xCC, Y11, Y10, Y8 \
+	VPAND Y14, Y8, Y8 \
+	VPSRLW $2, Y10, Y11 \
+	VPSRLW $6, Y10, Y10 \
+	VPBLENDD $0xCC, Y10, Y11, Y9 \
+	VPAND Y14, Y9, Y9
+
+#define OFFSET2(C) \
+	VPSUBB C, Y8, Y8 \
+	VPSUBB C, Y9, Y9
+
+#define CODEBOOK2 \
+	VPSHUFB Y8, Y14, Y8 \
+	VPSHUFB Y9, Y14, Y9
+
+#define WIDEN2 \
+	VPMOVSXBW Y8, Z8 \
+	VPMOVSXBW Y9, Z9
+
 // ---- A chunk's scales (DI), into Y3 (Y4), mins into Y5 (Y6).
 
 // The f16 d of each group, two a word.
@@ -207,42 +300,31 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS negzero<>(SB), Y9 \
 	VXORPS Y9, Y10, Y10
 
-// Q4_K's and Q5_K's 6-bit scales and mins (scaleMinK4), as llama.cpp
-// unpacks them: bytes 0..3 of each low 6 bits, 4..7 the nibbles of bytes
-// 8..11 with the top bits of bytes 0..7.
+// Q4_K's and Q5_K's 6-bit scales and mins (scaleMinK4), unpacked in one
+// register (X6; DMIN's d and −dmin in Y11 and Y10): bytes 0..3 and 4..7
+// of the 12 hold scales and mins 0..3 in
+// their low 6 bits; bytes 8..11 the low 4 bits of scales (low nibble) and
+// mins (high) 4..7, whose top 2 bits are the top bits of bytes 0..7. Lanes
+// 0..7 become the scales, 8..15 the mins.
 #define SCALES_K4 \
 	DMIN \
-	MOVL 4(DI), AX \
-	MOVL 8(DI), BX \
-	MOVL 12(DI), R9 \
-	MOVL AX, R10 \
-	ANDL $0x3f3f3f3f, R10 \
-	MOVL R9, R11 \
-	ANDL $0x0f0f0f0f, R11 \
-	SHRL $6, AX \
-	ANDL $0x03030303, AX \
-	SHLL $4, AX \
-	ORL AX, R11 \
-	SHLQ $32, R11 \
-	ORQ R11, R10 \
-	VMOVQ R10, X8 \
-	MOVL BX, R10 \
-	ANDL $0x3f3f3f3f, R10 \
-	SHRL $4, R9 \
-	ANDL $0x0f0f0f0f, R9 \
-	SHRL $6, BX \
-	ANDL $0x03030303, BX \
-	SHLL $4, BX \
-	ORL BX, R9 \
-	SHLQ $32, R9 \
-	ORQ R9, R10 \
-	VMOVQ R10, X9 \
-	VPMOVZXBD X8, Y8 \
+	VMOVDQU 4(DI), X8 \
+	VPSHUFB k4lo<>(SB), X8, X9 \
+	VPSHUFB k4hi<>(SB), X8, X8 \
+	VPAND k4mask<>(SB), X9, X6 \
+	VPSRLW $4, X9, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPBLENDD $0x08, X9, X6, X6 \
+	VPSRLW $2, X8, X8 \
+	VPAND b30<>(SB), X8, X8 \
+	VPOR X8, X6, X6 \
+	VPMOVZXBD X6, Y8 \
 	VCVTDQ2PS Y8, Y8 \
-	VPMOVZXBD X9, Y9 \
-	VCVTDQ2PS Y9, Y9 \
 	VMULPS Y11, Y8, Y3 \
-	VMULPS Y10, Y9, Y5 \
+	VPSRLDQ $8, X6, X6 \
+	VPMOVZXBD X6, Y8 \
+	VCVTDQ2PS Y8, Y8 \
+	VMULPS Y10, Y8, Y5 \
 	ADDQ $16, DI
 
 // HALVES8(X): the 16 factor bytes in X (one per 16 inputs, in order),
@@ -368,139 +450,116 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 // ---- The types.
 
 #define CONSTS_NIB \
-	VMOVDQU b0f<>(SB), X15
+	VMOVDQU b0f<>(SB), Y15
 #define CONSTS_H1 \
-	VMOVDQU b0f<>(SB), X15 \
+	VMOVDQU b0f<>(SB), Y15 \
 	VMOVDQU bitsel<>(SB), X12 \
 	VMOVDQU spread<>(SB), X13
 
 #define NAME ·dotBlocksQ4_0AVX2
+#define NAME512 ·dotBlocksQ4_0AVX512
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; OFFSET(b08<>(SB)); WIDEN; ADDQ $16, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; OFFSET2(b08<>(SB)); WIDEN2; ADDQ $32, SI
+#include "blocks_types_amd64.h"
 
 #define NAME ·dotBlocksQ5_0AVX2
+#define NAME512 ·dotBlocksQ5_0AVX512
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); OFFSET(b10<>(SB)); WIDEN; ADDQ $20, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 NIBBLES2(20); HIGH1x2(16, 20, b10<>(SB)); OFFSET2(b10<>(SB)); WIDEN2; ADDQ $40, SI
+#include "blocks_types_amd64.h"
 
 #define MIN1
 #define NAME ·dotBlocksQ5_1AVX2
+#define NAME512 ·dotBlocksQ5_1AVX512
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_DM
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 NIBBLES2(20); HIGH1x2(16, 20, b10<>(SB)); WIDEN2; ADDQ $40, SI
+#include "blocks_types_amd64.h"
 #undef MIN1
 
 #define NAME ·dotBlocksQ8_0AVX2
+#define NAME512 ·dotBlocksQ8_0AVX512
 #define CONSTS
 #define SCALES SCALES_D
 #define UNPACK VPMOVSXBW (SI), Y8; VPMOVSXBW 16(SI), Y9; ADDQ $32, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), X8; VINSERTI128 $1, 32(SI), Y8, Y8; VMOVDQU 16(SI), X9; VINSERTI128 $1, 48(SI), Y9, Y9; WIDEN2; ADDQ $64, SI
+#include "blocks_types_amd64.h"
 
 #define NAME ·dotBlocksIQ4_NLAVX2
-#define CONSTS CONSTS_NIB; VMOVDQU iq4nl<>(SB), X14
+#define NAME512 ·dotBlocksIQ4_NLAVX512
+#define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
+#include "blocks_types_amd64.h"
 
 #define NAME ·dotBlocksMXFP4AVX2
-#define CONSTS CONSTS_NIB; VMOVDQU mxfp4<>(SB), X14
+#define NAME512 ·dotBlocksMXFP4AVX512
+#define CONSTS CONSTS_NIB; VBROADCASTI128 mxfp4<>(SB), Y14
 #define SCALES SCALES_E8M0
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
+#include "blocks_types_amd64.h"
 
+#define FULL
 #define NAME ·dotBlocksIQ4_XSAVX2
-#define CONSTS CONSTS_NIB; VMOVDQU iq4nl<>(SB), X14
+#define NAME512 ·dotBlocksIQ4_XSAVX512
+#define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_IQ4XS
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
+#include "blocks_types_amd64.h"
 
 #define MIN1
 #define NAME ·dotBlocksQ4_KAVX2
+#define NAME512 ·dotBlocksQ4_KAVX512
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_K4
 #define UNPACK NIBBLES; WIDEN; ADDQ $16, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; WIDEN2; ADDQ $32, SI
+#include "blocks_types_amd64.h"
 
 #define NAME ·dotBlocksQ5_KAVX2
+#define NAME512 ·dotBlocksQ5_KAVX512
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_K4
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 NIBBLES2(20); HIGH1x2(16, 20, b10<>(SB)); WIDEN2; ADDQ $40, SI
+#include "blocks_types_amd64.h"
 #undef MIN1
 
 #define HALVES
 #define SPLIT
 #define NAME ·dotBlocksQ6_KAVX2
-#define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), X14
+#define NAME512 ·dotBlocksQ6_KAVX512
+#define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), Y14
 #define SCALES SCALES_Q6K
 #define UNPACK NIBBLES; HIGH2(16); OFFSET(b20<>(SB)); WIDEN; ADDQ $24, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
+#include "blocks_types_amd64.h"
 
 #define NAME ·dotBlocksQ3_KAVX2
-#define CONSTS VMOVDQU b03<>(SB), X14; VMOVDQU bitsel<>(SB), X12; VMOVDQU spread<>(SB), X13
+#define NAME512 ·dotBlocksQ3_KAVX512
+#define CONSTS VMOVDQU b03<>(SB), Y14; VMOVDQU bitsel<>(SB), X12; VMOVDQU spread<>(SB), X13
 #define SCALES SCALES_Q3K
 #define UNPACK LOW2; HIGH1(8, b04<>(SB)); OFFSET(b04<>(SB)); WIDEN; ADDQ $12, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
-
+#define UNPACK2 LOW2x2(12); HIGH1x2(8, 12, b04<>(SB)); OFFSET2(b04<>(SB)); WIDEN2; ADDQ $24, SI
+#include "blocks_types_amd64.h"
 #undef SPLIT
 
 #define MIN2
 #define NAME ·dotBlocksQ2_KAVX2
-#define CONSTS CONSTS_NIB; VMOVDQU b03<>(SB), X14
+#define NAME512 ·dotBlocksQ2_KAVX512
+#define CONSTS CONSTS_NIB; VMOVDQU b03<>(SB), Y14
 #define SCALES SCALES_Q2K
 #define UNPACK LOW2; WIDEN; ADDQ $8, SI
-#include "blocks_amd64.h"
-#undef NAME
-#undef CONSTS
-#undef SCALES
-#undef UNPACK
+#define UNPACK2 LOW2x2(8); WIDEN2; ADDQ $16, SI
+#include "blocks_types_amd64.h"
 #undef MIN2
 #undef HALVES
+#undef FULL

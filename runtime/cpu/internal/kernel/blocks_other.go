@@ -4,9 +4,13 @@ package kernel
 
 import "github.com/tessera-llm/tessera/models/dtype"
 
-// dotBlocksAsm runs the vector kernel of type t over the first groups of
-// a row where there is one, adding to acc and macc, and returns how many
-// groups it did (dotBlocksGroups does the rest).
-func dotBlocksAsm(t dtype.Type, codes, scales []uint32, x *QRow, groups int, acc *[2][Lanes]float32, macc *[Lanes]float32) int {
+// dotBlocksRowsAsm: no vector kernels in this build.
+func dotBlocksRowsAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QRow, groups int, out []float32) int {
+	return 0
+}
+
+func blocksPaths() []string { return []string{"go"} }
+
+func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride int, x *QRow, groups int, out []float32) int {
 	return 0
 }

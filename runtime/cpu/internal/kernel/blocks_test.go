@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -55,7 +54,7 @@ func TestDotBlocksValue(t *testing.T) {
 			l, _ := dtype.Layout(typ)
 			for r := range m.Rows {
 				c, s := m.Row(r)
-				got := DotBlocks(typ, c, s, &q)
+				got := DotBlocks(m, r, &q)
 				// value = S·c + M: S·c meets the quantized activations d·q,
 				// the min the sums of x itself.
 				var want, mag float64
@@ -81,36 +80,47 @@ func TestDotBlocksValue(t *testing.T) {
 	}
 }
 
-// TestDotBlocksMatchesTwin: the kernels this CPU has give dotBlocksGo's
-// bits for every type on awkward widths, one row and four.
+// TestDotBlocksMatchesTwin: every block kernel this CPU has gives
+// dotBlocksGo's bits for every type on awkward widths, a row at a time and
+// many rows in one call.
 func TestDotBlocksMatchesTwin(t *testing.T) {
-	t.Logf("kernels: %s", Path())
+	t.Logf("kernels: %v", blocksPaths())
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range dtype.BlockTypes {
 		for _, cols := range blockWidths(typ) {
-			t.Run(fmt.Sprintf("%v/%d", typ, cols), func(t *testing.T) {
-				m := blocksMatrix(t, rng, typ, 3, cols)
-				var xs [4]*QRow
-				for r := range xs {
-					x := randomRow(rng, cols)
-					xs[r] = new(QRow)
-					xs[r].Quantize(x)
-					xs[r].SumHalves(x)
-				}
-				for r := range m.Rows {
-					c, s := m.Row(r)
-					var out [4]float32
-					DotBlocksx4(typ, c, s, &xs, &out)
-					for i, x := range xs {
-						want := dotBlocksGo(typ, c, s, x.Codes, x.DS, x.Halves)
-						got := DotBlocks(typ, c, s, x)
-						if math.Float32bits(got) != math.Float32bits(want) || math.Float32bits(out[i]) != math.Float32bits(want) {
-							t.Fatalf("row %d, x %d: %g (four rows: %g), twin %g (%d ulps)", r, i, got, out[i], want,
-								bits.OnesCount32(math.Float32bits(got)^math.Float32bits(want)))
+			m := blocksMatrix(t, rng, typ, 5, cols)
+			x := randomRow(rng, cols)
+			var q QRow
+			q.Quantize(x)
+			q.SumHalves(x)
+			G, cw, sw := m.Groups(), m.Groups()*m.Layout().CodeWords, m.RowScaleWords()
+			want := make([]float32, m.Rows)
+			for r := range want {
+				c, s := m.Row(r)
+				want[r] = dotBlocksGo(typ, c, s, q.Codes, q.DS, q.Halves)
+			}
+			for _, path := range blocksPaths() {
+				got := make([]float32, m.Rows)
+				for r0, n := range map[int]int{0: m.Rows, 2: 1, 3: 2} {
+					out := got[r0 : r0+n]
+					done := dotBlocksRowsOn(path, typ, m.Codes[r0*cw:(r0+n)*cw], m.Scales[r0*sw:], sw, &q, G, out)
+					if path != "go" && typ != dtype.Q4_1 && done != n {
+						t.Errorf("%v %d wide, %s: %d of %d rows", typ, cols, path, done, n)
+					}
+					for j := done; j < n; j++ {
+						out[j] = want[r0+j]
+					}
+					for j, v := range out {
+						if math.Float32bits(v) != math.Float32bits(want[r0+j]) {
+							t.Fatalf("%v %d wide, %s, row %d (of %d from %d): %g, twin %g (%d bits differ)", typ, cols, path, r0+j, n, r0, v, want[r0+j],
+								bits.OnesCount32(math.Float32bits(v)^math.Float32bits(want[r0+j])))
 						}
 					}
 				}
-			})
+			}
+			if got := DotBlocks(m, m.Rows-1, &q); math.Float32bits(got) != math.Float32bits(want[m.Rows-1]) {
+				t.Errorf("%v %d wide: DotBlocks %g, twin %g", typ, cols, got, want[m.Rows-1])
+			}
 		}
 	}
 }
@@ -135,15 +145,13 @@ func BenchmarkDotBlocks(b *testing.B) {
 			}
 		}
 	})
+	out := make([]float32, rows)
 	for _, typ := range dtype.BlockTypes {
 		m := blocksMatrix(b, rng, typ, rows, cols)
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(m.Bytes())
 			for b.Loop() {
-				for r := range rows {
-					c, s := m.Row(r)
-					DotBlocks(typ, c, s, &q)
-				}
+				DotBlocksRows(m, 0, &q, out)
 			}
 		})
 	}
