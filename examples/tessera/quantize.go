@@ -19,7 +19,7 @@ import (
 func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 	in := fs.String("model", "", "input GGUF model, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	out := fs.String("out", "", "output GGUF file (required)")
-	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q4_1 calibrated by GPTQ, "+
+	typ := fs.String("type", "q4_0", "block type of the weight matrices: q4_0, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q2_k, q3_k, iq4_nl, iq4_xs, mxfp4, q4_1 calibrated by GPTQ, "+
 		"or the mixes q4_k_m and q5_k_m (llama.cpp's, in no more bytes than its file: K types where rows are whole super-blocks, elsewhere the types its fallbacks pay for, spent by measured error)")
 	tokens := fs.Int("calib-tokens", runtime.DefaultCalibrationTokens, "q4_1: tokens of text the model samples to calibrate on")
 	seed := fs.Uint64("calib-seed", 0, "q4_1: seed of the calibration text")
@@ -32,7 +32,7 @@ func setupQuantize(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		q, ok := quantTypes[strings.ToLower(*typ)]
 		if !ok {
-			return usagef("--type %q (want q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q4_k_m or q5_k_m)", *typ)
+			return usagef("--type %q (want q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q2_k, q3_k, iq4_nl, iq4_xs, mxfp4, q4_k_m or q5_k_m)", *typ)
 		}
 		t := q.base
 		var err error
@@ -94,7 +94,8 @@ type quantizeStats struct {
 // mix lists the tensors written of each type: "Q4_K 30, Q6_K 6, F32 11".
 func (st quantizeStats) mix() string {
 	var parts []string
-	for _, t := range []dtype.Type{dtype.Q4_0, dtype.Q4_1, dtype.Q4_K, dtype.Q5_0, dtype.Q5_1, dtype.Q5_K, dtype.Q6_K, dtype.Q8_0, dtype.F16, dtype.F32} {
+	for _, t := range []dtype.Type{dtype.Q2_K, dtype.Q3_K, dtype.Q4_0, dtype.Q4_1, dtype.Q4_K, dtype.IQ4_NL, dtype.IQ4_XS, dtype.MXFP4,
+		dtype.Q5_0, dtype.Q5_1, dtype.Q5_K, dtype.Q6_K, dtype.Q8_0, dtype.F16, dtype.F32} {
 		if n := st.types[t]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%v %d", t, n))
 		}
@@ -116,11 +117,16 @@ var quantTypes = map[string]quantType{
 	"q8_0": {base: dtype.Q8_0, fileType: 7}, "q5_0": {base: dtype.Q5_0, fileType: 8}, "q5_1": {base: dtype.Q5_1, fileType: 9},
 	"q4_k": {base: dtype.Q4_K, fileType: 14}, "q5_k": {base: dtype.Q5_K, fileType: 16}, "q6_k": {base: dtype.Q6_K, fileType: 18},
 	"q4_k_m": {base: dtype.Q4_K, mixed: true, fileType: 15}, "q5_k_m": {base: dtype.Q5_K, mixed: true, fileType: 17},
+	"q2_k": {base: dtype.Q2_K, fileType: 10}, "q3_k": {base: dtype.Q3_K, fileType: 12},
+	"iq4_nl": {base: dtype.IQ4_NL, fileType: 25}, "iq4_xs": {base: dtype.IQ4_XS, fileType: 30}, "mxfp4": {base: dtype.MXFP4, fileType: 38},
 }
 
-// kFallback is the type llama.cpp writes for a K type whose rows are not
-// whole 256-value super-blocks: the legacy type of at least its bits.
-var kFallback = map[dtype.Type]dtype.Type{dtype.Q4_K: dtype.Q5_0, dtype.Q5_K: dtype.Q5_1, dtype.Q6_K: dtype.Q8_0}
+// kFallback is the type llama.cpp writes for a type of 256-value
+// super-blocks whose rows are not whole ones: the legacy type of at least
+// its bits (IQ4_NL, the 32-value IQ4_XS, for IQ4_XS and the 2- and 3-bit
+// types).
+var kFallback = map[dtype.Type]dtype.Type{dtype.Q4_K: dtype.Q5_0, dtype.Q5_K: dtype.Q5_1, dtype.Q6_K: dtype.Q8_0,
+	dtype.Q2_K: dtype.IQ4_NL, dtype.Q3_K: dtype.IQ4_NL, dtype.IQ4_XS: dtype.IQ4_NL}
 
 // typeFor is the type of matrix ti: q's (Q6_K for the mixes' hi), a K
 // type falling back (kFallback) for rows that are not whole super-blocks,

@@ -64,7 +64,7 @@ func TestQuantizeExperts(t *testing.T) {
 			for _, tc := range []struct {
 				typ     dtype.Type
 				storage string
-			}{{dtype.Q4_0, "int4"}, {dtype.Q8_0, "int8"}} {
+			}{{dtype.Q4_0, "blocks"}, {dtype.Q8_0, "blocks"}} {
 				dst := filepath.Join(dir, tc.typ.String()+".gguf")
 				if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", strings.ToLower(tc.typ.String())); code != 0 {
 					t.Fatalf("quantize: exit %d: %s", code, errOut)
@@ -226,8 +226,8 @@ func TestLlamaMixExperts(t *testing.T) {
 			for _, u := range eng.WeightMix() {
 				mix[u.Storage.String()] = u.Tensors
 			}
-			if mix["int4"] == 0 || mix["int8"] == 0 {
-				t.Errorf("%s loads as %v", dev, mix)
+			if mix["blocks"] == 0 || mix["int4"]+mix["int8"] != 0 {
+				t.Errorf("%s loads as %v: the file's types, at their bits", dev, mix)
 			}
 			runs[i] = generateIDs(t, eng, req)
 		}

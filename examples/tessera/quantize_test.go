@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -138,9 +139,9 @@ func TestQuantizeQ4_0(t *testing.T) {
 		t.Errorf("attn_q is %v", tt.Type)
 	}
 	m.Close()
-	// "": the CPU keeps the file's storage (Q4_0 as int4, ffn_down f32)
-	// and its integer kernels, WebGPU expands this small model to f32: the
-	// same weight values.
+	// "": the CPU keeps the file's storage (Q4_0 at its bits, ffn_down
+	// f32) and its integer kernels, WebGPU the Q4_0 blocks too: the same
+	// weight values.
 	for _, quant := range []string{"int4", "f32", ""} {
 		o := runtime.Options{Context: 512, Quant: quant}
 		o.Device = "cpu"
@@ -277,19 +278,27 @@ func TestQuantizeQ4_1(t *testing.T) {
 
 // TestQuantizeQ4_K quantizes a synthetic model whose widths are multiples
 // of 256 (Q4_K's super-block), reads it back bit-exact, and runs it.
-func TestQuantizeQ4_K(t *testing.T) {
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "k.gguf"), filepath.Join(dir, "k-q4_k.gguf")
+// k256 writes a synthetic Llama whose matrices' rows are whole K-quant
+// super-blocks (256 and 512 wide), in F16.
+func k256(t *testing.T, dir string) string {
+	t.Helper()
+	src := filepath.Join(dir, "k.gguf")
 	s := synth.Shape{Name: "k256", Config: models.Config{Arch: "llama", Dim: 256, FFN: 512, Layers: 2, Heads: 4, KVHeads: 2,
 		HeadDim: 64, Vocab: 300, Context: 128, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 64}}
 	f, err := os.Create(src)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	if err := synth.Write(f, s, dtype.F16, 3); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	return src
+}
+
+func TestQuantizeQ4_K(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := k256(t, dir), filepath.Join(dir, "k-q4_k.gguf")
 	if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", "q4_k"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -303,6 +312,43 @@ func TestQuantizeQ4_K(t *testing.T) {
 	}
 }
 
+// TestQuantizeNewTypes writes the types of 2026 (IQ4_NL, IQ4_XS, MXFP4)
+// and the 2- and 3-bit K types: every matrix in the type, as
+// dtype.Quantize encodes it; loaded, each keeps its file's bits on both
+// backends (info's bits a weight), which decode the same greedy tokens.
+func TestQuantizeNewTypes(t *testing.T) {
+	dir := t.TempDir()
+	src := k256(t, dir)
+	for _, typ := range []dtype.Type{dtype.IQ4_NL, dtype.IQ4_XS, dtype.MXFP4, dtype.Q2_K, dtype.Q3_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			dst := filepath.Join(dir, "k-"+typ.String()+".gguf")
+			if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", strings.ToLower(typ.String())); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if q := checkQuantized(t, src, dst, typ); len(q) != 2+2*7 {
+				t.Errorf("quantized %d tensors: %v", len(q), q)
+			}
+			code, out, errOut := runCLI("info", "--model", dst)
+			file := float64(typ.BlockBytes()*8) / float64(typ.BlockSize())
+			row := regexp.MustCompile(`attn_q +` + typ.String() + `×2 +\S+ +` + fmt.Sprintf("%.3f", file) + ` +(\S+) +(\S+)\n`).FindStringSubmatch(out)
+			var cpu, webgpu float64
+			if row != nil {
+				fmt.Sscan(row[1], &cpu)
+				fmt.Sscan(row[2], &webgpu)
+			}
+			// Rows of one super-block: Q3_K's scales pad (3.5 bits).
+			if code != 0 || cpu < file || cpu > 1.03*file || webgpu != cpu {
+				t.Errorf("info (exit %d, %s) lacks attn_q's %v×2 at %.3f bits in the file, within 3%% of it on cpu and on webgpu:\n%s", code, errOut, typ, file, out)
+			}
+			want := greedy(t, loadModel(t, dst, runtime.Options{Device: "cpu"}), 40)
+			got := greedy(t, loadModel(t, dst, runtime.Options{Device: "webgpu"}), 40)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("greedy tokens:\nwebgpu %v\n   cpu %v", got, want)
+			}
+		})
+	}
+}
+
 func TestQuantizeErrors(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(shared, "stories260K.gguf")
@@ -312,7 +358,7 @@ func TestQuantizeErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"quantize", "--model", src}, 2, "--out are required"},
-		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "q3_k"}, 2, "want q4_0, q4_1, q4_k"},
+		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "x.gguf"), "--type", "iq2_xs"}, 2, "want q4_0, q4_1, q4_k"},
 		{[]string{"quantize", "--model", filepath.Join(shared, "stories260K.bin"), "--out", filepath.Join(dir, "x.gguf")}, 1, "stories260K.bin"},
 		{[]string{"quantize", "--model", src, "--out", filepath.Join(dir, "missing", "x.gguf")}, 1, "missing"},
 		{[]string{"run", "--model", src, "--quant", "int3"}, 2, "int3"},
@@ -451,10 +497,7 @@ func TestQuantizeMixes(t *testing.T) {
 		for _, u := range eng.WeightMix() {
 			mix[u.Storage.String()] = u.Tensors
 		}
-		wantMix := map[string]int{"int8": nhi + nlo, "f32": 2*2 + 1}
-		if tc.lo == dtype.Q4_K {
-			wantMix = map[string]int{"int4": nlo, "int8": nhi, "f32": 2*2 + 1}
-		}
+		wantMix := map[string]int{"blocks": nhi + nlo, "f32": 2*2 + 1} // every matrix at its file's bits
 		if fmt.Sprint(mix) != fmt.Sprint(wantMix) {
 			t.Errorf("%s loads as %v, want %v", tc.typ, mix, wantMix)
 		}
