@@ -34,9 +34,9 @@ type Options struct {
 	// model's own, up to DefaultContext.
 	Context int
 	// Quant is how weight matrices and the embedding table are stored.
-	// Every quantized matrix keeps its file's precision in the narrowest
-	// storage that holds it (Native: Q4_x as int4; Q5_x, Q6_K and Q8_0 as
-	// int8) and is never widened. "int4", "int8", "f16" or "f32" is a
+	// Every quantized matrix keeps its file's type at its bits (Native:
+	// Blocks for every GGUF block type but Q4_1, which is int4's own
+	// groups) and is never widened. "int4", "int8", "f16" or "f32" is a
 	// ceiling chosen by the user: every matrix stored wider is narrowed to
 	// it, and float matrices take it ("int4" is pure 4-bit). "mixed" puts
 	// float matrices in int4 but for the head, the embeddings and the

@@ -71,7 +71,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
-	fs.StringVar(&m.quant, "quant", "", "weight storage, a ceiling on every matrix: int4 (pure 4-bit), int8, f16, f32, or mixed (int4 with int8 for the head, embeddings and the most sensitive matrices). Quantized matrices keep the file's own precision (Q4_x as int4; Q5_x, Q6_K, Q8_0 as int8) and are never widened; the default quantizes float matrices with mixed on WebGPU for models of 32 MiB of f32 weights or more and keeps them as the file does elsewhere")
+	fs.StringVar(&m.quant, "quant", "", "weight storage, a ceiling on every matrix: int4 (pure 4-bit), int8, f16, f32, or mixed (int4 with int8 for the head, embeddings and the most sensitive matrices). Quantized matrices keep the file's own type at its bits (Q4_K, Q6_K, Q8_0, IQ4_XS, MXFP4, ...; Q4_1 as int4) and are never widened; the default quantizes float matrices with mixed on WebGPU for models of 32 MiB of f32 weights or more and keeps them as the file does elsewhere")
 	fs.StringVar(&m.kvType, "kv-type", "f32", "KV cache storage: f32, f16 (half the bytes) or int8 (a scale per token and kv head: about a quarter), for long contexts")
 	fs.IntVar(&m.threads, "threads", 0, "CPU backend: goroutines per matrix product (0: one per core)")
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
