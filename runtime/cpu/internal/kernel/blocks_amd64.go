@@ -155,30 +155,30 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		return rows
 	}
 	switch t {
-		case dtype.Q4_0:
-			dotBlocksQ4_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q5_0:
-			dotBlocksQ5_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q5_1:
-			dotBlocksQ5_1AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q8_0:
-			dotBlocksQ8_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.IQ4_NL:
-			dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.MXFP4:
-			dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.IQ4_XS:
-			dotBlocksIQ4_XSAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q4_K:
-			dotBlocksQ4_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q5_K:
-			dotBlocksQ5_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q6_K:
-			dotBlocksQ6_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q3_K:
-			dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q2_K:
-			dotBlocksQ2_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q4_0:
+		dotBlocksQ4_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q5_0:
+		dotBlocksQ5_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q5_1:
+		dotBlocksQ5_1AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q8_0:
+		dotBlocksQ8_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.IQ4_NL:
+		dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.MXFP4:
+		dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.IQ4_XS:
+		dotBlocksIQ4_XSAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q4_K:
+		dotBlocksQ4_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q5_K:
+		dotBlocksQ5_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q6_K:
+		dotBlocksQ6_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q3_K:
+		dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+	case dtype.Q2_K:
+		dotBlocksQ2_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	}
 	return rows
 }
