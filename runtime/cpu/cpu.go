@@ -77,6 +77,12 @@ func (b *Backend) Threads() int { return b.team.size }
 // time from the CPU's features), or "go" where the plain-Go twins run.
 func Kernels() string { return kernel.Path() }
 
+// BlockKernels reports whether this CPU multiplies weights kept at their
+// file's bits (backend.Blocks) in vector kernels; where it does not, the
+// plain-Go twin runs, several times slower than the int4 and int8
+// kernels (kernel.BlocksPath).
+func BlockKernels() bool { return kernel.BlocksPath() != "go" }
+
 func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {

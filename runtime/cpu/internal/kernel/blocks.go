@@ -30,6 +30,12 @@ func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
 	}
 }
 
+// BlocksPath names the kernels DotBlocksRows runs on this CPU ("avx512",
+// "avx2"), or "go" where only the twin does: arm64 and wasm today, where a
+// product at the file's bits costs several times what the int4 and int8
+// kernels' does (the runtime then keeps the legacy storages).
+func BlocksPath() string { return blocksPaths()[0] }
+
 // DotBlocks returns the dot product of row r of w with x (DotBlocksRows of
 // one row).
 func DotBlocks(w *dtype.Blocks, r int, x *QRow) float32 {
