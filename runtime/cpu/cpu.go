@@ -48,10 +48,11 @@ type Backend struct {
 	batch  backend.Batch
 	team   *team // shares each matrix product and attention out
 	stats  backend.Stats
-	kept   []int32       // Keep's ids since the last Begin
-	last   []int32       // the last Keep's ids: the next chained step's tokens
-	lora   *loraBufs     // AddLoRA's buffers, kept between calls
-	qrows  []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	kept   []int32        // Keep's ids since the last Begin
+	last   []int32        // the last Keep's ids: the next chained step's tokens
+	lora   *loraBufs      // AddLoRA's buffers, kept between calls
+	qrows  []kernel.QRow  // MatMul's quantized rows of qsrc's first qm
+	qtiles []kernel.QTile // their packing for block products (matMulBlocks)
 	qsrc   *Tensor
 	qm     int
 	qvalid bool      // no op but MatMul ran since qrows were made
@@ -190,7 +191,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 			b.qsrc, b.qm = xs, m
 		}
 		b.qvalid = true
-		matMulInt(d.Data, xs.Data, b.qrows[:m], w, d.cols, b.team)
+		matMulInt(d.Data, xs.Data, b.qrows[:m], &b.qtiles, w, d.cols, b.team)
 	case *Weight:
 		matMul(d.Data, xs.Data, w.Data, m, xs.cols, d.cols, b.team)
 	}

@@ -126,8 +126,9 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 	if w.Int4 != nil || w.Blocks != nil {
 		var qs []kernel.QRow
+		var tiles []kernel.QTile
 		quantizeRows(&qs, x, m, k, t)
-		matMulInt(dst, x, qs, w, n, t)
+		matMulInt(dst, x, qs, &tiles, w, n, t)
 		return
 	}
 	if w.Int8 != nil {
@@ -157,21 +158,24 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 
 // matMulInt multiplies the rows of x, quantized as qs, by w, kept in Int4
 // or Blocks.
-func matMulInt(dst, x []float32, qs []kernel.QRow, w *QWeight, n int, t *team) {
+func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *[]kernel.QTile, w *QWeight, n int, t *team) {
 	if w.Int4 != nil {
 		matMulInt4(dst, qs, w.Int4, n, t)
 		return
 	}
-	matMulBlocks(dst, x, qs, w.Blocks, t)
+	matMulBlocks(dst, x, qs, tiles, w.Blocks, t)
 }
 
 // matMulBlocks is matMulInt4's path for weights at their file's bits
 // (kernel.DotBlocksRows): each worker takes its rows of w in tiles of
-// blocksTile, and each tile meets every row of x in one kernel call, so
-// that a tile is read from memory once for all of them and a call's cost
-// is spread over its rows. Q2_K's mins meet sums of 16 inputs, which the
-// rows then get once (x holds them unquantized).
-func matMulBlocks(dst, x []float32, q []kernel.QRow, w *dtype.Blocks, t *team) {
+// blocksTile, and each tile meets every row of x, so that a tile is read
+// from memory once for all of them and a call's cost is spread over its
+// rows. Where the CPU has the tile kernel, the rows of x go four at a time
+// (kernel.DotBlocksTile, packed once into tiles): each weight row is
+// unpacked once for four rows, not once for each, with the same bits. Q2_K's
+// mins meet sums of 16 inputs, which the rows then get once (x holds them
+// unquantized).
+func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *[]kernel.QTile, w *dtype.Blocks, t *team) {
 	if l := w.Layout(); l.Min == 2 {
 		k := w.Cols
 		for i := range q {
@@ -181,18 +185,39 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, w *dtype.Blocks, t *team) {
 		}
 	}
 	m, n := len(q), w.Rows
+	var ts []kernel.QTile
+	if kernel.BlocksTile() && m >= kernel.TileRows {
+		ts = packTiles(tiles, q)
+	}
+	tiled := len(ts) * kernel.TileRows
 	t.over(m*n*w.Cols, n, func(lo, hi int) {
 		out := make([]float32, blocksTile)
 		for j := lo; j < hi; j += blocksTile {
 			tile := min(blocksTile, hi-j)
-			for i := range q {
+			for i := range ts {
+				kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
+			}
+			for i := tiled; i < m; i++ {
 				kernel.DotBlocksRows(w, j, &q[i], out[:tile])
-				for r, v := range out[:tile] {
-					dst[i*n+j+r] = v
-				}
+				copy(dst[i*n+j:], out[:tile])
 			}
 		}
 	})
+}
+
+// packTiles packs the rows of q into (*tiles)[:len(q)/kernel.TileRows],
+// growing it, and returns them.
+func packTiles(tiles *[]kernel.QTile, q []kernel.QRow) []kernel.QTile {
+	n := len(q) / kernel.TileRows
+	if len(*tiles) < n {
+		*tiles = append(*tiles, make([]kernel.QTile, n-len(*tiles))...)
+	}
+	ts := (*tiles)[:n]
+	for i := range ts {
+		r := i * kernel.TileRows
+		ts[i].Pack(&[kernel.TileRows]*kernel.QRow{&q[r], &q[r+1], &q[r+2], &q[r+3]})
+	}
+	return ts
 }
 
 // blocksTile is the rows of weights a kernel call of matMulBlocks takes:

@@ -458,6 +458,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksQ4_0AVX2
 #define NAME512 ·dotBlocksQ4_0AVX512
+#define NAME512X4 ·dotBlocksQ4_0TileAVX512
+#define NAME512X4V ·dotBlocksQ4_0TileVNNI
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; OFFSET(b08<>(SB)); WIDEN; ADDQ $16, SI
@@ -466,6 +468,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksQ5_0AVX2
 #define NAME512 ·dotBlocksQ5_0AVX512
+#define NAME512X4 ·dotBlocksQ5_0TileAVX512
+#define NAME512X4V ·dotBlocksQ5_0TileVNNI
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); OFFSET(b10<>(SB)); WIDEN; ADDQ $20, SI
@@ -475,6 +479,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define MIN1
 #define NAME ·dotBlocksQ5_1AVX2
 #define NAME512 ·dotBlocksQ5_1AVX512
+#define NAME512X4 ·dotBlocksQ5_1TileAVX512
+#define NAME512X4V ·dotBlocksQ5_1TileVNNI
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_DM
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
@@ -484,6 +490,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksQ8_0AVX2
 #define NAME512 ·dotBlocksQ8_0AVX512
+#define NAME512X4 ·dotBlocksQ8_0TileAVX512
+#define NAME512X4V ·dotBlocksQ8_0TileVNNI
 #define CONSTS
 #define SCALES SCALES_D
 #define UNPACK VPMOVSXBW (SI), Y8; VPMOVSXBW 16(SI), Y9; ADDQ $32, SI
@@ -492,6 +500,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksIQ4_NLAVX2
 #define NAME512 ·dotBlocksIQ4_NLAVX512
+#define NAME512X4 ·dotBlocksIQ4_NLTileAVX512
+#define NAME512X4V ·dotBlocksIQ4_NLTileVNNI
 #define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
@@ -500,6 +510,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksMXFP4AVX2
 #define NAME512 ·dotBlocksMXFP4AVX512
+#define NAME512X4 ·dotBlocksMXFP4TileAVX512
+#define NAME512X4V ·dotBlocksMXFP4TileVNNI
 #define CONSTS CONSTS_NIB; VBROADCASTI128 mxfp4<>(SB), Y14
 #define SCALES SCALES_E8M0
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
@@ -509,6 +521,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define FULL
 #define NAME ·dotBlocksIQ4_XSAVX2
 #define NAME512 ·dotBlocksIQ4_XSAVX512
+#define NAME512X4 ·dotBlocksIQ4_XSTileAVX512
+#define NAME512X4V ·dotBlocksIQ4_XSTileVNNI
 #define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_IQ4XS
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
@@ -518,6 +532,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define MIN1
 #define NAME ·dotBlocksQ4_KAVX2
 #define NAME512 ·dotBlocksQ4_KAVX512
+#define NAME512X4 ·dotBlocksQ4_KTileAVX512
+#define NAME512X4V ·dotBlocksQ4_KTileVNNI
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_K4
 #define UNPACK NIBBLES; WIDEN; ADDQ $16, SI
@@ -526,6 +542,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksQ5_KAVX2
 #define NAME512 ·dotBlocksQ5_KAVX512
+#define NAME512X4 ·dotBlocksQ5_KTileAVX512
+#define NAME512X4V ·dotBlocksQ5_KTileVNNI
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_K4
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
@@ -537,6 +555,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define SPLIT
 #define NAME ·dotBlocksQ6_KAVX2
 #define NAME512 ·dotBlocksQ6_KAVX512
+#define NAME512X4 ·dotBlocksQ6_KTileAVX512
+#define NAME512X4V ·dotBlocksQ6_KTileVNNI
 #define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), Y14
 #define SCALES SCALES_Q6K
 #define UNPACK NIBBLES; HIGH2(16); OFFSET(b20<>(SB)); WIDEN; ADDQ $24, SI
@@ -545,6 +565,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 #define NAME ·dotBlocksQ3_KAVX2
 #define NAME512 ·dotBlocksQ3_KAVX512
+#define NAME512X4 ·dotBlocksQ3_KTileAVX512
+#define NAME512X4V ·dotBlocksQ3_KTileVNNI
 #define CONSTS VMOVDQU b03<>(SB), Y14; VMOVDQU bitsel<>(SB), X12; VMOVDQU spread<>(SB), X13
 #define SCALES SCALES_Q3K
 #define UNPACK LOW2; HIGH1(8, b04<>(SB)); OFFSET(b04<>(SB)); WIDEN; ADDQ $12, SI
@@ -555,6 +577,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define MIN2
 #define NAME ·dotBlocksQ2_KAVX2
 #define NAME512 ·dotBlocksQ2_KAVX512
+#define NAME512X4 ·dotBlocksQ2_KTileAVX512
+#define NAME512X4V ·dotBlocksQ2_KTileVNNI
 #define CONSTS CONSTS_NIB; VMOVDQU b03<>(SB), Y14
 #define SCALES SCALES_Q2K
 #define UNPACK LOW2; WIDEN; ADDQ $8, SI

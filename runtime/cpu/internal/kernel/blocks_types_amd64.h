@@ -1,9 +1,20 @@
-// One type's two kernels (blocks_amd64.s): its AVX2 and AVX-512 loops,
+// One type's kernels (blocks_amd64.s): its AVX2 and AVX-512 loops, and the
+// AVX-512 loop of four activation rows with and without VNNI,
 // then its definitions undone for the next type.
 #include "blocks_avx2_amd64.h"
 #include "blocks_avx512_amd64.h"
+#define TILENAME NAME512X4
+#include "blocks_tile_avx512_amd64.h"
+#undef TILENAME
+#define VNNI
+#define TILENAME NAME512X4V
+#include "blocks_tile_avx512_amd64.h"
+#undef TILENAME
+#undef VNNI
 #undef NAME
 #undef NAME512
+#undef NAME512X4
+#undef NAME512X4V
 #undef CONSTS
 #undef SCALES
 #undef UNPACK

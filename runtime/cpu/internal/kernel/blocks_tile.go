@@ -1,0 +1,168 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
+
+// The block products of many activation rows (a prompt, or a step of many
+// sequences): llama.cpp's GEMM idea in the shape of this package's exact
+// arithmetic. A weight row's codes are unpacked and its scales decoded
+// once for TileRows activation rows, whose products, scaling and sums are
+// then those of DotBlocksRows one by one, so that every result has
+// dotBlocksGo's bits whatever the number of rows and however they are
+// tiled: the greedy tokens of a batch stay those of each sequence alone.
+
+// TileRows is how many activation rows a tile kernel takes at once: four
+// accumulators and four chunks of scales fill eight of AVX-512's 32
+// registers beside the one-row loop's.
+const TileRows = 4
+
+// QTile is TileRows quantized rows of activations packed as the tile
+// kernel reads them (blocks_tile_avx512_amd64.h). Data holds, per pair
+// of groups, the rows' 64 codes one after the other (a row's codes lie
+// as in QRow), then each row's d of the pair spread over 16 lanes (the
+// even group's in 0..7, the odd one's in 8..15, as f32 bits in two int16);
+// a last group without a partner likewise, its codes 32 a row and its d in
+// lanes 0..7. DS holds per chunk of eight groups the rows' 16 ds (d and
+// sum per group, as QRow.DS), Halves their 16 half sums (for Q2_K) alike,
+// zero past a row's last group. Made once a product (Pack), it serves
+// every weight row.
+type QTile struct {
+	Cols   int
+	Data   []int16
+	DS     []float32
+	Halves []float32 // where the rows have them (QRow.SumHalves)
+}
+
+// Per pair of groups, the int16 slots of a tile row's codes and of its
+// spread d, and of the whole pair.
+const (
+	tileCodes = 2 * Group
+	tileD     = 32
+	tilePair  = TileRows * (tileCodes + tileD)
+)
+
+// Pack sets t to the rows xs, which must have the same width.
+func (t *QTile) Pack(xs *[TileRows]*QRow) {
+	x0 := xs[0]
+	t.Cols = x0.Cols
+	G := x0.Groups()
+	chunks := (G + 7) / 8
+	pairs := (G + 1) / 2
+	t.Data = grow16(t.Data, pairs*tilePair)
+	t.DS = growF(t.DS, TileRows*chunks*16)
+	clear(t.DS)
+	halves := len(x0.Halves) > 0
+	if halves {
+		t.Halves = growF(t.Halves, TileRows*chunks*16)
+		clear(t.Halves)
+	} else {
+		t.Halves = t.Halves[:0]
+	}
+	for r, x := range xs {
+		for p := range pairs {
+			base := p * tilePair
+			n := tileCodes
+			if 2*p+1 == G { // a lone last group
+				n = Group
+			}
+			copy(t.Data[base+r*n:base+(r+1)*n], x.Codes[p*tileCodes:])
+			d := t.Data[base+TileRows*n+r*tileD : base+TileRows*n+(r+1)*tileD]
+			for l := range 16 {
+				var v float32
+				if g := 2*p + l/8; g < G {
+					v = x.DS[2*g]
+				}
+				u := math.Float32bits(v)
+				d[2*l], d[2*l+1] = int16(uint16(u)), int16(uint16(u>>16))
+			}
+		}
+		for c := range chunks {
+			copy(t.DS[(c*TileRows+r)*16:], x.DS[c*16:min(len(x.DS), (c+1)*16)])
+			if halves {
+				copy(t.Halves[(c*TileRows+r)*16:], x.Halves[c*16:min(len(x.Halves), (c+1)*16)])
+			}
+		}
+	}
+}
+
+// Groups is ceil(Cols/32).
+func (t *QTile) Groups() int { return (t.Cols + Group - 1) / Group }
+
+// row returns row r of t as a QRow (the twin's view of it), reusing q.
+func (t *QTile) row(r int, q *QRow) {
+	G := t.Groups()
+	q.Resize(t.Cols)
+	for p := range (G + 1) / 2 {
+		n := tileCodes
+		if 2*p+1 == G {
+			n = Group
+		}
+		copy(q.Codes[p*tileCodes:p*tileCodes+n], t.Data[p*tilePair+r*n:])
+	}
+	for g := range G {
+		c, i := g/8, g%8
+		q.DS[2*g], q.DS[2*g+1] = t.DS[(c*TileRows+r)*16+2*i], t.DS[(c*TileRows+r)*16+2*i+1]
+	}
+	if len(t.Halves) > 0 {
+		q.Halves = growF(q.Halves, 2*G)
+		for g := range G {
+			c, i := g/8, g%8
+			q.Halves[2*g], q.Halves[2*g+1] = t.Halves[(c*TileRows+r)*16+2*i], t.Halves[(c*TileRows+r)*16+2*i+1]
+		}
+	}
+}
+
+// DotBlocksTile sets out[r·stride + j] to the dot product of row r0 + j of
+// w with row r of the tile x, for j < rows: DotBlocksRows's bits, with the
+// AVX-512 tile kernel where the CPU has it (dotBlocksTileGo elsewhere, and
+// for the rows the kernel cannot take).
+func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, stride int) {
+	G := w.Groups()
+	if rows <= 0 {
+		return
+	}
+	_ = out[(TileRows-1)*stride+rows-1]
+	if G == 0 {
+		for r := range TileRows {
+			clear(out[r*stride : r*stride+rows])
+		}
+		return
+	}
+	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
+	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
+	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
+	if done < rows {
+		dotBlocksTileGo(w.Type, codes[done*cw:], scales[done*sw:], sw, x, rows-done, out[done:], stride)
+	}
+}
+
+// dotBlocksTileGo is the definition of DotBlocksTile: dotBlocksGo of every
+// weight row with every row of the tile.
+func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, rows int, out []float32, stride int) {
+	l, _ := dtype.Layout(t)
+	cw := x.Groups() * l.CodeWords
+	var q QRow
+	for r := range TileRows {
+		x.row(r, &q)
+		for j := range rows {
+			out[r*stride+j] = dotBlocksGo(t, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], q.Codes, q.DS, q.Halves)
+		}
+	}
+}
+
+func grow16(s []int16, n int) []int16 {
+	if cap(s) < n {
+		return make([]int16, n)
+	}
+	return s[:n]
+}
+
+func growF(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,16 @@
+//go:build !purego
+
+package kernel
+
+import "testing"
+
+// withTileVariants runs f once per tile kernel this CPU has: with VNNI
+// where it has it, then without.
+func withTileVariants(t *testing.T, f func(t *testing.T)) {
+	if hasVNNI {
+		t.Run("vnni", f)
+		hasVNNI = false
+		defer func() { hasVNNI = true }()
+	}
+	t.Run("avx512", f)
+}

@@ -1,0 +1,104 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
+
+// TestDotBlocksTile: the tile kernel gives DotBlocks's bits for every type,
+// on widths of one block, odd group counts and short last chunks, weight
+// row counts and offsets that are not multiples of anything, and rows of
+// activations at very different scales (one all zero); the twin
+// (dotBlocksTileGo) too.
+func TestDotBlocksTile(t *testing.T) {
+	if !BlocksTile() {
+		t.Log("no tile kernel on this CPU: checking the twin alone")
+	}
+	withTileVariants(t, testDotBlocksTile)
+}
+
+func testDotBlocksTile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range dtype.BlockTypes {
+		l, _ := dtype.Layout(typ)
+		for _, cols := range blockWidths(typ) {
+			const rows = 7
+			m := blocksMatrix(t, rng, typ, rows, cols)
+			var qs [TileRows]QRow
+			var xs [TileRows]*QRow
+			for r := range qs {
+				x := randomRow(rng, cols)
+				for i := range x {
+					x[i] *= float32(math.Pow(10, float64(r-1)))
+					if r == 2 {
+						x[i] = 0
+					}
+				}
+				qs[r].Quantize(x)
+				if l.Min == 2 {
+					qs[r].SumHalves(x)
+				}
+				xs[r] = &qs[r]
+			}
+			var tile QTile
+			tile.Pack(&xs)
+			for _, span := range [][2]int{{0, rows}, {1, 5}, {rows - 1, 1}, {2, rows - 2}} {
+				r0, n := span[0], span[1]
+				const stride = 11
+				out := make([]float32, (TileRows-1)*stride+n)
+				DotBlocksTile(m, r0, n, &tile, out, stride)
+				twin := make([]float32, len(out))
+				G := m.Groups()
+				cw, sw := G*l.CodeWords, m.RowScaleWords()
+				dotBlocksTileGo(typ, m.Codes[r0*cw:], m.Scales[r0*sw:], sw, &tile, n, twin, stride)
+				for r := range TileRows {
+					for j := range n {
+						want := DotBlocks(m, r0+j, xs[r])
+						got, tw := out[r*stride+j], twin[r*stride+j]
+						if math.Float32bits(got) != math.Float32bits(want) || math.Float32bits(tw) != math.Float32bits(want) {
+							t.Fatalf("%v %d wide, weight row %d, activation row %d: tile %g, twin %g, DotBlocks %g", typ, cols, r0+j, r, got, tw, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkBlocksFourRows: four activation rows against a smollm2-sized
+// matrix, a row at a time (DotBlocksRows) and as a tile.
+func BenchmarkBlocksFourRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0, dtype.Q4_K, dtype.Q6_K} {
+		const rows, cols = 256, 1536
+		m := blocksMatrix(b, rng, typ, rows, cols)
+		var qs [TileRows]QRow
+		var xs [TileRows]*QRow
+		for r := range qs {
+			qs[r].Quantize(randomRow(rng, cols))
+			xs[r] = &qs[r]
+		}
+		out := make([]float32, TileRows*rows)
+		b.Run(typ.String()+"/rows", func(b *testing.B) {
+			for b.Loop() {
+				for r := range TileRows {
+					for j := 0; j < rows; j += 16 {
+						DotBlocksRows(m, j, xs[r], out[r*rows+j:r*rows+j+16])
+					}
+				}
+			}
+		})
+		b.Run(typ.String()+"/tile", func(b *testing.B) {
+			var tile QTile
+			for b.Loop() {
+				tile.Pack(&xs)
+				for j := 0; j < rows; j += 16 {
+					DotBlocksTile(m, j, 16, &tile, out[j:], rows)
+				}
+			}
+		})
+	}
+}
