@@ -144,7 +144,11 @@ func modelFromGGUF(files []*gguf.File) (*Model, error) {
 	if err := encoderGGUF(m, f, &md); err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(arch, "gemma") {
+	if arch == "gemma4" {
+		if err := gemma4GGUF(m, &md); err != nil {
+			return nil, err
+		}
+	} else if strings.HasPrefix(arch, "gemma") {
 		if err := gemmaGGUF(&m.Config, &md); err != nil {
 			return nil, err
 		}
@@ -201,6 +205,7 @@ var ggufArchs = map[string]RopeLayout{
 	"qwen3":  RopeHalves,
 	"gemma2": RopeHalves,
 	"gemma3": RopeHalves,
+	"gemma4": RopeHalves, // gemma4.go
 	// families.go: SmolLM3 (NoPE layers), Phi-3 (fused projections,
 	// partial rotation, LongRoPE).
 	"smollm3": RopePairs,
@@ -346,6 +351,14 @@ type metaReader struct {
 
 func (r *metaReader) int(key string, def int) int {
 	v, ok := r.f.Uint(r.prefix + key)
+	if a, isArray := r.f.Lookup(r.prefix + key); isArray && a.Len() > 0 {
+		// One value a layer (Gemma 4's feed-forward widths): the largest
+		// here; the family's reader takes each.
+		for i := range a.Len() {
+			n, isCount := a.Index(i).Uint()
+			ok, v = ok || isCount, max(v, n)
+		}
+	}
 	if !ok {
 		if def == 0 && r.err == nil {
 			r.err = fmt.Errorf("missing or invalid %s%s", r.prefix, key)

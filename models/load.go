@@ -156,6 +156,9 @@ func (m *Model) check() error {
 // LlamaTensors lists the tensors a Llama-family model of config c needs, with
 // their shapes, under the GGUF names that every loader uses.
 func LlamaTensors(c Config) []Tensor {
+	if c.Gemma4 != nil {
+		return gemma4Tensors(c)
+	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	ts := []Tensor{
 		{Name: TokenEmbedding, Shape: []int{c.Vocab, c.Dim}},

@@ -121,6 +121,10 @@ type Config struct {
 	// together, with weights as wide as q and k (OLMoE), not each head.
 	QKNormFull bool
 
+	// Gemma 4's per-layer shapes, shared keys and values and per-layer
+	// embeddings (gemma4.go); nil for every other family.
+	Gemma4 *Gemma4
+
 	// Embedding models (encoder.go): how a sequence becomes one vector,
 	// and the encoders' differences, each off at its zero value.
 	Pooling Pooling
@@ -232,6 +236,9 @@ func (c Config) Validate() error {
 	check(c.ResidualScale >= 0 && c.LogitScale >= 0, "residual scale %g and logit scale %g must not be negative", c.ResidualScale, c.LogitScale)
 	if err := c.MoE.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Gemma4 != nil {
+		errs = append(errs, c.Gemma4.validate(c))
 	}
 	return errors.Join(errs...)
 }

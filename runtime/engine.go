@@ -121,7 +121,7 @@ type KVOptions struct {
 // batchRows(m.Config) rows, keeping its weights as ws says.
 func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
-	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss":
+	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4":
 	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
@@ -183,8 +183,8 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}
-	kv := 2 * int64(c.KVHeads) * e.net.kv.Shape().Type.HeadBytes(c.HeadDim) // keys and values of a position
-	return n + int64(c.Layers)*int64(pos+1)*kv
+	kv := kvBlockBytes(c, 1, e.net.kv.Shape().Type) // keys and values of a position, every layer
+	return n + int64(pos+1)*kv
 }
 
 // Close stops the scheduler (ending every live generation with an error)
@@ -226,9 +226,12 @@ func (e *Engine) kvBlockBytes() int64 {
 func (e *Engine) KVType() backend.KVType { return e.net.kv.Shape().Type }
 
 // KVBytes is the memory of the engine's whole KV pool.
-func (e *Engine) KVBytes() int64 { return e.net.kv.Shape().Bytes() }
+func (e *Engine) KVBytes() int64 { return e.net.kvBytes() }
 
 func kvBlockBytes(c models.Config, blockSize int, t backend.KVType) int64 {
+	if c.Gemma4 != nil {
+		return gemma4KVBlockBytes(c, blockSize, t)
+	}
 	return backend.KVShape{Layers: c.Layers, Blocks: 1, BlockSize: blockSize, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}.Bytes()
 }
 
@@ -503,7 +506,7 @@ func (e *Engine) ScoreAdapters(ctx context.Context, tokens []int32, adapters []A
 			return fmt.Errorf("score: %w", err)
 		}
 		for _, c := range copies {
-			e.be.CopyBlock(n.kv, int(c.Src), int(c.Dst))
+			n.copyBlock(int(c.Src), int(c.Dst))
 		}
 		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
 		for i, t := range chunk {

@@ -34,6 +34,7 @@ type llama struct {
 	out                           backend.Tensor // the last step's Out rows (outRows): x or last
 	lastNormed                    backend.Tensor // output rows: last normalised, for embeddings
 	kv                            backend.KV
+	g4                            *gemma4Net // Gemma 4's layers (gemma4.go), or nil
 }
 
 type layerWeights struct {
@@ -61,6 +62,9 @@ type layerWeights struct {
 // needs, with a paged cache of blocks × blockSize slots.
 func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch int, kv backend.KVShape) (*llama, error) {
 	c := m.Config
+	if c.Gemma4 != nil {
+		return newGemma4(m, be, ws, maxBatch, kv)
+	}
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
 	upload := func(name string) (backend.Weight, error) {
 		t, err := m.Tensor(name)
@@ -253,6 +257,10 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		be.Scale(n.x, c.EmbedScale)
 	}
 	for l, w := range n.layers {
+		if n.g4 != nil {
+			n.gemma4Layer(l)
+			continue
+		}
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
 		be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}, LoRA: n.lora(w.lora[0])})
 		if c.QKNorm {
@@ -351,6 +359,9 @@ func (n *llama) weightBytes() int64 {
 				total += x.Bytes()
 			}
 		}
+	}
+	if n.g4 != nil {
+		total += n.g4.bytes()
 	}
 	return total
 }

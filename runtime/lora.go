@@ -102,6 +102,9 @@ func (e *Engine) AddAdapter(name string, a *lora.Adapter, scale float32) error {
 	if name == "" {
 		return errors.New("an adapter needs a name")
 	}
+	if e.net.g4 != nil {
+		return fmt.Errorf("adapters on %s are not supported", e.model.Config.Arch)
+	}
 	if err := a.Check(e.model.Config); err != nil {
 		return err
 	}

@@ -225,6 +225,7 @@ func Metadata(s Shape) []gguf.KV {
 	}
 	kv = append(kv, moeMetadata(c)...)
 	kv = append(kv, familyMetadata(s)...)
+	kv = gemma4Metadata(c, kv)
 	return append(kv, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue(pieces)},

@@ -241,8 +241,10 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	if b.tables != nil {
-		return nil, fmt.Errorf("gpu: a backend holds one kv cache")
+	// A backend's caches (Gemma 4's, one a shape of layer) hold the
+	// blocks of one pool: they share its block tables and slots.
+	if b.tables != nil && s.Blocks != b.tableWidth {
+		return nil, fmt.Errorf("gpu: a second kv cache of %d blocks, not the first's %d", s.Blocks, b.tableWidth)
 	}
 	c := &KV{shape: s, context: s.Blocks * s.BlockSize, format: kvFormats[s.Type]}
 	size := int64(c.context) * c.slotBytes()
@@ -252,10 +254,12 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	}
 	// Every row's sequence can have a table as long as the pool.
 	var err error
-	if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), Storage|CopyDst); err != nil {
-		return nil, err
+	if b.tables == nil {
+		if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), Storage|CopyDst); err != nil {
+			return nil, err
+		}
+		b.tableWidth = s.Blocks
 	}
-	b.tableWidth = s.Blocks
 	for l := 0; l < s.Layers; l++ {
 		k, err := b.buffer("k cache", size, Storage|CopySrc|CopyDst)
 		if err != nil {

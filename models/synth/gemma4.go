@@ -1,0 +1,104 @@
+package synth
+
+import (
+	"math"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/gguf"
+)
+
+// Gemma 4 at E2B's and E4B's published text configs, and a tiny shape
+// with every difference from Gemma 3: sliding and global layers of
+// different head widths and kv heads, a proportional rotation of a
+// quarter of the global heads, shared keys and values in the last
+// layers (a sliding and a global one among them), feed-forwards twice as
+// wide there, per-layer token embeddings.
+var gemma4Shapes = []Shape{
+	{Name: "gemma-4-e2b", Config: gemma4(models.Config{Arch: "gemma4", Dim: 1536, Layers: 35, Heads: 8, KVHeads: 1, HeadDim: 512,
+		Vocab: 262144, Context: 131072, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 1, LocalRopeDim: 256, SharedKV: 20, PerLayer: 256}, 5, 512, 6144, true)},
+	{Name: "gemma-4-e4b", Config: gemma4(models.Config{Arch: "gemma4", Dim: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512,
+		Vocab: 262144, Context: 131072, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256, SharedKV: 18, PerLayer: 256}, 6, 512, 10240, false)},
+	{Name: "tiny-gemma4", Config: gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 9, Heads: 4, KVHeads: 1, HeadDim: 32,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
+		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16, SharedKV: 3, PerLayer: 16}, 3, 10, 96, true)},
+}
+
+func init() { shapes = append(shapes, gemma4Shapes...) }
+
+// gemma4 completes c as Gemma 4: every pattern-th layer global, the rest
+// sliding over window positions with a RoPE base of 10,000; the global
+// layers rotating a quarter of their dimensions (llama.cpp's rope_freqs:
+// 1 for the pairs that rotate, 1e30 for the others); feed-forwards ffn
+// wide, twice that in the shared layers when double; GeGLU, post-norms,
+// q/k norms, unscaled scores, embeddings scaled by sqrt(dim), a final soft
+// cap of 30.
+func gemma4(c models.Config, g models.Gemma4, pattern, window, ffn int, double bool) models.Config {
+	c.Rope, c.TiedEmbeddings = models.RopeHalves, true
+	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	c.Act, c.PostNorms, c.QKNorm, c.QueryScale, c.FinalSoftcap = models.GELUTanh, true, true, 1, 30
+	c.SlidingWindow, c.LocalRopeTheta = window, 10000
+	c.Sliding = make([]bool, c.Layers)
+	g.FFNs = make([]int, c.Layers)
+	for l := range c.Layers {
+		c.Sliding[l] = (l+1)%pattern != 0
+		g.FFNs[l] = ffn
+		if double && l >= c.Layers-g.SharedKV {
+			g.FFNs[l] = 2 * ffn
+		}
+		c.FFN = max(c.FFN, g.FFNs[l])
+	}
+	c.RopeFactors = make([]float32, c.RopeDim/2)
+	for i := range c.RopeFactors {
+		c.RopeFactors[i] = 1
+		if i >= c.RopeDim/8 { // partial_rotary_factor 0.25 of the pairs rotate
+			c.RopeFactors[i] = 1e30
+		}
+	}
+	c.Gemma4 = &g
+	return c
+}
+
+// gemma4Metadata sets Gemma 4's keys in kv: the per-layer feed-forward
+// widths and kv heads (arrays where layers differ), the sliding layers'
+// shapes and RoPE base, the shared layers, the per-layer embedding width
+// and the soft cap.
+func gemma4Metadata(c models.Config, kv []gguf.KV) []gguf.KV {
+	g := c.Gemma4
+	if g == nil {
+		return kv
+	}
+	a := c.Arch + "."
+	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
+	ffn, heads := make([]uint32, c.Layers), make([]uint32, c.Layers)
+	for l := range c.Layers {
+		ffn[l], heads[l] = uint32(c.LayerFFN(l)), uint32(c.LayerKVHeads(l))
+	}
+	perLayer := func(vs []uint32) gguf.Value {
+		for _, v := range vs {
+			if v != vs[0] {
+				return gguf.ArrayValue(vs)
+			}
+		}
+		return u(int(vs[0]))
+	}
+	for i := range kv {
+		switch kv[i].Key {
+		case a + "feed_forward_length":
+			kv[i].Value = perLayer(ffn)
+		case a + "attention.head_count_kv":
+			kv[i].Value = perLayer(heads)
+		}
+	}
+	return append(kv,
+		gguf.KV{Key: a + "attention.sliding_window_pattern", Value: gguf.ArrayValue(c.Sliding)},
+		gguf.KV{Key: a + "attention.key_length_swa", Value: u(g.LocalHeadDim)},
+		gguf.KV{Key: a + "attention.value_length_swa", Value: u(g.LocalHeadDim)},
+		gguf.KV{Key: a + "rope.dimension_count_swa", Value: u(g.LocalRopeDim)},
+		gguf.KV{Key: a + "rope.freq_base_swa", Value: gguf.Float32Value(float32(c.LocalRopeTheta))},
+		gguf.KV{Key: a + "attention.shared_kv_layers", Value: u(g.SharedKV)},
+		gguf.KV{Key: a + "embedding_length_per_layer_input", Value: u(g.PerLayer)},
+		gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)},
+	)
+}
