@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,4 +104,124 @@ func TestDecodeBytesQ4_K_M(t *testing.T) {
 			t.Errorf("%s: bits by tensor group: %+v", device, r.Bits)
 		}
 	}
+}
+
+// formatsGolden is testdata/formats/llamacpp.json: llama.cpp's greedy
+// tokens and their log-probabilities for k256 quantized by `tessera
+// quantize --type TYPE` and then expanded to F32 by llama-quantize (its
+// own dequantization of the file's blocks), each type under its name
+// (README there).
+type formatsGolden struct {
+	Prompt []int32 `json:"prompt"`
+	Shapes map[string]struct {
+		Context  int       `json:"context"`
+		Tokens   []int32   `json:"tokens"`
+		Logprobs []float64 `json:"logprobs"`
+	} `json:"shapes"`
+}
+
+// TestQuantizedMatchLlamaCpp: a model quantized to each block type (every
+// matrix, the table and the head included), run at the file's bits,
+// gives the greedy tokens that llama.cpp gives for the values it reads
+// from that file (the recording ran llama.cpp on llama-quantize's F32
+// expansion of it, so that llama.cpp's own rounding of activations to 8
+// bits, which moves its log-probabilities by up to 0.07 on this random
+// model, is no part of the comparison): position by position (Tessera's
+// argmax after llama.cpp's prefix, end of sequence left out as
+// llama.cpp's ignore_eos leaves it), each token's log-probability within
+// 2e-3 (measured: 3.2e-4 at most; Tessera's CPU rounds activations to 16
+// bits of their group's largest), and WebGPU decodes the CPU's tokens.
+//
+// By hand, for files that llama-quantize wrote: TESSERA_FORMATS_GOLDEN
+// names a recording of those files' F32 expansions and
+// TESSERA_FORMATS_FILES the folder of the files (NAME.gguf for each name
+// in it). TESSERA_FORMATS_KEEP keeps the quantized files in a folder, to
+// record them.
+func TestQuantizedMatchLlamaCpp(t *testing.T) {
+	goldenPath, files := "../../testdata/formats/llamacpp.json", ""
+	if g := os.Getenv("TESSERA_FORMATS_GOLDEN"); g != "" {
+		goldenPath, files = g, os.Getenv("TESSERA_FORMATS_FILES")
+	}
+	raw, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden formatsGolden
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if files == "" && len(golden.Shapes) != len(dtype.BlockTypes)-1 { // Q4_1: int4's groups (TestQuantizeQ4_1)
+		t.Errorf("the recording holds %d types, want every block type but Q4_1", len(golden.Shapes))
+	}
+	dir := os.Getenv("TESSERA_FORMATS_KEEP")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	var src string
+	if files == "" {
+		src = k256(t, dir)
+	}
+	for name, want := range golden.Shapes {
+		t.Run(name, func(t *testing.T) {
+			dst := filepath.Join(dir, "k256-"+name+".gguf")
+			if files != "" {
+				dst = filepath.Join(files, name+".gguf")
+			} else if code, _, errOut := runCLI("quantize", "--model", src, "--out", dst, "--type", name); code != 0 {
+				t.Fatalf("quantize: exit %d: %s", code, errOut)
+			}
+			cpu := loadModel(t, dst, runtime.Options{Device: "cpu", Context: want.Context})
+			eos := int32(cpu.Tokenizer().EOS())
+			seq := append(append([]int32(nil), golden.Prompt...), want.Tokens...)
+			var worst float64
+			i := 0
+			err := cpu.Score(context.Background(), seq, func(pos int, l []float32) error {
+				if pos < len(golden.Prompt)-1 || i >= len(want.Tokens) {
+					return nil
+				}
+				if got := argmaxExcept(l, eos); got != want.Tokens[i] {
+					t.Errorf("token %d: cpu %d, llama.cpp %d", i, got, want.Tokens[i])
+				}
+				worst = max(worst, math.Abs(logSoftmax(l, want.Tokens[i])-want.Logprobs[i]))
+				i++
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d tokens, max |Δ logprob| %.2g", name, i, worst)
+			if i != len(want.Tokens) || worst > 2e-3 {
+				t.Errorf("%d of %d tokens scored; log-probabilities differ from llama.cpp's by up to %g", i, len(want.Tokens), worst)
+			}
+			req := runtime.Request{Tokens: golden.Prompt, MaxTokens: len(want.Tokens), IgnoreEOS: true}
+			ref := generateIDs(t, cpu, req)
+			if got := generateIDs(t, loadModel(t, dst, runtime.Options{Device: "webgpu", Context: want.Context}), req); fmt.Sprint(got) != fmt.Sprint(ref) {
+				t.Errorf("webgpu:\n%v\ncpu:\n%v", got, ref)
+			}
+		})
+	}
+}
+
+// argmaxExcept is the index of l's largest value but skip's, the lower
+// among equals.
+func argmaxExcept(l []float32, skip int32) int32 {
+	best := int32(-1)
+	for i, v := range l {
+		if int32(i) != skip && (best < 0 || v > l[best]) {
+			best = int32(i)
+		}
+	}
+	return best
+}
+
+// logSoftmax is log p(tok) under logits l, in float64.
+func logSoftmax(l []float32, tok int32) float64 {
+	m := math.Inf(-1)
+	for _, v := range l {
+		m = max(m, float64(v))
+	}
+	sum := 0.0
+	for _, v := range l {
+		sum += math.Exp(float64(v) - m)
+	}
+	return float64(l[tok]) - m - math.Log(sum)
 }
