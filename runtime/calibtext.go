@@ -81,7 +81,7 @@ func (e *Engine) decodeLockstep(ctx context.Context, kv []*kvcache.Seq, toks [][
 				return err
 			}
 			for _, c := range copies {
-				e.be.CopyBlock(n.kv, int(c.Src), int(c.Dst))
+				n.copyBlock(int(c.Src), int(c.Dst))
 			}
 			b.Tables = append(b.Tables, s.Table())
 			b.Tokens = append(b.Tokens, toks[i][pos])

@@ -360,7 +360,7 @@ func (e *Engine) lastHidden(ctx context.Context, tokens []int32) ([]float32, err
 			return nil, fmt.Errorf("embed: %w", err)
 		}
 		for _, c := range copies {
-			e.be.CopyBlock(n.kv, int(c.Src), int(c.Dst))
+			n.copyBlock(int(c.Src), int(c.Dst))
 		}
 		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}, Out: []int32{int32(len(chunk) - 1)}}
 		for i, t := range chunk {

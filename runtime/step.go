@@ -74,7 +74,7 @@ func (e *Engine) step() error {
 		return nil
 	}
 	for _, c := range copies {
-		e.be.CopyBlock(e.net.kv, int(c.Src), int(c.Dst))
+		e.net.copyBlock(int(c.Src), int(c.Dst))
 	}
 	e.steps.Add(1)
 	b := e.batch(plan)
