@@ -30,6 +30,9 @@ type Engine struct {
 	pool  *kvcache.Pool
 	note  string
 	ws    WeightStorage // how the weights are stored (WeightMix)
+	// selfCheck is the load-time self-check's report (selfcheck.go), or
+	// nil where none ran.
+	selfCheck *SelfCheck
 
 	// Set at load.
 	chat       chat.Renderer // the model's chat template

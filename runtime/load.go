@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 
@@ -93,6 +94,17 @@ type Options struct {
 	// the pipelines it has compiled, serves model after model (the browser
 	// worker keeps one), or a model and its draft.
 	GPU gpu.Device
+
+	// Plan forces WebGPU kernel choices (gpu.Plan), for benchmarks that
+	// compare kernels and for working around a driver by hand; the
+	// self-check starts from it.
+	Plan gpu.Plan
+	// NoSelfCheck skips the load-time self-check of the WebGPU kernels
+	// against the CPU (selfcheck.go).
+	NoSelfCheck bool
+	// SelfCheckCache keeps self-check results between loads; nil means a
+	// directory under the user's cache directory, where there is one.
+	SelfCheckCache SelfCheckCache
 }
 
 // DefaultContext bounds the KV cache when Options.Context is 0: models
@@ -133,6 +145,18 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		m.Close()
 		return nil, err
 	}
+	check, checked := checkKernels(m, ws, be, opts)
+	if checked && check.CPU {
+		// No plan of kernels agreed with the CPU on this adapter: run on
+		// the CPU rather than give wrong answers.
+		be.Close()
+		be, note = cpu.New(opts.Threads), check.String()
+		if ws, err = weightStorage(opts, be, m); err != nil {
+			be.Close()
+			m.Close()
+			return nil, err
+		}
+	}
 	if opts.LoRAMerge {
 		if err := mergeAdapter(m, opts); err != nil {
 			be.Close()
@@ -156,6 +180,9 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.note = note
+	if checked {
+		e.selfCheck = &check
+	}
 	e.yield = opts.Yield
 	e.chain = opts.MultiStep
 	if e.chain == 0 {
@@ -308,6 +335,29 @@ func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
 	}
 	be.OwnDevice()
 	return be, nil
+}
+
+// checkKernels runs the load-time self-check where be is WebGPU and
+// opts do not turn it off, and sets the plan it found on be; it reports
+// whether it ran.
+func checkKernels(m *models.Model, ws WeightStorage, be backend.Backend, opts Options) (SelfCheck, bool) {
+	gb, ok := be.(*gpu.Backend)
+	if !ok {
+		return SelfCheck{}, false
+	}
+	gb.SetPlan(opts.Plan)
+	if opts.NoSelfCheck {
+		return SelfCheck{}, false
+	}
+	cache := opts.SelfCheckCache
+	if cache == nil {
+		cache = defaultSelfCheckCache()
+	}
+	c := selfCheck(context.Background(), m, ws, opts.KV.Type, gb, opts.Plan, opts.Threads, cache)
+	if c.Passed() {
+		gb.SetPlan(c.Forced)
+	}
+	return c, true
 }
 
 // unwrap returns the backend under decorators (those with an Unwrap

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -98,7 +99,11 @@ func (e *Engine) BackendName() string {
 // equal fingerprints are bound by the contract's strongest terms
 // (docs/ARCHITECTURE.md, "The reproducibility contract").
 func (e *Engine) Fingerprint() string {
-	h := sha256.Sum256([]byte(strings.Join([]string{Version(), e.DeviceName(), e.weightsSummary(), e.KVType().String()}, "\x00")))
+	parts := []string{Version(), e.DeviceName(), e.weightsSummary(), e.KVType().String()}
+	if c, ok := e.SelfCheck(); ok && c.Passed() && c.Forced != (gpu.Plan{}) {
+		parts = append(parts, fmt.Sprintf("%+v", c.Forced)) // kernels the self-check chose
+	}
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "fp_" + hex.EncodeToString(h[:5])
 }
 

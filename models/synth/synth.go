@@ -116,7 +116,16 @@ func Names() []string {
 // drawn from a seeded generator: matrices uniform in ±sqrt(3/in) (unit
 // variance outputs), norms near one.
 func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
-	return write(w, s, t, 0, seed, nil)
+	return write(w, s, t, 0, seed, nil, nil)
+}
+
+// WriteTyped is Write with each tensor in the type that typeOf gives its
+// name in the file (any type dtype.Quantize encodes, for rows of whole
+// blocks), or in t where typeOf says false: a small model whose matrices
+// are stored as another model's are, which exercises the same kernels
+// (runtime's load-time self-check builds its twin this way).
+func WriteTyped(w io.Writer, s Shape, t dtype.Type, typeOf func(name string) (dtype.Type, bool), seed uint64) error {
+	return write(w, s, t, 0, seed, nil, typeOf)
 }
 
 // WriteExperts is Write with the stacked expert matrices of a mixture of
@@ -128,12 +137,13 @@ func WriteExperts(w io.Writer, s Shape, t, experts dtype.Type, seed uint64) erro
 	if !s.Config.MoE.On() {
 		return fmt.Errorf("synth: %s has no experts", s.Name)
 	}
-	return write(w, s, t, experts, seed, nil)
+	return write(w, s, t, experts, seed, nil, nil)
 }
 
 // write writes s with weights of type t, its expert matrices of type
-// experts where that is not 0 (F32).
-func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV) error {
+// experts where that is not 0 (F32), and any tensor that typeOf (if set)
+// names a type in that type.
+func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV, typeOf func(string) (dtype.Type, bool)) error {
 	if t != dtype.F32 && t != dtype.F16 {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
@@ -156,6 +166,11 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 		}
 		if experts != 0 && len(shape) == 3 && strings.HasSuffix(name, "_exps.weight") {
 			typ = experts
+		}
+		if typeOf != nil {
+			if named, ok := typeOf(familyName(c, name)); ok {
+				typ = named
+			}
 		}
 		data, err := dtype.Quantize(typ, vals)
 		if err != nil {

@@ -121,5 +121,5 @@ func HFTokenizer(dir, pre string, vocab int) ([]gguf.KV, error) {
 // WriteWith is Write with the tokenizer keys (tokenizer.*) of Metadata
 // replaced by tok when tok is not empty, as HFTokenizer makes them.
 func WriteWith(w io.Writer, s Shape, t dtype.Type, seed uint64, tok []gguf.KV) error {
-	return write(w, s, t, 0, seed, tok)
+	return write(w, s, t, 0, seed, tok, nil)
 }

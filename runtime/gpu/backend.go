@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -662,6 +663,19 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 	b.rec.Dispatch(c.pipe, c.group, x, y, z)
 	b.pending = true
 	b.seq++
+	if b.plan.Fault != "" && key.kernel == b.plan.Fault && len(operands) > 0 {
+		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
+	}
+}
+
+// Kernels lists the kernel variants (name and fusion) this backend has
+// dispatched, sorted.
+func (b *Backend) Kernels() []string {
+	seen := map[string]bool{}
+	for k := range b.calls {
+		seen[k.kernel] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {

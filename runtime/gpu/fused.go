@@ -174,14 +174,16 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 		b.fail(err)
 		return
 	}
+	unfused := b.plan.Fusion == "off"
 	switch {
+	case unfused:
 	case b.normPrologue():
 	case f.Norm && b.prescaled(d, xs, w, p, f, extra):
 		return
 	case p.Next != nil && !f.Norm && b.prepareNext(d, xs, w, p, f, extra):
 		return
 	}
-	if (!f.Norm || b.normPrologue()) && b.matmul(d, xs, w, f, extra) {
+	if !unfused && (!f.Norm || b.normPrologue()) && b.matmul(d, xs, w, f, extra) {
 		return
 	}
 	// The norm in a dispatch of its own, then the product fused with the
@@ -199,7 +201,7 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 			b.matmul(d, x, w, f, nil)
 			return
 		}
-		if b.matmul(d, x, w, f, extra) {
+		if !unfused && b.matmul(d, x, w, f, extra) {
 			return
 		}
 	}

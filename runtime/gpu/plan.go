@@ -26,6 +26,10 @@ type Plan struct {
 	// NormPrologue forces whether projections take their RMSNorm as the
 	// GEMV's prologue: "on" or "off" (see normPrologue).
 	NormPrologue string
+	// Fusion "off" runs every projection unfused: its norm, its product
+	// and its epilogue (outputs, GLU, bias, residual add) each in a
+	// dispatch of its own, as the plainest kernels do them.
+	Fusion string
 	// LoRA forces how a projection adds its adapters: "fused" (in the
 	// product's epilogue, whatever the device's binding limit, h from
 	// lora_shrink), "inline" (the product computes h itself wherever it
@@ -37,7 +41,17 @@ type Plan struct {
 	// invocations of a workgroup split the width, the GPUs'); see
 	// shrinkSplits.
 	Shrink string
+	// Fault names a kernel variant, as Kernels lists them
+	// ("matmul_gemv+norm"), whose output is perturbed after every
+	// dispatch (the first faultValues values of its destination scaled
+	// by 1.5): a test's stand-in for a driver that miscompiles that
+	// kernel, which the engine's load-time self-check must catch.
+	Fault string
 }
+
+// faultValues is how many values of its destination a faulty kernel
+// (Plan.Fault) gets wrong.
+const faultValues = 64
 
 // SetPlan makes b use p from its next op on.
 func (b *Backend) SetPlan(p Plan) { b.plan = p }

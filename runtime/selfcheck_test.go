@@ -1,0 +1,103 @@
+package runtime_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+)
+
+// TestSelfCheck loads stories260K on WebGPU with kernels made faulty by
+// the backend's test hook (gpu.Plan.Fault: a kernel's output perturbed
+// after each dispatch, as a miscompiling driver would leave it): the
+// load-time self-check finds the fault, runs with a plainer plan or on
+// the CPU, says so, and the engine still tells llama2.c's story. Without
+// the check the same fault changes the story, so the fault is real.
+func TestSelfCheck(t *testing.T) {
+	path := sharedFile(t, "stories260K.gguf")
+	dev, err := gpu.Open(gpu.Options{})
+	if errors.Is(err, gpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	const n = 48
+	want := goldenIDs(t)[:n]
+	story := func(eng *runtime.Engine) []int32 {
+		ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: n})
+		return ids
+	}
+	for _, tc := range []struct {
+		name, fault string
+		status      string // SelfCheck.Status
+		plan        string // the plan it runs with
+		failed      []string
+	}{
+		{name: "sound kernels", status: "passed", plan: "the adapter's kernels"},
+		{name: "a faulty fused GEMV", fault: "matmul_gemv+norm+split3+prescaled", status: "fallback",
+			plan: "unfused projections", failed: []string{"the adapter's kernels", "no RMSNorm prologue in the GEMVs"}},
+		{name: "a faulty kernel every plan runs", fault: "embed", status: "cpu", plan: "the CPU backend",
+			failed: []string{"the adapter's kernels", "no RMSNorm prologue in the GEMVs", "unfused projections", "unfused LoRA",
+				"tiled GEMM for compressed and expert products", "the other attention kernel", "tiled GEMM for f32 products", "naive f32 products"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := runtime.DirCache(t.TempDir())
+			opts := runtime.Options{GPU: dev, Plan: gpu.Plan{Fault: tc.fault}, SelfCheckCache: cache}
+			eng := loadWebGPU(t, path, opts)
+			c, ok := eng.SelfCheck()
+			if !ok || c.Status() != tc.status || c.Plan != tc.plan || c.Cached {
+				t.Fatalf("self-check ran %v: %s, plan %q, cached %v; want %s with %q", ok, c.Status(), c.Plan, c.Cached, tc.status, tc.plan)
+			}
+			t.Log(c)
+			var failed []string
+			for _, f := range c.Failed {
+				failed = append(failed, f.Plan)
+				if f.Error == "" {
+					t.Errorf("%s failed without saying how", f.Plan)
+				}
+			}
+			if strings.Join(failed, "|") != strings.Join(tc.failed, "|") {
+				t.Errorf("failed plans %q, want %q", failed, tc.failed)
+			}
+			onCPU := eng.DeviceName() == "cpu"
+			if onCPU != (tc.status == "cpu") {
+				t.Errorf("engine runs on %s", eng.DeviceName())
+			}
+			if onCPU && !strings.Contains(eng.DeviceNote(), "self-check") {
+				t.Errorf("device note %q does not say why the engine runs on the CPU", eng.DeviceNote())
+			}
+			if tc.status != "cpu" && len(c.Kernels) == 0 {
+				t.Error("no kernel variants listed")
+			}
+			if got := story(eng); !equal(got, want) {
+				t.Fatalf("after the self-check the story differs:\n got %v\nwant %v", got, want)
+			}
+			eng.Close()
+
+			// The second load reads the result from the cache.
+			again := loadWebGPU(t, path, opts)
+			c2, _ := again.SelfCheck()
+			if !c2.Cached || c2.Status() != c.Status() || c2.Plan != c.Plan || (again.DeviceName() == "cpu") != onCPU {
+				t.Errorf("second load: %s (cached %v), want %s from the cache", c2, c2.Cached, c.Status())
+			}
+			again.Close()
+
+			if tc.fault == "" {
+				return
+			}
+			opts.NoSelfCheck = true
+			unchecked := loadWebGPU(t, path, opts)
+			if _, ran := unchecked.SelfCheck(); ran {
+				t.Error("NoSelfCheck ran the self-check")
+			}
+			if equal(story(unchecked), want) {
+				t.Errorf("the fault %q changes nothing: the test proves nothing", tc.fault)
+			}
+		})
+	}
+}
