@@ -17,7 +17,7 @@ import (
 func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 	model := fs.String("model", "", "model file or folder, or a reference to pull (hf.co/OWNER/REPO:QUANT) (required)")
 	tok := fs.String("tokenizer", "", "tokenizer file, for llama2.c checkpoints")
-	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use")
+	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use; with --model, load it there and report the self-check of its kernels")
 	adapter := fs.String("adapter", "", "with --device: the adapter to open (index or name substring)")
 	quant := fs.String("quant", "", "the weight storage to describe, as run's --quant (mixed measures every float matrix)")
 	var offline bool
@@ -102,6 +102,19 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			fmt.Fprintf(w, "storage on %s\t%s\n", dev, runtime.FormatMix(runtime.WeightMix(m, ws)))
 			bits = append(bits, runtime.TensorBits(m, ws))
+		}
+		if *device {
+			// What loading it on WebGPU would find: the self-check's report.
+			eng, err := runtime.Load(path, runtime.Options{Tokenizer: *tok, Device: "webgpu", Adapter: *adapter, Quant: *quant})
+			if err != nil {
+				return err
+			}
+			c, _ := eng.SelfCheck()
+			fmt.Fprintf(w, "self-check\t%s\n", c)
+			if len(c.Kernels) > 0 {
+				fmt.Fprintf(w, "kernels checked\t%s\n", strings.Join(c.Kernels, ", "))
+			}
+			eng.Close()
 		}
 		w.Flush()
 		fmt.Fprintln(e.stdout, "\nbits a weight by tensor kind: in the file, as kept on cpu and on webgpu")

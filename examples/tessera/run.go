@@ -25,7 +25,7 @@ type modelFlags struct {
 	speculateAlways, offline          bool
 	multiStep                         int
 	lora                              loraFlag
-	loraMerge                         bool
+	loraMerge, noSelfCheck            bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
 	gpu                               gpu.Device                            // set by commands: a device already open to load onto
 }
@@ -80,6 +80,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
 	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
+	fs.BoolVar(&m.noSelfCheck, "no-self-check", false, "WebGPU: skip the load-time check of the kernels against the CPU (a small twin of the model run on both; results are cached per adapter and driver)")
 	fs.Var(&m.lora, "lora", "LoRA adapter [NAME=]FILE[:SCALE] (a GGUF LoRA file or a PEFT folder; NAME defaults to the file's), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
 	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the --lora adapters into the weights at load (no per-token cost; every request runs with them)")
 	offlineFlag(fs, &m.offline)
@@ -117,12 +118,15 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
-		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu})
+		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck})
 	if err != nil {
 		return nil, err
 	}
 	if note := eng.DeviceNote(); note != "" {
 		fmt.Fprintln(e.stderr, note)
+	}
+	if c, ok := eng.SelfCheck(); ok && c.Status() != "passed" && !c.CPU { // the device note says why it moved to the CPU
+		fmt.Fprintln(e.stderr, c)
 	}
 	return eng, nil
 }

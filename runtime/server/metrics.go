@@ -118,11 +118,12 @@ var (
 	descDraftTokens = prometheus.NewDesc("vllm:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", []string{"model_name"}, nil)
 	descAccepted    = prometheus.NewDesc("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", []string{"model_name"}, nil)
 	descAcceptedPos = prometheus.NewDesc("vllm:spec_decode_num_accepted_tokens_per_pos_total", "Proposals whose draft token at this position was accepted.", []string{"model_name", "position"}, nil)
+	descSelfCheck   = prometheus.NewDesc("tessera_self_check_info", "The load-time self-check of the WebGPU kernels against the CPU: status passed, fallback (a plainer plan of kernels passed), cpu (none did: the model runs on the CPU) or skipped; the value is the number of plans that failed.", []string{"model_name", "status", "adapter", "plan"}, nil)
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKV, descQueries, descHits, descPreempt, descLoRA, descCacheInfo, descContextLen,
-		descDrafts, descDraftTokens, descAccepted, descAcceptedPos} {
+		descDrafts, descDraftTokens, descAccepted, descAcceptedPos, descSelfCheck} {
 		ch <- d
 	}
 }
@@ -159,6 +160,9 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLoRA, float64(time.Now().Unix()), strconv.Itoa(len(ads)), strings.Join(running, ","), strings.Join(waiting, ","))
 		gauge(descCacheInfo, 1, strconv.Itoa(m.eng.KVBlockSize()), strconv.Itoa(st.KV.Blocks))
 		gauge(descContextLen, float64(m.eng.Model().Config.Context))
+		if sc, ok := m.eng.SelfCheck(); ok {
+			gauge(descSelfCheck, float64(len(sc.Failed)), sc.Status(), sc.Adapter, sc.Plan)
+		}
 		if sp := st.Spec; sp != nil {
 			counter(descDrafts, float64(sp.Drafts))
 			counter(descDraftTokens, float64(sp.DraftTokens))

@@ -456,7 +456,42 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	case stateDraining:
 		status, code = "draining", http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]string{"status": status})
+	s.mu.RLock()
+	checks := map[string]selfCheckJSON{}
+	for _, n := range s.names {
+		if c, ok := s.models[n].eng.SelfCheck(); ok {
+			checks[n] = newSelfCheckJSON(c)
+		}
+	}
+	s.mu.RUnlock()
+	body := map[string]any{"status": status}
+	if len(checks) > 0 {
+		body["self_check"] = checks
+	}
+	writeJSON(w, code, body)
+}
+
+// selfCheckJSON is a model's load-time self-check (runtime.SelfCheck) as
+// /health reports it.
+type selfCheckJSON struct {
+	Status  string   `json:"status"` // passed, fallback, cpu or skipped
+	Adapter string   `json:"adapter"`
+	Driver  string   `json:"driver,omitempty"`
+	Plan    string   `json:"plan,omitempty"`
+	Failed  []string `json:"failed,omitempty"` // each failed plan and its first mismatch
+	Kernels []string `json:"kernels,omitempty"`
+	Skipped string   `json:"skipped,omitempty"`
+	Cached  bool     `json:"cached"`
+	Millis  int64    `json:"ms"`
+}
+
+func newSelfCheckJSON(c runtime.SelfCheck) selfCheckJSON {
+	j := selfCheckJSON{Status: c.Status(), Adapter: c.Adapter, Driver: c.Driver, Plan: c.Plan, Kernels: c.Kernels,
+		Skipped: c.Skipped, Cached: c.Cached, Millis: c.Elapsed.Milliseconds()}
+	for _, f := range c.Failed {
+		j.Failed = append(j.Failed, f.Plan+": "+f.Error)
+	}
+	return j
 }
 
 type modelCard struct {
