@@ -64,4 +64,3 @@ func TestHealthReportsSelfCheck(t *testing.T) {
 		t.Errorf("metrics lack the self-check:\n%s", grepLines(metrics, "self_check"))
 	}
 }
-
