@@ -282,8 +282,8 @@ func linearRopeFactors(ropeDim int, factor float64) []float32 {
 // (Llama 3, Qwen, SmolLM), with tokenizer.ggml.pre naming the pre-tokenizer.
 func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 	kind, _ := f.String("tokenizer.ggml.model")
-	if kind != "llama" && kind != "gpt2" && kind != "bert" {
-		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama, gpt2, bert)", kind)
+	if kind != "llama" && kind != "gpt2" && kind != "bert" && kind != "gemma4" {
+		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (supported: llama, gpt2, bert, gemma4)", kind)
 	}
 	pieces, ok := f.Strings("tokenizer.ggml.tokens")
 	if !ok {
@@ -305,7 +305,7 @@ func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 		}
 		return tok, nil
 	}
-	if kind == "gpt2" {
+	if kind == "gpt2" || kind == "gemma4" { // gemma4: BPE over characters (tokenizer.GGUFVocab's SentencePiece)
 		merges, ok := f.Strings("tokenizer.ggml.merges")
 		if !ok {
 			return nil, errors.New("missing tokenizer.ggml.merges")
@@ -318,7 +318,7 @@ func ggufTokenizer(f *gguf.File) (tokenizer.Tokenizer, error) {
 			return nil
 		}
 		tok, err := tokenizer.NewGGUFBPE(tokenizer.GGUFVocab{
-			Tokens: pieces, Types: types, Merges: merges, Pre: pre,
+			Tokens: pieces, Types: types, Merges: merges, Pre: pre, SentencePiece: kind == "gemma4",
 			BOS: id("tokenizer.ggml.bos_token_id", -1), EOS: id("tokenizer.ggml.eos_token_id", -1),
 			EOT: id("tokenizer.ggml.eot_token_id", -1), EOM: id("tokenizer.ggml.eom_token_id", -1),
 			Unknown: id("tokenizer.ggml.unknown_token_id", -1),

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"unicode/utf8"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
@@ -20,8 +21,9 @@ var gemma4Shapes = []Shape{
 	{Name: "gemma-4-e4b", Config: gemma4(models.Config{Arch: "gemma4", Dim: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512,
 		Vocab: 262144, Context: 131072, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
 		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256, SharedKV: 18, PerLayer: 256}, 6, 512, 10240, false)},
+	// 600 pieces: two-letter words, so that its vocabulary has merges.
 	{Name: "tiny-gemma4", Config: gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 9, Heads: 4, KVHeads: 1, HeadDim: 32,
-		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
 		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16, SharedKV: 3, PerLayer: 16}, 3, 10, 96, true)},
 }
 
@@ -100,5 +102,54 @@ func gemma4Metadata(c models.Config, kv []gguf.KV) []gguf.KV {
 		gguf.KV{Key: a + "attention.shared_kv_layers", Value: u(g.SharedKV)},
 		gguf.KV{Key: a + "embedding_length_per_layer_input", Value: u(g.PerLayer)},
 		gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)},
+	)
+}
+
+// Gemma 4's turn tokens, the last two pieces of a synthetic vocabulary.
+const (
+	gemma4TurnStart = "<|turn>"
+	gemma4TurnEnd   = "<turn|>"
+)
+
+// gemma4Vocabulary makes kv's tokenizer Gemma 4's kind (tokenizer.ggml.model
+// "gemma4"): synth's SentencePiece pieces, the last two its turn tokens
+// (control; the end of turn its eot_token_id), and a merge for each piece
+// of more than one character, its first characters with its last, ranked
+// in the pieces' order; BOS always, no space prefix, as the converter
+// writes them.
+func gemma4Vocabulary(c models.Config, kv []gguf.KV) []gguf.KV {
+	pieces, _, types := Vocabulary(c.Vocab)
+	n := len(pieces)
+	pieces[n-2], pieces[n-1] = gemma4TurnStart, gemma4TurnEnd
+	types[n-2], types[n-1] = 3, 3
+	have := map[string]bool{}
+	for _, p := range pieces {
+		have[p] = true
+	}
+	var merges []string
+	for i, p := range pieces {
+		if types[i] != 1 || utf8.RuneCountInString(p) < 2 {
+			continue
+		}
+		_, size := utf8.DecodeLastRuneInString(p)
+		if a, b := p[:len(p)-size], p[len(p)-size:]; have[a] && have[b] {
+			merges = append(merges, a+" "+b)
+		}
+	}
+	for i := range kv {
+		switch kv[i].Key {
+		case "tokenizer.ggml.model":
+			kv[i].Value = gguf.StringValue("gemma4")
+		case "tokenizer.ggml.tokens":
+			kv[i].Value = gguf.ArrayValue(pieces)
+		case "tokenizer.ggml.token_type":
+			kv[i].Value = gguf.ArrayValue(types)
+		}
+	}
+	return append(kv,
+		gguf.KV{Key: "tokenizer.ggml.merges", Value: gguf.ArrayValue(merges)},
+		gguf.KV{Key: "tokenizer.ggml.eot_token_id", Value: gguf.Uint32Value(uint32(n - 1))},
+		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: gguf.BoolValue(true)},
+		gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: gguf.BoolValue(false)},
 	)
 }

@@ -191,6 +191,9 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 		tensors = append(tensors, gguf.WriteTensor{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(c.RopeFactors))}, Type: dtype.F32, Data: data})
 	}
 	md := Metadata(s)
+	if c.Gemma4 != nil {
+		md = gemma4Vocabulary(c, md)
+	}
 	if len(tok) > 0 {
 		kept := md[:0]
 		for _, kv := range md {

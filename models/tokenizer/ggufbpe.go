@@ -22,6 +22,13 @@ type GGUFVocab struct {
 	// AddBOS and AddEOS are tokenizer.ggml.add_bos_token and add_eos_token;
 	// nil leaves the pre-tokenizer's default (BOS for Llama 3).
 	AddBOS, AddEOS *bool
+	// SentencePiece marks Gemma 4's vocabulary (tokenizer.ggml.model
+	// "gemma4"): BPE over the text's characters, not the byte alphabet,
+	// with spaces written ▁, the text split only into runs of newlines and
+	// runs of anything else, <0xNN> pieces for characters without one, and
+	// a BOS always (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4). Pre is
+	// ignored.
+	SentencePiece bool
 }
 
 // ggufPre is what a tokenizer.ggml.pre value stands for, following
@@ -75,6 +82,9 @@ func GGUFPreTokenizers() []string {
 // matched everywhere and written verbatim, and the pre-tokenizer comes from
 // Pre ("" means llama.cpp's default).
 func NewGGUFBPE(v GGUFVocab) (*BPE, error) {
+	if v.SentencePiece {
+		return newGGUFSentencePieceBPE(v)
+	}
 	name := v.Pre
 	if name == "" {
 		name = "default"

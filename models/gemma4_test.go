@@ -1,0 +1,102 @@
+package models_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+)
+
+// openTinyGemma4 writes and opens tiny-gemma4 (seed 1, f32).
+func openTinyGemma4(t *testing.T) *models.Model {
+	t.Helper()
+	s, err := synth.Lookup("tiny-gemma4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny-gemma4.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestGemma4Config: tiny-gemma4's file reads back as the shape synth
+// describes, per-layer arrays and shared layers included.
+func TestGemma4Config(t *testing.T) {
+	m := openTinyGemma4(t)
+	s, _ := synth.Lookup("tiny-gemma4")
+	got, want := m.Config, s.Config
+	if got.Gemma4 == nil {
+		t.Fatal("no Gemma 4 config")
+	}
+	g, w := *got.Gemma4, *want.Gemma4
+	if !slices.Equal(g.FFNs, w.FFNs) || g.LocalHeadDim != w.LocalHeadDim || g.LocalKVHeads != w.LocalKVHeads ||
+		g.LocalRopeDim != w.LocalRopeDim || g.SharedKV != w.SharedKV || g.PerLayer != w.PerLayer {
+		t.Errorf("gemma4 config %+v, want %+v", g, w)
+	}
+	if got.FFN != want.FFN || got.KVHeads != want.KVHeads || got.HeadDim != want.HeadDim || got.RopeDim != want.RopeDim ||
+		!slices.Equal(got.Sliding, want.Sliding) || got.SlidingWindow != want.SlidingWindow || got.LocalRopeTheta != want.LocalRopeTheta ||
+		got.FinalSoftcap != want.FinalSoftcap || got.QueryScale != 1 || !slices.Equal(got.RopeFactors, want.RopeFactors) {
+		t.Errorf("config %+v, want %+v", got, want)
+	}
+	for l, src := range []int{0, 1, 2, 3, 4, 5, 4, 4, 5} {
+		if got.KVSource(l) != src {
+			t.Errorf("layer %d reads layer %d's keys and values, want %d", l, got.KVSource(l), src)
+		}
+	}
+}
+
+// TestGemma4Tokenizer: Gemma 4's vocabulary kind (tokenizer.ggml.model
+// "gemma4") gives llama.cpp's ids. The ids are llama-tokenize's (../shared/
+// peers, commit 3f545bec) on tiny-gemma4's file: spaces as ▁, merges over
+// characters, byte pieces for what the vocabulary lacks (capitals, digits,
+// é), runs of newlines apart, the turn tokens as special tokens, a BOS.
+func TestGemma4Tokenizer(t *testing.T) {
+	m := openTinyGemma4(t)
+	tok, ok := m.Tokenizer.(tokenizer.SpecialEncoder)
+	if !ok {
+		t.Fatalf("tokenizer %T does not encode special tokens", m.Tokenizer)
+	}
+	for _, tc := range []struct {
+		text string
+		want []int
+	}{
+		{"hello world", []int{1, 275, 543, 283, 289, 304, 289, 295, 283, 267}},
+		{"ab cd  ef", []int{1, 315, 422, 259, 530}},
+		{"Hello, World! 123 é ü", []int{1, 75, 543, 283, 289, 47, 259, 90, 289, 295, 283, 267, 36, 259, 52, 53, 54, 259, 198, 172, 259, 198, 191}},
+		{"a\nb\n\nc\n\n\nd", []int{1, 261, 13, 263, 13, 13, 265, 13, 13, 13, 267}},
+		{"  lead and trail  ", []int{1, 259, 282, 269, 319, 338, 267, 298, 295, 329, 283, 259, 259}},
+		{"<|turn>user\nhi<turn|>", []int{1, 598, 301, 297, 555, 13, 275, 277, 599}},
+	} {
+		got := tok.EncodeSpecial(tc.text, true)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %v, llama.cpp %v", tc.text, got, tc.want)
+		}
+		if dec, ok := m.Tokenizer.(tokenizer.SpecialDecoder); ok {
+			if back := dec.DecodeSpecial(got[1:]); back != tc.text {
+				t.Errorf("%q decodes back to %q", tc.text, back)
+			}
+		}
+	}
+	if e, ok := m.Tokenizer.(tokenizer.EndChecker); !ok || !e.IsEnd(599) {
+		t.Errorf("<turn|> (599) does not end a generation")
+	}
+}
