@@ -17,6 +17,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -518,8 +519,10 @@ func TestMessagesErrors(t *testing.T) {
 		t.Errorf("unknown model: %v", err)
 	}
 	// A stream that outlives the request timeout ends with an error event
-	// (its 900 tokens take seconds).
-	sc, short := serveScripted(t, eng, server.Options{RequestTimeout: 200 * time.Millisecond})
+	// (its 900 steps take 9 s at least; its first token comes in far less
+	// than the timeout, even on a loaded machine).
+	slow := qwen3EngineWrapped(t, 1024, func(be backend.Backend) backend.Backend { return slowSteps{be, 10 * time.Millisecond} })
+	sc, short := serveScripted(t, slow, server.Options{RequestTimeout: 3 * time.Second})
 	setScript(t, sc, strings.Repeat("and on ", 400))
 	cs := anthropicClient(short)
 	stream := cs.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: modelName, MaxTokens: 900, Messages: userText("Go on.")})

@@ -16,6 +16,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar/grammartest"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -527,8 +529,15 @@ func TestResponsesErrors(t *testing.T) {
 // the server's request timeout) ends with an error event and
 // response.failed, and the response is not stored.
 func TestResponsesStreamFailure(t *testing.T) {
-	eng := cpuEngine(t)
-	_, url := serve(t, eng, server.Options{RequestTimeout: 200 * time.Millisecond})
+	// Steps of 10 ms at least: the context's 512 tokens outlast the
+	// timeout on any machine, and the first comes well before it.
+	eng, err := runtime.Load(modelPath(t), runtime.Options{Device: "cpu",
+		Wrap: func(be backend.Backend) backend.Backend { return slowSteps{be, 10 * time.Millisecond} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	_, url := serve(t, eng, server.Options{RequestTimeout: 3 * time.Second})
 	c := client(url)
 	s := readStream(t, c.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: modelName, Input: userInput("Once upon a time"),
 		MaxOutputTokens: openai.Int(100000)}, option.WithJSONSet("ignore_eos", true)))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -18,6 +19,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -42,6 +44,13 @@ func qwen3Engine(t *testing.T) *runtime.Engine { return qwen3EngineContext(t, 25
 // conversations of tools, calls and results.
 func qwen3EngineContext(t *testing.T, n int) *runtime.Engine {
 	t.Helper()
+	return qwen3EngineWrapped(t, n, nil)
+}
+
+// qwen3EngineWrapped is qwen3EngineContext on a backend that wrap
+// decorates (nil: none).
+func qwen3EngineWrapped(t *testing.T, n int, wrap func(backend.Backend) backend.Backend) *runtime.Engine {
+	t.Helper()
 	dir := filepath.Join("..", "..", "..", "shared", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatalf("shared tokenizers not found: %v", err)
@@ -63,7 +72,7 @@ func qwen3EngineContext(t *testing.T, n int) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: n})
+	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: n, Wrap: wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,3 +199,17 @@ func TestChatStreamsToolCalls(t *testing.T) {
 		t.Errorf("streamed: named %v, %d argument chunks, %+v", named, argChunks, got)
 	}
 }
+
+// slowSteps is a backend whose every step takes at least d more: a
+// generation that outlasts a timeout on any machine, however fast.
+type slowSteps struct {
+	backend.Backend
+	d time.Duration
+}
+
+func (b slowSteps) Begin(batch backend.Batch) error {
+	time.Sleep(b.d)
+	return b.Backend.Begin(batch)
+}
+
+func (b slowSteps) Unwrap() backend.Backend { return b.Backend }
