@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tessera-llm/tessera/models/vision"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,12 @@ type Engine struct {
 	yield      func()        // Options.Yield: called between steps, or nil
 	chain      int           // greedy decoding steps per submission (1: no chaining)
 
-	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, or Score's)
+	// With a vision projector (Options.MMProj): its tower, on be, and the
+	// embeddings of the images encoded last, by hash.
+	vis    *visionTower
+	images *imageCache
+
+	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, Score's, or an image's encoding)
 	steps  atomic.Int64 // forward passes run by the scheduler (a chain counts each)
 
 	wake, quit, loopDone chan struct{} // the scheduler's loop: new work, Close, loop ended
@@ -123,6 +129,11 @@ type KVOptions struct {
 // New loads model m onto backend be, which must take batches of
 // batchRows(m.Config) rows, keeping its weights as ws says.
 func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
+	return newEngine(m, be, kv, ws, batchRows(m.Config))
+}
+
+// newEngine is New with forward steps of up to maxBatch rows.
+func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, maxBatch int) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
 	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4":
 	default:
@@ -148,7 +159,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 	if err != nil {
 		return nil, err
 	}
-	net, err := newLlama(m, be, ws, batchRows(c), backend.KVShape{Layers: c.Layers, Blocks: blocks, BlockSize: kv.BlockSize,
+	net, err := newLlama(m, be, ws, maxBatch, backend.KVShape{Layers: c.Layers, Blocks: blocks, BlockSize: kv.BlockSize,
 		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type})
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
@@ -209,6 +220,9 @@ func (e *Engine) Close() error {
 	defer e.stepMu.Unlock()
 	if e.draft != nil {
 		e.draft.Close()
+	}
+	if e.vis != nil {
+		e.vis.be.Close()
 	}
 	err := e.be.Close()
 	if cerr := e.model.Close(); err == nil {
@@ -313,6 +327,9 @@ type Request struct {
 	// the same ones at the same scales; at most MaxCombinations run at once
 	// (ErrTooManyCombinations past them).
 	Adapters []AdapterRef
+	// Images go where the prompt's text has ImageMarker, in order (an
+	// engine loaded with Options.MMProj; vision.Decode reads them).
+	Images []*vision.Image
 }
 
 // validate reports requests that make no sense.

@@ -35,6 +35,12 @@ type llama struct {
 	lastNormed                    backend.Tensor // output rows: last normalised, for embeddings
 	kv                            backend.KV
 	g4                            *gemma4Net // Gemma 4's layers (gemma4.go), or nil
+
+	// Images (runtime/images.go): the step's image rows and their
+	// embeddings, and whether the step attends both ways.
+	img           backend.Tensor // maxBatch rows, allocated at the first image
+	images        *imageRows
+	bidirectional bool
 }
 
 type layerWeights struct {
@@ -256,6 +262,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	if c.EmbedScale > 0 {
 		be.Scale(n.x, c.EmbedScale)
 	}
+	n.injectImages()
 	for l, w := range n.layers {
 		if n.g4 != nil {
 			n.gemma4Layer(l)
@@ -272,7 +279,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			be.HeadNorm(n.k, w.kNorm, kn, c.NormEps)
 		}
 		be.RopeStore(n.q, n.k, n.v, n.kv, l, w.rope, w.ropeKV)
-		be.Attend(n.att, n.q, n.kv, l, w.attn)
+		be.Attend(n.att, n.q, n.kv, l, n.stepAttention(w.attn))
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-llm/tessera/models/vision"
 	"runtime/debug"
 
 	"github.com/tessera-llm/tessera/models"
@@ -89,6 +90,11 @@ type Options struct {
 	// runs with them.
 	LoRAMerge bool
 
+	// MMProj is a vision projector to load with the model (llama.cpp's
+	// mmproj GGUF, as its --mmproj takes): requests may then carry images
+	// (Request.Images). Its output width must be the model's.
+	MMProj string
+
 	// GPU is a WebGPU device already open to load onto, for Device
 	// "webgpu" or "auto". The engine does not close it: one device, and so
 	// the pipelines it has compiled, serves model after model (the browser
@@ -134,8 +140,21 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("context %d exceeds the model's %d", ctx, m.Config.Context)
 	}
 	m.Config = m.Config.ForContext(ctx) // LongRoPE's factors follow the context
-	be, note, err := openBackend(opts, batchRows(m.Config))
+	var vm *vision.Model
+	lmRows := batchRows(m.Config)
+	if opts.MMProj != "" {
+		var err error
+		if vm, err = openProjector(opts.MMProj, m); err != nil {
+			m.Close()
+			return nil, err
+		}
+		// An image's tokens go through the language model in one step
+		// (Gemma 3's attend to each other both ways).
+		lmRows = max(lmRows, vm.Config.Tokens())
+	}
+	be, note, err := openBackend(opts, lmRows)
 	if err != nil {
+		closeProjector(vm)
 		m.Close()
 		return nil, err
 	}
@@ -173,11 +192,21 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	if opts.Wrap != nil {
 		be = opts.Wrap(be)
 	}
-	e, err := New(m, be, opts.KV, ws)
+	e, err := newEngine(m, be, opts.KV, ws, lmRows)
 	if err != nil {
+		closeProjector(vm)
 		be.Close()
 		m.Close()
 		return nil, err
+	}
+	if vm != nil {
+		e.vis, err = newVisionTower(vm, base, opts.Threads)
+		closeProjector(vm) // its weights are on the backend
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("load %s: %w", opts.MMProj, err)
+		}
+		e.images = newImageCache(imageCacheSize)
 	}
 	e.note = note
 	if checked {

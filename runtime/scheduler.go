@@ -56,6 +56,9 @@ type sequence struct {
 	// adapterScale (the request's multiplier times the adapter's scale).
 	adapter      *adapterEntry
 	adapterScale float32
+
+	// images are where the prompt's images go and their embeddings.
+	images []imageSpan
 }
 
 // waitsForParent reports whether s should stay queued because its parent
@@ -106,7 +109,14 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	ids, err := e.PromptTokensContext(ctx, req)
+	var ids []int32
+	var spans []imageSpan
+	var err error
+	if len(req.Images) > 0 {
+		ids, spans, err = e.imagePrompt(ctx, req)
+	} else {
+		ids, err = e.PromptTokensContext(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +153,7 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 		r.Sampler.Seed += uint64(i)
 		seqs[i] = e.newSequence(ctx, r, slices.Clone(ids), gm)
 		seqs[i].adapter, seqs[i].adapterScale = ad, adScale
+		seqs[i].images = spans
 		if i > 0 {
 			seqs[i].parent = seqs[0]
 		}

@@ -78,7 +78,14 @@ func (e *Engine) step() error {
 	}
 	e.steps.Add(1)
 	b := e.batch(plan)
-	if err := e.net.forward(b); err != nil {
+	images, both, err := e.setImages(plan)
+	if err != nil {
+		return err
+	}
+	e.net.images, e.net.bidirectional = images, both
+	err = e.net.forward(b)
+	e.net.images, e.net.bidirectional = nil, false // the ops are queued; a chain's later steps read tokens
+	if err != nil {
 		return err
 	}
 	plain := chain == 1 && len(proposals) == 0
@@ -343,10 +350,17 @@ func (e *Engine) plan(proposals map[*sequence]proposal) ([]work, []kvcache.Copy)
 	var plan []work
 	var copies []kvcache.Copy
 	rows, outs := 0, 0
+	only := e.imageOnly()
 	for i := 0; i < len(e.running) && rows < n.maxBatch; i++ {
 		s := e.running[i]
+		if only != nil && s != only {
+			continue
+		}
 		need := len(s.tokens) - s.stored
 		w := work{s: s, n: min(need, n.maxBatch-rows)}
+		if s.images != nil {
+			w.n = e.imageChunk(s, w.n)
+		}
 		w.out = w.n == need
 		if w.out && outs == n.maxOut {
 			if w.n == 1 {

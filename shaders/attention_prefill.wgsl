@@ -19,7 +19,9 @@
 //     p.softcap > 0, soft-caps) the scores, masks positions past pos[row]
 //     (causal) and, when p.window > 0, those before the row's window (a
 //     sliding-window layer; the pass then starts at the earliest row's
-//     window), takes the tile's maximum, keeps the running maximum
+//     window; p.horizon > 0, for a bidirectional sliding-window step,
+//     lets every row see up to position p.horizon - 1 past its own),
+//     takes the tile's maximum, keeps the running maximum
 //     m and sum l, turns the row's scores into exp(s - m) in place and
 //     publishes the factor exp(m_old - m) that rescales the row's output;
 //     meanwhile all invocations load the V tile into kvs (K is done with);
@@ -43,7 +45,7 @@
 struct Params {
     heads: u32, kv_heads: u32, head_dim: u32, cap: u32, scale: f32,
     block_size: u32, table_width: u32, len: u32, base: u32,
-    softcap: f32, window: u32,
+    softcap: f32, window: u32, horizon: u32,
 }
 
 override HD: u32 = 64u; // head_dim rounded up to a multiple of 4
@@ -120,10 +122,16 @@ fn score(qk: f32) -> f32 {
     return s;
 }
 
-// visible reports whether a row at position mine sees position t: causal,
-// and within the sliding window when p.window > 0.
+// visible reports whether a row at position mine sees position t: causal
+// (or up to p.horizon - 1 when p.horizon > 0: a bidirectional step of one
+// sequence whose window starts from each row's own position), and within
+// the sliding window when p.window > 0. A row of mine -1 sees nothing.
 fn visible(t: u32, mine: i32) -> bool {
-    return i32(t) <= mine && (p.window == 0u || i32(t) + i32(p.window) > mine);
+    var last = mine;
+    if (p.horizon > 0u && mine >= 0) {
+        last = max(mine, i32(p.horizon) - 1);
+    }
+    return i32(t) <= last && (p.window == 0u || i32(t) + i32(p.window) > mine);
 }
 
 @compute @workgroup_size(WG)
@@ -195,7 +203,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 earliest = min(earliest, pos[r0 + r]);
             }
         }
-        let n = min(u32(last) + 1u, p.table_width * p.block_size);
+        let n = min(max(u32(last) + 1u, p.horizon), p.table_width * p.block_size);
         // With a sliding window, positions before the earliest row's
         // window are seen by none of the rows.
         var lo = 0u;

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tessera-llm/tessera/models/lora"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
@@ -28,6 +30,7 @@ type modelFlags struct {
 	loraMerge, noSelfCheck            bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
 	gpu                               gpu.Device                            // set by commands: a device already open to load onto
+	mmproj                            string                                // a vision projector (llama.cpp's mmproj GGUF)
 }
 
 // loraFlag collects --lora [NAME=]FILE[:SCALE], which may be repeated.
@@ -67,6 +70,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 // registerLoad defines the flags that say how a model is loaded, for
 // commands that name their models in flags of their own (serve).
 func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
+	fs.StringVar(&m.mmproj, "mmproj", "", "vision projector to load with the model (llama.cpp's mmproj GGUF; projector type gemma3), so that prompts take images")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer file (llama2.c .bin, SentencePiece .model or GGUF); default: the model's own")
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")
@@ -118,7 +122,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
 		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
-		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck})
+		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck, MMProj: m.mmproj})
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +183,11 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	regex := fs.String("regex", "", "constrain the output to this regular expression")
 	grammarFile := fs.String("grammar", "", "constrain the output to the GBNF grammar in this file")
 	transcript := fs.String("transcript", "", "write the generation's transcript (JSON: model hash, prompt ids, sampling, output ids and log-probabilities) to this file, for 'tessera replay'")
+	var images []string
+	fs.Func("image", "an image (PNG or JPEG) for the prompt, with --mmproj; may be repeated. Each goes where the prompt has "+runtime.ImageMarker+", or, without markers, all before the prompt", func(v string) error {
+		images = append(images, v)
+		return nil
+	})
 	return func(ctx context.Context, e *env) error {
 		if *steps < 0 {
 			return usagef("--steps %d must be >= 0", *steps)
@@ -206,7 +215,18 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprint(out, *prompt)
 		out.Flush()
 		req := runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint, Adapters: mf.requestAdapters()}
+		if len(images) > 0 {
+			if req.Images, err = readImages(images); err != nil {
+				return err
+			}
+			if !strings.Contains(req.Prompt, runtime.ImageMarker) {
+				req.Prompt = strings.Repeat(runtime.ImageMarker, len(images)) + req.Prompt
+			}
+		}
 		var tr *runtime.Transcript
+		if *transcript != "" && len(images) > 0 {
+			return usagef("--transcript does not record images")
+		}
 		if *transcript != "" {
 			req.Logprobs = true
 			ids, err := eng.PromptTokensContext(ctx, req)
@@ -250,4 +270,21 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		return nil
 	}
+}
+
+// readImages decodes the image files at paths within vision.DefaultLimits.
+func readImages(paths []string) ([]*vision.Image, error) {
+	var imgs []*vision.Image
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		img, err := vision.Decode(data, vision.DefaultLimits)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		imgs = append(imgs, img)
+	}
+	return imgs, nil
 }

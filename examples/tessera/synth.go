@@ -25,6 +25,8 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
+	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3; --base names the language model it feeds, --shape tiny makes a tiny tower (else the real one)")
+	mmBase := fs.String("base", "", "with --mmproj: the language model (a file or folder, or a shape name) whose width the projector's output takes")
 	// weightType is --type's, where bf16 is allowed or not.
 	weightType := func(bf16 bool) (dtype.Type, error) {
 		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}
@@ -39,6 +41,13 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		return t, nil
 	}
 	return func(ctx context.Context, e *env) error {
+		if *mmproj != "" {
+			t, err := weightType(false)
+			if err != nil {
+				return err
+			}
+			return writeSynthProjector(e, *mmproj, *shape, *mmBase, *out, t, *seed)
+		}
 		if *base != "" {
 			if *out == "" {
 				return usagef("--out is required")
@@ -183,4 +192,53 @@ func ggmlType(name string) (dtype.Type, error) {
 		}
 	}
 	return 0, usagef("--experts %q: not a GGUF tensor type", name)
+}
+
+// writeSynthProjector writes a random mmproj of projector type typ (at its
+// real shape, or tiny with shape "tiny") feeding the language model base.
+func writeSynthProjector(e *env, typ, shape, base, out string, t dtype.Type, seed uint64) error {
+	if base == "" || out == "" {
+		return usagef("--mmproj needs --base and --out")
+	}
+	name := typ
+	switch shape {
+	case "", "real":
+	case "tiny":
+		name = "tiny-" + typ
+	default:
+		return usagef("--shape %q with --mmproj (want tiny or real)", shape)
+	}
+	var dim int
+	if s, err := synth.Lookup(base); err == nil {
+		dim = s.Config.Dim
+	} else {
+		m, err := models.Open(base, models.Options{})
+		if err != nil {
+			return err
+		}
+		dim = m.Config.Dim
+		m.Close()
+	}
+	c, err := synth.ProjectorShape(name, dim)
+	if err != nil {
+		return usageError{err}
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	if err := synth.WriteProjector(w, c, t, seed); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: a %s projector (%d layers of %d, %d tokens an image) into %d\n", out, c.Projector, c.Layers, c.Dim, c.Tokens(), dim)
+	return nil
 }

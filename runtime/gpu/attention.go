@@ -122,9 +122,22 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	n := b.rows(d)
 	st := b.attention()
 	// Bidirectional rows attend up to their sequence's end: the kernels
-	// bind the ends where causal rows bind their positions.
+	// bind the ends where causal rows bind their positions. A sliding
+	// window starts from each row's own position, though: with one, the
+	// tiled kernel binds the positions and sees up to the horizon, the
+	// sequence's end, which must then be the batch's only sequence (a
+	// Gemma 3 image's step).
 	batch, pos := b.batch, b.pos
-	if a.Bidirectional {
+	horizon := 0
+	if a.Bidirectional && a.Window > 0 {
+		for i := range n {
+			if batch.Seq[i] != batch.Seq[0] {
+				b.fail(fmt.Errorf("gpu: bidirectional sliding-window attention over several sequences"))
+				return
+			}
+			horizon = max(horizon, int(batch.Pos[i])+1)
+		}
+	} else if a.Bidirectional {
 		ends, rows, err := b.ends()
 		if err != nil {
 			b.fail(err)
@@ -139,7 +152,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	slices := (group + maxGroup - 1) / maxGroup
 	d4 := (a.HeadDim + 3) / 4
 	t := prefillTileFor(d4)
-	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0, a.Window)
+	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0 && horizon == 0, a.Window, horizon)
 	lane := b.laneAttention()
 	if dec.rows > 0 {
 		if lane {
@@ -181,7 +194,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	if pre.rows > 0 {
 		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window)},
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window), uint32(horizon)},
 			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
@@ -269,8 +282,9 @@ type rowSet struct{ rows, ctx int }
 // st.flags, which depend on the batch alone, not on n. With a sliding
 // window, a decode row sees at most window positions, and a pass of the
 // tiled kernel, which starts at the window of its earliest row, at most
-// window more than the distance from the sequence's first row.
-func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool, window int) (dec, pre rowSet) {
+// window more than the distance from the sequence's first row (up to
+// the horizon instead of the row's own position when horizon > 0).
+func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool, window, horizon int) (dec, pre rowSet) {
 	if cap(st.counts) < len(batch.Tables) {
 		st.counts = make([]int32, len(batch.Tables))
 		st.firsts = make([]int32, len(batch.Tables))
@@ -297,6 +311,9 @@ func (st *attnState) survey(batch backend.Batch, n, maxRows int, decode bool, wi
 		} else {
 			if window > 0 {
 				ctx = min(ctx, int(batch.Pos[i]-firsts[batch.Seq[i]])+window)
+			}
+			if horizon > 0 {
+				ctx = horizon - max(0, int(firsts[batch.Seq[i]])-window+1)
 			}
 			st.flags[i] = 0
 			pre.rows, pre.ctx = pre.rows+1, max(pre.ctx, ctx)

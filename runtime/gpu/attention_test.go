@@ -339,3 +339,24 @@ func TestAttentionSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionBidirectionalWindow: steps of one sequence whose rows see
+// every row of the step (a Gemma 3 image's) on sliding-window layers,
+// where each row's window still starts from its own position, after a
+// prefix longer than the window; awkward head dims, GQA, blocks that the
+// step straddles.
+func TestAttentionBidirectionalWindow(t *testing.T) {
+	for _, tc := range []attnCase{
+		{4, 1, 16, 8, 200, 1, attnAt(21, attnRun{0, 16})},
+		{8, 2, 72, 16, 300, 1, append(attnAt(37, attnRun{0, 64}), attnStep{runs: []attnRun{{0, 5}}})},
+		{2, 2, 6, 4, 100, 1, attnAt(3, attnRun{0, 29})},
+	} {
+		for _, window := range []int{0, 9, 20} {
+			t.Run(fmt.Sprintf("%s/window%d", tc.name(), window), func(t *testing.T) {
+				tc.runWith(t, backend.KVF32, "group", func(w *twins, a *backend.Attention) {
+					a.Window, a.Bidirectional = window, true
+				})
+			})
+		}
+	}
+}

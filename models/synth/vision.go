@@ -1,0 +1,126 @@
+package synth
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/vision"
+)
+
+// visionShapes are the vision towers WriteProjector imitates, by
+// projector type and size: the real ones at their published configs (the
+// projection's width comes from the base model), tiny ones for tests.
+var visionShapes = map[string]vision.Config{
+	// Gemma 3 4B/12B/27B's SigLIP-So400m at 896 pixels: 4096 patches of
+	// 14, pooled 4×4 into 256 tokens.
+	"gemma3": {Projector: vision.Gemma3, ImageSize: 896, PatchSize: 14, Dim: 1152, FFN: 4304, Layers: 27, Heads: 16,
+		Eps: 1e-6, Merge: 4, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// 64 patches of 4 pixels pooled 2×2 into 16 tokens.
+	"tiny-gemma3": {Projector: vision.Gemma3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
+		Eps: 1e-6, Merge: 2, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+}
+
+// ProjectorShapes lists the names WriteProjector takes.
+func ProjectorShapes() []string {
+	var n []string
+	for k := range visionShapes {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// ProjectorShape returns the vision tower called name ("gemma3",
+// "tiny-gemma3") projecting into outDim, the base model's width.
+func ProjectorShape(name string, outDim int) (vision.Config, error) {
+	c, ok := visionShapes[name]
+	if !ok {
+		return vision.Config{}, fmt.Errorf("synth: unknown projector shape %q (known: %s)", name, strings.Join(ProjectorShapes(), ", "))
+	}
+	c.OutDim = outDim
+	return c, nil
+}
+
+// WriteProjector writes an mmproj GGUF of tower c with weights of type t
+// (F32 or F16; vectors stay F32) drawn from a seeded generator, with
+// llama.cpp's keys and tensor names, so that llama-mtmd-cli reads it with
+// the base model whose width is c.OutDim. Matrices are uniform in
+// ±sqrt(3/in), biases and position embeddings small, norms near one.
+func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) error {
+	if t != dtype.F32 && t != dtype.F16 {
+		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
+	}
+	if c.OutDim <= 0 {
+		return fmt.Errorf("synth: projector of width %d", c.OutDim)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x715e))
+	var tensors []gguf.WriteTensor
+	for _, want := range c.TensorShapes() {
+		n := 1
+		for _, d := range want.Shape {
+			n *= d
+		}
+		vals := make([]float32, n)
+		name := want.Name
+		switch {
+		case strings.HasSuffix(name, "ln1.weight") || strings.HasSuffix(name, "ln2.weight") ||
+			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm:
+			for i := range vals {
+				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+			}
+		case len(want.Shape) == 1 || name == vision.PositionEmbd:
+			for i := range vals {
+				vals[i] = 0.1 * (2*rng.Float32() - 1)
+			}
+		default:
+			in := n / want.Shape[0]
+			if name == vision.InputProj { // [Dim, OutDim]: HF's orientation, its input first
+				in = c.Dim
+			}
+			a := float32(math.Sqrt(3 / float64(in)))
+			for i := range vals {
+				vals[i] = a * (2*rng.Float32() - 1)
+			}
+		}
+		typ := t
+		if len(want.Shape) == 1 || name == vision.PositionEmbd {
+			typ = dtype.F32
+		}
+		data, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", name, err)
+		}
+		dims := make([]uint64, len(want.Shape))
+		for i, d := range want.Shape { // GGUF lists the innermost dimension first
+			dims[len(dims)-1-i] = uint64(d)
+		}
+		tensors = append(tensors, gguf.WriteTensor{Name: name, Dims: dims, Type: typ, Data: data})
+	}
+	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
+	f3 := func(v [3]float32) gguf.Value { return gguf.ArrayValue(v[:]) }
+	kv := []gguf.KV{
+		{Key: "general.architecture", Value: gguf.StringValue("clip")},
+		{Key: "general.name", Value: gguf.StringValue("synthetic " + string(c.Projector) + " projector")},
+		{Key: "clip.projector_type", Value: gguf.StringValue(string(c.Projector))},
+		{Key: "clip.has_vision_encoder", Value: gguf.BoolValue(true)},
+		{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
+		{Key: "clip.vision.image_size", Value: u(c.ImageSize)},
+		{Key: "clip.vision.patch_size", Value: u(c.PatchSize)},
+		{Key: "clip.vision.embedding_length", Value: u(c.Dim)},
+		{Key: "clip.vision.feed_forward_length", Value: u(c.FFN)},
+		{Key: "clip.vision.projection_dim", Value: u(c.OutDim)},
+		{Key: "clip.vision.block_count", Value: u(c.Layers)},
+		{Key: "clip.vision.attention.head_count", Value: u(c.Heads)},
+		{Key: "clip.vision.attention.layer_norm_epsilon", Value: gguf.Float32Value(c.Eps)},
+		{Key: "clip.vision.image_mean", Value: f3(c.Mean)},
+		{Key: "clip.vision.image_std", Value: f3(c.Std)},
+		{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)},
+	}
+	return gguf.Write(w, kv, tensors)
+}

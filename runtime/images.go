@@ -1,0 +1,356 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/models/vision"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// ImageMarker stands for an image in a prompt's text (Request.Prompt or a
+// message's content): llama.cpp's mtmd default marker, so that prompts
+// written for llama-mtmd-cli and llama-server mean the same here. The
+// i-th marker is Request.Images[i].
+const ImageMarker = "<__media__>"
+
+// ErrNoVision is returned (wrapped in ErrBadRequest) for a request with
+// images to an engine loaded without a vision projector.
+var ErrNoVision = errors.New("the model was loaded without a vision projector (--mmproj)")
+
+// openProjector opens the mmproj at path and checks that it feeds m.
+func openProjector(path string, m *models.Model) (*vision.Model, error) {
+	vm, err := vision.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if vm.Config.Projector == vision.Gemma3 && m.Config.Arch != "gemma3" {
+		vm.Close()
+		return nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
+	}
+	if vm.Config.OutDim != m.Config.Dim {
+		vm.Close()
+		return nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
+	}
+	return vm, nil
+}
+
+func closeProjector(vm *vision.Model) {
+	if vm != nil {
+		vm.Close()
+	}
+}
+
+// HasVision reports whether the engine takes images.
+func (e *Engine) HasVision() bool { return e.vis != nil }
+
+// ImageTokens is how many positions of the context one image takes (0
+// without a projector).
+func (e *Engine) ImageTokens() int {
+	if e.vis == nil {
+		return 0
+	}
+	return e.vis.cfg.Tokens()
+}
+
+// EncodeImage returns img's embeddings in the language model's space, one
+// row of the model's width a token (ImageTokens rows): what the sequence
+// reads at the image's positions. An image encoded recently (by hash) is
+// not encoded again.
+func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32, error) {
+	if e.vis == nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
+	}
+	if emb, ok := e.images.get(img.Hash); ok {
+		return emb, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e.stepMu.Lock() // the tower runs on the language model's backend
+	emb, err := e.vis.encode(img)
+	e.stepMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("encode image: %w", err)
+	}
+	e.images.put(img.Hash, emb)
+	return emb, nil
+}
+
+// imageSpan is where an image's embeddings go in a sequence: positions
+// start..start+rows-1, row i of embeds (rows × the model's width) at
+// start+i.
+type imageSpan struct {
+	start, rows int
+	embeds      []float32
+}
+
+// end is the position after the span.
+func (s imageSpan) end() int { return s.start + s.rows }
+
+// spanAt returns the span holding position pos, if any.
+func spanAt(spans []imageSpan, pos int) (imageSpan, bool) {
+	for _, s := range spans {
+		if pos >= s.start && pos < s.end() {
+			return s, true
+		}
+	}
+	return imageSpan{}, false
+}
+
+// nextSpan returns the first span starting at or after pos, if any.
+func nextSpan(spans []imageSpan, pos int) (imageSpan, bool) {
+	for _, s := range spans {
+		if s.start >= pos {
+			return s, true
+		}
+	}
+	return imageSpan{}, false
+}
+
+// imagePrompt tokenizes a request with images as llama.cpp's mtmd_tokenize
+// does: the prompt text (rendered with the chat template for Messages) is
+// cut at each ImageMarker; the marker becomes the projector's image-start
+// text, the image's tokens and its image-end text (<start_of_image> and
+// <end_of_image> for Gemma 3). Each piece of text (the prompt's pieces,
+// and the image-start and -end texts) is tokenized on its own, with
+// special tokens, after the BOS the request would have without images:
+// what mtmd_tokenize gives, ids for ids. The images are encoded here.
+func (e *Engine) imagePrompt(ctx context.Context, req Request) ([]int32, []imageSpan, error) {
+	if e.vis == nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
+	}
+	if req.Tokens != nil {
+		return nil, nil, fmt.Errorf("%w: a request with images gives its prompt as text (Prompt or Messages) with %s where each image goes", ErrBadRequest, ImageMarker)
+	}
+	tok := e.model.Tokenizer
+	text, bos := req.Prompt, true
+	if req.Messages != nil {
+		var err error
+		if text, err = e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars}); err != nil {
+			return nil, nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
+		}
+		_, bos = e.chat.(chat.Plain)
+	}
+	pieces := strings.Split(text, ImageMarker)
+	if len(pieces)-1 != len(req.Images) {
+		return nil, nil, fmt.Errorf("%w: %d images but %d %s markers in the prompt", ErrBadRequest, len(req.Images), len(pieces)-1, ImageMarker)
+	}
+	begin, end := imageBrackets(e.vis.cfg.Projector)
+	ctxLen, n := e.model.Config.Context, e.vis.cfg.Tokens()
+	var ids []int32
+	var spans []imageSpan
+	// add tokenizes one piece of text on its own (its own SentencePiece
+	// space prefix, as mtmd's add_text), with BOS first when asked (the
+	// tokenizer's: none for one that adds none).
+	add := func(text string, bos bool) error {
+		enc, err := tokenizer.EncodeSpecialBounded(ctx, tok, text, bos, ctxLen-1-len(ids))
+		if errors.Is(err, tokenizer.ErrTooLong) {
+			return fmt.Errorf("%w: the prompt has more tokens than the context of %d holds", ErrContextFull, ctxLen)
+		} else if err != nil {
+			return err
+		}
+		for _, id := range enc {
+			ids = append(ids, int32(id))
+		}
+		return nil
+	}
+	if err := add("", bos); err != nil {
+		return nil, nil, err
+	}
+	for i, piece := range pieces {
+		if i > 0 {
+			if err := add(end, false); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := add(piece, false); err != nil {
+			return nil, nil, err
+		}
+		if i == len(req.Images) {
+			break
+		}
+		if err := add(begin, false); err != nil {
+			return nil, nil, err
+		}
+		img := req.Images[i]
+		if img == nil {
+			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
+		}
+		if len(ids)+n >= ctxLen {
+			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, n, ctxLen)
+		}
+		emb, err := e.EncodeImage(ctx, img)
+		if err != nil {
+			return nil, nil, err
+		}
+		spans = append(spans, imageSpan{start: len(ids), rows: n, embeds: emb})
+		ids = append(ids, imageIDs(img.Hash, n, e.model.Config.Vocab)...)
+	}
+	if len(ids) >= ctxLen {
+		return nil, nil, fmt.Errorf("%w: %d tokens, the context is %d", ErrContextFull, len(ids), ctxLen)
+	}
+	return ids, spans, nil
+}
+
+// imageBrackets is the text around an image's tokens, as mtmd.cpp writes
+// it for the projector.
+func imageBrackets(p vision.Projector) (begin, end string) {
+	switch p {
+	case vision.Gemma3:
+		return "<start_of_image>", "<end_of_image>"
+	}
+	return "", ""
+}
+
+// imageNonCausal reports whether an image's tokens attend to each other
+// both ways in the language model (mtmd_decode_use_non_causal: Gemma 3).
+func imageNonCausal(p vision.Projector) bool { return p == vision.Gemma3 }
+
+// imageCacheSize is how many images' embeddings an engine keeps.
+const imageCacheSize = 16
+
+// imageCache keeps the embeddings of the images encoded last, by hash,
+// so that a conversation that sends its image again with each turn
+// encodes it once.
+type imageCache struct {
+	mu    sync.Mutex
+	size  int
+	order [][32]byte // oldest first
+	embs  map[[32]byte][]float32
+}
+
+func newImageCache(size int) *imageCache {
+	return &imageCache{size: size, embs: map[[32]byte][]float32{}}
+}
+
+func (c *imageCache) get(h [32]byte) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	emb, ok := c.embs[h]
+	if ok {
+		c.touch(h)
+	}
+	return emb, ok
+}
+
+func (c *imageCache) put(h [32]byte, emb []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.embs[h]; !ok && len(c.order) == c.size {
+		delete(c.embs, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.embs[h] = emb
+	c.touch(h)
+}
+
+// touch moves h to the newest end of the order. Called with c.mu held.
+func (c *imageCache) touch(h [32]byte) {
+	for i, o := range c.order {
+		if o == h {
+			c.order = append(c.order[:i], c.order[i+1:]...)
+			break
+		}
+	}
+	c.order = append(c.order, h)
+}
+
+// imageRows is what a step's image rows read: batch row rows[i] takes row
+// i of the llama's image tensor (written by setImages).
+type imageRows struct{ rows []int }
+
+// setImages writes the embeddings of plan's image rows to the image
+// tensor, for the step's layersAndHead to put in place of those rows'
+// token embeddings, and reports whether the step is an image's whole
+// remaining span of a projector whose images attend both ways (plan then
+// holds that one sequence: see plan). It returns nil rows for a step
+// without images.
+func (e *Engine) setImages(plan []work) (*imageRows, bool, error) {
+	if e.vis == nil {
+		return nil, false, nil
+	}
+	dim := e.model.Config.Dim
+	var in imageRows
+	var data []float32
+	row, both := 0, false
+	for _, w := range plan {
+		for t := range w.n {
+			pos := w.s.stored + t
+			if sp, ok := spanAt(w.s.images, pos); ok {
+				i := pos - sp.start
+				in.rows = append(in.rows, row+t)
+				data = append(data, sp.embeds[i*dim:(i+1)*dim]...)
+				both = imageNonCausal(e.vis.cfg.Projector)
+			}
+		}
+		row += w.n
+	}
+	if in.rows == nil {
+		return nil, false, nil
+	}
+	if e.net.img == nil {
+		var err error
+		if e.net.img, err = e.be.NewTensor(e.net.maxBatch, dim); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := e.be.Write(e.net.img, data); err != nil {
+		return nil, false, err
+	}
+	return &in, both, nil
+}
+
+// injectImages puts the step's image rows in place of their token
+// embeddings (after the embedding scale, which llama.cpp applies to
+// tokens, not to embeddings given as input).
+func (n *llama) injectImages() {
+	if n.images == nil {
+		return
+	}
+	for i, r := range n.images.rows {
+		n.be.CopyRow(n.x, r, n.img, i)
+	}
+}
+
+// stepAttention is a layer's attention for the step being queued:
+// bidirectional for an image step whose tokens attend both ways.
+func (n *llama) stepAttention(a backend.Attention) backend.Attention {
+	a.Bidirectional = n.bidirectional
+	return a
+}
+
+// imageOnly returns the first running sequence whose next position is
+// inside an image that attends both ways: the next step reads the rest
+// of that image and nothing else, since a bidirectional step lets every
+// row of the batch see its sequence's later rows. Called with e.mu held.
+func (e *Engine) imageOnly() *sequence {
+	if e.vis == nil || !imageNonCausal(e.vis.cfg.Projector) {
+		return nil
+	}
+	for _, s := range e.running {
+		if _, ok := spanAt(s.images, s.stored); ok {
+			return s
+		}
+	}
+	return nil
+}
+
+// imageChunk bounds the rows a step reads of s from its next position:
+// the rest of an image it is inside of, or up to the next image's start
+// (whose rows must be a step of their own when they attend both ways).
+func (e *Engine) imageChunk(s *sequence, n int) int {
+	if sp, ok := spanAt(s.images, s.stored); ok && imageNonCausal(e.vis.cfg.Projector) {
+		return sp.end() - s.stored
+	}
+	if sp, ok := nextSpan(s.images, s.stored); ok && imageNonCausal(e.vis.cfg.Projector) {
+		return min(n, sp.start-s.stored)
+	}
+	return n
+}
