@@ -324,6 +324,7 @@ type apiResult struct {
 	Chunks, Usage               int
 	Compiled                    []int
 	MaxBinding, Largest         float64
+	WeightBytes                 float64
 	LoadMs, TTFTms, DecodeTPS   float64
 	ChatTemplate                bool
 	Lists                       [][]int
@@ -361,6 +362,8 @@ func TestBrowserAPI(t *testing.T) {
 	writeQwen3Chat(t, qwen)
 	small := filepath.Join(modelDir, "smollm2-135m.gguf")
 	writeSynth(t, small, "smollm2-135m")
+	every := filepath.Join(modelDir, "every-type.gguf")
+	everyBytes := writeEveryBlockType(t, every)
 	bad := make([]byte, 4096)
 	rand.Read(bad)
 	os.WriteFile(filepath.Join(modelDir, "bad.gguf"), bad, 0o644)
@@ -486,6 +489,27 @@ func TestBrowserAPI(t *testing.T) {
 		}
 		t.Logf("smollm2-135m shape, int4, 128 MiB bindings (largest weight buffer %.1f MiB): browser load %.0f ms, first token %.0f ms, %.2f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
 			r.Largest/(1<<20), r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	// The fused gate and up of every type of 4 bits or more exceed 512 KiB.
+	t.Run("every GGUF block type at its file's bits, split across 512 KiB bindings, matches native", func(t *testing.T) {
+		const prompt, steps = "abc def ghi", 24
+		want := runNativeWith(t, every, runtime.Request{Prompt: prompt, MaxTokens: steps, IgnoreEOS: true}, runtime.Options{})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/every-type.gguf", context: 256, maxStorageBinding: 512 << 10, cache: false});
+				const a = await engine.completions.create({prompt: "`+prompt+`", temperature: 0, max_tokens: `+strconv.Itoa(steps)+`, ignore_eos: true});
+				const out = {IDs: a.tessera.token_ids, Content: a.choices[0].text, WeightBytes: engine.model.weightBytes};
+				await engine.unload();
+				return out;
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+			t.Errorf("greedy completion:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+		}
+		if int64(r.WeightBytes) != everyBytes {
+			t.Errorf("the browser keeps the weights in %.0f bytes, the file's tensors take %d", r.WeightBytes, everyBytes)
+		}
 	})
 
 	t.Run("shaders compile once per worker, not at every load", func(t *testing.T) {
