@@ -306,6 +306,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	if device == "cpu" {
 		yield = yieldToEventLoop
 	}
+	selfCheck := optionalBool(opts, "selfCheck", true)
 	eng, err := runtime.LoadModel(m, runtime.Options{
 		Device:  device,
 		GPU:     dev,
@@ -314,6 +315,11 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		Context: context,
 		Draft:   draft,
 		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
+		// The self-check of the kernels against the CPU, its results kept
+		// in the origin's storage; kernelFault is its test hook.
+		NoSelfCheck:    !selfCheck,
+		SelfCheckCache: opfsSelfChecks{},
+		Plan:           gpu.Plan{Fault: optionalString(opts, "kernelFault", "")},
 	})
 	close(done)
 	if err == nil && len(want) == 1 {
@@ -363,6 +369,9 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	} else {
 		info["adapter"] = nil
 		info["path"] = "cpu"
+	}
+	if c, ok := eng.SelfCheck(); ok {
+		info["selfCheck"] = selfCheckInfo(c)
 	}
 	a.mu.Lock()
 	a.eng, a.model = eng, info

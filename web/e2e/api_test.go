@@ -69,7 +69,7 @@ func startBrowser(t *testing.T, exe string, noGPU bool) (context.Context, *conso
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting %s: %v", exe, err)
 	}
-	ctx, cancelTimeout := context.WithTimeout(ctx, 6*time.Minute)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 12*time.Minute)
 	t.Cleanup(cancelTimeout)
 	cons := &console{}
 	go cons.collect(ctx, "page")
@@ -915,6 +915,64 @@ func TestBrowserAPI(t *testing.T) {
 		if rep, err := cpu.Replay(context.Background(), &tampered); err != nil || rep.Diverged != 9 {
 			t.Errorf("a tampered transcript: %+v, %v", rep, err)
 		}
+	})
+
+	t.Run("the self-check catches a faulty kernel and engine.info() says so", func(t *testing.T) {
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 40})
+		r := eval(t, `(async () => {
+			try {
+				const run = async (opts) => {
+					const e = await tessera.createEngine({model: "/models/stories260K.gguf?selfcheck", quant: "f32", ...opts});
+					const c = await e.completions.create({prompt: "Once upon a time", max_tokens: 40, temperature: 0});
+					const info = await e.info();
+					await e.unload();
+					return {check: info.model.selfCheck, ids: c.tessera.token_ids, loadMs: info.model.loadMs};
+				};
+				// Earlier loads stored their results: start from none.
+				await (await navigator.storage.getDirectory()).removeEntry("tessera-selfcheck", {recursive: true}).catch(() => {});
+				const sound = await run({});
+				const unchecked = await run({selfCheck: false});
+				const fused = sound.check.kernels.find((k) => /^matmul_gemv\+norm/.test(k));
+				const faulty = await run({kernelFault: fused});
+				const again = await run({kernelFault: fused});
+				const off = await run({kernelFault: fused, selfCheck: false});
+				return {Content: JSON.stringify({sound, unchecked, fused, faulty, again, off})};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		type run struct {
+			Check *struct {
+				Status, Plan, Adapter string
+				Failed                []struct{ Plan, Error string }
+				Kernels               []string
+				Cached                bool
+				MS                    float64
+			}
+			IDs    []int
+			LoadMs float64
+		}
+		var got struct {
+			Sound, Unchecked, Faulty, Again, Off run
+			Fused                                string
+		}
+		if err := json.Unmarshal([]byte(r.Content), &got); err != nil || got.Sound.Check == nil || got.Faulty.Check == nil || got.Again.Check == nil {
+			t.Fatalf("no self-check reports: %v %s", err, r.Content)
+		}
+		if c := got.Sound.Check; c.Status != "passed" || c.Cached || len(c.Kernels) == 0 || !slices.Equal(got.Sound.IDs, want.IDs) {
+			t.Errorf("sound kernels: %+v, tokens %v; want passed and the native %v", c, got.Sound.IDs, want.IDs)
+		}
+		if c := got.Faulty.Check; got.Fused == "" || c.Status != "fallback" || c.Cached || len(c.Failed) == 0 || c.Failed[0].Plan != "the adapter's kernels" ||
+			!strings.Contains(c.Failed[0].Error, "logit") || !slices.Equal(got.Faulty.IDs, want.IDs) {
+			t.Errorf("a faulty %q: %+v, tokens %v; want a fallback and the native %v", got.Fused, c, got.Faulty.IDs, want.IDs)
+		}
+		if c := got.Again.Check; !c.Cached || c.Status != "fallback" || c.Plan != got.Faulty.Check.Plan || !slices.Equal(got.Again.IDs, want.IDs) {
+			t.Errorf("the second load: %+v; want the fallback read from the origin's storage", c)
+		}
+		if got.Off.Check != nil || slices.Equal(got.Off.IDs, want.IDs) {
+			t.Errorf("selfCheck: false with the fault: report %+v, tokens %v; want none, and the fault's wrong story", got.Off.Check, got.Off.IDs)
+		}
+		t.Logf("self-check on %s: %.0f ms (passed, cold), %.0f ms (fault found, plan %q), %.0f ms (cached); loads %.0f ms checked (cold), %.0f ms unchecked, %.0f ms cached",
+			got.Sound.Check.Adapter, got.Sound.Check.MS, got.Faulty.Check.MS, got.Faulty.Check.Plan, got.Again.Check.MS,
+			got.Sound.LoadMs, got.Unchecked.LoadMs, got.Again.LoadMs)
 	})
 
 	t.Run("without WebGPU", func(t *testing.T) {

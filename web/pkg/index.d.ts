@@ -57,6 +57,17 @@ export interface EngineOptions {
    * weights that do not fit one binding.
    */
   maxStorageBinding?: number;
+  /**
+   * Check the WebGPU kernels against the CPU at load (default true): a small twin of the model runs on both, and
+   * kernels that disagree (a faulty driver) are replaced by plainer ones, or the engine runs on the CPU;
+   * `model.selfCheck` reports it. Results are kept in the origin's storage per adapter and driver.
+   */
+  selfCheck?: boolean;
+  /**
+   * Testing: perturb every output of this kernel variant (as `model.selfCheck.kernels` names them), as a
+   * miscompiling driver would, to see the self-check catch it.
+   */
+  kernelFault?: string;
   onProgress?: (p: Progress) => void;
   signal?: AbortSignal;
   /** Where worker.js and tessera.wasm are, if not next to this module. */
@@ -75,7 +86,26 @@ export interface ModelInfo {
   discarded?: string;
   draft: "" | "ngram";
   fetchMs: number; uploadMs: number; loadMs: number;
+  /** The load-time check of the WebGPU kernels against the CPU; absent on the CPU backend or with selfCheck: false. */
+  selfCheck?: SelfCheck;
   adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };
+}
+
+/** What the load-time self-check found (ModelInfo.selfCheck). */
+export interface SelfCheck {
+  /** "passed"; "fallback": plainer kernels passed and run; "cpu": none did, the model runs on the CPU; "skipped". */
+  status: "passed" | "fallback" | "cpu" | "skipped";
+  adapter: string; driver: string;
+  /** The plan of kernels the engine runs with. */
+  plan: string;
+  /** Each plan that disagreed with the CPU, and its first mismatch. */
+  failed: Array<{ plan: string; error: string }>;
+  /** The kernel variants checked under the plan that passed. */
+  kernels: string[];
+  skipped: string;
+  /** Read from the origin's storage rather than run. */
+  cached: boolean;
+  ms: number;
 }
 
 /** What `engine.info()` reports of the engine's worker. */
