@@ -34,6 +34,8 @@ func familyGGUF(m *Model, md *metaReader) error {
 		return splitFused(m)
 	case "gpt-oss":
 		return gptOSS(m, md)
+	case "qwen35", "qwen35moe":
+		return qwen35GGUF(m, md)
 	}
 	return nil
 }

@@ -211,6 +211,10 @@ var ggufArchs = map[string]RopeLayout{
 	"smollm3": RopePairs,
 	"phi3":    RopeHalves,
 	"gpt-oss": RopeHalves, // llama.cpp's openai-moe
+	// qwen35.go: Qwen3.5's hybrid Gated DeltaNet and gated attention
+	// (M-RoPE's sections rotate text positions as NeoX halves do).
+	"qwen35":    RopeHalves,
+	"qwen35moe": RopeHalves,
 	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
 	"qwen2moe":   RopeHalves,
 	"qwen3moe":   RopeHalves,

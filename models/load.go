@@ -168,6 +168,16 @@ func LlamaTensors(c Config) []Tensor {
 		ts = append(ts, Tensor{Name: Output, Shape: []int{c.Vocab, c.Dim}})
 	}
 	for l := 0; l < c.Layers; l++ {
+		if c.LayerLinear(l) { // Qwen3.5's Gated DeltaNet instead of attention
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnNorm), Shape: []int{c.Dim}})
+			ts = append(ts, linearTensors(c, l)...)
+			ts = append(ts, Tensor{Name: LayerTensor(l, FFNNorm), Shape: []int{c.Dim}})
+			ts = append(ts, ffnTensors(c, l)...)
+			continue
+		}
+		if c.AttnGate {
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnQGate), Shape: []int{q, c.Dim}})
+		}
 		if c.QKVBias {
 			ts = append(ts,
 				Tensor{Name: LayerBias(l, AttnQ), Shape: []int{q}},

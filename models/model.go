@@ -125,6 +125,13 @@ type Config struct {
 	// embeddings (gemma4.go); nil for every other family.
 	Gemma4 *Gemma4
 
+	// Qwen3.5's hybrid layers (qwen35.go), off at their zero values:
+	// Linear marks the Gated DeltaNet layers and their shapes; AttnGate
+	// gates the full-attention layers' output per head by sigmoid of a
+	// second half of q's projection (attn_q_gate).
+	Linear   LinearConfig
+	AttnGate bool
+
 	// Embedding models (encoder.go): how a sequence becomes one vector,
 	// and the encoders' differences, each off at its zero value.
 	Pooling Pooling
@@ -150,6 +157,9 @@ const (
 	// min(g, 7)·sigmoid(1.702·min(g, 7))·(clamp(u, −7, 7) + 1). Only
 	// Backend.GLU takes it.
 	SwiGLUOAI
+	// Sigmoid: Qwen3.5's attention output gate, sigmoid(g)·u. Only
+	// Backend.GLU takes it.
+	Sigmoid
 )
 
 func (a Activation) String() string {
@@ -162,6 +172,8 @@ func (a Activation) String() string {
 		return "tanh"
 	case SwiGLUOAI:
 		return "swiglu_oai"
+	case Sigmoid:
+		return "sigmoid"
 	}
 	return "silu"
 }
@@ -239,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if c.Gemma4 != nil {
 		errs = append(errs, c.Gemma4.validate(c))
+	}
+	if err := c.Linear.validate(c.Layers); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

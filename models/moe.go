@@ -119,7 +119,7 @@ func ffnTensors(c Config, l int) []Tensor {
 // builds each: Mixtral (llama), Qwen3-MoE and Granite do, Qwen2-MoE and
 // OLMoE do not.
 var moeGGUFNormDefault = map[string]bool{
-	"llama": true, "qwen3moe": true, "granitemoe": true, "qwen2moe": false, "olmoe": false, "gpt-oss": true,
+	"llama": true, "qwen3moe": true, "qwen35moe": true, "granitemoe": true, "qwen2moe": false, "olmoe": false, "gpt-oss": true,
 }
 
 // moeGGUF reads the experts of a GGUF model from llama.cpp's keys:

@@ -68,11 +68,16 @@ func (e *Engine) sampleText(ctx context.Context, c Calibration) ([][]int32, erro
 // Called with e.stepMu held.
 func (e *Engine) decodeLockstep(ctx context.Context, kv []*kvcache.Seq, toks [][]int32, steps int, next func(i int, logits []float32) int32) error {
 	n, vocab := e.net, e.model.Config.Vocab
+	states, err := e.lendStates(len(kv))
+	if err != nil {
+		return err
+	}
+	defer e.returnStates(states)
 	for pos := range steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := backend.Batch{BlockSize: e.pool.BlockSize()}
+		b := backend.Batch{BlockSize: e.pool.BlockSize(), States: states}
 		e.mu.Lock()
 		for i, s := range kv {
 			copies, err := s.Reserve(1)

@@ -363,6 +363,7 @@ func (e *Engine) lastHidden(ctx context.Context, tokens []int32) ([]float32, err
 			n.copyBlock(int(c.Src), int(c.Dst))
 		}
 		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}, Out: []int32{int32(len(chunk) - 1)}}
+		n.solo(&b)
 		for i, t := range chunk {
 			b.Tokens = append(b.Tokens, t)
 			b.Pos = append(b.Pos, int32(pos+i))

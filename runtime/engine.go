@@ -80,6 +80,9 @@ type Engine struct {
 	loraDirty  bool
 	// Switches benchmarks use to compare runs.
 	noPrefixCache, specOff bool
+	// rs hands out the recurrent-state slots of a model with linear
+	// layers (linear.go), nil for others.
+	rs *stateSlots
 
 	// Constrained decoding: the vocabulary's index, made on first use, and
 	// the machines of recent grammars by source, so that requests with the
@@ -135,7 +138,8 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*
 // newEngine is New with forward steps of up to maxBatch rows.
 func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, maxBatch int) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
-	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4":
+	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4",
+		"qwen35", "qwen35moe":
 	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}
@@ -164,8 +168,12 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
-	return &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m),
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}, nil
+	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m),
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}
+	if net.recurrent() {
+		e.rs = newStateSlots(net.maxOut)
+	}
+	return e, nil
 }
 
 // Model returns the model the engine runs.
@@ -529,6 +537,7 @@ func (e *Engine) ScoreAdapters(ctx context.Context, tokens []int32, adapters []A
 			n.copyBlock(int(c.Src), int(c.Dst))
 		}
 		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+		n.solo(&b)
 		for i, t := range chunk {
 			b.Tokens = append(b.Tokens, t)
 			b.Pos = append(b.Pos, int32(pos+i))

@@ -36,11 +36,26 @@ type llama struct {
 	kv                            backend.KV
 	g4                            *gemma4Net // Gemma 4's layers (gemma4.go), or nil
 
+	// Qwen3.5's linear layers (models.LinearConfig): their activations and
+	// the recurrent states (a slot per running sequence, the scratch slot
+	// of one-off passes and the prefix snapshots: stateSlots in linear.go).
+	lin *linearActs
+	rec backend.Recurrent
+	// qGate is the gated attention's gate half of q (Config.AttnGate).
+	qGate backend.Tensor
+
 	// Images (runtime/images.go): the step's image rows and their
 	// embeddings, and whether the step attends both ways.
 	img           backend.Tensor // maxBatch rows, allocated at the first image
 	images        *imageRows
 	bidirectional bool
+}
+
+// linearActs are a linear layer's activations, maxBatch rows each.
+type linearActs struct {
+	mixed, conv backend.Tensor // q, k and v before and after the convolution
+	z, o        backend.Tensor // the output gate and the recurrence's output
+	gates       backend.Tensor // per value head β's logit, then α's
 }
 
 type layerWeights struct {
@@ -51,6 +66,8 @@ type layerWeights struct {
 	qNorm, kNorm                backend.Weight // with QKNorm
 	sinks, bo                   backend.Weight // with AttnSinks, AttnOutBias (gpt-oss)
 	experts                     moeWeights     // with experts: instead of gateUp and down
+	linear                      *linearWeights // a linear layer's (Qwen3.5): instead of qkv and wo
+	qGate                       backend.Weight // with AttnGate: the gate half of q's projection
 	attnPost, ffnPost           backend.Weight // with PostNorms
 
 	// The projections' LoRA adapters (nil: none loaded), grouped by input
@@ -62,6 +79,14 @@ type layerWeights struct {
 	// the local base and see the last SlidingWindow positions.
 	rope, ropeKV backend.Rope
 	attn         backend.Attention
+}
+
+// linearWeights are a Gated DeltaNet layer's: in is W_qkv and W_gate
+// fused (one input, two outputs), gates W_beta's rows then W_alpha's, decay
+// dt then a; index is the layer's among the linear layers (its state's).
+type linearWeights struct {
+	in, gates, conv, decay, norm, out backend.Weight
+	index                             int
 }
 
 // newLlama uploads m's weights to be and allocates what a forward pass
@@ -104,6 +129,12 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 	storage := ws
 	for l := range n.layers {
 		lw := &n.layers[l]
+		if c.LayerLinear(l) {
+			if err := n.uploadLinear(m, ws, lw, l); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		type named struct {
 			dst  *backend.Weight
 			name string
@@ -134,6 +165,11 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 		}
 		if lw.qkv, err = fuse(false, models.LayerTensor(l, models.AttnQ), models.LayerTensor(l, models.AttnK), models.LayerTensor(l, models.AttnV)); err != nil {
 			return nil, err
+		}
+		if c.AttnGate {
+			if lw.qGate, err = upload(models.LayerTensor(l, models.AttnQGate)); err != nil {
+				return nil, err
+			}
 		}
 		if c.QKVBias {
 			if lw.bqkv, err = fuse(false, models.LayerBias(l, models.AttnQ), models.LayerBias(l, models.AttnK), models.LayerBias(l, models.AttnV)); err != nil {
@@ -170,6 +206,16 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 	}
 	if c.MoE.On() {
 		if n.moe, err = newMoEActs(be, c, maxBatch); err != nil {
+			return nil, err
+		}
+	}
+	if c.AttnGate {
+		if n.qGate, err = be.NewTensor(maxBatch, qDim); err != nil {
+			return nil, err
+		}
+	}
+	if c.Linear.On() {
+		if err := n.newLinear(maxBatch); err != nil {
 			return nil, err
 		}
 	}
@@ -234,6 +280,9 @@ func attention(c models.Config, l int) (q, k backend.Rope, a backend.Attention) 
 // up in n.logits, in order. The batch must fit in maxBatch and in the
 // context.
 func (n *llama) forward(batch backend.Batch) error {
+	if err := n.checkStates(batch); err != nil {
+		return err
+	}
 	if err := n.be.Begin(batch); err != nil {
 		return err
 	}
@@ -244,6 +293,9 @@ func (n *llama) forward(batch backend.Batch) error {
 // forwardChained is forward for the next step of a chain: its tokens are
 // the ids the previous step kept on the device.
 func (n *llama) forwardChained(batch backend.Batch) error {
+	if err := n.checkStates(batch); err != nil {
+		return err
+	}
 	if err := n.be.BeginChained(batch); err != nil {
 		return err
 	}
@@ -268,8 +320,30 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			n.gemma4Layer(l)
 			continue
 		}
+		if lw := w.linear; lw != nil {
+			// Linear attention (Gated DeltaNet, Qwen3.5): x += W_out · (norm(o) · silu(z)),
+			// o the delta rule over conv1d(W_qkv·h), z = W_gate·h, h = norm(x).
+			a := n.lin
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.in, Out: []backend.Tensor{a.mixed, a.z}})
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.gates, Out: []backend.Tensor{a.gates}})
+			be.Conv1D(a.conv, a.mixed, lw.conv, n.rec, lw.index)
+			be.DeltaNet(a.o, a.conv, a.gates, lw.decay, n.rec, lw.index,
+				backend.DeltaNet{KHeads: c.Linear.KHeads, VHeads: c.Linear.VHeads, HeadDim: c.Linear.HeadDim, Eps: c.NormEps})
+			be.HeadNorm(a.o, lw.norm, c.Linear.HeadDim, c.NormEps)
+			be.GLU(a.z, a.o, models.SiLU)
+			var next backend.Weight
+			if !c.MoE.On() {
+				next = w.ffnNorm
+			}
+			n.residual(a.z, lw.out, nil, nil, nil, next)
+			n.feedForward(l, w)
+			continue
+		}
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
 		be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}, LoRA: n.lora(w.lora[0])})
+		if c.AttnGate { // Qwen3.5: q's projection also gives a gate per head
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qGate, Out: []backend.Tensor{n.qGate}})
+		}
 		if c.QKNorm {
 			qn, kn := c.HeadDim, c.HeadDim
 			if c.QKNormFull { // OLMoE: all heads of a row together
@@ -283,23 +357,17 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}
+		att := n.att
+		if c.AttnGate { // Qwen3.5: a = sigmoid(gate) · a
+			be.GLU(n.qGate, n.att, models.Sigmoid)
+			att = n.qGate
+		}
 		var next backend.Weight // the norm the feed-forward block starts with
 		if !c.MoE.On() {
 			next = w.ffnNorm
 		}
-		n.residual(n.att, w.wo, w.bo, w.lora[1], w.attnPost, next)
-
-		if c.MoE.On() { // the feed-forward through the routed experts
-			n.experts(w)
-			continue
-		}
-		// Feed-forward block: x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
-		be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: c.Act, LoRA: n.lora(w.lora[2])})
-		next = n.outNorm // the norm the next layer or the head starts with
-		if l+1 < len(n.layers) {
-			next = n.layers[l+1].attnNorm
-		}
-		n.residual(n.gate, w.down, nil, w.lora[3], w.ffnPost, next)
+		n.residual(att, w.wo, w.bo, w.lora[1], w.attnPost, next)
+		n.feedForward(l, w)
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)
@@ -310,6 +378,21 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	if c.LogitScale > 0 && c.LogitScale != 1 { // Granite divides its logits
 		be.Scale(n.logits, 1/c.LogitScale)
 	}
+}
+
+// feedForward queues layer l's feed-forward block: through the routed
+// experts, or x += W_down · (act(W_gate·h) * W_up·h), h = norm(x).
+func (n *llama) feedForward(l int, w layerWeights) {
+	if n.cfg.MoE.On() {
+		n.experts(w)
+		return
+	}
+	n.be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: n.cfg.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: n.cfg.Act, LoRA: n.lora(w.lora[2])})
+	next := n.outNorm // the norm the next layer or the head starts with
+	if l+1 < len(n.layers) {
+		next = n.layers[l+1].attnNorm
+	}
+	n.residual(n.gate, w.down, nil, w.lora[3], w.ffnPost, next)
 }
 
 // outRows returns the tensor whose rows 0, 1, ... are the batch's Out
@@ -361,7 +444,12 @@ func (n *llama) weightBytes() int64 {
 		total += n.output.Bytes()
 	}
 	for _, w := range n.layers {
-		for _, x := range append(w.experts.all(), w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost, w.sinks, w.bo) {
+		if lw := w.linear; lw != nil {
+			for _, x := range []backend.Weight{lw.in, lw.gates, lw.conv, lw.decay, lw.norm, lw.out} {
+				total += x.Bytes()
+			}
+		}
+		for _, x := range append(w.experts.all(), w.attnNorm, w.qkv, w.bqkv, w.wo, w.ffnNorm, w.gateUp, w.down, w.qNorm, w.kNorm, w.attnPost, w.ffnPost, w.sinks, w.bo, w.qGate) {
 			if x != nil {
 				total += x.Bytes()
 			}

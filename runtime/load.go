@@ -241,6 +241,9 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 
 // attachDraft sets up speculative decoding as opts.Draft says.
 func (e *Engine) attachDraft(opts Options) error {
+	if opts.Draft != "" && e.net.recurrent() {
+		return fmt.Errorf("draft %s: speculative decoding rolls rejected tokens back, and %s's linear-attention state cannot go back", opts.Draft, e.model.Config.Arch)
+	}
 	switch opts.Draft {
 	case "":
 		return nil

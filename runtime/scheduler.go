@@ -59,6 +59,13 @@ type sequence struct {
 
 	// images are where the prompt's images go and their embeddings.
 	images []imageSpan
+
+	// On a model with linear layers (linear.go): state is the sequence's
+	// recurrent-state slot plus one while it runs (else 0); restore the
+	// snapshot (plus one) its state starts from, taken with a prefix-cache
+	// hit; snapAt the position whose state it leaves as a snapshot.
+	state, restore int32
+	snapAt         int
 }
 
 // waitsForParent reports whether s should stay queued because its parent
@@ -315,7 +322,11 @@ func (e *Engine) admit() {
 				s.kv = e.newSeqIn(s.adapter, s.adapterScale)
 			}
 		}
-		if s.kv.Len() == 0 && !e.noPrefixCache {
+		switch {
+		case s.kv.Len() != 0 || e.noPrefixCache:
+		case e.rs != nil: // linear layers: only where their state was kept
+			e.sharePrefix(s)
+		default:
 			s.stored = s.kv.Share(s.tokens)
 		}
 		if !s.kv.CanReserve(len(s.tokens) - s.stored) {
@@ -330,6 +341,7 @@ func (e *Engine) admit() {
 		}
 		e.waiting = slices.Delete(e.waiting, i, i+1)
 		e.running = append(e.running, s)
+		e.takeState(s)
 		if s.stats.Queued == 0 { // a preempted sequence comes back: its wait was the first
 			s.stats.Queued = time.Since(s.start)
 		}
@@ -352,6 +364,7 @@ func (e *Engine) finish(s *sequence, err error) {
 	if s.kv != nil {
 		s.kv.Release()
 	}
+	e.releaseState(s)
 	if s.adapter != nil {
 		e.releaseAdapter(s.adapter)
 		s.adapter = nil

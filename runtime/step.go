@@ -69,12 +69,19 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	plan, copies := e.plan(proposals)
 	chain := e.chainLength(plan)
+	var restores [][2]int
+	if e.rs != nil {
+		restores = e.restores(plan)
+	}
 	e.mu.Unlock()
 	if len(plan) == 0 {
 		return nil
 	}
 	for _, c := range copies {
 		e.net.copyBlock(int(c.Src), int(c.Dst))
+	}
+	for _, r := range restores { // linear layers' states at a prefix hit's end
+		e.be.CopyState(e.net.rec, r[0], r[1])
 	}
 	e.steps.Add(1)
 	b := e.batch(plan)
@@ -127,6 +134,9 @@ func (e *Engine) step() error {
 		}
 		w.s.kv.Commit(rows)
 		w.s.stored += len(rows)
+		if w.s.snapAt > 0 && w.s.stored == w.s.snapAt {
+			e.keepSnapshot(w.s)
+		}
 		if !w.out {
 			continue
 		}
@@ -236,7 +246,7 @@ func (e *Engine) chainLength(plan []work) int {
 func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 	outs := len(b.Out)
 	e.be.Keep(e.net.logits, outs)
-	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables,
+	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables, States: b.States,
 		Tokens: make([]int32, outs), Seq: make([]int32, outs), Out: make([]int32, outs)}
 	for i, r := range b.Out {
 		next.Seq[i], next.Out[i] = b.Seq[r], int32(i)
@@ -358,6 +368,9 @@ func (e *Engine) plan(proposals map[*sequence]proposal) ([]work, []kvcache.Copy)
 		}
 		need := len(s.tokens) - s.stored
 		w := work{s: s, n: min(need, n.maxBatch-rows)}
+		if s.snapAt > s.stored && s.stored+w.n > s.snapAt {
+			w.n = s.snapAt - s.stored // the chunk ends where a snapshot is kept
+		}
 		if s.images != nil {
 			w.n = e.imageChunk(s, w.n)
 		}
@@ -413,6 +426,9 @@ func (e *Engine) batch(plan []work) backend.Batch {
 	adapted := slices.ContainsFunc(plan, func(w work) bool { return w.s.adapter != nil })
 	for j, w := range plan {
 		b.Tables = append(b.Tables, w.s.kv.Table())
+		if e.net.recurrent() {
+			b.States = append(b.States, w.s.state-1)
+		}
 		slot, scale := int32(-1), float32(0)
 		if w.s.adapter != nil {
 			slot, scale = int32(w.s.adapter.slot), w.s.adapterScale

@@ -1,5 +1,6 @@
-// glu: gate = act(gate) * up, in place, act being SiLU (SwiGLU, p.act = 0)
-// or GELU's tanh approximation (GeGLU, p.act = 1); p.act = 4 is gpt-oss's
+// glu: gate = act(gate) * up, in place, act being SiLU (SwiGLU, p.act = 0),
+// GELU's tanh approximation (GeGLU, p.act = 1) or the sigmoid (Qwen3.5's
+// attention gate, p.act = 5); p.act = 4 is gpt-oss's
 // clamped SwiGLU, x·sigmoid(1.702·x)·(clamp(up, -7, 7) + 1) with
 // x = min(gate, 7). Twin: runtime/cpu Backend.GLU.
 struct Params { cols: u32, cap: u32, act: u32 }

@@ -182,6 +182,9 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 	if c.Arch == "phi3" { // fused q/k/v and gate/up, as Phi-3's files store them
 		put = (&fusedWriter{put: put}).tensor
 	}
+	if c.Linear.On() { // Qwen3.5's q and gate interleaved, its norm names (qwen35.go)
+		put = (&qwen35Writer{put: put, c: c}).tensor
+	}
 	if err := weights(c, seed, put); err != nil {
 		return err
 	}
@@ -242,6 +245,7 @@ func Metadata(s Shape) []gguf.KV {
 			gguf.KV{Key: a + "final_logit_softcapping", Value: gguf.Float32Value(c.FinalSoftcap)})
 	}
 	kv = append(kv, moeMetadata(c)...)
+	kv = append(kv, qwen35Metadata(c)...)
 	kv = append(kv, familyMetadata(s)...)
 	kv = gemma4Metadata(c, kv)
 	return append(kv, []gguf.KV{

@@ -69,6 +69,9 @@ type Batch struct {
 	// it (BERT: 0 for the first text of a pair, 1 for the second); nil
 	// means type 0 for every row. Lookup(ByType) reads it.
 	Types []int32
+	// States is, for each sequence (as Tables), the slot of its recurrent
+	// state (recurrent.go); nil for a model without linear layers.
+	States []int32
 }
 
 // LoRA holds the low-rank adapters of the weights that share one input x
@@ -275,6 +278,8 @@ type Backend interface {
 	Fuser
 	// The mixture-of-experts ops (moe.go).
 	Experts
+	// The linear-attention ops (recurrent.go).
+	Recurrences
 
 	// NewLoRA makes an empty set of adapters for weights [outs[k], in]
 	// that share their input.

@@ -197,11 +197,17 @@ func GELUTanh(x float32) float32 {
 
 // Act applies activation a.
 func Act(a models.Activation, x float32) float32 {
-	if a == models.GELUTanh {
+	switch a {
+	case models.GELUTanh:
 		return GELUTanh(x)
+	case models.Sigmoid:
+		return Sigmoid(x)
 	}
 	return Silu(x)
 }
+
+// Sigmoid is 1/(1+e^-x).
+func Sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
 
 // Softcap is cap·tanh(x/cap): about x for |x| ≪ cap, never beyond ±cap.
 func Softcap(x, cap float32) float32 { return cap * tanhf(x/cap) }

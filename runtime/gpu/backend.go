@@ -35,6 +35,7 @@ type Backend struct {
 	slots       Buffer // i32 per row: the cache slot of the row's key and value
 	rowSeq      Buffer // i32 per row: the row's sequence, a row of tables
 	tables      Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
+	seqState    Buffer // i32 per sequence: its recurrent state's slot, made with the states
 	tableWidth  int
 	result      Buffer // i32 per row, Argmax's output
 	cands       Buffer // TopK's output, made on first use
@@ -317,7 +318,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		buf  Buffer
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
-		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
+		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}

@@ -1,0 +1,87 @@
+package gpu_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// TestLinearAttention: the conv1d and delta_rule kernels against their
+// twins (cpu ConvRows, DeltaRow) over several steps of three sequences in
+// scattered state slots: prompts, decoding rows, a chunk after decoding,
+// rows of sequences interleaved, a sequence with no row in a step (its
+// state must stay), and a slot reused from position 0 (its stale state
+// must not leak). Shapes: heads narrower and wider than a workgroup (64),
+// not multiples of 4, more value than key heads, one to five taps.
+func TestLinearAttention(t *testing.T) {
+	for _, s := range []struct{ kheads, vheads, d, taps int }{
+		{1, 3, 5, 4}, {2, 4, 16, 4}, {3, 3, 70, 2}, {1, 1, 1, 1}, {2, 6, 33, 5},
+	} {
+		t.Run(fmt.Sprintf("k%d_v%d_d%d_taps%d", s.kheads, s.vheads, s.d, s.taps), func(t *testing.T) {
+			testLinearAttention(t, s.kheads, s.vheads, s.d, s.taps)
+		})
+	}
+}
+
+func testLinearAttention(t *testing.T, kheads, vheads, d, taps int) {
+	const maxRows = 12
+	w := newTwins(t, maxRows)
+	ch := (2*kheads + vheads) * d
+	dn := backend.DeltaNet{KHeads: kheads, VHeads: vheads, HeadDim: d, Eps: 1e-6}
+	shape := backend.RecurrentShape{Layers: 2, Slots: 5, Conv: taps, Channels: ch, Heads: vheads, HeadDim: d}
+	var rec [2]backend.Recurrent
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if rec[i], err = b.NewRecurrent(shape); err != nil {
+			t.Fatal(err)
+		}
+	})
+	convW := w.weight([]int{ch, taps}, w.random(ch*taps, 1))
+	decayV := append(w.random(vheads, 1), w.random(vheads, 0.4)...)
+	for h := range vheads {
+		decayV[vheads+h] = -0.1 - decayV[vheads+h]*decayV[vheads+h] // a < 0
+	}
+	decay := w.weight([]int{2 * vheads}, decayV)
+	x := w.tensor(maxRows, ch, nil)
+	conv := w.tensor(maxRows, ch, nil)
+	gates := w.tensor(maxRows, 2*vheads, nil)
+	out := w.tensor(maxRows, vheads*d, nil)
+
+	// Each step: the sequence of every row and its position; sequence j
+	// lives in slot slots[j] (layer 1, to see that layers are apart).
+	type step struct {
+		seq, pos []int32
+		slots    []int32
+	}
+	steps := []step{
+		{seq: []int32{0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2}, pos: []int32{0, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4, 5}, slots: []int32{3, 0, 4}},
+		{seq: []int32{0, 1, 2}, pos: []int32{5, 1, 6}, slots: []int32{3, 0, 4}},
+		// Interleaved rows; sequence 1 has none this step.
+		{seq: []int32{2, 0, 2, 0, 2}, pos: []int32{7, 6, 8, 7, 9}, slots: []int32{3, 0, 4}},
+		{seq: []int32{1, 1, 1, 0}, pos: []int32{2, 3, 4, 8}, slots: []int32{3, 0, 4}},
+		// A new sequence in sequence 2's old slot, from position 0.
+		{seq: []int32{0, 1, 1}, pos: []int32{9, 0, 1}, slots: []int32{3, 4}},
+	}
+	for k, st := range steps {
+		n := len(st.seq)
+		tables := make([][]int32, len(st.slots))
+		for j := range tables {
+			tables[j] = []int32{0, 1}
+		}
+		w.beginBatch(backend.Batch{Tokens: make([]int32, n), Pos: st.pos, Seq: st.seq, Tables: tables, BlockSize: 16, States: st.slots})
+		xs, gs := w.random(n*ch, 2), w.random(n*2*vheads, 3)
+		w.each(func(b backend.Backend, i int) {
+			if err := b.Write(x[i], xs); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Write(gates[i], gs); err != nil {
+				t.Fatal(err)
+			}
+			b.Conv1D(conv[i], x[i], convW[i], rec[i], 1)
+			b.DeltaNet(out[i], conv[i], gates[i], decay[i], rec[i], 1, dn)
+		})
+		w.compare(fmt.Sprintf("step %d conv1d", k), conv, n, 1e-5)
+		w.compare(fmt.Sprintf("step %d delta rule", k), out, n, 1e-4)
+	}
+}
