@@ -385,7 +385,8 @@ func checkKernels(m *models.Model, ws WeightStorage, be backend.Backend, opts Op
 	if cache == nil {
 		cache = defaultSelfCheckCache()
 	}
-	c := selfCheck(context.Background(), m, ws, opts.KV.Type, gb, opts.Plan, opts.Threads, cache)
+	withLoRA := len(opts.Adapters) > 0 && !opts.LoRAMerge
+	c := selfCheck(context.Background(), m, ws, opts.KV.Type, gb, opts.Plan, withLoRA, opts.Threads, cache)
 	if c.Passed() {
 		gb.SetPlan(c.Forced)
 	}

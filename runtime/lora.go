@@ -345,7 +345,19 @@ var loraGroups = [][]int{{0, 1, 2}, {3}, {4, 5}, {6}}
 // weights by group. Called with stepMu and loraMu held.
 func (e *Engine) syncAdapters() error {
 	e.loraDirty = false
-	n, c := e.net, e.model.Config
+	slots := make([]*lora.Adapter, len(e.slots))
+	for j, ent := range e.slots {
+		if ent != nil {
+			slots[j] = ent.ad
+		}
+	}
+	return e.net.setLoRA(slots)
+}
+
+// setLoRA gives the backend the adapters of each slot (slots[j], nil for
+// an empty slot: what Batch.Adapter's j names), group of weights by group.
+func (n *llama) setLoRA(slots []*lora.Adapter) error {
+	c := n.cfg
 	shapes := lora.TargetShapes(c)
 	type target struct {
 		dst   *backend.LoRA
@@ -362,23 +374,23 @@ func (e *Engine) syncAdapters() error {
 		}
 	}
 	for _, t := range targets {
-		slots := make([][]backend.LoRASlot, len(e.slots))
+		ws := make([][]backend.LoRASlot, len(slots))
 		any := false
-		for j, ent := range e.slots {
-			slots[j] = make([]backend.LoRASlot, len(t.names))
-			if ent == nil {
+		for j, ad := range slots {
+			ws[j] = make([]backend.LoRASlot, len(t.names))
+			if ad == nil {
 				continue
 			}
 			for k, name := range t.names {
-				if a, ok := ent.ad.Targets[name]; ok {
-					slots[j][k] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
+				if a, ok := ad.Targets[name]; ok {
+					ws[j][k] = backend.LoRASlot{Rank: a.Rank, A: a.A, B: a.B, Scale: a.Scale}
 					any = true
 				}
 			}
 		}
 		if !any {
 			if *t.dst != nil {
-				if err := e.be.SetLoRA(*t.dst, nil); err != nil {
+				if err := n.be.SetLoRA(*t.dst, nil); err != nil {
 					return err
 				}
 			}
@@ -390,13 +402,13 @@ func (e *Engine) syncAdapters() error {
 			for k, name := range t.names {
 				outs[k] = shapes[name][0]
 			}
-			l, err := e.be.NewLoRA(shapes[t.names[0]][1], outs...)
+			l, err := n.be.NewLoRA(shapes[t.names[0]][1], outs...)
 			if err != nil {
 				return err
 			}
 			*t.dst = l
 		}
-		if err := e.be.SetLoRA(*t.dst, slots); err != nil {
+		if err := n.be.SetLoRA(*t.dst, ws); err != nil {
 			return err
 		}
 	}

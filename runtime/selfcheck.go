@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
@@ -186,12 +187,12 @@ const selfCheckTolerance = 5e-3
 
 // selfCheck runs the self-check of model m, stored as ws with the cache
 // type kvType, on the device of gb with base plan base; cache may be nil.
-func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType backend.KVType, gb *gpu.Backend, base gpu.Plan, threads int, cache SelfCheckCache) SelfCheck {
+func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType backend.KVType, gb *gpu.Backend, base gpu.Plan, withLoRA bool, threads int, cache SelfCheckCache) SelfCheck {
 	start := time.Now()
 	dev := gb.Device()
 	info := dev.Info()
 	r := SelfCheck{Adapter: info.Adapter, Driver: info.Driver}
-	key := selfCheckKey(info, m, ws, kvType, base)
+	key := selfCheckKey(info, m, ws, kvType, base, withLoRA)
 	if cache != nil {
 		if b, ok := cache.Get(key); ok {
 			var c SelfCheck
@@ -201,7 +202,7 @@ func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType ba
 			}
 		}
 	}
-	tw, err := newTwin(m, ws)
+	tw, err := newTwin(m, ws, withLoRA)
 	if err != nil {
 		r.Skipped = err.Error()
 		r.Elapsed = time.Since(start)
@@ -265,11 +266,11 @@ func checkPlan(ctx context.Context, dev gpu.Device, plan gpu.Plan, tw *twin, kvT
 // selfCheckKey names a result: everything it depends on, hashed (the
 // model's shape and tensor types, which make its twin, rather than the
 // twin itself, so that a cached result costs no twin).
-func selfCheckKey(i gpu.Info, m *models.Model, ws WeightStorage, kvType backend.KVType, base gpu.Plan) string {
+func selfCheckKey(i gpu.Info, m *models.Model, ws WeightStorage, kvType backend.KVType, base gpu.Plan, withLoRA bool) string {
 	h := sha256.New()
 	config, _ := json.Marshal(m.Config) // by value: %v would print a pointer's address
-	fmt.Fprintf(h, "%s %s\n%s|%s|%s|%s|%s|%s\n%s\n%v\n%+v\n", Version(), shaders.Digest(), i.Adapter, i.Vendor, i.Architecture, i.Driver, i.Backend, i.DeviceType,
-		config, kvType, base)
+	fmt.Fprintf(h, "%s %s\n%s|%s|%s|%s|%s|%s\n%s\n%v\n%+v\nlora %v\n", Version(), shaders.Digest(), i.Adapter, i.Vendor, i.Architecture, i.Driver, i.Backend, i.DeviceType,
+		config, kvType, base, withLoRA)
 	for _, name := range m.TensorNames() {
 		t := m.Tensors[name]
 		fmt.Fprintf(h, "%s %v %v %v\n", name, t.Shape, t.Type, ws.For(t, m.Config))
@@ -319,6 +320,17 @@ func runTwin(ctx context.Context, be backend.Backend, tw *twin, kvType backend.K
 		Tables: tables, BlockSize: block, Out: []int32{0}}
 	chained := decode
 	chained.Tokens, chained.Pos = []int32{0}, []int32{10} // its tokens are the kept ids
+	if tw.lora != nil {                                   // the first sequence with the adapter, the second without
+		if err := n.setLoRA([]*lora.Adapter{tw.lora}); err != nil {
+			return nil, err
+		}
+		for _, s := range prompt.Seq {
+			prompt.Adapter = append(prompt.Adapter, -s)
+			prompt.AdapterScale = append(prompt.AdapterScale, 1)
+		}
+		decode.Adapter, decode.AdapterScale = []int32{0}, []float32{1}
+		chained.Adapter, chained.AdapterScale = decode.Adapter, decode.AdapterScale
+	}
 
 	var steps []twinStep
 	read := func(name string, rows int, argmax bool) error {

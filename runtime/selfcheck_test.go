@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -14,8 +15,9 @@ import (
 // the backend's test hook (gpu.Plan.Fault: a kernel's output perturbed
 // after each dispatch, as a miscompiling driver would leave it): the
 // load-time self-check finds the fault, runs with a plainer plan or on
-// the CPU, says so, and the engine still tells llama2.c's story. Without
-// the check the same fault changes the story, so the fault is real.
+// the CPU, says so, and the engine still tells llama2.c's story (or with
+// an adapter the CPU's). Without the check the same fault changes the
+// story, so the fault is real.
 func TestSelfCheck(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
 	dev, err := gpu.Open(gpu.Options{})
@@ -27,13 +29,28 @@ func TestSelfCheck(t *testing.T) {
 	}
 	defer dev.Close()
 	const n = 48
-	want := goldenIDs(t)[:n]
-	story := func(eng *runtime.Engine) []int32 {
-		ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: n})
-		return ids
+	golden := goldenIDs(t)[:n]
+	// An adapter, and the story the CPU tells with it.
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapter, _ := writeAdapter(t, m.Config, 4, nil, 3)
+	m.Close()
+	adapters := []runtime.AdapterSpec{{Name: "a", Path: adapter, Scale: 1}}
+	withAdapter := runtime.Request{MaxTokens: n, Adapters: []runtime.AdapterRef{{Name: "a", Scale: 1}}}
+	cpuEng, err := runtime.Load(path, runtime.Options{Device: "cpu", Adapters: adapters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _, _ := generate(t, cpuEng, withAdapter)
+	cpuEng.Close()
+	if equal(adapted, golden) {
+		t.Fatal("the adapter changes nothing")
 	}
 	for _, tc := range []struct {
 		name, fault string
+		adapter     bool   // loaded with an adapter, which the story is told with
 		status      string // SelfCheck.Status
 		plan        string // the plan it runs with
 		failed      []string
@@ -44,10 +61,20 @@ func TestSelfCheck(t *testing.T) {
 		{name: "a faulty kernel every plan runs", fault: "embed", status: "cpu", plan: "the CPU backend",
 			failed: []string{"the adapter's kernels", "no RMSNorm prologue in the GEMVs", "unfused projections", "unfused LoRA",
 				"tiled GEMM for compressed and expert products", "the other attention kernel", "tiled GEMM for f32 products", "naive f32 products"}},
+		{name: "a faulty GEMV with its adapters fused", fault: "matmul_gemv+norm+split3+prescaled+lora+shrink", adapter: true, status: "fallback",
+			plan: "unfused LoRA", failed: []string{"the adapter's kernels", "no RMSNorm prologue in the GEMVs", "unfused projections"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := runtime.DirCache(t.TempDir())
 			opts := runtime.Options{GPU: dev, Plan: gpu.Plan{Fault: tc.fault}, SelfCheckCache: cache}
+			want, req := golden, runtime.Request{MaxTokens: n}
+			if tc.adapter {
+				opts.Adapters, want, req = adapters, adapted, withAdapter
+			}
+			story := func(eng *runtime.Engine) []int32 {
+				ids, _, _ := generate(t, eng, req)
+				return ids
+			}
 			eng := loadWebGPU(t, path, opts)
 			c, ok := eng.SelfCheck()
 			if !ok || c.Status() != tc.status || c.Plan != tc.plan || c.Cached {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/models/synth"
 )
 
@@ -21,10 +22,18 @@ import (
 type twin struct {
 	model *models.Model
 	ws    WeightStorage // the model's storage, by the twin's names
+	// lora is a random rank-8 adapter of every projection, which the
+	// twin's first sequence runs with, for a model that serves adapters
+	// unmerged; nil otherwise.
+	lora *lora.Adapter
 }
 
-// newTwin builds the twin of m, whose weights ws stores.
-func newTwin(m *models.Model, ws WeightStorage) (*twin, error) {
+// twinLoRARank is the rank of the twin's adapter.
+const twinLoRARank = 8
+
+// newTwin builds the twin of m, whose weights ws stores, with an adapter
+// where withLoRA.
+func newTwin(m *models.Model, ws WeightStorage, withLoRA bool) (*twin, error) {
 	c := m.Config
 	if c.Encoder.On || c.Pooling != models.PoolNone {
 		return nil, fmt.Errorf("no twin of an embedding model (%s)", c.Arch)
@@ -72,7 +81,17 @@ func newTwin(m *models.Model, ws WeightStorage) (*twin, error) {
 			tws.Int8[name] = ws.Int8[realName(name)]
 		}
 	}
-	return &twin{model: tm, ws: tws}, nil
+	tw := &twin{model: tm, ws: tws}
+	if withLoRA && c.Gemma4 == nil { // Gemma 4's shared layers have no k and v to adapt
+		targets := []string{"q", "k", "v", "o"}
+		if !c.MoE.On() { // the experts take no adapters
+			targets = append(targets, "gate", "up", "down")
+		}
+		if tw.lora, err = synth.LoRA(tc, twinLoRARank, targets, 47); err != nil {
+			return nil, fmt.Errorf("no twin of %s's adapters: %w", c.Arch, err)
+		}
+	}
+	return tw, nil
 }
 
 var (

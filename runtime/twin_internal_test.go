@@ -36,7 +36,7 @@ func TestTwinKeepsWhatPicksKernels(t *testing.T) {
 			t.Run(name+"/"+typ.String(), func(t *testing.T) {
 				// A stand-in of the real model: its config, and the names
 				// of the twin's tensors in typ (2-D) or f32.
-				plain, err := newTwin(&models.Model{Config: c, Tensors: map[string]*models.Tensor{}}, WeightStorage{})
+				plain, err := newTwin(&models.Model{Config: c, Tensors: map[string]*models.Tensor{}}, WeightStorage{}, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -53,9 +53,12 @@ func TestTwinKeepsWhatPicksKernels(t *testing.T) {
 					}
 					real.Tensors[n] = models.NewTensor(n, tt.Shape, rt, nil)
 				}
-				tw, err := newTwin(real, WeightStorage{})
+				tw, err := newTwin(real, WeightStorage{}, true)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if (tw.lora == nil) != (c.Gemma4 != nil) {
+					t.Errorf("twin adapter %v", tw.lora != nil)
 				}
 				tc := tw.model.Config
 				if tc.HeadDim != c.HeadDim || tc.RopeDim != c.RopeDim || tc.Rope != c.Rope || tc.Arch != c.Arch {
