@@ -196,12 +196,12 @@ func (e *Engine) WeightMix() []StorageUse { return WeightMix(e.model, e.ws) }
 func (e *Engine) WeightBytes() int64 { return e.net.weightBytes() }
 
 // DecodeBytes estimates the bytes one decode step reads at position pos:
-// every weight except the embedding table (of which it reads one row) and
-// the experts a token does not route to (it reads k of E), and the keys
+// every weight except the embedding tables (the tokens' and Gemma 4's
+// per-layer ones, of which it reads one row each) and the experts a token does not route to (it reads k of E), and the keys
 // and values of pos+1 positions in every layer.
 func (e *Engine) DecodeBytes(pos int) int64 {
 	c := e.model.Config
-	n := e.net.weightBytes() - e.net.idleExpertBytes()
+	n := e.net.weightBytes() - e.net.idleExpertBytes() - e.net.idleTableBytes()
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}

@@ -429,3 +429,16 @@ func onesTensor(name string, n int) *models.Tensor {
 		return b, nil
 	})
 }
+
+// idleTableBytes is what a decode step does not read of the per-layer
+// token tables: all but one row of each (like the token embeddings').
+func (n *llama) idleTableBytes() int64 {
+	if n.g4 == nil {
+		return 0
+	}
+	var idle int64
+	for _, t := range n.g4.tables {
+		idle += t.Bytes() - t.Bytes()/int64(n.cfg.Vocab)
+	}
+	return idle
+}
