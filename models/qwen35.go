@@ -40,14 +40,19 @@ func (l LinearConfig) Channels() int { return (2*l.KHeads + l.VHeads) * l.HeadDi
 func (l LinearConfig) Inner() int { return l.VHeads * l.HeadDim }
 
 // Count is the number of linear layers.
-func (l LinearConfig) Count() int {
-	n := 0
-	for _, on := range l.Layers {
+func (l LinearConfig) Count() int { return l.CountBefore(len(l.Layers)) }
+
+// CountBefore is the number of linear layers before layer n: a linear
+// layer's index among them, and what a full-attention layer's index among
+// the layers with a KV cache is short of n.
+func (l LinearConfig) CountBefore(n int) int {
+	c := 0
+	for _, on := range l.Layers[:min(n, len(l.Layers))] {
 		if on {
-			n++
+			c++
 		}
 	}
-	return n
+	return c
 }
 
 func (l LinearConfig) validate(layers int) error {

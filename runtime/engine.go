@@ -163,7 +163,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if err != nil {
 		return nil, err
 	}
-	net, err := newLlama(m, be, ws, maxBatch, backend.KVShape{Layers: c.Layers, Blocks: blocks, BlockSize: kv.BlockSize,
+	net, err := newLlama(m, be, ws, maxBatch, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
 		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type})
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
@@ -171,7 +171,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}
 	if net.recurrent() {
-		e.rs = newStateSlots(net.maxOut)
+		e.rs = newStateSlots(net.maxRunning())
 	}
 	return e, nil
 }
@@ -205,8 +205,10 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 	if !c.TiedEmbeddings {
 		n -= e.net.embed.Bytes() - e.net.embed.Bytes()/int64(c.Vocab)
 	}
-	kv := kvBlockBytes(c, 1, e.net.kv.Shape().Type) // keys and values of a position, every layer
-	return n + int64(pos+1)*kv
+	// Keys and values of a position in every layer with them, and a
+	// sequence's state in every linear layer, read and written.
+	kv := kvBlockBytes(c, 1, e.net.kv.Shape().Type)
+	return n + int64(pos+1)*kv + 2*e.net.stateBytes()
 }
 
 // Close stops the scheduler (ending every live generation with an error)
@@ -257,7 +259,7 @@ func kvBlockBytes(c models.Config, blockSize int, t backend.KVType) int64 {
 	if c.Gemma4 != nil {
 		return gemma4KVBlockBytes(c, blockSize, t)
 	}
-	return backend.KVShape{Layers: c.Layers, Blocks: 1, BlockSize: blockSize, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}.Bytes()
+	return backend.KVShape{Layers: kvLayers(c), Blocks: 1, BlockSize: blockSize, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}.Bytes()
 }
 
 // Metrics describe the engine's KV pool and scheduler.

@@ -78,6 +78,7 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
 	rows := int64(batchRows(c))
 	e.Scratch = 4 * rows * int64(c.Vocab+4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim)
+	e.Scratch += recurrentShape(c, batchRows(c)).Bytes() // linear layers' states (Qwen3.5)
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
 }

@@ -72,11 +72,7 @@ func (n *llama) uploadLinear(m *models.Model, ws WeightStorage, lw *layerWeights
 			return fmt.Errorf("upload %s: %w", u.name, err)
 		}
 	}
-	for k := range l {
-		if c.LayerLinear(k) {
-			lin.index++
-		}
-	}
+	lin.index = c.Linear.CountBefore(l)
 	lw.linear = lin
 	if c.MoE.On() {
 		lw.experts, err = n.uploadExperts(m, ws, l)
@@ -141,13 +137,50 @@ func (n *llama) newLinear(maxBatch int) error {
 		}
 	}
 	n.lin = a
-	rec, err := be.NewRecurrent(backend.RecurrentShape{Layers: lc.Count(), Slots: n.maxOut + 1 + stateSnapshots, Conv: lc.Conv,
-		Channels: lc.Channels(), Heads: lc.VHeads, HeadDim: lc.HeadDim})
+	rec, err := be.NewRecurrent(recurrentShape(n.cfg, n.maxOut))
 	if err != nil {
 		return err
 	}
 	n.rec = rec
 	return nil
+}
+
+// maxRecurrent is how many sequences run at once on a model with linear
+// layers: each holds a state slot (Qwen3.5-0.8B's are 20 MB), so fewer
+// than a step's outputs.
+const maxRecurrent = 8
+
+// recurrentShape is the states of c's linear layers for a net of maxOut
+// outputs: a slot per sequence that runs (maxRunning), the scratch slot and
+// the snapshots (stateSlots); zero without linear layers.
+func recurrentShape(c models.Config, maxOut int) backend.RecurrentShape {
+	lc := c.Linear
+	if !lc.On() {
+		return backend.RecurrentShape{}
+	}
+	return backend.RecurrentShape{Layers: lc.Count(), Slots: min(maxOut, maxRecurrent) + 1 + stateSnapshots, Conv: lc.Conv,
+		Channels: lc.Channels(), Heads: lc.VHeads, HeadDim: lc.HeadDim}
+}
+
+// maxRunning is how many sequences may run at once: one per output row of
+// a step, fewer with linear layers (maxRecurrent).
+func (n *llama) maxRunning() int {
+	if n.recurrent() {
+		return min(n.maxOut, maxRecurrent)
+	}
+	return n.maxOut
+}
+
+// kvLayers is how many layers keep keys and values: not the linear ones.
+func kvLayers(c models.Config) int { return c.Layers - c.Linear.Count() }
+
+// stateBytes is one sequence's recurrent state in every linear layer.
+func (n *llama) stateBytes() int64 {
+	if !n.recurrent() {
+		return 0
+	}
+	s := n.rec.Shape()
+	return 4 * int64(s.Layers) * int64(s.ConvFloats()+s.MatrixFloats())
 }
 
 // recurrent reports whether the model keeps recurrent states: its cache
@@ -157,7 +190,7 @@ func (n *llama) recurrent() bool { return n.rec != nil }
 // scratchSlot is the state slot of one-off forward passes (scoring,
 // embedding, calibration), which run under the step lock and so never
 // overlap: no running sequence holds it.
-func (n *llama) scratchSlot() int32 { return int32(n.maxOut) }
+func (n *llama) scratchSlot() int32 { return int32(n.maxRunning()) }
 
 // solo gives a one-sequence batch of a one-off pass the scratch slot.
 func (n *llama) solo(b *backend.Batch) {
@@ -192,7 +225,7 @@ func (e *Engine) StateBytes() int64 {
 const stateSnapshots = 4
 
 // stateSlots hands out the recurrent-state slots: one per running sequence
-// (0..maxOut-1), the scratch slot (maxOut), then the snapshots: a state at
+// (0..maxRunning-1), the scratch slot (maxRunning), then the snapshots: a state at
 // the end of a prompt's last whole block, which is where a prefix-cache hit
 // of that prompt resumes (kvcache.Seq.Share never shares the block of the
 // last token).
@@ -212,9 +245,9 @@ type snapshot struct {
 	used   uint64
 }
 
-func newStateSlots(maxOut int) *stateSlots {
-	r := &stateSlots{first: int32(maxOut) + 1}
-	for slot := range maxOut {
+func newStateSlots(running int) *stateSlots {
+	r := &stateSlots{first: int32(running) + 1}
+	for slot := range running {
 		r.free = append(r.free, int32(slot))
 	}
 	return r
@@ -231,8 +264,8 @@ func (r *stateSlots) find(prefix []int32) (int, bool) {
 }
 
 // takeState gives s a recurrent-state slot as it starts running, on a
-// model with linear layers. admit runs at most maxOut sequences, so a slot
-// is always free. Called with e.mu held.
+// model with linear layers. admit runs at most maxRunning sequences, so a
+// slot is always free. Called with e.mu held.
 func (e *Engine) takeState(s *sequence) {
 	if e.rs == nil || s.state != 0 {
 		return

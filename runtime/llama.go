@@ -79,6 +79,7 @@ type layerWeights struct {
 	// the local base and see the last SlidingWindow positions.
 	rope, ropeKV backend.Rope
 	attn         backend.Attention
+	kvLayer      int // the layer's in the KV cache (linear layers have none)
 }
 
 // linearWeights are a Gated DeltaNet layer's: in is W_qkv and W_gate
@@ -184,6 +185,7 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch in
 			return nil, err
 		}
 		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
+		lw.kvLayer = l - c.Linear.CountBefore(l)
 		lw.attn.Sinks = lw.sinks
 	}
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -352,8 +354,8 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			be.HeadNorm(n.q, w.qNorm, qn, c.NormEps)
 			be.HeadNorm(n.k, w.kNorm, kn, c.NormEps)
 		}
-		be.RopeStore(n.q, n.k, n.v, n.kv, l, w.rope, w.ropeKV)
-		be.Attend(n.att, n.q, n.kv, l, n.stepAttention(w.attn))
+		be.RopeStore(n.q, n.k, n.v, n.kv, w.kvLayer, w.rope, w.ropeKV)
+		be.Attend(n.att, n.q, n.kv, w.kvLayer, n.stepAttention(w.attn))
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}

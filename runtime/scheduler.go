@@ -310,7 +310,7 @@ func (e *Engine) loop() {
 // A parallel sample waiting for its parent's prompt is passed over, not
 // waited for. It must be called with e.mu held.
 func (e *Engine) admit() {
-	for i := 0; i < len(e.waiting) && len(e.running) < e.net.maxOut; {
+	for i := 0; i < len(e.waiting) && len(e.running) < e.net.maxRunning(); {
 		s := e.waiting[i]
 		if s.waitsForParent() {
 			i++
