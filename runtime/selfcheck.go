@@ -320,7 +320,12 @@ func runTwin(ctx context.Context, be backend.Backend, tw *twin, kvType backend.K
 		Tables: tables, BlockSize: block, Out: []int32{0}}
 	chained := decode
 	chained.Tokens, chained.Pos = []int32{0}, []int32{10} // its tokens are the kept ids
-	if tw.lora != nil {                                   // the first sequence with the adapter, the second without
+	if n.recurrent() {                                    // a state slot for each sequence
+		for _, b := range []*backend.Batch{&prompt, &decode, &chained} {
+			b.States = []int32{0, 1}
+		}
+	}
+	if tw.lora != nil { // the first sequence with the adapter, the second without
 		if err := n.setLoRA([]*lora.Adapter{tw.lora}); err != nil {
 			return nil, err
 		}

@@ -2,10 +2,14 @@ package runtime_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
@@ -124,6 +128,47 @@ func TestSelfCheck(t *testing.T) {
 			}
 			if equal(story(unchecked), want) {
 				t.Errorf("the fault %q changes nothing: the test proves nothing", tc.fault)
+			}
+		})
+	}
+}
+
+// TestSelfCheckPassesEveryFamily: on sound kernels the self-check never
+// cries wolf. Every tiny decoder shape synth knows, in f32 and in a block
+// type, passes on the adapter's own kernels.
+func TestSelfCheckPassesEveryFamily(t *testing.T) {
+	dev, err := gpu.Open(gpu.Options{})
+	if errors.Is(err, gpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, name := range synth.Names() {
+		s, err := synth.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "tiny" && !strings.HasPrefix(name, "tiny-") || s.Config.Encoder.On || s.Config.Pooling != models.PoolNone || s.Config.Arch == "mistral" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), name+".gguf")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			for _, quant := range []string{"f32", "int4"} {
+				eng := loadWebGPU(t, path, runtime.Options{GPU: dev, Quant: quant, SelfCheckCache: runtime.DirCache(t.TempDir())})
+				if c, ok := eng.SelfCheck(); !ok || c.Status() != "passed" {
+					t.Errorf("%s: %v", quant, c)
+				}
+				eng.Close()
 			}
 		})
 	}

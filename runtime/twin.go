@@ -82,7 +82,9 @@ func newTwin(m *models.Model, ws WeightStorage, withLoRA bool) (*twin, error) {
 		}
 	}
 	tw := &twin{model: tm, ws: tws}
-	if withLoRA && c.Gemma4 == nil { // Gemma 4's shared layers have no k and v to adapt
+	// Gemma 4's shared layers have no k and v to adapt, Qwen3.5's linear
+	// ones no q, k, v or o: their adapters are not checked.
+	if withLoRA && c.Gemma4 == nil && !c.Linear.On() {
 		targets := []string{"q", "k", "v", "o"}
 		if !c.MoE.On() { // the experts take no adapters
 			targets = append(targets, "gate", "up", "down")
@@ -101,7 +103,7 @@ var (
 
 // twinConfig shrinks c to at most 511 columns and to one layer of each
 // kind c has (sliding or global, rotating or not, with keys and values of
-// its own or another's; at least two, so that a layer's output reaches
+// its own or another's, linear attention or not; at least two, so that a layer's output reaches
 // the next one's norm), keeping what chooses kernels. layers[l] is the model's layer that twin layer l stands for.
 func twinConfig(c models.Config) (t models.Config, layers []int) {
 	t = c
@@ -130,11 +132,11 @@ func twinConfig(c models.Config) (t models.Config, layers []int) {
 	if c.SlidingWindow > 0 {
 		t.SlidingWindow = min(c.SlidingWindow, 4) // shorter than the twin's sequences
 	}
-	kind := func(l int) [3]bool {
+	kind := func(l int) [4]bool {
 		shared := c.Gemma4 != nil && l >= c.Layers-c.Gemma4.SharedKV
-		return [3]bool{l < len(c.Sliding) && c.Sliding[l], l < len(c.NoRope) && c.NoRope[l], shared}
+		return [4]bool{l < len(c.Sliding) && c.Sliding[l], l < len(c.NoRope) && c.NoRope[l], shared, c.LayerLinear(l)}
 	}
-	seen := map[[3]bool]bool{}
+	seen := map[[4]bool]bool{}
 	for l := range c.Layers {
 		if !seen[kind(l)] {
 			seen[kind(l)] = true
@@ -145,7 +147,7 @@ func twinConfig(c models.Config) (t models.Config, layers []int) {
 		layers = append(layers, 1)
 	}
 	t.Layers = len(layers)
-	t.Sliding, t.NoRope = nil, nil
+	t.Sliding, t.NoRope, t.Linear.Layers = nil, nil, nil
 	for _, l := range layers {
 		if c.Sliding != nil {
 			t.Sliding = append(t.Sliding, c.Sliding[l])
@@ -153,6 +155,12 @@ func twinConfig(c models.Config) (t models.Config, layers []int) {
 		if c.NoRope != nil {
 			t.NoRope = append(t.NoRope, c.NoRope[l])
 		}
+		if c.Linear.On() {
+			t.Linear.Layers = append(t.Linear.Layers, c.Linear.Layers[l])
+		}
+	}
+	if c.Linear.On() { // Qwen3.5's linear attention: value heads grouped on key heads as c's
+		t.Linear.KHeads, t.Linear.VHeads = 1, min(2, c.Linear.VHeads/c.Linear.KHeads)
 	}
 	if c.Gemma4 != nil {
 		g := *c.Gemma4

@@ -57,7 +57,7 @@ func TestTwinKeepsWhatPicksKernels(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if (tw.lora == nil) != (c.Gemma4 != nil) {
+				if (tw.lora == nil) != (c.Gemma4 != nil || c.Linear.On()) {
 					t.Errorf("twin adapter %v", tw.lora != nil)
 				}
 				tc := tw.model.Config
@@ -78,7 +78,7 @@ func TestTwinKeepsWhatPicksKernels(t *testing.T) {
 				kinds := func(c models.Config, n int) map[[4]bool]bool {
 					k := map[[4]bool]bool{}
 					for l := range n {
-						k[[4]bool{c.LayerSliding(l), l < len(c.NoRope) && c.NoRope[l], c.KVSource(l) != l}] = true
+						k[[4]bool{c.LayerSliding(l), l < len(c.NoRope) && c.NoRope[l], c.KVSource(l) != l, c.LayerLinear(l)}] = true
 					}
 					return k
 				}
