@@ -32,7 +32,7 @@ func (e *Engine) sampleText(ctx context.Context, c Calibration) ([][]int32, erro
 	n := e.net
 	// Enough sequences for c.Tokens, spread evenly over the rounds.
 	count := (c.Tokens + c.SeqLen - 2) / (c.SeqLen - 1)
-	per := min(n.maxOut, calibrationParallel)
+	per := min(n.maxRunning(), calibrationParallel) // with linear layers, a state each
 	rounds := (count + per - 1) / per
 	var seqs [][]int32
 	for r := range rounds {

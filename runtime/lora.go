@@ -102,7 +102,7 @@ func (e *Engine) AddAdapter(name string, a *lora.Adapter, scale float32) error {
 	if name == "" {
 		return errors.New("an adapter needs a name")
 	}
-	if e.net.g4 != nil {
+	if e.net.g4 != nil || e.net.recurrent() { // Gemma 4's shared layers, Qwen3.5's linear ones: nothing to adapt
 		return fmt.Errorf("adapters on %s are not supported", e.model.Config.Arch)
 	}
 	if err := a.Check(e.model.Config); err != nil {
