@@ -72,6 +72,10 @@ type BenchResult struct {
 	Threads int    `json:"threads,omitempty"`
 	Kernels string `json:"kernels,omitempty"`
 
+	// The engine's budgets (Engine.Budgets): tokens and sequences a step.
+	MaxBatchTokens int `json:"max_batch_tokens"`
+	MaxSeqs        int `json:"max_seqs"`
+
 	Concurrency        int     `json:"concurrency"`
 	AggregateDecodeTPS float64 `json:"aggregate_decode_tps"`
 	PerSeqDecodeTPS    float64 `json:"per_sequence_decode_tps"`
@@ -103,7 +107,9 @@ type BenchResult struct {
 // bandwidth, against which decode's bytes per second are compared.
 func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) {
 	c := e.model.Config
-	r := BenchResult{Device: e.DeviceName(), Model: e.model.Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
+	b := e.Budgets()
+	r := BenchResult{Device: e.DeviceName(), Model: e.model.Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens,
+		MaxBatchTokens: b.MaxBatchTokens, MaxSeqs: b.MaxSeqs}
 	for _, a := range o.Adapters {
 		r.Adapters = append(r.Adapters, a.Name)
 	}
@@ -112,6 +118,9 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
 		return r, fmt.Errorf("bench needs at least 2 generated tokens and a non-negative prompt")
+	}
+	if o.Concurrency > b.MaxSeqs {
+		return r, fmt.Errorf("bench: %d sequences at once, but the engine runs at most %d (its max seqs budget)", o.Concurrency, b.MaxSeqs)
 	}
 	if o.PromptTokens+1+o.GenTokens > c.Context {
 		return r, fmt.Errorf("%w: %d prompt + %d generated tokens, context %d", ErrContextFull, o.PromptTokens+1, o.GenTokens, c.Context)

@@ -71,9 +71,16 @@ const defaultSeqLen = 128
 
 // calibrationParallel is how many sequences are sampled at once, one row
 // each in a batch: the sampling costs SeqLen steps per round, not one per
-// token. It is fixed rather than MaxOutputs so that the codes do not move
-// when the scheduler's batch does.
+// token. It is fixed rather than the scheduler's MaxSeqs so that the codes
+// do not move when the scheduler's budgets do.
 const calibrationParallel = 16
+
+// calibrationBudgets are the calibration engine's, fixed for the same
+// reason: Score reads the text in chunks of MaxSeqs rows, and the order in
+// which the captured statistics are summed follows the chunks. They are
+// the scheduler's constants of before the budgets became options, so that
+// the codes of every calibrated model stay what they were.
+var calibrationBudgets = Budgets{MaxBatchTokens: 64, MaxSeqs: 32}
 
 // CalibrationReport says what CalibrateInt4 did.
 type CalibrationReport struct {
@@ -122,7 +129,7 @@ func CalibrateInt4(ctx context.Context, m *models.Model, c Calibration) (map[str
 	cm := &models.Model{Config: m.Config, Format: m.Format, Path: m.Path, Tensors: m.Tensors, Tokenizer: m.Tokenizer}
 	cm.Config.Context = c.SeqLen
 	be := capture.New(cpu.New(c.Threads))
-	e, err := New(cm, be, KVOptions{Tokens: calibrationParallel * c.SeqLen}, WeightStorage{})
+	e, err := New(cm, be, KVOptions{Tokens: calibrationParallel * c.SeqLen}, WeightStorage{}, calibrationBudgets)
 	if err != nil {
 		return nil, rep, fmt.Errorf("calibrate: %w", err)
 	}

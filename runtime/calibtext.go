@@ -12,7 +12,7 @@ import (
 // outside the scheduler so that its batches are always the same.
 
 // sampleText samples at least c.Tokens tokens of text from BOS at
-// temperature 1, in as few rounds as it takes of up to MaxOutputs
+// temperature 1, in as few rounds as it takes of up to calibrationParallel
 // sequences of c.SeqLen tokens decoded in lockstep (one row per sequence a
 // step, in sequence order), with seeds c.Seed, c.Seed+1, ... The batches
 // do not depend on timing, so whatever the backend captures meanwhile is summed in one

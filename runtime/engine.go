@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
@@ -97,19 +98,78 @@ type Engine struct {
 	hashErr  error
 }
 
-// DefaultBatch is how many tokens one forward step processes at most.
-const DefaultBatch = 64
+// Budgets are the scheduler's limits on one forward step, named as vLLM
+// names them (max_num_batched_tokens, max_num_seqs). Each step first
+// decodes a token of every running sequence, then fills what is left of
+// MaxBatchTokens with chunks of prompts (chunked prefill), so that a long
+// prompt shares its steps with the sequences already decoding instead of
+// stalling them.
+type Budgets struct {
+	// MaxBatchTokens is how many tokens one step processes at most, decode
+	// rows and prompt chunks together (1..MaxBatchTokensLimit; 0: the
+	// device's default, DefaultBatchTokensCPU or DefaultBatchTokensGPU, or
+	// MaxSeqs where that is larger). The engine's activations take this
+	// many rows, capped by the context.
+	MaxBatchTokens int
+	// MaxSeqs is how many sequences run at once, each a row of logits a
+	// step (1..MaxSeqsLimit; 0: DefaultMaxSeqs, or MaxBatchTokens where
+	// that is smaller). Past it requests wait in the queue.
+	MaxSeqs int
+}
 
-// MaxOutputs is how many rows of logits one forward step computes at most:
-// one per sequence decoding in the step, so it also bounds how many
-// sequences run at once. 32 rather than 16: on a device where a step's
-// cost is mostly fixed (dispatches, submission), the 17th to 32nd
-// sequences come almost free (stories260K on lavapipe: 7.7x the tokens/s
-// of one sequence at 32, 5.8x at 16).
-const MaxOutputs = 32
+// The budgets' defaults and limits. A CPU step costs about its rows, so
+// beyond a few tiles of rows a larger one gains little but the memory of
+// its activations; a GPU step's cost is mostly fixed (dispatches and a
+// submission), so a prompt in fewer, larger steps reaches its first token
+// sooner. 64 sequences rather than the 32 of before: a CPU step of 64 rows
+// costs little more per row than one of 32 (the tile kernels reuse each
+// weight row across them), and on a device whose step cost is mostly fixed
+// the 33rd to 64th sequences come almost free. MaxSeqsLimit bounds the
+// logits a step keeps (MaxSeqs rows of the vocabulary: 128 MiB at 256
+// sequences of a 128K vocabulary).
+const (
+	DefaultBatchTokensCPU = 128
+	DefaultBatchTokensGPU = 512
+	MaxBatchTokensLimit   = 8192
+	DefaultMaxSeqs        = 64
+	MaxSeqsLimit          = 256
+)
 
-// batchRows is the largest batch a forward step takes for config c.
-func batchRows(c models.Config) int { return min(DefaultBatch, c.Context) }
+// Check reports budgets out of their ranges, and a MaxBatchTokens below
+// MaxSeqs where both are set (a step could not decode every sequence).
+func (b Budgets) Check() error {
+	if b.MaxBatchTokens < 0 || b.MaxBatchTokens > MaxBatchTokensLimit {
+		return fmt.Errorf("max batch tokens %d must be in [1, %d] (0: the device's default)", b.MaxBatchTokens, MaxBatchTokensLimit)
+	}
+	if b.MaxSeqs < 0 || b.MaxSeqs > MaxSeqsLimit {
+		return fmt.Errorf("max seqs %d must be in [1, %d] (0: %d)", b.MaxSeqs, MaxSeqsLimit, DefaultMaxSeqs)
+	}
+	if b.MaxBatchTokens > 0 && b.MaxSeqs > b.MaxBatchTokens {
+		return fmt.Errorf("max seqs %d exceeds max batch tokens %d: a step could not decode every sequence", b.MaxSeqs, b.MaxBatchTokens)
+	}
+	return nil
+}
+
+// resolve fills in the defaults for a GPU (gpu) or the CPU, and caps the
+// tokens by the context c.
+func (b Budgets) resolve(gpu bool, c models.Config) Budgets {
+	if b.MaxSeqs == 0 {
+		b.MaxSeqs = DefaultMaxSeqs
+		if b.MaxBatchTokens > 0 {
+			b.MaxSeqs = min(b.MaxSeqs, b.MaxBatchTokens)
+		}
+	}
+	if b.MaxBatchTokens == 0 {
+		b.MaxBatchTokens = DefaultBatchTokensCPU
+		if gpu {
+			b.MaxBatchTokens = DefaultBatchTokensGPU
+		}
+		b.MaxBatchTokens = max(b.MaxBatchTokens, b.MaxSeqs)
+	}
+	b.MaxBatchTokens = min(b.MaxBatchTokens, c.Context)
+	b.MaxSeqs = min(b.MaxSeqs, b.MaxBatchTokens)
+	return b
+}
 
 // DefaultBlockSize is 8 tokens: a sequence wastes at most one partial
 // block, which on a mixed workload of short and long generations is 2% of
@@ -129,14 +189,20 @@ type KVOptions struct {
 	Type backend.KVType
 }
 
-// New loads model m onto backend be, which must take batches of
-// batchRows(m.Config) rows, keeping its weights as ws says.
-func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage) (*Engine, error) {
-	return newEngine(m, be, kv, ws, batchRows(m.Config))
+// New loads model m onto backend be, keeping its weights as ws says, with
+// the budgets b (their defaults for be's device, see Budgets.resolve); be
+// must take batches of as many rows as b resolves to.
+func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b Budgets) (*Engine, error) {
+	if err := b.Check(); err != nil {
+		return nil, err
+	}
+	_, gpu := unwrap(be).(*gpu.Backend)
+	return newEngine(m, be, kv, ws, b.resolve(gpu, m.Config))
 }
 
-// newEngine is New with forward steps of up to maxBatch rows.
-func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, maxBatch int) (*Engine, error) {
+// newEngine is New with the budgets resolved: forward steps of up to
+// b.MaxBatchTokens rows, b.MaxSeqs of them rows of logits.
+func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b Budgets) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
 	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4",
 		"qwen35", "qwen35moe":
@@ -163,7 +229,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if err != nil {
 		return nil, err
 	}
-	net, err := newLlama(m, be, ws, maxBatch, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
+	net, err := newLlama(m, be, ws, b.MaxBatchTokens, b.MaxSeqs, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
 		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type})
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
@@ -174,6 +240,14 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 		e.rs = newStateSlots(net.maxRunning())
 	}
 	return e, nil
+}
+
+// Budgets returns the engine's budgets, defaults filled in and capped by
+// the context: the tokens one step processes and the sequences that run
+// at once (fewer on a model with linear layers, whose states take a slot
+// each: maxRecurrent).
+func (e *Engine) Budgets() Budgets {
+	return Budgets{MaxBatchTokens: e.net.maxBatch, MaxSeqs: e.net.maxRunning()}
 }
 
 // Model returns the model the engine runs.

@@ -24,8 +24,9 @@ type MemoryEstimate struct {
 
 // EstimateMemory says what LoadModel(m, Options{Quant: quant, Device:
 // device, Context: context}) will allocate, with one sequence's KV cache of
-// context tokens (0: the model's, up to DefaultContext). device is
-// "webgpu" or "cpu"; it matters only for quant "".
+// context tokens (0: the model's, up to DefaultContext) and the device's
+// default budgets. device is "webgpu" or "cpu"; it matters for quant ""
+// and the budgets.
 func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryEstimate, error) {
 	c := m.Config
 	if context <= 0 {
@@ -76,9 +77,10 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	}
 	blocks := int64((context + DefaultBlockSize - 1) / DefaultBlockSize)
 	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
-	rows := int64(batchRows(c))
-	e.Scratch = 4 * rows * int64(c.Vocab+4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim)
-	e.Scratch += recurrentShape(c, batchRows(c)).Bytes() // linear layers' states (Qwen3.5)
+	b := Budgets{}.resolve(device != "cpu", c)
+	rows, seqs := int64(b.MaxBatchTokens), int64(b.MaxSeqs)
+	e.Scratch = 4 * (rows*int64(4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim) + seqs*int64(c.Vocab))
+	e.Scratch += recurrentShape(c, b.MaxSeqs).Bytes() // linear layers' states (Qwen3.5)
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
 }

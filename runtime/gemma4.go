@@ -54,10 +54,10 @@ type gemma4Acts struct{ q, k, v, att backend.Tensor }
 
 // newGemma4 loads a Gemma 4: llama's weights and activations where they
 // fit every layer, the rest per layer and per shape.
-func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch int, kv backend.KVShape) (*llama, error) {
+func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape) (*llama, error) {
 	c := m.Config
 	g := &gemma4Net{}
-	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs), g4: g}
+	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, maxSeqs), g4: g}
 	uploadT := func(t *models.Tensor) (backend.Weight, error) {
 		s := ws.For(t, c)
 		w, err := be.UploadAs(t, s)

@@ -91,13 +91,14 @@ type linearWeights struct {
 }
 
 // newLlama uploads m's weights to be and allocates what a forward pass
-// needs, with a paged cache of blocks × blockSize slots.
-func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch int, kv backend.KVShape) (*llama, error) {
+// needs for steps of up to maxBatch tokens and maxSeqs rows of logits,
+// with a paged cache of blocks × blockSize slots.
+func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape) (*llama, error) {
 	c := m.Config
 	if c.Gemma4 != nil {
-		return newGemma4(m, be, ws, maxBatch, kv)
+		return newGemma4(m, be, ws, maxBatch, maxSeqs, kv)
 	}
-	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, MaxOutputs)}
+	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, maxSeqs)}
 	upload := func(name string) (backend.Weight, error) {
 		t, err := m.Tensor(name)
 		if err != nil {

@@ -30,6 +30,9 @@ type Options struct {
 	MaxStorageBinding int64
 	// Threads caps the CPU backend's goroutines (0: one per core).
 	Threads int
+	// Budgets bound a forward step: MaxBatchTokens tokens and MaxSeqs
+	// sequences (0: the device's defaults, see Budgets).
+	Budgets
 	// KV sizes the paged KV cache (see KVOptions).
 	KV KVOptions
 	// Context caps the sequence length (and so the KV cache); 0 means the
@@ -140,8 +143,12 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("context %d exceeds the model's %d", ctx, m.Config.Context)
 	}
 	m.Config = m.Config.ForContext(ctx) // LongRoPE's factors follow the context
+	if err := opts.Budgets.Check(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	var vm *vision.Model
-	lmRows := batchRows(m.Config)
+	imageRows := 0
 	if opts.MMProj != "" {
 		var err error
 		if vm, err = openProjector(opts.MMProj, m); err != nil {
@@ -150,9 +157,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		}
 		// An image's tokens go through the language model in one step
 		// (Gemma 3's attend to each other both ways).
-		lmRows = max(lmRows, vm.Config.Tokens())
+		imageRows = vm.Config.Tokens()
 	}
-	be, note, err := openBackend(opts, lmRows)
+	// The backend is sized before the device is known: for a GPU's
+	// budgets, the larger (a CPU backend takes any batch).
+	be, note, err := openBackend(opts, max(opts.Budgets.resolve(true, m.Config).MaxBatchTokens, imageRows))
 	if err != nil {
 		closeProjector(vm)
 		m.Close()
@@ -192,7 +201,10 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	if opts.Wrap != nil {
 		be = opts.Wrap(be)
 	}
-	e, err := newEngine(m, be, opts.KV, ws, lmRows)
+	_, onGPU := base.(*gpu.Backend)
+	budgets := opts.Budgets.resolve(onGPU, m.Config)
+	budgets.MaxBatchTokens = max(budgets.MaxBatchTokens, imageRows)
+	e, err := newEngine(m, be, opts.KV, ws, budgets)
 	if err != nil {
 		closeProjector(vm)
 		be.Close()

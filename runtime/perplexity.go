@@ -150,7 +150,7 @@ func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress
 func scorePair(ctx context.Context, a, b *Engine, tokens []int32, fn func(i int, la, lb []float32)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rows := make(chan []float32, 2*MaxOutputs)
+	rows := make(chan []float32, 2*b.net.maxOut)
 	done := make(chan error, 1)
 	go func() {
 		defer close(rows)

@@ -100,9 +100,10 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Stream, error) {
 	return sts[0], nil
 }
 
-// MaxSamples is how many parallel samples StartN takes at most: as many
-// sequences as one step decodes.
-const MaxSamples = MaxOutputs
+// MaxSamples is how many parallel samples StartN takes at most (OpenAI's
+// n); samples beyond the engine's MaxSeqs wait for a place like any
+// sequence.
+const MaxSamples = 32
 
 // StartN queues n samples of one request (OpenAI's n). Sample i draws
 // with seed req.Sampler.Seed+i, so sample 0 is what Start gives. The

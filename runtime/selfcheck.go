@@ -300,7 +300,7 @@ const twinRows = 16
 func runTwin(ctx context.Context, be backend.Backend, tw *twin, kvType backend.KVType) ([]twinStep, error) {
 	c := tw.model.Config
 	const block = DefaultBlockSize
-	n, err := newLlama(tw.model, be, tw.ws, twinRows, backend.KVShape{Layers: c.Layers, Blocks: 4, BlockSize: block,
+	n, err := newLlama(tw.model, be, tw.ws, twinRows, twinRows, backend.KVShape{Layers: c.Layers, Blocks: 4, BlockSize: block,
 		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kvType})
 	if err != nil {
 		return nil, err

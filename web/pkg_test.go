@@ -156,19 +156,23 @@ func TestNpmPack(t *testing.T) {
 	}
 	model := filepath.Join(root, "..", "shared", "models", "stories260K.gguf")
 	script := `import { createEngine, TesseraError } from "tessera-web";
-const engine = await createEngine({ model: process.argv[2], quant: "f32", device: process.argv[3], draft: process.argv[4] || "" });
+const engine = await createEngine({ model: process.argv[2], quant: "f32", device: process.argv[3], draft: process.argv[4] || "",
+  maxBatchTokens: Number(process.argv[5]), maxSeqs: Number(process.argv[6]) });
 const r = await engine.completions.create({ prompt: "", max_tokens: 200, temperature: 0 });
 let bad = "";
 try { await engine.chat.completions.create({ messages: [{ role: "user", content: "Hi" }], top_p: "all" }); }
 catch (e) { bad = (e instanceof TesseraError) + " " + e.code + " " + e.param; }
 console.log(JSON.stringify({ text: r.choices[0].text, backend: engine.model.backend, adapter: engine.model.adapter, bad,
-  drafted: r.tessera.draft_tokens, accepted: r.tessera.accepted_tokens }));
+  drafted: r.tessera.draft_tokens, accepted: r.tessera.accepted_tokens,
+  budgets: [engine.model.maxBatchTokens, engine.model.maxSeqs] }));
 await engine.unload();
 `
 	os.WriteFile(filepath.Join(project, "run.mjs"), []byte(script), 0o644)
-	run := func(t *testing.T, device, draft string, env ...string) {
+	// budgets are maxBatchTokens and maxSeqs, engine what the engine reports
+	// (the tokens capped by stories260K's 2048-token context).
+	run := func(t *testing.T, device, draft string, budgets, engine [2]int, env ...string) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, node, "run.mjs", model, device, draft)
+		cmd := exec.CommandContext(ctx, node, "run.mjs", model, device, draft, strconv.Itoa(budgets[0]), strconv.Itoa(budgets[1]))
 		cmd.Dir = project
 		cmd.Env = append(os.Environ(), env...)
 		var stderr strings.Builder
@@ -182,6 +186,7 @@ await engine.unload();
 			Text, Backend, Bad string
 			Adapter            map[string]any
 			Drafted, Accepted  int
+			Budgets            [2]int
 		}
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
@@ -190,14 +195,19 @@ await engine.unload();
 		if res.Text+"\n" != string(want) {
 			t.Errorf("node, device %s (%s): the greedy story differs:\n got %q\nwant %q", device, res.Backend, res.Text, want)
 		}
+		if res.Budgets != engine {
+			t.Errorf("node, device %s: budgets %v gave an engine of %v, want %v", device, budgets, res.Budgets, engine)
+		}
 		if res.Bad != "true bad-request top_p" {
 			t.Errorf("node, device %s: a bad top_p gave %q", device, res.Bad)
 		}
 		t.Logf("node, device %s, draft %q: %s backend (adapter %v), %d bytes of story in %v; %d tokens drafted, %d accepted",
 			device, draft, res.Backend, res.Adapter["name"], len(res.Text), time.Since(start).Round(time.Millisecond), res.Drafted, res.Accepted)
 	}
-	// Speculative decoding by prompt lookup keeps greedy output exact.
-	t.Run("cpu, n-gram drafts", func(t *testing.T) { run(t, "cpu", "ngram") })
+	// Speculative decoding by prompt lookup keeps greedy output exact; the
+	// budgets work at their largest on the CPU and at one token a step on
+	// WebGPU.
+	t.Run("cpu, n-gram drafts", func(t *testing.T) { run(t, "cpu", "ngram", [2]int{8192, 256}, [2]int{2048, 256}) })
 	t.Run("webgpu on SwiftShader", func(t *testing.T) {
 		if errWebGPU != nil {
 			missing(t, "the webgpu npm package in "+nodeModules())
@@ -205,6 +215,6 @@ await engine.unload();
 		if _, err := os.Stat(swiftShaderICD); err != nil {
 			missing(t, "Chromium's SwiftShader Vulkan driver")
 		}
-		run(t, "webgpu", "", "VK_ICD_FILENAMES="+swiftShaderICD, "XDG_RUNTIME_DIR="+t.TempDir())
+		run(t, "webgpu", "", [2]int{1, 1}, [2]int{1, 1}, "VK_ICD_FILENAMES="+swiftShaderICD, "XDG_RUNTIME_DIR="+t.TempDir())
 	})
 }

@@ -24,8 +24,11 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured run to FILE (go tool pprof FILE): where the CPU backend's time goes")
 	return func(ctx context.Context, e *env) error {
-		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxOutputs || o.SharedPrefix < 0 {
-			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxOutputs)
+		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxSeqsLimit || o.SharedPrefix < 0 {
+			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxSeqsLimit)
+		}
+		if o.Concurrency > runtime.DefaultMaxSeqs && mf.maxSeqs == 0 {
+			mf.maxSeqs = o.Concurrency // the engine must run them all at once
 		}
 		eng, err := mf.load(ctx, e)
 		if err != nil {
@@ -55,6 +58,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		}
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
+		fmt.Fprintf(e.stdout, "budgets           %d tokens and %d sequences a step (--max-batch-tokens, --max-seqs)\n", r.MaxBatchTokens, r.MaxSeqs)
 		printAdapters(e, r)
 		fmt.Fprintf(e.stdout, "prompt            %d tokens: %.1f tok/s, time to first token %.1f ms\n", r.PromptTokens+1, r.PromptTPS, r.TTFTms)
 		fmt.Fprintf(e.stdout, "decode            %d tokens: %.1f tok/s", r.GenTokens, r.DecodeTPS)

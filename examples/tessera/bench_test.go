@@ -75,3 +75,42 @@ func TestBenchLoRA(t *testing.T) {
 		t.Errorf("bench --lora --lora-merge: exit %d, output:\n%s%s", code, out, errOut)
 	}
 }
+
+// TestBenchBudgets: --max-batch-tokens and --max-seqs reach the engine at
+// one token a step and at their largest (the tokens capped by stories260K's
+// context), bench says them, --concurrency past the default 64 sequences
+// raises --max-seqs to it, and out-of-range budgets are usage errors.
+func TestBenchBudgets(t *testing.T) {
+	model := filepath.Join(shared, "stories260K.gguf")
+	for _, c := range []struct {
+		args         []string
+		tokens, seqs int
+	}{
+		{[]string{"--max-batch-tokens", "1", "--max-seqs", "1"}, 1, 1},
+		{[]string{"--max-batch-tokens", "8192", "--max-seqs", "256", "--concurrency", "256"}, 2048, 256},
+		{[]string{"--concurrency", "100"}, 128, 100},
+	} {
+		args := append([]string{"bench", "--model", model, "--device", "cpu", "--prompt-tokens", "4", "--gen-tokens", "2", "--json"}, c.args...)
+		code, out, errOut := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		var r runtime.BenchResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.MaxBatchTokens != c.tokens || r.MaxSeqs != c.seqs {
+			t.Errorf("%v: budgets %d tokens, %d sequences; want %d, %d", c.args, r.MaxBatchTokens, r.MaxSeqs, c.tokens, c.seqs)
+		}
+	}
+	code, out, _ := runCLI("bench", "--model", model, "--device", "cpu", "--prompt-tokens", "4", "--gen-tokens", "2", "--max-seqs", "3")
+	if code != 0 || !strings.Contains(out, "budgets           128 tokens and 3 sequences a step") {
+		t.Errorf("bench --max-seqs 3: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"--max-seqs", "257"}, {"--max-batch-tokens", "-1"}, {"--max-batch-tokens", "4", "--max-seqs", "8"}, {"--concurrency", "257"}} {
+		code, _, errOut := runCLI(append([]string{"bench", "--model", model, "--device", "cpu"}, bad...)...)
+		if code != 2 || !strings.Contains(errOut, strings.TrimPrefix(bad[0], "-")) {
+			t.Errorf("bench %v: exit %d, %q; want a usage error naming the flag", bad, code, errOut)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type modelFlags struct {
 	draft, draftQuant                 string
 	speculateAlways, offline          bool
 	multiStep                         int
+	maxBatchTokens, maxSeqs           int
 	lora                              loraFlag
 	loraMerge, noSelfCheck            bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
@@ -78,6 +79,8 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.quant, "quant", "", "weight storage, a ceiling on every matrix: int4 (pure 4-bit), int8, f16, f32, or mixed (int4 with int8 for the head, embeddings and the most sensitive matrices). Quantized matrices keep the file's own type at its bits (Q4_K, Q6_K, Q8_0, IQ4_XS, MXFP4, ...; Q4_1 as int4) and are never widened; the default quantizes float matrices with mixed on WebGPU for models of 32 MiB of f32 weights or more and keeps them as the file does elsewhere")
 	fs.StringVar(&m.kvType, "kv-type", "f32", "KV cache storage: f32, f16 (half the bytes) or int8 (a scale per token and kv head: about a quarter), for long contexts")
 	fs.IntVar(&m.threads, "threads", 0, "CPU backend: goroutines per matrix product (0: one per core)")
+	fs.IntVar(&m.maxBatchTokens, "max-batch-tokens", 0, fmt.Sprintf("tokens one forward step processes at most, decode rows and prompt chunks together (1..%d; 0: %d on the CPU, %d on a GPU, or --max-seqs if larger)", runtime.MaxBatchTokensLimit, runtime.DefaultBatchTokensCPU, runtime.DefaultBatchTokensGPU))
+	fs.IntVar(&m.maxSeqs, "max-seqs", 0, fmt.Sprintf("sequences that run at once, a row of logits each a step (1..%d; 0: %d, or --max-batch-tokens if smaller); more requests wait", runtime.MaxSeqsLimit, runtime.DefaultMaxSeqs))
 	fs.BoolVar(&m.headF32, "head-f32", false, "keep the output head in f32 whatever --quant says")
 	fs.BoolVar(&m.noCalibration, "no-calibration", false, "int4: round each group on its own even where the model is small enough to calibrate at load (GPTQ)")
 	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
@@ -119,7 +122,11 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	if err != nil {
 		return nil, usageError{err}
 	}
-	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter,
+	budgets := runtime.Budgets{MaxBatchTokens: m.maxBatchTokens, MaxSeqs: m.maxSeqs}
+	if err := budgets.Check(); err != nil {
+		return nil, usageError{fmt.Errorf("--max-batch-tokens, --max-seqs: %w", err)}
+	}
+	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Budgets: budgets,
 		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
 		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck, MMProj: m.mmproj})

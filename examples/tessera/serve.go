@@ -195,7 +195,8 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 				}
 				defer pub.Close()
 			}
-			logger.Info("loaded", "model", m.name, "path", m.path, "device", eng.Backend().Name(), "context", eng.Model().Config.Context)
+			logger.Info("loaded", "model", m.name, "path", m.path, "device", eng.Backend().Name(), "context", eng.Model().Config.Context,
+				"max_batch_tokens", eng.Budgets().MaxBatchTokens, "max_seqs", eng.Budgets().MaxSeqs)
 		}
 		srv.Ready()
 		select {

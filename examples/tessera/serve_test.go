@@ -435,3 +435,47 @@ func TestServeRuntimeLoRA(t *testing.T) {
 		t.Errorf("after the unload: %d", code)
 	}
 }
+
+// TestServeBudgets: serve takes --max-batch-tokens and --max-seqs, logs
+// the engine's budgets, and serves at one token and one sequence a step
+// (a second request waits its turn in the queue) and at the largest.
+func TestServeBudgets(t *testing.T) {
+	model := "story=" + filepath.Join(shared, "stories260K.gguf")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-batch-tokens", "1", "--max-seqs", "1"}, "max_batch_tokens=1 max_seqs=1"},
+		{[]string{"--max-batch-tokens", "8192", "--max-seqs", "256"}, "max_batch_tokens=2048 max_seqs=256"},
+	} {
+		_, url, log := startServe(t, append([]string{"--model", model}, c.args...)...)
+		if !strings.Contains(log.String(), c.want) {
+			t.Errorf("%v: the log does not say %q:\n%s", c.args, c.want, log)
+		}
+		var wg sync.WaitGroup
+		texts := make([]string, 2)
+		for i := range texts {
+			wg.Go(func() {
+				resp, err := http.Post(url+"/v1/completions", "application/json",
+					strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":16,"temperature":0}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				var r struct {
+					Choices []struct{ Text string } `json:"choices"`
+				}
+				if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&r) != nil || len(r.Choices) != 1 {
+					t.Errorf("%v: status %d", c.args, resp.StatusCode)
+					return
+				}
+				texts[i] = r.Choices[0].Text
+			})
+		}
+		wg.Wait()
+		if texts[0] == "" || texts[0] != texts[1] {
+			t.Errorf("%v: greedy texts %q", c.args, texts)
+		}
+	}
+}

@@ -63,10 +63,19 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 }
 
-// TestQueueFull: past the queue, requests get 429 with Retry-After and an
-// OpenAI error; the server stays up and serves once the flood is over.
+// TestQueueFull: past the engine's MaxSeqs and the queue, requests get 429
+// with Retry-After and an OpenAI error; the server stays up and serves once
+// the flood is over.
 func TestQueueFull(t *testing.T) {
-	eng := cpuEngine(t)
+	eng, err := runtime.Load(modelPath(t), runtime.Options{Device: "cpu", Budgets: runtime.Budgets{MaxSeqs: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	seqs := eng.Budgets().MaxSeqs
+	if seqs != 16 {
+		t.Fatalf("MaxSeqs 16 gave an engine of %d", seqs)
+	}
 	_, url := serve(t, eng, server.Options{MaxQueue: 2})
 	const flood = 60 // 16 run, 2 wait, the rest are refused
 	codes := make([]int, flood)
@@ -88,8 +97,8 @@ func TestQueueFull(t *testing.T) {
 	for _, c := range codes {
 		count[c]++
 	}
-	if count[200] < runtime.MaxOutputs || count[429] == 0 || count[200]+count[429] != flood {
-		t.Errorf("status counts %v: want at least %d OK, some 429, nothing else", count, runtime.MaxOutputs)
+	if count[200] < seqs || count[429] == 0 || count[200]+count[429] != flood {
+		t.Errorf("status counts %v: want at least %d OK, some 429, nothing else", count, seqs)
 	}
 	if _, ok := retry.Load("1"); !ok {
 		t.Error("429 without Retry-After: 1")

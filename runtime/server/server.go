@@ -45,7 +45,7 @@ type Options struct {
 	// any), and preflight requests are answered.
 	CORSOrigin string
 	// MaxQueue is how many sequences may wait for a model beyond those it
-	// runs at once (runtime.MaxOutputs); past it requests get 429.
+	// runs at once (its engine's MaxSeqs budget); past it requests get 429.
 	// Default DefaultMaxQueue.
 	MaxQueue int
 	// RequestTimeout bounds each request from arrival to its last token
@@ -638,7 +638,7 @@ func (s *Server) snapshot() []*model {
 
 // admit takes n sequences from m's queue, or reports that it is full.
 func (s *Server) admit(m *model, n int) error {
-	limit := int64(runtime.MaxOutputs + s.opts.MaxQueue)
+	limit := int64(m.eng.Budgets().MaxSeqs + s.opts.MaxQueue)
 	if m.seqs.Add(int64(n)) > limit {
 		m.seqs.Add(-int64(n))
 		return &httpError{status: http.StatusTooManyRequests, kind: "rate_limit_error", retryAfter: 1,

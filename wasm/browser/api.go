@@ -263,6 +263,14 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	if device != "webgpu" && device != "cpu" && device != "auto" {
 		return nil, badRequest("device", "device must be webgpu, cpu or auto, not %q", device)
 	}
+	budgets := runtime.Budgets{MaxBatchTokens: int(optional(opts, "maxBatchTokens", 0)), MaxSeqs: int(optional(opts, "maxSeqs", 0))}
+	if err := budgets.Check(); err != nil {
+		param := "maxSeqs"
+		if budgets.MaxBatchTokens < 0 || budgets.MaxBatchTokens > runtime.MaxBatchTokensLimit {
+			param = "maxBatchTokens"
+		}
+		return nil, badRequest(param, "%v", err)
+	}
 	draft := optionalString(opts, "draft", "")
 	if draft != "" && draft != "ngram" {
 		return nil, badRequest("draft", `draft must be "ngram" (speculative decoding by prompt lookup), not %q`, draft)
@@ -314,6 +322,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		Quant:   quant,
 		Context: context,
 		Draft:   draft,
+		Budgets: budgets,
 		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
 		// The self-check of the kernels against the CPU, its results kept
 		// in the origin's storage; kernelFault is its test hook.
@@ -353,6 +362,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	info["weightBytes"] = eng.WeightBytes()
 	info["kvType"], info["kvBytes"] = eng.KVType().String(), eng.KVBytes()
+	info["maxBatchTokens"], info["maxSeqs"] = eng.Budgets().MaxBatchTokens, eng.Budgets().MaxSeqs
 	_, plain := eng.Chat().(chat.Plain)
 	info["chatTemplate"] = !plain
 	tok := eng.Tokenizer()

@@ -76,7 +76,7 @@ export class Tessera {
   // load reads a model: source is {url}, {file: File|Blob} or {buffer:
   // ArrayBuffer} (transferred to the worker). options: {quant: "" | "int4" |
   // "f16" | "f32", kvType: "" | "f32" | "f16" | "int8", context, device:
-  // "webgpu" | "cpu", cache: true}.
+  // "webgpu" | "cpu", cache: true, maxBatchTokens, maxSeqs}.
   // onProgress gets {phase: "download" | "verify" | "upload", done, total}.
   load(source, options = {}, onProgress = null) {
     const transfer = source && source.buffer instanceof ArrayBuffer ? [source.buffer] : [];

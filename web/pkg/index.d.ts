@@ -52,6 +52,14 @@ export interface EngineOptions {
   /** Speculative decoding: "ngram" drafts tokens by prompt lookup, checked by the model in one batched step. */
   draft?: "" | "ngram";
   /**
+   * Tokens one forward step processes at most, decode rows and prompt chunks together (vLLM's max_num_batched_tokens;
+   * 1..8192; 0, the default: 512 on WebGPU, 128 on the CPU, or maxSeqs if larger). Fewer lower the activations' memory;
+   * more read a long prompt in fewer steps.
+   */
+  maxBatchTokens?: number;
+  /** Sequences that run at once, a row of logits each a step (vLLM's max_num_seqs; 1..256; 0, the default: 64). */
+  maxSeqs?: number;
+  /**
    * Ask the GPU device for this maxStorageBufferBindingSize (bytes) instead of the adapter's,
    * to try a model on the limit of a smaller GPU (WebGPU's default is 128 MiB). The engine splits
    * weights that do not fit one binding.
@@ -79,6 +87,8 @@ export interface ModelInfo {
   name: string; size: number; arch: string; params: number; layers: number; dim: number;
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
   quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
+  /** The engine's budgets, defaults filled in and capped by the context. */
+  maxBatchTokens: number; maxSeqs: number;
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
   /** The download (or the cached copy) was checked against the sha256 option. */
   verified?: boolean;

@@ -56,8 +56,8 @@ function abortError(signal) {
 export async function createEngine(options = {}) {
   if (options === null || typeof options !== "object") throw new TesseraError("createEngine takes an options object", "bad-request");
   const { model, quant = "", kvType = "", context = 0, device = inNode ? "auto" : "webgpu", cache = !inNode, maxStorageBinding = 0,
-    draft = "", sha256 = "", selfCheck = true, kernelFault = "", onProgress = null, signal = null } = options;
-  checkOptions({ quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, onProgress, signal });
+    draft = "", sha256 = "", selfCheck = true, kernelFault = "", maxBatchTokens = 0, maxSeqs = 0, onProgress = null, signal = null } = options;
+  checkOptions({ quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, maxBatchTokens, maxSeqs, onProgress, signal });
   if (signal && signal.aborted) throw abortError(signal);
   if (model != null && device === "webgpu" && !inNode && !(globalThis.navigator && navigator.gpu)) {
     throw new TesseraError("WebGPU is not available in this browser (navigator.gpu is missing); pass device: \"cpu\" for the slow CPU backend", "no-webgpu");
@@ -70,7 +70,7 @@ export async function createEngine(options = {}) {
   signal && signal.addEventListener("abort", onAbort, { once: true });
   try {
     await client.ready;
-    const info = model == null ? null : await client.load(await toSource(model), { quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault }, onProgress);
+    const info = model == null ? null : await client.load(await toSource(model), { quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, maxBatchTokens, maxSeqs }, onProgress);
     if (signal && signal.aborted) throw abortError(signal);
     return new Engine(client, info);
   } catch (err) {
@@ -85,7 +85,7 @@ export async function createEngine(options = {}) {
 // engine checks the values (a quant it does not know, a bad hash).
 function checkOptions(o) {
   const want = { quant: "string", kvType: "string", device: "string", draft: "string", context: "number",
-    maxStorageBinding: "number", cache: "boolean", selfCheck: "boolean", kernelFault: "string", onProgress: "function" };
+    maxStorageBinding: "number", maxBatchTokens: "number", maxSeqs: "number", cache: "boolean", selfCheck: "boolean", kernelFault: "string", onProgress: "function" };
   for (const [k, type] of Object.entries(want)) {
     if (o[k] != null && typeof o[k] !== type) throw new TesseraError(`${k} must be a ${type}, not ${typeof o[k]}`, "bad-request", k);
   }
