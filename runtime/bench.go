@@ -76,6 +76,12 @@ type BenchResult struct {
 	MaxBatchTokens int `json:"max_batch_tokens"`
 	MaxSeqs        int `json:"max_seqs"`
 
+	// ImageEncodeMs is the time to encode one image with the vision
+	// projector (Options.MMProj; its preprocessing included), and
+	// ImageTokens the positions an image takes; zero without one.
+	ImageEncodeMs float64 `json:"image_encode_ms,omitempty"`
+	ImageTokens   int     `json:"image_tokens,omitempty"`
+
 	Concurrency        int     `json:"concurrency"`
 	AggregateDecodeTPS float64 `json:"aggregate_decode_tps"`
 	PerSeqDecodeTPS    float64 `json:"per_sequence_decode_tps"`
@@ -199,6 +205,13 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	}
 	if r.CopyGBps > 0 {
 		r.BandwidthFraction = r.DecodeGBps / r.CopyGBps
+	}
+	if e.vis != nil {
+		ms, err := e.benchImage()
+		if err != nil {
+			return r, fmt.Errorf("image: %w", err)
+		}
+		r.ImageEncodeMs, r.ImageTokens = ms, e.vis.cfg.Tokens()
 	}
 	return r, nil
 }

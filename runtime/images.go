@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/chat"
@@ -114,25 +116,25 @@ func nextSpan(spans []imageSpan, pos int) (imageSpan, bool) {
 	return imageSpan{}, false
 }
 
-// imagePrompt tokenizes a request with images as llama.cpp's mtmd_tokenize
-// does: the prompt text (rendered with the chat template for Messages) is
-// cut at each ImageMarker; the marker becomes the projector's image-start
-// text, the image's tokens and its image-end text (<start_of_image> and
-// <end_of_image> for Gemma 3). Each piece of text (the prompt's pieces,
-// and the image-start and -end texts) is tokenized on its own, with
-// special tokens, after the BOS the request would have without images:
-// what mtmd_tokenize gives, ids for ids. The images are encoded here.
-func (e *Engine) imagePrompt(ctx context.Context, req Request) ([]int32, []imageSpan, error) {
+// imageTokens tokenizes a request with images as llama.cpp's
+// mtmd_tokenize does: the prompt text (rendered with the chat template for
+// Messages) is cut at each ImageMarker; the marker becomes the projector's
+// image-start text, the image's tokens and its image-end text
+// (<start_of_image> and <end_of_image> for Gemma 3). Each piece of text
+// (the prompt's pieces, and the image-start and -end texts) is tokenized
+// on its own, with special tokens, after the BOS the request would have
+// without images: what mtmd_tokenize gives, ids for ids. An image's tokens
+// are imageIDs of its hash; starts are where each begins.
+func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, starts []int, err error) {
 	if e.vis == nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
-	if req.Tokens != nil {
-		return nil, nil, fmt.Errorf("%w: a request with images gives its prompt as text (Prompt or Messages) with %s where each image goes", ErrBadRequest, ImageMarker)
+	if req.Tokens != nil { // rendered already (PrepareChat): find each image's tokens
+		return e.locateImages(req.Tokens, req.Images)
 	}
 	tok := e.model.Tokenizer
 	text, bos := req.Prompt, true
 	if req.Messages != nil {
-		var err error
 		if text, err = e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars}); err != nil {
 			return nil, nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
 		}
@@ -144,8 +146,6 @@ func (e *Engine) imagePrompt(ctx context.Context, req Request) ([]int32, []image
 	}
 	begin, end := imageBrackets(e.vis.cfg.Projector)
 	ctxLen, n := e.model.Config.Context, e.vis.cfg.Tokens()
-	var ids []int32
-	var spans []imageSpan
 	// add tokenizes one piece of text on its own (its own SentencePiece
 	// space prefix, as mtmd's add_text), with BOS first when asked (the
 	// tokenizer's: none for one that adds none).
@@ -186,17 +186,54 @@ func (e *Engine) imagePrompt(ctx context.Context, req Request) ([]int32, []image
 		if len(ids)+n >= ctxLen {
 			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, n, ctxLen)
 		}
-		emb, err := e.EncodeImage(ctx, img)
-		if err != nil {
-			return nil, nil, err
-		}
-		spans = append(spans, imageSpan{start: len(ids), rows: n, embeds: emb})
+		starts = append(starts, len(ids))
 		ids = append(ids, imageIDs(img.Hash, n, e.model.Config.Vocab)...)
 	}
 	if len(ids) >= ctxLen {
 		return nil, nil, fmt.Errorf("%w: %d tokens, the context is %d", ErrContextFull, len(ids), ctxLen)
 	}
-	return ids, spans, nil
+	return ids, starts, nil
+}
+
+// locateImages finds, in ids, the tokens of each image in order (ids
+// that imageTokens rendered): a sequence of ImageTokens ids drawn from the
+// image's hash does not occur by chance.
+func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, []int, error) {
+	var starts []int
+	from := 0
+	for i, img := range images {
+		if img == nil {
+			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
+		}
+		want := imageIDs(img.Hash, e.vis.cfg.Tokens(), e.model.Config.Vocab)
+		at := -1
+		for j := from; j+len(want) <= len(ids); j++ {
+			if slices.Equal(ids[j:j+len(want)], want) {
+				at = j
+				break
+			}
+		}
+		if at < 0 {
+			return nil, nil, fmt.Errorf("%w: the prompt's tokens do not hold image %d's: give a request with images as text (Prompt or Messages) with %s where each image goes", ErrBadRequest, i, ImageMarker)
+		}
+		starts = append(starts, at)
+		from = at + len(want)
+	}
+	return ids, starts, nil
+}
+
+// imageSpans encodes req's images (EncodeImage: once each, by hash) and
+// places them at starts, as imageTokens gave them.
+func (e *Engine) imageSpans(ctx context.Context, req Request, starts []int) ([]imageSpan, error) {
+	spans := make([]imageSpan, len(starts))
+	for i, at := range starts {
+		emb, err := e.EncodeImage(ctx, req.Images[i])
+		if err != nil {
+			return nil, err
+		}
+		spans[i] = imageSpan{start: at, rows: e.vis.cfg.Tokens(), embeds: emb}
+	}
+	return spans, nil
 }
 
 // imageBrackets is the text around an image's tokens, as mtmd.cpp writes
@@ -353,4 +390,25 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 		return min(n, sp.start-s.stored)
 	}
 	return n
+}
+
+// benchImage is the milliseconds the tower takes to encode an image of
+// its own size (preprocessing included), after one encoding that compiles
+// the pipelines; the embedding cache is not consulted.
+func (e *Engine) benchImage() (float64, error) {
+	size := e.vis.cfg.ImageSize
+	img := &vision.Image{W: size, H: size, Pix: make([]uint8, 3*size*size)}
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	if _, err := e.vis.encode(img); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := e.vis.encode(img); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(start).Microseconds()) / 1000, nil
 }

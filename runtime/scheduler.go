@@ -121,7 +121,10 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	var spans []imageSpan
 	var err error
 	if len(req.Images) > 0 {
-		ids, spans, err = e.imagePrompt(ctx, req)
+		var starts []int
+		if ids, starts, err = e.imageTokens(ctx, req); err == nil {
+			spans, err = e.imageSpans(ctx, req, starts)
+		}
 	} else {
 		ids, err = e.PromptTokensContext(ctx, req)
 	}
@@ -235,6 +238,10 @@ func (e *Engine) PromptTokens(req Request) ([]int32, error) {
 // ErrContextFull in the time it takes to see it is too long, not after
 // it is all tokenized.
 func (e *Engine) PromptTokensContext(ctx context.Context, req Request) ([]int32, error) {
+	if len(req.Images) > 0 { // each image's tokens stand for it (imageTokens)
+		ids, _, err := e.imageTokens(ctx, req)
+		return ids, err
+	}
 	ids := slices.Clone(req.Tokens)
 	ctxLen := e.model.Config.Context
 	var enc []int

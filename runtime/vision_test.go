@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/x448/float16"
@@ -298,8 +299,14 @@ type visionGolden struct {
 	} `json:"cases"`
 }
 
-// visionCaseImage names each recorded case's image in testdata/vision.
-var visionCaseImage = map[string]string{"tiny-gemma3": "gradient32.png", "tiny-gemma3-resized": "gradient50x37.png"}
+// visionCases name each recorded case's image in testdata/vision and its
+// projector's synth shape. Real shapes (a 1 GB tower whose image takes
+// minutes on two cores) run only with TESSERA_VISION_REAL set.
+var visionCases = map[string]struct{ image, shape string }{
+	"tiny-gemma3":         {"gradient32.png", "tiny-gemma3"},
+	"tiny-gemma3-resized": {"gradient50x37.png", "tiny-gemma3"},
+	"gemma3-real":         {"gradient896.png", "gemma3"},
+}
 
 // TestVisionMatchesLlamaCpp checks, for each case recorded from
 // llama.cpp's tools (testdata/vision), the image's embeddings (the first
@@ -313,22 +320,42 @@ var visionCaseImage = map[string]string{"tiny-gemma3": "gradient32.png", "tiny-g
 // (TestVisionReferenceExplainsLlamaCpp).
 func TestVisionMatchesLlamaCpp(t *testing.T) {
 	golden := readVisionGolden(t)
-	base, mm := visionFiles(t)
+	dir := t.TempDir()
+	files := map[string][2]string{} // projector shape: base, mmproj
+	realShapes := os.Getenv("TESSERA_VISION_REAL") != ""
+	for _, vc := range visionCases {
+		if _, ok := files[vc.shape]; !ok && (realShapes || vc.shape != "gemma3") {
+			var f [2]string
+			f[0], f[1] = visionFiles(t, filepath.Join(dir, vc.shape), vc.shape)
+			files[vc.shape] = f
+		}
+	}
 	for _, device := range []string{"cpu", "webgpu"} {
 		t.Run(device, func(t *testing.T) {
-			var eng *runtime.Engine
-			if device == "webgpu" {
-				eng = loadWebGPU(t, base, runtime.Options{MMProj: mm})
-			} else {
-				var err error
-				if eng, err = runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm}); err != nil {
+			engines := map[string]*runtime.Engine{}
+			for shape, f := range files {
+				if device == "webgpu" {
+					engines[shape] = loadWebGPU(t, f[0], runtime.Options{MMProj: f[1]})
+					continue
+				}
+				eng, err := runtime.Load(f[0], runtime.Options{Device: "cpu", MMProj: f[1]})
+				if err != nil {
 					t.Fatal(err)
 				}
-				defer eng.Close()
+				t.Cleanup(func() { eng.Close() })
+				engines[shape] = eng
 			}
 			for name, c := range golden.Cases {
 				t.Run(name, func(t *testing.T) {
-					img := readTestImage(t, visionCaseImage[name])
+					vc, ok := visionCases[name]
+					if !ok {
+						t.Fatalf("case %s: no image", name)
+					}
+					eng := engines[vc.shape]
+					if eng == nil {
+						t.Skip("a real-shape tower: set TESSERA_VISION_REAL=1")
+					}
+					img := readTestImage(t, vc.image)
 					emb, err := eng.EncodeImage(context.Background(), img)
 					if err != nil {
 						t.Fatal(err)
@@ -343,6 +370,9 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 					}
 					if mean := sum / float64(len(emb)); math.Abs(mean-e.Mean) > 1e-3 {
 						t.Errorf("mean %.6f, llama.cpp's %.6f", mean, e.Mean)
+					}
+					if len(c.Tokens) == 0 { // embeddings only
+						return
 					}
 					var ids []int32
 					var lps []float64
@@ -416,11 +446,13 @@ func readTestImage(t *testing.T, name string) *vision.Image {
 }
 
 // visionFiles writes the recording's files: tessera synth --shape
-// tiny-gemma3 --seed 1, and its projector, tessera synth --mmproj gemma3
-// --shape tiny --seed 1.
-func visionFiles(t *testing.T) (base, mm string) {
+// tiny-gemma3 --seed 1, and its projector of the given synth shape,
+// tessera synth --mmproj gemma3 [--shape tiny] --seed 1.
+func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	t.Helper()
-	dir := t.TempDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s, err := synth.Lookup("tiny-gemma3")
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +471,7 @@ func visionFiles(t *testing.T) (base, mm string) {
 		}
 	}
 	write(base, func(f *os.File) error { return synth.Write(f, s, dtype.F32, 1) })
-	c, err := synth.ProjectorShape("tiny-gemma3", s.Config.Dim)
+	c, err := synth.ProjectorShape(shape, s.Config.Dim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,10 +487,10 @@ func visionFiles(t *testing.T) (base, mm string) {
 // method.
 func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 	golden := readVisionGolden(t)
-	_, mm := visionFiles(t)
+	_, mm := visionFiles(t, t.TempDir(), "tiny-gemma3")
 	c := golden.Cases["tiny-gemma3"]
-	ref := visionReference(t, mm, readTestImage(t, visionCaseImage["tiny-gemma3"]), true)
-	exact := visionReference(t, mm, readTestImage(t, visionCaseImage["tiny-gemma3"]), false)
+	ref := visionReference(t, mm, readTestImage(t, visionCases["tiny-gemma3"].image), true)
+	exact := visionReference(t, mm, readTestImage(t, visionCases["tiny-gemma3"].image), false)
 	dim := len(ref) / 16
 	for _, r := range []struct {
 		what      string
@@ -480,4 +512,64 @@ func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 		w += v * v
 	}
 	t.Logf("the exact reference is %.2g (relative) from llama.cpp's", math.Sqrt(d/w))
+}
+
+// TestImagePrefixCache: an image's positions are keyed by the image, so a
+// second request with the same image finds its blocks cached (and gives
+// the same tokens and log-probabilities as the first), while a request
+// with another image of the same size shares nothing past the text
+// before it and reads different log-probabilities.
+func TestImagePrefixCache(t *testing.T) {
+	base, mm := visionFiles(t, t.TempDir(), "tiny-gemma3")
+	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	prompt := "Look: " + runtime.ImageMarker + " What is it?"
+	run := func(img *vision.Image) ([]int32, []float32) {
+		var ids []int32
+		var lps []float32
+		_, err := eng.Generate(context.Background(), runtime.Request{Prompt: prompt, Images: []*vision.Image{img}, MaxTokens: 8, IgnoreEOS: true, Logprobs: true},
+			func(tk runtime.Token) error {
+				ids, lps = append(ids, tk.ID), append(lps, tk.Logprob)
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids, lps
+	}
+	a, b := readTestImage(t, "gradient32.png"), gradient(32, 32)
+	b.Pix[0] ^= 0xff // another picture
+	// Where the image's tokens start: the first id where a's prompt and
+	// b's differ.
+	idsA, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsB, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := 0
+	for at < len(idsA) && idsA[at] == idsB[at] {
+		at++
+	}
+	if at+eng.ImageTokens() > len(idsA) || !slices.Equal(idsA[at+eng.ImageTokens():], idsB[at+eng.ImageTokens():]) {
+		t.Fatalf("the prompts differ outside the image: %v, %v", idsA, idsB)
+	}
+	ids1, lp1 := run(a)
+	hits := eng.Metrics().KV.PrefixHits
+	ids2, lp2 := run(a)
+	reused := eng.Metrics().KV.PrefixHits - hits // tokens
+	if !slices.Equal(ids1, ids2) || !slices.Equal(lp1, lp2) || reused < at+eng.ImageTokens() {
+		t.Errorf("same image again: %v %v (was %v %v), %d tokens reused, want the image's end at %d at least", ids2, lp2, ids1, lp1, reused, at+eng.ImageTokens())
+	}
+	hits = eng.Metrics().KV.PrefixHits
+	_, lp3 := run(b)
+	if reused := eng.Metrics().KV.PrefixHits - hits; reused > at || slices.Equal(lp1, lp3) {
+		t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
+	}
+	t.Logf("the image at %d..%d; the same image again reused %d tokens", at, at+eng.ImageTokens(), reused)
 }

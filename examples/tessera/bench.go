@@ -66,6 +66,9 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, ", %.2f ms CPU a token (the process's, driver threads included)", r.DecodeCPUms)
 		}
 		fmt.Fprintln(e.stdout)
+		if r.ImageTokens > 0 {
+			fmt.Fprintf(e.stdout, "image encode      %.1f ms an image (%d tokens)\n", r.ImageEncodeMs, r.ImageTokens)
+		}
 		if r.Concurrency > 1 || r.Unshared != nil {
 			printMany(e, r, "")
 			if r.Unshared != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -33,7 +34,7 @@ var errInterrupted = errors.New("interrupted")
 // errEndOfTurn ends a reply at one of the tokenizer's end tokens.
 var errEndOfTurn = errors.New("end of turn")
 
-const chatHelp = `commands: /reset forgets the conversation, /system TEXT sets the system message, /exit quits (so do Ctrl-D and Ctrl-C here); Ctrl-C during a reply stops it`
+const chatHelp = `commands: /reset forgets the conversation, /system TEXT sets the system message, /image PATH puts an image (PNG or JPEG; a model loaded with --mmproj) before the next message, /exit quits (so do Ctrl-D and Ctrl-C here); Ctrl-C during a reply stops it`
 
 func setupChat(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags
@@ -150,6 +151,11 @@ type chatSession struct {
 
 	system  string
 	history []chat.Message // without the system message
+	// images are the conversation's images, in order, each where a
+	// message's content has runtime.ImageMarker; pending are those /image
+	// added for the next message.
+	images  []*vision.Image
+	pending int
 }
 
 // messages is the conversation as the template sees it.
@@ -185,12 +191,34 @@ func (s *chatSession) prompt() ([]int32, error) {
 	return out, nil
 }
 
+// request is the engine's request for the conversation: its prompt's ids,
+// or, with images, its rendered text (the engine tokenizes the text
+// around each image as llama.cpp's mtmd does, BOS first).
+func (s *chatSession) request() (runtime.Request, error) {
+	req := runtime.Request{MaxTokens: s.steps, Sampler: s.sampler}
+	if len(s.images) == 0 {
+		ids, err := s.prompt()
+		req.Tokens = ids
+		return req, err
+	}
+	bos := s.tok.Piece(s.tok.BOS())
+	text, err := s.r.Render(s.messages(), chat.Options{BOS: bos, EOS: s.tok.Piece(s.tok.EOS()), AddGenerationPrompt: true})
+	if err != nil {
+		return req, err
+	}
+	if bos != "" {
+		text = strings.TrimPrefix(text, bos)
+	}
+	req.Prompt, req.Images = text, s.images
+	return req, nil
+}
+
 // reply generates the assistant's answer to the conversation, streaming it
 // to stdout, and adds it to the history. It stops at the tokenizer's end
 // tokens, after --steps tokens, or when stop receives (Ctrl-C), keeping
 // what was said so far.
 func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime.Stats, error) {
-	ids, err := s.prompt()
+	req, err := s.request()
 	if err != nil {
 		return runtime.Stats{}, err
 	}
@@ -220,7 +248,7 @@ func (s *chatSession) reply(ctx context.Context, stop <-chan os.Signal) (runtime
 		var handed sync.Once
 		handOver = func() { handed.Do(func() { close(quit); <-exited }) }
 	}
-	st, err := s.eng.Generate(ctx, runtime.Request{Tokens: ids, MaxTokens: s.steps, Sampler: s.sampler}, func(t runtime.Token) error {
+	st, err := s.eng.Generate(ctx, req, func(t runtime.Token) error {
 		handOver()
 		select {
 		case <-interrupted:
@@ -303,7 +331,7 @@ func (s *chatSession) interactive(ctx context.Context) error {
 		case line == "/exit" || line == "/quit":
 			return nil
 		case line == "/reset":
-			s.history = nil
+			s.history, s.images, s.pending = nil, nil, 0
 			fmt.Fprintln(s.e.stderr, "(conversation forgotten)")
 			continue
 		case line == "/system" || strings.HasPrefix(line, "/system "):
@@ -313,18 +341,27 @@ func (s *chatSession) interactive(ctx context.Context) error {
 		case line == "/help":
 			fmt.Fprintln(s.e.stderr, chatHelp)
 			continue
+		case line == "/image" || strings.HasPrefix(line, "/image "):
+			if err := s.addImage(strings.TrimSpace(strings.TrimPrefix(line, "/image"))); err != nil {
+				fmt.Fprintf(s.e.stderr, "error: %v\n", err)
+			}
+			continue
 		case strings.HasPrefix(line, "/"):
 			fmt.Fprintf(s.e.stderr, "unknown command %s; %s\n", strings.Fields(line)[0], chatHelp)
 			continue
 		}
-		s.history = append(s.history, chat.Message{Role: "user", Content: line})
+		added := s.pending
+		s.history = append(s.history, chat.Message{Role: "user", Content: strings.Repeat(runtime.ImageMarker, added) + line})
+		s.pending = 0
 		_, err := s.reply(ctx, sig)
 		switch {
 		case errors.Is(err, errInterrupted):
 			fmt.Fprintln(s.e.stderr, "(reply stopped)")
 		case err != nil:
-			// The message stays unanswered: drop it so the next one can go.
+			// The message stays unanswered: drop it (and its images) so
+			// the next one can go.
 			s.history = s.history[:len(s.history)-1]
+			s.images = s.images[:len(s.images)-added]
 			fmt.Fprintf(s.e.stderr, "error: %v", err)
 			if errors.Is(err, runtime.ErrContextFull) {
 				fmt.Fprint(s.e.stderr, " (/reset starts over)")
@@ -337,4 +374,25 @@ func (s *chatSession) interactive(ctx context.Context) error {
 		default:
 		}
 	}
+}
+
+// addImage decodes the image at path for the next message.
+func (s *chatSession) addImage(path string) error {
+	if path == "" {
+		return errors.New("/image needs a file: /image PATH")
+	}
+	if !s.eng.HasVision() {
+		return runtime.ErrNoVision
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	img, err := vision.Decode(data, vision.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	s.images, s.pending = append(s.images, img), s.pending+1
+	fmt.Fprintf(s.e.stderr, "(image %s, %d × %d, for the next message)\n", filepath.Base(path), img.W, img.H)
+	return nil
 }

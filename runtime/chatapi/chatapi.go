@@ -9,12 +9,15 @@ package chatapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -48,11 +51,13 @@ type Message struct {
 }
 
 // Content is a message's content: a string, null, or a list of content
-// parts, all of type "text" (this engine reads text). Set tells "" from
-// null.
+// parts of type "text" or "image_url" (an image, for a model loaded with a
+// vision projector). Set tells "" from null. Each image part is
+// runtime.ImageMarker in Text, where it stands, and its URL in Images.
 type Content struct {
-	Text string
-	Set  bool
+	Text   string
+	Set    bool
+	Images []string
 }
 
 func (c *Content) UnmarshalJSON(b []byte) error {
@@ -65,24 +70,93 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(t, &c.Text)
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type     string          `json:"type"`
+		Text     *string         `json:"text"`
+		ImageURL json.RawMessage `json:"image_url"`
 	}
 	if err := json.Unmarshal(b, &parts); err != nil {
 		return paramError("messages", "content must be a string or an array of content parts")
 	}
 	var text bytes.Buffer
+	var images []string
 	for _, p := range parts {
 		switch {
+		case p.Type == "image_url":
+			url, err := imageURL(p.ImageURL)
+			if err != nil {
+				return err
+			}
+			text.WriteString(runtime.ImageMarker)
+			images = append(images, url)
+			continue
 		case p.Type != "text":
-			return paramError("messages", "content part of type %q: this model takes text only", p.Type)
+			return paramError("messages", "content part of type %q: parts are of the types text and image_url", p.Type)
 		case p.Text == nil:
 			return paramError("messages", `a content part of type "text" needs a "text"`)
 		}
 		text.WriteString(*p.Text)
 	}
-	c.Text, c.Set = text.String(), true
+	c.Text, c.Set, c.Images = text.String(), true, images
 	return nil
+}
+
+// imageURL reads an image_url part's {"url": ...} (or the bare string
+// some clients send).
+func imageURL(raw json.RawMessage) (string, error) {
+	var u struct {
+		URL *string `json:"url"`
+	}
+	var s string
+	switch {
+	case json.Unmarshal(raw, &s) == nil:
+		return s, nil
+	case json.Unmarshal(raw, &u) == nil && u.URL != nil:
+		return *u.URL, nil
+	}
+	return "", paramError("messages", `a content part of type "image_url" needs "image_url": {"url": "data:image/png;base64,..."}`)
+}
+
+// Images decodes the image parts of ms in order (runtime.Request.Images,
+// for the markers their Text holds): data URLs of PNG or JPEG, within
+// lim. A URL of another kind, or bytes that are not an image within lim
+// (vision.Decode), is a ParamError.
+func Images(ms []Message, lim vision.Limits) ([]*vision.Image, error) {
+	var out []*vision.Image
+	for i, m := range ms {
+		for _, url := range m.Content.Images {
+			img, err := DecodeImageURL(url, lim)
+			if err != nil {
+				return nil, paramError("messages", "message %d's image %d: %v", i, len(out), err)
+			}
+			out = append(out, img)
+		}
+	}
+	return out, nil
+}
+
+// DecodeImageURL decodes a data URL ("data:image/png;base64,...") of an
+// image within lim. Remote URLs are not fetched: a server that fetched
+// them would make requests on its clients' behalf.
+func DecodeImageURL(url string, lim vision.Limits) (*vision.Image, error) {
+	rest, ok := strings.CutPrefix(url, "data:")
+	if !ok {
+		scheme, _, _ := strings.Cut(url, ":")
+		return nil, fmt.Errorf("%w: images are taken as data URLs (data:image/png;base64,...), not %q URLs", vision.ErrBadImage, scheme)
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok || !strings.HasSuffix(meta, ";base64") {
+		return nil, fmt.Errorf("%w: a data URL of an image is data:MEDIATYPE;base64,DATA", vision.ErrBadImage)
+	}
+	if lim.MaxBytes > 0 && base64.StdEncoding.DecodedLen(len(data)) > lim.MaxBytes+2 {
+		return nil, fmt.Errorf("%w: about %d bytes (at most %d)", vision.ErrBadImage, base64.StdEncoding.DecodedLen(len(data)), lim.MaxBytes)
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(data); err != nil {
+			return nil, fmt.Errorf("%w: its base64: %v", vision.ErrBadImage, err)
+		}
+	}
+	return vision.Decode(raw, lim)
 }
 
 func (c Content) MarshalJSON() ([]byte, error) { return json.Marshal(c.Text) }

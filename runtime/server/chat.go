@@ -32,6 +32,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if req.Messages, err = chatapi.ChatMessages(body.Messages); err != nil {
 		return err
 	}
+	if req.Images, err = chatapi.Images(body.Messages, s.opts.ImageLimits); err != nil {
+		return err
+	}
 	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
 		return err
 	}

@@ -353,7 +353,7 @@ func TestErrorFields(t *testing.T) {
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":1}}`, "response_format.type", "response_format.type must be a string"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream_options":{"include_usage":1}}`, "stream_options.include_usage", "stream_options.include_usage must be a boolean"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages", `a content part of type "text" needs a "text"`},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages", `content part of type "image_url": this model takes text only`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages", `a content part of type "image_url" needs "image_url"`},
 	} {
 		code, raw := postBounded(t, url+tc.path, tc.body)
 		var got struct {

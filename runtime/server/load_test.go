@@ -202,7 +202,7 @@ func TestBadRequests(t *testing.T) {
 		{"top_logprobs 50", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "a"}}, "logprobs": true, "top_logprobs": 50}, 400, "top_logprobs"},
 		{"no messages", "/v1/chat/completions", map[string]any{"messages": []any{}}, 400, "messages"},
 		{"bad role", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "wizard", "content": "a"}}}, 400, "role"},
-		{"image", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url"}}}}}, 400, "text only"},
+		{"image", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url"}}}}}, 400, "image_url"},
 		{"no prompt", "/v1/completions", map[string]any{"max_tokens": 3}, 400, "prompt"},
 		{"token outside vocab", "/v1/completions", map[string]any{"prompt": []int{1, 99999}}, 400, "vocabulary"},
 		{"prompt too long", "/v1/completions", map[string]any{"prompt": long + long}, 400, "context"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
@@ -21,7 +22,8 @@ import (
 // messages, and the reply is read by the model's reply parser into
 // thinking, text and tool_use blocks, streamed as they come
 // (blockWriter). Errors on these paths take Anthropic's shape
-// (writeAnthropicError). What the server cannot do (images, documents,
+// (writeAnthropicError). Image blocks of user turns go to a model loaded
+// with a vision projector. What the server cannot do (documents,
 // Anthropic's server tools, a prefilled assistant turn) is refused with a
 // 400 that says so, never ignored.
 
@@ -109,6 +111,27 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   anthropicBlocks `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// image
+	Source *struct {
+		Type      string `json:"type"` // base64 or url
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
+}
+
+// imageURL is an image block's source as a data URL (a url source is
+// passed on for DecodeImageURL to refuse: the server fetches nothing).
+func (b anthropicBlock) imageURL(i int) (string, error) {
+	switch {
+	case b.Source == nil:
+		return "", badRequest("messages", `messages[%d]: an "image" block needs its source`, i)
+	case b.Source.Type == "base64":
+		return "data:" + b.Source.MediaType + ";base64," + b.Source.Data, nil
+	case b.Source.Type == "url":
+		return b.Source.URL, nil
+	}
+	return "", badRequest("messages", "messages[%d]: an image source of type %q; sources are base64 or url", i, b.Source.Type)
 }
 
 type anthropicTool struct {
@@ -139,7 +162,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	conv, err := body.conversation(r.Context(), m, true)
+	conv, err := body.conversation(r.Context(), m, true, s.opts.ImageLimits)
 	if err != nil {
 		return err
 	}
@@ -187,7 +210,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	conv, err := body.conversation(r.Context(), m, false)
+	conv, err := body.conversation(r.Context(), m, false, s.opts.ImageLimits)
 	if err != nil {
 		return err
 	}
@@ -197,8 +220,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 
 // conversation checks the request and makes it ready to run on m, from
 // its prompt's tokens; generate adds what a reply needs (max_tokens,
-// sampling, stop sequences), which count_tokens has none of.
-func (body *anthropicRequest) conversation(ctx context.Context, m *model, generate bool) (*conversation, error) {
+// sampling, stop sequences), which count_tokens has none of. Image blocks
+// are decoded within lim.
+func (body *anthropicRequest) conversation(ctx context.Context, m *model, generate bool, lim vision.Limits) (*conversation, error) {
 	var req runtime.Request
 	var err error
 	if generate {
@@ -207,8 +231,16 @@ func (body *anthropicRequest) conversation(ctx context.Context, m *model, genera
 		}
 		req.Adapters = m.adapters()
 	}
-	if req.Messages, err = body.chatMessages(); err != nil {
+	var images []string
+	if req.Messages, images, err = body.chatMessages(); err != nil {
 		return nil, err
+	}
+	for i, u := range images {
+		img, err := chatapi.DecodeImageURL(u, lim)
+		if err != nil {
+			return nil, badRequest("messages", "image %d: %v", i, err)
+		}
+		req.Images = append(req.Images, img)
 	}
 	if req.TemplateVars, err = body.templateVars(m.eng.Chat()); err != nil {
 		return nil, err
@@ -278,19 +310,20 @@ func (body *anthropicRequest) sampling(ctxLen int) (runtime.Request, error) {
 // (before its text, which must follow them, as Anthropic requires); an
 // assistant turn's thinking becomes its reasoning and its tool_use blocks
 // its tool calls. The last turn must be the user's: a prefilled
-// assistant turn would need the template to leave it open.
-func (body *anthropicRequest) chatMessages() ([]chat.Message, error) {
-	var out []chat.Message
+// assistant turn would need the template to leave it open. A user turn's
+// image blocks are runtime.ImageMarker in its text, their sources (as data
+// URLs) in images, in order.
+func (body *anthropicRequest) chatMessages() (out []chat.Message, images []string, err error) {
 	sys, err := textOf(body.System, "system")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sys != "" {
 		out = append(out, chat.Message{Role: "system", Content: sys})
 	}
 	turns := body.Messages
 	if len(turns) == 0 {
-		return nil, badRequest("messages", "messages must hold at least one message")
+		return nil, nil, badRequest("messages", "messages must hold at least one message")
 	}
 	for i := 0; i < len(turns); {
 		role := turns[i].Role
@@ -300,38 +333,46 @@ func (body *anthropicRequest) chatMessages() ([]chat.Message, error) {
 			blocks = append(blocks, turns[j].Content...)
 		}
 		if len(blocks) == 0 {
-			return nil, badRequest("messages", "messages[%d] has no content", i)
+			return nil, nil, badRequest("messages", "messages[%d] has no content", i)
 		}
 		var msgs []chat.Message
 		var err error
 		switch role {
 		case "user":
-			msgs, err = userTurn(i, blocks)
+			msgs, err = userTurn(i, blocks, &images)
 		case "assistant":
 			if j == len(turns) {
-				return nil, badRequest("messages", "the last message is the assistant's: continuing a prefilled reply is not supported; end with a user message")
+				return nil, nil, badRequest("messages", "the last message is the assistant's: continuing a prefilled reply is not supported; end with a user message")
 			}
 			msgs, err = assistantTurn(i, blocks)
 		default:
-			return nil, badRequest("messages", "messages[%d] has role %q; roles are user and assistant (the system prompt is the system field)", i, role)
+			return nil, nil, badRequest("messages", "messages[%d] has role %q; roles are user and assistant (the system prompt is the system field)", i, role)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, msgs...)
 		i = j
 	}
-	return out, nil
+	return out, images, nil
 }
 
 // userTurn is the messages of a user's turn, which starts at messages[i]:
 // its tool results, then its text. A result marked is_error says so, as
-// a template has no other way to.
-func userTurn(i int, blocks anthropicBlocks) ([]chat.Message, error) {
+// a template has no other way to. Image blocks join the text as
+// runtime.ImageMarker, their sources appended to images.
+func userTurn(i int, blocks anthropicBlocks, images *[]string) ([]chat.Message, error) {
 	var out []chat.Message
 	var text []string
 	for _, b := range blocks {
 		switch b.Type {
+		case "image":
+			u, err := b.imageURL(i)
+			if err != nil {
+				return nil, err
+			}
+			text = append(text, runtime.ImageMarker)
+			*images = append(*images, u)
 		case "text":
 			if b.Text == nil {
 				return nil, badRequest("messages", `messages[%d]: a "text" block needs its text`, i)
@@ -422,8 +463,10 @@ func textOf(blocks anthropicBlocks, param string) (string, error) {
 
 func unsupportedBlock(param, kind string) error {
 	switch kind {
-	case "image", "document", "search_result":
-		return badRequest(param, "content blocks of type %q are not supported: this server's models take text only", kind)
+	case "image":
+		return badRequest(param, "image blocks go in user turns' content")
+	case "document", "search_result":
+		return badRequest(param, "content blocks of type %q are not supported: this server's models take text and images", kind)
 	case "":
 		return badRequest(param, "a content block needs a type")
 	}

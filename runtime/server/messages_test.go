@@ -485,8 +485,8 @@ func TestMessagesErrors(t *testing.T) {
 		{"/v1/messages", `{"model":"claude-x","max_tokens":5,` + hi + `}`, 404, "not_found_error", "does not exist"},
 		{"/v1/messages", `{"max_tokens":5,"messages":[]}`, 400, "invalid_request_error", "at least one message"},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":5}]}`, 400, "invalid_request_error", "content must be"},
-		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, 400, "invalid_request_error", "text only"},
-		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, 400, "invalid_request_error", "text only"},
+		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, 400, "invalid_request_error", "bad image"},
+		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, 400, "invalid_request_error", "not supported"},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, 400, "invalid_request_error", "roles are user and assistant"},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"The answer is ("}]}`, 400, "invalid_request_error", "prefilled"},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"tool_result","tool_use_id":"t1","content":"1"}]}]}`, 400, "invalid_request_error", "before any text"},
@@ -502,7 +502,7 @@ func TestMessagesErrors(t *testing.T) {
 		{"/v1/messages", `{"max_tokens":5,"output_config":{"format":{"type":"json_schema","schema":{"$ref":"#/nowhere"}}},` + hi + `}`, 400, "invalid_request_error", "output_config"},
 		{"/v1/messages", `{"max_tokens":5,` + hi + `,"system":"` + strings.Repeat("x", 5000) + `"}`, 413, "request_too_large", "larger than"},
 		{"/v1/messages/count_tokens", `{"model":"claude-x",` + hi + `}`, 404, "not_found_error", "does not exist"},
-		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`, 400, "invalid_request_error", "text only"},
+		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`, 400, "invalid_request_error", "needs its source"},
 		{"/v1/messages/batches", `{}`, 404, "not_found_error", "no endpoint"},
 	} {
 		status, raw := postBounded(t, url+tc.path, tc.body)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
@@ -139,14 +140,17 @@ func (in *responseInput) UnmarshalJSON(b []byte) error {
 // contentPart is a part of a message's content, a reasoning item's
 // content, or a function call's output given as parts.
 type contentPart struct {
-	Type    string  `json:"type"`
-	Text    *string `json:"text"`
-	Refusal *string `json:"refusal"`
+	Type     string  `json:"type"`
+	Text     *string `json:"text"`
+	Refusal  *string `json:"refusal"`
+	ImageURL *string `json:"image_url"` // input_image
 }
 
 // partsText is the text of content (a string, or parts of the types
-// kinds), for the error messages of item i.
-func partsText(content json.RawMessage, i int, kinds ...string) (string, error) {
+// kinds), for the error messages of item i. With images not nil, an
+// input_image part is runtime.ImageMarker in the text and its URL
+// appended to images.
+func partsText(content json.RawMessage, i int, images *[]string, kinds ...string) (string, error) {
 	if isNull(content) {
 		return "", nil
 	}
@@ -162,8 +166,14 @@ func partsText(content json.RawMessage, i int, kinds ...string) (string, error) 
 	var text strings.Builder
 	for _, p := range parts {
 		switch {
+		case p.Type == "input_image" && images != nil:
+			if p.ImageURL == nil {
+				return "", badRequest("input", "input[%d] has an input_image without its image_url (a data URL; file_id is not supported)", i)
+			}
+			text.WriteString(runtime.ImageMarker)
+			*images = append(*images, *p.ImageURL)
 		case p.Type == "input_image" || p.Type == "input_file" || p.Type == "input_audio":
-			return "", badRequest("input", "input[%d] has a content part of type %q: this model takes text only", i, p.Type)
+			return "", badRequest("input", "input[%d] has a content part of type %q: this server takes text and, in messages, images", i, p.Type)
 		case p.Type == "refusal" && p.Refusal != nil && containsString(kinds, "refusal"):
 			text.WriteString(*p.Refusal)
 		case !containsString(kinds, p.Type):
@@ -192,16 +202,16 @@ func containsString(xs []string, x string) bool {
 // message, or a call's output, ends it. Reasoning items given back are
 // the turn's reasoning (which templates such as Qwen3's render back for
 // the latest turn); their summaries and encrypted content are not read.
-func inputMessages(items []inputItem) ([]chat.Message, error) {
-	var out []chat.Message
+// The messages' input_image parts' URLs come back in images, in order.
+func inputMessages(items []inputItem) (out []chat.Message, images []string, err error) {
 	turn := -1 // the assistant's message being gathered in out, -1 when none
 	newTurn := func() { out, turn = append(out, chat.Message{Role: "assistant"}), len(out) }
 	for i, it := range items {
 		switch it.Type {
 		case "message", "":
-			text, err := partsText(it.Content, i, "input_text", "output_text", "refusal")
+			text, err := partsText(it.Content, i, &images, "input_text", "output_text", "refusal")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			switch it.Role {
 			case "user", "system":
@@ -214,12 +224,12 @@ func inputMessages(items []inputItem) ([]chat.Message, error) {
 				}
 				out[turn].Content = text
 			default:
-				return nil, badRequest("input", "input[%d] is a message of role %q; roles are user, system, developer and assistant", i, it.Role)
+				return nil, nil, badRequest("input", "input[%d] is a message of role %q; roles are user, system, developer and assistant", i, it.Role)
 			}
 		case "reasoning":
-			text, err := partsText(it.Content, i, "reasoning_text")
+			text, err := partsText(it.Content, i, nil, "reasoning_text")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if turn < 0 || out[turn].Reasoning != "" || out[turn].Content != "" || len(out[turn].ToolCalls) > 0 {
 				newTurn()
@@ -227,12 +237,12 @@ func inputMessages(items []inputItem) ([]chat.Message, error) {
 			out[turn].Reasoning = text
 		case "function_call":
 			if it.CallID == "" || it.Name == "" {
-				return nil, badRequest("input", "input[%d], a function_call, needs its call_id and name", i)
+				return nil, nil, badRequest("input", "input[%d], a function_call, needs its call_id and name", i)
 			}
 			var args map[string]any
 			if it.Arguments != nil && strings.TrimSpace(*it.Arguments) != "" {
 				if err := json.Unmarshal([]byte(*it.Arguments), &args); err != nil || args == nil {
-					return nil, badRequest("input", "input[%d], a function_call: arguments must be a JSON object, as text", i)
+					return nil, nil, badRequest("input", "input[%d], a function_call: arguments must be a JSON object, as text", i)
 				}
 			}
 			if turn < 0 {
@@ -241,20 +251,20 @@ func inputMessages(items []inputItem) ([]chat.Message, error) {
 			out[turn].ToolCalls = append(out[turn].ToolCalls, chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args})
 		case "function_call_output":
 			if it.CallID == "" {
-				return nil, badRequest("input", "input[%d], a function_call_output, needs the call_id of its call", i)
+				return nil, nil, badRequest("input", "input[%d], a function_call_output, needs the call_id of its call", i)
 			}
-			text, err := partsText(it.Output, i, "input_text", "output_text")
+			text, err := partsText(it.Output, i, nil, "input_text", "output_text")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out, turn = append(out, chat.Message{Role: "tool", ToolCallID: it.CallID, Content: text}), -1
 		case "item_reference":
-			return nil, badRequest("input", "input[%d] is an item_reference: this server keeps responses, not items; send the item itself, or continue with previous_response_id", i)
+			return nil, nil, badRequest("input", "input[%d] is an item_reference: this server keeps responses, not items; send the item itself, or continue with previous_response_id", i)
 		default:
-			return nil, badRequest("input", "input[%d] has type %q; this server takes message, function_call, function_call_output and reasoning items", i, it.Type)
+			return nil, nil, badRequest("input", "input[%d] has type %q; this server takes message, function_call, function_call_output and reasoning items", i, it.Type)
 		}
 	}
-	return out, nil
+	return out, images, nil
 }
 
 // includable are the values of "include" the API has. Tessera makes none
@@ -423,9 +433,16 @@ func (s *Server) responseConversation(ctx context.Context, path string, body *re
 		return nil, nil, nil, err
 	}
 	items = append(items, body.Input.Items...)
-	msgs, err := inputMessages(items)
+	msgs, images, err := inputMessages(items)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	for i, u := range images {
+		img, err := chatapi.DecodeImageURL(u, s.opts.ImageLimits)
+		if err != nil {
+			return nil, nil, nil, badRequest("input", "image %d: %v", i, err)
+		}
+		req.Images = append(req.Images, img)
 	}
 	if len(msgs) == 0 {
 		return nil, nil, nil, badRequest("input", "input is required: a string, or an array of input items")

@@ -109,7 +109,7 @@ func TestInputMessages(t *testing.T) {
 			[]chat.Message{{Role: "assistant", Content: "A"}, {Role: "assistant", Content: "B", Reasoning: "hm"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := inputMessages(tc.items)
+			got, _, err := inputMessages(tc.items)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,9 @@ func TestInputMessages(t *testing.T) {
 		want string
 	}{
 		{inputItem{Type: "message", Role: "tool", Content: json.RawMessage(`"x"`)}, "role"},
-		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_image","image_url":"x"}]`)}, "text only"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_image","file_id":"x"}]`)}, "without its image_url"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_file","file_id":"x"}]`)}, "takes text and"},
+		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_image","image_url":"x"}]`)}, ""}, // decoded later, with the server's limits
 		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`[{"type":"input_text"}]`)}, "without its text"},
 		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(`{"a":1}`)}, "content parts"},
 		{inputItem{Type: "function_call", Name: "f"}, "call_id"},
@@ -138,7 +140,7 @@ func TestInputMessages(t *testing.T) {
 		{inputItem{Type: "web_search_call"}, "web_search_call"},
 		{inputItem{Type: "message", Role: "user", Content: json.RawMessage(bad)}, "content parts"},
 	} {
-		_, err := inputMessages([]inputItem{tc.item})
+		_, _, err := inputMessages([]inputItem{tc.item})
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v: %v", tc.item, err)

@@ -468,7 +468,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{"input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice", "not among the tools"},
 		{`{"input":"hi","tool_choice":"sometimes"}`, "tool_choice", "sometimes"},
 		{`{"input":[{"type":"computer_call","call_id":"c"}]}`, "input", "computer_call"},
-		{`{"input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x"}]}]}`, "input", "text only"},
+		{`{"input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x"}]}]}`, "input", "data URLs"},
 		{`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{"}]}`, "input", "JSON object"},
 		{`{"input":[{"type":"function_call_output","output":"x"}]}`, "input", "call_id"},
 		{`{"input":[{"role":"user","content":1}]}`, "input", "content parts"},

@@ -30,6 +30,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
@@ -78,7 +80,15 @@ type Options struct {
 	// MaxLoRABytes bounds each file of a runtime adapter (default
 	// DefaultMaxLoRABytes); a larger one is refused with 400.
 	MaxLoRABytes int64
+	// ImageLimits bound the images of a request (for models loaded with a
+	// vision projector), checked on each image's header before its pixels
+	// are decoded (default DefaultImageLimits): past them, 400.
+	ImageLimits vision.Limits
 }
+
+// DefaultImageLimits take a photo of up to 16 M pixels (64 MiB as RGBA
+// while it is decoded), as large as a body may carry.
+var DefaultImageLimits = vision.Limits{MaxBytes: DefaultMaxBodyBytes, MaxPixels: 16 << 20, MaxSide: 8192}
 
 // Defaults.
 const (
@@ -183,6 +193,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxLoRABytes <= 0 {
 		opts.MaxLoRABytes = DefaultMaxLoRABytes
+	}
+	if opts.ImageLimits == (vision.Limits{}) {
+		opts.ImageLimits = DefaultImageLimits
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -17,6 +17,9 @@ import (
 // tokens' log-probabilities asked for; and it starts the transcript of
 // each of its n samples, sample i drawing with seed+i as StartN does.
 func withTranscripts(ctx context.Context, m *model, req runtime.Request, n int) (runtime.Request, []*runtime.Transcript, error) {
+	if len(req.Images) > 0 {
+		return req, nil, badRequest("transcript", "a transcript writes down token ids, which do not carry images: ask for one without images")
+	}
 	ids, err := m.eng.PromptTokensContext(ctx, req)
 	if err != nil {
 		return req, nil, err

@@ -11,6 +11,7 @@ import (
 	"syscall/js"
 
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
@@ -57,6 +58,9 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 		return req, nil, badRequest("messages", "%v", err)
 	}
 	if req.Messages, err = chatapi.ChatMessages(in.Messages); err != nil {
+		return req, nil, err
+	}
+	if req.Images, err = chatapi.Images(in.Messages, vision.DefaultLimits); err != nil {
 		return req, nil, err
 	}
 	if req.TemplateVars, err = chatapi.TemplateVars(in.ChatTemplateKwargs, in.ReasoningEffort); err != nil {
