@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Gemma 4 (llama.cpp's gemma4) on the Llama forward pass. What it adds to
@@ -299,41 +300,86 @@ func gemma4Tensors(c Config) []Tensor {
 	return ts
 }
 
-// ColumnsOf is columns from..to of matrix t, named name: the bytes of
-// each row's columns, which must be whole blocks of t's type (Gemma 4's
-// per-layer token embeddings, one table a layer).
-func ColumnsOf(name string, t *Tensor, from, to int) (*Tensor, error) {
-	if len(t.Shape) != 2 || from < 0 || to > t.Shape[1] || from >= to {
-		return nil, fmt.Errorf("columns %d..%d of tensor %s of shape %v", from, to, t.Name, t.Shape)
+// SplitColumns splits matrix t into n tensors of its columns in order
+// (Gemma 4's per-layer token table: one [vocab, P] table a layer), and
+// SplitRows into n of its rows (the per-layer projection). Each part's
+// columns must be whole blocks of t's type. The parts share one read of
+// t: the first part read reads it, and its bytes are let go once every
+// part has been read, so that a table of gigabytes is read once, not once
+// a layer.
+func SplitColumns(t *Tensor, n int) ([]*Tensor, error) { return split(t, n, true) }
+
+// SplitRows: see SplitColumns.
+func SplitRows(t *Tensor, n int) ([]*Tensor, error) { return split(t, n, false) }
+
+func split(t *Tensor, n int, cols bool) ([]*Tensor, error) {
+	if len(t.Shape) != 2 || n <= 0 {
+		return nil, fmt.Errorf("split tensor %s of shape %v in %d", t.Name, t.Shape, n)
 	}
-	bs := t.Type.BlockSize()
-	if bs == 0 || from%bs != 0 || to%bs != 0 {
-		return nil, fmt.Errorf("columns %d..%d of tensor %s cut its %s blocks of %d", from, to, t.Name, t.Type, bs)
+	rows, width := t.Shape[0], t.Shape[1]
+	bs, bb := t.Type.BlockSize(), t.Type.BlockBytes()
+	if bs == 0 || width%bs != 0 {
+		return nil, fmt.Errorf("tensor %s: rows of %d %s values are not whole blocks", t.Name, width, t.Type)
 	}
-	rows, cols := t.Shape[0], t.Shape[1]
-	bb := t.Type.BlockBytes()
-	return NewTensor(name, []int{rows, to - from}, t.Type, func() ([]byte, error) {
-		b, err := t.Raw()
+	along := rows
+	if cols {
+		along = width
+	}
+	if along%n != 0 || cols && (width/n)%bs != 0 {
+		return nil, fmt.Errorf("tensor %s of shape %v does not split in %d parts of whole %s blocks", t.Name, t.Shape, n, t.Type)
+	}
+	sh := &sharedRead{t: t, left: n}
+	row := width / bs * bb // bytes of a row
+	parts := make([]*Tensor, n)
+	for i := range parts {
+		name := fmt.Sprintf("%s[%d]", t.Name, i)
+		if cols {
+			lo, hi := i*width/n/bs*bb, (i+1)*width/n/bs*bb
+			parts[i] = NewTensor(name, []int{rows, width / n}, t.Type, func() ([]byte, error) {
+				return sh.read(func(b []byte) []byte {
+					out := make([]byte, 0, rows*(hi-lo))
+					for r := range rows {
+						out = append(out, b[r*row+lo:r*row+hi]...)
+					}
+					return out
+				}, rows*row)
+			})
+		} else {
+			lo, hi := i*rows/n*row, (i+1)*rows/n*row
+			parts[i] = NewTensor(name, []int{rows / n, width}, t.Type, func() ([]byte, error) {
+				return sh.read(func(b []byte) []byte { return append([]byte(nil), b[lo:hi]...) }, rows*row)
+			})
+		}
+	}
+	return parts, nil
+}
+
+// sharedRead holds a tensor's bytes while parts of it remain to be read.
+type sharedRead struct {
+	mu   sync.Mutex
+	t    *Tensor
+	raw  []byte
+	left int
+}
+
+// read returns part(bytes of t), reading t if it is not held, and lets
+// the bytes go after the last of the parts.
+func (s *sharedRead) read(part func([]byte) []byte, size int) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.raw == nil {
+		b, err := s.t.Raw()
 		if err != nil {
 			return nil, err
 		}
-		row, lo, hi := cols/bs*bb, from/bs*bb, to/bs*bb
-		if len(b) != rows*row {
-			return nil, fmt.Errorf("tensor %s holds %d bytes, want %d", t.Name, len(b), rows*row)
+		if len(b) != size {
+			return nil, fmt.Errorf("tensor %s holds %d bytes, want %d", s.t.Name, len(b), size)
 		}
-		out := make([]byte, 0, rows*(hi-lo))
-		for r := range rows {
-			out = append(out, b[r*row+lo:r*row+hi]...)
-		}
-		return out, nil
-	}), nil
-}
-
-// RowsOf is rows from..to of matrix t, named name (Gemma 4's per-layer
-// projection, one matrix a layer).
-func RowsOf(name string, t *Tensor, from, to int) (*Tensor, error) {
-	if len(t.Shape) != 2 || from < 0 || to > t.Shape[0] || from >= to {
-		return nil, fmt.Errorf("rows %d..%d of tensor %s of shape %v", from, to, t.Name, t.Shape)
+		s.raw = b
 	}
-	return rowsOf(name, t, from, to), nil
+	out := part(s.raw)
+	if s.left--; s.left <= 0 {
+		s.raw = nil // a part read again reads t again
+	}
+	return out, nil
 }

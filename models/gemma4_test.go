@@ -100,3 +100,66 @@ func TestGemma4Tokenizer(t *testing.T) {
 		t.Errorf("<turn|> (599) does not end a generation")
 	}
 }
+
+// TestSplitTensor: SplitColumns and SplitRows give the parts' values, in
+// f32 and in Q8_0 blocks, from one read of the whole; a split that cuts a
+// block is refused.
+func TestSplitTensor(t *testing.T) {
+	const rows, cols = 6, 128
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(i%37) - 18
+	}
+	for _, typ := range []dtype.Type{dtype.F32, dtype.Q8_0} {
+		raw, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := 0
+		whole := models.NewTensor("w", []int{rows, cols}, typ, func() ([]byte, error) { reads++; return raw, nil })
+		all, err := whole.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads = 0
+		for _, tc := range []struct {
+			cols bool
+			n    int
+		}{{true, 2}, {true, 4}, {false, 3}} {
+			split := models.SplitRows
+			if tc.cols {
+				split = models.SplitColumns
+			}
+			parts, err := split(whole, tc.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range parts {
+				got, err := p.Float32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range p.Shape[0] {
+					for c := range p.Shape[1] {
+						wr, wc := r, c+i*cols/tc.n
+						if !tc.cols {
+							wr, wc = r+i*rows/tc.n, c
+						}
+						if got[r*p.Shape[1]+c] != all[wr*cols+wc] {
+							t.Fatalf("%s cols %v part %d [%d %d]: %g, want %g", typ, tc.cols, i, r, c, got[r*p.Shape[1]+c], all[wr*cols+wc])
+						}
+					}
+				}
+			}
+			if reads != 1 {
+				t.Errorf("%s cols %v: the whole read %d times for %d parts, want once", typ, tc.cols, reads, tc.n)
+			}
+			reads = 0
+		}
+	}
+	q, _ := dtype.Quantize(dtype.Q8_0, vals)
+	whole := models.NewTensor("w", []int{rows, cols}, dtype.Q8_0, func() ([]byte, error) { return q, nil })
+	if _, err := models.SplitColumns(whole, 8); err == nil { // 16 columns cut Q8_0's blocks of 32
+		t.Error("a split of Q8_0 rows into 16-column parts was not refused")
+	}
+}

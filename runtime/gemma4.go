@@ -241,7 +241,8 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 
 // loadPerLayer uploads the per-layer inputs' weights: layer l's slice of
 // the token table (columns l·P..(l+1)·P) and of the projection (rows),
-// and each layer's gate, projection and norm.
+// each table read once for all layers (models.SplitColumns), and each
+// layer's gate, projection and norm.
 func (g *gemma4Net) loadPerLayer(m *models.Model, c models.Config, upload func(string) (backend.Weight, error),
 	uploadT func(*models.Tensor) (backend.Weight, error), tensor func(int) (backend.Tensor, error)) error {
 	p := c.Gemma4.PerLayer
@@ -259,19 +260,20 @@ func (g *gemma4Net) loadPerLayer(m *models.Model, c models.Config, upload func(s
 	if g.projNorm, err = upload(models.PerLayerProjNorm); err != nil {
 		return err
 	}
+	tables, err := models.SplitColumns(table, c.Layers)
+	if err != nil {
+		return err
+	}
+	projs, err := models.SplitRows(proj, c.Layers)
+	if err != nil {
+		return err
+	}
 	g.tables, g.projs, g.in = make([]backend.Weight, c.Layers), make([]backend.Weight, c.Layers), make([]backend.Tensor, c.Layers)
 	for l := range c.Layers {
-		t, err := models.ColumnsOf(fmt.Sprintf("%s[%d]", models.PerLayerTokenEmbd, l), table, l*p, (l+1)*p)
-		if err != nil {
+		if g.tables[l], err = uploadT(tables[l]); err != nil {
 			return err
 		}
-		if g.tables[l], err = uploadT(t); err != nil {
-			return err
-		}
-		if t, err = models.RowsOf(fmt.Sprintf("%s[%d]", models.PerLayerModelProj, l), proj, l*p, (l+1)*p); err != nil {
-			return err
-		}
-		if g.projs[l], err = uploadT(t); err != nil {
+		if g.projs[l], err = uploadT(projs[l]); err != nil {
 			return err
 		}
 		if g.in[l], err = tensor(p); err != nil {
