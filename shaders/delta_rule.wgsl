@@ -5,9 +5,13 @@
 //
 //	S_j = g·S_j;  S_j += k̂·β·(v_j − S_j·k̂);  o_j = S_j·q̂/√D,
 //
-// q̂ and k̂ l2-normalised (in workgroup memory), g = exp(softplus(α + dt)·a)
-// and β = sigmoid(β's logit). A sequence at position 0 starts from S = 0.
-// Twin: runtime/cpu DeltaRow.
+// q̂ and k̂ l2-normalised, g = exp(softplus(α + dt)·a) and β = sigmoid(β's
+// logit). A sequence at position 0 starts from S = 0. A prompt's rows go
+// a chunk at a time: the chunk's q and k (up to CHUNK_FLOATS values each)
+// wait in workgroup memory, and each invocation carries its row of S in
+// registers through the whole chunk, so that S is read and written once a
+// chunk rather than three times a token; the arithmetic is the one-step
+// form's, in its order. Twin: runtime/cpu DeltaRow.
 struct Params { kheads: u32, vheads: u32, d: u32, seqs: u32, stride: u32, conv: u32, eps: f32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -23,9 +27,13 @@ struct Params { kheads: u32, vheads: u32, d: u32, seqs: u32, stride: u32, conv: 
 
 const WG = 64u;
 const MAX_D = 512u;
-var<workgroup> q: array<f32, MAX_D>;
-var<workgroup> k: array<f32, MAX_D>;
-var<workgroup> mine: u32; // whether the row belongs to this workgroup's sequence
+const CHUNK_FLOATS = 1792u; // q and k of a chunk each: 14 KiB of workgroup memory in all
+const MAX_CHUNK = 32u;
+var<workgroup> q: array<f32, CHUNK_FLOATS>;
+var<workgroup> k: array<f32, CHUNK_FLOATS>;
+var<workgroup> rows: array<u32, MAX_CHUNK>; // the chunk's rows of the batch
+var<workgroup> count: u32;                  // how many
+var<workgroup> next: u32;                   // where the search for the next chunk resumes
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -37,49 +45,72 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let inner = p.vheads * d;
     let base = u32(seq_state[s]) * p.stride + p.conv + h * d * d; // S of head h
     let scale = 1.0 / sqrt(f32(d));
+    let chunk = clamp(CHUNK_FLOATS / d, 1u, MAX_CHUNK);
+    if (lid == 0u) { next = 0u; }
     var first = true;
-    for (var r = 0u; r < step.rows; r++) {
-        if (lid == 0u) { mine = u32(u32(row_seq[r]) == s); }
-        if (workgroupUniformLoad(&mine) == 0u) { continue; }
-        let row = r * width;
-        for (var i = lid; i < d; i += WG) {
-            q[i] = qkv[row + kh * d + i];
-            k[i] = qkv[row + (p.kheads + kh) * d + i];
+    loop {
+        // The next chunk of the sequence's rows, found by one invocation.
+        if (lid == 0u) {
+            var c = 0u;
+            var r = next;
+            for (; r < step.rows && c < chunk; r++) {
+                if (u32(row_seq[r]) == s) {
+                    rows[c] = r;
+                    c++;
+                }
+            }
+            count = c;
+            next = r;
+        }
+        let n = workgroupUniformLoad(&count);
+        if (n == 0u) { break; }
+        for (var i = lid; i < n * d; i += WG) {
+            let row = rows[i / d] * width;
+            q[i] = qkv[row + kh * d + i % d];
+            k[i] = qkv[row + (p.kheads + kh) * d + i % d];
         }
         workgroupBarrier();
-        // Every invocation adds the squares in the same order: the same
-        // norms everywhere.
-        var qq = 0.0;
-        var kk = 0.0;
-        for (var i = 0u; i < d; i++) {
-            qq += q[i] * q[i];
-            kk += k[i] * k[i];
-        }
-        let qn = 1.0 / max(sqrt(qq), p.eps);
-        let kn = 1.0 / max(sqrt(kk), p.eps);
-        let a = gates[r * 2u * p.vheads + p.vheads + h] + decay[h];
-        let sp = select(log(1.0 + exp(a)), a, a > 20.0);
-        let g = exp(sp * decay[p.vheads + h]);
-        let beta = 1.0 / (1.0 + exp(-gates[r * 2u * p.vheads + h]));
-        let reset = first && pos[r] == 0;
+        let reset = first && pos[rows[0]] == 0;
         first = false;
         for (var j = lid; j < d; j += WG) {
             let sj = base + j * d;
-            var sk = 0.0;
+            var srow: array<f32, MAX_D>;
             for (var i = 0u; i < d; i++) {
-                let v = select(state[sj + i], 0.0, reset) * g;
-                state[sj + i] = v;
-                sk += v * (k[i] * kn);
+                srow[i] = select(state[sj + i], 0.0, reset);
             }
-            let delta = beta * (qkv[row + 2u * p.kheads * d + h * d + j] - sk);
-            var o = 0.0;
+            for (var t = 0u; t < n; t++) {
+                let r = rows[t];
+                // Every invocation adds the squares in the same order: the
+                // same norms everywhere.
+                var qq = 0.0;
+                var kk = 0.0;
+                for (var i = 0u; i < d; i++) {
+                    qq += q[t * d + i] * q[t * d + i];
+                    kk += k[t * d + i] * k[t * d + i];
+                }
+                let qn = 1.0 / max(sqrt(qq), p.eps);
+                let kn = 1.0 / max(sqrt(kk), p.eps);
+                let a = gates[r * 2u * p.vheads + p.vheads + h] + decay[h];
+                let sp = select(log(1.0 + exp(a)), a, a > 20.0);
+                let g = exp(sp * decay[p.vheads + h]);
+                let beta = 1.0 / (1.0 + exp(-gates[r * 2u * p.vheads + h]));
+                var sk = 0.0;
+                for (var i = 0u; i < d; i++) {
+                    srow[i] *= g;
+                    sk += srow[i] * (k[t * d + i] * kn);
+                }
+                let delta = beta * (qkv[r * width + 2u * p.kheads * d + h * d + j] - sk);
+                var o = 0.0;
+                for (var i = 0u; i < d; i++) {
+                    srow[i] += (k[t * d + i] * kn) * delta;
+                    o += srow[i] * (q[t * d + i] * qn);
+                }
+                dst[r * inner + h * d + j] = o * scale;
+            }
             for (var i = 0u; i < d; i++) {
-                let v = state[sj + i] + (k[i] * kn) * delta;
-                state[sj + i] = v;
-                o += v * (q[i] * qn);
+                state[sj + i] = srow[i];
             }
-            dst[r * inner + h * d + j] = o * scale;
         }
-        workgroupBarrier(); // q and k are read before the next row overwrites them
+        workgroupBarrier(); // q, k and rows are read before the next chunk overwrites them
     }
 }
