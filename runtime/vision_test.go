@@ -75,28 +75,35 @@ func gradient(w, h int) *vision.Image {
 // code takes part in the reference.
 func TestVisionTowerReference(t *testing.T) {
 	base := synthModel(t, "tiny-gemma3", dtype.F32)
-	mm := synthProjector(t, "tiny-gemma3", base)
-	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	img := gradient(32, 32)
-	got, err := eng.EncodeImage(context.Background(), img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := visionReference(t, mm, img, false)
-	if len(got) != len(want) {
-		t.Fatalf("%d values, want %d", len(got), len(want))
-	}
-	worst := 0.0
-	for i := range got {
-		worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
-	}
-	t.Logf("%d embeddings of %d: within %.2g of the reference", eng.ImageTokens(), eng.Model().Config.Dim, worst)
-	if worst > 1e-5 {
-		t.Errorf("embeddings differ from the reference by up to %.3g", worst)
+	for _, tc := range []struct {
+		shape string
+		size  int
+	}{{"tiny-gemma3", 32}, {"mid-gemma3", 56}} {
+		t.Run(tc.shape, func(t *testing.T) {
+			mm := synthProjector(t, tc.shape, base)
+			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			img := gradient(tc.size, tc.size)
+			got, err := eng.EncodeImage(context.Background(), img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := visionReference(t, mm, img, false)
+			if len(got) != len(want) {
+				t.Fatalf("%d values, want %d", len(got), len(want))
+			}
+			worst := 0.0
+			for i := range got {
+				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
+			}
+			t.Logf("%d embeddings of %d: within %.2g of the reference", eng.ImageTokens(), eng.Model().Config.Dim, worst)
+			if worst > 1e-5 {
+				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
+			}
+		})
 	}
 }
 
@@ -305,6 +312,7 @@ type visionGolden struct {
 var visionCases = map[string]struct{ image, shape string }{
 	"tiny-gemma3":         {"gradient32.png", "tiny-gemma3"},
 	"tiny-gemma3-resized": {"gradient50x37.png", "tiny-gemma3"},
+	"mid-gemma3":          {"gradient56.png", "mid-gemma3"},
 	"gemma3-real":         {"gradient896.png", "gemma3"},
 }
 

@@ -25,7 +25,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
-	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3; --base names the language model it feeds, --shape tiny makes a tiny tower (else the real one)")
+	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3; --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
 	mmBase := fs.String("base", "", "with --mmproj: the language model (a file or folder, or a shape name) whose width the projector's output takes")
 	// weightType is --type's, where bf16 is allowed or not.
 	weightType := func(bf16 bool) (dtype.Type, error) {
@@ -203,10 +203,10 @@ func writeSynthProjector(e *env, typ, shape, base, out string, t dtype.Type, see
 	name := typ
 	switch shape {
 	case "", "real":
-	case "tiny":
-		name = "tiny-" + typ
+	case "tiny", "mid":
+		name = shape + "-" + typ
 	default:
-		return usagef("--shape %q with --mmproj (want tiny or real)", shape)
+		return usagef("--shape %q with --mmproj (want tiny, mid or real)", shape)
 	}
 	var dim int
 	if s, err := synth.Lookup(base); err == nil {

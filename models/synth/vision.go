@@ -21,6 +21,11 @@ var visionShapes = map[string]vision.Config{
 	// 14, pooled 4×4 into 256 tokens.
 	"gemma3": {Projector: vision.Gemma3, ImageSize: 896, PatchSize: 14, Dim: 1152, FFN: 4304, Layers: 27, Heads: 16,
 		Eps: 1e-6, Merge: 4, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// Real-shape widths where tiny shapes round them away: patches of 14
+	// (rows of 588 values), heads of 72, a feed-forward of 430; 16
+	// patches pooled 2×2 into 4 tokens.
+	"mid-gemma3": {Projector: vision.Gemma3, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2,
+		Eps: 1e-6, Merge: 2, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
 	// 64 patches of 4 pixels pooled 2×2 into 16 tokens.
 	"tiny-gemma3": {Projector: vision.Gemma3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
 		Eps: 1e-6, Merge: 2, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
@@ -37,7 +42,8 @@ func ProjectorShapes() []string {
 }
 
 // ProjectorShape returns the vision tower called name ("gemma3",
-// "tiny-gemma3") projecting into outDim, the base model's width.
+// "mid-gemma3", "tiny-gemma3") projecting into outDim, the base model's
+// width.
 func ProjectorShape(name string, outDim int) (vision.Config, error) {
 	c, ok := visionShapes[name]
 	if !ok {
