@@ -11,6 +11,7 @@ import (
 
 	"github.com/tessera-llm/tessera/host/internal/guestmem"
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/wasm/plugin/abi"
 )
@@ -335,7 +336,8 @@ func (r *run) genOpen(m guestmem.Memory, a []uint64) abi.Code {
 		return r.memErr("handle_out", err)
 	}
 	// JSON escapes can take six bytes per byte of text.
-	raw, err := guestmem.Bytes(m, u32(a[0]), u32(a[1]), uint32(min(8*r.p.pol.MaxText+64<<10, 1<<30)))
+	// Images come as base64: four bytes for three.
+	raw, err := guestmem.Bytes(m, u32(a[0]), u32(a[1]), uint32(min(8*r.p.pol.MaxText+64<<10+4*max(r.p.pol.MaxImageBytes, 0)/3+4, 1<<30)))
 	if err != nil {
 		return r.memErr("request", err)
 	}
@@ -397,8 +399,15 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 	if given > 1 {
 		return runtime.Request{}, r.fail(abi.ErrArgument, "give one of prompt, messages and tokens")
 	}
+	images, code := r.images(req.Images)
+	if code != abi.OK {
+		return runtime.Request{}, code
+	}
 	var ids []int32
 	if len(req.Tokens) > 0 {
+		if len(images) > 0 {
+			return runtime.Request{}, r.fail(abi.ErrArgument, "images go with a prompt or messages that mark where they go (%s), not with tokens", runtime.ImageMarker)
+		}
 		ids = req.Tokens
 	} else {
 		size := len(req.Prompt)
@@ -412,7 +421,7 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 		}
 		// The engine renders messages with the model's chat template.
 		var err error
-		if ids, err = eng.PromptTokens(runtime.Request{Prompt: req.Prompt, Messages: msgs}); err != nil {
+		if ids, err = eng.PromptTokens(runtime.Request{Prompt: req.Prompt, Messages: msgs, Images: images}); err != nil {
 			if errors.Is(err, runtime.ErrContextFull) {
 				return runtime.Request{}, r.fail(abi.ErrLimit, "%v", err)
 			}
@@ -452,7 +461,27 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 		}
 		adapters = append(adapters, runtime.AdapterRef{Name: ad.Name, Scale: ad.Scale})
 	}
-	return runtime.Request{Tokens: ids, MaxTokens: maxTokens, Sampler: so, Adapters: adapters}, abi.OK
+	return runtime.Request{Tokens: ids, Images: images, MaxTokens: maxTokens, Sampler: so, Adapters: adapters}, abi.OK
+}
+
+// images decodes a request's images within the policy's MaxImageBytes.
+func (r *run) images(files [][]byte) ([]*vision.Image, abi.Code) {
+	total := 0
+	for _, f := range files {
+		total += len(f)
+	}
+	if len(files) > 0 && total > r.p.pol.MaxImageBytes {
+		return nil, r.fail(abi.ErrLimit, "images of %d bytes are over the plugin's limit of %d", total, max(r.p.pol.MaxImageBytes, 0))
+	}
+	var out []*vision.Image
+	for i, f := range files {
+		img, err := vision.Decode(f, vision.Limits{MaxBytes: r.p.pol.MaxImageBytes, MaxPixels: 16 << 20, MaxSide: 8192})
+		if err != nil {
+			return nil, r.fail(abi.ErrArgument, "image %d: %v", i, err)
+		}
+		out = append(out, img)
+	}
+	return out, abi.OK
 }
 
 // gen looks up a handle.

@@ -42,6 +42,11 @@ type Policy struct {
 	// the text's length and a host function cannot be interrupted by the
 	// timeout, so this bounds how long one call can hold the host.
 	MaxText int
+	// MaxImageBytes caps the bytes of a generation's images together
+	// (Request.Images, for a model loaded with a vision projector); each
+	// image's size is read from its header before it is decoded, within
+	// 16 M pixels. Negative: no images.
+	MaxImageBytes int
 
 	// Mounts are the host directories the plugin may see through WASI;
 	// none by default.
@@ -83,6 +88,7 @@ const (
 	DefaultMaxCalls       = 1 << 20
 	DefaultMaxOutput      = 1 << 20
 	DefaultMaxText        = 32 << 10
+	DefaultMaxImageBytes  = 4 << 20
 )
 
 // withDefaults fills in zero limits and checks the rest.
@@ -107,6 +113,9 @@ func (p Policy) withDefaults() (Policy, error) {
 	}
 	if p.MaxText == 0 {
 		p.MaxText = DefaultMaxText
+	}
+	if p.MaxImageBytes == 0 {
+		p.MaxImageBytes = DefaultMaxImageBytes
 	}
 	switch {
 	case p.MaxGenerations < 0:
