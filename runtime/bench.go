@@ -26,6 +26,16 @@ type BenchOptions struct {
 	// sequence i runs Adapters[i mod len], as a server's requests for
 	// different adapters do (none: the base alone).
 	Adapters []AdapterRef
+	// Sampler is how every sequence draws its tokens (the zero value:
+	// greedy), each sequence i seeded with Sampler.Seed + i.
+	Sampler SamplerOptions
+}
+
+// sampler is how sequence i draws.
+func (o BenchOptions) sampler(i int) SamplerOptions {
+	s := o.Sampler
+	s.Seed += uint64(i)
+	return s
 }
 
 // adapter is what sequence i runs with.
@@ -99,8 +109,12 @@ type BenchResult struct {
 	AcceptanceRate     float64 `json:"acceptance_rate,omitempty"`
 	TokensPerStep      float64 `json:"tokens_per_target_step,omitempty"`
 	RoundTripsPerToken float64 `json:"round_trips_per_token"`
-	PlainDecodeTPS     float64 `json:"plain_decode_tps,omitempty"`
-	Speedup            float64 `json:"speedup,omitempty"`
+	// ReadbackBytesPerToken is what the device read back per generated
+	// token of the measured run (0 on the CPU): a few bytes where tokens
+	// are picked on the device, a vocabulary's logits where they are not.
+	ReadbackBytesPerToken float64 `json:"readback_bytes_per_token"`
+	PlainDecodeTPS        float64 `json:"plain_decode_tps,omitempty"`
+	Speedup               float64 `json:"speedup,omitempty"`
 	// The decode rate of each run, speculative and plain, in the order
 	// they ran: their spread is the machine's noise, against which the
 	// speed-up is to be read.
@@ -140,12 +154,12 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	// The warm-up runs the measured request's shapes (a prompt step of its
 	// length, decoding steps and their chains) on a prompt of its own, so
 	// that neither kernel compilation nor the prefix cache is measured.
-	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(0)}
+	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
-	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0)}
+	d0, s0, read0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes
+	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	var cpu0 time.Duration // at the first token
 	st, err := e.Generate(ctx, req, func(Token) error {
 		if cpu0 == 0 {
@@ -158,6 +172,9 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	}
 	if cpu := cputime.Process(); cpu0 > 0 && st.Generated > 1 && e.drafter == nil {
 		r.DecodeCPUms = float64(cpu-cpu0) / float64(time.Millisecond) / float64(st.Generated-1)
+	}
+	if st.Generated > 0 { // the prompt's step included: one read-back brings its first token
+		r.ReadbackBytesPerToken = float64(e.be.Stats().ReadBytes-read0) / float64(st.Generated)
 	}
 	first := st // prompt figures: of the first run alone
 	if e.drafter != nil {
@@ -297,7 +314,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	wrng := rand.New(rand.NewPCG(7, 8))
 	for i := range warm {
 		var err error
-		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(i)}
+		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}
 		if warm[i], err = e.Start(ctx, req); err != nil {
 			for _, s := range warm[:i] {
 				s.Cancel()
@@ -333,16 +350,16 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		e.peakBlocks = 0
 		e.mu.Unlock()
 		streams := make([]*Stream, n)
-		d0, s0 := e.be.Stats().Dispatches, e.steps.Load()
+		d0, s0, read0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
-			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(i)}); err != nil {
+			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}); err != nil {
 				return res, err
 			}
 		}
 		var firstAt, endAt time.Time
-		var decoded int
+		var decoded, generated int
 		var ttft, perSeq float64
 		for _, s := range streams {
 			<-s.Done()
@@ -359,11 +376,15 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 				endAt = end
 			}
 			decoded += st.Generated - 1
+			generated += st.Generated
 			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
 			perSeq += st.DecodeRate() / float64(n)
 		}
 		if steps := e.steps.Load() - s0; steps > 0 {
 			res.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
+		}
+		if generated > 0 {
+			res.ReadbackBytesPerToken = float64(e.be.Stats().ReadBytes-read0) / float64(generated)
 		}
 		res.Concurrency = n
 		res.TTFTms = ttft

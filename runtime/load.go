@@ -68,10 +68,10 @@ type Options struct {
 	// device with DraftQuant storage.
 	Draft      string
 	DraftQuant string
-	// MultiStep chains up to that many greedy decoding steps into one
+	// MultiStep chains up to that many decoding steps into one
 	// submission with one read-back, each step reading the token the last
-	// picked on the device (0: 4 on WebGPU, 1 on the CPU, where a round
-	// trip costs nothing).
+	// picked on the device, greedily or drawn there (devsample.go) (0: 4
+	// on WebGPU, 1 on the CPU, where a round trip costs nothing).
 	MultiStep int
 
 	// Yield, when set, is called after every decoding step, outside any

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // SamplerOptions choose how the next token is drawn from the logits. The
@@ -88,9 +90,14 @@ func validBias(b map[int32]float32) bool {
 // Sampler draws tokens from logits. It is not safe for concurrent use.
 type Sampler struct {
 	opts   SamplerOptions
+	src    *rand.PCG // rng's source, whose state draws and skip save and move
 	rng    *rand.Rand
 	cand   []candidate
 	prompt int // leading tokens of a history that are the prompt (for the OpenAI penalties)
+	// hostNext makes the next token drawn on the host: a chain's device
+	// draw fell in the tail, and the step that follows recomputes that
+	// position's logits (devsample.go).
+	hostNext bool
 }
 
 type candidate struct {
@@ -100,7 +107,8 @@ type candidate struct {
 
 // NewSampler returns a sampler seeded with opts.Seed.
 func NewSampler(opts SamplerOptions) *Sampler {
-	return &Sampler{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x7e55e7a))}
+	src := rand.NewPCG(opts.Seed, 0x7e55e7a)
+	return &Sampler{opts: opts, src: src, rng: rand.New(src)}
 }
 
 // Sample picks the next token. history holds the tokens so far (for the
@@ -114,6 +122,13 @@ func (s *Sampler) Sample(logits []float32, history []int32) int {
 // decoding's distribution is the argmax alone. logits is modified; the
 // result is valid until the sampler's next call.
 func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
+	s.penalise(logits, history)
+	return s.dist(logits)
+}
+
+// penalise applies the logit bias and the penalties to logits, in place.
+// penalties lists the same changes for a backend to apply.
+func (s *Sampler) penalise(logits []float32, history []int32) {
 	o := s.opts
 	for id, b := range o.LogitBias {
 		if int(id) < len(logits) {
@@ -146,6 +161,11 @@ func (s *Sampler) Dist(logits []float32, history []int32) []candidate {
 			logits[t] -= float32(n)*o.FrequencyPenalty + o.PresencePenalty
 		}
 	}
+}
+
+// dist is Dist of logits already penalised.
+func (s *Sampler) dist(logits []float32) []candidate {
+	o := s.opts
 	if o.Temperature == 0 {
 		best := 0
 		for i, v := range logits {
@@ -261,4 +281,105 @@ func (s *Sampler) pick(c []candidate) int {
 		}
 	}
 	return c[len(c)-1].id
+}
+
+// penalties lists what penalise does to a vocabulary of vocab logits after
+// history, one entry a token changed, for a backend to apply (Penalty's
+// steps are penalise's, in its order).
+func (s *Sampler) penalties(history []int32, vocab int) []backend.Penalty {
+	o := s.opts
+	at := map[int32]int{}
+	var out []backend.Penalty
+	entry := func(id int32) *backend.Penalty {
+		i, ok := at[id]
+		if !ok {
+			i = len(out)
+			at[id] = i
+			out = append(out, backend.Penalty{ID: id})
+		}
+		return &out[i]
+	}
+	for id, b := range o.LogitBias {
+		if int(id) < vocab {
+			entry(id).Bias = b
+		}
+	}
+	if o.RepeatPenalty != 0 && o.RepeatPenalty != 1 {
+		for _, t := range history[max(0, len(history)-o.RepeatLastN):] {
+			if t >= 0 && int(t) < vocab {
+				entry(t).Repeat = o.RepeatPenalty
+			}
+		}
+	}
+	if o.FrequencyPenalty != 0 || o.PresencePenalty != 0 {
+		counts := map[int32]int{}
+		for _, t := range history[min(s.prompt, len(history)):] {
+			if int(t) < vocab && t >= 0 {
+				counts[t]++
+			}
+		}
+		for t, n := range counts {
+			entry(t).Sub = float32(n)*o.FrequencyPenalty + o.PresencePenalty
+		}
+	}
+	slices.SortFunc(out, func(a, b backend.Penalty) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// draws returns the next n values pick would draw, leaving the stream
+// where it is: a backend that samples takes them, and skip then moves
+// the stream past those it used.
+func (s *Sampler) draws(n int) []float64 {
+	state, err := s.src.MarshalBinary()
+	if err != nil { // PCG's MarshalBinary cannot fail
+		panic(err)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = s.rng.Float64()
+	}
+	if err := s.src.UnmarshalBinary(state); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// skip moves the stream past n draws.
+func (s *Sampler) skip(n int) {
+	for range n {
+		s.rng.Float64()
+	}
+}
+
+// onDevice reports whether a backend's sample kernel can draw for these
+// options from a vocabulary of vocab: top-k is off (or covers the row) or
+// at most backend.MaxTopK. Greedy decoding without penalties is the
+// plain argmax, which needs no sampling.
+func (o SamplerOptions) onDevice(vocab int) bool {
+	return !o.greedy() && (o.TopK == 0 || o.TopK >= vocab || o.TopK <= backend.MaxTopK)
+}
+
+// historyPenalised reports whether the penalties depend on the tokens
+// generated so far (the logit bias does not): such rows cannot chain, the
+// host not knowing a chain's tokens before it ends.
+func (o SamplerOptions) historyPenalised() bool {
+	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 && o.RepeatLastN > 0 || o.FrequencyPenalty != 0 || o.PresencePenalty != 0
+}
+
+// sampleRow is how a backend draws for s after history, with n draws.
+func (s *Sampler) sampleRow(history []int32, vocab, n int) backend.SampleRow {
+	o := s.opts
+	r := backend.SampleRow{Temperature: o.Temperature, TopP: o.TopP, MinP: o.MinP, Penalties: s.penalties(history, vocab)}
+	if o.TopK > 0 && o.TopK < vocab {
+		r.TopK = o.TopK
+	}
+	if o.Temperature > 0 {
+		r.Draws = s.draws(n)
+	}
+	return r
+}
+
+// samplePenalised is Sample of logits a backend already penalised.
+func (s *Sampler) samplePenalised(logits []float32) int {
+	return s.pick(s.dist(logits))
 }

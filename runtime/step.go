@@ -101,7 +101,7 @@ func (e *Engine) step() error {
 	}
 	var results []result
 	if chain > 1 {
-		results, err = e.runChain(b, chain)
+		results, err = e.runChain(plan, b, chain)
 	} else {
 		results, err = e.sample(plan, b)
 	}
@@ -127,7 +127,11 @@ func (e *Engine) step() error {
 			rows[t] = w.token(t)
 		}
 		if chain > 1 && w.out { // the chain's later steps stored the tokens it picked
-			rows = append(rows, results[j].tokens[:chain-1]...)
+			if t := results[j].tokens; len(t) > 0 {
+				rows = append(rows, t[:len(t)-1]...)
+			} else { // a sampled chain's tail at its first step: that row is fed again
+				rows = rows[:len(rows)-1]
+			}
 		}
 		if results != nil && results[j].err != nil {
 			continue
@@ -211,7 +215,7 @@ func (e *Engine) chainLength(plan []work) int {
 			continue
 		}
 		decoding = decoding || w.s.stats.Generated > 0
-		if w.draft != nil || !w.s.sampler.opts.greedy() || w.s.req.Logprobs || w.s.gm != nil {
+		if w.draft != nil || !w.s.sampler.opts.greedy() && !e.chainsSampled(w.s) || w.s.req.Logprobs || w.s.gm != nil {
 			return 1
 		}
 		// After this step's rows the sequence holds stored+w.n tokens.
@@ -236,16 +240,40 @@ func (e *Engine) chainLength(plan []work) int {
 	return n
 }
 
-// runChain runs n greedy decoding steps from b in one submission: each
-// later step has one row per output row of b (the sequences that sample),
-// whose tokens are the previous step's argmax, kept on the device; one
-// read-back at the end brings every picked id. Tokens past a stop are
-// dropped later by accept, and their cache slots rolled back with the
-// sequence. The results are one per sequence of b, empty for those whose
-// prompt chunk did not end in b.
-func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
+// runChain runs n decoding steps from b in one submission: each later
+// step has one row per output row of b (the sequences that sample), whose
+// tokens are the previous step's argmax, or its draw on the device when a
+// sequence samples (devsample.go), kept on the device; one read-back at
+// the end brings every picked id. Tokens past a stop are dropped later by
+// accept, and their cache slots rolled back with the sequence; so are a
+// sampled row's tokens from its first tail on. The results are one per
+// sequence of b (plan's works), empty for those whose prompt chunk did
+// not end in b.
+func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error) {
 	outs := len(b.Out)
-	e.be.Keep(e.net.logits, outs)
+	ds := e.deviceSampler()
+	sampled := false
+	for _, r := range b.Out {
+		sampled = sampled || !plan[b.Seq[r]].s.sampler.opts.greedy()
+	}
+	if sampled {
+		rows := make([]backend.SampleRow, outs)
+		for i, r := range b.Out {
+			s := plan[b.Seq[r]].s
+			rows[i] = s.sampler.sampleRow(s.tokens, e.model.Config.Vocab, n)
+		}
+		if err := ds.SetSampling(rows); err != nil {
+			return nil, err
+		}
+	}
+	keep := func() {
+		if sampled {
+			ds.KeepSampled(e.net.logits, outs)
+		} else {
+			e.be.Keep(e.net.logits, outs)
+		}
+	}
+	keep()
 	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables, States: b.States,
 		Tokens: make([]int32, outs), Seq: make([]int32, outs), Out: make([]int32, outs)}
 	for i, r := range b.Out {
@@ -266,16 +294,27 @@ func (e *Engine) runChain(b backend.Batch, n int) ([]result, error) {
 			return nil, err
 		}
 		e.steps.Add(1)
-		e.be.Keep(e.net.logits, outs)
+		keep()
 	}
 	ids, err := e.be.Kept()
 	if err != nil {
 		return nil, err
 	}
+	var drawn []backend.Drawn
+	if sampled {
+		drawn = ds.KeptDraws()
+	}
 	results := make([]result, len(b.Tables))
 	for i, r := range b.Out {
-		seq := b.Seq[r]
-		for j := range n {
+		seq, steps := b.Seq[r], n
+		if drawn != nil {
+			s := plan[seq].s.sampler
+			s.skip(drawn[i].Draws)
+			if drawn[i].Tail >= 0 {
+				steps, s.hostNext = drawn[i].Tail, true
+			}
+		}
+		for j := range steps {
 			results[seq].tokens = append(results[seq].tokens, ids[j*outs+i])
 		}
 	}
@@ -500,6 +539,13 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		}
 		out += w.outputs()
 	}
+	// Rows drawn on the device: penalised there in place, so a tail row's
+	// logits read after it are penalised already.
+	readBefore := logits != nil
+	drawn, onDevice, err := e.sampleOnDevice(plan, results)
+	if err != nil {
+		return nil, err
+	}
 	row := func(j, r int) []float32 {
 		x := slices.Clone(logits[r*vocab : (r+1)*vocab])
 		if masks[j] != nil { // logits read before the mask
@@ -526,6 +572,19 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 				}
 				results[j].tokens = verifySampled(w.s.sampler, w.s.tokens, w.draft, w.q, rows)
 			}
+		case onDevice != nil && onDevice[j]:
+			d := drawn[out]
+			w.s.sampler.skip(d.Draws)
+			switch {
+			case d.Tail < 0:
+				results[j].tokens = []int32{d.Token}
+			case readBefore:
+				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(j, out), w.s.tokens))}
+			default:
+				if err = needLogits(); err == nil {
+					results[j].tokens = []int32{int32(w.s.sampler.samplePenalised(row(j, out)))}
+				}
+			}
 		case o.greedy():
 			if err = needArgmax(); err == nil {
 				results[j].tokens = []int32{argmax[out]}
@@ -549,6 +608,9 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if w.out {
+			w.s.sampler.hostNext = false
 		}
 		out += w.outputs()
 	}

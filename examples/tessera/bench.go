@@ -21,11 +21,16 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens to decode")
 	fs.IntVar(&o.Concurrency, "concurrency", 1, "sequences decoding at once")
 	fs.IntVar(&o.SharedPrefix, "shared-prefix", 0, "tokens of prompt all sequences share; runs with and without the prefix cache")
+	sampling := samplerFlags(fs, 0, 1) // greedy unless told
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured run to FILE (go tool pprof FILE): where the CPU backend's time goes")
 	return func(ctx context.Context, e *env) error {
 		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxSeqsLimit || o.SharedPrefix < 0 {
 			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxSeqsLimit)
+		}
+		var err error
+		if o.Sampler, err = sampling(); err != nil {
+			return err
 		}
 		if o.Concurrency > runtime.DefaultMaxSeqs && mf.maxSeqs == 0 {
 			mf.maxSeqs = o.Concurrency // the engine must run them all at once
@@ -77,6 +82,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			return nil
 		}
 		fmt.Fprintf(e.stdout, "dispatches/token  %.0f\n", r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "round trips       %.2f a token, %.0f bytes read back a token\n", r.RoundTripsPerToken, r.ReadbackBytesPerToken)
 		if r.Draft != "" {
 			fmt.Fprintf(e.stdout, "speculation       draft %s: acceptance %.0f%%, %.2f tokens per target step, %.2f round trips per token; plain decode %.1f tok/s, speed-up %.2fx\n",
 				r.Draft, 100*r.AcceptanceRate, r.TokensPerStep, r.RoundTripsPerToken, r.PlainDecodeTPS, r.Speedup)

@@ -177,14 +177,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	mf.register(fs)
 	prompt := fs.String("prompt", "", "text to continue (default: start from BOS)")
 	steps := fs.Int("steps", 256, "tokens to generate at most")
-	var so runtime.SamplerOptions
-	temp := fs.Float64("temperature", 1.0, "sampling temperature; 0 is greedy")
-	fs.IntVar(&so.TopK, "top-k", 0, "sample among the K most likely tokens (0: all)")
-	topP := fs.Float64("top-p", 0.9, "nucleus sampling threshold (1: off)")
-	minP := fs.Float64("min-p", 0, "drop tokens below this fraction of the most likely")
-	rep := fs.Float64("repeat-penalty", 1, "penalty for recently seen tokens (1: off)")
-	fs.IntVar(&so.RepeatLastN, "repeat-last-n", 64, "how many recent tokens the penalty looks at")
-	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	sampling := samplerFlags(fs, 1, 0.9)
 	verbose := fs.Bool("verbose", false, "print speculative decoding and KV cache figures")
 	schemaFile := fs.String("json-schema", "", "constrain the output to JSON valid against the JSON Schema in this file")
 	regex := fs.String("regex", "", "constrain the output to this regular expression")
@@ -203,14 +196,9 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
-		so.Temperature, so.TopP, so.MinP, so.RepeatPenalty = float32(*temp), float32(*topP), float32(*minP), float32(*rep)
-		if *seed < 0 {
-			so.Seed = uint64(time.Now().UnixNano())
-		} else {
-			so.Seed = uint64(*seed)
-		}
-		if err := so.Validate(); err != nil {
-			return usageError{err}
+		so, err := sampling()
+		if err != nil {
+			return err
 		}
 		eng, err := mf.load(ctx, e)
 		if err != nil {

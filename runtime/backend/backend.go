@@ -359,6 +359,9 @@ const MaxTopK = 256
 type Stats struct {
 	Memory     int64 // bytes allocated for weights, activations and caches
 	Dispatches int   // kernels recorded (GPU) or ops run (CPU) so far
+	// ReadBytes is what the GPU read back from the device so far (the
+	// CPU: 0, nothing crosses a bus).
+	ReadBytes int64
 }
 
 // Slot is the cache slot of row i of the batch: where its key and value go.

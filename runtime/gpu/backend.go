@@ -63,6 +63,9 @@ type Backend struct {
 	// first, the ids every Keep picked, and how many steps kept so far.
 	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA Buffer
 	kept, keptRows                                                            int
+
+	smp       *sampling // on-device sampling (sampling.go), made on first use
+	readBytes int64     // bytes read back so far
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -96,7 +99,7 @@ func (b *Backend) Name() string { return "webgpu" }
 func (b *Backend) Device() Device { return b.dev }
 
 func (b *Backend) Stats() backend.Stats {
-	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches()}
+	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes}
 }
 
 func (b *Backend) buffer(label string, size int64, u Usage) (Buffer, error) {
@@ -433,6 +436,7 @@ func (b *Backend) flushRead(buf Buffer, size int64) ([]byte, error) {
 	if err := b.submit(); err != nil {
 		return nil, err
 	}
+	b.readBytes += size
 	return b.dev.Read(buf, 0, size)
 }
 
@@ -450,9 +454,15 @@ func (b *Backend) Keep(x backend.Tensor, n int) {
 		return
 	}
 	b.record(argmaxOp, params{uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	b.keepResult(n)
+}
+
+// keepResult copies the n ids in result into the token buffer (the next
+// chained step's input) and into the history that Kept reads back.
+func (b *Backend) keepResult(n int) {
 	size := int64(4 * n)
 	b.rec.Copy(b.result, 0, b.tokens, 0, size)
-	b.rec.Copy(b.result, 0, b.history, int64(4*b.kept*b.maxRows), size)
+	b.rec.Copy(b.result, 0, b.history, int64(4*b.kept*n), size) // a chain's steps all have n rows
 	b.kept++
 	b.keptRows = n
 }
@@ -524,14 +534,25 @@ func (b *Backend) Kept() ([]int32, error) {
 	if b.kept == 0 {
 		return nil, nil
 	}
-	raw, err := b.flushRead(b.history, int64(4*b.kept*b.maxRows))
+	size := int64(4 * b.kept * b.keptRows)
+	read := size
+	sampled := b.smp != nil && b.smp.chained
+	if sampled { // each row's draws and tail come with the ids
+		b.rec.Copy(b.smp.state, 0, b.history, size, int64(12*b.keptRows))
+		b.smp.chained = false
+		read += int64(12 * b.keptRows)
+	}
+	raw, err := b.flushRead(b.history, read)
 	if err != nil {
 		return nil, err
+	}
+	if sampled {
+		b.smp.kept = drawn(raw[size:], b.keptRows)
 	}
 	out := make([]int32, 0, b.kept*b.keptRows)
 	for s := range b.kept {
 		for r := range b.keptRows {
-			out = append(out, int32(binary.LittleEndian.Uint32(raw[4*(s*b.maxRows+r):])))
+			out = append(out, int32(binary.LittleEndian.Uint32(raw[4*(s*b.keptRows+r):])))
 		}
 	}
 	return out, nil
@@ -547,10 +568,14 @@ func (b *Backend) chainBuffers() error {
 	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
 	var err error
 	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA} {
-		if p == &b.stageLoRA {
-			size *= 2 // 8 bytes a row
+		n := size
+		switch p {
+		case &b.stageLoRA:
+			n *= 2 // 8 bytes a row
+		case &b.history:
+			n += int64(12 * max(b.maxRows, 4)) // a sampled chain's state (sampling.go)
 		}
-		if *p, err = b.buffer("chain", size, CopySrc|CopyDst); err != nil {
+		if *p, err = b.buffer("chain", n, CopySrc|CopyDst); err != nil {
 			return err
 		}
 	}
