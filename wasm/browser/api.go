@@ -500,14 +500,12 @@ func splitFiles(list js.Value) ([]js.Value, error) {
 	return blobs, nil
 }
 
-// shaderPath says which kernels run: "f16" where the device has shader-f16,
-// else "f32".
-func shaderPath(i gpu.Info) string {
-	if i.ShaderF16 {
-		return "f16"
-	}
-	return "f32"
-}
+// shaderPath names the kernels that run: every kernel computes in f32
+// (f16 weights and caches are unpacked to f32 inside them), whether or not
+// the adapter has shader-f16, which describe reports as shaderF16 and no
+// kernel uses yet. The label once said "f16" for such adapters, naming
+// kernels that do not exist (issue 49).
+func shaderPath(gpu.Info) string { return "f32" }
 
 func describe(i gpu.Info) map[string]any {
 	return map[string]any{

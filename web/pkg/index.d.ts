@@ -86,7 +86,9 @@ export interface EngineOptions {
 export interface ModelInfo {
   name: string; size: number; arch: string; params: number; layers: number; dim: number;
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
-  quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu"; path: "f16" | "f32" | "cpu";
+  quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu";
+  /** The kernels that run: "f32" on WebGPU (every kernel computes in f32; `adapter.shaderF16` says whether f16 kernels could), "cpu" on the CPU. */
+  path: "f32" | "cpu";
   /** The engine's budgets, defaults filled in and capped by the context. */
   maxBatchTokens: number; maxSeqs: number;
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
@@ -123,7 +125,8 @@ export interface EngineInfo {
   version: string;
   webgpu: boolean;
   adapter?: ModelInfo["adapter"];
-  path?: "f16" | "f32";
+  /** The kernels that run on WebGPU: "f32" (see ModelInfo.path). */
+  path?: "f32";
   model?: ModelInfo;
   /** The LoRA adapters loaded on the model (Engine.loadAdapter). */
   adapters?: AdapterInfo[];
