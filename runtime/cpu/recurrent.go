@@ -66,16 +66,23 @@ func (b *Backend) Conv1D(dst, x backend.Tensor, w backend.Weight, st backend.Rec
 		if b.batch.Pos[rows[0]] == 0 {
 			clear(state)
 		}
-		ConvRows(d, xs, ws, state, rows, r.shape.Conv)
+		b.team.over(len(rows)*xs.cols*r.shape.Conv, xs.cols, func(lo, hi int) {
+			convChannels(d, xs, ws, state, rows, r.shape.Conv, lo, hi)
+		})
 	}
 }
 
 // ConvRows is Conv1D over one sequence's rows, with its state of Conv-1
 // rows (oldest first): the twin of the conv1d kernel.
 func ConvRows(dst, x *Tensor, w, state []float32, rows []int, taps int) {
+	convChannels(dst, x, w, state, rows, taps, 0, x.cols)
+}
+
+// convChannels is ConvRows for channels lo..hi-1.
+func convChannels(dst, x *Tensor, w, state []float32, rows []int, taps, lo, hi int) {
 	ch := x.cols
 	window := make([]float32, taps) // channel c's last taps inputs, oldest first
-	for c := range ch {
+	for c := lo; c < hi; c++ {
 		for t := range taps - 1 {
 			window[t] = state[t*ch+c]
 		}
@@ -95,9 +102,12 @@ func ConvRows(dst, x *Tensor, w, state []float32, rows []int, taps int) {
 	}
 }
 
+// DeltaNet runs the value heads of a sequence on the team, each head's
+// rows in order.
 func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight, st backend.Recurrent, l int, dn backend.DeltaNet) {
 	b.op()
 	d, x, gs, r := dst.(*Tensor), qkv.(*Tensor), gates.(*Tensor), st.(*Recurrent)
+	D := dn.HeadDim
 	for s, rows := range b.seqRows() {
 		if len(rows) == 0 {
 			continue
@@ -106,9 +116,14 @@ func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight,
 		if b.batch.Pos[rows[0]] == 0 {
 			clear(state)
 		}
-		for _, i := range rows {
-			DeltaRow(d.Row(i), x.Row(i), gs.Row(i), decay.(*Weight).Data, state, dn)
-		}
+		b.team.over(3*len(rows)*dn.VHeads*D*D, dn.VHeads, func(lo, hi int) {
+			q, k := make([]float32, D), make([]float32, D)
+			for h := lo; h < hi; h++ {
+				for _, i := range rows {
+					deltaHead(h, d.Row(i), x.Row(i), gs.Row(i), decay.(*Weight).Data, state, dn, q, k)
+				}
+			}
+		})
 	}
 }
 
@@ -117,35 +132,40 @@ func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight,
 // within a head, value row by value row (each row of S is updated on its
 // own: S_j = g·S_j + k̂·β·(v_j − g·S_j·k̂), o_j = S_j·q̂/√D).
 func DeltaRow(out, qkv, gates, decay, state []float32, dn backend.DeltaNet) {
+	q, k := make([]float32, dn.HeadDim), make([]float32, dn.HeadDim)
+	for h := range dn.VHeads {
+		deltaHead(h, out, qkv, gates, decay, state, dn, q, k)
+	}
+}
+
+// deltaHead is DeltaRow for value head h, with q and k scratch of HeadDim.
+func deltaHead(h int, out, qkv, gates, decay, state []float32, dn backend.DeltaNet, q, k []float32) {
 	D, H := dn.HeadDim, dn.VHeads
 	scale := float32(1 / math.Sqrt(float64(D)))
 	qs, ks, vs := qkv[:dn.KHeads*D], qkv[dn.KHeads*D:2*dn.KHeads*D], qkv[2*dn.KHeads*D:]
-	q, k := make([]float32, D), make([]float32, D)
-	for h := range H {
-		kh := h % dn.KHeads
-		qn, kn := L2Scale(qs[kh*D:(kh+1)*D], dn.Eps), L2Scale(ks[kh*D:(kh+1)*D], dn.Eps)
-		for i := range D {
-			q[i], k[i] = qs[kh*D+i]*qn, ks[kh*D+i]*kn
+	kh := h % dn.KHeads
+	qn, kn := L2Scale(qs[kh*D:(kh+1)*D], dn.Eps), L2Scale(ks[kh*D:(kh+1)*D], dn.Eps)
+	for i := range D {
+		q[i], k[i] = qs[kh*D+i]*qn, ks[kh*D+i]*kn
+	}
+	g := expf(Softplus(gates[H+h]+decay[h]) * decay[H+h])
+	bt := Sigmoid(gates[h])
+	v := vs[h*D : (h+1)*D]
+	S := state[h*D*D : (h+1)*D*D]
+	for j := range D {
+		row := S[j*D : (j+1)*D]
+		var sk float32
+		for i := range row {
+			row[i] *= g
+			sk += row[i] * k[i]
 		}
-		g := expf(Softplus(gates[H+h]+decay[h]) * decay[H+h])
-		bt := Sigmoid(gates[h])
-		v := vs[h*D : (h+1)*D]
-		S := state[h*D*D : (h+1)*D*D]
-		for j := range D {
-			row := S[j*D : (j+1)*D]
-			var sk float32
-			for i := range row {
-				row[i] *= g
-				sk += row[i] * k[i]
-			}
-			delta := bt * (v[j] - sk)
-			var o float32
-			for i := range row {
-				row[i] += k[i] * delta
-				o += row[i] * q[i]
-			}
-			out[h*D+j] = o * scale
+		delta := bt * (v[j] - sk)
+		var o float32
+		for i := range row {
+			row[i] += k[i] * delta
+			o += row[i] * q[i]
 		}
+		out[h*D+j] = o * scale
 	}
 }
 
