@@ -182,3 +182,19 @@ func uploadF32Weight(b testing.TB, g *gpu.Backend, shape []int, data []float32) 
 	}
 	return w
 }
+
+// TestSigmoidGate: the glu kernel's sigmoid (Qwen3.5's attention gate,
+// act 5) against the CPU's, gates far into the sigmoid's flat tails.
+func TestSigmoidGate(t *testing.T) {
+	for _, shape := range []struct{ rows, batch, cols int }{{1, 1, 1}, {4, 3, 172}, {16, 9, 1000}} {
+		t.Run(fmt.Sprintf("%dx%d_batch%d", shape.rows, shape.cols, shape.batch), func(t *testing.T) {
+			w := newTwins(t, shape.rows)
+			n := shape.rows * shape.cols
+			gate := w.tensor(shape.rows, shape.cols, w.random(n, 40))
+			up := w.tensor(shape.rows, shape.cols, w.random(n, 3))
+			w.begin(tokens(shape.batch, 10, w.rng), 0)
+			w.each(func(b backend.Backend, i int) { b.GLU(gate[i], up[i], models.Sigmoid) })
+			w.compare("sigmoid gate", gate, shape.batch, 1e-5)
+		})
+	}
+}
