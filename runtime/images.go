@@ -26,12 +26,20 @@ const ImageMarker = "<__media__>"
 // images to an engine loaded without a vision projector.
 var ErrNoVision = errors.New("the model was loaded without a vision projector (--mmproj)")
 
-// openProjector opens the mmproj at path and checks that it feeds m.
-func openProjector(path string, m *models.Model) (*vision.Model, error) {
-	vm, err := vision.Open(path)
-	if err != nil {
-		return nil, err
+// openProjector opens the mmproj at path (or takes vm, opened already,
+// when path is "") and checks that it feeds m; on failure vm is closed.
+func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Model, error) {
+	switch {
+	case path != "" && vm != nil:
+		vm.Close()
+		return nil, fmt.Errorf("a projector's path (%s) and an opened projector: give one", path)
+	case path != "":
+		var err error
+		if vm, err = vision.Open(path); err != nil {
+			return nil, err
+		}
 	}
+	path = vm.Path
 	if vm.Config.Projector == vision.Gemma3 && m.Config.Arch != "gemma3" {
 		vm.Close()
 		return nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)

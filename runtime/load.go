@@ -97,6 +97,10 @@ type Options struct {
 	// mmproj GGUF, as its --mmproj takes): requests may then carry images
 	// (Request.Images). Its output width must be the model's.
 	MMProj string
+	// Projector is a vision projector already opened (vision.Open, or
+	// vision.OpenReader where there is no file path, as in a browser),
+	// instead of MMProj. LoadModel closes it, as it closes the model.
+	Projector *vision.Model
 
 	// GPU is a WebGPU device already open to load onto, for Device
 	// "webgpu" or "auto". The engine does not close it: one device, and so
@@ -149,9 +153,9 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	}
 	var vm *vision.Model
 	imageRows := 0
-	if opts.MMProj != "" {
+	if opts.MMProj != "" || opts.Projector != nil {
 		var err error
-		if vm, err = openProjector(opts.MMProj, m); err != nil {
+		if vm, err = openProjector(opts.MMProj, opts.Projector, m); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -216,7 +220,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		closeProjector(vm) // its weights are on the backend
 		if err != nil {
 			e.Close()
-			return nil, fmt.Errorf("load %s: %w", opts.MMProj, err)
+			return nil, fmt.Errorf("load %s: %w", vm.Path, err)
 		}
 		e.images = newImageCache(imageCacheSize)
 	}

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"image"
@@ -580,4 +581,45 @@ func TestImagePrefixCache(t *testing.T) {
 		t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
 	}
 	t.Logf("the image at %d..%d; the same image again reused %d tokens", at, at+eng.ImageTokens(), reused)
+}
+
+// TestProjectorFromReader: a projector read from memory (as a browser
+// reads its files) encodes as the same file opened by path; a path and an
+// opened projector together are refused.
+func TestProjectorFromReader(t *testing.T) {
+	base, mm := visionFiles(t, t.TempDir(), "tiny-gemma3")
+	raw, err := os.ReadFile(mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := readTestImage(t, "gradient32.png")
+	var got [2][]float32
+	for i, opts := range []runtime.Options{{Device: "cpu", MMProj: mm}, {Device: "cpu"}} {
+		if i == 1 {
+			if opts.Projector, err = vision.OpenReader(bytes.NewReader(raw), int64(len(raw)), "in memory"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eng, err := runtime.Load(base, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i], err = eng.EncodeImage(context.Background(), img); err != nil {
+			t.Fatal(err)
+		}
+		eng.Close()
+	}
+	if !slices.Equal(got[0], got[1]) {
+		t.Error("the projector read from memory encodes differently")
+	}
+	vm, err := vision.OpenReader(bytes.NewReader(raw), int64(len(raw)), "in memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm, Projector: vm}); err == nil {
+		t.Error("a path and an opened projector: loaded")
+	}
+	if _, err := vision.OpenReader(bytes.NewReader(raw[:len(raw)/2]), int64(len(raw)/2), "half"); err == nil {
+		t.Error("half a file opened")
+	}
 }

@@ -14,6 +14,7 @@ package vision
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -123,6 +124,22 @@ func Open(path string) (*Model, error) {
 		return nil, fmt.Errorf("open mmproj %s: %w", path, err)
 	}
 	m.Path = path
+	return m, nil
+}
+
+// OpenReader reads an mmproj file of size bytes from r (a browser's
+// file, a buffer), which must stay readable until Model.Close; name is
+// what errors call it.
+func OpenReader(r io.ReaderAt, size int64, name string) (*Model, error) {
+	f, err := gguf.Read(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("open mmproj %s: %w", name, err)
+	}
+	m, err := FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("open mmproj %s: %w", name, err)
+	}
+	m.Path = name
 	return m, nil
 }
 
