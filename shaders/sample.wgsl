@@ -2,7 +2,8 @@
 // pick), one workgroup per row, so that a sampled step reads back a few
 // bytes a row and chains like greedy steps. The candidates are the row's
 // largest values, largest first (ties: lower index first), found one per
-// round as the topk kernel finds them; each round's probability
+// round by merging the invocations' ordered lists of their own columns;
+// each round's probability
 // exp((v - max)/T)/S, S the sum over the candidate set, decides at once
 // whether min-p or top-p ends the set, so a peaked row costs a few rounds.
 // At most 256 candidates are ranked: where the set the CPU would keep runs
@@ -28,6 +29,7 @@ struct Row { temperature: f32, top_p: f32, min_p: f32, top_k: u32 } // top_k 0: 
 
 const WG = 256u;
 const KMAX = 256u;
+const LOCAL = 8u; // values each invocation keeps ranked ahead
 const NONE = 0xffffffffu;
 const NEG_INF = 0xff800000u;
 var<workgroup> red_v: array<f32, WG>;
@@ -139,13 +141,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var picked = false;
     var early = false;   // a tail, known before the 256th round
     var token = top;
+    // Each invocation keeps the next LOCAL values of its own columns (lid,
+    // lid + WG, ...) in order, refilled by a scan of them when used up, so
+    // a round is one reduction over the invocations' heads, not a scan of
+    // the row: the rounds merge the invocations' ordered lists.
+    var loc_v: array<f32, LOCAL>;
+    var loc_i: array<u32, LOCAL>;
+    var loc_n = 0u;      // values in the list
+    var loc_at = 0u;     // the list's head
+    var last_v = 0.0;    // the last value of this invocation's taken
+    var last_i = NONE;
+    var more = true;     // the columns may hold values not yet listed
     if (lid == 0u) { flag = 0u; }
     for (var r = 0u; r < k; r++) {
+        if (loc_at == loc_n && more) {
+            loc_n = 0u;
+            loc_at = 0u;
+            for (var i = lid; i < p.cols; i += WG) {
+                let v = x[base + i];
+                if (!(last_i == NONE || before(last_v, last_i, v, i))) { continue; }
+                // Insert (v, i) into the ordered list, dropping its last.
+                var j = loc_n;
+                if (j == LOCAL) {
+                    if (!before(v, i, loc_v[LOCAL - 1u], loc_i[LOCAL - 1u])) { continue; }
+                    j = LOCAL - 1u;
+                } else {
+                    loc_n++;
+                }
+                while (j > 0u && before(v, i, loc_v[j - 1u], loc_i[j - 1u])) {
+                    loc_v[j] = loc_v[j - 1u];
+                    loc_i[j] = loc_i[j - 1u];
+                    j--;
+                }
+                loc_v[j] = v;
+                loc_i[j] = i;
+            }
+            more = loc_n == LOCAL;
+        }
         var bv = 0.0;
         var bi = NONE;
-        for (var i = lid; i < p.cols; i += WG) {
-            let v = x[base + i];
-            if ((prev_i == NONE || before(prev_v, prev_i, v, i)) && before(v, i, bv, bi)) { bv = v; bi = i; }
+        if (loc_at < loc_n) {
+            bv = loc_v[loc_at];
+            bi = loc_i[loc_at];
         }
         red_v[lid] = bv;
         red_i[lid] = bi;
@@ -160,6 +197,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         prev_v = red_v[0];
         prev_i = red_i[0];
         n = r + 1u;
+        if (prev_i != NONE && prev_i % WG == lid) { // this invocation's head was taken
+            last_v = prev_v;
+            last_i = prev_i;
+            loc_at++;
+        }
         if (lid == 0u) {
             let w = weight(prev_v, mx, c.temperature);
             cand_i[r] = prev_i;
