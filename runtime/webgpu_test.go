@@ -86,7 +86,10 @@ func TestWebGPUSplitWeights(t *testing.T) {
 		gputest.NoDevice(t, err)
 	}
 	want := goldenIDs(t)
-	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 64 << 10, Context: 256, KV: runtime.KVOptions{Tokens: 256}})
+	// Weights split across bindings; activations do not, so the step's
+	// rows are as few as fit a binding (32 rows of the feed-forward's 172).
+	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 64 << 10, Context: 256, KV: runtime.KVOptions{Tokens: 256},
+		Budgets: runtime.Budgets{MaxBatchTokens: 32, MaxSeqs: 32}})
 	ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
 	if !equal(ids, want) {
 		t.Fatalf("tokens differ with split weights:\n got %v\nwant %v", ids, want)
