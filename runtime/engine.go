@@ -171,6 +171,42 @@ func (b Budgets) resolve(gpu bool, c models.Config) Budgets {
 	return b
 }
 
+// fitBinding lowers the budgets that asked left to their defaults so
+// that a step's activations fit one storage binding of limit bytes (a
+// GPU's): weights split across bindings, activations do not, and a device
+// with small bindings should run smaller steps rather than refuse the
+// model. A budget the caller set stays (one too large fails at
+// allocation, naming the limit).
+func (b Budgets) fitBinding(limit int64, c models.Config, asked Budgets) Budgets {
+	if limit <= 0 {
+		return b
+	}
+	if asked.MaxBatchTokens == 0 {
+		b.MaxBatchTokens = min(b.MaxBatchTokens, max(1, int(limit/(4*int64(activationWidth(c))))))
+	}
+	if asked.MaxSeqs == 0 {
+		b.MaxSeqs = min(b.MaxSeqs, max(1, int(limit/(4*int64(max(c.Vocab, 1))))))
+	}
+	b.MaxSeqs = min(b.MaxSeqs, b.MaxBatchTokens)
+	return b
+}
+
+// activationWidth is the widest activation a forward step keeps per row
+// of the batch (the experts' keep Used rows of theirs a row).
+func activationWidth(c models.Config) int {
+	w := max(c.Dim, c.FFN, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim)
+	if c.MoE.On() {
+		w = max(w, c.MoE.Used*max(c.MoE.FFN, c.Dim), c.MoE.SharedFFN, c.MoE.Experts)
+	}
+	if c.Linear.On() {
+		w = max(w, c.Linear.Channels(), c.Linear.Inner())
+	}
+	if c.Gemma4 != nil {
+		w = max(w, c.Heads*c.Gemma4.LocalHeadDim, c.Gemma4.PerLayer*c.Layers)
+	}
+	return w
+}
+
 // DefaultBlockSize is 8 tokens: a sequence wastes at most one partial
 // block, which on a mixed workload of short and long generations is 2% of
 // the pool with 8-token blocks and 4.2% with vLLM's 16 (TestPoolWaste),

@@ -205,8 +205,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	if opts.Wrap != nil {
 		be = opts.Wrap(be)
 	}
-	_, onGPU := base.(*gpu.Backend)
+	gb, onGPU := base.(*gpu.Backend)
 	budgets := opts.Budgets.resolve(onGPU, m.Config)
+	if onGPU {
+		budgets = budgets.fitBinding(gb.Device().Info().MaxStorageBufferBindingSize, m.Config, opts.Budgets)
+	}
 	budgets.MaxBatchTokens = max(budgets.MaxBatchTokens, imageRows)
 	e, err := newEngine(m, be, opts.KV, ws, budgets)
 	if err != nil {

@@ -86,10 +86,13 @@ func TestWebGPUSplitWeights(t *testing.T) {
 		gputest.NoDevice(t, err)
 	}
 	want := goldenIDs(t)
-	// Weights split across bindings; activations do not, so the step's
-	// rows are as few as fit a binding (32 rows of the feed-forward's 172).
-	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 64 << 10, Context: 256, KV: runtime.KVOptions{Tokens: 256},
-		Budgets: runtime.Budgets{MaxBatchTokens: 32, MaxSeqs: 32}})
+	// Weights split across bindings; activations do not, so the default
+	// budgets shrink to what fits one: 95 rows of the feed-forward's 172,
+	// 32 rows of logits.
+	eng := loadWebGPU(t, sharedFile(t, "stories260K.gguf"), runtime.Options{MaxStorageBinding: 64 << 10, Context: 256, KV: runtime.KVOptions{Tokens: 256}})
+	if b := eng.Budgets(); b.MaxBatchTokens != 95 || b.MaxSeqs != 32 {
+		t.Errorf("budgets %+v under a 64 KiB binding, want 95 tokens and 32 sequences", b)
+	}
 	ids, _, _ := generate(t, eng, runtime.Request{MaxTokens: 200})
 	if !equal(ids, want) {
 		t.Fatalf("tokens differ with split weights:\n got %v\nwant %v", ids, want)
