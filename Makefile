@@ -1,5 +1,6 @@
-# Tessera's everyday commands. `make run` tells a story, `make test` installs
-# what the tests need and runs them.
+# Tessera's everyday commands. `make run` tells a story, `make check` is the
+# quick loop (under 3 minutes), `make test` installs what the tests need and
+# runs them all (what CI runs).
 
 GO       ?= go
 SHARED   ?= ../shared
@@ -10,7 +11,7 @@ STEPS    ?= 200
 DEVICE   ?= auto
 export XDG_RUNTIME_DIR ?= /tmp/tessera-xdg
 
-.PHONY: run test deps vet fuzz bench build web desktop clean
+.PHONY: run test check deps vet vet-quick fuzz bench build web desktop clean
 
 # DEFAULT_REF is what `make run` runs when there is no MODEL file: the same
 # stories260K as a GGUF on the Hugging Face Hub, in the repository llama.cpp's
@@ -42,8 +43,36 @@ vet:
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 
+# TESTSUM runs `go test -json` through .ci/testsum, which prints a line per
+# package as it finishes, each top-level test slower than 5 s, every minute
+# the tests still running, a failing test's whole output, and at the end the
+# counts and the slowest tests; its exit status is go test's. TESTSUM="$(GO)
+# test" gives go test's own output.
+TESTSUM ?= GO="$(GO)" $(GO) run ./.ci/testsum --
+
 test: deps vet test-arm64
-	$(GO) test -count=1 -timeout 30m ./...
+	$(TESTSUM) -count=1 -timeout 30m ./...
+
+# check is the quick loop, under 3 minutes on a 2-core machine: gofmt and
+# go vet, every package's tests with -short except the slow ones below
+# (-short skips the tests that build and run whole programs, npm and Node,
+# or megabytes of text), and the golden story: llama2.c's greedy tokens of
+# stories260K through the engine on the CPU and on WebGPU (lavapipe where
+# there is no GPU), plus CHECK_RUNTIME's selection of the engine's tests.
+# `make test` runs everything, -short or not.
+CHECK_SLOW    ?= runtime|runtime/gpu|runtime/server|web/e2e|examples/tessera|examples/desktop
+CHECK_RUNTIME ?= ^(TestGoldenGreedy|TestGoldenGreedyWebGPU|TestPromptContinuation)$$
+CHECKFLAGS    ?= -count=1 -timeout 5m
+check: vet-quick
+	$(TESTSUM) $(CHECKFLAGS) -short $$($(GO) list ./... | grep -v -x -E "$$($(GO) list -m)/($(CHECK_SLOW))")
+	$(TESTSUM) $(CHECKFLAGS) -short -run '$(CHECK_RUNTIME)' ./runtime/
+
+# vet-quick is vet without the second pass (CGO_ENABLED=0) that make test's
+# vet adds.
+vet-quick:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
 
 # test-arm64 checks the arm64 build of the CPU backend: it vets and
 # cross-builds runtime/cpu for linux and darwin arm64, then runs under

@@ -45,6 +45,9 @@ func TestStoryMatchesGenerate(t *testing.T) {
 // plugin with it, greedy, on each device: it prints what Engine.Generate
 // writes.
 func TestExampleHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example host and runs it end to end (skipped by -short, as make check runs; make test runs it)")
+	}
 	bin, plugin := exampleHost(t)
 	for _, device := range []string{"cpu", "webgpu"} {
 		t.Run(device, func(t *testing.T) {
@@ -74,6 +77,9 @@ func TestExampleHost(t *testing.T) {
 // and that stories260K also writes first from BOS, so its output was
 // `tessera run --steps 204`'s.)
 func TestExampleHostLikeRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example host and runs it end to end (skipped by -short, as make check runs; make test runs it)")
+	}
 	bin, plugin := exampleHost(t)
 	eng := load(t, "cpu")
 	const steps = 200

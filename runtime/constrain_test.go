@@ -226,6 +226,9 @@ func loadQwen3(t testing.TB) *runtime.Engine {
 }
 
 func TestConstrainedQwen3(t *testing.T) {
+	// Among the slowest of the package; its own files and engines (each
+	// with its own device), so it runs beside the other parallel ones.
+	t.Parallel()
 	eng := loadQwen3(t)
 	samples := 20
 	if testing.Short() {
@@ -381,6 +384,9 @@ func TestConstrainedWithOtherFeatures(t *testing.T) {
 // of the 151,936-token vocabulary is applied on the device
 // (TESSERA_CONSTRAIN_SAMPLES sets the samples per schema).
 func TestConstrainedQwen3WebGPU(t *testing.T) {
+	// Among the slowest of the package; its own files and engines (each
+	// with its own device), so it runs beside the other parallel ones.
+	t.Parallel()
 	path := syntheticQwen3(t)
 	tok := filepath.Join(shared, "..", "tokenizers", "qwen3", "tokenizer.json")
 	eng := loadWebGPU(t, path, runtime.Options{Tokenizer: tok})

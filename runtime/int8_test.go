@@ -96,6 +96,9 @@ func wide256(t *testing.T) string {
 // the same greedy tokens: stories260K for the types of 32-value blocks, a
 // synthetic model 256 wide for those of 256.
 func TestBlocksFilesWebGPUMatchesCPU(t *testing.T) {
+	// Among the slowest of the package; its own files and engines (each
+	// with its own device), so it runs beside the other parallel ones.
+	t.Parallel()
 	part := storyText(t)[:2500]
 	stories, wide := sharedFile(t, "stories260K.gguf"), wide256(t)
 	for _, typ := range dtype.BlockTypes {

@@ -44,6 +44,9 @@ func matching(a, b []int32) int {
 // decoding with a cache shared through the prefix cache (the second
 // request reuses the first's blocks) gives the same tokens as the first.
 func TestKVTypes(t *testing.T) {
+	// Among the slowest of the package; its own files and engines (each
+	// with its own device), so it runs beside the other parallel ones.
+	t.Parallel()
 	text := storyText(t)
 	ppl := map[string]map[backend.KVType]float64{}
 	for _, device := range []string{"cpu", "webgpu"} {

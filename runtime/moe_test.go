@@ -35,6 +35,9 @@ const moePrompt = "abc def ghi jkl mno pqr stu vwx yz ab cd ef gh"
 // halves) and between the CPU and WebGPU to rounding; and the same with
 // the prompt's expert products forced to the grouped GEMM.
 func TestMoEMatchesAcrossBackendsAndFormats(t *testing.T) {
+	// Among the slowest of the package; its own files and engines (each
+	// with its own device), so it runs beside the other parallel ones.
+	t.Parallel()
 	for _, shape := range moeShapes {
 		for _, typ := range []dtype.Type{dtype.F32, dtype.F16} {
 			t.Run(shape+"-"+typ.String(), func(t *testing.T) {

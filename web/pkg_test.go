@@ -51,6 +51,9 @@ func missing(t *testing.T, what string) {
 // webgpu package, Dawn, on SwiftShader's Vulkan driver), and a bad
 // request refused with a TesseraError naming its field.
 func TestNpmPack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("npm pack, npm install and Node end to end (skipped by -short, as make check runs; make test runs it)")
+	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		missing(t, "npm")

@@ -88,6 +88,9 @@ func TestEncodeBoundedAgrees(t *testing.T) {
 // business.) The work counted is merges, words and chunks; what is not
 // counted (normalizing, scanning for added tokens) is linear and fast.
 func TestEncodeBoundedStopsEarly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("8 MiB of hostile text per shape and tokenizer (skipped by -short, as make check runs; make test runs it)")
+	}
 	const bound = 4096
 	kinds := testKinds(t)
 	for _, sh := range hostileShapes {
