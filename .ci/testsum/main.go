@@ -50,7 +50,8 @@ type summary struct {
 	all      bool          // print every top-level test
 	module   string        // trimmed from package paths
 	started  time.Time
-	running  map[key]time.Time // top-level tests started and not finished
+	running  map[key]time.Time // top-level tests running, since they started or went on
+	paused   map[key]bool      // parallel tests waiting for the sequential ones
 	output   map[key][]string  // their output so far, subtests' included
 	pkgOut   map[string][]string
 	finished []result
@@ -96,7 +97,7 @@ func run(args []string, slow time.Duration, all bool, every time.Duration, top i
 	}
 	s := &summary{
 		out: os.Stdout, slow: slow, all: all, module: modulePath(goCmd), started: time.Now(),
-		running: map[key]time.Time{}, output: map[key][]string{},
+		running: map[key]time.Time{}, paused: map[key]bool{}, output: map[key][]string{},
 		pkgOut: map[string][]string{}, pkgs: map[string]string{},
 	}
 	if err := cmd.Start(); err != nil {
@@ -196,12 +197,17 @@ func (s *summary) handle(e event) {
 		return
 	}
 	switch e.Action {
-	case "run":
+	case "run", "cont":
 		s.running[k] = time.Now()
+		delete(s.paused, k)
+	case "pause":
+		delete(s.running, k)
+		s.paused[k] = true
 	case "output":
 		s.output[k] = append(s.output[k], e.Output)
 	case "pass", "fail", "skip":
 		delete(s.running, k)
+		delete(s.paused, k)
 		s.finished = append(s.finished, result{k, e.Action, e.Elapsed})
 		d := time.Duration(e.Elapsed * float64(time.Second))
 		switch {
@@ -235,7 +241,7 @@ func (s *summary) handlePackage(e event) {
 		for _, l := range s.pkgOut[e.Package] {
 			io.WriteString(s.out, "    "+l)
 		}
-		for k := range s.running {
+		for k := range s.output {
 			if k.pkg != e.Package {
 				continue
 			}
@@ -244,6 +250,7 @@ func (s *summary) handlePackage(e event) {
 				io.WriteString(s.out, "    "+l)
 			}
 			delete(s.running, k)
+			delete(s.paused, k)
 			delete(s.output, k)
 		}
 		fmt.Fprintf(s.out, "FAIL %s %.1fs\n", s.short(e.Package), e.Elapsed)
@@ -251,8 +258,9 @@ func (s *summary) handlePackage(e event) {
 	}
 }
 
-// heartbeat lists the top-level tests still running, oldest first, so
-// that a long package shows it is moving.
+// heartbeat lists the top-level tests running, longest first, each with
+// the time since it started or, if it is a parallel test, since it went
+// on after the sequential tests, so that a long package shows it is moving.
 func (s *summary) heartbeat() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

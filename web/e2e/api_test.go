@@ -333,9 +333,6 @@ type apiResult struct {
 }
 
 func TestBrowserAPI(t *testing.T) {
-	// Safe beside the other browser tests: each builds its own wasm into its
-	// own folder, serves it on its own port and drives its own Chromium.
-	t.Parallel()
 	exe := chromium()
 	if exe == "" {
 		if inCI() {

@@ -168,9 +168,6 @@ func waitDone(t *testing.T, ctx context.Context, timeout time.Duration) demoStat
 }
 
 func TestBrowserDemo(t *testing.T) {
-	// Safe beside the other browser tests: each builds its own wasm into its
-	// own folder, serves it on its own port and drives its own Chromium.
-	t.Parallel()
 	exe := chromium()
 	if exe == "" {
 		if inCI() {

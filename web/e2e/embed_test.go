@@ -23,9 +23,6 @@ import (
 // SwiftShader) returns the vectors the native engine computes, as floats
 // and as base64, for a synthetic BERT and a synthetic nomic-bert.
 func TestBrowserEmbeddings(t *testing.T) {
-	// Safe beside the other browser tests: each builds its own wasm into its
-	// own folder, serves it on its own port and drives its own Chromium.
-	t.Parallel()
 	exe := chromium()
 	if exe == "" {
 		if inCI() {
