@@ -7,8 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // BenchOptions shape a benchmark run.
@@ -133,8 +132,8 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	for _, a := range o.Adapters {
 		r.Adapters = append(r.Adapters, a.Name)
 	}
-	if be, ok := e.be.(*cpu.Backend); ok {
-		r.Threads, r.Kernels = be.Threads(), cpu.Kernels()
+	if d := backend.Describe(e.be); !d.GPU {
+		r.Threads, r.Kernels = d.Threads, d.Kernels
 	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
 		return r, fmt.Errorf("bench needs at least 2 generated tokens and a non-negative prompt")
@@ -271,23 +270,13 @@ func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []f
 
 // copyBandwidth probes the memory bandwidth of the engine's device.
 func (e *Engine) copyBandwidth() (float64, error) {
-	switch be := unwrap(e.be).(type) {
-	case *gpu.Backend:
-		return gpu.CopyBandwidth(be.Device(), 64<<20, 10)
-	case *cpu.Backend:
-		return cpu.CopyBandwidth(64<<20, 10), nil
-	}
-	return 0, nil
+	return backend.CopyBandwidth(e.be, 64<<20, 10)
 }
 
 // DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
 // the adapter.
 func (e *Engine) DeviceName() string {
-	if be, ok := unwrap(e.be).(*gpu.Backend); ok {
-		info := be.Device().Info()
-		return fmt.Sprintf("webgpu:%s (%s)", info.Adapter, info.Backend)
-	}
-	return e.be.Name()
+	return backend.Describe(e.be).Device
 }
 
 // benchMany runs o.Concurrency sequences at once, and with a shared prefix

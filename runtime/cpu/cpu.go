@@ -84,6 +84,22 @@ func Kernels() string { return kernel.Path() }
 // kernels (kernel.BlocksPath).
 func BlockKernels() bool { return kernel.BlocksPath() != "go" }
 
+// Describe says the backend runs on the CPU, with its kernels and
+// threads (backend.Describer).
+func (b *Backend) Describe() backend.Info {
+	return backend.Info{Device: "cpu", Kernels: Kernels(), Threads: b.Threads()}
+}
+
+// CopyBandwidth measures the memory bandwidth of the CPU
+// (backend.BandwidthProber): the package's CopyBandwidth.
+func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
+	return CopyBandwidth(int(bytes), iters), nil
+}
+
+// NewSibling opens another CPU backend with as many threads
+// (backend.Sibling); a CPU backend takes batches of any size.
+func (b *Backend) NewSibling(int) (backend.Backend, error) { return New(b.team.size), nil }
+
 func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {
@@ -386,7 +402,7 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	xs := x.(*Tensor)
 	out := make([]int32, n)
 	for i := range out {
-		out[i] = int32(Argmax(xs.Row(i)))
+		out[i] = int32(backend.ArgmaxRow(xs.Row(i)))
 	}
 	return out, nil
 }
@@ -394,7 +410,7 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 func (b *Backend) Mask(x backend.Tensor, r int, mask []uint32) {
 	xs := x.(*Tensor)
 	if r >= 0 && r < xs.rows && len(mask) >= (xs.cols+31)/32 {
-		MaskRow(xs.Row(r), mask)
+		backend.MaskRow(xs.Row(r), mask)
 	}
 }
 

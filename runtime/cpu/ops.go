@@ -214,28 +214,6 @@ func Softcap(x, cap float32) float32 { return cap * tanhf(x/cap) }
 
 func tanhf(x float32) float32 { return float32(math.Tanh(float64(x))) }
 
-// MaskRow sets x[i] to -Inf where bit i of mask is clear: the twin of the
-// mask kernel.
-func MaskRow(x []float32, mask []uint32) {
-	inf := float32(math.Inf(-1))
-	for i := range x {
-		if mask[i>>5]>>(i&31)&1 == 0 {
-			x[i] = inf
-		}
-	}
-}
-
-// Argmax returns the index of the largest value, the lowest among equals.
-func Argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 // TopK returns the k largest values of x and their indices, largest first,
 // the lower index first among equals.
 func TopK(x []float32, k int) ([]int32, []float32) {

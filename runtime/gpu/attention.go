@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -349,7 +350,7 @@ func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (Bu
 	}
 	if st.part == nil || st.part.Size() < size {
 		if size > b.info.MaxStorageBufferBindingSize {
-			return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", FormatBytes(size))
+			return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", dtype.FormatBytes(size))
 		}
 		// Grow by half again, so that a context that grows step by
 		// step does not allocate at every step.

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/shaders"
 )
@@ -98,6 +99,24 @@ func (b *Backend) Name() string { return "webgpu" }
 // Device returns the device the backend runs on.
 func (b *Backend) Device() Device { return b.dev }
 
+// Describe says the backend runs on its WebGPU adapter
+// (backend.Describer).
+func (b *Backend) Describe() backend.Info {
+	return backend.Info{Device: fmt.Sprintf("webgpu:%s (%s)", b.info.Adapter, b.info.Backend), GPU: true,
+		MaxBinding: b.info.MaxStorageBufferBindingSize}
+}
+
+// CopyBandwidth measures the device's memory bandwidth
+// (backend.BandwidthProber): the package's CopyBandwidth on b's device.
+func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
+	return CopyBandwidth(b.dev, bytes, iters)
+}
+
+// NewSibling opens another backend on b's device (backend.Sibling), with
+// the adapter's own plan: the device, its buffers' memory and the
+// pipelines compiled so far are shared; b keeps owning the device.
+func (b *Backend) NewSibling(maxRows int) (backend.Backend, error) { return NewBackend(b.dev, maxRows) }
+
 func (b *Backend) Stats() backend.Stats {
 	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes}
 }
@@ -128,7 +147,7 @@ func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
 	}
 	size := int64(rows) * int64(cols) * 4
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: activation of %d×%d exceeds the %s storage binding limit", rows, cols, FormatBytes(b.info.MaxStorageBufferBindingSize))
+		return nil, fmt.Errorf("gpu: activation of %d×%d exceeds the %s storage binding limit", rows, cols, dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	buf, err := b.buffer("activation", size, Storage|CopySrc|CopyDst)
 	if err != nil {
@@ -255,7 +274,7 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	size := int64(c.context) * c.slotBytes()
 	if size > b.info.MaxStorageBufferBindingSize {
 		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool or a narrower --kv-type",
-			FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
+			dtype.FormatBytes(size), dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	// Every row's sequence can have a table as long as the pool.
 	var err error

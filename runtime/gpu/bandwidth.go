@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"time"
 )
 
@@ -45,7 +46,7 @@ func CopyBandwidth(d Device, size int64, iters int) (gbps float64, err error) {
 	x := min(groups, int64(info.MaxComputeWorkgroupsPerDimension))
 	y := (groups + x - 1) / x
 	if y > int64(info.MaxComputeWorkgroupsPerDimension) {
-		return 0, fmt.Errorf("gpu: copy bandwidth: %s needs more workgroups than the device allows", FormatBytes(size))
+		return 0, fmt.Errorf("gpu: copy bandwidth: %s needs more workgroups than the device allows", dtype.FormatBytes(size))
 	}
 
 	p, err := d.Pipeline(Kernel{

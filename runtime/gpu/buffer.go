@@ -1,6 +1,9 @@
 package gpu
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/tessera-llm/tessera/models/dtype"
+)
 
 // The checks every Device implementation makes the same way, whatever
 // platform API sits behind it.
@@ -21,7 +24,7 @@ func checkNewBuffer(label string, size int64, usage Usage, info Info) (int64, er
 	alloc := align4(size)
 	if alloc > info.MaxBufferSize {
 		return 0, fmt.Errorf("gpu: buffer %q: %s exceeds the device's buffer size limit %s",
-			label, FormatBytes(size), FormatBytes(info.MaxBufferSize))
+			label, dtype.FormatBytes(size), dtype.FormatBytes(info.MaxBufferSize))
 	}
 	return alloc, nil
 }
@@ -93,7 +96,7 @@ func (b *bufferMeta) bindingSize(a Access, bind Binding, info Info, uniformAlign
 		return 0, fmt.Errorf("%d bytes at offset %d do not fit %v of %d bytes", size, bind.Offset, b, b.size)
 	case size > limit:
 		return 0, fmt.Errorf("%s of %v exceed the device's %s binding limit of %s; split the tensor across bindings",
-			FormatBytes(size), b, a, FormatBytes(limit))
+			dtype.FormatBytes(size), b, a, dtype.FormatBytes(limit))
 	}
 	return size, nil
 }

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"sync"
 )
 
@@ -164,7 +165,7 @@ func (d *device[B, G, P, L]) NewBuffer(label string, size int64, usage Usage) (B
 	}
 	h, err := d.api.newBuffer(label, alloc, usage)
 	if err != nil {
-		return nil, fmt.Errorf("gpu: creating buffer %q of %s: %w", label, FormatBytes(size), err)
+		return nil, fmt.Errorf("gpu: creating buffer %q of %s: %w", label, dtype.FormatBytes(size), err)
 	}
 	return &buffer[B, G, P, L]{d: d, h: h, bufferMeta: bufferMeta{label: label, size: size, alloc: alloc, usage: usage}}, nil
 }
@@ -231,7 +232,7 @@ func (d *device[B, G, P, L]) stagingBuffer(n int64) (B, error) {
 	buf, err := d.api.newStaging(size)
 	if err != nil {
 		var none B
-		return none, fmt.Errorf("gpu: creating a %s read-back buffer: %w", FormatBytes(size), err)
+		return none, fmt.Errorf("gpu: creating a %s read-back buffer: %w", dtype.FormatBytes(size), err)
 	}
 	if size <= stagingKeep {
 		d.dropStaging()

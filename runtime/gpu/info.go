@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"strings"
 )
 
@@ -48,28 +49,14 @@ func (i Info) String() string {
 	line("device type", "%s", orUnknown(i.DeviceType))
 	line("shader-f16", "%s", yesNo(i.ShaderF16))
 	line("timestamp-query", "%s", yesNo(i.TimestampQuery))
-	line("max storage binding size", "%s", FormatBytes(i.MaxStorageBufferBindingSize))
-	line("max buffer size", "%s", FormatBytes(i.MaxBufferSize))
-	line("max workgroup storage", "%s", FormatBytes(int64(i.MaxComputeWorkgroupStorageSize)))
+	line("max storage binding size", "%s", dtype.FormatBytes(i.MaxStorageBufferBindingSize))
+	line("max buffer size", "%s", dtype.FormatBytes(i.MaxBufferSize))
+	line("max workgroup storage", "%s", dtype.FormatBytes(int64(i.MaxComputeWorkgroupStorageSize)))
 	line("max invocations per workgroup", "%d", i.MaxComputeInvocationsPerWorkgroup)
 	line("max workgroups per dimension", "%d", i.MaxComputeWorkgroupsPerDimension)
 	line("storage offset alignment", "%d B", i.MinStorageBufferOffsetAlignment)
 	line("max storage buffers per stage", "%d", i.MaxStorageBuffersPerShaderStage)
 	return b.String()
-}
-
-// FormatBytes writes n with a binary unit: "512 B", "32 KiB", "2.0 GiB".
-func FormatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	v, u := float64(n), 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d %s", int64(v), units[u])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
 func orUnknown(s string) string {

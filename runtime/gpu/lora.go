@@ -188,7 +188,7 @@ func (b *Backend) uploadLoRA(dst *Buffer, data []byte, c *LoRA) error {
 		return nil
 	}
 	if int64(len(data)) > b.info.MaxStorageBufferBindingSize {
-		return fmt.Errorf("gpu: adapters of a %d-wide input (%s) exceed the storage binding limit", c.in, FormatBytes(int64(len(data))))
+		return fmt.Errorf("gpu: adapters of a %d-wide input (%s) exceed the storage binding limit", c.in, dtype.FormatBytes(int64(len(data))))
 	}
 	if *dst == nil || (*dst).Size() < int64(len(data)) {
 		buf, err := b.buffer("lora", int64(len(data)), Storage|CopyDst)

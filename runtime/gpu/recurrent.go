@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -43,7 +44,7 @@ func (b *Backend) NewRecurrent(s backend.RecurrentShape) (backend.Recurrent, err
 	r := &Recurrent{shape: s}
 	size := 4 * int64(s.Slots) * int64(r.stride())
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: one layer's recurrent states (%s) exceed the storage binding limit %s", FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
+		return nil, fmt.Errorf("gpu: one layer's recurrent states (%s) exceed the storage binding limit %s", dtype.FormatBytes(size), dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	for range s.Layers {
 		buf, err := b.buffer("recurrent state", size, Storage|CopyDst|CopySrc)
