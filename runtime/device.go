@@ -22,13 +22,14 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // GPUDevice is a WebGPU device already open (runtime/gpu's Device), as
 // Options.GPU takes one. It is declared here, as an alias, so that the
 // engine's options name the device layer's type while this file stays
 // the package's one import of it.
-type GPUDevice = gpu.Device
+type GPUDevice = webgpu.Device
 
 // GPUPlan is the WGSL backend's choice of kernels (runtime/gpu's Plan),
 // as Options.Plan forces one and SelfCheck.Forced reports the one the
@@ -39,9 +40,9 @@ type GPUPlan = gpu.Plan
 // errors.go), returned wrapped: test them with errors.Is.
 var (
 	// ErrDeviceLost: the GPU went away; the engine must be loaded again.
-	ErrDeviceLost = gpu.ErrDeviceLost
+	ErrDeviceLost = webgpu.ErrDeviceLost
 	// ErrNoAdapter: Device "webgpu" was asked for and no adapter exists.
-	ErrNoAdapter = gpu.ErrNoAdapter
+	ErrNoAdapter = webgpu.ErrNoAdapter
 )
 
 // newCPU opens the CPU backend with up to threads goroutines (0: one per
@@ -105,7 +106,7 @@ func softwareOnly(opts Options) (string, bool) {
 	if opts.GPU != nil || opts.Adapter != "" {
 		return "", false
 	}
-	infos, err := gpu.Adapters()
+	infos, err := webgpu.Adapters()
 	if err != nil || len(infos) == 0 {
 		return "", false
 	}
@@ -122,7 +123,7 @@ func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
 	if opts.GPU != nil {
 		return gpu.NewBackend(opts.GPU, maxRows)
 	}
-	dev, err := gpu.Open(gpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
+	dev, err := webgpu.Open(webgpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
 	if err != nil {
 		return nil, err
 	}

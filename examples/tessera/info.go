@@ -12,7 +12,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -154,7 +154,7 @@ func kvBytes(c models.Config) string {
 
 // deviceInfo lists the adapters and describes the one Tessera opens.
 func deviceInfo(e *env, adapter string) error {
-	infos, err := gpu.Adapters()
+	infos, err := webgpu.Adapters()
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func deviceInfo(e *env, adapter string) error {
 	for i, a := range infos {
 		fmt.Fprintf(e.stdout, "  %d  %s (%s, %s)\n", i, a.Adapter, a.Backend, a.DeviceType)
 	}
-	dev, err := gpu.Open(gpu.Options{Adapter: adapter})
+	dev, err := webgpu.Open(webgpu.Options{Adapter: adapter})
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -100,7 +100,7 @@ func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
 // (backend.Sibling); a CPU backend takes batches of any size.
 func (b *Backend) NewSibling(int) (backend.Backend, error) { return New(b.team.size), nil }
 
-func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+func (b *Backend) Upload(t *tensor.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {
 		return nil, err
@@ -317,18 +317,18 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 
 // GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
 // same bits as Silu's, element by element.
-func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
+func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
 	gs, us := g.Data[:n], u.Data[:n]
-	if act == models.SwiGLUOAI {
+	if act == tensor.SwiGLUOAI {
 		for i, x := range gs {
 			gs[i] = SwiGLUOAI(x, us[i])
 		}
 		return
 	}
-	if act != models.SiLU {
+	if act != tensor.SiLU {
 		for i, x := range gs {
 			gs[i] = Act(act, x) * us[i]
 		}

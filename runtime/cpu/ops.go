@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -121,7 +121,7 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 		head := x[h*r.HeadDim : (h+1)*r.HeadDim]
 		for i := 0; i < r.Dim/2; i++ {
 			a, b := i, i+r.Dim/2 // halves
-			if r.Layout == models.RopePairs {
+			if r.Layout == tensor.RopePairs {
 				a, b = 2*i, 2*i+1
 			}
 			c, s := cs[2*i], cs[2*i+1]
@@ -196,11 +196,11 @@ func GELUTanh(x float32) float32 {
 }
 
 // Act applies activation a.
-func Act(a models.Activation, x float32) float32 {
+func Act(a tensor.Activation, x float32) float32 {
 	switch a {
-	case models.GELUTanh:
+	case tensor.GELUTanh:
 		return GELUTanh(x)
-	case models.Sigmoid:
+	case tensor.Sigmoid:
 		return Sigmoid(x)
 	}
 	return Silu(x)

@@ -1,5 +1,7 @@
 package gpu
 
+import "github.com/tessera-llm/tessera/runtime/gpu/webgpu"
+
 // Plan forces kernel choices that a Backend otherwise makes from the
 // adapter and the shapes: for tests and benchmarks that compare the plans
 // one adapter can run (a GPU's kernels on lavapipe, say). The zero value
@@ -70,7 +72,7 @@ type Rung struct {
 // names what it gives up, which is what failed when the rung above it did
 // not pass. The ladder lives here because its rungs are this backend's
 // kernel choices; the engine only runs them (runtime/device.go).
-func Plainer(base Plan, i Info) []Rung {
+func Plainer(base Plan, i webgpu.Info) []Rung {
 	steps := []struct {
 		name  string
 		apply func(p *Plan)
