@@ -2,7 +2,7 @@ package runtime
 
 // This file is where the engine chooses its hardware, and the only file
 // of the package that imports a backend (runtime/cpu, runtime/gpu) or the
-// WebGPU device layer: everything else talks to runtime/backend, the seam,
+// WebGPU device layer (runtime/gpu/webgpu): everything else talks to runtime/backend, the seam,
 // and asks a backend what it runs on through its optional interfaces
 // (backend.Describe, backend.CopyBandwidth, backend.NewSibling), as
 // ggml's registry asks a device for its properties. A new backend is
@@ -25,10 +25,10 @@ import (
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
-// GPUDevice is a WebGPU device already open (runtime/gpu's Device), as
-// Options.GPU takes one. It is declared here, as an alias, so that the
-// engine's options name the device layer's type while this file stays
-// the package's one import of it.
+// GPUDevice is a WebGPU device already open (the device layer's,
+// runtime/gpu/webgpu.Device), as Options.GPU takes one. It is declared
+// here, as an alias, so that the engine's options name the device layer's
+// type while this file stays the package's one import of it.
 type GPUDevice = webgpu.Device
 
 // GPUPlan is the WGSL backend's choice of kernels (runtime/gpu's Plan),
@@ -36,8 +36,8 @@ type GPUDevice = webgpu.Device
 // self-check chose.
 type GPUPlan = gpu.Plan
 
-// The errors of the WebGPU backend a caller may need to tell apart (see
-// errors.go), returned wrapped: test them with errors.Is.
+// The errors of the WebGPU device layer a caller may need to tell apart
+// (see errors.go), returned wrapped: test them with errors.Is.
 var (
 	// ErrDeviceLost: the GPU went away; the engine must be loaded again.
 	ErrDeviceLost = webgpu.ErrDeviceLost

@@ -10,6 +10,12 @@
 // number of tokens in the current Batch, capped by the rows the destination
 // was allocated with. Output tensors (NewOutputTensor) hold one row per
 // output of the batch instead (Batch.Out): the rows whose logits are wanted.
+//
+// The seam is the engine's only door to the hardware: what the engine
+// needs to know of a backend's device is asked through optional
+// interfaces (device.go: Describe, CopyBandwidth, NewSibling), never by
+// type. The model tensors it uploads are models/tensor's, a leaf, so that
+// neither the seam nor a backend imports the model loaders.
 package backend
 
 import (
