@@ -81,7 +81,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "dispatches/token  %.0f\n", r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "dispatches/token  %.0f%s\n", r.DispatchesPerToken, hostNote(r))
 		fmt.Fprintf(e.stdout, "round trips       %.2f a token, %.0f bytes read back a token\n", r.RoundTripsPerToken, r.ReadbackBytesPerToken)
 		if r.Draft != "" {
 			fmt.Fprintf(e.stdout, "speculation       draft %s: acceptance %.0f%%, %.2f tokens per target step, %.2f round trips per token; plain decode %.1f tok/s, speed-up %.2fx\n",
@@ -126,5 +126,13 @@ func printMany(e *env, r runtime.BenchResult, note string) {
 		note, r.Concurrency, r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.TTFTms)
 	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
 		note, r.KVPeakBlocks, dtype.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
-	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)\n", note, r.DispatchesPerToken)
+	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)%s\n", note, r.DispatchesPerToken, hostNote(r))
+}
+
+// hostNote is the host's cost a dispatch, on a GPU backend.
+func hostNote(r runtime.BenchResult) string {
+	if r.HostUsPerDispatch <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the host %.2f µs a dispatch recording and submitting", r.HostUsPerDispatch)
 }

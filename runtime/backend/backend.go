@@ -21,6 +21,7 @@ package backend
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/tessera-llm/tessera/models/tensor"
 )
@@ -368,6 +369,12 @@ type Stats struct {
 	// ReadBytes is what the GPU read back from the device so far (the
 	// CPU: 0, nothing crosses a bus).
 	ReadBytes int64
+	// Host is the wall time the GPU backend's caller spent recording and
+	// submitting steps so far: from each step's Begin to the return of
+	// its submission, waits for the device excluded (the CPU: 0). Over
+	// Dispatches it is the host's cost a dispatch, what a faster GPU
+	// cannot hide.
+	Host time.Duration
 }
 
 // Slot is the cache slot of row i of the batch: where its key and value go.

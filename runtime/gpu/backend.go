@@ -17,6 +17,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
@@ -55,17 +56,17 @@ type Backend struct {
 	batch       backend.Batch
 	calls       map[callKey]*call
 	freqs       map[ropeKey]webgpu.Buffer
-	owned       []webgpu.Buffer          // released by Close
-	err         error                    // the first error met while recording
-	memory      int64                    // bytes in owned buffers
-	pending     bool                     // work recorded since the last submit
-	ownsDevice  bool                     // Close closes dev
-	attn        *attnState               // attention's scratch, made on first use
-	uniforms    map[string]webgpu.Buffer // the fused ops' parameters, by content
-	scratches   map[[3]int]*Tensor       // the fused ops' intermediate values: rows, cols, output
-	enc         *encState                // the encoders' per-step buffers (encoder.go), made on first use
-	seq         uint64                   // counts recorded dispatches and writes: what a nextInput is valid for
-	next        nextInput                // the input a residual projection prepared for the next norm (fused.go)
+	owned       []webgpu.Buffer            // released by Close
+	err         error                      // the first error met while recording
+	memory      int64                      // bytes in owned buffers
+	pending     bool                       // work recorded since the last submit
+	ownsDevice  bool                       // Close closes dev
+	attn        *attnState                 // attention's scratch, made on first use
+	uniforms    map[paramKey]webgpu.Buffer // the fused ops' parameters, by content
+	scratches   map[[3]int]*Tensor         // the fused ops' intermediate values: rows, cols, output
+	enc         *encState                  // the encoders' per-step buffers (encoder.go), made on first use
+	seq         uint64                     // counts recorded dispatches and writes: what a nextInput is valid for
+	next        nextInput                  // the input a residual projection prepared for the next norm (fused.go)
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
@@ -78,6 +79,11 @@ type Backend struct {
 
 	smp       *sampling // on-device sampling (sampling.go), made on first use
 	readBytes int64     // bytes read back so far
+
+	// The host's time recording and submitting (Stats.Host): the start of
+	// the step being recorded (zero when none is) and the sum so far.
+	hostStart time.Time
+	host      time.Duration
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -129,7 +135,7 @@ func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
 func (b *Backend) NewSibling(maxRows int) (backend.Backend, error) { return NewBackend(b.dev, maxRows) }
 
 func (b *Backend) Stats() backend.Stats {
-	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes}
+	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes, Host: b.host}
 }
 
 func (b *Backend) buffer(label string, size int64, u webgpu.Usage) (webgpu.Buffer, error) {
@@ -327,6 +333,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 			return err
 		}
 	}
+	b.startHost()
 	b.kept, b.keptRows = 0, 0
 	b.beginEncoder()
 	slots := make([]int32, n)
@@ -511,6 +518,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	if err := batch.Validate(b.maxRows); err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
+	b.startHost()
 	slots := make([]int32, n)
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))
@@ -615,10 +623,22 @@ func (b *Backend) chainBuffers() error {
 // submit submits what was recorded.
 func (b *Backend) submit() error {
 	b.pending = false
-	if err := b.rec.Submit(); err != nil {
+	err := b.rec.Submit()
+	if !b.hostStart.IsZero() {
+		b.host += time.Since(b.hostStart)
+		b.hostStart = time.Time{}
+	}
+	if err != nil {
 		return fmt.Errorf("gpu: submit: %w", err)
 	}
 	return nil
+}
+
+// startHost marks the start of a step's recording (Stats.Host).
+func (b *Backend) startHost() {
+	if b.hostStart.IsZero() {
+		b.hostStart = time.Now()
+	}
 }
 
 // OwnDevice makes Close close the device too: for a backend that was
@@ -683,12 +703,36 @@ func f32param(v float32) uint32 { return math.Float32bits(v) }
 const paramsSize = 64
 
 // callKey identifies one recorded call site: the same op with the same
-// operands and parameters reuses its bind group.
+// operands and parameters reuses its bind group. It is made at every
+// dispatch, so it is made of values, not of strings built for it: the
+// kernel's name and fusion as they are, and the parameters inline.
 type callKey struct {
 	kernel string
-	params string
+	fusion shaders.Fusion
+	params paramKey
 	ops    [12]webgpu.Binding
 }
+
+// paramKey is params as a map key: up to 16 values inline (paramsSize's
+// worth), longer lists as their bytes.
+type paramKey struct {
+	n    int
+	vals [paramsSize / 4]uint32
+	more string
+}
+
+func keyOf(p params) paramKey {
+	k := paramKey{n: len(p)}
+	if len(p) > len(k.vals) {
+		k.more = string(u32bytes(p))
+		return k
+	}
+	copy(k.vals[:], p)
+	return k
+}
+
+// name is the kernel variant the call runs (Backend.Kernels).
+func (k callKey) name() string { return k.kernel + k.fusion.String() }
 
 type call struct {
 	pipe  webgpu.Pipeline
@@ -702,7 +746,7 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.err != nil {
 		return
 	}
-	key := callKey{kernel: o.kernel + o.fusion.String(), params: string(u32bytes(p))}
+	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
 	if !ok {
@@ -719,7 +763,7 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	b.rec.Dispatch(c.pipe, c.group, x, y, z)
 	b.pending = true
 	b.seq++
-	if b.plan.Fault != "" && key.kernel == b.plan.Fault && len(operands) > 0 {
+	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
 }
@@ -729,7 +773,7 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 func (b *Backend) Kernels() []string {
 	seen := map[string]bool{}
 	for k := range b.calls {
-		seen[k.kernel] = true
+		seen[k.name()] = true
 	}
 	return slices.Sorted(maps.Keys(seen))
 }

@@ -352,7 +352,7 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]webg
 // uniform returns a uniform buffer holding p (padded like every
 // parameter buffer), one per distinct content.
 func (b *Backend) uniform(p params) (webgpu.Buffer, error) {
-	key := string(u32bytes(p))
+	key := keyOf(p)
 	if buf, ok := b.uniforms[key]; ok {
 		return buf, nil
 	}
@@ -365,7 +365,7 @@ func (b *Backend) uniform(p params) (webgpu.Buffer, error) {
 		return nil, err
 	}
 	if b.uniforms == nil {
-		b.uniforms = map[string]webgpu.Buffer{}
+		b.uniforms = map[paramKey]webgpu.Buffer{}
 	}
 	b.uniforms[key] = buf
 	return buf, nil
