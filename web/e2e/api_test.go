@@ -48,7 +48,7 @@ document.title = "ready";
 </script>`
 
 // startBrowser launches headless Chromium for t, with WebGPU unless noGPU.
-func startBrowser(t *testing.T, exe string, noGPU bool) (context.Context, *console) {
+func startBrowser(t testing.TB, exe string, noGPU bool) (context.Context, *console) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.NoFirstRun,
