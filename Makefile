@@ -55,12 +55,13 @@ test: deps vet test-arm64
 
 # check is the quick loop, under 3 minutes on a 2-core machine: gofmt and
 # go vet, every package's tests with -short except the slow ones below
-# (-short skips the tests that build and run whole programs, npm and Node,
-# or megabytes of text), and the golden story: llama2.c's greedy tokens of
+# (CHECK_SLOW: their tests load models or build programs; -short skips the
+# tests of the others that build and run whole programs, npm and Node, or
+# megabytes of text), and the golden story: llama2.c's greedy tokens of
 # stories260K through the engine on the CPU and on WebGPU (lavapipe where
 # there is no GPU), plus CHECK_RUNTIME's selection of the engine's tests.
 # `make test` runs everything, -short or not.
-CHECK_SLOW    ?= runtime|runtime/gpu|runtime/server|web/e2e|examples/tessera|examples/desktop
+CHECK_SLOW    ?= runtime|runtime/gpu|runtime/server|host|web/e2e|examples/tessera|examples/desktop
 CHECK_RUNTIME ?= ^(TestGoldenGreedy|TestGoldenGreedyWebGPU|TestPromptContinuation)$$
 CHECKFLAGS    ?= -count=1 -timeout 5m
 check: vet-quick

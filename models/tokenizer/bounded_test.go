@@ -49,6 +49,9 @@ func boundedTexts() []string {
 // EncodeSpecial's), at the bound too, and one id less is ErrTooLong, with
 // the bound in the message.
 func TestEncodeBoundedAgrees(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every tokenizer kind, text, BOS and special flag (skipped by -short, as make check runs; make test runs it)")
+	}
 	ctx := context.Background()
 	for _, k := range testKinds(t) {
 		for _, text := range boundedTexts() {
