@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // The request and response bodies of OpenAI's API, as far as Tessera
@@ -15,11 +15,11 @@ import (
 // pointers so that an absent field takes OpenAI's default rather than 0.
 
 // sampling holds the fields chat and completions requests share: the
-// model, streaming, and (chatapi.Sampling, which the browser's
+// model, streaming, and (wire.Sampling, which the browser's
 // JavaScript API reads too) how to sample.
 type sampling struct {
 	Model string `json:"model"`
-	chatapi.Sampling
+	wire.Sampling
 	Stream        bool          `json:"stream"`
 	StreamOptions streamOptions `json:"stream_options"`
 	User          string        `json:"user"`
@@ -50,13 +50,13 @@ type chatRequest struct {
 	Transcript bool `json:"transcript"`
 }
 
-// The Chat Completions request's messages and tools are chatapi's, which
+// The Chat Completions request's messages and tools are wire's, which
 // the browser's JavaScript API reads too.
 type (
-	chatMessage = chatapi.Message
-	textContent = chatapi.Content
-	tool        = chatapi.Tool
-	toolCall    = chatapi.ToolCall
+	chatMessage = wire.Message
+	textContent = wire.Content
+	tool        = wire.Tool
+	toolCall    = wire.ToolCall
 )
 
 // completionRequest is POST /v1/completions.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // chat is POST /v1/chat/completions: the messages go through the model's
@@ -29,13 +29,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
 		return err
 	}
-	if req.Messages, err = chatapi.ChatMessages(body.Messages); err != nil {
+	if req.Messages, err = wire.ChatMessages(body.Messages); err != nil {
 		return err
 	}
-	if req.Images, err = chatapi.Images(body.Messages, s.opts.ImageLimits); err != nil {
+	if req.Images, err = wire.Images(body.Messages, s.opts.ImageLimits); err != nil {
 		return err
 	}
-	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
+	if req.TemplateVars, err = wire.TemplateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
 		return err
 	}
 	conv, err := newConversation(r.Context(), m, req, body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
@@ -43,7 +43,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req = conv.req
-	if req.TopLogprobs, err = chatapi.ChatLogprobs(body.Logprobs, body.TopLogprobs); err != nil {
+	if req.TopLogprobs, err = wire.ChatLogprobs(body.Logprobs, body.TopLogprobs); err != nil {
 		return err
 	}
 	req.Logprobs = body.Logprobs

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // complete is POST /v1/completions: each prompt (text or token ids) is
@@ -35,7 +35,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	case body.Suffix != nil && *body.Suffix != "":
 		return badRequest("suffix", "suffix (fill in the middle) is not supported")
 	}
-	logprobs, top, err := chatapi.CompletionLogprobs(body.Logprobs)
+	logprobs, top, err := wire.CompletionLogprobs(body.Logprobs)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
 	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // Anthropic's Messages API: POST /v1/messages and
@@ -236,7 +236,7 @@ func (body *anthropicRequest) conversation(ctx context.Context, m *model, genera
 		return nil, err
 	}
 	for i, u := range images {
-		img, err := chatapi.DecodeImageURL(u, lim)
+		img, err := wire.DecodeImageURL(u, lim)
 		if err != nil {
 			return nil, badRequest("messages", "image %d: %v", i, err)
 		}
@@ -287,7 +287,7 @@ func (body *anthropicRequest) sampling(ctxLen int) (runtime.Request, error) {
 	if t := body.Temperature; t != nil && !(*t >= 0 && *t <= 1) {
 		return runtime.Request{}, badRequest("temperature", "temperature must be between 0 and 1, not %g", *t)
 	}
-	sp := sampling{Model: body.Model, Sampling: chatapi.Sampling{MaxTokens: body.MaxTokens, Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK}}
+	sp := sampling{Model: body.Model, Sampling: wire.Sampling{MaxTokens: body.MaxTokens, Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK}}
 	req, _, err := sp.request(ctxLen, 1)
 	if err != nil {
 		return req, err
@@ -582,7 +582,7 @@ func (body *anthropicRequest) templateVars(r chat.Renderer) (map[string]any, err
 	default:
 		return nil, badRequest("output_config", "output_config.effort %q is not one of low, medium, high, xhigh and max", effort)
 	}
-	return chatapi.TemplateVars(vars, effort)
+	return wire.TemplateVars(vars, effort)
 }
 
 // format is the grammar of output_config.format, Anthropic's structured
@@ -595,7 +595,7 @@ func (body *anthropicRequest) format() (*grammar.Grammar, error) {
 	if f.Type != "json_schema" || len(f.Schema) == 0 || isNull(f.Schema) {
 		return nil, badRequest("output_config", `output_config.format must be {"type": "json_schema", "schema": {...}}`)
 	}
-	g, err := grammar.JSONSchema(f.Schema, grammar.SchemaOptions{})
+	g, err := grammar.Spec{Schema: f.Schema}.Compile()
 	if err != nil {
 		return nil, badRequest("output_config", "output_config.format.schema: %v", err)
 	}

@@ -11,8 +11,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
-	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // POST /v1/responses is OpenAI's Responses API: a conversation given as
@@ -129,7 +128,7 @@ func (in *responseInput) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(raw, &in.Items[i]); err != nil {
 			var typeErr *json.UnmarshalTypeError
 			if errors.As(err, &typeErr) && typeErr.Field != "" {
-				return badRequest("input", "input[%d].%s must be %s, not a JSON %s", i, typeErr.Field, typeName(typeErr.Type.String()), typeErr.Value)
+				return badRequest("input", "input[%d].%s must be %s, not a JSON %s", i, typeErr.Field, wire.TypeName(typeErr.Type.String()), typeErr.Value)
 			}
 			return badRequest("input", "input[%d] must be an input item (an object)", i)
 		}
@@ -351,18 +350,14 @@ func (b *responsesRequest) check() error {
 }
 
 // responseFormat is text.format as the grammar's response_format.
-func (b *responsesRequest) responseFormat() *grammar.ResponseFormat {
+func (b *responsesRequest) responseFormat() *wire.ResponseFormat {
 	if b.Text == nil || b.Text.Format == nil || b.Text.Format.Type == "text" {
 		return nil
 	}
 	f := b.Text.Format
-	rf := &grammar.ResponseFormat{Type: f.Type}
+	rf := &wire.ResponseFormat{Type: f.Type}
 	if f.Type == "json_schema" {
-		rf.JSONSchema = &struct {
-			Name   string          `json:"name"`
-			Schema json.RawMessage `json:"schema"`
-			Strict *bool           `json:"strict"`
-		}{Name: f.Name, Schema: f.Schema, Strict: f.Strict}
+		rf.JSONSchema = &wire.JSONSchema{Name: f.Name, Schema: f.Schema, Strict: f.Strict}
 	}
 	return rf
 }
@@ -438,7 +433,7 @@ func (s *Server) responseConversation(ctx context.Context, path string, body *re
 		return nil, nil, nil, err
 	}
 	for i, u := range images {
-		img, err := chatapi.DecodeImageURL(u, s.opts.ImageLimits)
+		img, err := wire.DecodeImageURL(u, s.opts.ImageLimits)
 		if err != nil {
 			return nil, nil, nil, badRequest("input", "image %d: %v", i, err)
 		}
@@ -455,7 +450,7 @@ func (s *Server) responseConversation(ctx context.Context, path string, body *re
 	if body.Reasoning != nil && body.Reasoning.Effort != nil {
 		effort = *body.Reasoning.Effort
 	}
-	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, effort); err != nil {
+	if req.TemplateVars, err = wire.TemplateVars(body.ChatTemplateKwargs, effort); err != nil {
 		return nil, nil, nil, err
 	}
 	tools, choice, err := body.chatTools()

@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// Tool calling: tools and tool_choice are read by chatapi.Tools (the
+// Tool calling: tools and tool_choice are read by wire.Tools (the
 // browser reads them the same way) into the definitions the template
 // renders and the calls the reply is read for or held to
 // (runtime.ChatTools); the Responses and Messages dialects turn their own

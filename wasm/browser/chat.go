@@ -6,14 +6,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"syscall/js"
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // A chat in the browser is the request of OpenAI's Chat Completions, as
@@ -26,20 +25,20 @@ import (
 
 // chatInput is a {messages} input of generate and tokenize.
 type chatInput struct {
-	Messages           []chatapi.Message `json:"messages"`
-	Tools              []chatapi.Tool    `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
-	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
-	ReasoningEffort    string            `json:"reasoning_effort"`
+	Messages           []wire.Message  `json:"messages"`
+	Tools              []wire.Tool     `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
+	ReasoningEffort    string          `json:"reasoning_effort"`
 }
 
 func badRequest(param, format string, args ...any) error {
-	return &chatapi.ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+	return &wire.ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
 // readChat reads a {messages} input as JSON, and the messages and
-// template variables of the request it makes (chatapi, as the server).
+// template variables of the request it makes (wire, as the server).
 func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 	var req runtime.Request
 	s, err := jsCall(js.Global().Get("JSON"), "stringify", v)
@@ -47,33 +46,26 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 		return req, nil, badRequest("messages", "the request is not JSON: %v", err)
 	}
 	in := &chatInput{}
-	if err := json.Unmarshal([]byte(s.String()), in); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return req, nil, badRequest(te.Field, "%s cannot be a JSON %s", te.Field, te.Value)
-		}
-		if _, ok := chatapi.AsParam(err); ok {
-			return req, nil, err
-		}
-		return req, nil, badRequest("messages", "%v", err)
-	}
-	if req.Messages, err = chatapi.ChatMessages(in.Messages); err != nil {
+	if err := wire.Unmarshal([]byte(s.String()), in); err != nil {
 		return req, nil, err
 	}
-	if req.Images, err = chatapi.Images(in.Messages, vision.DefaultLimits); err != nil {
+	if req.Messages, err = wire.ChatMessages(in.Messages); err != nil {
 		return req, nil, err
 	}
-	if req.TemplateVars, err = chatapi.TemplateVars(in.ChatTemplateKwargs, in.ReasoningEffort); err != nil {
+	if req.Images, err = wire.Images(in.Messages, vision.DefaultLimits); err != nil {
+		return req, nil, err
+	}
+	if req.TemplateVars, err = wire.TemplateVars(in.ChatTemplateKwargs, in.ReasoningEffort); err != nil {
 		return req, nil, err
 	}
 	return req, in, nil
 }
 
 // prepareChat readies req, read from in, to run on eng: its tools
-// (chatapi.Tools), and (runtime.Engine.PrepareChat) the prompt's tokens,
+// (wire.Tools), and (runtime.Engine.PrepareChat) the prompt's tokens,
 // a required call's grammar and prefill, and how its reply is read.
 func prepareChat(ctx context.Context, eng *runtime.Engine, req runtime.Request, in *chatInput) (runtime.Request, chat.ParseOptions, error) {
-	defs, tools, err := chatapi.Tools(in.Tools, in.ToolChoice, in.ParallelToolCalls == nil || *in.ParallelToolCalls, eng.ReplyFormat())
+	defs, tools, err := wire.Tools(in.Tools, in.ToolChoice, in.ParallelToolCalls == nil || *in.ParallelToolCalls, eng.ReplyFormat())
 	if err != nil {
 		return req, chat.ParseOptions{}, err
 	}
