@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // Loading and unloading LoRA adapters at run time, in vLLM's shape
@@ -153,18 +154,10 @@ func writeText(w http.ResponseWriter, text string) {
 	fmt.Fprintln(w, text)
 }
 
-// loraRef is an entry of a request's "lora" list, llama-server's
-// per-request adapters: a loaded adapter of the model by name, or by id
-// (llama-server's: its place among the model's adapters as /v1/models
-// lists them), and its scale (default 1; 0 leaves it out, as llama-server
-// does), which multiplies the scale the adapter was loaded with (1 unless
-// tessera serve --lora FILE:SCALE said otherwise). Several apply together,
-// y = x·W + Σ s_j·(x·A_j)·B_j.
-type loraRef struct {
-	ID    *int     `json:"id"`
-	Name  string   `json:"name"`
-	Scale *float64 `json:"scale"`
-}
+// loraRef is an entry of a request's "lora" list (wire.LoRARef): a
+// loaded adapter of the model by name or by id, and its scale. Several
+// apply together, y = x·W + Σ s_j·(x·A_j)·B_j.
+type loraRef = wire.LoRARef
 
 // maxLoRAScale bounds a request's scale: past it, an adapter's term
 // swamps the weights' and the logits are noise or overflow.

@@ -45,7 +45,7 @@ func jsonField(f string) string {
 	parts := strings.Split(f, ".")
 	kept := parts[:0]
 	for _, p := range parts {
-		if p != "sampling" && p != "Sampling" && p != "Fields" {
+		if p != "sampling" && p != "Sampling" && p != "Fields" && p != "Generation" && p != "Chat" {
 			kept = append(kept, p)
 		}
 	}

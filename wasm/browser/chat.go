@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"syscall/js"
 
@@ -23,15 +22,10 @@ import (
 // never a crash; the reply is read as it is generated (runtime's
 // ReplyReader) into reasoning, text and tool calls.
 
-// chatInput is a {messages} input of generate and tokenize.
-type chatInput struct {
-	Messages           []wire.Message  `json:"messages"`
-	Tools              []wire.Tool     `json:"tools"`
-	ToolChoice         json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
-	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
-	ReasoningEffort    string          `json:"reasoning_effort"`
-}
+// chatInput is a {messages} input of generate and tokenize: the
+// conversation fields of a chat request (wire.Chat), as the server reads
+// them.
+type chatInput = wire.Chat
 
 func badRequest(param, format string, args ...any) error {
 	return &wire.ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
@@ -49,13 +43,7 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 	if err := wire.Unmarshal([]byte(s.String()), in); err != nil {
 		return req, nil, err
 	}
-	if req.Messages, err = wire.ChatMessages(in.Messages); err != nil {
-		return req, nil, err
-	}
-	if req.Images, err = wire.Images(in.Messages, vision.DefaultLimits); err != nil {
-		return req, nil, err
-	}
-	if req.TemplateVars, err = wire.TemplateVars(in.ChatTemplateKwargs, in.ReasoningEffort); err != nil {
+	if err := in.Read(&req, vision.DefaultLimits); err != nil {
 		return req, nil, err
 	}
 	return req, in, nil
@@ -65,7 +53,7 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 // (wire.Tools), and (runtime.Engine.PrepareChat) the prompt's tokens,
 // a required call's grammar and prefill, and how its reply is read.
 func prepareChat(ctx context.Context, eng *runtime.Engine, req runtime.Request, in *chatInput) (runtime.Request, chat.ParseOptions, error) {
-	defs, tools, err := wire.Tools(in.Tools, in.ToolChoice, in.ParallelToolCalls == nil || *in.ParallelToolCalls, eng.ReplyFormat())
+	defs, tools, err := in.ChatTools(eng.ReplyFormat())
 	if err != nil {
 		return req, chat.ParseOptions{}, err
 	}
