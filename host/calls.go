@@ -456,12 +456,9 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 	} else if maxTokens == 0 {
 		maxTokens = eng.Model().Config.Context
 	}
-	var adapters []runtime.AdapterRef
-	for i, ad := range req.Adapters {
-		if ad.Name == "" {
-			return runtime.Request{}, r.fail(abi.ErrArgument, "adapters[%d] needs a name", i)
-		}
-		adapters = append(adapters, runtime.AdapterRef{Name: ad.Name, Scale: ad.Scale})
+	adapters, err := wire.Adapters("adapters", wire.PluginAdapters(req.Adapters))
+	if err != nil {
+		return runtime.Request{}, r.fail(abi.ErrArgument, "%v", err)
 	}
 	ereq.Tokens, ereq.Images, ereq.MaxTokens, ereq.Adapters = ids, images, maxTokens, adapters
 	return ereq, abi.OK

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,10 +158,6 @@ func writeText(w http.ResponseWriter, text string) {
 // apply together, y = x·W + Σ s_j·(x·A_j)·B_j.
 type loraRef = wire.LoRARef
 
-// maxLoRAScale bounds a request's scale: past it, an adapter's term
-// swamps the weights' and the logits are noise or overflow.
-const maxLoRAScale = 1000
-
 // requestAdapters is what a request of this model with the lora list
 // runs with: the list on a base model, else the adapter of a BASE:ADAPTER
 // name (the two do not mix).
@@ -179,8 +174,7 @@ func (m *model) requestAdapters(list []loraRef) ([]runtime.AdapterRef, error) {
 			loaded = append(loaded, a.Name)
 		}
 	}
-	var refs []runtime.AdapterRef
-	seen := map[string]bool{}
+	named := make([]wire.Adapter, len(list))
 	for i, l := range list {
 		name := l.Name
 		switch {
@@ -198,20 +192,11 @@ func (m *model) requestAdapters(list []loraRef) ([]runtime.AdapterRef, error) {
 			return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, param: &param,
 				msg: fmt.Sprintf("lora[%d]: the LoRA adapter %q is not loaded on %s", i, name, m.name)}
 		}
-		if seen[name] {
-			return nil, badRequest("lora", "lora[%d]: the adapter %q is listed twice", i, name)
-		}
-		seen[name] = true
-		scale := 1.0
+		named[i] = wire.Adapter{Name: name, Scale: 1}
 		if l.Scale != nil {
-			scale = *l.Scale
-		}
-		if !(math.Abs(scale) <= maxLoRAScale) { // NaN too
-			return nil, badRequest("lora", "lora[%d]: scale %v is outside [-%d, %d]", i, scale, maxLoRAScale, maxLoRAScale)
-		}
-		if scale != 0 {
-			refs = append(refs, runtime.AdapterRef{Name: name, Scale: float32(scale)})
+			named[i].Scale = *l.Scale
 		}
 	}
-	return refs, nil
+	// Named, listed once, scaled within bounds: as every home checks.
+	return wire.Adapters("lora", named)
 }

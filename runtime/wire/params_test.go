@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/wire"
@@ -79,5 +80,34 @@ func TestGuidedChoice(t *testing.T) {
 	req, _, err := wire.ReadSampling([]byte(`{"guided_choice": ["yes", "no"]}`), true, 10)
 	if err != nil || req.Constraint == nil || !req.Constraint.Match("no") || req.Constraint.Match("maybe") {
 		t.Fatalf("%v %v", req.Constraint, err)
+	}
+}
+
+// A request's adapters are named, listed once and scaled within bounds
+// in every home; scale 0 leaves one out, except the plugin ABI's, whose
+// 0 means 1.
+func TestAdapters(t *testing.T) {
+	refs, err := wire.Adapters("lora", []wire.Adapter{{Name: "a", Scale: 0.5}, {Name: "b", Scale: 0}})
+	if err != nil || len(refs) != 1 || refs[0].Name != "a" || refs[0].Scale != 0.5 {
+		t.Errorf("%+v %v", refs, err)
+	}
+	refs, err = wire.Adapters("adapters", wire.PluginAdapters([]abi.Adapter{{Name: "a"}}))
+	if err != nil || len(refs) != 1 || refs[0].Scale != 1 {
+		t.Errorf("plugin's scale 0: %+v %v", refs, err)
+	}
+	for _, tc := range []struct {
+		list []wire.Adapter
+		msg  string
+	}{
+		{[]wire.Adapter{{Scale: 1}}, "adapters[0] needs a name"},
+		{[]wire.Adapter{{Name: "a", Scale: 1}, {Name: "a", Scale: 2}}, `adapters[1]: the adapter "a" is listed twice`},
+		{[]wire.Adapter{{Name: "a", Scale: 1001}}, "adapters[0]: scale 1001 is outside [-1000, 1000]"},
+		{[]wire.Adapter{{Name: "a", Scale: math.Inf(-1)}}, "adapters[0]: scale -Inf is outside [-1000, 1000]"},
+		{[]wire.Adapter{{Name: "a", Scale: math.NaN()}}, "adapters[0]: scale NaN is outside [-1000, 1000]"},
+	} {
+		_, err := wire.Adapters("adapters", tc.list)
+		if pe, ok := wire.AsParam(err); !ok || pe.Param != "adapters" || pe.Msg != tc.msg {
+			t.Errorf("%+v: %v, want %q", tc.list, err, tc.msg)
+		}
 	}
 }
