@@ -35,15 +35,7 @@ type anthropicRequest = wire.AnthropicRequest
 
 // messages is POST /v1/messages.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
-	var body anthropicRequest
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	m, err := s.model(body.Model, r.URL.Path)
-	if err != nil {
-		return err
-	}
-	conv, err := anthropicConversation(r.Context(), &body, m, true, s.opts.ImageLimits)
+	body, m, conv, err := s.readAnthropic(r, true)
 	if err != nil {
 		return err
 	}
@@ -83,20 +75,30 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens the
 // same request would run, rendered and tokenized as it would be.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
-	var body anthropicRequest
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	m, err := s.model(body.Model, r.URL.Path)
-	if err != nil {
-		return err
-	}
-	conv, err := anthropicConversation(r.Context(), &body, m, false, s.opts.ImageLimits)
+	_, _, conv, err := s.readAnthropic(r, false)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(conv.req.Tokens)})
 	return nil
+}
+
+// readAnthropic reads a Messages request's body, its model, and its
+// conversation ready to run (with what a reply needs when generate).
+func (s *Server) readAnthropic(r *http.Request, generate bool) (*anthropicRequest, *model, *conversation, error) {
+	body := &anthropicRequest{}
+	if err := decode(r, body); err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := s.model(body.Model, r.URL.Path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conv, err := anthropicConversation(r.Context(), body, m, generate, s.opts.ImageLimits)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return body, m, conv, nil
 }
 
 // anthropicConversation checks the request and makes it ready to run on m, from
