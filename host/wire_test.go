@@ -32,4 +32,9 @@ func TestBadSamplingAsEveryHome(t *testing.T) {
 	if ran == 0 {
 		t.Fatal("no case of the table is the plugin's")
 	}
+	body := `{"prompt": "Once", "max_tokens": 1, ` + wiretest.Unknown + `}`
+	copy(g.buf[req:], body)
+	if code := call(t, r, g, abi.FnGenOpen, []uint64{req, uint64(len(body)), hOut}); code != abi.OK {
+		t.Errorf("a request with an unknown field: %v: %s", code, r.lastErr)
+	}
 }

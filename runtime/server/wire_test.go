@@ -38,4 +38,13 @@ func TestBadSamplingAsEveryHome(t *testing.T) {
 			t.Errorf("%s: refused as %v: %q, want %s: %q", c.Name, e.Error.Param, e.Error.Message, c.Param, c.Msg)
 		}
 	}
+	body := `{"model": "` + modelName + `", "prompt": "Once", "max_tokens": 1, ` + wiretest.Unknown + `}`
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request with an unknown field: %d", resp.StatusCode)
+	}
 }

@@ -120,6 +120,8 @@ func (b AnthropicBlock) imageURL(i int) (string, error) {
 	return "", paramError("messages", "messages[%d]: an image source of type %q; sources are base64 or url", i, b.Source.Type)
 }
 
+// AnthropicTool is a tool of the request: a custom tool's name,
+// description and input_schema.
 type AnthropicTool struct {
 	Type        string          `json:"type"` // "custom" or none; others are Anthropic's server tools
 	Name        string          `json:"name"`
@@ -127,12 +129,16 @@ type AnthropicTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
+// AnthropicToolChoice is tool_choice: auto, any (a call is required),
+// tool (this one) or none.
 type AnthropicToolChoice struct {
 	Type                   string `json:"type"` // auto, any, tool or none
 	Name                   string `json:"name"`
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 }
 
+// AnthropicThinking is the request's thinking: whether the model reasons
+// before it answers.
 type AnthropicThinking struct {
 	Type         string `json:"type"` // enabled, disabled or adaptive
 	BudgetTokens *int   `json:"budget_tokens"`

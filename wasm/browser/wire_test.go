@@ -24,6 +24,10 @@ func TestBadSamplingAsEveryHome(t *testing.T) {
 			t.Errorf("%s: refused with %v, want %s: %q", c.Name, err, c.Param, c.Msg)
 		}
 	}
+	opts := js.ValueOf(map[string]any{"request": `{"prompt": "Once", "max_tokens": 1, ` + wiretest.Unknown + `}`})
+	if _, _, err := samplingRequest(opts, false); err != nil {
+		t.Errorf("a request with an unknown field: %v", err)
+	}
 }
 
 // TestLowLevelOptions: the low-level options are checked by the same

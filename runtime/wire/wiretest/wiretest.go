@@ -47,3 +47,8 @@ var BadSampling = []Bad{
 	{"two constraints", `"regex": "a+", "grammar": "root ::= \"a\""`, ``, "regex", "grammar and regex cannot be combined: give one constraint"},
 	{"empty guided_choice", `"guided_choice": []`, ``, "guided_choice", "guided_choice must hold at least one string"},
 }
+
+// Unknown is a field no dialect has, which every home ignores (as OpenAI
+// does), so that a client built for a later version still works: a
+// request with it, and good fields otherwise, is taken.
+const Unknown = `"frobnicate": {"level": 11}`
