@@ -24,9 +24,9 @@ type Spec struct {
 	Choice []string
 }
 
-// Kinds is how many of the Spec's constraints are set: Compile takes at
+// kinds is how many of the Spec's constraints are set: Compile takes at
 // most one.
-func (s Spec) Kinds() int {
+func (s Spec) kinds() int {
 	n := 0
 	for _, set := range []bool{s.JSONObject, len(s.Schema) > 0, s.GBNF != "", s.Regex != "", len(s.Choice) > 0} {
 		if set {
@@ -43,7 +43,7 @@ var errSeveral = errors.New("a constraint is one of a JSON object, a JSON schema
 // Compile builds the grammar s describes, or nil when it describes none.
 func (s Spec) Compile() (*Grammar, error) {
 	switch {
-	case s.Kinds() > 1:
+	case s.kinds() > 1:
 		return nil, errSeveral
 	case s.JSONObject:
 		return JSONObject(SchemaOptions{}), nil

@@ -59,9 +59,7 @@ func fieldName(f string) string {
 	return f
 }
 
-// TypeName is how a message names a Go type a JSON field takes.
-func TypeName(t string) string { return typeName(t) }
-
+// typeName is how a message names the Go type a JSON field takes.
 func typeName(t string) string {
 	switch {
 	case strings.Contains(t, "int"):
