@@ -529,40 +529,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
 #include "blocks_types_amd64.h"
 
-#define MIN1
-#define NAME ·dotBlocksQ4_KAVX2
-#define NAME512 ·dotBlocksQ4_KAVX512
-#define NAME512X4 ·dotBlocksQ4_KTileAVX512
-#define NAME512X4V ·dotBlocksQ4_KTileVNNI
-#define CONSTS CONSTS_NIB
-#define SCALES SCALES_K4
-#define UNPACK NIBBLES; WIDEN; ADDQ $16, SI
-#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; WIDEN2; ADDQ $32, SI
-#include "blocks_types_amd64.h"
-
-#define NAME ·dotBlocksQ5_KAVX2
-#define NAME512 ·dotBlocksQ5_KAVX512
-#define NAME512X4 ·dotBlocksQ5_KTileAVX512
-#define NAME512X4V ·dotBlocksQ5_KTileVNNI
-#define CONSTS CONSTS_H1
-#define SCALES SCALES_K4
-#define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
-#define UNPACK2 NIBBLES2(20); HIGH1x2(16, 20, b10<>(SB)); WIDEN2; ADDQ $40, SI
-#include "blocks_types_amd64.h"
-#undef MIN1
-
 #define HALVES
 #define SPLIT
-#define NAME ·dotBlocksQ6_KAVX2
-#define NAME512 ·dotBlocksQ6_KAVX512
-#define NAME512X4 ·dotBlocksQ6_KTileAVX512
-#define NAME512X4V ·dotBlocksQ6_KTileVNNI
-#define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), Y14
-#define SCALES SCALES_Q6K
-#define UNPACK NIBBLES; HIGH2(16); OFFSET(b20<>(SB)); WIDEN; ADDQ $24, SI
-#define UNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
-#include "blocks_types_amd64.h"
-
 #define NAME ·dotBlocksQ3_KAVX2
 #define NAME512 ·dotBlocksQ3_KAVX512
 #define NAME512X4 ·dotBlocksQ3_KTileAVX512
@@ -587,3 +555,347 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #undef MIN2
 #undef HALVES
 #undef FULL
+
+// ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
+
+// kpermd: the VPERMD indices of pair p of a super-block (64 bytes each):
+// lane L takes half factor 4p + L/4. ksh4, ksh2, ksr2: Q6_K's shifts of
+// its 2-bit fields to bits 4..5, per word (first halves, second halves).
+DATA kpermd<>+0(SB)/8, $0x0000000000000000
+DATA kpermd<>+8(SB)/8, $0x0000000000000000
+DATA kpermd<>+16(SB)/8, $0x0000000100000001
+DATA kpermd<>+24(SB)/8, $0x0000000100000001
+DATA kpermd<>+32(SB)/8, $0x0000000200000002
+DATA kpermd<>+40(SB)/8, $0x0000000200000002
+DATA kpermd<>+48(SB)/8, $0x0000000300000003
+DATA kpermd<>+56(SB)/8, $0x0000000300000003
+DATA kpermd<>+64(SB)/8, $0x0000000400000004
+DATA kpermd<>+72(SB)/8, $0x0000000400000004
+DATA kpermd<>+80(SB)/8, $0x0000000500000005
+DATA kpermd<>+88(SB)/8, $0x0000000500000005
+DATA kpermd<>+96(SB)/8, $0x0000000600000006
+DATA kpermd<>+104(SB)/8, $0x0000000600000006
+DATA kpermd<>+112(SB)/8, $0x0000000700000007
+DATA kpermd<>+120(SB)/8, $0x0000000700000007
+DATA kpermd<>+128(SB)/8, $0x0000000800000008
+DATA kpermd<>+136(SB)/8, $0x0000000800000008
+DATA kpermd<>+144(SB)/8, $0x0000000900000009
+DATA kpermd<>+152(SB)/8, $0x0000000900000009
+DATA kpermd<>+160(SB)/8, $0x0000000a0000000a
+DATA kpermd<>+168(SB)/8, $0x0000000a0000000a
+DATA kpermd<>+176(SB)/8, $0x0000000b0000000b
+DATA kpermd<>+184(SB)/8, $0x0000000b0000000b
+DATA kpermd<>+192(SB)/8, $0x0000000c0000000c
+DATA kpermd<>+200(SB)/8, $0x0000000c0000000c
+DATA kpermd<>+208(SB)/8, $0x0000000d0000000d
+DATA kpermd<>+216(SB)/8, $0x0000000d0000000d
+DATA kpermd<>+224(SB)/8, $0x0000000e0000000e
+DATA kpermd<>+232(SB)/8, $0x0000000e0000000e
+DATA kpermd<>+240(SB)/8, $0x0000000f0000000f
+DATA kpermd<>+248(SB)/8, $0x0000000f0000000f
+GLOBL kpermd<>(SB), RODATA|NOPTR, $256
+DATA ksh4<>+0(SB)/8, $0x0004000400040004
+DATA ksh4<>+8(SB)/8, $0x0004000400040004
+DATA ksh4<>+16(SB)/8, $0x0000000000000000
+DATA ksh4<>+24(SB)/8, $0x0000000000000000
+DATA ksh4<>+32(SB)/8, $0x0004000400040004
+DATA ksh4<>+40(SB)/8, $0x0004000400040004
+DATA ksh4<>+48(SB)/8, $0x0000000000000000
+DATA ksh4<>+56(SB)/8, $0x0000000000000000
+GLOBL ksh4<>(SB), RODATA|NOPTR, $64
+DATA ksh2<>+0(SB)/8, $0x0002000200020002
+DATA ksh2<>+8(SB)/8, $0x0002000200020002
+DATA ksh2<>+16(SB)/8, $0x0000000000000000
+DATA ksh2<>+24(SB)/8, $0x0000000000000000
+DATA ksh2<>+32(SB)/8, $0x0002000200020002
+DATA ksh2<>+40(SB)/8, $0x0002000200020002
+DATA ksh2<>+48(SB)/8, $0x0000000000000000
+DATA ksh2<>+56(SB)/8, $0x0000000000000000
+GLOBL ksh2<>(SB), RODATA|NOPTR, $64
+DATA ksr2<>+0(SB)/8, $0x0000000000000000
+DATA ksr2<>+8(SB)/8, $0x0000000000000000
+DATA ksr2<>+16(SB)/8, $0x0002000200020002
+DATA ksr2<>+24(SB)/8, $0x0002000200020002
+DATA ksr2<>+32(SB)/8, $0x0000000000000000
+DATA ksr2<>+40(SB)/8, $0x0000000000000000
+DATA ksr2<>+48(SB)/8, $0x0002000200020002
+DATA ksr2<>+56(SB)/8, $0x0002000200020002
+GLOBL ksr2<>(SB), RODATA|NOPTR, $64
+DATA w0f<>+0(SB)/2, $0x000f
+GLOBL w0f<>(SB), RODATA|NOPTR, $2
+DATA w10<>+0(SB)/2, $0x0010
+GLOBL w10<>(SB), RODATA|NOPTR, $2
+DATA w30<>+0(SB)/2, $0x0030
+GLOBL w30<>(SB), RODATA|NOPTR, $2
+DATA w20<>+0(SB)/2, $0x0020
+GLOBL w20<>(SB), RODATA|NOPTR, $2
+
+// KSCALES_K4: Q4_K's and Q5_K's super-block (SCALES_K4's unpacking): the
+// scales, each twice, as the half factors in Z6, d in X11, the mins times
+// −dmin in Y5.
+#define KSCALES_K4 \
+	DMIN \
+	VMOVDQU 4(DI), X8 \
+	VPSHUFB k4lo<>(SB), X8, X9 \
+	VPSHUFB k4hi<>(SB), X8, X8 \
+	VPAND k4mask<>(SB), X9, X6 \
+	VPSRLW $4, X9, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPBLENDD $0x08, X9, X6, X6 \
+	VPSRLW $2, X8, X8 \
+	VPAND b30<>(SB), X8, X8 \
+	VPOR X8, X6, X6 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y10, Y9, Y5 \
+	VPUNPCKLBW X6, X6, X6 \
+	VPMOVZXBD X6, Z6 \
+	ADDQ $16, DI
+
+// KSCALES_Q6K: a split super-block's d (DI) and its 16 int8 factors (R13).
+#define KSCALES_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X11 \
+	VCVTPH2PS X11, X11 \
+	ADDQ $2, DI \
+	VPMOVSXBD (R13), Z6 \
+	ADDQ $16, R13
+
+// KNIB2(CB): a pair's nibbles (its groups CB bytes apart) as int16: the
+// low ones (even inputs) in Z8, the high ones in Z9. Needs Z28 = 0x000f
+// words.
+#define KNIB2(CB) \
+	VMOVDQU (SI), X8 \
+	VINSERTI128 $1, CB(SI), Y8, Y8 \
+	VPMOVZXBW Y8, Z8 \
+	VPSRLW $4, Z8, Z9 \
+	VPANDD Z28, Z8, Z8
+
+// KHIGH1x2: Q5_K's fifth bits (word 16 of a group: the even inputs, then
+// the odd ones), 16 added (a masked VPADDW: word lanes) where set. Needs Z29 = 0x0010 words.
+#define KHIGH1x2 \
+	KMOVW 16(SI), K1 \
+	KMOVW 36(SI), K2 \
+	KUNPCKWD K1, K2, K3 \
+	VPADDW Z29, Z8, K3, Z8 \
+	KMOVW 18(SI), K1 \
+	KMOVW 38(SI), K2 \
+	KUNPCKWD K1, K2, K3 \
+	VPADDW Z29, Z9, K3, Z9
+
+// KHIGH2x2: Q6_K's 2-bit fields (words 4..5 of a group) as bits 4..5 of
+// the codes: each group's 8 bytes spread over 16 words twice, shifted
+// into place per half and ORed in (VPTERNLOGD 0xF8: a | b&c). Needs Z20,
+// Z21, Z22 the shifts, Z30 = 0x0030 words.
+#define KHIGH2x2 \
+	VPBROADCASTQ 16(SI), X10 \
+	VPBROADCASTQ 40(SI), X13 \
+	VINSERTI128 $1, X13, Y10, Y10 \
+	VPMOVZXBW Y10, Z10 \
+	VPSLLVW Z22, Z10, Z13 \
+	VPTERNLOGD $0xF8, Z30, Z13, Z8 \
+	VPSLLVW Z21, Z10, Z13 \
+	VPSRLVW Z20, Z13, Z13 \
+	VPTERNLOGD $0xF8, Z30, Z13, Z9
+
+#define KNAME ·dotBlocksQ4_KIntAVX512
+#define KCONSTS
+#define KSCALES KSCALES_K4
+#define KUNPACK2 VPMOVZXBW (SI), Z8; VPSRLW $4, Z8, Z9; VPANDD Z28, Z8, Z8; ADDQ $32, SI
+#define MIN1
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ4_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#undef KCONSTS
+#undef KUNPACK2
+
+#define KNAME ·dotBlocksQ5_KIntAVX512
+#define KCONSTS VPBROADCASTW w10<>(SB), Z29
+#define KUNPACK2 KNIB2(20); KHIGH1x2; ADDQ $40, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ5_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+#undef MIN1
+
+#define SPLIT
+#define KNAME ·dotBlocksQ6_KIntAVX512
+#define KCONSTS VPBROADCASTW w30<>(SB), Z30; VPBROADCASTW w20<>(SB), Z31; VMOVDQU64 ksh4<>(SB), Z22; VMOVDQU64 ksh2<>(SB), Z21; VMOVDQU64 ksr2<>(SB), Z20
+#define KSCALES KSCALES_Q6K
+#define KUNPACK2 KNIB2(24); KHIGH2x2; VPSUBW Z31, Z8, Z8; VPSUBW Z31, Z9, Z9; ADDQ $48, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ6_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+#undef SPLIT
+
+// ---- The AVX2 form (blocks_k_avx2_amd64.h).
+
+// kidx2: the VPERMD indices of group j of a super-block, j%4 = 0..3 (32
+// bytes each): lane L takes half factor 2j%8 + L/4 of Y6 or Y7. wbits:
+// word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields into
+// place (16 for a group's first halves, 1 for its second); then word
+// constants, 16 each.
+DATA kidx2<>+0(SB)/8, $0x0000000000000000
+DATA kidx2<>+8(SB)/8, $0x0000000000000000
+DATA kidx2<>+16(SB)/8, $0x0000000100000001
+DATA kidx2<>+24(SB)/8, $0x0000000100000001
+DATA kidx2<>+32(SB)/8, $0x0000000200000002
+DATA kidx2<>+40(SB)/8, $0x0000000200000002
+DATA kidx2<>+48(SB)/8, $0x0000000300000003
+DATA kidx2<>+56(SB)/8, $0x0000000300000003
+DATA kidx2<>+64(SB)/8, $0x0000000400000004
+DATA kidx2<>+72(SB)/8, $0x0000000400000004
+DATA kidx2<>+80(SB)/8, $0x0000000500000005
+DATA kidx2<>+88(SB)/8, $0x0000000500000005
+DATA kidx2<>+96(SB)/8, $0x0000000600000006
+DATA kidx2<>+104(SB)/8, $0x0000000600000006
+DATA kidx2<>+112(SB)/8, $0x0000000700000007
+DATA kidx2<>+120(SB)/8, $0x0000000700000007
+GLOBL kidx2<>(SB), RODATA|NOPTR, $128
+DATA wbits<>+0(SB)/8, $0x0008000400020001
+DATA wbits<>+8(SB)/8, $0x0080004000200010
+DATA wbits<>+16(SB)/8, $0x0800040002000100
+DATA wbits<>+24(SB)/8, $0x8000400020001000
+GLOBL wbits<>(SB), RODATA|NOPTR, $32
+DATA wq6mul<>+0(SB)/8, $0x0010001000100010
+DATA wq6mul<>+8(SB)/8, $0x0010001000100010
+DATA wq6mul<>+16(SB)/8, $0x0001000100010001
+DATA wq6mul<>+24(SB)/8, $0x0001000100010001
+GLOBL wq6mul<>(SB), RODATA|NOPTR, $32
+DATA w0fy<>+0(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+8(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+16(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+24(SB)/8, $0x000f000f000f000f
+GLOBL w0fy<>(SB), RODATA|NOPTR, $32
+DATA w10y<>+0(SB)/8, $0x0010001000100010
+DATA w10y<>+8(SB)/8, $0x0010001000100010
+DATA w10y<>+16(SB)/8, $0x0010001000100010
+DATA w10y<>+24(SB)/8, $0x0010001000100010
+GLOBL w10y<>(SB), RODATA|NOPTR, $32
+DATA w30y<>+0(SB)/8, $0x0030003000300030
+DATA w30y<>+8(SB)/8, $0x0030003000300030
+DATA w30y<>+16(SB)/8, $0x0030003000300030
+DATA w30y<>+24(SB)/8, $0x0030003000300030
+GLOBL w30y<>(SB), RODATA|NOPTR, $32
+DATA w20y<>+0(SB)/8, $0x0020002000200020
+DATA w20y<>+8(SB)/8, $0x0020002000200020
+DATA w20y<>+16(SB)/8, $0x0020002000200020
+DATA w20y<>+24(SB)/8, $0x0020002000200020
+GLOBL w20y<>(SB), RODATA|NOPTR, $32
+
+// KSCALES2_K4: KSCALES_K4 for the AVX2 loop.
+#define KSCALES2_K4 \
+	DMIN \
+	VMOVDQU 4(DI), X8 \
+	VPSHUFB k4lo<>(SB), X8, X9 \
+	VPSHUFB k4hi<>(SB), X8, X8 \
+	VPAND k4mask<>(SB), X9, X6 \
+	VPSRLW $4, X9, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPBLENDD $0x08, X9, X6, X6 \
+	VPSRLW $2, X8, X8 \
+	VPAND b30<>(SB), X8, X8 \
+	VPOR X8, X6, X6 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y10, Y9, Y5 \
+	VMOVUPS (R12), Y8 \
+	VMOVUPS 32(R12), Y9 \
+	VSHUFPS $0xDD, Y9, Y8, Y10 \
+	VPERMPD $0xD8, Y10, Y10 \
+	VMULPS Y10, Y5, Y5 \
+	VADDPS Y5, Y2, Y2 \
+	VMOVSS (R11), X8 \
+	VMULSS X11, X8, X8 \
+	VMOVSS X8, 24(SP) \
+	VPUNPCKLBW X6, X6, X6 \
+	VPSRLDQ $8, X6, X7 \
+	VPMOVZXBD X7, Y7 \
+	VPMOVZXBD X6, Y6 \
+	ADDQ $16, DI
+
+#define KSCALES2_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X11 \
+	VCVTPH2PS X11, X11 \
+	ADDQ $2, DI \
+	VMOVSS (R11), X8 \
+	VMULSS X11, X8, X8 \
+	VMOVSS X8, 24(SP) \
+	VPMOVSXBD (R13), Y6 \
+	VPMOVSXBD 8(R13), Y7 \
+	ADDQ $16, R13
+
+// KNIB: a group's nibbles as int16 words, the low ones (even inputs) in
+// Y8, the high ones in Y9.
+#define KNIB \
+	VPMOVZXBW (SI), Y8 \
+	VPSRLW $4, Y8, Y9 \
+	VPAND w0fy<>(SB), Y8, Y8
+
+// KHIGH1HALF(OFF, Y): Q5_K's fifth bits of 16 inputs (the word at
+// OFF(SI)), 16 ORed into their words.
+#define KHIGH1HALF(OFF, Y) \
+	VPBROADCASTW OFF(SI), Y10 \
+	VPAND wbits<>(SB), Y10, Y10 \
+	VPCMPEQW wbits<>(SB), Y10, Y10 \
+	VPAND w10y<>(SB), Y10, Y10 \
+	VPOR Y10, Y, Y
+
+// KHIGH2: Q6_K's 2-bit fields of a group (8 bytes at 16(SI)) as bits
+// 4..5 of its codes: byte j spread to words j and 8 + j, times 16 in the
+// first (inputs 2j at bits 0..1, 2j+1 at 2..3) and 1 in the second (2j+16
+// at 4..5, 2j+17 at 6..7), so that bits 4..5 are the even inputs' and,
+// shifted right by 2, the odd ones'.
+#define KHIGH2 \
+	VPBROADCASTQ 16(SI), X10 \
+	VPMOVZXBW X10, Y10 \
+	VPMULLW wq6mul<>(SB), Y10, Y10 \
+	VPAND w30y<>(SB), Y10, Y5 \
+	VPOR Y5, Y8, Y8 \
+	VPSRLW $2, Y10, Y10 \
+	VPAND w30y<>(SB), Y10, Y10 \
+	VPOR Y10, Y9, Y9
+
+#define KNAME2 ·dotBlocksQ4_KIntAVX2
+#define KSCALES2 KSCALES2_K4
+#define KUNPACK KNIB; ADDQ $16, SI
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+
+#define KNAME2 ·dotBlocksQ5_KIntAVX2
+#define KUNPACK KNIB; KHIGH1HALF(16, Y8); KHIGH1HALF(18, Y9); ADDQ $20, SI
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KSCALES2
+
+#define SPLIT
+#define KNAME2 ·dotBlocksQ6_KIntAVX2
+#define KSCALES2 KSCALES2_Q6K
+#define KUNPACK KNIB; KHIGH2; VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9; ADDQ $24, SI
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KSCALES2
+#undef SPLIT

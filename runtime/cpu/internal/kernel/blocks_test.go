@@ -68,6 +68,9 @@ func TestDotBlocksValue(t *testing.T) {
 							sc, mn = hi, mhi
 						}
 						xq := float64(q.DS[2*g]) * float64(q.Codes[CodeIndex(g, q.Groups(), i)])
+						if KType(typ) { // the activations of the super-block
+							xq = float64(q.KD[g/8]) * float64(q.KCodes[CodeIndex(g, q.Groups(), i)])
+						}
 						want += float64(sc)*float64(cs[i])*xq + float64(mn)*float64(x[g*Group+i])
 						mag += math.Abs(float64(sc)*float64(cs[i])*xq) + math.Abs(float64(mn)*float64(x[g*Group+i]))
 					}
@@ -85,6 +88,10 @@ func TestDotBlocksValue(t *testing.T) {
 // many rows in one call.
 func TestDotBlocksMatchesTwin(t *testing.T) {
 	t.Logf("kernels: %v", blocksPaths())
+	withKVariants(t, testDotBlocksMatchesTwin)
+}
+
+func testDotBlocksMatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range dtype.BlockTypes {
 		for _, cols := range blockWidths(typ) {
@@ -97,7 +104,7 @@ func TestDotBlocksMatchesTwin(t *testing.T) {
 			want := make([]float32, m.Rows)
 			for r := range want {
 				c, s := m.Row(r)
-				want[r] = dotBlocksGo(typ, c, s, q.Codes, q.DS, q.Halves)
+				want[r] = dotBlocksRowGo(typ, c, s, &q)
 			}
 			for _, path := range blocksPaths() {
 				got := make([]float32, m.Rows)

@@ -34,6 +34,11 @@ type QTile struct {
 	Data   []int16
 	DS     []float32
 	Halves []float32 // where the rows have them (QRow.SumHalves)
+
+	// The rows themselves, which the K types' products read one by one
+	// (their integer sums per super-block leave nothing to share but the
+	// unpacking): valid while the rows are.
+	rows [TileRows]*QRow
 }
 
 // Per pair of groups, the int16 slots of a tile row's codes and of its
@@ -48,6 +53,7 @@ const (
 func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	x0 := xs[0]
 	t.Cols = x0.Cols
+	t.rows = *xs
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
@@ -131,6 +137,12 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 		}
 		return
 	}
+	if KType(w.Type) {
+		for r, q := range x.rows {
+			DotBlocksRows(w, r0, q, out[r*stride:r*stride+rows])
+		}
+		return
+	}
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
 	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
@@ -146,9 +158,14 @@ func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, row
 	cw := x.Groups() * l.CodeWords
 	var q QRow
 	for r := range TileRows {
-		x.row(r, &q)
+		p := &q
+		if KType(t) {
+			p = x.rows[r]
+		} else {
+			x.row(r, &q)
+		}
 		for j := range rows {
-			out[r*stride+j] = dotBlocksGo(t, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], q.Codes, q.DS, q.Halves)
+			out[r*stride+j] = dotBlocksRowGo(t, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], p)
 		}
 	}
 }
