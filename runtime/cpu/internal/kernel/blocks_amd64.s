@@ -559,8 +559,7 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 // ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
 
 // kpermd: the VPERMD indices of pair p of a super-block (64 bytes each):
-// lane L takes half factor 4p + L/4. ksh4, ksh2, ksr2: Q6_K's shifts of
-// its 2-bit fields to bits 4..5, per word (first halves, second halves).
+// lane L takes half factor 4p + L/4.
 DATA kpermd<>+0(SB)/8, $0x0000000000000000
 DATA kpermd<>+8(SB)/8, $0x0000000000000000
 DATA kpermd<>+16(SB)/8, $0x0000000100000001
@@ -594,47 +593,14 @@ DATA kpermd<>+232(SB)/8, $0x0000000e0000000e
 DATA kpermd<>+240(SB)/8, $0x0000000f0000000f
 DATA kpermd<>+248(SB)/8, $0x0000000f0000000f
 GLOBL kpermd<>(SB), RODATA|NOPTR, $256
-DATA ksh4<>+0(SB)/8, $0x0004000400040004
-DATA ksh4<>+8(SB)/8, $0x0004000400040004
-DATA ksh4<>+16(SB)/8, $0x0000000000000000
-DATA ksh4<>+24(SB)/8, $0x0000000000000000
-DATA ksh4<>+32(SB)/8, $0x0004000400040004
-DATA ksh4<>+40(SB)/8, $0x0004000400040004
-DATA ksh4<>+48(SB)/8, $0x0000000000000000
-DATA ksh4<>+56(SB)/8, $0x0000000000000000
-GLOBL ksh4<>(SB), RODATA|NOPTR, $64
-DATA ksh2<>+0(SB)/8, $0x0002000200020002
-DATA ksh2<>+8(SB)/8, $0x0002000200020002
-DATA ksh2<>+16(SB)/8, $0x0000000000000000
-DATA ksh2<>+24(SB)/8, $0x0000000000000000
-DATA ksh2<>+32(SB)/8, $0x0002000200020002
-DATA ksh2<>+40(SB)/8, $0x0002000200020002
-DATA ksh2<>+48(SB)/8, $0x0000000000000000
-DATA ksh2<>+56(SB)/8, $0x0000000000000000
-GLOBL ksh2<>(SB), RODATA|NOPTR, $64
-DATA ksr2<>+0(SB)/8, $0x0000000000000000
-DATA ksr2<>+8(SB)/8, $0x0000000000000000
-DATA ksr2<>+16(SB)/8, $0x0002000200020002
-DATA ksr2<>+24(SB)/8, $0x0002000200020002
-DATA ksr2<>+32(SB)/8, $0x0000000000000000
-DATA ksr2<>+40(SB)/8, $0x0000000000000000
-DATA ksr2<>+48(SB)/8, $0x0002000200020002
-DATA ksr2<>+56(SB)/8, $0x0002000200020002
-GLOBL ksr2<>(SB), RODATA|NOPTR, $64
 DATA w0f<>+0(SB)/2, $0x000f
 GLOBL w0f<>(SB), RODATA|NOPTR, $2
 DATA w10<>+0(SB)/2, $0x0010
 GLOBL w10<>(SB), RODATA|NOPTR, $2
-DATA w30<>+0(SB)/2, $0x0030
-GLOBL w30<>(SB), RODATA|NOPTR, $2
-DATA w20<>+0(SB)/2, $0x0020
-GLOBL w20<>(SB), RODATA|NOPTR, $2
 
-// KSCALES_K4: Q4_K's and Q5_K's super-block (SCALES_K4's unpacking): the
-// scales, each twice, as the half factors in Z6, d in X11, the mins times
-// −dmin in Y5.
-#define KSCALES_K4 \
-	DMIN \
+// KDECODE_K4: a Q4_K or Q5_K super-block's 12 factor bytes at 4(DI)
+// (SCALES_K4's unpacking) to X6: bytes 0..7 the scales, 8..15 the mins.
+#define KDECODE_K4 \
 	VMOVDQU 4(DI), X8 \
 	VPSHUFB k4lo<>(SB), X8, X9 \
 	VPSHUFB k4hi<>(SB), X8, X8 \
@@ -644,20 +610,39 @@ GLOBL w20<>(SB), RODATA|NOPTR, $2
 	VPBLENDD $0x08, X9, X6, X6 \
 	VPSRLW $2, X8, X8 \
 	VPAND b30<>(SB), X8, X8 \
-	VPOR X8, X6, X6 \
+	VPOR X8, X6, X6
+
+// KMINS_K4: the super-block's min terms (f16 d and dmin in X10, the mins
+// in X6's high 8 bytes) taken from Y2 (macc): f32(f32(dmin·m)·sum), the
+// twin's f32(−(dmin·m)·sum) added, bit for bit; the group sums at (R12).
+#define KMINS_K4 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
 	VPSRLDQ $8, X6, X9 \
 	VPMOVZXBD X9, Y9 \
 	VCVTDQ2PS Y9, Y9 \
-	VMULPS Y10, Y9, Y5 \
+	VMULPS Y11, Y9, Y5 \
+	VMULPS (R12), Y5, Y5 \
+	VSUBPS Y5, Y2, Y2
+
+// KSCALES_K4: Q4_K's and Q5_K's super-block: the scales, each twice, as
+// the half factors in Z6, f32(d·D) in X12, the min terms taken from Y2.
+#define KSCALES_K4 \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X12 \
+	KDECODE_K4 \
+	KMINS_K4 \
 	VPUNPCKLBW X6, X6, X6 \
 	VPMOVZXBD X6, Z6 \
 	ADDQ $16, DI
 
-// KSCALES_Q6K: a split super-block's d (DI) and its 16 int8 factors (R13).
+// KSCALES_Q6K: a split super-block's d (DI), as f32(d·D) in X12, and its
+// 16 int8 factors (R13).
 #define KSCALES_Q6K \
 	MOVWLZX (DI), AX \
 	VMOVD AX, X11 \
 	VCVTPH2PS X11, X11 \
+	VMULSS (R11), X11, X12 \
 	ADDQ $2, DI \
 	VPMOVSXBD (R13), Z6 \
 	ADDQ $16, R13
@@ -683,21 +668,6 @@ GLOBL w20<>(SB), RODATA|NOPTR, $2
 	KMOVW 38(SI), K2 \
 	KUNPCKWD K1, K2, K3 \
 	VPADDW Z29, Z9, K3, Z9
-
-// KHIGH2x2: Q6_K's 2-bit fields (words 4..5 of a group) as bits 4..5 of
-// the codes: each group's 8 bytes spread over 16 words twice, shifted
-// into place per half and ORed in (VPTERNLOGD 0xF8: a | b&c). Needs Z20,
-// Z21, Z22 the shifts, Z30 = 0x0030 words.
-#define KHIGH2x2 \
-	VPBROADCASTQ 16(SI), X10 \
-	VPBROADCASTQ 40(SI), X13 \
-	VINSERTI128 $1, X13, Y10, Y10 \
-	VPMOVZXBW Y10, Z10 \
-	VPSLLVW Z22, Z10, Z13 \
-	VPTERNLOGD $0xF8, Z30, Z13, Z8 \
-	VPSLLVW Z21, Z10, Z13 \
-	VPSRLVW Z20, Z13, Z13 \
-	VPTERNLOGD $0xF8, Z30, Z13, Z9
 
 #define KNAME ·dotBlocksQ4_KIntAVX512
 #define KCONSTS
@@ -731,9 +701,11 @@ GLOBL w20<>(SB), RODATA|NOPTR, $2
 
 #define SPLIT
 #define KNAME ·dotBlocksQ6_KIntAVX512
-#define KCONSTS VPBROADCASTW w30<>(SB), Z30; VPBROADCASTW w20<>(SB), Z31; VMOVDQU64 ksh4<>(SB), Z22; VMOVDQU64 ksh2<>(SB), Z21; VMOVDQU64 ksr2<>(SB), Z20
+#define KCONSTS VMOVDQU b0f<>(SB), Y15; VMOVDQU b30<>(SB), Y14
 #define KSCALES KSCALES_Q6K
-#define KUNPACK2 KNIB2(24); KHIGH2x2; VPSUBW Z31, Z8, Z8; VPSUBW Z31, Z9, Z9; ADDQ $48, SI
+// Q6_K's pair unpacks as bytes (the per-group loop's UNPACK2), which
+// costs fewer 256-bit operations than unpacking words.
+#define KUNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
 #include "blocks_k_avx512_amd64.h"
 #undef KNAME
 #define KNAME ·dotBlocksQ6_KIntVNNI
@@ -801,32 +773,14 @@ DATA w20y<>+16(SB)/8, $0x0020002000200020
 DATA w20y<>+24(SB)/8, $0x0020002000200020
 GLOBL w20y<>(SB), RODATA|NOPTR, $32
 
-// KSCALES2_K4: KSCALES_K4 for the AVX2 loop.
+// KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
+// half factors in Y6 and Y7.
 #define KSCALES2_K4 \
-	DMIN \
-	VMOVDQU 4(DI), X8 \
-	VPSHUFB k4lo<>(SB), X8, X9 \
-	VPSHUFB k4hi<>(SB), X8, X8 \
-	VPAND k4mask<>(SB), X9, X6 \
-	VPSRLW $4, X9, X9 \
-	VPAND b0f<>(SB), X9, X9 \
-	VPBLENDD $0x08, X9, X6, X6 \
-	VPSRLW $2, X8, X8 \
-	VPAND b30<>(SB), X8, X8 \
-	VPOR X8, X6, X6 \
-	VPSRLDQ $8, X6, X9 \
-	VPMOVZXBD X9, Y9 \
-	VCVTDQ2PS Y9, Y9 \
-	VMULPS Y10, Y9, Y5 \
-	VMOVUPS (R12), Y8 \
-	VMOVUPS 32(R12), Y9 \
-	VSHUFPS $0xDD, Y9, Y8, Y10 \
-	VPERMPD $0xD8, Y10, Y10 \
-	VMULPS Y10, Y5, Y5 \
-	VADDPS Y5, Y2, Y2 \
-	VMOVSS (R11), X8 \
-	VMULSS X11, X8, X8 \
-	VMOVSS X8, 24(SP) \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X5 \
+	VMOVSS X5, 24(SP) \
+	KDECODE_K4 \
+	KMINS_K4 \
 	VPUNPCKLBW X6, X6, X6 \
 	VPSRLDQ $8, X6, X7 \
 	VPMOVZXBD X7, Y7 \
@@ -838,9 +792,8 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 	VMOVD AX, X11 \
 	VCVTPH2PS X11, X11 \
 	ADDQ $2, DI \
-	VMOVSS (R11), X8 \
-	VMULSS X11, X8, X8 \
-	VMOVSS X8, 24(SP) \
+	VMULSS (R11), X11, X5 \
+	VMOVSS X5, 24(SP) \
 	VPMOVSXBD (R13), Y6 \
 	VPMOVSXBD 8(R13), Y7 \
 	ADDQ $16, R13

@@ -43,7 +43,9 @@ func KType(t dtype.Type) bool {
 // quantizeK sets q.KCodes and q.KD to x quantized per super-block of 256
 // inputs (a last one may be shorter; missing inputs are 0), as quantizeGo
 // does per group: D = max|x|/Max, codes round(x·(1/D)) to nearest, ties
-// to even, where 1/D is finite (0 elsewhere), placed by CodeIndex.
+// to even, where 1/D is finite (0 elsewhere), placed by CodeIndex; and
+// q.KSums to the groups' sums (DS's, which Quantize made first) one after
+// the other, for the kernels' contiguous loads.
 func (q *QRow) quantizeK(x []float32) {
 	G := q.Groups()
 	for b := range len(q.KD) {
@@ -65,6 +67,9 @@ func (q *QRow) quantizeK(x []float32) {
 			q.KCodes[CodeIndex(i/Group, G, i%Group)] = c
 		}
 		q.KD[b] = d
+	}
+	for g := range G {
+		q.KSums[g] = q.DS[2*g+1]
 	}
 }
 
@@ -120,7 +125,7 @@ func scaleMinK4(j int, s []byte) (sc, m byte) {
 //	lane[g%2][k] += Σ_{i=4k}^{4k+3} f(i)·c_i·xq_i   (int32, exact; per group g of b)
 //	s = f32(d·D)
 //	acc[h][k] += f32(f32(lane[h][k])·s)   (h = 0, 1; k < 8)
-//	macc[j] += f32(min_j·sum_g)           (Q4_K, Q5_K: group j = g%8, sum_g = DS[2g+1])
+//	macc[j] += f32(min_j·sum_g)           (Q4_K, Q5_K: group j = g%8, sum_g = KSums[g])
 //
 // and at the end foldLanes(acc, macc), dotBlocksGo's horizontal sum. The
 // lanes are those of the vector code: a 512-bit register takes a pair of
@@ -141,7 +146,7 @@ func dotBlocksKGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 				lane[g%2][i/4] += f[2*j+i/16] * int32(c[i]) * int32(x.KCodes[CodeIndex(g, G, i)])
 			}
 			if l.Min == 1 {
-				macc[j] += float32(mins[j] * x.DS[2*g+1])
+				macc[j] += float32(mins[j] * x.KSums[g])
 			}
 		}
 		s := float32(d * x.KD[b])

@@ -15,36 +15,36 @@ var hasKVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 
 // The K quants' products (dotBlocksKGo) of rows of weights one after the
 // other (codes following each other, scale words sstride bytes apart)
-// with one row of activations (xq its KCodes, kd its KD, ds its DS), a
+// with one row of activations (xq its KCodes, kd its KD, sums its KSums), a
 // result for each into out; rows of whole super-blocks (groups a multiple
 // of 8).
 
 //go:noescape
-func dotBlocksQ4_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ4_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ5_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ6_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ6_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ4_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ4_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ4_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ4_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ5_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ5_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ6_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ6_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ6_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+func dotBlocksQ6_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 // dotBlocksKRowsOn is dotBlocksRowsOn for the K types: the rows it did
 // (none where the row has a partial super-block, which the twin takes, or
@@ -62,7 +62,7 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 	if rows <= 0 {
 		return 0
 	}
-	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.DS[0], &out[0]
+	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.KSums[0], &out[0]
 	sstride *= 4
 	switch {
 	case path == "avx2":

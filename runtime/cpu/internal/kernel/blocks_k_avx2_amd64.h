@@ -16,6 +16,10 @@
 // The frame holds the next row's scale words (0), the rows left (8), the
 // next output (16) and the super-block's f32(d·D) (24).
 
+// KPF2: how far ahead of the codes being read the loop prefetches (the
+// hardware prefetchers alone leave a core waiting on memory).
+#define KPF2 2048
+
 // KGROUP2(EOFF, OOFF, TAB, IDX, ACC): the group whose activations are at
 // EOFF(R8) (even inputs) and OOFF(R8) (odd ones).
 #define KGROUP2(EOFF, OOFF, TAB, IDX, ACC) \
@@ -27,7 +31,7 @@
 	VPMULLD Y10, Y8, Y8 \
 	VPADDD Y8, ACC, ACC
 
-// func KNAME2(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+// func KNAME2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 TEXT KNAME2(SB), NOSPLIT, $32-72
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
@@ -48,7 +52,7 @@ krow2:
 	MOVQ AX, 0(SP)
 	MOVQ xq+24(FP), R8
 	MOVQ kd+32(FP), R11
-	MOVQ ds+40(FP), R12
+	MOVQ sums+40(FP), R12
 	MOVQ groups+48(FP), CX
 	SHRQ $3, CX
 #ifdef SPLIT
@@ -59,6 +63,10 @@ krow2:
 	VXORPS Y2, Y2, Y2
 
 ksuper2:
+	PREFETCHT0 KPF2(SI)
+	PREFETCHT0 KPF2+64(SI)
+	PREFETCHT0 KPF2+128(SI)
+	PREFETCHT0 512(DI)
 	KSCALES2
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
@@ -79,7 +87,7 @@ ksuper2:
 	VADDPS Y4, Y1, Y1
 	ADDQ $512, R8
 	ADDQ $4, R11
-	ADDQ $64, R12
+	ADDQ $32, R12
 	DECQ CX
 	JNZ  ksuper2
 
@@ -107,3 +115,4 @@ ksuper2:
 	RET
 
 #undef KGROUP2
+#undef KPF2

@@ -1,7 +1,7 @@
 // The AVX-512 loop of the K quants' products (dotBlocksKGo), included by
 // blocks_k_amd64.s once per type and form with KNAME, KSCALES (a
-// super-block's factors: the 16 half factors as int32 in Z6, d in X11,
-// with MIN1 the mins in Y5) and KUNPACK2 (a pair of groups' codes as
+// super-block's factors: the 16 half factors as int32 in Z6, f32(d·D) in
+// X12, and for Q4_K and Q5_K the min terms taken from Y2 at once) and KUNPACK2 (a pair of groups' codes as
 // int16, the even inputs of both in Z8 and the odd ones in Z9) defined,
 // and VNNI for the form with VPDPWSSD. Rows of whole super-blocks only
 // (dotBlocksKRowsOn).
@@ -15,10 +15,11 @@
 // is scaled by f32(d·D) and added to Z0 (acc); the mins meet the groups'
 // sums in Y2 (macc). Registers: SI codes, DI scale words (with SPLIT the
 // super-blocks' d), R13 with SPLIT their factors, R8 the activations'
-// codes, R11 their scale a super-block (KD), R12 their ds, CX the
+// codes, R11 their scale a super-block (KD), R12 their group sums (KSums), CX the
 // super-blocks left. The frame holds the next row's scale words (0), the
 // rows left (8) and the next output (16).
 
+#define KPF 2048
 #ifdef VNNI
 #define KDOT(X) \
 	VPMADDWD X(R8), Z8, Z8 \
@@ -39,7 +40,7 @@
 	VPMULLD Z10, Z8, Z8 \
 	VPADDD Z8, Z1, Z1
 
-// func KNAME(codes, scales *uint32, sstride int, xq *int16, kd, ds *float32, groups, rows int, out *float32)
+// func KNAME(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 TEXT KNAME(SB), NOSPLIT, $24-72
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
@@ -62,7 +63,7 @@ krow:
 	MOVQ AX, 0(SP)
 	MOVQ xq+24(FP), R8
 	MOVQ kd+32(FP), R11
-	MOVQ ds+40(FP), R12
+	MOVQ sums+40(FP), R12
 	MOVQ groups+48(FP), CX
 	SHRQ $3, CX
 #ifdef SPLIT
@@ -72,29 +73,23 @@ krow:
 	VXORPS Y2, Y2, Y2
 
 ksuper:
+	PREFETCHT0 KPF(SI)
+	PREFETCHT0 KPF+64(SI)
+	PREFETCHT0 KPF+128(SI)
+	PREFETCHT0 512(DI)
 	KSCALES
 	VPXORD Z1, Z1, Z1
 	KPAIR(0, Z24)
 	KPAIR(128, Z25)
 	KPAIR(256, Z26)
 	KPAIR(384, Z27)
-	VMOVSS (R11), X12
-	VMULSS X11, X12, X12
 	VBROADCASTSS X12, Z12
 	VCVTDQ2PS Z1, Z1
 	VMULPS Z12, Z1, Z1
 	VADDPS Z1, Z0, Z0
-#ifdef MIN1
-	VMOVUPS (R12), Y8
-	VMOVUPS 32(R12), Y9
-	VSHUFPS $0xDD, Y9, Y8, Y10
-	VPERMPD $0xD8, Y10, Y10
-	VMULPS Y10, Y5, Y5
-	VADDPS Y5, Y2, Y2
-#endif
 	ADDQ $512, R8
 	ADDQ $4, R11
-	ADDQ $64, R12
+	ADDQ $32, R12
 	DECQ CX
 	JNZ  ksuper
 
@@ -124,3 +119,4 @@ ksuper:
 
 #undef KDOT
 #undef KPAIR
+#undef KPF

@@ -56,6 +56,7 @@ type QRow struct {
 	// one scale a super-block.
 	KCodes []int16   // Groups()·32, padded with 0
 	KD     []float32 // ceil(Cols/256)
+	KSums  []float32 // Groups(): DS's sums, one after the other
 }
 
 // Groups is ceil(Cols/32).
@@ -78,7 +79,10 @@ func (q *QRow) Resize(cols int) {
 	if cap(q.KD) < nk {
 		q.KD = make([]float32, nk)
 	}
-	q.KCodes, q.KD = q.KCodes[:g*Group], q.KD[:nk]
+	if cap(q.KSums) < g {
+		q.KSums = make([]float32, g)
+	}
+	q.KCodes, q.KD, q.KSums = q.KCodes[:g*Group], q.KD[:nk], q.KSums[:g]
 }
 
 // CodeIndex is where in QRow.Codes input i of group g of a row of groups
