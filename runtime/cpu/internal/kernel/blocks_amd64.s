@@ -558,41 +558,11 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 // ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
 
-// kpermd: the VPERMD indices of pair p of a super-block (64 bytes each):
-// lane L takes half factor 4p + L/4.
-DATA kpermd<>+0(SB)/8, $0x0000000000000000
-DATA kpermd<>+8(SB)/8, $0x0000000000000000
-DATA kpermd<>+16(SB)/8, $0x0000000100000001
-DATA kpermd<>+24(SB)/8, $0x0000000100000001
-DATA kpermd<>+32(SB)/8, $0x0000000200000002
-DATA kpermd<>+40(SB)/8, $0x0000000200000002
-DATA kpermd<>+48(SB)/8, $0x0000000300000003
-DATA kpermd<>+56(SB)/8, $0x0000000300000003
-DATA kpermd<>+64(SB)/8, $0x0000000400000004
-DATA kpermd<>+72(SB)/8, $0x0000000400000004
-DATA kpermd<>+80(SB)/8, $0x0000000500000005
-DATA kpermd<>+88(SB)/8, $0x0000000500000005
-DATA kpermd<>+96(SB)/8, $0x0000000600000006
-DATA kpermd<>+104(SB)/8, $0x0000000600000006
-DATA kpermd<>+112(SB)/8, $0x0000000700000007
-DATA kpermd<>+120(SB)/8, $0x0000000700000007
-DATA kpermd<>+128(SB)/8, $0x0000000800000008
-DATA kpermd<>+136(SB)/8, $0x0000000800000008
-DATA kpermd<>+144(SB)/8, $0x0000000900000009
-DATA kpermd<>+152(SB)/8, $0x0000000900000009
-DATA kpermd<>+160(SB)/8, $0x0000000a0000000a
-DATA kpermd<>+168(SB)/8, $0x0000000a0000000a
-DATA kpermd<>+176(SB)/8, $0x0000000b0000000b
-DATA kpermd<>+184(SB)/8, $0x0000000b0000000b
-DATA kpermd<>+192(SB)/8, $0x0000000c0000000c
-DATA kpermd<>+200(SB)/8, $0x0000000c0000000c
-DATA kpermd<>+208(SB)/8, $0x0000000d0000000d
-DATA kpermd<>+216(SB)/8, $0x0000000d0000000d
-DATA kpermd<>+224(SB)/8, $0x0000000e0000000e
-DATA kpermd<>+232(SB)/8, $0x0000000e0000000e
-DATA kpermd<>+240(SB)/8, $0x0000000f0000000f
-DATA kpermd<>+248(SB)/8, $0x0000000f0000000f
-GLOBL kpermd<>(SB), RODATA|NOPTR, $256
+// ktr: the half factors in the lanes the reductions leave the halves in
+// (kLane): lane L takes half 4·(L%4) + L/4.
+DATA ktr<>+0(SB)/8, $0x0d0905010c080400
+DATA ktr<>+8(SB)/8, $0x0f0b07030e0a0602
+GLOBL ktr<>(SB), RODATA|NOPTR, $16
 DATA w0f<>+0(SB)/2, $0x000f
 GLOBL w0f<>(SB), RODATA|NOPTR, $2
 DATA w10<>+0(SB)/2, $0x0010
@@ -626,25 +596,29 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 	VSUBPS Y5, Y2, Y2
 
 // KSCALES_K4: Q4_K's and Q5_K's super-block: the scales, each twice, as
-// the half factors in Z6, f32(d·D) in X12, the min terms taken from Y2.
+// the half factors in Z6 (in kLane's order), f32(d·D) in X12, the min
+// terms taken from Y2.
 #define KSCALES_K4 \
 	VCVTPH2PS (DI), X10 \
 	VMULSS (R11), X10, X12 \
 	KDECODE_K4 \
 	KMINS_K4 \
 	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
 	VPMOVZXBD X6, Z6 \
 	ADDQ $16, DI
 
 // KSCALES_Q6K: a split super-block's d (DI), as f32(d·D) in X12, and its
-// 16 int8 factors (R13).
+// 16 int8 factors (R13), in kLane's order in Z6.
 #define KSCALES_Q6K \
 	MOVWLZX (DI), AX \
 	VMOVD AX, X11 \
 	VCVTPH2PS X11, X11 \
 	VMULSS (R11), X11, X12 \
 	ADDQ $2, DI \
-	VPMOVSXBD (R13), Z6 \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVSXBD X6, Z6 \
 	ADDQ $16, R13
 
 // KNIB2(CB): a pair's nibbles (its groups CB bytes apart) as int16: the
@@ -720,28 +694,10 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 
 // ---- The AVX2 form (blocks_k_avx2_amd64.h).
 
-// kidx2: the VPERMD indices of group j of a super-block, j%4 = 0..3 (32
-// bytes each): lane L takes half factor 2j%8 + L/4 of Y6 or Y7. wbits:
+// wbits:
 // word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields into
 // place (16 for a group's first halves, 1 for its second); then word
 // constants, 16 each.
-DATA kidx2<>+0(SB)/8, $0x0000000000000000
-DATA kidx2<>+8(SB)/8, $0x0000000000000000
-DATA kidx2<>+16(SB)/8, $0x0000000100000001
-DATA kidx2<>+24(SB)/8, $0x0000000100000001
-DATA kidx2<>+32(SB)/8, $0x0000000200000002
-DATA kidx2<>+40(SB)/8, $0x0000000200000002
-DATA kidx2<>+48(SB)/8, $0x0000000300000003
-DATA kidx2<>+56(SB)/8, $0x0000000300000003
-DATA kidx2<>+64(SB)/8, $0x0000000400000004
-DATA kidx2<>+72(SB)/8, $0x0000000400000004
-DATA kidx2<>+80(SB)/8, $0x0000000500000005
-DATA kidx2<>+88(SB)/8, $0x0000000500000005
-DATA kidx2<>+96(SB)/8, $0x0000000600000006
-DATA kidx2<>+104(SB)/8, $0x0000000600000006
-DATA kidx2<>+112(SB)/8, $0x0000000700000007
-DATA kidx2<>+120(SB)/8, $0x0000000700000007
-GLOBL kidx2<>(SB), RODATA|NOPTR, $128
 DATA wbits<>+0(SB)/8, $0x0008000400020001
 DATA wbits<>+8(SB)/8, $0x0080004000200010
 DATA wbits<>+16(SB)/8, $0x0800040002000100
@@ -774,7 +730,7 @@ DATA w20y<>+24(SB)/8, $0x0020002000200020
 GLOBL w20y<>(SB), RODATA|NOPTR, $32
 
 // KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
-// half factors in Y6 and Y7.
+// half factors of lanes 0..7 in Y6, of 8..15 in Y7.
 #define KSCALES2_K4 \
 	VCVTPH2PS (DI), X10 \
 	VMULSS (R11), X10, X5 \
@@ -782,6 +738,7 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 	KDECODE_K4 \
 	KMINS_K4 \
 	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
 	VPSRLDQ $8, X6, X7 \
 	VPMOVZXBD X7, Y7 \
 	VPMOVZXBD X6, Y6 \
@@ -794,14 +751,17 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 	ADDQ $2, DI \
 	VMULSS (R11), X11, X5 \
 	VMOVSS X5, 24(SP) \
-	VPMOVSXBD (R13), Y6 \
-	VPMOVSXBD 8(R13), Y7 \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPSRLDQ $8, X6, X7 \
+	VPMOVSXBD X7, Y7 \
+	VPMOVSXBD X6, Y6 \
 	ADDQ $16, R13
 
-// KNIB: a group's nibbles as int16 words, the low ones (even inputs) in
+// KNIB(OFF): the nibbles of the group at OFF(SI) as int16 words, the low ones (even inputs) in
 // Y8, the high ones in Y9.
-#define KNIB \
-	VPMOVZXBW (SI), Y8 \
+#define KNIB(OFF) \
+	VPMOVZXBW OFF(SI), Y8 \
 	VPSRLW $4, Y8, Y9 \
 	VPAND w0fy<>(SB), Y8, Y8
 
@@ -814,13 +774,14 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 	VPAND w10y<>(SB), Y10, Y10 \
 	VPOR Y10, Y, Y
 
-// KHIGH2: Q6_K's 2-bit fields of a group (8 bytes at 16(SI)) as bits
+// KHIGH2(OFF): Q6_K's 2-bit fields of the group at OFF(SI) (8 bytes at
+// OFF+16) as bits
 // 4..5 of its codes: byte j spread to words j and 8 + j, times 16 in the
 // first (inputs 2j at bits 0..1, 2j+1 at 2..3) and 1 in the second (2j+16
 // at 4..5, 2j+17 at 6..7), so that bits 4..5 are the even inputs' and,
 // shifted right by 2, the odd ones'.
-#define KHIGH2 \
-	VPBROADCASTQ 16(SI), X10 \
+#define KHIGH2(OFF) \
+	VPBROADCASTQ OFF+16(SI), X10 \
 	VPMOVZXBW X10, Y10 \
 	VPMULLW wq6mul<>(SB), Y10, Y10 \
 	VPAND w30y<>(SB), Y10, Y5 \
@@ -831,24 +792,30 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 
 #define KNAME2 ·dotBlocksQ4_KIntAVX2
 #define KSCALES2 KSCALES2_K4
-#define KUNPACK KNIB; ADDQ $16, SI
+#define KCB 16
+#define KUNPACK(OFF) KNIB(OFF)
 #include "blocks_k_avx2_amd64.h"
 #undef KNAME2
 #undef KUNPACK
+#undef KCB
 
 #define KNAME2 ·dotBlocksQ5_KIntAVX2
-#define KUNPACK KNIB; KHIGH1HALF(16, Y8); KHIGH1HALF(18, Y9); ADDQ $20, SI
+#define KCB 20
+#define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8); KHIGH1HALF(OFF+18, Y9)
 #include "blocks_k_avx2_amd64.h"
 #undef KNAME2
 #undef KUNPACK
+#undef KCB
 #undef KSCALES2
 
 #define SPLIT
 #define KNAME2 ·dotBlocksQ6_KIntAVX2
 #define KSCALES2 KSCALES2_Q6K
-#define KUNPACK KNIB; KHIGH2; VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9; ADDQ $24, SI
+#define KCB 24
+#define KUNPACK(OFF) KNIB(OFF); KHIGH2(OFF); VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
 #undef KNAME2
 #undef KUNPACK
+#undef KCB
 #undef KSCALES2
 #undef SPLIT

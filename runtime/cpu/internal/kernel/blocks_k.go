@@ -14,19 +14,19 @@ import (
 //
 //	d·D · Σ_g f_g · Σ_i c_i·xq_i
 //
-// with every sum exact in int32: the factors multiply the unpacked codes
-// (int16, at most 4096 in magnitude), the products meet the activations
-// in integer multiply-adds, and one conversion to float and one multiply
-// serve the whole super-block, where per-group activation scales need a
+// with every sum exact in int32: the codes meet the activations in
+// integer multiply-adds, the sums of each half group (16 inputs) meet
+// their factor once, and one conversion to float and one multiply serve
+// the whole super-block, where per-group activation scales need a
 // conversion and a multiply for every 32 inputs. The mins meet the exact
 // f32 sums of each group's inputs, as in dotBlocksGo.
 //
 // Activations keep 16 bits (Max), not Q8_K's 8: per 256 inputs the
 // rounding step is max|x|/32767, a few times coarser than QRow's per-32
 // codes and about 250 times finer than llama.cpp's, and the integer sums
-// still fit: a lane gathers 16 products a super-block, each at most
-// 4096·32767 in magnitude (Q6_K: codes −32..31 times factors −128..127),
-// 2 147 418 112 < 2³¹.
+// still fit: a half's sum times its factor is at most 16·32·32767·128 =
+// 2 147 352 576 < 2³¹ in magnitude (Q6_K: codes −32..31, factors
+// −128..127).
 
 // KBlock is the inputs a super-block spans, and so a KCodes scale.
 const KBlock = 256
@@ -122,14 +122,14 @@ func scaleMinK4(j int, s []byte) (sc, m byte) {
 // super-block b of the row, with the activations' codes xq = KCodes and
 // scale D = KD[b], the weights' codes c_i and factors f (kFactors),
 //
-//	lane[g%2][k] += Σ_{i=4k}^{4k+3} f(i)·c_i·xq_i   (int32, exact; per group g of b)
+//	half[h] = Σ_{i in half h} c_i·xq_i   (int32, exact; h = 2j + i/16 for input i of group j)
 //	s = f32(d·D)
-//	acc[h][k] += f32(f32(lane[h][k])·s)   (h = 0, 1; k < 8)
-//	macc[j] += f32(min_j·sum_g)           (Q4_K, Q5_K: group j = g%8, sum_g = KSums[g])
+//	acc[L] += f32(f32(f[h]·half[h])·s)   (lane L = kLane(h))
+//	macc[j] += f32(min_j·sum_g)          (Q4_K, Q5_K: group j = g%8, sum_g = KSums[g])
 //
-// and at the end foldLanes(acc, macc), dotBlocksGo's horizontal sum. The
-// lanes are those of the vector code: a 512-bit register takes a pair of
-// groups, each 32-bit lane four inputs of one of them.
+// and at the end foldLanes(acc, macc), dotBlocksGo's horizontal sum (acc
+// as two sets of eight lanes). The lanes are where the vector code's
+// reductions leave the half sums (kLane).
 func dotBlocksKGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 	l, _ := dtype.Layout(t)
 	G := x.Groups()
@@ -138,23 +138,30 @@ func dotBlocksKGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 	var c [dtype.BlockGroup]int8
 	for b := 0; b*kGroups < G; b++ {
 		d, f, mins := kFactors(t, scales, b, G)
-		var lane [2][Lanes]int32
+		var half [2 * kGroups]int32
 		for j := 0; j < kGroups && b*kGroups+j < G; j++ {
 			g := b*kGroups + j
 			l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
 			for i := range Group {
-				lane[g%2][i/4] += f[2*j+i/16] * int32(c[i]) * int32(x.KCodes[CodeIndex(g, G, i)])
+				half[2*j+i/16] += int32(c[i]) * int32(x.KCodes[CodeIndex(g, G, i)])
 			}
 			if l.Min == 1 {
 				macc[j] += float32(mins[j] * x.KSums[g])
 			}
 		}
 		s := float32(d * x.KD[b])
-		for h := range lane {
-			for k := range Lanes {
-				acc[h][k] += float32(float32(lane[h][k]) * s)
-			}
+		for h, v := range half {
+			L := kLane(h)
+			acc[L/Lanes][L%Lanes] += float32(float32(f[h]*v) * s)
 		}
 	}
 	return foldLanes(&acc, &macc)
 }
+
+// kLane is the lane of half h of a super-block's groups: 4·(h%4) + h/4.
+// AVX-512 sums a pair p of groups in one register (a lane four inputs of
+// its halves 4p..4p+3), and unpacking and adding four such registers
+// (dword, then qword interleaves) leaves half 4p+c in lane 4c+p; AVX2
+// sums a group in a register and VPHADDD of the even groups' (0, 2, 4, 6),
+// then of the odd ones', leaves the same halves in the same lanes.
+func kLane(h int) int { return 4*(h%4) + h/4 }

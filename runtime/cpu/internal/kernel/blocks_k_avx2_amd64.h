@@ -1,35 +1,33 @@
 // The AVX2 loop of the K quants' products (dotBlocksKGo), included by
-// blocks_k_amd64.s once per type with KNAME2, KCONSTS2, KSCALES2 (a
-// super-block's factors: the 16 half factors as int32 in Y6 (0..7) and
-// Y7 (8..15), f32(d·D) stored at 24(SP), and with MIN1 the mins' terms
-// added to Y2 at once) and KUNPACK (a group's codes as int16: the even
-// inputs in Y8, the odd ones in Y9) defined. Rows of whole super-blocks
-// only (dotBlocksKRowsOn).
+// blocks_amd64.s once per type with KNAME2, KSCALES2 (a super-block's
+// factors: the 16 half factors as int32 in kLane's order, lanes 0..7 in
+// Y6 and 8..15 in Y7, f32(d·D) stored at 24(SP), and with MIN1 the mins'
+// terms taken from Y2 at once), KUNPACK(OFF) (the codes of the group at
+// OFF(SI) as int16: the even inputs in Y8, the odd ones in Y9) and KCB
+// (a group's code bytes) defined. Rows of whole super-blocks only
+// (dotBlocksKRowsOn).
 //
 // Per group, multiply-adds of the codes with the activations' codes sum
-// four inputs a lane (dotBlocksKGo's lane[g%2][i/4]), VPERMD takes the
-// group's two half factors to lanes 0..3 and 4..7 (Y12..Y15: the indices
-// of group j%4; its factors are in Y6 for j < 4, Y7 after) and VPMULLD
-// applies them before Y3 (even groups) and Y4 (odd ones) gather the exact
-// sums; per super-block they become f32 once, are scaled and added to Y0
-// and Y1. Registers as the AVX-512 loop's; Y5, Y10 and Y11 temporaries.
-// The frame holds the next row's scale words (0), the rows left (8), the
-// next output (16) and the super-block's f32(d·D) (24).
+// four inputs a lane (lanes 0..3 its first half, 4..7 its second);
+// VPHADDD of the even groups' registers, then of the odd ones', leaves
+// each half's exact sum in one lane, in the AVX-512 loop's order (kLane):
+// Y3 lanes 0..7, Y4 8..15. Two VPMULLD apply the factors, and the
+// super-block becomes f32 once, is scaled and added to Y0 and Y1.
+// Registers as the AVX-512 loop's; Y5, Y10, Y11 temporaries. The frame
+// holds the next row's scale words (0), the rows left (8), the next
+// output (16) and the super-block's f32(d·D) (24).
 
 // KPF2: how far ahead of the codes being read the loop prefetches (the
 // hardware prefetchers alone leave a core waiting on memory).
 #define KPF2 2048
 
-// KGROUP2(EOFF, OOFF, TAB, IDX, ACC): the group whose activations are at
-// EOFF(R8) (even inputs) and OOFF(R8) (odd ones).
-#define KGROUP2(EOFF, OOFF, TAB, IDX, ACC) \
-	KUNPACK \
-	VPERMD TAB, IDX, Y10 \
-	VPMADDWD EOFF(R8), Y8, Y8 \
-	VPMADDWD OOFF(R8), Y9, Y9 \
-	VPADDD Y9, Y8, Y8 \
-	VPMULLD Y10, Y8, Y8 \
-	VPADDD Y8, ACC, ACC
+// KGROUP2(J, G): group J of the super-block (codes at J·KCB(SI),
+// activations as the pairs lie), its sums to G.
+#define KGROUP2(J, G) \
+	KUNPACK(J*KCB) \
+	VPMADDWD (J/2*128+J%2*32)(R8), Y8, Y8 \
+	VPMADDWD (J/2*128+J%2*32+64)(R8), Y9, Y9 \
+	VPADDD Y9, Y8, G
 
 // func KNAME2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 TEXT KNAME2(SB), NOSPLIT, $32-72
@@ -40,10 +38,6 @@ TEXT KNAME2(SB), NOSPLIT, $32-72
 	MOVQ AX, 8(SP)
 	MOVQ out+64(FP), AX
 	MOVQ AX, 16(SP)
-	VMOVDQU kidx2<>+0(SB), Y12
-	VMOVDQU kidx2<>+32(SB), Y13
-	VMOVDQU kidx2<>+64(SB), Y14
-	VMOVDQU kidx2<>+96(SB), Y15
 
 krow2:
 	MOVQ 0(SP), DI
@@ -68,16 +62,24 @@ ksuper2:
 	PREFETCHT0 KPF2+128(SI)
 	PREFETCHT0 512(DI)
 	KSCALES2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	KGROUP2(0, 64, Y6, Y12, Y3)
-	KGROUP2(32, 96, Y6, Y13, Y4)
-	KGROUP2(128, 192, Y6, Y14, Y3)
-	KGROUP2(160, 224, Y6, Y15, Y4)
-	KGROUP2(256, 320, Y7, Y12, Y3)
-	KGROUP2(288, 352, Y7, Y13, Y4)
-	KGROUP2(384, 448, Y7, Y14, Y3)
-	KGROUP2(416, 480, Y7, Y15, Y4)
+	// VPHADDD of the even groups' sums, then of the odd ones', leaves
+	// half h in lane kLane(h): Y3 lanes 0..7, Y4 lanes 8..15.
+	KGROUP2(0, Y3)
+	KGROUP2(2, Y4)
+	VPHADDD Y4, Y3, Y3
+	KGROUP2(4, Y4)
+	KGROUP2(6, Y12)
+	VPHADDD Y12, Y4, Y4
+	VPHADDD Y4, Y3, Y3
+	KGROUP2(1, Y4)
+	KGROUP2(3, Y12)
+	VPHADDD Y12, Y4, Y4
+	KGROUP2(5, Y12)
+	KGROUP2(7, Y13)
+	VPHADDD Y13, Y12, Y12
+	VPHADDD Y12, Y4, Y4
+	VPMULLD Y6, Y3, Y3
+	VPMULLD Y7, Y4, Y4
 	VBROADCASTSS 24(SP), Y10
 	VCVTDQ2PS Y3, Y3
 	VMULPS Y10, Y3, Y3
@@ -85,6 +87,7 @@ ksuper2:
 	VCVTDQ2PS Y4, Y4
 	VMULPS Y10, Y4, Y4
 	VADDPS Y4, Y1, Y1
+	ADDQ $(8*KCB), SI
 	ADDQ $512, R8
 	ADDQ $4, R11
 	ADDQ $32, R12
