@@ -608,6 +608,33 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 	VPMOVZXBD X6, Z6 \
 	ADDQ $16, DI
 
+// KTSCALES_K4: KSCALES_K4 for the four-row loop: d and dmin in X10,
+// dmin·m in Y5 (each row's sums then meet it).
+#define KTSCALES_K4 \
+	VCVTPH2PS (DI), X10 \
+	KDECODE_K4 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y11, Y9, Y5 \
+	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVZXBD X6, Z6 \
+	ADDQ $16, DI
+
+// KTSCALES_Q6K: KSCALES_Q6K for the four-row loop: d in X10.
+#define KTSCALES_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X10 \
+	VCVTPH2PS X10, X10 \
+	ADDQ $2, DI \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVSXBD X6, Z6 \
+	ADDQ $16, R13
+
 // KSCALES_Q6K: a split super-block's d (DI), as f32(d·D) in X12, and its
 // 16 int8 factors (R13), in kLane's order in Z6.
 #define KSCALES_Q6K \
@@ -655,6 +682,15 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_avx512_amd64.h"
 #undef VNNI
 #undef KNAME
+#define KTSCALES KTSCALES_K4
+#define KTNAME ·dotBlocksQ4_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ4_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
 #undef KCONSTS
 #undef KUNPACK2
 
@@ -668,6 +704,15 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_avx512_amd64.h"
 #undef VNNI
 #undef KNAME
+#define KTNAME ·dotBlocksQ5_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ5_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2
 #undef KSCALES
@@ -687,6 +732,16 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_avx512_amd64.h"
 #undef VNNI
 #undef KNAME
+#define KTSCALES KTSCALES_Q6K
+#define KTNAME ·dotBlocksQ6_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ6_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2
 #undef KSCALES

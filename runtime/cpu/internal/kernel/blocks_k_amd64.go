@@ -93,3 +93,64 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 	}
 	return rows
 }
+
+// The K quants' four-row kernels (blocks_k_tile_avx512_amd64.h): rows of
+// weights as dotBlocksKRowsOn's with the four rows of a QTile (xq its
+// KCodes, the rows xstride bytes apart; kd, sums its KD and KSums), the
+// results of activation row r ostride bytes after row 0's.
+
+//go:noescape
+func dotBlocksQ4_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ4_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ5_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ5_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ6_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ6_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+// dotBlocksKTileAsm runs the K quants' tile kernel over the rows of
+// weights it can take and returns how many (DotBlocksTile does the rest a
+// row at a time): none without the tile kernels or where the rows have a
+// partial super-block; a last row whose scale decoding would read past
+// the slice is left out.
+func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTile, groups, rows int, out []float32, stride int) int {
+	if !hasTile || groups%kGroups != 0 || rows <= 0 {
+		return 0
+	}
+	if cap(scales) < rows*sstride+1 {
+		rows--
+	}
+	if rows <= 0 {
+		return 0
+	}
+	c, s, xq, kd, sums, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.KSums[0], &out[0]
+	xs := 2 * len(x.KCodes) / TileRows
+	sstride *= 4
+	os := 4 * stride
+	switch {
+	case t == dtype.Q4_K && hasKVNNI:
+		dotBlocksQ4_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q4_K:
+		dotBlocksQ4_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q5_K && hasKVNNI:
+		dotBlocksQ5_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q5_K:
+		dotBlocksQ5_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q6_K && hasKVNNI:
+		dotBlocksQ6_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q6_K:
+		dotBlocksQ6_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	default:
+		return 0
+	}
+	return rows
+}

@@ -35,9 +35,15 @@ type QTile struct {
 	DS     []float32
 	Halves []float32 // where the rows have them (QRow.SumHalves)
 
-	// The rows themselves, which the K types' products read one by one
-	// (their integer sums per super-block leave nothing to share but the
-	// unpacking): valid while the rows are.
+	// The K quants' activations (QRow.KCodes, KD, KSums) of the rows,
+	// packed for their tile kernel (blocks_k_tile_avx512_amd64.h): the
+	// rows' KCodes one after the other; per super-block the rows' KD, then
+	// their eight group sums each.
+	KCodes []int16
+	KD     []float32
+	KSums  []float32
+
+	// The rows themselves, which the twin reads: valid while they are.
 	rows [TileRows]*QRow
 }
 
@@ -54,6 +60,7 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	x0 := xs[0]
 	t.Cols = x0.Cols
 	t.rows = *xs
+	t.packK(xs)
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
@@ -90,6 +97,22 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 			if halves {
 				copy(t.Halves[(c*TileRows+r)*16:], x.Halves[c*16:min(len(x.Halves), (c+1)*16)])
 			}
+		}
+	}
+}
+
+// packK packs the rows' K quant activations (KCodes, KD, KSums).
+func (t *QTile) packK(xs *[TileRows]*QRow) {
+	n, nb := len(xs[0].KCodes), len(xs[0].KD)
+	t.KCodes = grow16(t.KCodes, TileRows*n)
+	t.KD = growF(t.KD, TileRows*nb)
+	t.KSums = growF(t.KSums, TileRows*nb*kGroups)
+	clear(t.KSums)
+	for r, x := range xs {
+		copy(t.KCodes[r*n:(r+1)*n], x.KCodes)
+		for b, d := range x.KD {
+			t.KD[b*TileRows+r] = d
+			copy(t.KSums[(b*TileRows+r)*kGroups:(b*TileRows+r+1)*kGroups], x.KSums[b*kGroups:min(len(x.KSums), (b+1)*kGroups)])
 		}
 	}
 }
@@ -137,14 +160,15 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 		}
 		return
 	}
+	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
+	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
 	if KType(w.Type) {
+		done := dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 		for r, q := range x.rows {
-			DotBlocksRows(w, r0, q, out[r*stride:r*stride+rows])
+			DotBlocksRows(w, r0+done, q, out[r*stride+done:r*stride+rows])
 		}
 		return
 	}
-	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
-	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
 	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 	if done < rows {
 		dotBlocksTileGo(w.Type, codes[done*cw:], scales[done*sw:], sw, x, rows-done, out[done:], stride)
