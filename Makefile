@@ -37,10 +37,7 @@ deps:
 	@if [ -x .ci/install-deps.sh ]; then .ci/install-deps.sh; fi
 	$(GO) mod download
 
-vet:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
-	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	$(GO) vet ./...
+vet: vet-quick
 	CGO_ENABLED=0 $(GO) vet ./...
 
 # TESTSUM runs `go test -json` through .ci/testsum, which prints a line per
@@ -68,8 +65,8 @@ check: vet-quick
 	$(TESTSUM) $(CHECKFLAGS) -short $$($(GO) list ./... | grep -v -x -E "$$($(GO) list -m)/($(CHECK_SLOW))")
 	$(TESTSUM) $(CHECKFLAGS) -short -run '$(CHECK_RUNTIME)' ./runtime/
 
-# vet-quick is vet without the second pass (CGO_ENABLED=0) that make test's
-# vet adds.
+# vet-quick is gofmt's check and go vet; vet adds a second pass with
+# CGO_ENABLED=0 (the CPU-only build).
 vet-quick:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
