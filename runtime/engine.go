@@ -378,6 +378,9 @@ type Metrics struct {
 	Running     int
 	Waiting     int
 	Preemptions int
+	// PeakBlocks is the most blocks in use at once since the engine
+	// started or since ResetPeakBlocks.
+	PeakBlocks int
 	// MeanWaste is the pool's waste over the engine's life: allocated but
 	// unused slots over allocated slots, both summed over every step.
 	MeanWaste float64
@@ -389,7 +392,7 @@ type Metrics struct {
 func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
+	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions, PeakBlocks: e.peakBlocks}
 	if e.slotsAllocated > 0 {
 		m.MeanWaste = float64(e.slotsUnused) / float64(e.slotsAllocated)
 	}
@@ -530,8 +533,8 @@ func (s Stats) RoundTripsPerToken() float64 {
 	return float64(s.Steps+s.DraftSteps) / float64(s.Generated)
 }
 
-// add sums the figures of two runs.
-func (s Stats) add(o Stats) Stats {
+// Add sums the figures of two runs (a benchmark adds up its repeats).
+func (s Stats) Add(o Stats) Stats {
 	s.PromptTokens += o.PromptTokens
 	s.Generated += o.Generated
 	s.Prefill += o.Prefill

@@ -400,10 +400,14 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 	return n
 }
 
-// benchImage is the milliseconds the tower takes to encode an image of
-// its own size (preprocessing included), after one encoding that compiles
-// the pipelines; the embedding cache is not consulted.
-func (e *Engine) benchImage() (float64, error) {
+// ImageEncodeTime is the milliseconds the tower takes to encode an image
+// of its own size (preprocessing included), after one encoding that
+// compiles the pipelines; the embedding cache is not consulted, so that a
+// benchmark (runtime/eval) times the encoding itself.
+func (e *Engine) ImageEncodeTime() (float64, error) {
+	if e.vis == nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
+	}
 	size := e.vis.cfg.ImageSize
 	img := &vision.Image{W: size, H: size, Pix: make([]uint8, 3*size*size)}
 	for i := range img.Pix {
