@@ -143,10 +143,12 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 	tok := e.model.Tokenizer
 	text, bos := req.Prompt, true
 	if req.Messages != nil {
-		if text, err = e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars}); err != nil {
-			return nil, nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
+		if text, err = e.renderChat(req); err != nil {
+			return nil, nil, err
 		}
 		_, bos = e.chat.(chat.Plain)
+	} else {
+		e.prompts.Add(1)
 	}
 	pieces := strings.Split(text, ImageMarker)
 	if len(pieces)-1 != len(req.Images) {
