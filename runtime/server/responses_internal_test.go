@@ -237,6 +237,26 @@ func TestOutputBuilder(t *testing.T) {
 	if it := cut.output()[0].(reasoningItem); it.Status != "incomplete" || cut.reasoningTokens() != 1 {
 		t.Errorf("cut short: %+v, %d reasoning tokens", it, cut.reasoningTokens())
 	}
+	// Cut short before the reasoning's first character ("<think>" and a
+	// newline): the reasoning, empty, not a message.
+	blank := &outputBuilder{format: chat.Hermes}
+	blank.read(runtime.Token{ID: 1}, nil)
+	blank.read(runtime.Token{ID: 2}, []chat.ReplyEvent{{Kind: chat.EventReasoning, Text: "\n"}})
+	blank.finish(runtime.Stats{})
+	if out := blank.output(); len(out) != 1 {
+		t.Errorf("cut short in blank reasoning: %+v", out)
+	} else if it, ok := out[0].(reasoningItem); !ok || it.Status != "incomplete" || it.Content[0].Text != "" || blank.reasoningTokens() != 2 {
+		t.Errorf("cut short in blank reasoning: %+v, %d reasoning tokens", out[0], blank.reasoningTokens())
+	}
+	// Ended (not cut) in blank reasoning: still the empty message.
+	ended := &outputBuilder{format: chat.Hermes}
+	ended.read(runtime.Token{ID: 1}, []chat.ReplyEvent{{Kind: chat.EventReasoning, Text: "\n"}})
+	ended.finish(runtime.Stats{StoppedAtEOS: true})
+	if out := ended.output(); len(out) != 1 {
+		t.Errorf("ended in blank reasoning: %+v", out)
+	} else if _, ok := out[0].(messageItem); !ok {
+		t.Errorf("ended in blank reasoning: %+v", out[0])
+	}
 }
 
 // A streamed choice's text carries the pieces of the control tokens it

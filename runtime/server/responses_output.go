@@ -484,14 +484,18 @@ func (b *outputBuilder) end(status string) {
 
 // finish ends the output: the item being written is incomplete when the
 // reply ran out of tokens. A reply of nothing (or of whitespace) is an
-// empty message, as clients that read the first message expect one.
+// empty message, as clients that read the first message expect one,
+// except a reply cut short in its reasoning's leading whitespace: that is
+// the reasoning, empty and incomplete, as its tokens are counted.
 func (b *outputBuilder) finish(st runtime.Stats) {
 	status := "completed"
 	if *finishReason(st) == "length" {
 		status = "incomplete"
 	}
 	if len(b.items) == 0 {
-		b.cur = &outItem{kind: chat.EventText, index: -1}
+		if status == "completed" || b.cur == nil || b.cur.kind != chat.EventReasoning {
+			b.cur = &outItem{kind: chat.EventText, index: -1}
+		}
 		b.add(b.cur)
 	}
 	b.end(status)
