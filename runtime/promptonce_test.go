@@ -61,8 +61,11 @@ func qwen3Chat(t *testing.T) *runtime.Engine {
 // read the prompt's last token), transcripts, several samples, required
 // tool calls (whose grammar and prefill depend on how the prompt ends)
 // and a reasoning template (which reads whether the prompt opened a
-// thought). Before, a chat with logprobs on a reasoning template encoded
-// it three times (PrepareChat, the server's lastTokens, StartN).
+// thought). Before, a chat with logprobs whose template neither reasons
+// nor is held to calls encoded it twice (the server's lastTokens, then
+// StartN; PrepareChat tokenized only for the other two), as did a
+// completion with logprobs, and the engine's own PrepareChat, PromptTokens
+// and Start.
 func TestPromptEncodedOnce(t *testing.T) {
 	plain := loadDevice(t, "cpu", sharedFile(t, "stories260K.gguf"), runtime.Options{})
 	qwen := qwen3Chat(t)
