@@ -12,7 +12,6 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
@@ -205,8 +204,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b 
 	if err := b.Check(); err != nil {
 		return nil, err
 	}
-	_, gpu := unwrap(be).(*gpu.Backend)
-	return newEngine(m, be, kv, ws, b.resolve(gpu, m.Config))
+	return newEngine(m, be, kv, ws, b.resolve(backend.Describe(be).GPU, m.Config))
 }
 
 // newEngine is New with the budgets resolved: forward steps of up to
@@ -263,6 +261,10 @@ func (e *Engine) Model() *models.Model { return e.model }
 
 // Backend returns the backend the engine runs on.
 func (e *Engine) Backend() backend.Backend { return e.be }
+
+// DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
+// the adapter (backend.Describe).
+func (e *Engine) DeviceName() string { return backend.Describe(e.be).Device }
 
 // Chat is the renderer Request.Messages go through: the model's chat
 // template, or chat.Plain when it has none.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/internal/cputime"
 )
 
@@ -65,9 +66,13 @@ type BenchResult struct {
 	// runs the same ops whatever its rows): per decoded token of one
 	// sequence, per step of all of them with Concurrency.
 	DispatchesPerToken float64 `json:"dispatches_per_token"`
-	MemoryBytes        int64   `json:"memory_bytes"`
-	WeightBytes        int64   `json:"weight_bytes"`
-	WeightMix          string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
+	// HostUsPerDispatch is the host's wall time recording and submitting
+	// the measured steps (backend.Stats.Host), a dispatch: what no GPU
+	// makes faster. Zero on the CPU backend.
+	HostUsPerDispatch float64 `json:"host_us_per_dispatch,omitempty"`
+	MemoryBytes       int64   `json:"memory_bytes"`
+	WeightBytes       int64   `json:"weight_bytes"`
+	WeightMix         string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
 	// Bits is each kind of tensor's bits a weight, in the file and as
 	// kept (Engine.TensorBits).
 	Bits              []runtime.GroupBits `json:"bits_per_weight"`
@@ -127,11 +132,13 @@ type BenchResult struct {
 func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult, error) {
 	c := e.Model().Config
 	b := e.Budgets()
-	hw := e.BackendInfo()
-	r := BenchResult{Device: hw.Device, Model: e.Model().Path, Threads: hw.Threads, Kernels: hw.Kernels, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens,
+	r := BenchResult{Device: e.DeviceName(), Model: e.Model().Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens,
 		MaxBatchTokens: b.MaxBatchTokens, MaxSeqs: b.MaxSeqs}
 	for _, a := range o.Adapters {
 		r.Adapters = append(r.Adapters, a.Name)
+	}
+	if d := backend.Describe(e.Backend()); !d.GPU {
+		r.Threads, r.Kernels = d.Threads, d.Kernels
 	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
 		return r, fmt.Errorf("bench needs at least 2 generated tokens and a non-negative prompt")
@@ -155,7 +162,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	d0, s0, read0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes
+	d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
 	req := runtime.Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	var cpu0 time.Duration // at the first token
 	st, err := e.Generate(ctx, req, func(runtime.Token) error {
@@ -206,6 +213,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	if steps := e.Steps() - s0; steps > 0 {
 		r.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 	}
+	r.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
 	bs := e.Backend().Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
@@ -214,7 +222,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	r.Bits = e.TensorBits()
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
 	r.DecodeGBps = float64(r.DecodeBytes) * r.DecodeTPS / 1e9
-	if r.CopyGBps, err = e.CopyBandwidth(); err != nil {
+	if r.CopyGBps, err = backend.CopyBandwidth(e.Backend(), 64<<20, 10); err != nil {
 		return r, fmt.Errorf("copy bandwidth probe: %w", err)
 	}
 	if r.CopyGBps > 0 {
@@ -312,7 +320,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		}
 		e.ResetPeakBlocks()
 		streams := make([]*runtime.Stream, n)
-		d0, s0, read0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes
+		d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
@@ -345,6 +353,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		if steps := e.Steps() - s0; steps > 0 {
 			res.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 		}
+		res.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
 		if generated > 0 {
 			res.ReadbackBytesPerToken = float64(e.Backend().Stats().ReadBytes-read0) / float64(generated)
 		}
@@ -381,4 +390,13 @@ func rate(n int, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / d.Seconds()
+}
+
+// hostPerDispatch is the host's µs a dispatch since a measurement began
+// at d0 dispatches and host0 of host time.
+func hostPerDispatch(st backend.Stats, d0 int, host0 time.Duration) float64 {
+	if n := st.Dispatches - d0; n > 0 && st.Host > host0 {
+		return float64(st.Host-host0) / float64(time.Microsecond) / float64(n)
+	}
+	return 0
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 )
 
@@ -67,7 +66,7 @@ func loadWebGPU(t *testing.T, path string, opts runtime.Options) *runtime.Engine
 		opts.Quant = "f32"
 	}
 	eng, err := runtime.Load(path, opts)
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	if errors.Is(err, runtime.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // Perplexity is exp of the mean negative log-likelihood of each token of
@@ -128,7 +129,7 @@ func Compare(ctx context.Context, e, ref *runtime.Engine, text string, progress 
 				kl += math.Exp(b) * (b - lq[v])
 			}
 			d.KLD = append(d.KLD, kl)
-			if argmax(logits) == argmax(refLogits) {
+			if backend.ArgmaxRow(logits) == backend.ArgmaxRow(refLogits) {
 				d.SameTop++
 			}
 			dp := math.Exp(lq[next]) - math.Exp(lb[next])
@@ -180,18 +181,6 @@ func scorePair(ctx context.Context, a, b *runtime.Engine, tokens []int32, fn fun
 		return fmt.Errorf("reference: %w", berr) // the cause, where the model's Score saw only its end
 	}
 	return err
-}
-
-// argmax is the index of the largest logit, the lowest among equals (as
-// the backends' Argmax picks).
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // logSoftmax is ln softmax(logits), in float64.
