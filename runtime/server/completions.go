@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // complete is POST /v1/completions: each prompt (text or token ids) is
@@ -20,37 +19,18 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	base, n, err := body.request(16, 0) // OpenAI's default of 16 tokens
+	reqs, n, err := body.Requests(16) // OpenAI's default of 16 tokens
 	if err != nil {
 		return err
 	}
-	if base.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
-		return err
-	}
-	switch {
-	case body.Prompt.len() == 0:
-		return badRequest("prompt", "prompt is required")
-	case body.Prompt.len()*n > runtime.MaxSamples:
-		return badRequest("prompt", "%d prompts with n=%d make %d sequences; at most %d", body.Prompt.len(), n, body.Prompt.len()*n, runtime.MaxSamples)
-	case body.Suffix != nil && *body.Suffix != "":
-		return badRequest("suffix", "suffix (fill in the middle) is not supported")
-	}
-	logprobs, top, err := chatapi.CompletionLogprobs(body.Logprobs)
+	adapters, err := m.requestAdapters(body.LoRA)
 	if err != nil {
 		return err
 	}
-	base.Logprobs, base.TopLogprobs = logprobs, top
-	var reqs []runtime.Request
-	for _, t := range body.Prompt.Texts {
-		req := base
-		req.Prompt = t
-		reqs = append(reqs, req)
+	for i := range reqs {
+		reqs[i].Adapters = adapters
 	}
-	for _, ids := range body.Prompt.IDs {
-		req := base
-		req.Tokens = ids
-		reqs = append(reqs, req)
-	}
+	base, logprobs := reqs[0], reqs[0].Logprobs
 	var trs [][]*runtime.Transcript // per prompt, per sample
 	if body.Transcript && base.MaxTokens > 0 {
 		trs = make([][]*runtime.Transcript, len(reqs))
