@@ -27,8 +27,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	texts := make([]*string, len(reqs)) // each text prompt's own text, for echo
 	for i := range reqs {
 		reqs[i].Adapters = adapters
+		if reqs[i].Tokens == nil {
+			t := reqs[i].Prompt
+			texts[i] = &t
+		}
 	}
 	base, logprobs := reqs[0], reqs[0].Logprobs
 	var trs [][]*runtime.Transcript // per prompt, per sample
@@ -38,13 +43,29 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 			if reqs[p], trs[p], err = withTranscripts(r.Context(), m, reqs[p], n); err != nil {
 				return err
 			}
+			texts[p] = nil // echo writes what the transcript wrote down
+		}
+	}
+	// A text prompt is tokenized once, here, for echo, the first token's
+	// logprobs and the engine alike (a prompt that nothing generates from
+	// or echoes is not tokenized at all).
+	if base.MaxTokens > 0 || body.Echo {
+		for p := range reqs {
+			if reqs[p].Tokens != nil {
+				continue
+			}
+			ids, err := m.eng.PromptTokensContext(r.Context(), reqs[p])
+			if err != nil {
+				return err
+			}
+			reqs[p].Tokens, reqs[p].Prompt = ids, ""
 		}
 	}
 	// Echo needs the prompt's text (and with logprobs, its scores) first.
 	echoes := make([]echoed, len(reqs))
 	if body.Echo {
 		for i, req := range reqs {
-			if echoes[i], err = s.echo(r.Context(), m, req, logprobs); err != nil {
+			if echoes[i], err = s.echo(r.Context(), m, req, texts[i], logprobs); err != nil {
 				return err
 			}
 		}
@@ -160,17 +181,19 @@ type echoed struct {
 	first  bool // lps[0] is the first token, without a logprob
 }
 
-// echo computes what echo adds for req: the prompt's text and, with
-// logprobs, how likely the model finds each of its tokens (Score).
-func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, logprobs bool) (echoed, error) {
+// echo computes what echo adds for req, whose prompt is tokenized: the
+// prompt's text (text, where the request gave one; else its tokens'
+// text) and, with logprobs, how likely the model finds each of its tokens
+// (Score).
+func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, text *string, logprobs bool) (echoed, error) {
 	ids, err := m.eng.PromptTokensContext(ctx, req)
 	if err != nil {
 		return echoed{}, err
 	}
 	tok := m.eng.Tokenizer()
 	e := echoed{tokens: len(ids)}
-	if req.Tokens == nil {
-		e.text = req.Prompt
+	if text != nil {
+		e.text = *text
 	} else {
 		ints := make([]int, len(ids))
 		for i, id := range ids {

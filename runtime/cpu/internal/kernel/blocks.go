@@ -15,7 +15,8 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // fills in (blocks_amd64.s, blocks_arm64.s).
 
 // DotBlocksRows sets out[j] to the dot product of row r0 + j of w with
-// the quantized row x, in the order dotBlocksGo defines, on every path
+// the quantized row x, in the order dotBlocksGo defines (dotBlocksKGo for
+// the K quants, which read x's per-super-block codes), on every path
 // (the rows in one call of the vector kernel where the CPU has one). Q2_K,
 // whose mins are per 16 inputs, needs x's half sums (QRow.SumHalves).
 func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {

@@ -207,3 +207,43 @@ func TestDotBlocksKAgainstF32(t *testing.T) {
 		}
 	}
 }
+
+// TestDotBlocksKPartial: a row that ends in a partial super-block (no
+// GGML file has one, but Blocks can hold it) goes to the twin, which
+// gives the dot product of the dequantized weights with the per-256
+// activations, to f32 rounding.
+func TestDotBlocksKPartial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range []dtype.Type{dtype.Q4_K, dtype.Q5_K} {
+		full := blocksMatrix(t, rng, typ, 3, 512)
+		for _, cols := range []int{288, 300} { // 9 groups, 10 with a short last one
+			m := &dtype.Blocks{Type: typ, Rows: full.Rows, Cols: cols}
+			l, G, fcw, fsw := m.Layout(), m.Groups(), full.Groups()*full.Layout().CodeWords, full.RowScaleWords()
+			cw, sw := G*l.CodeWords, m.RowScaleWords()
+			for r := range m.Rows {
+				m.Codes = append(m.Codes, full.Codes[r*fcw:r*fcw+cw]...)
+				m.Scales = append(m.Scales, full.Scales[r*fsw:r*fsw+sw]...)
+			}
+			x := randomRow(rng, cols)
+			var q QRow
+			q.Quantize(x)
+			out := make([]float32, m.Rows)
+			DotBlocksRows(m, 0, &q, out)
+			w := make([]float32, G*Group)
+			for r := range m.Rows {
+				m.DequantizeRow(r, w)
+				var want, mag float64
+				for i, v := range w[:cols] {
+					_, _, mn, _ := dtype.GroupScale(typ, m.Scales[r*sw:(r+1)*sw], i/Group, G)
+					// the min meets x itself, the rest the per-256 codes
+					xq := float64(q.KD[i/KBlock]) * float64(q.KCodes[CodeIndex(i/Group, G, i%Group)])
+					want += (float64(v)-float64(mn))*xq + float64(mn)*float64(x[i])
+					mag += math.Abs(float64(v) * float64(x[i]))
+				}
+				if d := math.Abs(float64(out[r]) - want); d > 1e-5*mag {
+					t.Errorf("%v %d wide, row %d: %g, want %g", typ, cols, r, out[r], want)
+				}
+			}
+		}
+	}
+}
