@@ -19,7 +19,7 @@ const (
 
 // jsDevice is the Device on the browser's navigator.gpu: device.go's logic
 // over the calls of browserAPI.
-type jsDevice = device[js.Value, js.Value, js.Value, jsLayout]
+type jsDevice = device[*jsObj, *jsObj, *jsObj, jsLayout]
 
 var _ interface {
 	Device
@@ -42,12 +42,52 @@ type browserAPI struct {
 	queue   js.Value
 	scratch js.Value // Uint8Array that write copies through
 
+	// The registry of the device's buffers, bind groups and pipelines
+	// (a JavaScript array, by jsObj.id) and the command replayer that
+	// reads it (recorder_js.go).
+	objs   js.Value
+	free   []int
+	replay js.Value
+	cmds   []float64
+	cmdBuf js.Value // Float64Array the commands cross in, and cmdU8 a byte view of it
+	cmdU8  js.Value
+
 	// errMu guards what the browser's event callbacks set. It is never held
 	// across an await, so a callback never waits on a parked goroutine.
 	errMu      sync.Mutex
 	lostErr    error // sticky: once the device is lost every call returns it
 	uncaptured []string
 	onError    js.Func
+}
+
+// jsObj is a WebGPU buffer, bind group or pipeline, and its index in the
+// device's registry, by which a step's command list names it.
+type jsObj struct {
+	v  js.Value
+	id int
+}
+
+// register puts v in the registry.
+func (b *browserAPI) register(v js.Value) *jsObj {
+	if b.objs.IsUndefined() {
+		b.objs = js.Global().Get("Array").New()
+	}
+	id := b.objs.Length()
+	if n := len(b.free); n > 0 {
+		id, b.free = b.free[n-1], b.free[:n-1]
+	}
+	b.objs.SetIndex(id, v)
+	return &jsObj{v: v, id: id}
+}
+
+// unregister drops o from the registry, for the garbage collector.
+func (b *browserAPI) unregister(o *jsObj) {
+	if o == nil || o.id < 0 {
+		return
+	}
+	b.objs.SetIndex(o.id, js.Null())
+	b.free = append(b.free, o.id)
+	o.id = -1
 }
 
 // jsLayout is a binding shape's layouts (see layout).
@@ -107,23 +147,37 @@ func (b *browserAPI) reported() error {
 	return fmt.Errorf("gpu: WebGPU reported: %s", strings.Join(msgs, "; "))
 }
 
-func (b *browserAPI) newBuffer(label string, alloc int64, usage Usage) (js.Value, error) {
+func (b *browserAPI) newBuffer(label string, alloc int64, usage Usage) (*jsObj, error) {
 	desc := map[string]any{"label": label, "size": alloc, "usage": webgpuUsage(usage)}
+	var v js.Value
+	var err error
 	if alloc >= scopedAlloc {
-		return b.scoped(func() (js.Value, error) { return jsCall(b.dev, "createBuffer", desc) })
+		v, err = b.scoped(func() (js.Value, error) { return jsCall(b.dev, "createBuffer", desc) })
+	} else {
+		v, err = jsCall(b.dev, "createBuffer", desc)
 	}
-	return jsCall(b.dev, "createBuffer", desc)
+	if err != nil {
+		return nil, err
+	}
+	return b.register(v), nil
 }
 
-func (b *browserAPI) newStaging(size int64) (js.Value, error) {
-	return jsCall(b.dev, "createBuffer", map[string]any{
+func (b *browserAPI) newStaging(size int64) (*jsObj, error) {
+	v, err := jsCall(b.dev, "createBuffer", map[string]any{
 		"label": "tessera read staging",
 		"size":  size,
 		"usage": usageMapRead | usageCopyDst,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &jsObj{v: v, id: -1}, nil // read maps it; no command names it
 }
 
-func (b *browserAPI) releaseBuffer(buf js.Value) { buf.Call("destroy") }
+func (b *browserAPI) releaseBuffer(buf *jsObj) {
+	buf.v.Call("destroy")
+	b.unregister(buf)
+}
 
 // scoped runs f inside out-of-memory and validation error scopes and waits
 // for them: the browser's error, if any, becomes f's.
@@ -148,7 +202,7 @@ func (b *browserAPI) scoped(f func() (js.Value, error)) (js.Value, error) {
 	return v, err
 }
 
-func (b *browserAPI) write(dst js.Value, offset int64, data []byte) error {
+func (b *browserAPI) write(dst *jsObj, offset int64, data []byte) error {
 	// writeBuffer copies its source when called, so one scratch array in
 	// JavaScript memory carries a big upload piece by piece. It is never a
 	// view of wasm memory, which moves when the Go heap grows.
@@ -160,7 +214,7 @@ func (b *browserAPI) write(dst js.Value, offset int64, data []byte) error {
 		for i := n; i < padded; i++ {
 			scratch.SetIndex(i, 0)
 		}
-		if _, err := jsCall(b.queue, "writeBuffer", dst, offset+int64(done), scratch, 0, padded); err != nil {
+		if _, err := jsCall(b.queue, "writeBuffer", dst.v, offset+int64(done), scratch, 0, padded); err != nil {
 			return err
 		}
 		done += n
@@ -180,9 +234,10 @@ func (b *browserAPI) scratchArray(n int) js.Value {
 	return b.scratch
 }
 
-func (b *browserAPI) read(src js.Value, offset int64, staging js.Value, n int64, out []byte) error {
+func (b *browserAPI) read(src *jsObj, offset int64, stagingObj *jsObj, n int64, out []byte) error {
+	staging := stagingObj.v
 	enc := b.dev.Call("createCommandEncoder")
-	enc.Call("copyBufferToBuffer", src, offset, staging, 0, n)
+	enc.Call("copyBufferToBuffer", src.v, offset, staging, 0, n)
 	b.queue.Call("submit", []any{enc.Call("finish")})
 
 	p, err := jsCall(staging, "mapAsync", mapModeRead, 0, n)
@@ -200,8 +255,8 @@ func (b *browserAPI) read(src js.Value, offset int64, staging js.Value, n int64,
 
 // close drops the pipelines and layouts to the garbage collector and
 // destroys the device, which frees every buffer and settles device.lost.
-func (b *browserAPI) close([]js.Value, []jsLayout) {
-	b.scratch = js.Value{}
+func (b *browserAPI) close([]*jsObj, []jsLayout) {
+	b.scratch, b.objs, b.cmdBuf, b.cmdU8 = js.Value{}, js.Value{}, js.Value{}, js.Value{}
 	b.dev.Call("removeEventListener", "uncapturederror", b.onError)
 	b.onError.Release()
 	b.dev.Call("destroy")

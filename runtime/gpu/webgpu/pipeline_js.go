@@ -16,7 +16,7 @@ import (
 // every kernel spells it exactly, the browser device rewrites it.
 var jsFloatMax = regexp.MustCompile(`(^|[^0-9.])3\.4028235[eE]\+?38\b`)
 
-func (b *browserAPI) newPipeline(k Kernel, src string, lay jsLayout) (js.Value, error) {
+func (b *browserAPI) newPipeline(k Kernel, src string, lay jsLayout) (*jsObj, error) {
 	src = jsFloatMax.ReplaceAllString(src, "${1}3.4028234663852886e38")
 	// One error scope covers the module and the pipeline: one round trip to
 	// the GPU process per kernel. On failure the module's compilation
@@ -36,11 +36,11 @@ func (b *browserAPI) newPipeline(k Kernel, src string, lay jsLayout) (js.Value, 
 	})
 	if err != nil {
 		if msg := jsCompileErrors(module); msg != "" {
-			return js.Value{}, fmt.Errorf("gpu: kernel %q does not compile:\n%s", k.Name, msg)
+			return nil, fmt.Errorf("gpu: kernel %q does not compile:\n%s", k.Name, msg)
 		}
-		return js.Value{}, fmt.Errorf("gpu: kernel %q: creating its pipeline: %w", k.Name, err)
+		return nil, fmt.Errorf("gpu: kernel %q: creating its pipeline: %w", k.Name, err)
 	}
-	return compute, nil
+	return b.register(compute), nil
 }
 
 // compileErrors lists the error messages of a shader module as
@@ -93,17 +93,21 @@ func (b *browserAPI) newLayout(key string, bindings []Access) (jsLayout, error) 
 	return jsLayout{group: group, pipeline: pl}, nil
 }
 
-func (b *browserAPI) newBindGroup(label string, lay jsLayout, entries []groupEntry[js.Value]) (js.Value, error) {
+func (b *browserAPI) newBindGroup(label string, lay jsLayout, entries []groupEntry[*jsObj]) (*jsObj, error) {
 	list := make([]any, len(entries))
 	for i, e := range entries {
 		list[i] = map[string]any{
 			"binding":  e.binding,
-			"resource": map[string]any{"buffer": e.buffer, "offset": e.offset, "size": e.size},
+			"resource": map[string]any{"buffer": e.buffer.v, "offset": e.offset, "size": e.size},
 		}
 	}
-	return jsCall(b.dev, "createBindGroup", map[string]any{"label": label, "layout": lay.group, "entries": list})
+	g, err := jsCall(b.dev, "createBindGroup", map[string]any{"label": label, "layout": lay.group, "entries": list})
+	if err != nil {
+		return nil, err
+	}
+	return b.register(g), nil
 }
 
-// releaseBindGroup does nothing: WebGPU has no explicit release for bind
-// groups, the garbage collector frees one once unused.
-func (b *browserAPI) releaseBindGroup(js.Value) {}
+// releaseBindGroup drops g from the registry: WebGPU has no explicit
+// release for bind groups, the garbage collector frees one once unused.
+func (b *browserAPI) releaseBindGroup(g *jsObj) { b.unregister(g) }
