@@ -1,6 +1,7 @@
 package host
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // TestBadSamplingAsEveryHome: gen_open refuses the requests of
-// wiretest.BadSampling that the plugin ABI can spell with ERR_ARGUMENT,
+// wiretest.BadSampling (and BadChat) that the plugin ABI can spell with ERR_ARGUMENT,
 // last_error in the words the server and the browser use for them too
 // (their own tests run the same table).
 func TestBadSamplingAsEveryHome(t *testing.T) {
@@ -17,12 +18,15 @@ func TestBadSamplingAsEveryHome(t *testing.T) {
 	g := newGuarded(4096)
 	const req, hOut = 1024, 8
 	ran := 0
-	for _, c := range wiretest.BadSampling {
+	for _, c := range slices.Concat(wiretest.BadSampling, wiretest.BadChat) {
 		if c.Plugin == "" {
 			continue
 		}
 		ran++
-		body := `{"prompt": "Once", ` + c.Plugin + `}`
+		body := `{"max_tokens": 1, ` + c.Plugin + `}`
+		if !strings.Contains(c.Plugin, `"messages"`) {
+			body = `{"prompt": "Once", ` + c.Plugin + `}`
+		}
 		copy(g.buf[req:], body)
 		code := call(t, r, g, abi.FnGenOpen, []uint64{req, uint64(len(body)), hOut})
 		if code != abi.ErrArgument || !strings.HasSuffix(r.lastErr, c.Msg) {

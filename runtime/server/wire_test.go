@@ -16,9 +16,32 @@ import (
 // same table).
 func TestBadSamplingAsEveryHome(t *testing.T) {
 	_, url := serve(t, cpuEngine(t), server.Options{})
-	for _, c := range wiretest.BadSampling {
-		body := `{"model": "` + modelName + `", "prompt": "Once", ` + c.Fields + `}`
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	refusedAlike(t, url+"/v1/completions", `"prompt": "Once", `, wiretest.BadSampling)
+	body := `{"model": "` + modelName + `", "prompt": "Once", "max_tokens": 1, ` + wiretest.Unknown + `}`
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request with an unknown field: %d", resp.StatusCode)
+	}
+}
+
+// TestBadChatAsEveryHome: the chat requests of wiretest.BadChat are
+// refused as the browser refuses them.
+func TestBadChatAsEveryHome(t *testing.T) {
+	_, url := serve(t, cpuEngine(t), server.Options{})
+	refusedAlike(t, url+"/v1/chat/completions", ``, wiretest.BadChat)
+}
+
+// refusedAlike posts each case's fields (after more) to url and checks the
+// 400 names its field with its words.
+func refusedAlike(t *testing.T, url, more string, cases []wiretest.Bad) {
+	t.Helper()
+	for _, c := range cases {
+		body := `{"model": "` + modelName + `", ` + more + c.Fields + `}`
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,14 +60,5 @@ func TestBadSamplingAsEveryHome(t *testing.T) {
 		if e.Error.Param == nil || *e.Error.Param != c.Param || e.Error.Message != c.Msg {
 			t.Errorf("%s: refused as %v: %q, want %s: %q", c.Name, e.Error.Param, e.Error.Message, c.Param, c.Msg)
 		}
-	}
-	body := `{"model": "` + modelName + `", "prompt": "Once", "max_tokens": 1, ` + wiretest.Unknown + `}`
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a request with an unknown field: %d", resp.StatusCode)
 	}
 }

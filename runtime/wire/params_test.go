@@ -4,6 +4,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/vision"
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/wire"
 	"github.com/tessera-llm/tessera/runtime/wire/wiretest"
 	"github.com/tessera-llm/tessera/wasm/plugin/abi"
@@ -108,6 +111,26 @@ func TestAdapters(t *testing.T) {
 		_, err := wire.Adapters("adapters", tc.list)
 		if pe, ok := wire.AsParam(err); !ok || pe.Param != "adapters" || pe.Msg != tc.msg {
 			t.Errorf("%+v: %v, want %q", tc.list, err, tc.msg)
+		}
+	}
+}
+
+// Every bad chat of the shared table is refused by the reading the
+// server's chat body and the browser's {messages} input share (Unmarshal,
+// Chat.Read, Chat.ChatTools) as the table says.
+func TestBadChat(t *testing.T) {
+	for _, c := range wiretest.BadChat {
+		var in wire.ChatRequest
+		err := wire.Unmarshal([]byte(`{`+c.Fields+`}`), &in)
+		if err == nil {
+			err = in.Chat.Read(&runtime.Request{}, vision.DefaultLimits)
+		}
+		if err == nil {
+			_, _, err = in.ChatTools(chat.Hermes)
+		}
+		pe, ok := wire.AsParam(err)
+		if !ok || pe.Param != c.Param || pe.Msg != c.Msg {
+			t.Errorf("%s: %v, want %s: %q", c.Name, err, c.Param, c.Msg)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"syscall/js"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime/wire"
 	"github.com/tessera-llm/tessera/runtime/wire/wiretest"
 )
@@ -52,6 +53,23 @@ func TestLowLevelOptions(t *testing.T) {
 		_, _, err := samplingRequest(js.ValueOf(c.opts), false)
 		if pe, ok := wire.AsParam(err); !ok || pe.Param != c.param || pe.Msg != c.msg {
 			t.Errorf("%v: refused with %v, want %s: %q", c.opts, err, c.param, c.msg)
+		}
+	}
+}
+
+// TestBadChatAsEveryHome: a {messages} input of generate, read as
+// generate reads it (readChat, then its tools for the model's format),
+// refuses the requests of wiretest.BadChat as the server does.
+func TestBadChatAsEveryHome(t *testing.T) {
+	for _, c := range wiretest.BadChat {
+		in := js.Global().Get("JSON").Call("parse", `{`+c.Fields+`}`)
+		_, chatIn, err := readChat(in)
+		if err == nil {
+			_, _, err = chatIn.ChatTools(chat.Hermes)
+		}
+		pe, ok := wire.AsParam(err)
+		if !ok || pe.Param != c.Param || pe.Msg != c.Msg {
+			t.Errorf("%s: refused with %v, want %s: %q", c.Name, err, c.Param, c.Msg)
 		}
 	}
 }

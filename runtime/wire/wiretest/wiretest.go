@@ -52,3 +52,23 @@ var BadSampling = []Bad{
 // does), so that a client built for a later version still works: a
 // request with it, and good fields otherwise, is taken.
 const Unknown = `"frobnicate": {"level": 11}`
+
+// BadChat are the conversation fields of a chat request (the server's
+// POST /v1/chat/completions, the browser's {messages} input) that both
+// homes refuse; Fields are the request's fields beside the model, its
+// messages included. The plugin ABI's chat is messages of text alone,
+// whose roles PluginMessages checks as these (Plugin).
+var BadChat = []Bad{
+	{"a role of none", `"messages": [{"role": "robot", "content": "Hi"}]`, `"messages": [{"role": "robot", "content": "Hi"}]`, "messages", `message 0 has role "robot"; roles are system, developer, user, assistant and tool`},
+	{"no messages", `"messages": []`, ``, "messages", "messages must hold at least one message"},
+	{"messages not an array", `"messages": "Hi"`, ``, "messages", "messages must be an array, not a JSON string"},
+	{"a content part of no type", `"messages": [{"role": "user", "content": [{"type": "audio"}]}]`, ``, "messages", `content part of type "audio": parts are of the types text and image_url`},
+	{"arguments not an object", `"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "Paris"}}]}]`, ``, "messages", `tool call "c": arguments must be a JSON object`},
+	{"tools not an array", `"messages": [{"role": "user", "content": "Hi"}], "tools": "get_weather"`, ``, "tools", "tools must be an array, not a JSON string"},
+	{"a tool of a bad name", `"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", "function": {"name": "bad name"}}]`, ``, "tools", `tool 0 must be {"type": "function", "function": {"name": ...}} with a name of letters, digits, _ and -`},
+	{"a tool_choice of none", `"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"`, ``, "tool_choice", `tool_choice "sometimes" is not one of "none", "auto" and "required"`},
+	{"required without tools", `"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"`, ``, "tool_choice", `tool_choice "required" needs tools`},
+	{"a named tool not given", `"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}`, ``, "tool_choice", `tool_choice names "g", which is not among the tools`},
+	{"a reasoning_effort of none", `"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": "extreme"`, ``, "reasoning_effort", `reasoning_effort "extreme" is not one of minimal, low, medium and high`},
+	{"a template variable of the engine's", `"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"messages": []}`, ``, "chat_template_kwargs", `chat_template_kwargs may not set "messages", which the engine sets`},
+}
