@@ -14,7 +14,12 @@ type MemoryEstimate struct {
 	Quant   string
 	Context int   // tokens of KV cache reserved
 	Weights int64 // bytes of weights on the device
-	KV      int64 // bytes of KV cache for Context tokens
+	// KV is the bytes of KV cache for Context tokens: of every layer, or
+	// where the sliding-window layers keep their windows only (window.go)
+	// of the global layers plus the rings of the sequences that run at
+	// once (Window of it).
+	KV      int64
+	Window  int64
 	Scratch int64 // activations and logits, roughly
 	Total   int64
 	// Largest is the biggest single weight buffer, which must fit the
@@ -78,6 +83,13 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	blocks := int64((context + DefaultBlockSize - 1) / DefaultBlockSize)
 	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
 	b := Budgets{}.resolve(device != "cpu", c)
+	cc := c
+	cc.Context = context // the rings pay where the context is longer
+	if w := planWindows(cc, false, int(blocks), DefaultBlockSize, b.MaxBatchTokens, b.MaxSeqs, backend.KVF32); w.on() {
+		global, _ := kvLayerKinds(c)
+		e.Window = w.Shape.Bytes()
+		e.KV = blocks*DefaultBlockSize*kvTokenBytes(c, global, backend.KVF32) + e.Window
+	}
 	rows, seqs := int64(b.MaxBatchTokens), int64(b.MaxSeqs)
 	e.Scratch = 4 * (rows*int64(4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim) + seqs*int64(c.Vocab))
 	e.Scratch += recurrentShape(c, b.MaxSeqs).Bytes() // linear layers' states (Qwen3.5)

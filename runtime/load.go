@@ -277,6 +277,9 @@ func (e *Engine) attachDraft(opts Options) error {
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
 	do.Adapters, do.LoRAMerge = nil, false
 	do.Context = 0 // the draft's own; it drafts only within it
+	// The draft's passes run outside the scheduler, with no sequence
+	// slots: its sliding layers keep every position (window.go).
+	do.KV.FullWindows = true
 	switch be := unwrap(e.be).(type) {
 	case *cpu.Backend:
 		do.Device = "cpu"

@@ -89,8 +89,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
 				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
-		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes),
-			r.KVType, gpu.FormatBytes(r.KVBytes))
+		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s%s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes),
+			r.KVType, gpu.FormatBytes(r.KVBytes), windowNote(r.KVWindowBytes))
 		fmt.Fprintf(e.stdout, "weight storage    %s\n", r.WeightMix)
 		fmt.Fprintf(e.stdout, "bits a weight     by tensor kind, in the file → as kept:\n%s", runtime.FormatBits(r.Bits, "                    "))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
@@ -127,4 +127,13 @@ func printMany(e *env, r runtime.BenchResult, note string) {
 	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
 		note, r.KVPeakBlocks, gpu.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
 	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)\n", note, r.DispatchesPerToken)
+}
+
+// windowNote is the part of the kv cache that the sliding-window layers'
+// rings take, for the memory line; "" without them.
+func windowNote(b int64) string {
+	if b == 0 {
+		return ""
+	}
+	return ", of it " + gpu.FormatBytes(b) + " the sliding layers' windows"
 }

@@ -52,6 +52,9 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "heads\t%d (kv %d, head dim %d)\n", c.Heads, c.KVHeads, c.HeadDim)
 		fmt.Fprintf(w, "context\t%d\n", c.Context)
 		fmt.Fprintf(w, "kv cache\t%s\n", kvBytes(c))
+		if note := windowedKV(c); note != "" {
+			fmt.Fprintf(w, "sliding window\t%s\n", note)
+		}
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
 		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
@@ -149,6 +152,24 @@ func kvBytes(c models.Config) string {
 		parts = append(parts, fmt.Sprintf("%s %s/token, %s for %d tokens", t, gpu.FormatBytes(s.Bytes()), gpu.FormatBytes(int64(ctx)*s.Bytes()), ctx))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// windowedKV says, for a model with sliding-window layers, what one
+// sequence of the default context keeps with those layers holding only a
+// ring of their window (the default) against every position
+// (KVOptions.FullWindows), in f32 with the CPU's default step; "" for a
+// model without them.
+func windowedKV(c models.Config) string {
+	if c.SlidingWindow <= 0 {
+		return ""
+	}
+	ctx := min(c.Context, runtime.DefaultContext)
+	full, win := runtime.SequenceKV(c, backend.KVF32, ctx, runtime.DefaultBlockSize, runtime.DefaultBatchTokensCPU)
+	if full == win {
+		return fmt.Sprintf("%d positions; every layer keeps the whole sequence", c.SlidingWindow)
+	}
+	return fmt.Sprintf("%d positions; a sequence of %d tokens keeps %s of f32 kv with the sliding layers' rings (%s with every position kept)",
+		c.SlidingWindow, ctx, gpu.FormatBytes(win), gpu.FormatBytes(full))
 }
 
 // deviceInfo lists the adapters and describes the one Tessera opens.
