@@ -12,7 +12,7 @@ const el = {
   notice: $("notice"), noticeText: $("notice-text"), noticeDetail: $("notice-detail"), useCPU: $("use-cpu"),
   loadAnyway: $("load-anyway"), noticeClearCache: $("notice-clear-cache"), noticeClose: $("notice-close"),
   modelPanel: $("model-panel"), modelSummary: $("model-summary"),
-  modelForm: $("model-form"), modelURL: $("model-url"), modelList: $("model-list"), load: $("load"),
+  modelForm: $("model-form"), modelURL: $("model-url"), modelList: $("model-list"), load: $("load"), projectorURL: $("projector-url"),
   file: $("model-file"), drop: $("drop-zone"), quant: $("quant"), useCache: $("use-cache"), clearCache: $("clear-cache"),
   progress: $("progress"), progressLabel: $("progress-label"), modelInfo: $("model-info"),
   prompt: $("prompt"), generate: $("generate"), stop: $("stop"),
@@ -24,6 +24,7 @@ const el = {
   modeChat: $("mode-chat"), modeCompletion: $("mode-completion"), chat: $("chat"), completion: $("completion"),
   system: $("system-prompt"), chatTemplate: $("chat-template"), chatLog: $("chat-log"), chatEmpty: $("chat-empty"),
   chatInput: $("chat-input"), composer: $("composer"), send: $("send"), regenerate: $("regenerate"), clearChat: $("clear-chat"),
+  attachments: $("attachments"), imageFile: $("image-file"), attach: $("attach"),
   replyActions: $("reply-actions"), stopReply: $("stop-reply"), copyReply: $("copy-reply"),
   conversations: $("conversations"), newChat: $("new-chat"), storeNote: $("store-note"),
   shortcuts: $("shortcuts"), shortcutsOpen: $("shortcuts-open"),
@@ -37,7 +38,7 @@ let engine = null; // one engine (one worker) for the page's life; models load i
 let running = null; // the AbortController of the load or generation under way
 
 let device = "webgpu";
-let choice = { kind: "url" }; // or {kind: "file", file, files} (files: a split model's parts)
+let choice = { kind: "url" }; // or {kind: "file", file, files, projector} (files: a split model's parts; projector: an mmproj File or null)
 let loaded = null; // {key, info}
 let shownError = false;
 let webgpuOK = null; // what info() found: true, false, or not asked yet
@@ -54,6 +55,7 @@ try {
 } catch {}
 for (const [k, input] of Object.entries(settingInputs)) if (params.has(k)) input.value = params.get(k);
 if (params.has("model")) el.modelURL.value = params.get("model");
+if (params.has("projector")) el.projectorURL.value = params.get("projector");
 if (params.has("prompt")) el.prompt.value = params.get("prompt");
 if (params.has("quant")) el.quant.value = params.get("quant");
 if (params.get("cache") === "0") el.useCache.checked = false;
@@ -226,7 +228,20 @@ function currentKey() {
   const src = choice.kind === "file"
     ? choice.files.map((f) => `file:${f.name}:${f.size}:${f.lastModified}`).join(",")
     : `url:${new URL(el.modelURL.value.trim(), location.href).href}`;
-  return `${src}|${el.quant.value}|${device}`;
+  return `${src}|${projectorSource() ? projectorKey() : ""}|${el.quant.value}|${device}`;
+}
+
+// projectorSource is the vision projector to load beside the model: the
+// mmproj file picked with it, or the projector URL; null for none.
+function projectorSource() {
+  if (choice.kind === "file") return choice.projector || null;
+  const raw = el.projectorURL.value.trim();
+  return raw ? new URL(raw, location.href).href : null;
+}
+
+function projectorKey() {
+  const p = projectorSource();
+  return typeof p === "string" ? `url:${p}` : `file:${p.name}:${p.size}:${p.lastModified}`;
 }
 
 // onProgress shows a load's phase with bytes and, for a download, speed.
@@ -246,6 +261,7 @@ function onProgress(p) {
     download: `Downloading: ${of}${pct}${speed}`,
     verify: `Checking the cached copy: ${of}${pct}`,
     upload: device === "cpu" ? `Reading weights: ${of}${pct}` : `Uploading weights to the GPU: ${of}${pct}${speed}`,
+    projector: `Downloading the vision projector: ${of}${pct}${speed}`,
   }[p.phase] || `${p.phase}: ${of}`;
 }
 
@@ -299,6 +315,9 @@ async function load() {
   const entry = typeof source === "string" ? catalogueEntry(source) : null;
   const options = { quant: el.quant.value, cache: el.useCache.checked, device, onProgress, signal };
   if (entry && entry.sha256) options.sha256 = entry.sha256;
+  const projector = projectorSource();
+  if (projector) options.projector = entry && entry.projector && entry.projectorSha256 && new URL(entry.projector, location.href).href === projector
+    ? { url: projector, sha256: entry.projectorSha256 } : projector;
   const info = await engine.load(source, options);
   loaded = { key, info };
   demo.model = info;
@@ -314,7 +333,10 @@ async function load() {
     `context ${info.context}`,
     `weights ${formatBytes(info.weightBytes)} (${info.quant})`,
     info.backend === "webgpu" ? `${info.path} kernels` : "CPU",
+    ...(info.vision ? [`images (${info.projector.imageTokens} tokens each)`] : []),
   ].map((item) => item.replaceAll(" ", "\u00a0")).join(" · ");
+  el.attach.hidden = !info.vision;
+  if (!info.vision) chat.clearImages();
   el.chatTemplate.textContent = info.chatTemplate ? "Chat uses the model's own template (from the GGUF)."
     : "This model has no chat template: chat uses plain “User: … Assistant:” lines.";
   return info;
@@ -348,11 +370,21 @@ el.modelURL.addEventListener("input", () => {
 });
 
 // pickFile loads a picked or dropped file, or the parts of a split model
-// (NAME-00001-of-0000N.gguf…) picked together.
+// (NAME-00001-of-0000N.gguf…) picked together; a file named like
+// llama.cpp's projectors (mmproj…) is the model's vision projector.
+// Dropped images go to the chat's message instead.
 function pickFile(list) {
-  const files = Array.from(list || []).sort((a, b) => a.name.localeCompare(b.name));
+  const all = Array.from(list || []);
+  const images = all.filter((f) => f.type.startsWith("image/"));
+  if (images.length) {
+    chat.addImages(images);
+    if (images.length === all.length) return;
+  }
+  const ggufs = all.filter((f) => !f.type.startsWith("image/")).sort((a, b) => a.name.localeCompare(b.name));
+  const projector = ggufs.find((f) => /mmproj/i.test(f.name)) || null;
+  const files = ggufs.filter((f) => f !== projector);
   if (!files.length || busy()) return;
-  choice = { kind: "file", file: files[0], files };
+  choice = { kind: "file", file: files[0], files, projector };
   loadOnly();
 }
 
@@ -642,6 +674,7 @@ el.catalogue.addEventListener("change", () => {
     return;
   }
   el.modelURL.value = m.url;
+  el.projectorURL.value = m.projector || "";
   choice = { kind: "url" };
   el.catalogueAbout.textContent = `${m.about} ${formatBytes(m.size)} download, about ${formatBytes(m.memory)} of GPU memory: fits this device.`;
   if (m.chat && !el.modeChat.checked) {

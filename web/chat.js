@@ -1,7 +1,9 @@
 // chat.js is the demo's chat: the conversation view (replies rendered as
 // Markdown, a reasoning model's thinking apart), Stop and Regenerate beside
 // the reply, and the conversations kept in IndexedDB (store.js) with a list
-// to switch between them and delete them. app.js owns the engine and the
+// to switch between them and delete them, and images in a user's message
+// (picked, pasted or dropped; sent as image_url parts of data URLs to a
+// model loaded with a vision projector). app.js owns the engine and the
 // settings and hands them in as `page`.
 import { render } from "./md.js";
 import { ConversationStore, newConversation, titleOf } from "./store.js";
@@ -15,6 +17,65 @@ export class Chat {
     this.store = null;
     this.conv = newConversation();
     this.pending = null; // the assistant message being written: {msg, view}
+    this.images = []; // data URLs of the images the next message carries
+    this.el.imageFile.addEventListener("change", () => {
+      this.addImages(this.el.imageFile.files);
+      this.el.imageFile.value = "";
+    });
+    this.el.chatInput.addEventListener("paste", (ev) => {
+      const files = Array.from((ev.clipboardData && ev.clipboardData.files) || []).filter((f) => f.type.startsWith("image/"));
+      if (!files.length) return;
+      ev.preventDefault();
+      this.addImages(files);
+    });
+  }
+
+  // addImages reads image files into the next message, shown above the
+  // message box until it is sent. Only PNG, JPEG and WebP are taken: what
+  // the engine decodes.
+  async addImages(files) {
+    for (const f of Array.from(files || [])) {
+      if (!/^image\/(png|jpeg|webp)$/.test(f.type)) {
+        this.page.say(`${f.name} is not a PNG, JPEG or WebP image.`);
+        continue;
+      }
+      const url = await new Promise((resolve, reject) => {
+        const r = new FileReader();
+        r.onload = () => resolve(r.result);
+        r.onerror = () => reject(r.error);
+        r.readAsDataURL(f);
+      });
+      this.images.push(url);
+    }
+    this.showImages();
+  }
+
+  clearImages() {
+    this.images = [];
+    this.showImages();
+  }
+
+  // showImages lists the waiting images, each with a button that drops it.
+  showImages() {
+    const figs = this.images.map((url, i) => {
+      const fig = document.createElement("figure");
+      const img = document.createElement("img");
+      img.src = url;
+      img.alt = `Image ${i + 1} to send`;
+      const del = document.createElement("button");
+      del.type = "button";
+      del.className = "quiet";
+      del.setAttribute("aria-label", `Remove image ${i + 1}`);
+      del.textContent = "✕";
+      del.addEventListener("click", () => {
+        this.images.splice(i, 1);
+        this.showImages();
+      });
+      fig.append(img, del);
+      return fig;
+    });
+    this.el.attachments.replaceChildren(...figs);
+    this.el.attachments.hidden = figs.length === 0;
   }
 
   async open() {
@@ -117,6 +178,17 @@ export class Chat {
     const content = document.createElement("div");
     content.className = "content";
     div.append(role);
+    if (m.images && m.images.length) {
+      const imgs = document.createElement("div");
+      imgs.className = "images";
+      for (const url of m.images) {
+        const img = document.createElement("img");
+        img.src = url;
+        img.alt = "An image you sent";
+        imgs.append(img);
+      }
+      div.append(imgs);
+    }
     const view = {
       div, content, reasoning: null,
       set: (text, reasoning) => {
@@ -160,7 +232,12 @@ export class Chat {
 
   conversation() {
     const sys = this.el.system.value.trim();
-    const msgs = this.conv.messages.map((m) => ({ role: m.role, content: m.content }));
+    const msgs = this.conv.messages.map((m) => ({
+      role: m.role,
+      content: m.images && m.images.length
+        ? [...m.images.map((url) => ({ type: "image_url", image_url: { url } })), { type: "text", text: m.content }]
+        : m.content,
+    }));
     return (sys ? [{ role: "system", content: sys }] : []).concat(msgs);
   }
 
@@ -204,11 +281,13 @@ export class Chat {
       this.page.showError(err);
       return;
     }
-    if (text) {
+    if (text || this.images.length) {
       const m = { role: "user", content: text };
+      if (this.images.length) m.images = this.images;
       this.conv.messages.push(m);
       this.bubble(m);
       this.el.chatInput.value = "";
+      this.clearImages();
       await this.save();
     }
     const msgs = this.conv.messages;

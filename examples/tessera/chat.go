@@ -34,7 +34,7 @@ var errInterrupted = errors.New("interrupted")
 // errEndOfTurn ends a reply at one of the tokenizer's end tokens.
 var errEndOfTurn = errors.New("end of turn")
 
-const chatHelp = `commands: /reset forgets the conversation, /system TEXT sets the system message, /image PATH puts an image (PNG or JPEG; a model loaded with --mmproj) before the next message, /exit quits (so do Ctrl-D and Ctrl-C here); Ctrl-C during a reply stops it`
+const chatHelp = `commands: /reset forgets the conversation, /system TEXT sets the system message, /image PATH puts an image (PNG, JPEG or WebP; a model loaded with --mmproj) before the next message, /exit quits (so do Ctrl-D and Ctrl-C here); Ctrl-C during a reply stops it`
 
 func setupChat(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags

@@ -184,7 +184,7 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 	grammarFile := fs.String("grammar", "", "constrain the output to the GBNF grammar in this file")
 	transcript := fs.String("transcript", "", "write the generation's transcript (JSON: model hash, prompt ids, sampling, output ids and log-probabilities) to this file, for 'tessera replay'")
 	var images []string
-	fs.Func("image", "an image (PNG or JPEG) for the prompt, with --mmproj; may be repeated. Each goes where the prompt has "+runtime.ImageMarker+", or, without markers, all before the prompt", func(v string) error {
+	fs.Func("image", "an image (PNG, JPEG or WebP) for the prompt, with --mmproj; may be repeated. Each goes where the prompt has "+runtime.ImageMarker+", or, without markers, all before the prompt", func(v string) error {
 		images = append(images, v)
 		return nil
 	})

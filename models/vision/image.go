@@ -9,6 +9,8 @@ import (
 	"image/color"
 	_ "image/jpeg" // registers JPEG with image.Decode
 	_ "image/png"  // registers PNG
+
+	_ "golang.org/x/image/webp" // registers WebP (lossy, lossless, with alpha; not animated)
 )
 
 // ErrBadImage is returned (wrapped) for bytes that are not an image this
@@ -39,16 +41,18 @@ type Image struct {
 	Hash [32]byte // SHA-256 of the encoded bytes: the prefix cache's key
 }
 
-// Decode decodes PNG or JPEG bytes (the formats llama.cpp's stb_image
-// reads that Go's standard library decodes too) within lim. Transparency
-// is dropped, as stb_image's 3-channel load drops it.
+// Decode decodes PNG, JPEG or WebP bytes within lim: the formats a
+// browser's canvas and a phone's camera give (PNG and JPEG as llama.cpp's
+// stb_image reads them; WebP through golang.org/x/image, which stb_image
+// does not read). Transparency is dropped, as stb_image's 3-channel load
+// drops it.
 func Decode(data []byte, lim Limits) (*Image, error) {
 	if lim.MaxBytes > 0 && len(data) > lim.MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes (at most %d)", ErrBadImage, len(data), lim.MaxBytes)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w (PNG and JPEG are read)", ErrBadImage, err)
+		return nil, fmt.Errorf("%w: %w (PNG, JPEG and WebP are read)", ErrBadImage, err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return nil, fmt.Errorf("%w: %s of %d × %d pixels", ErrBadImage, format, cfg.Width, cfg.Height)

@@ -117,7 +117,7 @@ func imageURL(raw json.RawMessage) (string, error) {
 }
 
 // Images decodes the image parts of ms in order (runtime.Request.Images,
-// for the markers their Text holds): data URLs of PNG or JPEG, within
+// for the markers their Text holds): data URLs of PNG, JPEG or WebP, within
 // lim. A URL of another kind, or bytes that are not an image within lim
 // (vision.Decode), is a ParamError.
 func Images(ms []Message, lim vision.Limits) ([]*vision.Image, error) {

@@ -289,6 +289,11 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		}
 	}
 
+	projector, err := openProjector(ctx, opts, info, rep.report)
+	if err != nil {
+		return nil, err
+	}
+
 	// Report upload progress as the engine reads the tensors through r.
 	done := make(chan struct{})
 	go func() {
@@ -316,14 +321,15 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	selfCheck := optionalBool(opts, "selfCheck", true)
 	eng, err := runtime.LoadModel(m, runtime.Options{
-		Device:  device,
-		GPU:     dev,
-		Yield:   yield,
-		Quant:   quant,
-		Context: context,
-		Draft:   draft,
-		Budgets: budgets,
-		KV:      runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
+		Projector: projector,
+		Device:    device,
+		GPU:       dev,
+		Yield:     yield,
+		Quant:     quant,
+		Context:   context,
+		Draft:     draft,
+		Budgets:   budgets,
+		KV:        runtime.KVOptions{Tokens: context, Type: kvType}, // one full context: n samples share it (and the prompt's blocks)
 		// The self-check of the kernels against the CPU, its results kept
 		// in the origin's storage; kernelFault is its test hook.
 		NoSelfCheck:    !selfCheck,
@@ -369,6 +375,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	info["bos"], info["eos"] = tok.BOS(), tok.EOS()
 	info["backend"] = eng.Backend().Name()
 	info["draft"] = draft
+	info["vision"] = eng.HasVision()
 	info["fetchMs"] = ms(fetchedAt.Sub(start))
 	info["uploadMs"] = ms(time.Since(fetchedAt))
 	info["loadMs"] = ms(time.Since(start))

@@ -135,7 +135,7 @@ func (a *api) generate(args []js.Value) any {
 				return nil, err
 			}
 		}
-		req.Prompt, req.Tokens, req.Messages, req.TemplateVars = base.Prompt, base.Tokens, base.Messages, base.TemplateVars
+		req.Prompt, req.Tokens, req.Messages, req.TemplateVars, req.Images = base.Prompt, base.Tokens, base.Messages, base.TemplateVars, base.Images
 		req.Adapters = adapters
 		a.mu.Lock()
 		eng := a.eng

@@ -443,6 +443,10 @@ func TestBrowserAPI(t *testing.T) {
 			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
 	})
 
+	t.Run("an image in chat, the projector by URL and by buffer, matches native", func(t *testing.T) {
+		testBrowserVision(t, eval, modelDir)
+	})
+
 	t.Run("reasoning and tool calls as the server's Chat Completions has them", func(t *testing.T) {
 		testChatReplies(t, ctx, cons, qwen)
 	})

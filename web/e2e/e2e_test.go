@@ -219,6 +219,8 @@ func TestBrowserDemo(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(cat)
 	})
+	visionDir := t.TempDir() // testImagePage's model, projector and picture
+	mux.Handle("/vision/", http.StripPrefix("/vision/", http.FileServer(http.Dir(visionDir))))
 	mux.Handle("/", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -363,6 +365,10 @@ func TestBrowserDemo(t *testing.T) {
 
 	t.Run("chat: send, regenerate, stop mid-reply, reload, switch and delete", func(t *testing.T) {
 		testChatPage(t, ctx, srv.URL)
+	})
+
+	t.Run("chat: an image picked, shown and answered as natively", func(t *testing.T) {
+		testImagePage(t, ctx, srv.URL, "/vision/", visionDir)
 	})
 
 	t.Run("the picker refuses a model that does not fit; screenshots at 1280 and 390 px", func(t *testing.T) {

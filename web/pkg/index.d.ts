@@ -20,7 +20,8 @@ export class TesseraError extends Error {
 export type ModelSource = string | URL | File | Blob | ArrayBuffer | Array<File | Blob> | FileList;
 
 export interface Progress {
-  phase: "download" | "verify" | "upload";
+  /** "projector": the vision projector's download (options.projector). */
+  phase: "download" | "verify" | "upload" | "projector";
   done: number;
   /** -1 for a download of unknown size. */
   total: number;
@@ -76,6 +77,12 @@ export interface EngineOptions {
    * miscompiling driver would, to see the self-check catch it.
    */
   kernelFault?: string;
+  /**
+   * A vision projector (an mmproj GGUF, as llama.cpp's `--mmproj` takes; Gemma 3's): a URL (cached as models are),
+   * `{url, sha256, cache}`, a File or Blob, or an ArrayBuffer. The engine then takes images in chat messages
+   * (`image_url` parts with data URLs of PNG, JPEG or WebP), and `model.vision` is true.
+   */
+  projector?: string | URL | File | Blob | ArrayBuffer | { url: string | URL; sha256?: string; cache?: boolean };
   onProgress?: (p: Progress) => void;
   signal?: AbortSignal;
   /** Where worker.js and tessera.wasm are, if not next to this module. */
@@ -97,6 +104,10 @@ export interface ModelInfo {
   /** Why a cached copy was deleted and fetched again (damaged, or not the published file); absent when none was. */
   discarded?: string;
   draft: "" | "ngram";
+  /** Whether the engine takes images (a projector was loaded), and the projector's facts. */
+  vision?: boolean;
+  projector?: { name: string; size: number; type: string; imageSize: number; imageTokens: number };
+  projectorUrl?: string; projectorVerified?: boolean;
   fetchMs: number; uploadMs: number; loadMs: number;
   /** The load-time check of the WebGPU kernels against the CPU; absent on the CPU backend or with selfCheck: false. */
   selfCheck?: SelfCheck;
@@ -181,8 +192,11 @@ export interface Inspection {
  */
 export interface ChatMessage {
   role: "system" | "developer" | "user" | "assistant" | "tool";
-  /** Text, or content parts of type "text" only; null (or absent) for an assistant message that only calls. */
-  content?: string | Array<{ type: "text"; text: string }> | null;
+  /**
+   * Text, or content parts: text, and images for an engine loaded with a projector (a data URL of a PNG, JPEG or
+   * WebP: remote URLs are not fetched); null (or absent) for an assistant message that only calls.
+   */
+  content?: string | Array<{ type: "text"; text: string } | { type: "image_url"; image_url: { url: string } | string }> | null;
   tool_calls?: ToolCall[];
   /** The call a tool message answers. */
   tool_call_id?: string;

@@ -56,7 +56,7 @@ function abortError(signal) {
 export async function createEngine(options = {}) {
   if (options === null || typeof options !== "object") throw new TesseraError("createEngine takes an options object", "bad-request");
   const { model, quant = "", kvType = "", context = 0, device = inNode ? "auto" : "webgpu", cache = !inNode, maxStorageBinding = 0,
-    draft = "", sha256 = "", selfCheck = true, kernelFault = "", maxBatchTokens = 0, maxSeqs = 0, onProgress = null, signal = null } = options;
+    draft = "", sha256 = "", selfCheck = true, kernelFault = "", maxBatchTokens = 0, maxSeqs = 0, projector = null, onProgress = null, signal = null } = options;
   checkOptions({ quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, maxBatchTokens, maxSeqs, onProgress, signal });
   if (signal && signal.aborted) throw abortError(signal);
   if (model != null && device === "webgpu" && !inNode && !(globalThis.navigator && navigator.gpu)) {
@@ -70,7 +70,8 @@ export async function createEngine(options = {}) {
   signal && signal.addEventListener("abort", onAbort, { once: true });
   try {
     await client.ready;
-    const info = model == null ? null : await client.load(await toSource(model), { quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, maxBatchTokens, maxSeqs }, onProgress);
+    const info = model == null ? null : await client.load(await toSource(model), { quant, kvType, context, device, cache, maxStorageBinding, draft, sha256, selfCheck, kernelFault, maxBatchTokens, maxSeqs,
+      projector: await toProjector(projector) }, onProgress);
     if (signal && signal.aborted) throw abortError(signal);
     return new Engine(client, info);
   } catch (err) {
@@ -111,6 +112,24 @@ async function toSource(model) {
   }
   if (model && (model.url || model.file || model.files || model.buffer)) return model;
   throw new TesseraError("model must be a URL, a File or Blob (or the Files of a split model), or an ArrayBuffer", "bad-source");
+}
+
+// toProjector turns options.projector (a vision projector: an mmproj
+// GGUF) into what the worker's load takes: a URL, {url, sha256, cache},
+// {file} or {buffer}; in Node a path's bytes. null for none.
+async function toProjector(p) {
+  if (p == null) return null;
+  if (inNode && (typeof p === "string" || p instanceof URL) && (String(p).startsWith("file:") || !/^[a-z][a-z0-9+.-]*:/i.test(String(p)))) {
+    const { readFile } = await import("node:fs/promises");
+    const b = await readFile((await host()).toPath(p));
+    return { buffer: b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) };
+  }
+  if (typeof p === "string" || p instanceof URL) return { url: new URL(p, await here()).href };
+  if (typeof Blob !== "undefined" && p instanceof Blob) return { file: p };
+  if (p instanceof ArrayBuffer) return { buffer: p };
+  if (typeof p === "object" && typeof p.url === "string") return { ...p, url: new URL(p.url, await here()).href };
+  if (typeof p === "object" && (p.file || p.buffer)) return p;
+  throw new TesseraError("projector must be a URL, {url, sha256}, a File or Blob, or an ArrayBuffer", "bad-request", "projector");
 }
 
 // inspect reads a model's header, and what loading it would take, without
@@ -216,7 +235,7 @@ class Engine {
     signal && signal.addEventListener("abort", onAbort, { once: true });
     try {
       checkOptions({ ...rest, onProgress, signal });
-      this.model = await this.client.load(await toSource(model), rest, onProgress);
+      this.model = await this.client.load(await toSource(model), { ...rest, projector: await toProjector(rest.projector) }, onProgress);
       return this.model;
     } catch (err) {
       throw signal && signal.aborted ? abortError(signal) : toError(err);

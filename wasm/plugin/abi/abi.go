@@ -124,7 +124,7 @@ type Request struct {
 	Messages []Message `json:"messages,omitempty"`
 	// Tokens is a prompt already tokenized (include BOS yourself).
 	Tokens []int32 `json:"tokens,omitempty"`
-	// Images are PNG or JPEG files, one for each "<__media__>" in Prompt
+	// Images are PNG, JPEG or WebP files, one for each "<__media__>" in Prompt
 	// or Messages, in order, for a model the host loaded with a vision
 	// projector; their bytes together are within the plugin's
 	// MaxImageBytes.
