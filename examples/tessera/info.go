@@ -53,7 +53,7 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "context\t%d\n", c.Context)
 		fmt.Fprintf(w, "kv cache\t%s\n", kvBytes(c))
 		if note := windowedKV(c); note != "" {
-			fmt.Fprintf(w, "sliding window\t%s\n", note)
+			fmt.Fprintf(w, "kv windows\t%s\n", note)
 		}
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
@@ -166,10 +166,10 @@ func windowedKV(c models.Config) string {
 	ctx := min(c.Context, runtime.DefaultContext)
 	full, win := runtime.SequenceKV(c, backend.KVF32, ctx, runtime.DefaultBlockSize, runtime.DefaultBatchTokensCPU)
 	if full == win {
-		return fmt.Sprintf("%d positions; every layer keeps the whole sequence", c.SlidingWindow)
+		return fmt.Sprintf("none: at %d tokens every layer keeps the whole sequence", ctx)
 	}
-	return fmt.Sprintf("%d positions; a sequence of %d tokens keeps %s of f32 kv with the sliding layers' rings (%s with every position kept)",
-		c.SlidingWindow, ctx, gpu.FormatBytes(win), gpu.FormatBytes(full))
+	return fmt.Sprintf("a sequence of %d tokens keeps %s of f32 kv, the sliding layers a ring of their window (%s with every position kept)",
+		ctx, gpu.FormatBytes(win), gpu.FormatBytes(full))
 }
 
 // deviceInfo lists the adapters and describes the one Tessera opens.
