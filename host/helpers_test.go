@@ -13,8 +13,8 @@ import (
 
 	"github.com/tessera-llm/tessera/host"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // modelPath is the real test model, shared by every package's tests.
@@ -119,7 +119,7 @@ func load(t testing.TB, device string) *runtime.Engine {
 		t.Fatalf("test model missing: %v", err)
 	}
 	eng, err := runtime.Load(modelPath, runtime.Options{Device: device})
-	if errors.Is(err, gpu.ErrNoAdapter) || errors.Is(err, gpu.ErrNotImplemented) {
+	if errors.Is(err, webgpu.ErrNoAdapter) || errors.Is(err, webgpu.ErrNotImplemented) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

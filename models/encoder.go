@@ -133,7 +133,7 @@ func splitQKV(m *Model, l int) error {
 	if len(t.Shape) != 2 || t.Shape[0] != q+2*kv {
 		return fmt.Errorf("tensor %s has shape %v, want [%d %d]", name, t.Shape, q+2*kv, c.Dim)
 	}
-	rows, read := t.Shape[0], t.read
+	rows, read := t.Shape[0], t.Raw
 	part := func(kind string, r0, n int) {
 		nm := LayerTensor(l, kind)
 		m.Tensors[nm] = NewTensor(nm, []int{n, t.Shape[1]}, t.Type, func() ([]byte, error) {
@@ -150,7 +150,7 @@ func splitQKV(m *Model, l int) error {
 	part(AttnV, q+kv, kv)
 	delete(m.Tensors, name)
 	if b, ok := m.Tensors[LayerBias(l, AttnQKV)]; ok { // a fused bias, split likewise
-		vals, bread := b.Shape, b.read
+		vals, bread := b.Shape, b.Raw
 		if len(vals) != 1 || vals[0] != q+2*kv {
 			return fmt.Errorf("tensor %s has shape %v, want [%d]", b.Name, b.Shape, q+2*kv)
 		}

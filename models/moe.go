@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Mixture-of-experts models (Mixtral, Qwen1.5-MoE, Qwen3-MoE, OLMoE,
@@ -44,9 +45,8 @@ type MoEConfig struct {
 // On reports whether the model routes its feed-forward through experts.
 func (m MoEConfig) On() bool { return m.Experts > 0 }
 
-// MaxExperts bounds E: the router's kernels keep a row's choice in
-// registers and workgroup memory (the largest real models have 256).
-const MaxExperts = 1024
+// MaxExperts bounds E (tensor.MaxExperts).
+const MaxExperts = tensor.MaxExperts
 
 func (m MoEConfig) validate() error {
 	if m == (MoEConfig{}) {

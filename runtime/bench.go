@@ -7,8 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // BenchOptions shape a benchmark run.
@@ -66,9 +65,13 @@ type BenchResult struct {
 	// runs the same ops whatever its rows): per decoded token of one
 	// sequence, per step of all of them with Concurrency.
 	DispatchesPerToken float64 `json:"dispatches_per_token"`
-	MemoryBytes        int64   `json:"memory_bytes"`
-	WeightBytes        int64   `json:"weight_bytes"`
-	WeightMix          string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
+	// HostUsPerDispatch is the host's wall time recording and submitting
+	// the measured steps (backend.Stats.Host), a dispatch: what no GPU
+	// makes faster. Zero on the CPU backend.
+	HostUsPerDispatch float64 `json:"host_us_per_dispatch,omitempty"`
+	MemoryBytes       int64   `json:"memory_bytes"`
+	WeightBytes       int64   `json:"weight_bytes"`
+	WeightMix         string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
 	// Bits is each kind of tensor's bits a weight, in the file and as
 	// kept (Engine.TensorBits).
 	Bits              []GroupBits `json:"bits_per_weight"`
@@ -136,8 +139,8 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	for _, a := range o.Adapters {
 		r.Adapters = append(r.Adapters, a.Name)
 	}
-	if be, ok := e.be.(*cpu.Backend); ok {
-		r.Threads, r.Kernels = be.Threads(), cpu.Kernels()
+	if d := backend.Describe(e.be); !d.GPU {
+		r.Threads, r.Kernels = d.Threads, d.Kernels
 	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
 		return r, fmt.Errorf("bench needs at least 2 generated tokens and a non-negative prompt")
@@ -161,7 +164,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	d0, s0, read0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes
+	d0, s0, read0, host0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes, e.be.Stats().Host
 	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	var cpu0 time.Duration // at the first token
 	st, err := e.Generate(ctx, req, func(Token) error {
@@ -212,6 +215,7 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	if steps := e.steps.Load() - s0; steps > 0 {
 		r.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
 	}
+	r.HostUsPerDispatch = hostPerDispatch(e.be.Stats(), d0, host0)
 	bs := e.be.Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
@@ -274,23 +278,13 @@ func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []f
 
 // copyBandwidth probes the memory bandwidth of the engine's device.
 func (e *Engine) copyBandwidth() (float64, error) {
-	switch be := unwrap(e.be).(type) {
-	case *gpu.Backend:
-		return gpu.CopyBandwidth(be.Device(), 64<<20, 10)
-	case *cpu.Backend:
-		return cpu.CopyBandwidth(64<<20, 10), nil
-	}
-	return 0, nil
+	return backend.CopyBandwidth(e.be, 64<<20, 10)
 }
 
 // DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
 // the adapter.
 func (e *Engine) DeviceName() string {
-	if be, ok := unwrap(e.be).(*gpu.Backend); ok {
-		info := be.Device().Info()
-		return fmt.Sprintf("webgpu:%s (%s)", info.Adapter, info.Backend)
-	}
-	return e.be.Name()
+	return backend.Describe(e.be).Device
 }
 
 // benchMany runs o.Concurrency sequences at once, and with a shared prefix
@@ -353,7 +347,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		e.peakBlocks = 0
 		e.mu.Unlock()
 		streams := make([]*Stream, n)
-		d0, s0, read0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes
+		d0, s0, read0, host0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes, e.be.Stats().Host
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
@@ -386,6 +380,7 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		if steps := e.steps.Load() - s0; steps > 0 {
 			res.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
 		}
+		res.HostUsPerDispatch = hostPerDispatch(e.be.Stats(), d0, host0)
 		if generated > 0 {
 			res.ReadbackBytesPerToken = float64(e.be.Stats().ReadBytes-read0) / float64(generated)
 		}
@@ -415,4 +410,13 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	}
 	res.Unshared = &unshared
 	return res, nil
+}
+
+// hostPerDispatch is the host's µs a dispatch since a measurement began
+// at d0 dispatches and host0 of host time.
+func hostPerDispatch(st backend.Stats, d0 int, host0 time.Duration) float64 {
+	if n := st.Dispatches - d0; n > 0 && st.Host > host0 {
+		return float64(st.Host-host0) / float64(time.Microsecond) / float64(n)
+	}
+	return 0
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/tessera-llm/tessera/models/gptq"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/capture"
-	"github.com/tessera-llm/tessera/runtime/cpu"
 )
 
 // Calibrated int4: the weight matrices are quantized by GPTQ
@@ -128,7 +127,7 @@ func CalibrateInt4(ctx context.Context, m *models.Model, c Calibration) (map[str
 	// one sequence, and no Close of m's file when it closes.
 	cm := &models.Model{Config: m.Config, Format: m.Format, Path: m.Path, Tensors: m.Tensors, Tokenizer: m.Tokenizer}
 	cm.Config.Context = c.SeqLen
-	be := capture.New(cpu.New(c.Threads))
+	be := capture.New(newCPU(c.Threads))
 	e, err := New(cm, be, KVOptions{Tokens: calibrationParallel * c.SeqLen}, WeightStorage{}, calibrationBudgets)
 	if err != nil {
 		return nil, rep, fmt.Errorf("calibrate: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // TestSampleKernelMatchesSampler: the sample and penalize kernels draw the
@@ -21,7 +22,7 @@ import (
 func TestSampleKernelMatchesSampler(t *testing.T) {
 	dev := gputest.Open(t)
 	be, err := gpu.NewBackend(dev, 8)
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // BenchmarkEmbed embeds 64 texts of 32 tokens ([CLS], 30 word pieces,
@@ -30,7 +30,7 @@ func BenchmarkEmbed(b *testing.B) {
 	for _, dev := range []string{"cpu", "webgpu"} {
 		b.Run(dev, func(b *testing.B) {
 			e, err := runtime.LoadEmbedder(path, runtime.Options{Device: dev, Quant: "f32"})
-			if errors.Is(err, gpu.ErrNoAdapter) {
+			if errors.Is(err, webgpu.ErrNoAdapter) {
 				gputest.NoDevice(b, err)
 			}
 			if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // embedTexts are inputs of many lengths, from one word to past the
@@ -32,7 +32,7 @@ func loadEmbedder(t *testing.T, path string, opts runtime.Options) *runtime.Embe
 		opts.Quant = "f32"
 	}
 	e, err := runtime.LoadEmbedder(path, opts)
-	if opts.Device == "webgpu" && errors.Is(err, gpu.ErrNoAdapter) {
+	if opts.Device == "webgpu" && errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

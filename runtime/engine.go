@@ -13,7 +13,6 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
@@ -237,8 +236,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b 
 	if err := b.Check(); err != nil {
 		return nil, err
 	}
-	_, gpu := unwrap(be).(*gpu.Backend)
-	return newEngine(m, be, kv, ws, b.resolve(gpu, m.Config))
+	return newEngine(m, be, kv, ws, b.resolve(backend.Describe(be).GPU, m.Config))
 }
 
 // newEngine is New with the budgets resolved: forward steps of up to

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/tessera-llm/tessera/models"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // The errors a caller may need to tell apart, all returned wrapped: test
@@ -16,10 +15,6 @@ var (
 	ErrUnsupportedArch = models.ErrUnsupportedArch
 	// ErrUnknownFormat: the file is neither GGUF nor a llama2.c checkpoint.
 	ErrUnknownFormat = models.ErrUnknownFormat
-	// ErrDeviceLost: the GPU went away; the engine must be loaded again.
-	ErrDeviceLost = gpu.ErrDeviceLost
-	// ErrNoAdapter: Device "webgpu" was asked for and no adapter exists.
-	ErrNoAdapter = gpu.ErrNoAdapter
 	// ErrBadRequest: a request that can never run as given (bad sampling
 	// options, a token outside the vocabulary, an empty prompt, a chat
 	// template that refuses the messages).
@@ -30,4 +25,5 @@ var (
 )
 
 // ErrContextFull, ErrOutOfKV, ErrDraftVocab and ErrDraftTooLarge are
-// declared beside the code that returns them.
+// declared beside the code that returns them, and ErrDeviceLost and
+// ErrNoAdapter, the WebGPU backend's, in device.go.

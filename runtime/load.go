@@ -1,15 +1,13 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"github.com/tessera-llm/tessera/models/vision"
 	"runtime/debug"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // Options choose how Load opens a model.
@@ -106,12 +104,12 @@ type Options struct {
 	// "webgpu" or "auto". The engine does not close it: one device, and so
 	// the pipelines it has compiled, serves model after model (the browser
 	// worker keeps one), or a model and its draft.
-	GPU gpu.Device
+	GPU GPUDevice
 
-	// Plan forces WebGPU kernel choices (gpu.Plan), for benchmarks that
+	// Plan forces WebGPU kernel choices (GPUPlan), for benchmarks that
 	// compare kernels and for working around a driver by hand; the
 	// self-check starts from it.
-	Plan gpu.Plan
+	Plan GPUPlan
 	// NoSelfCheck skips the load-time self-check of the WebGPU kernels
 	// against the CPU (selfcheck.go).
 	NoSelfCheck bool
@@ -182,7 +180,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		// No plan of kernels agreed with the CPU on this adapter: run on
 		// the CPU rather than give wrong answers.
 		be.Close()
-		be, note = cpu.New(opts.Threads), check.String()
+		be, note = newCPU(opts.Threads), check.String()
 		if ws, err = weightStorage(opts, be, m); err != nil {
 			be.Close()
 			m.Close()
@@ -205,10 +203,10 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	if opts.Wrap != nil {
 		be = opts.Wrap(be)
 	}
-	gb, onGPU := base.(*gpu.Backend)
-	budgets := opts.Budgets.resolve(onGPU, m.Config)
-	if onGPU {
-		budgets = budgets.fitBinding(gb.Device().Info().MaxStorageBufferBindingSize, m.Config, opts.Budgets)
+	dev := backend.Describe(base)
+	budgets := opts.Budgets.resolve(dev.GPU, m.Config)
+	if dev.GPU {
+		budgets = budgets.fitBinding(dev.MaxBinding, m.Config, opts.Budgets)
 	}
 	budgets.MaxBatchTokens = max(budgets.MaxBatchTokens, imageRows)
 	e, err := newEngine(m, be, opts.KV, ws, budgets)
@@ -219,7 +217,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if vm != nil {
-		e.vis, err = newVisionTower(vm, base, opts.Threads)
+		e.vis, err = newVisionTower(vm, base)
 		closeProjector(vm) // its weights are on the backend
 		if err != nil {
 			e.Close()
@@ -235,7 +233,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	e.chain = opts.MultiStep
 	if e.chain == 0 {
 		e.chain = 1
-		if _, ok := base.(*gpu.Backend); ok {
+		if dev.GPU {
 			e.chain = 4
 		}
 	}
@@ -276,16 +274,11 @@ func (e *Engine) attachDraft(opts Options) error {
 	do := opts
 	do.Draft, do.Quant, do.Tokenizer = "", opts.DraftQuant, ""
 	do.Adapters, do.LoRAMerge = nil, false
-	do.Context = 0 // the draft's own; it drafts only within it
+	do.Context = 0        // the draft's own; it drafts only within it
+	onDeviceOf(&do, e.be) // one device for both: a second one would compete for it
 	// The draft's passes run outside the scheduler, with no sequence
 	// slots: its sliding layers keep every position (window.go).
 	do.KV.FullWindows = true
-	switch be := unwrap(e.be).(type) {
-	case *cpu.Backend:
-		do.Device = "cpu"
-	case *gpu.Backend:
-		do.GPU = be.Device() // one device for both: a second one would compete for it
-	}
 	d, err := Load(opts.Draft, do)
 	if err != nil {
 		return fmt.Errorf("draft: %w", err)
@@ -297,7 +290,7 @@ func (e *Engine) attachDraft(opts Options) error {
 	if !draftPays(d.WeightBytes(), e.WeightBytes()) {
 		d.Close()
 		return fmt.Errorf("%w: draft %s reads %s of weights per token against the target's %s; speculation cannot pay (quantize the draft with --draft-quant int4, or use a smaller model)",
-			ErrDraftTooLarge, opts.Draft, gpu.FormatBytes(d.WeightBytes()), gpu.FormatBytes(e.WeightBytes()))
+			ErrDraftTooLarge, opts.Draft, dtype.FormatBytes(d.WeightBytes()), dtype.FormatBytes(e.WeightBytes()))
 	}
 	// Time a decode step of each before any sequence speculates, so that a
 	// draft too slow to pay on this device never costs a measurement window.
@@ -321,108 +314,3 @@ func (e *Engine) attachDraft(opts Options) error {
 // DeviceNote says why the engine runs where it does when that is not what
 // was asked for (auto falling back to the CPU), or "".
 func (e *Engine) DeviceNote() string { return e.note }
-
-// openBackend picks the backend for opts.Device.
-func openBackend(opts Options, maxRows int) (be backend.Backend, note string, err error) {
-	switch opts.Device {
-	case "cpu":
-		return cpu.New(opts.Threads), "", nil
-	case "webgpu":
-		be, err := openWebGPU(opts, maxRows)
-		if err != nil {
-			return nil, "", fmt.Errorf("webgpu: %w", err)
-		}
-		return be, "", nil
-	case "", "auto":
-		// A software adapter (lavapipe, SwiftShader) runs the kernels on
-		// the CPU far slower than the CPU backend does (14x for lavapipe
-		// on a 2-core machine), so auto takes one only when named.
-		if soft, ok := softwareOnly(opts); ok {
-			return cpu.New(opts.Threads), fmt.Sprintf("device auto: the CPU backend, since the only WebGPU adapter is %s, a software one (slower than the CPU backend); --device webgpu uses it anyway", soft), nil
-		}
-		be, err := openWebGPU(opts, maxRows)
-		if err != nil {
-			return cpu.New(opts.Threads), fmt.Sprintf("device auto: the CPU backend, since WebGPU has no adapter: %v", err), nil
-		}
-		if gb, ok := be.(*gpu.Backend); ok {
-			i := gb.Device().Info()
-			note = fmt.Sprintf("device auto: WebGPU on %s, a %s GPU", i.Adapter, i.DeviceType)
-		}
-		return be, note, nil
-	default:
-		return nil, "", fmt.Errorf("unknown device %q (want cpu, webgpu or auto)", opts.Device)
-	}
-}
-
-// softwareOnly reports, for auto with no device or adapter chosen, whether
-// every WebGPU adapter is a software rasteriser (device type "cpu"), and
-// names the first.
-func softwareOnly(opts Options) (string, bool) {
-	if opts.GPU != nil || opts.Adapter != "" {
-		return "", false
-	}
-	infos, err := gpu.Adapters()
-	if err != nil || len(infos) == 0 {
-		return "", false
-	}
-	for _, i := range infos {
-		if i.DeviceType != "cpu" {
-			return "", false
-		}
-	}
-	return fmt.Sprintf("%s (%s)", infos[0].Adapter, infos[0].Backend), true
-}
-
-// openWebGPU opens the adapter opts names and a backend on it.
-func openWebGPU(opts Options, maxRows int) (backend.Backend, error) {
-	if opts.GPU != nil {
-		return gpu.NewBackend(opts.GPU, maxRows)
-	}
-	dev, err := gpu.Open(gpu.Options{Adapter: opts.Adapter, MaxStorageBinding: opts.MaxStorageBinding})
-	if err != nil {
-		return nil, err
-	}
-	be, err := gpu.NewBackend(dev, maxRows)
-	if err != nil {
-		dev.Close()
-		return nil, err
-	}
-	be.OwnDevice()
-	return be, nil
-}
-
-// checkKernels runs the load-time self-check where be is WebGPU and
-// opts do not turn it off, and sets the plan it found on be; it reports
-// whether it ran.
-func checkKernels(m *models.Model, ws WeightStorage, be backend.Backend, opts Options) (SelfCheck, bool) {
-	gb, ok := be.(*gpu.Backend)
-	if !ok {
-		return SelfCheck{}, false
-	}
-	gb.SetPlan(opts.Plan)
-	if opts.NoSelfCheck {
-		return SelfCheck{}, false
-	}
-	cache := opts.SelfCheckCache
-	if cache == nil {
-		cache = defaultSelfCheckCache()
-	}
-	withLoRA := len(opts.Adapters) > 0 && !opts.LoRAMerge
-	c := selfCheck(context.Background(), m, ws, opts.KV.Type, gb, opts.Plan, withLoRA, opts.Threads, cache)
-	if c.Passed() {
-		gb.SetPlan(c.Forced)
-	}
-	return c, true
-}
-
-// unwrap returns the backend under decorators (those with an Unwrap
-// method, as runtime/profile's), which is what says the device.
-func unwrap(be backend.Backend) backend.Backend {
-	for {
-		u, ok := be.(interface{ Unwrap() backend.Backend })
-		if !ok {
-			return be
-		}
-		be = u.Unwrap()
-	}
-}

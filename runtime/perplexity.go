@@ -8,7 +8,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // Perplexity is exp of the mean negative log-likelihood of each token of
@@ -127,7 +127,7 @@ func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress
 				kl += math.Exp(b) * (b - lq[v])
 			}
 			d.KLD = append(d.KLD, kl)
-			if cpu.Argmax(logits) == cpu.Argmax(refLogits) {
+			if backend.ArgmaxRow(logits) == backend.ArgmaxRow(refLogits) {
 				d.SameTop++
 			}
 			dp := math.Exp(lq[next]) - math.Exp(lb[next])

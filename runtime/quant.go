@@ -10,7 +10,6 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/cpu"
 )
 
 // WeightStorage chooses how the engine keeps its weights on the backend.
@@ -197,7 +196,7 @@ func weightStorage(opts Options, be backend.Backend, m *models.Model) (WeightSto
 // and HeadFloat headFloat on device ("webgpu" or "cpu") chooses; for the
 // mixed policy it measures m's matrices (MixedInt8).
 func PlanStorage(m *models.Model, quant, device string, headFloat bool) (WeightStorage, error) {
-	ws := WeightStorage{HeadFloat: headFloat, Legacy: device == "cpu" && !cpu.BlockKernels()}
+	ws := WeightStorage{HeadFloat: headFloat, Legacy: !blockKernels(device)}
 	if mixedFor(m, quant, device) {
 		ws.Floats = backend.Int4
 		var err error

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
@@ -75,7 +75,7 @@ func TestRollback(t *testing.T) {
 	path := filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
 	for _, device := range []string{"cpu", "webgpu"} {
 		e, err := Load(path, Options{Device: device, Context: 512})
-		if errors.Is(err, gpu.ErrNoAdapter) {
+		if errors.Is(err, webgpu.ErrNoAdapter) {
 			gputest.NoDevice(t, err)
 		}
 		if err != nil {

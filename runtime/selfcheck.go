@@ -32,8 +32,6 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -50,9 +48,9 @@ type SelfCheck struct {
 	Failed []PlanFailure
 	// Plan names the plan the engine runs with ("the adapter's kernels",
 	// or the plainest rung of plainer that passed), and Forced is that
-	// plan as gpu.Plan fields.
+	// plan as GPUPlan fields.
 	Plan   string
-	Forced gpu.Plan
+	Forced GPUPlan
 	// CPU is true when no plan passed: the engine runs on the CPU backend.
 	CPU bool
 	// Skipped says why the check did not run (no twin of this model), or
@@ -153,30 +151,6 @@ func defaultSelfCheckCache() SelfCheckCache {
 	return DirCache(filepath.Join(dir, "tessera", "selfcheck"))
 }
 
-// plainer is the ladder of kernel plans the self-check tries, each rung
-// adding its change to those above it: from the kernels the adapter
-// would pick to the plainest the backend has (no fusion, tiled or naive
-// products). A rung names what it gives up, which is what failed when the
-// rung above it did not pass.
-var plainer = []struct {
-	name  string
-	apply func(p *gpu.Plan, i gpu.Info)
-}{
-	{"the adapter's kernels", func(*gpu.Plan, gpu.Info) {}},
-	{"no RMSNorm prologue in the GEMVs", func(p *gpu.Plan, _ gpu.Info) { p.NormPrologue = "off" }},
-	{"unfused projections", func(p *gpu.Plan, _ gpu.Info) { p.Fusion = "off" }},
-	{"unfused LoRA", func(p *gpu.Plan, _ gpu.Info) { p.LoRA, p.Shrink = "unfused", "whole" }},
-	{"tiled GEMM for compressed and expert products", func(p *gpu.Plan, _ gpu.Info) { p.Quant, p.Experts = "gemm", "gemm" }},
-	{"the other attention kernel", func(p *gpu.Plan, i gpu.Info) {
-		p.Attention = "lane"
-		if i.DeviceType == "cpu" { // lanes are the CPU adapters' own
-			p.Attention = "group"
-		}
-	}},
-	{"tiled GEMM for f32 products", func(p *gpu.Plan, _ gpu.Info) { p.MatMul = "gemm" }},
-	{"naive f32 products", func(p *gpu.Plan, _ gpu.Info) { p.MatMul = "naive" }},
-}
-
 // selfCheckTolerance bounds the difference of a twin logit between the
 // adapter and the CPU, relative to the largest logit of its row (at
 // least 1): twin tests hold each kernel to 1e-4 of its CPU twin and
@@ -186,14 +160,35 @@ var plainer = []struct {
 // by far more.
 const selfCheckTolerance = 5e-3
 
+// checkedDevice is the device the self-check runs on, as device.go
+// describes a WebGPU backend's: the check itself knows no backend, only
+// the adapter's names, the ladder of plans to try, and how to open a
+// backend on the device that runs a plan.
+type checkedDevice struct {
+	adapter, driver string
+	// identity is everything of the adapter a result depends on (name,
+	// vendor, architecture, driver, API, device type).
+	identity string
+	base     GPUPlan
+	rungs    []planRung
+	// open opens a backend on the device running plan; kernels lists the
+	// kernel variants it has run so far.
+	open func(plan GPUPlan, maxRows int) (be backend.Backend, kernels func() []string, err error)
+}
+
+// planRung is one plan of the ladder: the plan and what it gives up.
+type planRung struct {
+	name string
+	plan GPUPlan
+}
+
 // selfCheck runs the self-check of model m, stored as ws with the cache
-// type kvType, on the device of gb with base plan base; cache may be nil.
-func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType backend.KVType, gb *gpu.Backend, base gpu.Plan, withLoRA bool, threads int, cache SelfCheckCache) SelfCheck {
+// type kvType, on dev; the reference runs on a CPU backend of threads
+// threads; cache may be nil.
+func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType backend.KVType, dev checkedDevice, withLoRA bool, threads int, cache SelfCheckCache) SelfCheck {
 	start := time.Now()
-	dev := gb.Device()
-	info := dev.Info()
-	r := SelfCheck{Adapter: info.Adapter, Driver: info.Driver}
-	key := selfCheckKey(info, m, ws, kvType, base, withLoRA)
+	r := SelfCheck{Adapter: dev.adapter, Driver: dev.driver}
+	key := selfCheckKey(dev.identity, m, ws, kvType, dev.base, withLoRA)
 	if cache != nil {
 		if b, ok := cache.Get(key); ok {
 			var c SelfCheck
@@ -209,7 +204,7 @@ func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType ba
 		r.Elapsed = time.Since(start)
 		return r
 	}
-	ref := cpu.New(threads)
+	ref := newCPU(threads)
 	want, err := runTwin(ctx, ref, tw, kvType)
 	ref.Close()
 	if err != nil {
@@ -217,20 +212,18 @@ func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType ba
 		r.Elapsed = time.Since(start)
 		return r
 	}
-	plan := base
 	r.CPU = true
-	for _, rung := range plainer {
-		rung.apply(&plan, info)
+	for _, rung := range dev.rungs {
 		if ctx.Err() != nil { // not a verdict on the kernels
 			r.Skipped, r.CPU = ctx.Err().Error(), false
 			break
 		}
-		kernels, err := checkPlan(ctx, dev, plan, tw, kvType, want)
+		kernels, err := checkPlan(ctx, dev, rung.plan, tw, kvType, want)
 		if err != nil {
 			r.Failed = append(r.Failed, PlanFailure{Plan: rung.name, Error: err.Error()})
 			continue
 		}
-		r.CPU, r.Plan, r.Forced, r.Kernels = false, rung.name, plan, kernels
+		r.CPU, r.Plan, r.Forced, r.Kernels = false, rung.name, rung.plan, kernels
 		break
 	}
 	if r.CPU {
@@ -247,30 +240,29 @@ func selfCheck(ctx context.Context, m *models.Model, ws WeightStorage, kvType ba
 
 // checkPlan runs the twin on a backend of dev with plan and compares its
 // outputs with the CPU's, returning the kernel variants it ran.
-func checkPlan(ctx context.Context, dev gpu.Device, plan gpu.Plan, tw *twin, kvType backend.KVType, want []twinStep) ([]string, error) {
-	gb, err := gpu.NewBackend(dev, twinRows)
+func checkPlan(ctx context.Context, dev checkedDevice, plan GPUPlan, tw *twin, kvType backend.KVType, want []twinStep) ([]string, error) {
+	be, kernels, err := dev.open(plan, twinRows)
 	if err != nil {
 		return nil, err
 	}
-	defer gb.Close()
-	gb.SetPlan(plan)
-	got, err := runTwin(ctx, gb, tw, kvType)
+	defer be.Close()
+	got, err := runTwin(ctx, be, tw, kvType)
 	if err != nil {
 		return nil, err
 	}
 	if err := compareTwin(got, want); err != nil {
 		return nil, err
 	}
-	return gb.Kernels(), nil
+	return kernels(), nil
 }
 
 // selfCheckKey names a result: everything it depends on, hashed (the
 // model's shape and tensor types, which make its twin, rather than the
 // twin itself, so that a cached result costs no twin).
-func selfCheckKey(i gpu.Info, m *models.Model, ws WeightStorage, kvType backend.KVType, base gpu.Plan, withLoRA bool) string {
+func selfCheckKey(identity string, m *models.Model, ws WeightStorage, kvType backend.KVType, base GPUPlan, withLoRA bool) string {
 	h := sha256.New()
 	config, _ := json.Marshal(m.Config) // by value: %v would print a pointer's address
-	fmt.Fprintf(h, "%s %s\n%s|%s|%s|%s|%s|%s\n%s\n%v\n%+v\nlora %v\n", Version(), shaders.Digest(), i.Adapter, i.Vendor, i.Architecture, i.Driver, i.Backend, i.DeviceType,
+	fmt.Fprintf(h, "%s %s\n%s\n%s\n%v\n%+v\nlora %v\n", Version(), shaders.Digest(), identity,
 		config, kvType, base, withLoRA)
 	for _, name := range m.TensorNames() {
 		t := m.Tensors[name]

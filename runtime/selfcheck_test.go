@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // TestSelfCheck loads stories260K on WebGPU with kernels made faulty by
@@ -24,8 +25,8 @@ import (
 // story, so the fault is real.
 func TestSelfCheck(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
-	dev, err := gpu.Open(gpu.Options{})
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	dev, err := webgpu.Open(webgpu.Options{})
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {
@@ -137,8 +138,8 @@ func TestSelfCheck(t *testing.T) {
 // cries wolf. Every tiny decoder shape synth knows, in f32 and in a block
 // type, passes on the adapter's own kernels.
 func TestSelfCheckPassesEveryFamily(t *testing.T) {
-	dev, err := gpu.Open(gpu.Options{})
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	dev, err := webgpu.Open(webgpu.Options{})
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

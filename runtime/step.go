@@ -8,7 +8,6 @@ import (
 
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
@@ -550,7 +549,7 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 	row := func(j, r int) []float32 {
 		x := slices.Clone(logits[r*vocab : (r+1)*vocab])
 		if masks[j] != nil { // logits read before the mask
-			cpu.MaskRow(x, masks[j])
+			backend.MaskRow(x, masks[j])
 		}
 		return x
 	}

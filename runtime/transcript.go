@@ -14,8 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -85,11 +84,11 @@ func Version() string {
 // BackendName names the engine's device and the kernels it runs: "cpu
 // avx2", or "webgpu:ADAPTER (BACKEND)".
 func (e *Engine) BackendName() string {
-	name := e.DeviceName()
-	if name == "cpu" {
-		name += " " + cpu.Kernels()
+	d := backend.Describe(e.be)
+	if d.Kernels != "" {
+		return d.Device + " " + d.Kernels
 	}
-	return name
+	return d.Device
 }
 
 // Fingerprint names what the reproducibility contract binds, as OpenAI's
@@ -100,7 +99,7 @@ func (e *Engine) BackendName() string {
 // (docs/ARCHITECTURE.md, "The reproducibility contract").
 func (e *Engine) Fingerprint() string {
 	parts := []string{Version(), e.DeviceName(), e.weightsSummary(), e.KVType().String()}
-	if c, ok := e.SelfCheck(); ok && c.Passed() && c.Forced != (gpu.Plan{}) {
+	if c, ok := e.SelfCheck(); ok && c.Passed() && c.Forced != (GPUPlan{}) {
 		parts = append(parts, fmt.Sprintf("%+v", c.Forced)) // kernels the self-check chose
 	}
 	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))

@@ -10,8 +10,6 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/cpu"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // visionTower is the forward pass of a SigLIP vision tower and Gemma 3's
@@ -50,19 +48,20 @@ const vitBlock = 16
 // newVisionTower uploads m's weights (all f32: the tower is small beside
 // the language model) to a backend of its own on the device of lm, the
 // language model's (a backend holds one KV cache, and the tower's steps
-// are as long as an image has patches); threads caps a CPU backend's.
-func newVisionTower(m *vision.Model, lm backend.Backend, threads int) (*visionTower, error) {
+// are as long as an image has patches): lm's backend.Sibling, which on
+// the CPU has lm's threads.
+func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
 	if c.Projector != vision.Gemma3 {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
-	var be backend.Backend = cpu.New(threads)
-	if g, ok := unwrap(lm).(*gpu.Backend); ok {
-		var err error
-		if be, err = gpu.NewBackend(g.Device(), n*n); err != nil {
-			return nil, err
-		}
+	be, ok, err := backend.NewSibling(lm, n*n)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
 	t, err := buildTower(m, be)
 	if err != nil {

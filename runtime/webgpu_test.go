@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // loadWebGPU loads a model on WebGPU, skipping (outside CI) or failing (in
@@ -21,7 +21,7 @@ func loadWebGPU(t *testing.T, path string, opts runtime.Options) *runtime.Engine
 		opts.Quant = "f32"
 	}
 	eng, err := runtime.Load(path, opts)
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {
@@ -82,7 +82,7 @@ func TestWebGPUMatchesCPU(t *testing.T) {
 // bindings, though the largest activation (32 rows of logits) fits, and
 // still gets the golden tokens.
 func TestWebGPUSplitWeights(t *testing.T) {
-	if _, err := gpu.Adapters(); err != nil {
+	if _, err := webgpu.Adapters(); err != nil {
 		gputest.NoDevice(t, err)
 	}
 	want := goldenIDs(t)
@@ -104,15 +104,15 @@ func TestWebGPUSplitWeights(t *testing.T) {
 // model compiles nothing, and closing an engine leaves the device usable.
 func TestWebGPUDeviceAcrossLoads(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
-	dev, err := gpu.Open(gpu.Options{})
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	dev, err := webgpu.Open(webgpu.Options{})
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	counter, ok := dev.(gpu.Compiler)
+	counter, ok := dev.(webgpu.Compiler)
 	if !ok {
 		t.Fatalf("%T does not count its compilations", dev)
 	}

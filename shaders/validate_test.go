@@ -14,7 +14,7 @@ import (
 
 // TestValidate runs naga and tint, where they are installed, over every
 // kernel as the backend compiles it: with its override constants written as
-// constants (runtime/gpu.Specialize keeps their defaults here).
+// constants (runtime/gpu/webgpu.Specialize keeps their defaults here).
 func TestValidate(t *testing.T) {
 	override := regexp.MustCompile(`(?m)^(\s*)override(\s)`)
 	dir := t.TempDir()

@@ -9,8 +9,8 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -81,7 +81,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "dispatches/token  %.0f\n", r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "dispatches/token  %.0f%s\n", r.DispatchesPerToken, hostNote(r))
 		fmt.Fprintf(e.stdout, "round trips       %.2f a token, %.0f bytes read back a token\n", r.RoundTripsPerToken, r.ReadbackBytesPerToken)
 		if r.Draft != "" {
 			fmt.Fprintf(e.stdout, "speculation       draft %s: acceptance %.0f%%, %.2f tokens per target step, %.2f round trips per token; plain decode %.1f tok/s, speed-up %.2fx\n",
@@ -89,12 +89,12 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
 				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
-		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s%s)\n", gpu.FormatBytes(r.MemoryBytes), gpu.FormatBytes(r.WeightBytes),
-			r.KVType, gpu.FormatBytes(r.KVBytes), windowNote(r.KVWindowBytes))
+		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s%s)\n", dtype.FormatBytes(r.MemoryBytes), dtype.FormatBytes(r.WeightBytes),
+			r.KVType, dtype.FormatBytes(r.KVBytes), windowNote(r.KVWindowBytes))
 		fmt.Fprintf(e.stdout, "weight storage    %s\n", r.WeightMix)
 		fmt.Fprintf(e.stdout, "bits a weight     by tensor kind, in the file → as kept:\n%s", runtime.FormatBits(r.Bits, "                    "))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
-			gpu.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
+			dtype.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil
 	}
 }
@@ -125,8 +125,16 @@ func printMany(e *env, r runtime.BenchResult, note string) {
 	fmt.Fprintf(e.stdout, "sequences%s      %d: aggregate decode %.1f tok/s, per sequence %.1f tok/s, mean time to first token %.1f ms\n",
 		note, r.Concurrency, r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.TTFTms)
 	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
-		note, r.KVPeakBlocks, gpu.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
-	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)\n", note, r.DispatchesPerToken)
+		note, r.KVPeakBlocks, dtype.FormatBytes(int64(r.KVPeakBlocks)*r.KVBlockBytes), r.Preemptions)
+	fmt.Fprintf(e.stdout, "dispatches%s     %.0f a step (of all the sequences' rows)%s\n", note, r.DispatchesPerToken, hostNote(r))
+}
+
+// hostNote is the host's cost a dispatch, on a GPU backend.
+func hostNote(r runtime.BenchResult) string {
+	if r.HostUsPerDispatch <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the host %.2f µs a dispatch recording and submitting", r.HostUsPerDispatch)
 }
 
 // windowNote is the part of the kv cache that the sliding-window layers'
@@ -135,5 +143,5 @@ func windowNote(b int64) string {
 	if b == 0 {
 		return ""
 	}
-	return ", of it " + gpu.FormatBytes(b) + " the sliding layers' windows"
+	return ", of it " + dtype.FormatBytes(b) + " the sliding layers' windows"
 }

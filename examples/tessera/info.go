@@ -9,9 +9,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -61,7 +62,7 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		if lc := c.Linear; lc.On() {
 			state := backend.RecurrentShape{Layers: lc.Count(), Slots: 1, Conv: lc.Conv, Channels: lc.Channels(), Heads: lc.VHeads, HeadDim: lc.HeadDim}
 			fmt.Fprintf(w, "linear attention	%d of %d layers Gated DeltaNet (%d key, %d value heads of %d, %d taps): %s of state a sequence\n",
-				lc.Count(), c.Layers, lc.KHeads, lc.VHeads, lc.HeadDim, lc.Conv, gpu.FormatBytes(state.Bytes()))
+				lc.Count(), c.Layers, lc.KHeads, lc.VHeads, lc.HeadDim, lc.Conv, dtype.FormatBytes(state.Bytes()))
 		}
 		if m := c.MoE; m.On() {
 			fmt.Fprintf(w, "experts\t%d, %d a token, %d wide, top-k renormalised %v, shared expert %d wide\n", m.Experts, m.Used, m.FFN, m.NormTopK, m.SharedFFN)
@@ -149,7 +150,7 @@ func kvBytes(c models.Config) string {
 	for _, t := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 		// Qwen3.5's linear layers keep no keys and values.
 		s := backend.KVShape{Layers: c.Layers - c.Linear.Count(), Blocks: 1, BlockSize: 1, Heads: c.KVHeads, HeadDim: c.HeadDim, Type: t}
-		parts = append(parts, fmt.Sprintf("%s %s/token, %s for %d tokens", t, gpu.FormatBytes(s.Bytes()), gpu.FormatBytes(int64(ctx)*s.Bytes()), ctx))
+		parts = append(parts, fmt.Sprintf("%s %s/token, %s for %d tokens", t, dtype.FormatBytes(s.Bytes()), dtype.FormatBytes(int64(ctx)*s.Bytes()), ctx))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -169,12 +170,12 @@ func windowedKV(c models.Config) string {
 		return fmt.Sprintf("none: at %d tokens every layer keeps the whole sequence", ctx)
 	}
 	return fmt.Sprintf("a sequence of %d tokens keeps %s of f32 kv, the sliding layers a ring of their window (%s with every position kept)",
-		ctx, gpu.FormatBytes(win), gpu.FormatBytes(full))
+		ctx, dtype.FormatBytes(win), dtype.FormatBytes(full))
 }
 
 // deviceInfo lists the adapters and describes the one Tessera opens.
 func deviceInfo(e *env, adapter string) error {
-	infos, err := gpu.Adapters()
+	infos, err := webgpu.Adapters()
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func deviceInfo(e *env, adapter string) error {
 	for i, a := range infos {
 		fmt.Fprintf(e.stdout, "  %d  %s (%s, %s)\n", i, a.Adapter, a.Backend, a.DeviceType)
 	}
-	dev, err := gpu.Open(gpu.Options{Adapter: adapter})
+	dev, err := webgpu.Open(webgpu.Options{Adapter: adapter})
 	if err != nil {
 		return err
 	}

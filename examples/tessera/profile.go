@@ -55,7 +55,7 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)
 		fmt.Fprintf(e.stdout, "model             %s\n", r.Model)
-		fmt.Fprintf(e.stdout, "decode            %.1f tok/s, %.0f dispatches a step\n", r.DecodeTPS, r.DispatchesPerToken)
+		fmt.Fprintf(e.stdout, "decode            %.1f tok/s, %.0f dispatches a step%s\n", r.DecodeTPS, r.DispatchesPerToken, hostNote(r))
 		printAdapters(e, r)
 		if *conc > 1 {
 			fmt.Fprintf(e.stdout, "sequences         %d: aggregate %.1f tok/s; the figures below are per step of %d rows\n", *conc, r.AggregateDecodeTPS, *conc)

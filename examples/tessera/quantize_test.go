@@ -17,8 +17,8 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // checkQuantized reads the quantized file back and checks it against the
@@ -86,7 +86,7 @@ func checkQuantized(t *testing.T, src, dst string, typ dtype.Type) []string {
 func loadModel(t *testing.T, path string, o runtime.Options) *runtime.Engine {
 	t.Helper()
 	eng, err := runtime.Load(path, o)
-	if o.Device == "webgpu" && errors.Is(err, gpu.ErrNoAdapter) {
+	if o.Device == "webgpu" && errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -31,7 +31,7 @@ type modelFlags struct {
 	loraMerge, noSelfCheck            bool
 	fullWindows                       bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
-	gpu                               gpu.Device                            // set by commands: a device already open to load onto
+	gpu                               webgpu.Device                         // set by commands: a device already open to load onto
 	mmproj                            string                                // a vision projector (llama.cpp's mmproj GGUF)
 }
 

@@ -160,3 +160,19 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	tr.dequant(src[:need], dst)
 	return nil
 }
+
+// FormatBytes writes n bytes with a binary unit: "512 B", "32 KiB", "2.0
+// GiB". It lives in this leaf, beside the types' sizes, so that the
+// backends, the engine and the CLI report memory alike.
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d %s", int64(v), units[u])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}

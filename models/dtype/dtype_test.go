@@ -126,3 +126,14 @@ func TestDequantizeErrors(t *testing.T) {
 		t.Fatalf("Dequantize with a longer source: %v", err)
 	}
 }
+
+func TestFormatBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {512, "512 B"}, {1536, "1.5 KiB"}, {128 << 20, "128 MiB"}, {1 << 40, "1 TiB"}} {
+		if got := FormatBytes(tc.n); got != tc.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -10,13 +10,20 @@
 // number of tokens in the current Batch, capped by the rows the destination
 // was allocated with. Output tensors (NewOutputTensor) hold one row per
 // output of the batch instead (Batch.Out): the rows whose logits are wanted.
+//
+// The seam is the engine's only door to the hardware: what the engine
+// needs to know of a backend's device is asked through optional
+// interfaces (device.go: Describe, CopyBandwidth, NewSibling), never by
+// type. The model tensors it uploads are models/tensor's, a leaf, so that
+// neither the seam nor a backend imports the model loaders.
 package backend
 
 import (
 	"fmt"
 	"math"
+	"time"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Tensor is a backend-owned f32 activation matrix.
@@ -161,7 +168,7 @@ type Rope struct {
 	Heads, HeadDim int
 	Dim            int // leading dimensions of each head that rotate
 	Theta          float64
-	Layout         models.RopeLayout
+	Layout         tensor.RopeLayout
 	Factors        []float32 // per-pair frequency divisors (Llama 3.1, YaRN, LongRoPE), or nil
 	// Scale multiplies the cosine and sine of every angle, so the rotated
 	// dimensions of q and k (not the others of a partial rotation): YaRN's
@@ -215,11 +222,11 @@ type Backend interface {
 	Name() string
 
 	// Upload makes a model tensor available to the ops, as F32.
-	Upload(t *models.Tensor) (Weight, error)
+	Upload(t *tensor.Tensor) (Weight, error)
 	// UploadAs makes a model tensor available in the given storage. F16
 	// and Int4 apply to matrices (a 2-D [out, in] tensor, read by MatMul
 	// and Embed), not to vectors.
-	UploadAs(t *models.Tensor, s Storage) (Weight, error)
+	UploadAs(t *tensor.Tensor, s Storage) (Weight, error)
 	// NewTensor allocates an activation of rows × cols, one row per token.
 	NewTensor(rows, cols int) (Tensor, error)
 	// NewOutputTensor allocates rows × cols with one row per output row of
@@ -255,8 +262,8 @@ type Backend interface {
 	// one weight of headDim values shared by the heads.
 	HeadNorm(x Tensor, w Weight, headDim int, eps float32)
 	// GLU sets gate = act(gate) * up: SwiGLU with SiLU, GeGLU with
-	// GELUTanh; with SwiGLUOAI gpt-oss's clamped form (models.SwiGLUOAI).
-	GLU(gate, up Tensor, act models.Activation)
+	// GELUTanh; with SwiGLUOAI gpt-oss's clamped form (tensor.SwiGLUOAI).
+	GLU(gate, up Tensor, act tensor.Activation)
 	// Scale multiplies x by s, in place.
 	Scale(x Tensor, s float32)
 	// Softcap sets x = cap·tanh(x/cap), in place, for cap > 0.
@@ -276,7 +283,7 @@ type Backend interface {
 	// row by row.
 	LayerNorm(dst, x Tensor, w, b Weight, eps float32)
 	// Activate sets x = act(x), in place.
-	Activate(x Tensor, act models.Activation)
+	Activate(x Tensor, act tensor.Activation)
 	// MeanPool sets row s of dst to the mean of the rows of x that belong
 	// to sequence s, for each sequence s < len(Batch.Tables) (a sequence
 	// without rows gets zeros).
@@ -370,6 +377,12 @@ type Stats struct {
 	// ReadBytes is what the GPU read back from the device so far (the
 	// CPU: 0, nothing crosses a bus).
 	ReadBytes int64
+	// Host is the wall time the GPU backend's caller spent recording and
+	// submitting steps so far: from each step's Begin to the return of
+	// its submission, waits for the device excluded (the CPU: 0). Over
+	// Dispatches it is the host's cost a dispatch, what a faster GPU
+	// cannot hide.
+	Host time.Duration
 }
 
 // Slot is the cache slot of row i of the batch: where its key and value go.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Fused ops. A decoding step of a small model is bound by the number of
@@ -45,7 +45,7 @@ type Projection struct {
 	Out  []Tensor
 	Add  bool
 	GLU  bool
-	Act  models.Activation
+	Act  tensor.Activation
 	Next Weight
 	// LoRA adds unmerged adapters to the products before the epilogue;
 	// nil: none.
@@ -94,7 +94,7 @@ type Fuser interface {
 	// pass; vectors (biases) are joined likewise. glu says the weight
 	// feeds a GLU (two parts: gate and up), which lets a backend lay them
 	// out for it.
-	Fuse(ts []*models.Tensor, s Storage, glu bool) (Weight, error)
+	Fuse(ts []*tensor.Tensor, s Storage, glu bool) (Weight, error)
 	// Project runs p (see Projection).
 	Project(p Projection)
 	// RopeStore is Rope(q, rq), Rope(k, rk), StoreKV(kv, l, k, v): q is

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Mixture-of-experts ops (models.MoEConfig). A layer's feed-forward is E
@@ -45,7 +45,7 @@ type ExpertProjection struct {
 	R     Routes
 	Out   Tensor
 	GLU   bool
-	Act   models.Activation
+	Act   tensor.Activation
 }
 
 // MoECombine adds the experts' outputs to Dst, row by row:
@@ -67,7 +67,7 @@ type Experts interface {
 	// UploadExperts uploads stacked expert matrices, each of shape [E,
 	// rows, in], in storage s: one (a down projection) or two of one
 	// shape (gate and up, for a GLU). The weight's Shape is theirs.
-	UploadExperts(ts []*models.Tensor, s Storage) (Weight, error)
+	UploadExperts(ts []*tensor.Tensor, s Storage) (Weight, error)
 	// NewRoutes allocates the routing of up to rows token rows, k slots
 	// each.
 	NewRoutes(rows, k int) (Routes, error)
@@ -87,13 +87,13 @@ type Experts interface {
 	ExpertBias(x Tensor, b Weight, r Routes)
 	// ExpertGLU is GLU over the pair rows of two ExpertProject outputs:
 	// gate = act(gate, up) for every (row, slot) pair of the step.
-	ExpertGLU(gate, up Tensor, r Routes, act models.Activation)
+	ExpertGLU(gate, up Tensor, r Routes, act tensor.Activation)
 }
 
 // ExpertMatrices views stacked expert tensors of shape [E, rows, in] as
 // matrices of E·rows rows (their bytes are the same), checking that there
 // are one or two (gate and up) of one shape. Both backends upload them so.
-func ExpertMatrices(ts []*models.Tensor) (parts []*models.Tensor, e, rows int, err error) {
+func ExpertMatrices(ts []*tensor.Tensor) (parts []*tensor.Tensor, e, rows int, err error) {
 	if len(ts) != 1 && len(ts) != 2 {
 		return nil, 0, 0, fmt.Errorf("experts of %d matrices (want 1, or gate and up)", len(ts))
 	}
@@ -102,7 +102,7 @@ func ExpertMatrices(ts []*models.Tensor) (parts []*models.Tensor, e, rows int, e
 			return nil, 0, 0, fmt.Errorf("experts %s of shape %v (want [E, rows, in], all alike)", t.Name, t.Shape)
 		}
 		sh := t.Shape
-		parts = append(parts, models.NewTensor(t.Name, []int{sh[0] * sh[1], sh[2]}, t.Type, t.Raw))
+		parts = append(parts, tensor.New(t.Name, []int{sh[0] * sh[1], sh[2]}, t.Type, t.Raw))
 	}
 	return parts, ts[0].Shape[0], ts[0].Shape[1], nil
 }

@@ -13,8 +13,8 @@ package capture
 import (
 	"fmt"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gptq"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -43,7 +43,7 @@ func (b *Backend) Capture(hs map[string]*gptq.Hessian) { b.want = hs }
 // Err reports the first failure to read a matrix product's input back.
 func (b *Backend) Err() error { return b.err }
 
-func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+func (b *Backend) Upload(t *tensor.Tensor) (backend.Weight, error) {
 	w, err := b.Backend.Upload(t)
 	if err == nil {
 		b.names[w] = t.Name
@@ -51,7 +51,7 @@ func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	return w, err
 }
 
-func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight, error) {
+func (b *Backend) UploadAs(t *tensor.Tensor, s backend.Storage) (backend.Weight, error) {
 	w, err := b.Backend.UploadAs(t, s)
 	if err == nil {
 		b.names[w] = t.Name
@@ -108,7 +108,7 @@ func (b *Backend) add(h *gptq.Hessian, x backend.Tensor, name string) {
 // Fuse names the fused weight after its first tensor: q for q, k and v,
 // gate for gate and up, the names under which calibration shares the
 // Hessian of their one input.
-func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
+func (b *Backend) Fuse(ts []*tensor.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
 	w, err := b.Backend.Fuse(ts, s, glu)
 	if err == nil && len(ts) > 0 {
 		b.names[w] = ts[0].Name

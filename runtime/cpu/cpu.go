@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -84,7 +84,23 @@ func Kernels() string { return kernel.Path() }
 // kernels (kernel.BlocksPath).
 func BlockKernels() bool { return kernel.BlocksPath() != "go" }
 
-func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+// Describe says the backend runs on the CPU, with its kernels and
+// threads (backend.Describer).
+func (b *Backend) Describe() backend.Info {
+	return backend.Info{Device: "cpu", Kernels: Kernels(), Threads: b.Threads()}
+}
+
+// CopyBandwidth measures the memory bandwidth of the CPU
+// (backend.BandwidthProber): the package's CopyBandwidth.
+func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
+	return CopyBandwidth(int(bytes), iters), nil
+}
+
+// NewSibling opens another CPU backend with as many threads
+// (backend.Sibling); a CPU backend takes batches of any size.
+func (b *Backend) NewSibling(int) (backend.Backend, error) { return New(b.team.size), nil }
+
+func (b *Backend) Upload(t *tensor.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {
 		return nil, err
@@ -302,18 +318,18 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 
 // GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
 // same bits as Silu's, element by element.
-func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
+func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
 	n := b.rows(g) * g.cols
 	gs, us := g.Data[:n], u.Data[:n]
-	if act == models.SwiGLUOAI {
+	if act == tensor.SwiGLUOAI {
 		for i, x := range gs {
 			gs[i] = SwiGLUOAI(x, us[i])
 		}
 		return
 	}
-	if act != models.SiLU {
+	if act != tensor.SiLU {
 		for i, x := range gs {
 			gs[i] = Act(act, x) * us[i]
 		}
@@ -387,7 +403,7 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	xs := x.(*Tensor)
 	out := make([]int32, n)
 	for i := range out {
-		out[i] = int32(Argmax(xs.Row(i)))
+		out[i] = int32(backend.ArgmaxRow(xs.Row(i)))
 	}
 	return out, nil
 }
@@ -395,7 +411,7 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 func (b *Backend) Mask(x backend.Tensor, r int, mask []uint32) {
 	xs := x.(*Tensor)
 	if r >= 0 && r < xs.rows && len(mask) >= (xs.cols+31)/32 {
-		MaskRow(xs.Row(r), mask)
+		backend.MaskRow(xs.Row(r), mask)
 	}
 }
 

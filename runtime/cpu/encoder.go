@@ -3,7 +3,7 @@ package cpu
 import (
 	"math"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -37,11 +37,11 @@ func GELU(x float32) float32 {
 }
 
 // Activation applies any activation Activate takes.
-func Activation(a models.Activation, x float32) float32 {
+func Activation(a tensor.Activation, x float32) float32 {
 	switch a {
-	case models.GELU:
+	case tensor.GELU:
 		return GELU(x)
-	case models.Tanh:
+	case tensor.Tanh:
 		return tanhf(x)
 	}
 	return Act(a, x)
@@ -102,7 +102,7 @@ func (b *Backend) LayerNorm(dst, x backend.Tensor, w, bias backend.Weight, eps f
 	}
 }
 
-func (b *Backend) Activate(x backend.Tensor, act models.Activation) {
+func (b *Backend) Activate(x backend.Tensor, act tensor.Activation) {
 	b.op()
 	xs := x.(*Tensor)
 	n := b.rows(xs) * xs.cols

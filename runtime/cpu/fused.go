@@ -3,7 +3,7 @@ package cpu
 import (
 	"fmt"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -28,7 +28,7 @@ func (w *Fused) Bytes() int64 {
 	return n
 }
 
-func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
+func (b *Backend) Fuse(ts []*tensor.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("cpu: fuse of no tensors")
 	}

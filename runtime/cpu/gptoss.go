@@ -3,7 +3,7 @@ package cpu
 import (
 	"math"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -27,7 +27,7 @@ func (b *Backend) ExpertBias(x backend.Tensor, bias backend.Weight, r backend.Ro
 
 // ExpertGLU is GLU over the step's pair rows: a row's k pairs are one
 // after the other, so rows of k·cols values.
-func (b *Backend) ExpertGLU(gate, up backend.Tensor, r backend.Routes, act models.Activation) {
+func (b *Backend) ExpertGLU(gate, up backend.Tensor, r backend.Routes, act tensor.Activation) {
 	g, u, k := gate.(*Tensor), up.(*Tensor), r.(*Routes).k
 	b.GLU(&Tensor{rows: g.rows / k, cols: k * g.cols, Data: g.Data}, &Tensor{rows: u.rows / k, cols: k * u.cols, Data: u.Data}, act)
 }

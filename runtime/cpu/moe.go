@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -42,7 +42,7 @@ type Routes struct {
 func (r *Routes) Rows() int { return r.rows }
 func (r *Routes) K() int    { return r.k }
 
-func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend.Weight, error) {
+func (b *Backend) UploadExperts(ts []*tensor.Tensor, s backend.Storage) (backend.Weight, error) {
 	parts, e, rows, err := backend.ExpertMatrices(ts)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)

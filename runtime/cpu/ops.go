@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -121,7 +121,7 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 		head := x[h*r.HeadDim : (h+1)*r.HeadDim]
 		for i := 0; i < r.Dim/2; i++ {
 			a, b := i, i+r.Dim/2 // halves
-			if r.Layout == models.RopePairs {
+			if r.Layout == tensor.RopePairs {
 				a, b = 2*i, 2*i+1
 			}
 			c, s := cs[2*i], cs[2*i+1]
@@ -196,11 +196,11 @@ func GELUTanh(x float32) float32 {
 }
 
 // Act applies activation a.
-func Act(a models.Activation, x float32) float32 {
+func Act(a tensor.Activation, x float32) float32 {
 	switch a {
-	case models.GELUTanh:
+	case tensor.GELUTanh:
 		return GELUTanh(x)
-	case models.Sigmoid:
+	case tensor.Sigmoid:
 		return Sigmoid(x)
 	}
 	return Silu(x)
@@ -213,28 +213,6 @@ func Sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
 func Softcap(x, cap float32) float32 { return cap * tanhf(x/cap) }
 
 func tanhf(x float32) float32 { return float32(math.Tanh(float64(x))) }
-
-// MaskRow sets x[i] to -Inf where bit i of mask is clear: the twin of the
-// mask kernel.
-func MaskRow(x []float32, mask []uint32) {
-	inf := float32(math.Inf(-1))
-	for i := range x {
-		if mask[i>>5]>>(i&31)&1 == 0 {
-			x[i] = inf
-		}
-	}
-}
-
-// Argmax returns the index of the largest value, the lowest among equals.
-func Argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
 
 // TopK returns the k largest values of x and their indices, largest first,
 // the lower index first among equals.

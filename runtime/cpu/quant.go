@@ -3,8 +3,8 @@ package cpu
 import (
 	"fmt"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
@@ -64,7 +64,7 @@ func (w *QWeight) Row(r int, dst []float32) {
 	}
 }
 
-func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight, error) {
+func (b *Backend) UploadAs(t *tensor.Tensor, s backend.Storage) (backend.Weight, error) {
 	if s == backend.F32 {
 		return b.Upload(t)
 	}
@@ -78,7 +78,7 @@ func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight,
 
 // NewQWeight converts the matrix t to storage s (F16, Int8, Int4 or
 // Blocks).
-func NewQWeight(t *models.Tensor, s backend.Storage) (*QWeight, error) {
+func NewQWeight(t *tensor.Tensor, s backend.Storage) (*QWeight, error) {
 	if len(t.Shape) != 2 {
 		return nil, fmt.Errorf("cpu: %s storage of %s needs a matrix, not shape %v", s, t.Name, t.Shape)
 	}

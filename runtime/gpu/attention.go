@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // Attention runs as two kernels, each taking some rows of the step:
@@ -84,7 +86,7 @@ func prefillTileFor(d4 int) prefillTile {
 }
 
 func (t prefillTile) op(d4 int) op {
-	return op{kernel: "attention_prefill", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
+	return op{kernel: "attention_prefill", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly},
 		consts: map[string]float64{"HD": float64(4 * d4), "BR": float64(t.br), "BC": float64(t.bc),
 			"TR": float64(t.tr), "TC": float64(t.tc), "OR": float64(t.or)}}
 }
@@ -104,7 +106,7 @@ func decodeSpan(d4 int) int {
 	return (loopBudget - 2000) / (2*d4 + 24) * 64
 }
 
-var combineOp = op{kernel: "attention_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+var combineOp = op{kernel: "attention_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -178,7 +180,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	base := uint32(b.maxRows) // part: a flag per row, then the partials
 	if dec.rows > 0 {
 		g := (group + slices - 1) / slices // query heads per workgroup
-		o := op{kernel: "attention_decode", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly},
+		o := op{kernel: "attention_decode", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly},
 			consts: map[string]float64{"HD": float64(a.HeadDim), "G": float64(g)}}
 		gx, gz := uint32(a.KVHeads*slices), uint32(n) // workgroups: (kv head, slice) × chunk × row
 		if lane {
@@ -187,7 +189,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		}
 		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
-			[]Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
 			gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
@@ -195,7 +197,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	if pre.rows > 0 {
 		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window), uint32(horizon)},
-			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
 		b.combine(d, part, a, n, preChunks, base, 0)
@@ -204,14 +206,14 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 
 // combine merges the partials of split-K for the rows flagged kind, when
 // there is more than one chunk.
-func (b *Backend) combine(d *Tensor, part Buffer, a backend.Attention, n, chunks int, base uint32, kind float32) {
+func (b *Backend) combine(d *Tensor, part webgpu.Buffer, a backend.Attention, n, chunks int, base uint32, kind float32) {
 	if chunks > 1 {
 		sinks, on := part, uint32(0) // bound, unread, without sinks
 		if a.Sinks != nil {
 			sinks, on = a.Sinks.(*Weight).parts[0].buf, 1
 		}
 		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind), on},
-			[]Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: sinks}}, uint32(a.Heads), uint32(n), 1)
+			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: sinks}}, uint32(a.Heads), uint32(n), 1)
 	}
 }
 
@@ -264,12 +266,12 @@ func decodeChunks(n, groups, span int) int {
 
 // attnState is what attention keeps per backend between calls.
 type attnState struct {
-	part    Buffer    // row flags and split-K partials, grown on demand
-	flags   []float32 // per row: 1 for the decode kernel, 0 for the tiled one
-	written []float32 // the flags in part
-	counts  []int32   // rows per sequence, scratch of survey
-	firsts  []int32   // first position per sequence, scratch of survey
-	seen    []int32   // sequences of a tile, scratch of passes
+	part    webgpu.Buffer // row flags and split-K partials, grown on demand
+	flags   []float32     // per row: 1 for the decode kernel, 0 for the tiled one
+	written []float32     // the flags in part
+	counts  []int32       // rows per sequence, scratch of survey
+	firsts  []int32       // first position per sequence, scratch of survey
+	seen    []int32       // sequences of a tile, scratch of passes
 }
 
 // rowSet is the rows of a step that one kernel takes: how many, and the
@@ -342,21 +344,21 @@ func (st *attnState) passes(batch backend.Batch, n, br int) int {
 // scratch returns the buffer of row flags and partials, with room for the
 // partials of chunks chunks of n rows, growing it when needed, and writes
 // the flags of the first n rows into it unless it holds them already.
-func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (Buffer, error) {
+func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (webgpu.Buffer, error) {
 	size := 4 * (int64(b.maxRows) + 1)
 	if chunks > 1 {
 		size += 4 * int64(chunks) * int64(n) * int64(a.Heads) * int64(a.HeadDim+2)
 	}
 	if st.part == nil || st.part.Size() < size {
 		if size > b.info.MaxStorageBufferBindingSize {
-			return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", FormatBytes(size))
+			return nil, fmt.Errorf("gpu: attention partials of %s exceed the storage binding limit", dtype.FormatBytes(size))
 		}
 		// Grow by half again, so that a context that grows step by
 		// step does not allocate at every step.
 		if st.part != nil {
 			size = min(max(size, st.part.Size()*3/2), b.info.MaxStorageBufferBindingSize)
 		}
-		buf, err := b.buffer("attention partials", size, Storage|CopyDst)
+		buf, err := b.buffer("attention partials", size, webgpu.Storage|webgpu.CopyDst)
 		if err != nil {
 			return nil, err
 		}

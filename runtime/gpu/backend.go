@@ -1,3 +1,13 @@
+// Package gpu is the WGSL backend: the runtime/backend.Backend that
+// records each op as a dispatch of a WGSL kernel (from shaders) on a
+// WebGPU device (runtime/gpu/webgpu, the device layer) and submits a whole
+// forward step at once. It chooses each op's kernel from the adapter and
+// the shapes (a Plan forces the choices; Plainer is the ladder of plainer
+// plans the engine's load-time self-check walks), keeps weights in the
+// backend's storages, split across storage bindings where one would not
+// hold them, and caches every dispatch's bind group. The engine reaches it
+// only through runtime/backend; runtime/device.go is the one file of the
+// engine that opens one.
 package gpu
 
 import (
@@ -7,9 +17,12 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -22,79 +35,84 @@ import (
 // state of decoding allocates nothing and builds no bind groups: per step,
 // only the Step uniform and the token and position buffers are written.
 type Backend struct {
-	dev     Device
-	info    Info
+	dev     webgpu.Device
+	info    webgpu.Info
 	maxRows int
 	plan    Plan // forced kernel choices (tests and benchmarks)
 
-	rec         Recorder
-	step        Buffer // Step uniform: rows = tokens in the batch
-	outStep     Buffer // Step uniform for output tensors: rows = outputs
-	outputs     map[Buffer]bool
-	tokens, pos Buffer // i32 per row
-	slots       Buffer // i32 per row: the cache slot of the row's key and value
-	rowSeq      Buffer // i32 per row: the row's sequence, a row of tables
-	tables      Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
-	seqState    Buffer // i32 per sequence: its recurrent state's slot, made with the states
+	rec         webgpu.Recorder
+	step        webgpu.Buffer // Step uniform: rows = tokens in the batch
+	outStep     webgpu.Buffer // Step uniform for output tensors: rows = outputs
+	outputs     map[webgpu.Buffer]bool
+	tokens, pos webgpu.Buffer // i32 per row
+	slots       webgpu.Buffer // i32 per row: the cache slot of the row's key and value
+	rowSeq      webgpu.Buffer // i32 per row: the row's sequence, a row of tables
+	tables      webgpu.Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
+	seqState    webgpu.Buffer // i32 per sequence: its recurrent state's slot, made with the states
 	tableWidth  int
-	result      Buffer // i32 per row, Argmax's output
-	cands       Buffer // TopK's output, made on first use
-	masks       Buffer // token masks, a row of words per output row, made on first use
+	result      webgpu.Buffer // i32 per row, Argmax's output
+	cands       webgpu.Buffer // TopK's output, made on first use
+	masks       webgpu.Buffer // token masks, a row of words per output row, made on first use
 	batch       backend.Batch
 	calls       map[callKey]*call
-	freqs       map[ropeKey]Buffer
-	owned       []Buffer           // released by Close
-	err         error              // the first error met while recording
-	memory      int64              // bytes in owned buffers
-	pending     bool               // work recorded since the last submit
-	ownsDevice  bool               // Close closes dev
-	attn        *attnState         // attention's scratch, made on first use
-	uniforms    map[string]Buffer  // the fused ops' parameters, by content
-	scratches   map[[3]int]*Tensor // the fused ops' intermediate values: rows, cols, output
-	enc         *encState          // the encoders' per-step buffers (encoder.go), made on first use
-	seq         uint64             // counts recorded dispatches and writes: what a nextInput is valid for
-	next        nextInput          // the input a residual projection prepared for the next norm (fused.go)
+	freqs       map[ropeKey]webgpu.Buffer
+	owned       []webgpu.Buffer            // released by Close
+	err         error                      // the first error met while recording
+	memory      int64                      // bytes in owned buffers
+	pending     bool                       // work recorded since the last submit
+	ownsDevice  bool                       // Close closes dev
+	attn        *attnState                 // attention's scratch, made on first use
+	uniforms    map[paramKey]webgpu.Buffer // the fused ops' parameters, by content
+	scratches   map[[3]int]*Tensor         // the fused ops' intermediate values: rows, cols, output
+	enc         *encState                  // the encoders' per-step buffers (encoder.go), made on first use
+	seq         uint64                     // counts recorded dispatches and writes: what a nextInput is valid for
+	next        nextInput                  // the input a residual projection prepared for the next norm (fused.go)
 
 	// A windowed cache's (backend.KVShape.Windowed) rings: each row's
 	// slot and each sequence's table there (Batch.Windows, tableWidth
 	// wide like tables), made with the first windowed cache; ops on that
 	// cache bind them instead of slots and tables, and a chain's
 	// later steps stage their slots in stageWindowSlots.
-	windowSlots, windows Buffer
-	stageWindowSlots     Buffer
+	windowSlots, windows webgpu.Buffer
+	stageWindowSlots     webgpu.Buffer
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
-	rowLoRA, outLoRA, loraH, loraHOut Buffer
+	rowLoRA, outLoRA, loraH, loraHOut webgpu.Buffer
 
 	// Chained decoding: staged positions and slots of the steps after the
 	// first, the ids every Keep picked, and how many steps kept so far.
-	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA Buffer
+	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA webgpu.Buffer
 	kept, keptRows                                                            int
 
 	smp       *sampling // on-device sampling (sampling.go), made on first use
 	readBytes int64     // bytes read back so far
+
+	// The host's time recording and submitting (Stats.Host): the start of
+	// the step being recorded (zero when none is) and the sum so far.
+	hostStart time.Time
+	host      time.Duration
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
-func NewBackend(dev Device, maxRows int) (*Backend, error) {
+func NewBackend(dev webgpu.Device, maxRows int) (*Backend, error) {
 	if maxRows <= 0 {
 		return nil, fmt.Errorf("gpu: batch of %d rows", maxRows)
 	}
-	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}, outputs: map[Buffer]bool{}}
+	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}, outputs: map[webgpu.Buffer]bool{}}
 	var err error
-	for _, p := range []*Buffer{&b.step, &b.outStep} {
-		if *p, err = b.buffer("step", 16, Uniform|CopyDst); err != nil {
+	for _, p := range []*webgpu.Buffer{&b.step, &b.outStep} {
+		if *p, err = b.buffer("step", 16, webgpu.Uniform|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range []*Buffer{&b.tokens, &b.pos, &b.result, &b.slots, &b.rowSeq} {
-		if *p, err = b.buffer("rows", int64(4*maxRows), Storage|CopyDst|CopySrc); err != nil {
+	for _, p := range []*webgpu.Buffer{&b.tokens, &b.pos, &b.result, &b.slots, &b.rowSeq} {
+		if *p, err = b.buffer("rows", int64(4*maxRows), webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range []*Buffer{&b.rowLoRA, &b.outLoRA} {
-		if *p, err = b.buffer("lora rows", int64(8*maxRows), Storage|CopyDst); err != nil {
+	for _, p := range []*webgpu.Buffer{&b.rowLoRA, &b.outLoRA} {
+		if *p, err = b.buffer("lora rows", int64(8*maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 	}
@@ -104,13 +122,31 @@ func NewBackend(dev Device, maxRows int) (*Backend, error) {
 func (b *Backend) Name() string { return "webgpu" }
 
 // Device returns the device the backend runs on.
-func (b *Backend) Device() Device { return b.dev }
+func (b *Backend) Device() webgpu.Device { return b.dev }
 
-func (b *Backend) Stats() backend.Stats {
-	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes}
+// Describe says the backend runs on its WebGPU adapter
+// (backend.Describer).
+func (b *Backend) Describe() backend.Info {
+	return backend.Info{Device: fmt.Sprintf("webgpu:%s (%s)", b.info.Adapter, b.info.Backend), GPU: true,
+		MaxBinding: b.info.MaxStorageBufferBindingSize}
 }
 
-func (b *Backend) buffer(label string, size int64, u Usage) (Buffer, error) {
+// CopyBandwidth measures the device's memory bandwidth
+// (backend.BandwidthProber): the package's CopyBandwidth on b's device.
+func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
+	return webgpu.CopyBandwidth(b.dev, bytes, iters)
+}
+
+// NewSibling opens another backend on b's device (backend.Sibling), with
+// the adapter's own plan: the device, its buffers' memory and the
+// pipelines compiled so far are shared; b keeps owning the device.
+func (b *Backend) NewSibling(maxRows int) (backend.Backend, error) { return NewBackend(b.dev, maxRows) }
+
+func (b *Backend) Stats() backend.Stats {
+	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes, Host: b.host}
+}
+
+func (b *Backend) buffer(label string, size int64, u webgpu.Usage) (webgpu.Buffer, error) {
 	buf, err := b.dev.NewBuffer(label, max(size, 4), u)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: allocate %s (%d bytes): %w", label, size, err)
@@ -122,7 +158,7 @@ func (b *Backend) buffer(label string, size int64, u Usage) (Buffer, error) {
 
 // Tensor is an f32 activation matrix in one storage buffer.
 type Tensor struct {
-	buf        Buffer
+	buf        webgpu.Buffer
 	rows, cols int
 	out        bool // one row per output row: its ops count rows with outStep
 }
@@ -136,9 +172,9 @@ func (b *Backend) NewTensor(rows, cols int) (backend.Tensor, error) {
 	}
 	size := int64(rows) * int64(cols) * 4
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: activation of %d×%d exceeds the %s storage binding limit", rows, cols, FormatBytes(b.info.MaxStorageBufferBindingSize))
+		return nil, fmt.Errorf("gpu: activation of %d×%d exceeds the %s storage binding limit", rows, cols, dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
-	buf, err := b.buffer("activation", size, Storage|CopySrc|CopyDst)
+	buf, err := b.buffer("activation", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +215,10 @@ type Weight struct {
 }
 
 type part struct {
-	buf        Buffer // the values, or the codes of a grouped format
-	scales     Buffer // a grouped format's (quant.go) scale words
-	row0, rows int    // the rows of the [out, in] matrix this part holds
-	format     string // f32, f16 or a grouped format (shaders.WeightFormats)
+	buf        webgpu.Buffer // the values, or the codes of a grouped format
+	scales     webgpu.Buffer // a grouped format's (quant.go) scale words
+	row0, rows int           // the rows of the [out, in] matrix this part holds
+	format     string        // f32, f16 or a grouped format (shaders.WeightFormats)
 }
 
 func (w *Weight) Shape() []int { return w.shape }
@@ -198,7 +234,7 @@ func (w *Weight) Bytes() int64 {
 	return n
 }
 
-func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
+func (b *Backend) Upload(t *tensor.Tensor) (backend.Weight, error) {
 	data, err := t.Float32()
 	if err != nil {
 		return nil, err
@@ -215,7 +251,7 @@ func (b *Backend) Upload(t *models.Tensor) (backend.Weight, error) {
 	w := &Weight{shape: t.Shape}
 	for r0 := 0; r0 < rows; r0 += perPart {
 		n := min(perPart, rows-r0)
-		buf, err := b.buffer(t.Name, int64(n)*rowBytes, Storage|CopyDst)
+		buf, err := b.buffer(t.Name, int64(n)*rowBytes, webgpu.Storage|webgpu.CopyDst)
 		if err != nil {
 			return nil, err
 		}
@@ -235,8 +271,8 @@ type KV struct {
 	shape   backend.KVShape
 	context int    // slots per layer: blocks × blockSize
 	format  string // shaders.Fusion.KV of the kernels that read and write it
-	k, v    []Buffer
-	scratch Buffer // one block, for CopyBlock
+	k, v    []webgpu.Buffer
+	scratch webgpu.Buffer // one block, for CopyBlock
 }
 
 func (c *KV) Layers() int            { return c.shape.Layers }
@@ -268,30 +304,30 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	size := int64(c.context) * c.slotBytes()
 	if size > b.info.MaxStorageBufferBindingSize {
 		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool or a narrower --kv-type",
-			FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
+			dtype.FormatBytes(size), dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	// Every row's sequence can have a table as long as the pool.
 	var err error
 	switch {
 	case b.tables == nil:
-		if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), Storage|CopyDst); err != nil {
+		if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 		b.tableWidth = s.Blocks
 	case s.Windowed && b.windows == nil:
-		if b.windows, err = b.buffer("window tables", int64(4*b.maxRows*b.tableWidth), Storage|CopyDst); err != nil {
+		if b.windows, err = b.buffer("window tables", int64(4*b.maxRows*b.tableWidth), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
-		if b.windowSlots, err = b.buffer("window slots", int64(4*b.maxRows), Storage|CopyDst); err != nil {
+		if b.windowSlots, err = b.buffer("window slots", int64(4*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 	}
 	for l := 0; l < s.Layers; l++ {
-		k, err := b.buffer("k cache", size, Storage|CopySrc|CopyDst)
+		k, err := b.buffer("k cache", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 		if err != nil {
 			return nil, err
 		}
-		v, err := b.buffer("v cache", size, Storage|CopySrc|CopyDst)
+		v, err := b.buffer("v cache", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 		if err != nil {
 			return nil, err
 		}
@@ -318,6 +354,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 			return err
 		}
 	}
+	b.startHost()
 	b.kept, b.keptRows = 0, 0
 	b.beginEncoder()
 	slots := make([]int32, n)
@@ -346,7 +383,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 	binary.LittleEndian.PutUint32(step, uint32(n))
 	binary.LittleEndian.PutUint32(outStep, uint32(len(batch.Out)))
 	for _, w := range []struct {
-		buf  Buffer
+		buf  webgpu.Buffer
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
 		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)},
@@ -376,7 +413,7 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	if n > xs.rows || n > b.maxRows {
 		return nil, fmt.Errorf("gpu: argmax of %d rows of a %d-row tensor", n, xs.rows)
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	raw, err := b.flushRead(b.result, int64(4*n))
 	if err != nil {
 		return nil, err
@@ -401,7 +438,7 @@ func (b *Backend) Mask(x backend.Tensor, row int, mask []uint32) {
 	size := int64(4 * words * xs.rows)
 	if b.masks == nil || b.masks.Size() < size {
 		var err error
-		if b.masks, err = b.buffer("token masks", size, Storage|CopyDst); err != nil {
+		if b.masks, err = b.buffer("token masks", size, webgpu.Storage|webgpu.CopyDst); err != nil {
 			b.fail(err)
 			return
 		}
@@ -415,7 +452,7 @@ func (b *Backend) Mask(x backend.Tensor, row int, mask []uint32) {
 		return
 	}
 	gx, gy := b.grid(xs.cols, elementWG)
-	b.record(maskOp, params{uint32(xs.cols), uint32(row)}, []Binding{{Buffer: xs.buf}, {Buffer: b.masks}}, gx, gy, 1)
+	b.record(maskOp, params{uint32(xs.cols), uint32(row)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.masks}}, gx, gy, 1)
 }
 
 // TopK runs the topk kernel on row 0 of x and reads back only the k
@@ -427,11 +464,11 @@ func (b *Backend) TopK(x backend.Tensor, row, k int) ([]int32, []float32, error)
 	}
 	if b.cands == nil {
 		var err error
-		if b.cands, err = b.buffer("top-k candidates", 8*backend.MaxTopK, Storage|CopySrc); err != nil {
+		if b.cands, err = b.buffer("top-k candidates", 8*backend.MaxTopK, webgpu.Storage|webgpu.CopySrc); err != nil {
 			return nil, nil, err
 		}
 	}
-	b.record(topkOp, params{uint32(xs.cols), uint32(k), uint32(row)}, []Binding{{Buffer: xs.buf}, {Buffer: b.cands}}, 1, 1, 1)
+	b.record(topkOp, params{uint32(xs.cols), uint32(k), uint32(row)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.cands}}, 1, 1, 1)
 	raw, err := b.flushRead(b.cands, int64(8*k))
 	if err != nil {
 		return nil, nil, err
@@ -458,7 +495,7 @@ func (b *Backend) Read(x backend.Tensor, n int) ([]float32, error) {
 }
 
 // flushRead submits what was recorded and reads size bytes of buf.
-func (b *Backend) flushRead(buf Buffer, size int64) ([]byte, error) {
+func (b *Backend) flushRead(buf webgpu.Buffer, size int64) ([]byte, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -482,7 +519,7 @@ func (b *Backend) Keep(x backend.Tensor, n int) {
 		b.fail(err)
 		return
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	b.keepResult(n)
 }
 
@@ -510,6 +547,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	if err := batch.Validate(b.maxRows); err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
+	b.startHost()
 	slots := make([]int32, n)
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))
@@ -519,7 +557,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	step := make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
 	for _, w := range []struct {
-		buf, stage Buffer
+		buf, stage webgpu.Buffer
 		data       []byte
 	}{{b.pos, b.stagePos, i32bytes(batch.Pos)}, {b.slots, b.stageSlots, i32bytes(slots)},
 		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step},
@@ -533,7 +571,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	}
 	// A chained step's rows are its output rows: one Row layout serves both.
 	if rows := loraRowsIf(batch, false); rows != nil {
-		for _, buf := range []Buffer{b.rowLoRA, b.outLoRA} {
+		for _, buf := range []webgpu.Buffer{b.rowLoRA, b.outLoRA} {
 			at := int64(8 * b.kept * b.maxRows)
 			if err := b.dev.Write(b.stageLoRA, at, rows); err != nil {
 				return err
@@ -565,7 +603,7 @@ func windowSlotsOf(batch backend.Batch) []int32 {
 // In a chain's later steps the earlier steps' work, recorded but not yet
 // run, still reads buf: data goes to this step's place in stage instead,
 // and is copied into buf by the command stream between the steps.
-func (b *Backend) writeStep(buf, stage Buffer, data []byte) error {
+func (b *Backend) writeStep(buf, stage webgpu.Buffer, data []byte) error {
 	if b.kept == 0 {
 		return b.dev.Write(buf, 0, data)
 	}
@@ -615,7 +653,7 @@ func (b *Backend) chainBuffers() error {
 	// and the ids of every step in history.
 	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
 	var err error
-	for _, p := range []*Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA, &b.stageWindowSlots} {
+	for _, p := range []*webgpu.Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA, &b.stageWindowSlots} {
 		n := size
 		switch p {
 		case &b.stageLoRA:
@@ -623,7 +661,7 @@ func (b *Backend) chainBuffers() error {
 		case &b.history:
 			n += int64(12 * max(b.maxRows, 4)) // a sampled chain's state (sampling.go)
 		}
-		if *p, err = b.buffer("chain", n, CopySrc|CopyDst); err != nil {
+		if *p, err = b.buffer("chain", n, webgpu.CopySrc|webgpu.CopyDst); err != nil {
 			return err
 		}
 	}
@@ -633,10 +671,22 @@ func (b *Backend) chainBuffers() error {
 // submit submits what was recorded.
 func (b *Backend) submit() error {
 	b.pending = false
-	if err := b.rec.Submit(); err != nil {
+	err := b.rec.Submit()
+	if !b.hostStart.IsZero() {
+		b.host += time.Since(b.hostStart)
+		b.hostStart = time.Time{}
+	}
+	if err != nil {
 		return fmt.Errorf("gpu: submit: %w", err)
 	}
 	return nil
+}
+
+// startHost marks the start of a step's recording (Stats.Host).
+func (b *Backend) startHost() {
+	if b.hostStart.IsZero() {
+		b.hostStart = time.Now()
+	}
 }
 
 // OwnDevice makes Close close the device too: for a backend that was
@@ -661,7 +711,7 @@ func (b *Backend) Close() error {
 // binds the Step uniform at 0 and its own parameters at 1; operands follow.
 type op struct {
 	kernel   string
-	operands []Access
+	operands []webgpu.Access
 	consts   map[string]float64
 	fusion   shaders.Fusion // what a matrix product is composed with (fused.go)
 }
@@ -680,11 +730,11 @@ func (o op) fused(f shaders.Fusion) op {
 	for _, a := range f.Extra() {
 		switch a {
 		case "uniform":
-			o.operands = append(o.operands, UniformBinding)
+			o.operands = append(o.operands, webgpu.UniformBinding)
 		case "read_write":
-			o.operands = append(o.operands, ReadWrite)
+			o.operands = append(o.operands, webgpu.ReadWrite)
 		default:
-			o.operands = append(o.operands, ReadOnly)
+			o.operands = append(o.operands, webgpu.ReadOnly)
 		}
 	}
 	return o
@@ -701,26 +751,50 @@ func f32param(v float32) uint32 { return math.Float32bits(v) }
 const paramsSize = 64
 
 // callKey identifies one recorded call site: the same op with the same
-// operands and parameters reuses its bind group.
+// operands and parameters reuses its bind group. It is made at every
+// dispatch, so it is made of values, not of strings built for it: the
+// kernel's name and fusion as they are, and the parameters inline.
 type callKey struct {
 	kernel string
-	params string
-	ops    [12]Binding
+	fusion shaders.Fusion
+	params paramKey
+	ops    [12]webgpu.Binding
 }
 
+// paramKey is params as a map key: up to 16 values inline (paramsSize's
+// worth), longer lists as their bytes.
+type paramKey struct {
+	n    int
+	vals [paramsSize / 4]uint32
+	more string
+}
+
+func keyOf(p params) paramKey {
+	k := paramKey{n: len(p)}
+	if len(p) > len(k.vals) {
+		k.more = string(u32bytes(p))
+		return k
+	}
+	copy(k.vals[:], p)
+	return k
+}
+
+// name is the kernel variant the call runs (Backend.Kernels).
+func (k callKey) name() string { return k.kernel + k.fusion.String() }
+
 type call struct {
-	pipe  Pipeline
-	group BindGroup
+	pipe  webgpu.Pipeline
+	group webgpu.BindGroup
 }
 
 // record queues kernel o over x×y×z workgroups. Errors are kept and
 // returned by the next Begin, Argmax or Read, so that op methods stay
 // error-free like the CPU reference.
-func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
+func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint32) {
 	if b.err != nil {
 		return
 	}
-	key := callKey{kernel: o.kernel + o.fusion.String(), params: string(u32bytes(p))}
+	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
 	if !ok {
@@ -737,7 +811,7 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 	b.rec.Dispatch(c.pipe, c.group, x, y, z)
 	b.pending = true
 	b.seq++
-	if b.plan.Fault != "" && key.kernel == b.plan.Fault && len(operands) > 0 {
+	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
 }
@@ -747,21 +821,21 @@ func (b *Backend) record(o op, p params, operands []Binding, x, y, z uint32) {
 func (b *Backend) Kernels() []string {
 	seen := map[string]bool{}
 	for k := range b.calls {
-		seen[k.kernel] = true
+		seen[k.name()] = true
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
 
-func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
+func (b *Backend) newCall(o op, p params, operands []webgpu.Binding) (*call, error) {
 	src, err := shaders.Compose(o.kernel, o.fusion)
 	if err != nil {
 		return nil, err
 	}
-	access := append([]Access{UniformBinding, UniformBinding}, o.operands...)
+	access := append([]webgpu.Access{webgpu.UniformBinding, webgpu.UniformBinding}, o.operands...)
 	if len(access) != len(operands)+2 {
 		return nil, fmt.Errorf("%d operands bound to %d slots", len(operands), len(o.operands))
 	}
-	pipe, err := b.dev.Pipeline(Kernel{Name: o.kernel + o.fusion.String(), Source: src, Bindings: access, Constants: o.consts})
+	pipe, err := b.dev.Pipeline(webgpu.Kernel{Name: o.kernel + o.fusion.String(), Source: src, Bindings: access, Constants: o.consts})
 	if err != nil {
 		return nil, err
 	}
@@ -771,7 +845,7 @@ func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
 	// sizes against those of the previous pipeline when the two share a
 	// layout (a 28-byte matmul Params demanded of rmsnorm's 12).
 	raw = append(raw, make([]byte, max(paramsSize-len(raw), (16-len(raw)%16)%16))...)
-	pbuf, err := b.buffer(o.kernel+" params", int64(len(raw)), Uniform|CopyDst)
+	pbuf, err := b.buffer(o.kernel+" params", int64(len(raw)), webgpu.Uniform|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
 	}
@@ -782,7 +856,7 @@ func (b *Backend) newCall(o op, p params, operands []Binding) (*call, error) {
 	if len(operands) > 0 && b.outputs[operands[0].Buffer] {
 		step = b.outStep // the destination has one row per output
 	}
-	binds := append([]Binding{{Buffer: step}, {Buffer: pbuf}}, operands...)
+	binds := append([]webgpu.Binding{{Buffer: step}, {Buffer: pbuf}}, operands...)
 	g, err := b.dev.BindGroup(pipe, binds)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // blocksTensor is data quantized to typ by dtype.Quantize, as a GGUF
@@ -59,7 +60,7 @@ func TestBlocksEmbed(t *testing.T) {
 	for _, typ := range dtype.BlockTypes {
 		for _, binding := range []int64{0, 16 << 10} {
 			t.Run(fmt.Sprintf("%v/binding%d", typ, binding), func(t *testing.T) {
-				w := newTwins(t, 8, gpu.Options{MaxStorageBinding: binding})
+				w := newTwins(t, 8, webgpu.Options{MaxStorageBinding: binding})
 				vocab, dim := 1000, blockK(typ, 3)
 				table := w.blocksWeight(blocksTensor(t, "table", []int{vocab, dim}, w.random(vocab*dim, 1), typ))
 				if binding > 0 && gpu.Parts(table[1]) < 2 {
@@ -94,7 +95,7 @@ func TestBlocksMatMul(t *testing.T) {
 			for _, kernel := range []string{"", "gemv-gpu", "gemm"} {
 				k := blockK(typ, tc.groups)
 				t.Run(fmt.Sprintf("%v/m%d_k%d_n%d_binding%d/%s", typ, tc.batch, k, tc.n, tc.binding, kernel), func(t *testing.T) {
-					w := newTwins(t, tc.rows, gpu.Options{MaxStorageBinding: tc.binding})
+					w := newTwins(t, tc.rows, webgpu.Options{MaxStorageBinding: tc.binding})
 					w.gpu.SetPlan(gpu.Plan{Quant: kernel})
 					wt := w.blocksWeight(blocksTensor(t, "w", []int{tc.n, k}, w.random(tc.n*k, 1), typ))
 					if tc.binding > 0 && gpu.Parts(wt[1]) < 2 {

@@ -3,8 +3,9 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // The encoders' ops (BERT, nomic-bert) and pooling. Lookup reuses the embed
@@ -13,9 +14,9 @@ import (
 // attention binds its position.
 
 var (
-	layerNormOp = op{kernel: "layernorm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	actOp       = op{kernel: "act", operands: []Access{ReadWrite}}
-	meanPoolOp  = op{kernel: "mean_pool", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	layerNormOp = op{kernel: "layernorm", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	actOp       = op{kernel: "act", operands: []webgpu.Access{webgpu.ReadWrite}}
+	meanPoolOp  = op{kernel: "mean_pool", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 func (b *Backend) Lookup(dst backend.Tensor, table backend.Weight, by backend.Index) {
@@ -36,20 +37,20 @@ func (b *Backend) Lookup(dst backend.Tensor, table backend.Weight, by backend.In
 	x, y := b.grid(n*d.cols, elementWG)
 	for _, pt := range w.parts {
 		b.record(embedOp, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
-			[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: ids}}, x, y, 1)
+			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: ids}}, x, y, 1)
 	}
 }
 
 // typeIDs returns the buffer of the batch's token types (zeros where the
 // batch has none), written once per step.
-func (b *Backend) typeIDs() (Buffer, error) {
+func (b *Backend) typeIDs() (webgpu.Buffer, error) {
 	if b.enc == nil {
 		b.enc = &encState{}
 	}
 	st := b.enc
 	if st.types == nil {
 		var err error
-		if st.types, err = b.buffer("token types", int64(4*b.maxRows), Storage|CopyDst); err != nil {
+		if st.types, err = b.buffer("token types", int64(4*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 	}
@@ -68,14 +69,14 @@ func (b *Backend) typeIDs() (Buffer, error) {
 
 // ends returns the buffer of each row's end of sequence (Batch.Ends), the
 // positions bidirectional attention binds, written once per step.
-func (b *Backend) ends() (Buffer, []int32, error) {
+func (b *Backend) ends() (webgpu.Buffer, []int32, error) {
 	if b.enc == nil {
 		b.enc = &encState{}
 	}
 	st := b.enc
 	if st.ends == nil {
 		var err error
-		if st.ends, err = b.buffer("sequence ends", int64(4*b.maxRows), Storage|CopyDst); err != nil {
+		if st.ends, err = b.buffer("sequence ends", int64(4*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -93,7 +94,7 @@ func (b *Backend) ends() (Buffer, []int32, error) {
 
 // encState is what the encoders' ops keep per step.
 type encState struct {
-	types, ends  Buffer
+	types, ends  webgpu.Buffer
 	typesWritten bool    // types holds this step's
 	endRows      []int32 // this step's ends, once written
 }
@@ -108,14 +109,14 @@ func (b *Backend) beginEncoder() {
 func (b *Backend) LayerNorm(dst, x backend.Tensor, w, bias backend.Weight, eps float32) {
 	d, xs := dst.(*Tensor), x.(*Tensor)
 	b.record(layerNormOp, params{uint32(d.cols), uint32(d.rows), f32param(eps)},
-		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}, {Buffer: bias.(*Weight).parts[0].buf}},
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}, {Buffer: bias.(*Weight).parts[0].buf}},
 		uint32(b.rows(d)), 1, 1)
 }
 
-func (b *Backend) Activate(x backend.Tensor, act models.Activation) {
+func (b *Backend) Activate(x backend.Tensor, act tensor.Activation) {
 	xs := x.(*Tensor)
 	gx, gy := b.grid(b.rows(xs)*xs.cols, elementWG)
-	b.record(actOp, params{uint32(xs.cols), uint32(xs.rows), uint32(act)}, []Binding{{Buffer: xs.buf}}, gx, gy, 1)
+	b.record(actOp, params{uint32(xs.cols), uint32(xs.rows), uint32(act)}, []webgpu.Binding{{Buffer: xs.buf}}, gx, gy, 1)
 }
 
 func (b *Backend) MeanPool(dst, x backend.Tensor) {
@@ -127,5 +128,5 @@ func (b *Backend) MeanPool(dst, x backend.Tensor) {
 	seqs := min(len(b.batch.Tables), d.rows)
 	gx, gy := b.grid(seqs*d.cols, elementWG)
 	b.record(meanPoolOp, params{uint32(d.cols), uint32(d.rows)},
-		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: b.rowSeq}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: b.rowSeq}}, gx, gy, 1)
 }

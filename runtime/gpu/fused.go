@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -18,8 +19,8 @@ import (
 // is one dispatch of rope_kv.
 
 var (
-	fuseEpilogueOp = op{kernel: "fuse_epilogue", operands: []Access{ReadWrite, ReadOnly}}
-	ropeKVOp       = op{kernel: "rope_kv", operands: []Access{ReadWrite, ReadWrite, ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	fuseEpilogueOp = op{kernel: "fuse_epilogue", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	ropeKVOp       = op{kernel: "rope_kv", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // Fuse uploads the matrices ts as one weight of their rows, one after the
@@ -27,13 +28,13 @@ var (
 // two values of an output are adjacent columns of one workgroup; vectors
 // are joined. Matrices kept in block types of their own (Blocks) keep
 // them, in parts of their own (not for a GLU, whose rows alternate).
-func (b *Backend) Fuse(ts []*models.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
+func (b *Backend) Fuse(ts []*tensor.Tensor, s backend.Storage, glu bool) (backend.Weight, error) {
 	return b.fuse(ts, s, glu, 1)
 }
 
 // fuse is Fuse splitting the weight across bindings only at multiples of
 // align rows of the result (the rows of one expert, for UploadExperts).
-func (b *Backend) fuse(ts []*models.Tensor, s backend.Storage, glu bool, align int) (*Weight, error) {
+func (b *Backend) fuse(ts []*tensor.Tensor, s backend.Storage, glu bool, align int) (*Weight, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("gpu: fuse of no tensors")
 	}
@@ -51,7 +52,7 @@ func (b *Backend) fuse(ts []*models.Tensor, s backend.Storage, glu bool, align i
 			data = append(data, v...)
 		}
 		raw := f32bytes(data)
-		w, err := b.Upload(models.NewTensor(name, []int{len(data)}, dtype.F32, func() ([]byte, error) { return raw, nil }))
+		w, err := b.Upload(tensor.New(name, []int{len(data)}, dtype.F32, func() ([]byte, error) { return raw, nil }))
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +218,7 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 	}
 	gx, gy := b.grid(b.rows(d)*units, elementWG)
 	b.record(fuseEpilogueOp.fused(f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
-		append([]Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
+		append([]webgpu.Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
 }
 
 // nextInput is what a residual projection with Next prepared for the
@@ -232,7 +233,7 @@ type nextInput struct {
 
 // prepareNext runs a residual projection whose epilogue also stores the
 // next norm's input (shaders.Fusion.Next), when its GEMV composes.
-func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
+func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []webgpu.Binding) bool {
 	f.Next = true
 	if !b.fits(w, xs.cols, f) {
 		return false
@@ -243,7 +244,7 @@ func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f 
 		return true
 	}
 	at := len(extra) - loraBindings(f) // nwn and xn come before the adapters' bindings
-	extra = slices.Insert(slices.Clone(extra), at, Binding{Buffer: p.Next.(*Weight).parts[0].buf}, Binding{Buffer: xn.buf})
+	extra = slices.Insert(slices.Clone(extra), at, webgpu.Binding{Buffer: p.Next.(*Weight).parts[0].buf}, webgpu.Binding{Buffer: xn.buf})
 	if !b.matmul(d, xs, w, f, extra) {
 		return false
 	}
@@ -256,14 +257,14 @@ func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f 
 // (shaders.Fusion.Prescaled) and each workgroup adds up x's squares for
 // 1/rms, with neither an rmsnorm dispatch nor the norm's weights on every
 // load of x.
-func (b *Backend) prescaled(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []Binding) bool {
+func (b *Backend) prescaled(d, xs *Tensor, w *Weight, p backend.Projection, f shaders.Fusion, extra []webgpu.Binding) bool {
 	if !b.prepared(xs, p.Norm) {
 		return false
 	}
 	n := b.next
 	f.Prescaled = true
 	extra = slices.Clone(extra)
-	extra[normAt(f, extra)] = Binding{Buffer: xs.buf} // xraw, where nw was
+	extra[normAt(f, extra)] = webgpu.Binding{Buffer: xs.buf} // xraw, where nw was
 	return b.matmul(d, n.xn, w, f, extra)
 }
 
@@ -277,7 +278,7 @@ func (b *Backend) prepared(xs *Tensor, norm backend.Weight) bool {
 
 // normAt is the index of the norm's weights among fusionBindings' extra
 // bindings of f (with Norm): the last but the adapters'.
-func normAt(f shaders.Fusion, extra []Binding) int {
+func normAt(f shaders.Fusion, extra []webgpu.Binding) int {
 	return len(extra) - 1 - loraBindings(f)
 }
 
@@ -293,7 +294,7 @@ func loraBindings(f shaders.Fusion) int {
 // composed with f, binds no more storage buffers than the device allows.
 func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
 	o, _, _, _ := gemvOp(w.format(), k, 1, 1, f)
-	return storageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
+	return webgpu.StorageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 
 // normPrologue reports whether the GEMVs take a projection's RMSNorm as
@@ -312,7 +313,7 @@ func (b *Backend) normPrologue() bool {
 // fusionBindings returns the bindings that f adds to a kernel (see
 // shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias,
 // the norm's weights and the adapters' buffers.
-func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Binding, error) {
+func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]webgpu.Binding, error) {
 	var n [3]uint32
 	for i, o := range p.Out {
 		n[i] = uint32(o.Cols())
@@ -326,15 +327,15 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Bind
 	if err != nil {
 		return nil, err
 	}
-	extra := []Binding{{Buffer: u}}
+	extra := []webgpu.Binding{{Buffer: u}}
 	for _, o := range p.Out[1:] {
-		extra = append(extra, Binding{Buffer: o.(*Tensor).buf})
+		extra = append(extra, webgpu.Binding{Buffer: o.(*Tensor).buf})
 	}
 	if p.Bias != nil {
-		extra = append(extra, Binding{Buffer: p.Bias.(*Weight).parts[0].buf})
+		extra = append(extra, webgpu.Binding{Buffer: p.Bias.(*Weight).parts[0].buf})
 	}
 	if p.Norm != nil {
-		extra = append(extra, Binding{Buffer: p.Norm.(*Weight).parts[0].buf})
+		extra = append(extra, webgpu.Binding{Buffer: p.Norm.(*Weight).parts[0].buf})
 	}
 	if f.LoRA {
 		c := p.LoRA.(*LoRA)
@@ -342,21 +343,21 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]Bind
 		if f.Shrink { // the product computes h from the shrink's slot table and Aᵀ
 			h = c.a
 		}
-		extra = append(extra, Binding{Buffer: h})
-		extra = append(extra, Binding{Buffer: c.bt}, Binding{Buffer: rows})
+		extra = append(extra, webgpu.Binding{Buffer: h})
+		extra = append(extra, webgpu.Binding{Buffer: c.bt}, webgpu.Binding{Buffer: rows})
 	}
 	return extra, nil
 }
 
 // uniform returns a uniform buffer holding p (padded like every
 // parameter buffer), one per distinct content.
-func (b *Backend) uniform(p params) (Buffer, error) {
-	key := string(u32bytes(p))
+func (b *Backend) uniform(p params) (webgpu.Buffer, error) {
+	key := keyOf(p)
 	if buf, ok := b.uniforms[key]; ok {
 		return buf, nil
 	}
 	raw := append(u32bytes(p), make([]byte, paramsSize-4*len(p))...)
-	buf, err := b.buffer("fusion params", int64(len(raw)), Uniform|CopyDst)
+	buf, err := b.buffer("fusion params", int64(len(raw)), webgpu.Uniform|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +365,7 @@ func (b *Backend) uniform(p params) (Buffer, error) {
 		return nil, err
 	}
 	if b.uniforms == nil {
-		b.uniforms = map[string]Buffer{}
+		b.uniforms = map[paramKey]webgpu.Buffer{}
 	}
 	b.uniforms[key] = buf
 	return buf, nil
@@ -415,5 +416,5 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 	}
 	gx, gy := b.grid(b.rows(qs)*(rq.Heads*rq.Dim/2+c.shape.Heads), elementWG)
 	b.record(ropeKVOp.forKV(c), params{uint32(qs.cols), uint32(c.shape.Heads), uint32(qs.rows), uint32(rq.Heads), uint32(rq.HeadDim), uint32(rq.Dim), uint32(rq.Layout), uint32(c.context)},
-		[]Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
 }

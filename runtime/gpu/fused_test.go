@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // fused uploads matrices (or vectors) as one weight through Fuse on both
@@ -123,7 +124,7 @@ func TestProject(t *testing.T) {
 				if tc.binding > 0 {
 					mult, alloc = 4, 4
 				}
-				w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
+				w := newTwins(t, alloc, webgpu.Options{MaxStorageBinding: tc.binding})
 				w.gpu.SetPlan(plan)
 				var shapes, bshapes [][]int
 				width := 0

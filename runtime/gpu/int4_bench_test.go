@@ -8,6 +8,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // BenchmarkGEMVStorage times a decode matmul (one row of x against an n×k
@@ -16,7 +17,7 @@ import (
 //
 // Reported: GB/s of the weight bytes as stored (int4: 20 bytes per 32
 // values, codes and scales) per second, the figure of merit of a
-// bandwidth-bound GEMV; "copy" is gpu.CopyBandwidth on the same device, the
+// bandwidth-bound GEMV; "copy" is webgpu.CopyBandwidth on the same device, the
 // roof it aims at. A lower GB/s for int4 than for f32 with a shorter time
 // per op means the kernel is bound by the expansion arithmetic, not memory
 // (the case on a CPU adapter like lavapipe).
@@ -31,7 +32,7 @@ func BenchmarkGEMVStorage(b *testing.B) {
 		var gbps float64
 		for b.Loop() {
 			var err error
-			if gbps, err = gpu.CopyBandwidth(dev, 64<<20, 4); err != nil {
+			if gbps, err = webgpu.CopyBandwidth(dev, 64<<20, 4); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -46,7 +47,7 @@ func BenchmarkGEMVStorage(b *testing.B) {
 	}
 }
 
-func benchGEMV(b *testing.B, dev gpu.Device, s backend.Storage, k, n int) {
+func benchGEMV(b *testing.B, dev webgpu.Device, s backend.Storage, k, n int) {
 	g, err := gpu.NewBackend(dev, 1)
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // weightAs uploads data as an f32 model tensor in storage s on both
@@ -54,7 +55,7 @@ func TestQuantEmbed(t *testing.T) {
 			{512, 64, 1, 0}, {512, 172, 37, 0}, {1000, 96, 64, 0}, {1000, 96, 64, 32 << 10},
 		} {
 			t.Run(fmt.Sprintf("%v/%dx%d_batch%d_binding%d", s, tc.vocab, tc.dim, tc.batch, tc.binding), func(t *testing.T) {
-				w := newTwins(t, 64, gpu.Options{MaxStorageBinding: tc.binding})
+				w := newTwins(t, 64, webgpu.Options{MaxStorageBinding: tc.binding})
 				data := w.random(tc.vocab*tc.dim, 1)
 				subnormalRows(data, tc.dim, 8)
 				table := w.weightAs([]int{tc.vocab, tc.dim}, data, s)
@@ -104,7 +105,7 @@ func TestQuantMatMul(t *testing.T) {
 			for _, kernel := range []string{"", "gemv", "gemv-gpu", "gemm"} {
 				name := fmt.Sprintf("%v/m%d_k%d_n%d_binding%d/%s", s, tc.batch, tc.k, tc.n, tc.binding, kernel)
 				t.Run(name, func(t *testing.T) {
-					w := newTwins(t, tc.rows, gpu.Options{MaxStorageBinding: tc.binding})
+					w := newTwins(t, tc.rows, webgpu.Options{MaxStorageBinding: tc.binding})
 					w.gpu.SetPlan(gpu.Plan{Quant: kernel})
 					data := w.random(tc.n*tc.k, 1)
 					subnormalRows(data, tc.k, 1)

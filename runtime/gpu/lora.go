@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -37,9 +38,9 @@ import (
 // its invocations that split the width on a GPU (shrinkSplits).
 
 var (
-	loraShrinkOp = op{kernel: "lora_shrink", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	loraExpandOp = op{kernel: "lora_expand", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	loraGatherOp = op{kernel: "lora_gather", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	loraShrinkOp = op{kernel: "lora_shrink", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	loraExpandOp = op{kernel: "lora_expand", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	loraGatherOp = op{kernel: "lora_gather", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // LoRA is the adapters of weights that share an input, on the device:
@@ -58,14 +59,14 @@ var (
 // u32, which the kernels widen (shaders.Fusion.Half).
 type LoRA struct {
 	in      int
-	outs    []int  // the weights' widths
-	adapts  []bool // whether some slot adapts weight k
-	a       Buffer // the slot table, per slot: the element of its Aᵀ, Σ padded rank, 0, 0; then per slot its Aᵀ, [in, Σ padded rank]
-	bt      Buffer // per (slot, weight): the element of its B row 0, quads a row, scale, first column in h; then the rows
-	n       int    // slots
-	maxRank int    // h's stride: the largest Σ padded rank of a slot
-	rank    int    // the largest Σ rank of a slot
-	half    bool   // a's and bt's values are halves (Fusion.Half)
+	outs    []int         // the weights' widths
+	adapts  []bool        // whether some slot adapts weight k
+	a       webgpu.Buffer // the slot table, per slot: the element of its Aᵀ, Σ padded rank, 0, 0; then per slot its Aᵀ, [in, Σ padded rank]
+	bt      webgpu.Buffer // per (slot, weight): the element of its B row 0, quads a row, scale, first column in h; then the rows
+	n       int           // slots
+	maxRank int           // h's stride: the largest Σ padded rank of a slot
+	rank    int           // the largest Σ rank of a slot
+	half    bool          // a's and bt's values are halves (Fusion.Half)
 }
 
 func (l *LoRA) Slots() int   { return l.n }
@@ -183,15 +184,15 @@ func loraValues(table [][4]uint32, v []float32, v16 []uint16, half bool) []byte 
 }
 
 // uploadLoRA writes data to *dst, growing it as needed; nothing for no data.
-func (b *Backend) uploadLoRA(dst *Buffer, data []byte, c *LoRA) error {
+func (b *Backend) uploadLoRA(dst *webgpu.Buffer, data []byte, c *LoRA) error {
 	if len(data) == 0 {
 		return nil
 	}
 	if int64(len(data)) > b.info.MaxStorageBufferBindingSize {
-		return fmt.Errorf("gpu: adapters of a %d-wide input (%s) exceed the storage binding limit", c.in, FormatBytes(int64(len(data))))
+		return fmt.Errorf("gpu: adapters of a %d-wide input (%s) exceed the storage binding limit", c.in, dtype.FormatBytes(int64(len(data))))
 	}
 	if *dst == nil || (*dst).Size() < int64(len(data)) {
-		buf, err := b.buffer("lora", int64(len(data)), Storage|CopyDst)
+		buf, err := b.buffer("lora", int64(len(data)), webgpu.Storage|webgpu.CopyDst)
 		if err != nil {
 			return err
 		}
@@ -211,10 +212,10 @@ func (b *Backend) loraScratch(r int) error {
 		return nil
 	}
 	var err error
-	if b.loraH, err = b.buffer("lora h", size, Storage); err != nil {
+	if b.loraH, err = b.buffer("lora h", size, webgpu.Storage); err != nil {
 		return err
 	}
-	if b.loraHOut, err = b.buffer("lora h (outputs)", size, Storage); err != nil {
+	if b.loraHOut, err = b.buffer("lora h (outputs)", size, webgpu.Storage); err != nil {
 		return err
 	}
 	b.outputs[b.loraHOut] = true
@@ -249,7 +250,7 @@ func (b *Backend) EmbedLoRA(dst backend.Tensor, l backend.LoRA) {
 	o.fusion = shaders.Fusion{Half: c.half}
 	o.consts = map[string]float64{"R": float64(c.maxRank)}
 	b.record(o, params{uint32(c.in), uint32(d.rows), uint32(c.n), uint32(c.maxRank), 0, 0, 0, 0, 0},
-		[]Binding{{Buffer: b.loraH}, {Buffer: b.tokens}, {Buffer: c.a}, {Buffer: b.rowLoRA}}, x, y, 1)
+		[]webgpu.Binding{{Buffer: b.loraH}, {Buffer: b.tokens}, {Buffer: c.a}, {Buffer: b.rowLoRA}}, x, y, 1)
 	b.loraExpand(c, 0, d)
 }
 
@@ -273,7 +274,7 @@ func (b *Backend) loraGrid(c *LoRA, out bool, n int) (maxm, groups int) {
 
 // loraBuffers are h and the per-row slot table of batch rows or of
 // output rows.
-func (b *Backend) loraBuffers(out bool) (h, rows Buffer) {
+func (b *Backend) loraBuffers(out bool) (h, rows webgpu.Buffer) {
 	if out {
 		return b.loraHOut, b.outLoRA
 	}
@@ -293,12 +294,12 @@ func (b *Backend) loraShrink(xs *Tensor, c *LoRA, d *Tensor, norm backend.Weight
 	ks := b.shrinkSplits(c.in)
 	o := loraShrinkOp
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm), "KS": float64(ks)}
-	binds := []Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}}
+	binds := []webgpu.Binding{{Buffer: h}, {Buffer: xs.buf}, {Buffer: c.a}, {Buffer: rows}}
 	o.fusion = shaders.Fusion{Half: c.half}
 	if norm != nil {
 		o.fusion.Norm = true
-		o.operands = append(slices.Clone(o.operands), ReadOnly)
-		binds = append(binds, Binding{Buffer: norm.(*Weight).parts[0].buf})
+		o.operands = append(slices.Clone(o.operands), webgpu.ReadOnly)
+		binds = append(binds, webgpu.Binding{Buffer: norm.(*Weight).parts[0].buf})
 	}
 	quads := 64 / ks // a workgroup's column quads
 	keep := b.next.seq == b.seq
@@ -345,7 +346,7 @@ func (b *Backend) loraExpand(c *LoRA, k int, d *Tensor) {
 	o.fusion = shaders.Fusion{Half: c.half}
 	o.consts = map[string]float64{"R": float64(c.maxRank), "MAXM": float64(maxm)}
 	b.record(o, params{uint32(d.cols), uint32(d.rows), uint32(c.n), uint32(c.maxRank), uint32(maxm), uint32(k), uint32(len(c.outs)), 0, 0},
-		[]Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: h}, {Buffer: c.bt}, {Buffer: rows}}, uint32((d.cols+255)/256), uint32(groups), uint32(c.n))
 }
 
 // projectLoRA is Project for a step with rows of c's adapters:

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -34,9 +35,9 @@ import (
 // (the batch, capped by dst's rows). The constants are repeated in the
 // params, since a cached call site is keyed by kernel, params and operands.
 var (
-	matmulOp     = op{kernel: "matmul", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulGEMVOp = op{kernel: "matmul_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulGEMMOp = op{kernel: "matmul_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	matmulOp     = op{kernel: "matmul", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulGEMVOp = op{kernel: "matmul_gemv", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulGEMMOp = op{kernel: "matmul_gemm", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // gemvMaxRows is the largest row block of the GEMV kernel: its partial sums
@@ -116,7 +117,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 // matmul records d = x·wᵀ composed with f, whose extra bindings follow
 // the kernel's own. Only the GEMV kernels compose: for a fusion that the
 // planned kernel cannot take it records nothing and returns false.
-func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Binding) bool {
+func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []webgpu.Binding) bool {
 	if ws.storage != backend.F32 {
 		return b.matmulQ(d, xs, ws, f, extra) // compressed weights: quant.go, on the same plan
 	}
@@ -126,7 +127,7 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []Bi
 		return false
 	}
 	for _, pt := range ws.parts {
-		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		operands := []webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
 		switch pl.kernel {
 		case "naive":

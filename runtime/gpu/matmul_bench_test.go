@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // BenchmarkMatMul times dst = x · wᵀ for f32 weights, at decode shapes
@@ -47,7 +48,7 @@ func BenchmarkMatMul(b *testing.B) {
 
 // benchMatMul times an m×k by k×n product with the f32 kernel forced
 // ("" for the backend's plan).
-func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int, kernel string) {
+func benchMatMul(b *testing.B, dev webgpu.Device, m, k, n int, kernel string) {
 	g, err := gpu.NewBackend(dev, m)
 	if err != nil {
 		b.Fatal(err)
@@ -81,13 +82,13 @@ func benchMatMul(b *testing.B, dev gpu.Device, m, k, n int, kernel string) {
 
 // benchCopy times a buffer-to-buffer copy of size bytes, reporting the bytes
 // read per second.
-func benchCopy(b *testing.B, dev gpu.Device, size int64) {
-	src, err := dev.NewBuffer("copy src", size, gpu.Storage|gpu.CopySrc|gpu.CopyDst)
+func benchCopy(b *testing.B, dev webgpu.Device, size int64) {
+	src, err := dev.NewBuffer("copy src", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer src.Release()
-	dst, err := dev.NewBuffer("copy dst", size, gpu.Storage|gpu.CopySrc|gpu.CopyDst)
+	dst, err := dev.NewBuffer("copy dst", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 	if err != nil {
 		b.Fatal(err)
 	}

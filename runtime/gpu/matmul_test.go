@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 func TestMatMulPlan(t *testing.T) {
@@ -49,12 +50,12 @@ func TestMatMulPlan(t *testing.T) {
 
 // openTest opens a device like gputest.OpenWith, which this internal test
 // cannot import (gputest imports gpu): skip without an adapter unless CI.
-func openTest(t *testing.T, opts Options) Device {
+func openTest(t *testing.T, opts webgpu.Options) webgpu.Device {
 	t.Helper()
-	d, err := Open(opts)
+	d, err := webgpu.Open(opts)
 	if err != nil {
 		ci, _ := strconv.ParseBool(os.Getenv("CI"))
-		if (errors.Is(err, ErrNoAdapter) || errors.Is(err, ErrNotImplemented)) && !ci {
+		if (errors.Is(err, webgpu.ErrNoAdapter) || errors.Is(err, webgpu.ErrNotImplemented)) && !ci {
 			t.Skipf("no GPU device (set CI=true to make this a failure): %v", err)
 		}
 		t.Fatalf("opening a GPU device: %v", err)
@@ -99,7 +100,7 @@ func TestMatMulKernels(t *testing.T) {
 				name = "auto"
 			}
 			t.Run(fmt.Sprintf("%s/k%d_n%d_binding%d", name, s.k, s.n, s.binding), func(t *testing.T) {
-				dev := openTest(t, Options{MaxStorageBinding: s.binding})
+				dev := openTest(t, webgpu.Options{MaxStorageBinding: s.binding})
 				b, err := NewBackend(dev, maxRows)
 				if err != nil {
 					t.Fatal(err)

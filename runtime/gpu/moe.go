@@ -3,14 +3,15 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
 var (
-	moeRouteOp   = op{kernel: "moe_route", operands: []Access{ReadWrite, ReadOnly}}
-	moeCombineOp = op{kernel: "moe_combine", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadOnly}}
+	moeRouteOp   = op{kernel: "moe_route", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	moeCombineOp = op{kernel: "moe_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // The mixture-of-experts ops. Route is one dispatch of moe_route, whose
@@ -26,7 +27,7 @@ var (
 // pair order, then a table of up to 2·P blocks of 3 words (P = rows·k
 // pairs; a step's blocks are at most one per pair).
 type Routes struct {
-	buf     Buffer
+	buf     webgpu.Buffer
 	rows, k int
 	// Set by Route for the step's products: the pairs a block takes at
 	// most, the blocks the table may hold, and the register rows of the
@@ -40,18 +41,18 @@ func (r *Routes) K() int    { return r.k }
 func (r *Routes) pairs() int { return r.rows * r.k }
 
 func (b *Backend) NewRoutes(rows, k int) (backend.Routes, error) {
-	if rows <= 0 || k <= 0 || k > models.MaxExperts {
+	if rows <= 0 || k <= 0 || k > tensor.MaxExperts {
 		return nil, fmt.Errorf("gpu: routes of %d rows × %d slots", rows, k)
 	}
 	r := &Routes{rows: rows, k: k}
 	var err error
-	if r.buf, err = b.buffer("routes", int64(9*r.pairs())*4, Storage|CopyDst|CopySrc); err != nil {
+	if r.buf, err = b.buffer("routes", int64(9*r.pairs())*4, webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend.Weight, error) {
+func (b *Backend) UploadExperts(ts []*tensor.Tensor, s backend.Storage) (backend.Weight, error) {
 	parts, _, rows, err := backend.ExpertMatrices(ts)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: %w", err)
@@ -81,8 +82,8 @@ func (b *Backend) UploadExperts(ts []*models.Tensor, s backend.Storage) (backend
 func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 	rs, l := r.(*Routes), logits.(*Tensor)
 	e := l.cols
-	if e > models.MaxExperts || rs.k > e {
-		b.fail(fmt.Errorf("gpu: routing %d of %d experts (at most %d)", rs.k, e, models.MaxExperts))
+	if e > tensor.MaxExperts || rs.k > e {
+		b.fail(fmt.Errorf("gpu: routing %d of %d experts (at most %d)", rs.k, e, tensor.MaxExperts))
 		return
 	}
 	rows := min(b.rows(l), rs.rows)
@@ -106,7 +107,7 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 		flag = 1
 	}
 	b.record(moeRouteOp, params{uint32(e), uint32(rs.k), flag, uint32(min(l.rows, rs.rows)), uint32(rs.pairs()), uint32(rs.block), uint32(rs.blocks)},
-		[]Binding{{Buffer: rs.buf}, {Buffer: l.buf}}, 1, 1, 1)
+		[]webgpu.Binding{{Buffer: rs.buf}, {Buffer: l.buf}}, 1, 1, 1)
 }
 
 // expertTM plans a step of rows rows, n pairs over e experts: the
@@ -193,13 +194,13 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 			b.fail(err)
 			return
 		}
-		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		operands := []webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		pp := params{uint32(k), uint32(d.cols), uint32(d.rows), 0, uint32(w.perExpert)}
 		if gs, ok := grouped(pt.format); ok {
-			operands = append(operands, Binding{Buffer: pt.scales})
+			operands = append(operands, webgpu.Binding{Buffer: pt.scales})
 			pp = append(pp, uint32((k+gs-1)/gs))
 		}
-		b.record(o, append(pp, tail...), append(operands, Binding{Buffer: u}, Binding{Buffer: r.buf}), gx, gy, gz)
+		b.record(o, append(pp, tail...), append(operands, webgpu.Binding{Buffer: u}, webgpu.Binding{Buffer: r.buf}), gx, gy, gz)
 	}
 }
 
@@ -218,5 +219,5 @@ func (b *Backend) Combine(c backend.MoECombine) {
 		shared, sh, g = 1, c.Shared.(*Tensor).buf, c.SharedGate.(*Tensor).buf
 	}
 	b.record(moeCombineOp, params{uint32(d.cols), uint32(min(d.rows, r.rows)), uint32(r.k), f32param(scale), shared, uint32(r.pairs())},
-		[]Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, uint32(min(b.rows(d), r.rows)), 1, 1)
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, uint32(min(b.rows(d), r.rows)), 1, 1)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 func (w *twins) routes(rows, k int) pair[backend.Routes] {
@@ -183,7 +184,7 @@ func TestExpertProject(t *testing.T) {
 			if tc.binding > 0 {
 				alloc = max(8, tc.rows) // the activations still fit one binding
 			}
-			w := newTwins(t, alloc, gpu.Options{MaxStorageBinding: tc.binding})
+			w := newTwins(t, alloc, webgpu.Options{MaxStorageBinding: tc.binding})
 			if tc.storage == backend.F32 {
 				w.gpu.SetPlan(gpu.Plan{MatMul: tc.kernel, Experts: tc.experts})
 			} else {

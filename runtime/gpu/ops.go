@@ -1,8 +1,9 @@
 package gpu
 
 import (
-	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // The simple ops: one invocation per output element (or per row), each the
@@ -11,18 +12,18 @@ import (
 const elementWG = 256
 
 var (
-	embedOp   = op{kernel: "embed", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	rmsnormOp = op{kernel: "rmsnorm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	ropeOp    = op{kernel: "rope", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	storeKVOp = op{kernel: "store_kv", operands: []Access{ReadWrite, ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	gluOp     = op{kernel: "glu", operands: []Access{ReadWrite, ReadOnly}}
-	scaleOp   = op{kernel: "scale", operands: []Access{ReadWrite}}
-	addOp     = op{kernel: "add", operands: []Access{ReadWrite, ReadOnly}}
-	argmaxOp  = op{kernel: "argmax", operands: []Access{ReadOnly, ReadWrite}}
-	biasOp    = op{kernel: "bias", operands: []Access{ReadWrite, ReadOnly}}
-	headNorm  = op{kernel: "rmsnorm_heads", operands: []Access{ReadWrite, ReadOnly}}
-	topkOp    = op{kernel: "topk", operands: []Access{ReadOnly, ReadWrite}}
-	maskOp    = op{kernel: "mask", operands: []Access{ReadWrite, ReadOnly}}
+	embedOp   = op{kernel: "embed", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	rmsnormOp = op{kernel: "rmsnorm", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	ropeOp    = op{kernel: "rope", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	storeKVOp = op{kernel: "store_kv", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	gluOp     = op{kernel: "glu", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	scaleOp   = op{kernel: "scale", operands: []webgpu.Access{webgpu.ReadWrite}}
+	addOp     = op{kernel: "add", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	argmaxOp  = op{kernel: "argmax", operands: []webgpu.Access{webgpu.ReadOnly, webgpu.ReadWrite}}
+	biasOp    = op{kernel: "bias", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	headNorm  = op{kernel: "rmsnorm_heads", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	topkOp    = op{kernel: "topk", operands: []webgpu.Access{webgpu.ReadOnly, webgpu.ReadWrite}}
+	maskOp    = op{kernel: "mask", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
 )
 
 func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
@@ -35,14 +36,14 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	x, y := b.grid(n*d.cols, elementWG)
 	for _, pt := range w.parts {
 		b.record(embedOp, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
-			[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
+			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
 	}
 }
 
 func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
 	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
 	b.record(rmsnormOp, params{uint32(d.cols), uint32(d.rows), f32param(eps)},
-		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: ws.parts[0].buf}}, uint32(b.rows(d)), 1, 1)
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: ws.parts[0].buf}}, uint32(b.rows(d)), 1, 1)
 }
 
 func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
@@ -57,19 +58,19 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	}
 	gx, gy := b.grid(b.rows(xs)*r.Heads*r.Dim/2, elementWG)
 	b.record(ropeOp, params{uint32(xs.cols), uint32(xs.rows), uint32(r.Heads), uint32(r.HeadDim), uint32(r.Dim), uint32(r.Layout)},
-		[]Binding{{Buffer: xs.buf}, {Buffer: freqs}, {Buffer: b.pos}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: freqs}, {Buffer: b.pos}}, gx, gy, 1)
 }
 
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	gx, gy := b.grid(b.rows(ks)*c.shape.Heads, elementWG)
 	b.record(storeKVOp.forKV(c), params{uint32(c.shape.Heads), uint32(c.shape.HeadDim), uint32(ks.rows), uint32(c.context)},
-		[]Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
 }
 
 // slotsFor is the buffer of each row's slot in cache c: its ring's for a
 // windowed cache.
-func (b *Backend) slotsFor(c *KV) Buffer {
+func (b *Backend) slotsFor(c *KV) webgpu.Buffer {
 	if c.shape.Windowed {
 		return b.windowSlots
 	}
@@ -78,7 +79,7 @@ func (b *Backend) slotsFor(c *KV) Buffer {
 
 // tablesFor is the buffer of the sequences' block tables in cache c: the
 // rings' for a windowed cache.
-func (b *Backend) tablesFor(c *KV) Buffer {
+func (b *Backend) tablesFor(c *KV) webgpu.Buffer {
 	if c.shape.Windowed {
 		return b.windows
 	}
@@ -93,13 +94,13 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	size := int64(c.shape.BlockSize) * c.slotBytes()
 	if c.scratch == nil {
 		var err error
-		if c.scratch, err = b.buffer("kv block copy", size, CopySrc|CopyDst); err != nil {
+		if c.scratch, err = b.buffer("kv block copy", size, webgpu.CopySrc|webgpu.CopyDst); err != nil {
 			b.fail(err)
 			return
 		}
 	}
 	for l := range c.shape.Layers {
-		for _, buf := range []Buffer{c.k[l], c.v[l]} {
+		for _, buf := range []webgpu.Buffer{c.k[l], c.v[l]} {
 			b.rec.Copy(buf, int64(src)*size, c.scratch, 0, size)
 			b.rec.Copy(c.scratch, 0, buf, int64(dst)*size, size)
 		}
@@ -107,11 +108,11 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	b.pending = true
 }
 
-func (b *Backend) GLU(gate, up backend.Tensor, act models.Activation) {
+func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 	g, u := gate.(*Tensor), up.(*Tensor)
 	gx, gy := b.grid(b.rows(g)*g.cols, elementWG)
 	b.record(gluOp, params{uint32(g.cols), uint32(g.rows), uint32(act)},
-		[]Binding{{Buffer: g.buf}, {Buffer: u.buf}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: g.buf}, {Buffer: u.buf}}, gx, gy, 1)
 }
 
 func (b *Backend) Scale(x backend.Tensor, s float32) { b.scale(x, 0, s) }
@@ -123,27 +124,27 @@ func (b *Backend) scale(x backend.Tensor, mode uint32, s float32) {
 	xs := x.(*Tensor)
 	gx, gy := b.grid(b.rows(xs)*xs.cols, elementWG)
 	b.record(scaleOp, params{uint32(xs.cols), uint32(xs.rows), mode, f32param(s)},
-		[]Binding{{Buffer: xs.buf}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: xs.buf}}, gx, gy, 1)
 }
 
 func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
 	xs := x.(*Tensor)
 	gx, gy := b.grid(b.rows(xs)*xs.cols, elementWG)
 	b.record(biasOp, params{uint32(xs.cols), uint32(xs.rows)},
-		[]Binding{{Buffer: xs.buf}, {Buffer: bias.(*Weight).parts[0].buf}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: bias.(*Weight).parts[0].buf}}, gx, gy, 1)
 }
 
 func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps float32) {
 	xs := x.(*Tensor)
 	b.record(headNorm, params{uint32(xs.cols), uint32(xs.rows), uint32(headDim), f32param(eps)},
-		[]Binding{{Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}}, uint32(xs.cols/headDim), uint32(b.rows(xs)), 1)
+		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}}, uint32(xs.cols/headDim), uint32(b.rows(xs)), 1)
 }
 
 func (b *Backend) Add(dst, x backend.Tensor) {
 	d, xs := dst.(*Tensor), x.(*Tensor)
 	gx, gy := b.grid(b.rows(d)*d.cols, elementWG)
 	b.record(addOp, params{uint32(d.cols), uint32(d.rows)},
-		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}}, gx, gy, 1)
 }
 
 func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) {
@@ -164,7 +165,7 @@ func (b *Backend) fail(err error) {
 // ropeFreqs returns a buffer of RoPE's inverse frequencies for r, computed
 // on the host exactly as the CPU reference computes them, so that the two
 // backends rotate by the same angles.
-func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
+func (b *Backend) ropeFreqs(r backend.Rope) (webgpu.Buffer, error) {
 	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil}
 	if r.Factors != nil {
 		key.factors = &r.Factors[0]
@@ -177,7 +178,7 @@ func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
 		f[i] = r.Freq(i)
 	}
 	f[r.Dim/2] = r.Mscale()
-	buf, err := b.buffer("rope freqs", int64(4*len(f)), Storage|CopyDst)
+	buf, err := b.buffer("rope freqs", int64(4*len(f)), webgpu.Storage|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func (b *Backend) ropeFreqs(r backend.Rope) (Buffer, error) {
 		return nil, err
 	}
 	if b.freqs == nil {
-		b.freqs = map[ropeKey]Buffer{}
+		b.freqs = map[ropeKey]webgpu.Buffer{}
 	}
 	b.freqs[key] = buf
 	return buf, nil

@@ -1,5 +1,7 @@
 package gpu
 
+import "github.com/tessera-llm/tessera/runtime/gpu/webgpu"
+
 // Plan forces kernel choices that a Backend otherwise makes from the
 // adapter and the shapes: for tests and benchmarks that compare the plans
 // one adapter can run (a GPU's kernels on lavapipe, say). The zero value
@@ -55,3 +57,45 @@ const faultValues = 64
 
 // SetPlan makes b use p from its next op on.
 func (b *Backend) SetPlan(p Plan) { b.plan = p }
+
+// Rung is one plan of the load-time self-check's ladder (Plainer), named
+// for what it gives up.
+type Rung struct {
+	Name string
+	Plan Plan
+}
+
+// Plainer is the ladder of kernel plans the engine's load-time self-check
+// tries on an adapter described by i, from base: each rung adds its change
+// to those above it, from the kernels the adapter would pick to the
+// plainest the backend has (no fusion, tiled or naive products). A rung
+// names what it gives up, which is what failed when the rung above it did
+// not pass. The ladder lives here because its rungs are this backend's
+// kernel choices; the engine only runs them (runtime/device.go).
+func Plainer(base Plan, i webgpu.Info) []Rung {
+	steps := []struct {
+		name  string
+		apply func(p *Plan)
+	}{
+		{"the adapter's kernels", func(*Plan) {}},
+		{"no RMSNorm prologue in the GEMVs", func(p *Plan) { p.NormPrologue = "off" }},
+		{"unfused projections", func(p *Plan) { p.Fusion = "off" }},
+		{"unfused LoRA", func(p *Plan) { p.LoRA, p.Shrink = "unfused", "whole" }},
+		{"tiled GEMM for compressed and expert products", func(p *Plan) { p.Quant, p.Experts = "gemm", "gemm" }},
+		{"the other attention kernel", func(p *Plan) {
+			p.Attention = "lane"
+			if i.DeviceType == "cpu" { // lanes are the CPU adapters' own
+				p.Attention = "group"
+			}
+		}},
+		{"tiled GEMM for f32 products", func(p *Plan) { p.MatMul = "gemm" }},
+		{"naive f32 products", func(p *Plan) { p.MatMul = "naive" }},
+	}
+	rungs := make([]Rung, len(steps))
+	plan := base
+	for k, s := range steps {
+		s.apply(&plan)
+		rungs[k] = Rung{Name: s.name, Plan: plan}
+	}
+	return rungs
+}

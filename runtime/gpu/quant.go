@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
 )
 
@@ -29,12 +30,12 @@ import (
 // Q4_K, v in Q6_K): its parts then differ in format, and each part is a
 // dispatch of its own kernel, as parts across bindings are.
 var (
-	embedQuantOp      = op{kernel: "embed_quant", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	embedF16Op        = op{kernel: "embed_f16", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulQuantGEMVOp = op{kernel: "matmul_quant_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulQuantGEMMOp = op{kernel: "matmul_quant_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	matmulF16GEMVOp   = op{kernel: "matmul_f16_gemv", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
-	matmulF16GEMMOp   = op{kernel: "matmul_f16_gemm", operands: []Access{ReadWrite, ReadOnly, ReadOnly}}
+	embedQuantOp      = op{kernel: "embed_quant", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	embedF16Op        = op{kernel: "embed_f16", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulQuantGEMVOp = op{kernel: "matmul_quant_gemv", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulQuantGEMMOp = op{kernel: "matmul_quant_gemm", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulF16GEMVOp   = op{kernel: "matmul_f16_gemv", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
+	matmulF16GEMMOp   = op{kernel: "matmul_f16_gemm", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // The formats of a weight part besides the grouped ones
@@ -76,7 +77,7 @@ func quantOp(o op, format string) op {
 }
 
 // UploadAs uploads t in storage s; F16, Int8 and Int4 need a matrix.
-func (b *Backend) UploadAs(t *models.Tensor, s backend.Storage) (backend.Weight, error) {
+func (b *Backend) UploadAs(t *tensor.Tensor, s backend.Storage) (backend.Weight, error) {
 	if s == backend.F32 {
 		return b.Upload(t)
 	}
@@ -100,7 +101,7 @@ type host struct {
 }
 
 // hostForm converts the matrix t to storage s as the kernels read it.
-func hostForm(t *models.Tensor, s backend.Storage) (host, error) {
+func hostForm(t *tensor.Tensor, s backend.Storage) (host, error) {
 	rows, cols := t.Shape[0], t.Shape[1]
 	h := host{rows: rows}
 	switch s {
@@ -193,8 +194,8 @@ func (b *Backend) rowsPerPart(name string, h host, align int) (int, error) {
 }
 
 // upload makes a storage buffer holding data.
-func (b *Backend) upload(label string, data []byte) (Buffer, error) {
-	buf, err := b.buffer(label, int64(len(data)), Storage|CopyDst)
+func (b *Backend) upload(label string, data []byte) (webgpu.Buffer, error) {
+	buf, err := b.buffer(label, int64(len(data)), webgpu.Storage|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +216,11 @@ func (b *Backend) embedQ(d *Tensor, w *Weight) {
 		if gs, ok := grouped(pt.format); ok {
 			groups := uint32((d.cols + gs - 1) / gs)
 			b.record(quantOp(embedQuantOp, pt.format), params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows), groups},
-				[]Binding{{Buffer: d.buf}, {Buffer: b.tokens}, {Buffer: pt.buf}, {Buffer: pt.scales}}, x, y, 1)
+				[]webgpu.Binding{{Buffer: d.buf}, {Buffer: b.tokens}, {Buffer: pt.buf}, {Buffer: pt.scales}}, x, y, 1)
 			continue
 		}
 		b.record(embedF16Op, params{uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)},
-			[]Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
+			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: pt.buf}, {Buffer: b.tokens}}, x, y, 1)
 	}
 }
 
@@ -244,17 +245,17 @@ func (b *Backend) planQuant(m, k int) (gemv, cpu bool) {
 	return gemv && k%4 == 0, cpu
 }
 
-func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []Binding) bool {
+func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []webgpu.Binding) bool {
 	m, k := b.rows(d), xs.cols
 	gemv, cpu := b.planQuant(m, k)
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
 	for _, pt := range w.parts {
-		operands := []Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
+		operands := []webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
 		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
 		if gs, ok := grouped(pt.format); ok {
-			operands = append(operands, Binding{Buffer: pt.scales})
+			operands = append(operands, webgpu.Binding{Buffer: pt.scales})
 			p = append(p, uint32((k+gs-1)/gs))
 		}
 		if gemv {

@@ -3,7 +3,9 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // Linear attention's ops (backend.Recurrences): the conv1d and delta_rule
@@ -12,8 +14,8 @@ import (
 // the first step's sequences and so its slots).
 
 var (
-	conv1dOp    = op{kernel: "conv1d", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
-	deltaRuleOp = op{kernel: "delta_rule", operands: []Access{ReadWrite, ReadOnly, ReadOnly, ReadOnly, ReadWrite, ReadOnly, ReadOnly, ReadOnly}}
+	conv1dOp    = op{kernel: "conv1d", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	deltaRuleOp = op{kernel: "delta_rule", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // deltaRuleWG is the delta_rule kernel's workgroup; maxDeltaDim its widest
@@ -24,8 +26,8 @@ const deltaRuleWG, maxDeltaDim, maxConvTaps = 64, 512, 16
 // convolution's rows, then the delta rule's matrices.
 type Recurrent struct {
 	shape   backend.RecurrentShape
-	layers  []Buffer
-	scratch Buffer // one slot: WebGPU copies within a buffer through it
+	layers  []webgpu.Buffer
+	scratch webgpu.Buffer // one slot: WebGPU copies within a buffer through it
 }
 
 func (r *Recurrent) Shape() backend.RecurrentShape { return r.shape }
@@ -43,10 +45,10 @@ func (b *Backend) NewRecurrent(s backend.RecurrentShape) (backend.Recurrent, err
 	r := &Recurrent{shape: s}
 	size := 4 * int64(s.Slots) * int64(r.stride())
 	if size > b.info.MaxStorageBufferBindingSize {
-		return nil, fmt.Errorf("gpu: one layer's recurrent states (%s) exceed the storage binding limit %s", FormatBytes(size), FormatBytes(b.info.MaxStorageBufferBindingSize))
+		return nil, fmt.Errorf("gpu: one layer's recurrent states (%s) exceed the storage binding limit %s", dtype.FormatBytes(size), dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}
 	for range s.Layers {
-		buf, err := b.buffer("recurrent state", size, Storage|CopyDst|CopySrc)
+		buf, err := b.buffer("recurrent state", size, webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +56,7 @@ func (b *Backend) NewRecurrent(s backend.RecurrentShape) (backend.Recurrent, err
 	}
 	if b.seqState == nil {
 		var err error
-		if b.seqState, err = b.buffer("state slots", int64(4*b.maxRows), Storage|CopyDst); err != nil {
+		if b.seqState, err = b.buffer("state slots", int64(4*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 	}
@@ -66,7 +68,7 @@ func (b *Backend) Conv1D(dst, x backend.Tensor, w backend.Weight, st backend.Rec
 	s := r.shape
 	seqs := len(b.batch.Tables)
 	b.record(conv1dOp, params{uint32(s.Channels), uint32(s.Conv), uint32(seqs), uint32(r.stride())},
-		[]Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}, {Buffer: r.layers[l]},
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: w.(*Weight).parts[0].buf}, {Buffer: r.layers[l]},
 			{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.seqState}},
 		uint32((s.Channels+63)/64), uint32(seqs), 1)
 }
@@ -76,7 +78,7 @@ func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight,
 	seqs := len(b.batch.Tables)
 	b.record(deltaRuleOp, params{uint32(dn.KHeads), uint32(dn.VHeads), uint32(dn.HeadDim), uint32(seqs), uint32(r.stride()),
 		uint32(r.shape.ConvFloats()), f32param(dn.Eps)},
-		[]Binding{{Buffer: d.buf}, {Buffer: x.buf}, {Buffer: g.buf}, {Buffer: decay.(*Weight).parts[0].buf}, {Buffer: r.layers[l]},
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: x.buf}, {Buffer: g.buf}, {Buffer: decay.(*Weight).parts[0].buf}, {Buffer: r.layers[l]},
 			{Buffer: b.pos}, {Buffer: b.rowSeq}, {Buffer: b.seqState}},
 		uint32(dn.VHeads), uint32(seqs), 1)
 }
@@ -88,7 +90,7 @@ func (b *Backend) CopyState(st backend.Recurrent, src, dst int) {
 	size := 4 * int64(r.stride())
 	if r.scratch == nil {
 		var err error
-		if r.scratch, err = b.buffer("recurrent state copy", size, CopySrc|CopyDst); err != nil {
+		if r.scratch, err = b.buffer("recurrent state copy", size, webgpu.CopySrc|webgpu.CopyDst); err != nil {
 			b.fail(err)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // On-device sampling (backend.Sampling): the penalize kernel applies each
@@ -17,13 +18,13 @@ import (
 // reads after the kept ids.
 
 var (
-	penalizeOp = op{kernel: "penalize", operands: []Access{ReadWrite, ReadOnly}}
-	sampleOp   = op{kernel: "sample", operands: []Access{ReadOnly, ReadOnly, ReadOnly, ReadWrite, ReadWrite}}
+	penalizeOp = op{kernel: "penalize", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
+	sampleOp   = op{kernel: "sample", operands: []webgpu.Access{webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadWrite, webgpu.ReadWrite}}
 )
 
 // sampling is the backend's on-device sampling state, made on first use.
 type sampling struct {
-	cfg, draws, state, pens Buffer
+	cfg, draws, state, pens webgpu.Buffer
 	npens                   int
 	rows                    int  // rows SetSampling described
 	chained                 bool // the chain being kept draws with KeepSampled
@@ -37,13 +38,13 @@ func (b *Backend) samplingBuffers() (*sampling, error) {
 	}
 	s := &sampling{}
 	var err error
-	if s.cfg, err = b.buffer("sampling rows", int64(16*b.maxRows), Storage|CopyDst); err != nil {
+	if s.cfg, err = b.buffer("sampling rows", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 		return nil, err
 	}
-	if s.draws, err = b.buffer("sampling draws", int64(4*backend.MaxChain*b.maxRows), Storage|CopyDst); err != nil {
+	if s.draws, err = b.buffer("sampling draws", int64(4*backend.MaxChain*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 		return nil, err
 	}
-	if s.state, err = b.buffer("sampling state", int64(12*b.maxRows), Storage|CopyDst|CopySrc); err != nil {
+	if s.state, err = b.buffer("sampling state", int64(12*b.maxRows), webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc); err != nil {
 		return nil, err
 	}
 	b.smp = s
@@ -94,7 +95,7 @@ func (b *Backend) SetSampling(rows []backend.SampleRow) error {
 	}
 	if len(pens) > 0 {
 		if s.pens == nil || s.pens.Size() < int64(len(pens)) {
-			if s.pens, err = b.buffer("sampling penalties", int64(max(len(pens), 20*256)), Storage|CopyDst); err != nil {
+			if s.pens, err = b.buffer("sampling penalties", int64(max(len(pens), 20*256)), webgpu.Storage|webgpu.CopyDst); err != nil {
 				return err
 			}
 		}
@@ -119,10 +120,10 @@ func (b *Backend) recordSample(xs *Tensor, n, step int) {
 		return
 	}
 	if s.npens > 0 {
-		b.record(penalizeOp, params{uint32(s.npens), uint32(xs.cols)}, []Binding{{Buffer: xs.buf}, {Buffer: s.pens}}, uint32((s.npens+63)/64), 1, 1)
+		b.record(penalizeOp, params{uint32(s.npens), uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: s.pens}}, uint32((s.npens+63)/64), 1, 1)
 	}
 	b.record(sampleOp, params{uint32(xs.cols), uint32(step), backend.MaxChain},
-		[]Binding{{Buffer: xs.buf}, {Buffer: s.cfg}, {Buffer: s.draws}, {Buffer: b.result}, {Buffer: s.state}}, uint32(n), 1, 1)
+		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: s.cfg}, {Buffer: s.draws}, {Buffer: b.result}, {Buffer: s.state}}, uint32(n), 1, 1)
 }
 
 // resetState zeroes every row's draw count and tail before a draw that

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // twins runs every op on the WebGPU backend and on the CPU reference with
@@ -24,9 +25,9 @@ type twins struct {
 	gpu *gpu.Backend
 }
 
-func newTwins(t *testing.T, maxRows int, opts ...gpu.Options) *twins {
+func newTwins(t *testing.T, maxRows int, opts ...webgpu.Options) *twins {
 	t.Helper()
-	var o gpu.Options
+	var o webgpu.Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
@@ -222,7 +223,7 @@ func TestEmbed(t *testing.T) {
 		{512, 64, 1, 0}, {512, 64, 37, 0}, {1000, 96, 64, 0}, {1000, 96, 64, 96 * 4 * 300},
 	} {
 		t.Run(fmt.Sprintf("%dx%d_batch%d_binding%d", tc.vocab, tc.dim, tc.batch, tc.binding), func(t *testing.T) {
-			w := newTwins(t, 64, gpu.Options{MaxStorageBinding: tc.binding})
+			w := newTwins(t, 64, webgpu.Options{MaxStorageBinding: tc.binding})
 			table := w.weight([]int{tc.vocab, tc.dim}, w.random(tc.vocab*tc.dim, 1))
 			if tc.binding > 0 {
 				if parts := gpu.Parts(table[1]); parts < 2 {
@@ -298,7 +299,7 @@ func TestMatMul(t *testing.T) {
 		{64, 5, 1000, 300, 0}, {16, 16, 96, 1000, 96 * 4 * 256},
 	} {
 		t.Run(fmt.Sprintf("m%d_k%d_n%d_binding%d", tc.batch, tc.k, tc.n, tc.binding), func(t *testing.T) {
-			w := newTwins(t, tc.rows, gpu.Options{MaxStorageBinding: tc.binding})
+			w := newTwins(t, tc.rows, webgpu.Options{MaxStorageBinding: tc.binding})
 			wt := w.weight([]int{tc.n, tc.k}, w.random(tc.n*tc.k, 1))
 			x := w.tensor(tc.rows, tc.k, w.random(tc.rows*tc.k, 1))
 			y := w.tensor(tc.rows, tc.n, nil)

@@ -16,8 +16,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
 
@@ -40,7 +40,7 @@ func engines(t *testing.T) map[string]*runtime.Engine {
 	out := map[string]*runtime.Engine{}
 	for _, dev := range []string{"cpu", "webgpu"} {
 		eng, err := runtime.Load(modelPath(t), runtime.Options{Device: dev, Quant: "f32"})
-		if errors.Is(err, gpu.ErrNoAdapter) {
+		if errors.Is(err, webgpu.ErrNoAdapter) {
 			t.Logf("webgpu: %v", err)
 			if os.Getenv("CI") != "" {
 				gputest.NoDevice(t, err)

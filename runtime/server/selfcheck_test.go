@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestHealthReportsSelfCheck(t *testing.T) {
 	eng, err := runtime.Load(modelPath(t), runtime.Options{Device: "webgpu", Quant: "f32",
 		Plan: gpu.Plan{Fault: "matmul_gemv+norm+split3+prescaled"}, SelfCheckCache: runtime.DirCache(t.TempDir())})
-	if errors.Is(err, gpu.ErrNoAdapter) {
+	if errors.Is(err, webgpu.ErrNoAdapter) {
 		gputest.NoDevice(t, err)
 	}
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
 
@@ -45,7 +46,7 @@ func codeOf(err error) string {
 	switch {
 	case errors.Is(err, errAborted) || errors.Is(err, context.Canceled):
 		return "aborted"
-	case errors.Is(err, gpu.ErrNoAdapter):
+	case errors.Is(err, webgpu.ErrNoAdapter):
 		return "no-webgpu"
 	case errors.Is(err, errNoModel):
 		return "no-model"
@@ -65,7 +66,7 @@ func codeOf(err error) string {
 		errors.Is(err, runtime.ErrTooManyCombinations):
 		return "bad-request"
 	case strings.Contains(msg, "out of GPU memory") || strings.Contains(msg, "out of memory") ||
-		strings.Contains(msg, "Out of memory") || errors.Is(err, gpu.ErrDeviceLost):
+		strings.Contains(msg, "Out of memory") || errors.Is(err, webgpu.ErrDeviceLost):
 		return "out-of-memory"
 	case strings.Contains(msg, "limit"):
 		return "adapter-limits"
@@ -92,7 +93,7 @@ type api struct {
 	// the first load and kept for the next ones, so that a kernel compiles
 	// once per worker rather than once per model (the device caches
 	// pipelines, which the engine compiles as it first runs each kernel).
-	dev      gpu.Device
+	dev      webgpu.Device
 	devLimit int64 // the MaxStorageBinding it was opened with
 	compiled int   // pipelines compiled by the devices closed before it
 }
@@ -275,12 +276,12 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	if draft != "" && draft != "ngram" {
 		return nil, badRequest("draft", `draft must be "ngram" (speculative decoding by prompt lookup), not %q`, draft)
 	}
-	var dev gpu.Device
+	var dev webgpu.Device
 	if device != "cpu" {
 		var err error
 		dev, err = a.device(int64(optional(opts, "maxStorageBinding", 0)))
 		switch {
-		case device == "auto" && errors.Is(err, gpu.ErrNoAdapter):
+		case device == "auto" && errors.Is(err, webgpu.ErrNoAdapter):
 			device = "cpu"
 		case err != nil:
 			return nil, err
@@ -341,10 +342,10 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		eng.SetModelHash(want[0]) // checked: transcripts name it
 	}
 	if err != nil {
-		if errors.Is(err, gpu.ErrDeviceLost) {
+		if errors.Is(err, webgpu.ErrDeviceLost) {
 			a.closeDevice() // the next load opens a fresh one
 		}
-		if errors.Is(err, gpu.ErrNoAdapter) {
+		if errors.Is(err, webgpu.ErrNoAdapter) {
 			return nil, err
 		}
 		if codeOf(err) == "adapter-limits" {
@@ -435,12 +436,12 @@ func sha256Option(opts js.Value) ([]string, error) {
 // device returns the worker's WebGPU device, opening it on first use, or
 // again when a load asks for another storage-binding limit. Callers hold
 // loadMu.
-func (a *api) device(limit int64) (gpu.Device, error) {
+func (a *api) device(limit int64) (webgpu.Device, error) {
 	if a.dev != nil && a.devLimit == limit {
 		return a.dev, nil
 	}
 	a.closeDevice()
-	dev, err := gpu.Open(gpu.Options{MaxStorageBinding: limit})
+	dev, err := webgpu.Open(webgpu.Options{MaxStorageBinding: limit})
 	if err != nil {
 		return nil, fmt.Errorf("webgpu: %w", err)
 	}
@@ -466,8 +467,8 @@ func (a *api) closeDevice() {
 }
 
 // compiled is how many pipelines dev has compiled, if it counts them.
-func compiled(dev gpu.Device) int {
-	if c, ok := dev.(gpu.Compiler); ok {
+func compiled(dev webgpu.Device) int {
+	if c, ok := dev.(webgpu.Compiler); ok {
 		return c.Compiled()
 	}
 	return 0
@@ -512,9 +513,9 @@ func splitFiles(list js.Value) ([]js.Value, error) {
 // the adapter has shader-f16, which describe reports as shaderF16 and no
 // kernel uses yet. The label once said "f16" for such adapters, naming
 // kernels that do not exist (issue 49).
-func shaderPath(gpu.Info) string { return "f32" }
+func shaderPath(webgpu.Info) string { return "f32" }
 
-func describe(i gpu.Info) map[string]any {
+func describe(i webgpu.Info) map[string]any {
 	return map[string]any{
 		"name":                        i.Adapter,
 		"vendor":                      i.Vendor,
@@ -747,7 +748,7 @@ func (a *api) info([]js.Value) any {
 		// put when another model needs only kernels compiled before.
 		out := map[string]any{"version": version, "webgpu": true, "wasmMemory": wasmMemory(), "compiled": total}
 		if adapter == nil {
-			infos, err := gpu.Adapters()
+			infos, err := webgpu.Adapters()
 			if err != nil {
 				out["webgpu"] = false
 				out["error"] = err.Error()

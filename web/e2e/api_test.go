@@ -48,7 +48,7 @@ document.title = "ready";
 </script>`
 
 // startBrowser launches headless Chromium for t, with WebGPU unless noGPU.
-func startBrowser(t *testing.T, exe string, noGPU bool) (context.Context, *console) {
+func startBrowser(t testing.TB, exe string, noGPU bool) (context.Context, *console) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.NoFirstRun,
@@ -469,6 +469,29 @@ func TestBrowserAPI(t *testing.T) {
 		}
 		t.Logf("stories260K: browser load %.0f ms, first token %.0f ms, %.1f tokens/s; native (CPU) load %v, first token %v, %.1f tokens/s",
 			r.LoadMs, r.TTFTms, r.DecodeTPS, want.Load.Round(time.Millisecond), want.Stats.TimeToFirst.Round(time.Millisecond), want.Stats.DecodeRate())
+	})
+
+	t.Run("seeded sampled completion matches the native CPU sampler's tokens", func(t *testing.T) {
+		// Sampled on the device (penalties, top-k, top-p, the seed's
+		// stream), as the native CPU engine samples on the host.
+		want := runNative(t, stories, runtime.Request{Prompt: "Once upon a time", MaxTokens: 48,
+			Sampler: runtime.SamplerOptions{Temperature: 0.8, TopP: 0.9, TopK: 40, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 42}})
+		r := eval(t, `(async () => {
+			try {
+				const engine = await tessera.createEngine({model: "/models/stories260K.gguf", quant: "f32"});
+				const req = {prompt: "Once upon a time", max_tokens: 48, temperature: 0.8, top_p: 0.9, top_k: 40, repetition_penalty: 1.1, seed: 42};
+				const a = await engine.completions.create(req);
+				const b = await engine.completions.create({...req, seed: 43});
+				await engine.unload();
+				return {IDs: a.tessera.token_ids, Lists: [b.tessera.token_ids], Content: a.choices[0].text};
+			} catch (e) { return {Err: e.code + ": " + e.message}; }
+		})()`)
+		if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+			t.Errorf("seed 42, sampled:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+		}
+		if len(r.Lists) != 1 || slices.Equal(r.Lists[0], r.IDs) {
+			t.Errorf("seed 43 gave the same tokens as seed 42: %v", r.Lists)
+		}
 	})
 
 	t.Run("135M-shape int4 model under a 128 MiB storage-binding limit matches native", func(t *testing.T) {

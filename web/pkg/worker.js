@@ -16,6 +16,29 @@
 
 importScripts("wasm_exec.js");
 
+// tesseraReplay encodes and submits one step of the engine's GPU commands,
+// which runtime/gpu/webgpu (recorder_js.go) lists as numbers so that a step
+// crosses from wasm into JavaScript once, not three times a dispatch. objs
+// is the device's registry of buffers, bind groups and pipelines; cmds
+// holds n numbers: 0 begin a compute pass; 1 pipeline; 2 bind group;
+// 3 x y z dispatch; 4 src srcOffset dst dstOffset size copy; 5 end the pass.
+globalThis.tesseraReplay = function (device, queue, objs, cmds, n) {
+  const enc = device.createCommandEncoder();
+  let pass = null;
+  for (let i = 0; i < n;) {
+    switch (cmds[i]) {
+      case 0: pass = enc.beginComputePass(); i += 1; break;
+      case 1: pass.setPipeline(objs[cmds[i + 1]]); i += 2; break;
+      case 2: pass.setBindGroup(0, objs[cmds[i + 1]]); i += 2; break;
+      case 3: pass.dispatchWorkgroups(cmds[i + 1], cmds[i + 2], cmds[i + 3]); i += 4; break;
+      case 4: enc.copyBufferToBuffer(objs[cmds[i + 1]], cmds[i + 2], objs[cmds[i + 3]], cmds[i + 4], cmds[i + 5]); i += 6; break;
+      case 5: pass.end(); pass = null; i += 1; break;
+      default: throw new Error(`tesseraReplay: unknown command ${cmds[i]} at ${i}`);
+    }
+  }
+  queue.submit([enc.finish()]);
+};
+
 // The wasm next to this script, or where the page said (?wasm=URL).
 const wasmURL = new URL(new URL(self.location.href).searchParams.get("wasm") || "tessera.wasm", self.location.href);
 

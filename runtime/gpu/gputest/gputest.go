@@ -12,19 +12,19 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tessera-llm/tessera/runtime/gpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
 // Open opens the default device for the test and closes it at cleanup.
-func Open(t testing.TB) gpu.Device {
+func Open(t testing.TB) webgpu.Device {
 	t.Helper()
-	return OpenWith(t, gpu.Options{})
+	return OpenWith(t, webgpu.Options{})
 }
 
 // OpenWith opens a device with opts for the test and closes it at cleanup.
-func OpenWith(t testing.TB, opts gpu.Options) gpu.Device {
+func OpenWith(t testing.TB, opts webgpu.Options) webgpu.Device {
 	t.Helper()
-	d, err := gpu.Open(opts)
+	d, err := webgpu.Open(opts)
 	if err != nil {
 		NoDevice(t, err)
 	}
@@ -33,9 +33,9 @@ func OpenWith(t testing.TB, opts gpu.Options) gpu.Device {
 }
 
 // Adapters lists the adapters, or skips or fails the test like Open.
-func Adapters(t testing.TB) []gpu.Info {
+func Adapters(t testing.TB) []webgpu.Info {
 	t.Helper()
-	infos, err := gpu.Adapters()
+	infos, err := webgpu.Adapters()
 	if err != nil {
 		NoDevice(t, err)
 	}
@@ -47,7 +47,7 @@ func Adapters(t testing.TB) []gpu.Info {
 // not set, and fails otherwise. It never returns.
 func NoDevice(t testing.TB, err error) {
 	t.Helper()
-	missing := errors.Is(err, gpu.ErrNoAdapter) || errors.Is(err, gpu.ErrNotImplemented)
+	missing := errors.Is(err, webgpu.ErrNoAdapter) || errors.Is(err, webgpu.ErrNotImplemented)
 	switch {
 	case missing && InCI():
 		t.Fatalf("no GPU device, which fails the test because CI is set: %v", err)

@@ -1,6 +1,0 @@
-//go:build !js && !linux && !freebsd
-
-package gpu
-
-// ensureRuntimeDir does nothing where Mesa's Wayland probing does not run.
-func ensureRuntimeDir() {}
