@@ -155,7 +155,8 @@ func TestHostAPI(t *testing.T) {
 			}},
 		{"bad sampling", host.Policy{}, map[string]any{"mode": "generate", "request": map[string]any{"prompt": "x", "top_p": 2}},
 			func(t *testing.T, out []byte, err error) {
-				if err == nil || !strings.Contains(err.Error(), "top-p") {
+				// Named as the request spells it, in every home's words (wire).
+				if err == nil || !strings.Contains(err.Error(), "top_p must be between 0 and 1, not 2") {
 					t.Errorf("error %v, want the option named", err)
 				}
 			}},

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/wire"
 	"github.com/tessera-llm/tessera/wasm/plugin/abi"
 )
 
@@ -342,7 +343,7 @@ func (r *run) genOpen(m guestmem.Memory, a []uint64) abi.Code {
 		return r.memErr("request", err)
 	}
 	var req abi.Request
-	if err := json.Unmarshal(raw, &req); err != nil {
+	if err := wire.Unmarshal(raw, &req); err != nil { // worded as every home words it
 		return r.fail(abi.ErrArgument, "request: %v", err)
 	}
 	eng, name, code := r.engineNamed(req.Model)
@@ -411,13 +412,18 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 		ids = req.Tokens
 	} else {
 		size := len(req.Prompt)
-		var msgs []chat.Message
 		for _, m := range req.Messages {
 			size += len(m.Role) + len(m.Content)
-			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
 		}
 		if size > r.p.pol.MaxText {
 			return runtime.Request{}, r.fail(abi.ErrLimit, "a prompt of %d bytes is over the plugin's limit of %d", size, r.p.pol.MaxText)
+		}
+		var msgs []chat.Message
+		if len(req.Messages) > 0 {
+			var err error
+			if msgs, err = wire.PluginMessages(req.Messages); err != nil {
+				return runtime.Request{}, r.fail(abi.ErrArgument, "%v", err)
+			}
 		}
 		// The engine renders messages with the model's chat template.
 		var err error
@@ -428,10 +434,13 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 			return runtime.Request{}, r.fail(abi.ErrArgument, "prompt: %v", err)
 		}
 	}
-	if req.MaxTokens < 0 {
-		return runtime.Request{}, r.fail(abi.ErrArgument, "max_tokens %d must be >= 0", req.MaxTokens)
+	// The sampling fields are checked as every home checks them (wire).
+	params, lim := wire.PluginParams(req)
+	ereq, _, err := params.Request(lim)
+	if err != nil {
+		return runtime.Request{}, r.fail(abi.ErrArgument, "%v", err)
 	}
-	maxTokens := req.MaxTokens
+	maxTokens := ereq.MaxTokens
 	if budget := r.p.pol.TokenBudget; budget >= 0 {
 		left := budget - r.tokens
 		switch {
@@ -447,21 +456,12 @@ func (r *run) request(eng *runtime.Engine, req abi.Request) (runtime.Request, ab
 	} else if maxTokens == 0 {
 		maxTokens = eng.Model().Config.Context
 	}
-	so := runtime.SamplerOptions{
-		Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
-		RepeatPenalty: req.RepeatPenalty, RepeatLastN: req.RepeatLastN, Seed: req.Seed,
-	}
-	if err := so.Validate(); err != nil {
+	adapters, err := wire.Adapters("adapters", wire.PluginAdapters(req.Adapters))
+	if err != nil {
 		return runtime.Request{}, r.fail(abi.ErrArgument, "%v", err)
 	}
-	var adapters []runtime.AdapterRef
-	for i, ad := range req.Adapters {
-		if ad.Name == "" {
-			return runtime.Request{}, r.fail(abi.ErrArgument, "adapters[%d] needs a name", i)
-		}
-		adapters = append(adapters, runtime.AdapterRef{Name: ad.Name, Scale: ad.Scale})
-	}
-	return runtime.Request{Tokens: ids, Images: images, MaxTokens: maxTokens, Sampler: so, Adapters: adapters}, abi.OK
+	ereq.Tokens, ereq.Images, ereq.MaxTokens, ereq.Adapters = ids, images, maxTokens, adapters
+	return ereq, abi.OK
 }
 
 // images decodes a request's images within the policy's MaxImageBytes.

@@ -6,8 +6,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,28 +20,9 @@ import (
 // gets the tokens the engine gives the same prompt and image; images past
 // the policy's bytes, or that are not images, are refused.
 func TestPluginImage(t *testing.T) {
-	dir := t.TempDir()
-	s, err := synth.Lookup("tiny-gemma3")
+	base, mm, err := synth.WriteVisionFiles(t.TempDir(), "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
-	}
-	c, err := synth.ProjectorShape("tiny-gemma3", s.Config.Dim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, mm := filepath.Join(dir, "base.gguf"), filepath.Join(dir, "mmproj.gguf")
-	for path, write := range map[string]func(*os.File) error{
-		base: func(f *os.File) error { return synth.Write(f, s, dtype.F32, 1) },
-		mm:   func(f *os.File) error { return synth.WriteProjector(f, c, dtype.F32, 1) },
-	} {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := write(f); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 	}
 	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
 	if err != nil {

@@ -74,27 +74,3 @@ func TestChatTemplateFromReader(t *testing.T) {
 		t.Fatalf("generate: %v (%+v)", err, st)
 	}
 }
-
-// TestEstimateMemory: the estimate of the weights is what the engine
-// uploads, for each storage.
-func TestEstimateMemory(t *testing.T) {
-	eng, err := runtime.Load(sharedFile(t, "stories260K.gguf"), runtime.Options{Device: "cpu", Quant: "f32"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	e, err := runtime.EstimateMemory(eng.Model(), "f32", "cpu", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Weights != eng.WeightBytes() || e.Quant != "f32" || e.KV <= 0 || e.Total <= e.Weights || e.Largest <= 0 {
-		t.Errorf("estimate %+v, the engine holds %d bytes of weights", e, eng.WeightBytes())
-	}
-	i4, err := runtime.EstimateMemory(eng.Model(), "int4", "webgpu", 64)
-	if err != nil || i4.Weights >= e.Weights/4 || i4.Context != 64 {
-		t.Errorf("int4 estimate %+v (%v): want under a quarter of f32's %d", i4, err, e.Weights)
-	}
-	if d, _ := runtime.EstimateMemory(eng.Model(), "", "webgpu", 0); d.Quant != "f32" {
-		t.Errorf("a 1 MB model defaults to %s on WebGPU, want f32", d.Quant)
-	}
-}

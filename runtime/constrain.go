@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tessera-llm/tessera/runtime/grammar"
 )
@@ -24,37 +25,60 @@ var ErrConstraint = errors.New("constraint")
 // cache holds is bounded too.
 const maxMachines = 64
 
-// machine returns the machine of g over the engine's vocabulary, shared by
-// the requests with the same grammar. A machine grows with the states its
-// requests meet; once it is Worn (a quarter of its budget kept, or spent),
-// new requests get a fresh one, so that a grammar used for days never
-// ends its requests for what earlier ones left behind. The old machine
-// lives on with the sequences that still use it.
-func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
-	e.grammarMu.Lock()
-	defer e.grammarMu.Unlock()
-	if e.vocabIdx == nil {
-		var ends []int
-		for id := range e.model.Config.Vocab {
-			if e.isEnd(id) {
-				ends = append(ends, id)
-			}
-		}
-		e.vocabIdx = grammar.TokenizerIndex(e.model.Tokenizer, ends)
-		e.machines = map[string]*grammar.Machine{}
+// grammarCache is constrained decoding's part of an engine: the
+// vocabulary's index, made on first use, and the machines of recent
+// grammars by source, so that requests with the same grammar share its
+// cached masks. It has its own lock.
+type grammarCache struct {
+	mu       sync.Mutex
+	vocabIdx *grammar.Index
+	machines map[string]*grammar.Machine
+}
+
+// machine returns the machine of g over the index newIndex makes (once,
+// on first use), shared by the requests with the same grammar. A machine
+// grows with the states its requests meet; once it is Worn (a quarter of
+// its budget kept, or spent), new requests get a fresh one, so that a
+// grammar used for days never ends its requests for what earlier ones
+// left behind. The old machine lives on with the sequences that still use
+// it.
+func (c *grammarCache) machine(g *grammar.Grammar, newIndex func() *grammar.Index) *grammar.Machine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vocabIdx == nil {
+		c.vocabIdx = newIndex()
+		c.machines = map[string]*grammar.Machine{}
 	}
 	key := g.Source()
-	if m, ok := e.machines[key]; ok && key != "" && !m.Worn() {
+	if m, ok := c.machines[key]; ok && key != "" && !m.Worn() {
 		return m
 	}
-	if len(e.machines) >= maxMachines {
-		clear(e.machines)
+	if len(c.machines) >= maxMachines {
+		clear(c.machines)
 	}
-	m := grammar.NewMachine(g, e.vocabIdx)
+	m := grammar.NewMachine(g, c.vocabIdx)
 	if key != "" {
-		e.machines[key] = m
+		c.machines[key] = m
 	}
 	return m
+}
+
+// machine returns the machine of g over the engine's vocabulary
+// (grammarCache.machine).
+func (e *Engine) machine(g *grammar.Grammar) *grammar.Machine {
+	return e.grammars.machine(g, e.vocabIndex)
+}
+
+// vocabIndex is the grammar index of the engine's vocabulary, its end
+// tokens marked.
+func (e *Engine) vocabIndex() *grammar.Index {
+	var ends []int
+	for id := range e.model.Config.Vocab {
+		if e.isEnd(id) {
+			ends = append(ends, id)
+		}
+	}
+	return grammar.TokenizerIndex(e.model.Tokenizer, ends)
 }
 
 // checkConstraint computes the mask of gm's start state in the request's

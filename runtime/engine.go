@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/tessera-llm/tessera/models/vision"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tessera-llm/tessera/models"
@@ -36,60 +35,34 @@ type Engine struct {
 	selfCheck *SelfCheck
 
 	// Set at load.
-	chat       chat.Renderer // the model's chat template
-	drafter    drafter       // speculative decoding's draft, or nil
-	draft      *Engine       // the draft model's engine (driven by this one's scheduler)
-	draftName  string        // "ngram" or the draft model's path
-	specAlways bool          // speculate even when it does not pay
-	yield      func()        // Options.Yield: called between steps, or nil
-	chain      int           // greedy decoding steps per submission (1: no chaining)
+	chat  chat.Renderer // the model's chat template
+	yield func()        // Options.Yield: called between steps, or nil
+	chain int           // greedy decoding steps per submission (1: no chaining)
 
 	// With a vision projector (Options.MMProj): its tower, on be, and the
 	// embeddings of the images encoded last, by hash.
 	vis    *visionTower
 	images *imageCache
 
-	stepMu sync.Mutex   // one forward pass at a time (the scheduler's, Score's, or an image's encoding)
-	steps  atomic.Int64 // forward passes run by the scheduler (a chain counts each)
+	stepMu sync.Mutex // one forward pass at a time (the scheduler's, Score's, or an image's encoding)
 
-	wake, quit, loopDone chan struct{} // the scheduler's loop: new work, Close, loop ended
+	// mu guards the queue, the statistics, speculation's measurements and
+	// kvAdapters.
+	mu sync.Mutex
+	// The engine's concerns, each a type in its own file.
+	queue        // the scheduler's sequences and loop (scheduler.go)
+	poolStats    // the pool's and the scheduler's measurements (stats.go)
+	speculation  // the draft and what decides whether it pays (speculative.go)
+	adapterTable // LoRA adapters by name and slot, under their own lock (lora.go)
+	// grammars caches the machines of recent constraints (constrain.go).
+	grammars grammarCache
 
-	mu      sync.Mutex // guards what follows
-	waiting []*sequence
-	running []*sequence
-	order   uint64
-	looping bool
-	closed  bool
-	// Measurements.
-	preemptions                 int
-	peakBlocks                  int           // most blocks in use at once (benchmarks reset it)
-	slotsAllocated, slotsUnused int64         // summed over steps, for the pool's waste
-	plainStep                   time.Duration // moving average of a decode step without drafts
-	spec                        SpecMetrics   // speculative decoding's proposals
 	// The adapters of prefix-cache namespaces (newSeqIn), for the cache's
-	// events.
+	// events (kvwatch.go).
 	kvAdapters map[uint64]kvAdapter
-	// LoRA adapters (lora.go), guarded by loraMu: by name, the composites
-	// of several in use by their key, by slot (nil: free), and whether a
-	// slot was freed since the backend last saw them.
-	loraMu     sync.Mutex
-	adapters   map[string]*adapterEntry
-	composites map[string]*adapterEntry
-	slots      []*adapterEntry
-	adapterIDs uint64
-	loraDirty  bool
-	// Switches benchmarks use to compare runs.
-	noPrefixCache, specOff bool
 	// rs hands out the recurrent-state slots of a model with linear
 	// layers (linear.go), nil for others.
 	rs *stateSlots
-
-	// Constrained decoding: the vocabulary's index, made on first use, and
-	// the machines of recent grammars by source, so that requests with the
-	// same grammar share its cached masks.
-	grammarMu sync.Mutex
-	vocabIdx  *grammar.Index
-	machines  map[string]*grammar.Machine
 
 	// The model file's SHA-256 for transcripts, computed on first use.
 	hashOnce sync.Once
@@ -280,8 +253,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
-	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m),
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}
+	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m), queue: newQueue()}
 	if net.slotted() {
 		e.rs = newStateSlots(net.maxRunning(), net.snapshots())
 	}
@@ -301,6 +273,10 @@ func (e *Engine) Model() *models.Model { return e.model }
 
 // Backend returns the backend the engine runs on.
 func (e *Engine) Backend() backend.Backend { return e.be }
+
+// DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
+// the adapter (backend.Describe).
+func (e *Engine) DeviceName() string { return backend.Describe(e.be).Device }
 
 // Chat is the renderer Request.Messages go through: the model's chat
 // template, or chat.Plain when it has none.
@@ -398,6 +374,9 @@ type Metrics struct {
 	Running     int
 	Waiting     int
 	Preemptions int
+	// PeakBlocks is the most blocks in use at once since the engine
+	// started or since ResetPeakBlocks.
+	PeakBlocks int
 	// MeanWaste is the pool's waste over the engine's life: allocated but
 	// unused slots over allocated slots, both summed over every step.
 	MeanWaste float64
@@ -409,10 +388,8 @@ type Metrics struct {
 func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions}
-	if e.slotsAllocated > 0 {
-		m.MeanWaste = float64(e.slotsUnused) / float64(e.slotsAllocated)
-	}
+	m := Metrics{KV: e.pool.Stats(), Running: len(e.running), Waiting: len(e.waiting), Preemptions: e.preemptions, PeakBlocks: e.peakBlocks,
+		MeanWaste: e.meanWaste()}
 	if e.drafter != nil {
 		spec := e.spec
 		m.Spec = &spec
@@ -550,8 +527,8 @@ func (s Stats) RoundTripsPerToken() float64 {
 	return float64(s.Steps+s.DraftSteps) / float64(s.Generated)
 }
 
-// add sums the figures of two runs.
-func (s Stats) add(o Stats) Stats {
+// Add sums the figures of two runs (a benchmark adds up its repeats).
+func (s Stats) Add(o Stats) Stats {
 	s.PromptTokens += o.PromptTokens
 	s.Generated += o.Generated
 	s.Prefill += o.Prefill

@@ -143,10 +143,12 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 	tok := e.model.Tokenizer
 	text, bos := req.Prompt, true
 	if req.Messages != nil {
-		if text, err = e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars}); err != nil {
-			return nil, nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
+		if text, err = e.renderChat(req); err != nil {
+			return nil, nil, err
 		}
 		_, bos = e.chat.(chat.Plain)
+	} else {
+		e.prompts.Add(1)
 	}
 	pieces := strings.Split(text, ImageMarker)
 	if len(pieces)-1 != len(req.Images) {
@@ -400,10 +402,14 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 	return n
 }
 
-// benchImage is the milliseconds the tower takes to encode an image of
-// its own size (preprocessing included), after one encoding that compiles
-// the pipelines; the embedding cache is not consulted.
-func (e *Engine) benchImage() (float64, error) {
+// ImageEncodeTime is the milliseconds the tower takes to encode an image
+// of its own size (preprocessing included), after one encoding that
+// compiles the pipelines; the embedding cache is not consulted, so that a
+// benchmark (runtime/eval) times the encoding itself.
+func (e *Engine) ImageEncodeTime() (float64, error) {
+	if e.vis == nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
+	}
 	size := e.vis.cfg.ImageSize
 	img := &vision.Image{W: size, H: size, Pix: make([]uint8, 3*size*size)}
 	for i := range img.Pix {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/lora"
@@ -62,6 +63,19 @@ type AdapterInfo struct {
 	Running, Waiting int
 	// Unloading: UnloadAdapter was called while sequences still used it.
 	Unloading bool
+}
+
+// adapterTable is the LoRA part of an engine, under its own lock
+// (loraMu): the loaded adapters by name, the composites of several in use
+// by their key, the backend's slots (nil: free), and whether a slot was
+// freed or filled since the backend last saw them.
+type adapterTable struct {
+	loraMu     sync.Mutex
+	adapters   map[string]*adapterEntry
+	composites map[string]*adapterEntry
+	slots      []*adapterEntry
+	adapterIDs uint64 // ids handed out so far (an id is never reused)
+	loraDirty  bool
 }
 
 // adapterEntry is a loaded adapter: its slot in the backend's LoRA sets
@@ -283,11 +297,11 @@ func (e *Engine) acquireAdapter(refs []AdapterRef, n int) (*adapterEntry, float3
 // resolveAdapters looks up the loaded adapters refs name, and the key of
 // their combination (the entries, never reused, and the scales). Called
 // with loraMu held.
-func (e *Engine) resolveAdapters(refs []AdapterRef, scales []float32) ([]*adapterEntry, string, error) {
+func (t *adapterTable) resolveAdapters(refs []AdapterRef, scales []float32) ([]*adapterEntry, string, error) {
 	parts := make([]*adapterEntry, len(refs))
 	var key strings.Builder
 	for i, r := range refs {
-		ent, ok := e.adapters[r.Name]
+		ent, ok := t.adapters[r.Name]
 		if !ok {
 			return nil, "", fmt.Errorf("%w %q", ErrUnknownAdapter, r.Name)
 		}
@@ -301,37 +315,37 @@ func (e *Engine) resolveAdapters(refs []AdapterRef, scales []float32) ([]*adapte
 }
 
 // addSlot gives ent the first free slot. Called with loraMu held.
-func (e *Engine) addSlot(ent *adapterEntry) {
-	if i := slices.Index(e.slots, nil); i >= 0 {
+func (t *adapterTable) addSlot(ent *adapterEntry) {
+	if i := slices.Index(t.slots, nil); i >= 0 {
 		ent.slot = i
-		e.slots[i] = ent
+		t.slots[i] = ent
 		return
 	}
-	ent.slot = len(e.slots)
-	e.slots = append(e.slots, ent)
+	ent.slot = len(t.slots)
+	t.slots = append(t.slots, ent)
 }
 
 // releaseAdapter drops a finished sequence's hold on its adapter; the last
 // hold on an adapter being unloaded, or on a composite, frees its slot
 // (and a composite's holds on its parts), and the next step drops its
 // weights.
-func (e *Engine) releaseAdapter(ent *adapterEntry) {
-	e.loraMu.Lock()
-	defer e.loraMu.Unlock()
-	e.release(ent)
+func (t *adapterTable) releaseAdapter(ent *adapterEntry) {
+	t.loraMu.Lock()
+	defer t.loraMu.Unlock()
+	t.release(ent)
 }
 
-func (e *Engine) release(ent *adapterEntry) {
+func (t *adapterTable) release(ent *adapterEntry) {
 	ent.refs--
 	if ent.refs > 0 || !(ent.unloading || ent.parts != nil) {
 		return
 	}
-	e.slots[ent.slot] = nil
-	e.loraDirty = true
+	t.slots[ent.slot] = nil
+	t.loraDirty = true
 	if ent.parts != nil {
-		delete(e.composites, ent.name)
+		delete(t.composites, ent.name)
 		for _, p := range ent.parts {
-			e.release(p)
+			t.release(p)
 		}
 	}
 }

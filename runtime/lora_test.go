@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/eval"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
@@ -545,7 +546,7 @@ func TestBenchAdapters(t *testing.T) {
 	})
 	for _, conc := range []int{1, 3} {
 		steps.Store(0)
-		r, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc})
+		r, err := eval.Bench(context.Background(), e, eval.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +554,7 @@ func TestBenchAdapters(t *testing.T) {
 			t.Errorf("concurrency %d without adapters: %d steps ran one, result names %v", conc, n, r.Adapters)
 		}
 		refs := []runtime.AdapterRef{{Name: "a0"}, {Name: "a1"}}
-		r, err = runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc, Adapters: refs})
+		r, err = eval.Bench(context.Background(), e, eval.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: conc, Adapters: refs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -561,7 +562,7 @@ func TestBenchAdapters(t *testing.T) {
 			t.Errorf("concurrency %d with adapters: %d steps ran one, result names %v", conc, n, r.Adapters)
 		}
 	}
-	if _, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 8, GenTokens: 8, Adapters: []runtime.AdapterRef{{Name: "none"}}}); err == nil {
+	if _, err := eval.Bench(context.Background(), e, eval.BenchOptions{PromptTokens: 8, GenTokens: 8, Adapters: []runtime.AdapterRef{{Name: "none"}}}); err == nil {
 		t.Error("Bench with an adapter that is not loaded: no error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 // storyText is the project's own TinyStories-style test text (over 4,000
@@ -30,7 +31,7 @@ func readText(t testing.TB, name string) string {
 
 func perplexity(t *testing.T, eng *runtime.Engine, text string) (float64, int) {
 	t.Helper()
-	ppl, n, err := eng.Perplexity(context.Background(), text, nil)
+	ppl, n, err := eval.Perplexity(context.Background(), eng, text, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,12 +90,13 @@ type ChatTools struct {
 
 // PrepareChat readies req, whose Messages are set, to run as a chat whose
 // reply is read in the model's format, and returns the reader's options.
-// When the reading depends on how the prompt ends (reasoning the template
-// opened) or calls are required, the prompt is tokenized here: req comes
-// back with its Tokens, and, for required calls, the family's prefill
-// appended and its grammar as the constraint (a request with a constraint
-// of its own cannot also require calls). Every client of the engine (the
-// server's dialects, the browser) prepares chats this way.
+// The prompt is rendered and tokenized here, once for the whole request:
+// req comes back with its Tokens (and without Messages and Tools), which
+// Start, the transcripts and the first token's logprobs reuse; for
+// required calls, with the family's prefill appended and its grammar as
+// the constraint (a request with a constraint of its own cannot also
+// require calls). Every client of the engine (the server's dialects, the
+// browser) prepares chats this way.
 func (e *Engine) PrepareChat(ctx context.Context, req Request, tools ChatTools) (Request, chat.ParseOptions, error) {
 	f := e.ReplyFormat()
 	if tools.Required != nil && req.Constraint != nil {
@@ -105,9 +106,6 @@ func (e *Engine) PrepareChat(ctx context.Context, req Request, tools ChatTools) 
 	o.Tools = tools.Parse
 	if o.Tools {
 		o.ToolSpecs = tools.Specs
-	}
-	if tools.Required == nil && !o.Reasoning {
-		return req, o, nil
 	}
 	ids, err := e.PromptTokensContext(ctx, req)
 	if err != nil {

@@ -24,6 +24,54 @@ import (
 // the KV pool even alone, or for a lone sequence that filled the pool.
 var ErrOutOfKV = errors.New("out of KV cache memory")
 
+// queue is the scheduler's part of an engine: the sequences waiting for a
+// place and those running, and the loop that steps them while there is
+// work. Its fields are guarded by Engine.mu; the channels are made with
+// the engine and never change.
+type queue struct {
+	wake, quit, loopDone chan struct{} // the loop: new work, Close, loop ended
+	waiting              []*sequence
+	running              []*sequence
+	order                uint64 // arrivals so far: each sequence's place in line
+	looping              bool   // the loop goroutine runs
+	closed               bool
+	// noPrefixCache keeps new sequences out of the prefix cache: a
+	// benchmark's switch (SetPrefixCache).
+	noPrefixCache bool
+}
+
+// newQueue is an empty queue whose loop has not started.
+func newQueue() queue {
+	return queue{wake: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{})}
+}
+
+// push appends seqs to the waiting line in arrival order and wakes the
+// loop; it reports whether the loop must be started (it was not
+// running, and now counts as running). Called with Engine.mu held.
+func (q *queue) push(seqs []*sequence) (startLoop bool) {
+	for _, s := range seqs {
+		q.order++
+		s.order = q.order
+	}
+	q.waiting = append(q.waiting, seqs...)
+	startLoop = !q.looping
+	q.looping = true
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return startLoop
+}
+
+// SetPrefixCache turns the use of the prefix cache by new sequences off
+// (on: false) or back on: a benchmark (runtime/eval) measures what
+// sharing a prompt's blocks saves.
+func (e *Engine) SetPrefixCache(on bool) {
+	e.mu.Lock()
+	e.noPrefixCache = !on
+	e.mu.Unlock()
+}
+
 // sequence is one generation inside the scheduler.
 type sequence struct {
 	ctx     context.Context
@@ -182,18 +230,10 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	}
 	sts := make([]*Stream, n)
 	for i, s := range seqs {
-		e.order++
-		s.order = e.order
 		sts[i] = s.stream
 	}
-	e.waiting = append(e.waiting, seqs...)
-	if !e.looping {
-		e.looping = true
+	if e.push(seqs) {
 		go e.loop()
-	}
-	select {
-	case e.wake <- struct{}{}:
-	default:
 	}
 	return sts, nil
 }
@@ -249,16 +289,16 @@ func (e *Engine) PromptTokensContext(ctx context.Context, req Request) ([]int32,
 	switch {
 	case ids != nil:
 	case req.Messages != nil:
-		tok := e.model.Tokenizer
-		text, rerr := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars})
+		text, rerr := e.renderChat(req)
 		if rerr != nil {
-			return nil, fmt.Errorf("%w: chat template: %w", ErrBadRequest, rerr)
+			return nil, rerr
 		}
 		// A model's template writes BOS itself where the model wants one;
 		// the plain format does not.
 		_, plain := e.chat.(chat.Plain)
-		enc, err = tokenizer.EncodeSpecialBounded(ctx, tok, text, plain, ctxLen-1)
+		enc, err = tokenizer.EncodeSpecialBounded(ctx, e.model.Tokenizer, text, plain, ctxLen-1)
 	default:
+		e.prompts.Add(1)
 		enc, err = tokenizer.EncodeBounded(ctx, e.model.Tokenizer, req.Prompt, true, ctxLen-1)
 	}
 	switch {
@@ -282,6 +322,22 @@ func (e *Engine) PromptTokensContext(ctx context.Context, req Request) ([]int32,
 		}
 	}
 	return ids, nil
+}
+
+// renderChat renders req.Messages with the model's chat template (and
+// req.Tools, req.TemplateVars), ending with the start of the assistant's
+// turn. Every chat prompt is rendered here, and counted with the prompts
+// tokenized from text (poolStats.prompts): a request renders and
+// tokenizes its prompt once, however many clients of the engine look at
+// its tokens (PrepareChat, transcripts, logprobs, StartN).
+func (e *Engine) renderChat(req Request) (string, error) {
+	e.prompts.Add(1)
+	tok := e.model.Tokenizer
+	text, err := e.chat.Render(req.Messages, chat.Options{BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS()), AddGenerationPrompt: true, Tools: req.Tools, Vars: req.TemplateVars})
+	if err != nil {
+		return "", fmt.Errorf("%w: chat template: %w", ErrBadRequest, err)
+	}
+	return text, nil
 }
 
 // loop runs steps while there is work, and sleeps when there is none.

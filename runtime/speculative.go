@@ -30,6 +30,46 @@ var ErrDraftVocab = errors.New("draft vocabulary differs from the target's")
 // speed anything up.
 var ErrDraftTooLarge = errors.New("draft model too large")
 
+// speculation is speculative decoding's part of an engine: the draft, set
+// at load, and what decides at each step whether drafting pays. The
+// measured fields are guarded by Engine.mu.
+type speculation struct {
+	drafter    drafter // the draft, or nil
+	draft      *Engine // the draft model's engine (driven by this one's scheduler)
+	draftName  string  // "ngram" or the draft model's path
+	specAlways bool    // speculate even when it does not pay
+	// specOff switches speculation off: a benchmark's switch
+	// (SetSpeculation).
+	specOff   bool
+	plainStep time.Duration // moving average of a decode step without drafts
+	spec      SpecMetrics   // the proposals made and accepted
+}
+
+// pays reports whether sequences speculate this step: there is a draft,
+// speculation is on, and a draft step is cheap enough against a plain
+// one (or speculation is forced). Called with Engine.mu held.
+func (sp *speculation) pays() bool {
+	return sp.drafter != nil && !sp.specOff && (sp.specAlways || !draftTooSlow(sp.drafter.stepTime(), sp.plainStep))
+}
+
+// DraftName names the engine's speculative draft: "ngram" or the draft
+// model's path; "" without one.
+func (e *Engine) DraftName() string {
+	if e.drafter == nil {
+		return ""
+	}
+	return e.draftName
+}
+
+// SetSpeculation turns speculative decoding off (on: false) or back on,
+// for an engine with a draft: a benchmark (runtime/eval) compares the two
+// on the same target. Running sequences follow it from their next step.
+func (e *Engine) SetSpeculation(on bool) {
+	e.mu.Lock()
+	e.specOff = !on
+	e.mu.Unlock()
+}
+
 // drafter proposes tokens for sequences in decode state.
 type drafter interface {
 	// propose returns, for each sequence, up to ks[i] tokens to follow its

@@ -174,12 +174,7 @@ func (e *Engine) step() error {
 // measurePool records the pool's use after a step: the peak of blocks in
 // use, and the allocated and unused slots, summed over steps for the
 // workload's waste. Called with e.mu held.
-func (e *Engine) measurePool() {
-	st := e.pool.Stats()
-	e.peakBlocks = max(e.peakBlocks, st.Used)
-	e.slotsAllocated += int64(st.AllocatedSlots)
-	e.slotsUnused += int64(st.AllocatedSlots - st.UsedSlots)
-}
+func (e *Engine) measurePool() { e.observe(e.pool.Stats()) }
 
 // isEnd reports whether a sampled token ends a generation: EOS, BOS (a
 // llama2.c model starting a new story), or one of a chat model's
@@ -323,7 +318,7 @@ func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error)
 // drafting lists the running sequences that speculate this step: in decode
 // state, with speculation paying. Called with e.mu held.
 func (e *Engine) drafting() []*sequence {
-	if e.drafter == nil || e.specOff || !e.specAlways && draftTooSlow(e.drafter.stepTime(), e.plainStep) {
+	if !e.pays() {
 		return nil
 	}
 	// A model draft first catches up with the whole sequence: worth it only

@@ -462,30 +462,10 @@ func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := synth.Lookup("tiny-gemma3")
+	base, mm, err := synth.WriteVisionFiles(dir, "tiny-gemma3", shape, dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base = filepath.Join(dir, "base.gguf")
-	write := func(path string, w func(f *os.File) error) {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w(f); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(base, func(f *os.File) error { return synth.Write(f, s, dtype.F32, 1) })
-	c, err := synth.ProjectorShape(shape, s.Config.Dim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mm = filepath.Join(dir, "mmproj.gguf")
-	write(mm, func(f *os.File) error { return synth.WriteProjector(f, c, dtype.F32, 1) })
 	return base, mm
 }
 

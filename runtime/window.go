@@ -173,3 +173,21 @@ func SequenceKV(c models.Config, t backend.KVType, context, blockSize, rows int)
 	}
 	return full, g + ring*int64(blockSize)*kvTokenBytes(c, sliding, t)
 }
+
+// PoolKV is what an engine's KV caches take for a pool of context tokens
+// of c in f32 (KVOptions.Tokens = context) with budgets b resolved:
+// every layer's positions, or where the sliding layers keep their windows
+// only, the global layers' plus the rings (window of kv).
+func PoolKV(c models.Config, context int, b Budgets) (kv, window int64) {
+	blocks := (context + DefaultBlockSize - 1) / DefaultBlockSize
+	kv = int64(blocks) * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
+	cc := c
+	cc.Context = context // the rings pay where the context is longer
+	w := planWindows(cc, false, blocks, DefaultBlockSize, b.MaxBatchTokens, min(b.MaxBatchTokens, b.MaxSeqs), backend.KVF32)
+	if !w.on() {
+		return kv, 0
+	}
+	global, _ := kvLayerKinds(c)
+	window = w.Shape.Bytes()
+	return int64(blocks)*DefaultBlockSize*kvTokenBytes(c, global, backend.KVF32) + window, window
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 // catalogueEntry is one model of models.json, as app.js reads it.
@@ -44,7 +45,7 @@ var hubResolve = regexp.MustCompile(`^/([A-Za-z0-9][A-Za-z0-9._-]*)/([A-Za-z0-9]
 // TestCatalogue checks models.json without the network (none here): each
 // entry is a Hugging Face resolve URL of a GGUF file, sizes and counts are
 // positive and agree (the file holds 0.5 to 4 bytes a parameter and its metadata), and
-// memory is what runtime.EstimateMemory computes for the model's shape at
+// memory is what eval.EstimateMemory computes for the model's shape at
 // the page's defaults (quant "", WebGPU, a 4096-token context).
 func TestCatalogue(t *testing.T) {
 	raw, err := fs.ReadFile(embedded, "models.json")
@@ -99,7 +100,7 @@ func TestCatalogue(t *testing.T) {
 			if d := math.Abs(float64(params-m.Params)) / float64(params); d > 0.02 {
 				t.Errorf("params %d; the shape has %d", m.Params, params)
 			}
-			est, err := runtime.EstimateMemory(model, "", "webgpu", runtime.DefaultContext)
+			est, err := eval.EstimateMemory(model, "", "webgpu", runtime.DefaultContext)
 			if err != nil {
 				t.Fatal(err)
 			}

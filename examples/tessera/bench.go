@@ -11,12 +11,13 @@ import (
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	var mf modelFlags
 	mf.register(fs)
-	var o runtime.BenchOptions
+	var o eval.BenchOptions
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 128, "random prompt tokens to process")
 	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens to decode")
 	fs.IntVar(&o.Concurrency, "concurrency", 1, "sequences decoding at once")
@@ -48,7 +49,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			defer stop()
 		}
-		r, err := runtime.Bench(ctx, eng, o)
+		r, err := eval.Bench(ctx, eng, o)
 		if err != nil {
 			return err
 		}
@@ -114,14 +115,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 // printAdapters prints the adapters a run's sequences ran with, if any.
-func printAdapters(e *env, r runtime.BenchResult) {
+func printAdapters(e *env, r eval.BenchResult) {
 	if len(r.Adapters) > 0 {
 		fmt.Fprintf(e.stdout, "adapters          %s (sequence i runs adapter i mod %d)\n", strings.Join(r.Adapters, ", "), len(r.Adapters))
 	}
 }
 
 // printMany prints the figures of a run of several sequences.
-func printMany(e *env, r runtime.BenchResult, note string) {
+func printMany(e *env, r eval.BenchResult, note string) {
 	fmt.Fprintf(e.stdout, "sequences%s      %d: aggregate decode %.1f tok/s, per sequence %.1f tok/s, mean time to first token %.1f ms\n",
 		note, r.Concurrency, r.AggregateDecodeTPS, r.PerSeqDecodeTPS, r.TTFTms)
 	fmt.Fprintf(e.stdout, "kv cache%s       peak %d blocks = %s, %d preemptions\n",
@@ -130,7 +131,7 @@ func printMany(e *env, r runtime.BenchResult, note string) {
 }
 
 // hostNote is the host's cost a dispatch, on a GPU backend.
-func hostNote(r runtime.BenchResult) string {
+func hostNote(r eval.BenchResult) string {
 	if r.HostUsPerDispatch <= 0 {
 		return ""
 	}

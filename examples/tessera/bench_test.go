@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 // BenchmarkCPUQ4_0 is issue 16's measurement as a Go benchmark: synthetic
@@ -36,7 +37,7 @@ func BenchmarkCPUQ4_0(b *testing.B) {
 			defer eng.Close()
 			var prompt, decode float64
 			for b.Loop() {
-				r, err := runtime.Bench(context.Background(), eng, runtime.BenchOptions{PromptTokens: 128, GenTokens: 64})
+				r, err := eval.Bench(context.Background(), eng, eval.BenchOptions{PromptTokens: 128, GenTokens: 64})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,7 +67,7 @@ func TestBenchLoRA(t *testing.T) {
 		t.Errorf("bench --lora: exit %d, output:\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = runCLI(append(args, "--json")...)
-	var r runtime.BenchResult
+	var r eval.BenchResult
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || !slices.Equal(r.Adapters, []string{"tales", "fables"}) {
 		t.Errorf("bench --lora --json: exit %d, adapters %v, output:\n%s%s", code, r.Adapters, out, errOut)
 	}
@@ -95,7 +96,7 @@ func TestBenchBudgets(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
 		}
-		var r runtime.BenchResult
+		var r eval.BenchResult
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 // k512 writes a synthetic Llama whose matrices' rows are an even number
@@ -88,7 +89,7 @@ func TestDecodeBytesQ4_K_M(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("bench on %s: exit %d: %s", device, code, errOut)
 		}
-		var r runtime.BenchResult
+		var r eval.BenchResult
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("bench on %s: %v: %s", device, err, out)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
@@ -55,13 +56,13 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		var ppl float64
 		var n int
-		var div *runtime.Divergence
+		var div *eval.Divergence
 		if ref != nil {
-			if div, err = eng.Compare(ctx, ref, string(raw), report); err == nil {
+			if div, err = eval.Compare(ctx, eng, ref, string(raw), report); err == nil {
 				ppl, n = div.PPL, div.Tokens
 			}
 		} else {
-			ppl, n, err = eng.Perplexity(ctx, string(raw), report)
+			ppl, n, err = eval.Perplexity(ctx, eng, string(raw), report)
 		}
 		if bar != nil {
 			bar.Finish()
@@ -110,7 +111,7 @@ var kldPercentiles = []struct {
 }{{"Maximum", 100}, {"99.9%", 99.9}, {"99.0%", 99}, {"95.0%", 95}, {"90.0%", 90}, {"Median", 50},
 	{"10.0%", 10}, {"5.0%", 5}, {"1.0%", 1}, {"0.1%", 0.1}, {"Minimum", 0}}
 
-func divergenceJSON(d *runtime.Divergence) *comparisonJSON {
+func divergenceJSON(d *eval.Divergence) *comparisonJSON {
 	mean, merr := d.MeanKLD()
 	same, serr := d.SameTopFraction()
 	c := &comparisonJSON{RefPerplexity: d.RefPPL, PPLRatio: d.PPL / d.RefPPL, MeanKLD: mean, MeanKLDErr: merr,
@@ -127,7 +128,7 @@ func divergenceJSON(d *runtime.Divergence) *comparisonJSON {
 
 // printDivergence prints d in the shape of llama.cpp's KL divergence
 // statistics.
-func printDivergence(e *env, d *runtime.Divergence, refPath string) {
+func printDivergence(e *env, d *eval.Divergence, refPath string) {
 	w := e.stdout
 	fmt.Fprintf(w, "reference perplexity %.4f (%s)\n", d.RefPPL, refPath)
 	fmt.Fprintf(w, "PPL(Q)/PPL(base)     %.4f\n", d.PPL/d.RefPPL)

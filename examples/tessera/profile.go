@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/eval"
 	"github.com/tessera-llm/tessera/runtime/profile"
 )
 
@@ -35,13 +35,13 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		defer eng.Close()
-		o := runtime.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc, Adapters: mf.requestAdapters()}
-		r, err := runtime.Bench(ctx, eng, o)
+		o := eval.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc, Adapters: mf.requestAdapters()}
+		r, err := eval.Bench(ctx, eng, o)
 		if err != nil {
 			return err
 		}
 		pb.On = true
-		if _, err := runtime.Bench(ctx, eng, o); err != nil {
+		if _, err := eval.Bench(ctx, eng, o); err != nil {
 			return err
 		}
 		pb.On = false

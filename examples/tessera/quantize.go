@@ -336,7 +336,7 @@ func encode(ctx context.Context, f *gguf.File, ti *gguf.TensorInfo, t dtype.Type
 				q, err = i4.Q4_1()
 			}
 		} else if err = dtype.Dequantize(ti.Type, raw, vals); err == nil {
-			q, err = dtype.Quantize(t, vals)
+			q, err = dtype.QuantizeRows(ctx, t, vals, cols) // on every core; Ctrl-C stops it
 		}
 		if err != nil {
 			return nil, fmt.Errorf("expert %d: %w", e, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
@@ -263,7 +264,7 @@ func TestQuantizeQ4_1(t *testing.T) {
 	}
 	ppl := func(path string, o runtime.Options) float64 {
 		o.Device, o.Context = "cpu", 512
-		p, _, err := loadModel(t, path, o).Perplexity(context.Background(), string(text), nil)
+		p, _, err := eval.Perplexity(context.Background(), loadModel(t, path, o), string(text), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -648,7 +649,7 @@ func TestQuantizeQ4_K_MStories(t *testing.T) {
 	}
 	ppl := func(path string, n int) float64 {
 		t.Helper()
-		p, _, err := loadModel(t, path, runtime.Options{Device: "cpu", Context: n}).Perplexity(context.Background(), string(text), nil)
+		p, _, err := eval.Perplexity(context.Background(), loadModel(t, path, runtime.Options{Device: "cpu", Context: n}), string(text), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,12 @@
 package dtype
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
 
 // quantizers lists the types Quantize can produce. Each function fills
@@ -47,6 +51,51 @@ func Quantize(t Type, src []float32) ([]byte, error) {
 	}
 	dst := make([]byte, n)
 	q(src, dst)
+	return dst, nil
+}
+
+// QuantizeRows is Quantize of a matrix of rows of rowLen values (each a
+// whole number of t's blocks), in pieces of whole rows spread over the
+// cores, stopping when ctx is done: a tensor of the slow types (IQ4_XS's
+// scale search) takes seconds, and a tool's Ctrl-C or SIGTERM must not
+// wait for it. Every block is encoded alone, so the bytes are Quantize's.
+func QuantizeRows(ctx context.Context, t Type, src []float32, rowLen int) ([]byte, error) {
+	q, ok := quantizers[t]
+	if !ok {
+		return nil, fmt.Errorf("dtype: quantize: unsupported tensor type %v", t)
+	}
+	if rowLen <= 0 || len(src)%rowLen != 0 {
+		return nil, fmt.Errorf("dtype: quantize: %d values are not rows of %d", len(src), rowLen)
+	}
+	rowBytes, err := Bytes(t, int64(rowLen))
+	if err != nil {
+		return nil, err
+	}
+	rows := len(src) / rowLen
+	dst := make([]byte, int64(rows)*rowBytes)
+	// Pieces of about 64K values: small enough to stop within
+	// milliseconds, large enough that handing them out costs nothing.
+	per := max(1, (1<<16)/rowLen)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (rows+per-1)/per) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				r0 := int(next.Add(int64(per))) - per
+				if r0 >= rows {
+					return
+				}
+				r1 := min(rows, r0+per)
+				q(src[r0*rowLen:r1*rowLen], dst[int64(r0)*rowBytes:int64(r1)*rowBytes])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return dst, nil
 }
 

@@ -1,6 +1,9 @@
 package dtype
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -268,5 +271,46 @@ func BenchmarkQuantize(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantizeRows: a matrix quantized in pieces of rows over the cores
+// is Quantize's bytes, for every type (rows of one block, of many, an odd
+// count of rows); a done context stops it with its error; rows that are
+// not whole blocks, or values that are not whole rows, are refused.
+func TestQuantizeRows(t *testing.T) {
+	for typ := range quantizers {
+		t.Run(typ.String(), func(t *testing.T) {
+			block := typ.BlockSize()
+			for _, shape := range [][2]int{{1, 1}, {3, 1}, {257, 2}, {1031, 1}, {90, 9}} {
+				rows, cols := shape[0], shape[1]*block
+				if typ == F32 || typ == F16 || typ == BF16 {
+					cols = shape[1] * 7
+				}
+				x := gaussian(rows*cols, uint64(rows))
+				want, err := Quantize(typ, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := QuantizeRows(context.Background(), typ, x, cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d×%d: QuantizeRows differs from Quantize", rows, cols)
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := QuantizeRows(ctx, IQ4_XS, gaussian(4096*256, 1), 256); !errors.Is(err, context.Canceled) {
+		t.Errorf("a done context: %v, want context.Canceled", err)
+	}
+	if _, err := QuantizeRows(context.Background(), Q4_0, gaussian(96, 1), 48); err == nil {
+		t.Error("rows of 48 values took Q4_0 blocks of 32")
+	}
+	if _, err := QuantizeRows(context.Background(), Q4_0, gaussian(96, 1), 64); err == nil {
+		t.Error("96 values took rows of 64")
 	}
 }

@@ -1,10 +1,13 @@
 package synth
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -129,4 +132,52 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)},
 	}
 	return gguf.Write(w, kv, tensors)
+}
+
+// WriteVisionFiles writes a random language model of synth shape base
+// (Lookup) and a projector of shape projector (ProjectorShape) fitted to
+// its width, both with weights of type t and the given seed, as
+// base.gguf and base.mmproj.gguf in dir: the pair that `tessera synth
+// --shape BASE` and `tessera synth --mmproj TYPE --base BASE` write, for
+// tests of every home that takes images.
+func WriteVisionFiles(dir, base, projector string, t dtype.Type, seed uint64) (model, mmproj string, err error) {
+	s, err := Lookup(base)
+	if err != nil {
+		return "", "", err
+	}
+	c, err := ProjectorShape(projector, s.Config.Dim)
+	if err != nil {
+		return "", "", err
+	}
+	model, mmproj = filepath.Join(dir, base+".gguf"), filepath.Join(dir, base+".mmproj.gguf")
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{
+		{model, func(w io.Writer) error { return Write(w, s, t, seed) }},
+		{mmproj, func(w io.Writer) error { return WriteProjector(w, c, t, seed) }},
+	} {
+		if err := writeFile(f.path, f.write); err != nil {
+			return "", "", err
+		}
+	}
+	return model, mmproj, nil
+}
+
+// writeFile writes path through a buffer.
+func writeFile(path string, write func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	if err := write(w); err != nil {
+		out.Close()
+		return fmt.Errorf("synth: writing %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		out.Close()
+		return fmt.Errorf("synth: writing %s: %w", path, err)
+	}
+	return out.Close()
 }

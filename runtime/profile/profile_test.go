@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/eval"
 	"github.com/tessera-llm/tessera/runtime/profile"
 )
 
@@ -28,7 +29,7 @@ func profileDecode(t *testing.T, path string) (profile.Report, models.Config) {
 	}
 	defer e.Close()
 	pb.On = true
-	if _, err := runtime.Bench(context.Background(), e, runtime.BenchOptions{PromptTokens: 4, GenTokens: 4}); err != nil {
+	if _, err := eval.Bench(context.Background(), e, eval.BenchOptions{PromptTokens: 4, GenTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pb.Err(); err != nil {

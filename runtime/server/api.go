@@ -2,112 +2,23 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
-// The request and response bodies of OpenAI's API, as far as Tessera
-// implements it. Unknown fields are ignored, as OpenAI ignores them;
-// a known field of the wrong type is an error. Optional numbers are
-// pointers so that an absent field takes OpenAI's default rather than 0.
+// The response bodies of OpenAI's API, as far as Tessera implements it;
+// the requests are wire's (ChatRequest, CompletionRequest), which every
+// home reads alike.
 
-// sampling holds the fields chat and completions requests share: the
-// model, streaming, and (chatapi.Sampling, which the browser's
-// JavaScript API reads too) how to sample.
-type sampling struct {
-	Model string `json:"model"`
-	chatapi.Sampling
-	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
-	User          string        `json:"user"`
-	LoRA          []loraRef     `json:"lora"` // llama-server's per-request adapters
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// chatRequest is POST /v1/chat/completions.
-type chatRequest struct {
-	sampling
-	Messages    []chatMessage   `json:"messages"`
-	Logprobs    bool            `json:"logprobs"`
-	TopLogprobs *int            `json:"top_logprobs"`
-	Tools       []tool          `json:"tools"`
-	ToolChoice  json.RawMessage `json:"tool_choice"`
-	// ParallelToolCalls lets a reply make several calls (default true).
-	ParallelToolCalls *bool `json:"parallel_tool_calls"`
-	// ChatTemplateKwargs are further variables of the chat template
-	// (vLLM's and llama-server's: {"enable_thinking": false} for Qwen3).
-	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
-	// ReasoningEffort is OpenAI's low, medium or high, which reaches the
-	// template as reasoning_effort (gpt-oss's).
-	ReasoningEffort string `json:"reasoning_effort"`
-	// Transcript asks for each choice's transcript (Tessera's).
-	Transcript bool `json:"transcript"`
-}
-
-// The Chat Completions request's messages and tools are chatapi's, which
-// the browser's JavaScript API reads too.
 type (
-	chatMessage = chatapi.Message
-	textContent = chatapi.Content
-	tool        = chatapi.Tool
-	toolCall    = chatapi.ToolCall
+	chatRequest       = wire.ChatRequest
+	completionRequest = wire.CompletionRequest
+	chatMessage       = wire.Message
+	textContent       = wire.Content
+	tool              = wire.Tool
+	toolCall          = wire.ToolCall
 )
-
-// completionRequest is POST /v1/completions.
-type completionRequest struct {
-	sampling
-	Prompt   prompts `json:"prompt"`
-	Echo     bool    `json:"echo"`
-	Logprobs *int    `json:"logprobs"`
-	Suffix   *string `json:"suffix"`
-	// Transcript asks for each choice's transcript (Tessera's).
-	Transcript bool `json:"transcript"`
-}
-
-// textContent is a message's "content": a string, or an array of content
-// parts of which Tessera takes the text ones.
-// prompts is a completion's "prompt": a string, an array of strings, an
-// array of token ids, or an array of arrays of token ids.
-type prompts struct {
-	Texts []string
-	IDs   [][]int32
-}
-
-func (p *prompts) UnmarshalJSON(b []byte) error {
-	*p = prompts{}
-	if isNull(b) {
-		return nil
-	}
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		p.Texts = []string{one}
-		return nil
-	}
-	var texts []string
-	if json.Unmarshal(b, &texts) == nil && len(texts) > 0 {
-		p.Texts = texts
-		return nil
-	}
-	var ids []int32
-	if json.Unmarshal(b, &ids) == nil && len(ids) > 0 {
-		p.IDs = [][]int32{ids}
-		return nil
-	}
-	var batch [][]int32
-	if json.Unmarshal(b, &batch) == nil && len(batch) > 0 {
-		p.IDs = batch
-		return nil
-	}
-	return errors.New("prompt must be a string, an array of strings, an array of token ids or an array of arrays of token ids, and not empty")
-}
-
-func (p prompts) len() int { return len(p.Texts) + len(p.IDs) }
 
 func isNull(b []byte) bool { return len(b) == 0 || string(bytes.TrimSpace(b)) == "null" }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // chat is POST /v1/chat/completions: the messages go through the model's
@@ -22,31 +21,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, n, err := body.request(m.eng.Model().Config.Context, 1)
+	req, n, err := body.Request(m.eng.Model().Config.Context, s.opts.ImageLimits)
 	if err != nil {
 		return err
 	}
 	if req.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
 		return err
 	}
-	if req.Messages, err = chatapi.ChatMessages(body.Messages); err != nil {
-		return err
-	}
-	if req.Images, err = chatapi.Images(body.Messages, s.opts.ImageLimits); err != nil {
-		return err
-	}
-	if req.TemplateVars, err = chatapi.TemplateVars(body.ChatTemplateKwargs, body.ReasoningEffort); err != nil {
-		return err
-	}
-	conv, err := newConversation(r.Context(), m, req, body.Tools, body.ToolChoice, body.ParallelToolCalls == nil || *body.ParallelToolCalls)
+	conv, err := newConversation(r.Context(), m, req, body.Tools, body.ToolChoice, body.Parallel())
 	if err != nil {
 		return err
 	}
 	req = conv.req
-	if req.TopLogprobs, err = chatapi.ChatLogprobs(body.Logprobs, body.TopLogprobs); err != nil {
-		return err
-	}
-	req.Logprobs = body.Logprobs
 	var trs []*runtime.Transcript
 	if body.Transcript {
 		if req, trs, err = withTranscripts(r.Context(), m, req, n); err != nil {

@@ -164,14 +164,21 @@ func usageOf(ctx context.Context, cs []*choice, n int) *usage {
 
 // lastTokens is the last prompt token of each request, for the bytes of
 // the first token's alternatives; only computed when logprobs are asked.
+// A request whose prompt is tokenized already (a chat, prepared by
+// newConversation) is read, not tokenized again.
 func lastTokens(eng *runtime.Engine, reqs []runtime.Request, logprobs bool) []int {
 	out := make([]int, len(reqs))
 	for i, r := range reqs {
 		out[i] = -1
-		if logprobs {
-			if ids, err := eng.PromptTokens(r); err == nil {
-				out[i] = int(ids[len(ids)-1])
-			}
+		if !logprobs {
+			continue
+		}
+		ids := r.Tokens
+		if ids == nil {
+			ids, _ = eng.PromptTokens(r)
+		}
+		if len(ids) > 0 {
+			out[i] = int(ids[len(ids)-1])
 		}
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
 
 // complete is POST /v1/completions: each prompt (text or token ids) is
@@ -20,37 +19,23 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	base, n, err := body.request(16, 0) // OpenAI's default of 16 tokens
+	reqs, n, err := body.Requests(16) // OpenAI's default of 16 tokens
 	if err != nil {
 		return err
 	}
-	if base.Adapters, err = m.requestAdapters(body.LoRA); err != nil {
-		return err
-	}
-	switch {
-	case body.Prompt.len() == 0:
-		return badRequest("prompt", "prompt is required")
-	case body.Prompt.len()*n > runtime.MaxSamples:
-		return badRequest("prompt", "%d prompts with n=%d make %d sequences; at most %d", body.Prompt.len(), n, body.Prompt.len()*n, runtime.MaxSamples)
-	case body.Suffix != nil && *body.Suffix != "":
-		return badRequest("suffix", "suffix (fill in the middle) is not supported")
-	}
-	logprobs, top, err := chatapi.CompletionLogprobs(body.Logprobs)
+	adapters, err := m.requestAdapters(body.LoRA)
 	if err != nil {
 		return err
 	}
-	base.Logprobs, base.TopLogprobs = logprobs, top
-	var reqs []runtime.Request
-	for _, t := range body.Prompt.Texts {
-		req := base
-		req.Prompt = t
-		reqs = append(reqs, req)
+	texts := make([]*string, len(reqs)) // each text prompt's own text, for echo
+	for i := range reqs {
+		reqs[i].Adapters = adapters
+		if reqs[i].Tokens == nil {
+			t := reqs[i].Prompt
+			texts[i] = &t
+		}
 	}
-	for _, ids := range body.Prompt.IDs {
-		req := base
-		req.Tokens = ids
-		reqs = append(reqs, req)
-	}
+	base, logprobs := reqs[0], reqs[0].Logprobs
 	var trs [][]*runtime.Transcript // per prompt, per sample
 	if body.Transcript && base.MaxTokens > 0 {
 		trs = make([][]*runtime.Transcript, len(reqs))
@@ -58,13 +43,29 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 			if reqs[p], trs[p], err = withTranscripts(r.Context(), m, reqs[p], n); err != nil {
 				return err
 			}
+			texts[p] = nil // echo writes what the transcript wrote down
+		}
+	}
+	// A text prompt is tokenized once, here, for echo, the first token's
+	// logprobs and the engine alike (a prompt that nothing generates from
+	// or echoes is not tokenized at all).
+	if base.MaxTokens > 0 || body.Echo {
+		for p := range reqs {
+			if reqs[p].Tokens != nil {
+				continue
+			}
+			ids, err := m.eng.PromptTokensContext(r.Context(), reqs[p])
+			if err != nil {
+				return err
+			}
+			reqs[p].Tokens, reqs[p].Prompt = ids, ""
 		}
 	}
 	// Echo needs the prompt's text (and with logprobs, its scores) first.
 	echoes := make([]echoed, len(reqs))
 	if body.Echo {
 		for i, req := range reqs {
-			if echoes[i], err = s.echo(r.Context(), m, req, logprobs); err != nil {
+			if echoes[i], err = s.echo(r.Context(), m, req, texts[i], logprobs); err != nil {
 				return err
 			}
 		}
@@ -180,17 +181,19 @@ type echoed struct {
 	first  bool // lps[0] is the first token, without a logprob
 }
 
-// echo computes what echo adds for req: the prompt's text and, with
-// logprobs, how likely the model finds each of its tokens (Score).
-func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, logprobs bool) (echoed, error) {
+// echo computes what echo adds for req, whose prompt is tokenized: the
+// prompt's text (text, where the request gave one; else its tokens'
+// text) and, with logprobs, how likely the model finds each of its tokens
+// (Score).
+func (s *Server) echo(ctx context.Context, m *model, req runtime.Request, text *string, logprobs bool) (echoed, error) {
 	ids, err := m.eng.PromptTokensContext(ctx, req)
 	if err != nil {
 		return echoed{}, err
 	}
 	tok := m.eng.Tokenizer()
 	e := echoed{tokens: len(ids)}
-	if req.Tokens == nil {
-		e.text = req.Prompt
+	if text != nil {
+		e.text = *text
 	} else {
 		ints := make([]int, len(ids))
 		for i, id := range ids {

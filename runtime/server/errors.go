@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // httpError is an error with the HTTP status and OpenAI error type it is
@@ -56,7 +56,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // 500, logged.
 func (s *Server) answer(ctx context.Context, err error) *httpError {
 	var he *httpError
-	var pe *chatapi.ParamError
+	var pe *wire.ParamError
 	switch {
 	case errors.As(err, &he):
 		return he

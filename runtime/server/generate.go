@@ -7,19 +7,7 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
 )
-
-// request turns the shared sampling fields into an engine request and
-// the number of samples, checking every value (chatapi.Sampling.Request).
-// defMax is max_tokens when the request gives none.
-func (sp *sampling) request(defMax int, minMax int) (runtime.Request, int, error) {
-	req, n, err := sp.Sampling.Request(defMax, minMax)
-	if pe, ok := chatapi.AsParam(err); ok {
-		return req, n, badRequest(pe.Param, "%s", pe.Msg)
-	}
-	return req, n, err
-}
 
 // event is what one choice's generation made since the handler last
 // looked: the tokens queued meanwhile (one, when the writer keeps up), or

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // Loading and unloading LoRA adapters at run time, in vLLM's shape
@@ -153,22 +153,10 @@ func writeText(w http.ResponseWriter, text string) {
 	fmt.Fprintln(w, text)
 }
 
-// loraRef is an entry of a request's "lora" list, llama-server's
-// per-request adapters: a loaded adapter of the model by name, or by id
-// (llama-server's: its place among the model's adapters as /v1/models
-// lists them), and its scale (default 1; 0 leaves it out, as llama-server
-// does), which multiplies the scale the adapter was loaded with (1 unless
-// tessera serve --lora FILE:SCALE said otherwise). Several apply together,
-// y = x·W + Σ s_j·(x·A_j)·B_j.
-type loraRef struct {
-	ID    *int     `json:"id"`
-	Name  string   `json:"name"`
-	Scale *float64 `json:"scale"`
-}
-
-// maxLoRAScale bounds a request's scale: past it, an adapter's term
-// swamps the weights' and the logits are noise or overflow.
-const maxLoRAScale = 1000
+// loraRef is an entry of a request's "lora" list (wire.LoRARef): a
+// loaded adapter of the model by name or by id, and its scale. Several
+// apply together, y = x·W + Σ s_j·(x·A_j)·B_j.
+type loraRef = wire.LoRARef
 
 // requestAdapters is what a request of this model with the lora list
 // runs with: the list on a base model, else the adapter of a BASE:ADAPTER
@@ -186,8 +174,7 @@ func (m *model) requestAdapters(list []loraRef) ([]runtime.AdapterRef, error) {
 			loaded = append(loaded, a.Name)
 		}
 	}
-	var refs []runtime.AdapterRef
-	seen := map[string]bool{}
+	named := make([]wire.Adapter, len(list))
 	for i, l := range list {
 		name := l.Name
 		switch {
@@ -205,20 +192,11 @@ func (m *model) requestAdapters(list []loraRef) ([]runtime.AdapterRef, error) {
 			return nil, &httpError{status: http.StatusNotFound, kind: "invalid_request_error", code: &code, param: &param,
 				msg: fmt.Sprintf("lora[%d]: the LoRA adapter %q is not loaded on %s", i, name, m.name)}
 		}
-		if seen[name] {
-			return nil, badRequest("lora", "lora[%d]: the adapter %q is listed twice", i, name)
-		}
-		seen[name] = true
-		scale := 1.0
+		named[i] = wire.Adapter{Name: name, Scale: 1}
 		if l.Scale != nil {
-			scale = *l.Scale
-		}
-		if !(math.Abs(scale) <= maxLoRAScale) { // NaN too
-			return nil, badRequest("lora", "lora[%d]: scale %v is outside [-%d, %d]", i, scale, maxLoRAScale, maxLoRAScale)
-		}
-		if scale != 0 {
-			refs = append(refs, runtime.AdapterRef{Name: name, Scale: float32(scale)})
+			named[i].Scale = *l.Scale
 		}
 	}
-	return refs, nil
+	// Named, listed once, scaled within bounds: as every home checks.
+	return wire.Adapters("lora", named)
 }

@@ -2,16 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 
-	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
-	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // Anthropic's Messages API: POST /v1/messages and
@@ -33,136 +29,13 @@ func anthropicPath(path string) bool {
 	return path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
 }
 
-// maxStopSequences bounds stop_sequences: each is matched against every
-// token's text.
-const maxStopSequences = 16
-
-// anthropicRequest is the body of POST /v1/messages (and of count_tokens,
-// which has no max_tokens nor sampling). Unknown fields are ignored.
-type anthropicRequest struct {
-	Model         string               `json:"model"`
-	MaxTokens     *int                 `json:"max_tokens"`
-	System        anthropicBlocks      `json:"system"`
-	Messages      []anthropicTurn      `json:"messages"`
-	Tools         []anthropicTool      `json:"tools"`
-	ToolChoice    *anthropicToolChoice `json:"tool_choice"`
-	StopSequences []string             `json:"stop_sequences"`
-	Temperature   *float64             `json:"temperature"`
-	TopP          *float64             `json:"top_p"`
-	TopK          *int                 `json:"top_k"`
-	Stream        bool                 `json:"stream"`
-	Metadata      struct {
-		UserID string `json:"user_id"`
-	} `json:"metadata"`
-	Thinking     *anthropicThinking `json:"thinking"`
-	OutputConfig struct {
-		Effort string `json:"effort"`
-		Format *struct {
-			Type   string          `json:"type"`
-			Schema json.RawMessage `json:"schema"`
-		} `json:"format"`
-	} `json:"output_config"`
-}
-
-// anthropicTurn is one of messages: a user's or the assistant's turn.
-type anthropicTurn struct {
-	Role    string          `json:"role"`
-	Content anthropicBlocks `json:"content"`
-}
-
-// anthropicBlocks is a content field: a string (one text block) or an
-// array of content blocks.
-type anthropicBlocks []anthropicBlock
-
-func (bs *anthropicBlocks) UnmarshalJSON(b []byte) error {
-	switch {
-	case isNull(b):
-		*bs = nil
-		return nil
-	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*bs = anthropicBlocks{{Type: "text", Text: &s}}
-		return nil
-	case b[0] != '[':
-		return badRequest("messages", "content must be a string or an array of content blocks")
-	}
-	var many []anthropicBlock
-	if err := json.Unmarshal(b, &many); err != nil {
-		return err
-	}
-	*bs = many
-	return nil
-}
-
-// anthropicBlock is a content block of a request, of any type; which
-// fields count depends on the type.
-type anthropicBlock struct {
-	Type     string  `json:"type"`
-	Text     *string `json:"text"`     // text
-	Thinking *string `json:"thinking"` // thinking
-	// tool_use
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
-	// tool_result
-	ToolUseID string          `json:"tool_use_id"`
-	Content   anthropicBlocks `json:"content"`
-	IsError   bool            `json:"is_error"`
-	// image
-	Source *struct {
-		Type      string `json:"type"` // base64 or url
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-	} `json:"source"`
-}
-
-// imageURL is an image block's source as a data URL (a url source is
-// passed on for DecodeImageURL to refuse: the server fetches nothing).
-func (b anthropicBlock) imageURL(i int) (string, error) {
-	switch {
-	case b.Source == nil:
-		return "", badRequest("messages", `messages[%d]: an "image" block needs its source`, i)
-	case b.Source.Type == "base64":
-		return "data:" + b.Source.MediaType + ";base64," + b.Source.Data, nil
-	case b.Source.Type == "url":
-		return b.Source.URL, nil
-	}
-	return "", badRequest("messages", "messages[%d]: an image source of type %q; sources are base64 or url", i, b.Source.Type)
-}
-
-type anthropicTool struct {
-	Type        string          `json:"type"` // "custom" or none; others are Anthropic's server tools
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type anthropicToolChoice struct {
-	Type                   string `json:"type"` // auto, any, tool or none
-	Name                   string `json:"name"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
-}
-
-type anthropicThinking struct {
-	Type         string `json:"type"` // enabled, disabled or adaptive
-	BudgetTokens *int   `json:"budget_tokens"`
-}
+// The request is wire's (wire.AnthropicRequest), read as every home
+// reads requests.
+type anthropicRequest = wire.AnthropicRequest
 
 // messages is POST /v1/messages.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
-	var body anthropicRequest
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	m, err := s.model(body.Model, r.URL.Path)
-	if err != nil {
-		return err
-	}
-	conv, err := body.conversation(r.Context(), m, true, s.opts.ImageLimits)
+	body, m, conv, err := s.readAnthropic(r, true)
 	if err != nil {
 		return err
 	}
@@ -202,15 +75,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens the
 // same request would run, rendered and tokenized as it would be.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
-	var body anthropicRequest
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	m, err := s.model(body.Model, r.URL.Path)
-	if err != nil {
-		return err
-	}
-	conv, err := body.conversation(r.Context(), m, false, s.opts.ImageLimits)
+	_, _, conv, err := s.readAnthropic(r, false)
 	if err != nil {
 		return err
 	}
@@ -218,37 +83,55 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// conversation checks the request and makes it ready to run on m, from
+// readAnthropic reads a Messages request's body, its model, and its
+// conversation ready to run (with what a reply needs when generate).
+func (s *Server) readAnthropic(r *http.Request, generate bool) (*anthropicRequest, *model, *conversation, error) {
+	body := &anthropicRequest{}
+	if err := decode(r, body); err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := s.model(body.Model, r.URL.Path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conv, err := anthropicConversation(r.Context(), body, m, generate, s.opts.ImageLimits)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return body, m, conv, nil
+}
+
+// anthropicConversation checks the request and makes it ready to run on m, from
 // its prompt's tokens; generate adds what a reply needs (max_tokens,
 // sampling, stop sequences), which count_tokens has none of. Image blocks
 // are decoded within lim.
-func (body *anthropicRequest) conversation(ctx context.Context, m *model, generate bool, lim vision.Limits) (*conversation, error) {
+func anthropicConversation(ctx context.Context, body *anthropicRequest, m *model, generate bool, lim vision.Limits) (*conversation, error) {
 	var req runtime.Request
 	var err error
 	if generate {
-		if req, err = body.sampling(m.eng.Model().Config.Context); err != nil {
+		if req, err = body.Request(m.eng.Model().Config.Context); err != nil {
 			return nil, err
 		}
 		req.Adapters = m.adapters()
 	}
 	var images []string
-	if req.Messages, images, err = body.chatMessages(); err != nil {
+	if req.Messages, images, err = body.ChatMessages(); err != nil {
 		return nil, err
 	}
 	for i, u := range images {
-		img, err := chatapi.DecodeImageURL(u, lim)
+		img, err := wire.DecodeImageURL(u, lim)
 		if err != nil {
 			return nil, badRequest("messages", "image %d: %v", i, err)
 		}
 		req.Images = append(req.Images, img)
 	}
-	if req.TemplateVars, err = body.templateVars(m.eng.Chat()); err != nil {
+	if req.TemplateVars, err = body.TemplateVars(m.eng.Chat()); err != nil {
 		return nil, err
 	}
-	if req.Constraint, err = body.format(); err != nil {
+	if req.Constraint, err = body.Format(); err != nil {
 		return nil, err
 	}
-	tools, choice, parallel, err := body.tools()
+	tools, choice, parallel, err := body.ChatTools()
 	if err != nil {
 		return nil, err
 	}
@@ -275,331 +158,6 @@ func (c *conversation) promptTokens(ctx context.Context, m *model) ([]int32, err
 		c.req.Tokens, c.req.Messages, c.req.Tools = ids, nil, nil
 	}
 	return c.req.Tokens, nil
-}
-
-// sampling is the engine request of max_tokens, the sampling fields and
-// stop_sequences, checked as Anthropic checks them (temperature is
-// between 0 and 1).
-func (body *anthropicRequest) sampling(ctxLen int) (runtime.Request, error) {
-	if body.MaxTokens == nil {
-		return runtime.Request{}, badRequest("max_tokens", "max_tokens is required")
-	}
-	if t := body.Temperature; t != nil && !(*t >= 0 && *t <= 1) {
-		return runtime.Request{}, badRequest("temperature", "temperature must be between 0 and 1, not %g", *t)
-	}
-	sp := sampling{Model: body.Model, Sampling: chatapi.Sampling{MaxTokens: body.MaxTokens, Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK}}
-	req, _, err := sp.request(ctxLen, 1)
-	if err != nil {
-		return req, err
-	}
-	if len(body.StopSequences) > maxStopSequences {
-		return req, badRequest("stop_sequences", "stop_sequences takes at most %d strings, not %d", maxStopSequences, len(body.StopSequences))
-	}
-	for i, stop := range body.StopSequences {
-		if stop == "" {
-			return req, badRequest("stop_sequences", "stop_sequences[%d] is empty", i)
-		}
-		req.Stop = append(req.Stop, stop)
-	}
-	return req, nil
-}
-
-// chatMessages are the system prompt and the turns as the chat template
-// takes them. Consecutive turns of one role are one turn, as Anthropic
-// combines them. A user turn's tool_result blocks become tool messages
-// (before its text, which must follow them, as Anthropic requires); an
-// assistant turn's thinking becomes its reasoning and its tool_use blocks
-// its tool calls. The last turn must be the user's: a prefilled
-// assistant turn would need the template to leave it open. A user turn's
-// image blocks are runtime.ImageMarker in its text, their sources (as data
-// URLs) in images, in order.
-func (body *anthropicRequest) chatMessages() (out []chat.Message, images []string, err error) {
-	sys, err := textOf(body.System, "system")
-	if err != nil {
-		return nil, nil, err
-	}
-	if sys != "" {
-		out = append(out, chat.Message{Role: "system", Content: sys})
-	}
-	turns := body.Messages
-	if len(turns) == 0 {
-		return nil, nil, badRequest("messages", "messages must hold at least one message")
-	}
-	for i := 0; i < len(turns); {
-		role := turns[i].Role
-		var blocks anthropicBlocks
-		j := i
-		for ; j < len(turns) && turns[j].Role == role; j++ {
-			blocks = append(blocks, turns[j].Content...)
-		}
-		if len(blocks) == 0 {
-			return nil, nil, badRequest("messages", "messages[%d] has no content", i)
-		}
-		var msgs []chat.Message
-		var err error
-		switch role {
-		case "user":
-			msgs, err = userTurn(i, blocks, &images)
-		case "assistant":
-			if j == len(turns) {
-				return nil, nil, badRequest("messages", "the last message is the assistant's: continuing a prefilled reply is not supported; end with a user message")
-			}
-			msgs, err = assistantTurn(i, blocks)
-		default:
-			return nil, nil, badRequest("messages", "messages[%d] has role %q; roles are user and assistant (the system prompt is the system field)", i, role)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, msgs...)
-		i = j
-	}
-	return out, images, nil
-}
-
-// userTurn is the messages of a user's turn, which starts at messages[i]:
-// its tool results, then its text. A result marked is_error says so, as
-// a template has no other way to. Image blocks join the text as
-// runtime.ImageMarker, their sources appended to images.
-func userTurn(i int, blocks anthropicBlocks, images *[]string) ([]chat.Message, error) {
-	var out []chat.Message
-	var text []string
-	for _, b := range blocks {
-		switch b.Type {
-		case "image":
-			u, err := b.imageURL(i)
-			if err != nil {
-				return nil, err
-			}
-			text = append(text, runtime.ImageMarker)
-			*images = append(*images, u)
-		case "text":
-			if b.Text == nil {
-				return nil, badRequest("messages", `messages[%d]: a "text" block needs its text`, i)
-			}
-			text = append(text, *b.Text)
-		case "tool_result":
-			if len(text) > 0 {
-				return nil, badRequest("messages", "messages[%d]: tool_result blocks must come before any text in a user turn", i)
-			}
-			if b.ToolUseID == "" {
-				return nil, badRequest("messages", "messages[%d]: a tool_result block needs the tool_use_id of the call it answers", i)
-			}
-			result, err := textOf(b.Content, "messages")
-			if err != nil {
-				return nil, err
-			}
-			if b.IsError {
-				result = "Error: " + result
-			}
-			out = append(out, chat.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
-		case "thinking", "redacted_thinking", "tool_use":
-			return nil, badRequest("messages", "messages[%d]: %s blocks belong in assistant turns", i, b.Type)
-		default:
-			return nil, unsupportedBlock("messages", b.Type)
-		}
-	}
-	if len(text) > 0 {
-		out = append(out, chat.Message{Role: "user", Content: strings.Join(text, "\n")})
-	}
-	return out, nil
-}
-
-// assistantTurn is the message of an assistant's turn, which starts at
-// messages[i]. Redacted thinking is Anthropic's models' own encrypted
-// reasoning, which no other model can read: it is left out.
-func assistantTurn(i int, blocks anthropicBlocks) ([]chat.Message, error) {
-	msg := chat.Message{Role: "assistant"}
-	var text, thinking []string
-	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			if b.Text == nil {
-				return nil, badRequest("messages", `messages[%d]: a "text" block needs its text`, i)
-			}
-			text = append(text, *b.Text)
-		case "thinking":
-			if b.Thinking == nil {
-				return nil, badRequest("messages", `messages[%d]: a "thinking" block needs its thinking`, i)
-			}
-			thinking = append(thinking, *b.Thinking)
-		case "redacted_thinking":
-		case "tool_use":
-			if b.ID == "" || !toolName.MatchString(b.Name) {
-				return nil, badRequest("messages", "messages[%d]: a tool_use block needs an id and the name of a tool", i)
-			}
-			var args map[string]any
-			if len(b.Input) > 0 && !isNull(b.Input) {
-				if err := json.Unmarshal(b.Input, &args); err != nil {
-					return nil, badRequest("messages", "messages[%d]: the input of tool_use %q must be a JSON object", i, b.ID)
-				}
-			}
-			msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
-		case "tool_result":
-			return nil, badRequest("messages", "messages[%d]: tool_result blocks belong in user turns", i)
-		default:
-			return nil, unsupportedBlock("messages", b.Type)
-		}
-	}
-	msg.Content, msg.Reasoning = strings.Join(text, "\n"), strings.Join(thinking, "\n")
-	return []chat.Message{msg}, nil
-}
-
-// textOf is the text of content that may hold text blocks only (the
-// system prompt, a tool's result), one block a line.
-func textOf(blocks anthropicBlocks, param string) (string, error) {
-	var text []string
-	for _, b := range blocks {
-		if b.Type != "text" {
-			return "", unsupportedBlock(param, b.Type)
-		}
-		if b.Text == nil {
-			return "", badRequest(param, `a "text" block needs its text`)
-		}
-		text = append(text, *b.Text)
-	}
-	return strings.Join(text, "\n"), nil
-}
-
-func unsupportedBlock(param, kind string) error {
-	switch kind {
-	case "image":
-		return badRequest(param, "image blocks go in user turns' content")
-	case "document", "search_result":
-		return badRequest(param, "content blocks of type %q are not supported: this server's models take text and images", kind)
-	case "":
-		return badRequest(param, "a content block needs a type")
-	}
-	return badRequest(param, "content blocks of type %q are not supported here", kind)
-}
-
-// tools are the request's tools and tool_choice in Chat Completions'
-// terms, for toolSetup: any is required, tool names a function, and
-// disable_parallel_tool_use turns parallel calls off.
-func (body *anthropicRequest) tools() (tools []tool, choice json.RawMessage, parallel bool, err error) {
-	for i, t := range body.Tools {
-		if t.Type != "" && t.Type != "custom" {
-			return nil, nil, false, badRequest("tools", "tools[%d] is of type %q, one of Anthropic's server tools, which this server does not run; give custom tools: {name, description, input_schema}", i, t.Type)
-		}
-		if !toolName.MatchString(t.Name) {
-			return nil, nil, false, badRequest("tools", "tools[%d]: a tool's name must be 1 to 64 letters, digits, _ and -", i)
-		}
-		var schema struct {
-			Type string `json:"type"`
-		}
-		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil || schema.Type != "object" {
-			return nil, nil, false, badRequest("tools", `tools[%d]: input_schema must be a JSON Schema of {"type": "object"}`, i)
-		}
-		var f tool
-		f.Type, f.Function.Name, f.Function.Description, f.Function.Parameters = "function", t.Name, t.Description, t.InputSchema
-		tools = append(tools, f)
-	}
-	parallel = true
-	tc := body.ToolChoice
-	if tc == nil {
-		return tools, nil, parallel, nil
-	}
-	parallel = !tc.DisableParallelToolUse
-	switch tc.Type {
-	case "auto":
-		choice = json.RawMessage(`"auto"`)
-	case "any":
-		choice = json.RawMessage(`"required"`)
-	case "none":
-		choice = json.RawMessage(`"none"`)
-	case "tool":
-		if tc.Name == "" {
-			return nil, nil, false, badRequest("tool_choice", `tool_choice of type "tool" needs the tool's name`)
-		}
-		choice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
-	default:
-		return nil, nil, false, badRequest("tool_choice", `tool_choice type %q is not one of "auto", "any", "tool" and "none"`, tc.Type)
-	}
-	if tc.Type != "none" && len(tools) == 0 {
-		return nil, nil, false, badRequest("tool_choice", "tool_choice %q needs tools", tc.Type)
-	}
-	if (tc.Type == "any" || tc.Type == "tool") && body.Thinking != nil && body.Thinking.Type != "disabled" {
-		// As Anthropic: a reply that must start with a call has no room
-		// for reasoning.
-		return nil, nil, false, badRequest("tool_choice", "thinking cannot be combined with tool_choice %q, which makes the reply a call from its first token", tc.Type)
-	}
-	return tools, choice, parallel, nil
-}
-
-// thinkingVars are the template variables that turn a model's reasoning
-// on and off: Qwen3's (and GLM's) enable_thinking, DeepSeek V3.1's
-// thinking. A template gets those it names.
-var thinkingVars = []struct {
-	name string
-	re   *regexp.Regexp
-}{
-	{"enable_thinking", regexp.MustCompile(`\benable_thinking\b`)},
-	{"thinking", regexp.MustCompile(`(^|[^.\w'"])thinking\s+is\s+defined`)},
-}
-
-// templateVars maps thinking and output_config.effort onto the template:
-// thinking enabled (or adaptive) turns reasoning on where the template
-// has a switch, disabled turns it off, absent leaves the template's
-// default. budget_tokens is checked as Anthropic checks it but is not a
-// cut-off: stopping a model's reasoning at a count would take writing the
-// template's closing marker for it; max_tokens bounds reasoning and text
-// together, as it does Anthropic's. effort reaches the template as
-// reasoning_effort (gpt-oss's), xhigh and max as high.
-func (body *anthropicRequest) templateVars(r chat.Renderer) (map[string]any, error) {
-	vars := map[string]any{}
-	if th := body.Thinking; th != nil {
-		on := true
-		switch th.Type {
-		case "enabled":
-			b := th.BudgetTokens
-			switch {
-			case b == nil:
-				return nil, badRequest("thinking", "thinking of type enabled needs budget_tokens")
-			case *b < 1024:
-				return nil, badRequest("thinking", "thinking.budget_tokens must be at least 1024, not %d", *b)
-			case body.MaxTokens != nil && *b >= *body.MaxTokens:
-				return nil, badRequest("thinking", "thinking.budget_tokens (%d) must be less than max_tokens (%d)", *b, *body.MaxTokens)
-			}
-		case "adaptive":
-		case "disabled":
-			on = false
-		default:
-			return nil, badRequest("thinking", `thinking type %q is not one of "enabled", "adaptive" and "disabled"`, th.Type)
-		}
-		if t, ok := r.(*chat.Template); ok {
-			for _, v := range thinkingVars {
-				if v.re.MatchString(t.Source()) {
-					vars[v.name] = on
-				}
-			}
-		}
-	}
-	effort := body.OutputConfig.Effort
-	switch effort {
-	case "", "low", "medium", "high":
-	case "xhigh", "max":
-		effort = "high"
-	default:
-		return nil, badRequest("output_config", "output_config.effort %q is not one of low, medium, high, xhigh and max", effort)
-	}
-	return chatapi.TemplateVars(vars, effort)
-}
-
-// format is the grammar of output_config.format, Anthropic's structured
-// output: a reply that is JSON of the schema.
-func (body *anthropicRequest) format() (*grammar.Grammar, error) {
-	f := body.OutputConfig.Format
-	if f == nil {
-		return nil, nil
-	}
-	if f.Type != "json_schema" || len(f.Schema) == 0 || isNull(f.Schema) {
-		return nil, badRequest("output_config", `output_config.format must be {"type": "json_schema", "schema": {...}}`)
-	}
-	g, err := grammar.JSONSchema(f.Schema, grammar.SchemaOptions{})
-	if err != nil {
-		return nil, badRequest("output_config", "output_config.format.schema: %v", err)
-	}
-	return g, nil
 }
 
 // stopReason is Anthropic's name for how a reply ended, and the stop

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // A chat reply is read as it is generated (chat.ReplyParser): reasoning,
@@ -32,14 +32,14 @@ type replyPlan struct {
 }
 
 // newConversation completes req, whose Messages are set, for a reply read
-// in m's format: the tools and tool_choice (chatapi.Tools), and
+// in m's format: the tools and tool_choice (wire.Tools), and
 // (runtime.Engine.PrepareChat) the prompt's tokens when the reply's
 // reading depends on how the prompt ends (a prefilled call marker,
 // reasoning the template opened) and the grammar of required calls. A
 // request that already has a constraint cannot also require calls.
 func newConversation(ctx context.Context, m *model, req runtime.Request, tools []tool, choice json.RawMessage, parallel bool) (*conversation, error) {
 	f := m.eng.ReplyFormat()
-	defs, ct, err := chatapi.Tools(tools, choice, parallel, f)
+	defs, ct, err := wire.Tools(tools, choice, parallel, f)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	if err := body.check(); err != nil {
+	if err := body.Check(); err != nil {
 		return err
 	}
 	m, conv, items, err := s.responseConversation(r.Context(), r.URL.Path, &body)
@@ -139,7 +139,7 @@ type responseRun struct {
 func newResponseRun(b *responsesRequest, m *model, rp replyPlan, items []inputItem) *responseRun {
 	id := "resp_" + newID()
 	head := responseObject{ID: id, Object: "response", CreatedAt: time.Now().Unix(), Model: m.name,
-		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, ParallelToolCalls: b.parallel(),
+		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, ParallelToolCalls: b.Parallel(),
 		Store: b.Store == nil || *b.Store, Temperature: 1, TopP: 1, Truncation: "disabled",
 		Text: responseText{Format: &responseFormat{Type: "text"}}, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: b.Tools, Metadata: b.Metadata}

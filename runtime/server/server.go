@@ -33,7 +33,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // Options configure a Server. The zero value serves without a key, with
@@ -661,20 +661,16 @@ func (s *Server) admit(m *model, n int) error {
 }
 
 // decode reads a JSON body into v, telling a body too large (413) from
-// one that is not JSON or has a field of the wrong type (400).
+// one that is not JSON or has a field of the wrong type (400, worded as
+// every home words it: wire.JSONError).
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
 	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntax *json.SyntaxError
 	var he *httpError
-	var pe *chatapi.ParamError
 	switch {
 	case errors.As(err, &he): // a field's own check (UnmarshalJSON)
 		return he
-	case errors.As(err, &pe):
-		return badRequest(pe.Param, "%s", pe.Msg)
 	case err == nil:
 		if dec.More() {
 			return badRequest("", "the body holds more than one JSON value")
@@ -683,51 +679,11 @@ func decode(r *http.Request, v any) error {
 	case errors.As(err, &tooBig):
 		return &httpError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request_error",
 			msg: fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit)}
-	case errors.As(err, &typeErr):
-		field := jsonField(typeErr.Field)
-		return badRequest(field, "%s must be %s, not a JSON %s", fieldName(field), typeName(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "the body is not valid JSON: %v", err)
 	}
-	return badRequest("", "the body is not a valid request: %v", err)
-}
-
-// jsonField is the JSON path of a field as encoding/json names it, less
-// the Go names of the structs the request types embed (sampling,
-// chatapi.Sampling, grammar.Fields), which are no part of the API:
-// "sampling.Sampling.n" is "n".
-func jsonField(f string) string {
-	parts := strings.Split(f, ".")
-	kept := parts[:0]
-	for _, p := range parts {
-		if p != "sampling" && p != "Sampling" && p != "Fields" {
-			kept = append(kept, p)
-		}
-	}
-	return strings.Join(kept, ".")
-}
-
-func fieldName(f string) string {
-	if f == "" {
-		return "the body"
-	}
-	return f
-}
-
-func typeName(t string) string {
-	switch {
-	case strings.Contains(t, "int"):
-		return "an integer"
-	case strings.Contains(t, "float"):
-		return "a number"
-	case t == "string":
-		return "a string"
-	case t == "bool":
-		return "a boolean"
-	case strings.HasPrefix(t, "[]"):
-		return "an array"
-	}
-	return "an object"
+	pe, _ := wire.AsParam(wire.JSONError(err))
+	return badRequest(pe.Param, "%s", pe.Msg)
 }
 
 // recorder remembers the status written, for logs and metrics, and lets

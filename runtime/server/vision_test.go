@@ -12,8 +12,6 @@ import (
 	"image/jpeg"
 	"image/png"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,31 +28,9 @@ import (
 // visionEngine loads a synthetic Gemma 3 with a tiny projector on the CPU.
 func visionEngine(t *testing.T) *runtime.Engine {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := synth.Lookup("tiny-gemma3")
+	base, mm, err := synth.WriteVisionFiles(t.TempDir(), "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
-	}
-	c, err := synth.ProjectorShape("tiny-gemma3", s.Config.Dim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, mm := filepath.Join(dir, "base.gguf"), filepath.Join(dir, "mmproj.gguf")
-	for _, f := range []struct {
-		path  string
-		write func(*os.File) error
-	}{
-		{base, func(f *os.File) error { return synth.Write(f, s, dtype.F32, 1) }},
-		{mm, func(f *os.File) error { return synth.WriteProjector(f, c, dtype.F32, 1) }},
-	} {
-		out, err := os.Create(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.write(out); err != nil {
-			t.Fatal(err)
-		}
-		out.Close()
 	}
 	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
 	if err != nil {

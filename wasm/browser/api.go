@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 var (
@@ -592,13 +593,13 @@ func compileConstraint(fields string) (*grammar.Grammar, error) {
 	if fields == "" {
 		return nil, nil
 	}
-	var f grammar.Fields
+	var f wire.Fields
 	if err := json.Unmarshal([]byte(fields), &f); err != nil {
 		return nil, fmt.Errorf("%w: structured output: %v", runtime.ErrBadRequest, err)
 	}
 	g, err := f.Compile()
-	if fe := (*grammar.FieldError)(nil); errors.As(err, &fe) {
-		return nil, fmt.Errorf("%w: %s: %s", runtime.ErrBadRequest, fe.Param, fe.Msg)
+	if pe, ok := wire.AsParam(err); ok {
+		return nil, fmt.Errorf("%w: %s: %s", runtime.ErrBadRequest, pe.Param, pe.Msg)
 	}
 	return g, err
 }

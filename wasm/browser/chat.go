@@ -5,15 +5,13 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"syscall/js"
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // A chat in the browser is the request of OpenAI's Chat Completions, as
@@ -24,22 +22,17 @@ import (
 // never a crash; the reply is read as it is generated (runtime's
 // ReplyReader) into reasoning, text and tool calls.
 
-// chatInput is a {messages} input of generate and tokenize.
-type chatInput struct {
-	Messages           []chatapi.Message `json:"messages"`
-	Tools              []chatapi.Tool    `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
-	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
-	ReasoningEffort    string            `json:"reasoning_effort"`
-}
+// chatInput is a {messages} input of generate and tokenize: the
+// conversation fields of a chat request (wire.Chat), as the server reads
+// them.
+type chatInput = wire.Chat
 
 func badRequest(param, format string, args ...any) error {
-	return &chatapi.ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+	return &wire.ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
 // readChat reads a {messages} input as JSON, and the messages and
-// template variables of the request it makes (chatapi, as the server).
+// template variables of the request it makes (wire, as the server).
 func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 	var req runtime.Request
 	s, err := jsCall(js.Global().Get("JSON"), "stringify", v)
@@ -47,33 +40,20 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 		return req, nil, badRequest("messages", "the request is not JSON: %v", err)
 	}
 	in := &chatInput{}
-	if err := json.Unmarshal([]byte(s.String()), in); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return req, nil, badRequest(te.Field, "%s cannot be a JSON %s", te.Field, te.Value)
-		}
-		if _, ok := chatapi.AsParam(err); ok {
-			return req, nil, err
-		}
-		return req, nil, badRequest("messages", "%v", err)
-	}
-	if req.Messages, err = chatapi.ChatMessages(in.Messages); err != nil {
+	if err := wire.Unmarshal([]byte(s.String()), in); err != nil {
 		return req, nil, err
 	}
-	if req.Images, err = chatapi.Images(in.Messages, vision.DefaultLimits); err != nil {
-		return req, nil, err
-	}
-	if req.TemplateVars, err = chatapi.TemplateVars(in.ChatTemplateKwargs, in.ReasoningEffort); err != nil {
+	if err := in.Read(&req, vision.DefaultLimits); err != nil {
 		return req, nil, err
 	}
 	return req, in, nil
 }
 
 // prepareChat readies req, read from in, to run on eng: its tools
-// (chatapi.Tools), and (runtime.Engine.PrepareChat) the prompt's tokens,
+// (wire.Tools), and (runtime.Engine.PrepareChat) the prompt's tokens,
 // a required call's grammar and prefill, and how its reply is read.
 func prepareChat(ctx context.Context, eng *runtime.Engine, req runtime.Request, in *chatInput) (runtime.Request, chat.ParseOptions, error) {
-	defs, tools, err := chatapi.Tools(in.Tools, in.ToolChoice, in.ParallelToolCalls == nil || *in.ParallelToolCalls, eng.ReplyFormat())
+	defs, tools, err := in.ChatTools(eng.ReplyFormat())
 	if err != nil {
 		return req, chat.ParseOptions{}, err
 	}

@@ -15,103 +15,62 @@ import (
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
-// openaiFields are the sampling fields of an OpenAI-shaped request as
-// index.js sends them (options.request, the request's JSON): read by
-// chatapi as the HTTP server reads them, so that both take and refuse the
-// same values and name the same field. logprobs is a chat's boolean or a
-// completion's number of alternatives.
-type openaiFields struct {
-	chatapi.Sampling
-	Logprobs    json.RawMessage `json:"logprobs"`
-	TopLogprobs *int            `json:"top_logprobs"`
-}
-
 // samplingRequest reads generate's options into a request and the number
-// of samples: options.request when index.js sent one, else the low-level
-// options (temperature, topK, topP, minP, repeatPenalty, repeatLastN,
-// maxTokens, seed, stop, ignoreEOS, constraint).
+// of samples: options.request when index.js sent one (the JSON of the
+// OpenAI-shaped request, read by wire.ReadSampling as the server reads
+// it), else the low-level options (temperature, topK, topP, minP,
+// repeatPenalty, repeatLastN, maxTokens, seed, stop, ignoreEOS,
+// constraint), read by wire.Options. Either way the values are checked by
+// wire.Params, as the server and the plugin host check theirs.
 func samplingRequest(opts js.Value, chatReq bool) (runtime.Request, int, error) {
 	if raw := optionalString(opts, "request", ""); raw != "" {
-		var f openaiFields
-		if err := json.Unmarshal([]byte(raw), &f); err != nil {
-			return runtime.Request{}, 0, jsonParamError(err)
-		}
-		least := 0 // as the server: a completion may ask for no tokens (its prompt's logprobs), a chat not
-		if chatReq {
-			least = 1
-		}
-		req, n, err := f.Sampling.Request(256, least)
-		if err != nil {
-			return req, n, err
-		}
-		if chatReq {
-			var on bool
-			if len(f.Logprobs) > 0 && string(f.Logprobs) != "null" {
-				if err := json.Unmarshal(f.Logprobs, &on); err != nil {
-					return req, n, badRequest("logprobs", "logprobs must be a boolean in a chat request")
-				}
-			}
-			req.Logprobs = on
-			req.TopLogprobs, err = chatapi.ChatLogprobs(on, f.TopLogprobs)
-			return req, n, err
-		}
-		var k *int
-		if len(f.Logprobs) > 0 && string(f.Logprobs) != "null" {
-			k = new(int)
-			if err := json.Unmarshal(f.Logprobs, k); err != nil {
-				return req, n, badRequest("logprobs", "logprobs must be an integer in a completions request")
-			}
-		}
-		req.Logprobs, req.TopLogprobs, err = chatapi.CompletionLogprobs(k)
-		return req, n, err
+		return wire.ReadSampling([]byte(raw), chatReq, 256)
 	}
-	var req runtime.Request
+	o := wire.Options{
+		Temperature:   optionalNumber(opts, "temperature"),
+		TopP:          optionalNumber(opts, "topP"),
+		MinP:          optionalNumber(opts, "minP"),
+		RepeatPenalty: optionalNumber(opts, "repeatPenalty"),
+		TopK:          optionalInt(opts, "topK"),
+		RepeatLastN:   optionalInt(opts, "repeatLastN"),
+		MaxTokens:     optionalInt(opts, "maxTokens"),
+		Stop:          stops(opts),
+		IgnoreEOS:     optionalBool(opts, "ignoreEOS", false),
+	}
 	seed := optional(opts, "seed", -1)
 	if seed < 0 {
 		seed = float64(time.Now().UnixNano() & (1<<53 - 1))
 	}
-	req.Sampler = runtime.SamplerOptions{
-		Temperature:   float32(optional(opts, "temperature", 0)),
-		TopK:          int(optional(opts, "topK", 0)),
-		TopP:          float32(optional(opts, "topP", 0)),
-		MinP:          float32(optional(opts, "minP", 0)),
-		RepeatPenalty: float32(optional(opts, "repeatPenalty", 1)),
-		RepeatLastN:   int(optional(opts, "repeatLastN", 64)),
-		Seed:          uint64(seed),
-	}
-	req.MaxTokens = max(1, int(optional(opts, "maxTokens", 256)))
-	req.Stop = stops(opts)
-	req.IgnoreEOS = optionalBool(opts, "ignoreEOS", false)
+	o.Seed = uint64(seed)
+	params, lim := o.Params()
 	var err error
-	if req.Constraint, err = compileConstraint(optionalString(opts, "constraint", "")); err != nil {
-		return req, 0, err
+	if params.Constraint, err = compileConstraint(optionalString(opts, "constraint", "")); err != nil {
+		return runtime.Request{}, 0, err
 	}
-	if err := req.Sampler.Validate(); err != nil {
-		return req, 0, fmt.Errorf("%w: %w", runtime.ErrBadRequest, err)
-	}
-	return req, 1, nil
+	return params.Request(lim)
 }
 
-// jsonParamError words a request that JSON could not read as a bad
-// request naming the field, as the server's decoding does.
-func jsonParamError(err error) error {
-	if pe, ok := chatapi.AsParam(err); ok {
-		return pe
+// optionalNumber is property name of an options object as a number, nil
+// when it is not one (NaN included, as optional reads it).
+func optionalNumber(o js.Value, name string) *float64 {
+	v := optional(o, name, math.NaN())
+	if math.IsNaN(v) {
+		return nil
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		field := te.Field
-		for _, embedded := range []string{"Sampling.", "Fields."} {
-			if len(field) > len(embedded) && field[:len(embedded)] == embedded {
-				field = field[len(embedded):]
-			}
-		}
-		return badRequest(field, "%s cannot be a JSON %s", field, te.Value)
+	return &v
+}
+
+// optionalInt is optionalNumber, truncated to an integer.
+func optionalInt(o js.Value, name string) *int {
+	v := optionalNumber(o, name)
+	if v == nil {
+		return nil
 	}
-	return badRequest("", "the request is not valid: %v", err)
+	n := int(*v)
+	return &n
 }
 
 // generate implements tessera.generate(input, options, onToken): input is

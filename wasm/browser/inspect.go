@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
 // rangePiece is how much one ranged request of a rangeReader fetches.
@@ -167,7 +168,7 @@ func (a *api) inspect(args []js.Value) any {
 		ctxLen := int(optional(opts, "context", 0))
 		estimates := map[string]any{}
 		for _, q := range []string{"", runtime.Mixed, "int4", "int8", "f16", "f32"} {
-			e, err := runtime.EstimateMemory(m, q, device, ctxLen)
+			e, err := eval.EstimateMemory(m, q, device, ctxLen)
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models/lora"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // LoRA adapters in the browser, as the engine serves them natively: many
@@ -126,20 +127,11 @@ func requestAdapters(opts js.Value) ([]runtime.AdapterRef, error) {
 	default:
 		return nil, fmt.Errorf("%w: adapters must be a list of {name, scale}", runtime.ErrBadRequest)
 	}
-	var refs []runtime.AdapterRef
-	for i := range list.Length() {
+	named := make([]wire.Adapter, list.Length())
+	for i := range named {
 		e := list.Index(i)
-		name := optionalString(e, "name", "")
-		if name == "" {
-			return nil, fmt.Errorf("%w: adapters[%d] needs a name", runtime.ErrBadRequest, i)
-		}
-		scale := optional(e, "scale", 1)
-		if math.IsInf(scale, 0) {
-			return nil, fmt.Errorf("%w: adapters[%d]: scale %v", runtime.ErrBadRequest, i, scale)
-		}
-		if scale != 0 {
-			refs = append(refs, runtime.AdapterRef{Name: name, Scale: float32(scale)})
-		}
+		named[i] = wire.Adapter{Name: optionalString(e, "name", ""), Scale: optional(e, "scale", 1)}
 	}
-	return refs, nil
+	// Named, listed once, scaled within bounds: as every home checks.
+	return wire.Adapters("adapters", named)
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"syscall/js"
 
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // jsAwait waits for p to settle and returns its value, or its rejection as
@@ -115,7 +115,7 @@ func promise(f func() (any, error)) js.Value {
 func errorValue(err error) js.Value {
 	e := js.Global().Get("Error").New(err.Error())
 	e.Set("code", codeOf(err))
-	if pe, ok := chatapi.AsParam(err); ok && pe.Param != "" {
+	if pe, ok := wire.AsParam(err); ok && pe.Param != "" {
 		e.Set("param", pe.Param) // the request's field at fault
 	}
 	return e

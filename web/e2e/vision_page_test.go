@@ -54,6 +54,11 @@ func testImagePage(t *testing.T, ctx context.Context, base, prefix, dir string) 
 		t.Fatal(err)
 	}
 	waitReady(t, ctx)
+	// A conversation of its own: the page opens the last one saved, and
+	// the tests before this one saved theirs.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("new-chat"))); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("load"))); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,36 +24,11 @@ import (
 // dir, and returns their names there.
 func writeVision(t *testing.T, dir string) (base, mmproj string) {
 	t.Helper()
-	s, err := synth.Lookup("tiny-gemma3")
+	model, mm, err := synth.WriteVisionFiles(dir, "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := synth.ProjectorShape("tiny-gemma3", s.Config.Dim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, mmproj = "tiny-gemma3.gguf", "tiny-gemma3.mmproj.gguf"
-	for _, f := range []struct {
-		name  string
-		write func(w *bufio.Writer) error
-	}{
-		{base, func(w *bufio.Writer) error { return synth.Write(w, s, dtype.F32, 1) }},
-		{mmproj, func(w *bufio.Writer) error { return synth.WriteProjector(w, c, dtype.F32, 1) }},
-	} {
-		out, err := os.Create(filepath.Join(dir, f.name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := bufio.NewWriterSize(out, 1<<20)
-		if err := f.write(w); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		out.Close()
-	}
-	return base, mmproj
+	return filepath.Base(model), filepath.Base(mm)
 }
 
 // gradientPNG is a w × h PNG of a colour gradient.

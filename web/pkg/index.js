@@ -323,7 +323,7 @@ class Engine {
 
   // _create is chat.completions.create and completions.create. The
   // request's sampling fields go to the engine as its JSON, read there as
-  // the HTTP server reads them (runtime/chatapi), so both take and refuse
+  // the HTTP server reads them (runtime/wire), so both take and refuse
   // the same values; a chat's reply comes split as the engine reads it
   // (the model's own format): reasoning_content, content and tool_calls,
   // streamed as the server's Chat Completions streams them, with n

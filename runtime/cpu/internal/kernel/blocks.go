@@ -4,7 +4,8 @@ import "github.com/tessera-llm/tessera/models/dtype"
 
 // The products of weights kept at their file's bits (dtype.Blocks: Q4_K,
 // Q6_K, Q8_0, IQ4_XS, MXFP4, ...) with activations quantized per group of
-// 32 (QRow). One loop serves every type: per group the type's codes are
+// 32 (QRow); Q4_K, Q5_K and Q6_K meet the activations quantized per
+// super-block instead, in integers (blocks_k.go). One loop serves every type: per group the type's codes are
 // unpacked to small integers (its planes of bits, less an offset or
 // through a codebook) and meet the int16 activations in exact integer dot
 // products, as int4's do; the type's scales, decoded for eight groups at a
@@ -14,7 +15,8 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // fills in (blocks_amd64.s, blocks_arm64.s).
 
 // DotBlocksRows sets out[j] to the dot product of row r0 + j of w with
-// the quantized row x, in the order dotBlocksGo defines, on every path
+// the quantized row x, in the order dotBlocksGo defines (dotBlocksKGo for
+// the K quants, which read x's per-super-block codes), on every path
 // (the rows in one call of the vector kernel where the CPU has one). Q2_K,
 // whose mins are per 16 inputs, needs x's half sums (QRow.SumHalves).
 func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
@@ -26,7 +28,7 @@ func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+len(out))*cw], w.Scales[r0*sw:]
 	for j := dotBlocksRowsAsm(w.Type, codes, scales, sw, x, G, out); j < len(out); j++ {
-		out[j] = dotBlocksGo(w.Type, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], x.Codes, x.DS, x.Halves)
+		out[j] = dotBlocksRowGo(w.Type, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], x)
 	}
 }
 
@@ -42,6 +44,15 @@ func DotBlocks(w *dtype.Blocks, r int, x *QRow) float32 {
 	var out [1]float32
 	DotBlocksRows(w, r, x, out[:])
 	return out[0]
+}
+
+// dotBlocksRowGo is the twin of DotBlocks of one row: dotBlocksKGo for
+// the K types, dotBlocksGo for the others.
+func dotBlocksRowGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
+	if KType(t) {
+		return dotBlocksKGo(t, codes, scales, x)
+	}
+	return dotBlocksGo(t, codes, scales, x.Codes, x.DS, x.Halves)
 }
 
 // dotBlocksGo is the definition of DotBlocks for a row of groups of

@@ -52,24 +52,6 @@ func dotBlocksIQ4_XSAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *
 func dotBlocksIQ4_XSAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ4_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ4_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ5_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ5_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ6_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ6_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
 func dotBlocksQ3_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
@@ -110,6 +92,9 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 	if path == "go" || t == dtype.Q4_1 {
 		return 0
 	}
+	if KType(t) {
+		return dotBlocksKRowsOn(path, t, codes, scales, sstride, x, groups, out)
+	}
 	l, _ := dtype.Layout(t)
 	rows := len(out)
 	chunks := (groups + 7) / 8
@@ -141,12 +126,6 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 			dotBlocksMXFP4AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.IQ4_XS:
 			dotBlocksIQ4_XSAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q4_K:
-			dotBlocksQ4_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q5_K:
-			dotBlocksQ5_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q6_K:
-			dotBlocksQ6_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.Q3_K:
 			dotBlocksQ3_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.Q2_K:
@@ -169,12 +148,6 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.IQ4_XS:
 		dotBlocksIQ4_XSAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.Q4_K:
-		dotBlocksQ4_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.Q5_K:
-		dotBlocksQ5_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.Q6_K:
-		dotBlocksQ6_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.Q3_K:
 		dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.Q2_K:

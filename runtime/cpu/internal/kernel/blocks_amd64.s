@@ -529,40 +529,8 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
 #include "blocks_types_amd64.h"
 
-#define MIN1
-#define NAME ·dotBlocksQ4_KAVX2
-#define NAME512 ·dotBlocksQ4_KAVX512
-#define NAME512X4 ·dotBlocksQ4_KTileAVX512
-#define NAME512X4V ·dotBlocksQ4_KTileVNNI
-#define CONSTS CONSTS_NIB
-#define SCALES SCALES_K4
-#define UNPACK NIBBLES; WIDEN; ADDQ $16, SI
-#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; WIDEN2; ADDQ $32, SI
-#include "blocks_types_amd64.h"
-
-#define NAME ·dotBlocksQ5_KAVX2
-#define NAME512 ·dotBlocksQ5_KAVX512
-#define NAME512X4 ·dotBlocksQ5_KTileAVX512
-#define NAME512X4V ·dotBlocksQ5_KTileVNNI
-#define CONSTS CONSTS_H1
-#define SCALES SCALES_K4
-#define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); WIDEN; ADDQ $20, SI
-#define UNPACK2 NIBBLES2(20); HIGH1x2(16, 20, b10<>(SB)); WIDEN2; ADDQ $40, SI
-#include "blocks_types_amd64.h"
-#undef MIN1
-
 #define HALVES
 #define SPLIT
-#define NAME ·dotBlocksQ6_KAVX2
-#define NAME512 ·dotBlocksQ6_KAVX512
-#define NAME512X4 ·dotBlocksQ6_KTileAVX512
-#define NAME512X4V ·dotBlocksQ6_KTileVNNI
-#define CONSTS CONSTS_NIB; VMOVDQU b30<>(SB), Y14
-#define SCALES SCALES_Q6K
-#define UNPACK NIBBLES; HIGH2(16); OFFSET(b20<>(SB)); WIDEN; ADDQ $24, SI
-#define UNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
-#include "blocks_types_amd64.h"
-
 #define NAME ·dotBlocksQ3_KAVX2
 #define NAME512 ·dotBlocksQ3_KAVX512
 #define NAME512X4 ·dotBlocksQ3_KTileAVX512
@@ -587,3 +555,322 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #undef MIN2
 #undef HALVES
 #undef FULL
+
+// ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
+
+// ktr: the half factors in the lanes the reductions leave the halves in
+// (kLane): lane L takes half 4·(L%4) + L/4.
+DATA ktr<>+0(SB)/8, $0x0d0905010c080400
+DATA ktr<>+8(SB)/8, $0x0f0b07030e0a0602
+GLOBL ktr<>(SB), RODATA|NOPTR, $16
+DATA w0f<>+0(SB)/2, $0x000f
+GLOBL w0f<>(SB), RODATA|NOPTR, $2
+DATA w10<>+0(SB)/2, $0x0010
+GLOBL w10<>(SB), RODATA|NOPTR, $2
+
+// KDECODE_K4: a Q4_K or Q5_K super-block's 12 factor bytes at 4(DI)
+// (SCALES_K4's unpacking) to X6: bytes 0..7 the scales, 8..15 the mins.
+#define KDECODE_K4 \
+	VMOVDQU 4(DI), X8 \
+	VPSHUFB k4lo<>(SB), X8, X9 \
+	VPSHUFB k4hi<>(SB), X8, X8 \
+	VPAND k4mask<>(SB), X9, X6 \
+	VPSRLW $4, X9, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPBLENDD $0x08, X9, X6, X6 \
+	VPSRLW $2, X8, X8 \
+	VPAND b30<>(SB), X8, X8 \
+	VPOR X8, X6, X6
+
+// KMINS_K4: the super-block's min terms (f16 d and dmin in X10, the mins
+// in X6's high 8 bytes) taken from Y2 (macc): f32(f32(dmin·m)·sum), the
+// twin's f32(−(dmin·m)·sum) added, bit for bit; the group sums at (R12).
+#define KMINS_K4 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y11, Y9, Y5 \
+	VMULPS (R12), Y5, Y5 \
+	VSUBPS Y5, Y2, Y2
+
+// KSCALES_K4: Q4_K's and Q5_K's super-block: the scales, each twice, as
+// the half factors in Z6 (in kLane's order), f32(d·D) in X12, the min
+// terms taken from Y2.
+#define KSCALES_K4 \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X12 \
+	KDECODE_K4 \
+	KMINS_K4 \
+	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVZXBD X6, Z6 \
+	ADDQ $16, DI
+
+// KTSCALES_K4: KSCALES_K4 for the four-row loop: d and dmin in X10,
+// dmin·m in Y5 (each row's sums then meet it).
+#define KTSCALES_K4 \
+	VCVTPH2PS (DI), X10 \
+	KDECODE_K4 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y11, Y9, Y5 \
+	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVZXBD X6, Z6 \
+	ADDQ $16, DI
+
+// KTSCALES_Q6K: KSCALES_Q6K for the four-row loop: d in X10.
+#define KTSCALES_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X10 \
+	VCVTPH2PS X10, X10 \
+	ADDQ $2, DI \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVSXBD X6, Z6 \
+	ADDQ $16, R13
+
+// KSCALES_Q6K: a split super-block's d (DI), as f32(d·D) in X12, and its
+// 16 int8 factors (R13), in kLane's order in Z6.
+#define KSCALES_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X11 \
+	VCVTPH2PS X11, X11 \
+	VMULSS (R11), X11, X12 \
+	ADDQ $2, DI \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPMOVSXBD X6, Z6 \
+	ADDQ $16, R13
+
+// KNIB2(CB): a pair's nibbles (its groups CB bytes apart) as int16: the
+// low ones (even inputs) in Z8, the high ones in Z9. Needs Z28 = 0x000f
+// words.
+#define KNIB2(CB) \
+	VMOVDQU (SI), X8 \
+	VINSERTI128 $1, CB(SI), Y8, Y8 \
+	VPMOVZXBW Y8, Z8 \
+	VPSRLW $4, Z8, Z9 \
+	VPANDD Z28, Z8, Z8
+
+// KHIGH1x2: Q5_K's fifth bits (word 16 of a group: the even inputs, then
+// the odd ones), 16 added (a masked VPADDW: word lanes) where set. Needs Z29 = 0x0010 words.
+#define KHIGH1x2 \
+	KMOVW 16(SI), K1 \
+	KMOVW 36(SI), K2 \
+	KUNPCKWD K1, K2, K3 \
+	VPADDW Z29, Z8, K3, Z8 \
+	KMOVW 18(SI), K1 \
+	KMOVW 38(SI), K2 \
+	KUNPCKWD K1, K2, K3 \
+	VPADDW Z29, Z9, K3, Z9
+
+#define KNAME ·dotBlocksQ4_KIntAVX512
+#define KCONSTS
+#define KSCALES KSCALES_K4
+#define KUNPACK2 VPMOVZXBW (SI), Z8; VPSRLW $4, Z8, Z9; VPANDD Z28, Z8, Z8; ADDQ $32, SI
+#define MIN1
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ4_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTSCALES KTSCALES_K4
+#define KTNAME ·dotBlocksQ4_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ4_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KCONSTS
+#undef KUNPACK2
+
+#define KNAME ·dotBlocksQ5_KIntAVX512
+#define KCONSTS VPBROADCASTW w10<>(SB), Z29
+#define KUNPACK2 KNIB2(20); KHIGH1x2; ADDQ $40, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ5_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTNAME ·dotBlocksQ5_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ5_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+#undef MIN1
+
+#define SPLIT
+#define KNAME ·dotBlocksQ6_KIntAVX512
+#define KCONSTS VMOVDQU b0f<>(SB), Y15; VMOVDQU b30<>(SB), Y14
+#define KSCALES KSCALES_Q6K
+// Q6_K's pair unpacks as bytes (the per-group loop's UNPACK2), which
+// costs fewer 256-bit operations than unpacking words.
+#define KUNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ6_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTSCALES KTSCALES_Q6K
+#define KTNAME ·dotBlocksQ6_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ6_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+#undef SPLIT
+
+// ---- The AVX2 form (blocks_k_avx2_amd64.h).
+
+// wbits:
+// word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields into
+// place (16 for a group's first halves, 1 for its second); then word
+// constants, 16 each.
+DATA wbits<>+0(SB)/8, $0x0008000400020001
+DATA wbits<>+8(SB)/8, $0x0080004000200010
+DATA wbits<>+16(SB)/8, $0x0800040002000100
+DATA wbits<>+24(SB)/8, $0x8000400020001000
+GLOBL wbits<>(SB), RODATA|NOPTR, $32
+DATA wq6mul<>+0(SB)/8, $0x0010001000100010
+DATA wq6mul<>+8(SB)/8, $0x0010001000100010
+DATA wq6mul<>+16(SB)/8, $0x0001000100010001
+DATA wq6mul<>+24(SB)/8, $0x0001000100010001
+GLOBL wq6mul<>(SB), RODATA|NOPTR, $32
+DATA w0fy<>+0(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+8(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+16(SB)/8, $0x000f000f000f000f
+DATA w0fy<>+24(SB)/8, $0x000f000f000f000f
+GLOBL w0fy<>(SB), RODATA|NOPTR, $32
+DATA w10y<>+0(SB)/8, $0x0010001000100010
+DATA w10y<>+8(SB)/8, $0x0010001000100010
+DATA w10y<>+16(SB)/8, $0x0010001000100010
+DATA w10y<>+24(SB)/8, $0x0010001000100010
+GLOBL w10y<>(SB), RODATA|NOPTR, $32
+DATA w30y<>+0(SB)/8, $0x0030003000300030
+DATA w30y<>+8(SB)/8, $0x0030003000300030
+DATA w30y<>+16(SB)/8, $0x0030003000300030
+DATA w30y<>+24(SB)/8, $0x0030003000300030
+GLOBL w30y<>(SB), RODATA|NOPTR, $32
+DATA w20y<>+0(SB)/8, $0x0020002000200020
+DATA w20y<>+8(SB)/8, $0x0020002000200020
+DATA w20y<>+16(SB)/8, $0x0020002000200020
+DATA w20y<>+24(SB)/8, $0x0020002000200020
+GLOBL w20y<>(SB), RODATA|NOPTR, $32
+
+// KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
+// half factors of lanes 0..7 in Y6, of 8..15 in Y7.
+#define KSCALES2_K4 \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X5 \
+	VMOVSS X5, 24(SP) \
+	KDECODE_K4 \
+	KMINS_K4 \
+	VPUNPCKLBW X6, X6, X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPSRLDQ $8, X6, X7 \
+	VPMOVZXBD X7, Y7 \
+	VPMOVZXBD X6, Y6 \
+	ADDQ $16, DI
+
+#define KSCALES2_Q6K \
+	MOVWLZX (DI), AX \
+	VMOVD AX, X11 \
+	VCVTPH2PS X11, X11 \
+	ADDQ $2, DI \
+	VMULSS (R11), X11, X5 \
+	VMOVSS X5, 24(SP) \
+	VMOVDQU (R13), X6 \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	VPSRLDQ $8, X6, X7 \
+	VPMOVSXBD X7, Y7 \
+	VPMOVSXBD X6, Y6 \
+	ADDQ $16, R13
+
+// KNIB(OFF): the nibbles of the group at OFF(SI) as int16 words, the low ones (even inputs) in
+// Y8, the high ones in Y9.
+#define KNIB(OFF) \
+	VPMOVZXBW OFF(SI), Y8 \
+	VPSRLW $4, Y8, Y9 \
+	VPAND w0fy<>(SB), Y8, Y8
+
+// KHIGH1HALF(OFF, Y): Q5_K's fifth bits of 16 inputs (the word at
+// OFF(SI)), 16 ORed into their words.
+#define KHIGH1HALF(OFF, Y) \
+	VPBROADCASTW OFF(SI), Y10 \
+	VPAND wbits<>(SB), Y10, Y10 \
+	VPCMPEQW wbits<>(SB), Y10, Y10 \
+	VPAND w10y<>(SB), Y10, Y10 \
+	VPOR Y10, Y, Y
+
+// KHIGH2(OFF): Q6_K's 2-bit fields of the group at OFF(SI) (8 bytes at
+// OFF+16) as bits
+// 4..5 of its codes: byte j spread to words j and 8 + j, times 16 in the
+// first (inputs 2j at bits 0..1, 2j+1 at 2..3) and 1 in the second (2j+16
+// at 4..5, 2j+17 at 6..7), so that bits 4..5 are the even inputs' and,
+// shifted right by 2, the odd ones'.
+#define KHIGH2(OFF) \
+	VPBROADCASTQ OFF+16(SI), X10 \
+	VPMOVZXBW X10, Y10 \
+	VPMULLW wq6mul<>(SB), Y10, Y10 \
+	VPAND w30y<>(SB), Y10, Y5 \
+	VPOR Y5, Y8, Y8 \
+	VPSRLW $2, Y10, Y10 \
+	VPAND w30y<>(SB), Y10, Y10 \
+	VPOR Y10, Y9, Y9
+
+#define KNAME2 ·dotBlocksQ4_KIntAVX2
+#define KSCALES2 KSCALES2_K4
+#define KCB 16
+#define KUNPACK(OFF) KNIB(OFF)
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+
+#define KNAME2 ·dotBlocksQ5_KIntAVX2
+#define KCB 20
+#define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8); KHIGH1HALF(OFF+18, Y9)
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+#undef KSCALES2
+
+#define SPLIT
+#define KNAME2 ·dotBlocksQ6_KIntAVX2
+#define KSCALES2 KSCALES2_Q6K
+#define KCB 24
+#define KUNPACK(OFF) KNIB(OFF); KHIGH2(OFF); VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+#undef KSCALES2
+#undef SPLIT

@@ -68,6 +68,9 @@ func TestDotBlocksValue(t *testing.T) {
 							sc, mn = hi, mhi
 						}
 						xq := float64(q.DS[2*g]) * float64(q.Codes[CodeIndex(g, q.Groups(), i)])
+						if KType(typ) { // the activations of the super-block
+							xq = float64(q.KD[g/8]) * float64(q.KCodes[CodeIndex(g, q.Groups(), i)])
+						}
 						want += float64(sc)*float64(cs[i])*xq + float64(mn)*float64(x[g*Group+i])
 						mag += math.Abs(float64(sc)*float64(cs[i])*xq) + math.Abs(float64(mn)*float64(x[g*Group+i]))
 					}
@@ -85,6 +88,10 @@ func TestDotBlocksValue(t *testing.T) {
 // many rows in one call.
 func TestDotBlocksMatchesTwin(t *testing.T) {
 	t.Logf("kernels: %v", blocksPaths())
+	withKVariants(t, testDotBlocksMatchesTwin)
+}
+
+func testDotBlocksMatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range dtype.BlockTypes {
 		for _, cols := range blockWidths(typ) {
@@ -97,7 +104,7 @@ func TestDotBlocksMatchesTwin(t *testing.T) {
 			want := make([]float32, m.Rows)
 			for r := range want {
 				c, s := m.Row(r)
-				want[r] = dotBlocksGo(typ, c, s, q.Codes, q.DS, q.Halves)
+				want[r] = dotBlocksRowGo(typ, c, s, &q)
 			}
 			for _, path := range blocksPaths() {
 				got := make([]float32, m.Rows)
@@ -154,5 +161,89 @@ func BenchmarkDotBlocks(b *testing.B) {
 				DotBlocksRows(m, 0, &q, out)
 			}
 		})
+	}
+}
+
+// TestDotBlocksKAgainstF32: the K quants' products (activations rounded
+// per super-block of 256) stay within the activations' rounding of the
+// dot product of the dequantized weights with the f32 activations: per
+// input at most |w|·D/2 (D the super-block's step), plus f32 rounding;
+// on widths of an odd number of super-blocks, rows not a multiple of
+// anything, activations with outliers, and every kernel of this CPU.
+func TestDotBlocksKAgainstF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []dtype.Type{dtype.Q4_K, dtype.Q5_K, dtype.Q6_K} {
+		for _, cols := range []int{256, 768, 1280, 2304} {
+			const rows = 7
+			m := blocksMatrix(t, rng, typ, rows, cols)
+			x := randomRow(rng, cols)
+			x[rng.IntN(cols)] *= 40 // an outlier sets its super-block's step
+			var q QRow
+			q.Quantize(x)
+			w := make([]float32, cols)
+			got := make([]float32, rows)
+			for _, path := range blocksPaths() {
+				G, cw, sw := m.Groups(), m.Groups()*m.Layout().CodeWords, m.RowScaleWords()
+				done := dotBlocksRowsOn(path, typ, m.Codes, m.Scales, sw, &q, G, got)
+				if path != "go" && done != rows {
+					t.Errorf("%v %d wide, %s: %d of %d rows", typ, cols, path, done, rows)
+				}
+				for j := done; j < rows; j++ {
+					got[j] = dotBlocksKGo(typ, m.Codes[j*cw:(j+1)*cw], m.Scales[j*sw:(j+1)*sw], &q)
+				}
+				for r := range rows {
+					m.DequantizeRow(r, w)
+					var want, bound, mag float64
+					for i, v := range w {
+						want += float64(v) * float64(x[i])
+						bound += math.Abs(float64(v)) * float64(q.KD[i/KBlock]) / 2
+						mag += math.Abs(float64(v) * float64(x[i]))
+					}
+					if d := math.Abs(float64(got[r]) - want); d > bound+1e-5*mag {
+						t.Errorf("%v %d wide, %s, row %d: %g, f32 dot %g: off by %g, bound %g", typ, cols, path, r, got[r], want, d, bound+1e-5*mag)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotBlocksKPartial: a row that ends in a partial super-block (no
+// GGML file has one, but Blocks can hold it) goes to the twin, which
+// gives the dot product of the dequantized weights with the per-256
+// activations, to f32 rounding.
+func TestDotBlocksKPartial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range []dtype.Type{dtype.Q4_K, dtype.Q5_K} {
+		full := blocksMatrix(t, rng, typ, 3, 512)
+		for _, cols := range []int{288, 300} { // 9 groups, 10 with a short last one
+			m := &dtype.Blocks{Type: typ, Rows: full.Rows, Cols: cols}
+			l, G, fcw, fsw := m.Layout(), m.Groups(), full.Groups()*full.Layout().CodeWords, full.RowScaleWords()
+			cw, sw := G*l.CodeWords, m.RowScaleWords()
+			for r := range m.Rows {
+				m.Codes = append(m.Codes, full.Codes[r*fcw:r*fcw+cw]...)
+				m.Scales = append(m.Scales, full.Scales[r*fsw:r*fsw+sw]...)
+			}
+			x := randomRow(rng, cols)
+			var q QRow
+			q.Quantize(x)
+			out := make([]float32, m.Rows)
+			DotBlocksRows(m, 0, &q, out)
+			w := make([]float32, G*Group)
+			for r := range m.Rows {
+				m.DequantizeRow(r, w)
+				var want, mag float64
+				for i, v := range w[:cols] {
+					_, _, mn, _ := dtype.GroupScale(typ, m.Scales[r*sw:(r+1)*sw], i/Group, G)
+					// the min meets x itself, the rest the per-256 codes
+					xq := float64(q.KD[i/KBlock]) * float64(q.KCodes[CodeIndex(i/Group, G, i%Group)])
+					want += (float64(v)-float64(mn))*xq + float64(mn)*float64(x[i])
+					mag += math.Abs(float64(v) * float64(x[i]))
+				}
+				if d := math.Abs(float64(out[r]) - want); d > 1e-5*mag {
+					t.Errorf("%v %d wide, row %d: %g, want %g", typ, cols, r, out[r], want)
+				}
+			}
+		}
 	}
 }

@@ -34,6 +34,17 @@ type QTile struct {
 	Data   []int16
 	DS     []float32
 	Halves []float32 // where the rows have them (QRow.SumHalves)
+
+	// The K quants' activations (QRow.KCodes, KD, KSums) of the rows,
+	// packed for their tile kernel (blocks_k_tile_avx512_amd64.h): the
+	// rows' KCodes one after the other; per super-block the rows' KD, then
+	// their eight group sums each.
+	KCodes []int16
+	KD     []float32
+	KSums  []float32
+
+	// The rows themselves, which the twin reads: valid while they are.
+	rows [TileRows]*QRow
 }
 
 // Per pair of groups, the int16 slots of a tile row's codes and of its
@@ -48,6 +59,8 @@ const (
 func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	x0 := xs[0]
 	t.Cols = x0.Cols
+	t.rows = *xs
+	t.packK(xs)
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
@@ -84,6 +97,22 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 			if halves {
 				copy(t.Halves[(c*TileRows+r)*16:], x.Halves[c*16:min(len(x.Halves), (c+1)*16)])
 			}
+		}
+	}
+}
+
+// packK packs the rows' K quant activations (KCodes, KD, KSums).
+func (t *QTile) packK(xs *[TileRows]*QRow) {
+	n, nb := len(xs[0].KCodes), len(xs[0].KD)
+	t.KCodes = grow16(t.KCodes, TileRows*n)
+	t.KD = growF(t.KD, TileRows*nb)
+	t.KSums = growF(t.KSums, TileRows*nb*kGroups)
+	clear(t.KSums)
+	for r, x := range xs {
+		copy(t.KCodes[r*n:(r+1)*n], x.KCodes)
+		for b, d := range x.KD {
+			t.KD[b*TileRows+r] = d
+			copy(t.KSums[(b*TileRows+r)*kGroups:(b*TileRows+r+1)*kGroups], x.KSums[b*kGroups:min(len(x.KSums), (b+1)*kGroups)])
 		}
 	}
 }
@@ -133,6 +162,13 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	}
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
+	if KType(w.Type) {
+		done := dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
+		for r, q := range x.rows {
+			DotBlocksRows(w, r0+done, q, out[r*stride+done:r*stride+rows])
+		}
+		return
+	}
 	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 	if done < rows {
 		dotBlocksTileGo(w.Type, codes[done*cw:], scales[done*sw:], sw, x, rows-done, out[done:], stride)
@@ -146,9 +182,14 @@ func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, row
 	cw := x.Groups() * l.CodeWords
 	var q QRow
 	for r := range TileRows {
-		x.row(r, &q)
+		p := &q
+		if KType(t) {
+			p = x.rows[r]
+		} else {
+			x.row(r, &q)
+		}
 		for j := range rows {
-			out[r*stride+j] = dotBlocksGo(t, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], q.Codes, q.DS, q.Halves)
+			out[r*stride+j] = dotBlocksRowGo(t, codes[j*cw:(j+1)*cw], scales[j*sw:(j+1)*sw], p)
 		}
 	}
 }

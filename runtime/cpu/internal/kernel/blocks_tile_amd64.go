@@ -44,15 +44,6 @@ func dotBlocksMXFP4TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds,
 func dotBlocksIQ4_XSTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ4_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ5_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ6_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
 func dotBlocksQ3_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
@@ -78,15 +69,6 @@ func dotBlocksMXFP4TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, h
 
 //go:noescape
 func dotBlocksIQ4_XSTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ4_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ5_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ6_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
 func dotBlocksQ3_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
@@ -137,12 +119,6 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 			dotBlocksMXFP4TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.IQ4_XS:
 			dotBlocksIQ4_XSTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.Q4_K:
-			dotBlocksQ4_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.Q5_K:
-			dotBlocksQ5_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.Q6_K:
-			dotBlocksQ6_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.Q3_K:
 			dotBlocksQ3_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.Q2_K:
@@ -165,12 +141,6 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 		dotBlocksMXFP4TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.IQ4_XS:
 		dotBlocksIQ4_XSTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.Q4_K:
-		dotBlocksQ4_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.Q5_K:
-		dotBlocksQ5_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.Q6_K:
-		dotBlocksQ6_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.Q3_K:
 		dotBlocksQ3_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.Q2_K:

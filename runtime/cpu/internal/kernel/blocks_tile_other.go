@@ -10,3 +10,7 @@ func BlocksTile() bool { return false }
 func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTile, groups, rows int, out []float32, stride int) int {
 	return 0
 }
+
+func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTile, groups, rows int, out []float32, stride int) int {
+	return 0
+}

@@ -54,6 +54,12 @@ func testDotBlocksTile(t *testing.T) {
 				G := m.Groups()
 				cw, sw := G*l.CodeWords, m.RowScaleWords()
 				dotBlocksTileGo(typ, m.Codes[r0*cw:], m.Scales[r0*sw:], sw, &tile, n, twin, stride)
+				if KType(typ) && BlocksTile() { // the K kernel takes the rows (all but a last one it cannot read past)
+					kout := make([]float32, len(out))
+					if done := dotBlocksKTileAsm(typ, m.Codes[r0*cw:(r0+n)*cw], m.Scales[r0*sw:], sw, &tile, G, n, kout, stride); done < n-1 || done == 0 {
+						t.Fatalf("%v %d wide: the K tile kernel took %d of %d rows", typ, cols, done, n)
+					}
+				}
 				for r := range TileRows {
 					for j := range n {
 						want := DotBlocks(m, r0+j, xs[r])

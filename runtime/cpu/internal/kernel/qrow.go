@@ -50,6 +50,13 @@ type QRow struct {
 	Codes  []int16   // Groups()·32, padded with 0
 	DS     []float32 // Groups()·2: scale, sum
 	Halves []float32 // Groups()·2 sums of 16 inputs, where SumHalves made them
+
+	// The same row quantized per super-block of 256 inputs, for the K
+	// quants' integer products (blocks_k.go): codes in Codes' order and
+	// one scale a super-block.
+	KCodes []int16   // Groups()·32, padded with 0
+	KD     []float32 // ceil(Cols/256)
+	KSums  []float32 // Groups(): DS's sums, one after the other
 }
 
 // Groups is ceil(Cols/32).
@@ -65,6 +72,17 @@ func (q *QRow) Resize(cols int) {
 		q.Codes, q.DS = make([]int16, g*Group), make([]float32, 2*g, 2*g+16)
 	}
 	q.Codes, q.DS, q.Halves = q.Codes[:g*Group], q.DS[:2*g], q.Halves[:0]
+	if cap(q.KCodes) < g*Group {
+		q.KCodes = make([]int16, g*Group)
+	}
+	nk := (cols + KBlock - 1) / KBlock
+	if cap(q.KD) < nk {
+		q.KD = make([]float32, nk)
+	}
+	if cap(q.KSums) < g {
+		q.KSums = make([]float32, g)
+	}
+	q.KCodes, q.KD, q.KSums = q.KCodes[:g*Group], q.KD[:nk], q.KSums[:g]
 }
 
 // CodeIndex is where in QRow.Codes input i of group g of a row of groups
@@ -77,7 +95,8 @@ func CodeIndex(g, groups, i int) int {
 }
 
 // Quantize sets q to the row x, group by group as quantizeGo defines it
-// (in vector code where the CPU has it).
+// (in vector code where the CPU has it), and per super-block as quantizeK
+// does.
 func (q *QRow) Quantize(x []float32) {
 	q.Resize(len(x))
 	G, pairs := q.Groups(), len(x)/(2*Group)
@@ -92,6 +111,7 @@ func (q *QRow) Quantize(x []float32) {
 	for g := 2 * pairs; g < G; g++ {
 		quantizeGo(x[g*Group:min(len(x), (g+1)*Group)], q.Codes, g, G, q.DS[2*g:2*g+2])
 	}
+	q.quantizeK(x)
 }
 
 // quantizeGo is the definition of the quantization of group g of a row of

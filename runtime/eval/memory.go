@@ -1,7 +1,9 @@
-package runtime
+package eval
 
 import (
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -27,19 +29,19 @@ type MemoryEstimate struct {
 	Largest int64
 }
 
-// EstimateMemory says what LoadModel(m, Options{Quant: quant, Device:
+// EstimateMemory says what runtime.LoadModel(m, Options{Quant: quant, Device:
 // device, Context: context}) will allocate, with one sequence's KV cache of
-// context tokens (0: the model's, up to DefaultContext) and the device's
+// context tokens (0: the model's, up to runtime.DefaultContext) and the device's
 // default budgets. device is "webgpu" or "cpu"; it matters for quant ""
 // and the budgets.
 func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryEstimate, error) {
 	c := m.Config
 	if context <= 0 {
-		context = min(c.Context, DefaultContext)
+		context = min(c.Context, runtime.DefaultContext)
 	}
 	context = min(context, c.Context)
-	ws := WeightStorage{}
-	mixed := mixedFor(m, quant, device)
+	ws := runtime.WeightStorage{}
+	mixed := runtime.MixedDefault(m, quant, device)
 	switch {
 	case mixed:
 		// The head and tables in int8; the layer matrices MixedInt8
@@ -54,12 +56,12 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	}
 	e := MemoryEstimate{Quant: quant, Context: context}
 	if mixed {
-		e.Quant = Mixed
+		e.Quant = runtime.Mixed
 	}
 	var layerFloats int64 // parameters of float layer matrices in int4
 	for _, t := range m.Tensors {
 		s := ws.For(t, c)
-		b := storageBytes(t, s)
+		b := runtime.StorageBytes(t, s)
 		if s == backend.Int4 && floatType(t.Type) {
 			layerFloats += int64(t.Elements())
 		}
@@ -67,32 +69,24 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 		e.Largest = max(e.Largest, b)
 	}
 	if mixed { // int8 costs 10 bits a value against int4's 5
-		e.Weights += int64(MixedShare*float64(layerFloats)) * 5 / 8
+		e.Weights += int64(runtime.MixedShare*float64(layerFloats)) * 5 / 8
 	}
 	if mixed && layerFloats == 0 && !hasFloatMatrix(m) {
 		e.Quant = "" // nothing for the policy to quantize
 	}
 	if e.Quant == "" { // the file's own: named by the storage of most bytes
 		var most int64
-		for _, u := range WeightMix(m, ws) {
+		for _, u := range runtime.WeightMix(m, ws) {
 			if u.Bytes > most {
 				most, e.Quant = u.Bytes, u.Storage.String()
 			}
 		}
 	}
-	blocks := int64((context + DefaultBlockSize - 1) / DefaultBlockSize)
-	e.KV = blocks * kvBlockBytes(c, DefaultBlockSize, backend.KVF32)
-	b := Budgets{}.resolve(device != "cpu", c)
-	cc := c
-	cc.Context = context // the rings pay where the context is longer
-	if w := planWindows(cc, false, int(blocks), DefaultBlockSize, b.MaxBatchTokens, b.MaxSeqs, backend.KVF32); w.on() {
-		global, _ := kvLayerKinds(c)
-		e.Window = w.Shape.Bytes()
-		e.KV = blocks*DefaultBlockSize*kvTokenBytes(c, global, backend.KVF32) + e.Window
-	}
+	b := runtime.DefaultBudgets(runtime.Budgets{}, device, c)
+	e.KV, e.Window = runtime.PoolKV(c, context, b) // with the sliding layers' rings where they pay
 	rows, seqs := int64(b.MaxBatchTokens), int64(b.MaxSeqs)
 	e.Scratch = 4 * (rows*int64(4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim) + seqs*int64(c.Vocab))
-	e.Scratch += recurrentShape(c, b.MaxSeqs).Bytes() // linear layers' states (Qwen3.5)
+	e.Scratch += runtime.RecurrentStateBytes(c, b.MaxSeqs) // linear layers' states (Qwen3.5)
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
 }
@@ -105,4 +99,10 @@ func hasFloatMatrix(m *models.Model) bool {
 		}
 	}
 	return false
+}
+
+// floatType reports whether t is a float type (the matrices the mixed
+// policy and int4 quantize at load).
+func floatType(t dtype.Type) bool {
+	return t == dtype.F32 || t == dtype.F16 || t == dtype.BF16 || t == dtype.F64
 }

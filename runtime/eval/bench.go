@@ -1,13 +1,14 @@
-package runtime
+package eval
 
 import (
 	"context"
 	"fmt"
-	"github.com/tessera-llm/tessera/runtime/internal/cputime"
 	"math/rand/v2"
 	"time"
 
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/internal/cputime"
 )
 
 // BenchOptions shape a benchmark run.
@@ -24,25 +25,25 @@ type BenchOptions struct {
 	// Adapters are loaded adapters the sequences run with, one each:
 	// sequence i runs Adapters[i mod len], as a server's requests for
 	// different adapters do (none: the base alone).
-	Adapters []AdapterRef
+	Adapters []runtime.AdapterRef
 	// Sampler is how every sequence draws its tokens (the zero value:
 	// greedy), each sequence i seeded with Sampler.Seed + i.
-	Sampler SamplerOptions
+	Sampler runtime.SamplerOptions
 }
 
 // sampler is how sequence i draws.
-func (o BenchOptions) sampler(i int) SamplerOptions {
+func (o BenchOptions) sampler(i int) runtime.SamplerOptions {
 	s := o.Sampler
 	s.Seed += uint64(i)
 	return s
 }
 
 // adapter is what sequence i runs with.
-func (o BenchOptions) adapter(i int) []AdapterRef {
+func (o BenchOptions) adapter(i int) []runtime.AdapterRef {
 	if len(o.Adapters) == 0 {
 		return nil
 	}
-	return []AdapterRef{o.Adapters[i%len(o.Adapters)]}
+	return []runtime.AdapterRef{o.Adapters[i%len(o.Adapters)]}
 }
 
 // BenchResult is what `tessera bench` prints.
@@ -74,11 +75,11 @@ type BenchResult struct {
 	WeightMix         string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
 	// Bits is each kind of tensor's bits a weight, in the file and as
 	// kept (Engine.TensorBits).
-	Bits              []GroupBits `json:"bits_per_weight"`
-	DecodeBytes       int64       `json:"decode_bytes_per_token"`
-	DecodeGBps        float64     `json:"decode_gbps"`
-	CopyGBps          float64     `json:"copy_gbps"`
-	BandwidthFraction float64     `json:"bandwidth_fraction"`
+	Bits              []runtime.GroupBits `json:"bits_per_weight"`
+	DecodeBytes       int64               `json:"decode_bytes_per_token"`
+	DecodeGBps        float64             `json:"decode_gbps"`
+	CopyGBps          float64             `json:"copy_gbps"`
+	BandwidthFraction float64             `json:"bandwidth_fraction"`
 
 	// On the CPU: the goroutines of a matrix product and the kernels
 	// chosen for this CPU (cpu.Kernels).
@@ -131,15 +132,15 @@ type BenchResult struct {
 // Bench measures prompt processing and decoding on a random prompt (after a
 // short warm-up that compiles every pipeline), and the device's copy
 // bandwidth, against which decode's bytes per second are compared.
-func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) {
-	c := e.model.Config
+func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult, error) {
+	c := e.Model().Config
 	b := e.Budgets()
-	r := BenchResult{Device: e.DeviceName(), Model: e.model.Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens,
+	r := BenchResult{Device: e.DeviceName(), Model: e.Model().Path, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens,
 		MaxBatchTokens: b.MaxBatchTokens, MaxSeqs: b.MaxSeqs}
 	for _, a := range o.Adapters {
 		r.Adapters = append(r.Adapters, a.Name)
 	}
-	if d := backend.Describe(e.be); !d.GPU {
+	if d := backend.Describe(e.Backend()); !d.GPU {
 		r.Threads, r.Kernels = d.Threads, d.Kernels
 	}
 	if o.PromptTokens < 0 || o.GenTokens < 2 {
@@ -149,25 +150,25 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 		return r, fmt.Errorf("bench: %d sequences at once, but the engine runs at most %d (its max seqs budget)", o.Concurrency, b.MaxSeqs)
 	}
 	if o.PromptTokens+1+o.GenTokens > c.Context {
-		return r, fmt.Errorf("%w: %d prompt + %d generated tokens, context %d", ErrContextFull, o.PromptTokens+1, o.GenTokens, c.Context)
+		return r, fmt.Errorf("%w: %d prompt + %d generated tokens, context %d", runtime.ErrContextFull, o.PromptTokens+1, o.GenTokens, c.Context)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompt := randomPrompt(e, rng, o.PromptTokens)
-	discard := func(Token) error { return nil }
+	discard := func(runtime.Token) error { return nil }
 	if o.Concurrency > 1 || o.SharedPrefix > 0 {
 		return benchMany(ctx, e, o, r)
 	}
 	// The warm-up runs the measured request's shapes (a prompt step of its
 	// length, decoding steps and their chains) on a prompt of its own, so
 	// that neither kernel compilation nor the prefix cache is measured.
-	warm := Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
+	warm := runtime.Request{Tokens: randomPrompt(e, rand.New(rand.NewPCG(5, 6)), o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	d0, s0, read0, host0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes, e.be.Stats().Host
-	req := Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
+	d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
+	req := runtime.Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	var cpu0 time.Duration // at the first token
-	st, err := e.Generate(ctx, req, func(Token) error {
+	st, err := e.Generate(ctx, req, func(runtime.Token) error {
 		if cpu0 == 0 {
 			cpu0 = cputime.Process()
 		}
@@ -176,19 +177,19 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	if err != nil {
 		return r, err
 	}
-	if cpu := cputime.Process(); cpu0 > 0 && st.Generated > 1 && e.drafter == nil {
+	if cpu := cputime.Process(); cpu0 > 0 && st.Generated > 1 && e.DraftName() == "" {
 		r.DecodeCPUms = float64(cpu-cpu0) / float64(time.Millisecond) / float64(st.Generated-1)
 	}
 	if st.Generated > 0 { // the prompt's step included: one read-back brings its first token
-		r.ReadbackBytesPerToken = float64(e.be.Stats().ReadBytes-read0) / float64(st.Generated)
+		r.ReadbackBytesPerToken = float64(e.Backend().Stats().ReadBytes-read0) / float64(st.Generated)
 	}
 	first := st // prompt figures: of the first run alone
-	if e.drafter != nil {
+	if e.DraftName() != "" {
 		// Speculative and plain runs alternate, speculative, plain, plain,
 		// speculative, each mode's figures the sum of its two runs: a
 		// machine whose speed drifts (warming up, other work) then
 		// favours neither.
-		plain, runs, err := e.benchPlain(ctx, req, 2)
+		plain, runs, err := benchPlain(ctx, e, req, 2)
 		if err != nil {
 			return r, err
 		}
@@ -197,8 +198,8 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 			return r, err
 		}
 		r.SpecRunsTPS, r.PlainRunsTPS = []float64{st.DecodeRate(), again.DecodeRate()}, runs
-		st = st.add(again)
-		r.Draft = e.draftName
+		st = st.Add(again)
+		r.Draft = e.DraftName()
 		r.AcceptanceRate, r.TokensPerStep = st.AcceptanceRate(), st.TokensPerStep()
 		r.PlainDecodeTPS = plain.DecodeRate()
 		if r.PlainDecodeTPS > 0 {
@@ -212,30 +213,30 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 	r.TTFTms = float64(first.TimeToFirst) / float64(time.Millisecond)
 	// Every step runs the same ops whatever its rows, so dispatches per step
 	// is dispatches per decoded token.
-	if steps := e.steps.Load() - s0; steps > 0 {
-		r.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
+	if steps := e.Steps() - s0; steps > 0 {
+		r.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 	}
-	r.HostUsPerDispatch = hostPerDispatch(e.be.Stats(), d0, host0)
-	bs := e.be.Stats()
+	r.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
+	bs := e.Backend().Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
 	r.KVType, r.KVBytes, r.KVWindowBytes = e.KVType().String(), e.KVBytes(), e.WindowBytes()
-	r.WeightMix = FormatMix(e.WeightMix())
+	r.WeightMix = runtime.FormatMix(e.WeightMix())
 	r.Bits = e.TensorBits()
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
 	r.DecodeGBps = float64(r.DecodeBytes) * r.DecodeTPS / 1e9
-	if r.CopyGBps, err = e.copyBandwidth(); err != nil {
+	if r.CopyGBps, err = backend.CopyBandwidth(e.Backend(), 64<<20, 10); err != nil {
 		return r, fmt.Errorf("copy bandwidth probe: %w", err)
 	}
 	if r.CopyGBps > 0 {
 		r.BandwidthFraction = r.DecodeGBps / r.CopyGBps
 	}
-	if e.vis != nil {
-		ms, err := e.benchImage()
+	if e.HasVision() {
+		ms, err := e.ImageEncodeTime()
 		if err != nil {
 			return r, fmt.Errorf("image: %w", err)
 		}
-		r.ImageEncodeMs, r.ImageTokens = ms, e.vis.cfg.Tokens()
+		r.ImageEncodeMs, r.ImageTokens = ms, e.ImageTokens()
 	}
 	return r, nil
 }
@@ -245,55 +246,38 @@ func Bench(ctx context.Context, e *Engine, o BenchOptions) (BenchResult, error) 
 const warmTokens = 16
 
 // randomPrompt is BOS and n random tokens.
-func randomPrompt(e *Engine, rng *rand.Rand, n int) []int32 {
-	p := []int32{int32(max(e.model.Tokenizer.BOS(), 0))}
+func randomPrompt(e *runtime.Engine, rng *rand.Rand, n int) []int32 {
+	p := []int32{int32(max(e.Tokenizer().BOS(), 0))}
 	for range n {
-		p = append(p, int32(rng.IntN(e.model.Config.Vocab)))
+		p = append(p, int32(rng.IntN(e.Model().Config.Vocab)))
 	}
 	return p
 }
 
 // benchPlain runs req n times with speculation off, returning the sum of
 // their figures and the decode rate of each.
-func (e *Engine) benchPlain(ctx context.Context, req Request, n int) (Stats, []float64, error) {
-	e.mu.Lock()
-	e.specOff = true
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.specOff = false
-		e.mu.Unlock()
-	}()
-	var sum Stats
+func benchPlain(ctx context.Context, e *runtime.Engine, req runtime.Request, n int) (runtime.Stats, []float64, error) {
+	e.SetSpeculation(false)
+	defer e.SetSpeculation(true)
+	var sum runtime.Stats
 	var rates []float64
 	for range n {
-		st, err := e.Generate(ctx, req, func(Token) error { return nil })
+		st, err := e.Generate(ctx, req, func(runtime.Token) error { return nil })
 		if err != nil {
 			return sum, rates, err
 		}
-		sum, rates = sum.add(st), append(rates, st.DecodeRate())
+		sum, rates = sum.Add(st), append(rates, st.DecodeRate())
 	}
 	return sum, rates, nil
 }
 
-// copyBandwidth probes the memory bandwidth of the engine's device.
-func (e *Engine) copyBandwidth() (float64, error) {
-	return backend.CopyBandwidth(e.be, 64<<20, 10)
-}
-
-// DeviceName names the device the engine runs on: "cpu", or "webgpu:" and
-// the adapter.
-func (e *Engine) DeviceName() string {
-	return backend.Describe(e.be).Device
-}
-
 // benchMany runs o.Concurrency sequences at once, and with a shared prefix
 // runs them again without the prefix cache.
-func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (BenchResult, error) {
+func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchResult) (BenchResult, error) {
 	n := max(o.Concurrency, 1)
-	c := e.model.Config
+	c := e.Model().Config
 	rng := rand.New(rand.NewPCG(3, 4))
-	bos := int32(max(e.model.Tokenizer.BOS(), 0))
+	bos := int32(max(e.Tokenizer().BOS(), 0))
 	shared := []int32{bos}
 	for range min(o.SharedPrefix, o.PromptTokens) {
 		shared = append(shared, int32(rng.IntN(c.Vocab)))
@@ -307,11 +291,11 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	}
 	// The warm-up is a round of as many sequences on prompts of their own,
 	// shorter: it compiles the kernels of the batch's shapes.
-	warm := make([]*Stream, n)
+	warm := make([]*runtime.Stream, n)
 	wrng := rand.New(rand.NewPCG(7, 8))
 	for i := range warm {
 		var err error
-		req := Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}
+		req := runtime.Request{Tokens: randomPrompt(e, wrng, o.PromptTokens), MaxTokens: min(o.GenTokens, warmTokens), IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}
 		if warm[i], err = e.Start(ctx, req); err != nil {
 			for _, s := range warm[:i] {
 				s.Cancel()
@@ -327,31 +311,23 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	}
 	run := func(share bool) (BenchResult, error) {
 		res := r
-		e.mu.Lock()
-		e.noPrefixCache = !share
-		pre := e.preemptions
-		e.mu.Unlock()
-		defer func() {
-			e.mu.Lock()
-			e.noPrefixCache = false
-			e.mu.Unlock()
-		}()
+		e.SetPrefixCache(share)
+		pre := e.Metrics().Preemptions
+		defer e.SetPrefixCache(true)
 		if o.SharedPrefix > 0 {
 			// The shared prefix is a system prompt seen before: one
 			// sequence puts it in the cache, as in a long-running server.
-			if _, err := e.Generate(ctx, Request{Tokens: prompts[0], MaxTokens: 1, Adapters: o.adapter(0)}, func(Token) error { return nil }); err != nil {
+			if _, err := e.Generate(ctx, runtime.Request{Tokens: prompts[0], MaxTokens: 1, Adapters: o.adapter(0)}, func(runtime.Token) error { return nil }); err != nil {
 				return res, err
 			}
 		}
-		e.mu.Lock()
-		e.peakBlocks = 0
-		e.mu.Unlock()
-		streams := make([]*Stream, n)
-		d0, s0, read0, host0 := e.be.Stats().Dispatches, e.steps.Load(), e.be.Stats().ReadBytes, e.be.Stats().Host
+		e.ResetPeakBlocks()
+		streams := make([]*runtime.Stream, n)
+		d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
-			if streams[i], err = e.Start(ctx, Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}); err != nil {
+			if streams[i], err = e.Start(ctx, runtime.Request{Tokens: p, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(i), Sampler: o.sampler(i)}); err != nil {
 				return res, err
 			}
 		}
@@ -377,12 +353,12 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
 			perSeq += st.DecodeRate() / float64(n)
 		}
-		if steps := e.steps.Load() - s0; steps > 0 {
-			res.DispatchesPerToken = float64(e.be.Stats().Dispatches-d0) / float64(steps)
+		if steps := e.Steps() - s0; steps > 0 {
+			res.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 		}
-		res.HostUsPerDispatch = hostPerDispatch(e.be.Stats(), d0, host0)
+		res.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
 		if generated > 0 {
-			res.ReadbackBytesPerToken = float64(e.be.Stats().ReadBytes-read0) / float64(generated)
+			res.ReadbackBytesPerToken = float64(e.Backend().Stats().ReadBytes-read0) / float64(generated)
 		}
 		res.Concurrency = n
 		res.TTFTms = ttft
@@ -390,13 +366,12 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 		res.DecodeTPS = perSeq
 		res.AggregateDecodeTPS = rate(decoded, endAt.Sub(firstAt))
 		res.PromptTPS = rate(n*(o.PromptTokens+1), firstAt.Sub(start))
-		e.mu.Lock()
-		res.KVPeakBlocks = e.peakBlocks
-		res.Preemptions = e.preemptions - pre
-		e.mu.Unlock()
-		res.KVBlockBytes = e.kvBlockBytes()
+		m := e.Metrics()
+		res.KVPeakBlocks = m.PeakBlocks
+		res.Preemptions = m.Preemptions - pre
+		res.KVBlockBytes = e.KVBlockBytes()
 		res.KVType, res.KVBytes, res.KVWindowBytes = e.KVType().String(), e.KVBytes(), e.WindowBytes()
-		res.MemoryBytes = e.be.Stats().Memory
+		res.MemoryBytes = e.Backend().Stats().Memory
 		res.WeightBytes = e.WeightBytes()
 		return res, nil
 	}
@@ -410,6 +385,14 @@ func benchMany(ctx context.Context, e *Engine, o BenchOptions, r BenchResult) (B
 	}
 	res.Unshared = &unshared
 	return res, nil
+}
+
+// rate is n per second of d.
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 // hostPerDispatch is the host's µs a dispatch since a measurement began

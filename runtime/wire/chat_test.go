@@ -1,4 +1,4 @@
-package chatapi_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -7,18 +7,18 @@ import (
 
 	"github.com/tessera-llm/tessera/models/chat"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/chatapi"
+	"github.com/tessera-llm/tessera/runtime/wire"
 )
 
 // A request's fields either read into the engine's terms or are refused
 // as a bad request naming the field.
 func TestRead(t *testing.T) {
 	type body struct {
-		Messages           []chatapi.Message `json:"messages"`
-		Tools              []chatapi.Tool    `json:"tools"`
-		ToolChoice         json.RawMessage   `json:"tool_choice"`
-		ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
-		ReasoningEffort    string            `json:"reasoning_effort"`
+		Messages           []wire.Message  `json:"messages"`
+		Tools              []wire.Tool     `json:"tools"`
+		ToolChoice         json.RawMessage `json:"tool_choice"`
+		ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
+		ReasoningEffort    string          `json:"reasoning_effort"`
 	}
 	weather := `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`
 	for _, tt := range []struct {
@@ -48,14 +48,14 @@ func TestRead(t *testing.T) {
 			err := json.Unmarshal([]byte(tt.json), &b)
 			var msgs []chat.Message
 			if err == nil {
-				msgs, err = chatapi.ChatMessages(b.Messages)
+				msgs, err = wire.ChatMessages(b.Messages)
 			}
 			if err == nil {
-				_, err = chatapi.TemplateVars(b.ChatTemplateKwargs, b.ReasoningEffort)
+				_, err = wire.TemplateVars(b.ChatTemplateKwargs, b.ReasoningEffort)
 			}
 			var ct runtime.ChatTools
 			if err == nil {
-				_, ct, err = chatapi.Tools(b.Tools, b.ToolChoice, true, chat.Hermes)
+				_, ct, err = wire.Tools(b.Tools, b.ToolChoice, true, chat.Hermes)
 			}
 			if tt.param == "" {
 				if err != nil {
@@ -66,7 +66,7 @@ func TestRead(t *testing.T) {
 				}
 				return
 			}
-			pe, ok := chatapi.AsParam(err)
+			pe, ok := wire.AsParam(err)
 			if !ok || pe.Param != tt.param || !errors.Is(err, runtime.ErrBadRequest) {
 				t.Errorf("%v, want a bad request about %q", err, tt.param)
 			}
@@ -76,9 +76,9 @@ func TestRead(t *testing.T) {
 
 // A tool loop's assistant message reads back as the template takes it.
 func TestChatMessages(t *testing.T) {
-	var ms []chatapi.Message
+	var ms []wire.Message
 	json.Unmarshal([]byte(`[{"role":"assistant","content":null,"reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]`), &ms)
-	got, err := chatapi.ChatMessages(ms)
+	got, err := wire.ChatMessages(ms)
 	if err != nil {
 		t.Fatal(err)
 	}

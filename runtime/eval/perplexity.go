@@ -1,4 +1,4 @@
-package runtime
+package eval
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tessera-llm/tessera/models/tokenizer"
+	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -15,13 +17,13 @@ import (
 // text given the ones before it, over windows of the model's context (each
 // window starts afresh with BOS). progress, if not nil, is called with the
 // tokens scored so far and the total.
-func (e *Engine) Perplexity(ctx context.Context, text string, progress func(done, total int)) (ppl float64, tokens int, err error) {
-	ids, err := e.scoredText(text)
+func Perplexity(ctx context.Context, e *runtime.Engine, text string, progress func(done, total int)) (ppl float64, tokens int, err error) {
+	ids, err := scoredText(e, text)
 	if err != nil {
 		return 0, 0, err
 	}
 	var nll float64
-	for chunk := range e.windows(ids, e.model.Config.Context) {
+	for chunk := range windows(e.Tokenizer(), ids, e.Model().Config.Context) {
 		err := e.Score(ctx, chunk, func(i int, logits []float32) error {
 			nll -= logSoftmaxAt(logits, int(chunk[i+1]))
 			tokens++
@@ -38,8 +40,8 @@ func (e *Engine) Perplexity(ctx context.Context, text string, progress func(done
 }
 
 // scoredText is text's tokens, at least 2 of them.
-func (e *Engine) scoredText(text string) ([]int, error) {
-	ids := e.model.Tokenizer.Encode(text, false)
+func scoredText(e *runtime.Engine, text string) ([]int, error) {
+	ids := e.Tokenizer().Encode(text, false)
 	if len(ids) < 2 {
 		return nil, fmt.Errorf("perplexity needs at least 2 tokens of text, got %d", len(ids))
 	}
@@ -48,8 +50,8 @@ func (e *Engine) scoredText(text string) ([]int, error) {
 
 // windows cuts ids into the windows that are scored, each starting afresh
 // with BOS and as long as a context of ctx tokens allows.
-func (e *Engine) windows(ids []int, ctx int) iter.Seq[[]int32] {
-	bos := int32(e.model.Tokenizer.BOS())
+func windows(tok tokenizer.Tokenizer, ids []int, ctx int) iter.Seq[[]int32] {
+	bos := int32(tok.BOS())
 	window := ctx - 1
 	return func(yield func([]int32) bool) {
 		for start := 0; start < len(ids); start += window {
@@ -103,20 +105,20 @@ type Divergence struct {
 // the reference's logits of a position wait for the model's, so memory
 // holds a few positions' distributions, never a whole window's. Windows
 // are those of Perplexity, of the shorter context of the two.
-func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress func(done, total int)) (*Divergence, error) {
+func Compare(ctx context.Context, e, ref *runtime.Engine, text string, progress func(done, total int)) (*Divergence, error) {
 	if ref == e {
 		return nil, fmt.Errorf("compare: the reference must be another engine (load the model again)")
 	}
-	if v, rv := e.model.Config.Vocab, ref.model.Config.Vocab; v != rv {
+	if v, rv := e.Model().Config.Vocab, ref.Model().Config.Vocab; v != rv {
 		return nil, fmt.Errorf("compare: vocabularies of %d and %d tokens", v, rv)
 	}
-	ids, err := e.scoredText(text)
+	ids, err := scoredText(e, text)
 	if err != nil {
 		return nil, err
 	}
 	d := &Divergence{}
 	var nll, refNLL float64
-	for chunk := range e.windows(ids, min(e.model.Config.Context, ref.model.Config.Context)) {
+	for chunk := range windows(e.Tokenizer(), ids, min(e.Model().Config.Context, ref.Model().Config.Context)) {
 		err := scorePair(ctx, e, ref, chunk, func(i int, logits, refLogits []float32) {
 			lq, lb := logSoftmax(logits), logSoftmax(refLogits)
 			next := int(chunk[i+1])
@@ -147,10 +149,11 @@ func (e *Engine) Compare(ctx context.Context, ref *Engine, text string, progress
 
 // scorePair runs Score over tokens on a and b at once and calls fn with
 // both engines' logits of each position, in order.
-func scorePair(ctx context.Context, a, b *Engine, tokens []int32, fn func(i int, la, lb []float32)) error {
+func scorePair(ctx context.Context, a, b *runtime.Engine, tokens []int32, fn func(i int, la, lb []float32)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rows := make(chan []float32, 2*b.net.maxOut)
+	bb := b.Budgets() // Score's chunks are at most this many rows
+	rows := make(chan []float32, 2*min(bb.MaxBatchTokens, bb.MaxSeqs))
 	done := make(chan error, 1)
 	go func() {
 		defer close(rows)

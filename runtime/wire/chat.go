@@ -1,11 +1,4 @@
-// Package chatapi reads OpenAI's Chat Completions request as Tessera
-// takes it, in every home: the HTTP server (runtime/server) and the
-// browser's JavaScript API (wasm/browser) both read the messages (with
-// tool calls, tool results and reasoning), the tools and tool_choice and
-// the template's variables here, so that they take the same fields and
-// refuse the same things with the same words. A refusal is a *ParamError
-// naming the request field at fault; it wraps runtime.ErrBadRequest.
-package chatapi
+package wire
 
 import (
 	"bytes"
