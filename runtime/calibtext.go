@@ -95,6 +95,7 @@ func (e *Engine) decodeLockstep(ctx context.Context, kv []*kvcache.Seq, toks [][
 			b.Out = append(b.Out, int32(i))
 		}
 		e.mu.Unlock()
+		n.windows(&b) // the lent slots' rings, on a windowed cache
 		if err := n.forward(b); err != nil {
 			return err
 		}

@@ -195,6 +195,11 @@ type KVOptions struct {
 	// (half the bytes) or int8 (a scale per token and kv head; about a
 	// quarter), for long contexts. Attention computes in f32 either way.
 	Type backend.KVType
+	// FullWindows keeps every position of the sliding-window layers
+	// (Gemma 2/3/4, gpt-oss) for the whole sequence, as the global
+	// layers, instead of a ring of their window per sequence (window.go):
+	// more memory, and sequences not capped by rings.
+	FullWindows bool
 }
 
 // New loads model m onto backend be, keeping its weights as ws says, with
@@ -222,8 +227,9 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	}
 	blockBytes := kvBlockBytes(c, kv.BlockSize, kv.Type)
 	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
+	var mem int64
 	if kv.Tokens <= 0 {
-		mem := kv.Memory
+		mem = kv.Memory
 		if mem <= 0 {
 			mem = min(1<<30, blockBytes*int64(4*c.Context/kv.BlockSize+1))
 		}
@@ -232,18 +238,24 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if need := (c.Context + kv.BlockSize - 1) / kv.BlockSize; blocks < need {
 		return nil, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
 	}
+	// The sliding layers' rings, and the blocks of the global layers that
+	// the rest of a byte budget buys (window.go).
+	win := planWindows(c, kv.FullWindows, blocks, kv.BlockSize, b.MaxBatchTokens, min(b.MaxBatchTokens, b.MaxSeqs), kv.Type)
+	if win.on() && kv.Tokens <= 0 {
+		blocks = windowBlocks(c, win, blocks, mem, kv.Memory > 0)
+	}
 	pool, err := kvcache.NewPool(blocks, kv.BlockSize)
 	if err != nil {
 		return nil, err
 	}
 	net, err := newLlama(m, be, ws, b.MaxBatchTokens, b.MaxSeqs, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
-		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type})
+		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type}, win)
 	if err != nil {
 		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
 	}
 	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m), queue: newQueue()}
-	if net.recurrent() {
-		e.rs = newStateSlots(net.maxRunning())
+	if net.slotted() {
+		e.rs = newStateSlots(net.maxRunning(), net.snapshots())
 	}
 	return e, nil
 }
@@ -251,7 +263,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 // Budgets returns the engine's budgets, defaults filled in and capped by
 // the context: the tokens one step processes and the sequences that run
 // at once (fewer on a model with linear layers, whose states take a slot
-// each: maxRecurrent).
+// each: maxRecurrent, or where a windowed cache's rings run out).
 func (e *Engine) Budgets() Budgets {
 	return Budgets{MaxBatchTokens: e.net.maxBatch, MaxSeqs: e.net.maxRunning()}
 }
@@ -282,7 +294,8 @@ func (e *Engine) WeightBytes() int64 { return e.net.weightBytes() }
 // DecodeBytes estimates the bytes one decode step reads at position pos:
 // every weight except the embedding tables (the tokens' and Gemma 4's
 // per-layer ones, of which it reads one row each) and the experts a token does not route to (it reads k of E), and the keys
-// and values of pos+1 positions in every layer.
+// and values of pos+1 positions in every global layer and of the last
+// window's in every sliding one (the kernels start at the window).
 func (e *Engine) DecodeBytes(pos int) int64 {
 	c := e.model.Config
 	n := e.net.weightBytes() - e.net.idleExpertBytes() - e.net.idleTableBytes()
@@ -291,8 +304,10 @@ func (e *Engine) DecodeBytes(pos int) int64 {
 	}
 	// Keys and values of a position in every layer with them, and a
 	// sequence's state in every linear layer, read and written.
-	kv := kvBlockBytes(c, 1, e.net.kv.Shape().Type)
-	return n + int64(pos+1)*kv + 2*e.net.stateBytes()
+	global, sliding := kvLayerKinds(c)
+	t := e.net.kv.Shape().Type
+	kv := int64(pos+1)*kvTokenBytes(c, global, t) + int64(min(pos+1, max(c.SlidingWindow, 1)))*kvTokenBytes(c, sliding, t)
+	return n + kv + 2*e.net.stateBytes()
 }
 
 // Close stops the scheduler (ending every live generation with an error)
@@ -328,15 +343,22 @@ func (e *Engine) Close() error {
 // KVBlockSize is the number of tokens in a KV cache block.
 func (e *Engine) KVBlockSize() int { return e.pool.BlockSize() }
 
-// kvBlockBytes is the memory of one KV block: keys and values of every layer.
+// kvBlockBytes is the memory of one block of the pool: keys and values of
+// every layer it holds (not the windowed layers' rings).
 func (e *Engine) kvBlockBytes() int64 {
-	return kvBlockBytes(e.model.Config, e.pool.BlockSize(), e.net.kv.Shape().Type)
+	c := e.model.Config
+	if e.net.win != nil {
+		global, _ := kvLayerKinds(c)
+		return int64(e.pool.BlockSize()) * kvTokenBytes(c, global, e.net.kv.Shape().Type)
+	}
+	return kvBlockBytes(c, e.pool.BlockSize(), e.net.kv.Shape().Type)
 }
 
 // KVType is how the engine's cache stores keys and values.
 func (e *Engine) KVType() backend.KVType { return e.net.kv.Shape().Type }
 
-// KVBytes is the memory of the engine's whole KV pool.
+// KVBytes is the memory of the engine's KV caches: the pool's, and the
+// sliding layers' rings where they keep their windows only (WindowBytes).
 func (e *Engine) KVBytes() int64 { return e.net.kvBytes() }
 
 func kvBlockBytes(c models.Config, blockSize int, t backend.KVType) int64 {

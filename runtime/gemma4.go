@@ -54,7 +54,7 @@ type gemma4Acts struct{ q, k, v, att backend.Tensor }
 
 // newGemma4 loads a Gemma 4: llama's weights and activations where they
 // fit every layer, the rest per layer and per shape.
-func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape) (*llama, error) {
+func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape, win windowing) (*llama, error) {
 	c := m.Config
 	g := &gemma4Net{}
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, maxSeqs), g4: g}
@@ -99,13 +99,17 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 			k.layers = append(k.layers, l)
 		}
 	}
-	for sliding, k := range kinds {
+	for _, sliding := range []bool{false, true} { // the pool's first: a windowed cache shares its tables' width
+		k := kinds[sliding]
 		if len(k.layers) == 0 {
 			continue
 		}
 		l := k.layers[0]
 		s := kv
 		s.Layers, s.Heads, s.HeadDim = len(k.layers), c.LayerKVHeads(l), c.LayerHeadDim(l)
+		if sliding && win.on() { // the sliding layers keep their windows only (window.go)
+			s = win.Shape
+		}
 		if k.kv, err = be.NewKV(s); err != nil {
 			return nil, err
 		}
@@ -114,6 +118,9 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 		} else {
 			n.kv = k.kv
 		}
+	}
+	if win.on() {
+		n.win, n.ring, n.winRunning = g.local, win.Ring, win.Running
 	}
 	if n.kv == nil { // every layer sliding: llama.kv is the one cache
 		n.kv, g.local = g.local, nil
@@ -360,10 +367,12 @@ func (n *llama) perLayerInputs() {
 	}
 }
 
-// copyBlock copies block src to dst in every cache (copy on write).
+// copyBlock copies block src to dst in every cache that the pool's block
+// tables reach (copy on write): not the windowed rings, which no two
+// sequences share.
 func (n *llama) copyBlock(src, dst int) {
 	n.be.CopyBlock(n.kv, src, dst)
-	if n.g4 != nil && n.g4.local != nil {
+	if n.g4 != nil && n.g4.local != nil && n.g4.local != n.win {
 		n.be.CopyBlock(n.g4.local, src, dst)
 	}
 }
@@ -373,6 +382,8 @@ func (n *llama) kvBytes() int64 {
 	b := n.kv.Shape().Bytes()
 	if n.g4 != nil && n.g4.local != nil {
 		b += n.g4.local.Shape().Bytes()
+	} else if n.win != nil {
+		b += n.win.Shape().Bytes()
 	}
 	return b
 }

@@ -163,10 +163,14 @@ func recurrentShape(c models.Config, maxOut int) backend.RecurrentShape {
 }
 
 // maxRunning is how many sequences may run at once: one per output row of
-// a step, fewer with linear layers (maxRecurrent).
+// a step, fewer with linear layers (maxRecurrent) or where the rings of a
+// windowed cache run out (planWindows).
 func (n *llama) maxRunning() int {
-	if n.recurrent() {
+	switch {
+	case n.recurrent():
 		return min(n.maxOut, maxRecurrent)
+	case n.win != nil:
+		return min(n.maxOut, n.winRunning)
 	}
 	return n.maxOut
 }
@@ -187,26 +191,55 @@ func (n *llama) stateBytes() int64 {
 // cannot be rolled back, nor shared by prefix.
 func (n *llama) recurrent() bool { return n.rec != nil }
 
+// slotted reports whether each running sequence needs a sequence slot
+// (stateSlots): for its recurrent states, or for its ring in a windowed
+// cache (window.go). Prefix-cache hits on such a model restore the slot
+// from a snapshot, or are not taken.
+func (n *llama) slotted() bool { return n.rec != nil || n.win != nil }
+
+// slots is how many sequence slots the model keeps: the running
+// sequences', the scratch slot and the snapshots.
+func (n *llama) slots() int {
+	switch {
+	case n.recurrent():
+		return n.rec.Shape().Slots
+	case n.win != nil:
+		return n.win.Shape().Blocks / n.ring
+	}
+	return 0
+}
+
+// snapshots is how many prefix snapshots the slots hold.
+func (n *llama) snapshots() int { return n.slots() - n.maxRunning() - 1 }
+
 // scratchSlot is the state slot of one-off forward passes (scoring,
 // embedding, calibration), which run under the step lock and so never
 // overlap: no running sequence holds it.
 func (n *llama) scratchSlot() int32 { return int32(n.maxRunning()) }
 
-// solo gives a one-sequence batch of a one-off pass the scratch slot.
+// solo gives a one-sequence batch of a one-off pass the scratch slot (its
+// tables set).
 func (n *llama) solo(b *backend.Batch) {
-	if n.recurrent() {
+	if n.slotted() {
 		b.States = []int32{n.scratchSlot()}
+		n.windows(b)
 	}
 }
 
-// checkStates refuses a batch whose sequences have no valid state slot
-// on a model with linear layers.
+// checkStates refuses a batch whose sequences have no valid slot on a
+// model with linear layers or a windowed cache.
 func (n *llama) checkStates(b backend.Batch) error {
-	if !n.recurrent() {
+	if !n.slotted() {
 		return nil
 	}
-	if err := b.ValidateStates(n.rec.Shape().Slots); err != nil {
+	if err := b.ValidateStates(n.slots()); err != nil {
+		if n.win != nil {
+			return fmt.Errorf("sliding-window rings: %w", err)
+		}
 		return fmt.Errorf("linear attention: %w", err)
+	}
+	if n.win != nil && b.Windows == nil {
+		return fmt.Errorf("sliding-window rings: a batch without window tables")
 	}
 	return nil
 }
@@ -224,15 +257,16 @@ func (e *Engine) StateBytes() int64 {
 // 20 MB a slot).
 const stateSnapshots = 4
 
-// stateSlots hands out the recurrent-state slots: one per running sequence
-// (0..maxRunning-1), the scratch slot (maxRunning), then the snapshots: a state at
-// the end of a prompt's last whole block, which is where a prefix-cache hit
-// of that prompt resumes (kvcache.Seq.Share never shares the block of the
-// last token).
+// stateSlots hands out the sequence slots of a model with recurrent states
+// or a windowed cache (slotted): one per running sequence
+// (0..maxRunning-1), the scratch slot (maxRunning), then the snapshots: a
+// state (or ring) at the end of a prompt's last whole block, which is
+// where a prefix-cache hit of that prompt resumes (kvcache.Seq.Share never
+// shares the block of the last token).
 type stateSlots struct {
 	free  []int32 // sequence slots not in use
 	first int32   // the first snapshot slot
-	snaps [stateSnapshots]snapshot
+	snaps []snapshot
 	clock uint64
 	hits  int // sequences resumed from a snapshot
 }
@@ -245,8 +279,8 @@ type snapshot struct {
 	used   uint64
 }
 
-func newStateSlots(running int) *stateSlots {
-	r := &stateSlots{first: int32(running) + 1}
+func newStateSlots(running, snapshots int) *stateSlots {
+	r := &stateSlots{first: int32(running) + 1, snaps: make([]snapshot, snapshots)}
 	for slot := range running {
 		r.free = append(r.free, int32(slot))
 	}
@@ -263,8 +297,8 @@ func (r *stateSlots) find(prefix []int32) (int, bool) {
 	return 0, false
 }
 
-// takeState gives s a recurrent-state slot as it starts running, on a
-// model with linear layers. admit runs at most maxRunning sequences, so a
+// takeState gives s a sequence slot as it starts running, on a model
+// with linear layers or a windowed cache. admit runs at most maxRunning sequences, so a
 // slot is always free. Called with e.mu held.
 func (e *Engine) takeState(s *sequence) {
 	if e.rs == nil || s.state != 0 {
@@ -360,7 +394,18 @@ func (e *Engine) keepSnapshot(s *sequence) {
 		return
 	}
 	r.snaps[pick] = snapshot{prefix: slices.Clone(prefix), used: r.clock}
-	e.be.CopyState(e.net.rec, int(s.state-1), int(r.first)+pick)
+	e.net.copySlot(int(s.state-1), int(r.first)+pick)
+}
+
+// copySlot copies sequence slot src to dst: the recurrent states, or the
+// ring of every windowed layer.
+func (n *llama) copySlot(src, dst int) {
+	if n.recurrent() {
+		n.be.CopyState(n.rec, src, dst)
+	}
+	if n.win != nil {
+		n.copyRing(src, dst)
+	}
 }
 
 // lendStates takes n free slots for a lockstep pass outside the scheduler

@@ -36,6 +36,13 @@ type llama struct {
 	kv                            backend.KV
 	g4                            *gemma4Net // Gemma 4's layers (gemma4.go), or nil
 
+	// The sliding layers' windowed cache (window.go): a ring of ring
+	// blocks per sequence slot, winRunning of them for running sequences;
+	// nil where the sliding layers are in kv with the rest.
+	win        backend.KV
+	ring       int
+	winRunning int
+
 	// Qwen3.5's linear layers (models.LinearConfig): their activations and
 	// the recurrent states (a slot per running sequence, the scratch slot
 	// of one-off passes and the prefix snapshots: stateSlots in linear.go).
@@ -79,7 +86,8 @@ type layerWeights struct {
 	// the local base and see the last SlidingWindow positions.
 	rope, ropeKV backend.Rope
 	attn         backend.Attention
-	kvLayer      int // the layer's in the KV cache (linear layers have none)
+	kvLayer      int  // the layer's in its KV cache (linear layers have none)
+	windowed     bool // its cache is the windowed one (llama.win), not llama.kv
 }
 
 // linearWeights are a Gated DeltaNet layer's: in is W_qkv and W_gate
@@ -92,13 +100,23 @@ type linearWeights struct {
 
 // newLlama uploads m's weights to be and allocates what a forward pass
 // needs for steps of up to maxBatch tokens and maxSeqs rows of logits,
-// with a paged cache of blocks × blockSize slots.
-func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape) (*llama, error) {
+// with a paged cache of kv's shape (for every layer that stores keys and
+// values), or where win is on, that for the global layers and win's rings
+// for the sliding ones.
+func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, maxSeqs int, kv backend.KVShape, win windowing) (*llama, error) {
 	c := m.Config
 	if c.Gemma4 != nil {
-		return newGemma4(m, be, ws, maxBatch, maxSeqs, kv)
+		return newGemma4(m, be, ws, maxBatch, maxSeqs, kv, win)
 	}
 	n := &llama{cfg: c, be: be, maxBatch: maxBatch, maxOut: min(maxBatch, maxSeqs)}
+	global, sliding := kvLayerKinds(c)
+	cacheIndex := map[int]int{} // a layer's index in its cache
+	for i, l := range global {
+		cacheIndex[l] = i
+	}
+	for i, l := range sliding {
+		cacheIndex[l] = i
+	}
 	upload := func(name string) (backend.Weight, error) {
 		t, err := m.Tensor(name)
 		if err != nil {
@@ -187,6 +205,9 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, m
 		}
 		lw.rope, lw.ropeKV, lw.attn = attention(c, l)
 		lw.kvLayer = l - c.Linear.CountBefore(l)
+		if win.on() {
+			lw.kvLayer, lw.windowed = cacheIndex[l], c.LayerSliding(l)
+		}
 		lw.attn.Sinks = lw.sinks
 	}
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -231,10 +252,27 @@ func newLlama(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, m
 	if n.logits, err = be.NewOutputTensor(n.maxOut, c.Vocab); err != nil {
 		return nil, err
 	}
+	if win.on() {
+		kv.Layers = len(global)
+	}
 	if n.kv, err = be.NewKV(kv); err != nil {
 		return nil, err
 	}
+	if win.on() { // after the pool's cache, whose tables' width the rings' share
+		if n.win, err = be.NewKV(win.Shape); err != nil {
+			return nil, err
+		}
+		n.ring, n.winRunning = win.Ring, win.Running
+	}
 	return n, nil
+}
+
+// cache is the KV cache layer w attends over.
+func (n *llama) cache(w *layerWeights) backend.KV {
+	if w.windowed {
+		return n.win
+	}
+	return n.kv
 }
 
 // fuse uploads the named tensors as one weight (backend.Fuse), in the
@@ -355,8 +393,9 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			be.HeadNorm(n.q, w.qNorm, qn, c.NormEps)
 			be.HeadNorm(n.k, w.kNorm, kn, c.NormEps)
 		}
-		be.RopeStore(n.q, n.k, n.v, n.kv, w.kvLayer, w.rope, w.ropeKV)
-		be.Attend(n.att, n.q, n.kv, w.kvLayer, n.stepAttention(w.attn))
+		kv := n.cache(&w)
+		be.RopeStore(n.q, n.k, n.v, kv, w.kvLayer, w.rope, w.ropeKV)
+		be.Attend(n.att, n.q, kv, w.kvLayer, n.stepAttention(w.attn))
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}

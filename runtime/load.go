@@ -276,6 +276,9 @@ func (e *Engine) attachDraft(opts Options) error {
 	do.Adapters, do.LoRAMerge = nil, false
 	do.Context = 0        // the draft's own; it drafts only within it
 	onDeviceOf(&do, e.be) // one device for both: a second one would compete for it
+	// The draft's passes run outside the scheduler, with no sequence
+	// slots: its sliding layers keep every position (window.go).
+	do.KV.FullWindows = true
 	d, err := Load(opts.Draft, do)
 	if err != nil {
 		return fmt.Errorf("draft: %w", err)

@@ -458,6 +458,10 @@ func (e *Engine) finish(s *sequence, err error) {
 // recomputed from its tokens (prompt and generated so far).
 func (e *Engine) preempt(s *sequence) {
 	s.kv.Release()
+	if s.restore != 0 { // its claim on a snapshot: admission looks again
+		e.rs.snaps[s.restore-1].pins--
+		s.restore = 0
+	}
 	if s.spec != nil {
 		e.drafter.release(s)
 	}

@@ -294,7 +294,7 @@ func runTwin(ctx context.Context, be backend.Backend, tw *twin, kvType backend.K
 	c := tw.model.Config
 	const block = DefaultBlockSize
 	n, err := newLlama(tw.model, be, tw.ws, twinRows, twinRows, backend.KVShape{Layers: c.Layers, Blocks: 4, BlockSize: block,
-		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kvType})
+		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kvType}, windowing{}) // the kernels of a windowed cache are these, bound to rings
 	if err != nil {
 		return nil, err
 	}

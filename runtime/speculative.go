@@ -553,6 +553,7 @@ func (e *Engine) probe(n int) (time.Duration, error) {
 		e.mu.Unlock()
 	}()
 	b := backend.Batch{Out: []int32{int32(n - 1)}, BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+	e.net.solo(&b) // the scratch slot's ring, on a windowed cache
 	for i := range n {
 		b.Tokens = append(b.Tokens, int32(max(e.model.Tokenizer.BOS(), 0)))
 		b.Pos = append(b.Pos, int32(i))

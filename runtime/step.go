@@ -79,8 +79,8 @@ func (e *Engine) step() error {
 	for _, c := range copies {
 		e.net.copyBlock(int(c.Src), int(c.Dst))
 	}
-	for _, r := range restores { // linear layers' states at a prefix hit's end
-		e.be.CopyState(e.net.rec, r[0], r[1])
+	for _, r := range restores { // linear layers' states, or rings, at a prefix hit's end
+		e.net.copySlot(r[0], r[1])
 	}
 	e.steps.Add(1)
 	b := e.batch(plan)
@@ -268,7 +268,7 @@ func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error)
 		}
 	}
 	keep()
-	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables, States: b.States,
+	next := backend.Batch{BlockSize: b.BlockSize, Tables: b.Tables, States: b.States, Windows: b.Windows,
 		Tokens: make([]int32, outs), Seq: make([]int32, outs), Out: make([]int32, outs)}
 	for i, r := range b.Out {
 		next.Seq[i], next.Out[i] = b.Seq[r], int32(i)
@@ -459,7 +459,7 @@ func (e *Engine) batch(plan []work) backend.Batch {
 	adapted := slices.ContainsFunc(plan, func(w work) bool { return w.s.adapter != nil })
 	for j, w := range plan {
 		b.Tables = append(b.Tables, w.s.kv.Table())
-		if e.net.recurrent() {
+		if e.net.slotted() {
 			b.States = append(b.States, w.s.state-1)
 		}
 		slot, scale := int32(-1), float32(0)
@@ -479,6 +479,7 @@ func (e *Engine) batch(plan []work) backend.Batch {
 			b.Out = append(b.Out, int32(len(b.Tokens)-o))
 		}
 	}
+	e.net.windows(&b)
 	return b
 }
 

@@ -90,8 +90,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
 				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
 		}
-		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s)\n", dtype.FormatBytes(r.MemoryBytes), dtype.FormatBytes(r.WeightBytes),
-			r.KVType, dtype.FormatBytes(r.KVBytes))
+		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s%s)\n", dtype.FormatBytes(r.MemoryBytes), dtype.FormatBytes(r.WeightBytes),
+			r.KVType, dtype.FormatBytes(r.KVBytes), windowNote(r.KVWindowBytes))
 		fmt.Fprintf(e.stdout, "weight storage    %s\n", r.WeightMix)
 		fmt.Fprintf(e.stdout, "bits a weight     by tensor kind, in the file → as kept:\n%s", runtime.FormatBits(r.Bits, "                    "))
 		fmt.Fprintf(e.stdout, "bandwidth         decode reads %s/token = %.2f GB/s; copy probe %.2f GB/s; fraction %.2f\n",
@@ -136,4 +136,13 @@ func hostNote(r eval.BenchResult) string {
 		return ""
 	}
 	return fmt.Sprintf("; the host %.2f µs a dispatch recording and submitting", r.HostUsPerDispatch)
+}
+
+// windowNote is the part of the kv cache that the sliding-window layers'
+// rings take, for the memory line; "" without them.
+func windowNote(b int64) string {
+	if b == 0 {
+		return ""
+	}
+	return ", of it " + dtype.FormatBytes(b) + " the sliding layers' windows"
 }

@@ -53,6 +53,9 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(w, "heads\t%d (kv %d, head dim %d)\n", c.Heads, c.KVHeads, c.HeadDim)
 		fmt.Fprintf(w, "context\t%d\n", c.Context)
 		fmt.Fprintf(w, "kv cache\t%s\n", kvBytes(c))
+		if note := windowedKV(c); note != "" {
+			fmt.Fprintf(w, "kv windows\t%s\n", note)
+		}
 		fmt.Fprintf(w, "rope\t%s, dim %d, theta %g\n", c.Rope, c.RopeDim, c.RopeTheta)
 		fmt.Fprintf(w, "rms eps\t%g\n", c.NormEps)
 		fmt.Fprintf(w, "tied embeddings\t%v\n", c.TiedEmbeddings)
@@ -150,6 +153,24 @@ func kvBytes(c models.Config) string {
 		parts = append(parts, fmt.Sprintf("%s %s/token, %s for %d tokens", t, dtype.FormatBytes(s.Bytes()), dtype.FormatBytes(int64(ctx)*s.Bytes()), ctx))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// windowedKV says, for a model with sliding-window layers, what one
+// sequence of the default context keeps with those layers holding only a
+// ring of their window (the default) against every position
+// (KVOptions.FullWindows), in f32 with the CPU's default step; "" for a
+// model without them.
+func windowedKV(c models.Config) string {
+	if c.SlidingWindow <= 0 {
+		return ""
+	}
+	ctx := min(c.Context, runtime.DefaultContext)
+	full, win := runtime.SequenceKV(c, backend.KVF32, ctx, runtime.DefaultBlockSize, runtime.DefaultBatchTokensCPU)
+	if full == win {
+		return fmt.Sprintf("none: at %d tokens every layer keeps the whole sequence", ctx)
+	}
+	return fmt.Sprintf("a sequence of %d tokens keeps %s of f32 kv, the sliding layers a ring of their window (%s with every position kept)",
+		ctx, dtype.FormatBytes(win), dtype.FormatBytes(full))
 }
 
 // deviceInfo lists the adapters and describes the one Tessera opens.

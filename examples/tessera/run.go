@@ -29,6 +29,7 @@ type modelFlags struct {
 	maxBatchTokens, maxSeqs           int
 	lora                              loraFlag
 	loraMerge, noSelfCheck            bool
+	fullWindows                       bool
 	wrap                              func(backend.Backend) backend.Backend // set by commands, not flags
 	gpu                               webgpu.Device                         // set by commands: a device already open to load onto
 	mmproj                            string                                // a vision projector (llama.cpp's mmproj GGUF)
@@ -78,6 +79,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.IntVar(&m.context, "context", 0, "longest sequence, which sizes the KV cache (0: the model's, up to 4096)")
 	fs.StringVar(&m.quant, "quant", "", "weight storage, a ceiling on every matrix: int4 (pure 4-bit), int8, f16, f32, or mixed (int4 with int8 for the head, embeddings and the most sensitive matrices). Quantized matrices keep the file's own type at its bits (Q4_K, Q6_K, Q8_0, IQ4_XS, MXFP4, ...; Q4_1 as int4) and are never widened; the default quantizes float matrices with mixed on WebGPU for models of 32 MiB of f32 weights or more and keeps them as the file does elsewhere")
 	fs.StringVar(&m.kvType, "kv-type", "f32", "KV cache storage: f32, f16 (half the bytes) or int8 (a scale per token and kv head: about a quarter), for long contexts")
+	fs.BoolVar(&m.fullWindows, "full-windows", false, "keep every position of the sliding-window layers (Gemma, gpt-oss) instead of a ring of their window per sequence: more kv memory, running sequences not capped by the rings")
 	fs.IntVar(&m.threads, "threads", 0, "CPU backend: goroutines per matrix product (0: one per core)")
 	fs.IntVar(&m.maxBatchTokens, "max-batch-tokens", 0, fmt.Sprintf("tokens one forward step processes at most, decode rows and prompt chunks together (1..%d; 0: %d on the CPU, %d on a GPU, or --max-seqs if larger)", runtime.MaxBatchTokensLimit, runtime.DefaultBatchTokensCPU, runtime.DefaultBatchTokensGPU))
 	fs.IntVar(&m.maxSeqs, "max-seqs", 0, fmt.Sprintf("sequences that run at once, a row of logits each a step (1..%d; 0: %d, or --max-batch-tokens if smaller); more requests wait", runtime.MaxSeqsLimit, runtime.DefaultMaxSeqs))
@@ -127,7 +129,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 		return nil, usageError{fmt.Errorf("--max-batch-tokens, --max-seqs: %w", err)}
 	}
 	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Budgets: budgets,
-		KV: runtime.KVOptions{Type: kvType}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
+		KV: runtime.KVOptions{Type: kvType, FullWindows: m.fullWindows}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
 		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck, MMProj: m.mmproj})
 	if err != nil {

@@ -77,8 +77,16 @@ type Batch struct {
 	// means type 0 for every row. Lookup(ByType) reads it.
 	Types []int32
 	// States is, for each sequence (as Tables), the slot of its recurrent
-	// state (recurrent.go); nil for a model without linear layers.
+	// state (recurrent.go) or of its ring in a windowed cache; nil for a
+	// model without linear layers or a windowed cache.
 	States []int32
+	// Windows is, for each sequence, its block table in the windowed
+	// caches (KVShape.Windowed), as long as its entry in Tables: logical
+	// block j of a sequence whose ring is slot s of R blocks is block
+	// s·R + j mod R there (RingTable). Ops on a windowed cache read these
+	// tables, every other op Tables; nil when the model has no windowed
+	// cache.
+	Windows [][]int32
 }
 
 // LoRA holds the low-rank adapters of the weights that share one input x
@@ -387,6 +395,47 @@ func (b Batch) SlotOf(seq, p int) int {
 	return int(b.Tables[seq][p/b.BlockSize])*b.BlockSize + p%b.BlockSize
 }
 
+// TablesFor is the block tables through which ops reach a cache of shape
+// s: Windows for a windowed cache, else Tables.
+func (b Batch) TablesFor(s KVShape) [][]int32 {
+	if s.Windowed {
+		return b.Windows
+	}
+	return b.Tables
+}
+
+// SlotIn is the slot of row i in a cache of shape s (Slot, or its slot in
+// the sequence's ring for a windowed cache).
+func (b Batch) SlotIn(s KVShape, i int) int {
+	p := int(b.Pos[i])
+	return int(b.TablesFor(s)[b.Seq[i]][p/b.BlockSize])*b.BlockSize + p%b.BlockSize
+}
+
+// RingTable is the table in a windowed cache of a sequence whose ring is
+// slot of r blocks, for a sequence of n logical blocks: entry j is
+// slot·r + j mod r. A ring of r blocks holds the last (r-1)·BlockSize+1
+// positions at least, so a row at position p whose window starts at
+// p-w+1 finds every key it reads as long as the step's rows of its
+// sequence, the window and a partial block fit in r blocks
+// (RingBlocks).
+func RingTable(dst []int32, slot, r, n int) []int32 {
+	dst = dst[:0]
+	for j := range n {
+		dst = append(dst, int32(slot*r+j%r))
+	}
+	return dst
+}
+
+// RingBlocks is the ring a sequence needs in a windowed cache of window
+// positions when one step stores up to rows of its positions: the rows
+// write over the ring's oldest entries before the first of them attends
+// to the window behind it, so window-1+rows positions are live at once,
+// over at most one more block than they fill: L contiguous positions
+// touch at most (L+BlockSize-2)/BlockSize + 1 blocks.
+func RingBlocks(window, rows, blockSize int) int {
+	return (window+rows+blockSize-3)/blockSize + 1
+}
+
 // Validate checks that the batch is consistent: as long as it is, ops never
 // index out of the tables.
 func (b Batch) Validate(maxRows int) error {
@@ -414,6 +463,16 @@ func (b Batch) Validate(maxRows int) error {
 	for _, r := range b.Out {
 		if r < 0 || int(r) >= n {
 			return fmt.Errorf("output row %d of %d", r, n)
+		}
+	}
+	if b.Windows != nil {
+		if len(b.Windows) != len(b.Tables) {
+			return fmt.Errorf("%d window tables for %d sequences", len(b.Windows), len(b.Tables))
+		}
+		for s, t := range b.Windows {
+			if len(t) != len(b.Tables[s]) {
+				return fmt.Errorf("sequence %d: window table of %d blocks, block table of %d", s, len(t), len(b.Tables[s]))
+			}
 		}
 	}
 	return nil

@@ -68,10 +68,16 @@ func (t KVType) HeadBytes(headDim int) int64 {
 // KVShape describes a paged cache: for each of Layers layers, Blocks
 // blocks of BlockSize slots, each slot holding the keys and the values of
 // Heads kv heads of HeadDim, stored as Type.
+//
+// A Windowed cache holds sliding-window layers only: its blocks are rings,
+// one a sequence (Batch.Windows), that keep the positions a window reads
+// instead of the whole sequence, and ops reach it through Batch.Windows
+// rather than Batch.Tables. Its Blocks need not be the pool's.
 type KVShape struct {
 	Layers, Blocks, BlockSize int
 	Heads, HeadDim            int
 	Type                      KVType
+	Windowed                  bool
 }
 
 // Dim is the width of a row of keys (or values): Heads·HeadDim.

@@ -256,7 +256,7 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	hd := c.shape.HeadDim
 	for i := 0; i < b.rows(ks); i++ {
-		slot := b.batch.Slot(i)
+		slot := b.batch.SlotIn(c.shape, i) // a ring's slot in a windowed cache
 		kr, vr := ks.Row(i), vs.Row(i)
 		for h := range c.shape.Heads {
 			r := c.record(l, slot, h)
@@ -299,12 +299,13 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
 	}
 	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
+	tables := b.batch.TablesFor(c.shape)    // rings for a windowed cache
 	b.team.over(work, n*a.KVHeads, func(lo, hi int) {
 		var w attendWork
 		for job := lo; job < hi; job++ {
 			i, h := job/a.KVHeads, job%a.KVHeads
 			first, last := span(i)
-			w.runs = c.runs(w.runs[:0], b.batch.Tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
+			w.runs = c.runs(w.runs[:0], tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
 			var sinks []float32
 			if a.Sinks != nil {
 				g := a.Heads / a.KVHeads

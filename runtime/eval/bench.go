@@ -102,8 +102,11 @@ type BenchResult struct {
 	KVPeakBlocks       int     `json:"kv_peak_blocks"`
 	KVBlockBytes       int64   `json:"kv_block_bytes"`
 	KVType             string  `json:"kv_type"`  // how keys and values are stored
-	KVBytes            int64   `json:"kv_bytes"` // the whole pool, allocated at load
-	Preemptions        int     `json:"preemptions"`
+	KVBytes            int64   `json:"kv_bytes"` // every cache, allocated at load
+	// KVWindowBytes is the sliding-window layers' rings in KVBytes (0
+	// where every layer keeps the whole sequence).
+	KVWindowBytes int64 `json:"kv_window_bytes,omitempty"`
+	Preemptions   int   `json:"preemptions"`
 	// With SharedPrefix: the same run without the prefix cache.
 	Unshared *BenchResult `json:"unshared,omitempty"`
 
@@ -217,7 +220,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	bs := e.Backend().Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
-	r.KVType, r.KVBytes = e.KVType().String(), e.KVBytes()
+	r.KVType, r.KVBytes, r.KVWindowBytes = e.KVType().String(), e.KVBytes(), e.WindowBytes()
 	r.WeightMix = runtime.FormatMix(e.WeightMix())
 	r.Bits = e.TensorBits()
 	r.DecodeBytes = e.DecodeBytes(len(prompt) + o.GenTokens/2)
@@ -367,7 +370,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		res.KVPeakBlocks = m.PeakBlocks
 		res.Preemptions = m.Preemptions - pre
 		res.KVBlockBytes = e.KVBlockBytes()
-		res.KVType, res.KVBytes = e.KVType().String(), e.KVBytes()
+		res.KVType, res.KVBytes, res.KVWindowBytes = e.KVType().String(), e.KVBytes(), e.WindowBytes()
 		res.MemoryBytes = e.Backend().Stats().Memory
 		res.WeightBytes = e.WeightBytes()
 		return res, nil

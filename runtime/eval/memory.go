@@ -16,7 +16,12 @@ type MemoryEstimate struct {
 	Quant   string
 	Context int   // tokens of KV cache reserved
 	Weights int64 // bytes of weights on the device
-	KV      int64 // bytes of KV cache for Context tokens
+	// KV is the bytes of KV cache for Context tokens: of every layer, or
+	// where the sliding-window layers keep their windows only (window.go)
+	// of the global layers plus the rings of the sequences that run at
+	// once (Window of it).
+	KV      int64
+	Window  int64
 	Scratch int64 // activations and logits, roughly
 	Total   int64
 	// Largest is the biggest single weight buffer, which must fit the
@@ -77,9 +82,8 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 			}
 		}
 	}
-	blocks := int64((context + runtime.DefaultBlockSize - 1) / runtime.DefaultBlockSize)
-	e.KV = blocks * runtime.KVBlockBytes(c, runtime.DefaultBlockSize, backend.KVF32)
 	b := runtime.DefaultBudgets(runtime.Budgets{}, device, c)
+	e.KV, e.Window = runtime.PoolKV(c, context, b) // with the sliding layers' rings where they pay
 	rows, seqs := int64(b.MaxBatchTokens), int64(b.MaxSeqs)
 	e.Scratch = 4 * (rows*int64(4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim) + seqs*int64(c.Vocab))
 	e.Scratch += runtime.RecurrentStateBytes(c, b.MaxSeqs) // linear layers' states (Qwen3.5)

@@ -190,7 +190,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
 			[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
 			gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
@@ -198,7 +198,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window), uint32(horizon)},
 			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tables}},
+				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
 			uint32(a.Heads), uint32((n+t.br-1)/t.br), uint32(preChunks))
 		b.combine(d, part, a, n, preChunks, base, 0)
 	}

@@ -68,6 +68,14 @@ type Backend struct {
 	seq         uint64                     // counts recorded dispatches and writes: what a nextInput is valid for
 	next        nextInput                  // the input a residual projection prepared for the next norm (fused.go)
 
+	// A windowed cache's (backend.KVShape.Windowed) rings: each row's
+	// slot and each sequence's table there (Batch.Windows, tableWidth
+	// wide like tables), made with the first windowed cache; ops on that
+	// cache bind them instead of slots and tables, and a chain's
+	// later steps stage their slots in stageWindowSlots.
+	windowSlots, windows webgpu.Buffer
+	stageWindowSlots     webgpu.Buffer
+
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
 	rowLoRA, outLoRA, loraH, loraHOut webgpu.Buffer
@@ -283,8 +291,13 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
 	// A backend's caches (Gemma 4's, one a shape of layer) hold the
-	// blocks of one pool: they share its block tables and slots.
-	if b.tables != nil && s.Blocks != b.tableWidth {
+	// blocks of one pool: they share its block tables and slots. A
+	// windowed cache has rings of its own size, reached through tables
+	// of the pool's width.
+	switch {
+	case s.Windowed && b.tables == nil:
+		return nil, fmt.Errorf("gpu: a windowed kv cache before the pool's")
+	case !s.Windowed && b.tables != nil && s.Blocks != b.tableWidth:
 		return nil, fmt.Errorf("gpu: a second kv cache of %d blocks, not the first's %d", s.Blocks, b.tableWidth)
 	}
 	c := &KV{shape: s, context: s.Blocks * s.BlockSize, format: kvFormats[s.Type]}
@@ -295,11 +308,19 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	}
 	// Every row's sequence can have a table as long as the pool.
 	var err error
-	if b.tables == nil {
+	switch {
+	case b.tables == nil:
 		if b.tables, err = b.buffer("block tables", int64(4*b.maxRows*s.Blocks), webgpu.Storage|webgpu.CopyDst); err != nil {
 			return nil, err
 		}
 		b.tableWidth = s.Blocks
+	case s.Windowed && b.windows == nil:
+		if b.windows, err = b.buffer("window tables", int64(4*b.maxRows*b.tableWidth), webgpu.Storage|webgpu.CopyDst); err != nil {
+			return nil, err
+		}
+		if b.windowSlots, err = b.buffer("window slots", int64(4*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+			return nil, err
+		}
 	}
 	for l := 0; l < s.Layers; l++ {
 		k, err := b.buffer("k cache", size, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
@@ -340,7 +361,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 	for i := range slots {
 		slots[i] = int32(batch.Slot(i))
 	}
-	var tables []int32
+	var tables, windows, windowSlots []int32
 	if b.tables != nil {
 		tables = make([]int32, len(batch.Tables)*b.tableWidth)
 		for s, t := range batch.Tables {
@@ -350,6 +371,13 @@ func (b *Backend) Begin(batch backend.Batch) error {
 			copy(tables[s*b.tableWidth:], t)
 		}
 	}
+	if b.windows != nil && batch.Windows != nil { // Validate: as long as Tables
+		windows = make([]int32, len(batch.Windows)*b.tableWidth)
+		for s, t := range batch.Windows {
+			copy(windows[s*b.tableWidth:], t)
+		}
+		windowSlots = windowSlotsOf(batch)
+	}
 	b.batch = batch
 	step, outStep := make([]byte, 16), make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
@@ -358,7 +386,8 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		buf  webgpu.Buffer
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
-		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
+		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)},
+		{b.windows, i32bytes(windows)}, {b.windowSlots, i32bytes(windowSlots)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}
@@ -531,7 +560,11 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 		buf, stage webgpu.Buffer
 		data       []byte
 	}{{b.pos, b.stagePos, i32bytes(batch.Pos)}, {b.slots, b.stageSlots, i32bytes(slots)},
-		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step}} {
+		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step},
+		{b.windowSlots, b.stageWindowSlots, i32bytes(windowSlotsOf(batch))}} {
+		if w.buf == nil || len(w.data) == 0 { // no windowed cache
+			continue
+		}
 		if err := b.writeStep(w.buf, w.stage, w.data); err != nil {
 			return err
 		}
@@ -549,6 +582,21 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	b.pending = true
 	b.batch = batch
 	return nil
+}
+
+// windowSlotsOf is each row's slot in the windowed caches' rings, or nil
+// when the batch has no window tables. The chain's later steps keep the
+// first step's tables (their rows are its sequences): only the slots
+// change.
+func windowSlotsOf(batch backend.Batch) []int32 {
+	if batch.Windows == nil {
+		return nil
+	}
+	slots := make([]int32, batch.Len())
+	for i := range slots {
+		slots[i] = int32(batch.SlotIn(backend.KVShape{Windowed: true}, i))
+	}
+	return slots
 }
 
 // writeStep writes data at the start of buf for the step being recorded.
@@ -605,7 +653,7 @@ func (b *Backend) chainBuffers() error {
 	// and the ids of every step in history.
 	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
 	var err error
-	for _, p := range []*webgpu.Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA} {
+	for _, p := range []*webgpu.Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA, &b.stageWindowSlots} {
 		n := size
 		switch p {
 		case &b.stageLoRA:

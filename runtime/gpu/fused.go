@@ -416,5 +416,5 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 	}
 	gx, gy := b.grid(b.rows(qs)*(rq.Heads*rq.Dim/2+c.shape.Heads), elementWG)
 	b.record(ropeKVOp.forKV(c), params{uint32(qs.cols), uint32(c.shape.Heads), uint32(qs.rows), uint32(rq.Heads), uint32(rq.HeadDim), uint32(rq.Dim), uint32(rq.Layout), uint32(c.context)},
-		[]webgpu.Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slots}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: freqs}, {Buffer: b.pos}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
 }

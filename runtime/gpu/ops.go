@@ -65,7 +65,25 @@ func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
 	gx, gy := b.grid(b.rows(ks)*c.shape.Heads, elementWG)
 	b.record(storeKVOp.forKV(c), params{uint32(c.shape.Heads), uint32(c.shape.HeadDim), uint32(ks.rows), uint32(c.context)},
-		[]webgpu.Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slots}}, gx, gy, 1)
+		[]webgpu.Binding{{Buffer: c.k[l]}, {Buffer: c.v[l]}, {Buffer: ks.buf}, {Buffer: vs.buf}, {Buffer: b.slotsFor(c)}}, gx, gy, 1)
+}
+
+// slotsFor is the buffer of each row's slot in cache c: its ring's for a
+// windowed cache.
+func (b *Backend) slotsFor(c *KV) webgpu.Buffer {
+	if c.shape.Windowed {
+		return b.windowSlots
+	}
+	return b.slots
+}
+
+// tablesFor is the buffer of the sequences' block tables in cache c: the
+// rings' for a windowed cache.
+func (b *Backend) tablesFor(c *KV) webgpu.Buffer {
+	if c.shape.Windowed {
+		return b.windows
+	}
+	return b.tables
 }
 
 // CopyBlock copies one block of every layer, recorded in order with the

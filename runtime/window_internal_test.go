@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// TestWindowBytesGemma3: Gemma 3 1B's shape at 8192 tokens of context (26
+// layers, 4 of them global, one kv head of 256, a window of 512) holds,
+// with its sliding layers in rings, the keys and values of its global
+// layers plus its windows, against every layer's today. The figures are
+// computed from the shape (nothing is allocated): per position and layer
+// 2·256·4 = 2 KiB in f32, and a ring of RingBlocks(512, rows, 8) blocks.
+func TestWindowBytesGemma3(t *testing.T) {
+	s, err := synth.Lookup("gemma3-1b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Config
+	c.Context = 8192
+	const perLayer = 8192 * 2048    // one layer's keys and values of a context, f32
+	const ringBytes = 22 * 8 * 2048 // a ring block: 8 positions of the 22 sliding layers
+	full := int64(26 * perLayer)
+	if got := kvBlockBytes(c, 8, backend.KVF32) * 1024; got != full {
+		t.Fatalf("the full cache of one context is %d bytes, want 26 layers × %d = %d", got, perLayer, full)
+	}
+	for _, tc := range []struct {
+		name          string
+		rows, maxOut  int
+		ring, running int
+	}{
+		// A ring: the window, a step's rows of the sequence and a partial
+		// block, in blocks of 8: (512 + rows + 5)/8 + 1.
+		{"cpu, one sequence", DefaultBatchTokensCPU, 1, 81, 1},
+		{"gpu, one sequence", DefaultBatchTokensGPU, 1, 129, 1},
+		// The rings are capped at the sliding layers' share of the full
+		// cache: 1024/81 = 12 slots, less the scratch and 2 snapshots.
+		{"cpu, default sequences", DefaultBatchTokensCPU, DefaultMaxSeqs, 81, 9},
+		{"gpu, default sequences", DefaultBatchTokensGPU, DefaultMaxSeqs, 129, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := planWindows(c, false, 1024, 8, tc.rows, tc.maxOut, backend.KVF32)
+			if !w.on() || w.Ring != tc.ring || w.Running != tc.running {
+				t.Fatalf("rings of %d blocks for %d sequences, want %d for %d", w.Ring, w.Running, tc.ring, tc.running)
+			}
+			slots := int64(tc.running + 1 + windowSnapshots)
+			if got, want := w.Shape.Bytes(), slots*int64(tc.ring)*ringBytes; got != want {
+				t.Errorf("rings of %d bytes, want %d", got, want)
+			}
+			global := int64(4 * perLayer)
+			engine := global + w.Shape.Bytes() // a pool of one context (KVOptions.Tokens 8192)
+			_, seq := SequenceKV(c, backend.KVF32, 8192, 8, tc.rows)
+			if want := global + int64(tc.ring)*ringBytes; seq != want {
+				t.Errorf("one sequence keeps %d bytes, want %d", seq, want)
+			}
+			t.Logf("8192 tokens: %.1f MB full, %.1f MB for one sequence's global layers and window, %.1f MB for the engine (%d rings)",
+				float64(full)/1e6, float64(seq)/1e6, float64(engine)/1e6, slots)
+			if engine > full {
+				t.Errorf("the engine's caches take %d bytes, more than the full cache's %d", engine, full)
+			}
+		})
+	}
+	// Without rings (asked for, or at a context a ring covers) the plan
+	// is empty and one sequence keeps every position.
+	if w := planWindows(c, true, 1024, 8, 128, 1, backend.KVF32); w.on() {
+		t.Errorf("FullWindows still planned rings: %+v", w)
+	}
+	short := c
+	short.Context = 512
+	if w := planWindows(short, false, 1024, 8, 128, 1, backend.KVF32); w.on() {
+		t.Errorf("a context of 512 still planned rings: %+v", w)
+	}
+	if f, w := SequenceKV(short, backend.KVF32, 512, 8, 128); f != w {
+		t.Errorf("a context of 512: %d bytes windowed, %d full", w, f)
+	}
+}
+
+// TestWindowBlocks: where a byte budget sizes the pool, the global
+// layers' blocks take what the rings leave of it: all of an asked-for
+// budget, at most four contexts of the default one, never fewer than the
+// full cache's.
+func TestWindowBlocks(t *testing.T) {
+	s, err := synth.Lookup("gemma3-1b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Config
+	c.Context = 8192
+	mem := int64(1 << 30)
+	full := int(mem / kvBlockBytes(c, 8, backend.KVF32)) // 2520 blocks of every layer
+	w := planWindows(c, false, full, 8, DefaultBatchTokensCPU, 1, backend.KVF32)
+	globalBlock := int64(8 * 4 * 2048)
+	left := int((mem - w.Shape.Bytes()) / globalBlock)
+	if got := windowBlocks(c, w, full, mem, true); got != left {
+		t.Errorf("an asked-for GiB: %d blocks, want %d", got, left)
+	}
+	if got, want := windowBlocks(c, w, full, mem, false), 4*8192/8+1; got != want {
+		t.Errorf("the default GiB: %d blocks, want four contexts, %d", got, want)
+	}
+	many := planWindows(c, false, full, 8, DefaultBatchTokensCPU, DefaultMaxSeqs, backend.KVF32)
+	if got := windowBlocks(c, many, full, mem, true); got < full {
+		t.Errorf("%d blocks beside %d rings, fewer than the full cache's %d", got, many.Running, full)
+	}
+}
