@@ -11,7 +11,7 @@ STEPS    ?= 200
 DEVICE   ?= auto
 export XDG_RUNTIME_DIR ?= /tmp/tessera-xdg
 
-.PHONY: run test check deps vet vet-quick fuzz bench build web desktop clean
+.PHONY: run test test-js check deps vet vet-quick fuzz bench build web desktop clean
 
 # DEFAULT_REF is what `make run` runs when there is no MODEL file: the same
 # stories260K as a GGUF on the Hugging Face Hub, in the repository llama.cpp's
@@ -47,8 +47,14 @@ vet: vet-quick
 # test" gives go test's own output.
 TESTSUM ?= GO="$(GO)" $(GO) run ./.ci/testsum --
 
-test: deps vet test-arm64
+test: deps vet test-arm64 test-js
 	$(TESTSUM) -count=1 -timeout 30m ./...
+
+# test-js runs the tests that build only for the browser (GOOS=js: the
+# browser home's request translation against runtime/wire's tables) under
+# Node, through Go's own wasm exec wrapper.
+test-js:
+	GOOS=js GOARCH=wasm $(GO) test -count=1 -exec "$$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec" ./wasm/browser
 
 # check is the quick loop, under 3 minutes on a 2-core machine: gofmt and
 # go vet, every package's tests with -short except the slow ones below

@@ -10,7 +10,7 @@ import (
 	"github.com/tessera-llm/tessera/runtime"
 )
 
-// The reproducibility contract (docs/ARCHITECTURE.md) as tests: what
+// The reproducibility contract (docs/DECISIONS.md) as tests: what
 // must be bitwise equal, what must give equal greedy tokens, and how far
 // log-probabilities may move between backends.
 

@@ -24,7 +24,7 @@ import (
 // ids as rendered, the sampling parameters and seed, the output ids with
 // each token's log-probability, and the engine and backend that made it.
 // Whether another run must give the same tokens is the reproducibility
-// contract's question (docs/ARCHITECTURE.md): Fingerprint says which
+// contract's question (docs/DECISIONS.md): Fingerprint says which
 // runs it binds.
 
 // TranscriptVersion is the version of the transcript's format.
@@ -96,7 +96,7 @@ func (e *Engine) BackendName() string {
 // "cpu": every kernel path gives the Go twins' bits; for WebGPU the
 // adapter), and how its weights and KV cache are stored. Two runs with
 // equal fingerprints are bound by the contract's strongest terms
-// (docs/ARCHITECTURE.md, "The reproducibility contract").
+// (docs/DECISIONS.md, "The reproducibility contract").
 func (e *Engine) Fingerprint() string {
 	parts := []string{Version(), e.DeviceName(), e.weightsSummary(), e.KVType().String()}
 	if c, ok := e.SelfCheck(); ok && c.Passed() && c.Forced != (GPUPlan{}) {

@@ -11,7 +11,7 @@ import (
 //
 // Both backends keep one record per (slot, kv head), so that the scale of
 // an int8 record factors out of a head's dot product and out of its share
-// of the output (see "KV cache types" in docs/ARCHITECTURE.md).
+// of the output (see "KV cache types" in docs/DECISIONS.md).
 type KVType uint8
 
 const (

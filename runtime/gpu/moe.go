@@ -118,7 +118,7 @@ func (b *Backend) Route(r backend.Routes, logits backend.Tensor, norm bool) {
 // GPUs): more than half a GEMV block on average, past which blocks of 8
 // start to read experts twice. Decode steps and small batches, and CPU
 // adapters, where the GEMV's loads are the cheaper (measured: see the
-// MoE entry of docs/ARCHITECTURE.md), keep the GEMVs. The tile holds
+// MoE entry of docs/DECISIONS.md), keep the GEMVs. The tile holds
 // twice the pairs an expert takes on average (at most 64), so that most
 // experts' weights are read once, at the cost of tile rows left unused.
 func (b *Backend) expertTM(rows, n, e int) int {

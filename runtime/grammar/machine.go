@@ -47,7 +47,7 @@ type Limits struct {
 // (3,400 of them on a vocabulary of 152k tokens) and 2^24 ids of work an
 // operation (about a quarter of a second; the costliest step of the
 // tests' grammars over Qwen3's vocabulary does 116k). Why these:
-// docs/ARCHITECTURE.md, "Grammar budgets".
+// docs/DECISIONS.md, "Grammar budgets".
 func DefaultLimits() Limits { return Limits{Bytes: 64 << 20, MaskBytes: 64 << 20, Work: 1 << 24} }
 
 // What the parts of a machine cost, as its budget counts them: close to
