@@ -181,3 +181,18 @@ func webgpuChecked(gb *gpu.Backend, base GPUPlan) checkedDevice {
 	}
 	return c
 }
+
+// GPU returns the WebGPU device the engine runs on, and false on the CPU
+// backend: for the homes that share one device between engines or show
+// its adapter, without reaching past the seam for the backend's type.
+func (e *Engine) GPU() (GPUDevice, bool) { return gpuOf(e.be) }
+
+// GPU returns the WebGPU device the embedder runs on, as Engine.GPU.
+func (e *Embedder) GPU() (GPUDevice, bool) { return gpuOf(e.be) }
+
+func gpuOf(be backend.Backend) (GPUDevice, bool) {
+	if g, ok := backend.Unwrap(be).(*gpu.Backend); ok {
+		return g.Device(), true
+	}
+	return nil, false
+}

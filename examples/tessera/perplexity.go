@@ -10,7 +10,6 @@ import (
 
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/eval"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -37,8 +36,8 @@ func setupPerplexity(fs *flag.FlagSet) func(context.Context, *env) error {
 		if *compare != "" {
 			rf := mf
 			rf.quant, rf.kvType, rf.draft, rf.lora, rf.model = *compareQuant, "f32", "", nil, *compare
-			if g, ok := eng.Backend().(*gpu.Backend); ok {
-				rf.gpu = g.Device() // one device for both
+			if dev, ok := eng.GPU(); ok {
+				rf.gpu = dev // one device for both
 			}
 			if ref, err = rf.load(ctx, e); err != nil {
 				return fmt.Errorf("--compare: %w", err)

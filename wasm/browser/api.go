@@ -23,7 +23,6 @@ import (
 	"github.com/tessera-llm/tessera/models/tokenizer"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/runtime/grammar"
 	"github.com/tessera-llm/tessera/runtime/wire"
@@ -336,7 +335,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 		// in the origin's storage; kernelFault is its test hook.
 		NoSelfCheck:    !selfCheck,
 		SelfCheckCache: opfsSelfChecks{},
-		Plan:           gpu.Plan{Fault: optionalString(opts, "kernelFault", "")},
+		Plan:           runtime.GPUPlan{Fault: optionalString(opts, "kernelFault", "")},
 	})
 	close(done)
 	if err == nil && len(want) == 1 {
@@ -381,8 +380,8 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	info["fetchMs"] = ms(fetchedAt.Sub(start))
 	info["uploadMs"] = ms(time.Since(fetchedAt))
 	info["loadMs"] = ms(time.Since(start))
-	if gb, ok := eng.Backend().(*gpu.Backend); ok {
-		di := gb.Device().Info()
+	if dev, ok := eng.GPU(); ok {
+		di := dev.Info()
 		info["adapter"] = describe(di)
 		info["path"] = shaderPath(di)
 	} else {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/runtime/gpu"
 )
 
 // Embedding models in the browser: load puts an encoder (or a decoder
@@ -47,8 +46,8 @@ func (a *api) loadEmbedder(ctx context.Context, m *models.Model, opts js.Value, 
 	info["backend"] = emb.Backend().Name()
 	info["loadMs"] = ms(time.Since(start))
 	info["path"] = "cpu"
-	if gb, ok := emb.Backend().(*gpu.Backend); ok {
-		info["adapter"], info["path"] = describe(gb.Device().Info()), shaderPath(gb.Device().Info())
+	if dev, ok := emb.GPU(); ok {
+		info["adapter"], info["path"] = describe(dev.Info()), shaderPath(dev.Info())
 	}
 	a.mu.Lock()
 	a.emb, a.model = emb, info
@@ -64,8 +63,8 @@ func (a *api) dropEmbedder() {
 	a.mu.Unlock()
 	if emb != nil {
 		emb.Close()
-		if gb, ok := emb.Backend().(*gpu.Backend); ok {
-			gb.Device().Close()
+		if dev, ok := emb.GPU(); ok {
+			dev.Close()
 		}
 		goruntime.GC()
 	}
