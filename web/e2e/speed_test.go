@@ -37,7 +37,7 @@ func BenchmarkBrowserDecode(b *testing.B) {
 	if _, err := os.Stat(swiftShaderICD); err != nil {
 		b.Skip("no SwiftShader Vulkan driver beside Chromium")
 	}
-	os.Setenv("VK_ICD_FILENAMES", swiftShaderICD)
+	b.Setenv("VK_ICD_FILENAMES", swiftShaderICD)
 	stories := filepath.Join(sharedModels, "stories260K.gguf")
 	eng, err := runtime.Load(stories, runtime.Options{Device: "webgpu", Quant: "f32", Context: 256, NoSelfCheck: true})
 	if err != nil {
