@@ -39,13 +39,16 @@ export class Chat {
         this.page.say(`${f.name} is not a PNG, JPEG or WebP image.`);
         continue;
       }
-      const url = await new Promise((resolve, reject) => {
-        const r = new FileReader();
-        r.onload = () => resolve(r.result);
-        r.onerror = () => reject(r.error);
-        r.readAsDataURL(f);
-      });
-      this.images.push(url);
+      try {
+        this.images.push(await new Promise((resolve, reject) => {
+          const r = new FileReader();
+          r.onload = () => resolve(r.result);
+          r.onerror = () => reject(r.error);
+          r.readAsDataURL(f);
+        }));
+      } catch (err) {
+        this.page.say(`${f.name} could not be read: ${err && err.message || err}`);
+      }
     }
     this.showImages();
   }
