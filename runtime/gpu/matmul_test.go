@@ -2,18 +2,16 @@ package gpu
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
 
@@ -46,22 +44,6 @@ func TestMatMulPlan(t *testing.T) {
 			t.Errorf("gemvThreads(%d) = %d, want %d", tc.k, got, tc.want)
 		}
 	}
-}
-
-// openTest opens a device like gputest.OpenWith, which this internal test
-// cannot import (gputest imports gpu): skip without an adapter unless CI.
-func openTest(t *testing.T, opts webgpu.Options) webgpu.Device {
-	t.Helper()
-	d, err := webgpu.Open(opts)
-	if err != nil {
-		ci, _ := strconv.ParseBool(os.Getenv("CI"))
-		if (errors.Is(err, webgpu.ErrNoAdapter) || errors.Is(err, webgpu.ErrNotImplemented)) && !ci {
-			t.Skipf("no GPU device (set CI=true to make this a failure): %v", err)
-		}
-		t.Fatalf("opening a GPU device: %v", err)
-	}
-	t.Cleanup(d.Close)
-	return d
 }
 
 func uploadF32(t *testing.T, b *Backend, shape []int, data []float32) backend.Weight {
@@ -100,7 +82,7 @@ func TestMatMulKernels(t *testing.T) {
 				name = "auto"
 			}
 			t.Run(fmt.Sprintf("%s/k%d_n%d_binding%d", name, s.k, s.n, s.binding), func(t *testing.T) {
-				dev := openTest(t, webgpu.Options{MaxStorageBinding: s.binding})
+				dev := gputest.OpenWith(t, webgpu.Options{MaxStorageBinding: s.binding})
 				b, err := NewBackend(dev, maxRows)
 				if err != nil {
 					t.Fatal(err)
