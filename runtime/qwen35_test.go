@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -130,41 +129,7 @@ func TestQwen35Preemption(t *testing.T) {
 			for i, p := range prompts {
 				want[i], _, _ = generate(t, eng, runtime.Request{Tokens: p, MaxTokens: 120, IgnoreEOS: true})
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 12)
-			got := make([][]int32, len(errs))
-			for i := range errs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req := runtime.Request{Tokens: prompts[i%len(prompts)], MaxTokens: 120, IgnoreEOS: true}
-					_, errs[i] = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
-						if tok.ID >= 0 {
-							got[i] = append(got[i], tok.ID)
-						}
-						return nil
-					})
-				}()
-			}
-			wg.Wait()
-			done := 0
-			for i, err := range errs {
-				switch {
-				case err == nil:
-					done++
-					if !equal(got[i], want[i%len(prompts)]) {
-						t.Errorf("request %d:\n got %v\nwant %v", i, got[i], want[i%len(prompts)])
-					}
-				case errors.Is(err, runtime.ErrOutOfKV):
-				default:
-					t.Errorf("request %d: %v", i, err)
-				}
-			}
-			m := eng.Metrics()
-			t.Logf("%d of %d completed, %d preemptions", done, len(errs), m.Preemptions)
-			if done == 0 || m.Preemptions == 0 {
-				t.Errorf("%d completed, %d preemptions: the flood should preempt and still complete", done, m.Preemptions)
-			}
+			floodPreempts(t, eng, prompts, want, 12, 120, "")
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package runtime_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -157,41 +155,7 @@ func TestWindowedPreemption(t *testing.T) {
 				for i, p := range prompts {
 					want[i], _, _ = generate(t, full, runtime.Request{Tokens: p, MaxTokens: 150, IgnoreEOS: true})
 				}
-				errs := make([]error, 8)
-				got := make([][]int32, len(errs))
-				var wg sync.WaitGroup
-				for i := range errs {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						req := runtime.Request{Tokens: prompts[i%len(prompts)], MaxTokens: 150, IgnoreEOS: true}
-						_, errs[i] = win.Generate(context.Background(), req, func(tok runtime.Token) error {
-							if tok.ID >= 0 {
-								got[i] = append(got[i], tok.ID)
-							}
-							return nil
-						})
-					}()
-				}
-				wg.Wait()
-				done := 0
-				for i, err := range errs {
-					switch {
-					case err == nil:
-						done++
-						if !equal(got[i], want[i%len(prompts)]) {
-							t.Errorf("request %d:\n rings %v\n  full %v", i, got[i], want[i%len(prompts)])
-						}
-					case errors.Is(err, runtime.ErrOutOfKV):
-					default:
-						t.Errorf("request %d: %v", i, err)
-					}
-				}
-				m := win.Metrics()
-				t.Logf("%d of %d completed, %d preemptions, %d running at most", done, len(errs), m.Preemptions, win.Budgets().MaxSeqs)
-				if done == 0 || m.Preemptions == 0 {
-					t.Errorf("%d completed, %d preemptions: the flood should preempt and still complete", done, m.Preemptions)
-				}
+				floodPreempts(t, win, prompts, want, 8, 150, fmt.Sprintf("%d running at most", win.Budgets().MaxSeqs))
 			})
 		}
 	}
