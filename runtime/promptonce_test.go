@@ -7,52 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/dtype"
-	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
-
-// qwen3Chat is a random model at a tiny Qwen3 shape with the real Qwen3
-// tokenizer and chat template (a reasoning template whose reply format
-// reads tool calls), read from memory; it skips where the shared
-// tokenizers are missing.
-func qwen3Chat(t *testing.T) *runtime.Engine {
-	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "tokenizers", "qwen3")
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Skipf("shared tokenizers not found: %v", err)
-	}
-	shape, err := synth.Lookup("tiny-qwen3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape.Config.Vocab = 151936
-	tok, err := synth.HFTokenizer(dir, "qwen2", shape.Config.Vocab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := synth.WriteWith(&buf, shape, dtype.F16, 1, tok); err != nil {
-		t.Fatal(err)
-	}
-	m, err := models.OpenReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "qwen3-chat.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return eng
-}
 
 // TestPromptEncodedOnce: a request renders and tokenizes its prompt once,
 // however many of its readers need the tokens: the engine's own
@@ -68,7 +28,7 @@ func qwen3Chat(t *testing.T) *runtime.Engine {
 // and Start.
 func TestPromptEncodedOnce(t *testing.T) {
 	plain := loadDevice(t, "cpu", sharedFile(t, "stories260K.gguf"), runtime.Options{})
-	qwen := qwen3Chat(t)
+	qwen := tinyQwen3Chat(t)
 	if !qwen.ReplyFormat().Reasons() {
 		t.Fatal("the Qwen3 template's reply format does not reason: the test would not cover PrepareChat's reading of the prompt")
 	}
