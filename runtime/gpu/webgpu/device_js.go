@@ -49,6 +49,7 @@ type browserAPI struct {
 	free   []int
 	replay js.Value
 	cmds   []float64
+	cmdRaw []byte   // the commands' bytes, reused from step to step
 	cmdBuf js.Value // Float64Array the commands cross in, and cmdU8 a byte view of it
 	cmdU8  js.Value
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"syscall/js"
 )
 
@@ -68,7 +69,8 @@ func (b *browserAPI) replayed(ops []command[*jsObj, *jsObj, *jsObj, jsLayout]) e
 		b.cmdBuf = js.Global().Get("Float64Array").New(max(n, 4096))
 		b.cmdU8 = js.Global().Get("Uint8Array").New(b.cmdBuf.Get("buffer"))
 	}
-	raw := make([]byte, 8*n)
+	raw := slices.Grow(b.cmdRaw[:0], 8*n)[:8*n]
+	b.cmdRaw = raw
 	for i, v := range e.cmds {
 		binary.LittleEndian.PutUint64(raw[8*i:], math.Float64bits(v))
 	}
