@@ -28,27 +28,59 @@ var ErrNoVision = errors.New("the model was loaded without a vision projector (-
 
 // openProjector opens the mmproj at path (or takes vm, opened already,
 // when path is "") and checks that it feeds m; on failure vm is closed.
-func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Model, error) {
+// It returns too the ids of the marker tokens the projector's layout
+// looks up in m's vocabulary (markerTokens).
+func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Model, map[string]int32, error) {
 	switch {
 	case path != "" && vm != nil:
 		vm.Close()
-		return nil, fmt.Errorf("a projector's path (%s) and an opened projector: give one", path)
+		return nil, nil, fmt.Errorf("a projector's path (%s) and an opened projector: give one", path)
 	case path != "":
 		var err error
 		if vm, err = vision.Open(path); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	path = vm.Path
 	if vm.Config.Projector == vision.Gemma3 && m.Config.Arch != "gemma3" {
 		vm.Close()
-		return nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
+		return nil, nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
 	if vm.Config.OutDim != m.Config.Dim {
 		vm.Close()
-		return nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
+		return nil, nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
 	}
-	return vm, nil
+	marks, err := markerTokens(m.Tokenizer, vm.Config.Projector)
+	if err != nil {
+		vm.Close()
+		return nil, nil, fmt.Errorf("mmproj %s: %w", path, err)
+	}
+	return vm, marks, nil
+}
+
+// markerTokens looks up in tok the tokens that p's layout names by their
+// text (vision.MarkerTokens), as mtmd's lookup_token does: the first id
+// whose text is that (a byte piece's byte, a control token's name).
+func markerTokens(tok tokenizer.Tokenizer, p vision.Projector) (map[string]int32, error) {
+	want := vision.MarkerTokens(p)
+	if len(want) == 0 {
+		return nil, nil
+	}
+	found := map[string]int32{}
+	for id := range tok.VocabSize() {
+		piece, text := tok.Piece(id), string(tok.TokenBytes(-1, id))
+		for _, w := range want {
+			if _, ok := found[w]; !ok && (piece == w || text == w) {
+				found[w] = int32(id)
+			}
+		}
+	}
+	for _, w := range want {
+		if _, ok := found[w]; !ok {
+			return nil, fmt.Errorf("the language model's vocabulary has no token %q, which %s's images are marked with: not its language model", w, p)
+		}
+	}
+	return found, nil
 }
 
 func closeProjector(vm *vision.Model) {
@@ -60,8 +92,10 @@ func closeProjector(vm *vision.Model) {
 // HasVision reports whether the engine takes images.
 func (e *Engine) HasVision() bool { return e.vis != nil }
 
-// ImageTokens is how many positions of the context one image takes (0
-// without a projector).
+// ImageTokens is how many embeddings one picture of an image becomes (0
+// without a projector): the whole image's for gemma3; for idefics3 each
+// tile's and the overview's (an image takes a tile per ImageSize of its
+// resized sides, the overview, and the markers between them).
 func (e *Engine) ImageTokens() int {
 	if e.vis == nil {
 		return 0
@@ -70,9 +104,10 @@ func (e *Engine) ImageTokens() int {
 }
 
 // EncodeImage returns img's embeddings in the language model's space, one
-// row of the model's width a token (ImageTokens rows): what the sequence
-// reads at the image's positions. An image encoded recently (by hash) is
-// not encoded again.
+// row of the model's width a token (ImageTokens rows for each of its
+// pictures: its tiles, then the overview): what the sequence reads at the
+// image's positions. An image encoded recently (by hash) is not encoded
+// again.
 func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32, error) {
 	if e.vis == nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
@@ -126,14 +161,16 @@ func nextSpan(spans []imageSpan, pos int) (imageSpan, bool) {
 
 // imageTokens tokenizes a request with images as llama.cpp's
 // mtmd_tokenize does: the prompt text (rendered with the chat template for
-// Messages) is cut at each ImageMarker; the marker becomes the projector's
-// image-start text, the image's tokens and its image-end text
-// (<start_of_image> and <end_of_image> for Gemma 3). Each piece of text
-// (the prompt's pieces, and the image-start and -end texts) is tokenized
+// Messages) is cut at each ImageMarker; the marker becomes the parts of
+// vision.Layout for the image (for Gemma 3 <start_of_image>, the image's
+// tokens, <end_of_image>; for SmolVLM each tile's tokens after its row
+// and column marker, then the overview's between their markers). Each
+// piece of text (the prompt's pieces and the layout's texts) is tokenized
 // on its own, with special tokens, after the BOS the request would have
-// without images: what mtmd_tokenize gives, ids for ids. An image's tokens
-// are imageIDs of its hash; starts are where each begins.
-func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, starts []int, err error) {
+// without images; the layout's looked-up markers are single ids: what
+// mtmd_tokenize gives, ids for ids. An image's tokens are imageIDs of its
+// hash, tile after tile; starts[i] are where image i's tiles begin.
+func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, starts [][]int, err error) {
 	if e.vis == nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
@@ -154,7 +191,6 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 	if len(pieces)-1 != len(req.Images) {
 		return nil, nil, fmt.Errorf("%w: %d images but %d %s markers in the prompt", ErrBadRequest, len(req.Images), len(pieces)-1, ImageMarker)
 	}
-	begin, end := imageBrackets(e.vis.cfg.Projector)
 	ctxLen, n := e.model.Config.Context, e.vis.cfg.Tokens()
 	// add tokenizes one piece of text on its own (its own SentencePiece
 	// space prefix, as mtmd's add_text), with BOS first when asked (the
@@ -175,29 +211,36 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 		return nil, nil, err
 	}
 	for i, piece := range pieces {
-		if i > 0 {
-			if err := add(end, false); err != nil {
-				return nil, nil, err
-			}
-		}
 		if err := add(piece, false); err != nil {
 			return nil, nil, err
 		}
 		if i == len(req.Images) {
 			break
 		}
-		if err := add(begin, false); err != nil {
-			return nil, nil, err
-		}
 		img := req.Images[i]
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
-		if len(ids)+n >= ctxLen {
-			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, n, ctxLen)
+		g := e.vis.cfg.GridOf(img.W, img.H)
+		if len(ids)+g.Tiles()*n >= ctxLen {
+			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, g.Tiles()*n, ctxLen)
 		}
-		starts = append(starts, len(ids))
-		ids = append(ids, imageIDs(img.Hash, n, e.model.Config.Vocab)...)
+		all := imageIDs(img.Hash, g.Tiles()*n, e.model.Config.Vocab)
+		var tiles []int
+		for _, part := range vision.Layout(e.vis.cfg.Projector, g) {
+			switch {
+			case part.Text == "":
+				tiles = append(tiles, len(ids))
+				ids = append(ids, all[part.Tile*n:(part.Tile+1)*n]...)
+			case part.Lookup:
+				ids = append(ids, e.vis.marks[part.Text])
+			default:
+				if err := add(part.Text, false); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		starts = append(starts, tiles)
 	}
 	if len(ids) >= ctxLen {
 		return nil, nil, fmt.Errorf("%w: %d tokens, the context is %d", ErrContextFull, len(ids), ctxLen)
@@ -205,55 +248,57 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 	return ids, starts, nil
 }
 
-// locateImages finds, in ids, the tokens of each image in order (ids
-// that imageTokens rendered): a sequence of ImageTokens ids drawn from the
-// image's hash does not occur by chance.
-func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, []int, error) {
-	var starts []int
-	from := 0
+// locateImages finds, in ids, the tokens of each tile of each image in
+// order (ids that imageTokens rendered): a sequence of ImageTokens ids
+// drawn from the image's hash does not occur by chance.
+func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, [][]int, error) {
+	var starts [][]int
+	from, n := 0, e.vis.cfg.Tokens()
 	for i, img := range images {
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
-		want := imageIDs(img.Hash, e.vis.cfg.Tokens(), e.model.Config.Vocab)
-		at := -1
-		for j := from; j+len(want) <= len(ids); j++ {
-			if slices.Equal(ids[j:j+len(want)], want) {
-				at = j
-				break
+		tiles := e.vis.tiles(img)
+		all := imageIDs(img.Hash, tiles*n, e.model.Config.Vocab)
+		var st []int
+		for k := range tiles {
+			want := all[k*n : (k+1)*n]
+			at := -1
+			for j := from; j+len(want) <= len(ids); j++ {
+				if slices.Equal(ids[j:j+len(want)], want) {
+					at = j
+					break
+				}
 			}
+			if at < 0 {
+				return nil, nil, fmt.Errorf("%w: the prompt's tokens do not hold image %d's: give a request with images as text (Prompt or Messages) with %s where each image goes", ErrBadRequest, i, ImageMarker)
+			}
+			st = append(st, at)
+			from = at + len(want)
 		}
-		if at < 0 {
-			return nil, nil, fmt.Errorf("%w: the prompt's tokens do not hold image %d's: give a request with images as text (Prompt or Messages) with %s where each image goes", ErrBadRequest, i, ImageMarker)
-		}
-		starts = append(starts, at)
-		from = at + len(want)
+		starts = append(starts, st)
 	}
 	return ids, starts, nil
 }
 
 // imageSpans encodes req's images (EncodeImage: once each, by hash) and
-// places them at starts, as imageTokens gave them.
-func (e *Engine) imageSpans(ctx context.Context, req Request, starts []int) ([]imageSpan, error) {
-	spans := make([]imageSpan, len(starts))
-	for i, at := range starts {
+// places each tile's embeddings at its start, as imageTokens gave them.
+func (e *Engine) imageSpans(ctx context.Context, req Request, starts [][]int) ([]imageSpan, error) {
+	var spans []imageSpan
+	n, dim := e.vis.cfg.Tokens(), e.model.Config.Dim
+	for i, tiles := range starts {
 		emb, err := e.EncodeImage(ctx, req.Images[i])
 		if err != nil {
 			return nil, err
 		}
-		spans[i] = imageSpan{start: at, rows: e.vis.cfg.Tokens(), embeds: emb}
+		if len(emb) != len(tiles)*n*dim {
+			return nil, fmt.Errorf("encode image %d: %d values for %d tiles of %d tokens", i, len(emb), len(tiles), n)
+		}
+		for k, at := range tiles {
+			spans = append(spans, imageSpan{start: at, rows: n, embeds: emb[k*n*dim : (k+1)*n*dim]})
+		}
 	}
 	return spans, nil
-}
-
-// imageBrackets is the text around an image's tokens, as mtmd.cpp writes
-// it for the projector.
-func imageBrackets(p vision.Projector) (begin, end string) {
-	switch p {
-	case vision.Gemma3:
-		return "<start_of_image>", "<end_of_image>"
-	}
-	return "", ""
 }
 
 // imageNonCausal reports whether an image's tokens attend to each other
@@ -404,11 +449,13 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 
 // ImageEncodeTime is the milliseconds the tower takes to encode an image
 // of its own size (preprocessing included), after one encoding that
-// compiles the pipelines; the embedding cache is not consulted, so that a
-// benchmark (runtime/eval) times the encoding itself.
-func (e *Engine) ImageEncodeTime() (float64, error) {
+// compiles the pipelines, and the embeddings it makes (ImageTokens for
+// each of its pictures: one for gemma3, an idefics3 image's tiles and
+// overview); the embedding cache is not consulted, so that a benchmark
+// (runtime/eval) times the encoding itself.
+func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
 	if e.vis == nil {
-		return 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
+		return 0, 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
 	size := e.vis.cfg.ImageSize
 	img := &vision.Image{W: size, H: size, Pix: make([]uint8, 3*size*size)}
@@ -418,11 +465,11 @@ func (e *Engine) ImageEncodeTime() (float64, error) {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	if _, err := e.vis.encode(img); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	start := time.Now()
 	if _, err := e.vis.encode(img); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(time.Since(start).Microseconds()) / 1000, nil
+	return float64(time.Since(start).Microseconds()) / 1000, e.vis.tiles(img) * e.vis.cfg.Tokens(), nil
 }

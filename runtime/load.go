@@ -150,10 +150,11 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	var vm *vision.Model
+	var marks map[string]int32
 	imageRows := 0
 	if opts.MMProj != "" || opts.Projector != nil {
 		var err error
-		if vm, err = openProjector(opts.MMProj, opts.Projector, m); err != nil {
+		if vm, marks, err = openProjector(opts.MMProj, opts.Projector, m); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -223,6 +224,7 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 			e.Close()
 			return nil, fmt.Errorf("load %s: %w", vm.Path, err)
 		}
+		e.vis.marks = marks
 		e.images = newImageCache(imageCacheSize)
 	}
 	e.note = note

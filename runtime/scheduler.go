@@ -169,7 +169,7 @@ func (e *Engine) StartN(ctx context.Context, req Request, n int) ([]*Stream, err
 	var spans []imageSpan
 	var err error
 	if len(req.Images) > 0 {
-		var starts []int
+		var starts [][]int
 		if ids, starts, err = e.imageTokens(ctx, req); err == nil {
 			spans, err = e.imageSpans(ctx, req, starts)
 		}

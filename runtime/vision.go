@@ -12,28 +12,42 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
-// visionTower is the forward pass of a SigLIP vision tower and Gemma 3's
-// projector (llama.cpp's clip_graph_siglip for PROJECTOR_TYPE_GEMMA3) on
-// the engine's backend: image in, one embedding row per image token out,
-// in the language model's embedding space. It runs on the ops the
-// language model and the BERT encoder already use: the patch convolution
-// is a product (the image laid out as one row per patch,
-// vision.Patches), the 2-D average pool a MeanPool over rows grouped by
-// their pooling window, the attention bidirectional over one sequence.
+// visionTower is the forward pass of a SigLIP vision tower and its
+// projector (llama.cpp's clip_graph_siglip, for PROJECTOR_TYPE_GEMMA3 and
+// PROJECTOR_TYPE_IDEFICS3) on the engine's backend: image in, one
+// embedding row per image token out, in the language model's embedding
+// space. The tower is one pass for both; the projectors differ after its
+// last LayerNorm. It runs on the ops the language model and the BERT
+// encoder already use: the patch convolution is a product (the image laid
+// out as one row per patch, vision.Patches), the attention bidirectional
+// over one sequence; gemma3's 2-D average pool is a MeanPool over rows
+// grouped by their pooling window, and idefics3's pixel shuffle is no op
+// at all: the patches enter the tower in the shuffle's order
+// (vision.Config.PatchOrder, with the position table permuted to match),
+// so that its output seen Merge² rows to a row (backend.View) is the
+// shuffle's, ready for the projection. An image of several tiles
+// (idefics3) runs the tower once a tile.
 type visionTower struct {
 	cfg vision.Config
 	be  backend.Backend
 
-	patchW, patchB, pos  backend.Weight
-	layers               []vitLayer
-	post                 norm
+	patchW, patchB, pos backend.Weight
+	layers              []vitLayer
+	post                norm
+	// The projection, [OutDim, in]: gemma3's (after softNorm) reads the
+	// pooled rows, idefics3's (mm.model.fc) the shuffled ones.
 	softNorm, projection backend.Weight
 
 	patches, x, xb, xn, q, k, v, att, up backend.Tensor // one row a patch
 	pooled, normed, out                  backend.Tensor // one row an image token
+	merged                               backend.Tensor // idefics3: xn seen as [Tokens, Merge²·Dim]
 	kv                                   backend.KV
 	attn                                 backend.Attention
-	vit, pool                            backend.Batch
+	vit, head                            backend.Batch
+
+	// marks are the ids of the marker tokens vision.Layout looks up in the
+	// language model's vocabulary (openProjector).
+	marks map[string]int32
 }
 
 type vitLayer struct {
@@ -52,7 +66,7 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 {
+	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
@@ -69,6 +83,19 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// uploadF32 uploads vals as an F32 weight of the given shape.
+func uploadF32(be backend.Backend, name string, vals []float32, shape ...int) (backend.Weight, error) {
+	raw, err := dtype.Quantize(dtype.F32, vals)
+	if err != nil {
+		return nil, err
+	}
+	w, err := be.UploadAs(models.NewTensor(name, shape, dtype.F32, func() ([]byte, error) { return raw, nil }), backend.F32)
+	if err != nil {
+		return nil, fmt.Errorf("upload %s: %w", name, err)
+	}
+	return w, nil
 }
 
 // buildTower uploads m's weights to be and allocates the activations.
@@ -88,6 +115,13 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 		}
 		return nil
 	}
+	values := func(name string) ([]float32, error) {
+		w, err := m.Tensor(name)
+		if err != nil {
+			return nil, err
+		}
+		return w.Float32()
+	}
 	p, n := c.PatchSize, c.Patches()
 	if err := up(&t.patchW, vision.PatchEmbd, c.Dim, 3*p*p); err != nil {
 		return nil, err
@@ -96,8 +130,7 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 		dst  *backend.Weight
 		name string
 	}
-	ws := []named{{&t.patchB, vision.PatchBias}, {&t.pos, vision.PositionEmbd},
-		{&t.post.w, vision.PostLN + ".weight"}, {&t.post.b, vision.PostLN + ".bias"}, {&t.softNorm, vision.SoftEmbNorm}}
+	ws := []named{{&t.patchB, vision.PatchBias}, {&t.post.w, vision.PostLN + ".weight"}, {&t.post.b, vision.PostLN + ".bias"}}
 	t.layers = make([]vitLayer, c.Layers)
 	for l := range t.layers {
 		lw := &t.layers[l]
@@ -109,34 +142,47 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 			ws = append(ws, named{k.w, vision.LayerTensor(l, k.kind, "weight")}, named{k.b, vision.LayerTensor(l, k.kind, "bias")})
 		}
 	}
+	switch c.Projector {
+	case vision.Gemma3:
+		ws = append(ws, named{&t.softNorm, vision.SoftEmbNorm})
+	case vision.Idefics3:
+		ws = append(ws, named{&t.projection, vision.FC}) // [OutDim, Merge²·Dim] already
+	}
 	for _, w := range ws {
 		if err := up(w.dst, w.name); err != nil {
 			return nil, err
 		}
 	}
-	// The projection is stored as Hugging Face keeps it, [Dim, OutDim]
-	// (clip.cpp transposes it in the graph): transpose it once here.
-	proj, err := m.Tensor(vision.InputProj)
+	// The position embeddings, row r that of the patch the tower's row r
+	// holds (vision.Config.PatchOrder).
+	pos, err := values(vision.PositionEmbd)
 	if err != nil {
 		return nil, err
 	}
-	vals, err := proj.Float32()
-	if err != nil {
+	order := c.PatchOrder()
+	perm := make([]float32, 0, len(pos))
+	for _, i := range order {
+		perm = append(perm, pos[i*c.Dim:(i+1)*c.Dim]...)
+	}
+	if t.pos, err = uploadF32(be, vision.PositionEmbd, perm, n*n, c.Dim); err != nil {
 		return nil, err
 	}
-	tr := make([]float32, len(vals))
-	for i := range c.Dim {
-		for o := range c.OutDim {
-			tr[o*c.Dim+i] = vals[i*c.OutDim+o]
+	if c.Projector == vision.Gemma3 {
+		// The projection is stored as Hugging Face keeps it, [Dim, OutDim]
+		// (clip.cpp transposes it in the graph): transpose it once here.
+		vals, err := values(vision.InputProj)
+		if err != nil {
+			return nil, err
 		}
-	}
-	raw, err := dtype.Quantize(dtype.F32, tr)
-	if err != nil {
-		return nil, err
-	}
-	pt := models.NewTensor(vision.InputProj, []int{c.OutDim, c.Dim}, dtype.F32, func() ([]byte, error) { return raw, nil })
-	if t.projection, err = be.UploadAs(pt, backend.F32); err != nil {
-		return nil, fmt.Errorf("upload %s: %w", vision.InputProj, err)
+		tr := make([]float32, len(vals))
+		for i := range c.Dim {
+			for o := range c.OutDim {
+				tr[o*c.Dim+i] = vals[i*c.OutDim+o]
+			}
+		}
+		if t.projection, err = uploadF32(be, vision.InputProj, tr, c.OutDim, c.Dim); err != nil {
+			return nil, err
+		}
 	}
 
 	rows, toks := n*n, c.Tokens()
@@ -159,8 +205,8 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 	t.attn = backend.Attention{Heads: c.Heads, KVHeads: c.Heads, HeadDim: c.HeadDim(),
 		Scale: float32(1 / math.Sqrt(float64(c.HeadDim()))), Bidirectional: true}
 
-	// The tower's step: every patch a row of one sequence at its index
-	// (which the position embeddings' Lookup reads).
+	// The tower's step: every patch a row of one sequence at its row's
+	// index (which the position embeddings' Lookup reads).
 	t.vit = backend.Batch{BlockSize: vitBlock, Tables: [][]int32{make([]int32, blocks)}}
 	for b := range blocks {
 		t.vit.Tables[0][b] = int32(b)
@@ -168,27 +214,56 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 	for i := range rows {
 		t.vit.Tokens, t.vit.Pos, t.vit.Seq = append(t.vit.Tokens, 0), append(t.vit.Pos, int32(i)), append(t.vit.Seq, 0)
 	}
-	// The pooling step: patch (x, y) belongs to "sequence" (y/k)·(n/k) +
-	// x/k, so that MeanPool averages each k×k window (ggml_pool_2d's
-	// average, windows in row-major order).
-	k, side := c.Merge, n/c.Merge
-	t.pool = backend.Batch{BlockSize: vitBlock, Tables: make([][]int32, toks)}
-	for s := range toks {
-		t.pool.Tables[s] = []int32{0}
-	}
-	for i := range rows {
-		x, y := i%n, i/n
-		t.pool.Tokens, t.pool.Pos = append(t.pool.Tokens, 0), append(t.pool.Pos, 0)
-		t.pool.Seq = append(t.pool.Seq, int32((y/k)*side+x/k))
+	switch c.Projector {
+	case vision.Gemma3:
+		// The pooling step: patch (x, y) belongs to "sequence" (y/k)·(n/k)
+		// + x/k, so that MeanPool averages each k×k window (ggml_pool_2d's
+		// average, windows in row-major order).
+		k, side := c.Merge, n/c.Merge
+		t.head = backend.Batch{BlockSize: vitBlock, Tables: make([][]int32, toks)}
+		for s := range toks {
+			t.head.Tables[s] = []int32{0}
+		}
+		for i := range rows {
+			x, y := i%n, i/n
+			t.head.Tokens, t.head.Pos = append(t.head.Tokens, 0), append(t.head.Pos, 0)
+			t.head.Seq = append(t.head.Seq, int32((y/k)*side+x/k))
+		}
+	case vision.Idefics3:
+		// The projection's step: one row a token, each the Merge² rows of
+		// its window side by side.
+		if t.merged, err = backend.View(be, t.xn, toks, c.Merge*c.Merge*c.Dim); err != nil {
+			return nil, err
+		}
+		t.head = backend.Batch{BlockSize: vitBlock, Tables: [][]int32{{0}}}
+		for i := range toks {
+			t.head.Tokens, t.head.Pos, t.head.Seq = append(t.head.Tokens, 0), append(t.head.Pos, int32(i)), append(t.head.Seq, 0)
+		}
 	}
 	return t, nil
 }
 
-// encode returns img's embeddings: Tokens() rows of OutDim values.
+// tiles is how many pictures the tower encodes for img.
+func (t *visionTower) tiles(img *vision.Image) int { return t.cfg.GridOf(img.W, img.H).Tiles() }
+
+// encode returns img's embeddings: Tokens() rows of OutDim values for
+// each of its tiles (vision.Preprocess's pictures), tile after tile.
 func (t *visionTower) encode(img *vision.Image) ([]float32, error) {
+	var out []float32
+	for _, planar := range vision.Preprocess(img, t.cfg) {
+		emb, err := t.encodeTile(planar)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, emb...)
+	}
+	return out, nil
+}
+
+// encodeTile runs the tower and projector on one preprocessed picture.
+func (t *visionTower) encodeTile(planar []float32) ([]float32, error) {
 	be, c := t.be, t.cfg
-	patches := vision.Patches(vision.Preprocess(img, c), c)
-	if err := be.Write(t.patches, patches); err != nil {
+	if err := be.Write(t.patches, vision.Patches(planar, c)); err != nil {
 		return nil, err
 	}
 	if err := be.Begin(t.vit); err != nil {
@@ -218,14 +293,20 @@ func (t *visionTower) encode(img *vision.Image) ([]float32, error) {
 		be.Add(t.x, t.xb)
 	}
 	be.LayerNorm(t.xn, t.x, t.post.w, t.post.b, c.Eps)
-	// Gemma 3's projector: a Merge×Merge average pool, RMSNorm with the
-	// soft embedding norm's weight, then the projection.
-	if err := be.Begin(t.pool); err != nil {
+	if err := be.Begin(t.head); err != nil {
 		return nil, err
 	}
-	be.MeanPool(t.pooled, t.xn)
-	be.RMSNorm(t.normed, t.pooled, t.softNorm, c.Eps)
-	be.MatMul(t.out, t.normed, t.projection)
+	switch c.Projector {
+	case vision.Gemma3:
+		// A Merge×Merge average pool, RMSNorm with the soft embedding
+		// norm's weight, then the projection.
+		be.MeanPool(t.pooled, t.xn)
+		be.RMSNorm(t.normed, t.pooled, t.softNorm, c.Eps)
+		be.MatMul(t.out, t.normed, t.projection)
+	case vision.Idefics3:
+		// The pixel shuffle (the rows already in its order), then fc.
+		be.MatMul(t.out, t.merged, t.projection)
+	}
 	return be.Read(t.out, c.Tokens())
 }
 

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/x448/float16"
@@ -69,25 +72,27 @@ func gradient(w, h int) *vision.Image {
 
 // TestVisionTowerReference checks the engine's vision tower against a
 // forward pass written here in float64 from the mmproj's raw tensors and
-// the SigLIP / Gemma 3 projector definitions (transformers'
-// modeling_siglip.py and Gemma3MultiModalProjector): patch convolution,
-// learned positions, pre-norm blocks with tanh GELU, the post LayerNorm,
-// a 2-D average pool, RMSNorm and the projection. None of the engine's
-// code takes part in the reference.
+// the SigLIP, Gemma 3 and Idefics 3 projector definitions (transformers'
+// modeling_siglip.py, Gemma3MultiModalProjector and Idefics3Connector):
+// patch convolution, learned positions, pre-norm blocks with tanh GELU,
+// the post LayerNorm, then a 2-D average pool, RMSNorm and the projection
+// (gemma3) or the pixel shuffle and the projection (idefics3), for each of
+// the pictures vision.Preprocess makes of the image. None of the engine's
+// code takes part in the reference (the pictures are its input).
 func TestVisionTowerReference(t *testing.T) {
-	base := synthModel(t, "tiny-gemma3", dtype.F32)
 	for _, tc := range []struct {
 		shape string
-		size  int
-	}{{"tiny-gemma3", 32}, {"mid-gemma3", 56}} {
+		w, h  int
+	}{{"tiny-gemma3", 32, 32}, {"mid-gemma3", 56, 56}, {"tiny-idefics3", 50, 37}, {"mid-idefics3", 128, 128}} {
 		t.Run(tc.shape, func(t *testing.T) {
+			base := synthModel(t, visionBase(tc.shape), dtype.F32)
 			mm := synthProjector(t, tc.shape, base)
 			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer eng.Close()
-			img := gradient(tc.size, tc.size)
+			img := gradient(tc.w, tc.h)
 			got, err := eng.EncodeImage(context.Background(), img)
 			if err != nil {
 				t.Fatal(err)
@@ -100,7 +105,7 @@ func TestVisionTowerReference(t *testing.T) {
 			for i := range got {
 				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
 			}
-			t.Logf("%d embeddings of %d: within %.2g of the reference", eng.ImageTokens(), eng.Model().Config.Dim, worst)
+			t.Logf("%d embeddings of %d: within %.2g of the reference", len(got)/eng.Model().Config.Dim, eng.Model().Config.Dim, worst)
 			if worst > 1e-5 {
 				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
 			}
@@ -108,10 +113,21 @@ func TestVisionTowerReference(t *testing.T) {
 	}
 }
 
+// visionBase is the synth shape of the language model a projector shape
+// feeds: SmolVLM's for idefics3, whose images are marked with tokens of
+// its vocabulary.
+func visionBase(shape string) string {
+	if strings.HasSuffix(shape, "idefics3") {
+		return "tiny-smolvlm"
+	}
+	return "tiny-gemma3"
+}
+
 // visionReference returns the embeddings of img by the projector at path,
-// in float64; with ggml, rounded where llama.cpp's CPU rounds: the patch
-// convolution's pixels and kernel to f16 (its im2col is f16) and GELU
-// through an f16 table (GGML_GELU_FP16: argument and result in f16).
+// in float64, picture after picture (vision.Preprocess's); with ggml,
+// rounded where llama.cpp's CPU rounds: the patch convolution's pixels and
+// kernel to f16 (its im2col is f16) and GELU through an f16 table
+// (GGML_GELU_FP16: argument and result in f16).
 func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []float64 {
 	t.Helper()
 	m, err := vision.Open(path)
@@ -119,6 +135,15 @@ func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []
 		t.Fatal(err)
 	}
 	defer m.Close()
+	var out []float64
+	for _, planar := range vision.Preprocess(img, m.Config) {
+		out = append(out, pictureReference(t, m, planar, ggml)...)
+	}
+	return out
+}
+
+// pictureReference is visionReference for one preprocessed picture.
+func pictureReference(t *testing.T, m *vision.Model, planar []float32, ggml bool) []float64 {
 	c := m.Config
 	get := func(name string) []float64 {
 		tn, err := m.Tensor(name)
@@ -137,21 +162,15 @@ func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []
 	}
 	n, p, d := c.Patches(), c.PatchSize, c.Dim
 	rows := n * n
-	// Pixels: (v/255 - mean)/std, channel-major (the image is already
-	// the tower's size: no resize).
-	if img.W != c.ImageSize || img.H != c.ImageSize {
-		t.Fatalf("reference takes %d² images", c.ImageSize)
-	}
+	// Pixels: (v/255 - mean)/std, channel-major, as preprocessed.
+	sz := c.ImageSize
 	f16 := func(v float64) float64 {
 		if !ggml {
 			return v
 		}
 		return float64(float16.Fromfloat32(float32(v)).Float32())
 	}
-	px := func(ch, x, y int) float64 {
-		v := float32(img.Pix[3*(y*img.W+x)+ch])
-		return f16(float64((v/255 - c.Mean[ch]) / c.Std[ch])) // as clip.cpp normalises, in f32
-	}
+	px := func(ch, x, y int) float64 { return f16(float64(planar[(ch*sz+y)*sz+x])) }
 	// Conv2d(3 → d, kernel p, stride p) + bias + position embedding.
 	conv, bias, pos := get(vision.PatchEmbd), get(vision.PatchBias), get(vision.PositionEmbd)
 	x := make([][]float64, rows)
@@ -261,11 +280,35 @@ func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []
 	for i := range rows {
 		x[i] = layerNorm(x[i], pw, pb)
 	}
+	k, side := c.Merge, n/c.Merge
+	var out []float64
+	if c.Projector == vision.Idefics3 {
+		// Pixel shuffle (Idefics3Connector.pixel_shuffle): token (oy, ox)
+		// is its k×k window's patches side by side, in raster order; then
+		// fc, [out, k²·d], no bias.
+		fc := get(vision.FC)
+		for oy := range side {
+			for ox := range side {
+				var cat []float64
+				for ky := range k {
+					for kx := range k {
+						cat = append(cat, x[(oy*k+ky)*n+ox*k+kx]...)
+					}
+				}
+				for o := range c.OutDim {
+					var s float64
+					for e, a := range cat {
+						s += fc[o*len(cat)+e] * a
+					}
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
 	// Average pool k×k (windows in row-major order), RMSNorm with the soft
 	// embedding norm's weight as stored, projection [d, out].
-	k, side := c.Merge, n/c.Merge
 	soft, proj := get(vision.SoftEmbNorm), get(vision.InputProj)
-	var out []float64
 	for oy := range side {
 		for ox := range side {
 			pooled := make([]float64, d)
@@ -293,18 +336,27 @@ func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []
 	return out
 }
 
-// visionGolden is testdata/vision/llamacpp.json (see its README).
+// visionGolden is testdata/vision/llamacpp*.json (see its README).
 type visionGolden struct {
-	Cases map[string]struct {
-		Prompt       string    `json:"prompt"`
-		PromptTokens int       `json:"prompt_tokens"`
-		Tokens       []int32   `json:"tokens"`
-		Logprobs     []float64 `json:"logprobs"`
-		Embeddings   struct {
-			First16, Last16          []float64
-			Mean, Std, Min, Max, Sum float64
-		} `json:"embeddings"`
-	} `json:"cases"`
+	Cases map[string]visionCase `json:"cases"`
+}
+
+type visionCase struct {
+	Prompt       string     `json:"prompt"`
+	PromptTokens int        `json:"prompt_tokens"`
+	Tokens       []int32    `json:"tokens"`
+	Logprobs     []float64  `json:"logprobs"`
+	Embeddings   pictureLog `json:"embeddings"` // the first picture's
+	// Tiles are every picture's, in order, for an image of several
+	// (idefics3's tiles and overview).
+	Tiles []pictureLog `json:"tiles"`
+}
+
+// pictureLog is what llama.cpp's MTMD_DEBUG_EMBEDDINGS logs of a
+// picture's embeddings.
+type pictureLog struct {
+	First16, Last16          []float64
+	Mean, Std, Min, Max, Sum float64
 }
 
 // visionCases name each recorded case's image in testdata/vision and its
@@ -315,6 +367,22 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-gemma3-resized": {"gradient50x37.png", "tiny-gemma3"},
 	"mid-gemma3":          {"gradient56.png", "mid-gemma3"},
 	"gemma3-real":         {"gradient896.png", "gemma3"},
+	// idefics3 resizes every image to its longest edge (tiny: 64, 2×2
+	// tiles of 32 at most; mid: 256, tiles of 128): gradient32 upscaled
+	// to 2×2 tiles, gradient50x37 upscaled and padded to 64×64,
+	// gradient70x20 to 64×32 (2×1 tiles, padded), gradient300x150
+	// downscaled to 256×128 (2×1).
+	"tiny-idefics3":         {"gradient32.png", "tiny-idefics3"},
+	"tiny-idefics3-resized": {"gradient50x37.png", "tiny-idefics3"},
+	"tiny-idefics3-wide":    {"gradient70x20.png", "tiny-idefics3"},
+	"mid-idefics3":          {"gradient300x150.png", "mid-idefics3"},
+	"idefics3-real":         {"gradient300x150.png", "idefics3"},
+}
+
+// realShape reports whether a projector shape is a real tower's (not
+// tiny- or mid-).
+func realShape(shape string) bool {
+	return !strings.HasPrefix(shape, "tiny-") && !strings.HasPrefix(shape, "mid-")
 }
 
 // TestVisionMatchesLlamaCpp checks, for each case recorded from
@@ -333,7 +401,7 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 	files := map[string][2]string{} // projector shape: base, mmproj
 	realShapes := os.Getenv("TESSERA_VISION_REAL") != ""
 	for _, vc := range visionCases {
-		if _, ok := files[vc.shape]; !ok && (realShapes || vc.shape != "gemma3") {
+		if _, ok := files[vc.shape]; !ok && (realShapes || !realShape(vc.shape)) {
 			var f [2]string
 			f[0], f[1] = visionFiles(t, filepath.Join(dir, vc.shape), vc.shape)
 			files[vc.shape] = f
@@ -369,16 +437,25 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					dim := eng.Model().Config.Dim
-					e := c.Embeddings
-					checkRelative(t, "token 0's first 16 values", emb[:16], e.First16, 1e-3)
-					checkRelative(t, "token 0's last 16 values", emb[dim-16:dim], e.Last16, 1e-3)
-					var sum float64
-					for _, v := range emb {
-						sum += float64(v)
+					dim, n := eng.Model().Config.Dim, eng.ImageTokens()
+					pictures := c.Tiles
+					if pictures == nil {
+						pictures = []pictureLog{c.Embeddings}
 					}
-					if mean := sum / float64(len(emb)); math.Abs(mean-e.Mean) > 1e-3 {
-						t.Errorf("mean %.6f, llama.cpp's %.6f", mean, e.Mean)
+					if len(emb) != len(pictures)*n*dim {
+						t.Fatalf("%d embeddings, llama.cpp's %d pictures of %d", len(emb)/dim, len(pictures), n)
+					}
+					for k, e := range pictures {
+						pic := emb[k*n*dim : (k+1)*n*dim]
+						checkRelative(t, fmt.Sprintf("picture %d, token 0's first 16 values", k), pic[:16], e.First16, 1e-3)
+						checkRelative(t, fmt.Sprintf("picture %d, token 0's last 16 values", k), pic[dim-16:dim], e.Last16, 1e-3)
+						var sum float64
+						for _, v := range pic {
+							sum += float64(v)
+						}
+						if mean := sum / float64(len(pic)); math.Abs(mean-e.Mean) > 1e-3 {
+							t.Errorf("picture %d: mean %.6f, llama.cpp's %.6f", k, mean, e.Mean)
+						}
 					}
 					if len(c.Tokens) == 0 { // embeddings only
 						return
@@ -428,17 +505,23 @@ func checkRelative(t *testing.T, what string, got []float32, want []float64, tol
 	}
 }
 
+// readVisionGolden reads the cases of testdata/vision/llamacpp.json
+// (gemma3) and llamacpp-idefics3.json, each as record.py wrote it.
 func readVisionGolden(t *testing.T) visionGolden {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vision", "llamacpp.json"))
-	if err != nil {
-		t.Fatal(err)
+	all := visionGolden{Cases: map[string]visionCase{}}
+	for _, name := range []string{"llamacpp.json", "llamacpp-idefics3.json"} {
+		raw, err := os.ReadFile(filepath.Join("..", "testdata", "vision", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g visionGolden
+		if err := json.Unmarshal(raw, &g); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		maps.Copy(all.Cases, g.Cases)
 	}
-	var g visionGolden
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return all
 }
 
 func readTestImage(t *testing.T, name string) *vision.Image {
@@ -455,14 +538,15 @@ func readTestImage(t *testing.T, name string) *vision.Image {
 }
 
 // visionFiles writes the recording's files: tessera synth --shape
-// tiny-gemma3 --seed 1, and its projector of the given synth shape,
-// tessera synth --mmproj gemma3 [--shape tiny] --seed 1.
+// tiny-gemma3 (or tiny-smolvlm for idefics3) --seed 1, and its projector
+// of the given synth shape, tessera synth --mmproj gemma3|idefics3
+// [--shape tiny|mid] --seed 1.
 func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base, mm, err := synth.WriteVisionFiles(dir, "tiny-gemma3", shape, dtype.F32, 1)
+	base, mm, err := synth.WriteVisionFiles(dir, visionBase(shape), shape, dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

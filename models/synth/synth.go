@@ -215,6 +215,7 @@ func Metadata(s Shape) []gguf.KV {
 	c := s.Config
 	pieces, scores, types := Vocabulary(c.Vocab)
 	familyVocabulary(c, pieces, types)
+	visionVocabulary(s.Name, pieces, types)
 	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
 	a := c.Arch + "."
 	kv := []gguf.KV{

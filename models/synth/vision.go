@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/vision"
@@ -32,6 +33,56 @@ var visionShapes = map[string]vision.Config{
 	// 64 patches of 4 pixels pooled 2×2 into 16 tokens.
 	"tiny-gemma3": {Projector: vision.Gemma3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
 		Eps: 1e-6, Merge: 2, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// SmolVLM-256M/500M's SigLIP (base, patch 16, 512 pixels): tiles of
+	// 1024 patches shuffled 4×4 into 64 tokens; images resized to 2048 on
+	// the longer side, so up to 4×4 tiles and the overview.
+	"idefics3": {Projector: vision.Idefics3, ImageSize: 512, PatchSize: 16, Dim: 768, FFN: 3072, Layers: 12, Heads: 12,
+		Eps: 1e-6, Merge: 4, LongestEdge: 2048, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// The real one's patches of 16 and shuffle of 4 (a projection from
+	// 16·192 = 3072 values), heads of 64, an awkward feed-forward of 430:
+	// tiles of 8×8 patches into 4 tokens, 2×2 tiles at most.
+	"mid-idefics3": {Projector: vision.Idefics3, ImageSize: 128, PatchSize: 16, Dim: 192, FFN: 430, Layers: 2, Heads: 3,
+		Eps: 1e-6, Merge: 4, LongestEdge: 256, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// Tiles of 64 patches of 4 pixels shuffled 2×2 into 16 tokens, 2×2
+	// tiles at most.
+	"tiny-idefics3": {Projector: vision.Idefics3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
+		Eps: 1e-6, Merge: 2, LongestEdge: 64, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+}
+
+// visionBases are language models for the projectors whose images are
+// marked with tokens of their own (idefics3: SmolVLM's). Their
+// vocabularies end with those tokens (visionVocabulary).
+var visionBases = []Shape{
+	// SmolVLM-256M's language model: SmolLM2-135M with SmolVLM's
+	// vocabulary of 49280.
+	{"smolvlm-256m", models.Config{Arch: "llama", Dim: 576, FFN: 1536, Layers: 30, Heads: 9, KVHeads: 3, HeadDim: 64,
+		Vocab: 49280, Context: 8192, NormEps: 1e-5, RopeTheta: 100000, RopeDim: 64, TiedEmbeddings: true}},
+	{"tiny-smolvlm", models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 384, Context: 512, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16, TiedEmbeddings: true}},
+}
+
+func init() { shapes = append(shapes, visionBases...) }
+
+// visionVocabulary puts SmolVLM's image tokens at the end of the
+// vocabulary of the shapes named smolvlm: control tokens
+// <fake_token_around_image>, <image>, <global-img>, <end_of_utterance>
+// and <row_R_col_C> for R, C up to 6 (as its tokenizer has them), and
+// the piece "\n\n" (its tokenizer's ĊĊ), which mtmd looks up by text.
+func visionVocabulary(name string, pieces []string, types []int32) {
+	if !strings.Contains(name, "smolvlm") {
+		return
+	}
+	add := []string{"<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"}
+	for r := 1; r <= 6; r++ {
+		for c := 1; c <= 6; c++ {
+			add = append(add, fmt.Sprintf("<row_%d_col_%d>", r, c))
+		}
+	}
+	at := len(pieces) - len(add) - 1
+	pieces[at], types[at] = "\n\n", 1
+	for i, p := range add {
+		pieces[at+1+i], types[at+1+i] = p, 3
+	}
 }
 
 // ProjectorShapes lists the names WriteProjector takes.
@@ -130,6 +181,9 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "clip.vision.image_mean", Value: f3(c.Mean)},
 		{Key: "clip.vision.image_std", Value: f3(c.Std)},
 		{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)},
+	}
+	if c.LongestEdge > 0 {
+		kv = append(kv, gguf.KV{Key: "clip.vision.preproc_image_size", Value: u(c.LongestEdge)})
 	}
 	return gguf.Write(w, kv, tensors)
 }

@@ -9,6 +9,7 @@ import (
 	"image/color"
 	_ "image/jpeg" // registers JPEG with image.Decode
 	_ "image/png"  // registers PNG
+	"math"
 
 	_ "golang.org/x/image/webp" // registers WebP (lossy, lossless, with alpha; not animated)
 )
@@ -93,37 +94,74 @@ func (m *Image) at(x, y int) [3]uint8 {
 	return [3]uint8{m.Pix[i], m.Pix[i+1], m.Pix[i+2]}
 }
 
-// Preprocess turns img into the encoder's input: resized to the
-// ImageSize square as clip.cpp's fixed-size preprocessor for gemma3 does
-// (bilinear, the image scaled to fit and centred on black, the padding's
-// sides rounded as its PAD_CEIL does), then each channel normalised,
-// (v/255 - mean)/std. The result is planar: 3 planes of ImageSize² values,
-// the layout of clip.cpp's inp_raw.
-func Preprocess(img *Image, c Config) []float32 {
+// Preprocess turns img into the pictures the encoder reads, each an
+// ImageSize square, planar (3 planes of ImageSize² values, the layout of
+// clip.cpp's inp_raw) and normalised, (v/255 - mean)/std, in the order
+// llama.cpp encodes them: c.GridOf's tiles row by row, then the overview.
+//
+// gemma3 (clip.cpp's fixed-size preprocessor): the image alone, bilinear,
+// scaled to fit and centred on black (its PAD_CEIL padding).
+//
+// idefics3 (mtmd's idefics3 preprocessor, after transformers'
+// Idefics3ImageProcessor): the image resized (bicubic, scaled to fit and
+// centred on black) to c.refined's size, cut into tiles, then the overview:
+// the whole image stretched to the square (bilinear, no padding).
+func Preprocess(img *Image, c Config) [][]float32 {
 	sz := c.ImageSize
-	r := resizePadded(img, sz, sz)
-	out := make([]float32, 3*sz*sz)
+	if c.Projector != Idefics3 {
+		return [][]float32{normalize(resizePadded(img, sz, sz, resizeBilinear), c)}
+	}
+	var out [][]float32
+	if g := c.GridOf(img.W, img.H); g.Cols > 0 {
+		rw, rh := c.refined(img.W, img.H)
+		r := resizePadded(img, rw, rh, resizeBicubic)
+		for y := range g.Rows {
+			for x := range g.Cols {
+				out = append(out, normalize(crop(r, x*sz, y*sz, sz, sz), c))
+			}
+		}
+	}
+	ov := img
+	if img.W != sz || img.H != sz {
+		ov = resizeBilinear(img, sz, sz)
+	}
+	return append(out, normalize(ov, c))
+}
+
+// normalize lays an ImageSize² image out as planes of (v/255 - mean)/std.
+func normalize(r *Image, c Config) []float32 {
+	n := r.W * r.H
+	out := make([]float32, 3*n)
 	for ch := range 3 {
-		plane := out[ch*sz*sz : (ch+1)*sz*sz]
-		for i := range sz * sz {
+		plane := out[ch*n : (ch+1)*n]
+		for i := range n {
 			plane[i] = (float32(r.Pix[3*i+ch])/255 - c.Mean[ch]) / c.Std[ch]
 		}
 	}
 	return out
 }
 
+// crop is img_tool::crop: the w × h pixels of img from (x, y).
+func crop(img *Image, x, y, w, h int) *Image {
+	dst := &Image{W: w, H: h, Pix: make([]uint8, 3*w*h)}
+	for r := range h {
+		copy(dst.Pix[3*r*w:3*(r+1)*w], img.Pix[3*((y+r)*img.W+x):3*((y+r)*img.W+x+w)])
+	}
+	return dst
+}
+
 // resizePadded is img_tool::resize with PAD_CEIL: the image scaled by the
-// smaller of the two ratios (sides rounded up, at most the target's),
-// bilinearly, and composited at the centre of a black target. An image
+// smaller of the two ratios (sides rounded up, at most the target's) with
+// resize, and composited at the centre of a black target. An image
 // already of the target's size is copied.
-func resizePadded(img *Image, w, h int) *Image {
+func resizePadded(img *Image, w, h int, resize func(*Image, int, int) *Image) *Image {
 	if img.W == w && img.H == h {
 		return img
 	}
 	scale := min(float32(w)/float32(img.W), float32(h)/float32(img.H))
 	nw := min(int(ceil32(float32(img.W)*scale)), w)
 	nh := min(int(ceil32(float32(img.H)*scale)), h)
-	r := resizeBilinear(img, nw, nh)
+	r := resize(img, nw, nh)
 	dst := &Image{W: w, H: h, Pix: make([]uint8, 3*w*h)}
 	ox, oy := (w-nw)/2, (h-nh)/2
 	for y := range nh {
@@ -172,6 +210,46 @@ func resizeBilinear(src *Image, w, h int) *Image {
 	return dst
 }
 
+// resizeBicubic is img_tool's resize_bicubic (after ViT.cpp): each
+// target pixel samples the source at (j·W/w, i·H/h), top-left aligned,
+// through a cubic in x over 4 source rows and then a cubic in y, edges
+// clamped, rounded half away from zero and clamped to 0..255. The
+// coefficients are computed in float64 and kept in float32, the values in
+// float32, in the order of its C++ expressions, so that the bytes agree.
+func resizeBicubic(src *Image, w, h int) *Image {
+	w, h = max(w, 1), max(h, 1)
+	dst := &Image{W: w, H: h, Pix: make([]uint8, 3*w*h)}
+	nx, ny := src.W, src.H
+	tx, ty := float32(nx)/float32(w), float32(ny)/float32(h)
+	clamp := func(v, hi int) int { return max(0, min(v, hi)) }
+	// cubic returns the cubic through p(-1), p(0), p(1), p(2) at t.
+	cubic := func(pm, p0, p1, p2, t float32) float32 {
+		d0, d2, d3 := float64(pm-p0), float64(p1-p0), float64(p2-p0)
+		a1 := float32(-1.0/3*d0 + d2 - 1.0/6*d3)
+		a2 := float32(1.0/2*d0 + 1.0/2*d2)
+		a3 := float32(-1.0/6*d0 - 1.0/2*d2 + 1.0/6*d3)
+		return p0 + a1*t + a2*t*t + a3*t*t*t
+	}
+	for i := range h {
+		for j := range w {
+			fx, fy := tx*float32(j), ty*float32(i)
+			x, y := int(fx), int(fy)
+			dx, dy := fx-float32(x), fy-float32(y)
+			for k := range 3 {
+				var col [4]float32
+				for jj := range 4 {
+					row := 3 * clamp(y-1+jj, ny-1) * nx
+					p := func(xx int) float32 { return float32(src.Pix[row+3*clamp(xx, nx-1)+k]) }
+					col[jj] = cubic(p(x-1), p(x), p(x+1), p(x+2), dx)
+				}
+				v := math.Round(float64(cubic(col[0], col[1], col[2], col[3], dy)))
+				dst.Pix[3*(i*w+j)+k] = uint8(max(0, min(v, 255)))
+			}
+		}
+	}
+	return dst
+}
+
 // Patches lays a preprocessed image (planar, side × side) out as the rows
 // of the patch embedding's product: row py·n+px holds patch (px, py)'s
 // values in the order of the convolution's weight, channel, then row, then
@@ -180,16 +258,45 @@ func resizeBilinear(src *Image, w, h int) *Image {
 func Patches(planar []float32, c Config) []float32 {
 	p, n, sz := c.PatchSize, c.Patches(), c.ImageSize
 	out := make([]float32, 0, n*n*3*p*p)
-	for py := range n {
-		for px := range n {
-			for ch := range 3 {
-				plane := planar[ch*sz*sz:]
-				for ky := range p {
-					row := (py*p+ky)*sz + px*p
-					out = append(out, plane[row:row+p]...)
-				}
+	for _, i := range c.PatchOrder() {
+		py, px := i/n, i%n
+		for ch := range 3 {
+			plane := planar[ch*sz*sz:]
+			for ky := range p {
+				row := (py*p+ky)*sz + px*p
+				out = append(out, plane[row:row+p]...)
 			}
 		}
 	}
 	return out
+}
+
+// PatchOrder returns, for each row of the tower in order, the patch
+// (py·n + px) that it holds: raster order for gemma3; for idefics3 the
+// pixel shuffle's order (clip.cpp's build_patch_merge_permute): window by
+// window in raster order, and the Merge² patches of a window in raster
+// order within it. A ViT without rotary positions treats its rows alike
+// whatever their order (its positions are learned embeddings, looked up
+// by patch), so a tower fed in this order gives out, Merge² rows at a
+// time, the shuffle's tokens: no shuffle runs (runtime/vision.go).
+func (c Config) PatchOrder() []int {
+	n := c.Patches()
+	order := make([]int, 0, n*n)
+	if c.Projector != Idefics3 {
+		for i := range n * n {
+			order = append(order, i)
+		}
+		return order
+	}
+	s := c.Merge
+	for wy := range n / s {
+		for wx := range n / s {
+			for dy := range s {
+				for dx := range s {
+					order = append(order, (wy*s+dy)*n+wx*s+dx)
+				}
+			}
+		}
+	}
+	return order
 }

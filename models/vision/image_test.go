@@ -215,7 +215,7 @@ func TestResizeBilinear(t *testing.T) {
 	// 4 × 2 into 4 × 4: scaled by 1 (no resize), centred, black above
 	// and below.
 	wide := &Image{W: 4, H: 2, Pix: bytes.Repeat([]uint8{255}, 24)}
-	p := resizePadded(wide, 4, 4)
+	p := resizePadded(wide, 4, 4, resizeBilinear)
 	for y := range 4 {
 		v := p.at(0, y)[0]
 		if inside := y == 1 || y == 2; (v == 255) != inside {

@@ -3,12 +3,16 @@
 // projector into a language model's embedding space. The same files that
 // serve llama-server's and llama-mtmd-cli's --mmproj serve Tessera's.
 //
-// Projector types read: "gemma3" (SigLIP, a 2-D average pool, the soft
-// embedding RMSNorm and a linear projection: Gemma 3 4B and up). The
-// others of issue 47 (idefics3's pixel shuffle and tiling, Qwen-VL's
-// mergers and 2-D RoPE) are not read yet.
+// Projector types read, both on one SigLIP tower: "gemma3" (a 2-D average
+// pool, the soft embedding RMSNorm and a linear projection: Gemma 3 4B and
+// up, one fixed-size image) and "idefics3" (a pixel shuffle and a linear
+// projection: SmolVLM, whose images are cut into tiles plus an overview,
+// with marker tokens between them). Qwen-VL's mergers and 2-D RoPE are
+// not read yet.
 // The forward pass is runtime/vision.go; this package holds the file's
-// description, its tensors, and image decoding and preprocessing.
+// description, its tensors, image decoding and preprocessing (Preprocess,
+// Patches), and where an image's tiles and markers go in a prompt
+// (Layout).
 package vision
 
 import (
@@ -29,8 +33,14 @@ type Projector string
 // RMSNorm (mm.soft_emb_norm) and a linear projection.
 const Gemma3 Projector = "gemma3"
 
+// Idefics3 is SmolVLM's projector (Idefics 3's): SigLIP, a Merge×Merge
+// pixel shuffle (each token the concatenation of a window's patches) and
+// a linear projection (mm.model.fc), on each tile of the image and on its
+// overview.
+const Idefics3 Projector = "idefics3"
+
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3}
+var Projectors = []Projector{Gemma3, Idefics3}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -47,9 +57,16 @@ type Config struct {
 	Heads     int
 	Eps       float32 // LayerNorm's (and gemma3's soft embedding RMSNorm's) epsilon
 	// Merge is how many patches per side become one output token: gemma3's
-	// average-pool kernel (clip.vision.projector.scale_factor, default 4).
-	Merge     int
-	Mean, Std [3]float32 // normalisation of pixels in [0, 1]
+	// average-pool kernel, idefics3's pixel-shuffle factor
+	// (clip.vision.projector.scale_factor, default 4).
+	Merge int
+	// LongestEdge is idefics3's preprocessing size
+	// (clip.vision.preproc_image_size): the image is resized so that its
+	// longer side is this, both sides rounded up to whole tiles of
+	// ImageSize. 0 (the key absent) encodes the overview alone, as
+	// llama.cpp does.
+	LongestEdge int
+	Mean, Std   [3]float32 // normalisation of pixels in [0, 1]
 	// OutDim is the projector's output width: the language model's
 	// embedding width (clip.cpp's n_mmproj_embd).
 	OutDim int
@@ -58,7 +75,7 @@ type Config struct {
 // Patches is the number of patches per side of a preprocessed image.
 func (c Config) Patches() int { return c.ImageSize / c.PatchSize }
 
-// Tokens is how many embeddings one image becomes.
+// Tokens is how many embeddings one tile (or a gemma3 image) becomes.
 func (c Config) Tokens() int {
 	side := c.Patches() / c.Merge
 	return side * side
@@ -75,6 +92,7 @@ const (
 	PostLN       = "v.post_ln"
 	InputProj    = "mm.input_projection.weight" // gemma3: [Dim, OutDim] as HF stores it
 	SoftEmbNorm  = "mm.soft_emb_norm.weight"    // gemma3
+	FC           = "mm.model.fc.weight"         // idefics3: [OutDim, Merge²·Dim], no bias
 )
 
 // LayerTensor names a tensor of ViT block l: attn_q, attn_k, attn_v,
@@ -149,6 +167,7 @@ const (
 	maxImageSize = 4096
 	maxDim       = 16384
 	maxLayers    = 256
+	maxTileSide  = 16 // idefics3's tiles a side (SmolVLM's are 4)
 )
 
 // FromGGUF reads a vision tower from a parsed GGUF file, which it keeps
@@ -199,6 +218,9 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	}
 	c.Eps = float32(eps)
 	c.Merge = u("clip.vision.projector.scale_factor", 4)
+	if c.Projector == Idefics3 {
+		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
+	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
 		v, ok := f.Float32s(key)
 		if !ok || len(v) != 3 {
@@ -233,11 +255,21 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	}
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
-	t, err := m.Tensor(InputProj)
-	if err != nil || len(t.Shape) != 2 || t.Shape[0] != c.Dim {
-		return nil, fmt.Errorf("%s must be [%d, out]: %v", InputProj, c.Dim, err)
+	switch c.Projector {
+	case Gemma3:
+		t, err := m.Tensor(InputProj)
+		if err != nil || len(t.Shape) != 2 || t.Shape[0] != c.Dim {
+			return nil, fmt.Errorf("%s must be [%d, out]: %v", InputProj, c.Dim, err)
+		}
+		m.Config.OutDim = t.Shape[1]
+	case Idefics3:
+		in := c.Merge * c.Merge * c.Dim
+		t, err := m.Tensor(FC)
+		if err != nil || len(t.Shape) != 2 || t.Shape[1] != in {
+			return nil, fmt.Errorf("%s must be [out, %d]: %v", FC, in, err)
+		}
+		m.Config.OutDim = t.Shape[0]
 	}
-	m.Config.OutDim = t.Shape[1]
 	if m.Config.OutDim <= 0 || m.Config.OutDim > maxDim {
 		return nil, fmt.Errorf("projection width %d is out of range", m.Config.OutDim)
 	}
@@ -266,6 +298,8 @@ func (c Config) check() error {
 		return fmt.Errorf("merge factor %d does not divide %d patches a side", c.Merge, c.Patches())
 	case !(c.Eps > 0) || c.Eps > 1:
 		return fmt.Errorf("epsilon %g is out of range", c.Eps)
+	case c.LongestEdge < 0 || c.LongestEdge > maxImageSize || ceilDiv(c.LongestEdge, c.ImageSize) > maxTileSide:
+		return fmt.Errorf("preprocessing size %d is out of range (at most %d tiles of %d a side)", c.LongestEdge, maxTileSide, c.ImageSize)
 	}
 	for i := range 3 {
 		if !(c.Std[i] > 0) {
@@ -303,5 +337,10 @@ func (c Config) TensorShapes() []Want {
 		}
 	}
 	w = append(w, Want{PostLN + ".weight", []int{c.Dim}}, Want{PostLN + ".bias", []int{c.Dim}})
+	if c.Projector == Idefics3 {
+		return append(w, Want{FC, []int{c.OutDim, c.Merge * c.Merge * c.Dim}})
+	}
 	return append(w, Want{SoftEmbNorm, []int{c.Dim}}, Want{InputProj, []int{c.Dim, c.OutDim}})
 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

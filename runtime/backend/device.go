@@ -1,6 +1,9 @@
 package backend
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // What the engine may ask a backend about the hardware under it, as
 // ggml's backend registry asks a device for its properties: optional
@@ -49,6 +52,29 @@ type BandwidthProber interface {
 // pipelines.
 type Sibling interface {
 	NewSibling(maxRows int) (Backend, error)
+}
+
+// Viewer is the optional interface of a backend whose activations can be
+// seen as another shape of the same values, row-major: View returns t's
+// storage as rows × cols (rows·cols = t.Rows()·t.Cols()), no copy. The
+// vision tower reads the rows of a pixel shuffle's windows as one row
+// each (runtime/vision.go). Sibling backends (the CPU's and WebGPU's)
+// implement it.
+type Viewer interface {
+	View(t Tensor, rows, cols int) (Tensor, error)
+}
+
+// View returns t seen as rows × cols on be (Viewer), or an error where be
+// has no views or the sizes differ.
+func View(be Backend, t Tensor, rows, cols int) (Tensor, error) {
+	v, ok := Unwrap(be).(Viewer)
+	if !ok {
+		return nil, fmt.Errorf("%s cannot view a tensor as another shape", be.Name())
+	}
+	if rows <= 0 || cols <= 0 || rows*cols != t.Rows()*t.Cols() {
+		return nil, fmt.Errorf("view of %d×%d as %d×%d", t.Rows(), t.Cols(), rows, cols)
+	}
+	return v.View(t, rows, cols)
 }
 
 // Unwrap returns the backend under decorators (backends with an Unwrap

@@ -473,3 +473,12 @@ var _ backend.Backend = (*Backend)(nil)
 // sequences), where this is a few multiply-adds; attention takes its exps
 // eight at a time (kernel.ExpShift), with the same bits.
 func expf(x float32) float32 { return kernel.Expf(x) }
+
+// View returns t's values seen as rows × cols (backend.Viewer).
+func (b *Backend) View(t backend.Tensor, rows, cols int) (backend.Tensor, error) {
+	ts := t.(*Tensor)
+	if rows*cols != len(ts.Data) {
+		return nil, fmt.Errorf("cpu: view of %d×%d as %d×%d", ts.rows, ts.cols, rows, cols)
+	}
+	return &Tensor{rows: rows, cols: cols, Data: ts.Data, out: ts.out}, nil
+}

@@ -92,7 +92,8 @@ type BenchResult struct {
 
 	// ImageEncodeMs is the time to encode one image with the vision
 	// projector (Options.MMProj; its preprocessing included), and
-	// ImageTokens the positions an image takes; zero without one.
+	// ImageTokens the embeddings it makes (without the markers between an
+	// idefics3 image's tiles); zero without one.
 	ImageEncodeMs float64 `json:"image_encode_ms,omitempty"`
 	ImageTokens   int     `json:"image_tokens,omitempty"`
 
@@ -232,11 +233,11 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 		r.BandwidthFraction = r.DecodeGBps / r.CopyGBps
 	}
 	if e.HasVision() {
-		ms, err := e.ImageEncodeTime()
+		ms, toks, err := e.ImageEncodeTime()
 		if err != nil {
 			return r, fmt.Errorf("image: %w", err)
 		}
-		r.ImageEncodeMs, r.ImageTokens = ms, e.ImageTokens()
+		r.ImageEncodeMs, r.ImageTokens = ms, toks
 	}
 	return r, nil
 }

@@ -907,3 +907,13 @@ var _ backend.Backend = (*Backend)(nil)
 // Parts reports how many buffers hold w: more than one when w is larger than
 // the device's storage binding limit.
 func Parts(w backend.Weight) int { return len(w.(*Weight).parts) }
+
+// View returns t's buffer seen as rows × cols (backend.Viewer): the same
+// storage, bound by the ops as a tensor of that shape.
+func (b *Backend) View(t backend.Tensor, rows, cols int) (backend.Tensor, error) {
+	ts := t.(*Tensor)
+	if rows*cols != ts.rows*ts.cols {
+		return nil, fmt.Errorf("gpu: view of %d×%d as %d×%d", ts.rows, ts.cols, rows, cols)
+	}
+	return &Tensor{buf: ts.buf, rows: rows, cols: cols, out: ts.out}, nil
+}

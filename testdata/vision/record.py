@@ -4,8 +4,10 @@
 usage: record.py PEERS_DIR N NAME=BASE.gguf,MMPROJ.gguf,IMAGE[,PROMPT_FILE] ... > llamacpp.json
 
 For each case it runs PEERS_DIR/llama-mtmd-cli with MTMD_DEBUG_EMBEDDINGS=1
-(which logs the first and last 16 values of the image's first embedding
-and the mean, std, min, max and sum of all of them), then starts
+(which logs, for each picture it encodes, the first and last 16 values of
+its first embedding and the mean, std, min, max and sum of all of them:
+"embeddings" is the first picture's, "tiles" every picture's in order when
+an image is more than one, as idefics3's tiles and overview), then starts
 PEERS_DIR/llama-server with the model and --mmproj (f32 KV cache, no flash
 attention, 2 threads) and asks /completion for N greedy tokens from the
 prompt (the file's text; by default Gemma's turn around "<__media__>describe"),
@@ -15,7 +17,7 @@ token's id and log-probability under the raw logits. A case whose NAME
 ends in -real records the embeddings only: a real tower's 256 tokens do
 not fit tiny-gemma3's context of 256 in Tessera.
 """
-import base64, json, os, re, socket, subprocess, sys, time, urllib.request
+import base64, json, os, re, socket, struct, subprocess, sys, time, urllib.request
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.argv_saved = sys.argv
@@ -26,6 +28,139 @@ sys.argv = sys.argv_saved
 peers, n = sys.argv[1], int(sys.argv[2])
 default_prompt = "<start_of_turn>user\n<__media__>describe<end_of_turn>\n<start_of_turn>model\n"
 out = {"cases": {}}
+
+
+def ascii_bytes(path):
+    """Turns the ASCII byte pieces (<0x00>..<0x7F>) of printable()'s copy
+    at path back into byte tokens (type 6), in place: alone they are
+    UTF-8, and mtmd looks the newline up by its text ("\\n", which only
+    the byte token reads as), so that the ids it finds are the original
+    file's."""
+    f = open(path, "r+b")
+    data = bytearray(f.read(256 << 20))
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    off = 24
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+
+    def string(off):
+        (n,) = struct.unpack_from("<Q", data, off)
+        return data[off + 8:off + 8 + n].decode(), off + 8 + n
+
+    def skip(t, off):
+        if t == 8:
+            return string(off)[1]
+        if t == 9:
+            (et, n) = struct.unpack_from("<IQ", data, off)
+            off += 12
+            for _ in range(n):
+                off = skip(et, off)
+            return off
+        return off + sizes[t]
+
+    pieces = []
+    for _ in range(n_kv):
+        key, off = string(off)
+        (t,) = struct.unpack_from("<I", data, off)
+        off += 4
+        if key == "tokenizer.ggml.tokens":
+            (_, n) = struct.unpack_from("<IQ", data, off)
+            at = off + 12
+            for _ in range(n):
+                p, at = string(at)
+                pieces.append(p)
+        if key == "tokenizer.ggml.token_type":
+            for i, p in enumerate(pieces):
+                m = re.fullmatch(r"<0x([0-9A-F]{2})>", p)
+                if m and int(m.group(1), 16) < 0x80:
+                    struct.pack_into("<i", data, off + 12 + 4 * i, 6)
+        off = skip(t, off)
+    f.seek(0)
+    f.write(data)
+    f.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def embeddings(base, mm, image):
+    # llama.cpp logs from a thread of its own, and the CLI may exit before
+    # the last picture's lines are out: generate a few tokens after the
+    # image, and keep the longest of three runs (they log the same values).
+    best = []
+    for _ in range(3):
+        best = max(best, embeddings_once(base, mm, image), key=len)
+    return best
+
+
+def embeddings_once(base, mm, image):
+    env = dict(os.environ, MTMD_DEBUG_EMBEDDINGS="1")
+    r = subprocess.run([peers + "/llama-mtmd-cli", "-m", base, "--mmproj", mm, "--image", image, "-p", "<__media__>x",
+                        "-n", "16", "--temp", "0", "-t", "2", "-c", "4096", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+                        "--chat-template", "gemma", "-v"], env=env, capture_output=True, text=True, errors="replace")
+    log = re.sub(r"\d+\.\d+\.\d+\.\d+ [IDWE] ", "", r.stderr + r.stdout)
+    first = re.findall(r"Token 0 \(first 16 values\):([-\d.\s]+)", log)
+    last = re.findall(r"Token 0 \(last 16 values\):([-\d.\s]+)", log)
+    stats = re.findall(r"Stats: mean=([-\d.]+), std=([-\d.]+), min=([-\d.]+), max=([-\d.]+), sum=([-\d.]+)", log)
+    n = min(len(first), len(last), len(stats))
+    if n == 0:
+        sys.exit("no MTMD_DEBUG_EMBEDDINGS in llama-mtmd-cli's log:\n" + log[-3000:])
+    return [{"first16": [float(x) for x in f.split()], "last16": [float(x) for x in l.split()],
+             "mean": float(st[0]), "std": float(st[1]), "min": float(st[2]), "max": float(st[3]), "sum": float(st[4])}
+            for f, l, st in list(zip(first, last, stats))[:n]]
+
+
+def ascii_bytes(path):
+    """Turns the ASCII byte pieces (<0x00>..<0x7F>) of printable()'s copy
+    at path back into byte tokens (type 6), in place: alone they are
+    UTF-8, and mtmd looks the newline up by its text ("\\n", which only
+    the byte token reads as), so that the ids it finds are the original
+    file's."""
+    f = open(path, "r+b")
+    data = bytearray(f.read(256 << 20))
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    off = 24
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+
+    def string(off):
+        (n,) = struct.unpack_from("<Q", data, off)
+        return data[off + 8:off + 8 + n].decode(), off + 8 + n
+
+    def skip(t, off):
+        if t == 8:
+            return string(off)[1]
+        if t == 9:
+            (et, n) = struct.unpack_from("<IQ", data, off)
+            off += 12
+            for _ in range(n):
+                off = skip(et, off)
+            return off
+        return off + sizes[t]
+
+    pieces = []
+    for _ in range(n_kv):
+        key, off = string(off)
+        (t,) = struct.unpack_from("<I", data, off)
+        off += 4
+        if key == "tokenizer.ggml.tokens":
+            (_, n) = struct.unpack_from("<IQ", data, off)
+            at = off + 12
+            for _ in range(n):
+                p, at = string(at)
+                pieces.append(p)
+        if key == "tokenizer.ggml.token_type":
+            for i, p in enumerate(pieces):
+                m = re.fullmatch(r"<0x([0-9A-F]{2})>", p)
+                if m and int(m.group(1), 16) < 0x80:
+                    struct.pack_into("<i", data, off + 12 + 4 * i, 6)
+        off = skip(t, off)
+    f.seek(0)
+    f.write(data)
+    f.close()
 
 
 def free_port():
@@ -42,14 +177,14 @@ def embeddings(base, mm, image):
                         "-n", "1", "--temp", "0", "-t", "2", "-c", "4096", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
                         "--chat-template", "gemma", "-v"], env=env, capture_output=True, text=True, errors="replace")
     log = re.sub(r"\d+\.\d+\.\d+\.\d+ [IDWE] ", "", r.stderr + r.stdout)
-    first = re.search(r"Token 0 \(first 16 values\):([-\d.\s]+)", log)
-    last = re.search(r"Token 0 \(last 16 values\):([-\d.\s]+)", log)
-    stats = re.search(r"Stats: mean=([-\d.]+), std=([-\d.]+), min=([-\d.]+), max=([-\d.]+), sum=([-\d.]+)", log)
-    if not (first and last and stats):
+    first = re.findall(r"Token 0 \(first 16 values\):([-\d.\s]+)", log)
+    last = re.findall(r"Token 0 \(last 16 values\):([-\d.\s]+)", log)
+    stats = re.findall(r"Stats: mean=([-\d.]+), std=([-\d.]+), min=([-\d.]+), max=([-\d.]+), sum=([-\d.]+)", log)
+    if not (first and len(first) == len(last) == len(stats)):
         sys.exit("no MTMD_DEBUG_EMBEDDINGS in llama-mtmd-cli's log:\n" + log[-3000:])
-    return {"first16": [float(x) for x in first.group(1).split()], "last16": [float(x) for x in last.group(1).split()],
-            "mean": float(stats.group(1)), "std": float(stats.group(2)), "min": float(stats.group(3)),
-            "max": float(stats.group(4)), "sum": float(stats.group(5))}
+    return [{"first16": [float(x) for x in f.split()], "last16": [float(x) for x in l.split()],
+             "mean": float(st[0]), "std": float(st[1]), "min": float(st[2]), "max": float(st[3]), "sum": float(st[4])}
+            for f, l, st in zip(first, last, stats)]
 
 
 for arg in sys.argv[3:]:
@@ -57,11 +192,15 @@ for arg in sys.argv[3:]:
     parts = files.split(",")
     base, mm, image = parts[:3]
     prompt = open(parts[3]).read() if len(parts) > 3 else default_prompt
-    case = {"prompt": prompt, "embeddings": embeddings(base, mm, image)}
+    tiles = embeddings(base, mm, image)
+    case = {"prompt": prompt, "embeddings": tiles[0]}
+    if len(tiles) > 1:
+        case["tiles"] = tiles
     if name.endswith("-real"):
         out["cases"][name] = case
         continue
     copy = printable(base)
+    ascii_bytes(copy)
     port = free_port()
     srv = subprocess.Popen([peers + "/llama-server", "-m", copy, "--mmproj", mm, "-c", "4096", "-t", "2", "-ctk", "f32",
                             "-ctv", "f32", "-fa", "off", "--port", str(port), "--no-webui"],
