@@ -591,60 +591,87 @@ func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 // second request with the same image finds its blocks cached (and gives
 // the same tokens and log-probabilities as the first), while a request
 // with another image of the same size shares nothing past the text
-// before it and reads different log-probabilities.
+// before it and reads different log-probabilities: for gemma3's one span
+// an image and idefics3's span a tile with markers between them.
 func TestImagePrefixCache(t *testing.T) {
-	base, mm := visionFiles(t, t.TempDir(), "tiny-gemma3")
-	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	for _, shape := range []string{"tiny-gemma3", "tiny-idefics3"} {
+		t.Run(shape, func(t *testing.T) {
+			base, mm := visionFiles(t, t.TempDir(), shape)
+			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			prompt := "Look: " + runtime.ImageMarker + " What is it?"
+			run := func(img *vision.Image) ([]int32, []float32) {
+				var ids []int32
+				var lps []float32
+				_, err := eng.Generate(context.Background(), runtime.Request{Prompt: prompt, Images: []*vision.Image{img}, MaxTokens: 8, IgnoreEOS: true, Logprobs: true},
+					func(tk runtime.Token) error {
+						ids, lps = append(ids, tk.ID), append(lps, tk.Logprob)
+						return nil
+					})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ids, lps
+			}
+			a, b := readTestImage(t, "gradient32.png"), gradient(32, 32)
+			b.Pix[0] ^= 0xff // another picture
+			// Where the image's tokens start and end: the first and last
+			// ids where a's prompt and b's differ.
+			idsA, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{a}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			idsB, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{b}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(idsA) != len(idsB) {
+				t.Fatalf("prompts of %d and %d tokens for images of one size", len(idsA), len(idsB))
+			}
+			at, end := 0, len(idsA)
+			for at < len(idsA) && idsA[at] == idsB[at] {
+				at++
+			}
+			for end > at && idsA[end-1] == idsB[end-1] {
+				end--
+			}
+			if end-at < eng.ImageTokens() {
+				t.Fatalf("the prompts differ in %d tokens, an image takes %d at least: %v, %v", end-at, eng.ImageTokens(), idsA, idsB)
+			}
+			ids1, lp1 := run(a)
+			hits := eng.Metrics().KV.PrefixHits
+			ids2, lp2 := run(a)
+			reused := eng.Metrics().KV.PrefixHits - hits // tokens
+			if !slices.Equal(ids1, ids2) || !slices.Equal(lp1, lp2) || reused < end {
+				t.Errorf("same image again: %v %v (was %v %v), %d tokens reused, want the image's end at %d at least", ids2, lp2, ids1, lp1, reused, end)
+			}
+			hits = eng.Metrics().KV.PrefixHits
+			_, lp3 := run(b)
+			if reused := eng.Metrics().KV.PrefixHits - hits; reused > at || slices.Equal(lp1, lp3) {
+				t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
+			}
+			t.Logf("the image at %d..%d; the same image again reused %d tokens", at, end, reused)
+		})
+	}
+}
+
+// TestImageMarkersMissing: an idefics3 projector on a language model
+// whose vocabulary lacks SmolVLM's image tokens is refused at load, by
+// name, rather than marking images with tokens it does not have.
+func TestImageMarkersMissing(t *testing.T) {
+	dir := t.TempDir()
+	base, _, err := synth.WriteVisionFiles(dir, "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
-	prompt := "Look: " + runtime.ImageMarker + " What is it?"
-	run := func(img *vision.Image) ([]int32, []float32) {
-		var ids []int32
-		var lps []float32
-		_, err := eng.Generate(context.Background(), runtime.Request{Prompt: prompt, Images: []*vision.Image{img}, MaxTokens: 8, IgnoreEOS: true, Logprobs: true},
-			func(tk runtime.Token) error {
-				ids, lps = append(ids, tk.ID), append(lps, tk.Logprob)
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids, lps
+	mm := synthProjector(t, "tiny-idefics3", base) // the same width, 64
+	_, err = runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err == nil || !strings.Contains(err.Error(), "has no token") {
+		t.Errorf("an idefics3 projector on tiny-gemma3: %v", err)
 	}
-	a, b := readTestImage(t, "gradient32.png"), gradient(32, 32)
-	b.Pix[0] ^= 0xff // another picture
-	// Where the image's tokens start: the first id where a's prompt and
-	// b's differ.
-	idsA, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idsB, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{b}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := 0
-	for at < len(idsA) && idsA[at] == idsB[at] {
-		at++
-	}
-	if at+eng.ImageTokens() > len(idsA) || !slices.Equal(idsA[at+eng.ImageTokens():], idsB[at+eng.ImageTokens():]) {
-		t.Fatalf("the prompts differ outside the image: %v, %v", idsA, idsB)
-	}
-	ids1, lp1 := run(a)
-	hits := eng.Metrics().KV.PrefixHits
-	ids2, lp2 := run(a)
-	reused := eng.Metrics().KV.PrefixHits - hits // tokens
-	if !slices.Equal(ids1, ids2) || !slices.Equal(lp1, lp2) || reused < at+eng.ImageTokens() {
-		t.Errorf("same image again: %v %v (was %v %v), %d tokens reused, want the image's end at %d at least", ids2, lp2, ids1, lp1, reused, at+eng.ImageTokens())
-	}
-	hits = eng.Metrics().KV.PrefixHits
-	_, lp3 := run(b)
-	if reused := eng.Metrics().KV.PrefixHits - hits; reused > at || slices.Equal(lp1, lp3) {
-		t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
-	}
-	t.Logf("the image at %d..%d; the same image again reused %d tokens", at, at+eng.ImageTokens(), reused)
 }
 
 // TestProjectorFromReader: a projector read from memory (as a browser

@@ -89,12 +89,14 @@ def free_port():
 
 def embeddings(base, mm, image):
     # llama.cpp logs from a thread of its own, and the CLI may exit before
-    # the last picture's lines are out: generate a few tokens after the
-    # image, and keep the longest of three runs (they log the same values).
-    best = []
+    # the last picture's lines are out: a run counts when its log reaches
+    # the timings printed after the generation (llama_perf_context_print's
+    # "graphs reused"), which follow every picture's lines.
     for _ in range(3):
-        best = max(best, embeddings_once(base, mm, image), key=len)
-    return best
+        pictures, whole = embeddings_once(base, mm, image)
+        if whole:
+            return pictures
+    sys.exit("llama-mtmd-cli's log ended early three times")
 
 
 def embeddings_once(base, mm, image):
@@ -111,7 +113,7 @@ def embeddings_once(base, mm, image):
         sys.exit("no MTMD_DEBUG_EMBEDDINGS in llama-mtmd-cli's log:\n" + log[-3000:])
     return [{"first16": [float(x) for x in f.split()], "last16": [float(x) for x in l.split()],
              "mean": float(st[0]), "std": float(st[1]), "min": float(st[2]), "max": float(st[3]), "sum": float(st[4])}
-            for f, l, st in list(zip(first, last, stats))[:n]]
+            for f, l, st in list(zip(first, last, stats))[:n]], "graphs reused" in log
 
 
 def ascii_bytes(path):
