@@ -19,12 +19,12 @@ func TestGridOf(t *testing.T) {
 		w, h int
 		want Grid
 	}{
-		{tinyIdefics3, 32, 32, Grid{2, 2}},     // upscaled to 64 × 64
-		{tinyIdefics3, 50, 37, Grid{2, 2}},     // 64 × 47.4 → 64 × 64
-		{tinyIdefics3, 70, 20, Grid{2, 1}},     // 64 × 18.3 → 64 × 32
-		{tinyIdefics3, 20, 70, Grid{1, 2}},     // portrait
-		{tinyIdefics3, 6400, 10, Grid{2, 1}},   // a sliver keeps one row
-		{tinyIdefics3, 1, 1, Grid{2, 2}},       // a pixel, upscaled
+		{tinyIdefics3, 32, 32, Grid{2, 2}},   // upscaled to 64 × 64
+		{tinyIdefics3, 50, 37, Grid{2, 2}},   // 64 × 47.4 → 64 × 64
+		{tinyIdefics3, 70, 20, Grid{2, 1}},   // 64 × 18.3 → 64 × 32
+		{tinyIdefics3, 20, 70, Grid{1, 2}},   // portrait
+		{tinyIdefics3, 6400, 10, Grid{2, 1}}, // a sliver keeps one row
+		{tinyIdefics3, 1, 1, Grid{2, 2}},     // a pixel, upscaled
 		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 400, 100, Grid{4, 1}},
 		// 3000 · (2048/4000 in float32, 0.51200002) is 1536.0001: a fourth
 		// row of tiles, as llama.cpp computes it in float32 too.
