@@ -231,13 +231,14 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 		}
 	case vision.Idefics3:
 		// The projection's step: one row a token, each the Merge² rows of
-		// its window side by side.
+		// its window side by side (no attention: every row at position 0,
+		// in the one block of the table).
 		if t.merged, err = backend.View(be, t.xn, toks, c.Merge*c.Merge*c.Dim); err != nil {
 			return nil, err
 		}
 		t.head = backend.Batch{BlockSize: vitBlock, Tables: [][]int32{{0}}}
-		for i := range toks {
-			t.head.Tokens, t.head.Pos, t.head.Seq = append(t.head.Tokens, 0), append(t.head.Pos, int32(i)), append(t.head.Seq, 0)
+		for range toks {
+			t.head.Tokens, t.head.Pos, t.head.Seq = append(t.head.Tokens, 0), append(t.head.Pos, 0), append(t.head.Seq, 0)
 		}
 	}
 	return t, nil
