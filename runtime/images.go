@@ -115,14 +115,21 @@ func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32,
 	if emb, ok := e.images.get(img.Hash); ok {
 		return emb, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	e.stepMu.Lock() // the tower runs on the language model's backend
-	emb, err := e.vis.encode(img)
-	e.stepMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("encode image: %w", err)
+	// The tower runs on the language model's device, under the step lock,
+	// a picture at a time: the steps of other sequences go on between
+	// the tiles of a large image, and a cancelled request stops there.
+	var emb []float32
+	for _, pic := range vision.Preprocess(img, e.vis.cfg) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		e.stepMu.Lock()
+		out, err := e.vis.encodeTile(pic)
+		e.stepMu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("encode image: %w", err)
+		}
+		emb = append(emb, out...)
 	}
 	e.images.put(img.Hash, emb)
 	return emb, nil
