@@ -191,10 +191,12 @@ func resizeBilinear(src *Image, w, h int) *Image {
 	if h > 1 {
 		yr = float32(src.H-1) / float32(h-1)
 	}
-	lerp := func(s, e, t float32) float32 { return s + (e-s)*t }
+	// Products are rounded before they are added (float32(x*y)): Go
+	// fuses x*y + z on arm64, C++ does not here, and the bytes must agree.
+	lerp := func(s, e, t float32) float32 { return s + float32((e-s)*t) }
 	for y := range h {
 		for x := range w {
-			px, py := float32(x)*xr, float32(y)*yr
+			px, py := float32(float32(x)*xr), float32(float32(y)*yr)
 			x0, y0 := min(int(px), src.W-1), min(int(py), src.H-1)
 			x1, y1 := min(x0+1, src.W-1), min(y0+1, src.H-1)
 			xf, yf := px-float32(x0), py-float32(y0)
@@ -225,14 +227,16 @@ func resizeBicubic(src *Image, w, h int) *Image {
 	// cubic returns the cubic through p(-1), p(0), p(1), p(2) at t.
 	cubic := func(pm, p0, p1, p2, t float32) float32 {
 		d0, d2, d3 := float64(pm-p0), float64(p1-p0), float64(p2-p0)
-		a1 := float32(-1.0/3*d0 + d2 - 1.0/6*d3)
-		a2 := float32(1.0/2*d0 + 1.0/2*d2)
-		a3 := float32(-1.0/6*d0 - 1.0/2*d2 + 1.0/6*d3)
-		return p0 + a1*t + a2*t*t + a3*t*t*t
+		// Every product rounded before it is added, as without fusion
+		// (see resizeBilinear).
+		a1 := float32(float64(-1.0/3*d0) + d2 - float64(1.0/6*d3))
+		a2 := float32(float64(1.0/2*d0) + float64(1.0/2*d2))
+		a3 := float32(float64(-1.0/6*d0) - float64(1.0/2*d2) + float64(1.0/6*d3))
+		return p0 + float32(a1*t) + float32(a2*t*t) + float32(a3*t*t*t)
 	}
 	for i := range h {
 		for j := range w {
-			fx, fy := tx*float32(j), ty*float32(i)
+			fx, fy := float32(tx*float32(j)), float32(ty*float32(i))
 			x, y := int(fx), int(fy)
 			dx, dy := fx-float32(x), fy-float32(y)
 			for k := range 3 {
