@@ -110,11 +110,21 @@ func convChannels(dst, x *Tensor, w, state []float32, rows []int, taps, lo, hi i
 // read and written once a chunk.
 const DeltaChunk = 64
 
+// deltaChunkMinDim is the narrowest head the CPU runs in the chunked form.
+// A token costs the chunked form about 3·D² + 2·chunk·D products against
+// the one-step form's 4·D², so its gain is the vector kernels' speed,
+// which heads narrower than two of their blocks (kernel.Block) do not get:
+// BenchmarkDeltaForms, 128 rows on one goroutine, chunked against one-step:
+// heads of 128 (Qwen3.5's) 7-10x faster, heads of 16 (tiny-qwen35's) 3-15x
+// slower, whatever the chunk.
+const deltaChunkMinDim = 64
+
 // DeltaNet runs the value heads of a sequence on the team: a sequence
 // with one row in the step (decoding) in the one-step form (DeltaRow's),
 // a prompt's rows in the chunked form (DeltaChunks', chunks of
 // DeltaChunk), whose products are the vector kernels' dot products and
-// axpys rather than a serial recurrence per token.
+// axpys rather than a serial recurrence per token, where heads are wide
+// enough for that to pay (deltaChunkMinDim).
 func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight, st backend.Recurrent, l int, dn backend.DeltaNet) {
 	b.op()
 	d, x, gs, r := dst.(*Tensor), qkv.(*Tensor), gates.(*Tensor), st.(*Recurrent)
@@ -128,10 +138,12 @@ func (b *Backend) DeltaNet(dst, qkv, gates backend.Tensor, decay backend.Weight,
 			clear(state)
 		}
 		b.team.over(3*len(rows)*dn.VHeads*D*D, dn.VHeads, func(lo, hi int) {
-			if len(rows) == 1 {
+			if len(rows) == 1 || D < deltaChunkMinDim {
 				q, k := make([]float32, D), make([]float32, D)
 				for h := lo; h < hi; h++ {
-					deltaHead(h, d.Row(rows[0]), x.Row(rows[0]), gs.Row(rows[0]), dw, state, dn, q, k)
+					for _, i := range rows {
+						deltaHead(h, d.Row(i), x.Row(i), gs.Row(i), dw, state, dn, q, k)
+					}
 				}
 				return
 			}
