@@ -92,7 +92,7 @@ func convChannels(dst, x *Tensor, w, state []float32, rows []int, taps, lo, hi i
 			window[taps-1] = x.Data[i*ch+c]
 			var sum float32
 			for t, v := range window {
-				sum += wc[t] * v
+				sum += float32(wc[t] * v)
 			}
 			dst.Data[i*ch+c] = Silu(sum)
 			copy(window, window[1:])
@@ -223,7 +223,7 @@ func deltaChunkHead(h int, out, qkv, gates *Tensor, rows []int, decay, state []f
 			}
 			copy(V[t*D:(t+1)*D], x[(2*dn.KHeads+h)*D:])
 			beta[t] = Sigmoid(g[h])
-			gam[t] = Softplus(g[H+h]+decay[h]) * decay[H+h]
+			gam[t] = float32(Softplus(g[H+h]+decay[h]) * decay[H+h])
 			if t > 0 {
 				gam[t] += gam[t-1]
 			}
@@ -250,7 +250,7 @@ func deltaChunkHead(h int, out, qkv, gates *Tensor, rows []int, decay, state []f
 			et := expf(gam[t])
 			Ut := U[t*D : (t+1)*D]
 			for j := range Ut {
-				Ut[j] = beta[t] * (V[t*D+j] - et*P[t*D+j])
+				Ut[j] = beta[t] * (V[t*D+j] - float32(et*P[t*D+j]))
 			}
 			kernel.AxpyRows(Ut, A[t*n:t*n+t], U, D)
 			o := out.Row(i)[h*D : (h+1)*D]
@@ -310,13 +310,13 @@ func deltaHead(h int, out, qkv, gates, decay, state []float32, dn backend.DeltaN
 		var sk float32
 		for i := range row {
 			row[i] *= g
-			sk += row[i] * k[i]
+			sk += float32(row[i] * k[i])
 		}
 		delta := bt * (v[j] - sk)
 		var o float32
 		for i := range row {
-			row[i] += k[i] * delta
-			o += row[i] * q[i]
+			row[i] += float32(k[i] * delta)
+			o += float32(row[i] * q[i])
 		}
 		out[h*D+j] = o * scale
 	}
@@ -326,7 +326,7 @@ func deltaHead(h int, out, qkv, gates, decay, state []float32, dn backend.DeltaN
 func L2Scale(x []float32, eps float32) float32 {
 	var ss float32
 	for _, v := range x {
-		ss += v * v
+		ss += float32(v * v)
 	}
 	return 1 / max(float32(math.Sqrt(float64(ss))), eps)
 }
