@@ -106,6 +106,68 @@ func testDeltaChunks(t *testing.T, dn backend.DeltaNet, chunk, n int, gate strin
 	near("state", state, wantState)
 }
 
+// TestDeltaNetSequences: the backend's DeltaNet over a batch of two
+// sequences whose rows interleave — a prompt of more than a chunk in the
+// chunked form (heads of 64, the narrowest it takes) beside another
+// sequence's short prompt, then a decoding row beside a prompt that goes on
+// from a kept state — against DeltaRow row after row on each sequence's own
+// state, within TestDeltaChunksMatchOneStep's tolerance.
+func TestDeltaNetSequences(t *testing.T) {
+	dn := backend.DeltaNet{KHeads: 1, VHeads: 3, HeadDim: deltaChunkMinDim, Eps: 1e-6}
+	D, H := dn.HeadDim, dn.VHeads
+	width := (2*dn.KHeads + H) * D
+	rng := rand.New(rand.NewPCG(3, 4))
+	fill := func(n int, lo, hi float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = lo + (hi-lo)*rng.Float32()
+		}
+		return v
+	}
+	b := New(2)
+	st, err := b.NewRecurrent(backend.RecurrentShape{Layers: 1, Slots: 3, Conv: 4, Channels: width, Heads: H, HeadDim: D})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decay := &Weight{shape: []int{2 * H}, Data: append(fill(H, 0, 1), fill(H, -0.3, -0.02)...)}
+	slots := []int32{2, 0}
+	want := [2][]float32{make([]float32, H*D*D), make([]float32, H*D*D)} // each sequence's state, one step at a time
+	tables := [][]int32{{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4, 5, 6, 7}}
+	for k, step := range []struct{ seq, pos []int32 }{
+		// 70 rows of sequence 0 from 0, sequence 1's 5 from 0 among them.
+		func() (s struct{ seq, pos []int32 }) {
+			p := [2]int32{}
+			for i := range 75 {
+				q := int32(0)
+				if i%9 == 4 && p[1] < 5 {
+					q = 1
+				}
+				s.seq, s.pos = append(s.seq, q), append(s.pos, p[q])
+				p[q]++
+			}
+			return s
+		}(),
+		{seq: []int32{1, 0, 1, 1}, pos: []int32{5, 70, 6, 7}},
+	} {
+		n := len(step.seq)
+		if err := b.Begin(backend.Batch{Tokens: make([]int32, n), Pos: step.pos, Seq: step.seq, Tables: tables, BlockSize: 16, States: slots}); err != nil {
+			t.Fatal(err)
+		}
+		x, g := NewTensor(n, width, fill(n*width, -1, 1)), NewTensor(n, 2*H, fill(n*2*H, -3, 3))
+		out := NewTensor(n, H*D, make([]float32, n*H*D))
+		b.DeltaNet(out, x, g, decay, st, 0, dn)
+		ref := make([]float32, H*D)
+		for i, s := range step.seq {
+			DeltaRow(ref, x.Row(i), g.Row(i), decay.Data, want[s], dn)
+			for j, v := range ref {
+				if got := out.Row(i)[j]; !(math.Abs(float64(got-v)) <= 5e-6+5e-5*math.Abs(float64(v))) {
+					t.Fatalf("step %d, row %d (sequence %d, position %d), value %d: %g, the one-step form's %g", k, i, s, step.pos[i], j, got, v)
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkDeltaForms: a 128-row prompt of one sequence through the gated
 // delta rule, on one goroutine, in the one-step form (DeltaRow row after
 // row: the CPU's prompt path before the chunked form) and the chunked form
