@@ -287,15 +287,35 @@ fn main(@builtin(local_invocation_index) t: u32,
 {{define "sum_tree"}}
 {{- /* The end of a GEMV whose TPC invocations a column split its inputs:
 their sums acc[m] are added in a tree in workgroup memory, then lane 0
-stores (partial[m * WG + t] holds row m's sum); with Pairs, the even
+stores (partial[m * WG + t] holds row m's sum), with Subgroups after
+shuffles for the levels below SG; with Pairs, the even
 column's lane 0 takes its neighbour's sum too; the sums hold their
 adapters' terms (lora_fold). Needs acc, lane, j, rows,
 r0, t, TPC, WG, partial, rinv. */}}
+{{- if .Subgroups}}
+    // With subgroups the levels below SG are shuffles, no barrier: the TPC
+    // invocations of a column are consecutive, and consecutive invocations
+    // are consecutive lanes of a subgroup (local_invocation_index =
+    // subgroup_id · subgroup_size + subgroup_invocation_id, as Chrome
+    // documents for subgroup_id), so lane ^ s (s < SG) is the same
+    // column's. Each invocation then holds the sum of its SG-aligned group
+    // of lanes, and the tree adds the groups.
+    for (var m = 0u; m < MAXM; m++) {
+        var v = acc[m];
+        for (var s = 1u; s < min(TPC, SG); s <<= 1u) {
+            v += subgroupShuffleXor(v, s);
+        }
+        partial[m * WG + t] = v;
+    }
+    workgroupBarrier();
+    for (var s = TPC / 2u; s >= SG; s >>= 1u) {
+{{- else}}
     for (var m = 0u; m < MAXM; m++) {
         partial[m * WG + t] = acc[m];
     }
     workgroupBarrier();
     for (var s = TPC / 2u; s > 0u; s >>= 1u) {
+{{- end}}
         if (lane < s) {
             for (var m = 0u; m < MAXM; m++) {
                 partial[m * WG + t] += partial[m * WG + t + s];

@@ -96,6 +96,15 @@ type Fusion struct {
 	// It is no fusion: a kernel with only KV set binds no Fuse uniform.
 	KV string
 
+	// Subgroups is the device's smallest subgroup size (a power of two,
+	// 4 to 128) where it has WGSL's subgroups and subgroup_id, 0 where
+	// not. Like KV it is no fusion but a device switch: the kernels of
+	// SubgroupKernels then reduce across a subgroup with subgroup
+	// operations and across subgroups through workgroup memory
+	// (reduce.inc.wgsl), in place of a tree of barriers. SG, the size,
+	// bounds the levels a GEMV's column sum does by shuffles.
+	Subgroups int
+
 	// Weight is the format of the weight that the grouped integer kernels
 	// (QuantKernels) read, one of WeightFormats (quant_formats.inc.wgsl):
 	// "int4", "int8", or a GGUF block type ("q4_k"). Like KV it is no
@@ -129,6 +138,16 @@ type Values struct {
 	Half bool
 }
 
+// SubgroupKernels are the kernels with reductions that Fusion.Subgroups
+// specialises: the norms, argmax and top-k, decode attention's running
+// maximum and sum, and the GEMVs' column sums.
+var SubgroupKernels = []string{"rmsnorm", "rmsnorm_heads", "layernorm", "argmax", "topk", "attention_decode",
+	"matmul_gemv", "matmul_f16_gemv", "matmul_quant_gemv"}
+
+// SubgroupSizes are the subgroup sizes WGSL allows, the values of
+// Fusion.Subgroups but 0.
+var SubgroupSizes = []int{4, 8, 16, 32, 64, 128}
+
 // LoRAKernels are the kernels of unmerged adapters, which read their
 // values in f32 or, with Fusion.Half alone, in halves.
 var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
@@ -136,7 +155,7 @@ var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV, f.Half, f.Weight = "", false, ""
+	f.KV, f.Half, f.Weight, f.Subgroups = "", false, "", 0
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -151,6 +170,9 @@ func (f Fusion) String() string {
 	}
 	if f.Weight != "" {
 		kv = "+" + f.Weight + kv
+	}
+	if f.Subgroups > 0 {
+		kv += fmt.Sprintf("+sg%d", f.Subgroups)
 	}
 	if !f.Fused() {
 		return kv
@@ -296,7 +318,14 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.Half && !f.LoRA && (!slices.Contains(LoRAKernels, name) || f.Fused() && name != "lora_shrink") {
 		return "", fmt.Errorf("shader %s%s: halves are adapters' values", name, f)
 	}
+	if f.Subgroups != 0 && (!slices.Contains(SubgroupKernels, name) || !slices.Contains(SubgroupSizes, f.Subgroups)) {
+		return "", fmt.Errorf("shader %s%s: subgroup variants are of %v, with a size of %v", name, f, SubgroupKernels, SubgroupSizes)
+	}
 	var b strings.Builder
+	if f.Subgroups > 0 {
+		// Directives come before every declaration.
+		b.WriteString("enable subgroups;\nrequires subgroup_id;\n")
+	}
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
 		return "", fmt.Errorf("shader %s: %w", name, err)
 	}

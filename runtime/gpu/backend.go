@@ -794,6 +794,9 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.err != nil {
 		return
 	}
+	if sg := b.subgroups(); sg > 0 && slices.Contains(shaders.SubgroupKernels, o.kernel) {
+		o.fusion.Subgroups = sg
+	}
 	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
@@ -814,6 +817,35 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
+}
+
+// subgroups is the subgroup size the kernels of shaders.SubgroupKernels
+// are specialised to (shaders.Fusion.Subgroups), or 0 for their plain
+// forms: the device's smallest subgroup size where it has subgroups and
+// the plan does not turn them off. An adapter that does not say its
+// sizes gets WGSL's smallest, 4, which every subgroup has.
+func (b *Backend) subgroups() int {
+	if !b.info.Subgroups || b.plan.Subgroups == "off" {
+		return 0
+	}
+	size := 4
+	for _, s := range shaders.SubgroupSizes {
+		if s <= int(b.info.SubgroupMinSize) {
+			size = s // the largest power of two it holds, at most 128
+		}
+	}
+	return size
+}
+
+// KernelPath names the kernels that run, for a label: "f32" (every
+// kernel computes in f32; f16 weights and caches are unpacked to f32
+// inside them) or "f32+subgroups" where the reductions take their
+// subgroup variants.
+func (b *Backend) KernelPath() string {
+	if b.subgroups() > 0 {
+		return "f32+subgroups"
+	}
+	return "f32"
 }
 
 // Kernels lists the kernel variants (name and fusion) this backend has

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// goTestPage runs a Go test binary compiled for the browser (GOOS=js) with
+// Go's wasm_exec.js, the arguments in ?args (one per line), and keeps what
+// it prints and its exit code in window.goTest.
+const goTestPage = `<!doctype html><meta charset="utf-8"><title>go test</title>
+<script src="/wasm_exec.js"></script>
+<script>
+window.goTest = {log: [], code: null};
+const print = console.log.bind(console);
+console.log = (...a) => { window.goTest.log.push(a.join(" ")); print(...a); };
+const go = new Go();
+go.argv = ["test.wasm", ...new URLSearchParams(location.search).get("args").split("\n")];
+go.exit = (code) => { window.goTest.code = code; };
+WebAssembly.instantiateStreaming(fetch("/test.wasm"), go.importObject)
+  .then((r) => { globalThis.wasm = r; return go.run(r.instance); })
+  .catch((e) => { window.goTest.log.push("load failed: " + e); window.goTest.code = 99; });
+</script>`
+
+// TestBrowserSubgroups runs runtime/gpu's twin tests inside Chromium, on
+// its SwiftShader adapter, which has subgroups (size 4): TestSubgroupTwins
+// (the subgroup variants of the reductions against the plain f32 kernels
+// and the CPU reference, on the GPUs' plans) and the twin tests of the ops
+// whose kernels have subgroup variants, on the adapter's own plan. Natively
+// no binding exposes subgroups, so this is where those kernels run.
+func TestBrowserSubgroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
+	}
+	exe := chromium()
+	if exe == "" {
+		if inCI() {
+			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
+		}
+		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "test.wasm"), "../../runtime/gpu")
+	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building runtime/gpu's tests for the browser: %v\n%s", err, out)
+	}
+	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(goTestPage))
+	})
+	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("/wasm_exec.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Write(execJS)
+	})
+	mux.HandleFunc("/test.wasm", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/wasm")
+		http.ServeFile(w, r, filepath.Join(dir, "test.wasm"))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cons := startBrowser(t, exe, false)
+	tests := "^(TestSubgroupTwins|TestArgmax|TestTopK|TestBiasAndHeadNorm|TestLayerNormAndActivate|TestElementwiseOps)$"
+	args := strings.Join([]string{"-test.run=" + tests, "-test.v", "-subgroups"}, "\n")
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?args="+url.QueryEscape(args))); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		Log  []string `json:"log"`
+		Code *int     `json:"code"`
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](`window.goTest && window.goTest.code !== null`,
+		chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(8*time.Minute))); err != nil {
+		t.Fatalf("the tests did not finish: %v (console %q)", err, cons.all())
+	}
+	r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`window.goTest`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(r.Log, "\n")
+	t.Logf("runtime/gpu's tests in Chromium:\n%s", out)
+	if *r.Code != 0 {
+		t.Fatalf("exit code %d", *r.Code)
+	}
+	for _, name := range []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"} {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass (skipped or not run)", name)
+		}
+	}
+	for _, p := range cons.problems() {
+		// Promises the device left pending settle after the program's
+		// exit, which wasm_exec.js reports as exceptions.
+		if !strings.Contains(p, "Go program has already exited") {
+			t.Errorf("a WebGPU warning or error in the console: %q", p)
+		}
+	}
+}
