@@ -31,6 +31,9 @@ func TestComposeRefuses(t *testing.T) {
 		{"rope", shaders.Fusion{Subgroups: 4}},          // no reduction, no subgroup variant
 		{"rmsnorm", shaders.Fusion{Subgroups: 6}},       // sizes are powers of two, 4 to 128
 		{"rmsnorm", shaders.Fusion{Subgroups: 2}},
+		{"matmul_gemv", shaders.Fusion{F16: true}},      // f16 forms are the f16 weights' and caches'
+		{"attention_decode", shaders.Fusion{F16: true}}, // a cache kernel's needs an f16 cache
+		{"store_kv", shaders.Fusion{KV: "int8", F16: true}},
 	} {
 		if src, err := shaders.Compose(tc.kernel, tc.f); err == nil {
 			t.Errorf("Compose(%s, %+v) = %d bytes of WGSL, want an error", tc.kernel, tc.f, len(src))
@@ -47,6 +50,8 @@ func TestComposeRefuses(t *testing.T) {
 		{"embed_quant", shaders.Fusion{Weight: "mxfp4"}},
 		{"fuse_epilogue", shaders.Fusion{Pairs: true, GLU: true, LoRA: true, Half: true}},
 		{"attention_decode", shaders.Fusion{KV: "int8", Subgroups: 32}},
+		{"attention_decode", shaders.Fusion{KV: "f16", F16: true, Subgroups: 4}},
+		{"matmul_f16_gemm", shaders.Fusion{Experts: true, Pairs: true, GLU: true, F16: true}},
 		{"matmul_quant_gemv", shaders.Fusion{Pairs: true, GLU: true, Norm: true, Weight: "q4_k", Subgroups: 4}},
 	} {
 		if _, err := shaders.Compose(tc.kernel, tc.f); err != nil {

@@ -15,7 +15,7 @@ import (
 // TestValidate runs naga and tint, where they are installed, over every
 // kernel as the backend compiles it: with its override constants written as
 // constants (runtime/gpu/webgpu.Specialize keeps their defaults here), and
-// over the subgroup variants. CI installs neither (no Debian package has
+// over the subgroup and f16 variants. CI installs neither (no Debian package has
 // them): the test skips saying so where both are missing, and runs
 // wherever they are on PATH.
 func TestValidate(t *testing.T) {
@@ -91,6 +91,14 @@ func TestValidate(t *testing.T) {
 			}
 		}
 		all = append(all, formats...)
+		// The f16 variants (shader-f16): every composition of the kernels
+		// that have them, with an f16 cache for the cache's kernels.
+		for _, v := range all {
+			if slices.Contains(shaders.F16Kernels, v.name) && (!slices.Contains(shaders.KVKernels, v.name) || v.f.KV == "f16") {
+				v.f.F16 = true
+				all = append(all, v)
+			}
+		}
 		// The subgroup variants: every kernel that has them plain, the
 		// cache types of attention and the GEMVs' compositions, at the
 		// smallest subgroup size and a GPU's.

@@ -797,6 +797,9 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if sg := b.subgroups(); sg > 0 && slices.Contains(shaders.SubgroupKernels, o.kernel) {
 		o.fusion.Subgroups = sg
 	}
+	if b.f16() && slices.Contains(shaders.F16Kernels, o.kernel) && (o.fusion.KV == "f16" || !slices.Contains(shaders.KVKernels, o.kernel)) {
+		o.fusion.F16 = true
+	}
 	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
@@ -837,15 +840,27 @@ func (b *Backend) subgroups() int {
 	return size
 }
 
+// f16 reports whether the kernels of shaders.F16Kernels take their f16
+// forms (shaders.Fusion.F16): where the device has shader-f16 and its
+// compiler takes f16 code (Info.ShaderF16; never natively with
+// cogentcore/webgpu v0.23.0, whose naga does not) and the plan does not
+// turn them off.
+func (b *Backend) f16() bool { return b.info.ShaderF16 && b.plan.F16 != "off" }
+
 // KernelPath names the kernels that run, for a label: "f32" (every
 // kernel computes in f32; f16 weights and caches are unpacked to f32
-// inside them) or "f32+subgroups" where the reductions take their
-// subgroup variants.
+// inside them), "+subgroups" where the reductions take their subgroup
+// variants, and "+f16" once a kernel has run in its f16 form (those
+// of f16 weights and caches, on a device with shader-f16).
 func (b *Backend) KernelPath() string {
+	path := "f32"
 	if b.subgroups() > 0 {
-		return "f32+subgroups"
+		path += "+subgroups"
 	}
-	return "f32"
+	if b.f16() && slices.ContainsFunc(slices.Collect(maps.Keys(b.calls)), func(k callKey) bool { return k.fusion.F16 }) {
+		path += "+f16"
+	}
+	return path
 }
 
 // Kernels lists the kernel variants (name and fusion) this backend has

@@ -51,6 +51,9 @@ type Plan struct {
 	// subgroups (see Backend.subgroups); else the kernels of
 	// shaders.SubgroupKernels take their subgroup variants there.
 	Subgroups string
+	// F16 "off" runs the f32 forms of shaders.F16Kernels on a device
+	// with shader-f16 (see Backend.f16).
+	F16 string
 	// Fault names a kernel variant, as Kernels lists them
 	// ("matmul_gemv+norm"), whose output is perturbed after every
 	// dispatch (the first faultValues values of its destination scaled
@@ -99,11 +102,15 @@ func Plainer(base Plan, i webgpu.Info) []Rung {
 		{"tiled GEMM for f32 products", func(p *Plan) { p.MatMul = "gemm" }},
 		{"naive f32 products", func(p *Plan) { p.MatMul = "naive" }},
 	}
+	type step = struct {
+		name  string
+		apply func(p *Plan)
+	}
 	if i.Subgroups {
-		steps = slices.Insert(steps, 1, struct {
-			name  string
-			apply func(p *Plan)
-		}{"no subgroup kernels", func(p *Plan) { p.Subgroups = "off" }})
+		steps = slices.Insert(steps, 1, step{"no subgroup kernels", func(p *Plan) { p.Subgroups = "off" }})
+	}
+	if i.ShaderF16 {
+		steps = slices.Insert(steps, 1, step{"no f16 kernels", func(p *Plan) { p.F16 = "off" }})
 	}
 	rungs := make([]Rung, len(steps))
 	plan := base

@@ -508,12 +508,13 @@ func splitFiles(list js.Value) ([]js.Value, error) {
 	return blobs, nil
 }
 
-// shaderPath names the kernels that run on a device described by i:
-// "f32" (every kernel computes in f32; f16 weights and caches are unpacked
-// to f32 inside them), or "f32+subgroups" where the device has subgroups
-// and the reductions take their subgroup variants. shader-f16 alone, which
-// describe reports as shaderF16, changes no kernel: the label once said
-// "f16" for such adapters, naming kernels that did not run (issue 49).
+// shaderPath names the kernels that run on a device described by i before
+// a model is loaded: "f32", or "f32+subgroups" where the device has
+// subgroups and the reductions take their subgroup variants. shader-f16
+// (describe's shaderF16) alone changes no kernel: only f16 weights and
+// caches have f16 forms, and a model's label (kernelPath) says "+f16" once
+// they ran. The label once said "f16" for such adapters, naming kernels
+// that did not run (issue 49).
 func shaderPath(i webgpu.Info) string {
 	if i.Subgroups {
 		return "f32+subgroups"

@@ -38,7 +38,9 @@ WebAssembly.instantiateStreaming(fetch("/test.wasm"), go.importObject)
 // (the subgroup variants of the reductions against the plain f32 kernels
 // and the CPU reference, on the GPUs' plans) and the twin tests of the ops
 // whose kernels have subgroup variants, on the adapter's own plan. Natively
-// no binding exposes subgroups, so this is where those kernels run.
+// no binding exposes subgroups, so this is where those kernels run. It
+// also runs TestF16Twins, which skips on SwiftShader (no shader-f16) and
+// runs the f16 kernels where Chromium has a GPU with it.
 func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
@@ -78,7 +80,7 @@ func TestBrowserSubgroups(t *testing.T) {
 	defer srv.Close()
 
 	ctx, cons := startBrowser(t, exe, false)
-	tests := "^(TestSubgroupTwins|TestArgmax|TestTopK|TestBiasAndHeadNorm|TestLayerNormAndActivate|TestElementwiseOps)$"
+	tests := "^(TestSubgroupTwins|TestF16Twins|TestArgmax|TestTopK|TestBiasAndHeadNorm|TestLayerNormAndActivate|TestElementwiseOps)$"
 	args := strings.Join([]string{"-test.run=" + tests, "-test.v", "-subgroups"}, "\n")
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?args="+url.QueryEscape(args))); err != nil {
 		t.Fatal(err)
@@ -101,6 +103,11 @@ func TestBrowserSubgroups(t *testing.T) {
 	t.Logf("runtime/gpu's tests in Chromium:\n%s", out)
 	if *r.Code != 0 {
 		t.Fatalf("exit code %d", *r.Code)
+	}
+	// The f16 kernels need shader-f16, which SwiftShader lacks: there
+	// TestF16Twins skips, and runs on a GPU whose Chromium has it.
+	if !strings.Contains(out, "--- SKIP: TestF16Twins ") && !strings.Contains(out, "--- PASS: TestF16Twins ") {
+		t.Error("TestF16Twins did not run")
 	}
 	for _, name := range []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"} {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
