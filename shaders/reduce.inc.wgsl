@@ -79,12 +79,16 @@ fn wg_sum(v: f32, lid: u32) -> f32 {
 }
 
 // sg_best is the first of the subgroup's (v, i), with the winner's own
-// value (bits and all: a -0 stays -0). A NaN stays where subgroupMax puts
+// value (bits and all: a -0 stays -0). The maximum is over the live values
+// only (the others stand in with the first live one's: no sentinel lies
+// below -Inf, which a masked row holds). A NaN stays where subgroupMax puts
 // it: every value not below the maximum is a candidate, so a live index
 // always wins over NONE.
 fn sg_best(v: f32, i: u32) -> Best {
     let live = i != NONE;
-    let m = subgroupMax(select(-3.4028234663852886e38, v, live));
+    let first = subgroupMin(select(NONE, sg_lane, live));
+    let stand = subgroupShuffle(v, select(0u, first, first != NONE));
+    let m = subgroupMax(select(stand, v, live));
     let at = subgroupMin(select(NONE, i, live && !(v < m)));
     let src = subgroupMin(select(NONE, sg_lane, live && i == at));
     return Best(subgroupShuffle(v, select(0u, src, src != NONE)), at);

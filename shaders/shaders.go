@@ -153,9 +153,10 @@ type Values struct {
 }
 
 // SubgroupKernels are the kernels with reductions that Fusion.Subgroups
-// specialises: the norms, argmax and top-k, decode attention's running
-// maximum and sum, and the GEMVs' column sums.
-var SubgroupKernels = []string{"rmsnorm", "rmsnorm_heads", "layernorm", "argmax", "topk", "attention_decode",
+// specialises: the norms, argmax, top-k, the sampler's ranking and
+// softmax sums, decode attention's running maximum and sum, and the
+// GEMVs' column sums.
+var SubgroupKernels = []string{"rmsnorm", "rmsnorm_heads", "layernorm", "argmax", "topk", "sample", "attention_decode",
 	"matmul_gemv", "matmul_f16_gemv", "matmul_quant_gemv"}
 
 // F16Kernels are the kernels that Fusion.F16 specialises: the f16

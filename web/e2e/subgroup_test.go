@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,9 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// goTestPage runs a Go test binary compiled for the browser (GOOS=js) with
-// Go's wasm_exec.js, the arguments in ?args (one per line), and keeps what
-// it prints and its exit code in window.goTest.
+// goTestPage runs a Go test binary compiled for the browser (GOOS=js),
+// ?wasm, with Go's wasm_exec.js and the arguments in ?args (one per line),
+// and keeps what it prints and its exit code in window.goTest.
 const goTestPage = `<!doctype html><meta charset="utf-8"><title>go test</title>
 <script src="/wasm_exec.js"></script>
 <script>
@@ -28,7 +27,7 @@ console.log = (...a) => { window.goTest.log.push(a.join(" ")); print(...a); };
 const go = new Go();
 go.argv = ["test.wasm", ...new URLSearchParams(location.search).get("args").split("\n")];
 go.exit = (code) => { window.goTest.code = code; };
-WebAssembly.instantiateStreaming(fetch("/test.wasm"), go.importObject)
+WebAssembly.instantiateStreaming(fetch("/" + new URLSearchParams(location.search).get("wasm")), go.importObject)
   .then((r) => { globalThis.wasm = r; return go.run(r.instance); })
   .catch((e) => { window.goTest.log.push("load failed: " + e); window.goTest.code = 99; });
 </script>`
@@ -40,7 +39,9 @@ WebAssembly.instantiateStreaming(fetch("/test.wasm"), go.importObject)
 // whose kernels have subgroup variants, on the adapter's own plan. Natively
 // no binding exposes subgroups, so this is where those kernels run. It
 // also runs TestF16Twins, which skips on SwiftShader (no shader-f16) and
-// runs the f16 kernels where Chromium has a GPU with it.
+// runs the f16 kernels where Chromium has a GPU with it, and runtime's
+// TestSampleKernelMatchesSampler: the sample kernel (with subgroups there)
+// draws the CPU sampler's tokens.
 func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
@@ -53,11 +54,6 @@ func TestBrowserSubgroups(t *testing.T) {
 		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "test.wasm"), "../../runtime/gpu")
-	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building runtime/gpu's tests for the browser: %v\n%s", err, out)
-	}
 	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -72,48 +68,64 @@ func TestBrowserSubgroups(t *testing.T) {
 		w.Header().Set("Content-Type", "text/javascript")
 		w.Write(execJS)
 	})
-	mux.HandleFunc("/test.wasm", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/{name}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/wasm")
-		http.ServeFile(w, r, filepath.Join(dir, "test.wasm"))
+		http.ServeFile(w, r, filepath.Join(dir, filepath.Base(r.PathValue("name"))))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-
 	ctx, cons := startBrowser(t, exe, false)
-	tests := "^(TestSubgroupTwins|TestF16Twins|TestArgmax|TestTopK|TestBiasAndHeadNorm|TestLayerNormAndActivate|TestElementwiseOps)$"
-	args := strings.Join([]string{"-test.run=" + tests, "-test.v", "-subgroups"}, "\n")
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?args="+url.QueryEscape(args))); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		Log  []string `json:"log"`
-		Code *int     `json:"code"`
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 8*time.Minute)
-	defer cancel()
-	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](`window.goTest && window.goTest.code !== null`,
-		chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(8*time.Minute))); err != nil {
-		t.Fatalf("the tests did not finish: %v (console %q)", err, cons.all())
-	}
-	r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`window.goTest`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := strings.Join(r.Log, "\n")
-	t.Logf("runtime/gpu's tests in Chromium:\n%s", out)
-	if *r.Code != 0 {
-		t.Fatalf("exit code %d", *r.Code)
+
+	// run builds pkg's tests for the browser and runs those named, which
+	// must pass (skip: may skip), with args.
+	run := func(pkg string, pass, skip []string, args ...string) {
+		t.Helper()
+		name := strings.ReplaceAll(pkg, "/", "_") + ".wasm"
+		build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, name), "../../"+pkg)
+		build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building %s's tests for the browser: %v\n%s", pkg, err, out)
+		}
+		all := append(append([]string{}, pass...), skip...)
+		args = append([]string{"-test.run=^(" + strings.Join(all, "|") + ")$", "-test.v"}, args...)
+		q := url.Values{"wasm": {name}, "args": {strings.Join(args, "\n")}}
+		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?"+q.Encode())); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			Log  []string `json:"log"`
+			Code *int     `json:"code"`
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.goTest && window.goTest.code !== null`,
+			chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(8*time.Minute))); err != nil {
+			t.Fatalf("%s's tests did not finish: %v (console %q)", pkg, err, cons.all())
+		}
+		r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`window.goTest`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := strings.Join(r.Log, "\n")
+		t.Logf("%s's tests in Chromium:\n%s", pkg, out)
+		if *r.Code != 0 {
+			t.Fatalf("%s: exit code %d", pkg, *r.Code)
+		}
+		for _, name := range pass {
+			if !strings.Contains(out, "--- PASS: "+name+" ") {
+				t.Errorf("%s did not pass (skipped or not run)", name)
+			}
+		}
+		for _, name := range skip {
+			if !strings.Contains(out, "--- SKIP: "+name+" ") && !strings.Contains(out, "--- PASS: "+name+" ") {
+				t.Errorf("%s did not run", name)
+			}
+		}
 	}
 	// The f16 kernels need shader-f16, which SwiftShader lacks: there
 	// TestF16Twins skips, and runs on a GPU whose Chromium has it.
-	if !strings.Contains(out, "--- SKIP: TestF16Twins ") && !strings.Contains(out, "--- PASS: TestF16Twins ") {
-		t.Error("TestF16Twins did not run")
-	}
-	for _, name := range []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"} {
-		if !strings.Contains(out, "--- PASS: "+name+" ") {
-			t.Errorf("%s did not pass (skipped or not run)", name)
-		}
-	}
+	run("runtime/gpu", []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"},
+		[]string{"TestF16Twins"}, "-subgroups")
+	// The sample kernel's subgroup form against runtime.Sampler itself.
+	run("runtime", []string{"TestSampleKernelMatchesSampler"}, nil)
 	for _, p := range cons.problems() {
 		// Promises the device left pending settle after the program's
 		// exit, which wasm_exec.js reports as exceptions.
