@@ -18,6 +18,16 @@ the subgroup's invocations). */}}
 {{- end}}
 {{- end}}
 
+{{define "sg_vars"}}
+{{- /* What sg_init keeps (with Subgroups): reduce declares them, and a
+kernel that uses them without reduce's functions. */}}
+var<private> sg_rank: u32;  // among the subgroup's invocations present
+var<private> sg_count: u32; // the subgroup's invocations present
+var<private> sg_id: u32;
+var<private> sg_n: u32;     // subgroups in the workgroup
+var<private> sg_lane: u32;  // subgroup_invocation_id
+{{- end}}
+
 {{define "reduce"}}
 {{- /* Workgroup reductions, written once for both forms: wg_sum (of every
 invocation's f32), wg_best (the first of every invocation's (value, index)
@@ -46,11 +56,7 @@ fn before(v: f32, i: u32, w: f32, j: u32) -> bool {
 }
 {{- if .Subgroups}}
 
-var<private> sg_rank: u32;  // among the subgroup's invocations present
-var<private> sg_count: u32; // the subgroup's invocations present
-var<private> sg_id: u32;
-var<private> sg_n: u32;     // subgroups in the workgroup
-var<private> sg_lane: u32;  // subgroup_invocation_id
+{{template "sg_vars" .}}
 var<workgroup> sg_v: array<vec4<f32>, WG>; // a result per subgroup
 var<workgroup> sg_i: array<u32, WG>;
 

@@ -76,9 +76,10 @@ func TestBrowserSubgroups(t *testing.T) {
 	defer srv.Close()
 	ctx, cons := startBrowser(t, exe, false)
 
-	// run builds pkg's tests for the browser and runs those named, which
-	// must pass (skip: may skip), with args.
-	run := func(pkg string, pass, skip []string, args ...string) {
+	// run builds pkg's tests for the browser and runs those that pattern
+	// selects (by default those named) with args; those of pass must pass,
+	// those of skip pass or skip.
+	run := func(pkg, pattern string, pass, skip []string, args ...string) {
 		t.Helper()
 		name := strings.ReplaceAll(pkg, "/", "_") + ".wasm"
 		build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, name), "../../"+pkg)
@@ -86,8 +87,10 @@ func TestBrowserSubgroups(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("building %s's tests for the browser: %v\n%s", pkg, err, out)
 		}
-		all := append(append([]string{}, pass...), skip...)
-		args = append([]string{"-test.run=^(" + strings.Join(all, "|") + ")$", "-test.v"}, args...)
+		if pattern == "" {
+			pattern = "^(" + strings.Join(append(append([]string{}, pass...), skip...), "|") + ")$"
+		}
+		args = append([]string{"-test.run=" + pattern, "-test.v"}, args...)
 		q := url.Values{"wasm": {name}, "args": {strings.Join(args, "\n")}}
 		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?"+q.Encode())); err != nil {
 			t.Fatal(err)
@@ -122,10 +125,15 @@ func TestBrowserSubgroups(t *testing.T) {
 	}
 	// The f16 kernels need shader-f16, which SwiftShader lacks: there
 	// TestF16Twins skips, and runs on a GPU whose Chromium has it.
-	run("runtime/gpu", []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"},
+	run("runtime/gpu", "", []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"},
 		[]string{"TestF16Twins"}, "-subgroups")
 	// The sample kernel's subgroup form against runtime.Sampler itself.
-	run("runtime", []string{"TestSampleKernelMatchesSampler"}, nil)
+	// The GEMVs' RMSNorm prologue (its subgroup sums): projections whose
+	// input a residual prepared (Prescaled), which take it on every
+	// adapter; f32 and int4 weights (each subtest is ~12 s here).
+	run("runtime/gpu", "^TestProject$/^(f32_prologue_k64|int4_prologue_k96)_/^(qkv-norm-bias|glu-norm|gate-up-split-norm)-next$",
+		[]string{"TestProject"}, nil)
+	run("runtime", "", []string{"TestSampleKernelMatchesSampler"}, nil)
 	for _, p := range cons.problems() {
 		// Promises the device left pending settle after the program's
 		// exit, which wasm_exec.js reports as exceptions.
