@@ -28,34 +28,6 @@
 // pair's activations, V24..V27 products, V31 the nibble mask; V4, V5, V10,
 // V28..V30 per type.
 
-// MUL4S: d.4S = n.4S · m.4S (int32, low 32 bits). UCVTF4S: uint32 lanes
-// to f32. USHL16B: d.16B = n.16B shifted left by m's signed byte (right
-// where negative). CMTST16B: d = all ones where n & m is not 0. TBL16B:
-// d.16B = n.16B[m's bytes]. SXTL8H, SXTL28H: the low (high) eight int8 of
-// n as int16; SXTL4S, SXTL24S: the low (high) four int16 as int32.
-#define MUL4S(m, n, d) WORD $(0x4EA09C00 | (m)<<16 | (n)<<5 | (d))
-#define UCVTF4S(n, d) WORD $(0x6E21D800 | (n)<<5 | (d))
-#define USHL16B(m, n, d) WORD $(0x6E204400 | (m)<<16 | (n)<<5 | (d))
-#define CMTST16B(m, n, d) WORD $(0x4E208C00 | (m)<<16 | (n)<<5 | (d))
-#define TBL16B(m, n, d) WORD $(0x4E000000 | (m)<<16 | (n)<<5 | (d))
-#define SXTL8H(n, d) WORD $(0x0F08A400 | (n)<<5 | (d))
-#define SXTL28H(n, d) WORD $(0x4F08A400 | (n)<<5 | (d))
-#define SXTL4S(n, d) WORD $(0x0F10A400 | (n)<<5 | (d))
-#define SXTL24S(n, d) WORD $(0x4F10A400 | (n)<<5 | (d))
-
-// Q5_K's fifth bits: a group's word of them (bit k: even input 2k, bit
-// 16+k: odd input 2k+1) copied to every 32-bit lane, then byte k of the
-// even (odd) inputs' vector takes byte k/8 (2 + k/8) of it (k5idx) and
-// tests bit k%8 (k5bit).
-DATA k5idx<>+0(SB)/8, $0x0000000000000000
-DATA k5idx<>+8(SB)/8, $0x0101010101010101
-DATA k5idx<>+16(SB)/8, $0x0202020202020202
-DATA k5idx<>+24(SB)/8, $0x0303030303030303
-GLOBL k5idx<>(SB), RODATA|NOPTR, $32
-DATA k5bit<>+0(SB)/8, $0x8040201008040201
-DATA k5bit<>+8(SB)/8, $0x8040201008040201
-GLOBL k5bit<>(SB), RODATA|NOPTR, $16
-
 // Q6_K's 2-bit fields: a group's eight bytes of them in both halves of a
 // register, byte k%8 holds even input 2k's field at bit 4·(k/8) and odd
 // input 2k+1's at 2 + 4·(k/8); shifting byte k by k6shift's (left 4, 0)
@@ -83,22 +55,13 @@ GLOBL k6shift<>(SB), RODATA|NOPTR, $32
 	VUSHR $4, V26.B16, V26.B16 \
 	WIDEN
 
-// UNPACK_Q5K: Q4_K's nibbles, then the word of fifth bits (V10 k5idx's
-// even half, V28 its odd half, V29 k5bit, V30 the bytes 16).
+// UNPACK_Q5K: Q4_K's nibbles, then the word of fifth bits (FIFTHBITS:
+// V10, V28 and V29 its constants, V30 the bytes 16).
 #define UNPACK_Q5K \
 	VLD1.P 16(R0), [V26.B16] \
-	MOVWU.P 4(R0), R15 \
 	VAND V31.B16, V26.B16, V27.B16 \
 	VUSHR $4, V26.B16, V26.B16 \
-	VDUP R15, V12.S4 \
-	TBL16B(10, 12, 13) \
-	CMTST16B(29, 13, 13) \
-	VAND V30.B16, V13.B16, V13.B16 \
-	VORR V13.B16, V27.B16, V27.B16 \
-	TBL16B(28, 12, 13) \
-	CMTST16B(29, 13, 13) \
-	VAND V30.B16, V13.B16, V13.B16 \
-	VORR V13.B16, V26.B16, V26.B16 \
+	FIFTHBITS(V27, V26, V12, V13, V10, V28, V29, V30) \
 	WIDEN
 
 // UNPACK_Q6K: the nibbles, then the eight bytes of 2-bit fields (V4, V5
@@ -302,11 +265,7 @@ TEXT ·dotBlocksQ4_KNEON(SB), NOSPLIT, $0-72
 
 // func dotBlocksQ5_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ5_KNEON(SB), NOSPLIT, $0-72
-	MOVD $k5idx<>(SB), R15
-	VLD1.P 16(R15), [V10.B16]
-	VLD1 (R15), [V28.B16]
-	MOVD $k5bit<>(SB), R15
-	VLD1 (R15), [V29.B16]
+	FIFTH_CONSTS(V10, V28, V29)
 	VMOVI $16, V30.B16
 	KROWS(SETUP_K4, SCALES_K4, UNPACK_Q5K, MINS_K4)
 
