@@ -215,6 +215,8 @@ var ggufArchs = map[string]RopeLayout{
 	// (M-RoPE's sections rotate text positions as NeoX halves do).
 	"qwen35":    RopeHalves,
 	"qwen35moe": RopeHalves,
+	// families.go: Qwen2-VL's language model, Qwen2 with M-RoPE.
+	"qwen2vl": RopeHalves,
 	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
 	"qwen2moe":   RopeHalves,
 	"qwen3moe":   RopeHalves,
