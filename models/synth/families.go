@@ -47,6 +47,14 @@ var familyShapes = []Shape{
 	{Name: "tiny-qwen2vl", Config: models.Config{Arch: "qwen2vl", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKVBias: true, RopeSections: [4]int{2, 3, 3, 0}}},
+	// Qwen3-VL's language model: Qwen3 with M-RoPE's sections interleaved
+	// pair by pair (its images' deepstack features are not read yet).
+	{Name: "qwen3-vl-2b", Config: models.Config{Arch: "qwen3vl", Dim: 2048, FFN: 6144, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Context: 262144, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 128, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{24, 20, 20, 0}, RopeInterleaved: true}},
+	{Name: "tiny-qwen3vl", Config: models.Config{Arch: "qwen3vl", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 32, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{6, 5, 5, 0}, RopeInterleaved: true}},
 }
 
 // scalings are the RoPE scalings shapes' files declare where their keys
