@@ -3,8 +3,8 @@
 #include "textflag.h"
 #include "neon_arm64.h"
 
-// The NEON products of the block types with one f16 scale a group and no
-// mins (Q4_0, Q5_0, Q8_0, IQ4_NL): dotBlocksGo, bit for bit, with int4's
+// The NEON products of the block types with one scale a group and no
+// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0): dotBlocksGo, bit for bit, with int4's
 // group product (GROUP, as dotQ4NEON): a group's codes as int16, its even
 // inputs' and odd ones' apart, meet the activations' codes in SMULL/SMLAL,
 // ADDP leaves the twin's eight lanes (lane k: inputs 4k..4k+3), and each
@@ -55,15 +55,62 @@
 	VLD1.P 32(R0), [V16.B16, V17.B16] \
 	LWIDEN(16, 17)
 
-// IQ4_NL: the nibbles index the codebook's 16 int8 levels (V30).
+// IQ4_NL and MXFP4: the nibbles index the codebook's 16 int8 levels
+// (V30).
 #define UNPACK_IQ4_NL \
 	NIBBLES \
 	VTBL V17.B16, [V30.B16], V17.B16 \
 	VTBL V16.B16, [V30.B16], V16.B16 \
 	LWIDEN(17, 16)
 
-// LROWS: the row loop of one type, UNPACK a group's codes.
-#define LROWS(UNPACK) \
+// SCALES_F16: a pair's f16 scales (a word, R9) times their activations'
+// d (R12: d, sum, d, sum) to lanes 0 and 2 of V20; SCALE_F16 a lone
+// group's to lane 0.
+#define SCALES_F16 \
+	FMOVS.P 4(R9), F20 \
+	FCVTL4S(20, 20) \
+	VZIP1 V20.S4, V20.S4, V20.S4 \
+	VLD1.P 16(R12), [V21.S4] \
+	FMUL4S(21, 20, 20)
+#define SCALE_F16 \
+	FMOVS (R9), F20 \
+	FCVTL4S(20, 20) \
+	FMOVD (R12), F21 \
+	FMUL4S(21, 20, 20)
+
+// E8M0(R): MXFP4's scale byte in R to its f32 bits (dtype's e8m0Half:
+// 2^(e-128), (e-1)<<23, and below e = 2 the subnormals 0x00200000<<e).
+#define E8M0(R) \
+	SUBW $1, R, R21 \
+	LSLW $23, R21, R21 \
+	MOVW $0x00200000, R22 \
+	LSLW R, R22, R22 \
+	CMPW $2, R \
+	CSELW LO, R22, R21, R
+
+// SCALES_E8M0: a pair's two E8M0 bytes (R9, four groups a word) as
+// SCALES_F16 leaves f16 ones; SCALE_E8M0 a lone group's.
+#define SCALES_E8M0 \
+	MOVBU.P 1(R9), R19 \
+	MOVBU.P 1(R9), R20 \
+	E8M0(R19) \
+	E8M0(R20) \
+	VMOV R19, V20.S[0] \
+	VMOV R19, V20.S[1] \
+	VMOV R20, V20.S[2] \
+	VMOV R20, V20.S[3] \
+	VLD1.P 16(R12), [V21.S4] \
+	FMUL4S(21, 20, 20)
+#define SCALE_E8M0 \
+	MOVBU (R9), R19 \
+	E8M0(R19) \
+	VMOV R19, V20.S[0] \
+	FMOVD (R12), F21 \
+	FMUL4S(21, 20, 20)
+
+// LROWS: the row loop of one type, UNPACK a group's codes, SCALES a
+// pair's scales and SCALE a lone group's.
+#define LROWS(UNPACK, SCALES, SCALE) \
 	MOVD codes+0(FP), R0 \
 	MOVD scales+8(FP), R1 \
 	MOVD sstride+16(FP), R2 \
@@ -86,11 +133,7 @@ lrow: \
 	VEOR V4.B16, V4.B16, V4.B16 \
 	CBZ R13, lsingle \
 lpair: \
-	FMOVS.P 4(R9), F20 \
-	FCVTL4S(20, 20) \
-	VZIP1 V20.S4, V20.S4, V20.S4 \
-	VLD1.P 16(R12), [V21.S4] \
-	FMUL4S(21, 20, 20) \
+	SCALES \
 	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
 	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
 	UNPACK \
@@ -101,10 +144,7 @@ lpair: \
 	BNE lpair \
 lsingle: \
 	TBZ $0, R6, ldone \
-	FMOVS (R9), F20 \
-	FCVTL4S(20, 20) \
-	FMOVD (R12), F21 \
-	FMUL4S(21, 20, 20) \
+	SCALE \
 	VLD1 (R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
 	UNPACK \
 	GROUP(8, 9, 10, 11, 12, 13, 14, 15, 20, 0, 0, 1) \
@@ -118,20 +158,26 @@ ldone: \
 // func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ4_0NEON(SB), NOSPLIT, $0-72
 	VMOVI $8, V30.B16
-	LROWS(UNPACK_Q4_0)
+	LROWS(UNPACK_Q4_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ5_0NEON(SB), NOSPLIT, $0-72
 	FIFTH_CONSTS(V22, V23, V6)
 	VMOVI $16, V30.B16
-	LROWS(UNPACK_Q5_0)
+	LROWS(UNPACK_Q5_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ8_0NEON(SB), NOSPLIT, $0-72
-	LROWS(UNPACK_Q8_0)
+	LROWS(UNPACK_Q8_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
 TEXT ·dotBlocksIQ4_NLNEON(SB), NOSPLIT, $0-80
 	MOVD book+72(FP), R15
 	VLD1 (R15), [V30.B16]
-	LROWS(UNPACK_IQ4_NL)
+	LROWS(UNPACK_IQ4_NL, SCALES_F16, SCALE_F16)
+
+// func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksMXFP4NEON(SB), NOSPLIT, $0-80
+	MOVD book+72(FP), R15
+	VLD1 (R15), [V30.B16]
+	LROWS(UNPACK_IQ4_NL, SCALES_E8M0, SCALE_E8M0)
