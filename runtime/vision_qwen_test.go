@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/x448/float16"
 
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 )
@@ -258,4 +263,53 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 		}
 	}
 	return out
+}
+
+// TestQwenProjectorRefused: Qwen2-VL files that llama.cpp would read
+// otherwise than Tessera are refused: a feed-forward as wide as the
+// tower (clip.cpp would take its up and down for swapped) and heads whose
+// width the 2-D RoPE cannot split in four; the right pairing of
+// projector and language model is checked at load.
+func TestQwenProjectorRefused(t *testing.T) {
+	dir := t.TempDir()
+	base, _, err := synth.WriteVisionFiles(dir, "tiny-qwen2vl", "tiny-qwen2vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, edit func(*vision.Config)) string {
+		c, err := synth.ProjectorShape("tiny-qwen2vl", 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&c)
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.WriteProjector(f, c, dtype.F32, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return path
+	}
+	for _, tc := range []struct {
+		what, want string
+		edit       func(*vision.Config)
+	}{
+		{"a feed-forward as wide as the tower", "ffn ≠", func(c *vision.Config) { c.FFN = c.Dim }},
+		{"heads of 2", "multiple of 4", func(c *vision.Config) { c.Heads = 16 }},
+	} {
+		_, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: write(tc.want+".gguf", tc.edit)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.what, err, tc.want)
+		}
+	}
+	gemma, _, err := synth.WriteVisionFiles(dir, "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Load(gemma, runtime.Options{Device: "cpu", MMProj: write("ok.gguf", func(*vision.Config) {})}); err == nil {
+		t.Error("Qwen2-VL's projector with Gemma 3: loaded")
+	}
 }

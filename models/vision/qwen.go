@@ -148,8 +148,8 @@ func qwenGGUF(m *Model, f *gguf.File) error {
 		}
 	}
 	t, ok := m.Tensors[up]
-	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || t.Shape[0] == c.Dim {
-		return fmt.Errorf("%s must be [ffn, %d] with ffn ≠ %d", up, c.Dim, c.Dim)
+	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || t.Shape[0] == c.Dim || t.Shape[0] <= 0 || t.Shape[0] > 4*maxDim {
+		return fmt.Errorf("%s must be [ffn, %d] with ffn ≠ %d, at most %d", up, c.Dim, c.Dim, 4*maxDim)
 	}
 	c.FFN = t.Shape[0]
 	t, ok = m.Tensors[MergerDown+".weight"]
