@@ -46,6 +46,10 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
+	if vm.Config.Projector == vision.Qwen2VL && m.Config.Arch != "qwen2vl" {
+		vm.Close()
+		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
+	}
 	if vm.Config.OutDim != m.Config.Dim {
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
@@ -95,19 +99,28 @@ func (e *Engine) HasVision() bool { return e.vis != nil }
 // ImageTokens is how many embeddings one picture of an image becomes (0
 // without a projector): the whole image's for gemma3; for idefics3 each
 // tile's and the overview's (an image takes a tile per ImageSize of its
-// resized sides, the overview, and the markers between them).
+// resized sides, the overview, and the markers between them); for a tower
+// that takes images at their own size (Qwen-VL), an image of the tower's
+// nominal size (ImageSize²).
 func (e *Engine) ImageTokens() int {
 	if e.vis == nil {
 		return 0
 	}
-	return e.vis.cfg.Tokens()
+	nx, ny := e.vis.cfg.Grid(e.vis.cfg.ImageSize, e.vis.cfg.ImageSize)
+	return nx * ny
+}
+
+// imageGrid is how many tokens across and down each of img's pictures
+// takes (vision.Preprocess's: idefics3's tiles and overview alike; a
+// Qwen-VL image at its own size).
+func (e *Engine) imageGrid(img *vision.Image) (nx, ny int) {
+	return e.vis.cfg.Grid(img.W, img.H)
 }
 
 // EncodeImage returns img's embeddings in the language model's space, one
-// row of the model's width a token (ImageTokens rows for each of its
-// pictures: its tiles, then the overview): what the sequence reads at the
-// image's positions. An image encoded recently (by hash) is not encoded
-// again.
+// row of the model's width a token (imageGrid's for each of its pictures:
+// its tiles, then the overview): what the sequence reads at the image's
+// positions. An image encoded recently (by hash) is not encoded again.
 func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32, error) {
 	if e.vis == nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
@@ -115,9 +128,27 @@ func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32,
 	if emb, ok := e.images.get(img.Hash); ok {
 		return emb, nil
 	}
-	// The tower runs on the language model's device, under the step lock,
-	// a picture at a time: the steps of other sequences go on between
-	// the tiles of a large image, and a cancelled request stops there.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	emb, err := e.encodePictures(ctx, img)
+	if err != nil {
+		return nil, fmt.Errorf("encode image: %w", err)
+	}
+	e.images.put(img.Hash, emb)
+	return emb, nil
+}
+
+// encodePictures runs the tower on img under the step lock (the tower
+// runs on the language model's device): a SigLIP tower a picture at a
+// time, so that the steps of other sequences go on between the tiles of
+// a large image and a cancelled request stops there; Qwen-VL's in one go.
+func (e *Engine) encodePictures(ctx context.Context, img *vision.Image) ([]float32, error) {
+	if e.vis.qwen != nil {
+		e.stepMu.Lock()
+		defer e.stepMu.Unlock()
+		return e.vis.encode(img)
+	}
 	var emb []float32
 	for _, pic := range vision.Preprocess(img, e.vis.cfg) {
 		if err := ctx.Err(); err != nil {
@@ -127,19 +158,19 @@ func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32,
 		out, err := e.vis.encodeTile(pic)
 		e.stepMu.Unlock()
 		if err != nil {
-			return nil, fmt.Errorf("encode image: %w", err)
+			return nil, err
 		}
 		emb = append(emb, out...)
 	}
-	e.images.put(img.Hash, emb)
 	return emb, nil
 }
 
 // imageSpan is where an image's embeddings go in a sequence: positions
 // start..start+rows-1, row i of embeds (rows × the model's width) at
-// start+i.
+// start+i; the image is nx × ny tokens, row by row (M-RoPE's places).
 type imageSpan struct {
 	start, rows int
+	nx, ny      int
 	embeds      []float32
 }
 
@@ -170,8 +201,9 @@ func nextSpan(spans []imageSpan, pos int) (imageSpan, bool) {
 // mtmd_tokenize does: the prompt text (rendered with the chat template for
 // Messages) is cut at each ImageMarker; the marker becomes the parts of
 // vision.Layout for the image (for Gemma 3 <start_of_image>, the image's
-// tokens, <end_of_image>; for SmolVLM each tile's tokens after its row
-// and column marker, then the overview's between their markers). Each
+// tokens, <end_of_image>; for Qwen-VL likewise between <|vision_start|>
+// and <|vision_end|>; for SmolVLM each tile's tokens after its row and
+// column marker, then the overview's between their markers). Each
 // piece of text (the prompt's pieces and the layout's texts) is tokenized
 // on its own, with special tokens, after the BOS the request would have
 // without images; the layout's looked-up markers are single ids: what
@@ -198,7 +230,7 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 	if len(pieces)-1 != len(req.Images) {
 		return nil, nil, fmt.Errorf("%w: %d images but %d %s markers in the prompt", ErrBadRequest, len(req.Images), len(pieces)-1, ImageMarker)
 	}
-	ctxLen, n := e.model.Config.Context, e.vis.cfg.Tokens()
+	ctxLen := e.model.Config.Context
 	// add tokenizes one piece of text on its own (its own SentencePiece
 	// space prefix, as mtmd's add_text), with BOS first when asked (the
 	// tokenizer's: none for one that adds none).
@@ -228,7 +260,9 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
-		g := e.vis.cfg.GridOf(img.W, img.H)
+		g := e.vis.cfg.TilingOf(img.W, img.H)
+		nx, ny := e.imageGrid(img)
+		n := nx * ny
 		if len(ids)+g.Tiles()*n >= ctxLen {
 			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, g.Tiles()*n, ctxLen)
 		}
@@ -260,12 +294,14 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 // drawn from the image's hash does not occur by chance.
 func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, [][]int, error) {
 	var starts [][]int
-	from, n := 0, e.vis.cfg.Tokens()
+	from := 0
 	for i, img := range images {
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
 		tiles := e.vis.tiles(img)
+		nx, ny := e.imageGrid(img)
+		n := nx * ny
 		all := imageIDs(img.Hash, tiles*n, e.model.Config.Vocab)
 		var st []int
 		for k := range tiles {
@@ -292,17 +328,19 @@ func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, [][
 // places each tile's embeddings at its start, as imageTokens gave them.
 func (e *Engine) imageSpans(ctx context.Context, req Request, starts [][]int) ([]imageSpan, error) {
 	var spans []imageSpan
-	n, dim := e.vis.cfg.Tokens(), e.model.Config.Dim
+	dim := e.model.Config.Dim
 	for i, tiles := range starts {
 		emb, err := e.EncodeImage(ctx, req.Images[i])
 		if err != nil {
 			return nil, err
 		}
+		nx, ny := e.imageGrid(req.Images[i])
+		n := nx * ny
 		if len(emb) != len(tiles)*n*dim {
 			return nil, fmt.Errorf("encode image %d: %d values for %d tiles of %d tokens", i, len(emb), len(tiles), n)
 		}
 		for k, at := range tiles {
-			spans = append(spans, imageSpan{start: at, rows: n, embeds: emb[k*n*dim : (k+1)*n*dim]})
+			spans = append(spans, imageSpan{start: at, rows: n, nx: nx, ny: ny, embeds: emb[k*n*dim : (k+1)*n*dim]})
 		}
 	}
 	return spans, nil
@@ -478,5 +516,49 @@ func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
 	if _, err := e.vis.encode(img); err != nil {
 		return 0, 0, err
 	}
-	return float64(time.Since(start).Microseconds()) / 1000, e.vis.tiles(img) * e.vis.cfg.Tokens(), nil
+	nx, ny := e.imageGrid(img)
+	return float64(time.Since(start).Microseconds()) / 1000, e.vis.tiles(img) * nx * ny, nil
+}
+
+// mrope reports whether the language model places images by M-RoPE
+// (Qwen-VL): then a sequence's rotary positions leave its cache
+// positions after an image (mropePos).
+func (e *Engine) mrope() bool { return e.vis != nil && e.model.Config.RopeSections != [4]int{} }
+
+// mropePos is the four rotary positions (time, height, width and a
+// fourth) of position pos of a sequence with images at spans, as
+// llama.cpp's mtmd places them: an image of nx × ny tokens whose first
+// token is at rotary position base turns token i by (base, base + i/nx,
+// base + i%nx, 0) and moves the text after it on by max(nx, ny); text
+// turns every axis by its rotary position.
+func mropePos(spans []imageSpan, pos int) [4]int32 {
+	saved := 0 // positions the images before pos took less than their tokens
+	for _, sp := range spans {
+		if pos >= sp.end() {
+			saved += sp.rows - max(sp.nx, sp.ny)
+			continue
+		}
+		if pos >= sp.start {
+			base, i := sp.start-saved, pos-sp.start
+			return [4]int32{int32(base), int32(base + i/sp.nx), int32(base + i%sp.nx), 0}
+		}
+		break
+	}
+	p := int32(pos - saved)
+	return [4]int32{p, p, p, p}
+}
+
+// ropePositions sets b.RopePos for a plan whose sequences have images
+// placed by M-RoPE (nil otherwise: every axis turns by Pos).
+func (e *Engine) ropePositions(plan []work, b *backend.Batch) {
+	if !e.mrope() || !slices.ContainsFunc(plan, func(w work) bool { return w.s.images != nil }) {
+		return
+	}
+	b.RopePos = make([]int32, 0, 4*len(b.Pos))
+	for _, w := range plan {
+		for t := range w.n {
+			p := mropePos(w.s.images, w.s.stored+t)
+			b.RopePos = append(b.RopePos, p[:]...)
+		}
+	}
 }

@@ -48,6 +48,8 @@ type visionTower struct {
 	// marks are the ids of the marker tokens vision.Layout looks up in the
 	// language model's vocabulary (openProjector).
 	marks map[string]int32
+
+	qwen *qwenTower // Qwen2-VL's tower instead (vision_qwen.go)
 }
 
 type vitLayer struct {
@@ -66,18 +68,28 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 {
+	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 && c.Projector != vision.Qwen2VL {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
-	be, ok, err := backend.NewSibling(lm, n*n)
+	rows := n * n
+	if c.Projector == vision.Qwen2VL {
+		rows = qwenMaxPatches(c)
+	}
+	be, ok, err := backend.NewSibling(lm, rows)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
-	t, err := buildTower(m, be)
+	var t *visionTower
+	if c.Projector == vision.Qwen2VL {
+		t = &visionTower{cfg: c, be: be}
+		t.qwen, err = newQwenTower(m, be)
+	} else {
+		t, err = buildTower(m, be)
+	}
 	if err != nil {
 		be.Close()
 		return nil, err
@@ -244,12 +256,22 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 	return t, nil
 }
 
-// tiles is how many pictures the tower encodes for img.
-func (t *visionTower) tiles(img *vision.Image) int { return t.cfg.GridOf(img.W, img.H).Tiles() }
+// tiles is how many pictures the tower encodes for img (a dynamic
+// tower's image is one of its own size).
+func (t *visionTower) tiles(img *vision.Image) int {
+	if t.qwen != nil {
+		return 1
+	}
+	return t.cfg.TilingOf(img.W, img.H).Tiles()
+}
 
 // encode returns img's embeddings: Tokens() rows of OutDim values for
-// each of its tiles (vision.Preprocess's pictures), tile after tile.
+// each of its tiles (vision.Preprocess's pictures), tile after tile; for
+// a dynamic tower one for each token of the image's Grid.
 func (t *visionTower) encode(img *vision.Image) ([]float32, error) {
+	if t.qwen != nil {
+		return t.qwen.encode(img)
+	}
 	var out []float32
 	for _, planar := range vision.Preprocess(img, t.cfg) {
 		emb, err := t.encodeTile(planar)

@@ -129,19 +129,6 @@ func TestVisionTowerReference(t *testing.T) {
 	}
 }
 
-// visionBase is the synth shape of the language model a projector shape
-// feeds: SmolVLM's for idefics3, whose images are marked with tokens of
-// its vocabulary (its real tower feeds SmolVLM-256M's real width).
-func visionBase(shape string) string {
-	switch {
-	case shape == "idefics3":
-		return "smolvlm-256m"
-	case strings.HasSuffix(shape, "idefics3"):
-		return "tiny-smolvlm"
-	}
-	return "tiny-gemma3"
-}
-
 // visionReference returns the embeddings of img by the projector at path,
 // in float64, picture after picture (vision.Preprocess's); with ggml,
 // rounded where llama.cpp's CPU rounds: the patch convolution's pixels and
@@ -386,6 +373,11 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-gemma3-resized": {"gradient50x37.png", "tiny-gemma3"},
 	"mid-gemma3":          {"gradient56.png", "mid-gemma3"},
 	"gemma3-real":         {"gradient896.png", "gemma3"},
+	// Qwen2-VL: images at their own aspect, 6×5 and 4×3 tokens.
+	"tiny-qwen2vl-resized": {"gradient50x37.png", "tiny-qwen2vl"},
+	"tiny-qwen2vl-small":   {"gradient13x7.png", "tiny-qwen2vl"},
+	"mid-qwen2vl":          {"gradient50x37.png", "mid-qwen2vl"},
+	"qwen2vl-real":         {"gradient50x37.png", "qwen2vl"},
 	// idefics3 resizes every image to its longest edge (tiny: 64, 2×2
 	// tiles of 32 at most; mid: 256, tiles of 128): gradient32 upscaled
 	// to 2×2 tiles, gradient50x37 upscaled and padded to 64×64,
@@ -398,6 +390,21 @@ var visionCases = map[string]struct{ image, shape string }{
 	// SmolVLM-256M's tower on its language model's shape
 	// (smolvlm-256m): gradient400x100 to 2048 × 512, 4 × 1 tiles of 512.
 	"idefics3-256m": {"gradient400x100.png", "idefics3"},
+}
+
+// visionBases are the language models of projector shapes that feed
+// another than tiny-gemma3 (visionFiles): SmolVLM's for idefics3, whose
+// images are marked with tokens of its vocabulary.
+var visionBases = map[string]string{"tiny-qwen2vl": "tiny-qwen2vl", "mid-qwen2vl": "tiny-qwen2vl", "qwen2vl": "tiny-qwen2vl",
+	"tiny-idefics3": "tiny-smolvlm", "mid-idefics3": "tiny-smolvlm", "idefics3": "smolvlm-256m"}
+
+// visionBase is the synth shape of the language model a projector shape
+// feeds (visionBases, else tiny-gemma3).
+func visionBase(shape string) string {
+	if b, ok := visionBases[shape]; ok {
+		return b
+	}
+	return "tiny-gemma3"
 }
 
 // realShape reports whether a projector shape is a real tower's (not
@@ -421,7 +428,7 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][2]string{} // projector shape: base, mmproj
 	realShapes := os.Getenv("TESSERA_VISION_REAL") != ""
-	for name := range golden.Cases { // the recorded cases' files
+	for name := range golden.Cases { // the files of the recorded cases
 		vc := visionCases[name]
 		if _, ok := files[vc.shape]; !ok && vc.shape != "" && (realShapes || !realShape(vc.shape)) {
 			var f [2]string
@@ -459,13 +466,16 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					dim, n := eng.Model().Config.Dim, eng.ImageTokens()
+					dim := eng.Model().Config.Dim
 					pictures := c.Tiles
 					if pictures == nil {
 						pictures = []pictureLog{c.Embeddings}
 					}
-					if len(emb) != len(pictures)*n*dim {
-						t.Fatalf("%d embeddings, llama.cpp's %d pictures of %d", len(emb)/dim, len(pictures), n)
+					// Every picture is as many tokens (a Qwen-VL image, at
+					// its own size, is one picture).
+					n := len(emb) / dim / len(pictures)
+					if len(emb) != len(pictures)*n*dim || len(pictures) > 1 && n != eng.ImageTokens() {
+						t.Fatalf("%d embeddings, llama.cpp's %d pictures (of %d tokens each for tiles)", len(emb)/dim, len(pictures), eng.ImageTokens())
 					}
 					for k, e := range pictures {
 						pic := emb[k*n*dim : (k+1)*n*dim]
@@ -560,8 +570,8 @@ func readTestImage(t *testing.T, name string) *vision.Image {
 }
 
 // visionFiles writes the recording's files: tessera synth --shape
-// tiny-gemma3 (or tiny-smolvlm for idefics3) --seed 1, and its projector
-// of the given synth shape, tessera synth --mmproj gemma3|idefics3
+// tiny-gemma3 --seed 1 (or visionBase's model), and its projector of the
+// given synth shape, tessera synth --mmproj gemma3|idefics3|qwen2vl
 // [--shape tiny|mid] --seed 1.
 func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	t.Helper()
@@ -613,71 +623,75 @@ func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 // second request with the same image finds its blocks cached (and gives
 // the same tokens and log-probabilities as the first), while a request
 // with another image of the same size shares nothing past the text
-// before it and reads different log-probabilities: for gemma3's one span
-// an image and idefics3's span a tile with markers between them.
+// before it and reads different log-probabilities: for Gemma 3's
+// projector (one span an image), Qwen2-VL's (whose text after an image
+// turns by M-RoPE positions the image sets) and idefics3's (a span a tile,
+// with markers between them).
 func TestImagePrefixCache(t *testing.T) {
-	for _, shape := range []string{"tiny-gemma3", "tiny-idefics3"} {
-		t.Run(shape, func(t *testing.T) {
-			base, mm := visionFiles(t, t.TempDir(), shape)
-			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			prompt := "Look: " + runtime.ImageMarker + " What is it?"
-			run := func(img *vision.Image) ([]int32, []float32) {
-				var ids []int32
-				var lps []float32
-				_, err := eng.Generate(context.Background(), runtime.Request{Prompt: prompt, Images: []*vision.Image{img}, MaxTokens: 8, IgnoreEOS: true, Logprobs: true},
-					func(tk runtime.Token) error {
-						ids, lps = append(ids, tk.ID), append(lps, tk.Logprob)
-						return nil
-					})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return ids, lps
-			}
-			a, b := readTestImage(t, "gradient32.png"), gradient(32, 32)
-			b.Pix[0] ^= 0xff // another picture
-			// Where the image's tokens start and end: the first and last
-			// ids where a's prompt and b's differ.
-			idsA, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{a}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			idsB, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{b}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(idsA) != len(idsB) {
-				t.Fatalf("prompts of %d and %d tokens for images of one size", len(idsA), len(idsB))
-			}
-			at, end := 0, len(idsA)
-			for at < len(idsA) && idsA[at] == idsB[at] {
-				at++
-			}
-			for end > at && idsA[end-1] == idsB[end-1] {
-				end--
-			}
-			if end-at < eng.ImageTokens() {
-				t.Fatalf("the prompts differ in %d tokens, an image takes %d at least: %v, %v", end-at, eng.ImageTokens(), idsA, idsB)
-			}
-			ids1, lp1 := run(a)
-			hits := eng.Metrics().KV.PrefixHits
-			ids2, lp2 := run(a)
-			reused := eng.Metrics().KV.PrefixHits - hits // tokens
-			if !slices.Equal(ids1, ids2) || !slices.Equal(lp1, lp2) || reused < end {
-				t.Errorf("same image again: %v %v (was %v %v), %d tokens reused, want the image's end at %d at least", ids2, lp2, ids1, lp1, reused, end)
-			}
-			hits = eng.Metrics().KV.PrefixHits
-			_, lp3 := run(b)
-			if reused := eng.Metrics().KV.PrefixHits - hits; reused > at || slices.Equal(lp1, lp3) {
-				t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
-			}
-			t.Logf("the image at %d..%d; the same image again reused %d tokens", at, end, reused)
-		})
+	for _, shape := range []string{"tiny-gemma3", "tiny-qwen2vl", "tiny-idefics3"} {
+		t.Run(shape, func(t *testing.T) { testImagePrefixCache(t, shape) })
 	}
+}
+
+func testImagePrefixCache(t *testing.T, shape string) {
+	base, mm := visionFiles(t, t.TempDir(), shape)
+	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	prompt := "Look: " + runtime.ImageMarker + " What is it?"
+	run := func(img *vision.Image) ([]int32, []float32) {
+		var ids []int32
+		var lps []float32
+		_, err := eng.Generate(context.Background(), runtime.Request{Prompt: prompt, Images: []*vision.Image{img}, MaxTokens: 8, IgnoreEOS: true, Logprobs: true},
+			func(tk runtime.Token) error {
+				ids, lps = append(ids, tk.ID), append(lps, tk.Logprob)
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids, lps
+	}
+	a, b := readTestImage(t, "gradient32.png"), gradient(32, 32)
+	b.Pix[0] ^= 0xff // another picture
+	// Where the image's tokens start and end: the first and last ids where
+	// a's prompt and b's differ.
+	idsA, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsB, err := eng.PromptTokens(runtime.Request{Prompt: prompt, Images: []*vision.Image{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idsA) != len(idsB) {
+		t.Fatalf("prompts of %d and %d tokens for images of one size", len(idsA), len(idsB))
+	}
+	at, end := 0, len(idsA)
+	for at < len(idsA) && idsA[at] == idsB[at] {
+		at++
+	}
+	for end > at && idsA[end-1] == idsB[end-1] {
+		end--
+	}
+	if end-at < eng.ImageTokens() {
+		t.Fatalf("the prompts differ in %d tokens, an image takes %d at least: %v, %v", end-at, eng.ImageTokens(), idsA, idsB)
+	}
+	ids1, lp1 := run(a)
+	hits := eng.Metrics().KV.PrefixHits
+	ids2, lp2 := run(a)
+	reused := eng.Metrics().KV.PrefixHits - hits // tokens
+	if !slices.Equal(ids1, ids2) || !slices.Equal(lp1, lp2) || reused < end {
+		t.Errorf("same image again: %v %v (was %v %v), %d tokens reused, want the image's end at %d at least", ids2, lp2, ids1, lp1, reused, end)
+	}
+	hits = eng.Metrics().KV.PrefixHits
+	_, lp3 := run(b)
+	if reused := eng.Metrics().KV.PrefixHits - hits; reused > at || slices.Equal(lp1, lp3) {
+		t.Errorf("another image: %d tokens reused (its tokens start at %d), log-probabilities %v (the first image's %v)", reused, at, lp3, lp1)
+	}
+	t.Logf("the image at %d..%d; the same image again reused %d tokens", at, end, reused)
 }
 
 // TestImageMarkersMissing: an idefics3 projector on a language model

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/models/vision"
 )
 
@@ -37,16 +38,33 @@ var visionShapes = map[string]vision.Config{
 	// 1024 patches shuffled 4×4 into 64 tokens; images resized to 2048 on
 	// the longer side, so up to 4×4 tiles and the overview.
 	"idefics3": {Projector: vision.Idefics3, ImageSize: 512, PatchSize: 16, Dim: 768, FFN: 3072, Layers: 12, Heads: 12,
-		Eps: 1e-6, Merge: 4, LongestEdge: 2048, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+		Eps: 1e-6, Merge: 4, LongestEdge: 2048, Act: tensor.GELUTanh, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
 	// The real one's patches of 16 and shuffle of 4 (a projection from
 	// 16·192 = 3072 values), heads of 64, an awkward feed-forward of 430:
 	// tiles of 8×8 patches into 4 tokens, 2×2 tiles at most.
 	"mid-idefics3": {Projector: vision.Idefics3, ImageSize: 128, PatchSize: 16, Dim: 192, FFN: 430, Layers: 2, Heads: 3,
-		Eps: 1e-6, Merge: 4, LongestEdge: 256, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+		Eps: 1e-6, Merge: 4, LongestEdge: 256, Act: tensor.GELUTanh, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
 	// Tiles of 64 patches of 4 pixels shuffled 2×2 into 16 tokens, 2×2
 	// tiles at most.
 	"tiny-idefics3": {Projector: vision.Idefics3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
-		Eps: 1e-6, Merge: 2, LongestEdge: 64, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+		Eps: 1e-6, Merge: 2, LongestEdge: 64, Act: tensor.GELUTanh, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// Qwen2-VL 2B/7B's ViT (675M): patches of 14, 32 layers of 1280
+	// with heads of 80, merged 2×2; images at their own aspect.
+	"qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 560, PatchSize: 14, Dim: 1280, FFN: 5120, Layers: 32, Heads: 16}),
+	// The real widths that tiny shapes round away: patches of 14, heads
+	// of 72 (18 rotation pairs an axis), a feed-forward of 430.
+	"mid-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2}),
+	// Patches of 4 pixels, heads of 16.
+	"tiny-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2}),
+}
+
+// qwenVL gives c what every Qwen-VL tower has: CLIP's normalisation,
+// LayerNorms of epsilon 1e-6, the 2×2 merger.
+func qwenVL(c vision.Config) vision.Config {
+	c.Eps, c.Merge = 1e-6, 2
+	c.Mean = [3]float32{0.48145466, 0.4578275, 0.40821073}
+	c.Std = [3]float32{0.26862954, 0.26130258, 0.27577711}
+	return c
 }
 
 // visionBases are language models for the projectors whose images are
@@ -169,7 +187,6 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "general.name", Value: gguf.StringValue("synthetic " + string(c.Projector) + " projector")},
 		{Key: "clip.projector_type", Value: gguf.StringValue(string(c.Projector))},
 		{Key: "clip.has_vision_encoder", Value: gguf.BoolValue(true)},
-		{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
 		{Key: "clip.vision.image_size", Value: u(c.ImageSize)},
 		{Key: "clip.vision.patch_size", Value: u(c.PatchSize)},
 		{Key: "clip.vision.embedding_length", Value: u(c.Dim)},
@@ -180,7 +197,12 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "clip.vision.attention.layer_norm_epsilon", Value: gguf.Float32Value(c.Eps)},
 		{Key: "clip.vision.image_mean", Value: f3(c.Mean)},
 		{Key: "clip.vision.image_std", Value: f3(c.Std)},
-		{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)},
+	}
+	if c.Projector == vision.Qwen2VL { // quick GELU: no clip.use_gelu
+		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)})
+	} else {
+		kv = append(kv, gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
+			gguf.KV{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)})
 	}
 	if c.LongestEdge > 0 {
 		kv = append(kv, gguf.KV{Key: "clip.vision.preproc_image_size", Value: u(c.LongestEdge)})

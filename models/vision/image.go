@@ -97,7 +97,7 @@ func (m *Image) at(x, y int) [3]uint8 {
 // Preprocess turns img into the pictures the encoder reads, each an
 // ImageSize square, planar (3 planes of ImageSize² values, the layout of
 // clip.cpp's inp_raw) and normalised, (v/255 - mean)/std, in the order
-// llama.cpp encodes them: c.GridOf's tiles row by row, then the overview.
+// llama.cpp encodes them: c.TilingOf's tiles row by row, then the overview.
 //
 // gemma3 (clip.cpp's fixed-size preprocessor): the image alone, bilinear,
 // scaled to fit and centred on black (its PAD_CEIL padding).
@@ -112,7 +112,7 @@ func Preprocess(img *Image, c Config) [][]float32 {
 		return [][]float32{normalize(resizePadded(img, sz, sz, resizeBilinear), c)}
 	}
 	var out [][]float32
-	if g := c.GridOf(img.W, img.H); g.Cols > 0 {
+	if g := c.TilingOf(img.W, img.H); g.Cols > 0 {
 		rw, rh := c.refined(img.W, img.H)
 		r := resizePadded(img, rw, rh, resizeBicubic)
 		for y := range g.Rows {

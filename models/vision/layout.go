@@ -2,23 +2,23 @@ package vision
 
 import "fmt"
 
-// Grid is how Preprocess cuts an image: Cols × Rows tiles, row by row,
-// then the overview. The zero Grid is the overview alone.
-type Grid struct{ Cols, Rows int }
+// Tiling is how Preprocess cuts an image: Cols × Rows tiles, row by row,
+// then the overview. The zero Tiling is the overview alone.
+type Tiling struct{ Cols, Rows int }
 
-// Tiles is how many pictures the tower encodes for the image: the grid's
-// tiles and the overview.
-func (g Grid) Tiles() int { return g.Cols*g.Rows + 1 }
+// Tiles is how many pictures the tower encodes for the image: the
+// tiling's tiles and the overview.
+func (g Tiling) Tiles() int { return g.Cols*g.Rows + 1 }
 
-// GridOf returns how Preprocess cuts an image of w × h pixels: for
+// TilingOf returns how Preprocess cuts an image of w × h pixels: for
 // idefics3, the tiles of ImageSize that cover its refined size (mtmd's
 // idefics3 preprocessor); for gemma3 none.
-func (c Config) GridOf(w, h int) Grid {
+func (c Config) TilingOf(w, h int) Tiling {
 	if c.Projector != Idefics3 || c.LongestEdge <= 0 || w <= 0 || h <= 0 {
-		return Grid{}
+		return Tiling{}
 	}
 	rw, rh := c.refined(w, h)
-	return Grid{rw / c.ImageSize, rh / c.ImageSize}
+	return Tiling{rw / c.ImageSize, rh / c.ImageSize}
 }
 
 // refined is img_tool::calc_size_preserved_ratio, the size idefics3 tiles:
@@ -47,16 +47,23 @@ type Part struct {
 
 // Layout returns the parts that stand for an image cut as g, in order.
 //
-// gemma3: <start_of_image>, the image, <end_of_image>.
+// gemma3: <start_of_image>, the image, <end_of_image>; qwen2vl_merger
+// likewise between <|vision_start|> and <|vision_end|>.
 //
 // idefics3 (transformers' Idefics3Processor, as mtmd writes it): each
 // tile after "<fake_token_around_image><row_R_col_C>" (1-based), a "\n"
 // token after each row but the last, then the tokens "\n\n",
 // <fake_token_around_image> and <global-img>, the overview, and
 // <fake_token_around_image>.
-func Layout(p Projector, g Grid) []Part {
-	if p != Idefics3 {
+func Layout(p Projector, g Tiling) []Part {
+	switch p {
+	case Gemma3:
 		return []Part{{Text: "<start_of_image>"}, {Tile: 0}, {Text: "<end_of_image>"}}
+	case Qwen2VL:
+		return []Part{{Text: "<|vision_start|>"}, {Tile: 0}, {Text: "<|vision_end|>"}}
+	case Idefics3:
+	default:
+		return []Part{{Tile: 0}}
 	}
 	const around = "<fake_token_around_image>"
 	var parts []Part

@@ -10,30 +10,30 @@ import (
 var tinyIdefics3 = Config{Projector: Idefics3, ImageSize: 32, PatchSize: 4, Merge: 2, LongestEdge: 64,
 	Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}
 
-// TestGridOf: idefics3 resizes the longer side to LongestEdge (up or
+// TestTilingOf: idefics3 resizes the longer side to LongestEdge (up or
 // down), rounds both sides up to whole tiles and cuts them; without a
 // preprocessing size, or for gemma3, there are no tiles.
-func TestGridOf(t *testing.T) {
+func TestTilingOf(t *testing.T) {
 	for _, tc := range []struct {
 		c    Config
 		w, h int
-		want Grid
+		want Tiling
 	}{
-		{tinyIdefics3, 32, 32, Grid{2, 2}},   // upscaled to 64 × 64
-		{tinyIdefics3, 50, 37, Grid{2, 2}},   // 64 × 47.4 → 64 × 64
-		{tinyIdefics3, 70, 20, Grid{2, 1}},   // 64 × 18.3 → 64 × 32
-		{tinyIdefics3, 20, 70, Grid{1, 2}},   // portrait
-		{tinyIdefics3, 6400, 10, Grid{2, 1}}, // a sliver keeps one row
-		{tinyIdefics3, 1, 1, Grid{2, 2}},     // a pixel, upscaled
-		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 400, 100, Grid{4, 1}},
+		{tinyIdefics3, 32, 32, Tiling{2, 2}},   // upscaled to 64 × 64
+		{tinyIdefics3, 50, 37, Tiling{2, 2}},   // 64 × 47.4 → 64 × 64
+		{tinyIdefics3, 70, 20, Tiling{2, 1}},   // 64 × 18.3 → 64 × 32
+		{tinyIdefics3, 20, 70, Tiling{1, 2}},   // portrait
+		{tinyIdefics3, 6400, 10, Tiling{2, 1}}, // a sliver keeps one row
+		{tinyIdefics3, 1, 1, Tiling{2, 2}},     // a pixel, upscaled
+		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 400, 100, Tiling{4, 1}},
 		// 3000 · (2048/4000 in float32, 0.51200002) is 1536.0001: a fourth
 		// row of tiles, as llama.cpp computes it in float32 too.
-		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 4000, 3000, Grid{4, 4}},
-		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 4096, 3072, Grid{4, 3}},
-		{Config{Projector: Idefics3, ImageSize: 32}, 50, 37, Grid{}}, // no preproc_image_size
-		{Config{Projector: Gemma3, ImageSize: 32, LongestEdge: 64}, 50, 37, Grid{}},
+		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 4000, 3000, Tiling{4, 4}},
+		{Config{Projector: Idefics3, ImageSize: 512, LongestEdge: 2048}, 4096, 3072, Tiling{4, 3}},
+		{Config{Projector: Idefics3, ImageSize: 32}, 50, 37, Tiling{}}, // no preproc_image_size
+		{Config{Projector: Gemma3, ImageSize: 32, LongestEdge: 64}, 50, 37, Tiling{}},
 	} {
-		if got := tc.c.GridOf(tc.w, tc.h); got != tc.want {
+		if got := tc.c.TilingOf(tc.w, tc.h); got != tc.want {
 			t.Errorf("%s, %d × %d: %v, want %v", tc.c.Projector, tc.w, tc.h, got, tc.want)
 		}
 	}
@@ -55,23 +55,23 @@ func TestLayout(t *testing.T) {
 		}
 		return s
 	}
-	got := show(Layout(Idefics3, Grid{2, 2}))
+	got := show(Layout(Idefics3, Tiling{2, 2}))
 	want := []string{"<fake_token_around_image><row_1_col_1>", "tile 0", "<fake_token_around_image><row_1_col_2>", "tile 1", `["\n"]`,
 		"<fake_token_around_image><row_2_col_1>", "tile 2", "<fake_token_around_image><row_2_col_2>", "tile 3",
 		`["\n\n"]`, `["<fake_token_around_image>"]`, `["<global-img>"]`, "tile 4", `["<fake_token_around_image>"]`}
 	if !slices.Equal(got, want) {
 		t.Errorf("idefics3 2×2:\n%q\nwant\n%q", got, want)
 	}
-	got = show(Layout(Idefics3, Grid{}))
+	got = show(Layout(Idefics3, Tiling{}))
 	want = []string{`["\n\n"]`, `["<fake_token_around_image>"]`, `["<global-img>"]`, "tile 0", `["<fake_token_around_image>"]`}
 	if !slices.Equal(got, want) {
 		t.Errorf("idefics3, the overview alone: %q, want %q", got, want)
 	}
-	got = show(Layout(Gemma3, Grid{}))
+	got = show(Layout(Gemma3, Tiling{}))
 	if want := []string{"<start_of_image>", "tile 0", "<end_of_image>"}; !slices.Equal(got, want) {
 		t.Errorf("gemma3: %q, want %q", got, want)
 	}
-	for _, p := range Layout(Idefics3, Grid{3, 2}) {
+	for _, p := range Layout(Idefics3, Tiling{3, 2}) {
 		if p.Lookup && !slices.Contains(MarkerTokens(Idefics3), p.Text) {
 			t.Errorf("%q is looked up but not in MarkerTokens", p.Text)
 		}

@@ -3,12 +3,13 @@
 // projector into a language model's embedding space. The same files that
 // serve llama-server's and llama-mtmd-cli's --mmproj serve Tessera's.
 //
-// Projector types read, both on one SigLIP tower: "gemma3" (a 2-D average
-// pool, the soft embedding RMSNorm and a linear projection: Gemma 3 4B and
-// up, one fixed-size image) and "idefics3" (a pixel shuffle and a linear
-// projection: SmolVLM, whose images are cut into tiles plus an overview,
-// with marker tokens between them). Qwen-VL's mergers and 2-D RoPE are
-// not read yet.
+// Projector types read: "gemma3" and "idefics3", both on one SigLIP tower
+// (gemma3: a 2-D average pool, the soft embedding RMSNorm and a linear
+// projection, Gemma 3 4B and up, one fixed-size image; idefics3: a pixel
+// shuffle and a linear projection, SmolVLM, whose images are cut into
+// tiles plus an overview with marker tokens between them), and
+// "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
+// 2×2 merger).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, image decoding and preprocessing (Preprocess,
 // Patches), and where an image's tiles and markers go in a prompt
@@ -24,6 +25,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Projector names a projector type as clip.projector_type spells it.
@@ -40,7 +42,7 @@ const Gemma3 Projector = "gemma3"
 const Idefics3 Projector = "idefics3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3, Idefics3}
+var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -70,6 +72,12 @@ type Config struct {
 	// OutDim is the projector's output width: the language model's
 	// embedding width (clip.cpp's n_mmproj_embd).
 	OutDim int
+	// Act is the feed-forward's activation: GELU's tanh approximation
+	// (clip.use_gelu) or quick GELU (Qwen2-VL).
+	Act tensor.Activation
+	// MinPixels and MaxPixels bound a dynamic tower's resized image
+	// (Size; Qwen-VL, whose Merge is 2).
+	MinPixels, MaxPixels int
 }
 
 // Patches is the number of patches per side of a preprocessed image.
@@ -218,8 +226,11 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	}
 	c.Eps = float32(eps)
 	c.Merge = u("clip.vision.projector.scale_factor", 4)
-	if c.Projector == Idefics3 {
+	switch c.Projector {
+	case Idefics3:
 		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
+	case Qwen2VL:
+		c.Merge = 2 // qwenGGUF checks the file's
 	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
 		v, ok := f.Float32s(key)
@@ -233,7 +244,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 		copy(dst[:], v)
 	}
-	if gelu, ok := f.Bool("clip.use_gelu"); !ok || !gelu {
+	if gelu, ok := f.Bool("clip.use_gelu"); c.Projector != Qwen2VL && (!ok || !gelu) {
 		// clip.cpp takes GELU-quick (x·σ(1.702x)) without the key; no
 		// SigLIP file is written so.
 		errs = append(errs, errors.New("clip.use_gelu is not true: only SigLIP's GELU feed-forward is read"))
@@ -244,6 +255,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
+	c.Act = tensor.GELUTanh
 	m := &Model{Config: c, Tensors: map[string]*models.Tensor{}, file: f}
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
@@ -256,6 +268,10 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
 	switch c.Projector {
+	case Qwen2VL:
+		if err := qwenGGUF(m, f); err != nil {
+			return nil, err
+		}
 	case Gemma3:
 		t, err := m.Tensor(InputProj)
 		if err != nil || len(t.Shape) != 2 || t.Shape[0] != c.Dim {
@@ -318,12 +334,26 @@ type Want struct {
 // TensorShapes lists every tensor of c's tower and projector, in the
 // order synth writes them.
 func (c Config) TensorShapes() []Want {
+	if c.Projector == Qwen2VL {
+		return c.qwenShapes()
+	}
 	p, n := c.PatchSize, c.Patches()
 	w := []Want{
 		{PatchEmbd, []int{c.Dim, 3, p, p}},
 		{PatchBias, []int{c.Dim}},
 		{PositionEmbd, []int{n * n, c.Dim}},
 	}
+	w = append(w, c.blockShapes()...)
+	w = append(w, Want{PostLN + ".weight", []int{c.Dim}}, Want{PostLN + ".bias", []int{c.Dim}})
+	if c.Projector == Idefics3 {
+		return append(w, Want{FC, []int{c.OutDim, c.Merge * c.Merge * c.Dim}})
+	}
+	return append(w, Want{SoftEmbNorm, []int{c.Dim}}, Want{InputProj, []int{c.Dim, c.OutDim}})
+}
+
+// blockShapes lists the tensors of the ViT's blocks.
+func (c Config) blockShapes() []Want {
+	var w []Want
 	for l := range c.Layers {
 		for _, k := range []struct {
 			kind    string
@@ -336,11 +366,7 @@ func (c Config) TensorShapes() []Want {
 			w = append(w, Want{LayerTensor(l, k, "weight"), []int{c.Dim}}, Want{LayerTensor(l, k, "bias"), []int{c.Dim}})
 		}
 	}
-	w = append(w, Want{PostLN + ".weight", []int{c.Dim}}, Want{PostLN + ".bias", []int{c.Dim}})
-	if c.Projector == Idefics3 {
-		return append(w, Want{FC, []int{c.OutDim, c.Merge * c.Merge * c.Dim}})
-	}
-	return append(w, Want{SoftEmbNorm, []int{c.Dim}}, Want{InputProj, []int{c.Dim, c.OutDim}})
+	return w
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

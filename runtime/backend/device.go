@@ -54,29 +54,6 @@ type Sibling interface {
 	NewSibling(maxRows int) (Backend, error)
 }
 
-// Viewer is the optional interface of a backend whose activations can be
-// seen as another shape of the same values, row-major: View returns t's
-// storage as rows × cols (rows·cols = t.Rows()·t.Cols()), no copy. The
-// vision tower reads the rows of a pixel shuffle's windows as one row
-// each (runtime/vision.go). Sibling backends (the CPU's and WebGPU's)
-// implement it.
-type Viewer interface {
-	View(t Tensor, rows, cols int) (Tensor, error)
-}
-
-// View returns t seen as rows × cols on be (Viewer), or an error where be
-// has no views or the sizes differ.
-func View(be Backend, t Tensor, rows, cols int) (Tensor, error) {
-	v, ok := Unwrap(be).(Viewer)
-	if !ok {
-		return nil, fmt.Errorf("%s cannot view a tensor as another shape", be.Name())
-	}
-	if rows <= 0 || cols <= 0 || rows*cols != t.Rows()*t.Cols() {
-		return nil, fmt.Errorf("view of %d×%d as %d×%d", t.Rows(), t.Cols(), rows, cols)
-	}
-	return v.View(t, rows, cols)
-}
-
 // Unwrap returns the backend under decorators (backends with an Unwrap
 // method, as runtime/profile's and runtime/capture's), which is the one
 // that knows the device.
@@ -143,4 +120,25 @@ func ArgmaxRow(x []float32) int {
 		}
 	}
 	return best
+}
+
+// Viewer is a backend whose activations can be seen as another shape of
+// the same values.
+type Viewer interface {
+	// View returns t's first rows·cols values as a rows × cols tensor
+	// that shares t's storage: writing one writes the other. Qwen-VL's
+	// merger reads four consecutive patch rows as one token's row.
+	View(t Tensor, rows, cols int) (Tensor, error)
+}
+
+// View is be's Viewer.View, and an error where be has none.
+func View(be Backend, t Tensor, rows, cols int) (Tensor, error) {
+	v, ok := Unwrap(be).(Viewer)
+	if !ok {
+		return nil, fmt.Errorf("backend %s cannot view a tensor as another shape", be.Name())
+	}
+	if rows <= 0 || cols <= 0 || rows*cols > t.Rows()*t.Cols() {
+		return nil, fmt.Errorf("a view of %d × %d of a tensor of %d × %d", rows, cols, t.Rows(), t.Cols())
+	}
+	return v.View(t, rows, cols)
 }

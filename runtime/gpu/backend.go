@@ -13,6 +13,7 @@ package gpu
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -45,6 +46,7 @@ type Backend struct {
 	outStep     webgpu.Buffer // Step uniform for output tensors: rows = outputs
 	outputs     map[webgpu.Buffer]bool
 	tokens, pos webgpu.Buffer // i32 per row
+	ropePos     webgpu.Buffer // 4 i32 per row (Batch.RopePos), made by the first batch that has them
 	slots       webgpu.Buffer // i32 per row: the cache slot of the row's key and value
 	rowSeq      webgpu.Buffer // i32 per row: the row's sequence, a row of tables
 	tables      webgpu.Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
@@ -378,6 +380,12 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		}
 		windowSlots = windowSlotsOf(batch)
 	}
+	if batch.RopePos != nil && b.ropePos == nil {
+		var err error
+		if b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+			return err
+		}
+	}
 	b.batch = batch
 	step, outStep := make([]byte, 16), make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
@@ -387,7 +395,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
 		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)},
-		{b.windows, i32bytes(windows)}, {b.windowSlots, i32bytes(windowSlots)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
+		{b.windows, i32bytes(windows)}, {b.windowSlots, i32bytes(windowSlots)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}, {b.ropePos, i32bytes(batch.RopePos)}} {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}
@@ -541,6 +549,8 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	switch {
 	case b.err != nil:
 		return b.err
+	case batch.RopePos != nil:
+		return errors.New("gpu: a chained step cannot take rotary positions (Batch.RopePos)")
 	case b.kept == 0 || n != b.keptRows || b.kept >= backend.MaxChain:
 		return fmt.Errorf("gpu: chained step of %d rows after %d kept steps of %d rows", n, b.kept, b.keptRows)
 	}
@@ -794,6 +804,12 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.err != nil {
 		return
 	}
+	if sg := b.subgroups(); sg > 0 && slices.Contains(shaders.SubgroupKernels, o.kernel) {
+		o.fusion.Subgroups = sg
+	}
+	if b.f16() && slices.Contains(shaders.F16Kernels, o.kernel) && (o.fusion.KV == "f16" || !slices.Contains(shaders.KVKernels, o.kernel)) {
+		o.fusion.F16 = true
+	}
 	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
@@ -814,6 +830,47 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
+}
+
+// subgroups is the subgroup size the kernels of shaders.SubgroupKernels
+// are specialised to (shaders.Fusion.Subgroups), or 0 for their plain
+// forms: the device's smallest subgroup size where it has subgroups and
+// the plan does not turn them off. An adapter that does not say its
+// sizes gets WGSL's smallest, 4, which every subgroup has.
+func (b *Backend) subgroups() int {
+	if !b.info.Subgroups || b.plan.Subgroups == "off" {
+		return 0
+	}
+	size := 4
+	for _, s := range shaders.SubgroupSizes {
+		if s <= int(b.info.SubgroupMinSize) {
+			size = s // the largest power of two it holds, at most 128
+		}
+	}
+	return size
+}
+
+// f16 reports whether the kernels of shaders.F16Kernels take their f16
+// forms (shaders.Fusion.F16): where the device has shader-f16 and its
+// compiler takes f16 code (Info.ShaderF16; never natively with
+// cogentcore/webgpu v0.23.0, whose naga does not) and the plan does not
+// turn them off.
+func (b *Backend) f16() bool { return b.info.ShaderF16 && b.plan.F16 != "off" }
+
+// KernelPath names the kernels that run, for a label: "f32" (every
+// kernel computes in f32; f16 weights and caches are unpacked to f32
+// inside them), "+subgroups" where the reductions take their subgroup
+// variants, and "+f16" once a kernel has run in its f16 form (those
+// of f16 weights and caches, on a device with shader-f16).
+func (b *Backend) KernelPath() string {
+	path := "f32"
+	if b.subgroups() > 0 {
+		path += "+subgroups"
+	}
+	if b.f16() && slices.ContainsFunc(slices.Collect(maps.Keys(b.calls)), func(k callKey) bool { return k.fusion.F16 }) {
+		path += "+f16"
+	}
+	return path
 }
 
 // Kernels lists the kernel variants (name and fusion) this backend has
@@ -908,12 +965,12 @@ var _ backend.Backend = (*Backend)(nil)
 // the device's storage binding limit.
 func Parts(w backend.Weight) int { return len(w.(*Weight).parts) }
 
-// View returns t's buffer seen as rows × cols (backend.Viewer): the same
-// storage, bound by the ops as a tensor of that shape.
+// View returns t's first rows·cols values as a rows × cols tensor over
+// the same buffer (backend.Viewer).
 func (b *Backend) View(t backend.Tensor, rows, cols int) (backend.Tensor, error) {
-	ts := t.(*Tensor)
-	if rows*cols != ts.rows*ts.cols {
-		return nil, fmt.Errorf("gpu: view of %d×%d as %d×%d", ts.rows, ts.cols, rows, cols)
+	x := t.(*Tensor)
+	if x.out {
+		return nil, fmt.Errorf("gpu: a view of an output tensor")
 	}
-	return &Tensor{buf: ts.buf, rows: rows, cols: cols, out: ts.out}, nil
+	return &Tensor{buf: x.buf, rows: rows, cols: cols}, nil
 }
