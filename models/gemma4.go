@@ -24,7 +24,10 @@ import (
 //     projection; feed-forwards of per-layer widths (E2B's shared layers
 //     are twice as wide);
 //   - a scalar that multiplies each layer's output (layer_output_scale);
-//   - norms stored as they multiply (no +1), GeGLU, final logit soft cap.
+//   - norms stored as they multiply (no +1), GeGLU, final logit soft cap;
+//   - the 31B's and 26B-A4B's global layers have no attn_v: their values
+//     are their keys' projection (attention_k_eq_v; llama.cpp takes
+//     Vcur = Kcur where wv is absent), normalised as values, not rotated.
 //
 // The mixture-of-experts variant (26B-A4B: a shared MLP beside routed
 // experts, each with its own norms) is refused by name.
@@ -54,6 +57,15 @@ type Gemma4 struct {
 	// PerLayer is the width of a layer's per-layer token embedding; 0:
 	// none (the larger models).
 	PerLayer int
+	// VFromK marks the layers without attn_v, whose values are their
+	// keys' projection (attention_k_eq_v: the 31B's and 26B-A4B's global
+	// layers); nil when every layer has one.
+	VFromK []bool
+}
+
+// LayerVFromK reports whether layer l's values are its keys' projection.
+func (g *Gemma4) LayerVFromK(l int) bool {
+	return g != nil && l < len(g.VFromK) && g.VFromK[l]
 }
 
 // LayerHeadDim is the width of layer l's attention heads.
@@ -121,6 +133,7 @@ func (g *Gemma4) validate(c Config) error {
 	}
 	check(g.PerLayer >= 0, "per-layer embedding width %d must not be negative", g.PerLayer)
 	check(g.SharedKV >= 0 && g.SharedKV < c.Layers, "%d layers sharing keys and values of %d", g.SharedKV, c.Layers)
+	check(g.VFromK == nil || len(g.VFromK) == c.Layers, "values-from-keys flags for %d layers, want %d", len(g.VFromK), c.Layers)
 	if first := c.Layers - g.SharedKV; g.SharedKV > 0 && len(c.Sliding) == c.Layers {
 		// llama.cpp's rule reads the layers just before the shared ones:
 		// a file whose last own layers are not sliding then global would
@@ -194,6 +207,14 @@ func gemma4GGUF(m *Model, md *metaReader) error {
 	}
 	if g.LocalKVHeads == 0 {
 		g.LocalKVHeads = c.KVHeads
+	}
+	for l := range c.Layers - g.SharedKV { // the shared layers store no keys and values
+		if _, ok := m.Tensors[LayerTensor(l, AttnV)]; !ok {
+			if g.VFromK == nil {
+				g.VFromK = make([]bool, c.Layers)
+			}
+			g.VFromK[l] = true
+		}
 	}
 	c.Gemma4 = g
 	return nil
@@ -276,10 +297,11 @@ func gemma4Tensors(c Config) []Tensor {
 			Tensor{Name: LayerTensor(l, AttnQ), Shape: []int{q, c.Dim}},
 			Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{hd}})
 		if c.KVSource(l) == l {
-			ts = append(ts,
-				Tensor{Name: LayerTensor(l, AttnK), Shape: []int{kv, c.Dim}},
-				Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}},
-				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{hd}})
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnK), Shape: []int{kv, c.Dim}})
+			if !g.LayerVFromK(l) {
+				ts = append(ts, Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}})
+			}
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{hd}})
 		}
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, AttnOutput), Shape: []int{c.Dim, q}},

@@ -13,13 +13,16 @@ import (
 )
 
 // openTinyGemma4 writes and opens tiny-gemma4 (seed 1, f32).
-func openTinyGemma4(t *testing.T) *models.Model {
+func openTinyGemma4(t *testing.T) *models.Model { return openGemma4(t, "tiny-gemma4") }
+
+// openGemma4 writes and opens a Gemma 4 shape (seed 1, f32).
+func openGemma4(t *testing.T, shape string) *models.Model {
 	t.Helper()
-	s, err := synth.Lookup("tiny-gemma4")
+	s, err := synth.Lookup(shape)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "tiny-gemma4.gguf")
+	path := filepath.Join(t.TempDir(), shape+".gguf")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +64,23 @@ func TestGemma4Config(t *testing.T) {
 		if got.KVSource(l) != src {
 			t.Errorf("layer %d reads layer %d's keys and values, want %d", l, got.KVSource(l), src)
 		}
+	}
+}
+
+// TestGemma4VFromK: a file whose global layers have no attn_v (the 31B's
+// kind) reads back with those layers' values taken from their keys, and
+// every other layer's from its own attn_v.
+func TestGemma4VFromK(t *testing.T) {
+	m := openGemma4(t, "tiny-gemma4-kv")
+	g := m.Config.Gemma4
+	for l := range m.Config.Layers {
+		_, hasV := m.Tensors[models.LayerTensor(l, models.AttnV)]
+		if g.LayerVFromK(l) != !m.Config.LayerSliding(l) || hasV == g.LayerVFromK(l) {
+			t.Errorf("layer %d (sliding %v): values from keys %v, attn_v %v", l, m.Config.LayerSliding(l), g.LayerVFromK(l), hasV)
+		}
+	}
+	if tiny := openTinyGemma4(t); tiny.Config.Gemma4.VFromK != nil {
+		t.Errorf("tiny-gemma4 read with values from keys %v", tiny.Config.Gemma4.VFromK)
 	}
 }
 

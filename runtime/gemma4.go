@@ -163,7 +163,7 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 		q := models.LayerTensor(l, models.AttnQ)
 		if gl.own {
 			v := models.LayerTensor(l, models.AttnV)
-			if _, ok := m.Tensors[v]; !ok { // attention_k_eq_v: v is k's projection
+			if c.Gemma4.LayerVFromK(l) { // attention_k_eq_v: v is k's projection (normalised as v, not rotated)
 				v = models.LayerTensor(l, models.AttnK)
 			}
 			if lw.qkv, err = n.fuse(m, ws, false, q, models.LayerTensor(l, models.AttnK), v); err != nil {

@@ -21,10 +21,29 @@ var gemma4Shapes = []Shape{
 	{Name: "gemma-4-e4b", Config: gemma4(models.Config{Arch: "gemma4", Dim: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512,
 		Vocab: 262144, Context: 131072, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
 		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256, SharedKV: 18, PerLayer: 256}, 6, 512, 10240, false)},
+	// 31B: no per-layer inputs or shared layers; the global layers' values
+	// are their keys (no attn_v).
+	{Name: "gemma-4-31b", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 5376, Layers: 60, Heads: 32, KVHeads: 4, HeadDim: 512,
+		Vocab: 262144, Context: 262144, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 16, LocalRopeDim: 256}, 6, 1024, 21504, false))},
 	// 600 pieces: two-letter words, so that its vocabulary has merges.
 	{Name: "tiny-gemma4", Config: gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 9, Heads: 4, KVHeads: 1, HeadDim: 32,
 		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
 		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16, SharedKV: 3, PerLayer: 16}, 3, 10, 96, true)},
+	// The 31B's kind at a tiny shape: global layers without attn_v.
+	{Name: "tiny-gemma4-kv", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 6, Heads: 4, KVHeads: 1, HeadDim: 32,
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
+		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16}, 3, 10, 96, false))},
+}
+
+// vFromK makes c's global layers take their values from their keys'
+// projection (attention_k_eq_v: no attn_v), as the 31B's and 26B-A4B's.
+func vFromK(c models.Config) models.Config {
+	c.Gemma4.VFromK = make([]bool, c.Layers)
+	for l := range c.Layers {
+		c.Gemma4.VFromK[l] = !c.Sliding[l]
+	}
+	return c
 }
 
 func init() { shapes = append(shapes, gemma4Shapes...) }
