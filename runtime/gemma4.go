@@ -60,7 +60,10 @@ type gemma4Layer struct {
 // layerWeights (whose experts, gateUp and down are the routed experts and
 // the dense MLP): the norms of the experts' input and of the two outputs,
 // the router's input norm (its scale over √dim), each expert's output
-// scale (nil where the file has none).
+// scale. (llama.cpp reads ffn_down_exps.scale where a file has it; the
+// converter writes it from every Gemma 4 checkpoint's per_expert_scale
+// but folds it into NVFP4 weights, a type Tessera does not read, so it is
+// required here.)
 type gemma4Experts struct {
 	preNorm, mlpNorm, expertNorm, routerNorm, outScale backend.Weight
 }
@@ -365,17 +368,16 @@ func gemma4LoadExperts(m *models.Model, be backend.Backend, upload func(string) 
 	if e.routerNorm, err = be.Upload(f32Tensor(scale.Name, s)); err != nil {
 		return nil, fmt.Errorf("upload %s: %w", scale.Name, err)
 	}
-	if t, ok := m.Tensors[models.LayerScale(l, models.FFNDownExps)]; ok {
-		if t.Elements() != m.Config.MoE.Experts {
-			return nil, fmt.Errorf("tensor %s has %d values for %d experts", t.Name, t.Elements(), m.Config.MoE.Experts)
-		}
-		v, err := t.Float32()
-		if err != nil {
-			return nil, err
-		}
-		if e.outScale, err = be.Upload(f32Tensor(t.Name, v)); err != nil {
-			return nil, fmt.Errorf("upload %s: %w", t.Name, err)
-		}
+	t, err := m.Tensor(models.LayerScale(l, models.FFNDownExps), m.Config.MoE.Experts)
+	if err != nil {
+		return nil, err
+	}
+	v, err := t.Float32()
+	if err != nil {
+		return nil, err
+	}
+	if e.outScale, err = be.Upload(f32Tensor(t.Name, v)); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", t.Name, err)
 	}
 	return e, nil
 }
