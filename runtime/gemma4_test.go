@@ -492,20 +492,25 @@ func gemma4Experts(t *testing.T, get func(string) []float64, pre string, h []flo
 // TestGemma4WebGPUMatchesCPU: tiny-gemma4 gives the same greedy tokens on
 // both backends (its two caches share the block tables there), from f32
 // and f16 weights and quantized at load, over a generation past the
-// sliding window.
+// sliding window; so does tiny-gemma4-wide, whose heads are as wide as the
+// real files' (512 global, 256 sliding).
 func TestGemma4WebGPUMatchesCPU(t *testing.T) {
 	for _, tc := range []struct {
 		shape string
 		typ   dtype.Type
 		quant string
 	}{{"tiny-gemma4", dtype.F32, ""}, {"tiny-gemma4", dtype.F16, ""}, {"tiny-gemma4", dtype.F16, "int8"}, {"tiny-gemma4", dtype.F16, "int4"},
-		{"tiny-gemma4-moe", dtype.F16, ""}, {"tiny-gemma4-moe", dtype.F16, "int4"}} {
+		{"tiny-gemma4-moe", dtype.F16, ""}, {"tiny-gemma4-moe", dtype.F16, "int4"},
+		{"tiny-gemma4-wide", dtype.F32, ""}, {"tiny-gemma4-wide", dtype.F16, "int4"}} {
 		path := synthModel(t, tc.shape, tc.typ)
 		c, err := runtime.Load(path, runtime.Options{Device: "cpu", Quant: tc.quant})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g := loadWebGPU(t, path, runtime.Options{Quant: tc.quant})
+		if _, ok := g.GPU(); !ok {
+			t.Fatalf("%s %s %q: the self-check sent the model to the CPU", tc.shape, tc.typ, tc.quant)
+		}
 		req := runtime.Request{Prompt: "abc def ghi", MaxTokens: 60, IgnoreEOS: true}
 		want, _, _ := generate(t, c, req)
 		got, _, _ := generate(t, g, req)

@@ -40,6 +40,12 @@ var gemma4Shapes = []Shape{
 	{Name: "tiny-gemma4-kv", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 6, Heads: 4, KVHeads: 1, HeadDim: 32,
 		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
 		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16}, 3, 10, 96, false))},
+	// The real files' head widths at a tiny shape: global heads of 512
+	// (a GQA group of 8) and sliding ones of 256, which the WebGPU
+	// attention kernels take in forms of their own.
+	{Name: "tiny-gemma4-wide", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 3, Heads: 8, KVHeads: 1, HeadDim: 512,
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256}, 3, 10, 96, false))},
 	// 26B-A4B's kind: global layers without attn_v, a dense MLP beside 7
 	// experts of which 3 run, 64 wide (whole blocks of Q4_0 and Q8_0, as
 	// a file's quantized experts are).
