@@ -1,0 +1,304 @@
+package runtime
+
+import (
+	"math"
+	"time"
+
+	"github.com/tessera-llm/tessera/runtime/kvcache"
+)
+
+// Speculation's policy: at every step, each sequence that may speculate
+// drafts the number of tokens k that maximises the expected tokens a
+// second of the step, E[accepted+1] / cost(k), and no sequence drafts
+// when that expected rate does not beat plain decoding's measured one.
+//
+// Both sides are measured, not assumed. The cost of a step depends on
+// the device far more than on the text: on lavapipe a verification of
+// k+1 rows costs 1.1–1.6 plain steps up to 8 rows and 6 past them (a
+// different kernel), on the CPU backend nearly k+1 steps, and on WebGPU
+// plain decoding chains several steps in one submission that a draft
+// breaks. So the engine keeps the measured time of decode steps by their
+// shape (stepCosts), shared by its sequences. Acceptance depends on the
+// text, so each sequence keeps its own estimate, by n-gram match length
+// for prompt lookup (a 4-token match predicts better than a 1-token one).
+// Prompt lookup costs nothing to run, so it proposes at every step and a
+// proposal that is not drafted is compared with what the step emits
+// instead (its "shadow"): the acceptance estimate follows the text while
+// drafting is off, and only the costs need an occasional probe.
+
+// costAvg is a moving average of step times that follows the last few
+// and is not thrown by one stall: an observation counts at most twice
+// the average so far (a real change still takes over in a few steps).
+type costAvg struct {
+	d time.Duration
+	n int // observations folded in
+}
+
+func (c *costAvg) add(x time.Duration) {
+	if x <= 0 {
+		return
+	}
+	if c.n == 0 {
+		c.d = x
+	} else {
+		c.d = (3*c.d + min(x, 2*c.d)) / 4
+	}
+	c.n++
+}
+
+// stepCosts are an engine's measured decode step times: what a token of
+// plain decoding costs, and what one submission of r decode rows costs
+// (r = the sequences plus their drafts). Guarded by Engine.mu.
+type stepCosts struct {
+	// plain[S] is the time a token of each of S sequences in a plain
+	// decode step: a step's time, or a chain's over its steps.
+	plain []costAvg
+	// rows[r] is the time of one submission of r decode rows, drafts and
+	// their verification included (a model draft's own steps not).
+	rows []costAvg
+}
+
+func grow(s []costAvg, i int) []costAvg {
+	for len(s) <= i {
+		s = append(s, costAvg{})
+	}
+	return s
+}
+
+// observePlain records a plain decode step of seqs sequences that ran
+// chain steps in d.
+func (c *stepCosts) observePlain(seqs, chain int, d time.Duration) {
+	c.plain = grow(c.plain, seqs)
+	c.plain[seqs].add(d / time.Duration(max(chain, 1)))
+}
+
+// observeRows records one submission of rows decode rows that took d.
+func (c *stepCosts) observeRows(rows int, d time.Duration) {
+	c.rows = grow(c.rows, rows)
+	c.rows[rows].add(d)
+}
+
+// plainPer is a token's time in plain decoding of seqs sequences, 0
+// while unmeasured.
+func (c *stepCosts) plainPer(seqs int) time.Duration {
+	if seqs < len(c.plain) {
+		return c.plain[seqs].d
+	}
+	return 0
+}
+
+// rowCost estimates a submission of r rows beside seqs sequences: the
+// measured time, or a straight line between the measured row counts on
+// either side; past the largest measured only by one row (so that the
+// table grows one row at a time and a cliff, like lavapipe's past 8
+// rows, costs one step to find). Plain decoding's time a token stands
+// for seqs rows where they are not measured: a lower bound, since a
+// chain's token is cheaper than a submission's, so untried shapes look
+// promising enough to be tried once. A row count measured fewer than
+// three times counts at the line's estimate if that is lower and the
+// measurement is within 1.5 times it: one slow step on a busy machine
+// does not rule a draft length out, a cliff does. ok is false beyond
+// what may be tried.
+func (c *stepCosts) rowCost(seqs, r int) (d time.Duration, ok bool) {
+	est, estOK := c.around(seqs, r)
+	if r < len(c.rows) && c.rows[r].n > 0 {
+		m := c.rows[r]
+		if m.n < 3 && estOK && 2*m.d <= 3*est {
+			return min(m.d, est), true
+		}
+		return m.d, true
+	}
+	return est, estOK
+}
+
+// around estimates r rows from the row counts measured on either side of
+// r (rowCost).
+func (c *stepCosts) around(seqs, r int) (time.Duration, bool) {
+	type point struct {
+		r int
+		d time.Duration
+	}
+	var below []point // the two nearest measured under r, nearest first
+	for i := min(r, len(c.rows)) - 1; i > seqs && len(below) < 2; i-- {
+		if c.rows[i].n > 0 {
+			below = append(below, point{i, c.rows[i].d})
+		}
+	}
+	if len(below) < 2 && r != seqs {
+		if i := seqs; i < len(c.rows) && c.rows[i].n > 0 {
+			below = append(below, point{i, c.rows[i].d})
+		} else if p := c.plainPer(seqs); p > 0 {
+			below = append(below, point{seqs, p})
+		}
+	}
+	if r == seqs && len(below) == 0 {
+		if p := c.plainPer(seqs); p > 0 {
+			return p, true
+		}
+	}
+	if len(below) == 0 {
+		return 0, false
+	}
+	lo := below[0]
+	for i := r + 1; i < len(c.rows); i++ {
+		if c.rows[i].n > 0 { // between two measured: interpolate
+			hi := c.rows[i].d
+			return lo.d + (hi-lo.d)*time.Duration(r-lo.r)/time.Duration(i-lo.r), true
+		}
+	}
+	if r != lo.r+1 {
+		return 0, false
+	}
+	slope := lo.d / 10 // one point: assume a row costs a tenth of it
+	if len(below) == 2 {
+		slope = max(0, (lo.d-below[1].d)/time.Duration(lo.r-below[1].r))
+	}
+	return lo.d + slope, true
+}
+
+// acceptance estimates the chance that a draft token is accepted when
+// the ones before it were: accepted tokens over tokens tried (each
+// accepted one, and the first rejected), decayed so that the last 20
+// or so count, starting from one of two.
+type acceptance struct{ hit, tried float64 }
+
+const acceptDecay = 0.95
+
+// observe records a draft that had accepted tokens accepted of tried
+// tried.
+func (a *acceptance) observe(accepted, tried int) {
+	for i := range tried {
+		a.hit *= acceptDecay
+		a.tried *= acceptDecay
+		a.tried++
+		if i < accepted {
+			a.hit++
+		}
+	}
+}
+
+func (a acceptance) rate() float64 { return (a.hit + 1) / (a.tried + 2) }
+
+// expectedTokens is what a step that verifies k drafts emits on average
+// when each is accepted with chance alpha after the ones before it: the
+// accepted drafts and the target's own token, 1 + α + … + α^k.
+func expectedTokens(alpha float64, k int) float64 {
+	if alpha >= 1 {
+		return float64(k + 1)
+	}
+	return (1 - math.Pow(alpha, float64(k+1))) / (1 - alpha)
+}
+
+// draftGain is how much faster than plain decoding the expected rate of
+// drafting must be before a step drafts: the estimates are noisy, and
+// losing is worse than not winning.
+const draftGain = 1.05
+
+// draftOffer is what a sequence could draft this step.
+type draftOffer struct {
+	avail int     // tokens it may draft (a lookup's proposal, or the room left)
+	alpha float64 // its acceptance estimate for them
+}
+
+// chooseDrafts picks each offer's draft length for a step of seqs
+// decoding sequences: offers are taken in turn, each with the k that
+// gives the step the highest expected tokens a second (the tokens of
+// all the sequences over the rows' cost and draftStep a drafted token),
+// kept if it raises the step's rate; then, unless the step's rate beats
+// plain decoding's by draftGain, nothing is drafted. best is each
+// offer's best k on its own (≥ 1 where it has anything to draft), for
+// a probe or a forced speculation.
+func (c *stepCosts) chooseDrafts(seqs int, offers []draftOffer, draftStep time.Duration) (ks, best []int) {
+	ks, best = make([]int, len(offers)), make([]int, len(offers))
+	tokens, rows, draft := float64(seqs), seqs, time.Duration(0)
+	base, ok := c.rowCost(seqs, seqs)
+	if !ok {
+		for i, o := range offers {
+			best[i] = min(o.avail, 1)
+		}
+		return ks, best
+	}
+	rate := tokens / base.Seconds()
+	for i, o := range offers {
+		bestRate := 0.0
+		for k := 1; k <= o.avail; k++ {
+			cost, ok := c.rowCost(seqs, rows+k)
+			if !ok {
+				break
+			}
+			r := (tokens + expectedTokens(o.alpha, k) - 1) / (cost + max(draft, time.Duration(k)*draftStep)).Seconds()
+			if r > bestRate {
+				best[i], bestRate = k, r
+			}
+		}
+		best[i] = max(best[i], min(o.avail, 1))
+		if bestRate > rate && best[i] > 0 {
+			ks[i] = best[i]
+			tokens += expectedTokens(o.alpha, ks[i]) - 1
+			rows += ks[i]
+			draft = max(draft, time.Duration(ks[i])*draftStep)
+			rate = bestRate
+		}
+	}
+	if p := c.plainPer(seqs); p <= 0 || rate < draftGain*float64(seqs)/p.Seconds() {
+		clear(ks)
+	}
+	return ks, best
+}
+
+const (
+	firstProbe = 64   // plain tokens after which a sequence drafts once, at first
+	maxProbe   = 2048 // the longest plain run between probes
+)
+
+// spec is a sequence's speculation state: its acceptance estimates, the
+// proposal it did not draft (to score it against what came instead), and
+// when it next drafts whatever the estimates say, to measure again.
+type spec struct {
+	// accept is the acceptance estimate by the n-gram match length of the
+	// proposal ([0]: a model draft's).
+	accept [ngramMax + 1]acceptance
+	// shadow is this step's proposal that was not drafted, of a match of
+	// shadowN tokens, compared with the tokens the step emits.
+	shadow  []int32
+	shadowN int
+	// plainRun counts the tokens decoded since the sequence last drafted;
+	// at probeAt it drafts once whatever the estimates say (a model
+	// draft's acceptance, or stale costs, are measured only so), and
+	// probeAt grows while probes lose.
+	plainRun, probeAt int
+	draft             *kvcache.Seq // model drafts: the draft's cache of this sequence
+	stored            int          // tokens in the draft's cache
+}
+
+func newSpec() *spec { return &spec{probeAt: firstProbe} }
+
+// observe records what a step gave the sequence: emitted tokens after
+// a draft of drafted tokens from a match of match tokens, accepted of
+// them, or none drafted.
+func (p *spec) observe(emitted []int32, drafted, match, accepted int) {
+	if drafted > 0 {
+		tried := accepted
+		if accepted < drafted {
+			tried++
+		}
+		p.accept[match].observe(accepted, tried)
+		p.plainRun, p.shadow = 0, nil
+		return
+	}
+	p.plainRun += len(emitted)
+	if p.shadow == nil {
+		return
+	}
+	n := min(len(p.shadow), len(emitted))
+	a := 0
+	for a < n && p.shadow[a] == emitted[a] {
+		a++
+	}
+	tried := a
+	if a < n {
+		tried++
+	}
+	p.accept[p.shadowN].observe(a, tried)
+	p.shadow = nil
+}
