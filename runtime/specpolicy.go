@@ -26,24 +26,29 @@ import (
 // instead (its "shadow"): the acceptance estimate follows the text while
 // drafting is off, and only the costs need an occasional probe.
 
-// costAvg is a moving average of step times that follows the last few
-// and is not thrown by one stall: an observation counts at most twice
-// the average so far (a real change still takes over in a few steps).
+// costAvg estimates a step's time as the least of its last few
+// observations: other work on the machine only ever adds time, so the
+// least is the step's own cost, plain steps' and drafts' alike, and one
+// stall does not rule a draft length out. A lasting change takes over
+// once the window has passed.
 type costAvg struct {
-	d time.Duration
-	n int // observations folded in
+	last [costWindow]time.Duration
+	n    int // observations folded in
+	d    time.Duration
 }
+
+const costWindow = 8
 
 func (c *costAvg) add(x time.Duration) {
 	if x <= 0 {
 		return
 	}
-	if c.n == 0 {
-		c.d = x
-	} else {
-		c.d = (3*c.d + min(x, 2*c.d)) / 4
-	}
+	c.last[c.n%costWindow] = x
 	c.n++
+	c.d = x
+	for _, y := range c.last[:min(c.n, costWindow)] {
+		c.d = min(c.d, y)
+	}
 }
 
 // stepCosts are an engine's measured decode step times: what a token of
@@ -88,27 +93,46 @@ func (c *stepCosts) plainPer(seqs int) time.Duration {
 }
 
 // rowCost estimates a submission of r rows beside seqs sequences: the
-// measured time, or a straight line between the measured row counts on
-// either side; past the largest measured only by one row (so that the
-// table grows one row at a time and a cliff, like lavapipe's past 8
-// rows, costs one step to find). Plain decoding's time a token stands
-// for seqs rows where they are not measured: a lower bound, since a
-// chain's token is cheaper than a submission's, so untried shapes look
-// promising enough to be tried once. A row count measured fewer than
-// three times counts at the line's estimate if that is lower and the
-// measurement is within 1.5 times it: one slow step on a busy machine
-// does not rule a draft length out, a cliff does. ok is false beyond
-// what may be tried.
+// measured time, or a straight line through the measured row counts on
+// either side, or past the largest a line from it (around). Plain
+// decoding's time a token stands for seqs rows where they are not
+// measured: a lower bound, since a chain's token is cheaper than a
+// submission's, so untried shapes look promising enough to be tried.
+// More rows never cost less, so a measurement above a larger row
+// count's counts at that (a stall, or a busy moment, does not rule a
+// draft length out for good); and a row count measured once counts at
+// the line's estimate if that is lower, so that a cliff is believed
+// when a second step confirms it (lavapipe on a busy machine: one
+// 7-row step of 31 ms among steps of 4–5 ms). ok is false with nothing
+// measured.
 func (c *stepCosts) rowCost(seqs, r int) (d time.Duration, ok bool) {
 	est, estOK := c.around(seqs, r)
-	if r < len(c.rows) && c.rows[r].n > 0 {
-		m := c.rows[r]
-		if m.n < 3 && estOK && 2*m.d <= 3*est {
-			return min(m.d, est), true
-		}
-		return m.d, true
+	if r >= len(c.rows) || c.rows[r].n == 0 {
+		return est, estOK
 	}
-	return est, estOK
+	m := c.rows[r]
+	d = m.d
+	for _, x := range c.rows[r+1:] {
+		if x.n > 0 {
+			d = min(d, x.d)
+		}
+	}
+	if m.n < 2 && estOK {
+		d = min(d, est)
+	}
+	return d, true
+}
+
+// frontier is the largest row count measured beside seqs sequences (at
+// least seqs): drafts explore one row past it at a time, so that a
+// cliff costs a step or two to find.
+func (c *stepCosts) frontier(seqs int) int {
+	for r := len(c.rows) - 1; r > seqs; r-- {
+		if c.rows[r].n > 0 {
+			return r
+		}
+	}
+	return seqs
 }
 
 // around estimates r rows from the row counts measured on either side of
@@ -124,17 +148,16 @@ func (c *stepCosts) around(seqs, r int) (time.Duration, bool) {
 			below = append(below, point{i, c.rows[i].d})
 		}
 	}
-	if len(below) < 2 && r != seqs {
+	if len(below) < 2 && r > seqs {
 		if i := seqs; i < len(c.rows) && c.rows[i].n > 0 {
 			below = append(below, point{i, c.rows[i].d})
 		} else if p := c.plainPer(seqs); p > 0 {
 			below = append(below, point{seqs, p})
 		}
 	}
-	if r == seqs && len(below) == 0 {
-		if p := c.plainPer(seqs); p > 0 {
-			return p, true
-		}
+	if r <= seqs {
+		p := c.plainPer(seqs)
+		return p, p > 0
 	}
 	if len(below) == 0 {
 		return 0, false
@@ -146,14 +169,17 @@ func (c *stepCosts) around(seqs, r int) (time.Duration, bool) {
 			return lo.d + (hi-lo.d)*time.Duration(r-lo.r)/time.Duration(i-lo.r), true
 		}
 	}
-	if r != lo.r+1 {
-		return 0, false
-	}
-	slope := lo.d / 10 // one point: assume a row costs a tenth of it
+	// Past the largest measured the line is optimistic, half the slope of
+	// the last two (a tenth of a step a row from one point): costs tend to
+	// flatten with rows (the CPU's 1, 1.8, 2.3, 2.7 steps for 1–4 rows; a
+	// GPU's kernels by blocks of rows), and a draft length that would pay
+	// is found only by trying it; one that does not is measured once or
+	// twice and no longer guessed.
+	slope := lo.d / 10
 	if len(below) == 2 {
-		slope = max(0, (lo.d-below[1].d)/time.Duration(lo.r-below[1].r))
+		slope = max(0, (lo.d-below[1].d)/time.Duration(2*(lo.r-below[1].r)))
 	}
-	return lo.d + slope, true
+	return lo.d + slope*time.Duration(r-lo.r), true
 }
 
 // acceptance estimates the chance that a draft token is accepted when
@@ -205,9 +231,11 @@ type draftOffer struct {
 // gives the step the highest expected tokens a second (the tokens of
 // all the sequences over the rows' cost and draftStep a drafted token),
 // kept if it raises the step's rate; then, unless the step's rate beats
-// plain decoding's by draftGain, nothing is drafted. best is each
-// offer's best k on its own (≥ 1 where it has anything to draft), for
-// a probe or a forced speculation.
+// plain decoding's by draftGain, nothing is drafted. A k whose rows lie
+// past the measured ones is estimated on the line (rowCost) but drafted
+// only up to one row past them: the step explores towards it. best is
+// each offer's best k on its own (≥ 1 where it has anything to draft),
+// for a probe or a forced speculation.
 func (c *stepCosts) chooseDrafts(seqs int, offers []draftOffer, draftStep time.Duration) (ks, best []int) {
 	ks, best = make([]int, len(offers)), make([]int, len(offers))
 	tokens, rows, draft := float64(seqs), seqs, time.Duration(0)
@@ -219,19 +247,17 @@ func (c *stepCosts) chooseDrafts(seqs int, offers []draftOffer, draftStep time.D
 		return ks, best
 	}
 	rate := tokens / base.Seconds()
+	reach := c.frontier(seqs) + 1 // the most rows a step may have
 	for i, o := range offers {
 		bestRate := 0.0
 		for k := 1; k <= o.avail; k++ {
-			cost, ok := c.rowCost(seqs, rows+k)
-			if !ok {
-				break
-			}
+			cost, _ := c.rowCost(seqs, rows+k)
 			r := (tokens + expectedTokens(o.alpha, k) - 1) / (cost + max(draft, time.Duration(k)*draftStep)).Seconds()
 			if r > bestRate {
 				best[i], bestRate = k, r
 			}
 		}
-		best[i] = max(best[i], min(o.avail, 1))
+		best[i] = max(min(best[i], reach-rows), min(o.avail, 1))
 		if bestRate > rate && best[i] > 0 {
 			ks[i] = best[i]
 			tokens += expectedTokens(o.alpha, ks[i]) - 1

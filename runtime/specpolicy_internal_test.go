@@ -77,6 +77,9 @@ func TestRowCost(t *testing.T) {
 	if _, ok := c.rowCost(1, 2); ok {
 		t.Error("a cost with nothing measured")
 	}
+	if f := c.frontier(1); f != 1 {
+		t.Errorf("frontier %d with nothing measured", f)
+	}
 	c.observePlain(1, 4, 8*time.Millisecond) // a chain of 4: 2 ms a token
 	for range 3 {
 		c.observeRows(2, 3*time.Millisecond)
@@ -91,27 +94,48 @@ func TestRowCost(t *testing.T) {
 		{2, 3 * time.Millisecond, true},
 		{3, 3500 * time.Microsecond, true}, // between 2 and 4
 		{4, 4 * time.Millisecond, true},
-		{5, 4500 * time.Microsecond, true}, // 4's slope from 2 to 4, one row on
-		{6, 0, false},
+		{5, 4250 * time.Microsecond, true}, // half the slope from 2 to 4, one row on
+		{7, 4750 * time.Microsecond, true}, // three rows on
 	} {
 		if d, ok := c.rowCost(1, tc.r); d != tc.want || ok != tc.ok {
 			t.Errorf("rowCost(%d) = %v, %v, want %v, %v", tc.r, d, ok, tc.want, tc.ok)
 		}
 	}
-	// A stall counts at most twice the average.
+	if f := c.frontier(1); f != 4 {
+		t.Errorf("frontier %d with rows 2 and 4 measured", f)
+	}
+	// A stall does not count; a lasting change does, once it fills the
+	// window.
 	c.observeRows(2, time.Second)
-	if d, _ := c.rowCost(1, 2); d != (3*3+6)*time.Millisecond/4 {
+	if d, _ := c.rowCost(1, 2); d != 3*time.Millisecond {
 		t.Errorf("after a stall: %v", d)
 	}
 	// Measured once, a row count is taken at the line's estimate where
-	// that is lower, unless it is a cliff.
+	// that is lower; a cliff is believed when measured twice.
 	c.observeRows(5, 4700*time.Microsecond)
-	if d, _ := c.rowCost(1, 5); d != 4125*time.Microsecond { // 4 ms, and the slope from 2 rows (3.75 ms after the stall)
+	if d, _ := c.rowCost(1, 5); d != 4250*time.Microsecond {
 		t.Errorf("5 rows measured once at 4.7 ms: %v", d)
 	}
 	c.observeRows(6, 20*time.Millisecond)
-	if d, _ := c.rowCost(1, 6); d != 20*time.Millisecond {
+	if d, _ := c.rowCost(1, 6); d != 5050*time.Microsecond { // 4.7 ms and half the slope from 4 to 5 rows
 		t.Errorf("6 rows measured once at 20 ms: %v", d)
+	}
+	c.observeRows(6, 22*time.Millisecond)
+	if d, _ := c.rowCost(1, 6); d != 20*time.Millisecond {
+		t.Errorf("6 rows measured at 20 and 22 ms: %v", d)
+	}
+	// More rows never cost less: 3 rows measured slow count at 4's cost.
+	for range 3 {
+		c.observeRows(3, 10*time.Millisecond)
+	}
+	if d, _ := c.rowCost(1, 3); d != 4*time.Millisecond {
+		t.Errorf("3 rows measured at 10 ms, 4 at 4: %v", d)
+	}
+	for range costWindow {
+		c.observeRows(4, 5*time.Millisecond)
+	}
+	if d, _ := c.rowCost(1, 4); d != 4700*time.Microsecond { // 5 rows' 4.7 ms
+		t.Errorf("4 rows at 5 ms for a window: %v", d)
 	}
 }
 
@@ -224,6 +248,7 @@ func TestSpecPolicy(t *testing.T) {
 		{"cpu 95%", cpu, 0.95, 1.3, 1, 2.5},
 	} {
 		ks, speedup := tc.dev.run(constant(tc.alpha), steps)
+		t.Logf("%s: %.2fx plain, drafting %.0f%% of steps, %.1f tokens a draft", tc.name, speedup, 100*drafting(ks), mean(ks))
 		if speedup < tc.minSpeedup || drafting(ks) > tc.maxDrafting || mean(ks) < tc.minMeanDraft {
 			t.Errorf("%s: %.2fx plain, drafting %.0f%% of steps, %.1f tokens a draft; want ≥ %.2fx, ≤ %.0f%%, ≥ %.1f",
 				tc.name, speedup, 100*drafting(ks), mean(ks), tc.minSpeedup, 100*tc.maxDrafting, tc.minMeanDraft)
