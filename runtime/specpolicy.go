@@ -26,46 +26,50 @@ import (
 // instead (its "shadow"): the acceptance estimate follows the text while
 // drafting is off, and only the costs need an occasional probe.
 
-// costAvg estimates a step's time as the least of its last few
+// minWindow estimates a step's cost as the least of its last few
 // observations: other work on the machine only ever adds time, so the
-// least is the step's own cost, plain steps' and drafts' alike, and one
-// stall does not rule a draft length out. A lasting change takes over
-// once the window has passed.
-type costAvg struct {
-	last [costWindow]time.Duration
+// least is the step's own cost, and one stall does not rule a draft
+// length out. A lasting change takes over once the window has passed.
+type minWindow struct {
+	last [costWindow]float64
 	n    int // observations folded in
-	d    time.Duration
+	v    float64
 }
 
 const costWindow = 8
 
-func (c *costAvg) add(x time.Duration) {
+func (c *minWindow) add(x float64) {
 	if x <= 0 {
 		return
 	}
 	c.last[c.n%costWindow] = x
 	c.n++
-	c.d = x
+	c.v = x
 	for _, y := range c.last[:min(c.n, costWindow)] {
-		c.d = min(c.d, y)
+		c.v = min(c.v, y)
 	}
 }
 
-// stepCosts are an engine's measured decode step times: what a token of
-// plain decoding costs, and what one submission of r decode rows costs
-// (r = the sequences plus their drafts). Guarded by Engine.mu.
+// stepCosts are an engine's measured decode step costs: what a token of
+// plain decoding takes, and what one submission of r decode rows takes
+// (r = the sequences plus their drafts) in tokens of plain decoding as
+// measured at the time. Ratios, not times, since plain steps are
+// measured all the time and drafts only while they pay: a machine that
+// got busier since (or calmer) would otherwise make old drafts look
+// cheap (or dear) against new plain steps. Guarded by Engine.mu.
 type stepCosts struct {
-	// plain[S] is the time a token of each of S sequences in a plain
+	// plain[S] is the seconds a token of each of S sequences in a plain
 	// decode step: a step's time, or a chain's over its steps.
-	plain []costAvg
+	plain []minWindow
 	// rows[r] is the time of one submission of r decode rows, drafts and
-	// their verification included (a model draft's own steps not).
-	rows []costAvg
+	// their verification included (a model draft's own steps not), over
+	// plain[S] when it ran.
+	rows []minWindow
 }
 
-func grow(s []costAvg, i int) []costAvg {
+func grow(s []minWindow, i int) []minWindow {
 	for len(s) <= i {
-		s = append(s, costAvg{})
+		s = append(s, minWindow{})
 	}
 	return s
 }
@@ -74,28 +78,32 @@ func grow(s []costAvg, i int) []costAvg {
 // chain steps in d.
 func (c *stepCosts) observePlain(seqs, chain int, d time.Duration) {
 	c.plain = grow(c.plain, seqs)
-	c.plain[seqs].add(d / time.Duration(max(chain, 1)))
+	c.plain[seqs].add(d.Seconds() / float64(max(chain, 1)))
 }
 
-// observeRows records one submission of rows decode rows that took d.
-func (c *stepCosts) observeRows(rows int, d time.Duration) {
-	c.rows = grow(c.rows, rows)
-	c.rows[rows].add(d)
+// observeRows records one submission of rows decode rows, of seqs
+// sequences, that took d (nothing before plain decoding is measured).
+func (c *stepCosts) observeRows(seqs, rows int, d time.Duration) {
+	if p := c.plainPer(seqs); p > 0 {
+		c.rows = grow(c.rows, rows)
+		c.rows[rows].add(d.Seconds() / p.Seconds())
+	}
 }
 
 // plainPer is a token's time in plain decoding of seqs sequences, 0
 // while unmeasured.
 func (c *stepCosts) plainPer(seqs int) time.Duration {
 	if seqs < len(c.plain) {
-		return c.plain[seqs].d
+		return time.Duration(c.plain[seqs].v * float64(time.Second))
 	}
 	return 0
 }
 
-// rowCost estimates a submission of r rows beside seqs sequences: the
-// measured time, or a straight line through the measured row counts on
-// either side, or past the largest a line from it (around). Plain
-// decoding's time a token stands for seqs rows where they are not
+// rowCost estimates a submission of r rows beside seqs sequences, at
+// plain decoding's current pace (ok is false before plain decoding is
+// measured): the measured ratio, or a straight line through the
+// measured row counts on either side, or past the largest a line from
+// it (around). A plain token stands for seqs rows where they are not
 // measured: a lower bound, since a chain's token is cheaper than a
 // submission's, so untried shapes look promising enough to be tried.
 // More rows never cost less, so a measurement above a larger row
@@ -103,24 +111,32 @@ func (c *stepCosts) plainPer(seqs int) time.Duration {
 // draft length out for good); and a row count measured once counts at
 // the line's estimate if that is lower, so that a cliff is believed
 // when a second step confirms it (lavapipe on a busy machine: one
-// 7-row step of 31 ms among steps of 4–5 ms). ok is false with nothing
-// measured.
+// 7-row step of 31 ms among steps of 4–5 ms).
 func (c *stepCosts) rowCost(seqs, r int) (d time.Duration, ok bool) {
-	est, estOK := c.around(seqs, r)
+	p := c.plainPer(seqs)
+	if p <= 0 {
+		return 0, false
+	}
+	return time.Duration(c.ratio(seqs, r) * float64(p)), true
+}
+
+// ratio is rowCost in plain tokens.
+func (c *stepCosts) ratio(seqs, r int) float64 {
+	est := c.around(seqs, r)
 	if r >= len(c.rows) || c.rows[r].n == 0 {
-		return est, estOK
+		return est
 	}
 	m := c.rows[r]
-	d = m.d
-	for _, x := range c.rows[r+1:] {
-		if x.n > 0 {
-			d = min(d, x.d)
+	x := m.v
+	for _, y := range c.rows[r+1:] {
+		if y.n > 0 {
+			x = min(x, y.v)
 		}
 	}
-	if m.n < 2 && estOK {
-		d = min(d, est)
+	if m.n < 2 {
+		x = min(x, est)
 	}
-	return d, true
+	return x
 }
 
 // frontier is the largest row count measured beside seqs sequences (at
@@ -135,38 +151,33 @@ func (c *stepCosts) frontier(seqs int) int {
 	return seqs
 }
 
-// around estimates r rows from the row counts measured on either side of
-// r (rowCost).
-func (c *stepCosts) around(seqs, r int) (time.Duration, bool) {
+// around estimates r rows, in plain tokens, from the row counts
+// measured on either side of r (rowCost).
+func (c *stepCosts) around(seqs, r int) float64 {
 	type point struct {
 		r int
-		d time.Duration
+		x float64
+	}
+	if r <= seqs {
+		return 1
 	}
 	var below []point // the two nearest measured under r, nearest first
 	for i := min(r, len(c.rows)) - 1; i > seqs && len(below) < 2; i-- {
 		if c.rows[i].n > 0 {
-			below = append(below, point{i, c.rows[i].d})
+			below = append(below, point{i, c.rows[i].v})
 		}
 	}
-	if len(below) < 2 && r > seqs {
-		if i := seqs; i < len(c.rows) && c.rows[i].n > 0 {
-			below = append(below, point{i, c.rows[i].d})
-		} else if p := c.plainPer(seqs); p > 0 {
-			below = append(below, point{seqs, p})
+	if len(below) < 2 {
+		if seqs < len(c.rows) && c.rows[seqs].n > 0 {
+			below = append(below, point{seqs, c.rows[seqs].v})
+		} else {
+			below = append(below, point{seqs, 1})
 		}
-	}
-	if r <= seqs {
-		p := c.plainPer(seqs)
-		return p, p > 0
-	}
-	if len(below) == 0 {
-		return 0, false
 	}
 	lo := below[0]
 	for i := r + 1; i < len(c.rows); i++ {
 		if c.rows[i].n > 0 { // between two measured: interpolate
-			hi := c.rows[i].d
-			return lo.d + (hi-lo.d)*time.Duration(r-lo.r)/time.Duration(i-lo.r), true
+			return lo.x + (c.rows[i].v-lo.x)*float64(r-lo.r)/float64(i-lo.r)
 		}
 	}
 	// Past the largest measured the line is optimistic, half the slope of
@@ -175,17 +186,17 @@ func (c *stepCosts) around(seqs, r int) (time.Duration, bool) {
 	// GPU's kernels by blocks of rows), and a draft length that would pay
 	// is found only by trying it; one that does not is measured once or
 	// twice and no longer guessed.
-	slope := lo.d / 10
+	slope := lo.x / 10
 	if len(below) == 2 {
-		slope = max(0, (lo.d-below[1].d)/time.Duration(2*(lo.r-below[1].r)))
+		slope = max(0, (lo.x-below[1].x)/float64(2*(lo.r-below[1].r)))
 	}
-	return lo.d + slope*time.Duration(r-lo.r), true
+	return lo.x + slope*float64(r-lo.r)
 }
 
 // acceptance estimates the chance that a draft token is accepted when
 // the ones before it were: accepted tokens over tokens tried (each
 // accepted one, and the first rejected), decayed so that the last 20
-// or so count, starting from one of two.
+// or so count, starting from a prior worth two tries.
 type acceptance struct{ hit, tried float64 }
 
 const acceptDecay = 0.95
@@ -203,7 +214,12 @@ func (a *acceptance) observe(accepted, tried int) {
 	}
 }
 
-func (a acceptance) rate() float64 { return (a.hit + 1) / (a.tried + 2) }
+func (a acceptance) rate(prior float64) float64 { return (a.hit + 2*prior) / (a.tried + 2) }
+
+// firstAcceptance is a sequence's acceptance estimate before anything is
+// tried: low, so that the first steps' shadows (free) rather than drafts
+// (not) show a text that pays. A model draft's first step is a probe.
+const firstAcceptance = 0.25
 
 // expectedTokens is what a step that verifies k drafts emits on average
 // when each is accepted with chance alpha after the ones before it: the
@@ -282,8 +298,10 @@ const (
 // when it next drafts whatever the estimates say, to measure again.
 type spec struct {
 	// accept is the acceptance estimate by the n-gram match length of the
-	// proposal ([0]: a model draft's).
+	// proposal ([0]: a model draft's), each starting from pooled, the
+	// estimate over every length.
 	accept [ngramMax + 1]acceptance
+	pooled acceptance
 	// shadow is this step's proposal that was not drafted, of a match of
 	// shadowN tokens, compared with the tokens the step emits.
 	shadow  []int32
@@ -299,6 +317,13 @@ type spec struct {
 
 func newSpec() *spec { return &spec{probeAt: firstProbe} }
 
+// alpha is the acceptance estimate of a proposal from a match of match
+// tokens: its length's own tries, with the pooled estimate as the prior
+// (a length seen rarely borrows from the others).
+func (p *spec) alpha(match int) float64 {
+	return p.accept[match].rate(p.pooled.rate(firstAcceptance))
+}
+
 // observe records what a step gave the sequence: emitted tokens after
 // a draft of drafted tokens from a match of match tokens, accepted of
 // them, or none drafted.
@@ -309,6 +334,7 @@ func (p *spec) observe(emitted []int32, drafted, match, accepted int) {
 			tried++
 		}
 		p.accept[match].observe(accepted, tried)
+		p.pooled.observe(accepted, tried)
 		p.plainRun, p.shadow = 0, nil
 		return
 	}
@@ -326,5 +352,6 @@ func (p *spec) observe(emitted []int32, drafted, match, accepted int) {
 		tried++
 	}
 	p.accept[p.shadowN].observe(a, tried)
+	p.pooled.observe(a, tried)
 	p.shadow = nil
 }

@@ -21,7 +21,7 @@ func measured(table []time.Duration, plain time.Duration, upTo int) *stepCosts {
 	c := &stepCosts{}
 	c.observePlain(1, 1, plain*time.Microsecond)
 	for r := 1; r <= upTo; r++ {
-		c.observeRows(r, table[r]*time.Microsecond)
+		c.observeRows(1, r, table[r]*time.Microsecond)
 	}
 	return c
 }
@@ -60,10 +60,10 @@ func TestChooseDrafts(t *testing.T) {
 	// Two sequences: rows add up, and a sequence that does not pay for
 	// its rows is left out while the other drafts.
 	c := &stepCosts{}
-	for r := 2; r < len(lavapipeRows); r++ {
-		c.observeRows(r, lavapipeRows[r]*time.Microsecond)
-	}
 	c.observePlain(2, 4, 4*1400*time.Microsecond)
+	for r := 2; r < len(lavapipeRows); r++ {
+		c.observeRows(2, r, lavapipeRows[r]*time.Microsecond)
+	}
 	ks, _ := c.chooseDrafts(2, []draftOffer{{8, 0.9}, {8, 0.05}}, 0)
 	if ks[0] < 4 || ks[1] != 0 || 2+ks[0]+ks[1] > 8 {
 		t.Errorf("two sequences, 90%% and 5%%: ks %v", ks)
@@ -82,8 +82,8 @@ func TestRowCost(t *testing.T) {
 	}
 	c.observePlain(1, 4, 8*time.Millisecond) // a chain of 4: 2 ms a token
 	for range 3 {
-		c.observeRows(2, 3*time.Millisecond)
-		c.observeRows(4, 4*time.Millisecond)
+		c.observeRows(1, 2, 3*time.Millisecond)
+		c.observeRows(1, 4, 4*time.Millisecond)
 	}
 	for _, tc := range []struct {
 		r    int
@@ -106,36 +106,44 @@ func TestRowCost(t *testing.T) {
 	}
 	// A stall does not count; a lasting change does, once it fills the
 	// window.
-	c.observeRows(2, time.Second)
+	c.observeRows(1, 2, time.Second)
 	if d, _ := c.rowCost(1, 2); d != 3*time.Millisecond {
 		t.Errorf("after a stall: %v", d)
 	}
 	// Measured once, a row count is taken at the line's estimate where
 	// that is lower; a cliff is believed when measured twice.
-	c.observeRows(5, 4700*time.Microsecond)
+	c.observeRows(1, 5, 4700*time.Microsecond)
 	if d, _ := c.rowCost(1, 5); d != 4250*time.Microsecond {
 		t.Errorf("5 rows measured once at 4.7 ms: %v", d)
 	}
-	c.observeRows(6, 20*time.Millisecond)
+	c.observeRows(1, 6, 20*time.Millisecond)
 	if d, _ := c.rowCost(1, 6); d != 5050*time.Microsecond { // 4.7 ms and half the slope from 4 to 5 rows
 		t.Errorf("6 rows measured once at 20 ms: %v", d)
 	}
-	c.observeRows(6, 22*time.Millisecond)
+	c.observeRows(1, 6, 22*time.Millisecond)
 	if d, _ := c.rowCost(1, 6); d != 20*time.Millisecond {
 		t.Errorf("6 rows measured at 20 and 22 ms: %v", d)
 	}
 	// More rows never cost less: 3 rows measured slow count at 4's cost.
 	for range 3 {
-		c.observeRows(3, 10*time.Millisecond)
+		c.observeRows(1, 3, 10*time.Millisecond)
 	}
 	if d, _ := c.rowCost(1, 3); d != 4*time.Millisecond {
 		t.Errorf("3 rows measured at 10 ms, 4 at 4: %v", d)
 	}
 	for range costWindow {
-		c.observeRows(4, 5*time.Millisecond)
+		c.observeRows(1, 4, 5*time.Millisecond)
 	}
 	if d, _ := c.rowCost(1, 4); d != 4700*time.Microsecond { // 5 rows' 4.7 ms
 		t.Errorf("4 rows at 5 ms for a window: %v", d)
+	}
+	// Rows are kept against plain decoding's pace when they ran: a machine
+	// twice as busy since doubles them.
+	for range costWindow {
+		c.observePlain(1, 4, 16*time.Millisecond)
+	}
+	if d, _ := c.rowCost(1, 4); d != 9400*time.Microsecond {
+		t.Errorf("4 rows after plain decoding slowed from 2 to 4 ms: %v", d)
 	}
 }
 
@@ -172,7 +180,7 @@ func (d policySim) run(alpha func(step int) float64, steps int) (ks []int, speed
 		target = append(target, 100, 101, 102, 103, 104, 105, 106, 107, 108)
 		k := 0
 		if i > 0 { // the first step reads the prompt
-			ks, best := c.chooseDrafts(1, []draftOffer{{8, p.accept[4].rate()}}, 0)
+			ks, best := c.chooseDrafts(1, []draftOffer{{8, p.alpha(4)}}, 0)
 			k = ks[0]
 			if k == 0 && p.plainRun >= p.probeAt {
 				k = best[0]
@@ -184,7 +192,7 @@ func (d policySim) run(alpha func(step int) float64, steps int) (ks []int, speed
 		if k > 0 {
 			acc := min(agree, k)
 			took := noise(d.rows[1+k])
-			c.observeRows(1+k, took)
+			c.observeRows(1, 1+k, took)
 			spent += took
 			tokens += acc + 1
 			p.observe(target[:acc+1], k, 4, acc)
@@ -192,7 +200,7 @@ func (d policySim) run(alpha func(step int) float64, steps int) (ks []int, speed
 			took := noise(time.Duration(d.chain) * d.plain)
 			c.observePlain(1, d.chain, took)
 			if d.chain == 1 {
-				c.observeRows(1, took)
+				c.observeRows(1, 1, took)
 			}
 			spent += took
 			tokens += d.chain
@@ -290,20 +298,31 @@ func TestSpecPolicy(t *testing.T) {
 // TestAcceptance: the estimate follows the last 20 or so tokens tried.
 func TestAcceptance(t *testing.T) {
 	var a acceptance
-	if a.rate() != 0.5 {
-		t.Errorf("prior %g", a.rate())
+	if a.rate(0.25) != 0.25 {
+		t.Errorf("prior %g", a.rate(0.25))
 	}
 	for range 40 {
 		a.observe(3, 3)
 	}
-	if r := a.rate(); r < 0.9 {
+	if r := a.rate(0.25); r < 0.9 {
 		t.Errorf("after 120 accepted: %g", r)
 	}
 	for range 20 {
 		a.observe(0, 1)
 	}
-	if r := a.rate(); r > 0.45 {
+	if r := a.rate(0.25); r > 0.45 {
 		t.Errorf("after 20 rejected: %g", r)
+	}
+	// A match length seen rarely borrows the others' estimate.
+	p := newSpec()
+	if r := p.alpha(3); r != firstAcceptance {
+		t.Errorf("before anything: %g", r)
+	}
+	for range 10 {
+		p.observe([]int32{1, 2, 3}, 3, 1, 3)
+	}
+	if r1, r4 := p.alpha(1), p.alpha(4); r1 < 0.8 || r4 < 0.7 || r4 >= r1 {
+		t.Errorf("after 30 accepted on 1-token matches: %g for those, %g for 4-token ones", r1, r4)
 	}
 }
 

@@ -413,9 +413,9 @@ func (e *Engine) propose(seqs []*sequence, room []int) (map[*sequence]proposal, 
 func (e *Engine) draftLengths(seqs []*sequence, room []int, offered []proposal) []int {
 	offers := make([]draftOffer, len(seqs))
 	for i, s := range seqs {
-		o := draftOffer{avail: room[i], alpha: s.spec.accept[0].rate()}
+		o := draftOffer{avail: room[i], alpha: s.spec.alpha(0)}
 		if offered != nil {
-			o.avail, o.alpha = len(offered[i].tokens), s.spec.accept[offered[i].match].rate()
+			o.avail, o.alpha = len(offered[i].tokens), s.spec.alpha(offered[i].match)
 		}
 		offers[i] = o
 	}
@@ -463,11 +463,11 @@ func (e *Engine) observeCosts(plan []work, chain int, took, drafted time.Duratio
 	if !drafts {
 		e.costs.observePlain(len(plan), chain, took)
 		if chain == 1 {
-			e.costs.observeRows(rows, took)
+			e.costs.observeRows(len(plan), rows, took)
 		}
 		return
 	}
-	e.costs.observeRows(rows, took-drafted)
+	e.costs.observeRows(len(plan), rows, took-drafted)
 }
 
 // dropCancelled ends the sequences whose context is done. Called with e.mu.
