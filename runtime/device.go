@@ -19,6 +19,7 @@ import (
 	"fmt"
 
 	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
@@ -50,11 +51,22 @@ var (
 // engine runs when WebGPU cannot.
 func newCPU(threads int) backend.Backend { return cpu.New(threads) }
 
-// blockKernels reports whether device ("cpu" or "webgpu") multiplies
-// weights kept at their file's bits in kernels of its own (every GPU
-// does; a CPU without them would run the plain-Go twin, see
-// WeightStorage.Legacy).
-func blockKernels(device string) bool { return device != "cpu" || cpu.BlockKernels() }
+// legacyTypes are the block types that device ("cpu" or "webgpu") would
+// multiply at their file's bits only in the plain-Go twin
+// (WeightStorage.Legacy): none on a GPU, and on a CPU those it has no
+// vector kernels for.
+func legacyTypes(device string) map[dtype.Type]bool {
+	var out map[dtype.Type]bool
+	for _, t := range dtype.BlockTypes {
+		if device == "cpu" && !cpu.BlockKernels(t) {
+			if out == nil {
+				out = map[dtype.Type]bool{}
+			}
+			out[t] = true
+		}
+	}
+	return out
+}
 
 // onDeviceOf points o at the device be runs on, for a second model
 // loaded beside be's (a draft): the CPU, or the very WebGPU device.

@@ -36,15 +36,15 @@ type WeightStorage struct {
 	// turns the last hidden state into every logit, the one place where a
 	// quantization error reaches the sampler undiluted.
 	HeadFloat bool
-	// Legacy keeps a matrix that Native would keep in Blocks in its
-	// legacy storage instead (Int4 for Q4_0's and Q4_K's codes, Int8 for
-	// the rest) where that costs at most twice the file's bits: for a
-	// backend that multiplies Blocks only in its plain-Go twin (the CPU
-	// backend on arm64 and in wasm: cpu.BlockKernels), whose int4 and int8
-	// kernels are several times faster. Q2_K, Q3_K, IQ4_NL, IQ4_XS and
-	// MXFP4 stay in Blocks there: in Int8 they would take 2.2 to 3.8
-	// times their file's memory.
-	Legacy bool
+	// Legacy are the block types that a matrix Native would keep in
+	// Blocks is kept in its legacy storage instead (Int4 for Q4_0's and
+	// Q4_K's codes, Int8 for the rest) where that costs at most twice the
+	// file's bits: the types a backend multiplies in Blocks only in its
+	// plain-Go twin (the CPU backend in wasm, and on arm64 all but the K
+	// quants: cpu.BlockKernels), whose int4 and int8 kernels are several
+	// times faster. Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 stay in Blocks
+	// there: in Int8 they would take 2.2 to 3.8 times their file's memory.
+	Legacy map[dtype.Type]bool
 }
 
 // Native is the storage that keeps the matrix t as its file stores it: a
@@ -125,7 +125,7 @@ func (s WeightStorage) For(t *models.Tensor, c models.Config) backend.Storage {
 		return backend.F32
 	}
 	st := Native(t)
-	if st == backend.Blocks && s.Legacy && storageBits(t, legacy(t)) <= 2*storageBits(t, st) {
+	if st == backend.Blocks && s.Legacy[t.Type] && storageBits(t, legacy(t)) <= 2*storageBits(t, st) {
 		st = legacy(t)
 	}
 	if floatType(t.Type) && s.Floats != backend.F32 {
@@ -196,7 +196,7 @@ func weightStorage(opts Options, be backend.Backend, m *models.Model) (WeightSto
 // and HeadFloat headFloat on device ("webgpu" or "cpu") chooses; for the
 // mixed policy it measures m's matrices (MixedInt8).
 func PlanStorage(m *models.Model, quant, device string, headFloat bool) (WeightStorage, error) {
-	ws := WeightStorage{HeadFloat: headFloat, Legacy: !blockKernels(device)}
+	ws := WeightStorage{HeadFloat: headFloat, Legacy: legacyTypes(device)}
 	if mixedFor(m, quant, device) {
 		ws.Floats = backend.Int4
 		var err error

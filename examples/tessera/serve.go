@@ -86,6 +86,10 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	kvEvents := fs.String("kv-events", "", "publish each model's KV cache events as vLLM does, on this ZeroMQ PUB endpoint (tcp://*:5557 binds; the Nth model's port is the endpoint's + N)")
 	kvReplay := fs.String("kv-events-replay", "", "with --kv-events: a ZeroMQ ROUTER endpoint replaying buffered event batches from a sequence number (tcp://*:5558)")
 	kvPod := fs.String("kv-events-pod", "", "with --kv-events: this replica's name in the event topics, kv@POD@MODEL (default: the host name)")
+	imageURLs := fs.Bool("image-urls", false, "fetch images that requests name by http(s) URL (off: data URLs only); each fetch is bounded in bytes, time and redirects, and only public addresses are fetched from")
+	imageHosts := fs.String("image-url-hosts", "", "with --image-urls: the only hosts images are fetched from, comma-separated")
+	imagePrivate := fs.Bool("image-url-private", false, "with --image-urls: also fetch from loopback, private and link-local addresses")
+	imageTimeout := fs.Duration("image-url-timeout", server.DefaultImageFetchTimeout, "with --image-urls: longest one image may take to fetch")
 	return func(ctx context.Context, e *env) error {
 		if len(models) == 0 {
 			return usagef("--model is required")
@@ -102,6 +106,21 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 			return usagef("--lora-dir is for --allow-runtime-lora, which is not given: add it to load adapters from %s at run time", *loraDir)
 		case *loraMax <= 0:
 			return usagef("--lora-max-bytes %d must be positive", *loraMax)
+		}
+		var remote *server.RemoteImages
+		switch {
+		case *imageURLs:
+			if *imageTimeout <= 0 {
+				return usagef("--image-url-timeout %v must be positive", *imageTimeout)
+			}
+			remote = &server.RemoteImages{Timeout: *imageTimeout, AllowPrivate: *imagePrivate}
+			for h := range strings.SplitSeq(*imageHosts, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					remote.Hosts = append(remote.Hosts, h)
+				}
+			}
+		case *imageHosts != "" || *imagePrivate:
+			return usagef("--image-url-hosts and --image-url-private are for --image-urls, which is not given")
 		}
 		if *kvEvents == "" && (*kvReplay != "" || *kvPod != "") {
 			return usagef("--kv-events-replay and --kv-events-pod are for --kv-events, which is not given")
@@ -132,7 +151,8 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 			return usagef("--log %q: want text, json or off", *logFormat)
 		}
 		srv := server.New(server.Options{APIKey: key, CORSOrigin: *cors, MaxQueue: max(*maxQueue, 0), RequestTimeout: *timeout,
-			BodyTimeout: *bodyTimeout, Logger: logger, AllowRuntimeLoRA: *runtimeLoRA, LoRADir: *loraDir, MaxLoRABytes: *loraMax})
+			BodyTimeout: *bodyTimeout, Logger: logger, AllowRuntimeLoRA: *runtimeLoRA, LoRADir: *loraDir, MaxLoRABytes: *loraMax,
+			RemoteImages: remote})
 		ln, err := net.Listen("tcp", *addr)
 		if err != nil {
 			return err

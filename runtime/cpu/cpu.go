@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
@@ -78,11 +79,11 @@ func (b *Backend) Threads() int { return b.team.size }
 // time from the CPU's features), or "go" where the plain-Go twins run.
 func Kernels() string { return kernel.Path() }
 
-// BlockKernels reports whether this CPU multiplies weights kept at their
-// file's bits (backend.Blocks) in vector kernels; where it does not, the
-// plain-Go twin runs, several times slower than the int4 and int8
-// kernels (kernel.BlocksPath).
-func BlockKernels() bool { return kernel.BlocksPath() != "go" }
+// BlockKernels reports whether this CPU multiplies weights of block type t
+// kept at their file's bits (backend.Blocks) in vector kernels; where it
+// does not, the plain-Go twin runs, several times slower than the int4
+// and int8 kernels (kernel.BlocksKernel).
+func BlockKernels(t dtype.Type) bool { return kernel.BlocksKernel(t) }
 
 // Describe says the backend runs on the CPU, with its kernels and
 // threads (backend.Describer).

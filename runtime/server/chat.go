@@ -21,7 +21,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, n, err := body.Request(m.eng.Model().Config.Context, s.opts.ImageLimits)
+	req, n, err := body.Request(r.Context(), m.eng.Model().Config.Context, s.imageReader())
 	if err != nil {
 		return err
 	}

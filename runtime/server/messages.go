@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/wire"
 )
@@ -94,7 +93,7 @@ func (s *Server) readAnthropic(r *http.Request, generate bool) (*anthropicReques
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conv, err := anthropicConversation(r.Context(), body, m, generate, s.opts.ImageLimits)
+	conv, err := anthropicConversation(r.Context(), body, m, generate, s.imageReader())
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -104,8 +103,8 @@ func (s *Server) readAnthropic(r *http.Request, generate bool) (*anthropicReques
 // anthropicConversation checks the request and makes it ready to run on m, from
 // its prompt's tokens; generate adds what a reply needs (max_tokens,
 // sampling, stop sequences), which count_tokens has none of. Image blocks
-// are decoded within lim.
-func anthropicConversation(ctx context.Context, body *anthropicRequest, m *model, generate bool, lim vision.Limits) (*conversation, error) {
+// are read by imgs.
+func anthropicConversation(ctx context.Context, body *anthropicRequest, m *model, generate bool, imgs wire.ImageReader) (*conversation, error) {
 	var req runtime.Request
 	var err error
 	if generate {
@@ -119,7 +118,7 @@ func anthropicConversation(ctx context.Context, body *anthropicRequest, m *model
 		return nil, err
 	}
 	for i, u := range images {
-		img, err := wire.DecodeImageURL(u, lim)
+		img, err := imgs.Read(ctx, u)
 		if err != nil {
 			return nil, badRequest("messages", "image %d: %v", i, err)
 		}

@@ -63,7 +63,7 @@ func (s *Server) responseConversation(ctx context.Context, path string, body *re
 		return nil, nil, nil, err
 	}
 	for i, u := range images {
-		img, err := wire.DecodeImageURL(u, s.opts.ImageLimits)
+		img, err := s.imageReader().Read(ctx, u)
 		if err != nil {
 			return nil, nil, nil, badRequest("input", "image %d: %v", i, err)
 		}

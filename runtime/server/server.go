@@ -84,6 +84,9 @@ type Options struct {
 	// vision projector), checked on each image's header before its pixels
 	// are decoded (default DefaultImageLimits): past them, 400.
 	ImageLimits vision.Limits
+	// RemoteImages, when set, lets requests name images by http(s) URL,
+	// fetched within its bounds (fetch.go). Nil: only data URLs are taken.
+	RemoteImages *RemoteImages
 }
 
 // DefaultImageLimits take a photo of up to 16 M pixels (64 MiB as RGBA
@@ -135,6 +138,8 @@ type Server struct {
 	embedNames []string
 	// stored are the Responses API's stored responses (responses_store.go).
 	stored *responseStore
+	// fetch reads an http(s) image URL (Options.RemoteImages), or is nil.
+	fetch func(ctx context.Context, url string, max int) ([]byte, error)
 
 	state atomic.Int32 // loading, ready, draining
 	live  sync.WaitGroup
@@ -204,7 +209,8 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}, stored: newResponseStore(storeCount, storeBytes)}
+	s := &Server{opts: opts, mux: http.NewServeMux(), models: map[string]*model{}, stored: newResponseStore(storeCount, storeBytes),
+		fetch: opts.RemoteImages.fetcher()}
 	s.stop, s.stopNow = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(opts.Registerer, s.snapshot)
 	s.route()

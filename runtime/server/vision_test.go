@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 
@@ -233,4 +234,103 @@ func TestImageDialects(t *testing.T) {
 	if got := res["content"].([]any)[0].(map[string]any)["text"]; got != wantM {
 		t.Errorf("messages: %q, want %q", got, wantM)
 	}
+}
+
+// TestRemoteImages: an image named by http(s) URL is fetched only when
+// the server is told to (Options.RemoteImages), and then gives what the
+// same bytes as a data URL give, in each dialect; a fetch past its bytes,
+// time or redirects, from a host not allowed, or from an address that is
+// not public gets 400, and the server goes on answering.
+func TestRemoteImages(t *testing.T) {
+	eng := visionEngine(t)
+	pic := picture(t, 32, 32, "png")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/cat.png", func(w http.ResponseWriter, r *http.Request) { w.Write(pic) })
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/cat.png", http.StatusFound) })
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		// No Content-Length: the limit must hold while reading.
+		for range 64 {
+			w.Write(make([]byte, 4096))
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	images := newHTTPServer(t, mux)
+	lim := server.DefaultImageLimits
+	lim.MaxBytes = 64 << 10
+	want, _ := generate(t, eng, runtime.Request{Messages: []chat.Message{{Role: "user", Content: runtime.ImageMarker + "describe"}},
+		Images: []*vision.Image{decode(t, pic)}, MaxTokens: 8, IgnoreEOS: true})
+	chatWith := func(u string) map[string]any {
+		return map[string]any{"model": modelName, "max_tokens": 8, "temperature": 0, "ignore_eos": true,
+			"messages": []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}},
+				map[string]any{"type": "text", "text": "describe"}}}}}
+	}
+	content := func(res map[string]any) any {
+		return res["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"]
+	}
+	refused := func(t *testing.T, url, image, says string) {
+		t.Helper()
+		status, body, _ := post(t, url+"/v1/chat/completions", chatWith(image))
+		if msg := errorMessage(t, body); status != http.StatusBadRequest || !strings.Contains(msg, says) {
+			t.Errorf("%s: %d %q, want 400 saying %q", image, status, msg, says)
+		}
+	}
+
+	t.Run("off by default", func(t *testing.T) {
+		_, url := serve(t, eng, server.Options{})
+		refused(t, url, images+"/cat.png", "does not fetch")
+	})
+	t.Run("loopback refused unless allowed", func(t *testing.T) {
+		_, url := serve(t, eng, server.Options{RemoteImages: &server.RemoteImages{}})
+		refused(t, url, images+"/cat.png", "not a public address")
+	})
+	t.Run("fetched", func(t *testing.T) {
+		_, url := serve(t, eng, server.Options{ImageLimits: lim,
+			RemoteImages: &server.RemoteImages{AllowPrivate: true, Timeout: 2 * time.Second, MaxRedirects: 2}})
+		for _, path := range []string{"/cat.png", "/moved"} {
+			status, res, _ := post(t, url+"/v1/chat/completions", chatWith(images+path))
+			if status != http.StatusOK || content(res) != want {
+				t.Errorf("%s: %d %v, want %q", path, status, res, want)
+			}
+		}
+		status, res, _ := post(t, url+"/v1/responses", map[string]any{"model": modelName, "max_output_tokens": 8, "temperature": 0,
+			"input": []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "input_image", "image_url": images + "/cat.png"},
+				map[string]any{"type": "input_text", "text": "describe"}}}}})
+		if status != http.StatusOK || res["output"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != want {
+			t.Errorf("responses: %d %v, want %q", status, res, want)
+		}
+		status, res, _ = post(t, url+"/v1/messages", map[string]any{"model": modelName, "max_tokens": 4, "temperature": 0,
+			"messages": []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "image", "source": map[string]any{"type": "url", "url": images + "/cat.png"}},
+				map[string]any{"type": "text", "text": "describe"}}}}})
+		if status != http.StatusOK {
+			t.Errorf("messages with a url source: %d %v", status, res)
+		}
+		for _, tc := range []struct{ path, says string }{
+			{"/missing", "404"},
+			{"/big", "more than 65536 bytes"},
+			{"/loop", "more than 2 redirects"},
+			{"/slow", "Timeout"},
+		} {
+			refused(t, url, images+tc.path, tc.says)
+		}
+		refused(t, url, "ftp://example.com/cat.png", `not "ftp" URLs`)
+		refused(t, url, "http://user:pw@example.com/cat.png", "credentials")
+		status, res, _ = post(t, url+"/v1/chat/completions", chatWith(images+"/cat.png"))
+		if status != http.StatusOK || content(res) != want {
+			t.Errorf("after the refusals: %d %v, want %q", status, res, want)
+		}
+	})
+	t.Run("hosts", func(t *testing.T) {
+		_, url := serve(t, eng, server.Options{RemoteImages: &server.RemoteImages{AllowPrivate: true, Hosts: []string{"images.example"}}})
+		refused(t, url, images+"/cat.png", "only from images.example")
+	})
 }

@@ -106,8 +106,8 @@ type AnthropicBlock struct {
 	} `json:"source"`
 }
 
-// imageURL is an image block's source as a data URL (a url source is
-// passed on for DecodeImageURL to refuse: the server fetches nothing).
+// imageURL is an image block's source as a URL: a data URL for a base64
+// source, the URL of a url source (for ImageReader to fetch or refuse).
 func (b AnthropicBlock) imageURL(i int) (string, error) {
 	switch {
 	case b.Source == nil:

@@ -2,15 +2,12 @@ package wire
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -107,49 +104,6 @@ func imageURL(raw json.RawMessage) (string, error) {
 		return *u.URL, nil
 	}
 	return "", paramError("messages", `a content part of type "image_url" needs "image_url": {"url": "data:image/png;base64,..."}`)
-}
-
-// Images decodes the image parts of ms in order (runtime.Request.Images,
-// for the markers their Text holds): data URLs of PNG, JPEG or WebP, within
-// lim. A URL of another kind, or bytes that are not an image within lim
-// (vision.Decode), is a ParamError.
-func Images(ms []Message, lim vision.Limits) ([]*vision.Image, error) {
-	var out []*vision.Image
-	for i, m := range ms {
-		for _, url := range m.Content.Images {
-			img, err := DecodeImageURL(url, lim)
-			if err != nil {
-				return nil, paramError("messages", "message %d's image %d: %v", i, len(out), err)
-			}
-			out = append(out, img)
-		}
-	}
-	return out, nil
-}
-
-// DecodeImageURL decodes a data URL ("data:image/png;base64,...") of an
-// image within lim. Remote URLs are not fetched: a server that fetched
-// them would make requests on its clients' behalf.
-func DecodeImageURL(url string, lim vision.Limits) (*vision.Image, error) {
-	rest, ok := strings.CutPrefix(url, "data:")
-	if !ok {
-		scheme, _, _ := strings.Cut(url, ":")
-		return nil, fmt.Errorf("%w: images are taken as data URLs (data:image/png;base64,...), not %q URLs", vision.ErrBadImage, scheme)
-	}
-	meta, data, ok := strings.Cut(rest, ",")
-	if !ok || !strings.HasSuffix(meta, ";base64") {
-		return nil, fmt.Errorf("%w: a data URL of an image is data:MEDIATYPE;base64,DATA", vision.ErrBadImage)
-	}
-	if lim.MaxBytes > 0 && base64.StdEncoding.DecodedLen(len(data)) > lim.MaxBytes+2 {
-		return nil, fmt.Errorf("%w: about %d bytes (at most %d)", vision.ErrBadImage, base64.StdEncoding.DecodedLen(len(data)), lim.MaxBytes)
-	}
-	raw, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		if raw, err = base64.RawStdEncoding.DecodeString(data); err != nil {
-			return nil, fmt.Errorf("%w: its base64: %v", vision.ErrBadImage, err)
-		}
-	}
-	return vision.Decode(raw, lim)
 }
 
 func (c Content) MarshalJSON() ([]byte, error) { return json.Marshal(c.Text) }

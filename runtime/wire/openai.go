@@ -2,11 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -65,14 +65,14 @@ type Chat struct {
 	ReasoningEffort string `json:"reasoning_effort"`
 }
 
-// Read sets req's messages, images (decoded within lim) and template
+// Read sets req's messages, images (read by imgs) and template
 // variables from the chat.
-func (c *Chat) Read(req *runtime.Request, lim vision.Limits) error {
+func (c *Chat) Read(ctx context.Context, req *runtime.Request, imgs ImageReader) error {
 	var err error
 	if req.Messages, err = ChatMessages(c.Messages); err != nil {
 		return err
 	}
-	if req.Images, err = Images(c.Messages, lim); err != nil {
+	if req.Images, err = Images(ctx, c.Messages, imgs); err != nil {
 		return err
 	}
 	req.TemplateVars, err = TemplateVars(c.ChatTemplateKwargs, c.ReasoningEffort)
@@ -101,13 +101,14 @@ type ChatRequest struct {
 // Request reads all of the chat request but its tools (which need the
 // model's reply format: ChatTools) and its adapters into an engine
 // request and the number of samples: the sampling fields (defMax tokens
-// when it gives none), the conversation (images within lim) and logprobs.
-func (c *ChatRequest) Request(defMax int, lim vision.Limits) (runtime.Request, int, error) {
+// when it gives none), the conversation (images read by imgs) and
+// logprobs.
+func (c *ChatRequest) Request(ctx context.Context, defMax int, imgs ImageReader) (runtime.Request, int, error) {
 	req, n, err := c.Sampling.Request(defMax, 1)
 	if err != nil {
 		return req, n, err
 	}
-	if err := c.Chat.Read(&req, lim); err != nil {
+	if err := c.Chat.Read(ctx, &req, imgs); err != nil {
 		return req, n, err
 	}
 	req.Logprobs = c.Logprobs

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -123,7 +124,7 @@ func TestBadChat(t *testing.T) {
 		var in wire.ChatRequest
 		err := wire.Unmarshal([]byte(`{`+c.Fields+`}`), &in)
 		if err == nil {
-			err = in.Chat.Read(&runtime.Request{}, vision.DefaultLimits)
+			err = in.Chat.Read(context.Background(), &runtime.Request{}, wire.ImageReader{Limits: vision.DefaultLimits})
 		}
 		if err == nil {
 			_, _, err = in.ChatTools(chat.Hermes)

@@ -43,7 +43,7 @@ func readChat(v js.Value) (runtime.Request, *chatInput, error) {
 	if err := wire.Unmarshal([]byte(s.String()), in); err != nil {
 		return req, nil, err
 	}
-	if err := in.Read(&req, vision.DefaultLimits); err != nil {
+	if err := in.Read(context.Background(), &req, wire.ImageReader{Limits: vision.DefaultLimits}); err != nil {
 		return req, nil, err
 	}
 	return req, in, nil

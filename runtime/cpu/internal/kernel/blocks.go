@@ -33,10 +33,16 @@ func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
 }
 
 // BlocksPath names the kernels DotBlocksRows runs on this CPU ("avx512",
-// "avx2"), or "go" where only the twin does: arm64 and wasm today, where a
-// product at the file's bits costs several times what the int4 and int8
-// kernels' does (the runtime then keeps the legacy storages).
+// "avx2", "neon"), or "go" where only the twin does (wasm, -tags purego,
+// x86 without AVX2).
 func BlocksPath() string { return blocksPaths()[0] }
+
+// BlocksKernel reports whether DotBlocksRows multiplies rows of type t in
+// vector kernels on this CPU; where it does not, the twin costs several
+// times what the int4 and int8 kernels do (the runtime then keeps the
+// legacy storages). On arm64 the K quants, Q4_0, Q5_0, Q8_0 and IQ4_NL
+// have NEON kernels, the other block types not yet.
+func BlocksKernel(t dtype.Type) bool { return blocksCovered(blocksPaths()[0], t) }
 
 // DotBlocks returns the dot product of row r of w with x (DotBlocksRows of
 // one row).

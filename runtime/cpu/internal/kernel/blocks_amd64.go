@@ -87,6 +87,11 @@ func blocksPaths() []string {
 	return []string{"go"}
 }
 
+// blocksCovered reports whether path has a kernel for rows of t (of whole
+// super-blocks, for the K quants): every vector path has one for every
+// type but Q4_1.
+func blocksCovered(path string, t dtype.Type) bool { return path != "go" && t != dtype.Q4_1 }
+
 // dotBlocksRowsOn is dotBlocksRowsAsm on the kernels of path.
 func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride int, x *QRow, groups int, out []float32) int {
 	if path == "go" || t == dtype.Q4_1 {

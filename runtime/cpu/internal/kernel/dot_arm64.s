@@ -22,12 +22,6 @@
 // loop costs more shuffles than SMLAL's widening saves, and storing them
 // split would change QRow's layout, which the amd64 kernels share.
 
-// Registers the group products use as scratch.
-#define P0 18
-#define P1 19
-#define P2 28
-#define P3 29
-
 // UNPACK splits the 16 code bytes in B into the widened low nibbles W0
 // (even inputs 0..14) and W1 (16..30), and the high nibbles W2 (odd inputs
 // 1..15) and W3 (17..31). V31 holds the nibble mask.
@@ -38,40 +32,6 @@
 	VUXTL W0.B8, W0.H8 \
 	VUXTL2 W2.B16, W3.H8 \
 	VUXTL W2.B8, W2.H8
-
-// GROUP adds one group to accumulators A0 (lanes 0..3) and A1 (4..7): its
-// widened nibbles in W0..W3 (UNPACK), its even inputs' codes in E0, E1 and
-// odd ones' in O0, O1, its scale s·d in lane I of SD.
-#define GROUP(W0, W1, W2, W3, E0, E1, O0, O1, SD, I, A0, A1) \
-	SMULL4S(E0, W0, P0) \
-	SMLAL4S(O0, W2, P0) \
-	SMULL24S(E0, W0, P1) \
-	SMLAL24S(O0, W2, P1) \
-	ADDP4S(P1, P0, P0) \
-	SMULL4S(E1, W1, P2) \
-	SMLAL4S(O1, W3, P2) \
-	SMULL24S(E1, W1, P3) \
-	SMLAL24S(O1, W3, P3) \
-	ADDP4S(P3, P2, P2) \
-	SCVTF4S(P0, P0) \
-	SCVTF4S(P2, P2) \
-	FMULE4S(SD, I, P0, P0) \
-	FMULE4S(SD, I, P2, P2) \
-	FADD4S(P0, A0, A0) \
-	FADD4S(P2, A1, A1)
-
-// FINISH leaves in lane 0 of A0 the twin's result from the even groups'
-// accumulators A0, A1, the odd groups' A2, A3 and the min terms in lanes
-// 1 and 3 of M: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + (m1+m3). T is
-// scratch; M is clobbered.
-#define FINISH(A0, A1, A2, A3, M, T) \
-	FADD4S(A2, A0, A0) \
-	FADD4S(A3, A1, A1) \
-	HSUM8(A0, A1, T) \
-	DUPD1(M, T) \
-	FADD2S(T, M, M) \
-	DUPS1(M, M) \
-	FADDS(M, A0, A0)
 
 // func dotQ4NEON(codes, scales *uint32, xq *int16, ds *float32, groups int) float32
 TEXT ·dotQ4NEON(SB), NOSPLIT, $0-44

@@ -93,3 +93,88 @@
 	FADD4S(A7, A5, T) \
 	FADD4S(T, R1, R1) \
 	HSUM8(R0, R1, T)
+
+// Registers the group products use as scratch.
+#define P0 18
+#define P1 19
+#define P2 28
+#define P3 29
+
+// GROUP adds one group to accumulators A0 (lanes 0..3) and A1 (4..7): its
+// widened nibbles in W0..W3 (UNPACK), its even inputs' codes in E0, E1 and
+// odd ones' in O0, O1, its scale s·d in lane I of SD.
+#define GROUP(W0, W1, W2, W3, E0, E1, O0, O1, SD, I, A0, A1) \
+	SMULL4S(E0, W0, P0) \
+	SMLAL4S(O0, W2, P0) \
+	SMULL24S(E0, W0, P1) \
+	SMLAL24S(O0, W2, P1) \
+	ADDP4S(P1, P0, P0) \
+	SMULL4S(E1, W1, P2) \
+	SMLAL4S(O1, W3, P2) \
+	SMULL24S(E1, W1, P3) \
+	SMLAL24S(O1, W3, P3) \
+	ADDP4S(P3, P2, P2) \
+	SCVTF4S(P0, P0) \
+	SCVTF4S(P2, P2) \
+	FMULE4S(SD, I, P0, P0) \
+	FMULE4S(SD, I, P2, P2) \
+	FADD4S(P0, A0, A0) \
+	FADD4S(P2, A1, A1)
+
+// FINISH leaves in lane 0 of A0 the twin's result from the even groups'
+// accumulators A0, A1, the odd groups' A2, A3 and the min terms in lanes
+// 1 and 3 of M: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) + (m1+m3). T is
+// scratch; M is clobbered.
+#define FINISH(A0, A1, A2, A3, M, T) \
+	FADD4S(A2, A0, A0) \
+	FADD4S(A3, A1, A1) \
+	HSUM8(A0, A1, T) \
+	DUPD1(M, T) \
+	FADD2S(T, M, M) \
+	DUPS1(M, M) \
+	FADDS(M, A0, A0)
+
+// MUL4S: d.4S = n.4S · m.4S (int32, low 32 bits). UCVTF4S: uint32 lanes
+// to f32. USHL16B: d.16B = n.16B shifted left by m's signed byte (right
+// where negative). CMTST16B: d = all ones where n & m is not 0. TBL16B:
+// d.16B = n.16B[m's bytes]. SXTL8H, SXTL28H: the low (high) eight int8 of
+// n as int16; SXTL4S, SXTL24S: the low (high) four int16 as int32.
+#define MUL4S(m, n, d) WORD $(0x4EA09C00 | (m)<<16 | (n)<<5 | (d))
+#define UCVTF4S(n, d) WORD $(0x6E21D800 | (n)<<5 | (d))
+#define USHL16B(m, n, d) WORD $(0x6E204400 | (m)<<16 | (n)<<5 | (d))
+#define CMTST16B(m, n, d) WORD $(0x4E208C00 | (m)<<16 | (n)<<5 | (d))
+#define TBL16B(m, n, d) WORD $(0x4E000000 | (m)<<16 | (n)<<5 | (d))
+#define SXTL8H(n, d) WORD $(0x0F08A400 | (n)<<5 | (d))
+#define SXTL28H(n, d) WORD $(0x4F08A400 | (n)<<5 | (d))
+#define SXTL4S(n, d) WORD $(0x0F10A400 | (n)<<5 | (d))
+#define SXTL24S(n, d) WORD $(0x4F10A400 | (n)<<5 | (d))
+
+// FIFTH_CONSTS sets the constants FIFTHBITS reads: IE, IO the byte of a
+// group's word of fifth bits (bit k: even input 2k, bit 16+k: odd input
+// 2k+1) that lane k of the even (odd) inputs' vector takes, k/8 (2 + k/8),
+// and BIT the bit it tests, k%8. R15 is scratch.
+#define FIFTH_CONSTS(IE, IO, BIT) \
+	VEOR IE.B16, IE.B16, IE.B16 \
+	MOVD $0x0101010101010101, R15 \
+	VMOV R15, IE.D[1] \
+	MOVD $0x0202020202020202, R15 \
+	VMOV R15, IO.D[0] \
+	MOVD $0x0303030303030303, R15 \
+	VMOV R15, IO.D[1] \
+	MOVD $0x8040201008040201, R15 \
+	VDUP R15, BIT.D2
+
+// FIFTHBITS adds a group's fifth bits (its next code word, at R0) as 16
+// to its even inputs' code bytes in E and its odd ones' in O; T and U are
+// scratch, SIXTEEN holds the bytes 16.
+#define FIFTHBITS(E, O, T, U, IE, IO, BIT, SIXTEEN) \
+	MOVWU.P 4(R0), R15 \
+	VDUP R15, T.S4 \
+	VTBL IE.B16, [T.B16], U.B16 \
+	VCMTST BIT.B16, U.B16, U.B16 \
+	VAND SIXTEEN.B16, U.B16, U.B16 \
+	VORR U.B16, E.B16, E.B16 \
+	VTBL IO.B16, [T.B16], U.B16 \
+	VCMTST BIT.B16, U.B16, U.B16 \
+	VAND SIXTEEN.B16, U.B16, U.B16 \
+	VORR U.B16, O.B16, O.B16
