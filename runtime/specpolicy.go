@@ -196,7 +196,7 @@ func (c *stepCosts) around(seqs, r int) float64 {
 // acceptance estimates the chance that a draft token is accepted when
 // the ones before it were: accepted tokens over tokens tried (each
 // accepted one, and the first rejected), decayed so that the last 20
-// or so count, starting from a prior worth two tries.
+// or so count, starting from a prior worth weight tries.
 type acceptance struct{ hit, tried float64 }
 
 const acceptDecay = 0.95
@@ -214,7 +214,9 @@ func (a *acceptance) observe(accepted, tried int) {
 	}
 }
 
-func (a acceptance) rate(prior float64) float64 { return (a.hit + 2*prior) / (a.tried + 2) }
+func (a acceptance) rate(prior float64, weight float64) float64 {
+	return (a.hit + weight*prior) / (a.tried + weight)
+}
 
 // firstAcceptance is a sequence's acceptance estimate before anything is
 // tried: low, so that the first steps' shadows (free) rather than drafts
@@ -302,10 +304,12 @@ type spec struct {
 	// estimate over every length.
 	accept [ngramMax + 1]acceptance
 	pooled acceptance
-	// shadow is this step's proposal that was not drafted, of a match of
-	// shadowN tokens, compared with the tokens the step emits.
-	shadow  []int32
-	shadowN int
+	// shadow is a proposal that was not drafted, of a match of shadowN
+	// tokens, made when the sequence held shadowAt tokens: compared with
+	// the tokens the next step emits at that length (a sequence left out
+	// of its step, or preempted, drops it).
+	shadow            []int32
+	shadowN, shadowAt int
 	// plainRun counts the tokens decoded since the sequence last drafted;
 	// at probeAt it drafts once whatever the estimates say (a model
 	// draft's acceptance, or stale costs, are measured only so), and
@@ -319,15 +323,17 @@ func newSpec() *spec { return &spec{probeAt: firstProbe} }
 
 // alpha is the acceptance estimate of a proposal from a match of match
 // tokens: its length's own tries, with the pooled estimate as the prior
-// (a length seen rarely borrows from the others).
+// worth four tries (a length seen rarely borrows from the others; one
+// lucky try of a rare length does not start drafting on a text that
+// accepts little).
 func (p *spec) alpha(match int) float64 {
-	return p.accept[match].rate(p.pooled.rate(firstAcceptance))
+	return p.accept[match].rate(p.pooled.rate(firstAcceptance, 2), 4)
 }
 
-// observe records what a step gave the sequence: emitted tokens after
-// a draft of drafted tokens from a match of match tokens, accepted of
-// them, or none drafted.
-func (p *spec) observe(emitted []int32, drafted, match, accepted int) {
+// observe records what a step gave the sequence, which held at tokens
+// before it: emitted tokens after a draft of drafted tokens from a match
+// of match tokens, accepted of them, or none drafted.
+func (p *spec) observe(at int, emitted []int32, drafted, match, accepted int) {
 	if drafted > 0 {
 		tried := accepted
 		if accepted < drafted {
@@ -339,7 +345,8 @@ func (p *spec) observe(emitted []int32, drafted, match, accepted int) {
 		return
 	}
 	p.plainRun += len(emitted)
-	if p.shadow == nil {
+	if p.shadow == nil || p.shadowAt != at {
+		p.shadow = nil
 		return
 	}
 	n := min(len(p.shadow), len(emitted))

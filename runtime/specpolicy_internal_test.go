@@ -195,7 +195,7 @@ func (d policySim) run(alpha func(step int) float64, steps int) (ks []int, speed
 			c.observeRows(1, 1+k, took)
 			spent += took
 			tokens += acc + 1
-			p.observe(target[:acc+1], k, 4, acc)
+			p.observe(i, target[:acc+1], k, 4, acc)
 		} else {
 			took := noise(time.Duration(d.chain) * d.plain)
 			c.observePlain(1, d.chain, took)
@@ -204,8 +204,8 @@ func (d policySim) run(alpha func(step int) float64, steps int) (ks []int, speed
 			}
 			spent += took
 			tokens += d.chain
-			p.shadow, p.shadowN = proposal, 4
-			p.observe(target[:d.chain], 0, 0, 0)
+			p.shadow, p.shadowN, p.shadowAt = proposal, 4, i
+			p.observe(i, target[:d.chain], 0, 0, 0)
 		}
 		ks = append(ks, k)
 	}
@@ -298,19 +298,19 @@ func TestSpecPolicy(t *testing.T) {
 // TestAcceptance: the estimate follows the last 20 or so tokens tried.
 func TestAcceptance(t *testing.T) {
 	var a acceptance
-	if a.rate(0.25) != 0.25 {
-		t.Errorf("prior %g", a.rate(0.25))
+	if a.rate(0.25, 2) != 0.25 {
+		t.Errorf("prior %g", a.rate(0.25, 2))
 	}
 	for range 40 {
 		a.observe(3, 3)
 	}
-	if r := a.rate(0.25); r < 0.9 {
+	if r := a.rate(0.25, 2); r < 0.9 {
 		t.Errorf("after 120 accepted: %g", r)
 	}
 	for range 20 {
 		a.observe(0, 1)
 	}
-	if r := a.rate(0.25); r > 0.45 {
+	if r := a.rate(0.25, 2); r > 0.45 {
 		t.Errorf("after 20 rejected: %g", r)
 	}
 	// A match length seen rarely borrows the others' estimate.
@@ -319,7 +319,7 @@ func TestAcceptance(t *testing.T) {
 		t.Errorf("before anything: %g", r)
 	}
 	for range 10 {
-		p.observe([]int32{1, 2, 3}, 3, 1, 3)
+		p.observe(0, []int32{1, 2, 3, 4}, 3, 1, 3)
 	}
 	if r1, r4 := p.alpha(1), p.alpha(4); r1 < 0.8 || r4 < 0.7 || r4 >= r1 {
 		t.Errorf("after 30 accepted on 1-token matches: %g for those, %g for 4-token ones", r1, r4)
@@ -331,22 +331,27 @@ func TestAcceptance(t *testing.T) {
 func TestSpecObserve(t *testing.T) {
 	p := newSpec()
 	var want acceptance
-	p.shadow, p.shadowN = []int32{5, 6, 7}, 3
-	p.observe([]int32{5, 6, 9, 9}, 0, 0, 0) // a chain of 4: 2 accepted, the third rejected
+	p.shadow, p.shadowN, p.shadowAt = []int32{5, 6, 7}, 3, 10
+	p.observe(10, []int32{5, 6, 9, 9}, 0, 0, 0) // a chain of 4: 2 accepted, the third rejected
 	if want.observe(2, 3); p.accept[3] != want || p.plainRun != 4 || p.shadow != nil {
 		t.Errorf("shadow scored as %+v, want %+v; plain run %d", p.accept[3], want, p.plainRun)
 	}
-	p.shadow, p.shadowN = []int32{5, 6, 7}, 1
-	p.observe([]int32{5}, 0, 0, 0) // one token: one accepted, nothing known past it
+	p.shadow, p.shadowN, p.shadowAt = []int32{5, 6, 7}, 1, 14
+	p.observe(14, []int32{5}, 0, 0, 0) // one token: one accepted, nothing known past it
 	if p.accept[1] != (acceptance{1, 1}) || p.plainRun != 5 {
 		t.Errorf("a one-token step scored as %+v", p.accept[1])
 	}
-	p.observe([]int32{1, 2}, 4, 2, 1) // a draft of 4, the second rejected
+	p.shadow, p.shadowN, p.shadowAt = []int32{5, 6, 7}, 2, 15
+	p.observe(17, []int32{5}, 0, 0, 0) // a shadow from another length: dropped unscored
+	if p.accept[2] != (acceptance{}) || p.shadow != nil {
+		t.Errorf("a stale shadow was scored: %+v", p.accept[2])
+	}
+	p.observe(18, []int32{1, 2}, 4, 2, 1) // a draft of 4, the second rejected
 	want = acceptance{}
 	if want.observe(1, 2); p.accept[2] != want || p.plainRun != 0 {
 		t.Errorf("a draft of 4 with 1 accepted: %+v, want %+v; plain run %d", p.accept[2], want, p.plainRun)
 	}
-	p.observe([]int32{7, 7, 7}, 2, 0, 2) // all accepted: nothing rejected
+	p.observe(20, []int32{7, 7, 7}, 2, 0, 2) // all accepted: nothing rejected
 	if p.accept[0] != (acceptance{1.95, 1.95}) {
 		t.Errorf("a draft of 2, both accepted: %+v", p.accept[0])
 	}

@@ -164,7 +164,7 @@ func (e *Engine) step() error {
 			e.spec.observe(len(w.draft), accepted)
 		}
 		if w.s.spec != nil {
-			w.s.spec.observe(emit, len(w.draft), w.match, accepted)
+			w.s.spec.observe(len(w.s.tokens), emit, len(w.draft), w.match, accepted)
 		}
 		for _, tok := range emit {
 			t := Token{ID: tok}
@@ -399,7 +399,7 @@ func (e *Engine) propose(seqs []*sequence, room []int) (map[*sequence]proposal, 
 			p.tokens, p.q = p.tokens[:k], p.q[:min(k, len(p.q))]
 			out[s] = p
 		} else if len(p.tokens) > 0 {
-			s.spec.shadow, s.spec.shadowN = p.tokens, p.match
+			s.spec.shadow, s.spec.shadowN, s.spec.shadowAt = p.tokens, p.match, len(s.tokens)
 		}
 	}
 	return out, nil
