@@ -59,7 +59,7 @@ func YarnScale(factor, logMul float64) float32 {
 		if factor <= 1 {
 			return 1
 		}
-		return 0.1*m*math.Log(factor) + 1
+		return float64(0.1*m*math.Log(factor)) + 1
 	}
 	if logMul != 0 {
 		return float32(mscale(1) / mscale(logMul))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -120,4 +121,10 @@ func TestSampleKernelMatchesSampler(t *testing.T) {
 		t.Errorf("%d tails and %d draws on the device: the test misses a path", tails, draws)
 	}
 	t.Logf("%d device draws, %d tails", draws, tails)
+	// Where the device has subgroups (Chromium's SwiftShader, as web/e2e's
+	// TestBrowserSubgroups runs this test), the kernel that drew was the
+	// subgroup form.
+	if dev.Info().Subgroups && !slices.ContainsFunc(be.Kernels(), func(k string) bool { return strings.HasPrefix(k, "sample+sg") }) {
+		t.Errorf("a device with subgroups ran no subgroup form of sample: %v", be.Kernels())
+	}
 }

@@ -392,7 +392,7 @@ func (e *Engine) lastHidden(ctx context.Context, tokens []int32) ([]float32, err
 func L2Normalize(v []float32) {
 	var ss float64
 	for _, x := range v {
-		ss += float64(x) * float64(x)
+		ss += float64(float64(x) * float64(x))
 	}
 	if ss == 0 {
 		return

@@ -340,8 +340,8 @@ func relError(x []float32, q *dtype.Int4) float64 {
 		q.DequantizeRow(r, row)
 		for c, v := range x[r*q.Cols : (r+1)*q.Cols] {
 			d := float64(v - row[c])
-			e += d * d
-			n += float64(v) * float64(v)
+			e += float64(d * d)
+			n += float64(float64(v) * float64(v))
 		}
 	}
 	if n == 0 {

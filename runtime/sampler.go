@@ -158,7 +158,7 @@ func (s *Sampler) penalise(logits []float32, history []int32) {
 			}
 		}
 		for t, n := range counts {
-			logits[t] -= float32(n)*o.FrequencyPenalty + o.PresencePenalty
+			logits[t] -= float32(float32(n)*o.FrequencyPenalty) + o.PresencePenalty
 		}
 	}
 }
@@ -319,7 +319,7 @@ func (s *Sampler) penalties(history []int32, vocab int) []backend.Penalty {
 			}
 		}
 		for t, n := range counts {
-			entry(t).Sub = float32(n)*o.FrequencyPenalty + o.PresencePenalty
+			entry(t).Sub = float32(float32(n)*o.FrequencyPenalty) + o.PresencePenalty
 		}
 	}
 	slices.SortFunc(out, func(a, b backend.Penalty) int { return cmp.Compare(a.ID, b.ID) })

@@ -20,7 +20,8 @@
 //     one vec4 of the key at a time, the queries of 4 heads at one dim in
 //     one vec4 of qs, so the scores of 4 heads accumulate in one vec4;
 //  2. the block's maximum per head (8 invocations over 8 positions each,
-//     then every invocation over those 8) updates the running maximum m,
+//     then every invocation over those 8; with subgroups wg_max4, of
+//     reduce.inc.wgsl) updates the running maximum m,
 //     which every invocation holds alike; invocation j turns its scores into
 //     exp(s - m) and adds them to its own share of the sum l;
 //  3. invocation (pq, d4) accumulates dims 4·d4..4·d4+3 of the output of
@@ -69,10 +70,14 @@ var<workgroup> red: array<vec4<f32>, RED>; // [gv·8 + i]: partial maxima and su
 var<workgroup> sl: array<u32, SB>;         // the block's value records
 var<workgroup> sv: array<f32, SB>;         // and their scales
 var<workgroup> taken: u32;                 // whether the row is this kernel's
+{{- if .Subgroups}}
+{{template "reduce" .}}
+{{- end}}
 {{template "kv_rec" .}}{{template "kv_read" (kvbuf . "kc" "")}}{{template "kv_read" (kvbuf . "vc" "")}}
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
-        @builtin(num_workgroups) groups: vec3<u32>) {
+        @builtin(num_workgroups) groups: vec3<u32>{{template "sg_ids" .}}) {
+{{- template "sg_init" .}}
     let row = wid.z;
     let nrows = min(p.cap, step.rows);
     if (row >= nrows) { return; }
@@ -149,6 +154,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 s[gv] = vec4<f32>(NEG);
             }
         }
+        var mts: array<vec4<f32>, GV>; // the block's maximum
+{{- if .Subgroups}}
+        for (var gv = 0u; gv < GV; gv++) {
+            mts[gv] = wg_max4(s[gv], tid);
+        }
+{{- else}}
         for (var gv = 0u; gv < GV; gv++) {
             ps[gv * SB + tid] = s[gv];
         }
@@ -164,12 +175,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         workgroupBarrier();
+        for (var gv = 0u; gv < GV; gv++) {
+            mts[gv] = red[gv * 8u];
+            for (var i = 1u; i < 8u; i++) {
+                mts[gv] = max(mts[gv], red[gv * 8u + i]);
+            }
+        }
+{{- end}}
 
         for (var gv = 0u; gv < GV; gv++) {
-            var mt = red[gv * 8u];
-            for (var i = 1u; i < 8u; i++) {
-                mt = max(mt, red[gv * 8u + i]);
-            }
+            let mt = mts[gv];
             let m2 = max(m[gv], mt);
             corr[gv] = exp(m[gv] - m2);
             m[gv] = m2;
@@ -201,7 +216,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
 
-    // The sums: 64 shares → 8 → every invocation.
+    // The sums: 64 shares → 8 → every invocation (with subgroups: wg_sum4).
+{{- if .Subgroups}}
+    for (var gv = 0u; gv < GV; gv++) {
+        l[gv] = wg_sum4(l[gv], tid);
+    }
+{{- else}}
     for (var gv = 0u; gv < GV; gv++) {
         ps[gv * SB + tid] = l[gv];
     }
@@ -223,6 +243,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         l[gv] = sum;
     }
+{{- end}}
     // The outputs: NQ shares → invocations pq = 0.
     for (var g = 0u; g < G; g++) {
         workgroupBarrier();

@@ -8,4 +8,7 @@ struct Step {
     _pad1: u32,
     _pad2: u32,
 }
+{{- if .Subgroups}}
+const SG = {{.Subgroups}}u; // the device's smallest subgroup size (shaders.Fusion.Subgroups)
+{{- end}}
 {{template "fusion_decls" .}}

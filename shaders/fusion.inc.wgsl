@@ -191,7 +191,9 @@ fn emit_pair(r: u32, c: u32, v0: f32, v1: f32) {
 {{define "norm"}}
 {{- /* The RMSNorm prologue: rinv[m], the 1/rms of row r0 + m of the block;
 without Norm, ones. The WG invocations of the workgroup add up the squares
-of all its rows together (two barriers), reading x or, Prescaled, xraw.
+of all its rows together (two barriers), reading x or, Prescaled, xraw;
+with Subgroups each subgroup adds its own first (subgroupAdd), so the
+total adds num_subgroups values, not WG.
 With TPC = 1 (CPU adapters, where a barrier costs more than the kernel's
 own loads and every invocation reads whole rows of x) and not Prescaled
 there is no prologue: xload adds up each row's squares as the product
@@ -211,12 +213,19 @@ MAXM, rows, xbase, k4, partial. */}}
                     ss += dot(v, v);
                 }
             }
+{{- if .Subgroups}}
+            // A subgroup's sum in the slot of its subgroup_id: the total
+            // below adds num_subgroups values, not WG.
+            let sub = subgroupAdd(ss);
+            if (sg_rank == 0u) { partial[m * WG + sg_id] = sub; }
+{{- else}}
             partial[m * WG + t] = ss;
+{{- end}}
         }
         workgroupBarrier();
         if (t < MAXM) {
             var total = 0.0;
-            for (var i = 0u; i < WG; i++) {
+            for (var i = 0u; i < {{if .Subgroups}}sg_n{{else}}WG{{end}}; i++) {
                 total += partial[t * WG + i];
             }
             norm_total[t] = total;
@@ -274,11 +283,15 @@ Needs WG, MAXM, TPC. */}}
 // partial[m * WG + t] is invocation t's sum for row m of the block.
 const PARTIALS = WG * MAXM;
 var<workgroup> partial: array<f32, PARTIALS>;
+{{- if .Subgroups}}
+{{template "sg_vars" .}}
+{{- end}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) t: u32,
         @builtin(workgroup_id) g: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>) {
+        @builtin(num_workgroups) groups: vec3<u32>{{template "sg_ids" .}}) {
+{{- template "sg_init" .}}
     let k4 = p.k / 4u;
 {{template "block" .}}
     let lane = t % TPC;
@@ -287,15 +300,35 @@ fn main(@builtin(local_invocation_index) t: u32,
 {{define "sum_tree"}}
 {{- /* The end of a GEMV whose TPC invocations a column split its inputs:
 their sums acc[m] are added in a tree in workgroup memory, then lane 0
-stores (partial[m * WG + t] holds row m's sum); with Pairs, the even
+stores (partial[m * WG + t] holds row m's sum), with Subgroups after
+shuffles for the levels below SG; with Pairs, the even
 column's lane 0 takes its neighbour's sum too; the sums hold their
 adapters' terms (lora_fold). Needs acc, lane, j, rows,
 r0, t, TPC, WG, partial, rinv. */}}
+{{- if .Subgroups}}
+    // With subgroups the levels below SG are shuffles, no barrier: the TPC
+    // invocations of a column are consecutive, and consecutive invocations
+    // are consecutive lanes of a subgroup (local_invocation_index =
+    // subgroup_id · subgroup_size + subgroup_invocation_id, as Chrome
+    // documents for subgroup_id), so lane ^ s (s < SG) is the same
+    // column's. Each invocation then holds the sum of its SG-aligned group
+    // of lanes, and the tree adds the groups.
+    for (var m = 0u; m < MAXM; m++) {
+        var v = acc[m];
+        for (var s = 1u; s < min(TPC, SG); s <<= 1u) {
+            v += subgroupShuffleXor(v, s);
+        }
+        partial[m * WG + t] = v;
+    }
+    workgroupBarrier();
+    for (var s = TPC / 2u; s >= SG; s >>= 1u) {
+{{- else}}
     for (var m = 0u; m < MAXM; m++) {
         partial[m * WG + t] = acc[m];
     }
     workgroupBarrier();
     for (var s = TPC / 2u; s > 0u; s >>= 1u) {
+{{- end}}
         if (lane < s) {
             for (var m = 0u; m < MAXM; m++) {
                 partial[m * WG + t] += partial[m * WG + t + s];

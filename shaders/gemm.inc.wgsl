@@ -26,7 +26,7 @@ const WS = BN + 1u; // row stride of ws
 const XSIZE = BK * XS;
 const WSIZE = BK * WS;
 var<workgroup> xs: array<f32, XSIZE>; // xs[kk * XS + r] = x[r0 + r, k0 + kk]
-var<workgroup> ws: array<f32, WSIZE>; // ws[kk * WS + c] = w[c0 + c, k0 + kk]
+var<workgroup> ws: array<{{if .F16}}f16{{else}}f32{{end}}, WSIZE>; // ws[kk * WS + c] = w[c0 + c, k0 + kk]; f16 with F16
 {{- if .Experts}}
 var<workgroup> xrow: array<u32, BM>; // the x row of each row of the tile
 var<workgroup> orow: array<u32, BM>; // its output row
@@ -94,7 +94,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>,
         load_w(k0, c0, t, wb);
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
-            let b = vec4(ws[kk * WS + tcol(tx, 0u)], ws[kk * WS + tcol(tx, 1u)], ws[kk * WS + tcol(tx, 2u)], ws[kk * WS + tcol(tx, 3u)]);
+            let b = vec4<f32>(vec4(ws[kk * WS + tcol(tx, 0u)], ws[kk * WS + tcol(tx, 1u)], ws[kk * WS + tcol(tx, 2u)], ws[kk * WS + tcol(tx, 3u)]));
             for (var i = 0u; i < TM; i++) {
                 acc[i] += xs[kk * XS + ty + 16u * i] * b;
             }

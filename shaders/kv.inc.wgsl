@@ -18,7 +18,9 @@ r·(HV, or HV + 1 for int8). Twin: runtime/cpu's kvStore (put, get) and
 QuantizeKV8.
 */}}
 
-{{define "kv_elem"}}{{if eq .KV "int8"}}u32{{else if eq .KV "f16"}}vec2<u32>{{else}}vec4<f32>{{end}}{{end}}
+{{- /* With Fusion.F16 (shader-f16) an f16 record is HV × vec4<f16>: the
+same bytes, read and written without packing. */}}
+{{define "kv_elem"}}{{if eq .KV "int8"}}u32{{else if and (eq .KV "f16") .F16}}vec4<f16>{{else if eq .KV "f16"}}vec2<u32>{{else}}vec4<f32>{{end}}{{end}}
 
 {{define "kv_attend_bindings"}}
 // What both attention kernels read: the queries, the layer's cache, and
@@ -55,6 +57,8 @@ fn {{.Buf}}_raw(rec: u32, e: u32) -> vec4<f32> {
     let w = {{.Buf}}[rec + e];
 {{- if eq .KV "int8"}}
     return vec4<f32>(vec4<i32>(i32(w << 24u), i32(w << 16u), i32(w << 8u), i32(w)) >> vec4<u32>(24u));
+{{- else if and (eq .KV "f16") .F16}}
+    return vec4<f32>(w);
 {{- else if eq .KV "f16"}}
     return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
 {{- else}}
@@ -97,6 +101,8 @@ fn {{.Buf}}_put(rec: u32, at: u32, hd: u32) {
 {{- if eq .KV "int8"}}
         let b = vec4<u32>(vec4<i32>(clamp(round(x * inv), vec4<f32>(-127.0), vec4<f32>(127.0)))) & vec4<u32>(0xffu);
         {{.Buf}}[rec + e] = b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+{{- else if and (eq .KV "f16") .F16}}
+        {{.Buf}}[rec + e] = vec4<f16>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
 {{- else if eq .KV "f16"}}
         let h = clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0));
         {{.Buf}}[rec + e] = vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));

@@ -1,7 +1,7 @@
 // layernorm: dst = (x - mean(x)) / sqrt(var(x) + eps) * w + b, one workgroup
-// per row: a tree reduction for the mean, then another for the variance
-// about it (two passes, as ggml_norm computes it). Twin: runtime/cpu
-// LayerNorm.
+// per row: a workgroup sum (reduce.inc.wgsl) for the mean, then another
+// for the variance about it (two passes, as ggml_norm computes it). Twin:
+// runtime/cpu LayerNorm.
 struct Params { cols: u32, cap: u32, eps: f32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -12,23 +12,11 @@ struct Params { cols: u32, cap: u32, eps: f32 }
 @group(0) @binding(5) var<storage, read> b: array<f32>;
 
 const WG = 256u;
-var<workgroup> partial: array<f32, WG>;
-
-// total returns the sum of every invocation's v (all must call it).
-fn total(lid: u32, v: f32) -> f32 {
-    partial[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) { partial[lid] += partial[lid + s]; }
-        workgroupBarrier();
-    }
-    let t = partial[0];
-    workgroupBarrier(); // before partial is written again
-    return t;
-}
+{{template "reduce" .}}
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{template "sg_ids" .}}) {
+{{- template "sg_init" .}}
     let row = wid.x;
     if (row >= min(p.cap, step.rows)) { return; } // uniform per workgroup
     let base = row * p.cols;
@@ -36,13 +24,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var c = lid; c < p.cols; c += WG) {
         sum += x[base + c];
     }
-    let mean = total(lid, sum) / f32(p.cols);
+    let mean = wg_sum(sum, lid) / f32(p.cols);
     var ss = 0.0;
     for (var c = lid; c < p.cols; c += WG) {
         let d = x[base + c] - mean;
         ss += d * d;
     }
-    let inv = 1.0 / sqrt(total(lid, ss) / f32(p.cols) + p.eps);
+    let inv = 1.0 / sqrt(wg_sum(ss, lid) / f32(p.cols) + p.eps);
     for (var c = lid; c < p.cols; c += WG) {
         dst[base + c] = (x[base + c] - mean) * inv * w[c] + b[c];
     }

@@ -12,13 +12,22 @@
 // With Experts (fusion.inc.wgsl's block template) block g.z is instead a
 // group of (row, slot) pairs that chose one expert, whose rows of the
 // stacked weight it reads: the experts' products of a mixture of experts.
-alias WT = vec2<u32>;
+//
+// With F16 (shader-f16) the halves are read as vec4<f16>, the same bytes,
+// and the products are in f16 (float_gemv).
 const U = 2u; // loads in flight an iteration
 override TPC: u32 = 16u;
+{{- if .F16}}
+alias WT = vec4<f16>;
+
+fn wload(i: u32) -> WV { return w[i]; }
+{{- else}}
+alias WT = vec2<u32>;
 
 // wload expands four halves exactly (unpack2x16float).
-fn wload(i: u32) -> vec4<f32> {
+fn wload(i: u32) -> WV {
     let v = w[i];
     return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y));
 }
+{{- end}}
 {{template "float_gemv" .}}

@@ -34,5 +34,5 @@ const U = 4u; // loads in flight an iteration
 // TPC is the number of invocations per output column, a power of two ≤ WG.
 override TPC: u32 = 64u;
 
-fn wload(i: u32) -> vec4<f32> { return w[i]; }
+fn wload(i: u32) -> WV { return w[i]; }
 {{template "float_gemv" .}}

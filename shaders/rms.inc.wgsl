@@ -1,8 +1,7 @@
 {{define "rms"}}
 // The reduction rmsnorm and rmsnorm_heads share (needs WG and the binding
-// x): one partial sum of squares per invocation, added in a tree in
-// workgroup memory.
-var<workgroup> partial: array<f32, WG>;
+// x): one partial sum of squares per invocation, added by wg_sum.
+{{template "reduce" .}}
 
 // rms_inv returns 1 / sqrt(mean(x[base .. base + n)²) + eps), summed by the
 // WG invocations of the workgroup (this one is lid). Call it in uniform
@@ -13,12 +12,6 @@ fn rms_inv(base: u32, n: u32, lid: u32, eps: f32) -> f32 {
         let v = x[base + c];
         ss += v * v;
     }
-    partial[lid] = ss;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) { partial[lid] += partial[lid + s]; }
-        workgroupBarrier();
-    }
-    return 1.0 / sqrt(partial[0] / f32(n) + eps);
+    return 1.0 / sqrt(wg_sum(ss, lid) / f32(n) + eps);
 }
 {{end}}

@@ -1,5 +1,5 @@
 // rmsnorm: dst = x / sqrt(mean(x²) + eps) * w, one workgroup per row with a
-// tree reduction in workgroup memory. Twin: runtime/cpu RMSNorm.
+// workgroup sum (reduce.inc.wgsl). Twin: runtime/cpu RMSNorm.
 struct Params { cols: u32, cap: u32, eps: f32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -12,7 +12,8 @@ const WG = 256u;
 {{template "rms" .}}
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{template "sg_ids" .}}) {
+{{- template "sg_init" .}}
     let row = wid.x;
     if (row >= min(p.cap, step.rows)) { return; } // uniform per workgroup
     let base = row * p.cols;

@@ -15,7 +15,9 @@
 // draw (or reach top-p): a flat row over a large vocabulary gives up in a
 // round or two instead of 256 (a premature tail is exact too, only slower). The draws are the CPU sampler's own
 // values of its PCG stream, sent by the host, consumed one per step that
-// keeps more than one candidate. Twin: runtime Sampler (Dist and pick).
+// keeps more than one candidate. The reductions are reduce.inc.wgsl's (with
+// subgroups where the device has them). Twin: runtime Sampler (Dist and
+// pick).
 struct Params { cols: u32, chain_step: u32, max_chain: u32 }
 struct Row { temperature: f32, top_p: f32, min_p: f32, top_k: u32 } // top_k 0: the whole row
 
@@ -30,19 +32,12 @@ struct Row { temperature: f32, top_p: f32, min_p: f32, top_k: u32 } // top_k 0: 
 const WG = 256u;
 const KMAX = 256u;
 const LOCAL = 8u; // values each invocation keeps ranked ahead
-const NONE = 0xffffffffu;
 const NEG_INF = 0xff800000u;
-var<workgroup> red_v: array<f32, WG>;
-var<workgroup> red_i: array<u32, WG>;
 var<workgroup> cand_i: array<u32, KMAX>;
 var<workgroup> cand_p: array<f32, KMAX>;
 var<workgroup> flag: u32;
 
-// before reports whether (v, i) comes before (w, j): larger value first,
-// lower index among equals.
-fn before(v: f32, i: u32, w: f32, j: u32) -> bool {
-    return j == NONE || (i != NONE && (v > w || (v == w && i < j)));
-}
+{{template "reduce" .}}
 
 // weight is exp((v - mx)/t), 0 for a masked (-Inf) value, computed as the
 // CPU computes it: the difference and quotient in f32.
@@ -51,21 +46,9 @@ fn weight(v: f32, mx: f32, t: f32) -> f32 {
     return exp((v - mx) / t);
 }
 
-// sum adds up v over the workgroup; every invocation gets the total.
-fn sum(lid: u32, v: f32) -> f32 {
-    red_v[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) { red_v[lid] += red_v[lid + s]; }
-        workgroupBarrier();
-    }
-    let total = red_v[0];
-    workgroupBarrier();
-    return total;
-}
-
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{template "sg_ids" .}}) {
+{{- template "sg_init" .}}
     let row = wid.x;
     let base = row * p.cols;
     let c = cfg[row];
@@ -87,19 +70,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let v = x[base + i];
         if (before(v, i, mv, mi)) { mv = v; mi = i; }
     }
-    red_v[lid] = mv;
-    red_i[lid] = mi;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s && before(red_v[lid + s], red_i[lid + s], red_v[lid], red_i[lid])) {
-            red_v[lid] = red_v[lid + s];
-            red_i[lid] = red_i[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let mx = red_v[0];
-    let top = red_i[0];
-    workgroupBarrier();
+    let best = wg_best(mv, mi, lid);
+    let mx = best.v;
+    let top = best.i;
     if (c.temperature == 0.0) {
         if (lid == 0u) {
             result[row] = i32(top);
@@ -118,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (whole) {
         var part = 0.0;
         for (var i = lid; i < p.cols; i += WG) { part += weight(x[base + i], mx, c.temperature); }
-        big_s = sum(lid, part);
+        big_s = wg_sum(part, lid);
         floor_p = 1.0 / big_s * c.min_p;
         if (!top_p) {
             part = 0.0;
@@ -126,7 +99,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let pr = weight(x[base + i], mx, c.temperature) / big_s;
                 if (c.min_p == 0.0 || pr >= floor_p) { part += pr; }
             }
-            total = sum(lid, part);
+            total = wg_sum(part, lid);
         }
     }
 
@@ -184,18 +157,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             bv = loc_v[loc_at];
             bi = loc_i[loc_at];
         }
-        red_v[lid] = bv;
-        red_i[lid] = bi;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s >>= 1u) {
-            if (lid < s && before(red_v[lid + s], red_i[lid + s], red_v[lid], red_i[lid])) {
-                red_v[lid] = red_v[lid + s];
-                red_i[lid] = red_i[lid + s];
-            }
-            workgroupBarrier();
-        }
-        prev_v = red_v[0];
-        prev_i = red_i[0];
+        let b = wg_best(bv, bi, lid);
+        prev_v = b.v;
+        prev_i = b.i;
         n = r + 1u;
         if (prev_i != NONE && prev_i % WG == lid) { // this invocation's head was taken
             last_v = prev_v;

@@ -25,7 +25,7 @@ var files embed.FS
 // templates holds every file, each under its file name.
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
 	"bindings": func(f Fusion, first int) string { return f.Bindings(first) },
-	"kvbuf":    func(f Fusion, buf, src string) KVBuf { return KVBuf{f.KV, buf, src} },
+	"kvbuf":    func(f Fusion, buf, src string) KVBuf { return KVBuf{f.KV, buf, src, f.F16} },
 	"values":   func(f Fusion, name string) Values { return Values{name, f.Half} },
 }).ParseFS(files, "*.wgsl"))
 
@@ -96,6 +96,26 @@ type Fusion struct {
 	// It is no fusion: a kernel with only KV set binds no Fuse uniform.
 	KV string
 
+	// Subgroups is the device's smallest subgroup size (a power of two,
+	// 4 to 128) where it has WGSL's subgroups and subgroup_id, 0 where
+	// not. Like KV it is no fusion but a device switch: the kernels of
+	// SubgroupKernels then reduce across a subgroup with subgroup
+	// operations and across subgroups through workgroup memory
+	// (reduce.inc.wgsl), in place of a tree of barriers. SG, the size,
+	// bounds the levels a GEMV's column sum does by shuffles.
+	Subgroups int
+
+	// F16 computes with WGSL's f16 type (the device's shader-f16), in the
+	// kernels of F16Kernels, where the error allows it: the f16 cache's
+	// kernels (KV "f16") read and write its halves as vec4<f16>, the same
+	// bytes as the packed words, converting exactly; matmul_f16_gemm keeps
+	// its weight tile in f16 workgroup memory (half the bytes; the values
+	// are the weight's own halves, so nothing changes); matmul_f16_gemv
+	// multiplies in f16 (x rounded to f16, a dot of four in f16) and
+	// accumulates in f32 (F16GEMVTolerance). Like Subgroups it is a device
+	// switch, no fusion.
+	F16 bool
+
 	// Weight is the format of the weight that the grouped integer kernels
 	// (QuantKernels) read, one of WeightFormats (quant_formats.inc.wgsl):
 	// "int4", "int8", or a GGUF block type ("q4_k"). Like KV it is no
@@ -120,7 +140,10 @@ var (
 // KVBuf is what kv.inc.wgsl's templates are run with: the cache's type,
 // the cache binding they serve (kc or vc) and, for stores, the f32 source
 // binding (k or v).
-type KVBuf struct{ KV, Buf, Src string }
+type KVBuf struct {
+	KV, Buf, Src string
+	F16          bool // Fusion.F16: halves as f16
+}
 
 // Values is what lora.inc.wgsl's lora_values template is run with: the
 // adapters' binding whose reads it declares, and whether it holds halves.
@@ -129,6 +152,29 @@ type Values struct {
 	Half bool
 }
 
+// SubgroupKernels are the kernels with reductions that Fusion.Subgroups
+// specialises: the norms, argmax, top-k, the sampler's ranking and
+// softmax sums, decode attention's running maximum and sum, and the
+// GEMVs' column sums.
+var SubgroupKernels = []string{"rmsnorm", "rmsnorm_heads", "layernorm", "argmax", "topk", "sample", "attention_decode",
+	"matmul_gemv", "matmul_f16_gemv", "matmul_quant_gemv"}
+
+// F16Kernels are the kernels that Fusion.F16 specialises: the f16
+// weights' products, and the cache kernels with an f16 cache.
+var F16Kernels = append([]string{"matmul_f16_gemv", "matmul_f16_gemm"}, KVKernels...)
+
+// F16GEMVTolerance bounds matmul_f16_gemv's error with F16 against its
+// f32 twin, relative to Σ|x·w| (the sum of the products' magnitudes):
+// x rounded to f16 (2⁻¹¹ relative) and the dot of four in f16 (a product
+// and two additions, each 2⁻¹¹ of their magnitude) give at most
+// 4·2⁻¹¹ ≈ 2e-3 of it before the f32 sum; TestF16GEMVTolerance emulates the
+// arithmetic on the CPU and finds about half of that (1.0e-3).
+const F16GEMVTolerance = 2e-3
+
+// SubgroupSizes are the subgroup sizes WGSL allows, the values of
+// Fusion.Subgroups but 0.
+var SubgroupSizes = []int{4, 8, 16, 32, 64, 128}
+
 // LoRAKernels are the kernels of unmerged adapters, which read their
 // values in f32 or, with Fusion.Half alone, in halves.
 var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
@@ -136,7 +182,7 @@ var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV, f.Half, f.Weight = "", false, ""
+	f.KV, f.Half, f.Weight, f.Subgroups, f.F16 = "", false, "", 0, false
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -151,6 +197,12 @@ func (f Fusion) String() string {
 	}
 	if f.Weight != "" {
 		kv = "+" + f.Weight + kv
+	}
+	if f.F16 {
+		kv += "+f16"
+	}
+	if f.Subgroups > 0 {
+		kv += fmt.Sprintf("+sg%d", f.Subgroups)
 	}
 	if !f.Fused() {
 		return kv
@@ -296,7 +348,20 @@ func Compose(name string, f Fusion) (string, error) {
 	if f.Half && !f.LoRA && (!slices.Contains(LoRAKernels, name) || f.Fused() && name != "lora_shrink") {
 		return "", fmt.Errorf("shader %s%s: halves are adapters' values", name, f)
 	}
+	if f.Subgroups != 0 && (!slices.Contains(SubgroupKernels, name) || !slices.Contains(SubgroupSizes, f.Subgroups)) {
+		return "", fmt.Errorf("shader %s%s: subgroup variants are of %v, with a size of %v", name, f, SubgroupKernels, SubgroupSizes)
+	}
+	if f.F16 && (!slices.Contains(F16Kernels, name) || slices.Contains(KVKernels, name) && f.KV != "f16") {
+		return "", fmt.Errorf("shader %s%s: f16 variants are of %v, the cache's kernels with an f16 cache", name, f, F16Kernels)
+	}
 	var b strings.Builder
+	if f.F16 {
+		b.WriteString("enable f16;\n")
+	}
+	if f.Subgroups > 0 {
+		// Directives come before every declaration.
+		b.WriteString("enable subgroups;\nrequires subgroup_id;\n")
+	}
 	if err := templates.ExecuteTemplate(&b, "common.inc.wgsl", f); err != nil {
 		return "", fmt.Errorf("shader %s: %w", name, err)
 	}

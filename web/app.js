@@ -202,7 +202,7 @@ function showAdapter(info) {
   }
   const a = info.adapter;
   el.adapterText.textContent = `${a.name || "WebGPU adapter"} · ${a.path}`;
-  el.adapter.title = `${a.vendor} ${a.architecture} (${a.deviceType}); shader-f16: ${a.shaderF16 ? "yes" : "no"}; ` +
+  el.adapter.title = `${a.vendor} ${a.architecture} (${a.deviceType}); shader-f16: ${a.shaderF16 ? "yes" : "no"}; subgroups: ${a.subgroups ? "yes" : "no"}; ` +
     `max buffer ${formatBytes(a.maxBufferSize)}, max storage binding ${formatBytes(a.maxStorageBufferBindingSize)}; ` +
     `about ${formatBytes(budget())} for models on this device`;
   el.adapter.classList.add("ok");

@@ -35,7 +35,7 @@ func dequantQ2K(src []byte, dst []float32) {
 					sc := scales[is]
 					is++
 					dl := d * float32(sc&0x0f)
-					ml := dmin * float32(sc>>4)
+					ml := float32(dmin * float32(sc>>4))
 					for l := range 16 {
 						v := q[l+16*half] >> shift & 3
 						y[0] = float32(dl*float32(v)) - ml
@@ -105,8 +105,8 @@ func dequantQ4K(src []byte, dst []float32) {
 			q := qs[32*j : 32*j+32]
 			sc1, m1 := scaleMinK4(2*j, scales)
 			sc2, m2 := scaleMinK4(2*j+1, scales)
-			d1, min1 := d*float32(sc1), dmin*float32(m1)
-			d2, min2 := d*float32(sc2), dmin*float32(m2)
+			d1, min1 := d*float32(sc1), float32(dmin*float32(m1))
+			d2, min2 := d*float32(sc2), float32(dmin*float32(m2))
 			out := y[64*j : 64*j+64]
 			for l := range 32 {
 				out[l] = float32(d1*float32(q[l]&0x0f)) - min1
@@ -128,8 +128,8 @@ func dequantQ5K(src []byte, dst []float32) {
 			q := qs[32*j : 32*j+32]
 			sc1, m1 := scaleMinK4(2*j, scales)
 			sc2, m2 := scaleMinK4(2*j+1, scales)
-			d1, min1 := d*float32(sc1), dmin*float32(m1)
-			d2, min2 := d*float32(sc2), dmin*float32(m2)
+			d1, min1 := d*float32(sc1), float32(dmin*float32(m1))
+			d2, min2 := d*float32(sc2), float32(dmin*float32(m2))
 			out := y[64*j : 64*j+64]
 			for l := range 32 {
 				lo := q[l]&0x0f | (qh[l]>>(2*j)&1)<<4

@@ -352,7 +352,7 @@ func quantizeGroup(x []float32, q *[Int4GroupSize]uint8) uint32 {
 			c := uint8(code((v-mn)*inv, 15))
 			codes[i] = c
 			d := float64(Int4Value(s, mn, c) - v)
-			e += d * d
+			e += float64(d * d)
 		}
 		if e < best {
 			best, bestSM = e, sm
@@ -366,19 +366,19 @@ func quantizeGroup(x []float32, q *[Int4GroupSize]uint8) uint32 {
 		for i, v := range x {
 			c := float64(q[i])
 			sc += c
-			sc2 += c * c
+			sc2 += float64(c * c)
 			sx += float64(v)
-			scx += c * float64(v)
+			scx += float64(c * float64(v))
 		}
-		if den := n*sc2 - sc*sc; den > 0 {
-			s := (n*scx - sc*sx) / den
-			b := (sx - s*sc) / n
+		if den := float64(n*sc2) - float64(sc*sc); den > 0 {
+			s := (float64(n*scx) - float64(sc*sx)) / den
+			b := (sx - float64(s*sc)) / n
 			try(PackScaleMin(float32(s), float32(b)))
 		}
 	}
 	span := hi - lo
 	for _, c := range [...]struct{ a, b float32 }{{0, 0}, {1, 0}, {0, 1}, {1, 1}, {2, 0}, {0, 2}, {2, 2}} {
-		l, h := lo+span*c.a/32, hi-span*c.b/32
+		l, h := lo+float32(span*c.a/32), hi-float32(span*c.b/32)
 		try(PackScaleMin((h-l)/15, l))
 	}
 	refit()

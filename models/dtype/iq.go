@@ -123,8 +123,8 @@ func fitCodebook(x []float32) float32 {
 		for i, v := range x {
 			codes[i] = nearestLevel(&kvaluesIQ4NL, v*id)
 			l := float64(kvaluesIQ4NL[codes[i]])
-			sqx += l * float64(v)
-			sq2 += l * l
+			sqx += float64(l * float64(v))
+			sq2 += float64(l * l)
 		}
 		// The least-squares scale sqx/sq2 leaves an error of Σx² − sqx²/sq2:
 		// the largest sqx²/sq2 is the best.
@@ -180,7 +180,7 @@ func quantIQ4XS(src []float32, dst []byte) {
 		var sh uint16
 		clear(blk[4:8])
 		for j, s := range scales {
-			ls := code(s*inverse(d)+32, 63)
+			ls := code(float32(s*inverse(d))+32, 63)
 			blk[4+j/2] |= byte(ls&15) << (4 * (j % 2))
 			sh |= uint16(ls>>4) << (2 * j)
 		}

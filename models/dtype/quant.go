@@ -159,7 +159,7 @@ func code(v float32, hi int) int {
 	case v >= float32(hi):
 		return hi
 	}
-	return int(v + 0.5)
+	return int(float32(v) + 0.5) // float32(v): not fused with a product the caller passes
 }
 
 // quantQ4_0 uses d = max/-8, so codes run from the max's side at 0 to the
@@ -171,8 +171,8 @@ func quantQ4_0(src []float32, dst []byte) {
 		putF16(blk, signedMax(x)/-8)
 		id := inverse(f16(blk))
 		for j := range qk / 2 {
-			lo := code(x[j]*id+8, 15)
-			hi := code(x[j+qk/2]*id+8, 15)
+			lo := code(float32(x[j]*id)+8, 15)
+			hi := code(float32(x[j+qk/2]*id)+8, 15)
 			blk[2+j] = byte(lo | hi<<4)
 		}
 	}
@@ -215,7 +215,7 @@ func quantQ5_0(src []float32, dst []byte) {
 		putF16(blk, signedMax(x)/-16)
 		id := inverse(f16(blk))
 		for j, v := range x {
-			codes[j] = code(v*id+16, 31)
+			codes[j] = code(float32(v*id)+16, 31)
 		}
 		putQ5(&codes, blk[2:6], blk[6:])
 	}
@@ -245,7 +245,7 @@ func quantQ8_0(src []float32, dst []byte) {
 		putF16(blk, abs32(signedMax(x))/127)
 		id := inverse(f16(blk))
 		for j, v := range x {
-			blk[2+j] = byte(int8(code(v*id+127, 254) - 127))
+			blk[2+j] = byte(int8(code(float32(v*id)+127, 254) - 127))
 		}
 	}
 }

@@ -23,20 +23,20 @@ func fitAffine(x []float32, nmax int) (scale, mn float32) {
 	n := float64(len(x))
 	best := math.Inf(1)
 	for step := -10; step <= 10; step++ {
-		iscale := (float32(nmax) + 0.1*float32(step)) / (hi - lo)
+		iscale := (float32(nmax) + float32(0.1*float32(step))) / (hi - lo)
 		var sq, sq2, sx, sqx float64
 		for i, v := range x {
 			codes[i] = code((v-lo)*iscale, nmax)
 			q := float64(codes[i])
 			sq += q
-			sq2 += q * q
+			sq2 += float64(q * q)
 			sx += float64(v)
-			sqx += q * float64(v)
+			sqx += float64(q * float64(v))
 		}
 		var s, b float64 // x ≈ s*q + b
-		if den := n*sq2 - sq*sq; den > 0 {
-			s = (n*sqx - sq*sx) / den
-			b = (sx - s*sq) / n
+		if den := float64(n*sq2) - float64(sq*sq); den > 0 {
+			s = (float64(n*sqx) - float64(sq*sx)) / den
+			b = (sx - float64(s*sq)) / n
 		}
 		if b > 0 || s <= 0 { // a positive offset is not representable
 			b = 0
@@ -46,8 +46,8 @@ func fitAffine(x []float32, nmax int) (scale, mn float32) {
 		}
 		var e float64
 		for i, v := range x {
-			d := s*float64(codes[i]) + b - float64(v)
-			e += d * d
+			d := float64(s*float64(codes[i])) + b - float64(v)
+			e += float64(d * d)
 		}
 		if e < best {
 			best, scale, mn = e, float32(s), float32(-b)
@@ -111,7 +111,7 @@ func quantAffineK(src []float32, dst []byte, bb, nmax int, pack func(blk []byte,
 		putScaleMinK4(blk[4:16], &ls, &lm)
 		for j := range 8 {
 			sc, m := scaleMinK4(j, blk[4:16])
-			e, off := d*float32(sc), dmin*float32(m)
+			e, off := d*float32(sc), float32(dmin*float32(m))
 			for i, v := range x[32*j : 32*j+32] {
 				codes[32*j+i] = code((v+off)*inverse(e), nmax)
 			}
@@ -141,13 +141,13 @@ func fitSymmetric(x []float32, nmax int) float32 {
 	var codes [qkK]int
 	var best, scale float64 = math.Inf(1), 0
 	for step := -10; step <= 10; step++ {
-		iscale := -(float32(nmax) + 0.1*float32(step)) / m
+		iscale := -(float32(nmax) + float32(0.1*float32(step))) / m
 		var sqx, sq2 float64
 		for i, v := range x {
-			codes[i] = code(v*iscale+float32(nmax), 2*nmax-1) - nmax
+			codes[i] = code(float32(v*iscale)+float32(nmax), 2*nmax-1) - nmax
 			q := float64(codes[i])
-			sqx += q * float64(v)
-			sq2 += q * q
+			sqx += float64(q * float64(v))
+			sq2 += float64(q * q)
 		}
 		if sq2 == 0 {
 			continue
@@ -155,8 +155,8 @@ func fitSymmetric(x []float32, nmax int) float32 {
 		s := sqx / sq2
 		var e float64
 		for i, v := range x {
-			d := s*float64(codes[i]) - float64(v)
-			e += d * d
+			d := float64(s*float64(codes[i])) - float64(v)
+			e += float64(d * d)
 		}
 		if e < best {
 			best, scale = e, s
@@ -181,11 +181,11 @@ func quantQ6K(src []float32, dst []byte) {
 		putF16(blk[208:], amax/127)
 		d := f16(blk[208:])
 		for j := range 16 {
-			sc := int8(code(scales[j]*inverse(d)+128, 255) - 128)
+			sc := int8(code(float32(scales[j]*inverse(d))+128, 255) - 128)
 			blk[192+j] = byte(sc)
 			e := d * float32(sc)
 			for i, v := range x[16*j : 16*j+16] {
-				codes[16*j+i] = code(v*inverse(e)+32, 63)
+				codes[16*j+i] = code(float32(v*inverse(e))+32, 63)
 			}
 		}
 		for n := range 2 {
@@ -228,7 +228,7 @@ func quantQ2K(src []float32, dst []byte) {
 		for j := range 16 {
 			sc, m := code(scales[j]*inverse(d), 15), code(mins[j]*inverse(dmin), 15)
 			blk[j] = byte(sc | m<<4)
-			e, off := d*float32(sc), dmin*float32(m)
+			e, off := d*float32(sc), float32(dmin*float32(m))
 			for i, v := range x[16*j : 16*j+16] {
 				codes[16*j+i] = code((v+off)*inverse(e), 3)
 			}
@@ -258,7 +258,7 @@ func quantQ3K(src []float32, dst []byte) {
 		s := blk[96:108]
 		clear(s)
 		for j := range 16 {
-			l := code(scales[j]*inverse(d)+32, 63)
+			l := code(float32(scales[j]*inverse(d))+32, 63)
 			s[j%8] |= byte(l&15) << (4 * (j / 8))
 			s[8+j%4] |= byte(l>>4) << (2 * (j / 4))
 		}
@@ -266,7 +266,7 @@ func quantQ3K(src []float32, dst []byte) {
 		for j := range 16 {
 			id := inverse(d * float32(sc[j]))
 			for i, v := range x[16*j : 16*j+16] {
-				codes[16*j+i] = code(v*id+4, 7)
+				codes[16*j+i] = code(float32(v*id)+4, 7)
 			}
 		}
 		hmask := blk[:32]

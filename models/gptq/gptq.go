@@ -56,7 +56,7 @@ func (h *Hessian) Add(x []float32) {
 			}
 			hi := h.H[i*n : i*n+i+1]
 			for j, b := range row[:i+1] {
-				hi[j] += a * b
+				hi[j] += float64(a * b)
 			}
 		}
 		h.Samples++
@@ -160,7 +160,7 @@ func quantizeRow(row []float64, u []float64, m *dtype.Int4, r int) {
 			ui := u[i*n : (i+1)*n]
 			e := (row[i] - float64(dtype.Int4Value(s, mn, c))) / ui[i]
 			for j := i + 1; j < n; j++ {
-				row[j] -= e * ui[j]
+				row[j] -= float64(e * ui[j])
 			}
 		}
 		at := r*G + g
@@ -187,7 +187,7 @@ func inverseFactor(h *Hessian, damp float64) ([]float64, error) {
 	for try := 0; try < 4; try++ {
 		d := append([]float64(nil), a...)
 		for i := range n {
-			d[i*n+i] += damp * mean
+			d[i*n+i] += float64(damp * mean)
 		}
 		if l, ok := cholesky(d, n); ok {
 			if li, ok := cholesky(invertFromCholesky(l, n), n); ok {
@@ -206,7 +206,7 @@ func cholesky(a []float64, n int) (l []float64, ok bool) {
 		rj := a[j*n : j*n+j]
 		s := a[j*n+j]
 		for _, v := range rj {
-			s -= v * v
+			s -= float64(v * v)
 		}
 		if !(s > 0) {
 			return nil, false
@@ -217,7 +217,7 @@ func cholesky(a []float64, n int) (l []float64, ok bool) {
 			ri := a[i*n : i*n+j]
 			t := a[i*n+j]
 			for k, v := range ri {
-				t -= v * rj[k]
+				t -= float64(v * rj[k])
 			}
 			a[i*n+j] = t / d
 		}
@@ -239,7 +239,7 @@ func invertFromCholesky(l []float64, n int) []float64 {
 		for i := j + 1; i < n; i++ {
 			var s float64
 			for k := j; k < i; k++ {
-				s -= l[i*n+k] * li[k*n+j]
+				s -= float64(l[i*n+k] * li[k*n+j])
 			}
 			li[i*n+j] = s / l[i*n+i]
 		}
@@ -250,7 +250,7 @@ func invertFromCholesky(l []float64, n int) []float64 {
 		for j := 0; j <= i; j++ {
 			var s float64
 			for k := i; k < n; k++ {
-				s += li[k*n+i] * li[k*n+j]
+				s += float64(li[k*n+i] * li[k*n+j])
 			}
 			inv[i*n+j], inv[j*n+i] = s, s
 		}

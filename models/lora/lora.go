@@ -171,7 +171,7 @@ func (t *Target) Delta(w []float32, scale float32) {
 			}
 			a := t.A[r*t.In : (r+1)*t.In]
 			for i, x := range a {
-				row[i] += b * x
+				row[i] += float32(b * x)
 			}
 		}
 	}
@@ -189,7 +189,7 @@ func (t *Target) DeltaT(w []float32, scale float32) {
 				continue
 			}
 			for o := range row {
-				row[o] += a * t.B[o*t.Rank+r]
+				row[o] += float32(a * t.B[o*t.Rank+r])
 			}
 		}
 	}

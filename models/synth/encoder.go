@@ -72,7 +72,7 @@ func writeEncoder(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 			}
 		case len(want.Shape) == 1: // LayerNorm gains
 			for i := range vals {
-				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
 			}
 		default:
 			a := float32(math.Sqrt(3 / float64(in)))

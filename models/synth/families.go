@@ -76,8 +76,8 @@ func phi3(c models.Config, orig int) models.Config {
 	c.RopeFactors, c.RopeLong = make([]float32, n), make([]float32, n)
 	for i := range n {
 		t := float64(i) / float64(max(n-1, 1))
-		c.RopeFactors[i] = float32(1 + 2*t*t)
-		c.RopeLong[i] = float32(1 + (stretch*1.5-1)*t*t*t)
+		c.RopeFactors[i] = float32(1 + float64(2*t*t))
+		c.RopeLong[i] = float32(1 + float64((float64(stretch*1.5)-1)*t*t*t))
 	}
 	c.RopeOrigContext = orig
 	c.RopeScale = float32(math.Sqrt(1 + math.Log(stretch)/math.Log(float64(orig))))

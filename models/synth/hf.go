@@ -166,7 +166,7 @@ func weights(c models.Config, seed uint64, put func(name string, shape []int, va
 		// vector too, is a row of a matrix.
 		if len(want.Shape) == 1 && !strings.HasSuffix(want.Name, models.FFNRouterShexp+".weight") {
 			for i := range vals {
-				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
 			}
 		} else {
 			a := float32(math.Sqrt(3 / float64(in)))

@@ -118,7 +118,7 @@ func (w *qwen35Writer) tensor(name string, shape []int, vals []float32) error {
 	case models.LinA:
 		neg := make([]float32, len(vals))
 		for i, v := range vals { // vals are 1 ± 0.05
-			neg[i] = -(0.1 + 4*(v-0.95))
+			neg[i] = -(0.1 + float32(4*(v-0.95)))
 		}
 		return w.put(name, shape, neg)
 	}

@@ -81,7 +81,7 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		case strings.HasSuffix(name, "ln1.weight") || strings.HasSuffix(name, "ln2.weight") ||
 			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm:
 			for i := range vals {
-				vals[i] = 1 + 0.1*(rng.Float32()-0.5)
+				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
 			}
 		case len(want.Shape) == 1 || name == vision.PositionEmbd:
 			for i := range vals {

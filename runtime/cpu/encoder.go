@@ -27,7 +27,7 @@ func LayerNorm(dst, x, w, b []float32, eps float32) {
 	}
 	inv := float32(1 / math.Sqrt(float64(float32(ss/float64(len(x)))+eps)))
 	for i, v := range x {
-		dst[i] = (v-mean)*inv*w[i] + b[i]
+		dst[i] = float32((v-mean)*inv*w[i]) + b[i]
 	}
 }
 

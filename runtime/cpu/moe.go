@@ -235,17 +235,17 @@ func Combine(dst, acc, ys, w []float32, scale float32, shared []float32, gate fl
 	for c := range acc {
 		var sum float32
 		for s, ws := range w {
-			sum += ws * ys[s*cols+c]
+			sum += float32(ws * ys[s*cols+c])
 		}
 		acc[c] = sum
 	}
 	if shared != nil {
 		sg := 1 / (1 + expf(-gate))
 		for c, v := range shared {
-			acc[c] += sg * v
+			acc[c] += float32(sg * v)
 		}
 	}
 	for c, v := range acc {
-		dst[c] += scale * v
+		dst[c] += float32(scale * v)
 	}
 }

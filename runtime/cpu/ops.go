@@ -20,7 +20,7 @@ import (
 func RMSNorm(dst, x, w []float32, eps float32) {
 	var ss float32
 	for _, v := range x {
-		ss += v * v
+		ss += float32(v * v)
 	}
 	ss = ss/float32(len(x)) + eps
 	inv := float32(1 / math.Sqrt(float64(ss)))
@@ -126,8 +126,8 @@ func RopeWith(x, cs []float32, r backend.Rope) {
 			}
 			c, s := cs[2*i], cs[2*i+1]
 			v0, v1 := head[a], head[b]
-			head[a] = v0*c - v1*s
-			head[b] = v0*s + v1*c
+			head[a] = float32(v0*c) - float32(v1*s)
+			head[b] = float32(v0*s) + float32(v1*c)
 		}
 	}
 }
@@ -192,7 +192,7 @@ func Silu(x float32) float32 { return x * (1 / (1 + expf(-x))) }
 // x/2·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
 func GELUTanh(x float32) float32 {
 	const c = 0.7978845608028654 // sqrt(2/π)
-	return 0.5 * x * (1 + tanhf(c*(x+0.044715*x*x*x)))
+	return 0.5 * x * (1 + tanhf(c*(x+float32(0.044715*x*x*x))))
 }
 
 // Act applies activation a.

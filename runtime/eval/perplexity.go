@@ -126,14 +126,14 @@ func Compare(ctx context.Context, e, ref *runtime.Engine, text string, progress 
 			refNLL -= lb[next]
 			var kl float64
 			for v, b := range lb {
-				kl += math.Exp(b) * (b - lq[v])
+				kl += float64(math.Exp(b) * (b - lq[v]))
 			}
 			d.KLD = append(d.KLD, kl)
 			if backend.ArgmaxRow(logits) == backend.ArgmaxRow(refLogits) {
 				d.SameTop++
 			}
 			dp := math.Exp(lq[next]) - math.Exp(lb[next])
-			d.SumSqDeltaP += dp * dp
+			d.SumSqDeltaP += float64(dp * dp)
 			d.Tokens++
 			if progress != nil {
 				progress(d.Tokens, len(ids))
@@ -220,10 +220,10 @@ func (d *Divergence) KLDPercentile(p float64) float64 {
 	if len(s) == 0 {
 		return math.NaN()
 	}
-	at := p / 100 * float64(len(s)-1)
+	at := float64(p / 100 * float64(len(s)-1))
 	lo := int(math.Floor(at))
 	hi := min(lo+1, len(s)-1)
-	return s[lo] + (at-float64(lo))*(s[hi]-s[lo])
+	return s[lo] + float64((at-float64(lo))*(s[hi]-s[lo]))
 }
 
 // SameTopFraction is the fraction of tokens whose most likely next token

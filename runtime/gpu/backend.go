@@ -794,6 +794,12 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.err != nil {
 		return
 	}
+	if sg := b.subgroups(); sg > 0 && slices.Contains(shaders.SubgroupKernels, o.kernel) {
+		o.fusion.Subgroups = sg
+	}
+	if b.f16() && slices.Contains(shaders.F16Kernels, o.kernel) && (o.fusion.KV == "f16" || !slices.Contains(shaders.KVKernels, o.kernel)) {
+		o.fusion.F16 = true
+	}
 	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
 	c, ok := b.calls[key]
@@ -814,6 +820,47 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
+}
+
+// subgroups is the subgroup size the kernels of shaders.SubgroupKernels
+// are specialised to (shaders.Fusion.Subgroups), or 0 for their plain
+// forms: the device's smallest subgroup size where it has subgroups and
+// the plan does not turn them off. An adapter that does not say its
+// sizes gets WGSL's smallest, 4, which every subgroup has.
+func (b *Backend) subgroups() int {
+	if !b.info.Subgroups || b.plan.Subgroups == "off" {
+		return 0
+	}
+	size := 4
+	for _, s := range shaders.SubgroupSizes {
+		if s <= int(b.info.SubgroupMinSize) {
+			size = s // the largest power of two it holds, at most 128
+		}
+	}
+	return size
+}
+
+// f16 reports whether the kernels of shaders.F16Kernels take their f16
+// forms (shaders.Fusion.F16): where the device has shader-f16 and its
+// compiler takes f16 code (Info.ShaderF16; never natively with
+// cogentcore/webgpu v0.23.0, whose naga does not) and the plan does not
+// turn them off.
+func (b *Backend) f16() bool { return b.info.ShaderF16 && b.plan.F16 != "off" }
+
+// KernelPath names the kernels that run, for a label: "f32" (every
+// kernel computes in f32; f16 weights and caches are unpacked to f32
+// inside them), "+subgroups" where the reductions take their subgroup
+// variants, and "+f16" once a kernel has run in its f16 form (those
+// of f16 weights and caches, on a device with shader-f16).
+func (b *Backend) KernelPath() string {
+	path := "f32"
+	if b.subgroups() > 0 {
+		path += "+subgroups"
+	}
+	if b.f16() && slices.ContainsFunc(slices.Collect(maps.Keys(b.calls)), func(k callKey) bool { return k.fusion.F16 }) {
+		path += "+f16"
+	}
+	return path
 }
 
 // Kernels lists the kernel variants (name and fusion) this backend has

@@ -1,6 +1,10 @@
 package gpu
 
-import "github.com/tessera-llm/tessera/runtime/gpu/webgpu"
+import (
+	"slices"
+
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
+)
 
 // Plan forces kernel choices that a Backend otherwise makes from the
 // adapter and the shapes: for tests and benchmarks that compare the plans
@@ -43,6 +47,13 @@ type Plan struct {
 	// invocations of a workgroup split the width, the GPUs'); see
 	// shrinkSplits.
 	Shrink string
+	// Subgroups "off" runs the plain kernels on a device that has
+	// subgroups (see Backend.subgroups); else the kernels of
+	// shaders.SubgroupKernels take their subgroup variants there.
+	Subgroups string
+	// F16 "off" runs the f32 forms of shaders.F16Kernels on a device
+	// with shader-f16 (see Backend.f16).
+	F16 string
 	// Fault names a kernel variant, as Kernels lists them
 	// ("matmul_gemv+norm"), whose output is perturbed after every
 	// dispatch (the first faultValues values of its destination scaled
@@ -90,6 +101,16 @@ func Plainer(base Plan, i webgpu.Info) []Rung {
 		}},
 		{"tiled GEMM for f32 products", func(p *Plan) { p.MatMul = "gemm" }},
 		{"naive f32 products", func(p *Plan) { p.MatMul = "naive" }},
+	}
+	type step = struct {
+		name  string
+		apply func(p *Plan)
+	}
+	if i.Subgroups {
+		steps = slices.Insert(steps, 1, step{"no subgroup kernels", func(p *Plan) { p.Subgroups = "off" }})
+	}
+	if i.ShaderF16 {
+		steps = slices.Insert(steps, 1, step{"no f16 kernels", func(p *Plan) { p.F16 = "off" }})
 	}
 	rungs := make([]Rung, len(steps))
 	plan := base

@@ -383,7 +383,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	if dev, ok := eng.GPU(); ok {
 		di := dev.Info()
 		info["adapter"] = describe(di)
-		info["path"] = shaderPath(di)
+		info["path"] = kernelPath(eng.Backend(), di)
 	} else {
 		info["adapter"] = nil
 		info["path"] = "cpu"
@@ -508,12 +508,29 @@ func splitFiles(list js.Value) ([]js.Value, error) {
 	return blobs, nil
 }
 
-// shaderPath names the kernels that run: every kernel computes in f32
-// (f16 weights and caches are unpacked to f32 inside them), whether or not
-// the adapter has shader-f16, which describe reports as shaderF16 and no
-// kernel uses yet. The label once said "f16" for such adapters, naming
-// kernels that do not exist (issue 49).
-func shaderPath(webgpu.Info) string { return "f32" }
+// shaderPath names the kernels that run on a device described by i before
+// a model is loaded: "f32", or "f32+subgroups" where the device has
+// subgroups and the reductions take their subgroup variants. shader-f16
+// (describe's shaderF16) alone changes no kernel: only f16 weights and
+// caches have f16 forms, and a model's label (kernelPath) says "+f16" once
+// they ran. The label once said "f16" for such adapters, naming kernels
+// that did not run (issue 49).
+func shaderPath(i webgpu.Info) string {
+	if i.Subgroups {
+		return "f32+subgroups"
+	}
+	return "f32"
+}
+
+// kernelPath names the kernels a loaded model's backend runs: its own
+// account (gpu.Backend.KernelPath: the self-check may have turned the
+// subgroup kernels off), else the device's.
+func kernelPath(be any, i webgpu.Info) string {
+	if k, ok := be.(interface{ KernelPath() string }); ok {
+		return k.KernelPath()
+	}
+	return shaderPath(i)
+}
 
 func describe(i webgpu.Info) map[string]any {
 	return map[string]any{
@@ -523,6 +540,7 @@ func describe(i webgpu.Info) map[string]any {
 		"deviceType":                  i.DeviceType,
 		"backend":                     i.Backend,
 		"shaderF16":                   i.ShaderF16,
+		"subgroups":                   i.Subgroups,
 		"maxBufferSize":               i.MaxBufferSize,
 		"maxStorageBufferBindingSize": i.MaxStorageBufferBindingSize,
 		"maxWorkgroupStorage":         int64(i.MaxComputeWorkgroupStorageSize),

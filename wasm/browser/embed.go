@@ -47,7 +47,7 @@ func (a *api) loadEmbedder(ctx context.Context, m *models.Model, opts js.Value, 
 	info["loadMs"] = ms(time.Since(start))
 	info["path"] = "cpu"
 	if dev, ok := emb.GPU(); ok {
-		info["adapter"], info["path"] = describe(dev.Info()), shaderPath(dev.Info())
+		info["adapter"], info["path"] = describe(dev.Info()), kernelPath(emb.Backend(), dev.Info())
 	}
 	a.mu.Lock()
 	a.emb, a.model = emb, info

@@ -130,7 +130,8 @@ type demoState struct {
 		Backend string  `json:"backend"`
 		LoadMs  float64 `json:"loadMs"`
 		Adapter *struct {
-			Name string `json:"name"`
+			Name      string `json:"name"`
+			Subgroups bool   `json:"subgroups"`
 		} `json:"adapter"`
 	} `json:"model"`
 	Errors []struct {
@@ -280,6 +281,12 @@ func TestBrowserDemo(t *testing.T) {
 		checkProgress(t, s, "download")
 		if s.Model == nil || s.Model.Backend != "webgpu" || s.Model.Adapter == nil || s.Model.Cached {
 			t.Fatalf("model %+v: want a fresh download on WebGPU", s.Model)
+		}
+		// The label names the kernels that ran: the subgroup variants of
+		// the reductions wherever the adapter has subgroups (SwiftShader
+		// does), and they gave llama2.c's text above.
+		if want := map[bool]string{true: "f32+subgroups", false: "f32"}[s.Model.Adapter.Subgroups]; s.Model.Path != want {
+			t.Errorf("path %q on an adapter with subgroups %v, want %q", s.Model.Path, s.Model.Adapter.Subgroups, want)
 		}
 		t.Logf("adapter %s, %s kernels; loaded %.1f MB in %.0f ms; first token %.0f ms; decode %.1f tokens/s (page shows %s tok/s)",
 			s.Model.Adapter.Name, s.Model.Path, s.Model.Size/1e6, s.Model.LoadMs, s.Stats.TTFTms, s.Stats.DecodeTPS, s.TPS)

@@ -94,8 +94,8 @@ export interface ModelInfo {
   name: string; size: number; arch: string; params: number; layers: number; dim: number;
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
   quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu";
-  /** The kernels that run: "f32" on WebGPU (every kernel computes in f32; `adapter.shaderF16` says whether f16 kernels could), "cpu" on the CPU. */
-  path: "f32" | "cpu";
+  /** The kernels that run: "f32" on WebGPU (every kernel computes in f32; `adapter.shaderF16` says whether f16 kernels could), "f32+subgroups" where the adapter has subgroups and the reductions use them, "+f16" added once a kernel ran in f16 (f16 weights or cache on an adapter with shader-f16), "cpu" on the CPU. */
+  path: "f32" | "f32+subgroups" | "f32+f16" | "f32+subgroups+f16" | "cpu";
   /** The engine's budgets, defaults filled in and capped by the context. */
   maxBatchTokens: number; maxSeqs: number;
   chatTemplate: boolean; bos: number; eos: number; cached?: boolean;
@@ -111,7 +111,7 @@ export interface ModelInfo {
   fetchMs: number; uploadMs: number; loadMs: number;
   /** The load-time check of the WebGPU kernels against the CPU; absent on the CPU backend or with selfCheck: false. */
   selfCheck?: SelfCheck;
-  adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean };
+  adapter: null | { name: string; vendor: string; architecture: string; maxStorageBufferBindingSize: number; maxBufferSize: number; shaderF16: boolean; subgroups: boolean };
 }
 
 /** What the load-time self-check found (ModelInfo.selfCheck). */
@@ -136,8 +136,8 @@ export interface EngineInfo {
   version: string;
   webgpu: boolean;
   adapter?: ModelInfo["adapter"];
-  /** The kernels that run on WebGPU: "f32" (see ModelInfo.path). */
-  path?: "f32";
+  /** The kernels that run on WebGPU: "f32" or "f32+subgroups" (see ModelInfo.path). */
+  path?: "f32" | "f32+subgroups";
   model?: ModelInfo;
   /** The LoRA adapters loaded on the model (Engine.loadAdapter). */
   adapters?: AdapterInfo[];

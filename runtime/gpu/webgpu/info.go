@@ -22,6 +22,19 @@ type Info struct {
 	// Adapters() they say what the adapter offers.
 	ShaderF16, TimestampQuery bool
 
+	// Subgroups is true when the device has the subgroups feature enabled
+	// and its WGSL has the subgroup_id language feature, which the subgroup
+	// kernels need (shaders.Fusion.Subgroups); SubgroupMinSize and
+	// SubgroupMaxSize are the adapter's subgroup sizes (0 where it does not
+	// say). Only the browser's device has them: wgpu-native as bundled with
+	// cogentcore/webgpu v0.23.0 exposes no subgroups, so the native device
+	// runs the plain kernels (SubgroupsNote says why).
+	Subgroups                        bool
+	SubgroupMinSize, SubgroupMaxSize uint32
+	// SubgroupsNote says why a device has no subgroups where that is the
+	// binding's doing rather than the adapter's.
+	SubgroupsNote string
+
 	MaxStorageBufferBindingSize, MaxBufferSize int64
 
 	MaxComputeWorkgroupStorageSize    uint32
@@ -49,6 +62,14 @@ func (i Info) String() string {
 	line("device type", "%s", orUnknown(i.DeviceType))
 	line("shader-f16", "%s", yesNo(i.ShaderF16))
 	line("timestamp-query", "%s", yesNo(i.TimestampQuery))
+	switch {
+	case i.Subgroups:
+		line("subgroups", "yes (sizes %d to %d)", i.SubgroupMinSize, i.SubgroupMaxSize)
+	case i.SubgroupsNote != "":
+		line("subgroups", "no (%s)", i.SubgroupsNote)
+	default:
+		line("subgroups", "no")
+	}
 	line("max storage binding size", "%s", dtype.FormatBytes(i.MaxStorageBufferBindingSize))
 	line("max buffer size", "%s", dtype.FormatBytes(i.MaxBufferSize))
 	line("max workgroup storage", "%s", dtype.FormatBytes(int64(i.MaxComputeWorkgroupStorageSize)))

@@ -99,6 +99,7 @@ func adapterInfo(a *wgpu.Adapter) Info {
 		DeviceType:     deviceType(ai.AdapterType),
 		ShaderF16:      a.HasFeature(wgpu.FeatureNameShaderF16),
 		TimestampQuery: a.HasFeature(wgpu.FeatureNameTimestampQuery),
+		SubgroupsNote:  nativeSubgroups,
 	}
 	setLimits(&info, a.GetLimits().Limits)
 	return info

@@ -109,6 +109,7 @@ func Open(opts Options) (Device, error) {
 	got := dev.GetLimits().Limits
 	info.ShaderF16 = dev.HasFeature(wgpu.FeatureNameShaderF16) && compilesF16(dev)
 	info.TimestampQuery = dev.HasFeature(wgpu.FeatureNameTimestampQuery)
+	info.SubgroupsNote = nativeSubgroups
 	setLimits(&info, got)
 	if opts.MaxStorageBinding > 0 {
 		info.MaxStorageBufferBindingSize = min(info.MaxStorageBufferBindingSize, opts.MaxStorageBinding&^3)
@@ -117,6 +118,12 @@ func Open(opts Options) (Device, error) {
 	return newDevice(api,
 		info, int64(got.MaxUniformBufferBindingSize), int64(got.MinUniformBufferOffsetAlignment)), nil
 }
+
+// nativeSubgroups says why the native device runs no subgroup kernels:
+// the binding has no subgroups feature to ask for (nor subgroup_id in its
+// WGSL compiler), so the plain kernels run until a binding that exposes
+// them is available.
+const nativeSubgroups = "wgpu-native in cogentcore/webgpu v0.23.0 exposes none; the plain kernels run"
 
 // f16Probe is the smallest kernel that uses f16 the way WGSL specifies it.
 const f16Probe = `enable f16;

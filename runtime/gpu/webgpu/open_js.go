@@ -50,6 +50,7 @@ func Open(opts Options) (Device, error) {
 
 	info.ShaderF16 = jsHasFeature(dev, "shader-f16")
 	info.TimestampQuery = jsHasFeature(dev, "timestamp-query")
+	info.Subgroups = jsHasFeature(dev, "subgroups") && jsSubgroupID()
 	got := dev.Get("limits")
 	jsSetLimits(&info, got)
 	if opts.MaxStorageBinding > 0 {
@@ -141,9 +142,19 @@ func jsAdapterInfo(a js.Value) Info {
 		DeviceType:     kind,
 		ShaderF16:      jsHasFeature(a, "shader-f16"),
 		TimestampQuery: jsHasFeature(a, "timestamp-query"),
+		Subgroups:      jsHasFeature(a, "subgroups") && jsSubgroupID(),
 	}
+	info.SubgroupMinSize, info.SubgroupMaxSize = uint32(jsNumber(ai, "subgroupMinSize")), uint32(jsNumber(ai, "subgroupMaxSize"))
 	jsSetLimits(&info, a.Get("limits"))
 	return info
+}
+
+// jsSubgroupID reports whether the browser's WGSL has the subgroup_id
+// language feature (subgroup_id and num_subgroups), which the subgroup
+// kernels use to give each subgroup its own slot of workgroup memory.
+func jsSubgroupID() bool {
+	f := js.Global().Get("navigator").Get("gpu").Get("wgslLanguageFeatures")
+	return !f.IsUndefined() && !f.IsNull() && f.Call("has", "subgroup_id").Bool()
 }
 
 func jsHasFeature(v js.Value, name string) bool {
@@ -194,6 +205,9 @@ func jsDeviceRequest(a js.Value, opts Options) (map[string]any, []any) {
 	var features []any
 	if !opts.DisableF16 && jsHasFeature(a, "shader-f16") {
 		features = append(features, "shader-f16")
+	}
+	if !opts.DisableSubgroups && jsHasFeature(a, "subgroups") && jsSubgroupID() {
+		features = append(features, "subgroups")
 	}
 	return limits, features
 }

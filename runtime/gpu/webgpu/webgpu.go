@@ -149,6 +149,9 @@ type Options struct {
 	MaxStorageBinding int64
 	// DisableF16 leaves shader-f16 off even where the adapter has it.
 	DisableF16 bool
+	// DisableSubgroups leaves subgroups off even where the adapter has
+	// them: the plain kernels run.
+	DisableSubgroups bool
 }
 
 // Compiler is a Device that says how many pipelines it has compiled. A

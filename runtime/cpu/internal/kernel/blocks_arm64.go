@@ -22,7 +22,8 @@ func dotBlocksQ6_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *
 // The NEON products of the block types with an f16 scale a group and no
 // mins (blocks_arm64.s): dotBlocksGo's arithmetic, bit for bit, for rows
 // as above with the activations' codes xq and their ds (hs is not read);
-// IQ4_NL's codes index book. Q5_1, Q2_K, Q3_K, MXFP4 and IQ4_XS run their
+// IQ4_NL's, MXFP4's and IQ4_XS's codes index book (IQ4_XS in rows of whole
+// super-blocks). Q5_1, Q2_K and Q3_K run their
 // Go twin on arm64 so far.
 
 //go:noescape
@@ -33,6 +34,12 @@ func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *fl
 
 //go:noescape
 func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksIQ4_XSNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+
+//go:noescape
+func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
 
 //go:noescape
 func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
@@ -60,7 +67,7 @@ func blocksCovered(path string, t dtype.Type) bool {
 		return false
 	}
 	switch t {
-	case dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL:
+	case dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4, dtype.IQ4_XS:
 		return true
 	}
 	return false
@@ -86,6 +93,15 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		case dtype.IQ4_NL:
 			l, _ := dtype.Layout(t)
 			dotBlocksIQ4_NLNEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
+		case dtype.MXFP4:
+			l, _ := dtype.Layout(t)
+			dotBlocksMXFP4NEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
+		case dtype.IQ4_XS:
+			if groups%kGroups != 0 {
+				return 0
+			}
+			l, _ := dtype.Layout(t)
+			dotBlocksIQ4_XSNEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
 		}
 		return rows
 	}

@@ -3,8 +3,9 @@
 #include "textflag.h"
 #include "neon_arm64.h"
 
-// The NEON products of the block types with one f16 scale a group and no
-// mins (Q4_0, Q5_0, Q8_0, IQ4_NL): dotBlocksGo, bit for bit, with int4's
+// The NEON products of the block types with one scale a group and no
+// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0; IQ4_XS: 6-bit
+// factors of a super-block's f16 d): dotBlocksGo, bit for bit, with int4's
 // group product (GROUP, as dotQ4NEON): a group's codes as int16, its even
 // inputs' and odd ones' apart, meet the activations' codes in SMULL/SMLAL,
 // ADDP leaves the twin's eight lanes (lane k: inputs 4k..4k+3), and each
@@ -55,15 +56,99 @@
 	VLD1.P 32(R0), [V16.B16, V17.B16] \
 	LWIDEN(16, 17)
 
-// IQ4_NL: the nibbles index the codebook's 16 int8 levels (V30).
+// IQ4_NL, MXFP4 and IQ4_XS: the nibbles index the codebook's 16 int8 levels
+// (V30).
 #define UNPACK_IQ4_NL \
 	NIBBLES \
 	VTBL V17.B16, [V30.B16], V17.B16 \
 	VTBL V16.B16, [V30.B16], V16.B16 \
 	LWIDEN(17, 16)
 
-// LROWS: the row loop of one type, UNPACK a group's codes.
-#define LROWS(UNPACK) \
+// SCALES_F16: a pair's f16 scales (a word, R9) times their activations'
+// d (R12: d, sum, d, sum) to lanes 0 and 2 of V20; SCALE_F16 a lone
+// group's to lane 0.
+#define SCALES_F16 \
+	FMOVS.P 4(R9), F20 \
+	FCVTL4S(20, 20) \
+	VZIP1 V20.S4, V20.S4, V20.S4 \
+	VLD1.P 16(R12), [V21.S4] \
+	FMUL4S(21, 20, 20)
+#define SCALE_F16 \
+	FMOVS (R9), F20 \
+	FCVTL4S(20, 20) \
+	FMOVD (R12), F21 \
+	FMUL4S(21, 20, 20)
+
+// E8M0(R): MXFP4's scale byte in R to its f32 bits (dtype's e8m0Half:
+// 2^(e-128), (e-1)<<23, and below e = 2 the subnormals 0x00200000<<e).
+#define E8M0(R) \
+	SUBW $1, R, R21 \
+	LSLW $23, R21, R21 \
+	MOVW $0x00200000, R22 \
+	LSLW R, R22, R22 \
+	CMPW $2, R \
+	CSELW LO, R22, R21, R
+
+// SCALES_E8M0: a pair's two E8M0 bytes (R9, four groups a word) as
+// SCALES_F16 leaves f16 ones; SCALE_E8M0 a lone group's.
+#define SCALES_E8M0 \
+	MOVBU.P 1(R9), R19 \
+	MOVBU.P 1(R9), R20 \
+	E8M0(R19) \
+	E8M0(R20) \
+	VMOV R19, V20.S[0] \
+	VMOV R19, V20.S[1] \
+	VMOV R20, V20.S[2] \
+	VMOV R20, V20.S[3] \
+	VLD1.P 16(R12), [V21.S4] \
+	FMUL4S(21, 20, 20)
+#define SCALE_E8M0 \
+	MOVBU (R9), R19 \
+	E8M0(R19) \
+	VMOV R19, V20.S[0] \
+	FMOVD (R12), F21 \
+	FMUL4S(21, 20, 20)
+
+// SCALES_IQ4XS: IQ4_XS's pair p of a super-block: every fourth pair
+// (R10 pairs left of it) reads the super-block's eight bytes (R9): f16 d
+// to V23, scales_h to R20, scales_l to R21; the pair's groups' scales are
+// d·(ls − 32), ls = scales_l's nibble | two bits of scales_h << 4
+// (dtype's iq4xsScale), then as SCALES_F16 with their activations' d.
+// Rows are whole super-blocks, so no group is alone (SCALE_NONE).
+#define SCALES_IQ4XS \
+	CBNZ R10, lhave \
+	MOVHU (R9), R19 \
+	FMOVS R19, F23 \
+	FCVTL4S(23, 23) \
+	MOVHU 2(R9), R20 \
+	MOVWU 4(R9), R21 \
+	ADD $8, R9 \
+	MOVD $4, R10 \
+lhave: \
+	ANDW $15, R21, R22 \
+	ANDW $3, R20, R19 \
+	ORRW R19<<4, R22, R22 \
+	SUBW $32, R22, R22 \
+	UBFXW $4, R21, $4, R23 \
+	UBFXW $2, R20, $2, R19 \
+	ORRW R19<<4, R23, R23 \
+	SUBW $32, R23, R23 \
+	SCVTFWS R22, F24 \
+	SCVTFWS R23, F25 \
+	FMULS F23, F24, F24 \
+	FMULS F23, F25, F25 \
+	VMOV V24.S[0], V20.S[0] \
+	VMOV V25.S[0], V20.S[2] \
+	VLD1.P 16(R12), [V21.S4] \
+	FMUL4S(21, 20, 20) \
+	LSRW $8, R21, R21 \
+	LSRW $4, R20, R20 \
+	SUB $1, R10, R10
+#define SCALE_NONE
+
+// LROWS: the row loop of one type, UNPACK a group's codes, SCALES a
+// pair's scales and SCALE a lone group's.
+#define LROWS(UNPACK, SCALES, SCALE) \
 	MOVD codes+0(FP), R0 \
 	MOVD scales+8(FP), R1 \
 	MOVD sstride+16(FP), R2 \
@@ -79,6 +164,7 @@ lrow: \
 	MOVD R3, R11 \
 	MOVD R4, R12 \
 	LSR $1, R6, R13 \
+	MOVD $0, R10 \
 	VEOR V0.B16, V0.B16, V0.B16 \
 	VEOR V1.B16, V1.B16, V1.B16 \
 	VEOR V2.B16, V2.B16, V2.B16 \
@@ -86,11 +172,7 @@ lrow: \
 	VEOR V4.B16, V4.B16, V4.B16 \
 	CBZ R13, lsingle \
 lpair: \
-	FMOVS.P 4(R9), F20 \
-	FCVTL4S(20, 20) \
-	VZIP1 V20.S4, V20.S4, V20.S4 \
-	VLD1.P 16(R12), [V21.S4] \
-	FMUL4S(21, 20, 20) \
+	SCALES \
 	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
 	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
 	UNPACK \
@@ -101,10 +183,7 @@ lpair: \
 	BNE lpair \
 lsingle: \
 	TBZ $0, R6, ldone \
-	FMOVS (R9), F20 \
-	FCVTL4S(20, 20) \
-	FMOVD (R12), F21 \
-	FMUL4S(21, 20, 20) \
+	SCALE \
 	VLD1 (R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
 	UNPACK \
 	GROUP(8, 9, 10, 11, 12, 13, 14, 15, 20, 0, 0, 1) \
@@ -118,20 +197,32 @@ ldone: \
 // func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ4_0NEON(SB), NOSPLIT, $0-72
 	VMOVI $8, V30.B16
-	LROWS(UNPACK_Q4_0)
+	LROWS(UNPACK_Q4_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ5_0NEON(SB), NOSPLIT, $0-72
 	FIFTH_CONSTS(V22, V23, V6)
 	VMOVI $16, V30.B16
-	LROWS(UNPACK_Q5_0)
+	LROWS(UNPACK_Q5_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT ·dotBlocksQ8_0NEON(SB), NOSPLIT, $0-72
-	LROWS(UNPACK_Q8_0)
+	LROWS(UNPACK_Q8_0, SCALES_F16, SCALE_F16)
 
 // func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
 TEXT ·dotBlocksIQ4_NLNEON(SB), NOSPLIT, $0-80
 	MOVD book+72(FP), R15
 	VLD1 (R15), [V30.B16]
-	LROWS(UNPACK_IQ4_NL)
+	LROWS(UNPACK_IQ4_NL, SCALES_F16, SCALE_F16)
+
+// func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksMXFP4NEON(SB), NOSPLIT, $0-80
+	MOVD book+72(FP), R15
+	VLD1 (R15), [V30.B16]
+	LROWS(UNPACK_IQ4_NL, SCALES_E8M0, SCALE_E8M0)
+
+// func dotBlocksIQ4_XSNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksIQ4_XSNEON(SB), NOSPLIT, $0-80
+	MOVD book+72(FP), R15
+	VLD1 (R15), [V30.B16]
+	LROWS(UNPACK_IQ4_NL, SCALES_IQ4XS, SCALE_NONE)

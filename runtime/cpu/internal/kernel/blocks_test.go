@@ -247,3 +247,42 @@ func TestDotBlocksKPartial(t *testing.T) {
 		}
 	}
 }
+
+// TestDotBlocksMXFP4Exponents: MXFP4's E8M0 scales at the ends of their
+// range (0 and 1 give subnormal scales, 255 the largest), which quantizing
+// ordinary values never writes, give the twin's bits on every kernel.
+func TestDotBlocksMXFP4Exponents(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	exps := []byte{0, 1, 2, 3, 100, 127, 128, 254, 255}
+	for _, cols := range []int{32, 96, 288} {
+		m := blocksMatrix(t, rng, dtype.MXFP4, 3, cols)
+		G, sw := m.Groups(), m.RowScaleWords()
+		for r := range m.Rows {
+			for g := range G {
+				w := &m.Scales[r*sw+g/4]
+				sh := 8 * (g % 4)
+				*w = *w&^(0xff<<sh) | uint32(exps[(r*G+g)%len(exps)])<<sh
+			}
+		}
+		x := randomRow(rng, cols)
+		var q QRow
+		q.Quantize(x)
+		want := make([]float32, m.Rows)
+		for r := range want {
+			c, s := m.Row(r)
+			want[r] = dotBlocksRowGo(dtype.MXFP4, c, s, &q)
+		}
+		for _, path := range blocksPaths() {
+			got := make([]float32, m.Rows)
+			done := dotBlocksRowsOn(path, dtype.MXFP4, m.Codes, m.Scales, sw, &q, G, got)
+			if blocksCovered(path, dtype.MXFP4) && done != m.Rows {
+				t.Errorf("%d wide, %s: %d of %d rows", cols, path, done, m.Rows)
+			}
+			for r := range done {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Errorf("%d wide, %s, row %d: %g, twin %g", cols, path, r, got[r], want[r])
+				}
+			}
+		}
+	}
+}
