@@ -42,6 +42,7 @@ type speculation struct {
 	specOff   bool
 	plainStep time.Duration // moving average of a decode step without drafts
 	costs     stepCosts     // measured decode steps, by shape (specpolicy.go)
+	pending   *pendingCost  // the last decode step, until the next starts (step.go)
 	spec      SpecMetrics   // the proposals made and accepted
 }
 

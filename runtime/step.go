@@ -59,6 +59,7 @@ func (e *Engine) step() error {
 	e.loraMu.Unlock()
 	start := time.Now()
 	e.mu.Lock()
+	e.closeCost(start)
 	e.dropCancelled()
 	drafting, room := e.drafting()
 	e.mu.Unlock()
@@ -126,7 +127,7 @@ func (e *Engine) step() error {
 		e.plainStep = movingAverage(e.plainStep, took)
 	}
 	if e.drafter != nil {
-		e.observeCosts(plan, chain, took, drafted)
+		e.observeCosts(plan, chain, start, drafted)
 	}
 	for j, w := range plan {
 		rows := make([]int32, w.n)
@@ -446,28 +447,52 @@ func (e *Engine) decoding() int {
 	return max(n, 1)
 }
 
-// observeCosts records a decode step's time in the engine's step costs:
-// a plain step (or chain), or one submission of drafts and their
-// verification, less the time a model draft took proposing. Steps that
-// read prompts are not decode steps and are left out. Called with e.mu
-// held.
-func (e *Engine) observeCosts(plan []work, chain int, took, drafted time.Duration) {
-	rows, drafts := 0, false
+// observeCosts notes a decode step's shape, to be charged the time
+// from its start to the next step's start (closeCost): what the step
+// costs the scheduler, emitting its tokens and going round the loop
+// included, which a verification pays once for fewer tokens than a
+// chain. Steps that read prompts are not decode steps and are left out.
+// Called with e.mu held.
+func (e *Engine) observeCosts(plan []work, chain int, start time.Time, drafted time.Duration) {
+	c := pendingCost{seqs: len(plan), chain: chain, start: start, drafted: drafted}
 	for _, w := range plan {
 		if !w.out || w.n != 1+len(w.draft) || w.s.stats.Generated == 0 {
 			return
 		}
-		rows += w.n
-		drafts = drafts || w.draft != nil
+		c.rows += w.n
+		c.drafts = c.drafts || w.draft != nil
 	}
-	if !drafts {
-		e.costs.observePlain(len(plan), chain, took)
-		if chain == 1 {
-			e.costs.observeRows(len(plan), rows, took)
+	e.pending = &c
+}
+
+// pendingCost is a decode step waiting for the next step's start to
+// know what it cost.
+type pendingCost struct {
+	seqs, rows, chain int
+	drafts            bool
+	start             time.Time
+	drafted           time.Duration // a model draft's own steps, not the target's
+}
+
+// closeCost records the pending decode step's time in the engine's step
+// costs, now that the next step starts at now: a plain step (or chain),
+// or one submission of drafts and their verification. Called with e.mu
+// held; the loop drops the pending step when it goes idle.
+func (e *Engine) closeCost(now time.Time) {
+	c := e.pending
+	if c == nil {
+		return
+	}
+	e.pending = nil
+	took := now.Sub(c.start)
+	if !c.drafts {
+		e.costs.observePlain(c.seqs, c.chain, took)
+		if c.chain == 1 {
+			e.costs.observeRows(c.seqs, c.rows, took)
 		}
 		return
 	}
-	e.costs.observeRows(len(plan), rows, took-drafted)
+	e.costs.observeRows(c.seqs, c.rows, took-c.drafted)
 }
 
 // dropCancelled ends the sequences whose context is done. Called with e.mu.
