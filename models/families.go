@@ -36,7 +36,35 @@ func familyGGUF(m *Model, md *metaReader) error {
 		return gptOSS(m, md)
 	case "qwen35", "qwen35moe":
 		return qwen35GGUF(m, md)
+	case "qwen2vl", "qwen3vl":
+		return qwenVLGGUF(m, md)
 	}
+	return nil
+}
+
+// qwenVLGGUF reads Qwen2-VL's and Qwen3-VL's language models: Qwen2 and
+// Qwen3 whose q and k turn by M-RoPE's sections (rope.dimension_sections,
+// counts of rotation pairs; llama.cpp requires them), interleaved for
+// Qwen3-VL.
+func qwenVLGGUF(m *Model, md *metaReader) error {
+	c := &m.Config
+	key := md.prefix + "rope.dimension_sections"
+	v, ok := md.f.Int32s(key)
+	if !ok || len(v) == 0 || len(v) > 4 {
+		return fmt.Errorf("%s: missing, or not up to four counts", key)
+	}
+	sum := 0
+	for i, n := range v {
+		if n < 0 || n > int32(c.RopeDim) {
+			return fmt.Errorf("%s = %v: out of range", key, v)
+		}
+		c.RopeSections[i] = int(n)
+		sum += int(n)
+	}
+	if sum == 0 || sum > c.HeadDim { // ggml asserts as much
+		return fmt.Errorf("%s = %v: %d pairs for heads of %d", key, v, sum, c.HeadDim)
+	}
+	c.RopeInterleaved = c.Arch == "qwen3vl"
 	return nil
 }
 

@@ -215,6 +215,10 @@ var ggufArchs = map[string]RopeLayout{
 	// (M-RoPE's sections rotate text positions as NeoX halves do).
 	"qwen35":    RopeHalves,
 	"qwen35moe": RopeHalves,
+	// families.go: Qwen2-VL's and Qwen3-VL's language models, Qwen2 and
+	// Qwen3 with M-RoPE (Qwen3-VL's interleaved).
+	"qwen2vl": RopeHalves,
+	"qwen3vl": RopeHalves,
 	// Mixtures of experts (moe.go); Mixtral is "llama" with experts.
 	"qwen2moe":   RopeHalves,
 	"qwen3moe":   RopeHalves,

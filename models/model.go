@@ -43,6 +43,7 @@ const (
 	Tanh      = tensor.Tanh
 	SwiGLUOAI = tensor.SwiGLUOAI
 	Sigmoid   = tensor.Sigmoid
+	GELUQuick = tensor.GELUQuick
 )
 
 // Tensor is a named weight whose bytes stay in the file until asked for
@@ -93,6 +94,14 @@ type Config struct {
 	// NoRope marks the layers that do not rotate q and k at all
 	// (SmolLM3's every fourth); nil: every layer rotates.
 	NoRope []bool
+	// RopeSections, when any is non-zero, rotate q and k by several
+	// positions (Qwen-VL's M-RoPE, rope.dimension_sections): the first
+	// RopeSections[0] pairs by a token's time, then height, width and a
+	// fourth; interleaved pair by pair with RopeInterleaved (Qwen3-VL).
+	// Text turns every section by its position, so that only images
+	// (runtime/images.go) tell M-RoPE from RoPE.
+	RopeSections    [4]int
+	RopeInterleaved bool
 	// LocalRopeScaled: sliding-window layers rotate with the global
 	// layers' scaling (RopeFactors, RopeScale) at LocalRopeTheta (gpt-oss's
 	// YaRN), not unscaled (Gemma).

@@ -217,7 +217,7 @@ func New(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b 
 func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStorage, b Budgets) (*Engine, error) {
 	switch m.Config.Arch { // the Llama family: one forward pass, flags for the differences
 	case "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "olmoe", "granitemoe", "smollm3", "phi3", "gpt-oss", "gemma4",
-		"qwen35", "qwen35moe":
+		"qwen35", "qwen35moe", "qwen2vl", "qwen3vl":
 	default:
 		return nil, fmt.Errorf("%w %q", models.ErrUnsupportedArch, m.Config.Arch)
 	}

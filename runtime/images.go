@@ -44,6 +44,10 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
+	if vm.Config.Projector == vision.Qwen2VL && m.Config.Arch != "qwen2vl" {
+		vm.Close()
+		return nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
+	}
 	if vm.Config.OutDim != m.Config.Dim {
 		vm.Close()
 		return nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
@@ -61,12 +65,19 @@ func closeProjector(vm *vision.Model) {
 func (e *Engine) HasVision() bool { return e.vis != nil }
 
 // ImageTokens is how many positions of the context one image takes (0
-// without a projector).
+// without a projector): for a tower that takes images at their own size
+// (Qwen-VL), an image of the tower's nominal size (ImageSize²).
 func (e *Engine) ImageTokens() int {
 	if e.vis == nil {
 		return 0
 	}
-	return e.vis.cfg.Tokens()
+	nx, ny := e.vis.cfg.Grid(e.vis.cfg.ImageSize, e.vis.cfg.ImageSize)
+	return nx * ny
+}
+
+// imageGrid is how many tokens across and down img takes.
+func (e *Engine) imageGrid(img *vision.Image) (nx, ny int) {
+	return e.vis.cfg.Grid(img.W, img.H)
 }
 
 // EncodeImage returns img's embeddings in the language model's space, one
@@ -95,9 +106,10 @@ func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32,
 
 // imageSpan is where an image's embeddings go in a sequence: positions
 // start..start+rows-1, row i of embeds (rows × the model's width) at
-// start+i.
+// start+i; the image is nx × ny tokens, row by row (M-RoPE's places).
 type imageSpan struct {
 	start, rows int
+	nx, ny      int
 	embeds      []float32
 }
 
@@ -155,7 +167,7 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 		return nil, nil, fmt.Errorf("%w: %d images but %d %s markers in the prompt", ErrBadRequest, len(req.Images), len(pieces)-1, ImageMarker)
 	}
 	begin, end := imageBrackets(e.vis.cfg.Projector)
-	ctxLen, n := e.model.Config.Context, e.vis.cfg.Tokens()
+	ctxLen := e.model.Config.Context
 	// add tokenizes one piece of text on its own (its own SentencePiece
 	// space prefix, as mtmd's add_text), with BOS first when asked (the
 	// tokenizer's: none for one that adds none).
@@ -193,6 +205,8 @@ func (e *Engine) imageTokens(ctx context.Context, req Request) (ids []int32, sta
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
+		nx, ny := e.imageGrid(img)
+		n := nx * ny
 		if len(ids)+n >= ctxLen {
 			return nil, nil, fmt.Errorf("%w: image %d's %d tokens do not fit the context of %d", ErrContextFull, i, n, ctxLen)
 		}
@@ -215,7 +229,8 @@ func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, []i
 		if img == nil {
 			return nil, nil, fmt.Errorf("%w: image %d is missing", ErrBadRequest, i)
 		}
-		want := imageIDs(img.Hash, e.vis.cfg.Tokens(), e.model.Config.Vocab)
+		nx, ny := e.imageGrid(img)
+		want := imageIDs(img.Hash, nx*ny, e.model.Config.Vocab)
 		at := -1
 		for j := from; j+len(want) <= len(ids); j++ {
 			if slices.Equal(ids[j:j+len(want)], want) {
@@ -241,7 +256,8 @@ func (e *Engine) imageSpans(ctx context.Context, req Request, starts []int) ([]i
 		if err != nil {
 			return nil, err
 		}
-		spans[i] = imageSpan{start: at, rows: e.vis.cfg.Tokens(), embeds: emb}
+		nx, ny := e.imageGrid(req.Images[i])
+		spans[i] = imageSpan{start: at, rows: nx * ny, nx: nx, ny: ny, embeds: emb}
 	}
 	return spans, nil
 }
@@ -252,6 +268,8 @@ func imageBrackets(p vision.Projector) (begin, end string) {
 	switch p {
 	case vision.Gemma3:
 		return "<start_of_image>", "<end_of_image>"
+	case vision.Qwen2VL:
+		return "<|vision_start|>", "<|vision_end|>"
 	}
 	return "", ""
 }
@@ -425,4 +443,47 @@ func (e *Engine) ImageEncodeTime() (float64, error) {
 		return 0, err
 	}
 	return float64(time.Since(start).Microseconds()) / 1000, nil
+}
+
+// mrope reports whether the language model places images by M-RoPE
+// (Qwen-VL): then a sequence's rotary positions leave its cache
+// positions after an image (mropePos).
+func (e *Engine) mrope() bool { return e.vis != nil && e.model.Config.RopeSections != [4]int{} }
+
+// mropePos is the four rotary positions (time, height, width and a
+// fourth) of position pos of a sequence with images at spans, as
+// llama.cpp's mtmd places them: an image of nx × ny tokens whose first
+// token is at rotary position base turns token i by (base, base + i/nx,
+// base + i%nx, 0) and moves the text after it on by max(nx, ny); text
+// turns every axis by its rotary position.
+func mropePos(spans []imageSpan, pos int) [4]int32 {
+	saved := 0 // positions the images before pos took less than their tokens
+	for _, sp := range spans {
+		if pos >= sp.end() {
+			saved += sp.rows - max(sp.nx, sp.ny)
+			continue
+		}
+		if pos >= sp.start {
+			base, i := sp.start-saved, pos-sp.start
+			return [4]int32{int32(base), int32(base + i/sp.nx), int32(base + i%sp.nx), 0}
+		}
+		break
+	}
+	p := int32(pos - saved)
+	return [4]int32{p, p, p, p}
+}
+
+// ropePositions sets b.RopePos for a plan whose sequences have images
+// placed by M-RoPE (nil otherwise: every axis turns by Pos).
+func (e *Engine) ropePositions(plan []work, b *backend.Batch) {
+	if !e.mrope() || !slices.ContainsFunc(plan, func(w work) bool { return w.s.images != nil }) {
+		return
+	}
+	b.RopePos = make([]int32, 0, 4*len(b.Pos))
+	for _, w := range plan {
+		for t := range w.n {
+			p := mropePos(w.s.images, w.s.stored+t)
+			b.RopePos = append(b.RopePos, p[:]...)
+		}
+	}
 }

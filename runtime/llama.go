@@ -296,7 +296,11 @@ func (n *llama) fuse(m *models.Model, ws WeightStorage, glu bool, names ...strin
 
 // attention returns the RoPE of q and of k, and the attention, of layer l.
 func attention(c models.Config, l int) (q, k backend.Rope, a backend.Attention) {
-	q = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors, Scale: c.RopeScale}
+	q = backend.Rope{Heads: c.Heads, HeadDim: c.HeadDim, Dim: c.RopeDim, Theta: c.RopeTheta, Layout: c.Rope, Factors: c.RopeFactors, Scale: c.RopeScale,
+		Sections: c.RopeSections}
+	if c.RopeInterleaved {
+		q.Axes = backend.IMRope
+	}
 	a = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 		Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Softcap: c.AttnSoftcap}
 	if c.QueryScale > 0 {

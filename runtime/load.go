@@ -158,8 +158,10 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 			return nil, err
 		}
 		// An image's tokens go through the language model in one step
-		// (Gemma 3's attend to each other both ways).
-		imageRows = vm.Config.Tokens()
+		// where they attend to each other both ways (Gemma 3's).
+		if imageNonCausal(vm.Config.Projector) {
+			imageRows = vm.Config.Tokens()
+		}
 	}
 	// The backend is sized before the device is known: for a GPU's
 	// budgets, the larger (a CPU backend takes any batch).

@@ -212,6 +212,9 @@ func (e *Engine) chainLength(plan []work) int {
 	if e.chain <= 1 || len(plan) != len(e.running) {
 		return 1
 	}
+	if e.mrope() && slices.ContainsFunc(plan, func(w work) bool { return w.s.images != nil }) {
+		return 1 // a chain's steps move Pos on, not the images' rotary positions
+	}
 	n, decoding := e.chain, false
 	for _, w := range plan {
 		if !w.out {
@@ -604,6 +607,7 @@ func (e *Engine) batch(plan []work) backend.Batch {
 		}
 	}
 	e.net.windows(&b)
+	e.ropePositions(plan, &b)
 	return b
 }
 

@@ -34,6 +34,8 @@ type visionTower struct {
 	kv                                   backend.KV
 	attn                                 backend.Attention
 	vit, pool                            backend.Batch
+
+	qwen *qwenTower // Qwen2-VL's tower instead (vision_qwen.go)
 }
 
 type vitLayer struct {
@@ -52,18 +54,28 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 {
+	if c.Projector != vision.Gemma3 && c.Projector != vision.Qwen2VL {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
-	be, ok, err := backend.NewSibling(lm, n*n)
+	rows := n * n
+	if c.Projector == vision.Qwen2VL {
+		rows = qwenMaxPatches(c)
+	}
+	be, ok, err := backend.NewSibling(lm, rows)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
-	t, err := buildTower(m, be)
+	var t *visionTower
+	if c.Projector == vision.Qwen2VL {
+		t = &visionTower{cfg: c, be: be}
+		t.qwen, err = newQwenTower(m, be)
+	} else {
+		t, err = buildTower(m, be)
+	}
 	if err != nil {
 		be.Close()
 		return nil, err
@@ -184,8 +196,12 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 	return t, nil
 }
 
-// encode returns img's embeddings: Tokens() rows of OutDim values.
+// encode returns img's embeddings: Tokens() rows of OutDim values (for
+// a dynamic tower, one for each token of the image's Grid).
 func (t *visionTower) encode(img *vision.Image) ([]float32, error) {
+	if t.qwen != nil {
+		return t.qwen.encode(img)
+	}
 	be, c := t.be, t.cfg
 	patches := vision.Patches(vision.Preprocess(img, c), c)
 	if err := be.Write(t.patches, patches); err != nil {

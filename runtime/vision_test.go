@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/x448/float16"
@@ -315,6 +316,21 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-gemma3-resized": {"gradient50x37.png", "tiny-gemma3"},
 	"mid-gemma3":          {"gradient56.png", "mid-gemma3"},
 	"gemma3-real":         {"gradient896.png", "gemma3"},
+	// Qwen2-VL: images at their own aspect, 6×5 and 4×3 tokens.
+	"tiny-qwen2vl-resized": {"gradient50x37.png", "tiny-qwen2vl"},
+	"tiny-qwen2vl-small":   {"gradient13x7.png", "tiny-qwen2vl"},
+	"mid-qwen2vl":          {"gradient50x37.png", "mid-qwen2vl"},
+	"qwen2vl-real":         {"gradient50x37.png", "qwen2vl"},
+}
+
+// visionBases are the language models of projector shapes that feed
+// another than tiny-gemma3 (visionFiles).
+var visionBases = map[string]string{"tiny-qwen2vl": "tiny-qwen2vl", "mid-qwen2vl": "tiny-qwen2vl", "qwen2vl": "tiny-qwen2vl"}
+
+// realShape reports whether a projector shape is a real tower's (not
+// tiny- or mid-).
+func realShape(shape string) bool {
+	return !strings.HasPrefix(shape, "tiny-") && !strings.HasPrefix(shape, "mid-")
 }
 
 // TestVisionMatchesLlamaCpp checks, for each case recorded from
@@ -332,8 +348,9 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][2]string{} // projector shape: base, mmproj
 	realShapes := os.Getenv("TESSERA_VISION_REAL") != ""
-	for _, vc := range visionCases {
-		if _, ok := files[vc.shape]; !ok && (realShapes || vc.shape != "gemma3") {
+	for name := range golden.Cases { // the files of the recorded cases
+		vc := visionCases[name]
+		if _, ok := files[vc.shape]; !ok && vc.shape != "" && (realShapes || !realShape(vc.shape)) {
 			var f [2]string
 			f[0], f[1] = visionFiles(t, filepath.Join(dir, vc.shape), vc.shape)
 			files[vc.shape] = f
@@ -455,14 +472,19 @@ func readTestImage(t *testing.T, name string) *vision.Image {
 }
 
 // visionFiles writes the recording's files: tessera synth --shape
-// tiny-gemma3 --seed 1, and its projector of the given synth shape,
-// tessera synth --mmproj gemma3 [--shape tiny] --seed 1.
+// tiny-gemma3 --seed 1 (or visionBases' model), and its projector of the
+// given synth shape, tessera synth --mmproj gemma3 [--shape tiny] --seed
+// 1.
 func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base, mm, err := synth.WriteVisionFiles(dir, "tiny-gemma3", shape, dtype.F32, 1)
+	b := "tiny-gemma3"
+	if named, ok := visionBases[shape]; ok {
+		b = named
+	}
+	base, mm, err := synth.WriteVisionFiles(dir, b, shape, dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,13 +525,21 @@ func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 	t.Logf("the exact reference is %.2g (relative) from llama.cpp's", math.Sqrt(d/w))
 }
 
-// TestImagePrefixCache: an image's positions are keyed by the image, so a
+// TestImagePrefixCache: an image's positions are keyed by the image (for
+// Gemma 3's projector and Qwen2-VL's, whose text after an image turns by
+// M-RoPE positions the image sets), so a
 // second request with the same image finds its blocks cached (and gives
 // the same tokens and log-probabilities as the first), while a request
 // with another image of the same size shares nothing past the text
 // before it and reads different log-probabilities.
 func TestImagePrefixCache(t *testing.T) {
-	base, mm := visionFiles(t, t.TempDir(), "tiny-gemma3")
+	for _, shape := range []string{"tiny-gemma3", "tiny-qwen2vl"} {
+		t.Run(shape, func(t *testing.T) { testImagePrefixCache(t, shape) })
+	}
+}
+
+func testImagePrefixCache(t *testing.T, shape string) {
+	base, mm := visionFiles(t, t.TempDir(), shape)
 	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
 	if err != nil {
 		t.Fatal(err)

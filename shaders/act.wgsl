@@ -1,5 +1,6 @@
 // act: x = act(x), in place: SiLU (p.act = 0), GELU's tanh approximation
-// (1), exact GELU (2) or tanh (3), numbered as models.Activation. Twin:
+// (1), exact GELU (2), tanh (3) or quick GELU, x·σ(1.702x) (6), numbered
+// as models.Activation. Twin:
 // runtime/cpu Activation.
 struct Params { cols: u32, cap: u32, act: u32 }
 
@@ -34,6 +35,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
         }
         case 3u: {
             a = tanh(clamp(g, -10.0, 10.0));
+        }
+        case 6u: {
+            a = g * (1.0 / (1.0 + exp(-1.702 * g)));
         }
         default: {
             a = g * (1.0 / (1.0 + exp(-g)));

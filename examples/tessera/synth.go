@@ -25,7 +25,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
-	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3; --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
+	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3, qwen2vl; --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
 	mmBase := fs.String("base", "", "with --mmproj: the language model (a file or folder, or a shape name) whose width the projector's output takes")
 	// weightType is --type's, where bf16 is allowed or not.
 	weightType := func(bf16 bool) (dtype.Type, error) {
@@ -239,6 +239,10 @@ func writeSynthProjector(e *env, typ, shape, base, out string, t dtype.Type, see
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "wrote %s: a %s projector (%d layers of %d, %d tokens an image) into %d\n", out, c.Projector, c.Layers, c.Dim, c.Tokens(), dim)
+	tokens := fmt.Sprintf("%d tokens an image", c.Tokens())
+	if c.Dynamic() {
+		tokens = fmt.Sprintf("a token for each %d×%d pixels of an image", c.PatchSize*c.Merge, c.PatchSize*c.Merge)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: a %s projector (%d layers of %d, %s) into %d\n", out, c.Projector, c.Layers, c.Dim, tokens, dim)
 	return nil
 }

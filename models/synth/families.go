@@ -38,6 +38,23 @@ var familyShapes = []Shape{
 	{Name: "tiny-gpt-oss", Config: gptOSS(models.Config{Arch: "gpt-oss", Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 16,
 		MoE: models.MoEConfig{Experts: 5, Used: 2, FFN: 96}}, 12, 4, 64)},
+	// Qwen2-VL's language model: Qwen2 with M-RoPE (time, height and width
+	// sections of the rotation pairs); the tiny one's sections in the
+	// real one's proportions.
+	{Name: "qwen2-vl-2b", Config: models.Config{Arch: "qwen2vl", Dim: 1536, FFN: 8960, Layers: 28, Heads: 12, KVHeads: 2, HeadDim: 128,
+		Vocab: 151936, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 128, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKVBias: true, RopeSections: [4]int{16, 24, 24, 0}}},
+	{Name: "tiny-qwen2vl", Config: models.Config{Arch: "qwen2vl", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKVBias: true, RopeSections: [4]int{2, 3, 3, 0}}},
+	// Qwen3-VL's language model: Qwen3 with M-RoPE's sections interleaved
+	// pair by pair (its images' deepstack features are not read yet).
+	{Name: "qwen3-vl-2b", Config: models.Config{Arch: "qwen3vl", Dim: 2048, FFN: 6144, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Context: 262144, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 128, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{24, 20, 20, 0}, RopeInterleaved: true}},
+	{Name: "tiny-qwen3vl", Config: models.Config{Arch: "qwen3vl", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 32, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{6, 5, 5, 0}, RopeInterleaved: true}},
 }
 
 // scalings are the RoPE scalings shapes' files declare where their keys
@@ -127,6 +144,13 @@ func familyMetadata(s Shape) []gguf.KV {
 		kv = append(kv, gguf.KV{Key: a + "rope.scaling.type", Value: gguf.StringValue(sc.Type)},
 			gguf.KV{Key: a + "rope.scaling.factor", Value: gguf.Float32Value(float32(sc.Factor))},
 			gguf.KV{Key: a + "rope.scaling.original_context_length", Value: u(sc.Orig)})
+	}
+	if c.RopeSections != [4]int{} {
+		sec := make([]int32, 4)
+		for i, n := range c.RopeSections {
+			sec[i] = int32(n)
+		}
+		kv = append(kv, gguf.KV{Key: a + "rope.dimension_sections", Value: gguf.ArrayValue(sec)})
 	}
 	if c.RopeLong != nil {
 		kv = append(kv, gguf.KV{Key: a + "rope.scaling.original_context_length", Value: u(c.RopeOrigContext)},

@@ -32,6 +32,23 @@ var visionShapes = map[string]vision.Config{
 	// 64 patches of 4 pixels pooled 2×2 into 16 tokens.
 	"tiny-gemma3": {Projector: vision.Gemma3, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
 		Eps: 1e-6, Merge: 2, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}},
+	// Qwen2-VL 2B/7B's ViT (675M): patches of 14, 32 layers of 1280
+	// with heads of 80, merged 2×2; images at their own aspect.
+	"qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 560, PatchSize: 14, Dim: 1280, FFN: 5120, Layers: 32, Heads: 16}),
+	// The real widths that tiny shapes round away: patches of 14, heads
+	// of 72 (18 rotation pairs an axis), a feed-forward of 430.
+	"mid-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2}),
+	// Patches of 4 pixels, heads of 16.
+	"tiny-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2}),
+}
+
+// qwenVL gives c what every Qwen-VL tower has: CLIP's normalisation,
+// LayerNorms of epsilon 1e-6, the 2×2 merger.
+func qwenVL(c vision.Config) vision.Config {
+	c.Eps, c.Merge = 1e-6, 2
+	c.Mean = [3]float32{0.48145466, 0.4578275, 0.40821073}
+	c.Std = [3]float32{0.26862954, 0.26130258, 0.27577711}
+	return c
 }
 
 // ProjectorShapes lists the names WriteProjector takes.
@@ -118,7 +135,6 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "general.name", Value: gguf.StringValue("synthetic " + string(c.Projector) + " projector")},
 		{Key: "clip.projector_type", Value: gguf.StringValue(string(c.Projector))},
 		{Key: "clip.has_vision_encoder", Value: gguf.BoolValue(true)},
-		{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
 		{Key: "clip.vision.image_size", Value: u(c.ImageSize)},
 		{Key: "clip.vision.patch_size", Value: u(c.PatchSize)},
 		{Key: "clip.vision.embedding_length", Value: u(c.Dim)},
@@ -129,7 +145,12 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "clip.vision.attention.layer_norm_epsilon", Value: gguf.Float32Value(c.Eps)},
 		{Key: "clip.vision.image_mean", Value: f3(c.Mean)},
 		{Key: "clip.vision.image_std", Value: f3(c.Std)},
-		{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)},
+	}
+	if c.Projector == vision.Qwen2VL { // quick GELU: no clip.use_gelu
+		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)})
+	} else {
+		kv = append(kv, gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
+			gguf.KV{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)})
 	}
 	return gguf.Write(w, kv, tensors)
 }

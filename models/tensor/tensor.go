@@ -55,6 +55,9 @@ const (
 	// Sigmoid: Qwen3.5's attention output gate, sigmoid(g)·u. Only
 	// Backend.GLU takes it.
 	Sigmoid
+	// GELUQuick: x·sigmoid(1.702·x), CLIP's and Qwen2-VL's vision
+	// towers' (transformers' "quick_gelu"). Only Backend.Activate takes it.
+	GELUQuick
 )
 
 func (a Activation) String() string {
@@ -69,6 +72,8 @@ func (a Activation) String() string {
 		return "swiglu_oai"
 	case Sigmoid:
 		return "sigmoid"
+	case GELUQuick:
+		return "gelu_quick"
 	}
 	return "silu"
 }

@@ -153,10 +153,10 @@ func resizeBilinear(src *Image, w, h int) *Image {
 	if h > 1 {
 		yr = float32(src.H-1) / float32(h-1)
 	}
-	lerp := func(s, e, t float32) float32 { return s + (e-s)*t }
+	lerp := func(s, e, t float32) float32 { return s + float32((e-s)*t) }
 	for y := range h {
 		for x := range w {
-			px, py := float32(x)*xr, float32(y)*yr
+			px, py := float32(float32(x)*xr), float32(float32(y)*yr)
 			x0, y0 := min(int(px), src.W-1), min(int(py), src.H-1)
 			x1, y1 := min(x0+1, src.W-1), min(y0+1, src.H-1)
 			xf, yf := px-float32(x0), py-float32(y0)

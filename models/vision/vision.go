@@ -4,9 +4,9 @@
 // serve llama-server's and llama-mtmd-cli's --mmproj serve Tessera's.
 //
 // Projector types read: "gemma3" (SigLIP, a 2-D average pool, the soft
-// embedding RMSNorm and a linear projection: Gemma 3 4B and up). The
-// others of issue 47 (idefics3's pixel shuffle and tiling, Qwen-VL's
-// mergers and 2-D RoPE) are not read yet.
+// embedding RMSNorm and a linear projection: Gemma 3 4B and up) and
+// "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
+// 2×2 merger).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, and image decoding and preprocessing.
 package vision
@@ -20,6 +20,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/tensor"
 )
 
 // Projector names a projector type as clip.projector_type spells it.
@@ -30,7 +31,7 @@ type Projector string
 const Gemma3 Projector = "gemma3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3}
+var Projectors = []Projector{Gemma3, Qwen2VL}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -53,6 +54,12 @@ type Config struct {
 	// OutDim is the projector's output width: the language model's
 	// embedding width (clip.cpp's n_mmproj_embd).
 	OutDim int
+	// Act is the feed-forward's activation: GELU's tanh approximation
+	// (clip.use_gelu) or quick GELU (Qwen2-VL).
+	Act tensor.Activation
+	// MinPixels and MaxPixels bound a dynamic tower's resized image
+	// (Size; Qwen-VL, whose Merge is 2).
+	MinPixels, MaxPixels int
 }
 
 // Patches is the number of patches per side of a preprocessed image.
@@ -199,6 +206,9 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	}
 	c.Eps = float32(eps)
 	c.Merge = u("clip.vision.projector.scale_factor", 4)
+	if c.Projector == Qwen2VL {
+		c.Merge = 2 // qwenGGUF checks the file's
+	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
 		v, ok := f.Float32s(key)
 		if !ok || len(v) != 3 {
@@ -211,7 +221,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 		copy(dst[:], v)
 	}
-	if gelu, ok := f.Bool("clip.use_gelu"); !ok || !gelu {
+	if gelu, ok := f.Bool("clip.use_gelu"); c.Projector == Gemma3 && (!ok || !gelu) {
 		// clip.cpp takes GELU-quick (x·σ(1.702x)) without the key; no
 		// SigLIP file is written so.
 		errs = append(errs, errors.New("clip.use_gelu is not true: only SigLIP's GELU feed-forward is read"))
@@ -222,6 +232,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
+	c.Act = tensor.GELUTanh
 	m := &Model{Config: c, Tensors: map[string]*models.Tensor{}, file: f}
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
@@ -233,11 +244,17 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	}
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
-	t, err := m.Tensor(InputProj)
-	if err != nil || len(t.Shape) != 2 || t.Shape[0] != c.Dim {
-		return nil, fmt.Errorf("%s must be [%d, out]: %v", InputProj, c.Dim, err)
+	if c.Projector == Qwen2VL {
+		if err := qwenGGUF(m, f); err != nil {
+			return nil, err
+		}
+	} else {
+		t, err := m.Tensor(InputProj)
+		if err != nil || len(t.Shape) != 2 || t.Shape[0] != c.Dim {
+			return nil, fmt.Errorf("%s must be [%d, out]: %v", InputProj, c.Dim, err)
+		}
+		m.Config.OutDim = t.Shape[1]
 	}
-	m.Config.OutDim = t.Shape[1]
 	if m.Config.OutDim <= 0 || m.Config.OutDim > maxDim {
 		return nil, fmt.Errorf("projection width %d is out of range", m.Config.OutDim)
 	}
@@ -284,12 +301,23 @@ type Want struct {
 // TensorShapes lists every tensor of c's tower and projector, in the
 // order synth writes them.
 func (c Config) TensorShapes() []Want {
+	if c.Projector == Qwen2VL {
+		return c.qwenShapes()
+	}
 	p, n := c.PatchSize, c.Patches()
 	w := []Want{
 		{PatchEmbd, []int{c.Dim, 3, p, p}},
 		{PatchBias, []int{c.Dim}},
 		{PositionEmbd, []int{n * n, c.Dim}},
 	}
+	w = append(w, c.blockShapes()...)
+	w = append(w, Want{PostLN + ".weight", []int{c.Dim}}, Want{PostLN + ".bias", []int{c.Dim}})
+	return append(w, Want{SoftEmbNorm, []int{c.Dim}}, Want{InputProj, []int{c.Dim, c.OutDim}})
+}
+
+// blockShapes lists the tensors of the ViT's blocks.
+func (c Config) blockShapes() []Want {
+	var w []Want
 	for l := range c.Layers {
 		for _, k := range []struct {
 			kind    string
@@ -302,6 +330,5 @@ func (c Config) TensorShapes() []Want {
 			w = append(w, Want{LayerTensor(l, k, "weight"), []int{c.Dim}}, Want{LayerTensor(l, k, "bias"), []int{c.Dim}})
 		}
 	}
-	w = append(w, Want{PostLN + ".weight", []int{c.Dim}}, Want{PostLN + ".bias", []int{c.Dim}})
-	return append(w, Want{SoftEmbNorm, []int{c.Dim}}, Want{InputProj, []int{c.Dim, c.OutDim}})
+	return w
 }

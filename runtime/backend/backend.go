@@ -87,6 +87,11 @@ type Batch struct {
 	// tables, every other op Tables; nil when the model has no windowed
 	// cache.
 	Windows [][]int32
+	// RopePos is, for multi-axis rotations (Rope.Sections: Qwen-VL's
+	// M-RoPE), row i's four positions at 4i..4i+3 (time, height, width
+	// and a fourth, as llama.cpp's positions of an image's tokens); nil
+	// turns every axis of row i by Pos[i] (text, whose four are equal).
+	RopePos []int32
 }
 
 // LoRA holds the low-rank adapters of the weights that share one input x
@@ -174,6 +179,70 @@ type Rope struct {
 	// dimensions of q and k (not the others of a partial rotation): YaRN's
 	// and LongRoPE's attention factor. 0 means 1.
 	Scale float32
+	// Sections, when any is non-zero, makes the rotation multi-axis
+	// (Qwen-VL's M-RoPE, llama.cpp's rope_multi): rotation pair i turns
+	// by its row's position on axis Axis(i) (Batch.RopePos), the pairs
+	// given to the four axes by these counts in the manner of Axes.
+	// Multi-axis rotations turn halves (Layout is RopeHalves).
+	Sections [4]int
+	Axes     RopeAxes
+}
+
+// RopeAxes is how a multi-axis rotation gives its pairs to the axes.
+type RopeAxes int
+
+const (
+	// MRope: Sections[0] pairs on the first axis, then Sections[1] on the
+	// second and so on (Qwen2-VL's language model; llama.cpp's
+	// GGML_ROPE_TYPE_MROPE).
+	MRope RopeAxes = iota
+	// IMRope: the first three axes interleaved pair by pair, each for
+	// three times its count of pairs (Qwen3-VL's; GGML_ROPE_TYPE_IMROPE).
+	IMRope
+	// VisionRope: as MRope, but each section's frequencies start again
+	// at the base, over Dim/2 (Qwen-VL's vision tower: row and column;
+	// GGML_ROPE_TYPE_VISION).
+	VisionRope
+)
+
+// Multi reports whether the rotation is multi-axis.
+func (r Rope) Multi() bool { return r.Sections != [4]int{} }
+
+// Axis is the axis (0..3) whose position turns rotation pair i of a
+// multi-axis rotation, as ggml's mrope cache assigns it.
+func (r Rope) Axis(i int) int {
+	s := r.Sections
+	sector := i % (s[0] + s[1] + s[2] + s[3])
+	if r.Axes == IMRope {
+		switch {
+		case sector%3 == 1 && sector < 3*s[1]:
+			return 1
+		case sector%3 == 2 && sector < 3*s[2]:
+			return 2
+		case sector%3 == 0 && sector < 3*s[0]:
+			return 0
+		}
+		return 3
+	}
+	switch {
+	case sector < s[0]:
+		return 0
+	case sector < s[0]+s[1]:
+		return 1
+	case sector < s[0]+s[1]+s[2]:
+		return 2
+	}
+	return 3
+}
+
+// sectionStart is the first pair of the section of a VisionRope that
+// holds pair i.
+func (r Rope) sectionStart(i int) int {
+	start := 0
+	for _, n := range r.Sections[:r.Axis(i)] {
+		start += n
+	}
+	return start
 }
 
 // Mscale is the multiplier of the cosines and sines: Scale, or 1.
@@ -355,8 +424,15 @@ type Backend interface {
 
 // Freq is the inverse frequency of rotation pair i: theta^(-2i/Dim). Both
 // backends take it from here so that they rotate by the same angles.
+//
+// A VisionRope's pair i turns at theta^(-2j/(Dim/2)), j its index in its
+// section.
 func (r Rope) Freq(i int) float32 {
-	f := 1 / math.Pow(r.Theta, float64(2*i)/float64(r.Dim))
+	e, dim := i, r.Dim
+	if r.Multi() && r.Axes == VisionRope {
+		e, dim = i-r.sectionStart(i), r.Dim/2
+	}
+	f := 1 / math.Pow(r.Theta, float64(2*e)/float64(dim))
 	if r.Factors != nil {
 		f /= float64(r.Factors[i])
 	}
@@ -453,6 +529,8 @@ func (b Batch) Validate(maxRows int) error {
 		return fmt.Errorf("batch of %d tokens, %d adapters, %d adapter scales", n, len(b.Adapter), len(b.AdapterScale))
 	case b.Types != nil && len(b.Types) != n:
 		return fmt.Errorf("batch of %d tokens, %d token types", n, len(b.Types))
+	case b.RopePos != nil && len(b.RopePos) != 4*n:
+		return fmt.Errorf("batch of %d tokens, %d rotary positions (want 4 a row)", n, len(b.RopePos))
 	}
 	for i := range n {
 		s, p := int(b.Seq[i]), int(b.Pos[i])

@@ -1,6 +1,9 @@
 package backend
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // What the engine may ask a backend about the hardware under it, as
 // ggml's backend registry asks a device for its properties: optional
@@ -117,4 +120,25 @@ func ArgmaxRow(x []float32) int {
 		}
 	}
 	return best
+}
+
+// Viewer is a backend whose activations can be seen as another shape of
+// the same values.
+type Viewer interface {
+	// View returns t's first rows·cols values as a rows × cols tensor
+	// that shares t's storage: writing one writes the other. Qwen-VL's
+	// merger reads four consecutive patch rows as one token's row.
+	View(t Tensor, rows, cols int) (Tensor, error)
+}
+
+// View is be's Viewer.View, and an error where be has none.
+func View(be Backend, t Tensor, rows, cols int) (Tensor, error) {
+	v, ok := Unwrap(be).(Viewer)
+	if !ok {
+		return nil, fmt.Errorf("backend %s cannot view a tensor as another shape", be.Name())
+	}
+	if rows <= 0 || cols <= 0 || rows*cols > t.Rows()*t.Cols() {
+		return nil, fmt.Errorf("a view of %d × %d of a tensor of %d × %d", rows, cols, t.Rows(), t.Cols())
+	}
+	return v.View(t, rows, cols)
 }

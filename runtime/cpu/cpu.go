@@ -59,7 +59,9 @@ type Backend struct {
 	qvalid bool      // no op but MatMul ran since qrows were made
 	ropeF  []float32 // Rope's frequencies
 	rope   ropeAngles
-	exps   []float32 // GLU's exps
+	// ropeRow is one row's angles of a multi-axis rotation.
+	ropeRow []float32
+	exps    []float32 // GLU's exps
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -219,6 +221,13 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 	xs := x.(*Tensor)
 	b.ropeF = RopeFreqs(b.ropeF, r)
 	n := b.rows(xs)
+	if r.Multi() && b.batch.RopePos != nil {
+		for i := range n {
+			b.ropeRow = RopeAnglesMulti(b.ropeRow, b.ropeF, r, b.batch.RopePos[4*i:4*i+4])
+			RopeWith(xs.Row(i), b.ropeRow, r)
+		}
+		return
+	}
 	cs := b.rope.of(b.ropeF, r.Mscale(), b.batch.Pos[:n])
 	for i := range n {
 		RopeWith(xs.Row(i), cs[i*len(b.ropeF)*2:(i+1)*len(b.ropeF)*2], r)
@@ -474,3 +483,13 @@ var _ backend.Backend = (*Backend)(nil)
 // sequences), where this is a few multiply-adds; attention takes its exps
 // eight at a time (kernel.ExpShift), with the same bits.
 func expf(x float32) float32 { return kernel.Expf(x) }
+
+// View returns t's first rows·cols values as a rows × cols tensor over
+// the same storage (backend.Viewer).
+func (b *Backend) View(t backend.Tensor, rows, cols int) (backend.Tensor, error) {
+	x := t.(*Tensor)
+	if x.out {
+		return nil, fmt.Errorf("cpu: a view of an output tensor")
+	}
+	return &Tensor{rows: rows, cols: cols, Data: x.Data[:rows*cols]}, nil
+}

@@ -43,6 +43,8 @@ func Activation(a tensor.Activation, x float32) float32 {
 		return GELU(x)
 	case tensor.Tanh:
 		return tanhf(x)
+	case tensor.GELUQuick:
+		return x * Sigmoid(1.702*x)
 	}
 	return Act(a, x)
 }

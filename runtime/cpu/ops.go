@@ -115,6 +115,19 @@ func RopeAngles(cs, freqs []float32, scale float32, pos int) []float32 {
 	return cs
 }
 
+// RopeAnglesMulti is RopeAngles for a multi-axis rotation (r.Sections):
+// pair i's angle is pos[r.Axis(i)]·freqs[i], pos being the row's four
+// positions (Batch.RopePos).
+func RopeAnglesMulti(cs, freqs []float32, r backend.Rope, pos []int32) []float32 {
+	cs = cs[:0]
+	scale := r.Mscale()
+	for i, f := range freqs {
+		angle := float32(pos[r.Axis(i)]) * f
+		cs = append(cs, float32(math.Cos(float64(angle)))*scale, float32(math.Sin(float64(angle)))*scale)
+	}
+	return cs
+}
+
 // RopeWith rotates every head of x by the angles of RopeAngles.
 func RopeWith(x, cs []float32, r backend.Rope) {
 	for h := 0; h < r.Heads; h++ {

@@ -13,6 +13,7 @@ package gpu
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -45,6 +46,7 @@ type Backend struct {
 	outStep     webgpu.Buffer // Step uniform for output tensors: rows = outputs
 	outputs     map[webgpu.Buffer]bool
 	tokens, pos webgpu.Buffer // i32 per row
+	ropePos     webgpu.Buffer // 4 i32 per row (Batch.RopePos), made by the first batch that has them
 	slots       webgpu.Buffer // i32 per row: the cache slot of the row's key and value
 	rowSeq      webgpu.Buffer // i32 per row: the row's sequence, a row of tables
 	tables      webgpu.Buffer // i32 block tables, maxRows × tableWidth, made with the KV cache
@@ -378,6 +380,12 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		}
 		windowSlots = windowSlotsOf(batch)
 	}
+	if batch.RopePos != nil && b.ropePos == nil {
+		var err error
+		if b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+			return err
+		}
+	}
 	b.batch = batch
 	step, outStep := make([]byte, 16), make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
@@ -387,7 +395,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		data []byte
 	}{{b.step, step}, {b.outStep, outStep}, {b.tokens, i32bytes(batch.Tokens)}, {b.pos, i32bytes(batch.Pos)},
 		{b.slots, i32bytes(slots)}, {b.rowSeq, i32bytes(batch.Seq)}, {b.tables, i32bytes(tables)},
-		{b.windows, i32bytes(windows)}, {b.windowSlots, i32bytes(windowSlots)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}} {
+		{b.windows, i32bytes(windows)}, {b.windowSlots, i32bytes(windowSlots)}, {b.seqState, i32bytes(batch.States)}, {b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, true)}, {b.ropePos, i32bytes(batch.RopePos)}} {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}
@@ -541,6 +549,8 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	switch {
 	case b.err != nil:
 		return b.err
+	case batch.RopePos != nil:
+		return errors.New("gpu: a chained step cannot take rotary positions (Batch.RopePos)")
 	case b.kept == 0 || n != b.keptRows || b.kept >= backend.MaxChain:
 		return fmt.Errorf("gpu: chained step of %d rows after %d kept steps of %d rows", n, b.kept, b.keptRows)
 	}
@@ -954,3 +964,13 @@ var _ backend.Backend = (*Backend)(nil)
 // Parts reports how many buffers hold w: more than one when w is larger than
 // the device's storage binding limit.
 func Parts(w backend.Weight) int { return len(w.(*Weight).parts) }
+
+// View returns t's first rows·cols values as a rows × cols tensor over
+// the same buffer (backend.Viewer).
+func (b *Backend) View(t backend.Tensor, rows, cols int) (backend.Tensor, error) {
+	x := t.(*Tensor)
+	if x.out {
+		return nil, fmt.Errorf("gpu: a view of an output tensor")
+	}
+	return &Tensor{buf: x.buf, rows: rows, cols: cols}, nil
+}

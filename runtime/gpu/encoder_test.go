@@ -65,7 +65,7 @@ func TestLayerNormAndActivate(t *testing.T) {
 			gain := w.weight([]int{shape.cols}, w.random(shape.cols, 2))
 			bias := w.weight([]int{shape.cols}, w.random(shape.cols, 1))
 			acts := map[models.Activation]pair[backend.Tensor]{}
-			for _, a := range []models.Activation{models.SiLU, models.GELUTanh, models.GELU, models.Tanh} {
+			for _, a := range []models.Activation{models.SiLU, models.GELUTanh, models.GELU, models.Tanh, models.GELUQuick} {
 				acts[a] = w.tensor(shape.rows, shape.cols, w.random(n, 12))
 			}
 			w.begin(tokens(shape.batch, 10, w.rng), 0)

@@ -402,9 +402,9 @@ func (b *Backend) scratch(like *Tensor, cols int) (*Tensor, error) {
 
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
 	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
-	if rq.Dim != rk.Dim || rq.Theta != rk.Theta || rq.Mscale() != rk.Mscale() || rq.Layout != rk.Layout || rq.HeadDim != rk.HeadDim ||
+	if rq.Multi() || rk.Multi() || rq.Dim != rk.Dim || rq.Theta != rk.Theta || rq.Mscale() != rk.Mscale() || rq.Layout != rk.Layout || rq.HeadDim != rk.HeadDim ||
 		!slices.Equal(rq.Factors, rk.Factors) || ks.cols != c.shape.Dim() || vs.cols != c.shape.Dim() || rk.Heads != c.shape.Heads {
-		b.Rope(q, rq) // q and k rotate differently: the plain ops
+		b.Rope(q, rq) // q and k rotate differently, or by several axes: the plain ops
 		b.Rope(k, rk)
 		b.StoreKV(kv, l, k, v)
 		return

@@ -56,9 +56,13 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 		b.fail(err)
 		return
 	}
+	pos, axes := b.pos, 0
+	if r.Multi() && b.batch.RopePos != nil { // each pair its axis's position
+		pos, axes = b.ropePos, 4
+	}
 	gx, gy := b.grid(b.rows(xs)*r.Heads*r.Dim/2, elementWG)
-	b.record(ropeOp, params{uint32(xs.cols), uint32(xs.rows), uint32(r.Heads), uint32(r.HeadDim), uint32(r.Dim), uint32(r.Layout)},
-		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: freqs}, {Buffer: b.pos}}, gx, gy, 1)
+	b.record(ropeOp, params{uint32(xs.cols), uint32(xs.rows), uint32(r.Heads), uint32(r.HeadDim), uint32(r.Dim), uint32(r.Layout), uint32(axes)},
+		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: freqs}, {Buffer: pos}}, gx, gy, 1)
 }
 
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
@@ -166,18 +170,25 @@ func (b *Backend) fail(err error) {
 // on the host exactly as the CPU reference computes them, so that the two
 // backends rotate by the same angles.
 func (b *Backend) ropeFreqs(r backend.Rope) (webgpu.Buffer, error) {
-	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil}
+	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil, r.Sections, r.Axes}
 	if r.Factors != nil {
 		key.factors = &r.Factors[0]
 	}
 	if buf, ok := b.freqs[key]; ok {
 		return buf, nil
 	}
-	f := make([]float32, r.Dim/2+1) // the frequencies, then the scale
+	// The frequencies, then the scale, then (a multi-axis rotation) each
+	// pair's axis.
+	f := make([]float32, r.Dim/2+1, r.Dim+1)
 	for i := range r.Dim / 2 {
 		f[i] = r.Freq(i)
 	}
 	f[r.Dim/2] = r.Mscale()
+	if r.Multi() {
+		for i := range r.Dim / 2 {
+			f = append(f, float32(r.Axis(i)))
+		}
+	}
 	buf, err := b.buffer("rope freqs", int64(4*len(f)), webgpu.Storage|webgpu.CopyDst)
 	if err != nil {
 		return nil, err
@@ -197,4 +208,7 @@ type ropeKey struct {
 	theta   float64
 	scale   float32
 	factors *float32 // the config's scaling factors, by identity
+	// a multi-axis rotation's sections and their order
+	sections [4]int
+	axes     backend.RopeAxes
 }

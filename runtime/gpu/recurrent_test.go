@@ -93,18 +93,104 @@ func testLinearAttention(t *testing.T, kheads, vheads, d, taps int) {
 	}
 }
 
-// BenchmarkDeltaRule: one prompt step of 64 rows through the delta_rule
-// kernel at Qwen3.5-0.8B's linear layer (16 key and 16 value heads of
-// 128), and a decode step of 8 sequences.
-func BenchmarkDeltaRule(b *testing.B) {
-	for _, rows := range []int{64, 8} {
-		b.Run(fmt.Sprintf("rows%d", rows), func(b *testing.B) {
-			benchDeltaRule(b, rows)
-		})
+// TestDeltaRuleChunks: the delta_rule kernel's chunked path against the
+// CPU's (whose chunks are of cpu.DeltaChunk rows, not the kernel's
+// CHUNK_FLOATS/d, at most 16: the two agree only if both equal the
+// recurrence) on prompts of the kernel's chunk−1, chunk, chunk+1 and two
+// chunks and a tail, beside a short prompt of another sequence whose rows
+// interleave with them, then a decoding step (the one-step path) and a
+// second prompt from the state the first left; gates in between and
+// jumping between 0 and 1 row by row.
+func TestDeltaRuleChunks(t *testing.T) {
+	for _, s := range []struct{ kheads, vheads, d int }{{1, 2, 128}, {2, 4, 16}, {1, 1, 5}, {2, 2, 70}} {
+		chunk := min(max(1792/s.d, 1), 16)
+		for _, n := range []int{chunk - 1, chunk, chunk + 1, 2*chunk + 3} {
+			for _, jumps := range []bool{false, true} {
+				t.Run(fmt.Sprintf("k%d_v%d_d%d/rows%d/jumps%v", s.kheads, s.vheads, s.d, n, jumps), func(t *testing.T) {
+					testDeltaRuleChunks(t, s.kheads, s.vheads, s.d, n, jumps)
+				})
+			}
+		}
 	}
 }
 
-func benchDeltaRule(b *testing.B, rows int) {
+func testDeltaRuleChunks(t *testing.T, kheads, vheads, d, n int, jumps bool) {
+	maxRows := n + 3
+	w := newTwins(t, maxRows)
+	ch := (2*kheads + vheads) * d
+	dn := backend.DeltaNet{KHeads: kheads, VHeads: vheads, HeadDim: d, Eps: 1e-6}
+	var rec [2]backend.Recurrent
+	w.each(func(b backend.Backend, i int) {
+		var err error
+		if rec[i], err = b.NewRecurrent(backend.RecurrentShape{Layers: 1, Slots: 3, Conv: 4, Channels: ch, Heads: vheads, HeadDim: d}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	decayV := append(w.random(vheads, 1), w.random(vheads, 0.4)...)
+	for h := range vheads {
+		decayV[vheads+h] = -0.1 - decayV[vheads+h]*decayV[vheads+h]
+		if jumps {
+			decayV[vheads+h] = -5
+		}
+	}
+	decay := w.weight([]int{2 * vheads}, decayV)
+	x := w.tensor(maxRows, ch, nil)
+	gates := w.tensor(maxRows, 2*vheads, nil)
+	out := w.tensor(maxRows, vheads*d, nil)
+	// step lays out a step's rows: sequence 0's from position p0, with
+	// sequence 1's (from position p1) at rows 1, 3, 5.
+	step := func(k string, n0, p0, n1, p1 int) {
+		var seq, pos []int32
+		for len(seq) < n0+n1 {
+			if i := len(seq); i%2 == 1 && i/2 < n1 {
+				seq, pos = append(seq, 1), append(pos, int32(p1+i/2))
+				continue
+			}
+			seq, pos = append(seq, 0), append(pos, int32(p0))
+			p0++
+		}
+		rows := len(seq)
+		w.beginBatch(backend.Batch{Tokens: make([]int32, rows), Pos: pos, Seq: seq, Tables: [][]int32{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}}, BlockSize: 16, States: []int32{2, 0}})
+		xs, gs := w.random(rows*ch, 2), w.random(rows*2*vheads, 3)
+		if jumps {
+			for i := range rows {
+				for h := range vheads {
+					gs[i*2*vheads+vheads+h] = [2]float32{-20, 20}[w.rng.IntN(2)]
+				}
+			}
+		}
+		w.each(func(b backend.Backend, i int) {
+			if err := b.Write(x[i], xs); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Write(gates[i], gs); err != nil {
+				t.Fatal(err)
+			}
+			b.DeltaNet(out[i], x[i], gates[i], decay[i], rec[i], 0, dn)
+		})
+		w.compare(k, out, rows, 1e-4)
+	}
+	step("prompt", n, 0, min(3, n), 0)
+	step("decode", 1, n, 1, 3)
+	step("second prompt", n, n+1, 0, 0)
+}
+
+// BenchmarkDeltaRule: one prompt step of 64 rows through the delta_rule
+// kernel at Qwen3.5-0.8B's linear layer (16 key and 16 value heads of
+// 128), and a decode step of 8 sequences; gates of logits in ±1 (mild
+// decays) and in ±20 (some rows forget nearly everything: decays of the
+// chunked form far below the smallest normal float).
+func BenchmarkDeltaRule(b *testing.B) {
+	for _, rows := range []int{64, 8} {
+		for _, gates := range []float32{1, 20} {
+			b.Run(fmt.Sprintf("rows%d/gates%g", rows, gates), func(b *testing.B) {
+				benchDeltaRule(b, rows, gates)
+			})
+		}
+	}
+}
+
+func benchDeltaRule(b *testing.B, rows int, gateScale float32) {
 	g, err := gpu.NewBackend(gputest.Open(b), rows)
 	if err != nil {
 		b.Fatal(err)
@@ -117,21 +203,21 @@ func benchDeltaRule(b *testing.B, rows int) {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	tensor := func(cols int) backend.Tensor {
+	tensor := func(cols int, scale float32) backend.Tensor {
 		t, err := g.NewTensor(rows, cols)
 		if err != nil {
 			b.Fatal(err)
 		}
 		v := make([]float32, rows*cols)
 		for i := range v {
-			v[i] = 2*rng.Float32() - 1
+			v[i] = (2*rng.Float32() - 1) * scale
 		}
 		if err := g.Write(t, v); err != nil {
 			b.Fatal(err)
 		}
 		return t
 	}
-	x, gates, out := tensor(ch), tensor(2*vheads), tensor(vheads*d)
+	x, gates, out := tensor(ch, 1), tensor(2*vheads, gateScale), tensor(vheads*d, 1)
 	dv := make([]float32, 2*vheads)
 	for h := range vheads {
 		dv[h], dv[vheads+h] = rng.Float32(), -0.1-rng.Float32()

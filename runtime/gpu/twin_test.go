@@ -535,3 +535,47 @@ func TestRopeScale(t *testing.T) {
 	w.each(func(b backend.Backend, i int) { b.Rope(x[i], none) })
 	w.compare("rope of no dimensions", x, 11, 2e-4)
 }
+
+// TestRopeMulti: multi-axis rotations (Qwen-VL's M-RoPE: the language
+// model's contiguous and interleaved sections, the vision tower's row and
+// column) turn each pair by its axis's position on both backends, rows of
+// four positions each; without RopePos a multi-axis rotation turns by Pos
+// as a plain one of its frequencies does.
+func TestRopeMulti(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		heads, headDim int
+		sections       [4]int
+		axes           backend.RopeAxes
+		rows           int
+	}{
+		{"mrope", 3, 16, [4]int{2, 3, 3, 0}, backend.MRope, 37},
+		{"mrope-qwen2vl", 2, 128, [4]int{16, 24, 24, 0}, backend.MRope, 5},
+		{"imrope-qwen3vl", 2, 128, [4]int{24, 20, 20, 0}, backend.IMRope, 19},
+		{"imrope-odd", 5, 24, [4]int{5, 4, 3, 0}, backend.IMRope, 1},
+		{"vision", 4, 24, [4]int{6, 6, 6, 6}, backend.VisionRope, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newTwins(t, 64)
+			cols := tc.heads * tc.headDim
+			x := w.tensor(64, cols, w.random(64*cols, 2))
+			b := backend.Batch{Tokens: tokens(tc.rows, 10, w.rng), Pos: make([]int32, tc.rows), Seq: make([]int32, tc.rows),
+				BlockSize: 16, Tables: [][]int32{{0, 1, 2, 3}}, RopePos: make([]int32, 4*tc.rows)}
+			for i := range tc.rows {
+				b.Pos[i] = int32(i)
+				for a := range 4 {
+					b.RopePos[4*i+a] = int32(w.rng.IntN(300))
+				}
+			}
+			w.beginBatch(b)
+			r := backend.Rope{Heads: tc.heads, HeadDim: tc.headDim, Dim: tc.headDim, Theta: 10000, Layout: models.RopeHalves,
+				Sections: tc.sections, Axes: tc.axes}
+			w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
+			w.compare("multi-axis rope", x, tc.rows, 5e-4)
+			b.RopePos = nil
+			w.beginBatch(b)
+			w.each(func(b backend.Backend, i int) { b.Rope(x[i], r) })
+			w.compare("multi-axis rope by Pos", x, tc.rows, 5e-4)
+		})
+	}
+}

@@ -71,7 +71,10 @@ func openProjector(ctx context.Context, opts js.Value, info map[string]any, prog
 	if err != nil {
 		return nil, err
 	}
+	// A tower that keeps each image's aspect (Qwen-VL) gives an image of
+	// ImageSize² its count: the engine's ImageTokens.
+	nx, ny := vm.Config.Grid(vm.Config.ImageSize, vm.Config.ImageSize)
 	info["projector"] = map[string]any{"name": name, "size": r.size, "type": string(vm.Config.Projector),
-		"imageSize": vm.Config.ImageSize, "imageTokens": vm.Config.Tokens()}
+		"imageSize": vm.Config.ImageSize, "imageTokens": nx * ny}
 	return vm, nil
 }

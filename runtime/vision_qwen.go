@@ -1,0 +1,233 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/vision"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// qwenTower is Qwen2-VL's vision tower and merger (llama.cpp's
+// clip_graph_qwen2vl) on the engine's backend. An image keeps its aspect
+// (vision.Config.Size), so a tower's step is as long as that image's
+// patches: the activations are made for the first image of each size
+// class (rows rounded up to a power of two) and kept; the attention's
+// cache, for the most patches an image has, with the first. Patches come in
+// the merger's order (vision.MergedPatches), each 2×2 block on four
+// consecutive rows, so that the merger reads a token's four patches as
+// one row of four times the width (a backend.View of the tower's
+// output).
+type qwenTower struct {
+	cfg vision.Config
+	be  backend.Backend
+
+	patchW             backend.Weight // the two frames' kernels summed: a still image is both frames
+	layers             []vitLayer
+	post               norm
+	upW, upB, dnW, dnB backend.Weight
+	rope               backend.Rope
+	attn               backend.Attention
+	acts               map[int]*qwenActs // by rows
+	// kv is the attention's scratch cache, for the most patches (a GPU
+	// backend holds one cache), and table its blocks in order.
+	kv    backend.KV
+	table []int32
+}
+
+// qwenActs are the activations of images of up to rows patches.
+type qwenActs struct {
+	rows                                 int
+	patches, x, xb, xn, q, k, v, att, up backend.Tensor // one row a patch
+	merged, hid, out                     backend.Tensor // one row a token
+}
+
+// newQwenTower uploads m's weights (f32) to be.
+func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
+	c := m.Config
+	hd := c.HeadDim()
+	if hd%4 != 0 {
+		return nil, fmt.Errorf("mmproj %s: heads of %d: the 2-D RoPE takes a multiple of 4", m.Path, hd)
+	}
+	t := &qwenTower{cfg: c, be: be, acts: map[int]*qwenActs{},
+		rope: backend.Rope{Heads: c.Heads, HeadDim: hd, Dim: hd, Theta: 10000, Layout: models.RopeHalves,
+			Sections: [4]int{hd / 4, hd / 4, hd / 4, hd / 4}, Axes: backend.VisionRope},
+		attn: backend.Attention{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))), Bidirectional: true}}
+	up := func(dst *backend.Weight, name string) error {
+		src, err := m.Tensor(name)
+		if err != nil {
+			return err
+		}
+		if *dst, err = be.UploadAs(src, backend.F32); err != nil {
+			return fmt.Errorf("upload %s: %w", name, err)
+		}
+		return nil
+	}
+	// The convolutions of the two frames, both over the one image: their
+	// kernels' sum, as a [Dim, 3·p·p] matrix.
+	p := c.PatchSize
+	var sum []float32
+	for _, name := range []string{vision.PatchEmbd, vision.PatchEmbd1} {
+		w, err := m.Tensor(name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := w.Float32()
+		if err != nil {
+			return nil, err
+		}
+		if sum == nil {
+			sum = v
+			continue
+		}
+		for i := range sum {
+			sum[i] += v[i]
+		}
+	}
+	raw, err := dtype.Quantize(dtype.F32, sum)
+	if err != nil {
+		return nil, err
+	}
+	kernel := models.NewTensor(vision.PatchEmbd, []int{c.Dim, 3 * p * p}, dtype.F32, func() ([]byte, error) { return raw, nil })
+	if t.patchW, err = be.UploadAs(kernel, backend.F32); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", vision.PatchEmbd, err)
+	}
+	type named struct {
+		dst  *backend.Weight
+		name string
+	}
+	ws := []named{{&t.post.w, vision.PostLN + ".weight"}, {&t.post.b, vision.PostLN + ".bias"},
+		{&t.upW, vision.MergerUp + ".weight"}, {&t.upB, vision.MergerUp + ".bias"},
+		{&t.dnW, vision.MergerDown + ".weight"}, {&t.dnB, vision.MergerDown + ".bias"}}
+	t.layers = make([]vitLayer, c.Layers)
+	for l := range t.layers {
+		lw := &t.layers[l]
+		for _, k := range []struct {
+			w, b *backend.Weight
+			kind string
+		}{{&lw.wq, &lw.bq, "attn_q"}, {&lw.wk, &lw.bk, "attn_k"}, {&lw.wv, &lw.bv, "attn_v"}, {&lw.wo, &lw.bo, "attn_out"},
+			{&lw.up, &lw.bUp, "ffn_up"}, {&lw.down, &lw.bDn, "ffn_down"}, {&lw.ln1.w, &lw.ln1.b, "ln1"}, {&lw.ln2.w, &lw.ln2.b, "ln2"}} {
+			ws = append(ws, named{k.w, vision.LayerTensor(l, k.kind, "weight")}, named{k.b, vision.LayerTensor(l, k.kind, "bias")})
+		}
+	}
+	for _, w := range ws {
+		if err := up(w.dst, w.name); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// maxPatches is the most patches an image becomes (MaxPixels' worth):
+// the rows the tower's backend is opened for.
+func qwenMaxPatches(c vision.Config) int {
+	return c.MaxPixels / (c.PatchSize * c.PatchSize)
+}
+
+// actsFor returns the activations for an image of n patches.
+func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
+	rows := max(16, 1<<bits.Len(uint(n-1))) // n rounded up to a power of two
+	if a := t.acts[rows]; a != nil {
+		return a, nil
+	}
+	c, be := t.cfg, t.be
+	a := &qwenActs{rows: rows}
+	m := c.Merge * c.Merge
+	p := c.PatchSize
+	for _, s := range []struct {
+		dst        *backend.Tensor
+		rows, cols int
+	}{
+		{&a.patches, rows, 3 * p * p}, {&a.x, rows, c.Dim}, {&a.xb, rows, c.Dim}, {&a.xn, rows, c.Dim},
+		{&a.q, rows, c.Dim}, {&a.k, rows, c.Dim}, {&a.v, rows, c.Dim}, {&a.att, rows, c.Dim}, {&a.up, rows, c.FFN},
+		{&a.hid, rows / m, m * c.Dim}, {&a.out, rows / m, c.OutDim},
+	} {
+		var err error
+		if *s.dst, err = be.NewTensor(s.rows, s.cols); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if a.merged, err = backend.View(be, a.xn, rows/m, m*c.Dim); err != nil {
+		return nil, err
+	}
+	if t.kv == nil {
+		blocks := (qwenMaxPatches(c) + vitBlock - 1) / vitBlock
+		if t.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}); err != nil {
+			return nil, err
+		}
+		t.table = make([]int32, blocks)
+		for b := range t.table {
+			t.table[b] = int32(b)
+		}
+	}
+	t.acts[rows] = a
+	return a, nil
+}
+
+// encode returns img's embeddings: a row of OutDim values for each token
+// of its grid (vision.Config.Grid), row by row.
+func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
+	be, c := t.be, t.cfg
+	planar, w, h := vision.PreprocessSized(img, c)
+	patches, pos := vision.MergedPatches(planar, w, h, c)
+	n := len(pos) / 4
+	a, err := t.actsFor(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.Write(a.patches, patches); err != nil {
+		return nil, err
+	}
+	// Every patch a row of one sequence, turned by its row and column.
+	vit := backend.Batch{BlockSize: vitBlock, Tables: [][]int32{t.table}, RopePos: pos,
+		Tokens: make([]int32, n), Pos: make([]int32, n), Seq: make([]int32, n)}
+	for i := range vit.Pos {
+		vit.Pos[i] = int32(i)
+	}
+	if err := be.Begin(vit); err != nil {
+		return nil, err
+	}
+	be.MatMul(a.x, a.patches, t.patchW)
+	for _, l := range t.layers {
+		// x += Wo·attend(rope(Wq·h), rope(Wk·h), Wv·h), h = LN1(x).
+		be.LayerNorm(a.xn, a.x, l.ln1.w, l.ln1.b, c.Eps)
+		t.linear(a.q, a.xn, l.wq, l.bq)
+		t.linear(a.k, a.xn, l.wk, l.bk)
+		t.linear(a.v, a.xn, l.wv, l.bv)
+		be.Rope(a.q, t.rope)
+		be.Rope(a.k, t.rope)
+		be.StoreKV(t.kv, 0, a.k, a.v)
+		be.Attend(a.att, a.q, t.kv, 0, t.attn)
+		t.linear(a.xb, a.att, l.wo, l.bo)
+		be.Add(a.x, a.xb)
+		// x += W_down·act(W_up·h), h = LN2(x).
+		be.LayerNorm(a.xn, a.x, l.ln2.w, l.ln2.b, c.Eps)
+		t.linear(a.up, a.xn, l.up, l.bUp)
+		be.Activate(a.up, c.Act)
+		t.linear(a.xb, a.up, l.down, l.bDn)
+		be.Add(a.x, a.xb)
+	}
+	be.LayerNorm(a.xn, a.x, t.post.w, t.post.b, c.Eps)
+	// The merger: each token's four patches as one row (a.merged views
+	// a.xn), through Linear, GELU, Linear.
+	tokens := n / (c.Merge * c.Merge)
+	merge := backend.Batch{BlockSize: vitBlock, Tables: [][]int32{t.table},
+		Tokens: vit.Tokens[:tokens], Pos: vit.Pos[:tokens], Seq: vit.Seq[:tokens]}
+	if err := be.Begin(merge); err != nil {
+		return nil, err
+	}
+	t.linear(a.hid, a.merged, t.upW, t.upB)
+	be.Activate(a.hid, models.GELUTanh)
+	t.linear(a.out, a.hid, t.dnW, t.dnB)
+	return be.Read(a.out, tokens)
+}
+
+// linear sets dst = x·wᵀ + b.
+func (t *qwenTower) linear(dst, x backend.Tensor, w, b backend.Weight) {
+	t.be.MatMul(dst, x, w)
+	t.be.AddBias(dst, b)
+}

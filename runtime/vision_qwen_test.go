@@ -1,0 +1,315 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/x448/float16"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/models/vision"
+	"github.com/tessera-llm/tessera/runtime"
+)
+
+// TestQwenVisionReference checks Qwen2-VL's tower against a forward pass
+// written here in float64 from the mmproj's raw tensors and
+// transformers' Qwen2-VL vision model: the two frames' convolutions,
+// pre-norm blocks whose q and k turn by the patch's row (the first
+// quarter of each head's pairs) and column (the second), quick GELU, the
+// merger's LayerNorm, then each 2×2 block of patches through Linear,
+// GELU, Linear. The image's pixels come from vision.PreprocessSized (the
+// resize is llama.cpp's, checked against it in TestVisionMatchesLlamaCpp);
+// nothing else of the engine takes part. Rounded as llama.cpp's CPU
+// rounds (its im2col in f16, both GELUs from f16 tables), the reference
+// gives llama.cpp's recorded embeddings: the gap between them and
+// Tessera's is that rounding.
+func TestQwenVisionReference(t *testing.T) {
+	golden := readVisionGolden(t)
+	for _, tc := range []struct {
+		shape, golden string
+		img           *vision.Image
+	}{
+		{"tiny-qwen2vl", "tiny-qwen2vl-resized", readTestImage(t, "gradient50x37.png")},
+		{"tiny-qwen2vl", "", gradient(48, 40)}, // the tower's size: no resize
+		{"mid-qwen2vl", "mid-qwen2vl", readTestImage(t, "gradient50x37.png")},
+	} {
+		t.Run(fmt.Sprintf("%s/%dx%d", tc.shape, tc.img.W, tc.img.H), func(t *testing.T) {
+			base, mm := visionFiles(t, t.TempDir(), tc.shape)
+			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			got, err := eng.EncodeImage(context.Background(), tc.img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := qwenVisionReference(t, mm, tc.img, false)
+			if len(got) != len(want) {
+				t.Fatalf("%d values, want %d", len(got), len(want))
+			}
+			worst := 0.0
+			for i := range got {
+				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
+			}
+			t.Logf("%d×%d image: %d embeddings within %.2g of the reference", tc.img.W, tc.img.H, len(got)/eng.Model().Config.Dim, worst)
+			if worst > 1e-5 {
+				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
+			}
+			if tc.golden == "" {
+				return
+			}
+			c := golden.Cases[tc.golden]
+			dim := eng.Model().Config.Dim
+			ref := qwenVisionReference(t, mm, tc.img, true)
+			for _, r := range []struct {
+				what      string
+				got, want []float64
+			}{
+				{"rounded as llama.cpp, first 16", ref[:16], c.Embeddings.First16},
+				{"rounded as llama.cpp, last 16", ref[dim-16 : dim], c.Embeddings.Last16},
+			} {
+				v := make([]float32, len(r.got))
+				for i, x := range r.got {
+					v[i] = float32(x)
+				}
+				checkRelative(t, r.what, v, r.want, 2e-5)
+			}
+		})
+	}
+}
+
+// qwenVisionReference returns img's embeddings by the Qwen2-VL projector
+// at path, in float64; with ggml, rounded where llama.cpp's CPU rounds.
+func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool) []float64 {
+	t.Helper()
+	m, err := vision.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := m.Config
+	get := func(name string) []float64 {
+		tn, err := m.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := tn.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, len(f))
+		for i, v := range f {
+			out[i] = float64(v)
+		}
+		return out
+	}
+	f16 := func(v float64) float64 {
+		if !ggml {
+			return v
+		}
+		return float64(float16.Fromfloat32(float32(v)).Float32())
+	}
+	planar, w, h := vision.PreprocessSized(img, c)
+	p, d, hd := c.PatchSize, c.Dim, c.HeadDim()
+	nx, ny := w/p, h/p
+	rows := nx * ny
+	// Two convolutions over the same pixels, added; patches row-major.
+	k0, k1 := get(vision.PatchEmbd), get(vision.PatchEmbd1)
+	x := make([][]float64, rows)
+	for py := range ny {
+		for px := range nx {
+			r := make([]float64, d)
+			for o := range d {
+				var s0, s1 float64
+				for ch := range 3 {
+					for ky := range p {
+						for kx := range p {
+							v := f16(float64(planar[ch*w*h+(py*p+ky)*w+px*p+kx]))
+							at := ((o*3+ch)*p+ky)*p + kx
+							s0 += f16(k0[at]) * v
+							s1 += f16(k1[at]) * v
+						}
+					}
+				}
+				r[o] = s0 + s1
+			}
+			x[py*nx+px] = r
+		}
+	}
+	layerNorm := func(v, w, b []float64) []float64 {
+		var mean, vr float64
+		for _, a := range v {
+			mean += a
+		}
+		mean /= float64(len(v))
+		for _, a := range v {
+			vr += (a - mean) * (a - mean)
+		}
+		inv := 1 / math.Sqrt(vr/float64(len(v))+float64(c.Eps))
+		out := make([]float64, len(v))
+		for i, a := range v {
+			out[i] = (a-mean)*inv*w[i] + b[i]
+		}
+		return out
+	}
+	linear := func(w, b, v []float64) []float64 { // w: [out, in]
+		out := make([]float64, len(w)/len(v))
+		for o := range out {
+			s := b[o]
+			for i, a := range v {
+				s += w[o*len(v)+i] * a
+			}
+			out[o] = s
+		}
+		return out
+	}
+	// rope turns each head of v (of the patch at row py, column px): the
+	// first quarter of its pairs by py, the second by px, each quarter's
+	// frequencies 10000^(-2j/(hd/2)).
+	rope := func(v []float64, py, px int) {
+		for hh := range c.Heads {
+			head := v[hh*hd : (hh+1)*hd]
+			for i := range hd / 2 {
+				pos, j := py, i
+				if i >= hd/4 {
+					pos, j = px, i-hd/4
+				}
+				angle := float64(pos) * math.Pow(10000, -2*float64(j)/float64(hd/2))
+				a, b := head[i], head[i+hd/2]
+				head[i], head[i+hd/2] = a*math.Cos(angle)-b*math.Sin(angle), a*math.Sin(angle)+b*math.Cos(angle)
+			}
+		}
+	}
+	for l := range c.Layers {
+		lw := func(kind, s string) []float64 { return get(vision.LayerTensor(l, kind, s)) }
+		q, k, v := make([][]float64, rows), make([][]float64, rows), make([][]float64, rows)
+		for i := range rows {
+			hn := layerNorm(x[i], lw("ln1", "weight"), lw("ln1", "bias"))
+			q[i], k[i], v[i] = linear(lw("attn_q", "weight"), lw("attn_q", "bias"), hn), linear(lw("attn_k", "weight"), lw("attn_k", "bias"), hn), linear(lw("attn_v", "weight"), lw("attn_v", "bias"), hn)
+			rope(q[i], i/nx, i%nx)
+			rope(k[i], i/nx, i%nx)
+		}
+		next := make([][]float64, rows)
+		for i := range rows {
+			att := make([]float64, d)
+			for hh := range c.Heads {
+				scores := make([]float64, rows)
+				mx := math.Inf(-1)
+				for j := range rows {
+					var s float64
+					for e := range hd {
+						s += q[i][hh*hd+e] * k[j][hh*hd+e]
+					}
+					scores[j] = s / math.Sqrt(float64(hd))
+					mx = math.Max(mx, scores[j])
+				}
+				var sum float64
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - mx)
+					sum += scores[j]
+				}
+				for j := range rows {
+					for e := range hd {
+						att[hh*hd+e] += scores[j] / sum * v[j][hh*hd+e]
+					}
+				}
+			}
+			r := linear(lw("attn_out", "weight"), lw("attn_out", "bias"), att)
+			for e := range d {
+				r[e] += x[i][e]
+			}
+			u := linear(lw("ffn_up", "weight"), lw("ffn_up", "bias"), layerNorm(r, lw("ln2", "weight"), lw("ln2", "bias")))
+			for e, a := range u { // quick GELU, x·σ(1.702x)
+				a = f16(a)
+				u[e] = f16(a / (1 + math.Exp(-1.702*a)))
+			}
+			o := linear(lw("ffn_down", "weight"), lw("ffn_down", "bias"), u)
+			for e := range d {
+				o[e] += r[e]
+			}
+			next[i] = o
+		}
+		x = next
+	}
+	pw, pb := get(vision.PostLN+".weight"), get(vision.PostLN+".bias")
+	upW, upB := get(vision.MergerUp+".weight"), get(vision.MergerUp+".bias")
+	dnW, dnB := get(vision.MergerDown+".weight"), get(vision.MergerDown+".bias")
+	var out []float64
+	for by := 0; by < ny; by += 2 {
+		for bx := 0; bx < nx; bx += 2 {
+			var merged []float64
+			for _, dd := range [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+				merged = append(merged, layerNorm(x[(by+dd[0])*nx+bx+dd[1]], pw, pb)...)
+			}
+			hid := linear(upW, upB, merged)
+			for e, a := range hid { // gelu_pytorch_tanh (ggml's, clamped where its table is)
+				switch {
+				case ggml && a <= -10:
+					hid[e] = 0
+				case ggml && a >= 10:
+				default:
+					a = f16(a)
+					hid[e] = f16(0.5 * a * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(a+0.044715*a*a*a))))
+				}
+			}
+			out = append(out, linear(dnW, dnB, hid)...)
+		}
+	}
+	return out
+}
+
+// TestQwenProjectorRefused: Qwen2-VL files that llama.cpp would read
+// otherwise than Tessera are refused: a feed-forward as wide as the
+// tower (clip.cpp would take its up and down for swapped) and heads whose
+// width the 2-D RoPE cannot split in four; the right pairing of
+// projector and language model is checked at load.
+func TestQwenProjectorRefused(t *testing.T) {
+	dir := t.TempDir()
+	base, _, err := synth.WriteVisionFiles(dir, "tiny-qwen2vl", "tiny-qwen2vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, edit func(*vision.Config)) string {
+		c, err := synth.ProjectorShape("tiny-qwen2vl", 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&c)
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.WriteProjector(f, c, dtype.F32, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return path
+	}
+	for _, tc := range []struct {
+		what, want string
+		edit       func(*vision.Config)
+	}{
+		{"a feed-forward as wide as the tower", "ffn ≠", func(c *vision.Config) { c.FFN = c.Dim }},
+		{"heads of 2", "multiple of 4", func(c *vision.Config) { c.Heads = 16 }},
+	} {
+		_, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: write(tc.want+".gguf", tc.edit)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.what, err, tc.want)
+		}
+	}
+	gemma, _, err := synth.WriteVisionFiles(dir, "tiny-gemma3", "tiny-gemma3", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Load(gemma, runtime.Options{Device: "cpu", MMProj: write("ok.gguf", func(*vision.Config) {})}); err == nil {
+		t.Error("Qwen2-VL's projector with Gemma 3: loaded")
+	}
+}
