@@ -190,7 +190,7 @@ func (c *stepCosts) around(seqs, r int) float64 {
 	if len(below) == 2 {
 		slope = max(0, (lo.x-below[1].x)/float64(2*(lo.r-below[1].r)))
 	}
-	return lo.x + slope*float64(r-lo.r)
+	return lo.x + float64(slope*float64(r-lo.r))
 }
 
 // acceptance estimates the chance that a draft token is accepted when
@@ -205,9 +205,10 @@ const acceptDecay = 0.95
 // tried.
 func (a *acceptance) observe(accepted, tried int) {
 	for i := range tried {
-		a.hit *= acceptDecay
-		a.tried *= acceptDecay
-		a.tried++
+		// Rounded products: Go would fuse them with the additions on
+		// arm64 (docs/DECISIONS.md, "No fused multiply-adds").
+		a.hit = float64(a.hit * acceptDecay)
+		a.tried = float64(a.tried*acceptDecay) + 1
 		if i < accepted {
 			a.hit++
 		}
@@ -215,7 +216,7 @@ func (a *acceptance) observe(accepted, tried int) {
 }
 
 func (a acceptance) rate(prior float64, weight float64) float64 {
-	return (a.hit + weight*prior) / (a.tried + weight)
+	return (a.hit + float64(weight*prior)) / (a.tried + weight)
 }
 
 // firstAcceptance is a sequence's acceptance estimate before anything is
