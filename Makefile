@@ -85,12 +85,15 @@ vet-quick:
 # alone (-tags purego; TESSERA_KERNELS makes each run check which kernels it
 # ran), and llama2.c's greedy tokens of stories260K on the CPU backend of a
 # CPU-only (CGO_ENABLED=0) arm64 build. Without qemu-aarch64 it only builds,
-# unless CI is set: there it fails.
+# unless CI is set: there it fails. Before those, .ci/fma-check: no fused
+# multiply-add in tessera's arm64 code, which would round otherwise than
+# amd64 and the Go twins.
 QEMU_ARM64 ?= qemu-aarch64 -cpu max
 .PHONY: test-arm64
 test-arm64:
 	GOARCH=arm64 $(GO) vet ./runtime/cpu/...
 	GOOS=darwin GOARCH=arm64 $(GO) build ./runtime/cpu/...
+	GO=$(GO) .ci/fma-check
 	@for tool in $(firstword $(QEMU_ARM64)); do \
 		if ! command -v $$tool >/dev/null 2>&1; then \
 			if [ -n "$$CI" ]; then echo "test-arm64: no $$tool (.ci/install-qemu.sh installs it)" >&2; exit 1; fi; \

@@ -24,10 +24,20 @@ import (
 //     projection; feed-forwards of per-layer widths (E2B's shared layers
 //     are twice as wide);
 //   - a scalar that multiplies each layer's output (layer_output_scale);
-//   - norms stored as they multiply (no +1), GeGLU, final logit soft cap.
-//
-// The mixture-of-experts variant (26B-A4B: a shared MLP beside routed
-// experts, each with its own norms) is refused by name.
+//   - norms stored as they multiply (no +1), GeGLU, final logit soft cap;
+//   - the 31B's and 26B-A4B's global layers have no attn_v: their values
+//     are their keys' projection (attention_k_eq_v; llama.cpp takes
+//     Vcur = Kcur where wv is absent), normalised as values, not rotated;
+//   - the mixture of experts (26B-A4B): every layer's feed-forward is a
+//     dense MLP (ffn_gate/up/down, its output normalised by
+//     post_ffw_norm_1) beside routed experts (input pre_ffw_norm_2(x),
+//     output normalised by post_ffw_norm_2), the two summed before
+//     post_ffw_norm. The router reads x through a weightless RMS norm
+//     scaled by ffn_gate_inp.scale/√dim; softmax over the experts, the top
+//     k's weights renormalised; each expert's output multiplied by its
+//     ffn_down_exps.scale. Converted files store gate and up fused
+//     (ffn_gate_up_exps, gate rows first in each expert), which the
+//     loader splits into ffn_gate_exps and ffn_up_exps.
 
 // Gemma 4's tensors beyond Gemma 3's, as llama.cpp names them.
 const (
@@ -39,7 +49,22 @@ const (
 	PerLayerPostNorm  = "post_norm"                   // blk.N: [Dim]
 	LayerOutScale     = "layer_output_scale"          // blk.N: [1]
 	RopeFreqs         = "rope_freqs.weight"
+
+	// The mixture of experts' (26B-A4B), blk.N: the experts' norms, gate
+	// and up fused as the converter writes them ([E, 2·ffn, dim]), and
+	// the .scale tensors (LayerScale) of the router's input ([dim]) and of
+	// each expert's output ([E]).
+	FFNPreNorm2   = "pre_ffw_norm_2"
+	FFNPostNorm1  = "post_ffw_norm_1"
+	FFNPostNorm2  = "post_ffw_norm_2"
+	FFNGateUpExps = "ffn_gate_up_exps"
 )
+
+// LayerScale names the .scale tensor of kind in layer l, e.g.
+// "blk.3.ffn_gate_inp.scale".
+func LayerScale(l int, kind string) string {
+	return fmt.Sprintf("blk.%d.%s.scale", l, kind)
+}
 
 // Gemma4 is what Gemma 4 adds to Config (nil for every other family).
 // The global layers' attention is Config's (HeadDim, KVHeads, RopeDim,
@@ -54,6 +79,15 @@ type Gemma4 struct {
 	// PerLayer is the width of a layer's per-layer token embedding; 0:
 	// none (the larger models).
 	PerLayer int
+	// VFromK marks the layers without attn_v, whose values are their
+	// keys' projection (attention_k_eq_v: the 31B's and 26B-A4B's global
+	// layers); nil when every layer has one.
+	VFromK []bool
+}
+
+// LayerVFromK reports whether layer l's values are its keys' projection.
+func (g *Gemma4) LayerVFromK(l int) bool {
+	return g != nil && l < len(g.VFromK) && g.VFromK[l]
 }
 
 // LayerHeadDim is the width of layer l's attention heads.
@@ -121,6 +155,10 @@ func (g *Gemma4) validate(c Config) error {
 	}
 	check(g.PerLayer >= 0, "per-layer embedding width %d must not be negative", g.PerLayer)
 	check(g.SharedKV >= 0 && g.SharedKV < c.Layers, "%d layers sharing keys and values of %d", g.SharedKV, c.Layers)
+	check(g.VFromK == nil || len(g.VFromK) == c.Layers, "values-from-keys flags for %d layers, want %d", len(g.VFromK), c.Layers)
+	if c.MoE.On() {
+		check(c.MoE.NormTopK && c.MoE.SharedFFN == 0 && !c.MoE.Biases, "gemma4's experts renormalise their top k, with no shared expert or biases")
+	}
 	if first := c.Layers - g.SharedKV; g.SharedKV > 0 && len(c.Sliding) == c.Layers {
 		// llama.cpp's rule reads the layers just before the shared ones:
 		// a file whose last own layers are not sliding then global would
@@ -137,8 +175,17 @@ func (g *Gemma4) validate(c Config) error {
 // array), the shared layers and the per-layer embedding width.
 func gemma4GGUF(m *Model, md *metaReader) error {
 	c := &m.Config
-	if _, ok := m.Tensors[LayerTensor(0, "ffn_gate_inp")]; ok {
-		return fmt.Errorf("%w: gemma4 with experts (26B-A4B)", ErrUnsupportedArch)
+	_, router := m.Tensors[LayerTensor(0, FFNRouter)]
+	if router != c.MoE.On() {
+		return fmt.Errorf("gemma4: %sexpert_count %d, router tensor %v: both or neither", md.prefix, c.MoE.Experts, router)
+	}
+	if c.MoE.On() {
+		// llama.cpp's gemma4 graph always renormalises the top k's
+		// weights, whatever expert_weights_norm says.
+		c.MoE.NormTopK = true
+		if err := splitGateUpExperts(m, c.Layers); err != nil {
+			return err
+		}
 	}
 	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
 	c.Act, c.PostNorms, c.QKNorm = GELUTanh, true, true
@@ -195,7 +242,58 @@ func gemma4GGUF(m *Model, md *metaReader) error {
 	if g.LocalKVHeads == 0 {
 		g.LocalKVHeads = c.KVHeads
 	}
+	for l := range c.Layers - g.SharedKV { // the shared layers store no keys and values
+		if _, ok := m.Tensors[LayerTensor(l, AttnV)]; !ok {
+			if g.VFromK == nil {
+				g.VFromK = make([]bool, c.Layers)
+			}
+			g.VFromK[l] = true
+		}
+	}
 	c.Gemma4 = g
+	return nil
+}
+
+// splitGateUpExperts replaces each layer's fused ffn_gate_up_exps ([E,
+// 2·ffn, dim], each expert's gate rows before its up rows) by the
+// ffn_gate_exps and ffn_up_exps the engine reads, views of it that share
+// one read. A file may store them apart instead, as llama.cpp also reads.
+func splitGateUpExperts(m *Model, layers int) error {
+	for l := range layers {
+		name := LayerTensor(l, FFNGateUpExps)
+		t, ok := m.Tensors[name]
+		if !ok {
+			continue
+		}
+		gate, up := LayerTensor(l, FFNGateExps), LayerTensor(l, FFNUpExps)
+		if _, dup := m.Tensors[gate]; dup {
+			return fmt.Errorf("layer %d has both %s and %s", l, name, gate)
+		}
+		if len(t.Shape) != 3 || t.Shape[1]%2 != 0 {
+			return fmt.Errorf("tensor %s of shape %v: want [experts, 2·ffn, dim]", name, t.Shape)
+		}
+		e, rows, width := t.Shape[0], t.Shape[1], t.Shape[2]
+		bs, bb := t.Type.BlockSize(), t.Type.BlockBytes()
+		if bs == 0 || width%bs != 0 {
+			return fmt.Errorf("tensor %s: rows of %d %s values are not whole blocks", name, width, t.Type)
+		}
+		row := width / bs * bb
+		sh := &sharedRead{t: t, left: 2}
+		half := func(n string, second int) *Tensor {
+			return NewTensor(n, []int{e, rows / 2, width}, t.Type, func() ([]byte, error) {
+				return sh.read(func(b []byte) []byte {
+					out := make([]byte, 0, e*rows/2*row)
+					for x := range e {
+						at := (x*rows + second*rows/2) * row
+						out = append(out, b[at:at+rows/2*row]...)
+					}
+					return out
+				}, e*rows*row)
+			})
+		}
+		delete(m.Tensors, name)
+		m.Tensors[gate], m.Tensors[up] = half(gate, 0), half(up, 1)
+	}
 	return nil
 }
 
@@ -276,10 +374,11 @@ func gemma4Tensors(c Config) []Tensor {
 			Tensor{Name: LayerTensor(l, AttnQ), Shape: []int{q, c.Dim}},
 			Tensor{Name: LayerTensor(l, AttnQNorm), Shape: []int{hd}})
 		if c.KVSource(l) == l {
-			ts = append(ts,
-				Tensor{Name: LayerTensor(l, AttnK), Shape: []int{kv, c.Dim}},
-				Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}},
-				Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{hd}})
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnK), Shape: []int{kv, c.Dim}})
+			if !g.LayerVFromK(l) {
+				ts = append(ts, Tensor{Name: LayerTensor(l, AttnV), Shape: []int{kv, c.Dim}})
+			}
+			ts = append(ts, Tensor{Name: LayerTensor(l, AttnKNorm), Shape: []int{hd}})
 		}
 		ts = append(ts,
 			Tensor{Name: LayerTensor(l, AttnOutput), Shape: []int{c.Dim, q}},
@@ -290,6 +389,18 @@ func gemma4Tensors(c Config) []Tensor {
 			Tensor{Name: LayerTensor(l, FFNDown), Shape: []int{c.Dim, f}},
 			Tensor{Name: LayerTensor(l, FFNPostNorm), Shape: []int{c.Dim}},
 			Tensor{Name: LayerTensor(l, LayerOutScale), Shape: []int{1}})
+		if m := c.MoE; m.On() {
+			ts = append(ts,
+				Tensor{Name: LayerTensor(l, FFNRouter), Shape: []int{m.Experts, c.Dim}},
+				Tensor{Name: LayerScale(l, FFNRouter), Shape: []int{c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNPreNorm2), Shape: []int{c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNPostNorm1), Shape: []int{c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNPostNorm2), Shape: []int{c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNGateExps), Shape: []int{m.Experts, m.FFN, c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNUpExps), Shape: []int{m.Experts, m.FFN, c.Dim}},
+				Tensor{Name: LayerTensor(l, FFNDownExps), Shape: []int{m.Experts, c.Dim, m.FFN}},
+				Tensor{Name: LayerScale(l, FFNDownExps), Shape: []int{m.Experts}})
+		}
 		if g.PerLayer > 0 {
 			ts = append(ts,
 				Tensor{Name: LayerTensor(l, PerLayerInpGate), Shape: []int{g.PerLayer, c.Dim}},

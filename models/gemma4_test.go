@@ -8,18 +8,22 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/models/tokenizer"
 )
 
 // openTinyGemma4 writes and opens tiny-gemma4 (seed 1, f32).
-func openTinyGemma4(t *testing.T) *models.Model {
+func openTinyGemma4(t *testing.T) *models.Model { return openGemma4(t, "tiny-gemma4") }
+
+// openGemma4 writes and opens a Gemma 4 shape (seed 1, f32).
+func openGemma4(t *testing.T, shape string) *models.Model {
 	t.Helper()
-	s, err := synth.Lookup("tiny-gemma4")
+	s, err := synth.Lookup(shape)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "tiny-gemma4.gguf")
+	path := filepath.Join(t.TempDir(), shape+".gguf")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +64,76 @@ func TestGemma4Config(t *testing.T) {
 	for l, src := range []int{0, 1, 2, 3, 4, 5, 4, 4, 5} {
 		if got.KVSource(l) != src {
 			t.Errorf("layer %d reads layer %d's keys and values, want %d", l, got.KVSource(l), src)
+		}
+	}
+}
+
+// TestGemma4VFromK: a file whose global layers have no attn_v (the 31B's
+// kind) reads back with those layers' values taken from their keys, and
+// every other layer's from its own attn_v.
+func TestGemma4VFromK(t *testing.T) {
+	m := openGemma4(t, "tiny-gemma4-kv")
+	g := m.Config.Gemma4
+	for l := range m.Config.Layers {
+		_, hasV := m.Tensors[models.LayerTensor(l, models.AttnV)]
+		if g.LayerVFromK(l) != !m.Config.LayerSliding(l) || hasV == g.LayerVFromK(l) {
+			t.Errorf("layer %d (sliding %v): values from keys %v, attn_v %v", l, m.Config.LayerSliding(l), g.LayerVFromK(l), hasV)
+		}
+	}
+	if tiny := openTinyGemma4(t); tiny.Config.Gemma4.VFromK != nil {
+		t.Errorf("tiny-gemma4 read with values from keys %v", tiny.Config.Gemma4.VFromK)
+	}
+}
+
+// TestGemma4Experts: the 26B-A4B's kind reads back with its experts
+// (top k renormalised, as llama.cpp's gemma4 graph always does), the
+// fused ffn_gate_up_exps split into gate and up of each expert's rows, and
+// global layers without attn_v.
+func TestGemma4Experts(t *testing.T) {
+	m := openGemma4(t, "tiny-gemma4-moe")
+	s, _ := synth.Lookup("tiny-gemma4-moe")
+	if m.Config.MoE != s.Config.MoE || !m.Config.MoE.NormTopK {
+		t.Errorf("experts read as %+v, want %+v", m.Config.MoE, s.Config.MoE)
+	}
+	if !slices.Equal(m.Config.Gemma4.VFromK, s.Config.Gemma4.VFromK) {
+		t.Errorf("values from keys %v, want %v", m.Config.Gemma4.VFromK, s.Config.Gemma4.VFromK)
+	}
+	e, f, d := s.Config.MoE.Experts, s.Config.MoE.FFN, s.Config.Dim
+	if _, ok := m.Tensors[models.LayerTensor(0, models.FFNGateUpExps)]; ok {
+		t.Error("the fused gate and up are still listed")
+	}
+	gate, err := m.Tensor(models.LayerTensor(0, models.FFNGateExps), e, f, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := m.Tensor(models.LayerTensor(0, models.FFNUpExps), e, f, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err1 := gate.Float32()
+	u, err2 := up.Float32()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	// The file's fused tensor, read directly: expert x's gate rows, then
+	// its up rows.
+	file, err := gguf.Open(m.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	ti, ok := file.Tensor(models.LayerTensor(0, models.FFNGateUpExps))
+	if !ok {
+		t.Fatal("synth wrote no ffn_gate_up_exps")
+	}
+	fused, err := file.ReadFloat32(ti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x := range e {
+		at := x * 2 * f * d
+		if !slices.Equal(g[x*f*d:(x+1)*f*d], fused[at:at+f*d]) || !slices.Equal(u[x*f*d:(x+1)*f*d], fused[at+f*d:at+2*f*d]) {
+			t.Fatalf("expert %d's gate or up is not its rows of the fused tensor", x)
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // Mixture-of-experts models (Mixtral, Qwen1.5-MoE, Qwen3-MoE, OLMoE,
-// Granite 3 MoE): each layer's feed-forward is E experts, gated FFNs of
+// Granite 3 MoE; gpt-oss, Qwen3.5-MoE and Gemma 4's 26B-A4B add their own
+// parts in their files): each layer's feed-forward is E experts, gated FFNs of
 // their own, of which a router picks k per token. They share the Llama
 // family's forward pass; the feed-forward step reads MoEConfig to choose
 // the dense or the routed form, and the differences between the families

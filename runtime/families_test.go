@@ -60,12 +60,14 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			tol := 1e-3
-			if shape == "tiny-gemma4" {
+			if strings.HasPrefix(shape, "tiny-gemma4") {
 				// llama.cpp's CPU takes GELU (GeGLU's and the per-layer
 				// inputs' gate) from a table of f16 inputs and outputs;
 				// Tessera's is f32, within 1e-5 of a float64 reference
 				// (TestGemma4Reference): tokens equal, log-probabilities
-				// within 1e-2 (3.6e-3).
+				// within 1e-2 (3.6e-3). The reference with llama.cpp's
+				// table is within 1e-3 of llama.cpp
+				// (TestGemma4LlamaCppGELU).
 				tol = 1e-2
 			}
 			switch variant {

@@ -19,10 +19,15 @@ import (
 //   - activations for each attention shape and each feed-forward width;
 //   - the per-layer inputs: one projection and one embedding table a
 //     layer (row views of the projection, column views of the table), so
-//     that no op needs a view of part of a row.
+//     that no op needs a view of part of a row;
+//   - with experts (26B-A4B), the MoE ops of moe.go, Combine writing the
+//     experts' sum to a tensor of its own (Set) for its norm, with each
+//     expert's output scale (gemma4MoE).
 
 // gemma4Net is what a Gemma 4 adds to the llama struct.
 type gemma4Net struct {
+	moeSum backend.Tensor // with experts: their weighted sum, Dim wide
+
 	local  backend.KV // the sliding layers' cache; llama.kv holds the global layers'
 	layers []gemma4Layer
 
@@ -47,6 +52,20 @@ type gemma4Layer struct {
 
 	inpGate, proj, postNorm backend.Weight // the per-layer input's
 	outScale                float32
+
+	moe *gemma4Experts // the 26B-A4B's, or nil
+}
+
+// gemma4Experts are a mixture-of-experts layer's weights beyond
+// layerWeights (whose experts, gateUp and down are the routed experts and
+// the dense MLP): the norms of the experts' input and of the two outputs,
+// the router's input norm (its scale over √dim), each expert's output
+// scale. (llama.cpp reads ffn_down_exps.scale where a file has it; the
+// converter writes it from every Gemma 4 checkpoint's per_expert_scale
+// but folds it into NVFP4 weights, a type Tessera does not read, so it is
+// required here.)
+type gemma4Experts struct {
+	preNorm, mlpNorm, expertNorm, routerNorm, outScale backend.Weight
 }
 
 // gemma4Acts are the attention activations of one shape.
@@ -163,7 +182,7 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 		q := models.LayerTensor(l, models.AttnQ)
 		if gl.own {
 			v := models.LayerTensor(l, models.AttnV)
-			if _, ok := m.Tensors[v]; !ok { // attention_k_eq_v: v is k's projection
+			if c.Gemma4.LayerVFromK(l) { // attention_k_eq_v: v is k's projection (normalised as v, not rotated)
 				v = models.LayerTensor(l, models.AttnK)
 			}
 			if lw.qkv, err = n.fuse(m, ws, false, q, models.LayerTensor(l, models.AttnK), v); err != nil {
@@ -177,6 +196,14 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 		}
 		if lw.gateUp, err = n.fuse(m, ws, true, models.LayerTensor(l, models.FFNGate), models.LayerTensor(l, models.FFNUp)); err != nil {
 			return nil, err
+		}
+		if c.MoE.On() {
+			if lw.experts, err = n.uploadExperts(m, ws, l); err != nil {
+				return nil, err
+			}
+			if gl.moe, err = gemma4LoadExperts(m, be, upload, l); err != nil {
+				return nil, err
+			}
 		}
 		lw.rope, lw.ropeKV, lw.attn = gemma4Attention(c, l)
 		if gl.outScale, err = scalar(m, models.LayerTensor(l, models.LayerOutScale), 1); err != nil {
@@ -218,6 +245,14 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 	}
 	if err := g.loadPerLayer(m, c, upload, uploadT, tensor); err != nil {
 		return nil, err
+	}
+	if c.MoE.On() {
+		if n.moe, err = newMoEActs(be, c, maxBatch); err != nil {
+			return nil, err
+		}
+		if g.moeSum, err = tensor(c.Dim); err != nil {
+			return nil, err
+		}
 	}
 	// llama's own activations: the residual stream, the post-norms' and
 	// the head's; its q..up name the global layers' shapes and the widest
@@ -303,6 +338,74 @@ func (g *gemma4Net) loadPerLayer(m *models.Model, c models.Config, upload func(s
 	return err
 }
 
+// gemma4LoadExperts uploads layer l's expert norms and scales (the
+// experts themselves are uploadExperts'). The router's input norm is
+// ffn_gate_inp.scale/√dim, llama.cpp's rms_norm(x) · (1/√dim) · scale as
+// one weight.
+func gemma4LoadExperts(m *models.Model, be backend.Backend, upload func(string) (backend.Weight, error), l int) (*gemma4Experts, error) {
+	e := &gemma4Experts{}
+	var err error
+	for _, w := range []struct {
+		dst  *backend.Weight
+		kind string
+	}{{&e.preNorm, models.FFNPreNorm2}, {&e.mlpNorm, models.FFNPostNorm1}, {&e.expertNorm, models.FFNPostNorm2}} {
+		if *w.dst, err = upload(models.LayerTensor(l, w.kind)); err != nil {
+			return nil, err
+		}
+	}
+	scale, err := m.Tensor(models.LayerScale(l, models.FFNRouter), m.Config.Dim)
+	if err != nil {
+		return nil, err
+	}
+	s, err := scale.Float32()
+	if err != nil {
+		return nil, err
+	}
+	inv := float32(1 / math.Sqrt(float64(m.Config.Dim)))
+	for i := range s {
+		s[i] *= inv
+	}
+	if e.routerNorm, err = be.Upload(f32Tensor(scale.Name, s)); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", scale.Name, err)
+	}
+	t, err := m.Tensor(models.LayerScale(l, models.FFNDownExps), m.Config.MoE.Experts)
+	if err != nil {
+		return nil, err
+	}
+	v, err := t.Float32()
+	if err != nil {
+		return nil, err
+	}
+	if e.outScale, err = be.Upload(f32Tensor(t.Name, v)); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", t.Name, err)
+	}
+	return e, nil
+}
+
+// gemma4MoE queues layer l's feed-forward with experts (llama.cpp's
+// gemma4 graph): x += post_ffw_norm(post_ffw_norm_1(mlp(ffn_norm(x))) +
+// post_ffw_norm_2(Σ w·s·expert(pre_ffw_norm_2(x)))), the router reading
+// norm(x)·scale/√dim.
+func (n *llama) gemma4MoE(l int) {
+	be, c, g := n.be, n.cfg, n.g4
+	w, gl, a := &n.layers[l], &g.layers[l], n.moe
+	e := gl.moe
+	be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{gl.gate}, GLU: true, Act: c.Act})
+	be.Project(backend.Projection{X: gl.gate, W: w.down, Out: []backend.Tensor{n.xb}})
+	be.RMSNorm(n.post, n.xb, e.mlpNorm, c.NormEps)
+	be.RMSNorm(n.xb, n.x, e.routerNorm, c.NormEps)
+	be.MatMul(a.logits, n.xb, w.experts.router)
+	be.Route(a.routes, a.logits, c.MoE.NormTopK)
+	be.RMSNorm(n.xb, n.x, e.preNorm, c.NormEps)
+	be.ExpertProject(backend.ExpertProjection{X: n.xb, W: w.experts.gateUp, R: a.routes, Out: a.act, GLU: true, Act: c.Act})
+	be.ExpertProject(backend.ExpertProjection{X: a.act, Slots: true, W: w.experts.down, R: a.routes, Out: a.out})
+	be.Combine(backend.MoECombine{Dst: g.moeSum, Y: a.out, R: a.routes, ExpertScale: e.outScale, Set: true})
+	be.RMSNorm(n.xb, g.moeSum, e.expertNorm, c.NormEps)
+	be.Add(n.post, n.xb)
+	be.RMSNorm(n.xb, n.post, w.ffnPost, c.NormEps)
+	be.Add(n.x, n.xb)
+}
+
 // gemma4Attention is layer l's RoPE of q and k and its attention, at
 // the layer's own head width, kv heads and rotated dimensions.
 func gemma4Attention(c models.Config, l int) (q, k backend.Rope, a backend.Attention) {
@@ -338,8 +441,12 @@ func (n *llama) gemma4Layer(l int) {
 	}
 	be.Attend(a.att, a.q, gl.kv, gl.kvLayer, w.attn)
 	n.residual(a.att, w.wo, nil, nil, w.attnPost, nil)
-	be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{gl.gate}, GLU: true, Act: c.Act})
-	n.residual(gl.gate, w.down, nil, nil, w.ffnPost, nil)
+	if gl.moe != nil {
+		n.gemma4MoE(l)
+	} else {
+		be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: c.NormEps, W: w.gateUp, Out: []backend.Tensor{gl.gate}, GLU: true, Act: c.Act})
+		n.residual(gl.gate, w.down, nil, nil, w.ffnPost, nil)
+	}
 	if g.in != nil { // x += norm(proj(gelu(gate·x) * in_l))
 		be.Project(backend.Projection{X: n.x, W: gl.inpGate, Out: []backend.Tensor{g.gate}})
 		be.GLU(g.gate, g.in[l], models.GELUTanh)
@@ -394,6 +501,9 @@ func (g *gemma4Net) bytes() int64 {
 	ws := append(append(append([]backend.Weight{g.projNorm}, g.tables...), g.projs...), g.extra...)
 	for _, l := range g.layers {
 		ws = append(ws, l.inpGate, l.proj, l.postNorm)
+		if e := l.moe; e != nil {
+			ws = append(ws, e.preNorm, e.mlpNorm, e.expertNorm, e.routerNorm, e.outScale)
+		}
 	}
 	for _, w := range ws {
 		if w != nil {
@@ -434,10 +544,19 @@ func scalar(m *models.Model, name string, def float32) (float32, error) {
 
 // onesTensor is a vector of n ones: the weight of a norm without one.
 func onesTensor(name string, n int) *models.Tensor {
-	return models.NewTensor(name, []int{n}, dtype.F32, func() ([]byte, error) {
-		b := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(1))
+	ones := make([]float32, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	return f32Tensor(name, ones)
+}
+
+// f32Tensor is vector v as an f32 tensor.
+func f32Tensor(name string, v []float32) *models.Tensor {
+	return models.NewTensor(name, []int{len(v)}, dtype.F32, func() ([]byte, error) {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 		}
 		return b, nil
 	})

@@ -246,6 +246,12 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	if e.drafter != nil && dev.GPU {
+		if err := e.warmVerify(); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("draft: %w", err)
+		}
+	}
 	if !opts.LoRAMerge {
 		if err := e.loadAdapters(opts); err != nil {
 			e.Close()

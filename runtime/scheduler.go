@@ -348,6 +348,9 @@ func (e *Engine) loop() {
 		closed := e.closed
 		e.admit()
 		idle := len(e.running) == 0
+		if idle {
+			e.pending = nil // the wait is no step's cost
+		}
 		e.mu.Unlock()
 		if closed {
 			e.failAll(ErrEngineClosed)

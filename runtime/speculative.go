@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
-	"github.com/tessera-llm/tessera/runtime/kvcache"
 )
 
 // Speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a cheap
@@ -42,6 +41,8 @@ type speculation struct {
 	// (SetSpeculation).
 	specOff   bool
 	plainStep time.Duration // moving average of a decode step without drafts
+	costs     stepCosts     // measured decode steps, by shape (specpolicy.go)
+	pending   *pendingCost  // the last decode step, until the next starts (step.go)
 	spec      SpecMetrics   // the proposals made and accepted
 }
 
@@ -73,8 +74,13 @@ func (e *Engine) SetSpeculation(on bool) {
 // drafter proposes tokens for sequences in decode state.
 type drafter interface {
 	// propose returns, for each sequence, up to ks[i] tokens to follow its
-	// tokens, and the distribution each was drawn from (nil: one-hot).
-	propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error)
+	// tokens, the distribution each was drawn from (nil: one-hot), and
+	// the length of the n-gram match it came from (0 for a model).
+	propose(seqs []*sequence, ks []int) ([]proposal, error)
+	// lookahead reports that proposing costs next to nothing, so the
+	// scheduler proposes at every step and decides after seeing the
+	// proposals how much of them to verify.
+	lookahead() bool
 	// keep tells the draft that s now has n tokens in the target's cache.
 	keep(s *sequence, n int)
 	// release frees what the draft holds for s.
@@ -87,109 +93,10 @@ type drafter interface {
 	catchUpCost(s *sequence) time.Duration
 }
 
-// spec is a sequence's speculation state: its k, and the measurements that
-// switch speculation off when it does not pay.
-type spec struct {
-	k       int        // draft tokens per target step
-	off     int        // tokens left to decode plainly before trying again
-	backoff int        // the next off period
-	window  throughput // the current mode's measurement
-	fresh   bool       // the next speculative step is the first after plain ones
-	plain   float64
-	draft   *kvcache.Seq // model drafts: the draft's cache of this sequence
-	stored  int          // tokens in the draft's cache
-}
-
-// throughput accumulates tokens over the wall time of the steps they came
-// from.
-type throughput struct {
-	tokens, steps int
-	time          time.Duration
-}
-
-// add counts a step of d that gave n tokens.
-func (r *throughput) add(d time.Duration, n int) {
-	r.tokens += n
-	r.time += d
-	r.steps++
-}
-
-func (r throughput) perSecond() float64 {
-	if r.time <= 0 {
-		return 0
-	}
-	return float64(r.tokens) / r.time.Seconds()
-}
-
 const (
-	maxDraft     = 8    // the longest proposal
-	plainWindow  = 16   // tokens that measure plain decoding
-	specWindow   = 12   // tokens that measure speculation
-	firstBackoff = 256  // plain tokens after speculation lost, at first
-	maxBackoff   = 4096 // the longest plain period before speculating again
-	minDraftRun  = 64   // tokens left under which a model draft is not started
+	maxDraft    = 8  // the longest proposal
+	minDraftRun = 64 // tokens left under which a model draft is not started
 )
-
-// newSpec starts a sequence plainly, to measure the rate speculation must
-// beat. The windows are short and the backoff long and growing, so that a
-// draft that does not pay costs a few percent at most.
-func newSpec() *spec { return &spec{k: 2, off: plainWindow, backoff: firstBackoff} }
-
-// speculating reports whether the sequence drafts this step.
-func (p *spec) speculating() bool { return p.off == 0 && p.k > 0 }
-
-// observe records a step of d in which the sequence emitted n tokens and, if
-// it proposed k drafts, accepted a of them; it adapts k and decides
-// whether speculation pays against the plain rate.
-//
-// The mode is the state's, not the step's: while speculating, a step
-// with nothing to propose (no n-gram match) decodes plainly, and its
-// tokens and time belong to speculation's window all the same, since
-// they are what running with speculation on gives.
-func (p *spec) observe(d time.Duration, n, k, a int) {
-	if p.off > 0 { // plain: count down, measuring the whole period
-		p.window.add(d, n)
-		p.off = max(0, p.off-n)
-		if p.off == 0 {
-			p.plain = p.window.perSecond()
-			p.window = throughput{}
-			p.fresh = true
-		}
-		return
-	}
-	if k > 0 && p.fresh {
-		// The first speculative step after a plain period also catches the
-		// draft up with the tokens since: not what speculation costs.
-		p.fresh = false
-	} else {
-		p.window.add(d, n)
-	}
-	if k > 0 {
-		switch {
-		case a == k:
-			p.k = min(p.k+1, maxDraft)
-		case a == 0:
-			p.k = max(1, p.k/2)
-		default:
-			p.k = max(1, a+1)
-		}
-	}
-	// Three steps clearly behind plain decoding end the window early.
-	early := p.window.steps >= 3 && p.window.perSecond() < 0.9*p.plain
-	if p.window.tokens < specWindow && !early {
-		return
-	}
-	r := p.window.perSecond()
-	p.window = throughput{}
-	// A speculative window ended: keep going only while it beats plain
-	// decoding (by a margin, since both measurements are noisy).
-	if r < 1.02*p.plain {
-		p.off = p.backoff
-		p.backoff = min(4*p.backoff, maxBackoff)
-	} else {
-		p.backoff = firstBackoff
-	}
-}
 
 // draftPays reports whether a draft that reads draftBytes of weights per
 // token can speed up a target that reads targetBytes: even if every draft
@@ -248,7 +155,23 @@ func (m *modelDraft) keep(s *sequence, n int) {
 
 // propose catches each sequence's draft cache up with its tokens, then runs
 // the draft one token at a time for all sequences together.
-func (m *modelDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error) {
+func (m *modelDraft) propose(seqs []*sequence, ks []int) ([]proposal, error) {
+	out, dists, err := m.run(seqs, ks)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]proposal, len(seqs))
+	for i := range ps {
+		ps[i] = proposal{tokens: out[i], q: dists[i]}
+	}
+	return ps, nil
+}
+
+func (m *modelDraft) lookahead() bool { return false }
+
+// run drafts up to ks[i] tokens for each sequence, and the distribution
+// each was drawn from.
+func (m *modelDraft) run(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error) {
 	e := m.e
 	out := make([][]int32, len(seqs))
 	dists := make([][][]candidate, len(seqs))
@@ -379,13 +302,15 @@ type ngramDraft struct{}
 
 const ngramMax, ngramMin = 4, 1
 
-func (ngramDraft) propose(seqs []*sequence, ks []int) ([][]int32, [][][]candidate, error) {
-	out := make([][]int32, len(seqs))
+func (ngramDraft) propose(seqs []*sequence, ks []int) ([]proposal, error) {
+	out := make([]proposal, len(seqs))
 	for i, s := range seqs {
-		out[i] = lookup(s.tokens, ks[i])
+		out[i].tokens, out[i].match = lookup(s.tokens, ks[i])
 	}
-	return out, make([][][]candidate, len(seqs)), nil
+	return out, nil
 }
+
+func (ngramDraft) lookahead() bool { return true }
 
 func (ngramDraft) keep(*sequence, int)                 {}
 func (ngramDraft) stepTime() time.Duration             { return 0 }
@@ -393,18 +318,22 @@ func (ngramDraft) catchUpCost(*sequence) time.Duration { return 0 }
 func (ngramDraft) release(*sequence)                   {}
 
 // lookup returns up to k tokens that followed the most recent earlier
-// occurrence of the longest suffix of toks (ngramMax down to ngramMin).
-func lookup(toks []int32, k int) []int32 {
+// occurrence of the longest suffix of toks (ngramMax down to ngramMin),
+// and that suffix's length.
+func lookup(toks []int32, k int) ([]int32, int) {
+	if k <= 0 {
+		return nil, 0
+	}
 	for n := min(ngramMax, len(toks)-1); n >= ngramMin; n-- {
 		suffix := toks[len(toks)-n:]
 		for start := len(toks) - n - 1; start >= 0; start-- {
 			if equalTokens(toks[start:start+n], suffix) {
 				from := start + n
-				return append([]int32(nil), toks[from:min(len(toks), from+k)]...)
+				return append([]int32(nil), toks[from:min(len(toks), from+k)]...), n
 			}
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 func equalTokens(a, b []int32) bool {
@@ -436,9 +365,34 @@ func verifyGreedy(draft, target []int32) []int32 {
 // drawn from max(0, p-q) normalised instead, and if all are kept a bonus is
 // drawn from p after the last. The tokens that come out are distributed
 // exactly as the target's own samples. A nil q is one-hot (a deterministic
-// draft such as prompt lookup).
+// draft such as prompt lookup): see verifyOneHot.
 func verifySampled(s *Sampler, history, draft []int32, q [][]candidate, rows [][]float32) []int32 {
+	if q == nil {
+		return verifyOneHot(s, history, draft, rows)
+	}
 	return verifyWith(acceptRatio, s, history, draft, q, rows)
+}
+
+// verifyOneHot verifies a deterministic draft by sampling each row as
+// plain decoding would, with the same stream, and keeping the drafts
+// while they equal the sampled token. For a one-hot q this is the
+// rejection rule itself (d is kept with chance p(d), and otherwise the
+// token comes from p without d, renormalised), but it draws exactly the
+// stream values plain decoding draws: the tokens are those of a run
+// without the draft, whenever the policy drafts, not just distributed
+// as they are.
+func verifyOneHot(s *Sampler, history, draft []int32, rows [][]float32) []int32 {
+	hist := slices.Clone(history)
+	var out []int32
+	for i, d := range draft {
+		tok := int32(s.Sample(rows[i], hist))
+		out = append(out, tok)
+		if tok != d {
+			return out
+		}
+		hist = append(hist, d)
+	}
+	return append(out, int32(s.Sample(rows[len(draft)], hist)))
 }
 
 // acceptRatio is the rule that keeps the target's distribution: accept a
@@ -522,6 +476,48 @@ func movingAverage(avg, x time.Duration) time.Duration {
 // tokens, a loss for any k once c is near one, and little gain above half.
 func draftTooSlow(draft, plain time.Duration) bool {
 	return draft > 0 && plain > 0 && draft*2 > plain
+}
+
+// warmVerify runs, once, a verification step of every size a draft
+// may make (2 to maxDraft+1 rows, each an output row), on a scratch
+// sequence. A GPU backend compiles a pipeline the first time it meets a
+// shape (lavapipe: 120–200 ms each for 2, 3–4 and 5–8 rows, stories260K),
+// which would otherwise land on the first requests that speculate, and
+// in the step costs that decide whether drafting pays.
+func (e *Engine) warmVerify() error {
+	rows := min(maxDraft+1, e.net.maxBatch, e.net.maxOut)
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.mu.Lock()
+	seq := e.pool.NewSeq()
+	_, err := seq.Reserve(rows)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		e.mu.Lock()
+		seq.Release()
+		e.mu.Unlock()
+	}()
+	tok := int32(max(e.model.Tokenizer.BOS(), 0))
+	for n := 2; n <= rows; n++ {
+		b := backend.Batch{BlockSize: e.pool.BlockSize(), Tables: [][]int32{seq.Table()}}
+		e.net.solo(&b)
+		for i := range n {
+			b.Tokens = append(b.Tokens, tok)
+			b.Pos = append(b.Pos, int32(i))
+			b.Seq = append(b.Seq, 0)
+			b.Out = append(b.Out, int32(i))
+		}
+		if err := e.net.forward(b); err != nil {
+			return err
+		}
+		if _, err := e.be.Argmax(e.net.logits, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // probeStep times a one-token decode step (the fastest of three, after a

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 )
 
 // TestSpeculativeSamplingDistribution: tokens that come out of draft
@@ -111,58 +110,21 @@ func chiSquare(counts []int, p []float64, n int) float64 {
 
 func TestLookup(t *testing.T) {
 	for _, tc := range []struct {
-		toks []int32
-		k    int
-		want []int32
+		toks  []int32
+		k     int
+		want  []int32
+		match int
 	}{
-		{[]int32{1, 2, 3, 4, 1, 2}, 3, []int32{3, 4, 1}},
-		{[]int32{5, 6, 7, 5, 6, 8, 9, 5, 6}, 2, []int32{8, 9}}, // the latest match wins
-		{[]int32{1, 2, 3}, 2, nil},
-		{[]int32{7}, 2, nil},
-		{[]int32{1, 2, 9, 9, 1, 2, 3, 4, 5, 9}, 3, []int32{1, 2, 3}}, // after the latest 9
+		{[]int32{1, 2, 3, 4, 1, 2}, 3, []int32{3, 4, 1}, 2},
+		{[]int32{5, 6, 7, 5, 6, 8, 9, 5, 6}, 2, []int32{8, 9}, 2}, // the latest match wins
+		{[]int32{1, 2, 3}, 2, nil, 0},
+		{[]int32{7}, 2, nil, 0},
+		{[]int32{1, 2, 9, 9, 1, 2, 3, 4, 5, 9}, 3, []int32{1, 2, 3}, 1}, // after the latest 9
+		{[]int32{1, 2, 3, 4, 5, 1, 2, 3, 4}, 8, []int32{5, 1, 2, 3, 4}, 4},
+		{[]int32{1, 2, 1, 2}, 0, nil, 0},
 	} {
-		if got := lookup(tc.toks, tc.k); !slices.Equal(got, tc.want) {
-			t.Errorf("lookup(%v, %d) = %v, want %v", tc.toks, tc.k, got, tc.want)
+		if got, n := lookup(tc.toks, tc.k); !slices.Equal(got, tc.want) || n != tc.match {
+			t.Errorf("lookup(%v, %d) = %v, %d, want %v, %d", tc.toks, tc.k, got, n, tc.want, tc.match)
 		}
-	}
-}
-
-// TestSpecObserve drives the switch that turns speculation off: plain
-// decoding is measured first; a window of speculation that does not beat
-// it turns speculation off for a growing backoff, one that does keeps it
-// on; and steps with nothing to propose while speculating (an n-gram draft
-// without a match) count in speculation's window rather than ending a
-// plain period that is not running.
-func TestSpecObserve(t *testing.T) {
-	ms := time.Millisecond
-	p := newSpec()
-	for range plainWindow / 4 { // four tokens per 400 ms chain: 10 tok/s
-		p.observe(400*ms, 4, 0, 0)
-	}
-	if p.off != 0 || p.plain != 10 || !p.speculating() {
-		t.Fatalf("after the plain window: off %d, plain %g, speculating %v", p.off, p.plain, p.speculating())
-	}
-	p.observe(900*ms, 2, 2, 1) // the first step catches up: not measured
-	// Speculation at 2 tok/s interleaved with a matchless plain step at
-	// 10 tok/s: after three steps, 6 tokens in 1.4 s, clearly slower.
-	p.observe(500*ms, 1, 2, 0)
-	p.observe(400*ms, 4, 0, 0) // nothing proposed
-	if p.plain != 10 || p.off != 0 || p.window.steps != 2 {
-		t.Fatalf("a matchless step while speculating: plain %g, off %d, window %+v", p.plain, p.off, p.window)
-	}
-	p.observe(500*ms, 1, 1, 0)
-	if p.off != firstBackoff || p.backoff != 4*firstBackoff || p.plain != 10 {
-		t.Fatalf("speculation slower than plain: off %d, next backoff %d, plain %g", p.off, p.backoff, p.plain)
-	}
-	// Back on after the backoff, and faster than plain this time.
-	for p.off > 0 {
-		p.observe(400*ms, 4, 0, 0)
-	}
-	p.observe(300*ms, 3, 2, 2)
-	for range specWindow / 4 {
-		p.observe(200*ms, 4, 3, 3) // 20 tok/s
-	}
-	if p.off != 0 || p.backoff != firstBackoff || !p.speculating() {
-		t.Fatalf("speculation faster than plain: off %d, backoff %d", p.off, p.backoff)
 	}
 }

@@ -95,3 +95,24 @@ func TestMultiStep(t *testing.T) {
 		})
 	}
 }
+
+// TestSpeculativeSampledKeepsTokens: seeded sampling with prompt lookup
+// drafting gives exactly the tokens it gives without a draft (a one-hot
+// draft is verified by sampling each row with the plain stream), so the
+// policy's timing-driven choices never show in the output.
+func TestSpeculativeSampledKeepsTokens(t *testing.T) {
+	plain := engines(t, runtime.Options{Context: 512})
+	for name, eng := range engines(t, runtime.Options{Context: 512, Draft: "ngram", SpeculateAlways: true}) {
+		for i, p := range storyPrompts[:3] {
+			req := runtime.Request{Prompt: p, MaxTokens: 100, Sampler: runtime.SamplerOptions{Temperature: 0.8, TopP: 0.95, Seed: uint64(10 + i)}}
+			want, _, _ := generate(t, plain[name], req)
+			got, _, st := generate(t, eng, req)
+			if !equal(got, want) {
+				t.Errorf("%s %q:\nspeculative %v\n      plain %v", name, p, got, want)
+			}
+			if st.Drafted == 0 {
+				t.Errorf("%s %q: nothing drafted", name, p)
+			}
+		}
+	}
+}

@@ -20,6 +20,7 @@ type work struct {
 	out   bool
 	draft []int32       // speculative: proposed tokens after the sequence's own
 	q     [][]candidate // the distribution each draft token came from (nil: one-hot)
+	match int           // the n-gram match the draft came from (0: a model's)
 }
 
 // rows is how many output rows w has: every row when it verifies drafts.
@@ -58,12 +59,17 @@ func (e *Engine) step() error {
 	e.loraMu.Unlock()
 	start := time.Now()
 	e.mu.Lock()
+	e.closeCost(start)
 	e.dropCancelled()
-	drafting := e.drafting()
+	drafting, room := e.drafting()
 	e.mu.Unlock()
-	proposals, err := e.propose(drafting)
+	proposals, err := e.propose(drafting, room)
 	if err != nil {
 		return err
+	}
+	var drafted time.Duration // a model draft's own steps: not the target's
+	if e.drafter != nil && !e.drafter.lookahead() {
+		drafted = time.Since(start)
 	}
 	e.mu.Lock()
 	plan, copies := e.plan(proposals)
@@ -120,6 +126,9 @@ func (e *Engine) step() error {
 	if plain { // a decode step with no draft: what speculation must beat
 		e.plainStep = movingAverage(e.plainStep, took)
 	}
+	if e.drafter != nil {
+		e.observeCosts(plan, chain, start, drafted)
+	}
 	for j, w := range plan {
 		rows := make([]int32, w.n)
 		for t := range rows {
@@ -155,8 +164,8 @@ func (e *Engine) step() error {
 			w.s.stats.Accepted += accepted
 			e.spec.observe(len(w.draft), accepted)
 		}
-		if w.s.spec != nil && w.s.stats.Generated > 0 { // the first step includes the prompt
-			w.s.spec.observe(took, len(emit), len(w.draft), accepted)
+		if w.s.spec != nil {
+			w.s.spec.observe(len(w.s.tokens), emit, len(w.draft), w.match, accepted)
 		}
 		for _, tok := range emit {
 			t := Token{ID: tok}
@@ -318,60 +327,175 @@ func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error)
 	return results, nil
 }
 
-// drafting lists the running sequences that speculate this step: in decode
-// state, with speculation paying. Called with e.mu held.
-func (e *Engine) drafting() []*sequence {
+// drafting lists the running sequences that may speculate this step
+// (in decode state, speculation on), with the most each may draft (its
+// budget, context and the step's outputs allow). Called with e.mu held.
+func (e *Engine) drafting() ([]*sequence, []int) {
 	if !e.pays() {
-		return nil
+		return nil, nil
 	}
 	// A model draft first catches up with the whole sequence: worth it only
 	// with enough tokens left to amortise that.
-	model := e.drafter.stepTime() > 0
+	model := !e.drafter.lookahead()
 	var out []*sequence
+	var room []int
 	for _, s := range e.running {
+		if s.spec == nil || s.stored != len(s.tokens)-1 {
+			continue
+		}
 		left := s.req.MaxTokens - s.stats.Generated
-		if model && !e.specAlways && (left < minDraftRun || s.spec != nil && e.drafter.catchUpCost(s) > time.Duration(left)*e.plainStep/20) {
+		if model && !e.specAlways && (left < minDraftRun || e.drafter.catchUpCost(s) > time.Duration(left)*e.plainStep/20) {
 			continue // the draft's catch-up would cost over 5% of what is left
 		}
-		if s.spec != nil && (e.specAlways || s.spec.speculating()) && s.stored == len(s.tokens)-1 {
-			out = append(out, s)
+		ctx := e.model.Config.Context
+		if e.draft != nil {
+			ctx = min(ctx, e.draft.model.Config.Context)
+		}
+		k := min(maxDraft, left-1, ctx-len(s.tokens)-1, e.net.maxOut-1)
+		if k > 0 {
+			out, room = append(out, s), append(room, k)
 		}
 	}
-	return out
+	return out, room
 }
 
-// proposal is a draft for one sequence.
+// proposal is a draft for one sequence: its tokens, the distribution each
+// came from (nil: one-hot) and the n-gram match it came from (0: a
+// model's).
 type proposal struct {
 	tokens []int32
 	q      [][]candidate
+	match  int
 }
 
-// propose asks the draft for each sequence's next tokens, no more than it
-// may still generate or its context holds.
-func (e *Engine) propose(seqs []*sequence) (map[*sequence]proposal, error) {
+// propose decides how many tokens each of seqs drafts this step (at most
+// room[i]) and asks the draft for them. A draft that proposes for free
+// (prompt lookup) is asked first for room[i] tokens, so that the decision
+// sees what it would verify; what it proposed and does not verify is kept
+// as the sequence's shadow, scored against the tokens the step emits.
+func (e *Engine) propose(seqs []*sequence, room []int) (map[*sequence]proposal, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	ks := make([]int, len(seqs))
-	for i, s := range seqs {
-		room := e.model.Config.Context
-		if e.draft != nil {
-			room = min(room, e.draft.model.Config.Context)
+	var offered []proposal
+	if e.drafter.lookahead() {
+		var err error
+		if offered, err = e.drafter.propose(seqs, room); err != nil {
+			return nil, fmt.Errorf("draft: %w", err)
 		}
-		left := min(s.req.MaxTokens-s.stats.Generated, room-len(s.tokens)) - 1
-		ks[i] = max(0, min(s.spec.k, left, e.net.maxOut-1))
 	}
-	drafts, dists, err := e.drafter.propose(seqs, ks)
-	if err != nil {
-		return nil, fmt.Errorf("draft: %w", err)
+	e.mu.Lock()
+	ks := e.draftLengths(seqs, room, offered)
+	e.mu.Unlock()
+	if offered == nil {
+		if !slices.ContainsFunc(ks, func(k int) bool { return k > 0 }) {
+			return nil, nil
+		}
+		var err error
+		if offered, err = e.drafter.propose(seqs, ks); err != nil {
+			return nil, fmt.Errorf("draft: %w", err)
+		}
 	}
 	out := map[*sequence]proposal{}
 	for i, s := range seqs {
-		if len(drafts[i]) > 0 {
-			out[s] = proposal{tokens: drafts[i], q: dists[i]}
+		p := offered[i]
+		if k := min(ks[i], len(p.tokens)); k > 0 {
+			p.tokens, p.q = p.tokens[:k], p.q[:min(k, len(p.q))]
+			out[s] = p
+		} else if len(p.tokens) > 0 {
+			s.spec.shadow, s.spec.shadowN, s.spec.shadowAt = p.tokens, p.match, len(s.tokens)
 		}
 	}
 	return out, nil
+}
+
+// draftLengths is how many tokens each of seqs drafts this step: what
+// the policy (chooseDrafts) finds pays, the best length on its own for
+// a sequence whose probe is due or with SpeculateAlways. offered is the
+// lookahead draft's proposals (nil: room is what may be drafted, at the
+// acceptance of a model draft). Called with e.mu held.
+func (e *Engine) draftLengths(seqs []*sequence, room []int, offered []proposal) []int {
+	offers := make([]draftOffer, len(seqs))
+	for i, s := range seqs {
+		o := draftOffer{avail: room[i], alpha: s.spec.alpha(0)}
+		if offered != nil {
+			o.avail, o.alpha = len(offered[i].tokens), s.spec.alpha(offered[i].match)
+		}
+		offers[i] = o
+	}
+	ks, best := e.costs.chooseDrafts(e.decoding(), offers, e.drafter.stepTime())
+	for i, s := range seqs {
+		switch {
+		case ks[i] > 0:
+			s.spec.probeAt = firstProbe
+		case e.specAlways:
+			ks[i] = best[i]
+		case best[i] > 0 && s.spec.plainRun >= s.spec.probeAt:
+			ks[i] = best[i] // measure again: the costs may have changed, a model draft's acceptance too
+			s.spec.probeAt = min(2*s.spec.probeAt, maxProbe)
+		}
+	}
+	return ks
+}
+
+// decoding is how many running sequences decode this step (a row each).
+// Called with e.mu held.
+func (e *Engine) decoding() int {
+	n := 0
+	for _, s := range e.running {
+		if s.stored == len(s.tokens)-1 {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// observeCosts notes a decode step's shape, to be charged the time
+// from its start to the next step's start (closeCost): what the step
+// costs the scheduler, emitting its tokens and going round the loop
+// included, which a verification pays once for fewer tokens than a
+// chain. Steps that read prompts are not decode steps and are left out.
+// Called with e.mu held.
+func (e *Engine) observeCosts(plan []work, chain int, start time.Time, drafted time.Duration) {
+	c := pendingCost{seqs: len(plan), chain: chain, start: start, drafted: drafted}
+	for _, w := range plan {
+		if !w.out || w.n != 1+len(w.draft) || w.s.stats.Generated == 0 {
+			return
+		}
+		c.rows += w.n
+		c.drafts = c.drafts || w.draft != nil
+	}
+	e.pending = &c
+}
+
+// pendingCost is a decode step waiting for the next step's start to
+// know what it cost.
+type pendingCost struct {
+	seqs, rows, chain int
+	drafts            bool
+	start             time.Time
+	drafted           time.Duration // a model draft's own steps, not the target's
+}
+
+// closeCost records the pending decode step's time in the engine's step
+// costs, now that the next step starts at now: a plain step (or chain),
+// or one submission of drafts and their verification. Called with e.mu
+// held; the loop drops the pending step when it goes idle.
+func (e *Engine) closeCost(now time.Time) {
+	c := e.pending
+	if c == nil {
+		return
+	}
+	e.pending = nil
+	took := now.Sub(c.start)
+	if !c.drafts {
+		e.costs.observePlain(c.seqs, c.chain, took)
+		if c.chain == 1 {
+			e.costs.observeRows(c.seqs, c.rows, took)
+		}
+		return
+	}
+	e.costs.observeRows(c.seqs, c.rows, took-c.drafted)
 }
 
 // dropCancelled ends the sequences whose context is done. Called with e.mu.
@@ -421,7 +545,7 @@ func (e *Engine) plan(proposals map[*sequence]proposal) ([]work, []kvcache.Copy)
 			// Verify the draft too, as far as rows and outputs allow.
 			k := min(len(p.tokens), n.maxBatch-rows-1, n.maxOut-outs-1)
 			if k > 0 {
-				w.draft, w.q, w.n = p.tokens[:k], p.q[:min(k, len(p.q))], 1+k
+				w.draft, w.q, w.n, w.match = p.tokens[:k], p.q[:min(k, len(p.q))], 1+k, p.match
 			}
 		}
 		cps, err := s.kv.Reserve(w.n)

@@ -53,6 +53,9 @@ func newTwin(m *models.Model, ws WeightStorage, withLoRA bool) (*twin, error) {
 		if !ok { // Phi-3's fused q, k and v, which the model splits at load
 			t, ok = m.Tensors[realName(fusedQKV.ReplaceAllString(name, ".attn_q."))]
 		}
+		if !ok { // Gemma 4's fused gate and up experts, likewise
+			t, ok = m.Tensors[realName(fusedGateUpExps.ReplaceAllString(name, "."+models.FFNGateExps+"."))]
+		}
 		if !ok {
 			return 0, false
 		}
@@ -99,6 +102,8 @@ func newTwin(m *models.Model, ws WeightStorage, withLoRA bool) (*twin, error) {
 var (
 	layerName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 	fusedQKV  = regexp.MustCompile(`\.attn_qkv\.`)
+
+	fusedGateUpExps = regexp.MustCompile(`\.` + models.FFNGateUpExps + `\.`)
 )
 
 // twinConfig shrinks c to at most 511 columns and to one layer of each
@@ -164,9 +169,12 @@ func twinConfig(c models.Config) (t models.Config, layers []int) {
 	}
 	if c.Gemma4 != nil {
 		g := *c.Gemma4
-		g.FFNs, g.SharedKV, t.FFN = nil, 0, 0
+		g.FFNs, g.SharedKV, g.VFromK, t.FFN = nil, 0, nil, 0
 		for _, l := range layers {
 			g.FFNs = append(g.FFNs, twinWidth(c.LayerFFN(l)))
+			if c.Gemma4.VFromK != nil {
+				g.VFromK = append(g.VFromK, c.Gemma4.LayerVFromK(l))
+			}
 			t.FFN = max(t.FFN, g.FFNs[len(g.FFNs)-1])
 			if kind(l)[2] {
 				g.SharedKV++ // the shared layers come last, after a sliding and a global one

@@ -25,7 +25,8 @@
 //     which every invocation holds alike; invocation j turns its scores into
 //     exp(s - m) and adds them to its own share of the sum l;
 //  3. invocation (pq, d4) accumulates dims 4·d4..4·d4+3 of the output of
-//     every head over positions pq, pq + NQ, ... of the block, rescaling by
+//     every head (and with heads wider than 256, DR = 2: dims 4·(d4+64)..
+//     too) over positions pq, pq + NQ, ... of the block, rescaling by
 //     exp(m_old - m) first: o = o·rescale + Σ_j p_j·v_j.
 //
 // At the end the NQ shares of o and the 64 shares of l are summed through
@@ -54,8 +55,11 @@ override G: u32 = 4u;   // query heads per workgroup, at most 8
 
 const WG = 64u;           // invocations per workgroup
 const SB = 64u;           // positions per block, one per invocation
-const D4 = HD / 4u;       // vec4s per head, at most WG
-const NQ = WG / D4;       // invocations over the positions in step 3
+const D4 = HD / 4u;       // vec4s per head, at most 2·WG
+const DR = (D4 + WG - 1u) / WG; // vec4s of a head per invocation in step 3: 1, or 2 past 256 dims
+const DW = (D4 + DR - 1u) / DR; // invocations over a head's vec4s in step 3, at most WG
+const NQ = WG / DW;       // invocations over the positions in step 3
+const GDR = G * DR;
 const GV = (G + 3u) / 4u; // vec4s of heads: 1 or 2
 const QS = GV * HD;
 const PS = GV * SB;
@@ -110,16 +114,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var l: array<vec4<f32>, GV>;   // this invocation's share of the sum
     var s: array<vec4<f32>, GV>;   // this invocation's scores, then probabilities
     var corr: array<vec4<f32>, GV>;
-    var acc: array<vec4<f32>, G>;  // dims 4·d4.. of each head's output
+    var acc: array<vec4<f32>, GDR>; // [g·DR + r]: dims 4·(d4 + r·DW).. of head g's output
     for (var gv = 0u; gv < GV; gv++) {
         m[gv] = vec4<f32>(NEG);
         l[gv] = vec4<f32>(0.0);
     }
-    for (var g = 0u; g < G; g++) {
-        acc[g] = vec4<f32>(0.0);
+    for (var k = 0u; k < GDR; k++) {
+        acc[k] = vec4<f32>(0.0);
     }
-    let d4 = tid % D4;
-    let pq = tid / D4;
+    let d4 = tid % DW;
+    let pq = tid / DW;
     workgroupBarrier();
 
     for (var b0 = t0; b0 < t1; b0 += SB) {
@@ -198,16 +202,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
 
         if (pq < NQ) {
-            for (var g = 0u; g < G; g++) {
-                acc[g] *= corr[g / 4u][g % 4u];
+            for (var k = 0u; k < GDR; k++) {
+                let g = k / DR;
+                acc[k] *= corr[g / 4u][g % 4u];
             }
             for (var j = pq; j < cnt; j += NQ) {
-                let v = vc_raw(sl[j], d4);
-                for (var gv = 0u; gv < GV; gv++) {
-                    let e = ps[gv * SB + j] * sv[j];
-                    for (var c = 0u; c < 4u; c++) {
-                        if (4u * gv + c < G) {
-                            acc[4u * gv + c] += e[c] * v;
+                for (var r = 0u; r < DR; r++) {
+                    if (d4 + r * DW < D4) {
+                        let v = vc_raw(sl[j], d4 + r * DW);
+                        for (var gv = 0u; gv < GV; gv++) {
+                            let e = ps[gv * SB + j] * sv[j];
+                            for (var c = 0u; c < 4u; c++) {
+                                if (4u * gv + c < G) {
+                                    acc[(4u * gv + c) * DR + r] += e[c] * v;
+                                }
+                            }
                         }
                     }
                 }
@@ -245,25 +254,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 {{- end}}
     // The outputs: NQ shares → invocations pq = 0.
-    for (var g = 0u; g < G; g++) {
+    for (var k = 0u; k < GDR; k++) {
         workgroupBarrier();
-        ps[tid] = acc[g];
+        ps[tid] = acc[k];
         workgroupBarrier();
         if (pq == 0u) {
             var o = ps[d4];
             for (var i = 1u; i < NQ; i++) {
-                o += ps[i * D4 + d4];
+                o += ps[i * DW + d4];
             }
-            acc[g] = o;
+            acc[k] = o;
         }
     }
 
     if (chunks == 1u) {
         if (pq == 0u) {
-            for (var g = 0u; g < G; g++) {
-                if (g < ng) {
-                    let o = acc[g] / l[g / 4u][g % 4u];
-                    let at = row * qdim + (h0 + g) * HD + 4u * d4;
+            for (var k = 0u; k < GDR; k++) {
+                let g = k / DR;
+                let e4 = d4 + (k % DR) * DW;
+                if (g < ng && e4 < D4) {
+                    let o = acc[k] / l[g / 4u][g % 4u];
+                    let at = row * qdim + (h0 + g) * HD + 4u * e4;
                     for (var c = 0u; c < 4u; c++) {
                         dst[at + c] = o[c];
                     }
@@ -286,11 +297,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     if (pq == 0u) {
-        for (var g = 0u; g < G; g++) {
-            if (g < ng) {
-                let at = p.base + 1u + 2u * chunks * nrows * p.heads + (first + g) * HD + 4u * d4;
+        for (var k = 0u; k < GDR; k++) {
+            let g = k / DR;
+            let e4 = d4 + (k % DR) * DW;
+            if (g < ng && e4 < D4) {
+                let at = p.base + 1u + 2u * chunks * nrows * p.heads + (first + g) * HD + 4u * e4;
                 for (var c = 0u; c < 4u; c++) {
-                    part[at + c] = acc[g][c];
+                    part[at + c] = acc[k][c];
                 }
             }
         }

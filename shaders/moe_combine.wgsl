@@ -1,9 +1,11 @@
-// moe_combine: dst[i, c] += scale · (Σ_s w[i,s] · y[i·K+s, c] +
+// moe_combine: dst[i, c] += scale · (Σ_s w[i,s] · es[e] · y[i·K+s, c] +
 // sigmoid(g[i]) · sh[i, c]), the experts' outputs weighted by the routing
-// (weights at word p.wofs of routes) and, with p.has_shared, a shared expert
-// gated by its own logit (Qwen2-MoE); the sum in slot order, the shared
-// term last. A workgroup per row. Twin: runtime/cpu Combine.
-struct Params { cols: u32, cap: u32, k: u32, scale: f32, has_shared: u32, wofs: u32 }
+// (expert ids at word 0, weights at word p.wofs of routes), with
+// p.has_scale by each expert e's own factor (Gemma 4), and with
+// p.has_shared a shared expert gated by its own logit (Qwen2-MoE); the
+// sum in slot order, the shared term last; p.overwrite writes dst instead of
+// adding to it. A workgroup per row. Twin: runtime/cpu Backend.Combine.
+struct Params { cols: u32, cap: u32, k: u32, scale: f32, has_shared: u32, wofs: u32, has_scale: u32, overwrite: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -12,6 +14,7 @@ struct Params { cols: u32, cap: u32, k: u32, scale: f32, has_shared: u32, wofs: 
 @group(0) @binding(4) var<storage, read> routes: array<u32>;
 @group(0) @binding(5) var<storage, read> sh: array<f32>;
 @group(0) @binding(6) var<storage, read> g_shared: array<f32>;
+@group(0) @binding(7) var<storage, read> es: array<f32>;
 
 const WG = 256u;
 
@@ -28,11 +31,19 @@ fn main(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_index) t:
         var sum = 0.0;
         for (var s = 0u; s < p.k; s++) {
             let pair = i * p.k + s;
-            sum += bitcast<f32>(routes[p.wofs + pair]) * y[pair * p.cols + c];
+            var w = bitcast<f32>(routes[p.wofs + pair]);
+            if (p.has_scale == 1u) {
+                w *= es[routes[pair]];
+            }
+            sum += w * y[pair * p.cols + c];
         }
         if (p.has_shared == 1u) {
             sum += gate * sh[i * p.cols + c];
         }
-        dst[i * p.cols + c] += p.scale * sum;
+        if (p.overwrite == 1u) {
+            dst[i * p.cols + c] = p.scale * sum;
+        } else {
+            dst[i * p.cols + c] += p.scale * sum;
+        }
     }
 }

@@ -22,12 +22,17 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.IntVar(&o.GenTokens, "gen-tokens", 64, "tokens to decode")
 	fs.IntVar(&o.Concurrency, "concurrency", 1, "sequences decoding at once")
 	fs.IntVar(&o.SharedPrefix, "shared-prefix", 0, "tokens of prompt all sequences share; runs with and without the prefix cache")
+	fs.StringVar(&o.Prompt, "prompt", "", "text to continue instead of --prompt-tokens random tokens (one sequence)")
+	fs.IntVar(&o.Rounds, "rounds", 1, "with --draft: rounds of speculative, plain, plain, speculative runs, for medians")
 	sampling := samplerFlags(fs, 0, 1) // greedy unless told
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured run to FILE (go tool pprof FILE): where the CPU backend's time goes")
 	return func(ctx context.Context, e *env) error {
-		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxSeqsLimit || o.SharedPrefix < 0 {
-			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d and --shared-prefix >= 0, please", runtime.MaxSeqsLimit)
+		if o.PromptTokens < 0 || o.GenTokens < 2 || o.Concurrency < 1 || o.Concurrency > runtime.MaxSeqsLimit || o.SharedPrefix < 0 || o.Rounds < 1 {
+			return usagef("--prompt-tokens >= 0, --gen-tokens >= 2, --concurrency in 1..%d, --shared-prefix >= 0 and --rounds >= 1, please", runtime.MaxSeqsLimit)
+		}
+		if o.Prompt != "" && (o.Concurrency > 1 || o.SharedPrefix > 0) {
+			return usagef("--prompt is for one sequence: no --concurrency or --shared-prefix with it, please")
 		}
 		var err error
 		if o.Sampler, err = sampling(); err != nil {
@@ -87,8 +92,10 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 		if r.Draft != "" {
 			fmt.Fprintf(e.stdout, "speculation       draft %s: acceptance %.0f%%, %.2f tokens per target step, %.2f round trips per token; plain decode %.1f tok/s, speed-up %.2fx\n",
 				r.Draft, 100*r.AcceptanceRate, r.TokensPerStep, r.RoundTripsPerToken, r.PlainDecodeTPS, r.Speedup)
-			fmt.Fprintf(e.stdout, "runs              speculative %.1f then %.1f tok/s, plain %.1f and %.1f (in the order spec, plain, plain, spec)\n",
-				r.SpecRunsTPS[0], r.SpecRunsTPS[1], r.PlainRunsTPS[0], r.PlainRunsTPS[1])
+			fmt.Fprintf(e.stdout, "runs              speculative %s tok/s, plain %s (each round spec, plain, plain, spec)\n",
+				formatRates(r.SpecRunsTPS), formatRates(r.PlainRunsTPS))
+			fmt.Fprintf(e.stdout, "medians           speed-up %.2fx over %d rounds; CPU %.3f ms a token speculative, %.3f plain: %.2fx\n",
+				r.SpeedupMedian, len(r.PlainRunsTPS)/2, r.SpecCPUms, r.PlainCPUms, r.CPUSpeedup)
 		}
 		fmt.Fprintf(e.stdout, "memory            %s (weights %s, %s kv cache %s%s)\n", dtype.FormatBytes(r.MemoryBytes), dtype.FormatBytes(r.WeightBytes),
 			r.KVType, dtype.FormatBytes(r.KVBytes), windowNote(r.KVWindowBytes))
@@ -98,6 +105,15 @@ func setupBench(fs *flag.FlagSet) func(context.Context, *env) error {
 			dtype.FormatBytes(r.DecodeBytes), r.DecodeGBps, r.CopyGBps, r.BandwidthFraction)
 		return nil
 	}
+}
+
+// formatRates lists decode rates, one decimal each.
+func formatRates(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, " ")
 }
 
 // startCPUProfile profiles the process into path until the returned

@@ -21,10 +21,80 @@ var gemma4Shapes = []Shape{
 	{Name: "gemma-4-e4b", Config: gemma4(models.Config{Arch: "gemma4", Dim: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512,
 		Vocab: 262144, Context: 131072, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
 		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256, SharedKV: 18, PerLayer: 256}, 6, 512, 10240, false)},
+	// 31B: no per-layer inputs or shared layers; the global layers' values
+	// are their keys (no attn_v).
+	{Name: "gemma-4-31b", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 5376, Layers: 60, Heads: 32, KVHeads: 4, HeadDim: 512,
+		Vocab: 262144, Context: 262144, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 16, LocalRopeDim: 256}, 6, 1024, 21504, false))},
+	// 26B-A4B: the 31B's attention at its own widths, and in every layer a
+	// dense MLP of 2112 beside 128 experts of 704, 8 a token.
+	{Name: "gemma-4-26b-a4b", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 2816, Layers: 30, Heads: 16, KVHeads: 2, HeadDim: 512,
+		Vocab: 262144, Context: 262144, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512,
+		MoE: models.MoEConfig{Experts: 128, Used: 8, FFN: 704, NormTopK: true}},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 8, LocalRopeDim: 256}, 6, 1024, 2112, false))},
 	// 600 pieces: two-letter words, so that its vocabulary has merges.
 	{Name: "tiny-gemma4", Config: gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 9, Heads: 4, KVHeads: 1, HeadDim: 32,
 		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
 		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16, SharedKV: 3, PerLayer: 16}, 3, 10, 96, true)},
+	// The 31B's kind at a tiny shape: global layers without attn_v.
+	{Name: "tiny-gemma4-kv", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 6, Heads: 4, KVHeads: 1, HeadDim: 32,
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32},
+		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16}, 3, 10, 96, false))},
+	// The real files' head widths at a tiny shape: global heads of 512
+	// (a GQA group of 8) and sliding ones of 256, which the WebGPU
+	// attention kernels take in forms of their own.
+	{Name: "tiny-gemma4-wide", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 3, Heads: 8, KVHeads: 1, HeadDim: 512,
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 512},
+		models.Gemma4{LocalHeadDim: 256, LocalKVHeads: 2, LocalRopeDim: 256}, 3, 10, 96, false))},
+	// 26B-A4B's kind: global layers without attn_v, a dense MLP beside 7
+	// experts of which 3 run, 64 wide (whole blocks of Q4_0 and Q8_0, as
+	// a file's quantized experts are).
+	{Name: "tiny-gemma4-moe", Config: vFromK(gemma4(models.Config{Arch: "gemma4", Dim: 64, Layers: 6, Heads: 4, KVHeads: 1, HeadDim: 32,
+		Vocab: 600, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 32,
+		MoE: models.MoEConfig{Experts: 7, Used: 3, FFN: 64, NormTopK: true}},
+		models.Gemma4{LocalHeadDim: 16, LocalKVHeads: 2, LocalRopeDim: 16}, 3, 10, 96, false))},
+}
+
+// vFromK makes c's global layers take their values from their keys'
+// projection (attention_k_eq_v: no attn_v), as the 31B's and 26B-A4B's.
+func vFromK(c models.Config) models.Config {
+	c.Gemma4.VFromK = make([]bool, c.Layers)
+	for l := range c.Layers {
+		c.Gemma4.VFromK[l] = !c.Sliding[l]
+	}
+	return c
+}
+
+// gemma4Experts writes a Gemma 4's experts as the converter does: each
+// layer's gate and up as one ffn_gate_up_exps [E, 2·ffn, dim], an
+// expert's gate rows before its up rows. put receives every other tensor
+// as it comes.
+type gemma4Experts struct {
+	put  func(name string, shape []int, vals []float32) error
+	gate []float32
+}
+
+func (g *gemma4Experts) tensor(name string, shape []int, vals []float32) error {
+	var l int
+	var kind string
+	if n, _ := sscanLayer(name, &l, &kind); n != 2 || len(shape) != 3 {
+		return g.put(name, shape, vals)
+	}
+	switch kind {
+	case models.FFNGateExps + ".weight":
+		g.gate = vals
+		return nil
+	case models.FFNUpExps + ".weight":
+		e, rows, in := shape[0], shape[1], shape[2]
+		fused := make([]float32, 0, 2*len(vals))
+		for x := range e {
+			at := x * rows * in
+			fused = append(append(fused, g.gate[at:at+rows*in]...), vals[at:at+rows*in]...)
+		}
+		g.gate = nil
+		return g.put(models.LayerTensor(l, models.FFNGateUpExps), []int{e, 2 * rows, in}, fused)
+	}
+	return g.put(name, shape, vals)
 }
 
 func init() { shapes = append(shapes, gemma4Shapes...) }

@@ -185,6 +185,9 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 	if c.Linear.On() { // Qwen3.5's q and gate interleaved, its norm names (qwen35.go)
 		put = (&qwen35Writer{put: put, c: c}).tensor
 	}
+	if c.Gemma4 != nil && c.MoE.On() { // Gemma 4's gate and up experts fused (gemma4.go)
+		put = (&gemma4Experts{put: put}).tensor
+	}
 	if err := weights(c, seed, put); err != nil {
 		return err
 	}

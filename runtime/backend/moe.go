@@ -50,15 +50,21 @@ type ExpertProjection struct {
 
 // MoECombine adds the experts' outputs to Dst, row by row:
 //
-//	y_i = Σ_s w_{i,s} · Y[i·K+s]  (+ sigmoid(SharedGate[i, 0]) · Shared[i])
-//	Dst[i] += Scale · y_i         (Scale 0 means 1)
+//	y_i = Σ_s w_{i,s} · c_e · Y[i·K+s]  (+ sigmoid(SharedGate[i, 0]) · Shared[i])
+//	Dst[i] += Scale · y_i               (Scale 0 means 1), or = with Set
 //
-// the sum taken in slot order, the shared expert (Qwen2-MoE) last.
+// the sum taken in slot order, the shared expert (Qwen2-MoE) last; c_e is
+// row e of ExpertScale ([E], F32) for the slot's expert e, or 1 without
+// one (Gemma 4's per-expert output scale). Set writes Dst instead of
+// adding to it: Gemma 4 normalises the experts' sum before it joins the
+// residual stream.
 type MoECombine struct {
 	Dst, Y             Tensor
 	R                  Routes
 	Scale              float32
 	Shared, SharedGate Tensor
+	ExpertScale        Weight
+	Set                bool
 }
 
 // Experts is implemented by backends with the mixture-of-experts ops; see

@@ -216,20 +216,36 @@ func (b *Backend) Combine(c backend.MoECombine) {
 		scale = 1
 	}
 	acc := make([]float32, d.cols)
+	var ws []float32 // the weights times the experts' scales
+	if c.ExpertScale != nil {
+		ws = make([]float32, r.k)
+	}
 	for i := range min(b.rows(d), r.rows) {
 		var shared []float32
 		var gate float32
 		if c.Shared != nil {
 			shared, gate = c.Shared.(*Tensor).Row(i), c.SharedGate.(*Tensor).Row(i)[0]
 		}
-		Combine(d.Row(i), acc, y.Data[i*r.k*y.cols:(i+1)*r.k*y.cols], r.W[i*r.k:(i+1)*r.k], scale, shared, gate)
+		w := r.W[i*r.k : (i+1)*r.k]
+		if ws != nil {
+			es := c.ExpertScale.(*Weight).Data
+			for s := range ws {
+				ws[s] = w[s] * es[r.IDs[i*r.k+s]]
+			}
+			w = ws
+		}
+		row := d.Row(i)
+		if c.Set {
+			clear(row)
+		}
+		Combine(row, acc, y.Data[i*r.k*y.cols:(i+1)*r.k*y.cols], w, scale, shared, gate)
 	}
 }
 
 // Combine adds scale · (Σ_s w[s]·ys[s] + sigmoid(gate)·shared) to dst,
 // ys holding the len(w) slots' rows one after the other (without the
 // shared term when shared is nil); acc is scratch. The twin of
-// moe_combine.wgsl.
+// moe_combine.wgsl (whose Set writes what Combine adds to a zeroed dst).
 func Combine(dst, acc, ys, w []float32, scale float32, shared []float32, gate float32) {
 	cols := len(dst)
 	for c := range acc {

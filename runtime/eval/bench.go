@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/tessera-llm/tessera/runtime"
@@ -29,6 +30,13 @@ type BenchOptions struct {
 	// Sampler is how every sequence draws its tokens (the zero value:
 	// greedy), each sequence i seeded with Sampler.Seed + i.
 	Sampler runtime.SamplerOptions
+	// Prompt, if set, is the text the measured sequence continues instead
+	// of PromptTokens random tokens (speculation's acceptance depends on
+	// the text: an ordinary story, or a repetitive one).
+	Prompt string
+	// Rounds is how many times, with a draft, the speculative and plain
+	// runs alternate (spec, plain, plain, spec each round; default 1).
+	Rounds int
 }
 
 // sampler is how sequence i draws.
@@ -128,6 +136,17 @@ type BenchResult struct {
 	// speed-up is to be read.
 	SpecRunsTPS  []float64 `json:"speculative_runs_tps,omitempty"`
 	PlainRunsTPS []float64 `json:"plain_runs_tps,omitempty"`
+	// SpeedupMedian is the median over the rounds of each round's
+	// speculative rate over its plain rate (two runs each): steadier than
+	// Speedup on a machine whose speed drifts between rounds.
+	SpeedupMedian float64 `json:"speedup_median,omitempty"`
+	// The process's CPU time per decoded token (a software GPU's threads
+	// included), median over each mode's runs, and plain's over
+	// speculation's: what the device did, less the waits of a shared
+	// machine.
+	SpecCPUms  float64 `json:"speculative_cpu_ms_per_token,omitempty"`
+	PlainCPUms float64 `json:"plain_cpu_ms_per_token,omitempty"`
+	CPUSpeedup float64 `json:"cpu_speedup,omitempty"`
 }
 
 // Bench measures prompt processing and decoding on a random prompt (after a
@@ -155,6 +174,19 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompt := randomPrompt(e, rng, o.PromptTokens)
+	if o.Prompt != "" {
+		if o.Concurrency > 1 || o.SharedPrefix > 0 {
+			return r, fmt.Errorf("bench: a text prompt is for one sequence (no concurrency or shared prefix)")
+		}
+		prompt = prompt[:0]
+		for _, id := range e.Tokenizer().Encode(o.Prompt, true) {
+			prompt = append(prompt, int32(id))
+		}
+		if o.PromptTokens = len(prompt) - 1; o.PromptTokens+1+o.GenTokens > c.Context {
+			return r, fmt.Errorf("%w: %d prompt + %d generated tokens, context %d", runtime.ErrContextFull, o.PromptTokens+1, o.GenTokens, c.Context)
+		}
+		r.PromptTokens = o.PromptTokens
+	}
 	discard := func(runtime.Token) error { return nil }
 	if o.Concurrency > 1 || o.SharedPrefix > 0 {
 		return benchMany(ctx, e, o, r)
@@ -187,24 +219,47 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	first := st // prompt figures: of the first run alone
 	if e.DraftName() != "" {
 		// Speculative and plain runs alternate, speculative, plain, plain,
-		// speculative, each mode's figures the sum of its two runs: a
-		// machine whose speed drifts (warming up, other work) then
+		// speculative, each round, each mode's figures the sum of its
+		// runs: a machine whose speed drifts (warming up, other work) then
 		// favours neither.
-		plain, runs, err := benchPlain(ctx, e, req, 2)
-		if err != nil {
-			return r, err
+		specCPU := []float64{cpuPerToken(st, cpu0, cputime.Process())}
+		var plain runtime.Stats
+		var plainCPU, ratios []float64
+		for round := range max(o.Rounds, 1) {
+			if round > 0 {
+				again, cpu, err := benchRun(ctx, e, req, true)
+				if err != nil {
+					return r, err
+				}
+				st, specCPU, r.SpecRunsTPS = st.Add(again), append(specCPU, cpu), append(r.SpecRunsTPS, again.DecodeRate())
+			} else {
+				r.SpecRunsTPS = append(r.SpecRunsTPS, st.DecodeRate())
+			}
+			for range 2 {
+				p, cpu, err := benchRun(ctx, e, req, false)
+				if err != nil {
+					return r, err
+				}
+				plain, plainCPU, r.PlainRunsTPS = plain.Add(p), append(plainCPU, cpu), append(r.PlainRunsTPS, p.DecodeRate())
+			}
+			again, cpu, err := benchRun(ctx, e, req, true)
+			if err != nil {
+				return r, err
+			}
+			st, specCPU, r.SpecRunsTPS = st.Add(again), append(specCPU, cpu), append(r.SpecRunsTPS, again.DecodeRate())
+			n := len(r.SpecRunsTPS)
+			ratios = append(ratios, (r.SpecRunsTPS[n-2]+r.SpecRunsTPS[n-1])/(r.PlainRunsTPS[n-2]+r.PlainRunsTPS[n-1]))
 		}
-		again, err := e.Generate(ctx, req, discard)
-		if err != nil {
-			return r, err
-		}
-		r.SpecRunsTPS, r.PlainRunsTPS = []float64{st.DecodeRate(), again.DecodeRate()}, runs
-		st = st.Add(again)
 		r.Draft = e.DraftName()
 		r.AcceptanceRate, r.TokensPerStep = st.AcceptanceRate(), st.TokensPerStep()
 		r.PlainDecodeTPS = plain.DecodeRate()
 		if r.PlainDecodeTPS > 0 {
 			r.Speedup = st.DecodeRate() / r.PlainDecodeTPS
+		}
+		r.SpeedupMedian = median(ratios)
+		r.SpecCPUms, r.PlainCPUms = median(specCPU), median(plainCPU)
+		if r.SpecCPUms > 0 {
+			r.CPUSpeedup = r.PlainCPUms / r.SpecCPUms
 		}
 	}
 	r.RoundTripsPerToken = st.RoundTripsPerToken()
@@ -255,21 +310,42 @@ func randomPrompt(e *runtime.Engine, rng *rand.Rand, n int) []int32 {
 	return p
 }
 
-// benchPlain runs req n times with speculation off, returning the sum of
-// their figures and the decode rate of each.
-func benchPlain(ctx context.Context, e *runtime.Engine, req runtime.Request, n int) (runtime.Stats, []float64, error) {
-	e.SetSpeculation(false)
+// benchRun runs req with speculation on or off, returning its figures
+// and the process's CPU time per decoded token after the first.
+func benchRun(ctx context.Context, e *runtime.Engine, req runtime.Request, spec bool) (runtime.Stats, float64, error) {
+	e.SetSpeculation(spec)
 	defer e.SetSpeculation(true)
-	var sum runtime.Stats
-	var rates []float64
-	for range n {
-		st, err := e.Generate(ctx, req, func(runtime.Token) error { return nil })
-		if err != nil {
-			return sum, rates, err
+	var cpu0 time.Duration
+	st, err := e.Generate(ctx, req, func(runtime.Token) error {
+		if cpu0 == 0 {
+			cpu0 = cputime.Process()
 		}
-		sum, rates = sum.Add(st), append(rates, st.DecodeRate())
+		return nil
+	})
+	return st, cpuPerToken(st, cpu0, cputime.Process()), err
+}
+
+// cpuPerToken is the CPU time from cpu0, at a run's first token, to
+// cpu1, at its end, per token decoded after the first, in ms (0 where
+// unknown).
+func cpuPerToken(st runtime.Stats, cpu0, cpu1 time.Duration) float64 {
+	if cpu0 <= 0 || st.Generated < 2 {
+		return 0
 	}
-	return sum, rates, nil
+	return float64(cpu1-cpu0) / float64(time.Millisecond) / float64(st.Generated-1)
+}
+
+// median is the middle value of xs (the mean of the middle two), 0 for
+// none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // benchMany runs o.Concurrency sequences at once, and with a shared prefix

@@ -30,8 +30,9 @@ import (
 // buffer like any other op; every kernel reads the cache through the
 // sequences' block tables.
 
-// maxHeadDim is the widest head the attention kernels take.
-const maxHeadDim = 256
+// maxHeadDim is the widest head the attention kernels take (Gemma 4's
+// global layers have heads of 512).
+const maxHeadDim = 512
 
 const (
 	// decodeRows is the most rows of one sequence that take the split-K
@@ -51,8 +52,10 @@ const (
 	// partials to combine.
 	chunkTarget = 256
 	// maxGroup bounds the query heads that one decode workgroup serves; a
-	// larger GQA group is split into slices.
-	maxGroup = 8
+	// larger GQA group is split into slices. Heads wider than 256 take at
+	// most 4 (wideGroup): their queries fill 8 KiB of workgroup memory.
+	maxGroup  = 8
+	wideGroup = 4
 	// loopBudget bounds the loop iterations one invocation runs: llvmpipe
 	// (lavapipe) stops all loops of an invocation once 65535 iterations
 	// have run in total, and then every later loop after one iteration,
@@ -81,8 +84,10 @@ func prefillTileFor(d4 int) prefillTile {
 		return prefillTile{br: 16, bc: 32, tr: 2, tc: 4, or: 2} // ≤ 14.4 KiB
 	case d4 <= 32:
 		return prefillTile{br: 16, bc: 8, tr: 2, tc: 1, or: 2} // ≤ 12.6 KiB
+	case d4 <= 64:
+		return prefillTile{br: 8, bc: 4, tr: 1, tc: 1, or: 1} // ≤ 12.2 KiB
 	}
-	return prefillTile{br: 8, bc: 4, tr: 1, tc: 1, or: 1} // ≤ 12.2 KiB
+	return prefillTile{br: 4, bc: 2, tr: 1, tc: 1, or: 1} // ≤ 12.1 KiB at 512 dims
 }
 
 func (t prefillTile) op(d4 int) op {
@@ -151,7 +156,11 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	// tiled kernel even for single rows.
 	var decChunks, preChunks, preSpan int
 	group := a.Heads / a.KVHeads
-	slices := (group + maxGroup - 1) / maxGroup
+	mg := maxGroup
+	if a.HeadDim > 256 {
+		mg = wideGroup
+	}
+	slices := (group + mg - 1) / mg
 	d4 := (a.HeadDim + 3) / 4
 	t := prefillTileFor(d4)
 	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0 && horizon == 0, a.Window, horizon)

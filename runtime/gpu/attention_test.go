@@ -201,6 +201,9 @@ func TestAttentionDecodeBoundaries(t *testing.T) {
 		{10, 1, 32, 16, 600, 1, attnDecodes(0, 63, 64, 200, 599)},
 		{4, 2, 256, 16, 600, 1, attnDecodes(0, 64, 65, 300, 599)},
 		{5, 5, 40, 5, 300, 1, attnDecodes(0, 64, 299)},
+		// Gemma 4's global heads: 512 wide, a group of 8 in slices of 4.
+		{16, 2, 512, 16, 600, 1, attnDecodes(0, 1, 63, 64, 65, 128, 129, 300, 599)},
+		{6, 1, 512, 5, 200, 1, attnDecodes(0, 64, 199)},
 	} {
 		t.Run(tc.name(), tc.run)
 	}
@@ -221,6 +224,7 @@ func TestAttentionPrefillTiles(t *testing.T) {
 	}
 	for _, tc := range []attnCase{
 		{4, 1, 256, 16, 160, 1, attnChunks(7, 33, 64, 56)},
+		{8, 2, 512, 16, 160, 1, attnChunks(7, 3, 33, 64, 1, 52)},
 		{6, 3, 24, 8, 96, 1, attnChunks(64, 32)},
 		{6, 3, 6, 8, 96, 1, attnChunks(64, 31, 1)}, // head dim not a multiple of 4: tiled kernel for every row
 		{4, 2, 13, 5, 100, 1, attnChunks(17, 1, 64)},
@@ -308,6 +312,7 @@ func TestAttentionKVTypes(t *testing.T) {
 		{6, 3, 6, 8, 96, 1, attnChunks(64, 31, 1)},
 		{4, 2, 13, 5, 100, 1, attnChunks(17, 1, 64)},
 		{4, 1, 256, 16, 160, 1, attnChunks(7, 33, 64, 1)},
+		{8, 1, 512, 16, 160, 1, attnChunks(7, 2, 64, 1, 1)},
 		{4, 4, 32, 8, 200, 3, []attnStep{
 			{runs: []attnRun{{0, 20}, {1, 20}, {2, 20}}}, {runs: []attnRun{{2, 4}, {1, 4}, {0, 4}}},
 			{runs: []attnRun{{1, 1}, {2, 1}, {0, 1}}},

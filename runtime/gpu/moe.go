@@ -11,7 +11,7 @@ import (
 
 var (
 	moeRouteOp   = op{kernel: "moe_route", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
-	moeCombineOp = op{kernel: "moe_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
+	moeCombineOp = op{kernel: "moe_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}}
 )
 
 // The mixture-of-experts ops. Route is one dispatch of moe_route, whose
@@ -218,6 +218,14 @@ func (b *Backend) Combine(c backend.MoECombine) {
 	if c.Shared != nil {
 		shared, sh, g = 1, c.Shared.(*Tensor).buf, c.SharedGate.(*Tensor).buf
 	}
-	b.record(moeCombineOp, params{uint32(d.cols), uint32(min(d.rows, r.rows)), uint32(r.k), f32param(scale), shared, uint32(r.pairs())},
-		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}}, uint32(min(b.rows(d), r.rows)), 1, 1)
+	scaled, es := uint32(0), y.buf // likewise without the experts' scales
+	if c.ExpertScale != nil {
+		scaled, es = 1, c.ExpertScale.(*Weight).parts[0].buf
+	}
+	set := uint32(0)
+	if c.Set {
+		set = 1
+	}
+	b.record(moeCombineOp, params{uint32(d.cols), uint32(min(d.rows, r.rows)), uint32(r.k), f32param(scale), shared, uint32(r.pairs()), scaled, set},
+		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: y.buf}, {Buffer: r.buf}, {Buffer: sh}, {Buffer: g}, {Buffer: es}}, uint32(min(b.rows(d), r.rows)), 1, 1)
 }

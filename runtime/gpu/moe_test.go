@@ -219,14 +219,17 @@ func TestExpertProject(t *testing.T) {
 }
 
 // TestCombine checks moe_combine against runtime/cpu Combine, with and
-// without a shared expert and a residual scale.
+// without a shared expert and a residual scale, and with the experts'
+// own scales written over dst (Gemma 4).
 func TestCombine(t *testing.T) {
 	for _, tc := range []struct {
 		k, rows, cols int
 		shared        bool
 		scale         float32
-	}{{1, 1, 64, false, 0}, {2, 5, 100, true, 0}, {8, 17, 36, false, 0.22}, {3, 64, 257, true, 2}} {
-		t.Run(fmt.Sprintf("k%d_rows%d_cols%d_shared%v_scale%g", tc.k, tc.rows, tc.cols, tc.shared, tc.scale), func(t *testing.T) {
+		set           bool
+	}{{1, 1, 64, false, 0, false}, {2, 5, 100, true, 0, false}, {8, 17, 36, false, 0.22, false}, {3, 64, 257, true, 2, false},
+		{3, 7, 64, false, 0, true}, {8, 33, 100, false, 0, true}} {
+		t.Run(fmt.Sprintf("k%d_rows%d_cols%d_shared%v_scale%g_set%v", tc.k, tc.rows, tc.cols, tc.shared, tc.scale, tc.set), func(t *testing.T) {
 			const e = 9
 			w := newTwins(t, 64)
 			logits := w.tensor(64, e, w.random(64*e, 2))
@@ -235,12 +238,16 @@ func TestCombine(t *testing.T) {
 			sh := w.tensor(64, tc.cols, w.random(64*tc.cols, 1))
 			g := w.tensor(64, 1, w.random(64, 4))
 			r := w.routes(64, tc.k)
+			es := w.weight([]int{e}, w.random(e, 2))
 			w.begin(tokens(tc.rows, 10, w.rng), 0)
 			w.each(func(b backend.Backend, i int) {
 				b.Route(r[i], logits[i], false)
 				c := backend.MoECombine{Dst: dst[i], Y: y[i], R: r[i], Scale: tc.scale}
 				if tc.shared {
 					c.Shared, c.SharedGate = sh[i], g[i]
+				}
+				if tc.set {
+					c.ExpertScale, c.Set = es[i], true
 				}
 				b.Combine(c)
 			})

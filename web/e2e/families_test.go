@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
+	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/web"
+)
+
+// browserFamilies are the tiny synthetic files of the families issue 42
+// added (Qwen3.5's linear attention, Gemma 4 with per-layer inputs, keys as
+// values and experts, gpt-oss's sinks and biased experts, Phi-3's fused
+// projections and LongRoPE, SmolLM3's layers without RoPE).
+var browserFamilies = []string{"tiny-qwen35", "tiny-qwen35moe", "tiny-gemma4", "tiny-gemma4-kv", "tiny-gemma4-moe",
+	"tiny-gpt-oss", "tiny-phi3", "tiny-smollm3"}
+
+// TestBrowserFamilies: each family's tiny synthetic file (f32, seed 1)
+// gives the native CPU engine's greedy tokens and text in the page, on
+// WebGPU (Chromium's SwiftShader), past the Gemma and gpt-oss sliding
+// windows; one page load serves them all, each engine loaded and unloaded
+// in turn.
+func TestBrowserFamilies(t *testing.T) {
+	exe := chromium()
+	if exe == "" {
+		if inCI() {
+			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
+		}
+		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
+	}
+	root, ok := web.FindModuleRoot(".")
+	if !ok {
+		t.Fatal("not inside the Tessera module")
+	}
+	wasmDir, modelDir := t.TempDir(), t.TempDir()
+	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range browserFamilies {
+		s, err := synth.Lookup(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(modelDir, shape+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(apiPage))
+	})
+	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.Handle("/", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cons := startBrowser(t, exe, false)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
+	}
+	const prompt, steps = "abc def ghi jkl mno", 24 // 25+ positions: past windows of 9 to 12
+	for _, shape := range browserFamilies {
+		t.Run(shape, func(t *testing.T) {
+			want := runNative(t, filepath.Join(modelDir, shape+".gguf"), runtime.Request{Prompt: prompt, MaxTokens: steps, IgnoreEOS: true})
+			args, _ := json.Marshal(map[string]any{"model": "/models/" + shape + ".gguf", "prompt": prompt, "steps": steps})
+			r, err := chromedp.Run(ctx, chromedp.Evaluate[apiResult](`(async () => {
+				const p = `+string(args)+`;
+				try {
+					const engine = await tessera.createEngine({model: p.model, quant: "f32", context: 256});
+					const a = await engine.completions.create({prompt: p.prompt, temperature: 0, max_tokens: p.steps, ignore_eos: true});
+					const out = {IDs: a.tessera.token_ids, Content: a.choices[0].text, LoadMs: engine.model.loadMs, DecodeTPS: a.tessera.decode_tps};
+					await engine.unload();
+					return out;
+				} catch (e) { return {Err: e.code + ": " + e.message}; }
+			})()`, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatalf("%v (console %q)", err, cons.all())
+			}
+			if r.Err != "" {
+				t.Fatalf("in the page: %s", r.Err)
+			}
+			if len(want.IDs) != steps || !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+				t.Errorf("greedy completion:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+			}
+			t.Logf("browser load %.0f ms, %.1f tokens/s", r.LoadMs, r.DecodeTPS)
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, m := range cons.problems() {
+		t.Errorf("console: %s", m)
+	}
+}
