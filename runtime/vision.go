@@ -97,6 +97,43 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	return t, nil
 }
 
+// towerActs are the shapes (rows, columns) of the activations of a
+// gemma3 or idefics3 tower for steps of rows patches, in buildTower's
+// order: patches, x, xb, xn, q, k, v, att, up, then one row an image
+// token: pooled, normed, out.
+func towerActs(c vision.Config, rows int) [][2]int {
+	p, toks := c.PatchSize, c.Tokens()
+	return [][2]int{{rows, 3 * p * p}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim},
+		{rows, c.Dim}, {rows, c.Dim}, {rows, c.FFN}, {toks, c.Dim}, {toks, c.Dim}, {toks, c.OutDim}}
+}
+
+// TowerBytes is what m's vision tower takes of its device: its weights,
+// all in f32 (newVisionTower), and its activations and attention cache
+// at the most patches a step takes; a Qwen tower's activations per
+// power-of-two patch count are counted as though an image of every size
+// had been seen (at most twice the largest's).
+func TowerBytes(m *vision.Model) (weights, acts int64) {
+	for _, t := range m.Tensors {
+		weights += 4 * int64(t.Elements())
+	}
+	c := m.Config
+	var shapes [][2]int
+	rows := c.Patches() * c.Patches()
+	if c.Projector == vision.Qwen2VL {
+		rows = qwenMaxPatches(c)
+		for r := 16; r < 2*rows; r *= 2 {
+			shapes = append(shapes, qwenActShapes(c, r)...)
+		}
+	} else {
+		shapes = towerActs(c, rows)
+	}
+	for _, a := range shapes {
+		acts += 4 * int64(a[0]) * int64(a[1])
+	}
+	kv := backend.KVShape{Layers: 1, Blocks: (rows + vitBlock - 1) / vitBlock, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
+	return weights, acts + kv.Bytes()
+}
+
 // uploadF32 uploads vals as an F32 weight of the given shape.
 func uploadF32(be backend.Backend, name string, vals []float32, shape ...int) (backend.Weight, error) {
 	raw, err := dtype.Quantize(dtype.F32, vals)
@@ -198,15 +235,9 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 	}
 
 	rows, toks := n*n, c.Tokens()
-	for _, a := range []struct {
-		dst        *backend.Tensor
-		rows, cols int
-	}{
-		{&t.patches, rows, 3 * p * p}, {&t.x, rows, c.Dim}, {&t.xb, rows, c.Dim}, {&t.xn, rows, c.Dim},
-		{&t.q, rows, c.Dim}, {&t.k, rows, c.Dim}, {&t.v, rows, c.Dim}, {&t.att, rows, c.Dim}, {&t.up, rows, c.FFN},
-		{&t.pooled, toks, c.Dim}, {&t.normed, toks, c.Dim}, {&t.out, toks, c.OutDim},
-	} {
-		if *a.dst, err = be.NewTensor(a.rows, a.cols); err != nil {
+	dsts := []*backend.Tensor{&t.patches, &t.x, &t.xb, &t.xn, &t.q, &t.k, &t.v, &t.att, &t.up, &t.pooled, &t.normed, &t.out}
+	for i, a := range towerActs(c, rows) {
+		if *dsts[i], err = be.NewTensor(a[0], a[1]); err != nil {
 			return nil, err
 		}
 	}

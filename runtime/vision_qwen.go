@@ -127,6 +127,15 @@ func qwenMaxPatches(c vision.Config) int {
 	return c.MaxPixels / (c.PatchSize * c.PatchSize)
 }
 
+// qwenActShapes are the shapes (rows, columns) of a Qwen tower's
+// activations for rows patches, in actsFor's order: patches, x, xb, xn,
+// q, k, v, att, up, then one row a merged token: hid, out.
+func qwenActShapes(c vision.Config, rows int) [][2]int {
+	p, m := c.PatchSize, c.Merge*c.Merge
+	return [][2]int{{rows, 3 * p * p}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim},
+		{rows, c.Dim}, {rows, c.Dim}, {rows, c.FFN}, {rows / m, m * c.Dim}, {rows / m, c.OutDim}}
+}
+
 // actsFor returns the activations for an image of n patches.
 func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	rows := max(16, 1<<bits.Len(uint(n-1))) // n rounded up to a power of two
@@ -136,17 +145,10 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	c, be := t.cfg, t.be
 	a := &qwenActs{rows: rows}
 	m := c.Merge * c.Merge
-	p := c.PatchSize
-	for _, s := range []struct {
-		dst        *backend.Tensor
-		rows, cols int
-	}{
-		{&a.patches, rows, 3 * p * p}, {&a.x, rows, c.Dim}, {&a.xb, rows, c.Dim}, {&a.xn, rows, c.Dim},
-		{&a.q, rows, c.Dim}, {&a.k, rows, c.Dim}, {&a.v, rows, c.Dim}, {&a.att, rows, c.Dim}, {&a.up, rows, c.FFN},
-		{&a.hid, rows / m, m * c.Dim}, {&a.out, rows / m, c.OutDim},
-	} {
+	dsts := []*backend.Tensor{&a.patches, &a.x, &a.xb, &a.xn, &a.q, &a.k, &a.v, &a.att, &a.up, &a.hid, &a.out}
+	for i, s := range qwenActShapes(c, rows) {
 		var err error
-		if *s.dst, err = be.NewTensor(s.rows, s.cols); err != nil {
+		if *dsts[i], err = be.NewTensor(s[0], s[1]); err != nil {
 			return nil, err
 		}
 	}

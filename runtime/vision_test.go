@@ -750,3 +750,45 @@ func TestProjectorFromReader(t *testing.T) {
 		t.Error("half a file opened")
 	}
 }
+
+// TestTowerBytes: a tower's weights are its tensors in f32, and its
+// activations what buildTower allocates for tiny-gemma3's 64 patches
+// (written out here: patches of 48 values, seven rows of the width and
+// one of the feed-forward a patch, three of 32, 32 and 64 an image token,
+// and the keys and values of 64 positions) and for Qwen's power-of-two
+// steps no less than the largest's.
+func TestTowerBytes(t *testing.T) {
+	dir := t.TempDir()
+	_, mm := visionFiles(t, filepath.Join(dir, "g"), "tiny-gemma3")
+	vm, err := vision.Open(mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	var params int64
+	for _, tt := range vm.Tensors {
+		params += int64(tt.Elements())
+	}
+	w, a := runtime.TowerBytes(vm)
+	c := vm.Config
+	if c.ImageSize != 32 || c.PatchSize != 4 || c.Dim != 32 || c.FFN != 48 || c.Merge != 2 || c.OutDim != 64 {
+		t.Fatalf("tiny-gemma3's tower changed shape (%+v): update the figures here", c)
+	}
+	wantActs := int64(4 * (64*(48+7*32+48) + 16*(32+32+64) + 2*64*32))
+	if w != 4*params || a != wantActs {
+		t.Errorf("tiny-gemma3: weights %d, activations %d; want %d and %d", w, a, 4*params, wantActs)
+	}
+
+	_, mm = visionFiles(t, filepath.Join(dir, "q"), "tiny-qwen2vl")
+	qm, err := vision.Open(mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qm.Close()
+	qc := qm.Config
+	rows := qc.MaxPixels / (qc.PatchSize * qc.PatchSize)
+	_, qa := runtime.TowerBytes(qm)
+	if least := int64(4 * rows * (3*qc.PatchSize*qc.PatchSize + 7*qc.Dim + qc.FFN)); qa < least {
+		t.Errorf("tiny-qwen2vl: activations %d, less than its largest step's %d", qa, least)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/vision"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
@@ -21,6 +22,7 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 	device := fs.Bool("device", false, "describe the WebGPU adapters and the device Tessera would use; with --model, load it there and report the self-check of its kernels")
 	adapter := fs.String("adapter", "", "with --device: the adapter to open (index or name substring)")
 	quant := fs.String("quant", "", "the weight storage to describe, as run's --quant (mixed measures every float matrix)")
+	mmproj := fs.String("mmproj", "", "a vision projector (llama.cpp's mmproj GGUF) to describe beside the model: its tower and what it takes of the device")
 	var offline bool
 	offlineFlag(fs, &offline)
 	return func(ctx context.Context, e *env) error {
@@ -90,6 +92,17 @@ func setupInfo(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		t := m.Tokenizer
 		fmt.Fprintf(w, "tokenizer\t%T, %d tokens, bos %d, eos %d\n", t, t.VocabSize(), t.BOS(), t.EOS())
+		if *mmproj != "" {
+			vm, err := vision.Open(*mmproj)
+			if err != nil {
+				return err
+			}
+			vc := vm.Config
+			weights, acts := runtime.TowerBytes(vm)
+			vm.Close()
+			fmt.Fprintf(w, "vision\t%s projector: %d layers of %d (%d heads), patches of %d, into %d\n", vc.Projector, vc.Layers, vc.Dim, vc.Heads, vc.PatchSize, vc.OutDim)
+			fmt.Fprintf(w, "vision memory\t%s of weights (f32), %s of activations and attention cache\n", dtype.FormatBytes(weights), dtype.FormatBytes(acts))
+		}
 		var params int
 		types := map[string]int{}
 		for _, name := range m.TensorNames() {

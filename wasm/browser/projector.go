@@ -8,6 +8,7 @@ import (
 	"syscall/js"
 
 	"github.com/tessera-llm/tessera/models/vision"
+	"github.com/tessera-llm/tessera/runtime"
 )
 
 // A vision projector (an mmproj GGUF: the image tower and the projection
@@ -74,7 +75,8 @@ func openProjector(ctx context.Context, opts js.Value, info map[string]any, prog
 	// A tower that keeps each image's aspect (Qwen-VL) gives an image of
 	// ImageSize² its count: the engine's ImageTokens.
 	nx, ny := vm.Config.Grid(vm.Config.ImageSize, vm.Config.ImageSize)
+	weights, acts := runtime.TowerBytes(vm) // what the tower takes of the device
 	info["projector"] = map[string]any{"name": name, "size": r.size, "type": string(vm.Config.Projector),
-		"imageSize": vm.Config.ImageSize, "imageTokens": nx * ny}
+		"imageSize": vm.Config.ImageSize, "imageTokens": nx * ny, "memory": weights + acts}
 	return vm, nil
 }

@@ -106,7 +106,7 @@ export interface ModelInfo {
   draft: "" | "ngram";
   /** Whether the engine takes images (a projector was loaded), and the projector's facts. */
   vision?: boolean;
-  projector?: { name: string; size: number; type: string; imageSize: number; imageTokens: number };
+  projector?: { name: string; size: number; type: string; imageSize: number; imageTokens: number; /** bytes the vision tower takes of the device: weights (f32), activations, attention cache */ memory: number };
   projectorUrl?: string; projectorVerified?: boolean;
   fetchMs: number; uploadMs: number; loadMs: number;
   /** The load-time check of the WebGPU kernels against the CPU; absent on the CPU backend or with selfCheck: false. */
