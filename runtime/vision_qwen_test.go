@@ -143,33 +143,8 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 			x[py*nx+px] = r
 		}
 	}
-	layerNorm := func(v, w, b []float64) []float64 {
-		var mean, vr float64
-		for _, a := range v {
-			mean += a
-		}
-		mean /= float64(len(v))
-		for _, a := range v {
-			vr += (a - mean) * (a - mean)
-		}
-		inv := 1 / math.Sqrt(vr/float64(len(v))+float64(c.Eps))
-		out := make([]float64, len(v))
-		for i, a := range v {
-			out[i] = (a-mean)*inv*w[i] + b[i]
-		}
-		return out
-	}
-	linear := func(w, b, v []float64) []float64 { // w: [out, in]
-		out := make([]float64, len(w)/len(v))
-		for o := range out {
-			s := b[o]
-			for i, a := range v {
-				s += w[o*len(v)+i] * a
-			}
-			out[o] = s
-		}
-		return out
-	}
+	layerNorm := func(v, w, b []float64) []float64 { return refLayerNorm(v, w, b, float64(c.Eps)) }
+	linear := refLinear
 	// rope turns each head of v (of the patch at row py, column px): the
 	// first quarter of its pairs by py, the second by px, each quarter's
 	// frequencies 10000^(-2j/(hd/2)).

@@ -197,33 +197,8 @@ func pictureReference(t *testing.T, m *vision.Model, planar []float32, ggml bool
 			x[py*n+pxi] = r
 		}
 	}
-	layerNorm := func(v, w, b []float64) []float64 {
-		var mean, vr float64
-		for _, a := range v {
-			mean += a
-		}
-		mean /= float64(len(v))
-		for _, a := range v {
-			vr += (a - mean) * (a - mean)
-		}
-		inv := 1 / math.Sqrt(vr/float64(len(v))+float64(c.Eps))
-		out := make([]float64, len(v))
-		for i, a := range v {
-			out[i] = (a-mean)*inv*w[i] + b[i]
-		}
-		return out
-	}
-	linear := func(w, b, v []float64) []float64 { // w: [out, in]
-		out := make([]float64, len(w)/len(v))
-		for o := range out {
-			s := b[o]
-			for i, a := range v {
-				s += w[o*len(v)+i] * a
-			}
-			out[o] = s
-		}
-		return out
-	}
+	layerNorm := func(v, w, b []float64) []float64 { return refLayerNorm(v, w, b, float64(c.Eps)) }
+	linear := refLinear
 	hd := c.HeadDim()
 	for l := range c.Layers {
 		w := func(kind, s string) []float64 { return get(vision.LayerTensor(l, kind, s)) }
@@ -791,4 +766,35 @@ func TestTowerBytes(t *testing.T) {
 	if least := int64(4 * rows * (3*qc.PatchSize*qc.PatchSize + 7*qc.Dim + qc.FFN)); qa < least {
 		t.Errorf("tiny-qwen2vl: activations %d, less than its largest step's %d", qa, least)
 	}
+}
+
+// refLayerNorm is LayerNorm in float64, for the towers' references.
+func refLayerNorm(v, w, b []float64, eps float64) []float64 {
+	var mean, vr float64
+	for _, a := range v {
+		mean += a
+	}
+	mean /= float64(len(v))
+	for _, a := range v {
+		vr += (a - mean) * (a - mean)
+	}
+	inv := 1 / math.Sqrt(vr/float64(len(v))+eps)
+	out := make([]float64, len(v))
+	for i, a := range v {
+		out[i] = (a-mean)*inv*w[i] + b[i]
+	}
+	return out
+}
+
+// refLinear is b + w·v in float64, w [out, in] row-major.
+func refLinear(w, b, v []float64) []float64 {
+	out := make([]float64, len(w)/len(v))
+	for o := range out {
+		s := b[o]
+		for i, a := range v {
+			s += w[o*len(v)+i] * a
+		}
+		out[o] = s
+	}
+	return out
 }

@@ -30,55 +30,6 @@ default_prompt = "<start_of_turn>user\n<__media__>describe<end_of_turn>\n<start_
 out = {"cases": {}}
 
 
-def ascii_bytes(path):
-    """Turns the ASCII byte pieces (<0x00>..<0x7F>) of printable()'s copy
-    at path back into byte tokens (type 6), in place: alone they are
-    UTF-8, and mtmd looks the newline up by its text ("\\n", which only
-    the byte token reads as), so that the ids it finds are the original
-    file's."""
-    f = open(path, "r+b")
-    data = bytearray(f.read(256 << 20))
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    off = 24
-    n_kv = struct.unpack_from("<Q", data, 16)[0]
-
-    def string(off):
-        (n,) = struct.unpack_from("<Q", data, off)
-        return data[off + 8:off + 8 + n].decode(), off + 8 + n
-
-    def skip(t, off):
-        if t == 8:
-            return string(off)[1]
-        if t == 9:
-            (et, n) = struct.unpack_from("<IQ", data, off)
-            off += 12
-            for _ in range(n):
-                off = skip(et, off)
-            return off
-        return off + sizes[t]
-
-    pieces = []
-    for _ in range(n_kv):
-        key, off = string(off)
-        (t,) = struct.unpack_from("<I", data, off)
-        off += 4
-        if key == "tokenizer.ggml.tokens":
-            (_, n) = struct.unpack_from("<IQ", data, off)
-            at = off + 12
-            for _ in range(n):
-                p, at = string(at)
-                pieces.append(p)
-        if key == "tokenizer.ggml.token_type":
-            for i, p in enumerate(pieces):
-                m = re.fullmatch(r"<0x([0-9A-F]{2})>", p)
-                if m and int(m.group(1), 16) < 0x80:
-                    struct.pack_into("<i", data, off + 12 + 4 * i, 6)
-        off = skip(t, off)
-    f.seek(0)
-    f.write(data)
-    f.close()
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
