@@ -173,29 +173,7 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 		}
 		next := make([][]float64, rows)
 		for i := range rows {
-			att := make([]float64, d)
-			for hh := range c.Heads {
-				scores := make([]float64, rows)
-				mx := math.Inf(-1)
-				for j := range rows {
-					var s float64
-					for e := range hd {
-						s += q[i][hh*hd+e] * k[j][hh*hd+e]
-					}
-					scores[j] = s / math.Sqrt(float64(hd))
-					mx = math.Max(mx, scores[j])
-				}
-				var sum float64
-				for j := range scores {
-					scores[j] = math.Exp(scores[j] - mx)
-					sum += scores[j]
-				}
-				for j := range rows {
-					for e := range hd {
-						att[hh*hd+e] += scores[j] / sum * v[j][hh*hd+e]
-					}
-				}
-			}
+			att := refAttend(q[i], k, v, c.Heads, hd)
 			r := linear(lw("attn_out", "weight"), lw("attn_out", "bias"), att)
 			for e := range d {
 				r[e] += x[i][e]

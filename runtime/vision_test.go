@@ -210,29 +210,7 @@ func pictureReference(t *testing.T, m *vision.Model, planar []float32, ggml bool
 		wo, bo := w("attn_out", "weight"), w("attn_out", "bias")
 		next := make([][]float64, rows)
 		for i := range rows {
-			att := make([]float64, d)
-			for h := range c.Heads {
-				scores := make([]float64, rows)
-				mx := math.Inf(-1)
-				for j := range rows {
-					var s float64
-					for e := range hd {
-						s += q[i][h*hd+e] * k[j][h*hd+e]
-					}
-					scores[j] = s / math.Sqrt(float64(hd))
-					mx = math.Max(mx, scores[j])
-				}
-				var sum float64
-				for j := range scores {
-					scores[j] = math.Exp(scores[j] - mx)
-					sum += scores[j]
-				}
-				for j := range rows {
-					for e := range hd {
-						att[h*hd+e] += scores[j] / sum * v[j][h*hd+e]
-					}
-				}
-			}
+			att := refAttend(q[i], k, v, c.Heads, hd)
 			r := linear(wo, bo, att)
 			for e := range d {
 				r[e] += x[i][e]
@@ -797,4 +775,33 @@ func refLinear(w, b, v []float64) []float64 {
 		out[o] = s
 	}
 	return out
+}
+
+// refAttend is bidirectional attention in float64 of the query row q
+// over every row of k and v, heads of hd.
+func refAttend(q []float64, k, v [][]float64, heads, hd int) []float64 {
+	att := make([]float64, heads*hd)
+	for h := range heads {
+		scores := make([]float64, len(k))
+		mx := math.Inf(-1)
+		for j := range k {
+			var s float64
+			for e := range hd {
+				s += q[h*hd+e] * k[j][h*hd+e]
+			}
+			scores[j] = s / math.Sqrt(float64(hd))
+			mx = math.Max(mx, scores[j])
+		}
+		var sum float64
+		for j := range scores {
+			scores[j] = math.Exp(scores[j] - mx)
+			sum += scores[j]
+		}
+		for j := range k {
+			for e := range hd {
+				att[h*hd+e] += scores[j] / sum * v[j][h*hd+e]
+			}
+		}
+	}
+	return att
 }
