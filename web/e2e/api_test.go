@@ -48,6 +48,38 @@ document.title = "ready";
 </script>`
 
 // startBrowser launches headless Chromium for t, with WebGPU unless noGPU.
+// openAPIPage serves the API page and web.Handler over wasmDir and
+// modelDir (and extra's routes) until the test ends, opens it in
+// Chromium and waits for the module to load; it returns the page's URL
+// too.
+func openAPIPage(t testing.TB, exe, wasmDir, modelDir string, extra map[string]http.Handler) (context.Context, *console, string) {
+	t.Helper()
+	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(apiPage))
+	})
+	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.Handle("/", h)
+	for route, eh := range extra {
+		mux.Handle(route, eh)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cons := startBrowser(t, exe, false)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
+	}
+	return ctx, cons, srv.URL
+}
+
 func startBrowser(t testing.TB, exe string, noGPU bool) (context.Context, *console) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
@@ -368,28 +400,8 @@ func TestBrowserAPI(t *testing.T) {
 	rand.Read(bad)
 	os.WriteFile(filepath.Join(modelDir, "bad.gguf"), bad, 0o644)
 
-	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(apiPage))
-	})
-	mux.Handle("/", h)
 	split := newSplitServer(t, stories, 3)
-	mux.Handle("/split/", split)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	ctx, cons := startBrowser(t, exe, false)
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
-	}
+	ctx, cons, pageURL := openAPIPage(t, exe, wasmDir, modelDir, map[string]http.Handler{"/split/": split})
 	eval := func(t *testing.T, js string) apiResult {
 		t.Helper()
 		r, err := chromedp.Run(ctx, chromedp.Evaluate[apiResult](js, chromedp.EvalAwaitPromise))
@@ -632,7 +644,7 @@ func TestBrowserAPI(t *testing.T) {
 		})()`
 		reopen := func() {
 			t.Helper()
-			if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+			if err := chromedp.Do(ctx, chromedp.Navigate(pageURL+"/")); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
@@ -1004,7 +1016,7 @@ func TestBrowserAPI(t *testing.T) {
 
 	t.Run("without WebGPU", func(t *testing.T) {
 		nctx, ncons := startBrowser(t, exe, true)
-		if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		if err := chromedp.Do(nctx, chromedp.Navigate(pageURL+"/")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := chromedp.Run(nctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,27 +61,7 @@ func TestBrowserEmbeddings(t *testing.T) {
 		}
 		emb.Close()
 	}
-	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(apiPage))
-	})
-	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux.Handle("/", h)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	ctx, cons := startBrowser(t, exe, false)
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
-	}
+	ctx, cons, _ := openAPIPage(t, exe, wasmDir, modelDir, nil)
 	type result struct {
 		Floats, Decoded [][]float64
 		Tokens          int

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,27 +61,7 @@ func TestBrowserFamilies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: modelDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(apiPage))
-	})
-	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux.Handle("/", h)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	ctx, cons := startBrowser(t, exe, false)
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "ready"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		t.Fatalf("the module did not load: %v (console %q)", err, cons.all())
-	}
+	ctx, cons, _ := openAPIPage(t, exe, wasmDir, modelDir, nil)
 	const prompt, steps = "abc def ghi jkl mno", 24 // 25+ positions: past windows of 9 to 12
 	for _, shape := range browserFamilies {
 		t.Run(shape, func(t *testing.T) {
