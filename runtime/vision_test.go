@@ -427,14 +427,14 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 						t.Skip("a real-shape tower: set TESSERA_VISION_REAL=1")
 					}
 					// Gemma 4: llama.cpp's f16 im2col puts its embeddings up to
-					// 1.3e-3 from the exact ones (TestGemma4VisionExplainsLlamaCpp:
-					// rounded so, the float64 reference gives them to 3e-6), and
+					// 1.5e-3 from the exact ones (TestGemma4VisionExplainsLlamaCpp:
+					// rounded so, the float64 reference gives them to 6e-6), and
 					// its language model's f16 GELU table moves log-probabilities
 					// by up to 4e-3 alone (TestGemma4LlamaCppGELU), which the
 					// image's embeddings carry further.
 					tol, lpTol := 1e-3, 1e-3
 					if strings.Contains(vc.shape, "gemma4v") {
-						tol, lpTol = 2e-3, 5e-2
+						tol, lpTol = 2e-3, 2e-2
 					}
 					img := readTestImage(t, vc.image)
 					emb, err := eng.EncodeImage(context.Background(), img)

@@ -174,6 +174,15 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		vals := make([]float32, n)
 		name := want.Name
 		switch {
+		case strings.HasSuffix(name, "attn_q_norm.weight") || strings.HasSuffix(name, "attn_k_norm.weight"):
+			// Gemma 4 leaves q·k unscaled after these norms: weights of
+			// hd^(-1/4) keep the scores of random heads about unit-sized,
+			// where ones (scores of spread √hd) make deep towers'
+			// attention so sharp that f32 rounding decides it.
+			a := float32(math.Pow(float64(c.HeadDim()), -0.25))
+			for i := range vals {
+				vals[i] = a * (1 + float32(0.1*(rng.Float32()-0.5)))
+			}
 		case strings.HasSuffix(name, "ln1.weight") || strings.HasSuffix(name, "ln2.weight") ||
 			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm || strings.HasSuffix(name, "norm.weight") ||
 			name == vision.StdScale:
