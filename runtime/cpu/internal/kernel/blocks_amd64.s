@@ -72,7 +72,7 @@ DATA evenodd<>+0(SB)/8, $0x0e0c0a0806040200
 DATA evenodd<>+8(SB)/8, $0x0f0d0b0907050301
 GLOBL evenodd<>(SB), RODATA|NOPTR, $16
 
-// Byte constants, 32 each (for xmm and ymm).
+// Constants of 32 bytes, one 8-byte pattern repeated (for xmm and ymm).
 #define BYTES32(name, v) \
 	DATA name<>+0(SB)/8, $v \
 	DATA name<>+8(SB)/8, $v \
@@ -773,9 +773,8 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 
 // ---- The AVX2 form (blocks_k_avx2_amd64.h).
 
-// wbits:
-// word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields into
-// place (16 for a group's first halves, 1 for its second); then word
+// wbits: word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields
+// into place (16 for a group's first halves, 1 for its second); then word
 // constants, 16 each.
 DATA wbits<>+0(SB)/8, $0x0008000400020001
 DATA wbits<>+8(SB)/8, $0x0080004000200010
@@ -787,26 +786,11 @@ DATA wq6mul<>+8(SB)/8, $0x0010001000100010
 DATA wq6mul<>+16(SB)/8, $0x0001000100010001
 DATA wq6mul<>+24(SB)/8, $0x0001000100010001
 GLOBL wq6mul<>(SB), RODATA|NOPTR, $32
-DATA w0fy<>+0(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+8(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+16(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+24(SB)/8, $0x000f000f000f000f
-GLOBL w0fy<>(SB), RODATA|NOPTR, $32
-DATA w10y<>+0(SB)/8, $0x0010001000100010
-DATA w10y<>+8(SB)/8, $0x0010001000100010
-DATA w10y<>+16(SB)/8, $0x0010001000100010
-DATA w10y<>+24(SB)/8, $0x0010001000100010
-GLOBL w10y<>(SB), RODATA|NOPTR, $32
-DATA w30y<>+0(SB)/8, $0x0030003000300030
-DATA w30y<>+8(SB)/8, $0x0030003000300030
-DATA w30y<>+16(SB)/8, $0x0030003000300030
-DATA w30y<>+24(SB)/8, $0x0030003000300030
-GLOBL w30y<>(SB), RODATA|NOPTR, $32
-DATA w20y<>+0(SB)/8, $0x0020002000200020
-DATA w20y<>+8(SB)/8, $0x0020002000200020
-DATA w20y<>+16(SB)/8, $0x0020002000200020
-DATA w20y<>+24(SB)/8, $0x0020002000200020
-GLOBL w20y<>(SB), RODATA|NOPTR, $32
+
+BYTES32(w0fy, 0x000f000f000f000f)
+BYTES32(w10y, 0x0010001000100010)
+BYTES32(w30y, 0x0030003000300030)
+BYTES32(w20y, 0x0020002000200020)
 
 // KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
 // half factors of lanes 0..7 in Y6, of 8..15 in Y7.
