@@ -331,6 +331,13 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-qwen2vl-small":   {"gradient13x7.png", "tiny-qwen2vl"},
 	"mid-qwen2vl":          {"gradient50x37.png", "mid-qwen2vl"},
 	"qwen2vl-real":         {"gradient50x37.png", "qwen2vl"},
+	// Qwen3-VL: the same images; the tiny tower's 8×8 position table
+	// stretched to 12×10 patches and shrunk to 8×6, the mid one's 4×4 to
+	// 8×6, the real one's 48×48 shrunk to 8×6.
+	"tiny-qwen3vl-resized": {"gradient50x37.png", "tiny-qwen3vl"},
+	"tiny-qwen3vl-small":   {"gradient13x7.png", "tiny-qwen3vl"},
+	"mid-qwen3vl":          {"gradient50x37.png", "mid-qwen3vl"},
+	"qwen3vl-real":         {"gradient50x37.png", "qwen3vl"},
 	// idefics3 resizes every image to its longest edge (tiny: 64, 2×2
 	// tiles of 32 at most; mid: 256, tiles of 128): gradient32 upscaled
 	// to 2×2 tiles, gradient50x37 upscaled and padded to 64×64,
@@ -349,6 +356,7 @@ var visionCases = map[string]struct{ image, shape string }{
 // another than tiny-gemma3 (visionFiles): SmolVLM's for idefics3, whose
 // images are marked with tokens of its vocabulary.
 var visionBases = map[string]string{"tiny-qwen2vl": "tiny-qwen2vl", "mid-qwen2vl": "tiny-qwen2vl", "qwen2vl": "tiny-qwen2vl",
+	"tiny-qwen3vl": "tiny-qwen3vl-deep", "mid-qwen3vl": "tiny-qwen3vl-deep", "qwen3vl": "tiny-qwen3vl-deep",
 	"tiny-idefics3": "tiny-smolvlm", "mid-idefics3": "tiny-smolvlm", "idefics3": "smolvlm-256m"}
 
 // visionBase is the synth shape of the language model a projector shape
@@ -419,7 +427,10 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					dim := eng.Model().Config.Dim
+					// An image token's values: the model's width, and
+					// Qwen3-VL's deepstack slices after it, as llama.cpp
+					// logs them.
+					dim := eng.Model().Config.Dim * (1 + eng.Model().Config.Deepstack)
 					pictures := c.Tiles
 					if pictures == nil {
 						pictures = []pictureLog{c.Embeddings}
@@ -491,11 +502,12 @@ func checkRelative(t *testing.T, what string, got []float32, want []float64, tol
 }
 
 // readVisionGolden reads the cases of testdata/vision/llamacpp.json
-// (gemma3) and llamacpp-idefics3.json, each as record.py wrote it.
+// (gemma3, qwen2vl), llamacpp-idefics3.json and llamacpp-qwen3vl.json,
+// each as record.py wrote it.
 func readVisionGolden(t *testing.T) visionGolden {
 	t.Helper()
 	all := visionGolden{Cases: map[string]visionCase{}}
-	for _, name := range []string{"llamacpp.json", "llamacpp-idefics3.json"} {
+	for _, name := range []string{"llamacpp.json", "llamacpp-idefics3.json", "llamacpp-qwen3vl.json"} {
 		raw, err := os.ReadFile(filepath.Join("..", "testdata", "vision", name))
 		if err != nil {
 			t.Fatal(err)
