@@ -331,7 +331,8 @@ func refResizePositions(table []float64, side, nx, ny, d int) []float64 {
 // otherwise than Tessera are refused: a feed-forward as wide as the
 // tower (clip.cpp would take its up and down for swapped) and heads whose
 // width the 2-D RoPE cannot split in four; the right pairing of
-// projector and language model is checked at load.
+// projector and language model (Qwen3-VL's deepstack slices included) is
+// checked at load.
 func TestQwenProjectorRefused(t *testing.T) {
 	dir := t.TempDir()
 	base, _, err := synth.WriteVisionFiles(dir, "tiny-qwen2vl", "tiny-qwen2vl", dtype.F32, 1)
@@ -373,5 +374,34 @@ func TestQwenProjectorRefused(t *testing.T) {
 	}
 	if _, err := runtime.Load(gemma, runtime.Options{Device: "cpu", MMProj: write("ok.gguf", func(*vision.Config) {})}); err == nil {
 		t.Error("Qwen2-VL's projector with Gemma 3: loaded")
+	}
+	// Qwen3-VL's projector feeds a qwen3vl model taking as many deepstack
+	// slices as it gives (llama.cpp: the model's input width is the
+	// projector's output width), and no other.
+	for _, sub := range []string{"deep", "plain"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deep, q3, err := synth.WriteVisionFiles(filepath.Join(dir, "deep"), "tiny-qwen3vl-deep", "tiny-qwen3vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen3vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ what, base, mm, want string }{
+		{"Qwen3-VL's projector with Qwen2-VL", base, q3, "not qwen3vl"},
+		{"Qwen3-VL's projector with a model without deepstack", plain, q3, "deepstack"},
+		{"Qwen2-VL's projector with Qwen3-VL", deep, write("ok.gguf", func(*vision.Config) {}), "not qwen2vl"},
+	} {
+		e, err := runtime.Load(tc.base, runtime.Options{Device: "cpu", MMProj: tc.mm})
+		if err == nil {
+			e.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.what, err, tc.want)
+		}
 	}
 }
