@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -73,16 +74,16 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 && c.Projector != vision.Qwen2VL && c.Projector != vision.Gemma4V {
+	if !slices.Contains(vision.Projectors, c.Projector) {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
 	rows := n * n
-	switch c.Projector {
-	case vision.Qwen2VL:
-		rows = qwenMaxPatches(c)
-	case vision.Gemma4V:
+	switch {
+	case c.Projector == vision.Gemma4V:
 		rows = gemma4MaxPatches(c)
+	case c.Dynamic():
+		rows = qwenMaxPatches(c)
 	}
 	be, ok, err := backend.NewSibling(lm, rows)
 	if err != nil {
@@ -92,13 +93,13 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
 	var t *visionTower
-	switch c.Projector {
-	case vision.Qwen2VL:
-		t = &visionTower{cfg: c, be: be}
-		t.qwen, err = newQwenTower(m, be)
-	case vision.Gemma4V:
+	switch {
+	case c.Projector == vision.Gemma4V:
 		t = &visionTower{cfg: c, be: be}
 		t.g4, err = newGemma4Tower(m, be)
+	case c.Dynamic():
+		t = &visionTower{cfg: c, be: be}
+		t.qwen, err = newQwenTower(m, be)
 	default:
 		t, err = buildTower(m, be)
 	}
@@ -134,16 +135,16 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 	}
 	var shapes [][2]int
 	rows := c.Patches() * c.Patches()
-	switch c.Projector {
-	case vision.Qwen2VL:
-		rows = qwenMaxPatches(c)
-		for r := 16; r < 2*rows; r *= 2 {
-			shapes = append(shapes, qwenActShapes(c, r)...)
-		}
-	case vision.Gemma4V:
+	switch {
+	case c.Projector == vision.Gemma4V:
 		rows = gemma4MaxPatches(c)
 		for r := 16; r < 2*rows; r *= 2 {
 			shapes = append(shapes, gemma4ActShapes(c, r)...)
+		}
+	case c.Dynamic():
+		rows = qwenMaxPatches(c)
+		for r := 16; r < 2*rows; r *= 2 {
+			shapes = append(shapes, qwenActShapes(c, r)...)
 		}
 	default:
 		shapes = towerActs(c, rows)

@@ -2,6 +2,7 @@ package vision_test
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestReadGemma4V(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Config != c || c.Merge != 3 || c.Act != tensor.GELUQuick {
+		if !reflect.DeepEqual(m.Config, c) || c.Merge != 3 || c.Act != tensor.GELUQuick {
 			t.Errorf("%s: read %+v, wrote %+v", shape, m.Config, c)
 		}
 		m.Close()

@@ -9,8 +9,10 @@
 // shuffle and a linear projection, SmolVLM, whose images are cut into
 // tiles plus an overview with marker tokens between them),
 // "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
-// 2×2 merger) and "gemma4v" (gemma4.go: Gemma 4's encoder, dynamic too,
-// with 2-D learned positions and RoPE and a 3×3 average pool).
+// 2×2 merger), "qwen3vl_merger" (qwen3.go: Qwen3-VL's, with learned
+// positions resized per image and deepstack features) and "gemma4v"
+// (gemma4.go: Gemma 4's encoder, dynamic too, with 2-D learned positions
+// and RoPE and a 3×3 average pool).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, image decoding and preprocessing (Preprocess,
 // Patches), and where an image's tiles and markers go in a prompt
@@ -43,7 +45,7 @@ const Gemma3 Projector = "gemma3"
 const Idefics3 Projector = "idefics3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Gemma4V}
+var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen3VL, Gemma4V}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -79,6 +81,9 @@ type Config struct {
 	// MinPixels and MaxPixels bound a dynamic tower's resized image
 	// (Size; Qwen-VL, whose Merge is 2; Gemma 4, 3).
 	MinPixels, MaxPixels int
+	// Deepstack are the tower layers (0-based, ascending) after which
+	// Qwen3-VL taps the hidden state for a deepstack merger of its own.
+	Deepstack []int
 	// Positions is the length of each of Gemma 4's two position tables
 	// (a column's and a row's).
 	Positions int
@@ -242,7 +247,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		c.Merge = u("clip.vision.projector.scale_factor", gemma4Merge)
 	case Idefics3:
 		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
-	case Qwen2VL:
+	case Qwen2VL, Qwen3VL:
 		c.Merge = 2 // qwenGGUF checks the file's
 	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
@@ -258,7 +263,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		copy(dst[:], v)
 	}
 	gelu, _ := f.Bool("clip.use_gelu")
-	if c.Projector != Qwen2VL && c.Projector != Gemma4V && !gelu {
+	if !c.Dynamic() && !gelu {
 		// clip.cpp takes GELU-quick (x·σ(1.702x)) without the key; no
 		// SigLIP file is written so.
 		errs = append(errs, errors.New("clip.use_gelu is not true: only SigLIP's GELU feed-forward is read"))
@@ -282,9 +287,14 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
 	switch c.Projector {
-	case Qwen2VL:
+	case Qwen2VL, Qwen3VL:
 		if err := qwenGGUF(m, f); err != nil {
 			return nil, err
+		}
+		if c.Projector == Qwen3VL {
+			if err := qwen3GGUF(m); err != nil {
+				return nil, err
+			}
 		}
 	case Gemma4V:
 		if err := gemma4GGUF(m); err != nil {
@@ -356,6 +366,8 @@ func (c Config) TensorShapes() []Want {
 	switch c.Projector {
 	case Qwen2VL:
 		return c.qwenShapes()
+	case Qwen3VL:
+		return c.qwen3Shapes()
 	case Gemma4V:
 		return c.gemma4Shapes()
 	}
