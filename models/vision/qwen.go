@@ -111,8 +111,9 @@ func MergedPatches(planar []float32, w, h int, c Config) (rows []float32, pos []
 
 // qwenGGUF reads what Qwen-VL's file says beyond the ViT's keys: the
 // merge (clip.vision.spatial_merge_size, 2), the feed-forward's
-// activation (quick GELU without clip.use_gelu; Qwen2.5-VL's gated SiLU,
-// clip.use_silu, is not read), the token limits, and the widths its
+// activation (quick GELU without clip.use_gelu; SiLU, gated, with
+// clip.use_silu, which only Qwen2.5-VL's files have), the token limits,
+// and the widths its
 // tensors give: the feed-forward's (the converter writes the language
 // model's width as feed_forward_length) and the projection's.
 func qwenGGUF(m *Model, f *gguf.File) error {
