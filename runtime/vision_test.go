@@ -345,6 +345,7 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-qwen25vl-resized": {"gradient50x37.png", "tiny-qwen2.5vl"},
 	"mid-qwen25vl":          {"gradient50x37.png", "mid-qwen2.5vl"},
 	"mid-qwen25vl-windows":  {"gradient300x150.png", "mid-qwen2.5vl"},
+	"qwen25vl-3b-tower":     {"gradient300x150.png", "qwen2.5vl"}, // the real tower, 6 windows, on tiny-qwen2vl
 	// idefics3 resizes every image to its longest edge (tiny: 64, 2×2
 	// tiles of 32 at most; mid: 256, tiles of 128): gradient32 upscaled
 	// to 2×2 tiles, gradient50x37 upscaled and padded to 64×64,
@@ -363,7 +364,7 @@ var visionCases = map[string]struct{ image, shape string }{
 // another than tiny-gemma3 (visionFiles): SmolVLM's for idefics3, whose
 // images are marked with tokens of its vocabulary.
 var visionBases = map[string]string{"tiny-qwen2vl": "tiny-qwen2vl", "mid-qwen2vl": "tiny-qwen2vl", "qwen2vl": "tiny-qwen2vl",
-	"tiny-qwen3vl": "tiny-qwen3vl-deep", "tiny-qwen2.5vl": "tiny-qwen2vl", "mid-qwen2.5vl": "tiny-qwen2vl", "mid-qwen3vl": "tiny-qwen3vl-deep", "qwen3vl": "tiny-qwen3vl-deep",
+	"tiny-qwen3vl": "tiny-qwen3vl-deep", "tiny-qwen2.5vl": "tiny-qwen2vl", "mid-qwen2.5vl": "tiny-qwen2vl", "qwen2.5vl": "tiny-qwen2vl", "mid-qwen3vl": "tiny-qwen3vl-deep", "qwen3vl": "tiny-qwen3vl-deep",
 	"tiny-idefics3": "tiny-smolvlm", "mid-idefics3": "tiny-smolvlm", "idefics3": "smolvlm-256m"}
 
 // visionBase is the synth shape of the language model a projector shape
