@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -568,8 +569,27 @@ func visionFiles(t *testing.T, dir, shape string) (base, mm string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := visionContexts[shape]; n > 0 { // as tessera synth --context n
+		s, err := synth.Lookup(visionBase(shape))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Config.Context = n
+		f, err := os.Create(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(synth.Write(f, s, dtype.F32, 1), f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return base, mm
 }
+
+// visionContexts are the context lengths of the language models whose
+// projector shapes make more image tokens than the base shape's context
+// holds (Gemma 3's real tower: 256).
+var visionContexts = map[string]int{"gemma3": 1024}
 
 // TestVisionReferenceExplainsLlamaCpp: the float64 reference, rounded
 // where llama.cpp's CPU rounds (visionReference's ggml), gives llama.cpp's
