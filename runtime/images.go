@@ -46,9 +46,9 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
-	if vm.Config.Projector == vision.Qwen2VL && m.Config.Arch != "qwen2vl" {
+	if (vm.Config.Projector == vision.Qwen2VL || vm.Config.Projector == vision.Qwen25VL) && m.Config.Arch != "qwen2vl" {
 		vm.Close()
-		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
+		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's or Qwen2.5-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
 	}
 	if vm.Config.Projector == vision.Qwen3VL && m.Config.Arch != "qwen3vl" {
 		vm.Close()

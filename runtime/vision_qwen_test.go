@@ -387,14 +387,16 @@ func TestQwenProjectorRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen3vl", dtype.F32, 1)
+	plain, q25, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen2.5vl", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ what, base, mm, want string }{
 		{"Qwen3-VL's projector with Qwen2-VL", base, q3, "not qwen3vl"},
 		{"Qwen3-VL's projector with a model without deepstack", plain, q3, "deepstack"},
+		{"Qwen2.5-VL's projector with Qwen3-VL without deepstack", plain, q25, "not qwen2vl"},
 		{"Qwen2-VL's projector with Qwen3-VL", deep, write("ok.gguf", func(*vision.Config) {}), "not qwen2vl"},
+		{"Qwen2.5-VL's projector with Qwen3-VL", deep, q25, "not qwen2vl"},
 	} {
 		e, err := runtime.Load(tc.base, runtime.Options{Device: "cpu", MMProj: tc.mm})
 		if err == nil {
