@@ -32,9 +32,9 @@ const (
 )
 
 // Dynamic reports whether the tower takes each image at its own aspect
-// (Qwen-VL), not resized to one square.
+// (Qwen-VL, Gemma 4), not resized to one square.
 func (c Config) Dynamic() bool {
-	return c.Projector == Qwen2VL || c.Projector == Qwen25VL || c.Projector == Qwen3VL
+	return c.Projector == Qwen2VL || c.Projector == Qwen25VL || c.Projector == Qwen3VL || c.Projector == Gemma4V
 }
 
 // Size is the width and height an image of w × h pixels is resized to

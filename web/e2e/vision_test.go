@@ -114,6 +114,7 @@ var browserProjectors = []struct{ base, projector string }{
 	{"tiny-qwen2vl", "tiny-qwen2vl"},
 	{"tiny-qwen3vl-deep", "tiny-qwen3vl"},
 	{"tiny-qwen2vl", "tiny-qwen2.5vl"},
+	{"tiny-gemma4", "tiny-gemma4v"},
 }
 
 // testBrowserProjectors: for each of browserProjectors, an engine loaded
