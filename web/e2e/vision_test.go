@@ -112,6 +112,7 @@ func testBrowserVision(t *testing.T, eval func(*testing.T, string) apiResult, mo
 var browserProjectors = []struct{ base, projector string }{
 	{"tiny-smolvlm", "tiny-idefics3"},
 	{"tiny-qwen2vl", "tiny-qwen2vl"},
+	{"tiny-qwen3vl-deep", "tiny-qwen3vl"},
 }
 
 // testBrowserProjectors: for each of browserProjectors, an engine loaded
