@@ -20,7 +20,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	shape := fs.String("shape", "", "model shape: "+strings.Join(synth.Names(), ", ")+" (required)")
 	out := fs.String("out", "", "output GGUF file, or folder with --format hf (required)")
 	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both; with --lora: gguf (llama.cpp's LoRA GGUF) or peft (a PEFT folder)")
-	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora); or, for a GGUF, a GGUF block type (q4_0, q8_0, ...) for the matrices whose rows are whole blocks, the rest f32: the file 'tessera quantize' makes of the f32 one, written without it (a 20B shape's f16 file does not fit in memory)")
+	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora); or, for a GGUF, a GGUF block type (q4_0, q8_0, ...) for the matrices whose rows are whole blocks, the rest f32: for the types without K-quant fallbacks, the file 'tessera quantize' makes of the f32 one, written without it (a 20B shape's f16 file does not fit in memory)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	experts := fs.String("experts", "", "a mixture of experts' expert matrices in this GGUF type instead (mxfp4, q8_0, q4_0, ...: gpt-oss's files store mxfp4)")
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
