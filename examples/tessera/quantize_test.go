@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -786,4 +787,24 @@ func openGGUF(t *testing.T, path string) *gguf.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestSynthStopsOnCancel: a cancelled context (the CLI's on Ctrl-C or
+// SIGTERM) stops `synth` while it is still drawing the weights, with the
+// context's error and no file left behind.
+func TestSynthStopsOnCancel(t *testing.T) {
+	s, err := synth.Lookup("smollm2-135m") // seconds of drawing: far more than the 50 ms below
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = writeSynthGGUF(ctx, out, s, dtype.F32, 0, 0, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the context's", err)
+	}
+	if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("%s left behind (stat: %v)", out, serr)
+	}
 }

@@ -103,7 +103,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		if hf {
 			err = writeSynthHF(*out, s, t, *seed)
 		} else {
-			err = writeSynthGGUF(*out, s, t, mt, et, *seed)
+			err = writeSynthGGUF(ctx, *out, s, t, mt, et, *seed)
 		}
 		if err != nil {
 			return err
@@ -157,22 +157,38 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 
 // writeSynthGGUF writes shape s as a GGUF: weights of type t, or matrices
 // of type matrices where that is not 0, experts of type experts where
-// that is not 0.
-func writeSynthGGUF(out string, s synth.Shape, t, matrices, experts dtype.Type, seed uint64) error {
+// that is not 0. synth draws a whole model before it writes a byte and
+// does not look at ctx (a 20B shape takes many minutes), so the drawing
+// runs beside a wait on ctx: a cancelled ctx (Ctrl-C, SIGTERM) returns
+// at once and removes the file, and the process's exit ends the drawing.
+func writeSynthGGUF(ctx context.Context, out string, s synth.Shape, t, matrices, experts dtype.Type, seed uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if matrices != 0 {
-		err = synth.WriteQuantized(w, s, matrices, experts, seed)
-	} else if experts != 0 {
-		err = synth.WriteExperts(w, s, t, experts, seed)
-	} else {
-		err = synth.Write(w, s, t, seed)
-	}
-	if err == nil {
-		err = w.Flush()
+	done := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var err error
+		if matrices != 0 {
+			err = synth.WriteQuantized(w, s, matrices, experts, seed)
+		} else if experts != 0 {
+			err = synth.WriteExperts(w, s, t, experts, seed)
+		} else {
+			err = synth.Write(w, s, t, seed)
+		}
+		if err == nil {
+			err = w.Flush()
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
