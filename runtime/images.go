@@ -541,8 +541,9 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 // compiles the pipelines, and the embeddings it makes (ImageTokens for
 // each of its pictures: one for gemma3, an idefics3 image's tiles and
 // overview); the embedding cache is not consulted, so that a benchmark
-// (runtime/eval) times the encoding itself.
-func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
+// (runtime/eval) times the encoding itself. A cancelled ctx stops it
+// between pictures, as a request's encoding stops.
+func (e *Engine) ImageEncodeTime(ctx context.Context) (ms float64, tokens int, err error) {
 	if e.vis == nil {
 		return 0, 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
@@ -551,13 +552,11 @@ func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
 	for i := range img.Pix {
 		img.Pix[i] = uint8(i * 7)
 	}
-	e.stepMu.Lock()
-	defer e.stepMu.Unlock()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	start := time.Now()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	nx, ny := e.imageGrid(img)

@@ -858,3 +858,24 @@ func refAttend(q []float64, k, v [][]float64, heads, hd int) []float64 {
 	}
 	return att
 }
+
+// TestImageEncodeTime: bench's image encode time covers an image's every
+// picture (idefics3's tiles and overview), and a cancelled context stops
+// it rather than letting a slow tower run on (a SIGTERM to `tessera bench`).
+func TestImageEncodeTime(t *testing.T) {
+	base, mm := visionFiles(t, t.TempDir(), "tiny-idefics3")
+	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ms, tokens, err := eng.ImageEncodeTime(context.Background())
+	if err != nil || ms <= 0 || tokens <= eng.ImageTokens() || tokens%eng.ImageTokens() != 0 {
+		t.Errorf("ImageEncodeTime: %.3g ms, %d tokens, %v; want a time and whole pictures of %d tokens, more than one", ms, tokens, err, eng.ImageTokens())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := eng.ImageEncodeTime(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+}
