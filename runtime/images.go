@@ -46,9 +46,9 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
-	if vm.Config.Projector == vision.Qwen2VL && m.Config.Arch != "qwen2vl" {
+	if (vm.Config.Projector == vision.Qwen2VL || vm.Config.Projector == vision.Qwen25VL) && m.Config.Arch != "qwen2vl" {
 		vm.Close()
-		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
+		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's or Qwen2.5-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
 	}
 	if vm.Config.Projector == vision.Qwen3VL && m.Config.Arch != "qwen3vl" {
 		vm.Close()
@@ -563,8 +563,9 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 // compiles the pipelines, and the embeddings it makes (ImageTokens for
 // each of its pictures: one for gemma3, an idefics3 image's tiles and
 // overview); the embedding cache is not consulted, so that a benchmark
-// (runtime/eval) times the encoding itself.
-func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
+// (runtime/eval) times the encoding itself. A cancelled ctx stops it
+// between pictures, as a request's encoding stops.
+func (e *Engine) ImageEncodeTime(ctx context.Context) (ms float64, tokens int, err error) {
 	if e.vis == nil {
 		return 0, 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
@@ -573,13 +574,11 @@ func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
 	for i := range img.Pix {
 		img.Pix[i] = uint8(i * 7)
 	}
-	e.stepMu.Lock()
-	defer e.stepMu.Unlock()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	start := time.Now()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	nx, ny := e.imageGrid(img)

@@ -62,6 +62,7 @@ type vitLayer struct {
 	wq, wk, wv, wo, up, down backend.Weight
 	bq, bk, bv, bo, bUp, bDn backend.Weight
 	ln1, ln2                 norm
+	gate, bGate              backend.Weight // a gated feed-forward's (Qwen2.5-VL), or nil
 }
 
 // vitBlock is the attention's scratch cache's block size.
@@ -152,7 +153,11 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 	for _, a := range shapes {
 		acts += 4 * int64(a[0]) * int64(a[1])
 	}
-	kv := backend.KVShape{Layers: 1, Blocks: (rows + vitBlock - 1) / vitBlock, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
+	blocks := (rows + vitBlock - 1) / vitBlock
+	if c.Dynamic() {
+		blocks = qwenKVBlocks(c)
+	}
+	kv := backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
 	return weights, acts + kv.Bytes()
 }
 

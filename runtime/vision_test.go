@@ -340,6 +340,13 @@ var visionCases = map[string]struct{ image, shape string }{
 	"tiny-qwen3vl-small":   {"gradient13x7.png", "tiny-qwen3vl"},
 	"mid-qwen3vl":          {"gradient50x37.png", "mid-qwen3vl"},
 	"qwen3vl-2b-tower":     {"gradient50x37.png", "qwen3vl"}, // with tokens, on tiny-qwen3vl-deep
+	// Qwen2.5-VL: the tiny tower's windows of 14×14 tokens hold a 6×5
+	// image whole; the mid one's of 4×4 cut gradient300x150's 11×5 tokens
+	// into 6 windows (the last 3×1).
+	"tiny-qwen25vl-resized": {"gradient50x37.png", "tiny-qwen2.5vl"},
+	"mid-qwen25vl":          {"gradient50x37.png", "mid-qwen2.5vl"},
+	"mid-qwen25vl-windows":  {"gradient300x150.png", "mid-qwen2.5vl"},
+	"qwen25vl-3b-tower":     {"gradient300x150.png", "qwen2.5vl"}, // the real tower, 6 windows, on tiny-qwen2vl
 	// idefics3 resizes every image to its longest edge (tiny: 64, 2×2
 	// tiles of 32 at most; mid: 256, tiles of 128): gradient32 upscaled
 	// to 2×2 tiles, gradient50x37 upscaled and padded to 64×64,
@@ -369,7 +376,7 @@ var visionCases = map[string]struct{ image, shape string }{
 // another than tiny-gemma3 (visionFiles): SmolVLM's for idefics3, whose
 // images are marked with tokens of its vocabulary.
 var visionBases = map[string]string{"tiny-qwen2vl": "tiny-qwen2vl", "mid-qwen2vl": "tiny-qwen2vl", "qwen2vl": "tiny-qwen2vl",
-	"tiny-qwen3vl": "tiny-qwen3vl-deep", "mid-qwen3vl": "tiny-qwen3vl-deep", "qwen3vl": "tiny-qwen3vl-deep",
+	"tiny-qwen3vl": "tiny-qwen3vl-deep", "tiny-qwen2.5vl": "tiny-qwen2vl", "mid-qwen2.5vl": "tiny-qwen2vl", "qwen2.5vl": "tiny-qwen2vl", "mid-qwen3vl": "tiny-qwen3vl-deep", "qwen3vl": "tiny-qwen3vl-deep",
 	"tiny-idefics3": "tiny-smolvlm", "mid-idefics3": "tiny-smolvlm", "idefics3": "smolvlm-256m",
 	"tiny-gemma4v": "tiny-gemma4", "mid-gemma4v": "tiny-gemma4", "gemma4v": "tiny-gemma4"}
 
@@ -567,7 +574,7 @@ func checkRelative(t *testing.T, what string, got []float32, want []float64, tol
 func readVisionGolden(t *testing.T) visionGolden {
 	t.Helper()
 	all := visionGolden{Cases: map[string]visionCase{}}
-	for _, name := range []string{"llamacpp.json", "llamacpp-idefics3.json", "llamacpp-qwen3vl.json", "llamacpp-gemma4v.json"} {
+	for _, name := range []string{"llamacpp.json", "llamacpp-idefics3.json", "llamacpp-qwen3vl.json", "llamacpp-qwen25vl.json", "llamacpp-gemma4v.json"} {
 		raw, err := os.ReadFile(filepath.Join("..", "testdata", "vision", name))
 		if err != nil {
 			t.Fatal(err)
@@ -672,7 +679,7 @@ func TestVisionReferenceExplainsLlamaCpp(t *testing.T) {
 // turns by M-RoPE positions the image sets) and idefics3's (a span a tile,
 // with markers between them).
 func TestImagePrefixCache(t *testing.T) {
-	for _, shape := range []string{"tiny-gemma3", "tiny-qwen2vl", "tiny-idefics3", "tiny-qwen3vl", "tiny-gemma4v"} {
+	for _, shape := range []string{"tiny-gemma3", "tiny-qwen2vl", "tiny-idefics3", "tiny-qwen3vl", "mid-qwen2.5vl", "tiny-gemma4v"} {
 		t.Run(shape, func(t *testing.T) { testImagePrefixCache(t, shape) })
 	}
 }
@@ -895,4 +902,25 @@ func refAttend(q []float64, k, v [][]float64, heads, hd int) []float64 {
 		}
 	}
 	return att
+}
+
+// TestImageEncodeTime: bench's image encode time covers an image's every
+// picture (idefics3's tiles and overview), and a cancelled context stops
+// it rather than letting a slow tower run on (a SIGTERM to `tessera bench`).
+func TestImageEncodeTime(t *testing.T) {
+	base, mm := visionFiles(t, t.TempDir(), "tiny-idefics3")
+	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ms, tokens, err := eng.ImageEncodeTime(context.Background())
+	if err != nil || ms <= 0 || tokens <= eng.ImageTokens() || tokens%eng.ImageTokens() != 0 {
+		t.Errorf("ImageEncodeTime: %.3g ms, %d tokens, %v; want a time and whole pictures of %d tokens, more than one", ms, tokens, err, eng.ImageTokens())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := eng.ImageEncodeTime(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
 }

@@ -56,6 +56,15 @@ var visionShapes = map[string]vision.Config{
 	"mid-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2}),
 	// Patches of 4 pixels, heads of 16.
 	"tiny-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2}),
+	// Qwen2.5-VL 3B/7B's ViT (the converter writes no window: llama.cpp's
+	// 112 pixels): patches of 14, 32 layers of 1280 with heads of 80, a
+	// gated feed-forward of 3420, full attention every 8th layer.
+	"qwen2.5vl": qwen25VL(vision.Config{ImageSize: 560, PatchSize: 14, Dim: 1280, FFN: 3420, Layers: 32, Heads: 16, WindowEvery: 8}),
+	// The real patches of 14 and windows of 4×4 tokens, heads of 72, a
+	// feed-forward of 430, windowed and full layers alternating.
+	"mid-qwen2.5vl": qwen25VL(vision.Config{ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 4, Heads: 2, WindowEvery: 2}),
+	// Patches of 4 pixels (windows of 14×14 tokens), heads of 16.
+	"tiny-qwen2.5vl": qwen25VL(vision.Config{ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 4, Heads: 2, WindowEvery: 2}),
 	// Qwen3-VL 2B/4B's ViT: patches of 16, 24 layers of 1024 with heads of
 	// 64, learned positions for 48×48 patches (768 pixels) resized to each
 	// image, deepstack taps after layers 5, 11 and 17.
@@ -80,6 +89,14 @@ var visionShapes = map[string]vision.Config{
 	// Patches of 4 pixels, heads of 16, every optional tensor.
 	"tiny-gemma4v": gemma4V(vision.Config{ImageSize: 48, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
 		Positions: 128, Standardize: true, Clipped: true}),
+}
+
+// qwen25VL gives c what every Qwen2.5-VL tower has: Qwen-VL's (qwenVL),
+// a gated SiLU feed-forward and llama.cpp's window of 112 pixels.
+func qwen25VL(c vision.Config) vision.Config {
+	c = qwenVL(c)
+	c.Projector, c.Act, c.Window = vision.Qwen25VL, tensor.SiLU, 112
+	return c
 }
 
 // qwen3VL gives c what every Qwen3-VL tower has: the 2×2 merger, tanh
@@ -276,6 +293,10 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 	switch c.Projector {
 	case vision.Qwen2VL: // quick GELU: no clip.use_gelu
 		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)})
+	case vision.Qwen25VL: // gated SiLU, the window pattern
+		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)},
+			gguf.KV{Key: "clip.use_silu", Value: gguf.BoolValue(true)},
+			gguf.KV{Key: "clip.vision.n_wa_pattern", Value: u(c.WindowEvery)})
 	case vision.Qwen3VL: // the converter's keys: tanh GELU, the layers with deepstack mergers
 		taps := make([]bool, c.Layers)
 		for _, l := range c.Deepstack {

@@ -9,10 +9,11 @@
 // shuffle and a linear projection, SmolVLM, whose images are cut into
 // tiles plus an overview with marker tokens between them),
 // "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
-// 2×2 merger), "qwen3vl_merger" (qwen3.go: Qwen3-VL's, with learned
-// positions resized per image and deepstack features) and "gemma4v"
-// (gemma4.go: Gemma 4's encoder, dynamic too, with 2-D learned positions
-// and RoPE and a 3×3 average pool).
+// 2×2 merger), "qwen2.5vl_merger" (qwen25.go: Qwen2.5-VL's, with window
+// attention, RMSNorms and a gated feed-forward), "qwen3vl_merger" (qwen3.go:
+// Qwen3-VL's, with learned positions resized per image and deepstack
+// features) and "gemma4v" (gemma4.go: Gemma 4's encoder, dynamic too, with
+// 2-D learned positions and RoPE and a 3×3 average pool).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, image decoding and preprocessing (Preprocess,
 // Patches), and where an image's tiles and markers go in a prompt
@@ -45,7 +46,7 @@ const Gemma3 Projector = "gemma3"
 const Idefics3 Projector = "idefics3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen3VL, Gemma4V}
+var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen25VL, Qwen3VL, Gemma4V}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -84,6 +85,10 @@ type Config struct {
 	// Deepstack are the tower layers (0-based, ascending) after which
 	// Qwen3-VL taps the hidden state for a deepstack merger of its own.
 	Deepstack []int
+	// WindowEvery and Window are Qwen2.5-VL's window attention: every
+	// WindowEvery-th layer attends over the whole image, the others within
+	// windows of Window pixels a side (qwen25.go).
+	WindowEvery, Window int
 	// Positions is the length of each of Gemma 4's two position tables
 	// (a column's and a row's).
 	Positions int
@@ -247,7 +252,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		c.Merge = u("clip.vision.projector.scale_factor", gemma4Merge)
 	case Idefics3:
 		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
-	case Qwen2VL, Qwen3VL:
+	case Qwen2VL, Qwen25VL, Qwen3VL:
 		c.Merge = 2 // qwenGGUF checks the file's
 	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
@@ -287,12 +292,18 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
 	switch c.Projector {
-	case Qwen2VL, Qwen3VL:
+	case Qwen2VL, Qwen25VL, Qwen3VL:
 		if err := qwenGGUF(m, f); err != nil {
 			return nil, err
 		}
-		if c.Projector == Qwen3VL {
+		switch c.Projector {
+		case Qwen3VL:
 			if err := qwen3GGUF(m); err != nil {
+				return nil, err
+			}
+		case Qwen25VL:
+			every, ok := f.Uint("clip.vision.n_wa_pattern")
+			if err := qwen25GGUF(m, every, ok); err != nil {
 				return nil, err
 			}
 		}
@@ -366,6 +377,8 @@ func (c Config) TensorShapes() []Want {
 	switch c.Projector {
 	case Qwen2VL:
 		return c.qwenShapes()
+	case Qwen25VL:
+		return c.qwen25Shapes()
 	case Qwen3VL:
 		return c.qwen3Shapes()
 	case Gemma4V:
