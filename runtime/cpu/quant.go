@@ -151,7 +151,19 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 	q := (*qs)[:m]
 	t.over(2*m*k, m, func(lo, hi int) { // a value's quantizing costs about two multiply-adds
 		for i := lo; i < hi; i++ {
-			q[i].Quantize(x[i*k : (i+1)*k])
+			q[i].QuantizeGroups(x[i*k : (i+1)*k])
+		}
+	})
+}
+
+// quantizeRowsK adds the per-super-block codes to the rows of q, made
+// from x (k wide) by quantizeRows, that lack them: the K quants' products
+// read them, the others not, so a model without K quants never pays for
+// them and one with them pays once per quantized input.
+func quantizeRowsK(q []kernel.QRow, x []float32, k int, t *team) {
+	t.over(2*len(q)*k, len(q), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			q[i].QuantizeK(x[i*k : (i+1)*k])
 		}
 	})
 }
@@ -183,6 +195,9 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *[]kernel.QTile, w *d
 				q[i].SumHalves(x[i*k : (i+1)*k])
 			}
 		}
+	}
+	if kernel.KType(w.Type) {
+		quantizeRowsK(q, x, w.Cols, t)
 	}
 	m, n := len(q), w.Rows
 	var ts []kernel.QTile

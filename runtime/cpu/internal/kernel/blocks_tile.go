@@ -45,6 +45,7 @@ type QTile struct {
 
 	// The rows themselves, which the twin reads: valid while they are.
 	rows [TileRows]*QRow
+	hasK bool // KCodes, KD and KSums hold the rows' (all rows had them)
 }
 
 // Per pair of groups, the int16 slots of a tile row's codes and of its
@@ -55,12 +56,15 @@ const (
 	tilePair  = TileRows * (tileCodes + tileD)
 )
 
-// Pack sets t to the rows xs, which must have the same width.
+// Pack sets t to the rows xs, which must have the same width; their
+// per-super-block codes too where they all have them (QRow.HasK), else
+// PackK adds them once they do.
 func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	x0 := xs[0]
 	t.Cols = x0.Cols
 	t.rows = *xs
-	t.packK(xs)
+	t.hasK = false
+	t.PackK()
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
@@ -101,8 +105,19 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	}
 }
 
-// packK packs the rows' K quant activations (KCodes, KD, KSums).
-func (t *QTile) packK(xs *[TileRows]*QRow) {
+// PackK packs the rows' K quant activations (KCodes, KD, KSums), where
+// every row has them and t does not yet.
+func (t *QTile) PackK() {
+	xs := &t.rows
+	if t.hasK {
+		return
+	}
+	for _, x := range xs {
+		if !x.hasK {
+			return
+		}
+	}
+	t.hasK = true
 	n, nb := len(xs[0].KCodes), len(xs[0].KD)
 	t.KCodes = grow16(t.KCodes, TileRows*n)
 	t.KD = growF(t.KD, TileRows*nb)
@@ -163,6 +178,9 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
 	if KType(w.Type) {
+		if !x.hasK {
+			panic("kernel: a K quant's product needs the tile's rows with QRow.QuantizeK, then QTile.PackK")
+		}
 		done := dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 		for r, q := range x.rows {
 			DotBlocksRows(w, r0+done, q, out[r*stride+done:r*stride+rows])

@@ -3,6 +3,7 @@ package kernel
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -107,4 +108,65 @@ func BenchmarkBlocksFourRows(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestQuantizeK: QuantizeGroups then QuantizeK is Quantize (codes, scales
+// and the per-super-block codes, whose products match to the bit, one
+// row and a tile), and a K quant's product of a row or tile without them
+// panics rather than read another row's codes.
+func TestQuantizeK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, cols := range []int{32, 256, 288, 2304} {
+		var whole QRow
+		var lazy [TileRows]QRow
+		var xs [TileRows]*QRow
+		x := randomRow(rng, cols)
+		whole.Quantize(x)
+		for r := range lazy {
+			lazy[r].Quantize(randomRow(rng, cols)) // stale K codes of another row
+			lazy[r].QuantizeGroups(x)
+			xs[r] = &lazy[r]
+		}
+		if lazy[0].HasK() {
+			t.Fatalf("%d wide: QuantizeGroups kept the previous row's K codes", cols)
+		}
+		var tile QTile
+		tile.Pack(&xs)
+		m := blocksMatrix(t, rng, dtype.Q6_K, 3, (cols+255)/256*256)
+		if m.Cols == cols {
+			mustPanic(t, "DotBlocks without QuantizeK", func() { DotBlocks(m, 0, &lazy[0]) })
+			mustPanic(t, "DotBlocksTile without PackK", func() { DotBlocksTile(m, 0, 1, &tile, make([]float32, 4), 1) })
+		}
+		for r := range lazy {
+			lazy[r].QuantizeK(x)
+		}
+		if !slices.Equal(whole.Codes, lazy[0].Codes) || !slices.Equal(whole.DS, lazy[0].DS) ||
+			!slices.Equal(whole.KCodes, lazy[0].KCodes) || !slices.Equal(whole.KD, lazy[0].KD) || !slices.Equal(whole.KSums, lazy[0].KSums) {
+			t.Fatalf("%d wide: QuantizeGroups + QuantizeK differ from Quantize", cols)
+		}
+		if m.Cols != cols {
+			continue
+		}
+		tile.PackK()
+		out := make([]float32, TileRows*m.Rows)
+		DotBlocksTile(m, 0, m.Rows, &tile, out, m.Rows)
+		for j := range m.Rows {
+			want := DotBlocks(m, j, &whole)
+			for r := range TileRows {
+				if got := out[r*m.Rows+j]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d wide, weight row %d, tile row %d: %v, want %v", cols, j, r, got, want)
+				}
+			}
+		}
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("%s did not panic", what)
+		}
+	}()
+	f()
 }
