@@ -49,11 +49,11 @@ type Backend struct {
 	batch  backend.Batch
 	team   *team // shares each matrix product and attention out
 	stats  backend.Stats
-	kept   []int32        // Keep's ids since the last Begin
-	last   []int32        // the last Keep's ids: the next chained step's tokens
-	lora   *loraBufs      // AddLoRA's buffers, kept between calls
-	qrows  []kernel.QRow  // MatMul's quantized rows of qsrc's first qm
-	qtiles []kernel.QTile // their packing for block products (matMulBlocks)
+	kept   []int32       // Keep's ids since the last Begin
+	last   []int32       // the last Keep's ids: the next chained step's tokens
+	lora   *loraBufs     // AddLoRA's buffers, kept between calls
+	qrows  []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	qtiles tileCache     // their packing for block products (matMulBlocks)
 	qsrc   *Tensor
 	qm     int
 	qvalid bool      // no op but MatMul ran since qrows were made
@@ -208,6 +208,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 		if fresh {
 			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.team)
 			b.qsrc, b.qm = xs, m
+			b.qtiles.packed = 0
 		}
 		b.qvalid = true
 		matMulInt(d.Data, xs.Data, b.qrows[:m], &b.qtiles, w, d.cols, b.team)
