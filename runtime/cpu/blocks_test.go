@@ -11,7 +11,8 @@ import (
 
 // TestMatMulBlocksRows: a product of m rows with a matrix at its file's
 // bits gives each row the bits of that row's product alone, for every m
-// (the tile kernel takes rows four at a time, the rest go one by one),
+// (the tile kernels take rows eight and four at a time, the rest one by
+// one; wide rows in blocks of columns),
 // on one worker and on three, for types with a min per group (Q4_K), per
 // half group (Q2_K) and without (Q4_0, Q6_K), at widths with a lone last
 // group and a short last chunk.
@@ -20,7 +21,7 @@ func TestMatMulBlocksRows(t *testing.T) {
 	for _, c := range []struct {
 		typ        dtype.Type
 		rows, cols int
-	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
+	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
 		vals := make([]float32, c.rows*c.cols)
 		for i := range vals {
 			vals[i] = float32(rng.NormFloat64())

@@ -183,8 +183,9 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *tileCache, w *QWeight,
 // blocksTile, and each tile meets every row of x, so that a tile is read
 // from memory once for all of them and a call's cost is spread over its
 // rows. Where the CPU has the tile kernel, the rows of x go four at a time
-// (kernel.DotBlocksTile, packed once into tiles): each weight row is
-// unpacked once for four rows, not once for each, with the same bits. Q2_K's
+// (kernel.QTile, packed once), two tiles a call (kernel.DotBlocksTile8):
+// each weight row is unpacked once for eight rows, not once for each, with
+// the same bits. Q2_K's
 // mins meet sums of 16 inputs, which the rows then get once (x holds them
 // unquantized).
 func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) {
@@ -209,7 +210,11 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 		out := make([]float32, blocksTile)
 		for j := lo; j < hi; j += blocksTile {
 			tile := min(blocksTile, hi-j)
-			for i := range ts {
+			i := 0
+			for ; i+1 < len(ts); i += 2 {
+				kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
+			}
+			if i < len(ts) {
 				kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
 			}
 			for i := tiled; i < m; i++ {

@@ -193,6 +193,30 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	}
 }
 
+// DotBlocksTile8 is DotBlocksTile of two tiles, x0's rows' results at
+// out[r·stride + j] and x1's at out[(TileRows+r)·stride + j]: where the
+// CPU has the eight-row kernel of w's type (Q4_0, Q5_0, Q8_0, IQ4_NL,
+// MXFP4: no mins), each weight row unpacks once for the eight rows, and
+// wide rows go a block of columns at a time (each lane's sums carried
+// from one block to the next, so in the same order); elsewhere the tiles
+// go one after the other. The same bits either way.
+func DotBlocksTile8(w *dtype.Blocks, r0, rows int, x0, x1 *QTile, out []float32, stride int) {
+	G := w.Groups()
+	if rows <= 0 {
+		return
+	}
+	_ = out[(2*TileRows-1)*stride+rows-1]
+	done := 0
+	if G > 0 {
+		cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
+		done = dotBlocksTile8Asm(w.Type, w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:], sw, x0, x1, G, rows, out, stride)
+	}
+	if done < rows {
+		DotBlocksTile(w, r0+done, rows-done, x0, out[done:], stride)
+		DotBlocksTile(w, r0+done, rows-done, x1, out[TileRows*stride+done:], stride)
+	}
+}
+
 // dotBlocksTileGo is the definition of DotBlocksTile: dotBlocksGo of every
 // weight row with every row of the tile.
 func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, rows int, out []float32, stride int) {

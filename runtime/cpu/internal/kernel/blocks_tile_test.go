@@ -75,6 +75,69 @@ func testDotBlocksTile(t *testing.T) {
 	}
 }
 
+// TestDotBlocksTile8: two tiles at once give DotBlocks's bits for every
+// type (the eight-row kernel where the type has one, the tiles one by one
+// elsewhere), on the widths and weight row spans of TestDotBlocksTile;
+// the eight-row kernel takes every row it can for the types it serves.
+func TestDotBlocksTile8(t *testing.T) {
+	withTileVariants(t, testDotBlocksTile8)
+}
+
+func testDotBlocksTile8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range dtype.BlockTypes {
+		l, _ := dtype.Layout(typ)
+		for _, cols := range blockWidths(typ) {
+			rows := 7
+			if typ == dtype.Q4_0 { // more than a call's 16 rows of weights
+				rows = 37
+			}
+			m := blocksMatrix(t, rng, typ, rows, cols)
+			var qs [2 * TileRows]QRow
+			var xs [2][TileRows]*QRow
+			for r := range qs {
+				x := randomRow(rng, cols)
+				for i := range x {
+					x[i] *= float32(math.Pow(10, float64(r%4-1)))
+					if r == 5 {
+						x[i] = 0
+					}
+				}
+				qs[r].Quantize(x)
+				if l.Min == 2 {
+					qs[r].SumHalves(x)
+				}
+				xs[r/TileRows][r%TileRows] = &qs[r]
+			}
+			var tiles [2]QTile
+			tiles[0].Pack(&xs[0])
+			tiles[1].Pack(&xs[1])
+			for _, span := range [][2]int{{0, rows}, {1, 5}, {rows - 1, 1}, {2, rows - 2}} {
+				r0, n := span[0], span[1]
+				stride := rows + 4 // results of one activation row apart from the next one's
+				out := make([]float32, (2*TileRows-1)*stride+n)
+				DotBlocksTile8(m, r0, n, &tiles[0], &tiles[1], out, stride)
+				if eight := []dtype.Type{dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4}; BlocksTile() && slices.Contains(eight, typ) {
+					G := m.Groups()
+					cw, sw := G*l.CodeWords, m.RowScaleWords()
+					kout := make([]float32, len(out))
+					if done := dotBlocksTile8Asm(typ, m.Codes[r0*cw:(r0+n)*cw], m.Scales[r0*sw:], sw, &tiles[0], &tiles[1], G, n, kout, stride); done < n-1 || done == 0 {
+						t.Fatalf("%v %d wide: the eight-row kernel took %d of %d rows", typ, cols, done, n)
+					}
+				}
+				for r := range 2 * TileRows {
+					for j := range n {
+						want := DotBlocks(m, r0+j, &qs[r])
+						if got := out[r*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v %d wide, weight row %d, activation row %d: eight-row tile %g, DotBlocks %g", typ, cols, r0+j, r, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkBlocksFourRows: four activation rows against a smollm2-sized
 // matrix, a row at a time (DotBlocksRows) and as a tile.
 func BenchmarkBlocksFourRows(b *testing.B) {
