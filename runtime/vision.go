@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -56,6 +57,7 @@ type vitLayer struct {
 	wq, wk, wv, wo, up, down backend.Weight
 	bq, bk, bv, bo, bUp, bDn backend.Weight
 	ln1, ln2                 norm
+	gate, bGate              backend.Weight // a gated feed-forward's (Qwen2.5-VL), or nil
 }
 
 // vitBlock is the attention's scratch cache's block size.
@@ -68,12 +70,12 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 && c.Projector != vision.Qwen2VL {
+	if !slices.Contains(vision.Projectors, c.Projector) {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
 	rows := n * n
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		rows = qwenMaxPatches(c)
 	}
 	be, ok, err := backend.NewSibling(lm, rows)
@@ -84,7 +86,7 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
 	var t *visionTower
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		t = &visionTower{cfg: c, be: be}
 		t.qwen, err = newQwenTower(m, be)
 	} else {
@@ -119,7 +121,7 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 	c := m.Config
 	var shapes [][2]int
 	rows := c.Patches() * c.Patches()
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		rows = qwenMaxPatches(c)
 		for r := 16; r < 2*rows; r *= 2 {
 			shapes = append(shapes, qwenActShapes(c, r)...)
@@ -130,7 +132,11 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 	for _, a := range shapes {
 		acts += 4 * int64(a[0]) * int64(a[1])
 	}
-	kv := backend.KVShape{Layers: 1, Blocks: (rows + vitBlock - 1) / vitBlock, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
+	blocks := (rows + vitBlock - 1) / vitBlock
+	if c.Dynamic() {
+		blocks = qwenKVBlocks(c)
+	}
+	kv := backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
 	return weights, acts + kv.Bytes()
 }
 

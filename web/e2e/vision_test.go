@@ -112,6 +112,8 @@ func testBrowserVision(t *testing.T, eval func(*testing.T, string) apiResult, mo
 var browserProjectors = []struct{ base, projector string }{
 	{"tiny-smolvlm", "tiny-idefics3"},
 	{"tiny-qwen2vl", "tiny-qwen2vl"},
+	{"tiny-qwen3vl-deep", "tiny-qwen3vl"},
+	{"tiny-qwen2vl", "tiny-qwen2.5vl"},
 }
 
 // testBrowserProjectors: for each of browserProjectors, an engine loaded
