@@ -11,7 +11,8 @@ import (
 
 // TestMatMulBlocksRows: a product of m rows with a matrix at its file's
 // bits gives each row the bits of that row's product alone, for every m
-// (the tile kernel takes rows four at a time, the rest go one by one),
+// (the tile kernels take rows eight and four at a time, the rest one by
+// one; wide rows in blocks of columns),
 // on one worker and on three, for types with a min per group (Q4_K), per
 // half group (Q2_K) and without (Q4_0, Q6_K), at widths with a lone last
 // group and a short last chunk.
@@ -20,7 +21,7 @@ func TestMatMulBlocksRows(t *testing.T) {
 	for _, c := range []struct {
 		typ        dtype.Type
 		rows, cols int
-	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
+	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
 		vals := make([]float32, c.rows*c.cols)
 		for i := range vals {
 			vals[i] = float32(rng.NormFloat64())
@@ -50,6 +51,57 @@ func TestMatMulBlocksRows(t *testing.T) {
 				for i, v := range got {
 					if math.Float32bits(v) != math.Float32bits(solo[i]) {
 						t.Fatalf("%v %d×%d, %d rows on %d workers: [%d][%d] = %g, alone %g", c.typ, c.rows, c.cols, m, workers, i/c.rows, i%c.rows, v, solo[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulReusesRows: the backend's products of one input by several
+// block weights in a row (q, k and v; gate and up), which share its
+// quantized rows and their tiles, give each product's bits alone, when a
+// K quant's weight (whose per-super-block codes the rows gain on the way)
+// comes first, between or last, at row counts with and without tiles.
+func TestMatMulReusesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const cols = 512
+	weight := func(typ dtype.Type, rows int) *QWeight {
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64())
+		}
+		raw, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bl, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &QWeight{shape: []int{rows, cols}, storage: backend.Blocks, Blocks: bl}
+	}
+	q40, q6k, q4k := weight(dtype.Q4_0, 19), weight(dtype.Q6_K, 23), weight(dtype.Q4_K, 17)
+	for _, order := range [][]*QWeight{{q40, q6k, q40}, {q6k, q40, q4k}, {q40, q40, q4k}} {
+		for _, m := range []int{1, 4, 9} {
+			x := make([]float32, m*cols)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			be := New(2)
+			if err := be.Begin(backend.Batch{Tokens: make([]int32, m), Pos: make([]int32, m), Seq: make([]int32, m), BlockSize: 1, Tables: [][]int32{make([]int32, m)}}); err != nil {
+				t.Fatal(err)
+			}
+			xt := NewTensor(m, cols, x)
+			for k, w := range order {
+				n := w.Blocks.Rows
+				got := NewTensor(m, n, make([]float32, m*n))
+				be.MatMul(got, xt, w)
+				want := make([]float32, m*n)
+				MatMulQ(want, x, w, m, cols, n, 1)
+				for i := range want {
+					if math.Float32bits(got.Data[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%d rows, product %d (%v): [%d] = %g, alone %g", m, k, w.Blocks.Type, i, got.Data[i], want[i])
 					}
 				}
 			}

@@ -49,11 +49,11 @@ type Backend struct {
 	batch  backend.Batch
 	team   *team // shares each matrix product and attention out
 	stats  backend.Stats
-	kept   []int32        // Keep's ids since the last Begin
-	last   []int32        // the last Keep's ids: the next chained step's tokens
-	lora   *loraBufs      // AddLoRA's buffers, kept between calls
-	qrows  []kernel.QRow  // MatMul's quantized rows of qsrc's first qm
-	qtiles []kernel.QTile // their packing for block products (matMulBlocks)
+	kept   []int32       // Keep's ids since the last Begin
+	last   []int32       // the last Keep's ids: the next chained step's tokens
+	lora   *loraBufs     // AddLoRA's buffers, kept between calls
+	qrows  []kernel.QRow // MatMul's quantized rows of qsrc's first qm
+	qtiles tileCache     // their packing for block products (matMulBlocks)
 	qsrc   *Tensor
 	qm     int
 	qvalid bool      // no op but MatMul ran since qrows were made
@@ -186,9 +186,11 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
 	b.op()
 	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
-	for i := 0; i < b.rows(d); i++ {
-		RMSNorm(d.Row(i), xs.Row(i), ws.Data, eps)
-	}
+	b.team.over(2*b.rows(d)*d.cols, b.rows(d), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			RMSNorm(d.Row(i), xs.Row(i), ws.Data, eps)
+		}
+	})
 }
 
 // MatMul quantizes x for int4 and blocks weights once for a run of products that read
@@ -208,6 +210,7 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 		if fresh {
 			quantizeRows(&b.qrows, xs.Data, m, xs.cols, b.team)
 			b.qsrc, b.qm = xs, m
+			b.qtiles.packed = 0
 		}
 		b.qvalid = true
 		matMulInt(d.Data, xs.Data, b.qrows[:m], &b.qtiles, w, d.cols, b.team)
@@ -229,9 +232,12 @@ func (b *Backend) Rope(x backend.Tensor, r backend.Rope) {
 		return
 	}
 	cs := b.rope.of(b.ropeF, r.Mscale(), b.batch.Pos[:n])
-	for i := range n {
-		RopeWith(xs.Row(i), cs[i*len(b.ropeF)*2:(i+1)*len(b.ropeF)*2], r)
-	}
+	w := len(b.ropeF) * 2
+	b.team.over(n*xs.cols, n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			RopeWith(xs.Row(i), cs[i*w:(i+1)*w], r)
+		}
+	})
 }
 
 // ropeAngles keeps the cosines and sines of a batch's rows for one set of
@@ -327,32 +333,34 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 }
 
 // GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
-// same bits as Silu's, element by element.
+// same bits as Silu's, element by element. Rows go to the team where
+// there are many (a prompt's), since every element is its own.
 func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 	b.op()
 	g, u := gate.(*Tensor), up.(*Tensor)
-	n := b.rows(g) * g.cols
-	gs, us := g.Data[:n], u.Data[:n]
-	if act == tensor.SwiGLUOAI {
-		for i, x := range gs {
-			gs[i] = SwiGLUOAI(x, us[i])
+	cols := g.cols
+	b.exps = grow(b.exps, b.rows(g)*cols)
+	b.team.over(16*b.rows(g)*cols, b.rows(g), func(lo, hi int) { // an exp costs about 16 multiply-adds
+		gs, us, exps := g.Data[lo*cols:hi*cols], u.Data[lo*cols:hi*cols], b.exps[lo*cols:hi*cols]
+		switch act {
+		case tensor.SwiGLUOAI:
+			for i, x := range gs {
+				gs[i] = SwiGLUOAI(x, us[i])
+			}
+		case tensor.SiLU:
+			for i, x := range gs {
+				exps[i] = -x
+			}
+			kernel.ExpShift(exps, 0)
+			for i, x := range gs {
+				gs[i] = x * (1 / (1 + exps[i])) * us[i]
+			}
+		default:
+			for i, x := range gs {
+				gs[i] = Act(act, x) * us[i]
+			}
 		}
-		return
-	}
-	if act != tensor.SiLU {
-		for i, x := range gs {
-			gs[i] = Act(act, x) * us[i]
-		}
-		return
-	}
-	b.exps = grow(b.exps, n)
-	for i, x := range gs {
-		b.exps[i] = -x
-	}
-	kernel.ExpShift(b.exps, 0)
-	for i, x := range gs {
-		gs[i] = x * (1 / (1 + b.exps[i])) * us[i]
-	}
+	})
 }
 
 func (b *Backend) Scale(x backend.Tensor, s float32) {
@@ -398,10 +406,13 @@ func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps 
 func (b *Backend) Add(dst, x backend.Tensor) {
 	b.op()
 	d, xs := dst.(*Tensor), x.(*Tensor)
-	n := b.rows(d) * d.cols
-	for i := 0; i < n; i++ {
-		d.Data[i] += xs.Data[i]
-	}
+	cols := d.cols
+	b.team.over(b.rows(d)*cols, b.rows(d), func(lo, hi int) {
+		ds, s := d.Data[lo*cols:hi*cols], xs.Data[lo*cols:hi*cols]
+		for i := range ds {
+			ds[i] += s[i]
+		}
+	})
 }
 
 func (b *Backend) CopyRow(t backend.Tensor, dst int, x backend.Tensor, src int) {

@@ -126,7 +126,7 @@ func MatMulQ(dst, x []float32, w *QWeight, m, k, n, workers int) {
 func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 	if w.Int4 != nil || w.Blocks != nil {
 		var qs []kernel.QRow
-		var tiles []kernel.QTile
+		var tiles tileCache
 		quantizeRows(&qs, x, m, k, t)
 		matMulInt(dst, x, qs, &tiles, w, n, t)
 		return
@@ -151,14 +151,26 @@ func quantizeRows(qs *[]kernel.QRow, x []float32, m, k int, t *team) {
 	q := (*qs)[:m]
 	t.over(2*m*k, m, func(lo, hi int) { // a value's quantizing costs about two multiply-adds
 		for i := lo; i < hi; i++ {
-			q[i].Quantize(x[i*k : (i+1)*k])
+			q[i].QuantizeGroups(x[i*k : (i+1)*k])
+		}
+	})
+}
+
+// quantizeRowsK adds the per-super-block codes to the rows of q, made
+// from x (k wide) by quantizeRows, that lack them: the K quants' products
+// read them, the others not, so a model without K quants never pays for
+// them and one with them pays once per quantized input.
+func quantizeRowsK(q []kernel.QRow, x []float32, k int, t *team) {
+	t.over(2*len(q)*k, len(q), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			q[i].QuantizeK(x[i*k : (i+1)*k])
 		}
 	})
 }
 
 // matMulInt multiplies the rows of x, quantized as qs, by w, kept in Int4
 // or Blocks.
-func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *[]kernel.QTile, w *QWeight, n int, t *team) {
+func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *tileCache, w *QWeight, n int, t *team) {
 	if w.Int4 != nil {
 		matMulInt4(dst, qs, w.Int4, n, t)
 		return
@@ -171,11 +183,12 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *[]kernel.QTile, w *QWe
 // blocksTile, and each tile meets every row of x, so that a tile is read
 // from memory once for all of them and a call's cost is spread over its
 // rows. Where the CPU has the tile kernel, the rows of x go four at a time
-// (kernel.DotBlocksTile, packed once into tiles): each weight row is
-// unpacked once for four rows, not once for each, with the same bits. Q2_K's
+// (kernel.QTile, packed once), two tiles a call (kernel.DotBlocksTile8):
+// each weight row is unpacked once for eight rows, not once for each, with
+// the same bits. Q2_K's
 // mins meet sums of 16 inputs, which the rows then get once (x holds them
 // unquantized).
-func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *[]kernel.QTile, w *dtype.Blocks, t *team) {
+func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) {
 	if l := w.Layout(); l.Min == 2 {
 		k := w.Cols
 		for i := range q {
@@ -184,17 +197,24 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *[]kernel.QTile, w *d
 			}
 		}
 	}
+	if kernel.KType(w.Type) {
+		quantizeRowsK(q, x, w.Cols, t)
+	}
 	m, n := len(q), w.Rows
 	var ts []kernel.QTile
 	if kernel.BlocksTile() && m >= kernel.TileRows {
-		ts = packTiles(tiles, q)
+		ts = tiles.pack(q)
 	}
 	tiled := len(ts) * kernel.TileRows
 	t.over(m*n*w.Cols, n, func(lo, hi int) {
 		out := make([]float32, blocksTile)
 		for j := lo; j < hi; j += blocksTile {
 			tile := min(blocksTile, hi-j)
-			for i := range ts {
+			i := 0
+			for ; i+1 < len(ts); i += 2 {
+				kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
+			}
+			if i < len(ts) {
 				kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
 			}
 			for i := tiled; i < m; i++ {
@@ -205,18 +225,36 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *[]kernel.QTile, w *d
 	})
 }
 
-// packTiles packs the rows of q into (*tiles)[:len(q)/kernel.TileRows],
-// growing it, and returns them.
-func packTiles(tiles *[]kernel.QTile, q []kernel.QRow) []kernel.QTile {
+// tileCache is the rows of a product's input packed four at a time
+// (kernel.QTile) for matMulBlocks, kept for the next product of the same
+// quantized rows (q, k and v; gate and up): packed is how many tiles hold
+// them, 0 once the rows change.
+type tileCache struct {
+	tiles  []kernel.QTile
+	packed int
+}
+
+// pack returns the tiles of the rows of q, packing them unless c holds
+// them already (adding the K quants' codes where the rows have gained
+// them since).
+func (c *tileCache) pack(q []kernel.QRow) []kernel.QTile {
 	n := len(q) / kernel.TileRows
-	if len(*tiles) < n {
-		*tiles = append(*tiles, make([]kernel.QTile, n-len(*tiles))...)
+	if c.packed == n {
+		ts := c.tiles[:n]
+		for i := range ts {
+			ts[i].PackK()
+		}
+		return ts
 	}
-	ts := (*tiles)[:n]
+	if len(c.tiles) < n {
+		c.tiles = append(c.tiles, make([]kernel.QTile, n-len(c.tiles))...)
+	}
+	ts := c.tiles[:n]
 	for i := range ts {
 		r := i * kernel.TileRows
 		ts[i].Pack(&[kernel.TileRows]*kernel.QRow{&q[r], &q[r+1], &q[r+2], &q[r+3]})
 	}
+	c.packed = n
 	return ts
 }
 

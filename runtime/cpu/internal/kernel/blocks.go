@@ -18,12 +18,16 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // the quantized row x, in the order dotBlocksGo defines (dotBlocksKGo for
 // the K quants, which read x's per-super-block codes), on every path
 // (the rows in one call of the vector kernel where the CPU has one). Q2_K,
-// whose mins are per 16 inputs, needs x's half sums (QRow.SumHalves).
+// whose mins are per 16 inputs, needs x's half sums (QRow.SumHalves); the
+// K quants need its per-super-block codes (QRow.QuantizeK).
 func DotBlocksRows(w *dtype.Blocks, r0 int, x *QRow, out []float32) {
 	G := w.Groups()
 	if G == 0 || len(out) == 0 {
 		clear(out)
 		return
+	}
+	if KType(w.Type) {
+		needK(x)
 	}
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+len(out))*cw], w.Scales[r0*sw:]

@@ -45,6 +45,7 @@ type QTile struct {
 
 	// The rows themselves, which the twin reads: valid while they are.
 	rows [TileRows]*QRow
+	hasK bool // KCodes, KD and KSums hold the rows' (all rows had them)
 }
 
 // Per pair of groups, the int16 slots of a tile row's codes and of its
@@ -55,12 +56,15 @@ const (
 	tilePair  = TileRows * (tileCodes + tileD)
 )
 
-// Pack sets t to the rows xs, which must have the same width.
+// Pack sets t to the rows xs, which must have the same width; their
+// per-super-block codes too where they all have them (QRow.HasK), else
+// PackK adds them once they do.
 func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	x0 := xs[0]
 	t.Cols = x0.Cols
 	t.rows = *xs
-	t.packK(xs)
+	t.hasK = false
+	t.PackK()
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
@@ -101,8 +105,19 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	}
 }
 
-// packK packs the rows' K quant activations (KCodes, KD, KSums).
-func (t *QTile) packK(xs *[TileRows]*QRow) {
+// PackK packs the rows' K quant activations (KCodes, KD, KSums), where
+// every row has them and t does not yet.
+func (t *QTile) PackK() {
+	xs := &t.rows
+	if t.hasK {
+		return
+	}
+	for _, x := range xs {
+		if !x.hasK {
+			return
+		}
+	}
+	t.hasK = true
 	n, nb := len(xs[0].KCodes), len(xs[0].KD)
 	t.KCodes = grow16(t.KCodes, TileRows*n)
 	t.KD = growF(t.KD, TileRows*nb)
@@ -163,6 +178,9 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
 	if KType(w.Type) {
+		if !x.hasK {
+			panic("kernel: a K quant's product needs the tile's rows with QRow.QuantizeK, then QTile.PackK")
+		}
 		done := dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 		for r, q := range x.rows {
 			DotBlocksRows(w, r0+done, q, out[r*stride+done:r*stride+rows])
@@ -172,6 +190,30 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
 	if done < rows {
 		dotBlocksTileGo(w.Type, codes[done*cw:], scales[done*sw:], sw, x, rows-done, out[done:], stride)
+	}
+}
+
+// DotBlocksTile8 is DotBlocksTile of two tiles, x0's rows' results at
+// out[r·stride + j] and x1's at out[(TileRows+r)·stride + j]: where the
+// CPU has the eight-row kernel of w's type (Q4_0, Q5_0, Q8_0, IQ4_NL,
+// MXFP4: no mins), each weight row unpacks once for the eight rows, and
+// wide rows go a block of columns at a time (each lane's sums carried
+// from one block to the next, so in the same order); elsewhere the tiles
+// go one after the other. The same bits either way.
+func DotBlocksTile8(w *dtype.Blocks, r0, rows int, x0, x1 *QTile, out []float32, stride int) {
+	G := w.Groups()
+	if rows <= 0 {
+		return
+	}
+	_ = out[(2*TileRows-1)*stride+rows-1]
+	done := 0
+	if G > 0 {
+		cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
+		done = dotBlocksTile8Asm(w.Type, w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:], sw, x0, x1, G, rows, out, stride)
+	}
+	if done < rows {
+		DotBlocksTile(w, r0+done, rows-done, x0, out[done:], stride)
+		DotBlocksTile(w, r0+done, rows-done, x1, out[TileRows*stride+done:], stride)
 	}
 }
 

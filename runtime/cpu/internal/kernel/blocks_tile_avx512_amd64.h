@@ -16,8 +16,11 @@
 //
 // Registers besides the one-row loop's: Z20..Z23 the four rows'
 // accumulators, Y24..Y27 their min lanes, Z19 the pair's scales, Y7 the
-// mask of a last chunk's groups. The frame holds the next row's scale
-// words (128), the rows left (136) and the next outputs (144); outputs of
+// mask of a last chunk's groups; with ROWS8 (two tiles, eight rows: the
+// types without mins, TILENAME's second form) Z24..Z27 the second tile's
+// accumulators, R11 its data, Y28 zero. The frame holds the next row's scale
+// words (128), the rows left (136) and the next outputs (144) (with
+// ROWS8 also the next row's codes (120) and lanes in acc (112)); outputs of
 // activation row r lie r·ostride bytes after the first row's.
 
 #ifdef MIN1
@@ -27,43 +30,69 @@
 #define MINS
 #endif
 
-// TROW(X, R, ZA) adds row R's products with the pair unpacked in Z8 and
-// Z9 (its codes at X+R·128(R8)) to ZA, scaled by f32(S·d): the type's
-// scales of the pair in Z19, the row's d at X+512+R·64(R8).
+// TROW(P, X, R, ZA) adds row R's products with the pair unpacked in Z8
+// and Z9 (its codes at X+R·128(P), P the tile's data) to ZA, scaled by
+// f32(S·d): the type's scales of the pair in Z19, the row's d at
+// X+512+R·64(P).
 #ifdef VNNI
-#define TDOT(X, R) \
-	VPMADDWD X+R*128(R8), Z8, Z10 \
-	VPDPWSSD X+R*128+64(R8), Z9, Z10
+#define TDOT(P, X, R) \
+	VPMADDWD X+R*128(P), Z8, Z10 \
+	VPDPWSSD X+R*128+64(P), Z9, Z10
 #else
-#define TDOT(X, R) \
-	VPMADDWD X+R*128(R8), Z8, Z10 \
-	VPMADDWD X+R*128+64(R8), Z9, Z11 \
+#define TDOT(P, X, R) \
+	VPMADDWD X+R*128(P), Z8, Z10 \
+	VPMADDWD X+R*128+64(P), Z9, Z11 \
 	VPADDD Z11, Z10, Z10
 #endif
-#define TROW(X, R, ZA) \
-	TDOT(X, R) \
+#define TROW(P, X, R, ZA) \
+	TDOT(P, X, R) \
 	VCVTDQ2PS Z10, Z10 \
-	VMULPS X+512+R*64(R8), Z19, Z11 \
+	VMULPS X+512+R*64(P), Z19, Z11 \
 	VMULPS Z11, Z10, Z10 \
 	VADDPS Z10, ZA, ZA
 
+// With ROWS8 (types without mins or half-group scales), a second tile's
+// four rows (its data at R11) meet the same unpacked pair too, into
+// Z24..Z27: the unpacking and scale spreading then cost an eighth of a
+// pair per row, not a quarter, the kernel's one cost besides each row's
+// own six instructions. That form takes a block of a row's columns
+// (groups groups from codes, scales and the tiles' data as given, each
+// row's codes cstride bytes after the last's): mode&1 starts each row's
+// lanes from acc (512 bytes a row of weights), where the block before
+// left them, and mode&2 folds them to the outputs, else they go back to
+// acc (dotBlocksTile8Asm).
+#ifdef ROWS8
 #define TGROUP(X) \
 	UNPACK2 \
 	VPERMPS Z3, Z16, Z19 \
 	VPADDD Z17, Z16, Z16 \
-	TROW(X, 0, Z20) \
-	TROW(X, 1, Z21) \
-	TROW(X, 2, Z22) \
-	TROW(X, 3, Z23)
+	TROW(R8, X, 0, Z20) \
+	TROW(R8, X, 1, Z21) \
+	TROW(R8, X, 2, Z22) \
+	TROW(R8, X, 3, Z23) \
+	TROW(R11, X, 0, Z24) \
+	TROW(R11, X, 1, Z25) \
+	TROW(R11, X, 2, Z26) \
+	TROW(R11, X, 3, Z27)
+#else
+#define TGROUP(X) \
+	UNPACK2 \
+	VPERMPS Z3, Z16, Z19 \
+	VPADDD Z17, Z16, Z16 \
+	TROW(R8, X, 0, Z20) \
+	TROW(R8, X, 1, Z21) \
+	TROW(R8, X, 2, Z22) \
+	TROW(R8, X, 3, Z23)
+#endif
 
-// TSINGLE(R, ZA): row R's products with a lone last group unpacked in Y8
-// and Y9 (VEX writes: the upper halves stay zero).
-#define TSINGLE(R, ZA) \
-	VPMADDWD R*64(R8), Y8, Y10 \
-	VPMADDWD R*64+32(R8), Y9, Y11 \
+// TSINGLE(P, R, ZA): row R's products with a lone last group unpacked in
+// Y8 and Y9 (VEX writes: the upper halves stay zero).
+#define TSINGLE(P, R, ZA) \
+	VPMADDWD R*64(P), Y8, Y10 \
+	VPMADDWD R*64+32(P), Y9, Y11 \
 	VPADDD Y11, Y10, Y10 \
 	VCVTDQ2PS Y10, Y10 \
-	VMULPS 256+R*64(R8), Y19, Y11 \
+	VMULPS 256+R*64(P), Y19, Y11 \
 	VMULPS Y11, Y10, Y10 \
 	VADDPS Z10, ZA, ZA
 
@@ -133,8 +162,25 @@
 	VMOVSS X8, (AX) \
 	ADDQ BX, AX
 
+#ifdef ROWS8
+// func TILENAME(codes, scales *uint32, cstride, sstride int, xq, xq1 *int16, acc *float32, groups, rows, mode int, out *float32, ostride int)
+TEXT TILENAME(SB), NOSPLIT, $152-96
+#else
 // func TILENAME(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 TEXT TILENAME(SB), NOSPLIT, $152-80
+#endif
+#ifdef ROWS8
+	MOVQ codes+0(FP), AX
+	MOVQ AX, 120(SP)
+	MOVQ scales+8(FP), AX
+	MOVQ AX, 128(SP)
+	MOVQ acc+48(FP), AX
+	MOVQ AX, 112(SP)
+	MOVQ rows+64(FP), AX
+	MOVQ AX, 136(SP)
+	MOVQ out+80(FP), AX
+	MOVQ AX, 144(SP)
+#else
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
 	MOVQ AX, 128(SP)
@@ -142,6 +188,7 @@ TEXT TILENAME(SB), NOSPLIT, $152-80
 	MOVQ AX, 136(SP)
 	MOVQ out+64(FP), AX
 	MOVQ AX, 144(SP)
+#endif
 	CONSTS
 #ifdef HALVES
 	VMOVDQU32 lohi512<>(SB), Z18
@@ -151,6 +198,42 @@ TEXT TILENAME(SB), NOSPLIT, $152-80
 	VPBROADCASTD two32<>(SB), Z17
 
 trow:
+#ifdef ROWS8
+	// A row's codes of the columns taken, cstride bytes from the last
+	// row's; its lanes from acc where mode&1 (the columns before).
+	MOVQ 120(SP), SI
+	MOVQ cstride+16(FP), AX
+	ADDQ SI, AX
+	MOVQ AX, 120(SP)
+	MOVQ 128(SP), DI
+	MOVQ sstride+24(FP), AX
+	ADDQ DI, AX
+	MOVQ AX, 128(SP)
+	MOVQ xq+32(FP), R8
+	MOVQ xq1+40(FP), R11
+	MOVQ groups+56(FP), CX
+	VPXORD Z28, Z28, Z28
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	TESTQ $1, mode+72(FP)
+	JZ    tchunk
+	MOVQ  112(SP), AX
+	VMOVUPS (AX), Z20
+	VMOVUPS 64(AX), Z21
+	VMOVUPS 128(AX), Z22
+	VMOVUPS 192(AX), Z23
+	VMOVUPS 256(AX), Z24
+	VMOVUPS 320(AX), Z25
+	VMOVUPS 384(AX), Z26
+	VMOVUPS 448(AX), Z27
+	JMP   tchunk
+#else
 	MOVQ 128(SP), DI
 	MOVQ sstride+16(FP), AX
 	ADDQ DI, AX
@@ -172,6 +255,7 @@ trow:
 	VPXORD Z25, Z25, Z25
 	VPXORD Z26, Z26, Z26
 	VPXORD Z27, Z27, Z27
+#endif
 
 tchunk:
 	MOVQ $8, DX
@@ -206,6 +290,9 @@ tchunk:
 	TGROUP(1536)
 	TGROUP(2304)
 	ADDQ $3072, R8
+#ifdef ROWS8
+	ADDQ $3072, R11
+#endif
 	JMP  tnext
 #endif
 	MOVQ DX, R9
@@ -215,6 +302,9 @@ tchunk:
 tpair:
 	TGROUP(0)
 	ADDQ $768, R8
+#ifdef ROWS8
+	ADDQ $768, R11
+#endif
 	DECQ R9
 	JNZ  tpair
 
@@ -223,23 +313,65 @@ tsingle:
 	JZ    tnext
 	UNPACK
 	VPERMPS Z3, Z16, Z19
-	TSINGLE(0, Z20)
-	TSINGLE(1, Z21)
-	TSINGLE(2, Z22)
-	TSINGLE(3, Z23)
+	TSINGLE(R8, 0, Z20)
+	TSINGLE(R8, 1, Z21)
+	TSINGLE(R8, 2, Z22)
+	TSINGLE(R8, 3, Z23)
 	ADDQ $512, R8
+#ifdef ROWS8
+	TSINGLE(R11, 0, Z24)
+	TSINGLE(R11, 1, Z25)
+	TSINGLE(R11, 2, Z26)
+	TSINGLE(R11, 3, Z27)
+	ADDQ $512, R11
+#endif
 
 tnext:
+#ifndef ROWS8
 	ADDQ $256, R12
+#endif
 	SUBQ DX, CX
 	JNZ  tchunk
 
+#ifdef ROWS8
+	// Where mode&2 (the last columns), the rows' results; else their lanes
+	// to acc for the next columns. No mins: each row's fold(macc) is fold
+	// of zeros (Y28).
+	MOVQ  112(SP), AX
+	TESTQ $2, mode+72(FP)
+	JNZ   tfold
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	VMOVUPS Z24, 256(AX)
+	VMOVUPS Z25, 320(AX)
+	VMOVUPS Z26, 384(AX)
+	VMOVUPS Z27, 448(AX)
+tfold:
+	ADDQ  $512, AX
+	MOVQ  AX, 112(SP)
+	TESTQ $2, mode+72(FP)
+	JZ    tadvance
+	MOVQ 144(SP), AX
+	MOVQ ostride+88(FP), BX
+	TFOLD(Z20, Y28, 0)
+	TFOLD(Z21, Y28, 1)
+	TFOLD(Z22, Y28, 2)
+	TFOLD(Z23, Y28, 3)
+	TFOLD(Z24, Y28, 4)
+	TFOLD(Z25, Y28, 5)
+	TFOLD(Z26, Y28, 6)
+	TFOLD(Z27, Y28, 7)
+tadvance:
+#else
 	MOVQ 144(SP), AX
 	MOVQ ostride+72(FP), BX
 	TFOLD(Z20, Y24, 0)
 	TFOLD(Z21, Y25, 1)
 	TFOLD(Z22, Y26, 2)
 	TFOLD(Z23, Y27, 3)
+#endif
 	MOVQ 144(SP), AX
 	ADDQ $4, AX
 	MOVQ AX, 144(SP)

@@ -14,3 +14,7 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTile, groups, rows int, out []float32, stride int) int {
 	return 0
 }
+
+func dotBlocksTile8Asm(t dtype.Type, codes, scales []uint32, sstride int, x0, x1 *QTile, groups, rows int, out []float32, stride int) int {
+	return 0
+}

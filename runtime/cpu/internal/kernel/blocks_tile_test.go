@@ -3,6 +3,7 @@ package kernel
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -74,6 +75,69 @@ func testDotBlocksTile(t *testing.T) {
 	}
 }
 
+// TestDotBlocksTile8: two tiles at once give DotBlocks's bits for every
+// type (the eight-row kernel where the type has one, the tiles one by one
+// elsewhere), on the widths and weight row spans of TestDotBlocksTile;
+// the eight-row kernel takes every row it can for the types it serves.
+func TestDotBlocksTile8(t *testing.T) {
+	withTileVariants(t, testDotBlocksTile8)
+}
+
+func testDotBlocksTile8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range dtype.BlockTypes {
+		l, _ := dtype.Layout(typ)
+		for _, cols := range blockWidths(typ) {
+			rows := 7
+			if typ == dtype.Q4_0 { // more than a call's 16 rows of weights
+				rows = 37
+			}
+			m := blocksMatrix(t, rng, typ, rows, cols)
+			var qs [2 * TileRows]QRow
+			var xs [2][TileRows]*QRow
+			for r := range qs {
+				x := randomRow(rng, cols)
+				for i := range x {
+					x[i] *= float32(math.Pow(10, float64(r%4-1)))
+					if r == 5 {
+						x[i] = 0
+					}
+				}
+				qs[r].Quantize(x)
+				if l.Min == 2 {
+					qs[r].SumHalves(x)
+				}
+				xs[r/TileRows][r%TileRows] = &qs[r]
+			}
+			var tiles [2]QTile
+			tiles[0].Pack(&xs[0])
+			tiles[1].Pack(&xs[1])
+			for _, span := range [][2]int{{0, rows}, {1, 5}, {rows - 1, 1}, {2, rows - 2}} {
+				r0, n := span[0], span[1]
+				stride := rows + 4 // results of one activation row apart from the next one's
+				out := make([]float32, (2*TileRows-1)*stride+n)
+				DotBlocksTile8(m, r0, n, &tiles[0], &tiles[1], out, stride)
+				if eight := []dtype.Type{dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4}; BlocksTile() && slices.Contains(eight, typ) {
+					G := m.Groups()
+					cw, sw := G*l.CodeWords, m.RowScaleWords()
+					kout := make([]float32, len(out))
+					if done := dotBlocksTile8Asm(typ, m.Codes[r0*cw:(r0+n)*cw], m.Scales[r0*sw:], sw, &tiles[0], &tiles[1], G, n, kout, stride); done < n-1 || done == 0 {
+						t.Fatalf("%v %d wide: the eight-row kernel took %d of %d rows", typ, cols, done, n)
+					}
+				}
+				for r := range 2 * TileRows {
+					for j := range n {
+						want := DotBlocks(m, r0+j, &qs[r])
+						if got := out[r*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v %d wide, weight row %d, activation row %d: eight-row tile %g, DotBlocks %g", typ, cols, r0+j, r, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkBlocksFourRows: four activation rows against a smollm2-sized
 // matrix, a row at a time (DotBlocksRows) and as a tile.
 func BenchmarkBlocksFourRows(b *testing.B) {
@@ -107,4 +171,65 @@ func BenchmarkBlocksFourRows(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestQuantizeK: QuantizeGroups then QuantizeK is Quantize (codes, scales
+// and the per-super-block codes, whose products match to the bit, one
+// row and a tile), and a K quant's product of a row or tile without them
+// panics rather than read another row's codes.
+func TestQuantizeK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, cols := range []int{32, 256, 288, 2304} {
+		var whole QRow
+		var lazy [TileRows]QRow
+		var xs [TileRows]*QRow
+		x := randomRow(rng, cols)
+		whole.Quantize(x)
+		for r := range lazy {
+			lazy[r].Quantize(randomRow(rng, cols)) // stale K codes of another row
+			lazy[r].QuantizeGroups(x)
+			xs[r] = &lazy[r]
+		}
+		if lazy[0].HasK() {
+			t.Fatalf("%d wide: QuantizeGroups kept the previous row's K codes", cols)
+		}
+		var tile QTile
+		tile.Pack(&xs)
+		m := blocksMatrix(t, rng, dtype.Q6_K, 3, (cols+255)/256*256)
+		if m.Cols == cols {
+			mustPanic(t, "DotBlocks without QuantizeK", func() { DotBlocks(m, 0, &lazy[0]) })
+			mustPanic(t, "DotBlocksTile without PackK", func() { DotBlocksTile(m, 0, 1, &tile, make([]float32, 4), 1) })
+		}
+		for r := range lazy {
+			lazy[r].QuantizeK(x)
+		}
+		if !slices.Equal(whole.Codes, lazy[0].Codes) || !slices.Equal(whole.DS, lazy[0].DS) ||
+			!slices.Equal(whole.KCodes, lazy[0].KCodes) || !slices.Equal(whole.KD, lazy[0].KD) || !slices.Equal(whole.KSums, lazy[0].KSums) {
+			t.Fatalf("%d wide: QuantizeGroups + QuantizeK differ from Quantize", cols)
+		}
+		if m.Cols != cols {
+			continue
+		}
+		tile.PackK()
+		out := make([]float32, TileRows*m.Rows)
+		DotBlocksTile(m, 0, m.Rows, &tile, out, m.Rows)
+		for j := range m.Rows {
+			want := DotBlocks(m, j, &whole)
+			for r := range TileRows {
+				if got := out[r*m.Rows+j]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d wide, weight row %d, tile row %d: %v, want %v", cols, j, r, got, want)
+				}
+			}
+		}
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("%s did not panic", what)
+		}
+	}()
+	f()
 }

@@ -1,5 +1,6 @@
 // One type's kernels (blocks_amd64.s): its AVX2 and AVX-512 loops, and the
-// AVX-512 loop of four activation rows with and without VNNI,
+// AVX-512 loop of four activation rows with and without VNNI (and of
+// eight, two tiles, for the types that name NAME512X8: no mins),
 // then its definitions undone for the next type.
 #include "blocks_avx2_amd64.h"
 #include "blocks_avx512_amd64.h"
@@ -11,6 +12,20 @@
 #include "blocks_tile_avx512_amd64.h"
 #undef TILENAME
 #undef VNNI
+#ifdef NAME512X8
+#define ROWS8
+#define TILENAME NAME512X8
+#include "blocks_tile_avx512_amd64.h"
+#undef TILENAME
+#define VNNI
+#define TILENAME NAME512X8V
+#include "blocks_tile_avx512_amd64.h"
+#undef TILENAME
+#undef VNNI
+#undef ROWS8
+#undef NAME512X8
+#undef NAME512X8V
+#endif
 #undef NAME
 #undef NAME512
 #undef NAME512X4

@@ -57,6 +57,12 @@ type QRow struct {
 	KCodes []int16   // Groups()·32, padded with 0
 	KD     []float32 // ceil(Cols/256)
 	KSums  []float32 // Groups(): DS's sums, one after the other
+
+	// hasK says whether KCodes, KD and KSums hold the row (Quantize,
+	// QuantizeK), not a previous one's: QuantizeGroups leaves them, since
+	// only the K quants' products read them and their quantizing costs a
+	// tenth of a Q4_0 prompt's time.
+	hasK bool
 }
 
 // Groups is ceil(Cols/32).
@@ -64,7 +70,7 @@ func (q *QRow) Groups() int { return (q.Cols + Group - 1) / Group }
 
 // Resize makes q hold a row of cols inputs, reusing its storage.
 func (q *QRow) Resize(cols int) {
-	q.Cols = cols
+	q.Cols, q.hasK = cols, false
 	g := q.Groups()
 	if cap(q.Codes) < g*Group {
 		// DS has room for a chunk of eight groups past a row's last
@@ -98,6 +104,14 @@ func CodeIndex(g, groups, i int) int {
 // (in vector code where the CPU has it), and per super-block as quantizeK
 // does.
 func (q *QRow) Quantize(x []float32) {
+	q.QuantizeGroups(x)
+	q.QuantizeK(x)
+}
+
+// QuantizeGroups sets q to the row x group by group only (Quantize
+// without the per-super-block codes): enough for every product but the K
+// quants', which need QuantizeK of the same x first.
+func (q *QRow) QuantizeGroups(x []float32) {
 	q.Resize(len(x))
 	G, pairs := q.Groups(), len(x)/(2*Group)
 	switch {
@@ -111,7 +125,28 @@ func (q *QRow) Quantize(x []float32) {
 	for g := 2 * pairs; g < G; g++ {
 		quantizeGo(x[g*Group:min(len(x), (g+1)*Group)], q.Codes, g, G, q.DS[2*g:2*g+2])
 	}
-	q.quantizeK(x)
+}
+
+// QuantizeK adds the per-super-block codes of x (quantizeK) to a row that
+// QuantizeGroups made of x, unless it has them already.
+func (q *QRow) QuantizeK(x []float32) {
+	if !q.hasK {
+		q.quantizeK(x)
+		q.hasK = true
+	}
+}
+
+// HasK says whether q holds its row's per-super-block codes (Quantize or
+// QuantizeK), which the K quants' products read.
+func (q *QRow) HasK() bool { return q.hasK }
+
+// needK panics where a K quant's product meets a row without its
+// per-super-block codes: a caller's bug (QuantizeGroups without
+// QuantizeK), which would otherwise read another row's codes.
+func needK(q *QRow) {
+	if !q.hasK {
+		panic("kernel: a K quant's product needs QRow.QuantizeK first")
+	}
 }
 
 // quantizeGo is the definition of the quantization of group g of a row of

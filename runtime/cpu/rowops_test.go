@@ -1,0 +1,65 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/tensor"
+	"github.com/tessera-llm/tessera/runtime/backend"
+)
+
+// TestRowOpsTeam: the element-wise ops that share a prompt's rows among
+// the team (RMSNorm, GLU of each activation, Add, Rope) give the bits of
+// one worker, at row counts above and below the team's threshold.
+func TestRowOpsTeam(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const cols = 576
+	rope := backend.Rope{Heads: 9, HeadDim: 64, Dim: 64, Theta: 10000}
+	norm := make([]float32, cols)
+	for i := range norm {
+		norm[i] = float32(rng.NormFloat64())
+	}
+	for _, m := range []int{1, 7, 130} {
+		vals := func() []float32 {
+			v := make([]float32, m*cols)
+			for i := range v {
+				v[i] = 4 * float32(rng.NormFloat64())
+			}
+			return v
+		}
+		x, y := vals(), vals()
+		var outs [2][][]float32
+		for k, workers := range []int{1, 3} {
+			be := New(workers)
+			batch := backend.Batch{Tokens: make([]int32, m), Pos: make([]int32, m), Seq: make([]int32, m), BlockSize: 3 * m, Tables: [][]int32{{0}}}
+			for i := range m {
+				batch.Pos[i] = int32(3 * i)
+			}
+			if err := be.Begin(batch); err != nil {
+				t.Fatal(err)
+			}
+			tensorOf := func(v []float32) *Tensor { return NewTensor(m, cols, append([]float32(nil), v...)) }
+			d := tensorOf(make([]float32, m*cols))
+			be.RMSNorm(d, tensorOf(x), NewWeight([]int{cols}, norm), 1e-5)
+			outs[k] = append(outs[k], d.Data)
+			for _, act := range []tensor.Activation{tensor.SiLU, tensor.GELUTanh, tensor.SwiGLUOAI} {
+				g := tensorOf(x)
+				be.GLU(g, tensorOf(y), act)
+				outs[k] = append(outs[k], g.Data)
+			}
+			a := tensorOf(x)
+			be.Add(a, tensorOf(y))
+			r := tensorOf(x)
+			be.Rope(r, rope)
+			outs[k] = append(outs[k], a.Data, r.Data)
+		}
+		for op := range outs[0] {
+			for i, v := range outs[0][op] {
+				if w := outs[1][op][i]; math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("%d rows, op %d: [%d] = %g on three workers, %g on one", m, op, i, w, v)
+				}
+			}
+		}
+	}
+}
