@@ -785,7 +785,8 @@ func (o op) forKV(c *KV) op {
 // bindings, which the call passes after its own. Ops are composed at
 // every dispatch of a fused product, so each composition is made once
 // (fusedOps) and shared: its operands are clipped, so that an append
-// copies them.
+// copies them. The key holds the address of o's own operands, so o must
+// be one of the package's ops, not one built at each call.
 func (o op) fused(f shaders.Fusion) op {
 	key := fusedKey{kernel: o.kernel, operands: unsafe.SliceData(o.operands), n: len(o.operands), fusion: f}
 	fusedMu.Lock()
