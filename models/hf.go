@@ -37,6 +37,10 @@ var hfArchs = map[string]string{
 	"Gemma2ForCausalLM":  "gemma2",
 	"Gemma3ForCausalLM":  "gemma3",
 	"SmolLM3ForCausalLM": "smollm3", // layers without RoPE: no_rope_layers
+	// Qwen3.5's hybrid linear attention (hf_qwen35.go); the published
+	// folders are ConditionalGeneration, whose text model is read.
+	"Qwen3_5ForCausalLM":              "qwen35",
+	"Qwen3_5ForConditionalGeneration": "qwen35",
 	// Mixtures of experts (moe.go); Mixtral is Llama with experts.
 	"MixtralForCausalLM":    "llama",
 	"Qwen2MoeForCausalLM":   "qwen2moe",
@@ -105,6 +109,14 @@ type hfConfig struct {
 	ResidualMultiplier  *float64 `json:"residual_multiplier"`
 	AttentionMultiplier *float64 `json:"attention_multiplier"`
 	LogitsScaling       *float64 `json:"logits_scaling"`
+	// Qwen3.5 (hf_qwen35.go):
+	AttnOutputGate        *bool `json:"attn_output_gate"`
+	LinearConvKernelDim   *int  `json:"linear_conv_kernel_dim"`
+	LinearKeyHeadDim      *int  `json:"linear_key_head_dim"`
+	LinearValueHeadDim    *int  `json:"linear_value_head_dim"`
+	LinearNumKeyHeads     *int  `json:"linear_num_key_heads"`
+	LinearNumValueHeads   *int  `json:"linear_num_value_heads"`
+	FullAttentionInterval *int  `json:"full_attention_interval"`
 }
 
 // hfRopeScaling is rope_scaling (or transformers 5's rope_parameters).
@@ -116,6 +128,8 @@ type hfRopeScaling struct {
 	LowFreqFactor  float64  `json:"low_freq_factor"`
 	HighFreqFactor float64  `json:"high_freq_factor"`
 	OriginalMax    int      `json:"original_max_position_embeddings"`
+	// transformers 5 keeps partial_rotary_factor here (Qwen3.5).
+	PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
 }
 
 // ParseHFConfig turns the contents of a Hugging Face config.json into a
@@ -131,6 +145,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 	}
 	var present map[string]json.RawMessage
 	json.Unmarshal(data, &present) // cannot fail after the first
+	if err := hfTextConfig(&h, &present); err != nil {
+		return Config{}, err
+	}
 
 	hfArch := ""
 	if len(h.Architectures) > 0 {
@@ -168,7 +185,7 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if h.AttentionBias && arch != "qwen2" && arch != "qwen2moe" {
 		return Config{}, errors.New("config.json: attention_bias is not supported (it adds an o_proj bias)")
 	}
-	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
+	if f := h.PartialRotaryFactor; f != nil && *f != 1 && arch != "qwen35" {
 		return Config{}, fmt.Errorf("config.json: partial_rotary_factor %g is not supported", *f)
 	}
 	for key, v := range map[string]int{"hidden_size": h.HiddenSize, "intermediate_size": h.IntermediateSize,
@@ -256,6 +273,12 @@ func ParseHFConfig(data []byte) (Config, error) {
 			for l, r := range h.NoRopeLayers {
 				c.NoRope[l] = r == 0
 			}
+		}
+	}
+
+	if arch == "qwen35" {
+		if err := qwen35HF(&c, h); err != nil {
+			return Config{}, err
 		}
 	}
 
@@ -426,10 +449,31 @@ var hfGemmaLayerNames = func() map[string]string {
 	return m
 }()
 
+// hfQwen35LayerNames is hfLayerNames with Qwen3.5's linear-attention
+// tensors (hf_qwen35.go changes their values as it places them).
+var hfQwen35LayerNames = func() map[string]string {
+	m := maps.Clone(hfLayerNames)
+	maps.Copy(m, map[string]string{
+		"linear_attn.in_proj_qkv.weight": LinQKV + ".weight",
+		"linear_attn.in_proj_z.weight":   LinGate + ".weight",
+		"linear_attn.in_proj_b.weight":   LinBeta + ".weight",
+		"linear_attn.in_proj_a.weight":   LinAlpha + ".weight",
+		"linear_attn.conv1d.weight":      LinConv + ".weight",
+		"linear_attn.dt_bias":            LinDT + ".bias",
+		"linear_attn.A_log":              LinA,
+		"linear_attn.norm.weight":        LinNorm + ".weight",
+		"linear_attn.out_proj.weight":    LinOut + ".weight",
+	})
+	return m
+}()
+
 // layerNames returns the layer tensor names of architecture arch.
 func layerNames(arch string) map[string]string {
 	if strings.HasPrefix(arch, "gemma") {
 		return hfGemmaLayerNames
+	}
+	if arch == "qwen35" {
+		return hfQwen35LayerNames
 	}
 	if m, ok := hfMoELayerNames[arch]; ok {
 		return m
@@ -454,6 +498,9 @@ var hfMoELayerNames = func() map[string]map[string]string {
 // "model.layers.3.self_attn.q_proj.weight", or false for a name outside
 // the Llama family's tensors.
 func HFTensorName(arch, name string) (string, bool) {
+	if rest, ok := strings.CutPrefix(name, hfQwen35Prefix); ok && arch == "qwen35" {
+		name = "model." + rest // ConditionalGeneration's text model
+	}
 	if g, ok := hfGlobalNames[name]; ok {
 		return g, true
 	}
@@ -473,8 +520,17 @@ func HFTensorName(arch, name string) (string, bool) {
 	return fmt.Sprintf("blk.%d.%s", l, g), true
 }
 
-// GGUFToHFName is the inverse of HFTensorName.
+// GGUFToHFName is the inverse of HFTensorName (for Qwen3.5, the name in
+// a ConditionalGeneration folder, as Qwen publishes them).
 func GGUFToHFName(arch, name string) (string, bool) {
+	h, ok := ggufToHFName(arch, name)
+	if rest, inModel := strings.CutPrefix(h, "model."); ok && inModel && arch == "qwen35" {
+		h = hfQwen35Prefix + rest
+	}
+	return h, ok
+}
+
+func ggufToHFName(arch, name string) (string, bool) {
 	for h, g := range hfGlobalNames {
 		if g == name {
 			return h, true
@@ -574,6 +630,11 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			return nil, err
 		}
 	}
+	if c.Linear.On() {
+		if err := hfQwen35Tensors(m, left, tensor); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range set.TensorNames() {
 		if !left[name] {
 			continue // an expert, placed by hfExperts
@@ -587,6 +648,8 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 		switch {
 		case hfIgnored(name), ok && g == Output && c.TiedEmbeddings:
 			continue // a copy of the embedding, or recomputed
+		case c.Arch == "qwen35" && hfQwen35Unused(name):
+			continue // the vision tower or the MTP layers
 		case !ok || want[g] == nil:
 			unused = append(unused, name)
 			continue
@@ -599,7 +662,7 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, shape, want[g])
 		}
 		m.Tensors[g] = NewTensor(g, shape, typ, st.Bytes)
-		if strings.HasPrefix(c.Arch, "gemma") && strings.HasSuffix(g, "norm.weight") {
+		if (strings.HasPrefix(c.Arch, "gemma") || c.Arch == "qwen35") && strings.HasSuffix(g, "norm.weight") {
 			m.Tensors[g] = plusOne(m.Tensors[g])
 		}
 	}
@@ -619,8 +682,8 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 	return m, nil
 }
 
-// plusOne is norm weight t as Gemma uses it, 1 + w, in f32: Hugging Face
-// checkpoints store w (llama.cpp's converter adds the one).
+// plusOne is norm weight t as Gemma and Qwen3.5 use it, 1 + w, in f32:
+// Hugging Face checkpoints store w (llama.cpp's converter adds the one).
 func plusOne(t *Tensor) *Tensor {
 	return NewTensor(t.Name, t.Shape, dtype.F32, func() ([]byte, error) {
 		w, err := t.Float32()

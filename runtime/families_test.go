@@ -23,6 +23,12 @@ type familiesGolden struct {
 		Context  int
 		Tokens   []int32
 		Logprobs []float64
+		// Top, where recorded (record.py with RECORD_TOP=N), is each
+		// position's N most likely tokens as [id, log-probability]: a
+		// random model at real widths is often so sure of its token that
+		// its log-probability is 0, and the runners-up are what shows
+		// the distribution.
+		Top [][][2]float64
 	}
 }
 
@@ -82,7 +88,7 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			checkFamily(t, path, golden.Prompt, want.Context, want.Tokens, want.Logprobs, tol, true)
+			checkFamily(t, path, golden.Prompt, want.Context, want.Tokens, want.Logprobs, want.Top, tol, true)
 		})
 	}
 }
@@ -106,15 +112,16 @@ func TestFamiliesRealShapes(t *testing.T) {
 	}
 	for name, want := range golden.Shapes {
 		t.Run(name, func(t *testing.T) {
-			checkFamily(t, filepath.Join(dir, name+".gguf"), golden.Prompt, want.Context, want.Tokens, want.Logprobs, 1e-3, os.Getenv("TESSERA_REAL_WEBGPU") != "")
+			checkFamily(t, filepath.Join(dir, name+".gguf"), golden.Prompt, want.Context, want.Tokens, want.Logprobs, want.Top, 1e-3, os.Getenv("TESSERA_REAL_WEBGPU") != "")
 		})
 	}
 }
 
 // checkFamily checks the model at path against llama.cpp's tokens and
-// log-probabilities (within tol) after prompt, at the given context, on
-// the CPU, and with webgpu that WebGPU generates the CPU's tokens.
-func checkFamily(t *testing.T, path string, prompt []int32, context int, tokens []int32, logprobs []float64, tol float64, webgpu bool) {
+// log-probabilities (within tol; and those of its top tokens at each
+// position, where recorded) after prompt, at the given context, on the
+// CPU, and with webgpu that WebGPU generates the CPU's tokens.
+func checkFamily(t *testing.T, path string, prompt []int32, context int, tokens []int32, logprobs []float64, top [][][2]float64, tol float64, webgpu bool) {
 	cpu, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: context})
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +139,13 @@ func checkFamily(t *testing.T, path string, prompt []int32, context int, tokens 
 			t.Errorf("token %d: cpu %d, llama.cpp %d", i, got, tokens[i])
 		}
 		worst = max(worst, math.Abs(logSoftmax(l, tokens[i])-logprobs[i]))
+		if i < len(top) {
+			for _, q := range top[i] {
+				worst = max(worst, math.Abs(logSoftmax(l, int32(q[0]))-q[1]))
+			}
+		}
 	}
-	t.Logf("max |Δ logprob| %.2g over %d tokens", worst, len(tokens))
+	t.Logf("max |Δ logprob| %.2g over %d tokens (and %d positions' top tokens)", worst, len(tokens), min(len(top), len(tokens)))
 	if worst > tol {
 		t.Errorf("log-probabilities differ from llama.cpp's by up to %g", worst)
 	}

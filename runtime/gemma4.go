@@ -439,7 +439,7 @@ func (n *llama) gemma4Layer(l int) {
 		be.HeadNorm(a.q, w.qNorm, hd, c.NormEps)
 		be.Rope(a.q, w.rope)
 	}
-	be.Attend(a.att, a.q, gl.kv, gl.kvLayer, w.attn)
+	be.Attend(a.att, a.q, gl.kv, gl.kvLayer, n.stepAttention(w.attn)) // an image's rows both ways
 	n.residual(a.att, w.wo, nil, nil, w.attnPost, nil)
 	if gl.moe != nil {
 		n.gemma4MoE(l)

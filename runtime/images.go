@@ -46,13 +46,17 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Gemma 3's projector; the model is %s", path, m.Config.Arch)
 	}
-	if vm.Config.Projector == vision.Qwen2VL && m.Config.Arch != "qwen2vl" {
+	if (vm.Config.Projector == vision.Qwen2VL || vm.Config.Projector == vision.Qwen25VL) && m.Config.Arch != "qwen2vl" {
 		vm.Close()
-		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
+		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's or Qwen2.5-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
 	}
 	if vm.Config.Projector == vision.Qwen3VL && m.Config.Arch != "qwen3vl" {
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Qwen3-VL's projector, whose images the language model places by M-RoPE and takes deepstack slices of; the model is %s, not qwen3vl", path, m.Config.Arch)
+	}
+	if vm.Config.Projector == vision.Gemma4V && m.Config.Arch != "gemma4" {
+		vm.Close()
+		return nil, nil, fmt.Errorf("mmproj %s is Gemma 4's projector; the model is %s", path, m.Config.Arch)
 	}
 	if vm.Config.OutDim != m.Config.Dim {
 		vm.Close()
@@ -152,9 +156,10 @@ func (e *Engine) EncodeImage(ctx context.Context, img *vision.Image) ([]float32,
 // encodePictures runs the tower on img under the step lock (the tower
 // runs on the language model's device): a SigLIP tower a picture at a
 // time, so that the steps of other sequences go on between the tiles of
-// a large image and a cancelled request stops there; Qwen-VL's in one go.
+// a large image and a cancelled request stops there; Qwen-VL's and Gemma
+// 4's (one picture of the image's own size) in one go.
 func (e *Engine) encodePictures(ctx context.Context, img *vision.Image) ([]float32, error) {
-	if e.vis.qwen != nil {
+	if e.vis.dynamic() {
 		e.stepMu.Lock()
 		defer e.stepMu.Unlock()
 		return e.vis.encode(img)
@@ -358,8 +363,9 @@ func (e *Engine) imageSpans(ctx context.Context, req Request, starts [][]int) ([
 }
 
 // imageNonCausal reports whether an image's tokens attend to each other
-// both ways in the language model (mtmd_decode_use_non_causal: Gemma 3).
-func imageNonCausal(p vision.Projector) bool { return p == vision.Gemma3 }
+// both ways in the language model (mtmd_decode_use_non_causal: Gemma 3
+// and Gemma 4).
+func imageNonCausal(p vision.Projector) bool { return p == vision.Gemma3 || p == vision.Gemma4V }
 
 // imageCacheSize is how many images' embeddings an engine keeps.
 const imageCacheSize = 16
@@ -497,6 +503,22 @@ func (n *llama) injectImages() {
 	}
 	for i, r := range n.images.rows {
 		n.be.CopyRow(n.x, r, n.img, i)
+	}
+}
+
+// imagePadTokens gives the step's image rows token 0 for a language
+// model with per-layer token embeddings (Gemma 4's E2B and E4B): llama.cpp
+// decodes an image as embeddings, whose per-layer inputs it takes from
+// token 0's row of the per-layer tables (build_inp_per_layer's
+// multimodal path). The rows' token embeddings are replaced by the
+// image's anyway (injectImages); the sequence keeps the image's ids for
+// the prefix cache.
+func (n *llama) imagePadTokens(b *backend.Batch) {
+	if n.images == nil || n.g4 == nil || n.g4.in == nil {
+		return
+	}
+	for _, r := range n.images.rows {
+		b.Tokens[r] = 0
 	}
 }
 

@@ -34,7 +34,7 @@ func TestQwen35MatchesLlamaCpp(t *testing.T) {
 	for name, want := range golden.Shapes {
 		t.Run(name, func(t *testing.T) {
 			path := qwen35File(t, name)
-			checkFamily(t, path, golden.Prompt, want.Context, want.Tokens, want.Logprobs, 1e-3, true)
+			checkFamily(t, path, golden.Prompt, want.Context, want.Tokens, want.Logprobs, want.Top, 1e-3, true)
 		})
 	}
 }

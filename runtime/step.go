@@ -95,6 +95,7 @@ func (e *Engine) step() error {
 		return err
 	}
 	e.net.images, e.net.bidirectional = images, both
+	e.net.imagePadTokens(&b)
 	err = e.net.forward(b)
 	e.net.images, e.net.bidirectional = nil, false // the ops are queued; a chain's later steps read tokens
 	if err != nil {

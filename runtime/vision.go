@@ -50,13 +50,19 @@ type visionTower struct {
 	// language model's vocabulary (openProjector).
 	marks map[string]int32
 
-	qwen *qwenTower // Qwen2-VL's tower instead (vision_qwen.go)
+	qwen *qwenTower   // Qwen2-VL's tower instead (vision_qwen.go)
+	g4   *gemma4Tower // Gemma 4's instead (vision_gemma4.go)
 }
+
+// dynamic reports whether the tower encodes an image at its own size in
+// one go (Qwen-VL, Gemma 4), not a fixed-size picture at a time.
+func (t *visionTower) dynamic() bool { return t.qwen != nil || t.g4 != nil }
 
 type vitLayer struct {
 	wq, wk, wv, wo, up, down backend.Weight
 	bq, bk, bv, bo, bUp, bDn backend.Weight
 	ln1, ln2                 norm
+	gate, bGate              backend.Weight // a gated feed-forward's (Qwen2.5-VL), or nil
 }
 
 // vitBlock is the attention's scratch cache's block size.
@@ -74,7 +80,10 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	}
 	n := c.Patches()
 	rows := n * n
-	if c.Dynamic() {
+	switch {
+	case c.Projector == vision.Gemma4V:
+		rows = gemma4MaxPatches(c)
+	case c.Dynamic():
 		rows = qwenMaxPatches(c)
 	}
 	be, ok, err := backend.NewSibling(lm, rows)
@@ -85,10 +94,14 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
 	var t *visionTower
-	if c.Dynamic() {
+	switch {
+	case c.Projector == vision.Gemma4V:
+		t = &visionTower{cfg: c, be: be}
+		t.g4, err = newGemma4Tower(m, be)
+	case c.Dynamic():
 		t = &visionTower{cfg: c, be: be}
 		t.qwen, err = newQwenTower(m, be)
-	} else {
+	default:
 		t, err = buildTower(m, be)
 	}
 	if err != nil {
@@ -110,7 +123,7 @@ func towerActs(c vision.Config, rows int) [][2]int {
 
 // TowerBytes is what m's vision tower takes of its device: its weights,
 // all in f32 (newVisionTower), and its activations and attention cache
-// at the most patches a step takes; a Qwen tower's activations per
+// at the most patches a step takes; a Qwen or Gemma 4 tower's activations per
 // power-of-two patch count are counted as though an image of every size
 // had been seen (at most twice the largest's).
 func TowerBytes(m *vision.Model) (weights, acts int64) {
@@ -118,20 +131,33 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 		weights += 4 * int64(t.Elements())
 	}
 	c := m.Config
+	if c.Standardize { // Gemma 4's scale as a diagonal matrix
+		weights += 4 * int64(c.Dim) * int64(c.Dim)
+	}
 	var shapes [][2]int
 	rows := c.Patches() * c.Patches()
-	if c.Dynamic() {
+	switch {
+	case c.Projector == vision.Gemma4V:
+		rows = gemma4MaxPatches(c)
+		for r := 16; r < 2*rows; r *= 2 {
+			shapes = append(shapes, gemma4ActShapes(c, r)...)
+		}
+	case c.Dynamic():
 		rows = qwenMaxPatches(c)
 		for r := 16; r < 2*rows; r *= 2 {
 			shapes = append(shapes, qwenActShapes(c, r)...)
 		}
-	} else {
+	default:
 		shapes = towerActs(c, rows)
 	}
 	for _, a := range shapes {
 		acts += 4 * int64(a[0]) * int64(a[1])
 	}
-	kv := backend.KVShape{Layers: 1, Blocks: (rows + vitBlock - 1) / vitBlock, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
+	blocks := (rows + vitBlock - 1) / vitBlock
+	if c.Dynamic() {
+		blocks = qwenKVBlocks(c)
+	}
+	kv := backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}
 	return weights, acts + kv.Bytes()
 }
 
@@ -291,7 +317,7 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 // tiles is how many pictures the tower encodes for img (a dynamic
 // tower's image is one of its own size).
 func (t *visionTower) tiles(img *vision.Image) int {
-	if t.qwen != nil {
+	if t.dynamic() {
 		return 1
 	}
 	return t.cfg.TilingOf(img.W, img.H).Tiles()
@@ -301,8 +327,11 @@ func (t *visionTower) tiles(img *vision.Image) int {
 // each of its tiles (vision.Preprocess's pictures), tile after tile; for
 // a dynamic tower one for each token of the image's Grid.
 func (t *visionTower) encode(img *vision.Image) ([]float32, error) {
-	if t.qwen != nil {
+	switch {
+	case t.qwen != nil:
 		return t.qwen.encode(img)
+	case t.g4 != nil:
+		return t.g4.encode(img)
 	}
 	var out []float32
 	for _, planar := range vision.Preprocess(img, t.cfg) {

@@ -60,6 +60,7 @@ type qwenActs struct {
 	rows                                 int
 	patches, x, xb, xn, q, k, v, att, up backend.Tensor // one row a patch
 	pos                                  backend.Tensor // Qwen3-VL's positions, one row a patch
+	gate                                 backend.Tensor // Qwen2.5-VL's feed-forward gate, one row a patch
 	merged, hid, out                     backend.Tensor // one row a token
 	// Qwen3-VL's deepstack: x seen four patches to a row, each merger's
 	// normalised input and output.
@@ -74,7 +75,7 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 	if hd%4 != 0 {
 		return nil, fmt.Errorf("mmproj %s: heads of %d: the 2-D RoPE takes a multiple of 4", m.Path, hd)
 	}
-	qwen3 := c.Projector == vision.Qwen3VL
+	qwen3, qwen25 := c.Projector == vision.Qwen3VL, c.Projector == vision.Qwen25VL
 	t := &qwenTower{cfg: c, be: be, acts: map[int]*qwenActs{},
 		rope: backend.Rope{Heads: c.Heads, HeadDim: hd, Dim: hd, Theta: 10000, Layout: models.RopeHalves,
 			Sections: [4]int{hd / 4, hd / 4, hd / 4, hd / 4}, Axes: backend.VisionRope},
@@ -122,9 +123,12 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 		dst  *backend.Weight
 		name string
 	}
-	ws := []named{{&t.post.w, vision.PostLN + ".weight"}, {&t.post.b, vision.PostLN + ".bias"},
+	ws := []named{{&t.post.w, vision.PostLN + ".weight"},
 		{&t.upW, vision.MergerUp + ".weight"}, {&t.upB, vision.MergerUp + ".bias"},
 		{&t.dnW, vision.MergerDown + ".weight"}, {&t.dnB, vision.MergerDown + ".bias"}}
+	if !qwen25 { // Qwen2.5-VL's norms are RMSNorms, weights only
+		ws = append(ws, named{&t.post.b, vision.PostLN + ".bias"})
+	}
 	if qwen3 {
 		ws = append(ws, named{&t.patchB, vision.PatchBias})
 		if t.posTable, err = floats(m, vision.PositionEmbd); err != nil {
@@ -148,7 +152,19 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 		kinds := []struct {
 			w, b *backend.Weight
 			kind string
-		}{{&lw.wo, &lw.bo, "attn_out"}, {&lw.up, &lw.bUp, "ffn_up"}, {&lw.down, &lw.bDn, "ffn_down"}, {&lw.ln1.w, &lw.ln1.b, "ln1"}, {&lw.ln2.w, &lw.ln2.b, "ln2"}}
+		}{{&lw.wo, &lw.bo, "attn_out"}, {&lw.up, &lw.bUp, "ffn_up"}, {&lw.down, &lw.bDn, "ffn_down"}}
+		if qwen25 {
+			kinds = append(kinds, struct {
+				w, b *backend.Weight
+				kind string
+			}{&lw.gate, &lw.bGate, "ffn_gate"})
+			ws = append(ws, named{&lw.ln1.w, vision.LayerTensor(l, "ln1", "weight")}, named{&lw.ln2.w, vision.LayerTensor(l, "ln2", "weight")})
+		} else {
+			kinds = append(kinds, []struct {
+				w, b *backend.Weight
+				kind string
+			}{{&lw.ln1.w, &lw.ln1.b, "ln1"}, {&lw.ln2.w, &lw.ln2.b, "ln2"}}...)
+		}
 		if qwen3 {
 			if err := t.splitQKV(m, l, lw); err != nil {
 				return nil, err
@@ -215,6 +231,23 @@ func qwenMaxPatches(c vision.Config) int {
 	return c.MaxPixels / (c.PatchSize * c.PatchSize)
 }
 
+// qwenKVBlocks is how many blocks the tower's attention cache has: the
+// most patches' worth, and for Qwen2.5-VL's windows, each of which starts
+// a block of its own, the blocks windows leave part empty. A window holds
+// 4·h·w patches (h × w tokens); with windows a multiple of 4 tokens a
+// side only the bottom-right one can end inside a block; otherwise each
+// may, and there are at most tokens/side + 1 of them.
+func qwenKVBlocks(c vision.Config) int {
+	blocks := (qwenMaxPatches(c) + vitBlock - 1) / vitBlock
+	if c.Projector != vision.Qwen25VL {
+		return blocks
+	}
+	if g := c.WindowTokens(); g%4 != 0 {
+		return blocks + qwenMaxPatches(c)/(c.Merge*c.Merge)/g + 2
+	}
+	return blocks + 1
+}
+
 // qwenActShapes are the shapes (rows, columns) of a Qwen tower's
 // activations for rows patches, in actsFor's order: patches, x, xb, xn,
 // q, k, v, att, up, then one row a merged token: hid, out.
@@ -222,6 +255,9 @@ func qwenActShapes(c vision.Config, rows int) [][2]int {
 	p, m := c.PatchSize, c.Merge*c.Merge
 	s := [][2]int{{rows, 3 * p * p}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim},
 		{rows, c.Dim}, {rows, c.Dim}, {rows, c.FFN}, {rows / m, m * c.Dim}, {rows / m, c.OutDim}}
+	if c.Projector == vision.Qwen25VL { // the gate's half of the feed-forward
+		return append(s, [2]int{rows, c.FFN})
+	}
 	if c.Projector != vision.Qwen3VL {
 		return s
 	}
@@ -243,6 +279,9 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	a := &qwenActs{rows: rows}
 	m := c.Merge * c.Merge
 	dsts := []*backend.Tensor{&a.patches, &a.x, &a.xb, &a.xn, &a.q, &a.k, &a.v, &a.att, &a.up, &a.hid, &a.out}
+	if c.Projector == vision.Qwen25VL {
+		dsts = append(dsts, &a.gate)
+	}
 	if c.Projector == vision.Qwen3VL {
 		a.dsIn, a.dsOut = make([]backend.Tensor, len(c.Deepstack)), make([]backend.Tensor, len(c.Deepstack))
 		dsts = append(dsts, &a.pos)
@@ -266,7 +305,7 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 		}
 	}
 	if t.kv == nil {
-		blocks := (qwenMaxPatches(c) + vitBlock - 1) / vitBlock
+		blocks := qwenKVBlocks(c)
 		if t.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}); err != nil {
 			return nil, err
 		}
@@ -287,6 +326,13 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 	planar, w, h := vision.PreprocessSized(img, c)
 	patches, pos := vision.MergedPatches(planar, w, h, c)
 	n := len(pos) / 4
+	m := c.Merge * c.Merge
+	// The tokens in the tower's order (Qwen2.5-VL's windows; else as
+	// they are), each token's patches on m consecutive rows.
+	order, sizes := c.WindowOrder(w/c.PatchSize/c.Merge, h/c.PatchSize/c.Merge)
+	if len(sizes) > 1 {
+		patches, pos = permuteTokens(patches, order, m*3*c.PatchSize*c.PatchSize), permuteTokens(pos, order, m*4)
+	}
 	a, err := t.actsFor(n)
 	if err != nil {
 		return nil, err
@@ -299,12 +345,33 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 			return nil, err
 		}
 	}
-	// Every patch a row of one sequence, turned by its row and column.
+	// Every patch a row of one sequence, turned by its row and column;
+	// for Qwen2.5-VL's windowed layers, each window a sequence of its own
+	// (its blocks after the previous window's), so that it attends within
+	// itself.
 	vit := backend.Batch{BlockSize: vitBlock, Tables: [][]int32{t.table}, RopePos: pos,
 		Tokens: make([]int32, n), Pos: make([]int32, n), Seq: make([]int32, n)}
 	for i := range vit.Pos {
 		vit.Pos[i] = int32(i)
 	}
+	win := vit
+	if len(sizes) > 1 {
+		win.Tables, win.Pos, win.Seq = nil, make([]int32, 0, n), make([]int32, 0, n)
+		block := 0
+		for wi, size := range sizes {
+			rows := size * m
+			nb := (rows + vitBlock - 1) / vitBlock
+			if block+nb > len(t.table) {
+				return nil, fmt.Errorf("an image of %d×%d: its windows take more than the tower's %d cache blocks", img.W, img.H, len(t.table))
+			}
+			win.Tables = append(win.Tables, t.table[block:block+nb])
+			block += nb
+			for r := range rows {
+				win.Pos, win.Seq = append(win.Pos, int32(r)), append(win.Seq, int32(wi))
+			}
+		}
+	}
+	full := true
 	if err := be.Begin(vit); err != nil {
 		return nil, err
 	}
@@ -315,8 +382,18 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 	}
 	deep := t.deep
 	for il, l := range t.layers {
+		if f := c.FullAttention(il); f != full && len(sizes) > 1 {
+			b := win
+			if f {
+				b = vit
+			}
+			if err := be.Begin(b); err != nil {
+				return nil, err
+			}
+			full = f
+		}
 		// x += Wo·attend(rope(Wq·h), rope(Wk·h), Wv·h), h = LN1(x).
-		be.LayerNorm(a.xn, a.x, l.ln1.w, l.ln1.b, c.Eps)
+		t.norm(a.xn, a.x, l.ln1)
 		t.linear(a.q, a.xn, l.wq, l.bq)
 		t.linear(a.k, a.xn, l.wk, l.bk)
 		t.linear(a.v, a.xn, l.wv, l.bv)
@@ -326,11 +403,19 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 		be.Attend(a.att, a.q, t.kv, 0, t.attn)
 		t.linear(a.xb, a.att, l.wo, l.bo)
 		be.Add(a.x, a.xb)
-		// x += W_down·act(W_up·h), h = LN2(x).
-		be.LayerNorm(a.xn, a.x, l.ln2.w, l.ln2.b, c.Eps)
+		// x += W_down·act(W_up·h), h = LN2(x); gated (Qwen2.5-VL):
+		// W_down·(act(W_gate·h)·W_up·h).
+		t.norm(a.xn, a.x, l.ln2)
 		t.linear(a.up, a.xn, l.up, l.bUp)
-		be.Activate(a.up, c.Act)
-		t.linear(a.xb, a.up, l.down, l.bDn)
+		hid := a.up
+		if l.gate != nil {
+			t.linear(a.gate, a.xn, l.gate, l.bGate)
+			be.GLU(a.gate, a.up, c.Act)
+			hid = a.gate
+		} else {
+			be.Activate(a.up, c.Act)
+		}
+		t.linear(a.xb, hid, l.down, l.bDn)
 		be.Add(a.x, a.xb)
 		if len(deep) > 0 && deep[0].layer == il {
 			// A deepstack tap: the layer's output, four patches to a row,
@@ -341,7 +426,7 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 			deep = deep[1:]
 		}
 	}
-	be.LayerNorm(a.xn, a.x, t.post.w, t.post.b, c.Eps)
+	t.norm(a.xn, a.x, t.post)
 	// The merger: each token's four patches as one row (a.merged views
 	// a.xn), through Linear, GELU, Linear.
 	tokens := n / (c.Merge * c.Merge)
@@ -359,6 +444,13 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 		t.linear(a.dsOut[i], a.hid, d.fc2W, d.fc2B)
 	}
 	out, err := be.Read(a.out, tokens)
+	if err == nil && len(sizes) > 1 { // back to the image's row order
+		raster := make([]float32, len(out))
+		for i, tok := range order {
+			copy(raster[tok*c.OutDim:(tok+1)*c.OutDim], out[i*c.OutDim:(i+1)*c.OutDim])
+		}
+		out = raster
+	}
 	if err != nil || len(t.deep) == 0 {
 		return out, err
 	}
@@ -379,6 +471,26 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 		}
 	}
 	return all, nil
+}
+
+// norm sets dst to x normalised by n: a LayerNorm, or Qwen2.5-VL's
+// RMSNorm (n without a bias).
+func (t *qwenTower) norm(dst, x backend.Tensor, n norm) {
+	if t.cfg.Projector == vision.Qwen25VL {
+		t.be.RMSNorm(dst, x, n.w, t.cfg.Eps)
+		return
+	}
+	t.be.LayerNorm(dst, x, n.w, n.b, t.cfg.Eps)
+}
+
+// permuteTokens returns vals, per rows of width values a token, with the
+// tokens in order: token i of the result is token order[i] of vals.
+func permuteTokens[T any](vals []T, order []int, width int) []T {
+	out := make([]T, 0, len(vals))
+	for _, tok := range order {
+		out = append(out, vals[tok*width:(tok+1)*width]...)
+	}
+	return out
 }
 
 // linear sets dst = x·wᵀ + b.

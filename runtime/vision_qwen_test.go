@@ -47,6 +47,9 @@ func TestQwenVisionReference(t *testing.T) {
 		// (mid-qwen3vl's reference rounded as llama.cpp is 2.8e-4 from its
 		// recording, Tessera 7.4e-4: a rounding not modelled here.)
 		{"mid-qwen3vl", "", readTestImage(t, "gradient50x37.png")},
+		// Qwen2.5-VL: one window (tiny), six (mid, 11×5 tokens).
+		{"tiny-qwen2.5vl", "tiny-qwen25vl-resized", readTestImage(t, "gradient50x37.png")},
+		{"mid-qwen2.5vl", "mid-qwen25vl-windows", readTestImage(t, "gradient300x150.png")},
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.shape, tc.img.W, tc.img.H), func(t *testing.T) {
 			base, mm := visionFiles(t, t.TempDir(), tc.shape)
@@ -97,8 +100,10 @@ func TestQwenVisionReference(t *testing.T) {
 	}
 }
 
-// qwenVisionReference returns img's embeddings by the Qwen2-VL or
-// Qwen3-VL projector at path (transformers' Qwen3-VL vision model: a
+// qwenVisionReference returns img's embeddings by the Qwen2-VL,
+// Qwen2.5-VL (RMSNorms, a gated SiLU feed-forward, attention within
+// windows of tokens but in the full-attention layers) or Qwen3-VL
+// projector at path (transformers' Qwen3-VL vision model: a
 // patch bias, learned positions interpolated to the image, q, k and v
 // from one projection, tanh GELU, and a deepstack merger after each
 // tapped layer whose outputs follow the merger's), in float64; with
@@ -168,7 +173,33 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 			x[py*nx+px] = r
 		}
 	}
-	layerNorm := func(v, w, b []float64) []float64 { return refLayerNorm(v, w, b, float64(c.Eps)) }
+	qwen25 := c.Projector == vision.Qwen25VL
+	// layerNorm is the towers' norm: Qwen2.5-VL's an RMSNorm (b nil).
+	layerNorm := func(v, w, b []float64) []float64 {
+		if !qwen25 {
+			return refLayerNorm(v, w, b, float64(c.Eps))
+		}
+		var ss float64
+		for _, a := range v {
+			ss += a * a
+		}
+		inv := 1 / math.Sqrt(ss/float64(len(v))+float64(c.Eps))
+		out := make([]float64, len(v))
+		for i, a := range v {
+			out[i] = a * inv * w[i]
+		}
+		return out
+	}
+	// window is the attention window of patch i (Qwen2.5-VL's windows of
+	// WindowTokens() tokens a side, row by row), or 0 for every patch.
+	window := func(i int) int {
+		if !qwen25 {
+			return 0
+		}
+		g, tx := c.WindowTokens(), nx/2
+		ty, tc := i/nx/2, i%nx/2
+		return (ty/g)*((tx+g-1)/g) + tc/g
+	}
 	linear := refLinear
 	// rope turns each head of v (of the patch at row py, column px): the
 	// first quarter of its pairs by py, the second by px, each quarter's
@@ -239,23 +270,46 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 		} else {
 			wq, bq, wk, bk, wv, bv = lw("attn_q", "weight"), lw("attn_q", "bias"), lw("attn_k", "weight"), lw("attn_k", "bias"), lw("attn_v", "weight"), lw("attn_v", "bias")
 		}
+		// lnB is a norm's bias (none for Qwen2.5-VL's RMSNorms).
+		lnB := func(kind string) []float64 {
+			if qwen25 {
+				return nil
+			}
+			return lw(kind, "bias")
+		}
 		q, k, v := make([][]float64, rows), make([][]float64, rows), make([][]float64, rows)
 		for i := range rows {
-			hn := layerNorm(x[i], lw("ln1", "weight"), lw("ln1", "bias"))
+			hn := layerNorm(x[i], lw("ln1", "weight"), lnB("ln1"))
 			q[i], k[i], v[i] = linear(wq, bq, hn), linear(wk, bk, hn), linear(wv, bv, hn)
 			rope(q[i], i/nx, i%nx)
 			rope(k[i], i/nx, i%nx)
 		}
 		next := make([][]float64, rows)
 		for i := range rows {
-			att := refAttend(q[i], k, v, c.Heads, hd)
+			kk, vv := k, v
+			if !c.FullAttention(l) { // Qwen2.5-VL: only the patches of i's window
+				kk, vv = nil, nil
+				for j := range rows {
+					if window(j) == window(i) {
+						kk, vv = append(kk, k[j]), append(vv, v[j])
+					}
+				}
+			}
+			att := refAttend(q[i], kk, vv, c.Heads, hd)
 			r := linear(lw("attn_out", "weight"), lw("attn_out", "bias"), att)
 			for e := range d {
 				r[e] += x[i][e]
 			}
-			u := linear(lw("ffn_up", "weight"), lw("ffn_up", "bias"), layerNorm(r, lw("ln2", "weight"), lw("ln2", "bias")))
-			for e, a := range u {
-				u[e] = act(a)
+			hn := layerNorm(r, lw("ln2", "weight"), lnB("ln2"))
+			u := linear(lw("ffn_up", "weight"), lw("ffn_up", "bias"), hn)
+			if qwen25 { // gated: silu(W_gate·h)·(W_up·h)
+				for e, a := range linear(lw("ffn_gate", "weight"), lw("ffn_gate", "bias"), hn) {
+					u[e] *= a / (1 + math.Exp(-a))
+				}
+			} else {
+				for e, a := range u {
+					u[e] = act(a)
+				}
 			}
 			o := linear(lw("ffn_down", "weight"), lw("ffn_down", "bias"), u)
 			for e := range d {
@@ -279,7 +333,11 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 			deep = append(deep, toks)
 		}
 	}
-	pw, pb := get(vision.PostLN+".weight"), get(vision.PostLN+".bias")
+	pw := get(vision.PostLN + ".weight")
+	var pb []float64
+	if !qwen25 {
+		pb = get(vision.PostLN + ".bias")
+	}
 	upW, upB := get(vision.MergerUp+".weight"), get(vision.MergerUp+".bias")
 	dnW, dnB := get(vision.MergerDown+".weight"), get(vision.MergerDown+".bias")
 	var out []float64
@@ -387,14 +445,16 @@ func TestQwenProjectorRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen3vl", dtype.F32, 1)
+	plain, q25, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen2.5vl", dtype.F32, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ what, base, mm, want string }{
 		{"Qwen3-VL's projector with Qwen2-VL", base, q3, "not qwen3vl"},
 		{"Qwen3-VL's projector with a model without deepstack", plain, q3, "deepstack"},
+		{"Qwen2.5-VL's projector with Qwen3-VL without deepstack", plain, q25, "not qwen2vl"},
 		{"Qwen2-VL's projector with Qwen3-VL", deep, write("ok.gguf", func(*vision.Config) {}), "not qwen2vl"},
+		{"Qwen2.5-VL's projector with Qwen3-VL", deep, q25, "not qwen2vl"},
 	} {
 		e, err := runtime.Load(tc.base, runtime.Options{Device: "cpu", MMProj: tc.mm})
 		if err == nil {

@@ -8,13 +8,17 @@ a GLU needs the second. With LoRA these add the adapters' terms; the GEMVs
 fold the terms into their sums (lora_fold) and call store and store_pair,
 which do not. */}}
 {{define "act"}}
-// act is SiLU (act = 0), GELU's tanh approximation (act = 1) or the
-// sigmoid (act = 5, Qwen3.5's attention gate). Past |t| = 10, tanh(t) is
+// act is SiLU (act = 0), GELU's tanh approximation (act = 1), the
+// sigmoid (act = 5, Qwen3.5's attention gate) or quick GELU, x·σ(1.702x)
+// (act = 6, Gemma 4's vision tower's gate). Past |t| = 10, tanh(t) is
 // ±1 in f32; clamping keeps backends whose tanh goes through exp from
 // overflowing to NaN. Twin: runtime/cpu Act.
 fn act(kind: u32, g: f32) -> f32 {
     if (kind == 5u) {
         return 1.0 / (1.0 + exp(-g));
+    }
+    if (kind == 6u) {
+        return g * (1.0 / (1.0 + exp(-1.702 * g)));
     }
     if (kind == 1u) {
         let t = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -10.0, 10.0);

@@ -1,6 +1,7 @@
 // glu: gate = act(gate) * up, in place, act being SiLU (SwiGLU, p.act = 0),
-// GELU's tanh approximation (GeGLU, p.act = 1) or the sigmoid (Qwen3.5's
-// attention gate, p.act = 5); p.act = 4 is gpt-oss's
+// GELU's tanh approximation (GeGLU, p.act = 1), the sigmoid (Qwen3.5's
+// attention gate, p.act = 5) or quick GELU (Gemma 4's vision tower,
+// p.act = 6); p.act = 4 is gpt-oss's
 // clamped SwiGLU, x·sigmoid(1.702·x)·(clamp(up, -7, 7) + 1) with
 // x = min(gate, 7). Twin: runtime/cpu Backend.GLU.
 struct Params { cols: u32, cap: u32, act: u32 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -273,14 +274,12 @@ func quantizeGGUF(ctx context.Context, in, out string, q quantType, int4 map[str
 	return st, nil
 }
 
-// matrix reports whether quantize encodes tensor ti, as llama.cpp's
-// quantize chooses: a matrix (2-D), or a stack of experts (3-D, ggml dims
-// [in, out, experts]: each expert's [out, in] slice a matrix of rows of in
-// values, blocks along in), but not a router (ffn_gate_inp), which
-// llama.cpp keeps as the file has it: it is small, and its logits decide
-// which experts run. Vectors (norms, biases) stay too.
+// matrix reports whether quantize encodes tensor ti (synth.QuantizedMatrix,
+// the rule synth's quantized files follow too): a matrix (2-D), or a stack
+// of experts (3-D, ggml dims [in, out, experts]: each expert's [out, in]
+// slice a matrix of rows of in values, blocks along in), but not a router.
 func matrix(ti *gguf.TensorInfo) bool {
-	return (len(ti.Dims) == 2 || len(ti.Dims) == 3) && !strings.Contains(ti.Name, "ffn_gate_inp.weight")
+	return synth.QuantizedMatrix(ti.Name, len(ti.Dims))
 }
 
 // rowsOf is the number of rows of matrix ti, over all its experts.

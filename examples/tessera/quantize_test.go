@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -699,5 +700,111 @@ func TestQuantizeQ4_K_MStories(t *testing.T) {
 				t.Errorf("%s, context %d: perplexity %.4f, f32 %.4f: over +1.5%%", tc.typ, c, q, f32[c])
 			}
 		}
+	}
+}
+
+// TestSynthQuantized: `synth --type q4_0` (and other block types) writes
+// the tensors, types and bytes that `quantize --type` writes from the
+// same seed's f32 file, without the f32 file; --experts beside it keeps
+// the experts in their own type (MXFP4, as gpt-oss's files), byte for
+// byte those of `synth --experts`.
+func TestSynthQuantized(t *testing.T) {
+	for _, tc := range []struct{ shape, typ, experts string }{
+		{"tiny-qwen35", "q4_0", ""}, // conv1d rows of 4 stay f32
+		{"tiny-phi3", "q8_0", ""},   // fused q/k/v and gate/up
+		{"tiny-gemma4-moe", "q4_0", ""},
+		{"tiny-gpt-oss", "q4_0", "mxfp4"},
+	} {
+		t.Run(tc.shape+"-"+tc.typ+tc.experts, func(t *testing.T) {
+			dir := t.TempDir()
+			f32, quantized, direct := filepath.Join(dir, "f32.gguf"), filepath.Join(dir, "q.gguf"), filepath.Join(dir, "direct.gguf")
+			args := []string{"synth", "--shape", tc.shape, "--seed", "3", "--out", f32}
+			if code, _, errOut := runCLI(args...); code != 0 {
+				t.Fatalf("synth f32: exit %d: %s", code, errOut)
+			}
+			if code, _, errOut := runCLI("quantize", "--model", f32, "--out", quantized, "--type", tc.typ); code != 0 {
+				t.Fatalf("quantize: exit %d: %s", code, errOut)
+			}
+			args = []string{"synth", "--shape", tc.shape, "--seed", "3", "--out", direct, "--type", tc.typ}
+			if tc.experts != "" {
+				args = append(args, "--experts", tc.experts)
+			}
+			code, _, errOut := runCLI(args...)
+			if code != 0 {
+				t.Fatalf("synth --type %s: exit %d: %s", tc.typ, code, errOut)
+			}
+			if !strings.Contains(errOut, strings.ToUpper(tc.typ)+" weights") {
+				t.Errorf("stderr %q does not name %s", errOut, tc.typ)
+			}
+			var experts *gguf.File // --experts: where the expert tensors come from
+			if tc.experts != "" {
+				withExperts := filepath.Join(dir, "experts.gguf")
+				if code, _, errOut := runCLI("synth", "--shape", tc.shape, "--seed", "3", "--out", withExperts, "--experts", tc.experts); code != 0 {
+					t.Fatalf("synth --experts: exit %d: %s", code, errOut)
+				}
+				experts = openGGUF(t, withExperts)
+			}
+			want, got := openGGUF(t, quantized), openGGUF(t, direct)
+			if len(got.Tensors) != len(want.Tensors) {
+				t.Fatalf("%d tensors, quantize wrote %d", len(got.Tensors), len(want.Tensors))
+			}
+			kinds := map[bool]int{}
+			for i := range want.Tensors {
+				from, wi, gi := want, &want.Tensors[i], &got.Tensors[i]
+				if experts != nil && strings.HasSuffix(wi.Name, "_exps.weight") {
+					var ok bool
+					from = experts
+					if wi, ok = experts.Tensor(wi.Name); !ok {
+						t.Fatalf("%s: not in the --experts file", gi.Name)
+					}
+				}
+				wb, err := from.ReadTensor(wi)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gb, err := got.ReadTensor(gi)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gi.Name != wi.Name || gi.Type != wi.Type || fmt.Sprint(gi.Dims) != fmt.Sprint(wi.Dims) || !bytes.Equal(gb, wb) {
+					t.Errorf("tensor %d: %s %v %v (%d bytes), want %s %v %v (%d bytes; equal %v)",
+						i, gi.Name, gi.Type, gi.Dims, len(gb), wi.Name, wi.Type, wi.Dims, len(wb), bytes.Equal(gb, wb))
+				}
+				kinds[gi.Type != dtype.F32]++
+			}
+			if kinds[true] == 0 || kinds[false] == 0 {
+				t.Errorf("%d tensors quantized, %d kept f32: want some of each", kinds[true], kinds[false])
+			}
+		})
+	}
+}
+
+func openGGUF(t *testing.T, path string) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestSynthStopsOnCancel: a cancelled context (the CLI's on Ctrl-C or
+// SIGTERM) stops `synth` while it is still drawing the weights, with the
+// context's error and no file left behind.
+func TestSynthStopsOnCancel(t *testing.T) {
+	s, err := synth.Lookup("smollm2-135m") // seconds of drawing: far more than the 50 ms below
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = writeSynthGGUF(ctx, out, s, dtype.F32, 0, 0, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the context's", err)
+	}
+	if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("%s left behind (stat: %v)", out, serr)
 	}
 }

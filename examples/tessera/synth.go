@@ -20,13 +20,13 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	shape := fs.String("shape", "", "model shape: "+strings.Join(synth.Names(), ", ")+" (required)")
 	out := fs.String("out", "", "output GGUF file, or folder with --format hf (required)")
 	format := fs.String("format", "gguf", "gguf (one file) or hf (a Hugging Face folder: config.json, safetensors, tokenizer.json); one seed gives the same model in both; with --lora: gguf (llama.cpp's LoRA GGUF) or peft (a PEFT folder)")
-	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora)")
+	typ := fs.String("type", "f32", "weight type: f32 or f16 (or bf16 with --format hf or --lora); or, for a GGUF, a GGUF block type (q4_0, q8_0, ...) for the matrices whose rows are whole blocks, the rest f32: for the types without K-quant fallbacks, the file 'tessera quantize' makes of the f32 one, written without it (a 20B shape's f16 file does not fit in memory)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	experts := fs.String("experts", "", "a mixture of experts' expert matrices in this GGUF type instead (mxfp4, q8_0, q4_0, ...: gpt-oss's files store mxfp4)")
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
-	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3, idefics3 (SmolVLM; its base needs SmolVLM's image tokens, as --shape tiny-smolvlm or smolvlm-256m have), qwen2vl, qwen3vl (its base a qwen3vl model with as many deepstack slices); --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
+	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3, idefics3 (SmolVLM; its base needs SmolVLM's image tokens, as --shape tiny-smolvlm or smolvlm-256m have), qwen2vl, qwen2.5vl, qwen3vl (its base a qwen3vl model with as many deepstack slices), gemma4v (a gemma4 base); --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
 	mmBase := fs.String("base", "", "with --mmproj: the language model (a file or folder, or a shape name) whose width the projector's output takes")
 	contextLen := fs.Int("context", 0, "the model's context length in tokens instead of the shape's (a tiny shape's is 256: room for a real vision tower's image tokens, say)")
 	// weightType is --type's, where bf16 is allowed or not.
@@ -81,7 +81,13 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		default:
 			return usagef("--format %q (want gguf or hf)", *format)
 		}
+		var mt dtype.Type // --type a block type: the matrices' type
 		t, err := weightType(hf)
+		if err != nil && !hf {
+			if mt, err = ggmlType("--type", *typ); err == nil {
+				t = dtype.F32
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -90,17 +96,20 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 			if hf {
 				return usagef("--experts with --format hf (a Hugging Face folder holds F32, F16 or BF16)")
 			}
-			if et, err = ggmlType(*experts); err != nil {
+			if et, err = ggmlType("--experts", *experts); err != nil {
 				return err
 			}
 		}
 		if hf {
 			err = writeSynthHF(*out, s, t, *seed)
 		} else {
-			err = writeSynthGGUF(*out, s, t, et, *seed)
+			err = writeSynthGGUF(ctx, *out, s, t, mt, et, *seed)
 		}
 		if err != nil {
 			return err
+		}
+		if mt != 0 {
+			t = mt
 		}
 		fmt.Fprintf(e.stderr, "wrote %s: %s shape, %s weights\n", *out, s.Name, t)
 		return nil
@@ -146,19 +155,40 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 	return nil
 }
 
-func writeSynthGGUF(out string, s synth.Shape, t, experts dtype.Type, seed uint64) error {
+// writeSynthGGUF writes shape s as a GGUF: weights of type t, or matrices
+// of type matrices where that is not 0, experts of type experts where
+// that is not 0. synth draws a whole model before it writes a byte and
+// does not look at ctx (a 20B shape takes many minutes), so the drawing
+// runs beside a wait on ctx: a cancelled ctx (Ctrl-C, SIGTERM) returns
+// at once and removes the file, and the process's exit ends the drawing.
+func writeSynthGGUF(ctx context.Context, out string, s synth.Shape, t, matrices, experts dtype.Type, seed uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if experts != 0 {
-		err = synth.WriteExperts(w, s, t, experts, seed)
-	} else {
-		err = synth.Write(w, s, t, seed)
-	}
-	if err == nil {
-		err = w.Flush()
+	done := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var err error
+		if matrices != 0 {
+			err = synth.WriteQuantized(w, s, matrices, experts, seed)
+		} else if experts != 0 {
+			err = synth.WriteExperts(w, s, t, experts, seed)
+		} else {
+			err = synth.Write(w, s, t, seed)
+		}
+		if err == nil {
+			err = w.Flush()
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -188,18 +218,18 @@ func writeSynthHF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
 	return nil
 }
 
-// ggmlType is the GGUF tensor type called name (mxfp4, q8_0, ...): one
-// dtype.Quantize encodes.
-func ggmlType(name string) (dtype.Type, error) {
+// ggmlType is the GGUF tensor type called name (mxfp4, q8_0, ...) that
+// flag names: one dtype.Quantize encodes.
+func ggmlType(flag, name string) (dtype.Type, error) {
 	for t := range dtype.Type(64) {
 		if strings.EqualFold(t.String(), name) {
 			if _, err := dtype.Quantize(t, make([]float32, 256)); err != nil {
-				return 0, usagef("--experts %s: %v", name, err)
+				return 0, usagef("%s %s: %v", flag, name, err)
 			}
 			return t, nil
 		}
 	}
-	return 0, usagef("--experts %q: not a GGUF tensor type", name)
+	return 0, usagef("%s %q: not a GGUF tensor type", flag, name)
 }
 
 // writeSynthProjector writes a random mmproj of projector type typ (at its

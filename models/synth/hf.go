@@ -35,6 +35,7 @@ var hfArchitectures = map[string]string{
 	"gemma2":  "Gemma2ForCausalLM",
 	"gemma3":  "Gemma3ForCausalLM",
 	"smollm3": "SmolLM3ForCausalLM",
+	"qwen35":  "Qwen3_5ForConditionalGeneration", // hf_qwen35.go
 }
 
 // WriteHF writes shape s as a Hugging Face folder in dir (created if
@@ -79,7 +80,10 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	var tensors []safetensors.WriteTensor
 	pending := map[int][]float32{} // Granite's gate experts, until their up
 	put := func(t safetensors.WriteTensor) { tensors = append(tensors, t) }
-	err = weights(c, seed, func(name string, shape []int, vals []float32) error {
+	tensor := func(name string, shape []int, vals []float32) error {
+		if c.Linear.On() {
+			name, shape, vals = qwen35HFTensor(c, name, shape, vals)
+		}
 		quantize := func(v []float32) ([]byte, error) { return dtype.Quantize(t, v) }
 		if done, err := hfMoETensors(c, name, shape, quantize, vals, dt, pending, put); done || err != nil {
 			return err
@@ -101,7 +105,7 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 				vals = models.HalvesFromPairs(vals, 1, c.HeadDim)
 			}
 		}
-		if gemma && strings.HasSuffix(name, "norm.weight") {
+		if (gemma || c.Linear.On()) && strings.HasSuffix(name, "norm.weight") && layerKind(name) != models.LinNorm+".weight" {
 			// Gemma's checkpoints store w of its (1 + w) norms; the
 			// subtraction is exact for weights between 1/2 and 2.
 			vals = slices.Clone(vals)
@@ -119,7 +123,11 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 		}
 		tensors = append(tensors, safetensors.WriteTensor{Name: hfName, DType: sdt, Shape: shape, Data: data})
 		return nil
-	})
+	}
+	if c.Linear.On() { // q and gate interleaved, A negative: as the GGUF's
+		tensor = (&qwen35Writer{put: tensor, c: c}).tensor
+	}
+	err = weights(c, seed, tensor)
 	if err != nil {
 		return err
 	}
@@ -275,7 +283,7 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
 		}
 	}
-	if c.QKVBias != (c.Arch == "qwen2" || c.Arch == "qwen2moe") || c.QKNorm != (c.Arch == "qwen3" || c.Arch == "gemma3" || c.Arch == "qwen3moe" || c.Arch == "olmoe") ||
+	if c.QKVBias != (c.Arch == "qwen2" || c.Arch == "qwen2moe") || c.QKNorm != (c.Arch == "qwen3" || c.Arch == "gemma3" || c.Arch == "qwen3moe" || c.Arch == "olmoe" || c.Arch == "qwen35") ||
 		c.QKNormFull != (c.Arch == "olmoe") {
 		return nil, fmt.Errorf("synth: %s: %s with q/k/v biases %v and q/k norms %v has no Hugging Face config", s.Name, c.Arch, c.QKVBias, c.QKNorm)
 	}
@@ -286,8 +294,38 @@ func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 		}
 		cfg["rope_scaling"] = rs
 	}
+	if c.Linear.On() {
+		cfg = qwen35ConfigJSON(cfg, c)
+	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	return append(b, '\n'), err
+}
+
+// qwen35ConfigJSON is Qwen3.5's config.json as Qwen publishes it: the text
+// model's keys (cfg, with the linear layers' and the partial rotation's)
+// under text_config of a Qwen3_5ForConditionalGeneration.
+func qwen35ConfigJSON(cfg map[string]any, c models.Config) map[string]any {
+	lc := c.Linear
+	types := make([]string, c.Layers)
+	for l := range types {
+		types[l] = map[bool]string{true: "linear_attention", false: "full_attention"}[c.LayerLinear(l)]
+	}
+	arch, tied := cfg["architectures"], cfg["tie_word_embeddings"]
+	delete(cfg, "architectures")
+	delete(cfg, "rope_theta")
+	delete(cfg, "rope_scaling")
+	cfg["model_type"] = "qwen3_5_text"
+	cfg["attn_output_gate"] = true
+	cfg["layer_types"] = types
+	cfg["full_attention_interval"] = qwen35Interval(c)
+	cfg["linear_conv_kernel_dim"] = lc.Conv
+	cfg["linear_key_head_dim"], cfg["linear_value_head_dim"] = lc.HeadDim, lc.HeadDim
+	cfg["linear_num_key_heads"], cfg["linear_num_value_heads"] = lc.KHeads, lc.VHeads
+	pairs := c.RopeDim / 2
+	cfg["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": c.RopeTheta,
+		"partial_rotary_factor": float64(c.RopeDim) / float64(c.HeadDim),
+		"mrope_interleaved":     true, "mrope_section": []int{pairs - 2*(pairs/3), pairs / 3, pairs / 3}}
+	return map[string]any{"architectures": arch, "model_type": "qwen3_5", "tie_word_embeddings": tied, "text_config": cfg}
 }
 
 // gemmaConfigJSON adds Gemma 2's or 3's keys to cfg, failing for a config

@@ -1,6 +1,9 @@
 package synth
 
 import (
+	"math"
+	"slices"
+
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
 )
@@ -123,4 +126,65 @@ func (w *qwen35Writer) tensor(name string, shape []int, vals []float32) error {
 		return w.put(name, shape, neg)
 	}
 	return w.put(name, shape, vals)
+}
+
+// qwen35HFTensor turns a tensor of Qwen3.5's GGUF (as qwen35Writer hands
+// it on) into the folder's, undoing what llama.cpp's converter does
+// (models/hf_qwen35.go): the norm before the feed-forward named as
+// post_attention_layernorm is, A_log = log(−ssm_a), conv1d [C, 1, K], and
+// with fewer key than value heads the value heads grouped by the key head
+// they read (the folder's head g·V/K + i is the GGUF's head i·K + g).
+func qwen35HFTensor(c models.Config, name string, shape []int, vals []float32) (string, []int, []float32) {
+	var l int
+	var kind string
+	if n, _ := sscanLayer(name, &l, &kind); n != 2 {
+		return name, shape, vals
+	}
+	lc := c.Linear
+	d, qk := lc.HeadDim, 2*lc.KHeads*lc.HeadDim
+	// grouped reorders the value heads: per rows a head from row from on,
+	// or (cols) per columns a head in every row.
+	grouped := func(v []float32, from, per, rowLen int, cols bool) []float32 {
+		if lc.KHeads == lc.VHeads {
+			return v
+		}
+		out := slices.Clone(v)
+		r := lc.VHeads / lc.KHeads
+		unit, stride, n := per*rowLen, 0, 1
+		if cols {
+			unit, stride, n = per, rowLen, len(v)/rowLen
+		}
+		for row := range n {
+			base := row*stride + from*rowLen
+			for j := range lc.VHeads {
+				src := (j%r)*lc.KHeads + j/r
+				copy(out[base+j*unit:base+(j+1)*unit], v[base+src*unit:base+(src+1)*unit])
+			}
+		}
+		return out
+	}
+	in := shape[len(shape)-1]
+	switch kind {
+	case models.AttnPostNorm + ".weight":
+		return models.LayerTensor(l, models.FFNNorm), shape, vals
+	case models.LinA:
+		logs := make([]float32, len(vals))
+		for i, v := range vals {
+			logs[i] = float32(math.Log(float64(-v)))
+		}
+		return name, shape, grouped(logs, 0, 1, 1, false)
+	case models.LinDT + ".bias":
+		return name, shape, grouped(vals, 0, 1, 1, false)
+	case models.LinQKV + ".weight":
+		return name, shape, grouped(vals, qk, d, in, false)
+	case models.LinGate + ".weight":
+		return name, shape, grouped(vals, 0, d, in, false)
+	case models.LinBeta + ".weight", models.LinAlpha + ".weight":
+		return name, shape, grouped(vals, 0, 1, in, false)
+	case models.LinConv + ".weight":
+		return name, []int{shape[0], 1, shape[1]}, grouped(vals, qk, d, in, false)
+	case models.LinOut + ".weight":
+		return name, shape, grouped(vals, 0, d, in, true)
+	}
+	return name, shape, vals
 }

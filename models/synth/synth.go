@@ -125,7 +125,42 @@ func Write(w io.Writer, s Shape, t dtype.Type, seed uint64) error {
 // are stored as another model's are, which exercises the same kernels
 // (runtime's load-time self-check builds its twin this way).
 func WriteTyped(w io.Writer, s Shape, t dtype.Type, typeOf func(name string) (dtype.Type, bool), seed uint64) error {
-	return write(w, s, t, 0, seed, nil, typeOf)
+	return write(w, s, t, 0, seed, nil, func(name string, _ []int) (dtype.Type, bool) { return typeOf(name) })
+}
+
+// WriteQuantized is Write with every matrix in type m (Q4_0, Q8_0, ...:
+// any type dtype.Quantize encodes) where its rows are whole blocks of m,
+// and a mixture of experts' stacked matrices in experts where that is not
+// 0 (gpt-oss's MXFP4); the rest f32. Those are the tensors and the bytes
+// that `tessera quantize --type m` writes from Write's f32 file (for types
+// without K-quant fallbacks: Q4_0, Q8_0, ...): a real shape at 4 bits without its f16 file in memory first (the
+// 20B-and-up shapes' f16 files do not fit a 23 GB machine).
+func WriteQuantized(w io.Writer, s Shape, m, experts dtype.Type, seed uint64) error {
+	if _, err := dtype.Quantize(m, nil); err != nil {
+		return fmt.Errorf("synth: matrices of type %s: %w", m, err)
+	}
+	if experts != 0 && !s.Config.MoE.On() {
+		return fmt.Errorf("synth: %s has no experts", s.Name)
+	}
+	typeOf := func(name string, shape []int) (dtype.Type, bool) {
+		if experts != 0 && strings.HasSuffix(name, "_exps.weight") {
+			return 0, false
+		}
+		if !QuantizedMatrix(name, len(shape)) || shape[len(shape)-1]%m.BlockSize() != 0 {
+			return 0, false
+		}
+		return m, true
+	}
+	return write(w, s, dtype.F32, experts, seed, nil, typeOf)
+}
+
+// QuantizedMatrix reports whether a quantizer encodes the tensor called
+// name of dims dimensions, as llama.cpp's quantize chooses: a matrix
+// (2-D) or a stack of experts (3-D), but not a router (ffn_gate_inp),
+// which stays as the file has it: it is small, and its logits decide
+// which experts run. Vectors (norms, biases) stay too.
+func QuantizedMatrix(name string, dims int) bool {
+	return (dims == 2 || dims == 3) && !strings.Contains(name, "ffn_gate_inp.weight")
 }
 
 // WriteExperts is Write with the stacked expert matrices of a mixture of
@@ -142,8 +177,9 @@ func WriteExperts(w io.Writer, s Shape, t, experts dtype.Type, seed uint64) erro
 
 // write writes s with weights of type t, its expert matrices of type
 // experts where that is not 0 (F32), and any tensor that typeOf (if set)
-// names a type in that type.
-func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV, typeOf func(string) (dtype.Type, bool)) error {
+// names a type, given its name in the file and its shape (outermost
+// dimension first), in that type.
+func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV, typeOf func(name string, shape []int) (dtype.Type, bool)) error {
 	if t != dtype.F32 && t != dtype.F16 {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
 	}
@@ -168,7 +204,7 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 			typ = experts
 		}
 		if typeOf != nil {
-			if named, ok := typeOf(familyName(c, name)); ok {
+			if named, ok := typeOf(familyName(c, name), shape); ok {
 				typ = named
 			}
 		}

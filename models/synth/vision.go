@@ -56,6 +56,15 @@ var visionShapes = map[string]vision.Config{
 	"mid-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2}),
 	// Patches of 4 pixels, heads of 16.
 	"tiny-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2}),
+	// Qwen2.5-VL 3B/7B's ViT (the converter writes no window: llama.cpp's
+	// 112 pixels): patches of 14, 32 layers of 1280 with heads of 80, a
+	// gated feed-forward of 3420, full attention every 8th layer.
+	"qwen2.5vl": qwen25VL(vision.Config{ImageSize: 560, PatchSize: 14, Dim: 1280, FFN: 3420, Layers: 32, Heads: 16, WindowEvery: 8}),
+	// The real patches of 14 and windows of 4×4 tokens, heads of 72, a
+	// feed-forward of 430, windowed and full layers alternating.
+	"mid-qwen2.5vl": qwen25VL(vision.Config{ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 4, Heads: 2, WindowEvery: 2}),
+	// Patches of 4 pixels (windows of 14×14 tokens), heads of 16.
+	"tiny-qwen2.5vl": qwen25VL(vision.Config{ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 4, Heads: 2, WindowEvery: 2}),
 	// Qwen3-VL 2B/4B's ViT: patches of 16, 24 layers of 1024 with heads of
 	// 64, learned positions for 48×48 patches (768 pixels) resized to each
 	// image, deepstack taps after layers 5, 11 and 17.
@@ -66,6 +75,28 @@ var visionShapes = map[string]vision.Config{
 	// Patches of 4 pixels, heads of 16, a table of 8×8 patches; the last
 	// layer untapped, as the real one's.
 	"tiny-qwen3vl": qwen3VL(vision.Config{ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 4, Heads: 2, Deepstack: []int{0, 1, 2}}),
+	// Gemma 4 E2B/E4B's encoder: 16 layers of 768, heads of 64, patches
+	// of 16 pooled 3×3, position tables of 10240; its linears carry
+	// infinite clamps, its tokens are not standardised. image_size is
+	// nominal (the converter writes 224): images keep their aspect.
+	"gemma4v": gemma4V(vision.Config{ImageSize: 224, PatchSize: 16, Dim: 768, FFN: 3072, Layers: 16, Heads: 12,
+		Positions: 10240, Clipped: true}),
+	// The 26B's and 31B's widths that tiny shapes round away: heads of
+	// 72 (18 rotation pairs an axis), patches of 14, a feed-forward of
+	// 430; standardised tokens; CLIP-like normalisation.
+	"mid-gemma4v": gemma4V(vision.Config{ImageSize: 42, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2,
+		Positions: 128, Standardize: true, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}),
+	// Patches of 4 pixels, heads of 16, every optional tensor.
+	"tiny-gemma4v": gemma4V(vision.Config{ImageSize: 48, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2,
+		Positions: 128, Standardize: true, Clipped: true}),
+}
+
+// qwen25VL gives c what every Qwen2.5-VL tower has: Qwen-VL's (qwenVL),
+// a gated SiLU feed-forward and llama.cpp's window of 112 pixels.
+func qwen25VL(c vision.Config) vision.Config {
+	c = qwenVL(c)
+	c.Projector, c.Act, c.Window = vision.Qwen25VL, tensor.SiLU, 112
+	return c
 }
 
 // qwen3VL gives c what every Qwen3-VL tower has: the 2×2 merger, tanh
@@ -75,6 +106,19 @@ func qwen3VL(c vision.Config) vision.Config {
 	c.Projector, c.Eps, c.Merge, c.Act = vision.Qwen3VL, 1e-6, 2, tensor.GELUTanh
 	c.Mean = [3]float32{0.5, 0.5, 0.5}
 	c.Std = [3]float32{0.5, 0.5, 0.5}
+	return c
+}
+
+// gemma4V gives c what every Gemma 4 tower has: the 3×3 pool, RMSNorms
+// of epsilon 1e-6, quick GELU (the converter writes no clip.use_gelu),
+// pixels in 0..1 unless c says otherwise.
+func gemma4V(c vision.Config) vision.Config {
+	c.Projector, c.Eps, c.Merge, c.Act = vision.Gemma4V, 1e-6, 3, tensor.GELUQuick
+	if c.Std == ([3]float32{}) {
+		c.Std = [3]float32{1, 1, 1}
+	}
+	area := (c.PatchSize * c.Merge) * (c.PatchSize * c.Merge)
+	c.MinPixels, c.MaxPixels = 40*area, 280*area
 	return c
 }
 
@@ -174,10 +218,27 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		vals := make([]float32, n)
 		name := want.Name
 		switch {
+		case strings.HasSuffix(name, "attn_q_norm.weight") || strings.HasSuffix(name, "attn_k_norm.weight"):
+			// Gemma 4 leaves q·k unscaled after these norms: weights of
+			// hd^(-1/4) keep the scores of random heads about unit-sized,
+			// where ones (scores of spread √hd) make deep towers'
+			// attention so sharp that f32 rounding decides it.
+			a := float32(math.Pow(float64(c.HeadDim()), -0.25))
+			for i := range vals {
+				vals[i] = a * (1 + float32(0.1*(rng.Float32()-0.5)))
+			}
 		case strings.HasSuffix(name, "ln1.weight") || strings.HasSuffix(name, "ln2.weight") ||
-			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm || strings.HasSuffix(name, ".norm.weight"):
+			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm || strings.HasSuffix(name, ".norm.weight") ||
+			strings.HasSuffix(name, "_norm.weight") || name == vision.StdScale:
 			for i := range vals {
 				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
+			}
+		case strings.HasSuffix(name, "out_scale.weight"): // Gemma 4's layer scalar
+			vals[0] = 0.5 + rng.Float32()
+		case c.Projector == vision.Gemma4V && strings.Contains(name, "put_m"): // clamps: none
+			vals[0] = float32(math.Inf(-1))
+			if strings.HasSuffix(name, "_max") {
+				vals[0] = float32(math.Inf(1))
 			}
 		case len(want.Shape) == 1 || name == vision.PositionEmbd:
 			for i := range vals {
@@ -209,10 +270,14 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 	}
 	u := func(v int) gguf.Value { return gguf.Uint32Value(uint32(v)) }
 	f3 := func(v [3]float32) gguf.Value { return gguf.ArrayValue(v[:]) }
+	projectorKey := "clip.projector_type"
+	if c.Projector == vision.Gemma4V { // the converter's, for a file of vision and audio
+		projectorKey = "clip.vision.projector_type"
+	}
 	kv := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.StringValue("clip")},
 		{Key: "general.name", Value: gguf.StringValue("synthetic " + string(c.Projector) + " projector")},
-		{Key: "clip.projector_type", Value: gguf.StringValue(string(c.Projector))},
+		{Key: projectorKey, Value: gguf.StringValue(string(c.Projector))},
 		{Key: "clip.has_vision_encoder", Value: gguf.BoolValue(true)},
 		{Key: "clip.vision.image_size", Value: u(c.ImageSize)},
 		{Key: "clip.vision.patch_size", Value: u(c.PatchSize)},
@@ -228,6 +293,10 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 	switch c.Projector {
 	case vision.Qwen2VL: // quick GELU: no clip.use_gelu
 		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)})
+	case vision.Qwen25VL: // gated SiLU, the window pattern
+		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)},
+			gguf.KV{Key: "clip.use_silu", Value: gguf.BoolValue(true)},
+			gguf.KV{Key: "clip.vision.n_wa_pattern", Value: u(c.WindowEvery)})
 	case vision.Qwen3VL: // the converter's keys: tanh GELU, the layers with deepstack mergers
 		taps := make([]bool, c.Layers)
 		for _, l := range c.Deepstack {
@@ -236,6 +305,13 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)},
 			gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
 			gguf.KV{Key: "clip.vision.is_deepstack_layers", Value: gguf.ArrayValue(taps)})
+	case vision.Gemma4V: // neither clip.use_gelu nor the pool's size, as the converter
+		if c.Act == tensor.GELUTanh {
+			kv = append(kv, gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)})
+		}
+		if c.Merge != 3 {
+			kv = append(kv, gguf.KV{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)})
+		}
 	default:
 		kv = append(kv, gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
 			gguf.KV{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)})

@@ -56,7 +56,9 @@ const (
 	// Backend.GLU takes it.
 	Sigmoid
 	// GELUQuick: x·sigmoid(1.702·x), CLIP's and Qwen2-VL's vision
-	// towers' (transformers' "quick_gelu"). Only Backend.Activate takes it.
+	// towers' (transformers' "quick_gelu"); Backend.Activate and
+	// Backend.GLU take it (Gemma 4's vision tower gates with it, as
+	// llama.cpp's clip does without clip.use_gelu).
 	GELUQuick
 )
 

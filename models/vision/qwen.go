@@ -32,8 +32,10 @@ const (
 )
 
 // Dynamic reports whether the tower takes each image at its own aspect
-// (Qwen-VL), not resized to one square.
-func (c Config) Dynamic() bool { return c.Projector == Qwen2VL || c.Projector == Qwen3VL }
+// (Qwen-VL, Gemma 4), not resized to one square.
+func (c Config) Dynamic() bool {
+	return c.Projector == Qwen2VL || c.Projector == Qwen25VL || c.Projector == Qwen3VL || c.Projector == Gemma4V
+}
 
 // Size is the width and height an image of w × h pixels is resized to
 // before its patches are taken: the tower's square, or for a dynamic
@@ -109,8 +111,9 @@ func MergedPatches(planar []float32, w, h int, c Config) (rows []float32, pos []
 
 // qwenGGUF reads what Qwen-VL's file says beyond the ViT's keys: the
 // merge (clip.vision.spatial_merge_size, 2), the feed-forward's
-// activation (quick GELU without clip.use_gelu; Qwen2.5-VL's gated SiLU,
-// clip.use_silu, is not read), the token limits, and the widths its
+// activation (quick GELU without clip.use_gelu; SiLU, gated, with
+// clip.use_silu, which only Qwen2.5-VL's files have), the token limits,
+// and the widths its
 // tensors give: the feed-forward's (the converter writes the language
 // model's width as feed_forward_length) and the projection's.
 func qwenGGUF(m *Model, f *gguf.File) error {
@@ -119,30 +122,39 @@ func qwenGGUF(m *Model, f *gguf.File) error {
 	if v, ok := f.Uint("clip.vision.spatial_merge_size"); ok && v != 2 {
 		return fmt.Errorf("clip.vision.spatial_merge_size %d: llama.cpp's Qwen-VL merger takes 2", v)
 	}
-	if silu, _ := f.Bool("clip.use_silu"); silu {
+	silu, _ := f.Bool("clip.use_silu")
+	gelu, _ := f.Bool("clip.use_gelu")
+	switch {
+	case c.Projector == Qwen25VL && (!silu || gelu):
+		return fmt.Errorf("%w: a %s file without clip.use_silu (its gated SiLU feed-forward)", ErrUnsupported, c.Projector)
+	case c.Projector != Qwen25VL && silu:
 		return fmt.Errorf("%w: clip.use_silu (Qwen2.5-VL's gated feed-forward) in a %s file", ErrUnsupported, c.Projector)
 	}
 	c.Act = tensor.GELUQuick
-	if gelu, _ := f.Bool("clip.use_gelu"); gelu {
+	switch {
+	case silu:
+		c.Act = tensor.SiLU
+	case gelu:
 		c.Act = tensor.GELUTanh
 	}
 	area := (c.PatchSize * c.Merge) * (c.PatchSize * c.Merge)
 	c.MinPixels, c.MaxPixels = qwenMinTokens*area, qwenMaxTokens*area
-	// llama.cpp swaps Qwen2-VL's ffn_up and ffn_down where a file stored
-	// them the other way round (ffn_down's input as wide as the tower);
-	// Qwen3-VL's converter writes them right, and clip.cpp leaves them.
+	// llama.cpp swaps Qwen2-VL's and Qwen2.5-VL's ffn_up and ffn_down
+	// where a file stored them the other way round (ffn_down's input as
+	// wide as the tower); Qwen3-VL's converter writes them right, and
+	// clip.cpp leaves them.
 	up, down := LayerTensor(0, "ffn_up", "weight"), LayerTensor(0, "ffn_down", "weight")
-	if t, ok := m.Tensors[down]; ok && c.Projector == Qwen2VL && len(t.Shape) == 2 && t.Shape[1] == c.Dim && t.Shape[0] != c.Dim {
+	if t, ok := m.Tensors[down]; ok && c.Projector != Qwen3VL && len(t.Shape) == 2 && t.Shape[1] == c.Dim && t.Shape[0] != c.Dim {
 		for l := range c.Layers {
-			for _, s := range []string{"weight", "bias"} {
+			for _, s := range []string{"weight", "bias"} { // (a gate, if any, stays)
 				u, d := LayerTensor(l, "ffn_up", s), LayerTensor(l, "ffn_down", s)
 				m.Tensors[u], m.Tensors[d] = m.Tensors[d], m.Tensors[u]
 			}
 		}
 	}
 	t, ok := m.Tensors[up]
-	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || (c.Projector == Qwen2VL && t.Shape[0] == c.Dim) || t.Shape[0] <= 0 || t.Shape[0] > 4*maxDim {
-		return fmt.Errorf("%s must be [ffn, %d] (for %s with ffn ≠ %d), ffn at most %d", up, c.Dim, Qwen2VL, c.Dim, 4*maxDim)
+	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || (c.Projector != Qwen3VL && t.Shape[0] == c.Dim) || t.Shape[0] <= 0 || t.Shape[0] > 4*maxDim {
+		return fmt.Errorf("%s must be [ffn, %d] (but for %s with ffn ≠ %d), ffn at most %d", up, c.Dim, Qwen3VL, c.Dim, 4*maxDim)
 	}
 	c.FFN = t.Shape[0]
 	t, ok = m.Tensors[MergerDown+".weight"]

@@ -102,3 +102,22 @@ func TestPositionsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowOrder: Qwen2.5-VL's windows of WindowTokens() a side, row by
+// row, tokens row by row within each, the right and bottom ones smaller
+// (clip.cpp's window_idx); other towers keep their order in one window.
+func TestWindowOrder(t *testing.T) {
+	c := Config{Projector: Qwen25VL, PatchSize: 14, Merge: 2, Window: 112} // 4 tokens a side
+	order, sizes := c.WindowOrder(6, 5)
+	want := []int{0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 18, 19, 20, 21, // 4×4
+		4, 5, 10, 11, 16, 17, 22, 23, // 2×4
+		24, 25, 26, 27, // 4×1
+		28, 29} // 2×1
+	if !slices.Equal(order, want) || !slices.Equal(sizes, []int{16, 8, 4, 2}) {
+		t.Errorf("6×5 tokens: order %v sizes %v, want %v and [16 8 4 2]", order, sizes, want)
+	}
+	c.Projector = Qwen2VL
+	if order, sizes := c.WindowOrder(3, 2); !slices.Equal(order, []int{0, 1, 2, 3, 4, 5}) || !slices.Equal(sizes, []int{6}) {
+		t.Errorf("no windows: %v %v", order, sizes)
+	}
+}

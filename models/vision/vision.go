@@ -7,10 +7,13 @@
 // (gemma3: a 2-D average pool, the soft embedding RMSNorm and a linear
 // projection, Gemma 3 4B and up, one fixed-size image; idefics3: a pixel
 // shuffle and a linear projection, SmolVLM, whose images are cut into
-// tiles plus an overview with marker tokens between them), and
+// tiles plus an overview with marker tokens between them),
 // "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
-// 2×2 merger) and "qwen3vl_merger" (qwen3.go: Qwen3-VL's, with learned
-// positions resized per image and deepstack features).
+// 2×2 merger), "qwen2.5vl_merger" (qwen25.go: Qwen2.5-VL's, with window
+// attention, RMSNorms and a gated feed-forward), "qwen3vl_merger" (qwen3.go:
+// Qwen3-VL's, with learned positions resized per image and deepstack
+// features) and "gemma4v" (gemma4.go: Gemma 4's encoder, dynamic too, with
+// 2-D learned positions and RoPE and a 3×3 average pool).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, image decoding and preprocessing (Preprocess,
 // Patches), and where an image's tiles and markers go in a prompt
@@ -43,7 +46,7 @@ const Gemma3 Projector = "gemma3"
 const Idefics3 Projector = "idefics3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen3VL}
+var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen25VL, Qwen3VL, Gemma4V}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -77,11 +80,24 @@ type Config struct {
 	// (clip.use_gelu) or quick GELU (Qwen2-VL).
 	Act tensor.Activation
 	// MinPixels and MaxPixels bound a dynamic tower's resized image
-	// (Size; Qwen-VL, whose Merge is 2).
+	// (Size; Qwen-VL, whose Merge is 2; Gemma 4, 3).
 	MinPixels, MaxPixels int
 	// Deepstack are the tower layers (0-based, ascending) after which
 	// Qwen3-VL taps the hidden state for a deepstack merger of its own.
 	Deepstack []int
+	// WindowEvery and Window are Qwen2.5-VL's window attention: every
+	// WindowEvery-th layer attends over the whole image, the others within
+	// windows of Window pixels a side (qwen25.go).
+	WindowEvery, Window int
+	// Positions is the length of each of Gemma 4's two position tables
+	// (a column's and a row's).
+	Positions int
+	// Standardize: Gemma 4's pooled tokens are standardised (v.std_bias,
+	// v.std_scale; the 26B's and 31B's towers).
+	Standardize bool
+	// Clipped: Gemma 4's linears carry clamp scalars (all infinite: see
+	// Gemma4ClampSuffixes).
+	Clipped bool
 }
 
 // Patches is the number of patches per side of a preprocessed image.
@@ -119,6 +135,7 @@ type Model struct {
 	Path    string
 	Tensors map[string]*models.Tensor
 	file    *gguf.File
+	useGELU bool // clip.use_gelu
 }
 
 // Close releases the file.
@@ -231,9 +248,11 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	c.Eps = float32(eps)
 	c.Merge = u("clip.vision.projector.scale_factor", 4)
 	switch c.Projector {
+	case Gemma4V:
+		c.Merge = u("clip.vision.projector.scale_factor", gemma4Merge)
 	case Idefics3:
 		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
-	case Qwen2VL, Qwen3VL:
+	case Qwen2VL, Qwen25VL, Qwen3VL:
 		c.Merge = 2 // qwenGGUF checks the file's
 	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
@@ -248,7 +267,8 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 		copy(dst[:], v)
 	}
-	if gelu, ok := f.Bool("clip.use_gelu"); !c.Dynamic() && (!ok || !gelu) {
+	gelu, _ := f.Bool("clip.use_gelu")
+	if !c.Dynamic() && !gelu {
 		// clip.cpp takes GELU-quick (x·σ(1.702x)) without the key; no
 		// SigLIP file is written so.
 		errs = append(errs, errors.New("clip.use_gelu is not true: only SigLIP's GELU feed-forward is read"))
@@ -260,7 +280,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		return nil, err
 	}
 	c.Act = tensor.GELUTanh
-	m := &Model{Config: c, Tensors: map[string]*models.Tensor{}, file: f}
+	m := &Model{Config: c, Tensors: map[string]*models.Tensor{}, file: f, useGELU: gelu}
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
 		shape := make([]int, len(ti.Dims))
@@ -272,14 +292,24 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
 	switch c.Projector {
-	case Qwen2VL, Qwen3VL:
+	case Qwen2VL, Qwen25VL, Qwen3VL:
 		if err := qwenGGUF(m, f); err != nil {
 			return nil, err
 		}
-		if c.Projector == Qwen3VL {
+		switch c.Projector {
+		case Qwen3VL:
 			if err := qwen3GGUF(m); err != nil {
 				return nil, err
 			}
+		case Qwen25VL:
+			every, ok := f.Uint("clip.vision.n_wa_pattern")
+			if err := qwen25GGUF(m, every, ok); err != nil {
+				return nil, err
+			}
+		}
+	case Gemma4V:
+		if err := gemma4GGUF(m); err != nil {
+			return nil, err
 		}
 	case Gemma3:
 		t, err := m.Tensor(InputProj)
@@ -319,7 +349,8 @@ func (c Config) check() error {
 		return fmt.Errorf("%d layers is out of range", c.Layers)
 	case c.Heads <= 0 || c.Dim%c.Heads != 0:
 		return fmt.Errorf("%d heads do not divide width %d", c.Heads, c.Dim)
-	case c.Merge <= 0 || c.Patches()%c.Merge != 0:
+	case c.Merge <= 0 || c.Merge > 16 || c.Projector != Gemma4V && c.Patches()%c.Merge != 0:
+		// (Gemma 4's image_size is nominal: its images are of their own size.)
 		return fmt.Errorf("merge factor %d does not divide %d patches a side", c.Merge, c.Patches())
 	case !(c.Eps > 0) || c.Eps > 1:
 		return fmt.Errorf("epsilon %g is out of range", c.Eps)
@@ -346,8 +377,12 @@ func (c Config) TensorShapes() []Want {
 	switch c.Projector {
 	case Qwen2VL:
 		return c.qwenShapes()
+	case Qwen25VL:
+		return c.qwen25Shapes()
 	case Qwen3VL:
 		return c.qwen3Shapes()
+	case Gemma4V:
+		return c.gemma4Shapes()
 	}
 	p, n := c.PatchSize, c.Patches()
 	w := []Want{

@@ -56,7 +56,7 @@ func TestGLUMatchesAct(t *testing.T) {
 		u[i] = float32(i%5) - 1.5
 	}
 	g[0], g[1], g[2] = 0, float32(math.Copysign(0, -1)), -100
-	for _, act := range []models.Activation{models.SiLU, models.GELUTanh} {
+	for _, act := range []models.Activation{models.SiLU, models.GELUTanh, models.GELUQuick} {
 		b := New(1)
 		if err := b.Begin(backend.Batch{Tokens: make([]int32, rows), Pos: make([]int32, rows), Seq: make([]int32, rows), BlockSize: 1, Tables: [][]int32{{0}}}); err != nil {
 			t.Fatal(err)
@@ -67,6 +67,20 @@ func TestGLUMatchesAct(t *testing.T) {
 			if want := Act(act, x) * u[i]; math.Float32bits(gt.Data[i]) != math.Float32bits(want) {
 				t.Fatalf("activation %v: GLU(%v, %v) = %v, Act gives %v", act, x, u[i], gt.Data[i], want)
 			}
+		}
+	}
+}
+
+// TestActGELUQuick: the gate's quick GELU (Gemma 4's vision tower) is
+// Activate's, x·σ(1.702x), not SiLU's, which a missing case would give.
+func TestActGELUQuick(t *testing.T) {
+	for _, x := range []float32{-9, -1.5, -0.25, 0, 0.3, 1, 2.5, 12} {
+		got := Act(models.GELUQuick, x)
+		if want := Activation(models.GELUQuick, x); math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("Act(GELUQuick, %v) = %v, Activation gives %v", x, got, want)
+		}
+		if x != 0 && got == Silu(x) {
+			t.Errorf("Act(GELUQuick, %v) = %v, SiLU's", x, got)
 		}
 	}
 }

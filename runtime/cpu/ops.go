@@ -239,6 +239,8 @@ func Act(a tensor.Activation, x float32) float32 {
 		return GELUTanh(x)
 	case tensor.Sigmoid:
 		return Sigmoid(x)
+	case tensor.GELUQuick: // Gemma 4's vision tower gates with it
+		return x * Sigmoid(1.702*x)
 	}
 	return Silu(x)
 }

@@ -196,12 +196,15 @@ func TestElementwiseOps(t *testing.T) {
 			// GeGLU's inputs reach far into tanh's flat tails.
 			g := w.tensor(shape.rows, shape.cols, w.random(n, 40))
 			s := w.tensor(shape.rows, shape.cols, w.random(n, 200))
+			q := w.tensor(shape.rows, shape.cols, w.random(n, 40)) // quick GELU's gate: into exp's tails
+			qu := w.tensor(shape.rows, shape.cols, w.random(n, 3))
 			norm := w.weight([]int{shape.cols}, w.random(shape.cols, 2))
 			w.begin(tokens(shape.batch, 10, w.rng), 0)
 			w.each(func(b backend.Backend, i int) {
 				b.Add(x[i], y[i])
 				b.GLU(z[i], x[i], models.SiLU)
 				b.GLU(g[i], y[i], models.GELUTanh)
+				b.GLU(q[i], qu[i], models.GELUQuick)
 				b.RMSNorm(y[i], z[i], norm[i], 1e-5)
 				b.Scale(x[i], 33.94)
 				b.Softcap(s[i], 30)
@@ -209,6 +212,7 @@ func TestElementwiseOps(t *testing.T) {
 			w.compare("add and scale", x, shape.batch, 1e-6)
 			w.compare("swiglu", z, shape.batch, 1e-5)
 			w.compare("geglu", g, shape.batch, 1e-5)
+			w.compare("geglu quick", q, shape.batch, 1e-5)
 			w.compare("rmsnorm", y, shape.batch, 1e-5)
 			w.compare("softcap", s, shape.batch, 1e-5)
 		})

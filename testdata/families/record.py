@@ -10,10 +10,19 @@ ignore_eos), with n_probs 1 (each token's
 log-probability from the raw logits), and prints one JSON object. llama.cpp
 rounds its context up to 256; !--yarn-orig-ctx=512 makes it choose LongRoPE's
 short factors where Tessera runs at a context within the original.
+
+RECORD_TOP=N records each position's N most likely tokens too ("top": [id,
+log-probability] pairs, from the same raw logits): a random model at real
+widths is often certain of its token (log-probability 0), and the runners-up
+show the distribution. RECORD_IN_PLACE=1 marks the byte tokens normal in the
+file itself instead of in a copy (a real shape's file may not fit twice on
+disk; Tessera reads token ids, so the change does not matter to it).
 """
 import json, os, shutil, socket, struct, subprocess, sys, tempfile, time, urllib.request
 
 peers, n, prompt = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
+top = int(os.environ.get("RECORD_TOP", "1"))
+in_place = os.environ.get("RECORD_IN_PLACE") == "1"
 out = {"prompt": prompt, "llama.cpp": "", "shapes": {}}
 
 
@@ -56,6 +65,11 @@ def printable(path):
                 if struct.unpack_from("<i", data, at)[0] == 6:
                     struct.pack_into("<i", data, at, 1)
         off = skip(t, off)
+    if in_place:
+        src.close()
+        with open(path, "r+b") as f:  # the header's length is unchanged
+            f.write(data[:off])
+        return path
     f = tempfile.NamedTemporaryFile(suffix=".gguf", delete=False)
     f.write(data)
     shutil.copyfileobj(src, f, 64 << 20)  # the tensors, streamed
@@ -93,7 +107,7 @@ for arg in sys.argv[4:]:
         if not out["llama.cpp"]:
             props = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/props"))
             out["llama.cpp"] = props.get("build_info", "")
-        body = {"prompt": prompt, "n_predict": count, "temperature": 0, "top_k": 1, "n_probs": 1, "cache_prompt": False,
+        body = {"prompt": prompt, "n_predict": count, "temperature": 0, "top_k": 1, "n_probs": top, "cache_prompt": False,
                 "ignore_eos": True, "samplers": ["top_k"]}
         req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
@@ -101,9 +115,12 @@ for arg in sys.argv[4:]:
         probs = res["completion_probabilities"]
         out["shapes"][shape] = {"context": ctx, "tokens": [p["id"] for p in probs],
                                 "logprobs": [round(p["logprob"], 6) for p in probs]}
+        if top > 1:
+            out["shapes"][shape]["top"] = [[[q["id"], round(q["logprob"], 6)] for q in p["top_logprobs"]] for p in probs]
     finally:
         srv.terminate()
         srv.wait()
-        os.remove(copy)
+        if copy != path:
+            os.remove(copy)
 json.dump(out, sys.stdout, indent=1)
 print()

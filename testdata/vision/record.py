@@ -15,7 +15,8 @@ the image given as multimodal_data where the prompt has <__media__>
 (the server's own marker, read from /props), with n_probs 1: each
 token's id and log-probability under the raw logits. (A real tower's
 image tokens need a language model with room for them: `tessera synth
---context`.)
+--context`.) A case whose NAME ends in -embeddings records the
+embeddings only.
 """
 import base64, json, os, re, socket, struct, subprocess, sys, time, urllib.request
 
@@ -149,6 +150,9 @@ for arg in sys.argv[3:]:
     case = {"prompt": prompt, "embeddings": tiles[0]}
     if len(tiles) > 1:
         case["tiles"] = tiles
+    if name.endswith("-embeddings"):
+        out["cases"][name] = case
+        continue
     copy = printable(base)
     ascii_bytes(copy)
     port = free_port()

@@ -113,6 +113,8 @@ var browserProjectors = []struct{ base, projector string }{
 	{"tiny-smolvlm", "tiny-idefics3"},
 	{"tiny-qwen2vl", "tiny-qwen2vl"},
 	{"tiny-qwen3vl-deep", "tiny-qwen3vl"},
+	{"tiny-qwen2vl", "tiny-qwen2.5vl"},
+	{"tiny-gemma4", "tiny-gemma4v"},
 }
 
 // testBrowserProjectors: for each of browserProjectors, an engine loaded
