@@ -5,6 +5,7 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tessera-llm/tessera/models"
@@ -27,12 +28,13 @@ type llama struct {
 	embedLoRA backend.LoRA // the token embeddings' adapters, or nil
 	adapted   bool         // the step being queued has rows with adapters
 
-	x, xb, q, k, v, att, gate, up backend.Tensor // maxBatch rows
-	post                          backend.Tensor // maxBatch rows, with PostNorms
-	moe                           *moeActs       // with experts
-	last, logits                  backend.Tensor // output rows: only the batch's Out rows are scored
-	out                           backend.Tensor // the last step's Out rows (outRows): x or last
-	lastNormed                    backend.Tensor // output rows: last normalised, for embeddings
+	x, xb, q, k, v, att, gate, up backend.Tensor     // maxBatch rows
+	outLists                      [][]backend.Tensor // the projections' Out lists (outs)
+	post                          backend.Tensor     // maxBatch rows, with PostNorms
+	moe                           *moeActs           // with experts
+	last, logits                  backend.Tensor     // output rows: only the batch's Out rows are scored
+	out                           backend.Tensor     // the last step's Out rows (outRows): x or last
+	lastNormed                    backend.Tensor     // output rows: last normalised, for embeddings
 	kv                            backend.KV
 	g4                            *gemma4Net // Gemma 4's layers (gemma4.go), or nil
 
@@ -372,8 +374,8 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			// Linear attention (Gated DeltaNet, Qwen3.5): x += W_out · (norm(o) · silu(z)),
 			// o the delta rule over conv1d(W_qkv·h), z = W_gate·h, h = norm(x).
 			a := n.lin
-			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.in, Out: []backend.Tensor{a.mixed, a.z}})
-			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.gates, Out: []backend.Tensor{a.gates}})
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.in, Out: n.outs(a.mixed, a.z)})
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: lw.gates, Out: n.outs(a.gates)})
 			be.Conv1D(a.conv, a.mixed, lw.conv, n.rec, lw.index)
 			be.DeltaNet(a.o, a.conv, a.gates, lw.decay, n.rec, lw.index,
 				backend.DeltaNet{KHeads: c.Linear.KHeads, VHeads: c.Linear.VHeads, HeadDim: c.Linear.HeadDim, Eps: c.NormEps})
@@ -388,9 +390,9 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			continue
 		}
 		// Attention block: x += Wo · attend(rope(Wq·h), rope(Wk·h), Wv·h), h = norm(x).
-		be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: []backend.Tensor{n.q, n.k, n.v}, LoRA: n.lora(w.lora[0])})
+		be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qkv, Bias: w.bqkv, Out: n.outs(n.q, n.k, n.v), LoRA: n.lora(w.lora[0])})
 		if c.AttnGate { // Qwen3.5: q's projection also gives a gate per head
-			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qGate, Out: []backend.Tensor{n.qGate}})
+			be.Project(backend.Projection{X: n.x, Norm: w.attnNorm, Eps: c.NormEps, W: w.qGate, Out: n.outs(n.qGate)})
 		}
 		if c.QKNorm {
 			qn, kn := c.HeadDim, c.HeadDim
@@ -421,7 +423,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)
-	be.Project(backend.Projection{X: n.out, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: []backend.Tensor{n.logits}, LoRA: n.lora(n.headLoRA)})
+	be.Project(backend.Projection{X: n.out, Norm: n.outNorm, Eps: c.NormEps, W: n.output, Out: n.outs(n.logits), LoRA: n.lora(n.headLoRA)})
 	if c.FinalSoftcap > 0 {
 		be.Softcap(n.logits, c.FinalSoftcap)
 	}
@@ -437,7 +439,7 @@ func (n *llama) feedForward(l int, w layerWeights) {
 		n.experts(w)
 		return
 	}
-	n.be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: n.cfg.NormEps, W: w.gateUp, Out: []backend.Tensor{n.gate}, GLU: true, Act: n.cfg.Act, LoRA: n.lora(w.lora[2])})
+	n.be.Project(backend.Projection{X: n.x, Norm: w.ffnNorm, Eps: n.cfg.NormEps, W: w.gateUp, Out: n.outs(n.gate), GLU: true, Act: n.cfg.Act, LoRA: n.lora(w.lora[2])})
 	next := n.outNorm // the norm the next layer or the head starts with
 	if l+1 < len(n.layers) {
 		next = n.layers[l+1].attnNorm
@@ -472,6 +474,21 @@ func (n *llama) lora(l backend.LoRA) backend.LoRA {
 	return nil
 }
 
+// outs returns ts as a Projection's Out, from the lists kept across
+// steps: a list made at every projection of every step was an
+// allocation a dispatch on the GPU (a Projection goes through an
+// interface, so its Out escapes). A model has a few distinct lists.
+func (n *llama) outs(ts ...backend.Tensor) []backend.Tensor {
+	for _, o := range n.outLists {
+		if slices.Equal(o, ts) {
+			return o
+		}
+	}
+	o := slices.Clone(ts)
+	n.outLists = append(n.outLists, o)
+	return o
+}
+
 // residual adds a block's output projection of x (plus bias b, when not
 // nil: gpt-oss's) to the residual stream: in the projection's epilogue, or
 // through the block's post-norm when the model has them (Gemma). next is
@@ -479,10 +496,10 @@ func (n *llama) lora(l backend.LoRA) backend.LoRA {
 // Projection.Next), or nil.
 func (n *llama) residual(x backend.Tensor, w, b backend.Weight, l backend.LoRA, postNorm, next backend.Weight) {
 	if postNorm == nil {
-		n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: []backend.Tensor{n.x}, Add: true, LoRA: n.lora(l), Next: next})
+		n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: n.outs(n.x), Add: true, LoRA: n.lora(l), Next: next})
 		return
 	}
-	n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: []backend.Tensor{n.xb}, LoRA: n.lora(l)})
+	n.be.Project(backend.Projection{X: x, W: w, Bias: b, Out: n.outs(n.xb), LoRA: n.lora(l)})
 	n.be.RMSNorm(n.post, n.xb, postNorm, n.cfg.NormEps)
 	n.be.Add(n.x, n.post)
 }

@@ -18,7 +18,9 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
@@ -86,6 +88,15 @@ type Backend struct {
 	// first, the ids every Keep picked, and how many steps kept so far.
 	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA webgpu.Buffer
 	kept, keptRows                                                            int
+
+	// The shared parameter buffer being filled (paramSlot) and its bytes
+	// taken so far.
+	paramArena webgpu.Buffer
+	paramUsed  int64
+
+	// written is what Begin last wrote to each step buffer that only the
+	// host writes (writeChanged).
+	written map[webgpu.Buffer][]byte
 
 	smp       *sampling // on-device sampling (sampling.go), made on first use
 	readBytes int64     // bytes read back so far
@@ -210,6 +221,7 @@ type Weight struct {
 	parts   []part
 	storage backend.Storage // F32 unless made by UploadAs (quant.go)
 	split   []int           // made by Fuse: the rows of each matrix (fused.go)
+	whole   []int           // Project's split of an unfused weight: its rows, made on first use
 	pairs   bool            // made by Fuse for a GLU: rows alternate between two matrices
 	// Made by UploadExperts (moe.go): the rows of one expert; parts hold
 	// whole experts.
@@ -399,11 +411,46 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		if w.buf == nil || len(w.data) == 0 {
 			continue
 		}
-		if err := b.dev.Write(w.buf, 0, w.data); err != nil {
+		if err := b.writeChanged(w.buf, w.data); err != nil {
 			return fmt.Errorf("gpu: begin step: %w", err)
 		}
 	}
 	return nil
+}
+
+// writeChanged writes data at the start of buf unless buf already holds
+// it: from step to step of a decode most of the step's buffers (the row
+// counts, each row's sequence, the block tables, the adapters' rows) do
+// not change, and each write costs the host a staging buffer in wgpu.
+// Only the buffers that nothing but Begin writes are remembered
+// (stepConstant); writeStep forgets the ones a chain's copies overwrite.
+func (b *Backend) writeChanged(buf webgpu.Buffer, data []byte) error {
+	remember := b.stepConstant(buf)
+	if last, ok := b.written[buf]; remember && ok && bytes.Equal(last, data) {
+		return nil
+	}
+	if err := b.dev.Write(buf, 0, data); err != nil {
+		delete(b.written, buf)
+		return err
+	}
+	if remember {
+		if b.written == nil {
+			b.written = map[webgpu.Buffer][]byte{}
+		}
+		b.written[buf] = append(b.written[buf][:0], data...)
+	}
+	return nil
+}
+
+// stepConstant reports whether buf is one of the step's buffers that
+// only the host writes, outside a chain: the tokens, positions and slots
+// change every step, and Keep copies tokens on the device.
+func (b *Backend) stepConstant(buf webgpu.Buffer) bool {
+	switch buf {
+	case b.step, b.outStep, b.rowSeq, b.tables, b.windows, b.seqState, b.rowLoRA, b.outLoRA:
+		return true
+	}
+	return false
 }
 
 // rows is how many rows of t the current batch covers.
@@ -587,6 +634,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 				return err
 			}
 			b.rec.Copy(b.stageLoRA, at, buf, 0, int64(len(rows)))
+			delete(b.written, buf)
 		}
 	}
 	b.pending = true
@@ -614,6 +662,7 @@ func windowSlotsOf(batch backend.Batch) []int32 {
 // run, still reads buf: data goes to this step's place in stage instead,
 // and is copied into buf by the command stream between the steps.
 func (b *Backend) writeStep(buf, stage webgpu.Buffer, data []byte) error {
+	delete(b.written, buf) // the copy below or this write changes it behind writeChanged
 	if b.kept == 0 {
 		return b.dev.Write(buf, 0, data)
 	}
@@ -733,8 +782,46 @@ func (o op) forKV(c *KV) op {
 }
 
 // fused returns o composed with f: its operands gain the fusion's extra
-// bindings, which the call passes after its own.
+// bindings, which the call passes after its own. Ops are composed at
+// every dispatch of a fused product, so each composition is made once
+// (fusedOps) and shared: its operands are clipped, so that an append
+// copies them. The key holds the address of o's own operands, so o must
+// be one of the package's ops, not one built at each call.
 func (o op) fused(f shaders.Fusion) op {
+	key := fusedKey{kernel: o.kernel, operands: unsafe.SliceData(o.operands), n: len(o.operands), fusion: f}
+	fusedMu.Lock()
+	c, ok := fusedOps[key]
+	fusedMu.Unlock()
+	if ok {
+		o.fusion, o.operands = f, c
+		return o
+	}
+	o = o.compose(f)
+	o.operands = slices.Clip(o.operands)
+	fusedMu.Lock()
+	fusedOps[key] = o.operands
+	fusedMu.Unlock()
+	return o
+}
+
+// fusedKey is a composition of fused: the op (its name and its own
+// operands, which op values share) and the fusion.
+type fusedKey struct {
+	kernel   string
+	operands *webgpu.Access
+	n        int
+	fusion   shaders.Fusion
+}
+
+// fusedOps are the operands of the compositions made so far, for every
+// backend: a composition depends on nothing else.
+var (
+	fusedMu  sync.Mutex
+	fusedOps = map[fusedKey][]webgpu.Access{}
+)
+
+// compose is fused without the cache.
+func (o op) compose(f shaders.Fusion) op {
 	o.fusion = f
 	o.operands = slices.Clone(o.operands)
 	for _, a := range f.Extra() {
@@ -768,8 +855,11 @@ type callKey struct {
 	kernel string
 	fusion shaders.Fusion
 	params paramKey
-	ops    [12]webgpu.Binding
+	ops    [maxBindings]webgpu.Binding
 }
+
+// maxBindings is the most operands a call binds.
+const maxBindings = 12
 
 // paramKey is params as a map key: up to 16 values inline (paramsSize's
 // worth), longer lists as their bytes.
@@ -902,23 +992,51 @@ func (b *Backend) newCall(o op, p params, operands []webgpu.Binding) (*call, err
 	// sizes against those of the previous pipeline when the two share a
 	// layout (a 28-byte matmul Params demanded of rmsnorm's 12).
 	raw = append(raw, make([]byte, max(paramsSize-len(raw), (16-len(raw)%16)%16))...)
-	pbuf, err := b.buffer(o.kernel+" params", int64(len(raw)), webgpu.Uniform|webgpu.CopyDst)
+	pbind, err := b.paramSlot(raw)
 	if err != nil {
-		return nil, err
-	}
-	if err := b.dev.Write(pbuf, 0, raw); err != nil {
 		return nil, err
 	}
 	step := b.step
 	if len(operands) > 0 && b.outputs[operands[0].Buffer] {
 		step = b.outStep // the destination has one row per output
 	}
-	binds := append([]webgpu.Binding{{Buffer: step}, {Buffer: pbuf}}, operands...)
+	binds := append([]webgpu.Binding{{Buffer: step}, pbind}, operands...)
 	g, err := b.dev.BindGroup(pipe, binds)
 	if err != nil {
 		return nil, err
 	}
 	return &call{pipe: pipe, group: g}, nil
+}
+
+// paramSlotAlign is where a call's parameters may start in the shared
+// parameter buffer: WebGPU's largest minUniformBufferOffsetAlignment, so
+// every device takes it.
+const paramSlotAlign = 256
+
+// paramArenaSize is the size of each shared parameter buffer: 256 calls'
+// parameters.
+const paramArenaSize = 64 << 10
+
+// paramSlot writes a call's parameters into the shared parameter buffer
+// and returns their binding. The calls share a few buffers instead of
+// having one each because wgpu tracks every buffer a submission uses, at
+// every submission and again when it retires: with one buffer per call,
+// the parameter buffers were most of the buffers a decode step used.
+func (b *Backend) paramSlot(raw []byte) (webgpu.Binding, error) {
+	n := (int64(len(raw)) + paramSlotAlign - 1) / paramSlotAlign * paramSlotAlign
+	if b.paramArena == nil || b.paramUsed+n > b.paramArena.Size() {
+		buf, err := b.buffer("params", max(paramArenaSize, n), webgpu.Uniform|webgpu.CopyDst)
+		if err != nil {
+			return webgpu.Binding{}, err
+		}
+		b.paramArena, b.paramUsed = buf, 0
+	}
+	at := b.paramUsed
+	if err := b.dev.Write(b.paramArena, at, raw); err != nil {
+		return webgpu.Binding{}, err
+	}
+	b.paramUsed += n
+	return webgpu.Binding{Buffer: b.paramArena, Offset: at, Size: int64(len(raw))}, nil
 }
 
 // grid spreads n invocations of workgroups of size wg over x and y, since

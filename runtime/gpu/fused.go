@@ -129,7 +129,10 @@ func (b *Backend) Project(p backend.Projection) {
 	w := p.W.(*Weight)
 	split := w.split
 	if split == nil {
-		split = []int{w.shape[0]}
+		if w.whole == nil { // made once: a list made here was an allocation a projection
+			w.whole = []int{w.shape[0]}
+		}
+		split = w.whole
 	}
 	if err := p.Check(split); err != nil {
 		b.fail(fmt.Errorf("gpu: %w", err))
@@ -170,7 +173,8 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 		b.matmul(d, xs, w, f, nil)
 		return
 	}
-	extra, err := b.fusionBindings(p, f)
+	var ea [maxBindings]webgpu.Binding // on the stack: nothing a dispatch allocates
+	extra, err := b.fusionBindings(ea[:0], p, f)
 	if err != nil {
 		b.fail(err)
 		return
@@ -197,7 +201,9 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 			return
 		}
 		b.RMSNorm(x, xs, p.Norm, p.Eps)
-		f.Norm, extra = false, slices.Delete(slices.Clone(extra), normAt(f, extra), normAt(f, extra)+1)
+		var xa [maxBindings]webgpu.Binding
+		at := normAt(f, extra)
+		f.Norm, extra = false, append(append(xa[:0], extra[:at]...), extra[at+1:]...)
 		if !f.Fused() {
 			b.matmul(d, x, w, f, nil)
 			return
@@ -244,7 +250,8 @@ func (b *Backend) prepareNext(d, xs *Tensor, w *Weight, p backend.Projection, f 
 		return true
 	}
 	at := len(extra) - loraBindings(f) // nwn and xn come before the adapters' bindings
-	extra = slices.Insert(slices.Clone(extra), at, webgpu.Binding{Buffer: p.Next.(*Weight).parts[0].buf}, webgpu.Binding{Buffer: xn.buf})
+	var xa [maxBindings]webgpu.Binding
+	extra = append(append(append(xa[:0], extra[:at]...), webgpu.Binding{Buffer: p.Next.(*Weight).parts[0].buf}, webgpu.Binding{Buffer: xn.buf}), extra[at:]...)
 	if !b.matmul(d, xs, w, f, extra) {
 		return false
 	}
@@ -263,7 +270,8 @@ func (b *Backend) prescaled(d, xs *Tensor, w *Weight, p backend.Projection, f sh
 	}
 	n := b.next
 	f.Prescaled = true
-	extra = slices.Clone(extra)
+	var xa [maxBindings]webgpu.Binding
+	extra = append(xa[:0], extra...)
 	extra[normAt(f, extra)] = webgpu.Binding{Buffer: xs.buf} // xraw, where nw was
 	return b.matmul(d, n.xn, w, f, extra)
 }
@@ -310,10 +318,10 @@ func (b *Backend) normPrologue() bool {
 	return b.info.DeviceType != "cpu"
 }
 
-// fusionBindings returns the bindings that f adds to a kernel (see
+// fusionBindings appends to dst the bindings that f adds to a kernel (see
 // shaders.Fusion.Extra): the Fuse uniform, the other outputs, the bias,
 // the norm's weights and the adapters' buffers.
-func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]webgpu.Binding, error) {
+func (b *Backend) fusionBindings(dst []webgpu.Binding, p backend.Projection, f shaders.Fusion) ([]webgpu.Binding, error) {
 	var n [3]uint32
 	for i, o := range p.Out {
 		n[i] = uint32(o.Cols())
@@ -327,7 +335,7 @@ func (b *Backend) fusionBindings(p backend.Projection, f shaders.Fusion) ([]webg
 	if err != nil {
 		return nil, err
 	}
-	extra := []webgpu.Binding{{Buffer: u}}
+	extra := append(dst, webgpu.Binding{Buffer: u})
 	for _, o := range p.Out[1:] {
 		extra = append(extra, webgpu.Binding{Buffer: o.(*Tensor).buf})
 	}

@@ -1,6 +1,9 @@
 package gpu
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
@@ -126,9 +129,11 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []we
 	if f.Fused() && pl.kernel != "gemv" {
 		return false
 	}
+	var pa [paramsSize / 4]uint32 // the parameters and operands of a dispatch, on the stack
+	var oa [maxBindings]webgpu.Binding
 	for _, pt := range ws.parts {
-		operands := []webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
-		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
+		operands := append(oa[:0], webgpu.Binding{Buffer: d.buf}, webgpu.Binding{Buffer: xs.buf}, webgpu.Binding{Buffer: pt.buf})
+		p := append(params(pa[:0]), uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows))
 		switch pl.kernel {
 		case "naive":
 			gx, gy := b.grid(m*pt.rows, elementWG)
@@ -162,7 +167,46 @@ func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
 // params its kernel reads after the common ones, and the columns an
 // invocation and a workgroup compute. MatMul, the compressed products and
 // the experts' products (moe.go) all dispatch through it.
+//
+// Products run it at every dispatch: each variant is made once (gemvOps)
+// and shared, its constants and tail read-only.
 func gemvOp(format string, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
+	key := gemvKey{format: format, maxm: maxm, tpc: tpc, fusion: f}
+	gemvMu.Lock()
+	v, ok := gemvOps[key]
+	gemvMu.Unlock()
+	if !ok {
+		v.o, v.tail, v.cpi, v.perWG = newGemvOp(format, maxm, tpc, f)
+		v.tail = slices.Clip(v.tail)
+		gemvMu.Lock()
+		gemvOps[key] = v
+		gemvMu.Unlock()
+	}
+	return v.o, v.tail, v.cpi, v.perWG
+}
+
+// gemvKey is a variant of gemvOp (k does not change it).
+type gemvKey struct {
+	format    string
+	maxm, tpc int
+	fusion    shaders.Fusion
+}
+
+// gemvOps are the variants gemvOp made so far, for every backend.
+var (
+	gemvMu  sync.Mutex
+	gemvOps = map[gemvKey]gemvVariant{}
+)
+
+// gemvVariant is what gemvOp returns.
+type gemvVariant struct {
+	o          op
+	tail       params
+	cpi, perWG int
+}
+
+// newGemvOp is gemvOp without the cache.
+func newGemvOp(format string, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
 	switch format {
 	case formatF32:
 		o = matmulGEMVOp.fused(f)

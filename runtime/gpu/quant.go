@@ -251,9 +251,11 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []we
 	if f.Fused() && !gemv {
 		return false // only the GEMVs compose
 	}
+	var pa [paramsSize / 4]uint32 // the parameters and operands of a dispatch, on the stack
+	var oa [maxBindings]webgpu.Binding
 	for _, pt := range w.parts {
-		operands := []webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: pt.buf}}
-		p := params{uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows)}
+		operands := append(oa[:0], webgpu.Binding{Buffer: d.buf}, webgpu.Binding{Buffer: xs.buf}, webgpu.Binding{Buffer: pt.buf})
+		p := append(params(pa[:0]), uint32(k), uint32(d.cols), uint32(d.rows), uint32(pt.row0), uint32(pt.rows))
 		if gs, ok := grouped(pt.format); ok {
 			operands = append(operands, webgpu.Binding{Buffer: pt.scales})
 			p = append(p, uint32((k+gs-1)/gs))

@@ -84,7 +84,10 @@ func (r *recorder[B, G, P, L]) Copy(src Buffer, srcOff int64, dst Buffer, dstOff
 
 func (r *recorder[B, G, P, L]) Submit() error {
 	ops, err := r.ops, r.err
-	r.ops, r.err = nil, nil
+	// The next step records into the same array: platforms encode the
+	// commands before submit returns and keep none of them.
+	r.ops, r.err = ops[:0], nil
+	defer clear(ops) // nor do the commands keep what they name alive
 	if err != nil {
 		return err
 	}
