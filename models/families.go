@@ -45,7 +45,7 @@ func familyGGUF(m *Model, md *metaReader) error {
 // qwenVLGGUF reads Qwen2-VL's and Qwen3-VL's language models: Qwen2 and
 // Qwen3 whose q and k turn by M-RoPE's sections (rope.dimension_sections,
 // counts of rotation pairs; llama.cpp requires them), interleaved for
-// Qwen3-VL.
+// Qwen3-VL, whose images also bring deepstack slices (n_deepstack_layers).
 func qwenVLGGUF(m *Model, md *metaReader) error {
 	c := &m.Config
 	key := md.prefix + "rope.dimension_sections"
@@ -65,8 +65,21 @@ func qwenVLGGUF(m *Model, md *metaReader) error {
 		return fmt.Errorf("%s = %v: %d pairs for heads of %d", key, v, sum, c.HeadDim)
 	}
 	c.RopeInterleaved = c.Arch == "qwen3vl"
+	if c.Arch == "qwen3vl" {
+		// Images' deepstack slices (optional, as llama.cpp reads it).
+		if v, ok := md.f.Uint(md.prefix + "n_deepstack_layers"); ok {
+			if v > maxDeepstack {
+				return fmt.Errorf("%sn_deepstack_layers = %d: out of range (at most %d)", md.prefix, v, maxDeepstack)
+			}
+			c.Deepstack = int(v)
+		}
+	}
 	return nil
 }
+
+// maxDeepstack bounds Qwen3-VL's deepstack slices (its models have 3): a
+// file cannot ask for image embeddings of absurd widths.
+const maxDeepstack = 64
 
 // gptOSS reads gpt-oss (llama.cpp's openai-moe): q/k/v and output biases,
 // a sink logit per head, every other layer from the first sliding over

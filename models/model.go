@@ -102,6 +102,12 @@ type Config struct {
 	// (runtime/images.go) tell M-RoPE from RoPE.
 	RopeSections    [4]int
 	RopeInterleaved bool
+	// Deepstack is how many deepstack slices an image token brings
+	// (Qwen3-VL, n_deepstack_layers): an image token's embedding is
+	// Dim·(1+Deepstack) values, the first Dim its input, slice k+1 added
+	// to the hidden state after layer k (for k < Deepstack, and k below
+	// Layers). Text adds nothing.
+	Deepstack int
 	// LocalRopeScaled: sliding-window layers rotate with the global
 	// layers' scaling (RopeFactors, RopeScale) at LocalRopeTheta (gpt-oss's
 	// YaRN), not unscaled (Gemma).

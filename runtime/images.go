@@ -50,9 +50,19 @@ func openProjector(path string, vm *vision.Model, m *models.Model) (*vision.Mode
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s is Qwen2-VL's projector, whose images the language model places by M-RoPE; the model is %s, not qwen2vl", path, m.Config.Arch)
 	}
+	if vm.Config.Projector == vision.Qwen3VL && m.Config.Arch != "qwen3vl" {
+		vm.Close()
+		return nil, nil, fmt.Errorf("mmproj %s is Qwen3-VL's projector, whose images the language model places by M-RoPE and takes deepstack slices of; the model is %s, not qwen3vl", path, m.Config.Arch)
+	}
 	if vm.Config.OutDim != m.Config.Dim {
 		vm.Close()
 		return nil, nil, fmt.Errorf("mmproj %s projects into %d dimensions, the model's embeddings have %d: not its projector", path, vm.Config.OutDim, m.Config.Dim)
+	}
+	// An image token's deepstack slices, one for each the language model
+	// adds (llama.cpp requires its input width to be the projector's).
+	if got, want := len(vm.Config.Deepstack), m.Config.Deepstack; got != want {
+		vm.Close()
+		return nil, nil, fmt.Errorf("mmproj %s gives %d deepstack slices an image token, the model takes %d: not its projector", path, got, want)
 	}
 	marks, err := markerTokens(m.Tokenizer, vm.Config.Projector)
 	if err != nil {
@@ -166,8 +176,9 @@ func (e *Engine) encodePictures(ctx context.Context, img *vision.Image) ([]float
 }
 
 // imageSpan is where an image's embeddings go in a sequence: positions
-// start..start+rows-1, row i of embeds (rows × the model's width) at
-// start+i; the image is nx × ny tokens, row by row (M-RoPE's places).
+// start..start+rows-1, row i of embeds (rows × the projector's
+// EmbedWidth: the model's width, Qwen3-VL's deepstack slices after it)
+// at start+i; the image is nx × ny tokens, row by row (M-RoPE's places).
 type imageSpan struct {
 	start, rows int
 	nx, ny      int
@@ -328,7 +339,7 @@ func (e *Engine) locateImages(ids []int32, images []*vision.Image) ([]int32, [][
 // places each tile's embeddings at its start, as imageTokens gave them.
 func (e *Engine) imageSpans(ctx context.Context, req Request, starts [][]int) ([]imageSpan, error) {
 	var spans []imageSpan
-	dim := e.model.Config.Dim
+	dim := e.vis.cfg.EmbedWidth()
 	for i, tiles := range starts {
 		emb, err := e.EncodeImage(ctx, req.Images[i])
 		if err != nil {
@@ -413,19 +424,30 @@ func (e *Engine) setImages(plan []work) (*imageRows, bool, error) {
 	if e.vis == nil {
 		return nil, false, nil
 	}
-	dim := e.model.Config.Dim
+	dim, width := e.model.Config.Dim, e.vis.cfg.EmbedWidth()
 	var in imageRows
 	var data []float32
+	// deep[k] is every row's deepstack slice k+1 (zero for text), the
+	// step's rows in order.
+	deep := make([][]float32, len(e.vis.cfg.Deepstack))
 	row, both := 0, false
 	for _, w := range plan {
 		for t := range w.n {
 			pos := w.s.stored + t
-			if sp, ok := spanAt(w.s.images, pos); ok {
-				i := pos - sp.start
-				in.rows = append(in.rows, row+t)
-				data = append(data, sp.embeds[i*dim:(i+1)*dim]...)
-				both = imageNonCausal(e.vis.cfg.Projector)
+			sp, ok := spanAt(w.s.images, pos)
+			if !ok {
+				for k := range deep {
+					deep[k] = append(deep[k], make([]float32, dim)...)
+				}
+				continue
 			}
+			emb := sp.embeds[(pos-sp.start)*width : (pos-sp.start+1)*width]
+			in.rows = append(in.rows, row+t)
+			data = append(data, emb[:dim]...)
+			for k := range deep {
+				deep[k] = append(deep[k], emb[(k+1)*dim:(k+2)*dim]...)
+			}
+			both = imageNonCausal(e.vis.cfg.Projector)
 		}
 		row += w.n
 	}
@@ -437,11 +459,33 @@ func (e *Engine) setImages(plan []work) (*imageRows, bool, error) {
 		if e.net.img, err = e.be.NewTensor(e.net.maxBatch, dim); err != nil {
 			return nil, false, err
 		}
+		for range deep {
+			t, err := e.be.NewTensor(e.net.maxBatch, dim)
+			if err != nil {
+				return nil, false, err
+			}
+			e.net.deep = append(e.net.deep, t)
+		}
 	}
 	if err := e.be.Write(e.net.img, data); err != nil {
 		return nil, false, err
 	}
+	for k, d := range deep {
+		if err := e.be.Write(e.net.deep[k], d); err != nil {
+			return nil, false, err
+		}
+	}
 	return &in, both, nil
+}
+
+// addDeepstack adds, after layer l of a step with image rows, the image
+// tokens' deepstack slice l+1 to their hidden states (Qwen3-VL, as
+// llama.cpp's qwen3vl graph does for l below n_deepstack_layers); text
+// rows' slices are zero.
+func (n *llama) addDeepstack(l int) {
+	if n.images != nil && l < len(n.deep) {
+		n.be.Add(n.x, n.deep[l])
+	}
 }
 
 // injectImages puts the step's image rows in place of their token
@@ -497,8 +541,9 @@ func (e *Engine) imageChunk(s *sequence, n int) int {
 // compiles the pipelines, and the embeddings it makes (ImageTokens for
 // each of its pictures: one for gemma3, an idefics3 image's tiles and
 // overview); the embedding cache is not consulted, so that a benchmark
-// (runtime/eval) times the encoding itself.
-func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
+// (runtime/eval) times the encoding itself. A cancelled ctx stops it
+// between pictures, as a request's encoding stops.
+func (e *Engine) ImageEncodeTime(ctx context.Context) (ms float64, tokens int, err error) {
 	if e.vis == nil {
 		return 0, 0, fmt.Errorf("%w: %w", ErrBadRequest, ErrNoVision)
 	}
@@ -507,13 +552,11 @@ func (e *Engine) ImageEncodeTime() (ms float64, tokens int, err error) {
 	for i := range img.Pix {
 		img.Pix[i] = uint8(i * 7)
 	}
-	e.stepMu.Lock()
-	defer e.stepMu.Unlock()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	start := time.Now()
-	if _, err := e.vis.encode(img); err != nil {
+	if _, err := e.encodePictures(ctx, img); err != nil {
 		return 0, 0, err
 	}
 	nx, ny := e.imageGrid(img)

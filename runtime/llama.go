@@ -56,6 +56,9 @@ type llama struct {
 	img           backend.Tensor // maxBatch rows, allocated at the first image
 	images        *imageRows
 	bidirectional bool
+	// deep are Qwen3-VL's deepstack slices of the step's rows (zero for
+	// text), deep[k] added to the hidden state after layer k.
+	deep []backend.Tensor
 }
 
 // linearActs are a linear layer's activations, maxBatch rows each.
@@ -414,6 +417,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 		}
 		n.residual(att, w.wo, w.bo, w.lora[1], w.attnPost, next)
 		n.feedForward(l, w)
+		n.addDeepstack(l)
 	}
 	// The head: only the rows whose logits are wanted, normalised on the way.
 	n.out = n.outRows(batch)

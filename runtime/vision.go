@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -68,12 +69,12 @@ const vitBlock = 16
 // the CPU has lm's threads.
 func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 	c := m.Config
-	if c.Projector != vision.Gemma3 && c.Projector != vision.Idefics3 && c.Projector != vision.Qwen2VL {
+	if !slices.Contains(vision.Projectors, c.Projector) {
 		return nil, fmt.Errorf("%w %q", vision.ErrUnsupported, c.Projector)
 	}
 	n := c.Patches()
 	rows := n * n
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		rows = qwenMaxPatches(c)
 	}
 	be, ok, err := backend.NewSibling(lm, rows)
@@ -84,7 +85,7 @@ func newVisionTower(m *vision.Model, lm backend.Backend) (*visionTower, error) {
 		return nil, fmt.Errorf("the vision tower needs a backend of its own on the device of %s, which cannot open one", lm.Name())
 	}
 	var t *visionTower
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		t = &visionTower{cfg: c, be: be}
 		t.qwen, err = newQwenTower(m, be)
 	} else {
@@ -119,7 +120,7 @@ func TowerBytes(m *vision.Model) (weights, acts int64) {
 	c := m.Config
 	var shapes [][2]int
 	rows := c.Patches() * c.Patches()
-	if c.Projector == vision.Qwen2VL {
+	if c.Dynamic() {
 		rows = qwenMaxPatches(c)
 		for r := 16; r < 2*rows; r *= 2 {
 			shapes = append(shapes, qwenActShapes(c, r)...)

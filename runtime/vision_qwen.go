@@ -11,8 +11,9 @@ import (
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
-// qwenTower is Qwen2-VL's vision tower and merger (llama.cpp's
-// clip_graph_qwen2vl) on the engine's backend. An image keeps its aspect
+// qwenTower is Qwen2-VL's and Qwen3-VL's vision tower and merger
+// (llama.cpp's clip_graph_qwen2vl and clip_graph_qwen3vl) on the engine's
+// backend. An image keeps its aspect
 // (vision.Config.Size), so a tower's step is as long as that image's
 // patches: the activations are made for the first image of each size
 // class (rows rounded up to a power of two) and kept; the attention's
@@ -20,15 +21,22 @@ import (
 // the merger's order (vision.MergedPatches), each 2×2 block on four
 // consecutive rows, so that the merger reads a token's four patches as
 // one row of four times the width (a backend.View of the tower's
-// output).
+// output). Qwen3-VL adds a patch bias, learned positions resized to the
+// image on the host (vision.Config.PositionsFor, in the same order), and
+// its deepstack mergers: the LayerNorm of a tapped layer's output, seen
+// four patches to a row, is kept until the merge step runs each
+// merger's MLP beside the main one.
 type qwenTower struct {
 	cfg vision.Config
 	be  backend.Backend
 
 	patchW             backend.Weight // the two frames' kernels summed: a still image is both frames
+	patchB             backend.Weight // Qwen3-VL's, or nil
+	posTable           []float32      // Qwen3-VL's learned positions, Patches()² rows of Dim
 	layers             []vitLayer
 	post               norm
 	upW, upB, dnW, dnB backend.Weight
+	deep               []deepMerger // Qwen3-VL's, by tapped layer
 	rope               backend.Rope
 	attn               backend.Attention
 	acts               map[int]*qwenActs // by rows
@@ -38,11 +46,25 @@ type qwenTower struct {
 	table []int32
 }
 
+// deepMerger is a Qwen3-VL deepstack merger: after tower layer layer,
+// LayerNorm over each token's four patches, then Linear, GELU, Linear
+// into the language model's width.
+type deepMerger struct {
+	layer                  int
+	norm                   norm
+	fc1W, fc1B, fc2W, fc2B backend.Weight
+}
+
 // qwenActs are the activations of images of up to rows patches.
 type qwenActs struct {
 	rows                                 int
 	patches, x, xb, xn, q, k, v, att, up backend.Tensor // one row a patch
+	pos                                  backend.Tensor // Qwen3-VL's positions, one row a patch
 	merged, hid, out                     backend.Tensor // one row a token
+	// Qwen3-VL's deepstack: x seen four patches to a row, each merger's
+	// normalised input and output.
+	xMerged     backend.Tensor
+	dsIn, dsOut []backend.Tensor
 }
 
 // newQwenTower uploads m's weights (f32) to be.
@@ -52,6 +74,7 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 	if hd%4 != 0 {
 		return nil, fmt.Errorf("mmproj %s: heads of %d: the 2-D RoPE takes a multiple of 4", m.Path, hd)
 	}
+	qwen3 := c.Projector == vision.Qwen3VL
 	t := &qwenTower{cfg: c, be: be, acts: map[int]*qwenActs{},
 		rope: backend.Rope{Heads: c.Heads, HeadDim: hd, Dim: hd, Theta: 10000, Layout: models.RopeHalves,
 			Sections: [4]int{hd / 4, hd / 4, hd / 4, hd / 4}, Axes: backend.VisionRope},
@@ -102,14 +125,41 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 	ws := []named{{&t.post.w, vision.PostLN + ".weight"}, {&t.post.b, vision.PostLN + ".bias"},
 		{&t.upW, vision.MergerUp + ".weight"}, {&t.upB, vision.MergerUp + ".bias"},
 		{&t.dnW, vision.MergerDown + ".weight"}, {&t.dnB, vision.MergerDown + ".bias"}}
+	if qwen3 {
+		ws = append(ws, named{&t.patchB, vision.PatchBias})
+		if t.posTable, err = floats(m, vision.PositionEmbd); err != nil {
+			return nil, err
+		}
+		t.deep = make([]deepMerger, len(c.Deepstack))
+		for i, l := range c.Deepstack {
+			d := &t.deep[i]
+			d.layer = l
+			for _, k := range []struct {
+				w, b *backend.Weight
+				kind string
+			}{{&d.norm.w, &d.norm.b, vision.DeepstackNorm}, {&d.fc1W, &d.fc1B, vision.DeepstackFC1}, {&d.fc2W, &d.fc2B, vision.DeepstackFC2}} {
+				ws = append(ws, named{k.w, vision.DeepstackTensor(l, k.kind, "weight")}, named{k.b, vision.DeepstackTensor(l, k.kind, "bias")})
+			}
+		}
+	}
 	t.layers = make([]vitLayer, c.Layers)
 	for l := range t.layers {
 		lw := &t.layers[l]
-		for _, k := range []struct {
+		kinds := []struct {
 			w, b *backend.Weight
 			kind string
-		}{{&lw.wq, &lw.bq, "attn_q"}, {&lw.wk, &lw.bk, "attn_k"}, {&lw.wv, &lw.bv, "attn_v"}, {&lw.wo, &lw.bo, "attn_out"},
-			{&lw.up, &lw.bUp, "ffn_up"}, {&lw.down, &lw.bDn, "ffn_down"}, {&lw.ln1.w, &lw.ln1.b, "ln1"}, {&lw.ln2.w, &lw.ln2.b, "ln2"}} {
+		}{{&lw.wo, &lw.bo, "attn_out"}, {&lw.up, &lw.bUp, "ffn_up"}, {&lw.down, &lw.bDn, "ffn_down"}, {&lw.ln1.w, &lw.ln1.b, "ln1"}, {&lw.ln2.w, &lw.ln2.b, "ln2"}}
+		if qwen3 {
+			if err := t.splitQKV(m, l, lw); err != nil {
+				return nil, err
+			}
+		} else {
+			kinds = append(kinds, []struct {
+				w, b *backend.Weight
+				kind string
+			}{{&lw.wq, &lw.bq, "attn_q"}, {&lw.wk, &lw.bk, "attn_k"}, {&lw.wv, &lw.bv, "attn_v"}}...)
+		}
+		for _, k := range kinds {
 			ws = append(ws, named{k.w, vision.LayerTensor(l, k.kind, "weight")}, named{k.b, vision.LayerTensor(l, k.kind, "bias")})
 		}
 	}
@@ -119,6 +169,44 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 		}
 	}
 	return t, nil
+}
+
+// floats reads tensor name of m as float32 values.
+func floats(m *vision.Model, name string) ([]float32, error) {
+	w, err := m.Tensor(name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := w.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("mmproj %s: %s: %w", m.Path, name, err)
+	}
+	return v, nil
+}
+
+// splitQKV uploads Qwen3-VL's fused attn_qkv of layer l ([3·Dim, Dim]:
+// q's rows, then k's, then v's, as clip.cpp's views take them) and its
+// bias as the separate q, k and v weights the block reads.
+func (t *qwenTower) splitQKV(m *vision.Model, l int, lw *vitLayer) error {
+	d := t.cfg.Dim
+	w, err := floats(m, vision.LayerTensor(l, vision.AttnQKV, "weight"))
+	if err != nil {
+		return err
+	}
+	b, err := floats(m, vision.LayerTensor(l, vision.AttnQKV, "bias"))
+	if err != nil {
+		return err
+	}
+	for i, dst := range []struct{ w, b *backend.Weight }{{&lw.wq, &lw.bq}, {&lw.wk, &lw.bk}, {&lw.wv, &lw.bv}} {
+		name := vision.LayerTensor(l, vision.AttnQKV, "weight")
+		if *dst.w, err = uploadF32(t.be, name, w[i*d*d:(i+1)*d*d], d, d); err != nil {
+			return err
+		}
+		if *dst.b, err = uploadF32(t.be, name, b[i*d:(i+1)*d], d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxPatches is the most patches an image becomes (MaxPixels' worth):
@@ -132,8 +220,17 @@ func qwenMaxPatches(c vision.Config) int {
 // q, k, v, att, up, then one row a merged token: hid, out.
 func qwenActShapes(c vision.Config, rows int) [][2]int {
 	p, m := c.PatchSize, c.Merge*c.Merge
-	return [][2]int{{rows, 3 * p * p}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim},
+	s := [][2]int{{rows, 3 * p * p}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim}, {rows, c.Dim},
 		{rows, c.Dim}, {rows, c.Dim}, {rows, c.FFN}, {rows / m, m * c.Dim}, {rows / m, c.OutDim}}
+	if c.Projector != vision.Qwen3VL {
+		return s
+	}
+	// Qwen3-VL's positions, then each deepstack merger's input and output.
+	s = append(s, [2]int{rows, c.Dim})
+	for range c.Deepstack {
+		s = append(s, [2]int{rows / m, m * c.Dim}, [2]int{rows / m, c.OutDim})
+	}
+	return s
 }
 
 // actsFor returns the activations for an image of n patches.
@@ -146,6 +243,13 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	a := &qwenActs{rows: rows}
 	m := c.Merge * c.Merge
 	dsts := []*backend.Tensor{&a.patches, &a.x, &a.xb, &a.xn, &a.q, &a.k, &a.v, &a.att, &a.up, &a.hid, &a.out}
+	if c.Projector == vision.Qwen3VL {
+		a.dsIn, a.dsOut = make([]backend.Tensor, len(c.Deepstack)), make([]backend.Tensor, len(c.Deepstack))
+		dsts = append(dsts, &a.pos)
+		for i := range c.Deepstack {
+			dsts = append(dsts, &a.dsIn[i], &a.dsOut[i])
+		}
+	}
 	for i, s := range qwenActShapes(c, rows) {
 		var err error
 		if *dsts[i], err = be.NewTensor(s[0], s[1]); err != nil {
@@ -155,6 +259,11 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	var err error
 	if a.merged, err = backend.View(be, a.xn, rows/m, m*c.Dim); err != nil {
 		return nil, err
+	}
+	if len(c.Deepstack) > 0 {
+		if a.xMerged, err = backend.View(be, a.x, rows/m, m*c.Dim); err != nil {
+			return nil, err
+		}
 	}
 	if t.kv == nil {
 		blocks := (qwenMaxPatches(c) + vitBlock - 1) / vitBlock
@@ -170,8 +279,9 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 	return a, nil
 }
 
-// encode returns img's embeddings: a row of OutDim values for each token
-// of its grid (vision.Config.Grid), row by row.
+// encode returns img's embeddings: a row of EmbedWidth values (OutDim,
+// then Qwen3-VL's deepstack mergers' OutDim each) for each token of its
+// grid (vision.Config.Grid), row by row.
 func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 	be, c := t.be, t.cfg
 	planar, w, h := vision.PreprocessSized(img, c)
@@ -184,6 +294,11 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 	if err := be.Write(a.patches, patches); err != nil {
 		return nil, err
 	}
+	if t.posTable != nil {
+		if err := be.Write(a.pos, c.PositionsFor(t.posTable, w, h)); err != nil {
+			return nil, err
+		}
+	}
 	// Every patch a row of one sequence, turned by its row and column.
 	vit := backend.Batch{BlockSize: vitBlock, Tables: [][]int32{t.table}, RopePos: pos,
 		Tokens: make([]int32, n), Pos: make([]int32, n), Seq: make([]int32, n)}
@@ -194,7 +309,12 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 		return nil, err
 	}
 	be.MatMul(a.x, a.patches, t.patchW)
-	for _, l := range t.layers {
+	if t.patchB != nil { // Qwen3-VL: the bias, then the learned positions
+		be.AddBias(a.x, t.patchB)
+		be.Add(a.x, a.pos)
+	}
+	deep := t.deep
+	for il, l := range t.layers {
 		// x += Wo·attend(rope(Wq·h), rope(Wk·h), Wv·h), h = LN1(x).
 		be.LayerNorm(a.xn, a.x, l.ln1.w, l.ln1.b, c.Eps)
 		t.linear(a.q, a.xn, l.wq, l.bq)
@@ -212,6 +332,14 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 		be.Activate(a.up, c.Act)
 		t.linear(a.xb, a.up, l.down, l.bDn)
 		be.Add(a.x, a.xb)
+		if len(deep) > 0 && deep[0].layer == il {
+			// A deepstack tap: the layer's output, four patches to a row,
+			// normalised now (the rows past the image's tokens are
+			// normalised too, and never read).
+			i := len(t.deep) - len(deep)
+			be.LayerNorm(a.dsIn[i], a.xMerged, deep[0].norm.w, deep[0].norm.b, c.Eps)
+			deep = deep[1:]
+		}
 	}
 	be.LayerNorm(a.xn, a.x, t.post.w, t.post.b, c.Eps)
 	// The merger: each token's four patches as one row (a.merged views
@@ -225,7 +353,32 @@ func (t *qwenTower) encode(img *vision.Image) ([]float32, error) {
 	t.linear(a.hid, a.merged, t.upW, t.upB)
 	be.Activate(a.hid, models.GELUTanh)
 	t.linear(a.out, a.hid, t.dnW, t.dnB)
-	return be.Read(a.out, tokens)
+	for i, d := range t.deep { // Qwen3-VL's deepstack mergers, likewise
+		t.linear(a.hid, a.dsIn[i], d.fc1W, d.fc1B)
+		be.Activate(a.hid, models.GELUTanh)
+		t.linear(a.dsOut[i], a.hid, d.fc2W, d.fc2B)
+	}
+	out, err := be.Read(a.out, tokens)
+	if err != nil || len(t.deep) == 0 {
+		return out, err
+	}
+	// Each deepstack merger's output after the main one's, token by token
+	// (clip.cpp concatenates them along the features).
+	width := c.EmbedWidth()
+	all := make([]float32, tokens*width)
+	for r := range tokens {
+		copy(all[r*width:], out[r*c.OutDim:(r+1)*c.OutDim])
+	}
+	for i := range t.deep {
+		ds, err := be.Read(a.dsOut[i], tokens)
+		if err != nil {
+			return nil, err
+		}
+		for r := range tokens {
+			copy(all[r*width+(i+1)*c.OutDim:], ds[r*c.OutDim:(r+1)*c.OutDim])
+		}
+	}
+	return all, nil
 }
 
 // linear sets dst = x·wᵀ + b.

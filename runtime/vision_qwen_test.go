@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,14 @@ func TestQwenVisionReference(t *testing.T) {
 		{"tiny-qwen2vl", "tiny-qwen2vl-resized", readTestImage(t, "gradient50x37.png")},
 		{"tiny-qwen2vl", "", gradient(48, 40)}, // the tower's size: no resize
 		{"mid-qwen2vl", "mid-qwen2vl", readTestImage(t, "gradient50x37.png")},
+		// Qwen3-VL: positions stretched (12×10 patches from 8×8), shrunk
+		// along one axis (8×6), at the table's size (8×8: no resize).
+		{"tiny-qwen3vl", "tiny-qwen3vl-resized", readTestImage(t, "gradient50x37.png")},
+		{"tiny-qwen3vl", "tiny-qwen3vl-small", readTestImage(t, "gradient13x7.png")},
+		{"tiny-qwen3vl", "", gradient(32, 32)},
+		// (mid-qwen3vl's reference rounded as llama.cpp is 2.8e-4 from its
+		// recording, Tessera 7.4e-4: a rounding not modelled here.)
+		{"mid-qwen3vl", "", readTestImage(t, "gradient50x37.png")},
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.shape, tc.img.W, tc.img.H), func(t *testing.T) {
 			base, mm := visionFiles(t, t.TempDir(), tc.shape)
@@ -58,15 +67,18 @@ func TestQwenVisionReference(t *testing.T) {
 			for i := range got {
 				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
 			}
-			t.Logf("%d×%d image: %d embeddings within %.2g of the reference", tc.img.W, tc.img.H, len(got)/eng.Model().Config.Dim, worst)
+			dim := eng.Model().Config.Dim * (1 + eng.Model().Config.Deepstack) // an image token's values
+			t.Logf("%d×%d image: %d embeddings within %.2g of the reference", tc.img.W, tc.img.H, len(got)/dim, worst)
 			if worst > 1e-5 {
 				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
 			}
 			if tc.golden == "" {
 				return
 			}
-			c := golden.Cases[tc.golden]
-			dim := eng.Model().Config.Dim
+			c, ok := golden.Cases[tc.golden]
+			if !ok {
+				t.Fatalf("no recorded case %s", tc.golden)
+			}
 			ref := qwenVisionReference(t, mm, tc.img, true)
 			for _, r := range []struct {
 				what      string
@@ -85,8 +97,12 @@ func TestQwenVisionReference(t *testing.T) {
 	}
 }
 
-// qwenVisionReference returns img's embeddings by the Qwen2-VL projector
-// at path, in float64; with ggml, rounded where llama.cpp's CPU rounds.
+// qwenVisionReference returns img's embeddings by the Qwen2-VL or
+// Qwen3-VL projector at path (transformers' Qwen3-VL vision model: a
+// patch bias, learned positions interpolated to the image, q, k and v
+// from one projection, tanh GELU, and a deepstack merger after each
+// tapped layer whose outputs follow the merger's), in float64; with
+// ggml, rounded where llama.cpp's CPU rounds.
 func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool) []float64 {
 	t.Helper()
 	m, err := vision.Open(path)
@@ -120,8 +136,14 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 	p, d, hd := c.PatchSize, c.Dim, c.HeadDim()
 	nx, ny := w/p, h/p
 	rows := nx * ny
+	qwen3 := c.Projector == vision.Qwen3VL
 	// Two convolutions over the same pixels, added; patches row-major.
 	k0, k1 := get(vision.PatchEmbd), get(vision.PatchEmbd1)
+	var bias, posEmb []float64
+	if qwen3 { // Qwen3-VL: the patch bias and the positions resized to the image
+		bias = get(vision.PatchBias)
+		posEmb = refResizePositions(get(vision.PositionEmbd), c.Patches(), nx, ny, d)
+	}
 	x := make([][]float64, rows)
 	for py := range ny {
 		for px := range nx {
@@ -139,6 +161,9 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 					}
 				}
 				r[o] = s0 + s1
+				if qwen3 {
+					r[o] += bias[o] + posEmb[(py*nx+px)*d+o]
+				}
 			}
 			x[py*nx+px] = r
 		}
@@ -162,12 +187,62 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 			}
 		}
 	}
+	// gelu is the tower's and mergers' GELU (tanh's; llama.cpp's from an f16
+	// table, clamped where its table is); quick GELU, x·σ(1.702x), for
+	// Qwen2-VL's tower.
+	gelu := func(a float64) float64 {
+		switch {
+		case ggml && a <= -10:
+			return 0
+		case ggml && a >= 10:
+			return a
+		}
+		a = f16(a)
+		return f16(0.5 * a * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(a+0.044715*a*a*a))))
+	}
+	act := func(a float64) float64 {
+		if qwen3 {
+			return gelu(a)
+		}
+		a = f16(a)
+		return f16(a / (1 + math.Exp(-1.702*a)))
+	}
+	// merged is token (bx, by)'s four patches of x side by side (the 2×2
+	// block at patch column bx, row by), each through norm when given.
+	merged := func(x [][]float64, bx, by int, norm func([]float64) []float64) []float64 {
+		var m []float64
+		for _, dd := range [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+			r := x[(by+dd[0])*nx+bx+dd[1]]
+			if norm != nil {
+				r = norm(r)
+			}
+			m = append(m, r...)
+		}
+		return m
+	}
+	// mlp is a merger's Linear, GELU, Linear.
+	mlp := func(w1, b1, w2, b2, in []float64) []float64 {
+		hid := linear(w1, b1, in)
+		for e, a := range hid {
+			hid[e] = gelu(a)
+		}
+		return linear(w2, b2, hid)
+	}
+	var deep [][][]float64 // Qwen3-VL: each deepstack merger's output, token by token
 	for l := range c.Layers {
 		lw := func(kind, s string) []float64 { return get(vision.LayerTensor(l, kind, s)) }
+		var wq, bq, wk, bk, wv, bv []float64
+		if qwen3 { // one fused projection: q's rows, then k's, then v's
+			w, b := lw(vision.AttnQKV, "weight"), lw(vision.AttnQKV, "bias")
+			wq, wk, wv = w[:d*d], w[d*d:2*d*d], w[2*d*d:]
+			bq, bk, bv = b[:d], b[d:2*d], b[2*d:]
+		} else {
+			wq, bq, wk, bk, wv, bv = lw("attn_q", "weight"), lw("attn_q", "bias"), lw("attn_k", "weight"), lw("attn_k", "bias"), lw("attn_v", "weight"), lw("attn_v", "bias")
+		}
 		q, k, v := make([][]float64, rows), make([][]float64, rows), make([][]float64, rows)
 		for i := range rows {
 			hn := layerNorm(x[i], lw("ln1", "weight"), lw("ln1", "bias"))
-			q[i], k[i], v[i] = linear(lw("attn_q", "weight"), lw("attn_q", "bias"), hn), linear(lw("attn_k", "weight"), lw("attn_k", "bias"), hn), linear(lw("attn_v", "weight"), lw("attn_v", "bias"), hn)
+			q[i], k[i], v[i] = linear(wq, bq, hn), linear(wk, bk, hn), linear(wv, bv, hn)
 			rope(q[i], i/nx, i%nx)
 			rope(k[i], i/nx, i%nx)
 		}
@@ -179,9 +254,8 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 				r[e] += x[i][e]
 			}
 			u := linear(lw("ffn_up", "weight"), lw("ffn_up", "bias"), layerNorm(r, lw("ln2", "weight"), lw("ln2", "bias")))
-			for e, a := range u { // quick GELU, x·σ(1.702x)
-				a = f16(a)
-				u[e] = f16(a / (1 + math.Exp(-1.702*a)))
+			for e, a := range u {
+				u[e] = act(a)
 			}
 			o := linear(lw("ffn_down", "weight"), lw("ffn_down", "bias"), u)
 			for e := range d {
@@ -190,29 +264,64 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 			next[i] = o
 		}
 		x = next
+		if qwen3 && slices.Contains(c.Deepstack, l) {
+			// A deepstack merger: LayerNorm over each token's four
+			// patches together, then its MLP.
+			ds := func(kind, s string) []float64 { return get(vision.DeepstackTensor(l, kind, s)) }
+			nw, nb := ds(vision.DeepstackNorm, "weight"), ds(vision.DeepstackNorm, "bias")
+			var toks [][]float64
+			for by := 0; by < ny; by += 2 {
+				for bx := 0; bx < nx; bx += 2 {
+					toks = append(toks, mlp(ds(vision.DeepstackFC1, "weight"), ds(vision.DeepstackFC1, "bias"),
+						ds(vision.DeepstackFC2, "weight"), ds(vision.DeepstackFC2, "bias"), layerNorm(merged(x, bx, by, nil), nw, nb)))
+				}
+			}
+			deep = append(deep, toks)
+		}
 	}
 	pw, pb := get(vision.PostLN+".weight"), get(vision.PostLN+".bias")
 	upW, upB := get(vision.MergerUp+".weight"), get(vision.MergerUp+".bias")
 	dnW, dnB := get(vision.MergerDown+".weight"), get(vision.MergerDown+".bias")
 	var out []float64
+	tok := 0
 	for by := 0; by < ny; by += 2 {
 		for bx := 0; bx < nx; bx += 2 {
-			var merged []float64
-			for _, dd := range [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
-				merged = append(merged, layerNorm(x[(by+dd[0])*nx+bx+dd[1]], pw, pb)...)
+			norm := func(r []float64) []float64 { return layerNorm(r, pw, pb) }
+			out = append(out, mlp(upW, upB, dnW, dnB, merged(x, bx, by, norm))...)
+			for _, ds := range deep { // after the merger's, each deepstack merger's
+				out = append(out, ds[tok]...)
 			}
-			hid := linear(upW, upB, merged)
-			for e, a := range hid { // gelu_pytorch_tanh (ggml's, clamped where its table is)
-				switch {
-				case ggml && a <= -10:
-					hid[e] = 0
-				case ggml && a >= 10:
-				default:
-					a = f16(a)
-					hid[e] = f16(0.5 * a * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(a+0.044715*a*a*a))))
-				}
+			tok++
+		}
+	}
+	return out
+}
+
+// refResizePositions is transformers' Qwen3-VL position interpolation
+// (fast_pos_embed_interpolate) of a side×side table of rows of d to
+// nx×ny, in float64: output (ox, oy) at table coordinates along a
+// linspace from 0 to side−1, bilinear between its four neighbours.
+func refResizePositions(table []float64, side, nx, ny, d int) []float64 {
+	if nx == side && ny == side {
+		return table
+	}
+	at := func(o, out int) (i0, i1 int, f float64) {
+		x := 0.0
+		if out > 1 {
+			x = float64(o) * float64(side-1) / float64(out-1)
+		}
+		i0 = int(math.Floor(x))
+		return i0, min(i0+1, side-1), x - float64(i0)
+	}
+	out := make([]float64, nx*ny*d)
+	for oy := range ny {
+		y0, y1, fy := at(oy, ny)
+		for ox := range nx {
+			x0, x1, fx := at(ox, nx)
+			for e := range d {
+				v := func(y, x int) float64 { return table[(y*side+x)*d+e] }
+				out[(oy*nx+ox)*d+e] = (1-fy)*((1-fx)*v(y0, x0)+fx*v(y0, x1)) + fy*((1-fx)*v(y1, x0)+fx*v(y1, x1))
 			}
-			out = append(out, linear(dnW, dnB, hid)...)
 		}
 	}
 	return out
@@ -222,7 +331,8 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 // otherwise than Tessera are refused: a feed-forward as wide as the
 // tower (clip.cpp would take its up and down for swapped) and heads whose
 // width the 2-D RoPE cannot split in four; the right pairing of
-// projector and language model is checked at load.
+// projector and language model (Qwen3-VL's deepstack slices included) is
+// checked at load.
 func TestQwenProjectorRefused(t *testing.T) {
 	dir := t.TempDir()
 	base, _, err := synth.WriteVisionFiles(dir, "tiny-qwen2vl", "tiny-qwen2vl", dtype.F32, 1)
@@ -264,5 +374,34 @@ func TestQwenProjectorRefused(t *testing.T) {
 	}
 	if _, err := runtime.Load(gemma, runtime.Options{Device: "cpu", MMProj: write("ok.gguf", func(*vision.Config) {})}); err == nil {
 		t.Error("Qwen2-VL's projector with Gemma 3: loaded")
+	}
+	// Qwen3-VL's projector feeds a qwen3vl model taking as many deepstack
+	// slices as it gives (llama.cpp: the model's input width is the
+	// projector's output width), and no other.
+	for _, sub := range []string{"deep", "plain"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deep, q3, err := synth.WriteVisionFiles(filepath.Join(dir, "deep"), "tiny-qwen3vl-deep", "tiny-qwen3vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := synth.WriteVisionFiles(filepath.Join(dir, "plain"), "tiny-qwen3vl", "tiny-qwen3vl", dtype.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ what, base, mm, want string }{
+		{"Qwen3-VL's projector with Qwen2-VL", base, q3, "not qwen3vl"},
+		{"Qwen3-VL's projector with a model without deepstack", plain, q3, "deepstack"},
+		{"Qwen2-VL's projector with Qwen3-VL", deep, write("ok.gguf", func(*vision.Config) {}), "not qwen2vl"},
+	} {
+		e, err := runtime.Load(tc.base, runtime.Options{Device: "cpu", MMProj: tc.mm})
+		if err == nil {
+			e.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.what, err, tc.want)
+		}
 	}
 }

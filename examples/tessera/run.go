@@ -72,7 +72,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 // registerLoad defines the flags that say how a model is loaded, for
 // commands that name their models in flags of their own (serve).
 func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
-	fs.StringVar(&m.mmproj, "mmproj", "", "vision projector to load with the model (llama.cpp's mmproj GGUF; projector types gemma3, qwen2vl_merger), so that prompts take images")
+	fs.StringVar(&m.mmproj, "mmproj", "", "vision projector to load with the model (llama.cpp's mmproj GGUF; projector types gemma3, idefics3, qwen2vl_merger, qwen3vl_merger), so that prompts take images")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer file (llama2.c .bin, SentencePiece .model or GGUF); default: the model's own")
 	fs.StringVar(&m.device, "device", "auto", "where to run: cpu, webgpu or auto")
 	fs.StringVar(&m.adapter, "adapter", "", "WebGPU adapter: an index or a name substring (see 'tessera info --device')")

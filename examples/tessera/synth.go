@@ -26,8 +26,9 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 	base := fs.String("lora", "", "write a random LoRA adapter instead, at the shapes of this base: a model file or folder, or a shape name")
 	rank := fs.Int("rank", 8, "with --lora: the adapter's rank")
 	targets := fs.String("targets", strings.Join(synth.DefaultLoRATargets, ","), "with --lora: the projections to adapt (q, k, v, o, gate, up, down, head, embed)")
-	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3, idefics3 (SmolVLM; its base needs SmolVLM's image tokens, as --shape tiny-smolvlm or smolvlm-256m have), qwen2vl; --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
+	mmproj := fs.String("mmproj", "", "write a random vision projector (llama.cpp's mmproj GGUF) of this type instead: gemma3, idefics3 (SmolVLM; its base needs SmolVLM's image tokens, as --shape tiny-smolvlm or smolvlm-256m have), qwen2vl, qwen3vl (its base a qwen3vl model with as many deepstack slices); --base names the language model it feeds, --shape tiny or mid makes a small tower (else the real one)")
 	mmBase := fs.String("base", "", "with --mmproj: the language model (a file or folder, or a shape name) whose width the projector's output takes")
+	contextLen := fs.Int("context", 0, "the model's context length in tokens instead of the shape's (a tiny shape's is 256: room for a real vision tower's image tokens, say)")
 	// weightType is --type's, where bf16 is allowed or not.
 	weightType := func(bf16 bool) (dtype.Type, error) {
 		types := map[string]dtype.Type{"f32": dtype.F32, "f16": dtype.F16}
@@ -65,6 +66,12 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 		s, err := synth.Lookup(*shape)
 		if err != nil {
 			return usageError{err}
+		}
+		switch {
+		case *contextLen < 0 || *contextLen > 1<<24:
+			return usagef("--context %d (want 1 to %d tokens, or 0 for the shape's %d)", *contextLen, 1<<24, s.Config.Context)
+		case *contextLen > 0:
+			s.Config.Context = *contextLen
 		}
 		hf := false
 		switch strings.ToLower(*format) {

@@ -235,7 +235,7 @@ func GroupScale(t Type, s []uint32, g, groups int) (lo, hi, mlo, mhi float32) {
 		return d * float32(a&15), d * float32(c&15), -(dmin * float32(a>>4)), -(dmin * float32(c>>4))
 	case IQ4_XS:
 		b := bytes(8)
-		lo = f16(b) * float32(iq4xsScale(le.Uint16(b[2:]), b[4:], j))
+		lo = f16(b) * float32(IQ4XSScale(le.Uint16(b[2:]), b[4:], j))
 		return lo, lo, 0, 0
 	}
 	panic(fmt.Sprintf("dtype: %v is no block layout", t))

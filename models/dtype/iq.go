@@ -53,9 +53,9 @@ func dequantIQ4NL(src []byte, dst []float32) {
 	}
 }
 
-// iq4xsScale is the 6-bit factor of sub-block j of an IQ4_XS super-block
+// IQ4XSScale is the 6-bit factor of sub-block j of an IQ4_XS super-block
 // (its low 4 bits in scales_l, its top 2 in scales_h), offset by 32.
-func iq4xsScale(scalesH uint16, scalesL []byte, j int) int {
+func IQ4XSScale(scalesH uint16, scalesL []byte, j int) int {
 	return int(scalesL[j/2]>>(4*(j%2))&15|byte(scalesH>>(2*j)&3)<<4) - 32
 }
 
@@ -67,7 +67,7 @@ func dequantIQ4XS(src []byte, dst []float32) {
 		blk, y := src[b*bb:(b+1)*bb], dst[b*qkK:(b+1)*qkK]
 		d, sh := f16(blk), le.Uint16(blk[2:])
 		for j := range qkK / qk {
-			dl := d * float32(iq4xsScale(sh, blk[4:8], j))
+			dl := d * float32(IQ4XSScale(sh, blk[4:8], j))
 			out := y[qk*j : qk*(j+1)]
 			for l, q := range blk[8+16*j : 8+16*(j+1)] {
 				out[l] = dl * float32(kvaluesIQ4NL[q&15])
@@ -186,7 +186,7 @@ func quantIQ4XS(src []float32, dst []byte) {
 		}
 		le.PutUint16(blk[2:], sh)
 		for j := range scales {
-			id := inverse(d * float32(iq4xsScale(sh, blk[4:8], j)))
+			id := inverse(d * float32(IQ4XSScale(sh, blk[4:8], j)))
 			for i, v := range x[qk*j : qk*(j+1)] {
 				codes[i] = nearestLevel(&kvaluesIQ4NL, v*id)
 			}

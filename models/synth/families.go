@@ -48,10 +48,12 @@ var familyShapes = []Shape{
 		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKVBias: true, RopeSections: [4]int{2, 3, 3, 0}}},
 	// Qwen3-VL's language model: Qwen3 with M-RoPE's sections interleaved
-	// pair by pair (its images' deepstack features are not read yet).
+	// pair by pair, and images' three deepstack slices added after its
+	// first three layers (the tiny one, for text, none: tiny-qwen3vl-deep
+	// in vision.go has them).
 	{Name: "qwen3-vl-2b", Config: models.Config{Arch: "qwen3vl", Dim: 2048, FFN: 6144, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, Context: 262144, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 128, Rope: models.RopeHalves,
-		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{24, 20, 20, 0}, RopeInterleaved: true}},
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{24, 20, 20, 0}, RopeInterleaved: true, Deepstack: 3}},
 	{Name: "tiny-qwen3vl", Config: models.Config{Arch: "qwen3vl", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 32, Rope: models.RopeHalves,
 		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{6, 5, 5, 0}, RopeInterleaved: true}},
@@ -151,6 +153,9 @@ func familyMetadata(s Shape) []gguf.KV {
 			sec[i] = int32(n)
 		}
 		kv = append(kv, gguf.KV{Key: a + "rope.dimension_sections", Value: gguf.ArrayValue(sec)})
+	}
+	if c.Deepstack > 0 {
+		kv = append(kv, gguf.KV{Key: a + "n_deepstack_layers", Value: u(c.Deepstack)})
 	}
 	if c.RopeLong != nil {
 		kv = append(kv, gguf.KV{Key: a + "rope.scaling.original_context_length", Value: u(c.RopeOrigContext)},

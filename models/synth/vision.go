@@ -56,6 +56,26 @@ var visionShapes = map[string]vision.Config{
 	"mid-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 56, PatchSize: 14, Dim: 144, FFN: 430, Layers: 2, Heads: 2}),
 	// Patches of 4 pixels, heads of 16.
 	"tiny-qwen2vl": qwenVL(vision.Config{Projector: vision.Qwen2VL, ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 2, Heads: 2}),
+	// Qwen3-VL 2B/4B's ViT: patches of 16, 24 layers of 1024 with heads of
+	// 64, learned positions for 48×48 patches (768 pixels) resized to each
+	// image, deepstack taps after layers 5, 11 and 17.
+	"qwen3vl": qwen3VL(vision.Config{ImageSize: 768, PatchSize: 16, Dim: 1024, FFN: 4096, Layers: 24, Heads: 16, Deepstack: []int{5, 11, 17}}),
+	// The real patches of 16, heads of 72, a feed-forward of 430, a
+	// position table of 4×4 patches; three taps as the real one.
+	"mid-qwen3vl": qwen3VL(vision.Config{ImageSize: 64, PatchSize: 16, Dim: 144, FFN: 430, Layers: 4, Heads: 2, Deepstack: []int{0, 1, 2}}),
+	// Patches of 4 pixels, heads of 16, a table of 8×8 patches; the last
+	// layer untapped, as the real one's.
+	"tiny-qwen3vl": qwen3VL(vision.Config{ImageSize: 32, PatchSize: 4, Dim: 32, FFN: 48, Layers: 4, Heads: 2, Deepstack: []int{0, 1, 2}}),
+}
+
+// qwen3VL gives c what every Qwen3-VL tower has: the 2×2 merger, tanh
+// GELU, normalisation by 0.5 and 0.5, and the language model's RMSNorm
+// epsilon (1e-6) for its LayerNorms, as the converter writes it.
+func qwen3VL(c vision.Config) vision.Config {
+	c.Projector, c.Eps, c.Merge, c.Act = vision.Qwen3VL, 1e-6, 2, tensor.GELUTanh
+	c.Mean = [3]float32{0.5, 0.5, 0.5}
+	c.Std = [3]float32{0.5, 0.5, 0.5}
+	return c
 }
 
 // qwenVL gives c what every Qwen-VL tower has: CLIP's normalisation,
@@ -68,8 +88,9 @@ func qwenVL(c vision.Config) vision.Config {
 }
 
 // visionBases are language models for the projectors whose images are
-// marked with tokens of their own (idefics3: SmolVLM's). Their
-// vocabularies end with those tokens (visionVocabulary).
+// marked with tokens of their own (idefics3: SmolVLM's; their
+// vocabularies end with those tokens, visionVocabulary) or that take
+// more than tokens (Qwen3-VL's deepstack slices).
 var visionBases = []Shape{
 	// SmolVLM-256M's language model: SmolLM2-135M with SmolVLM's
 	// vocabulary of 49280.
@@ -77,6 +98,12 @@ var visionBases = []Shape{
 		Vocab: 49280, Context: 8192, NormEps: 1e-5, RopeTheta: 100000, RopeDim: 64, TiedEmbeddings: true}},
 	{"tiny-smolvlm", models.Config{Arch: "llama", Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 384, Context: 512, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 16, TiedEmbeddings: true}},
+	// tiny-qwen3vl with four layers and Qwen3-VL's three deepstack slices
+	// (llama.cpp needs more layers than slices), for Qwen3-VL's
+	// projectors.
+	{"tiny-qwen3vl-deep", models.Config{Arch: "qwen3vl", Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 300, Context: 512, NormEps: 1e-6, RopeTheta: 5000000, RopeDim: 32, Rope: models.RopeHalves,
+		TiedEmbeddings: true, QKNorm: true, RopeSections: [4]int{6, 5, 5, 0}, RopeInterleaved: true, Deepstack: 3}},
 }
 
 func init() { shapes = append(shapes, visionBases...) }
@@ -148,7 +175,7 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		name := want.Name
 		switch {
 		case strings.HasSuffix(name, "ln1.weight") || strings.HasSuffix(name, "ln2.weight") ||
-			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm:
+			name == vision.PostLN+".weight" || name == vision.SoftEmbNorm || strings.HasSuffix(name, ".norm.weight"):
 			for i := range vals {
 				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
 			}
@@ -198,9 +225,18 @@ func WriteProjector(w io.Writer, c vision.Config, t dtype.Type, seed uint64) err
 		{Key: "clip.vision.image_mean", Value: f3(c.Mean)},
 		{Key: "clip.vision.image_std", Value: f3(c.Std)},
 	}
-	if c.Projector == vision.Qwen2VL { // quick GELU: no clip.use_gelu
+	switch c.Projector {
+	case vision.Qwen2VL: // quick GELU: no clip.use_gelu
 		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)})
-	} else {
+	case vision.Qwen3VL: // the converter's keys: tanh GELU, the layers with deepstack mergers
+		taps := make([]bool, c.Layers)
+		for _, l := range c.Deepstack {
+			taps[l] = true
+		}
+		kv = append(kv, gguf.KV{Key: "clip.vision.spatial_merge_size", Value: u(c.Merge)},
+			gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
+			gguf.KV{Key: "clip.vision.is_deepstack_layers", Value: gguf.ArrayValue(taps)})
+	default:
 		kv = append(kv, gguf.KV{Key: "clip.use_gelu", Value: gguf.BoolValue(true)},
 			gguf.KV{Key: "clip.vision.projector.scale_factor", Value: u(c.Merge)})
 	}

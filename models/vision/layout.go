@@ -48,7 +48,8 @@ type Part struct {
 // Layout returns the parts that stand for an image cut as g, in order.
 //
 // gemma3: <start_of_image>, the image, <end_of_image>; qwen2vl_merger
-// likewise between <|vision_start|> and <|vision_end|>.
+// and qwen3vl_merger likewise between <|vision_start|> and
+// <|vision_end|>.
 //
 // idefics3 (transformers' Idefics3Processor, as mtmd writes it): each
 // tile after "<fake_token_around_image><row_R_col_C>" (1-based), a "\n"
@@ -59,7 +60,7 @@ func Layout(p Projector, g Tiling) []Part {
 	switch p {
 	case Gemma3:
 		return []Part{{Text: "<start_of_image>"}, {Tile: 0}, {Text: "<end_of_image>"}}
-	case Qwen2VL:
+	case Qwen2VL, Qwen3VL:
 		return []Part{{Text: "<|vision_start|>"}, {Tile: 0}, {Text: "<|vision_end|>"}}
 	case Idefics3:
 	default:

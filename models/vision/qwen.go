@@ -33,7 +33,7 @@ const (
 
 // Dynamic reports whether the tower takes each image at its own aspect
 // (Qwen-VL), not resized to one square.
-func (c Config) Dynamic() bool { return c.Projector == Qwen2VL }
+func (c Config) Dynamic() bool { return c.Projector == Qwen2VL || c.Projector == Qwen3VL }
 
 // Size is the width and height an image of w × h pixels is resized to
 // before its patches are taken: the tower's square, or for a dynamic
@@ -128,10 +128,11 @@ func qwenGGUF(m *Model, f *gguf.File) error {
 	}
 	area := (c.PatchSize * c.Merge) * (c.PatchSize * c.Merge)
 	c.MinPixels, c.MaxPixels = qwenMinTokens*area, qwenMaxTokens*area
-	// llama.cpp swaps ffn_up and ffn_down where a file stored them the
-	// other way round (ffn_down's input as wide as the tower).
+	// llama.cpp swaps Qwen2-VL's ffn_up and ffn_down where a file stored
+	// them the other way round (ffn_down's input as wide as the tower);
+	// Qwen3-VL's converter writes them right, and clip.cpp leaves them.
 	up, down := LayerTensor(0, "ffn_up", "weight"), LayerTensor(0, "ffn_down", "weight")
-	if t, ok := m.Tensors[down]; ok && len(t.Shape) == 2 && t.Shape[1] == c.Dim && t.Shape[0] != c.Dim {
+	if t, ok := m.Tensors[down]; ok && c.Projector == Qwen2VL && len(t.Shape) == 2 && t.Shape[1] == c.Dim && t.Shape[0] != c.Dim {
 		for l := range c.Layers {
 			for _, s := range []string{"weight", "bias"} {
 				u, d := LayerTensor(l, "ffn_up", s), LayerTensor(l, "ffn_down", s)
@@ -140,8 +141,8 @@ func qwenGGUF(m *Model, f *gguf.File) error {
 		}
 	}
 	t, ok := m.Tensors[up]
-	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || t.Shape[0] == c.Dim || t.Shape[0] <= 0 || t.Shape[0] > 4*maxDim {
-		return fmt.Errorf("%s must be [ffn, %d] with ffn ≠ %d, at most %d", up, c.Dim, c.Dim, 4*maxDim)
+	if !ok || len(t.Shape) != 2 || t.Shape[1] != c.Dim || (c.Projector == Qwen2VL && t.Shape[0] == c.Dim) || t.Shape[0] <= 0 || t.Shape[0] > 4*maxDim {
+		return fmt.Errorf("%s must be [ffn, %d] (for %s with ffn ≠ %d), ffn at most %d", up, c.Dim, Qwen2VL, c.Dim, 4*maxDim)
 	}
 	c.FFN = t.Shape[0]
 	t, ok = m.Tensors[MergerDown+".weight"]

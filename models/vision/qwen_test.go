@@ -1,6 +1,7 @@
 package vision
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -67,6 +68,37 @@ func TestMergedPatches(t *testing.T) {
 		}
 		if !slices.Equal(rows[r*k:(r+1)*k], patch) {
 			t.Errorf("row %d (patch %d, %d): %v, want %v", r, x, y, rows[r*k:(r+1)*k], patch)
+		}
+	}
+}
+
+// TestPositionsFor: Qwen3-VL's position table resized with aligned
+// corners reproduces a table that is linear in the patch's row and column
+// exactly at every patch (bilinear interpolation is exact there), the
+// corners taking the table's corners; a table of the image's size is only
+// reordered; rows come in MergedPatches' order.
+func TestPositionsFor(t *testing.T) {
+	c := Config{Projector: Qwen3VL, ImageSize: 16, PatchSize: 4, Dim: 2, Merge: 2}
+	n := c.Patches() // 4
+	table := make([]float32, n*n*c.Dim)
+	for y := range n {
+		for x := range n {
+			table[(y*n+x)*2], table[(y*n+x)*2+1] = float32(x), float32(10*y)
+		}
+	}
+	for _, tc := range []struct{ w, h int }{{16, 16}, {24, 8}, {8, 40}, {40, 24}} {
+		got := c.PositionsFor(table, tc.w, tc.h)
+		pw, ph := tc.w/c.PatchSize, tc.h/c.PatchSize
+		if len(got) != pw*ph*c.Dim {
+			t.Fatalf("%d×%d: %d values, want %d", tc.w, tc.h, len(got), pw*ph*c.Dim)
+		}
+		_, pos := MergedPatches(make([]float32, 3*tc.w*tc.h), tc.w, tc.h, c)
+		for r := range pw * ph {
+			y, x := float64(pos[4*r]), float64(pos[4*r+1])
+			wantX, wantY := x*float64(n-1)/float64(pw-1), 10*y*float64(n-1)/float64(ph-1)
+			if math.Abs(float64(got[2*r])-wantX) > 1e-5 || math.Abs(float64(got[2*r+1])-wantY) > 1e-4 {
+				t.Errorf("%d×%d, row %d (patch %v, %v): %v, want %v, %v", tc.w, tc.h, r, x, y, got[2*r:2*r+2], wantX, wantY)
+			}
 		}
 	}
 }

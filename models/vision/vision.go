@@ -9,7 +9,8 @@
 // shuffle and a linear projection, SmolVLM, whose images are cut into
 // tiles plus an overview with marker tokens between them), and
 // "qwen2vl_merger" (qwen.go: Qwen2-VL's dynamic resolution, 2-D RoPE and
-// 2×2 merger).
+// 2×2 merger) and "qwen3vl_merger" (qwen3.go: Qwen3-VL's, with learned
+// positions resized per image and deepstack features).
 // The forward pass is runtime/vision.go; this package holds the file's
 // description, its tensors, image decoding and preprocessing (Preprocess,
 // Patches), and where an image's tiles and markers go in a prompt
@@ -42,7 +43,7 @@ const Gemma3 Projector = "gemma3"
 const Idefics3 Projector = "idefics3"
 
 // Projectors are the projector types this package reads.
-var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL}
+var Projectors = []Projector{Gemma3, Idefics3, Qwen2VL, Qwen3VL}
 
 // ErrUnsupported is returned (wrapped) for a projector type this package
 // does not read.
@@ -78,6 +79,9 @@ type Config struct {
 	// MinPixels and MaxPixels bound a dynamic tower's resized image
 	// (Size; Qwen-VL, whose Merge is 2).
 	MinPixels, MaxPixels int
+	// Deepstack are the tower layers (0-based, ascending) after which
+	// Qwen3-VL taps the hidden state for a deepstack merger of its own.
+	Deepstack []int
 }
 
 // Patches is the number of patches per side of a preprocessed image.
@@ -229,7 +233,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	switch c.Projector {
 	case Idefics3:
 		c.LongestEdge = u("clip.vision.preproc_image_size", 0)
-	case Qwen2VL:
+	case Qwen2VL, Qwen3VL:
 		c.Merge = 2 // qwenGGUF checks the file's
 	}
 	for i, key := range []string{"clip.vision.image_mean", "clip.vision.image_std"} {
@@ -244,7 +248,7 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 		copy(dst[:], v)
 	}
-	if gelu, ok := f.Bool("clip.use_gelu"); c.Projector != Qwen2VL && (!ok || !gelu) {
+	if gelu, ok := f.Bool("clip.use_gelu"); !c.Dynamic() && (!ok || !gelu) {
 		// clip.cpp takes GELU-quick (x·σ(1.702x)) without the key; no
 		// SigLIP file is written so.
 		errs = append(errs, errors.New("clip.use_gelu is not true: only SigLIP's GELU feed-forward is read"))
@@ -268,9 +272,14 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	// The projector's output width comes from its weight, as clip.cpp's
 	// n_mmproj_embd does.
 	switch c.Projector {
-	case Qwen2VL:
+	case Qwen2VL, Qwen3VL:
 		if err := qwenGGUF(m, f); err != nil {
 			return nil, err
+		}
+		if c.Projector == Qwen3VL {
+			if err := qwen3GGUF(m); err != nil {
+				return nil, err
+			}
 		}
 	case Gemma3:
 		t, err := m.Tensor(InputProj)
@@ -334,8 +343,11 @@ type Want struct {
 // TensorShapes lists every tensor of c's tower and projector, in the
 // order synth writes them.
 func (c Config) TensorShapes() []Want {
-	if c.Projector == Qwen2VL {
+	switch c.Projector {
+	case Qwen2VL:
 		return c.qwenShapes()
+	case Qwen3VL:
+		return c.qwen3Shapes()
 	}
 	p, n := c.PatchSize, c.Patches()
 	w := []Want{

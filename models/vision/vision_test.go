@@ -2,6 +2,7 @@ package vision_test
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestReadIdefics3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Config != c {
+	if !reflect.DeepEqual(m.Config, c) {
 		t.Errorf("read %+v, wrote %+v", m.Config, c)
 	}
 	if _, err := m.Tensor(vision.FC, 64, 4*32); err != nil {

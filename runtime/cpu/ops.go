@@ -34,15 +34,34 @@ func MatMul(dst, x, w []float32, m, k, n, workers int) {
 	matMul(dst, x, w, m, k, n, newTeam(workers))
 }
 
-// matMul is products' split for f32 weights, each weight row meeting every
-// input row in one kernel.DotF32Rows call (the bits of DotF32 and of
-// products' four-row kernel alike).
+// matMul is products' split for f32 weights, each weight row meeting a
+// block of input rows (rowBlock) in one kernel.DotF32Rows call (the bits
+// of DotF32 and of products' four-row kernel alike).
 func matMul(dst, x, w []float32, m, k, n int, t *team) {
 	t.over(m*n*k, n, func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			kernel.DotF32Rows(dst[j:], n, w[j*k:(j+1)*k], x, m)
+		mb := rowBlock(m, k)
+		for i := 0; i < m; i += mb {
+			rows := min(mb, m-i)
+			for j := lo; j < hi; j++ {
+				kernel.DotF32Rows(dst[i*n+j:], n, w[j*k:(j+1)*k], x[i*k:], rows)
+			}
 		}
 	})
+}
+
+// rowBlockBytes bounds the input rows that a worker's weight rows meet
+// before moving on: a block stays in the core's cache while every weight
+// row of the worker's share passes it. Without it, a product of many rows
+// (a vision tower's 1024 patches, a long prompt) read all of x from
+// memory once for every weight row: x of 1024 rows of 768 floats is 3 MiB,
+// and each of its bytes met two multiply-adds before being evicted.
+const rowBlockBytes = 256 << 10
+
+// rowBlock is how many input rows of k values (as f32) make a block of at
+// most rowBlockBytes: a multiple of four (products' four-row kernels),
+// at least four, at most m.
+func rowBlock(m, k int) int {
+	return min(m, max(4, rowBlockBytes/(4*max(k, 1))&^3))
 }
 
 // products sets dst[i·n+j] to the product of input row i with weight row
@@ -50,7 +69,8 @@ func matMul(dst, x, w []float32, m, k, n int, t *team) {
 // rows are split across the team t so that each reads its own slice of the
 // weights, and each weight row meets the input rows four at a time (four
 // computes four products of one weight row at once, reading it once: a
-// prompt reads the weights a quarter as often), the rest one at a time.
+// prompt reads the weights a quarter as often), the rest one at a time, a
+// block of input rows at a time (rowBlock).
 // four must give one's bits, so that no result depends on the number of
 // rows, their grouping or the number of workers. k is the inner dimension,
 // for the decision to stay on one goroutine for small products.
@@ -59,17 +79,21 @@ func products[R any](dst []float32, rows []R, n, k int, t *team, one func(j int,
 	t.over(m*n*k, n, func(lo, hi int) {
 		var out [4]float32
 		var xs [4]*R // one per worker: four may keep it
-		for j := lo; j < hi; j++ {
-			i := 0
-			for ; i+4 <= m; i += 4 {
-				xs = [4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}
-				four(j, &xs, &out)
-				for r, v := range out {
-					dst[(i+r)*n+j] = v
+		mb := rowBlock(m, k)
+		for i0 := 0; i0 < m; i0 += mb {
+			end := min(m, i0+mb)
+			for j := lo; j < hi; j++ {
+				i := i0
+				for ; i+4 <= end; i += 4 {
+					xs = [4]*R{&rows[i], &rows[i+1], &rows[i+2], &rows[i+3]}
+					four(j, &xs, &out)
+					for r, v := range out {
+						dst[(i+r)*n+j] = v
+					}
 				}
-			}
-			for ; i < m; i++ {
-				dst[i*n+j] = one(j, &rows[i])
+				for ; i < end; i++ {
+					dst[i*n+j] = one(j, &rows[i])
+				}
 			}
 		}
 	})

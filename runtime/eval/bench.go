@@ -288,7 +288,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 		r.BandwidthFraction = r.DecodeGBps / r.CopyGBps
 	}
 	if e.HasVision() {
-		ms, toks, err := e.ImageEncodeTime()
+		ms, toks, err := e.ImageEncodeTime(ctx)
 		if err != nil {
 			return r, fmt.Errorf("image: %w", err)
 		}

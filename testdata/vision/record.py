@@ -13,9 +13,9 @@ attention, 2 threads) and asks /completion for N greedy tokens from the
 prompt (the file's text; by default Gemma's turn around "<__media__>describe"),
 the image given as multimodal_data where the prompt has <__media__>
 (the server's own marker, read from /props), with n_probs 1: each
-token's id and log-probability under the raw logits. A case whose NAME
-ends in -real records the embeddings only: a real tower's 256 tokens do
-not fit tiny-gemma3's context of 256 in Tessera.
+token's id and log-probability under the raw logits. (A real tower's
+image tokens need a language model with room for them: `tessera synth
+--context`.)
 """
 import base64, json, os, re, socket, struct, subprocess, sys, time, urllib.request
 
@@ -149,9 +149,6 @@ for arg in sys.argv[3:]:
     case = {"prompt": prompt, "embeddings": tiles[0]}
     if len(tiles) > 1:
         case["tiles"] = tiles
-    if name.endswith("-real"):
-        out["cases"][name] = case
-        continue
     copy = printable(base)
     ascii_bytes(copy)
     port = free_port()

@@ -459,6 +459,10 @@ func TestBrowserAPI(t *testing.T) {
 		testBrowserVision(t, eval, modelDir)
 	})
 
+	t.Run("every projector type answers an image as native does", func(t *testing.T) {
+		testBrowserProjectors(t, eval, modelDir)
+	})
+
 	t.Run("reasoning and tool calls as the server's Chat Completions has them", func(t *testing.T) {
 		testChatReplies(t, ctx, cons, qwen)
 	})

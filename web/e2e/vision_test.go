@@ -105,3 +105,56 @@ func testBrowserVision(t *testing.T, eval func(*testing.T, string) apiResult, mo
 		t.Errorf("errors: %q; want a bad projector named as an mmproj, and an image without a projector refused", r.Codes)
 	}
 }
+
+// browserProjectors are the projector types the page runs besides
+// Gemma 3's (testBrowserVision): each synth projector shape with the
+// language model it feeds.
+var browserProjectors = []struct{ base, projector string }{
+	{"tiny-smolvlm", "tiny-idefics3"},
+	{"tiny-qwen2vl", "tiny-qwen2vl"},
+	{"tiny-qwen3vl-deep", "tiny-qwen3vl"},
+}
+
+// testBrowserProjectors: for each of browserProjectors, an engine loaded
+// in the page answers an image in a chat message with the native CPU
+// engine's prompt and greedy tokens (the image's size is not the tower's,
+// so each resizes or tiles it as its type does).
+func testBrowserProjectors(t *testing.T, eval func(*testing.T, string) apiResult, modelDir string) {
+	pic := gradientPNG(t, 52, 37)
+	img, err := vision.Decode(pic, vision.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pic)
+	for _, c := range browserProjectors {
+		t.Run(c.projector, func(t *testing.T) {
+			model, mm, err := synth.WriteVisionFiles(modelDir, c.base, c.projector, dtype.F32, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, mmproj := filepath.Base(model), filepath.Base(mm)
+			want := runNativeWith(t, model,
+				runtime.Request{Messages: []chat.Message{{Role: "user", Content: runtime.ImageMarker + "Describe it."}}, Images: []*vision.Image{img}, MaxTokens: 12},
+				runtime.Options{Quant: "f32", MMProj: mm})
+			r := eval(t, fmt.Sprintf(`(async () => {
+				try {
+					const messages = [{role: "user", content: [{type: "image_url", image_url: {url: %[3]q}}, {type: "text", text: "Describe it."}]}];
+					const e = await tessera.createEngine({model: "/models/%[1]s", projector: "/models/%[2]s", quant: "f32", context: 256});
+					const a = await e.chat.completions.create({messages, temperature: 0, max_tokens: 12});
+					await e.unload();
+					return {IDs: a.tessera.token_ids, PromptIDs: a.tessera.prompt_ids, Content: a.choices[0].message.content};
+				} catch (e) { return {Err: e.code + ": " + e.message}; }
+			})()`, base, mmproj, dataURL))
+			prompt := make([]int, len(want.Prompt))
+			for i, id := range want.Prompt {
+				prompt[i] = int(id)
+			}
+			if !slices.Equal(r.PromptIDs, prompt) {
+				t.Errorf("prompt ids:\n browser %v\n  native %v", r.PromptIDs, prompt)
+			}
+			if !slices.Equal(r.IDs, want.IDs) || r.Content != want.Text {
+				t.Errorf("greedy reply to an image:\n browser %v %q\n  native %v %q", r.IDs, r.Content, want.IDs, want.Text)
+			}
+		})
+	}
+}

@@ -46,12 +46,6 @@ func dotBlocksMXFP4AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *f
 func dotBlocksMXFP4AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksIQ4_XSAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksIQ4_XSAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
 func dotBlocksQ3_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 
 //go:noescape
@@ -129,8 +123,6 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 			dotBlocksIQ4_NLAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.MXFP4:
 			dotBlocksMXFP4AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.IQ4_XS:
-			dotBlocksIQ4_XSAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.Q3_K:
 			dotBlocksQ3_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
 		case dtype.Q2_K:
@@ -151,8 +143,6 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.MXFP4:
 		dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.IQ4_XS:
-		dotBlocksIQ4_XSAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.Q3_K:
 		dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
 	case dtype.Q2_K:

@@ -72,7 +72,7 @@ DATA evenodd<>+0(SB)/8, $0x0e0c0a0806040200
 DATA evenodd<>+8(SB)/8, $0x0f0d0b0907050301
 GLOBL evenodd<>(SB), RODATA|NOPTR, $16
 
-// Byte constants, 32 each (for xmm and ymm).
+// Constants of 32 bytes, one 8-byte pattern repeated (for xmm and ymm).
 #define BYTES32(name, v) \
 	DATA name<>+0(SB)/8, $v \
 	DATA name<>+8(SB)/8, $v \
@@ -105,30 +105,6 @@ DATA two32<>+0(SB)/4, $2
 GLOBL two32<>(SB), RODATA|NOPTR, $4
 DATA sub128<>+0(SB)/4, $0x00200000
 GLOBL sub128<>(SB), RODATA|NOPTR, $4
-DATA d15<>+0(SB)/4, $15
-GLOBL d15<>(SB), RODATA|NOPTR, $4
-DATA d3<>+0(SB)/4, $3
-GLOBL d3<>(SB), RODATA|NOPTR, $4
-DATA d32<>+0(SB)/4, $32
-GLOBL d32<>(SB), RODATA|NOPTR, $4
-DATA shift4<>+0(SB)/4, $0
-DATA shift4<>+4(SB)/4, $4
-DATA shift4<>+8(SB)/4, $8
-DATA shift4<>+12(SB)/4, $12
-DATA shift4<>+16(SB)/4, $16
-DATA shift4<>+20(SB)/4, $20
-DATA shift4<>+24(SB)/4, $24
-DATA shift4<>+28(SB)/4, $28
-GLOBL shift4<>(SB), RODATA|NOPTR, $32
-DATA shift2<>+0(SB)/4, $0
-DATA shift2<>+4(SB)/4, $2
-DATA shift2<>+8(SB)/4, $4
-DATA shift2<>+12(SB)/4, $6
-DATA shift2<>+16(SB)/4, $8
-DATA shift2<>+20(SB)/4, $10
-DATA shift2<>+24(SB)/4, $12
-DATA shift2<>+28(SB)/4, $14
-GLOBL shift2<>(SB), RODATA|NOPTR, $32
 
 // ---- Unpacking a group's codes (SI), into bytes X8 (even inputs) and X9
 // (odd ones), then int16 Y8, Y9.
@@ -423,30 +399,6 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 	VMULPS Y11, Y4, Y4 \
 	ADDQ $20, DI
 
-// IQ4_XS's 6-bit factors less 32: the nibbles of scales_l (word 1) and the
-// 2-bit fields of scales_h (word 0's high half).
-#define SCALES_IQ4XS \
-	VPBROADCASTD 4(DI), Y8 \
-	VPSRLVD shift4<>(SB), Y8, Y8 \
-	VPBROADCASTD d15<>(SB), Y9 \
-	VPAND Y9, Y8, Y8 \
-	MOVWLZX 2(DI), AX \
-	VMOVD AX, X9 \
-	VPBROADCASTD X9, Y9 \
-	VPSRLVD shift2<>(SB), Y9, Y9 \
-	VPBROADCASTD d3<>(SB), Y10 \
-	VPAND Y10, Y9, Y9 \
-	VPSLLD $4, Y9, Y9 \
-	VPOR Y9, Y8, Y8 \
-	VPBROADCASTD d32<>(SB), Y9 \
-	VPSUBD Y9, Y8, Y8 \
-	VCVTDQ2PS Y8, Y8 \
-	VMOVD (DI), X10 \
-	VCVTPH2PS X10, X10 \
-	VBROADCASTSS X10, Y11 \
-	VMULPS Y11, Y8, Y3 \
-	ADDQ $8, DI
-
 // ---- The types.
 
 #define CONSTS_NIB \
@@ -519,15 +471,6 @@ GLOBL shift2<>(SB), RODATA|NOPTR, $32
 #include "blocks_types_amd64.h"
 
 #define FULL
-#define NAME ·dotBlocksIQ4_XSAVX2
-#define NAME512 ·dotBlocksIQ4_XSAVX512
-#define NAME512X4 ·dotBlocksIQ4_XSTileAVX512
-#define NAME512X4V ·dotBlocksIQ4_XSTileVNNI
-#define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
-#define SCALES SCALES_IQ4XS
-#define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
-#define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
-#include "blocks_types_amd64.h"
 
 #define HALVES
 #define SPLIT
@@ -747,11 +690,91 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #undef KSCALES
 #undef SPLIT
 
+// IQ4_XS's super-blocks are built as the K quants' (an f16 d, a 6-bit
+// factor a group, no mins), so they take the same loops; a pair unpacks
+// as IQ4_NL's (nibbles through the codebook's levels).
+
+DATA kxs<>+0(SB)/8, $0x0302010003020100
+DATA kxs<>+8(SB)/8, $0x0706050407060504
+GLOBL kxs<>(SB), RODATA|NOPTR, $16
+
+// IQ4XS_FACTORS: an IQ4_XS super-block's eight factors less 32
+// (dtype.IQ4XSScale; DI: f16 d, scales_h, scales_l) as the signed bytes of
+// X6 in kLane's order, byte L holding factor 2·(L%4) + L/8 (kxs). Each
+// factor's low four bits are a nibble of scales_l (the even factors' the
+// low ones); scales_h's nibble k, spread to byte k, holds factor 2k's top
+// two bits (bits 0..1) and factor 2k+1's (bits 2..3). Uses AX, BX, DX.
+#define IQ4XS_FACTORS \
+	MOVWLZX 2(DI), BX \
+	MOVL BX, DX \
+	SHLL $8, DX \
+	ORL DX, BX \
+	ANDL $0x00ff00ff, BX \
+	MOVL BX, DX \
+	SHLL $4, DX \
+	ORL DX, BX \
+	ANDL $0x0f0f0f0f, BX \
+	MOVL BX, DX \
+	ANDL $0x03030303, DX \
+	SHLL $4, DX \
+	SHLL $2, BX \
+	ANDL $0x30303030, BX \
+	MOVL 4(DI), AX \
+	ANDL $0x0f0f0f0f, AX \
+	ORL AX, DX \
+	MOVL 4(DI), AX \
+	SHRL $4, AX \
+	ANDL $0x0f0f0f0f, AX \
+	ORL AX, BX \
+	VMOVD DX, X6 \
+	VPINSRD $1, BX, X6, X6 \
+	VPSUBB b20<>(SB), X6, X6 \
+	VPSHUFB kxs<>(SB), X6, X6
+
+// KSCALES_IQ4XS: f32(d·D) in X12, the factors as int32 in Z6.
+#define KSCALES_IQ4XS \
+	VCVTPH2PS (DI), X11 \
+	VMULSS (R11), X11, X12 \
+	IQ4XS_FACTORS \
+	VPMOVSXBD X6, Z6 \
+	ADDQ $8, DI
+
+// KTSCALES_IQ4XS: KSCALES_IQ4XS for the four-row loop: d in X10.
+#define KTSCALES_IQ4XS \
+	VCVTPH2PS (DI), X10 \
+	IQ4XS_FACTORS \
+	VPMOVSXBD X6, Z6 \
+	ADDQ $8, DI
+
+#define KNAME ·dotBlocksIQ4_XSIntAVX512
+#define KCONSTS VMOVDQU b0f<>(SB), Y15; VBROADCASTI128 iq4nl<>(SB), Y14
+#define KSCALES KSCALES_IQ4XS
+#define KUNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksIQ4_XSIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTSCALES KTSCALES_IQ4XS
+#define KTNAME ·dotBlocksIQ4_XSTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksIQ4_XSTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+
 // ---- The AVX2 form (blocks_k_avx2_amd64.h).
 
-// wbits:
-// word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields into
-// place (16 for a group's first halves, 1 for its second); then word
+// wbits: word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields
+// into place (16 for a group's first halves, 1 for its second); then word
 // constants, 16 each.
 DATA wbits<>+0(SB)/8, $0x0008000400020001
 DATA wbits<>+8(SB)/8, $0x0080004000200010
@@ -763,26 +786,11 @@ DATA wq6mul<>+8(SB)/8, $0x0010001000100010
 DATA wq6mul<>+16(SB)/8, $0x0001000100010001
 DATA wq6mul<>+24(SB)/8, $0x0001000100010001
 GLOBL wq6mul<>(SB), RODATA|NOPTR, $32
-DATA w0fy<>+0(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+8(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+16(SB)/8, $0x000f000f000f000f
-DATA w0fy<>+24(SB)/8, $0x000f000f000f000f
-GLOBL w0fy<>(SB), RODATA|NOPTR, $32
-DATA w10y<>+0(SB)/8, $0x0010001000100010
-DATA w10y<>+8(SB)/8, $0x0010001000100010
-DATA w10y<>+16(SB)/8, $0x0010001000100010
-DATA w10y<>+24(SB)/8, $0x0010001000100010
-GLOBL w10y<>(SB), RODATA|NOPTR, $32
-DATA w30y<>+0(SB)/8, $0x0030003000300030
-DATA w30y<>+8(SB)/8, $0x0030003000300030
-DATA w30y<>+16(SB)/8, $0x0030003000300030
-DATA w30y<>+24(SB)/8, $0x0030003000300030
-GLOBL w30y<>(SB), RODATA|NOPTR, $32
-DATA w20y<>+0(SB)/8, $0x0020002000200020
-DATA w20y<>+8(SB)/8, $0x0020002000200020
-DATA w20y<>+16(SB)/8, $0x0020002000200020
-DATA w20y<>+24(SB)/8, $0x0020002000200020
-GLOBL w20y<>(SB), RODATA|NOPTR, $32
+
+BYTES32(w0fy, 0x000f000f000f000f)
+BYTES32(w10y, 0x0010001000100010)
+BYTES32(w30y, 0x0030003000300030)
+BYTES32(w20y, 0x0020002000200020)
 
 // KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
 // half factors of lanes 0..7 in Y6, of 8..15 in Y7.
@@ -845,6 +853,7 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 	VPAND w30y<>(SB), Y10, Y10 \
 	VPOR Y10, Y9, Y9
 
+#define KCONSTS2
 #define KNAME2 ·dotBlocksQ4_KIntAVX2
 #define KSCALES2 KSCALES2_K4
 #define KCB 16
@@ -874,3 +883,27 @@ GLOBL w20y<>(SB), RODATA|NOPTR, $32
 #undef KCB
 #undef KSCALES2
 #undef SPLIT
+
+// KSCALES2_IQ4XS: KSCALES_IQ4XS for the AVX2 loop (KSCALES2_Q6K's lanes).
+#define KSCALES2_IQ4XS \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X5 \
+	VMOVSS X5, 24(SP) \
+	IQ4XS_FACTORS \
+	VPSRLDQ $8, X6, X7 \
+	VPMOVSXBD X7, Y7 \
+	VPMOVSXBD X6, Y6 \
+	ADDQ $8, DI
+
+#undef KCONSTS2
+#define KCONSTS2 VMOVDQU b0f<>(SB), X15; VMOVDQU iq4nl<>(SB), X14
+#define KNAME2 ·dotBlocksIQ4_XSIntAVX2
+#define KSCALES2 KSCALES2_IQ4XS
+#define KCB 16
+#define KUNPACK(OFF) VMOVDQU OFF(SI), X8; VPSRLW $4, X8, X9; VPAND X15, X8, X8; VPAND X15, X9, X9; VPSHUFB X8, X14, X8; VPSHUFB X9, X14, X9; VPMOVSXBW X8, Y8; VPMOVSXBW X9, Y9
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+#undef KSCALES2
+#undef KCONSTS2

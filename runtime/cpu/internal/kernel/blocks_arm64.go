@@ -19,11 +19,15 @@ func dotBlocksQ5_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *
 //go:noescape
 func dotBlocksQ6_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
+// dotBlocksIQ4_XSKNEON: IQ4_XS's codes index book.
+//
+//go:noescape
+func dotBlocksIQ4_XSKNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32, book *[16]int8)
+
 // The NEON products of the block types with an f16 scale a group and no
 // mins (blocks_arm64.s): dotBlocksGo's arithmetic, bit for bit, for rows
 // as above with the activations' codes xq and their ds (hs is not read);
-// IQ4_NL's, MXFP4's and IQ4_XS's codes index book (IQ4_XS in rows of whole
-// super-blocks). Q5_1, Q2_K and Q3_K run their
+// IQ4_NL's and MXFP4's codes index book. Q5_1, Q2_K and Q3_K run their
 // Go twin on arm64 so far.
 
 //go:noescape
@@ -34,9 +38,6 @@ func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *fl
 
 //go:noescape
 func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksIQ4_XSNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
 
 //go:noescape
 func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
@@ -96,12 +97,6 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		case dtype.MXFP4:
 			l, _ := dtype.Layout(t)
 			dotBlocksMXFP4NEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
-		case dtype.IQ4_XS:
-			if groups%kGroups != 0 {
-				return 0
-			}
-			l, _ := dtype.Layout(t)
-			dotBlocksIQ4_XSNEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
 		}
 		return rows
 	}
@@ -116,6 +111,9 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		dotBlocksQ5_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
 	case dtype.Q6_K:
 		dotBlocksQ6_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case dtype.IQ4_XS:
+		l, _ := dtype.Layout(t)
+		dotBlocksIQ4_XSKNEON(c, s, sstride, xq, kd, ds, groups, rows, o, l.Codebook)
 	}
 	return rows
 }

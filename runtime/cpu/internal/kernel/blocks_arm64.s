@@ -4,8 +4,7 @@
 #include "neon_arm64.h"
 
 // The NEON products of the block types with one scale a group and no
-// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0; IQ4_XS: 6-bit
-// factors of a super-block's f16 d): dotBlocksGo, bit for bit, with int4's
+// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0): dotBlocksGo, bit for bit, with int4's
 // group product (GROUP, as dotQ4NEON): a group's codes as int16, its even
 // inputs' and odd ones' apart, meet the activations' codes in SMULL/SMLAL,
 // ADDP leaves the twin's eight lanes (lane k: inputs 4k..4k+3), and each
@@ -56,7 +55,7 @@
 	VLD1.P 32(R0), [V16.B16, V17.B16] \
 	LWIDEN(16, 17)
 
-// IQ4_NL, MXFP4 and IQ4_XS: the nibbles index the codebook's 16 int8 levels
+// IQ4_NL and MXFP4: the nibbles index the codebook's 16 int8 levels
 // (V30).
 #define UNPACK_IQ4_NL \
 	NIBBLES \
@@ -109,43 +108,6 @@
 	FMOVD (R12), F21 \
 	FMUL4S(21, 20, 20)
 
-// SCALES_IQ4XS: IQ4_XS's pair p of a super-block: every fourth pair
-// (R10 pairs left of it) reads the super-block's eight bytes (R9): f16 d
-// to V23, scales_h to R20, scales_l to R21; the pair's groups' scales are
-// d·(ls − 32), ls = scales_l's nibble | two bits of scales_h << 4
-// (dtype's iq4xsScale), then as SCALES_F16 with their activations' d.
-// Rows are whole super-blocks, so no group is alone (SCALE_NONE).
-#define SCALES_IQ4XS \
-	CBNZ R10, lhave \
-	MOVHU (R9), R19 \
-	FMOVS R19, F23 \
-	FCVTL4S(23, 23) \
-	MOVHU 2(R9), R20 \
-	MOVWU 4(R9), R21 \
-	ADD $8, R9 \
-	MOVD $4, R10 \
-lhave: \
-	ANDW $15, R21, R22 \
-	ANDW $3, R20, R19 \
-	ORRW R19<<4, R22, R22 \
-	SUBW $32, R22, R22 \
-	UBFXW $4, R21, $4, R23 \
-	UBFXW $2, R20, $2, R19 \
-	ORRW R19<<4, R23, R23 \
-	SUBW $32, R23, R23 \
-	SCVTFWS R22, F24 \
-	SCVTFWS R23, F25 \
-	FMULS F23, F24, F24 \
-	FMULS F23, F25, F25 \
-	VMOV V24.S[0], V20.S[0] \
-	VMOV V25.S[0], V20.S[2] \
-	VLD1.P 16(R12), [V21.S4] \
-	FMUL4S(21, 20, 20) \
-	LSRW $8, R21, R21 \
-	LSRW $4, R20, R20 \
-	SUB $1, R10, R10
-#define SCALE_NONE
-
 // LROWS: the row loop of one type, UNPACK a group's codes, SCALES a
 // pair's scales and SCALE a lone group's.
 #define LROWS(UNPACK, SCALES, SCALE) \
@@ -164,7 +126,6 @@ lrow: \
 	MOVD R3, R11 \
 	MOVD R4, R12 \
 	LSR $1, R6, R13 \
-	MOVD $0, R10 \
 	VEOR V0.B16, V0.B16, V0.B16 \
 	VEOR V1.B16, V1.B16, V1.B16 \
 	VEOR V2.B16, V2.B16, V2.B16 \
@@ -220,9 +181,3 @@ TEXT ·dotBlocksMXFP4NEON(SB), NOSPLIT, $0-80
 	MOVD book+72(FP), R15
 	VLD1 (R15), [V30.B16]
 	LROWS(UNPACK_IQ4_NL, SCALES_E8M0, SCALE_E8M0)
-
-// func dotBlocksIQ4_XSNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
-TEXT ·dotBlocksIQ4_XSNEON(SB), NOSPLIT, $0-80
-	MOVD book+72(FP), R15
-	VLD1 (R15), [V30.B16]
-	LROWS(UNPACK_IQ4_NL, SCALES_IQ4XS, SCALE_NONE)

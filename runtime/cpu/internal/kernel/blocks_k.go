@@ -6,10 +6,11 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 )
 
-// The K quants' products (Q4_K, Q5_K, Q6_K) in integers per super-block,
-// llama.cpp's Q4_K×Q8_K design with 16-bit activations. A super-block of
-// 256 weights shares one f16 d (and dmin), and its groups' 6- or 8-bit
-// factors are integers; so where the activations too share one scale per
+// The K quants' products (Q4_K, Q5_K, Q6_K, and IQ4_XS, whose super-blocks
+// are built the same way) in integers per super-block, llama.cpp's
+// Q4_K×Q8_K design with 16-bit activations. A super-block of 256 weights
+// shares one f16 d (and dmin), and its groups' 6- or 8-bit factors are
+// integers; so where the activations too share one scale per
 // 256 inputs (QRow.KCodes, KD), a super-block's products are
 //
 //	d·D · Σ_g f_g · Σ_i c_i·xq_i
@@ -26,7 +27,8 @@ import (
 // codes and about 250 times finer than llama.cpp's, and the integer sums
 // still fit: a half's sum times its factor is at most 16·32·32767·128 =
 // 2 147 352 576 < 2³¹ in magnitude (Q6_K: codes −32..31, factors
-// −128..127).
+// −128..127; IQ4_XS: 16·127·32767·32 = 2 130 640 896, its codebook's
+// levels −127..113 and factors −32..31).
 
 // KBlock is the inputs a super-block spans, and so a KCodes scale.
 const KBlock = 256
@@ -37,7 +39,7 @@ const kGroups = KBlock / Group
 // KType says whether the products of t meet the per-super-block
 // activations (dotBlocksKGo) rather than the per-group ones.
 func KType(t dtype.Type) bool {
-	return t == dtype.Q4_K || t == dtype.Q5_K || t == dtype.Q6_K
+	return t == dtype.Q4_K || t == dtype.Q5_K || t == dtype.Q6_K || t == dtype.IQ4_XS
 }
 
 // quantizeK sets q.KCodes and q.KD to x quantized per super-block of 256
@@ -99,6 +101,15 @@ func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroup
 			f[k] = int32(int8(byteAt(at + k)))
 		}
 		return halfAt(s, 2*b), f, mins
+	case dtype.IQ4_XS:
+		at := 8 * b
+		sh := uint16(byteAt(at+2)) | uint16(byteAt(at+3))<<8
+		sl := [4]byte{byteAt(at + 4), byteAt(at + 5), byteAt(at + 6), byteAt(at + 7)}
+		for j := range kGroups {
+			c := int32(dtype.IQ4XSScale(sh, sl[:], j))
+			f[2*j], f[2*j+1] = c, c
+		}
+		return halfAt(s, at), f, mins
 	}
 	panic("kernel: " + t.String() + " is no K type")
 }

@@ -29,6 +29,9 @@ func dotBlocksQ5_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sum
 func dotBlocksQ6_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
+func dotBlocksIQ4_XSIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
 func dotBlocksQ4_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
@@ -45,6 +48,12 @@ func dotBlocksQ6_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, s
 
 //go:noescape
 func dotBlocksQ6_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksIQ4_XSIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksIQ4_XSIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 // dotBlocksKRowsOn is dotBlocksRowsOn for the K types: the rows it did
 // (none where the row has a partial super-block, which the twin takes, or
@@ -73,6 +82,8 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 			dotBlocksQ5_KIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
 		case dtype.Q6_K:
 			dotBlocksQ6_KIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
+		case dtype.IQ4_XS:
+			dotBlocksIQ4_XSIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
 		default:
 			return 0
 		}
@@ -88,6 +99,10 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 		dotBlocksQ6_KIntVNNI(c, s, sstride, xq, kd, ds, groups, rows, o)
 	case t == dtype.Q6_K:
 		dotBlocksQ6_KIntAVX512(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.IQ4_XS && hasKVNNI:
+		dotBlocksIQ4_XSIntVNNI(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.IQ4_XS:
+		dotBlocksIQ4_XSIntAVX512(c, s, sstride, xq, kd, ds, groups, rows, o)
 	default:
 		return 0
 	}
@@ -116,6 +131,12 @@ func dotBlocksQ6_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, x
 
 //go:noescape
 func dotBlocksQ6_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksIQ4_XSTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksIQ4_XSTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
 
 // dotBlocksKTileAsm runs the K quants' tile kernel over the rows of
 // weights it can take and returns how many (DotBlocksTile does the rest a
@@ -149,6 +170,10 @@ func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTi
 		dotBlocksQ6_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
 	case t == dtype.Q6_K:
 		dotBlocksQ6_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.IQ4_XS && hasKVNNI:
+		dotBlocksIQ4_XSTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.IQ4_XS:
+		dotBlocksIQ4_XSTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
 	default:
 		return 0
 	}

@@ -3,7 +3,8 @@
 #include "textflag.h"
 #include "neon_arm64.h"
 
-// The NEON products of the K quants (Q4_K, Q5_K, Q6_K): dotBlocksKGo, bit
+// The NEON products of the K quants (Q4_K, Q5_K, Q6_K, and IQ4_XS, built
+// as they are): dotBlocksKGo, bit
 // for bit. Per super-block (eight groups of 32, 256 inputs), a group's
 // codes are unpacked to int16, its even inputs' codes (low nibbles, the
 // twin's c[0], c[2], ...) and its odd ones', and SMULL/SMLAL multiply them
@@ -276,3 +277,66 @@ TEXT ·dotBlocksQ6_KNEON(SB), NOSPLIT, $0-72
 	VMOVI $48, V30.B16
 	VMOVI $32, V10.B16
 	KROWS(SETUP_Q6K, SCALES_Q6K, UNPACK_Q6K, MINS_NONE)
+
+// UNPACK_IQ4XS: IQ4_NL's nibbles through the codebook's levels (V30),
+// signed.
+#define UNPACK_IQ4XS \
+	VLD1.P 16(R0), [V26.B16] \
+	VAND V31.B16, V26.B16, V27.B16 \
+	VUSHR $4, V26.B16, V26.B16 \
+	VTBL V27.B16, [V30.B16], V27.B16 \
+	VTBL V26.B16, [V30.B16], V26.B16 \
+	SXTL8H(27, 12) \
+	SXTL28H(27, 13) \
+	SXTL8H(26, 14) \
+	SXTL28H(26, 15)
+
+// SCALES_IQ4XS: an IQ4_XS super-block's eight bytes (R9): f32(d·D) to
+// V11, and its eight factors less 32 (dtype.IQ4XSScale), each twice (both
+// halves of its group), to V6..V9 as int32. A factor's low four bits are a
+// nibble of scales_l (R21; the even factors' the low ones, R23, the odd
+// ones' the high, R24), and scales_h's nibble k, spread to byte k (R20),
+// holds factor 2k's top two bits (bits 0..1) and factor 2k+1's (2..3);
+// zipping the even and odd factors' bytes puts them in order, and zipping
+// that with itself doubles each.
+#define SCALES_IQ4XS \
+	MOVHU (R9), R19 \
+	FMOVS R19, F24 \
+	FCVTL4S(24, 24) \
+	FMOVS.P 4(R12), F25 \
+	FMULS F25, F24, F11 \
+	MOVHU 2(R9), R20 \
+	MOVWU 4(R9), R21 \
+	ADD $8, R9 \
+	ORRW R20<<8, R20, R20 \
+	ANDW $0x00ff00ff, R20, R20 \
+	ORRW R20<<4, R20, R20 \
+	ANDW $0x0f0f0f0f, R20, R20 \
+	ANDW $0x0f0f0f0f, R21, R23 \
+	ANDW $0x03030303, R20, R22 \
+	ORRW R22<<4, R23, R23 \
+	LSRW $4, R21, R24 \
+	ANDW $0x0f0f0f0f, R24, R24 \
+	LSLW $2, R20, R22 \
+	ANDW $0x30303030, R22, R22 \
+	ORRW R22, R24, R24 \
+	VMOV R23, V24.S[0] \
+	VMOV R24, V25.S[0] \
+	VZIP1 V25.B16, V24.B16, V24.B16 \
+	VZIP1 V24.B16, V24.B16, V24.B16 \
+	VSUB V10.B16, V24.B16, V24.B16 \
+	SXTL28H(24, 25) \
+	SXTL8H(24, 24) \
+	SXTL4S(24, 6) \
+	SXTL24S(24, 7) \
+	SXTL4S(25, 8) \
+	SXTL24S(25, 9)
+
+#define SETUP_NONE
+
+// func dotBlocksIQ4_XSKNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksIQ4_XSKNEON(SB), NOSPLIT, $0-80
+	MOVD book+72(FP), R15
+	VLD1 (R15), [V30.B16]
+	VMOVI $32, V10.B16
+	KROWS(SETUP_NONE, SCALES_IQ4XS, UNPACK_IQ4XS, MINS_NONE)

@@ -1,5 +1,6 @@
 // The AVX2 loop of the K quants' products (dotBlocksKGo), included by
-// blocks_amd64.s once per type with KNAME2, KSCALES2 (a super-block's
+// blocks_amd64.s once per type with KNAME2, KCONSTS2 (constants the
+// type's unpacking keeps in Y14, Y15), KSCALES2 (a super-block's
 // factors: the 16 half factors as int32 in kLane's order, lanes 0..7 in
 // Y6 and 8..15 in Y7, f32(d·D) stored at 24(SP), and with MIN1 the mins'
 // terms taken from Y2 at once), KUNPACK(OFF) (the codes of the group at
@@ -38,6 +39,7 @@ TEXT KNAME2(SB), NOSPLIT, $32-72
 	MOVQ AX, 8(SP)
 	MOVQ out+64(FP), AX
 	MOVQ AX, 16(SP)
+	KCONSTS2
 
 krow2:
 	MOVQ 0(SP), DI

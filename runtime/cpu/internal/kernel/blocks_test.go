@@ -172,7 +172,7 @@ func BenchmarkDotBlocks(b *testing.B) {
 // anything, activations with outliers, and every kernel of this CPU.
 func TestDotBlocksKAgainstF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []dtype.Type{dtype.Q4_K, dtype.Q5_K, dtype.Q6_K} {
+	for _, typ := range []dtype.Type{dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS} {
 		for _, cols := range []int{256, 768, 1280, 2304} {
 			const rows = 7
 			m := blocksMatrix(t, rng, typ, rows, cols)

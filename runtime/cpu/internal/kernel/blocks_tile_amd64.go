@@ -41,9 +41,6 @@ func dotBlocksIQ4_NLTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds
 func dotBlocksMXFP4TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksIQ4_XSTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
 func dotBlocksQ3_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
@@ -66,9 +63,6 @@ func dotBlocksIQ4_NLTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, 
 
 //go:noescape
 func dotBlocksMXFP4TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksIQ4_XSTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
 func dotBlocksQ3_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
@@ -117,8 +111,6 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 			dotBlocksIQ4_NLTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.MXFP4:
 			dotBlocksMXFP4TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.IQ4_XS:
-			dotBlocksIQ4_XSTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.Q3_K:
 			dotBlocksQ3_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 		case dtype.Q2_K:
@@ -139,8 +131,6 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 		dotBlocksIQ4_NLTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.MXFP4:
 		dotBlocksMXFP4TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.IQ4_XS:
-		dotBlocksIQ4_XSTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.Q3_K:
 		dotBlocksQ3_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
 	case dtype.Q2_K:
