@@ -1,7 +1,6 @@
 package shaders_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/shaders"
@@ -35,8 +34,6 @@ func TestComposeRefuses(t *testing.T) {
 		{"matmul_gemv", shaders.Fusion{F16: true}},      // f16 forms are the f16 weights' and caches'
 		{"attention_decode", shaders.Fusion{F16: true}}, // a cache kernel's needs an f16 cache
 		{"store_kv", shaders.Fusion{KV: "int8", F16: true}},
-		{"rmsnorm", shaders.Fusion{Solo: true}}, // the solo form is a GEMV's
-		{"matmul_gemm", shaders.Fusion{Solo: true}},
 	} {
 		if src, err := shaders.Compose(tc.kernel, tc.f); err == nil {
 			t.Errorf("Compose(%s, %+v) = %d bytes of WGSL, want an error", tc.kernel, tc.f, len(src))
@@ -59,44 +56,6 @@ func TestComposeRefuses(t *testing.T) {
 	} {
 		if _, err := shaders.Compose(tc.kernel, tc.f); err != nil {
 			t.Errorf("Compose(%s, %+v): %v", tc.kernel, tc.f, err)
-		}
-	}
-}
-
-// TestSoloShares checks the GEMVs' solo forms (Fusion.Solo, the CPU
-// adapters' TPC = 1) for what they are for: no workgroup memory and no
-// barrier, which a browser's WebGPU would zero-fill behind a barrier at
-// every workgroup's start (issue 49), in every composition but the one
-// that computes the adapters' h in workgroup memory (Shrink); and that the
-// other forms keep their tree sum.
-func TestSoloShares(t *testing.T) {
-	for _, name := range shaders.GEMVs {
-		for _, f := range []shaders.Fusion{
-			{},
-			{Norm: true},
-			{Norm: true, Prescaled: true, Outs: 3},
-			{Norm: true, Prescaled: true, Pairs: true, GLU: true},
-			{Add: true, Next: true},
-			{Experts: true, Pairs: true, GLU: true},
-			{LoRA: true, Norm: true, Prescaled: true},
-		} {
-			if name == "matmul_quant_gemv" {
-				f.Weight = "q4_k"
-			}
-			if name == "matmul_f16_gemv" {
-				f.F16 = true
-			}
-			for _, solo := range []bool{false, true} {
-				f.Solo = solo
-				src, err := shaders.Compose(name, f)
-				if err != nil {
-					t.Fatalf("Compose(%s, %+v): %v", name, f, err)
-				}
-				shares := strings.Contains(src, "var<workgroup>") || strings.Contains(src, "workgroupBarrier")
-				if shares == solo {
-					t.Errorf("%s%s solo %v: workgroup memory or barriers %v, want %v", name, f, solo, shares, !solo)
-				}
-			}
 		}
 	}
 }

@@ -197,28 +197,13 @@ total adds num_subgroups values, not WG.
 With TPC = 1 (CPU adapters, where a barrier costs more than the kernel's
 own loads and every invocation reads whole rows of x) and not Prescaled
 there is no prologue: xload adds up each row's squares as the product
-reads it, and norm_end turns them into rinv; Prescaled, the solo form
-(Fusion.Solo) has each invocation add up xraw's squares itself, so that
-it shares no memory. Needs x (vec4s), t, TPC, WG,
+reads it, and norm_end turns them into rinv. Needs x (vec4s), t, TPC, WG,
 MAXM, rows, xbase, k4, partial. */}}
     var rinv: array<f32, MAXM>;
     for (var m = 0u; m < MAXM; m++) {
         rinv[m] = 1.0;
     }
-{{- if and .Norm .Solo .Prescaled}}
-    // Solo: each invocation adds up its rows' squares itself, as it reads
-    // whole rows anyway: no workgroup memory, no barrier.
-    for (var m = 0u; m < MAXM; m++) {
-        if (m < rows) {
-            var ss = 0.0;
-            for (var i = 0u; i < k4; i++) {
-                let v = xraw[{{template "xrow" .}} + i];
-                ss += dot(v, v);
-            }
-            rinv[m] = 1.0 / sqrt(ss / f32(p.k) + fz.eps);
-        }
-    }
-{{- else if and .Norm (not .Solo)}}
+{{- if .Norm}}
     if (TPC > 1u || PRESCALED) {
         for (var m = 0u; m < MAXM; m++) {
             var ss = 0.0;
@@ -283,9 +268,7 @@ fn xload(at: u32, i: u32, m: u32) -> vec4<f32> {
 }
 {{- if .Norm}}
 const PRESCALED = {{.Prescaled}};
-{{- if not .Solo}}
 var<workgroup> norm_total: array<f32, MAXM>;
-{{- end}}
 {{- if not .Prescaled}}
 var<private> squares: array<f32, MAXM>;
 {{- end}}
@@ -297,11 +280,9 @@ var<private> squares: array<f32, MAXM>;
 tree sum's workgroup memory, and main up to k4 (vec4s a row), the block's
 rows (the block template) and lane (of the column's TPC invocations).
 Needs WG, MAXM, TPC. */}}
-{{- if not .Solo}}
 // partial[m * WG + t] is invocation t's sum for row m of the block.
 const PARTIALS = WG * MAXM;
 var<workgroup> partial: array<f32, PARTIALS>;
-{{- end}}
 {{- if .Subgroups}}
 {{template "sg_vars" .}}
 {{- end}}
@@ -398,9 +379,7 @@ row m, column j + c), lane, j, rows, r0, t, TPC, CPI, WG, partial, rinv. */}}
         }
         return;
     }
-{{- if not .Solo}}
 {{template "sum_tree" .}}
-{{- end}}
 {{end}}
 
 {{define "lora_fold"}}

@@ -116,19 +116,6 @@ type Fusion struct {
 	// switch, no fusion.
 	F16 bool
 
-	// Solo is a GEMV's form for CPU adapters (TPC = 1, GEMVs only): each
-	// invocation owns its columns, reads whole rows of x and shares
-	// nothing, so the kernel declares no workgroup memory and has no
-	// barrier, and a Prescaled norm's squares are each invocation's own
-	// sum over xraw. WebGPU zero-fills every workgroup variable a kernel
-	// uses, with a barrier, at each workgroup's start, and on a CPU
-	// adapter in a browser (SwiftShader: Dawn writes that into the
-	// shader) a barrier costs more than such a GEMV's own loads: issue 49
-	// measured it at a fifth of the browser's CPU time a token. Like KV it
-	// is no fusion but a form: it is not in String (the pipeline's TPC
-	// constant, in its cache key, tells the forms apart).
-	Solo bool
-
 	// Weight is the format of the weight that the grouped integer kernels
 	// (QuantKernels) read, one of WeightFormats (quant_formats.inc.wgsl):
 	// "int4", "int8", or a GGUF block type ("q4_k"). Like KV it is no
@@ -195,7 +182,7 @@ var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV, f.Half, f.Weight, f.Subgroups, f.F16, f.Solo = "", false, "", 0, false, false
+	f.KV, f.Half, f.Weight, f.Subgroups, f.F16 = "", false, "", 0, false
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -357,9 +344,6 @@ func Compose(name string, f Fusion) (string, error) {
 	}
 	if f.Shrink && (!f.LoRA || !slices.Contains(GEMVs, name)) {
 		return "", fmt.Errorf("shader %s%s: a GEMV with adapters computes their h itself", name, f)
-	}
-	if f.Solo && !slices.Contains(GEMVs, name) {
-		return "", fmt.Errorf("shader %s%s: the solo form is a GEMV's", name, f)
 	}
 	if f.Half && !f.LoRA && (!slices.Contains(LoRAKernels, name) || f.Fused() && name != "lora_shrink") {
 		return "", fmt.Errorf("shader %s%s: halves are adapters' values", name, f)

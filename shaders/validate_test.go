@@ -99,13 +99,6 @@ func TestValidate(t *testing.T) {
 				all = append(all, v)
 			}
 		}
-		// The GEMVs' solo forms (TPC = 1, CPU adapters): every composition.
-		for _, v := range all {
-			if slices.Contains(shaders.GEMVs, v.name) {
-				v.f.Solo = true
-				all = append(all, v)
-			}
-		}
 		// The subgroup variants: every kernel that has them plain, the
 		// cache types of attention and the GEMVs' compositions, at the
 		// smallest subgroup size and a GPU's.
@@ -121,9 +114,6 @@ func TestValidate(t *testing.T) {
 		all = append(all, subgroups...)
 		for _, v := range all {
 			name := v.name + strings.ReplaceAll(v.f.String(), "+", "_")
-			if v.f.Solo {
-				name += "_solo"
-			}
 			src, err := shaders.Compose(v.name, v.f)
 			if err != nil {
 				t.Fatal(err)

@@ -158,13 +158,11 @@ func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
 
 // gemvOp is the GEMV kernel for weights of format, row blocks of maxm
 // and tpc invocations a column (1: the form for CPU adapters, where an
-// invocation computes cpuCPI columns, in the solo form that shares no
-// workgroup memory: shaders.Fusion.Solo), composed with f: the op, the
+// invocation computes cpuCPI columns), composed with f: the op, the
 // params its kernel reads after the common ones, and the columns an
 // invocation and a workgroup compute. MatMul, the compressed products and
 // the experts' products (moe.go) all dispatch through it.
 func gemvOp(format string, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
-	f.Solo = tpc == 1
 	switch format {
 	case formatF32:
 		o = matmulGEMVOp.fused(f)
