@@ -117,30 +117,6 @@ def ascii_bytes(path):
     f.close()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def embeddings(base, mm, image):
-    env = dict(os.environ, MTMD_DEBUG_EMBEDDINGS="1")
-    r = subprocess.run([peers + "/llama-mtmd-cli", "-m", base, "--mmproj", mm, "--image", image, "-p", "<__media__>x",
-                        "-n", "1", "--temp", "0", "-t", "2", "-c", "4096", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
-                        "--chat-template", "gemma", "-v"], env=env, capture_output=True, text=True, errors="replace")
-    log = re.sub(r"\d+\.\d+\.\d+\.\d+ [IDWE] ", "", r.stderr + r.stdout)
-    first = re.findall(r"Token 0 \(first 16 values\):([-\d.\s]+)", log)
-    last = re.findall(r"Token 0 \(last 16 values\):([-\d.\s]+)", log)
-    stats = re.findall(r"Stats: mean=([-\d.]+), std=([-\d.]+), min=([-\d.]+), max=([-\d.]+), sum=([-\d.]+)", log)
-    if not (first and len(first) == len(last) == len(stats)):
-        sys.exit("no MTMD_DEBUG_EMBEDDINGS in llama-mtmd-cli's log:\n" + log[-3000:])
-    return [{"first16": [float(x) for x in f.split()], "last16": [float(x) for x in l.split()],
-             "mean": float(st[0]), "std": float(st[1]), "min": float(st[2]), "max": float(st[3]), "sum": float(st[4])}
-            for f, l, st in zip(first, last, stats)]
-
-
 for arg in sys.argv[3:]:
     name, files = arg.split("=", 1)
     parts = files.split(",")
