@@ -179,21 +179,7 @@ func toInt32(v []int) []int32 {
 func referenceEncoder(t *testing.T, m *models.Model, ids, types []int32) []float64 {
 	t.Helper()
 	c := m.Config
-	get := func(name string) []float64 {
-		tt, err := m.Tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := tt.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-		return out
-	}
+	get := func(name string) []float64 { return tensor64(t, m, name) }
 	has := func(name string) bool { _, ok := m.Tensors[name]; return ok }
 	n, d := len(ids), c.Dim
 	linear := func(x []float64, w, b string, out int) []float64 {

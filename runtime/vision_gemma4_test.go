@@ -81,21 +81,7 @@ func gemma4VisionReference(t *testing.T, path string, img *vision.Image, ggml bo
 	}
 	defer m.Close()
 	c := m.Config
-	get := func(name string) []float64 {
-		tn, err := m.Tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := tn.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(f))
-		for i, v := range f {
-			out[i] = float64(v)
-		}
-		return out
-	}
+	get := func(name string) []float64 { return tensor64(t, m, name) }
 	f16 := func(v float64) float64 { return float64(float16.Fromfloat32(float32(v)).Float32()) }
 	planar, w, h := vision.PreprocessSized(img, c)
 	p, d, hd := c.PatchSize, c.Dim, c.HeadDim()

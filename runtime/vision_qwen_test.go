@@ -116,21 +116,7 @@ func qwenVisionReference(t *testing.T, path string, img *vision.Image, ggml bool
 	}
 	defer m.Close()
 	c := m.Config
-	get := func(name string) []float64 {
-		tn, err := m.Tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := tn.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(f))
-		for i, v := range f {
-			out[i] = float64(v)
-		}
-		return out
-	}
+	get := func(name string) []float64 { return tensor64(t, m, name) }
 	f16 := func(v float64) float64 {
 		if !ggml {
 			return v

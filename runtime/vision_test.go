@@ -18,6 +18,7 @@ import (
 
 	"github.com/x448/float16"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/models/vision"
@@ -149,24 +150,31 @@ func visionReference(t *testing.T, path string, img *vision.Image, ggml bool) []
 	return out
 }
 
+// tensor64 is the tensor name of m (a model or a projector) in float64,
+// for the float64 references.
+func tensor64(t *testing.T, m interface {
+	Tensor(name string, want ...int) (*models.Tensor, error)
+}, name string) []float64 {
+	t.Helper()
+	tn, err := m.Tensor(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := tn.Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, len(f))
+	for i, v := range f {
+		out[i] = float64(v)
+	}
+	return out
+}
+
 // pictureReference is visionReference for one preprocessed picture.
 func pictureReference(t *testing.T, m *vision.Model, planar []float32, ggml bool) []float64 {
 	c := m.Config
-	get := func(name string) []float64 {
-		tn, err := m.Tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := tn.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(f))
-		for i, v := range f {
-			out[i] = float64(v)
-		}
-		return out
-	}
+	get := func(name string) []float64 { return tensor64(t, m, name) }
 	n, p, d := c.Patches(), c.PatchSize, c.Dim
 	rows := n * n
 	// Pixels: (v/255 - mean)/std, channel-major, as preprocessed.
