@@ -174,16 +174,16 @@ func uploadF32(be backend.Backend, name string, vals []float32, shape ...int) (b
 	return w, nil
 }
 
-// buildTower uploads m's weights to be and allocates the activations.
-func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
-	c := m.Config
-	t := &visionTower{cfg: c, be: be}
-	up := func(dst *backend.Weight, name string, shape ...int) error {
+// towerUploader returns a function that uploads m's tensor name to dst
+// in f32 (a tower's weights are few and its products many), seen as shape
+// where one is given (the patch convolution's kernel as a matrix).
+func towerUploader(m *vision.Model, be backend.Backend) func(dst *backend.Weight, name string, shape ...int) error {
+	return func(dst *backend.Weight, name string, shape ...int) error {
 		src, err := m.Tensor(name)
 		if err != nil {
 			return err
 		}
-		if shape != nil { // the same values seen as another shape (the convolution's kernel as a matrix)
+		if shape != nil {
 			src = models.NewTensor(name, shape, src.Type, src.Raw)
 		}
 		if *dst, err = be.UploadAs(src, backend.F32); err != nil {
@@ -191,6 +191,27 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 		}
 		return nil
 	}
+}
+
+// towerKV is a tower's attention cache of blocks blocks (one sequence,
+// every patch a row) and its block table, block b at b.
+func towerKV(be backend.Backend, c vision.Config, blocks int) (backend.KV, []int32, error) {
+	kv, err := be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()})
+	if err != nil {
+		return nil, nil, err
+	}
+	table := make([]int32, blocks)
+	for b := range table {
+		table[b] = int32(b)
+	}
+	return kv, table, nil
+}
+
+// buildTower uploads m's weights to be and allocates the activations.
+func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
+	c := m.Config
+	t := &visionTower{cfg: c, be: be}
+	up := towerUploader(m, be)
 	values := func(name string) ([]float32, error) {
 		w, err := m.Tensor(name)
 		if err != nil {
@@ -269,7 +290,8 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 		}
 	}
 	blocks := (rows + vitBlock - 1) / vitBlock
-	if t.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}); err != nil {
+	var table []int32
+	if t.kv, table, err = towerKV(be, c, blocks); err != nil {
 		return nil, err
 	}
 	t.attn = backend.Attention{Heads: c.Heads, KVHeads: c.Heads, HeadDim: c.HeadDim(),
@@ -277,10 +299,7 @@ func buildTower(m *vision.Model, be backend.Backend) (*visionTower, error) {
 
 	// The tower's step: every patch a row of one sequence at its row's
 	// index (which the position embeddings' Lookup reads).
-	t.vit = backend.Batch{BlockSize: vitBlock, Tables: [][]int32{make([]int32, blocks)}}
-	for b := range blocks {
-		t.vit.Tables[0][b] = int32(b)
-	}
+	t.vit = backend.Batch{BlockSize: vitBlock, Tables: [][]int32{table}}
 	for i := range rows {
 		t.vit.Tokens, t.vit.Pos, t.vit.Seq = append(t.vit.Tokens, 0), append(t.vit.Pos, int32(i)), append(t.vit.Seq, 0)
 	}

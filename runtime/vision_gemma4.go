@@ -88,19 +88,7 @@ func newGemma4Tower(m *vision.Model, be backend.Backend) (*gemma4Tower, error) {
 		}
 		return w.Float32()
 	}
-	up := func(dst *backend.Weight, name string, shape ...int) error {
-		src, err := m.Tensor(name)
-		if err != nil {
-			return err
-		}
-		if shape != nil { // the same values seen as another shape (the convolution's kernel as a matrix)
-			src = models.NewTensor(name, shape, src.Type, src.Raw)
-		}
-		if *dst, err = be.UploadAs(src, backend.F32); err != nil {
-			return fmt.Errorf("upload %s: %w", name, err)
-		}
-		return nil
-	}
+	up := towerUploader(m, be)
 	// permuted uploads a [rows, cols] tensor whose head dimensions
 	// (rows, or the entries of a vector) are permuted by gemma4RopeSwap.
 	permuted := func(dst *backend.Weight, name string, rows, cols int) error {
@@ -229,14 +217,9 @@ func (t *gemma4Tower) actsFor(n int) (*gemma4VisionActs, error) {
 		}
 	}
 	if t.kv == nil {
-		blocks := (gemma4MaxPatches(c) + vitBlock - 1) / vitBlock
 		var err error
-		if t.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}); err != nil {
+		if t.kv, t.table, err = towerKV(be, c, (gemma4MaxPatches(c)+vitBlock-1)/vitBlock); err != nil {
 			return nil, err
-		}
-		t.table = make([]int32, blocks)
-		for b := range t.table {
-			t.table[b] = int32(b)
 		}
 	}
 	t.acts[rows] = a

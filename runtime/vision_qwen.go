@@ -80,16 +80,7 @@ func newQwenTower(m *vision.Model, be backend.Backend) (*qwenTower, error) {
 		rope: backend.Rope{Heads: c.Heads, HeadDim: hd, Dim: hd, Theta: 10000, Layout: models.RopeHalves,
 			Sections: [4]int{hd / 4, hd / 4, hd / 4, hd / 4}, Axes: backend.VisionRope},
 		attn: backend.Attention{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))), Bidirectional: true}}
-	up := func(dst *backend.Weight, name string) error {
-		src, err := m.Tensor(name)
-		if err != nil {
-			return err
-		}
-		if *dst, err = be.UploadAs(src, backend.F32); err != nil {
-			return fmt.Errorf("upload %s: %w", name, err)
-		}
-		return nil
-	}
+	up := towerUploader(m, be)
 	// The convolutions of the two frames, both over the one image: their
 	// kernels' sum, as a [Dim, 3·p·p] matrix.
 	p := c.PatchSize
@@ -305,13 +296,8 @@ func (t *qwenTower) actsFor(n int) (*qwenActs, error) {
 		}
 	}
 	if t.kv == nil {
-		blocks := qwenKVBlocks(c)
-		if t.kv, err = be.NewKV(backend.KVShape{Layers: 1, Blocks: blocks, BlockSize: vitBlock, Heads: c.Heads, HeadDim: c.HeadDim()}); err != nil {
+		if t.kv, t.table, err = towerKV(be, c, qwenKVBlocks(c)); err != nil {
 			return nil, err
-		}
-		t.table = make([]int32, blocks)
-		for b := range t.table {
-			t.table[b] = int32(b)
 		}
 	}
 	t.acts[rows] = a
