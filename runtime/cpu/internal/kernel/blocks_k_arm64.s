@@ -48,6 +48,13 @@ GLOBL k6shift<>(SB), RODATA|NOPTR, $32
 	VUXTL V26.B8, V14.H8 \
 	VUXTL2 V26.B16, V15.H8
 
+// SWIDEN: WIDEN of signed codes.
+#define SWIDEN \
+	SXTL8H(27, 12) \
+	SXTL28H(27, 13) \
+	SXTL8H(26, 14) \
+	SXTL28H(26, 15)
+
 // UNPACK_Q4K: a group's 16 code bytes, low nibble an even input, high an
 // odd one.
 #define UNPACK_Q4K \
@@ -81,10 +88,7 @@ GLOBL k6shift<>(SB), RODATA|NOPTR, $32
 	VORR V29.B16, V26.B16, V26.B16 \
 	VSUB V10.B16, V27.B16, V27.B16 \
 	VSUB V10.B16, V26.B16, V26.B16 \
-	SXTL8H(27, 12) \
-	SXTL28H(27, 13) \
-	SXTL8H(26, 14) \
-	SXTL28H(26, 15)
+	SWIDEN
 
 // GROUPK: a group's halves' products, four lanes each: its codes in
 // V12..V15 with its even inputs' activations in E0 (half 0), E1 (half 1)
@@ -286,10 +290,7 @@ TEXT ·dotBlocksQ6_KNEON(SB), NOSPLIT, $0-72
 	VUSHR $4, V26.B16, V26.B16 \
 	VTBL V27.B16, [V30.B16], V27.B16 \
 	VTBL V26.B16, [V30.B16], V26.B16 \
-	SXTL8H(27, 12) \
-	SXTL28H(27, 13) \
-	SXTL8H(26, 14) \
-	SXTL28H(26, 15)
+	SWIDEN
 
 // SCALES_IQ4XS: an IQ4_XS super-block's eight bytes (R9): f32(d·D) to
 // V11, and its eight factors less 32 (dtype.IQ4XSScale), each twice (both
