@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -43,27 +42,7 @@ func TestGemma4VisionReference(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.shape, tc.img.W, tc.img.H), func(t *testing.T) {
 			base, mm := visionFiles(t, t.TempDir(), tc.shape)
-			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			got, err := eng.EncodeImage(context.Background(), tc.img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := gemma4VisionReference(t, mm, tc.img, false)
-			if len(got) != len(want) {
-				t.Fatalf("%d values, want %d", len(got), len(want))
-			}
-			worst := 0.0
-			for i := range got {
-				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
-			}
-			t.Logf("%d×%d image: %d embeddings within %.2g of the reference", tc.img.W, tc.img.H, len(got)/eng.Model().Config.Dim, worst)
-			if worst > 1e-5 {
-				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
-			}
+			checkEncodesAsReference(t, base, mm, tc.img, gemma4VisionReference(t, mm, tc.img, false))
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -53,28 +52,7 @@ func TestQwenVisionReference(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.shape, tc.img.W, tc.img.H), func(t *testing.T) {
 			base, mm := visionFiles(t, t.TempDir(), tc.shape)
-			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			got, err := eng.EncodeImage(context.Background(), tc.img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := qwenVisionReference(t, mm, tc.img, false)
-			if len(got) != len(want) {
-				t.Fatalf("%d values, want %d", len(got), len(want))
-			}
-			worst := 0.0
-			for i := range got {
-				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
-			}
-			dim := eng.Model().Config.Dim * (1 + eng.Model().Config.Deepstack) // an image token's values
-			t.Logf("%d×%d image: %d embeddings within %.2g of the reference", tc.img.W, tc.img.H, len(got)/dim, worst)
-			if worst > 1e-5 {
-				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
-			}
+			dim := checkEncodesAsReference(t, base, mm, tc.img, qwenVisionReference(t, mm, tc.img, false)) // an image token's values
 			if tc.golden == "" {
 				return
 			}

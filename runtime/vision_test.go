@@ -105,30 +105,40 @@ func TestVisionTowerReference(t *testing.T) {
 				edits = append(edits, tc.edit)
 			}
 			mm := synthProjector(t, tc.shape, base, edits...)
-			eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
 			img := gradient(tc.w, tc.h)
-			got, err := eng.EncodeImage(context.Background(), img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := visionReference(t, mm, img, false)
-			if len(got) != len(want) {
-				t.Fatalf("%d values, want %d", len(got), len(want))
-			}
-			worst := 0.0
-			for i := range got {
-				worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
-			}
-			t.Logf("%d embeddings of %d: within %.2g of the reference", len(got)/eng.Model().Config.Dim, eng.Model().Config.Dim, worst)
-			if worst > 1e-5 {
-				t.Errorf("embeddings differ from the reference by up to %.3g", worst)
-			}
+			checkEncodesAsReference(t, base, mm, img, visionReference(t, mm, img, false))
 		})
 	}
+}
+
+// checkEncodesAsReference loads base with the projector mm on the CPU,
+// encodes img and checks its embeddings against want, a float64
+// reference's, within 1e-5 relative to 1+|want|; it returns an image
+// token's width (the model's, and Qwen3-VL's deepstack slices after it).
+func checkEncodesAsReference(t *testing.T, base, mm string, img *vision.Image, want []float64) (width int) {
+	t.Helper()
+	eng, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	got, err := eng.EncodeImage(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d values, want %d", len(got), len(want))
+	}
+	worst := 0.0
+	for i := range got {
+		worst = max(worst, math.Abs(float64(got[i])-want[i])/(1+math.Abs(want[i])))
+	}
+	width = eng.Model().Config.Dim * (1 + eng.Model().Config.Deepstack)
+	t.Logf("%d×%d image: %d embeddings within %.2g of the reference", img.W, img.H, len(got)/width, worst)
+	if worst > 1e-5 {
+		t.Errorf("embeddings differ from the reference by up to %.3g", worst)
+	}
+	return width
 }
 
 // visionReference returns the embeddings of img by the projector at path,
