@@ -134,7 +134,9 @@ func nearestLevelScan(kv *[16]int8, v float32) int {
 }
 
 // levelSearch is a codebook's distinct levels in ascending order, each
-// with its first code.
+// with its first code, between two sentinels of −∞ and two of +∞ (code
+// 0, never the nearer neighbour of a finite v), so that every finite v
+// has two neighbours and a level beyond each.
 type levelSearch struct {
 	levels []float32
 	codes  []int
@@ -143,14 +145,17 @@ type levelSearch struct {
 var searchMXFP4, searchIQ4NL = newLevelSearch(&kvaluesMXFP4), newLevelSearch(&kvaluesIQ4NL)
 
 func newLevelSearch(kv *[16]int8) levelSearch {
-	var s levelSearch
+	inf := float32(math.Inf(1))
+	s := levelSearch{levels: []float32{-inf, -inf}, codes: []int{0, 0}}
 	for _, l := range slices.Sorted(slices.Values(kv[:])) {
-		if n := len(s.levels); n > 0 && s.levels[n-1] == float32(l) {
+		if s.levels[len(s.levels)-1] == float32(l) {
 			continue
 		}
 		s.levels = append(s.levels, float32(l))
 		s.codes = append(s.codes, slices.Index(kv[:], l))
 	}
+	s.levels = append(s.levels, inf, inf)
+	s.codes = append(s.codes, 0, 0)
 	return s
 }
 
@@ -160,9 +165,8 @@ func newLevelSearch(kv *[16]int8) levelSearch {
 // distance, so a level beyond a neighbour can only tie with the nearest
 // through rounding, never beat it: where the next level out on either
 // side is strictly farther than the nearest, the scan's answer is one of
-// the two neighbours. Elsewhere (v beyond the second level from either
-// end, infinite, or so large that distances round together) ok is false
-// and the caller scans.
+// the two neighbours. Elsewhere (v infinite, or so large that distances
+// round together) ok is false and the caller scans.
 func (s *levelSearch) nearest(v float32) (code int, ok bool) {
 	lv := s.levels
 	p := 0
