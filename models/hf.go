@@ -328,7 +328,7 @@ func ParseHFConfig(data []byte) (Config, error) {
 			c.Context = min(c.Context, window)
 		} else {
 			c.SlidingWindow, c.LocalRopeTheta = window, c.RopeTheta
-			c.Sliding = slidingPattern(c.Layers, c.Layers+1) // every layer
+			c.Sliding = slidingPattern(c.Layers, 0) // every layer
 		}
 	}
 	return c, nil

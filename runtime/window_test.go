@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -17,8 +19,20 @@ var windowBudgets = runtime.Budgets{MaxBatchTokens: 32}
 // windowShapes are the synthetic families with sliding-window layers:
 // Gemma 2 (every other layer), Gemma 3 (five of six), Gemma 4 (its own
 // head sizes in the sliding layers, and shared layers) and gpt-oss (sinks
-// and YaRN), with windows of 9 to 12 positions.
-var windowShapes = []string{"tiny-gemma2", "tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss"}
+// and YaRN), with windows of 9 to 12 positions; and two whose every layer
+// slides, whose pool's cache then holds no layer: Mistral (a Hugging Face
+// folder, window 10) and a Gemma 3 file with a window of 16 on every layer.
+var windowShapes = []string{"tiny-gemma2", "tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss", "tiny-mistral", "tiny-gemma3-swa"}
+
+// windowFile writes shape's synthetic model: a Hugging Face folder for
+// Mistral (GGUF has no Mistral architecture), else a GGUF file.
+func windowFile(t *testing.T, shape string) string {
+	t.Helper()
+	if shape == "tiny-mistral" {
+		return synthHF(t, shape, dtype.F32, synth.HFOptions{})
+	}
+	return qwen35File(t, shape)
+}
 
 // windowPrompts are n prompts of token ids below 300, of lengths 5, 29,
 // 53, ...: from within one window to several windows long. The last
@@ -42,7 +56,7 @@ func windowPrompts(n int) [][]int32 {
 // (KVOptions.FullWindows), and checks that only the first has rings.
 func windowEngines(t *testing.T, shape string, opts runtime.Options) map[string][2]*runtime.Engine {
 	t.Helper()
-	path := qwen35File(t, shape)
+	path := windowFile(t, shape)
 	full := opts
 	full.KV.FullWindows = true
 	full.Draft, full.SpeculateAlways = "", false
@@ -117,7 +131,7 @@ func TestWindowedMatchesFull(t *testing.T) {
 // reads: speculative decoding with rings gives the full cache's tokens.
 func TestWindowedSpeculative(t *testing.T) {
 	prompts := windowPrompts(3)
-	for _, shape := range []string{"tiny-gemma3", "tiny-gpt-oss"} {
+	for _, shape := range []string{"tiny-gemma3", "tiny-gpt-oss", "tiny-mistral"} {
 		for device, pair := range windowEngines(t, shape, runtime.Options{Context: 256, Budgets: windowBudgets, Draft: "ngram", SpeculateAlways: true}) {
 			win, full := pair[0], pair[1]
 			t.Run(shape+"/"+device, func(t *testing.T) {
@@ -147,7 +161,7 @@ func TestWindowedSpeculative(t *testing.T) {
 func TestWindowedPreemption(t *testing.T) {
 	prompts := windowPrompts(3)
 	opts := runtime.Options{Context: 256, KV: runtime.KVOptions{BlockSize: 16, Tokens: 256}, Budgets: runtime.Budgets{MaxBatchTokens: 16}}
-	for _, shape := range []string{"tiny-gemma3", "tiny-gemma4"} {
+	for _, shape := range []string{"tiny-gemma3", "tiny-gemma4", "tiny-mistral"} {
 		for device, pair := range windowEngines(t, shape, opts) {
 			win, full := pair[0], pair[1]
 			t.Run(shape+"/"+device, func(t *testing.T) {
@@ -169,7 +183,7 @@ func TestWindowedPreemption(t *testing.T) {
 func TestWindowedPrefixCache(t *testing.T) {
 	prompt := windowPrompts(3)[2][:41] // blocks of 8 share 40
 	other := append(append([]int32(nil), prompt[:36]...), 7, 8, 9, 10, 11, 12, 13, 14, 15)
-	for _, shape := range []string{"tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss"} {
+	for _, shape := range []string{"tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss", "tiny-mistral"} {
 		for device, pair := range windowEngines(t, shape, runtime.Options{Context: 256, Budgets: windowBudgets}) {
 			win, full := pair[0], pair[1]
 			t.Run(fmt.Sprintf("%s/%s", shape, device), func(t *testing.T) {

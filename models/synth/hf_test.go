@@ -19,7 +19,7 @@ var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "ti
 	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe", "tiny-smollm3", "tiny-qwen35"}
 
 // ggufOnlyShapes are written as GGUF only (the files people run).
-var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
+var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss", "tiny-gemma3-swa"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()
