@@ -1,14 +1,19 @@
 package runtime_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // windowBudgets keep a ring shorter than the tiny models' context of 256
@@ -211,5 +216,108 @@ func TestWindowedPrefixCache(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWindowedAllSlidingLlamaCpp: a Gemma 3 file whose every layer slides
+// over 16 positions (sliding_window_pattern 0, which llama.cpp reads as
+// every layer: set_swa_pattern(0)) runs with rings alone, its pool's cache
+// holding no layer, and generates llama.cpp's 80 greedy tokens after a
+// prompt of 15 (testdata/families/llamacpp.json), their log-probabilities
+// within 1e-3, on the CPU and on WebGPU: the windows wrap around the rings
+// several times.
+func TestWindowedAllSlidingLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/families/llamacpp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden familiesGolden
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	want, ok := golden.Shapes["tiny-gemma3-swa"]
+	if !ok {
+		t.Fatal("no tiny-gemma3-swa in the recording")
+	}
+	for device, pair := range windowEngines(t, "tiny-gemma3-swa", runtime.Options{Context: want.Context, Budgets: windowBudgets}) {
+		t.Run(device, func(t *testing.T) {
+			win := pair[0]
+			var got []int32
+			worst := 0.0
+			_, err := win.Generate(context.Background(), runtime.Request{Tokens: golden.Prompt, MaxTokens: len(want.Tokens), IgnoreEOS: true, Logprobs: true},
+				func(tok runtime.Token) error {
+					if i := len(got); tok.ID >= 0 && i < len(want.Logprobs) {
+						worst = max(worst, math.Abs(float64(tok.Logprob)-want.Logprobs[i]))
+						got = append(got, tok.ID)
+					}
+					return nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equal(got, want.Tokens) {
+				t.Errorf("rings:\n%v\nllama.cpp:\n%v", got, want.Tokens)
+			}
+			t.Logf("%d tokens, log-probabilities within %.2g of llama.cpp's", len(got), worst)
+			if worst > 1e-3 {
+				t.Errorf("log-probabilities differ from llama.cpp's by up to %.3g", worst)
+			}
+		})
+	}
+}
+
+// TestWindowedKVFollowsWindow: the KV cache of a model whose every layer
+// slides (tiny-mistral, a window of 10) is its rings alone: the same bytes
+// at a context of 64 and of 256 (running+3 rings of RingBlocks(10, 32, 8)
+// blocks: the running sequences', the scratch one and two prefix
+// snapshots), where keeping every position grows with the context; and
+// one sequence of either context keeps a ring of its window (SequenceKV,
+// which `tessera info` prints).
+func TestWindowedKVFollowsWindow(t *testing.T) {
+	dir := synthHF(t, "tiny-mistral", dtype.F32, synth.HFOptions{})
+	budgets := runtime.Budgets{MaxBatchTokens: 32, MaxSeqs: 2}
+	type figures struct{ rings, full, seqRing, seqFull int64 }
+	at := map[int]figures{}
+	for _, ctx := range []int{64, 256} {
+		var f figures
+		for _, fullWindows := range []bool{false, true} {
+			eng, err := runtime.Load(dir, runtime.Options{Device: "cpu", Context: ctx, Budgets: budgets, KV: runtime.KVOptions{FullWindows: fullWindows}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := eng.Model().Config
+			// Keys and values of one position in every layer, f32.
+			perPos := int64(2 * c.Layers * c.KVHeads * c.HeadDim * 4)
+			if fullWindows {
+				f.full = eng.KVBytes()
+				if eng.WindowBytes() != 0 {
+					t.Errorf("context %d: FullWindows kept %d bytes of rings", ctx, eng.WindowBytes())
+				}
+			} else {
+				f.rings = eng.KVBytes()
+				ring := backend.RingBlocks(c.SlidingWindow, budgets.MaxBatchTokens, runtime.DefaultBlockSize)
+				slots := int64(eng.Budgets().MaxSeqs + 1 + 2)
+				if want := slots * int64(ring*runtime.DefaultBlockSize) * perPos; f.rings != want || eng.WindowBytes() != want {
+					t.Errorf("context %d: kv %d bytes, rings %d, want %d rings of %d blocks = %d", ctx, f.rings, eng.WindowBytes(), slots, ring, want)
+				}
+				f.seqFull, f.seqRing = runtime.SequenceKV(c, backend.KVF32, ctx, runtime.DefaultBlockSize, budgets.MaxBatchTokens)
+				if want := int64(ring*runtime.DefaultBlockSize) * perPos; f.seqRing != want {
+					t.Errorf("context %d: one sequence keeps %d bytes, want a ring's %d", ctx, f.seqRing, want)
+				}
+			}
+			eng.Close()
+		}
+		t.Logf("context %d: kv %d bytes with rings, %d with every position; one sequence %d and %d", ctx, f.rings, f.full, f.seqRing, f.seqFull)
+		at[ctx] = f
+	}
+	short, long := at[64], at[256]
+	if short.rings != long.rings || short.seqRing != long.seqRing {
+		t.Errorf("rings grew with the context: %d → %d bytes (one sequence %d → %d)", short.rings, long.rings, short.seqRing, long.seqRing)
+	}
+	if long.full <= short.full || long.seqFull != 4*short.seqFull {
+		t.Errorf("every position kept: %d → %d bytes (one sequence %d → %d), want growth with the context", short.full, long.full, short.seqFull, long.seqFull)
+	}
+	if long.rings >= long.full {
+		t.Errorf("at 256 tokens the rings take %d bytes, every position %d", long.rings, long.full)
 	}
 }
