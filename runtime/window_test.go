@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -272,7 +273,9 @@ func TestWindowedAllSlidingLlamaCpp(t *testing.T) {
 // blocks: the running sequences', the scratch one and two prefix
 // snapshots), where keeping every position grows with the context; and
 // one sequence of either context keeps a ring of its window (SequenceKV,
-// which `tessera info` prints).
+// which `tessera info` prints). A byte budget under one context of every
+// layer, which kept every position could not load, runs the whole
+// context in rings and gives the full cache's tokens.
 func TestWindowedKVFollowsWindow(t *testing.T) {
 	dir := synthHF(t, "tiny-mistral", dtype.F32, synth.HFOptions{})
 	budgets := runtime.Budgets{MaxBatchTokens: 32, MaxSeqs: 2}
@@ -319,5 +322,32 @@ func TestWindowedKVFollowsWindow(t *testing.T) {
 	}
 	if long.rings >= long.full {
 		t.Errorf("at 256 tokens the rings take %d bytes, every position %d", long.rings, long.full)
+	}
+
+	small := runtime.Options{Device: "cpu", Context: 256, Budgets: budgets, KV: runtime.KVOptions{Memory: 100 << 10}} // 25 blocks of every layer, a context is 32
+	full := small
+	full.KV.FullWindows = true
+	if eng, err := runtime.Load(dir, full); !errors.Is(err, runtime.ErrOutOfKV) {
+		if err == nil {
+			eng.Close()
+		}
+		t.Fatalf("100 KiB with every position kept: %v, want ErrOutOfKV", err)
+	}
+	eng, err := runtime.Load(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ref, err := runtime.Load(dir, runtime.Options{Device: "cpu", Context: 256, Budgets: budgets, KV: runtime.KVOptions{FullWindows: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	req := runtime.Request{Tokens: windowPrompts(4)[3], MaxTokens: 256 - 77, IgnoreEOS: true}
+	want, _, _ := generate(t, ref, req)
+	got, _, _ := generate(t, eng, req)
+	t.Logf("100 KiB: rings of %d bytes, %d running; %d tokens to the end of the context", eng.WindowBytes(), eng.Budgets().MaxSeqs, len(got))
+	if !equal(got, want) || len(got) != 256-77 {
+		t.Errorf("100 KiB of rings:\n%v\nevery position:\n%v", got, want)
 	}
 }
