@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -349,5 +350,55 @@ func TestWindowedKVFollowsWindow(t *testing.T) {
 	t.Logf("100 KiB: rings of %d bytes, %d running; %d tokens to the end of the context", eng.WindowBytes(), eng.Budgets().MaxSeqs, len(got))
 	if !equal(got, want) || len(got) != 256-77 {
 		t.Errorf("100 KiB of rings:\n%v\nevery position:\n%v", got, want)
+	}
+}
+
+// TestWindowedGemma4AllSliding: Gemma 4's caches (a shape of layer each)
+// take the same path when every layer slides, which no published Gemma 4
+// does but a file may say (sliding_window_pattern of flags): the pool's
+// cache of no layers first, then the rings, and the full cache's tokens.
+func TestWindowedGemma4AllSliding(t *testing.T) {
+	s, err := synth.Lookup("tiny-gemma4-kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Config.Gemma4.VFromK = make([]bool, s.Config.Layers) // a sliding layer has its own values
+	for l := range s.Config.Sliding {
+		s.Config.Sliding[l] = true
+	}
+	path := filepath.Join(t.TempDir(), "gemma4-swa.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	opts := runtime.Options{Device: "cpu", Context: 256, Budgets: windowBudgets}
+	eng, err := runtime.Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if eng.WindowBytes() == 0 || eng.WindowBytes() != eng.KVBytes() {
+		t.Fatalf("kv of %d bytes, %d of them rings: want rings alone", eng.KVBytes(), eng.WindowBytes())
+	}
+	opts.KV.FullWindows = true
+	full, err := runtime.Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	opts.KV.FullWindows = false
+	gpu := loadWebGPU(t, path, opts)
+	for _, p := range windowPrompts(4)[2:] {
+		req := runtime.Request{Tokens: p, MaxTokens: 60, IgnoreEOS: true}
+		want, _, _ := generate(t, full, req)
+		got, _, _ := generate(t, eng, req)
+		onGPU, _, _ := generate(t, gpu, req)
+		if !equal(got, want) || !equal(onGPU, want) {
+			t.Errorf("prompt of %d:\n   cpu %v\nwebgpu %v\n  full %v", len(p), got, onGPU, want)
+		}
 	}
 }
