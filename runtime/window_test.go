@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -26,17 +27,42 @@ var windowBudgets = runtime.Budgets{MaxBatchTokens: 32}
 // windowShapes are the synthetic families with sliding-window layers:
 // Gemma 2 (every other layer), Gemma 3 (five of six), Gemma 4 (its own
 // head sizes in the sliding layers, and shared layers) and gpt-oss (sinks
-// and YaRN), with windows of 9 to 12 positions; and two whose every layer
-// slides, whose pool's cache then holds no layer: Mistral (a Hugging Face
-// folder, window 10) and a Gemma 3 file with a window of 16 on every layer.
-var windowShapes = []string{"tiny-gemma2", "tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss", "tiny-mistral", "tiny-gemma3-swa"}
+// and YaRN), with windows of 9 to 12 positions; and those whose every
+// layer slides, whose pool's cache then holds no layer: Mistral (a Hugging
+// Face folder, window 10), a Gemma 3 file with a window of 16 on every
+// layer and a Qwen2 folder with use_sliding_window (tiny-qwen2@swa: a
+// window of 12 from max_window_layers 0 on; @swa1 from layer 1 on, a mixed
+// model).
+var windowShapes = []string{"tiny-gemma2", "tiny-gemma3", "tiny-gemma4", "tiny-gpt-oss", "tiny-mistral", "tiny-gemma3-swa",
+	"tiny-qwen2@swa", "tiny-qwen2@swa1"}
 
 // windowFile writes shape's synthetic model: a Hugging Face folder for
-// Mistral (GGUF has no Mistral architecture), else a GGUF file.
+// Mistral (GGUF has no Mistral architecture) and for Qwen2 with its
+// window (llama.cpp reads none from a qwen2 GGUF), else a GGUF file.
 func windowFile(t *testing.T, shape string) string {
 	t.Helper()
-	if shape == "tiny-mistral" {
+	switch shape {
+	case "tiny-mistral":
 		return synthHF(t, shape, dtype.F32, synth.HFOptions{})
+	case "tiny-qwen2@swa", "tiny-qwen2@swa1":
+		dir := synthHF(t, "tiny-qwen2", dtype.F32, synth.HFOptions{})
+		path := filepath.Join(dir, "config.json")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["use_sliding_window"], cfg["sliding_window"], cfg["max_window_layers"] = true, 12, map[string]int{"tiny-qwen2@swa": 0, "tiny-qwen2@swa1": 1}[shape]
+		if raw, err = json.Marshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
 	return qwen35File(t, shape)
 }
@@ -400,5 +426,36 @@ func TestWindowedGemma4AllSliding(t *testing.T) {
 		if !equal(got, want) || !equal(onGPU, want) {
 			t.Errorf("prompt of %d:\n   cpu %v\nwebgpu %v\n  full %v", len(p), got, onGPU, want)
 		}
+	}
+}
+
+// TestQwen2SlidingWindow: a Qwen2 folder with use_sliding_window slides
+// the layers from max_window_layers on (every layer from 0, the second
+// from 1), as transformers does: its logits are those of the same weights
+// without a window for the first 12 positions and differ after them.
+func TestQwen2SlidingWindow(t *testing.T) {
+	plain, err := runtime.Load(synthHF(t, "tiny-qwen2", dtype.F32, synth.HFOptions{}), runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	tokens := windowPrompts(3)[2][:30]
+	global := logits(t, plain, tokens)
+	for shape, want := range map[string][]bool{"tiny-qwen2@swa": {true, true}, "tiny-qwen2@swa1": {false, true}} {
+		t.Run(shape, func(t *testing.T) {
+			eng, err := runtime.Load(windowFile(t, shape), runtime.Options{Device: "cpu"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			if c := eng.Model().Config; c.SlidingWindow != 12 || c.LayerSliding(0) != want[0] || c.LayerSliding(1) != want[1] {
+				t.Fatalf("window %d, layers sliding %v, want 12 and %v", c.SlidingWindow, c.Sliding, want)
+			}
+			for p, l := range logits(t, eng, tokens) {
+				if same := slices.Equal(l, global[p]); same != (p < 12) {
+					t.Errorf("position %d: logits with and without the window equal: %v", p, same)
+				}
+			}
+		})
 	}
 }
