@@ -1,8 +1,12 @@
 package synth
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"unicode/utf8"
+
+	"github.com/tessera-llm/tessera/models/dtype"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
@@ -222,4 +226,112 @@ func gemma4Vocabulary(c models.Config, kv []gguf.KV) []gguf.KV {
 		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: gguf.BoolValue(true)},
 		gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: gguf.BoolValue(false)},
 	)
+}
+
+// gemma4ConfigJSON is config.json for Gemma 4 config c as Google publishes
+// the models: a Gemma4ForConditionalGeneration (without its vision and
+// audio towers) whose text_config the loader's gemma4HF reads back to c.
+// It fails for a c those keys cannot express: layers whose kind, widths
+// or rotation do not follow Gemma 4's rules.
+func gemma4ConfigJSON(c models.Config, t dtype.Type) (map[string]any, error) {
+	g := c.Gemma4
+	switch {
+	case c.EmbedScale != float32(math.Sqrt(float64(c.Dim))) || c.Act != models.GELUTanh || !c.PostNorms || !c.QKNorm || c.QueryScale != 1:
+		return nil, errors.New("not Gemma 4's embedding scale, activation, norms and unscaled scores")
+	case c.Rope != models.RopeHalves || c.QKVBias || c.AttnSoftcap != 0 || c.AttnGate:
+		return nil, errors.New("not Gemma 4's attention")
+	case len(c.Sliding) != c.Layers || c.Sliding[c.Layers-1]:
+		return nil, errors.New("Gemma 4's last layer is full attention")
+	case g.LocalRopeDim != g.LocalHeadDim || c.RopeDim != c.HeadDim:
+		return nil, fmt.Errorf("rotations of %d of %d sliding and %d of %d global dimensions: Gemma 4 rotates whole heads (the global ones proportionally)",
+			g.LocalRopeDim, g.LocalHeadDim, c.RopeDim, c.HeadDim)
+	case c.MoE.On() && (!c.MoE.NormTopK || c.MoE.SharedFFN != 0 || c.MoE.Biases):
+		return nil, errors.New("Gemma 4's experts renormalise their top k, without a shared expert or biases")
+	}
+	// The proportional rotation: the first pairs turn (factor 1), the
+	// others not (1e30).
+	turn := c.HeadDim / 2
+	if f := c.RopeFactors; f != nil {
+		turn = 0
+		for turn < len(f) && f[turn] == 1 {
+			turn++
+		}
+		for i, v := range f {
+			if v != map[bool]float32{true: 1, false: 1e30}[i < turn] || turn == 0 || len(f) != c.HeadDim/2 {
+				return nil, fmt.Errorf("rope factors %v are not a proportional rotation", f)
+			}
+		}
+	}
+	first := c.Layers - g.SharedKV
+	ffn, double := g.FFNs[0], false
+	for l, f := range g.FFNs {
+		switch {
+		case f == ffn:
+		case l >= first && g.SharedKV > 0 && f == 2*ffn:
+			double = true
+		default:
+			return nil, fmt.Errorf("feed-forward widths %v: Gemma 4's are one width, twice it in the shared layers", g.FFNs)
+		}
+	}
+	for l := first; double && l < c.Layers; l++ {
+		if g.FFNs[l] != 2*ffn {
+			return nil, fmt.Errorf("feed-forward widths %v: every shared layer's or none doubled", g.FFNs)
+		}
+	}
+	kEqV := g.VFromK != nil
+	for l := range first {
+		if g.LayerVFromK(l) != (kEqV && !c.Sliding[l]) {
+			return nil, fmt.Errorf("layer %d's values from keys %v: Gemma 4 takes them so in every full layer or none", l, g.LayerVFromK(l))
+		}
+	}
+	types := make([]string, c.Layers)
+	for l := range types {
+		types[l] = map[bool]string{true: "sliding_attention", false: "full_attention"}[c.Sliding[l]]
+	}
+	text := map[string]any{
+		"model_type":                  "gemma4_text",
+		"hidden_size":                 c.Dim,
+		"intermediate_size":           ffn,
+		"num_hidden_layers":           c.Layers,
+		"num_attention_heads":         c.Heads,
+		"num_key_value_heads":         g.LocalKVHeads,
+		"num_global_key_value_heads":  nil,
+		"head_dim":                    g.LocalHeadDim,
+		"global_head_dim":             c.HeadDim,
+		"attention_k_eq_v":            kEqV,
+		"attention_bias":              false,
+		"vocab_size":                  c.Vocab,
+		"vocab_size_per_layer_input":  c.Vocab,
+		"hidden_size_per_layer_input": g.PerLayer,
+		"num_kv_shared_layers":        g.SharedKV,
+		"use_double_wide_mlp":         double,
+		"max_position_embeddings":     c.Context,
+		"rms_norm_eps":                c.NormEps,
+		"hidden_activation":           "gelu_pytorch_tanh",
+		"final_logit_softcapping":     nullIfZero(c.FinalSoftcap),
+		"sliding_window":              c.SlidingWindow,
+		"layer_types":                 types,
+		"tie_word_embeddings":         c.TiedEmbeddings,
+		"enable_moe_block":            c.MoE.On(),
+		"rope_parameters": map[string]any{
+			"full_attention": map[string]any{"rope_type": "proportional", "rope_theta": c.RopeTheta,
+				"partial_rotary_factor": float64(turn) / float64(c.HeadDim/2)},
+			"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": c.LocalRopeTheta},
+		},
+		"dtype": map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[t],
+	}
+	// The full layers' kv heads where they differ from the sliding
+	// layers' (and always with attention_k_eq_v, which names them).
+	if kEqV || c.KVHeads != g.LocalKVHeads {
+		text["num_global_key_value_heads"] = c.KVHeads
+	}
+	if c.MoE.On() {
+		text["num_experts"], text["top_k_experts"], text["moe_intermediate_size"] = c.MoE.Experts, c.MoE.Used, c.MoE.FFN
+	}
+	return map[string]any{
+		"architectures":       []string{"Gemma4ForConditionalGeneration"},
+		"model_type":          "gemma4",
+		"tie_word_embeddings": c.TiedEmbeddings,
+		"text_config":         text,
+	}, nil
 }
