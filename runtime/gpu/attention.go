@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -190,10 +189,10 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	base := uint32(b.maxRows) // part: a flag per row, then the partials
 	if dec.rows > 0 {
 		g := (group + slices - 1) / slices // query heads per workgroup
-		o := op{kernel: "attention_decode", operands: decodeOperands, consts: attnConsts(a.HeadDim, g)}
+		o := op{kernel: "attention_decode", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, g)}
 		gx, gz := uint32(a.KVHeads*slices), uint32(n) // workgroups: (kv head, slice) × chunk × row
 		if lane {
-			o.kernel, o.consts = "attention_lane", attnConsts(a.HeadDim, 0)
+			o.kernel, o.consts = "attention_lane", b.ops.attnConsts(a.HeadDim, 0)
 			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
 		}
 		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
@@ -392,26 +391,3 @@ func (b *Backend) attention() *attnState {
 
 // decodeOperands are the operands of attention_decode and attention_lane.
 var decodeOperands = []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly}
-
-// attnConsts are the decode kernels' constants for heads of hd and g
-// query heads a workgroup (0: attention_lane's, which has no G), made once
-// and shared read-only: Attend runs at every layer of every step.
-func attnConsts(hd, g int) map[string]float64 {
-	key := [2]int{hd, g}
-	attnConstsMu.Lock()
-	defer attnConstsMu.Unlock()
-	c, ok := attnConstsMade[key]
-	if !ok {
-		c = map[string]float64{"HD": float64(hd)}
-		if g > 0 {
-			c["G"] = float64(g)
-		}
-		attnConstsMade[key] = c
-	}
-	return c
-}
-
-var (
-	attnConstsMu   sync.Mutex
-	attnConstsMade = map[[2]int]map[string]float64{}
-)

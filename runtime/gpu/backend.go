@@ -18,9 +18,7 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
@@ -66,6 +64,7 @@ type Backend struct {
 	pending     bool                       // work recorded since the last submit
 	ownsDevice  bool                       // Close closes dev
 	attn        *attnState                 // attention's scratch, made on first use
+	ops         opCache                    // the compositions made at every dispatch (opcache.go)
 	uniforms    map[paramKey]webgpu.Buffer // the fused ops' parameters, by content
 	scratches   map[[3]int]*Tensor         // the fused ops' intermediate values: rows, cols, output
 	enc         *encState                  // the encoders' per-step buffers (encoder.go), made on first use
@@ -780,45 +779,6 @@ func (o op) forKV(c *KV) op {
 	o.fusion.KV = c.format
 	return o
 }
-
-// fused returns o composed with f: its operands gain the fusion's extra
-// bindings, which the call passes after its own. Ops are composed at
-// every dispatch of a fused product, so each composition is made once
-// (fusedOps) and shared: its operands are clipped, so that an append
-// copies them. The key holds the address of o's own operands, so o must
-// be one of the package's ops, not one built at each call.
-func (o op) fused(f shaders.Fusion) op {
-	key := fusedKey{kernel: o.kernel, operands: unsafe.SliceData(o.operands), n: len(o.operands), fusion: f}
-	fusedMu.Lock()
-	c, ok := fusedOps[key]
-	fusedMu.Unlock()
-	if ok {
-		o.fusion, o.operands = f, c
-		return o
-	}
-	o = o.compose(f)
-	o.operands = slices.Clip(o.operands)
-	fusedMu.Lock()
-	fusedOps[key] = o.operands
-	fusedMu.Unlock()
-	return o
-}
-
-// fusedKey is a composition of fused: the op (its name and its own
-// operands, which op values share) and the fusion.
-type fusedKey struct {
-	kernel   string
-	operands *webgpu.Access
-	n        int
-	fusion   shaders.Fusion
-}
-
-// fusedOps are the operands of the compositions made so far, for every
-// backend: a composition depends on nothing else.
-var (
-	fusedMu  sync.Mutex
-	fusedOps = map[fusedKey][]webgpu.Access{}
-)
 
 // compose is fused without the cache.
 func (o op) compose(f shaders.Fusion) op {

@@ -223,7 +223,7 @@ func (b *Backend) project(p backend.Projection, w *Weight, lora, shrink bool) {
 		units /= 2
 	}
 	gx, gy := b.grid(b.rows(d)*units, elementWG)
-	b.record(fuseEpilogueOp.fused(f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
+	b.record(b.ops.fused(fuseEpilogueOp, f), params{uint32(w.shape[0]), uint32(d.rows), uint32(d.cols)},
 		append([]webgpu.Binding{{Buffer: d.buf}, {Buffer: y.buf}}, extra...), gx, gy, 1)
 }
 
@@ -301,7 +301,7 @@ func loraBindings(f shaders.Fusion) int {
 // fits reports whether the GEMV of w's storage for inputs of width k,
 // composed with f, binds no more storage buffers than the device allows.
 func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
-	o, _, _, _ := gemvOp(w.format(), k, 1, 1, f)
+	o, _, _, _ := b.ops.gemv(w.format(), 1, 1, f)
 	return webgpu.StorageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 

@@ -1,9 +1,6 @@
 package gpu
 
 import (
-	"slices"
-	"sync"
-
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 	"github.com/tessera-llm/tessera/shaders"
@@ -139,7 +136,7 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []we
 			gx, gy := b.grid(m*pt.rows, elementWG)
 			b.record(matmulOp, p, operands, gx, gy, 1)
 		case "gemv":
-			o, tail, cpi, perWG := gemvOp(formatF32, k, pl.maxm, pl.tpc, f)
+			o, tail, cpi, perWG := b.ops.gemv(formatF32, pl.maxm, pl.tpc, f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
 		default:
@@ -161,59 +158,15 @@ func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
 	return planMatMul(b.rows(d), xs.cols, b.info.DeviceType == "cpu", b.plan.MatMul).kernel == "gemv"
 }
 
-// gemvOp is the GEMV kernel for weights of format, row blocks of maxm
-// and tpc invocations a column (1: the form for CPU adapters, where an
-// invocation computes cpuCPI columns), composed with f: the op, the
-// params its kernel reads after the common ones, and the columns an
-// invocation and a workgroup compute. MatMul, the compressed products and
-// the experts' products (moe.go) all dispatch through it.
-//
-// Products run it at every dispatch: each variant is made once (gemvOps)
-// and shared, its constants and tail read-only.
-func gemvOp(format string, k, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
-	key := gemvKey{format: format, maxm: maxm, tpc: tpc, fusion: f}
-	gemvMu.Lock()
-	v, ok := gemvOps[key]
-	gemvMu.Unlock()
-	if !ok {
-		v.o, v.tail, v.cpi, v.perWG = newGemvOp(format, maxm, tpc, f)
-		v.tail = slices.Clip(v.tail)
-		gemvMu.Lock()
-		gemvOps[key] = v
-		gemvMu.Unlock()
-	}
-	return v.o, v.tail, v.cpi, v.perWG
-}
-
-// gemvKey is a variant of gemvOp (k does not change it).
-type gemvKey struct {
-	format    string
-	maxm, tpc int
-	fusion    shaders.Fusion
-}
-
-// gemvOps are the variants gemvOp made so far, for every backend.
-var (
-	gemvMu  sync.Mutex
-	gemvOps = map[gemvKey]gemvVariant{}
-)
-
-// gemvVariant is what gemvOp returns.
-type gemvVariant struct {
-	o          op
-	tail       params
-	cpi, perWG int
-}
-
-// newGemvOp is gemvOp without the cache.
-func newGemvOp(format string, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
+// newGemv is gemv without the cache.
+func (c *opCache) newGemv(format string, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
 	switch format {
 	case formatF32:
-		o = matmulGEMVOp.fused(f)
+		o = c.fused(matmulGEMVOp, f)
 	case formatF16:
-		o = matmulF16GEMVOp.fused(f)
+		o = c.fused(matmulF16GEMVOp, f)
 	default:
-		o = quantOp(matmulQuantGEMVOp.fused(f), format)
+		o = quantOp(c.fused(matmulQuantGEMVOp, f), format)
 	}
 	cpi, wg := 1, 256
 	if tpc == 1 {
@@ -223,18 +176,18 @@ func newGemvOp(format string, maxm, tpc int, f shaders.Fusion) (o op, tail param
 	return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc
 }
 
-// gemmFor is the tiled GEMM of format with tiles of 16·tm rows, composed
+// gemm is the tiled GEMM of format with tiles of 16·tm rows, composed
 // with f (the grouped GEMM of the experts, or nothing), and the parameters
 // after the kernel's own (TM).
-func gemmFor(format string, tm int, f shaders.Fusion) (op, params) {
+func (c *opCache) gemm(format string, tm int, f shaders.Fusion) (op, params) {
 	var o op
 	switch format {
 	case formatF32:
-		o = matmulGEMMOp.fused(f)
+		o = c.fused(matmulGEMMOp, f)
 	case formatF16:
-		o = matmulF16GEMMOp.fused(f)
+		o = c.fused(matmulF16GEMMOp, f)
 	default:
-		o = quantOp(matmulQuantGEMMOp.fused(f), format)
+		o = quantOp(c.fused(matmulQuantGEMMOp, f), format)
 	}
 	o.consts = map[string]float64{"TM": float64(tm)}
 	return o, params{uint32(tm)}

@@ -167,7 +167,7 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 	var tail params
 	var gx, gy, gz uint32
 	if r.tm > 0 {
-		o, tail = gemmFor(w.format(), r.tm, f)
+		o, tail = b.ops.gemm(w.format(), r.tm, f)
 		gx, gy, gz = uint32((w.perExpert+63)/64), uint32(r.blocks), 1
 	} else {
 		cpu := b.info.DeviceType == "cpu"
@@ -179,7 +179,7 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 			tpc = quantTPC(w.format(), k, false) // lanes take groups, as matmulQ plans
 		}
 		var cpi, perWG int
-		o, tail, cpi, perWG = gemvOp(w.format(), k, r.block, tpc, f)
+		o, tail, cpi, perWG = b.ops.gemv(w.format(), r.block, tpc, f)
 		gx, gy = b.grid((w.perExpert+cpi-1)/cpi, perWG)
 		gz = uint32(r.blocks)
 	}

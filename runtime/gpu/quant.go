@@ -262,7 +262,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []we
 		}
 		if gemv {
 			maxm := blockRows(m)
-			o, tail, cpi, perWG := gemvOp(pt.format, k, maxm, quantTPC(pt.format, k, cpu), f)
+			o, tail, cpi, perWG := b.ops.gemv(pt.format, maxm, quantTPC(pt.format, k, cpu), f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue
@@ -271,7 +271,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []we
 		if m <= 32 {
 			tm = 2
 		}
-		o, tail := gemmFor(pt.format, tm, shaders.Fusion{})
+		o, tail := b.ops.gemm(pt.format, tm, shaders.Fusion{})
 		b.record(o, append(p, tail...), operands, uint32((pt.rows+63)/64), uint32((m+16*tm-1)/(16*tm)), 1)
 	}
 	return true

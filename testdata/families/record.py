@@ -18,72 +18,15 @@ show the distribution. RECORD_IN_PLACE=1 marks the byte tokens normal in the
 file itself instead of in a copy (a real shape's file may not fit twice on
 disk; Tessera reads token ids, so the change does not matter to it).
 """
-import json, os, shutil, socket, struct, subprocess, sys, tempfile, time, urllib.request
+import json, os, subprocess, sys, time, urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ggufmeta import free_port, printable  # noqa: E402
 
 peers, n, prompt = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
 top = int(os.environ.get("RECORD_TOP", "1"))
 in_place = os.environ.get("RECORD_IN_PLACE") == "1"
 out = {"prompt": prompt, "llama.cpp": "", "shapes": {}}
-
-
-def printable(path):
-    """A copy of the GGUF at path whose byte tokens (type 6) are normal
-    tokens: llama-server refuses to return text that is not UTF-8, and a
-    random model emits lone bytes. Only the token types change (the pieces
-    "<0xNN>" stay, so the vocabulary still finds its newline); the weights
-    and every id are the same."""
-    src = open(path, "rb")
-    data = bytearray(src.read(256 << 20))  # the header: metadata is megabytes at most
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    off = 8
-    (_, n_kv) = struct.unpack_from("<QQ", data, off)
-    off += 16
-
-    def string(off):
-        (n,) = struct.unpack_from("<Q", data, off)
-        return data[off + 8:off + 8 + n].decode(), off + 8 + n
-
-    def skip(t, off):
-        if t == 8:
-            return string(off)[1]
-        if t == 9:
-            (et, n) = struct.unpack_from("<IQ", data, off)
-            off += 12
-            for _ in range(n):
-                off = skip(et, off)
-            return off
-        return off + sizes[t]
-
-    for _ in range(n_kv):
-        key, off = string(off)
-        (t,) = struct.unpack_from("<I", data, off)
-        off += 4
-        if key == "tokenizer.ggml.token_type":
-            (et, n) = struct.unpack_from("<IQ", data, off)
-            for i in range(n):
-                at = off + 12 + 4 * i
-                if struct.unpack_from("<i", data, at)[0] == 6:
-                    struct.pack_into("<i", data, at, 1)
-        off = skip(t, off)
-    if in_place:
-        src.close()
-        with open(path, "r+b") as f:  # the header's length is unchanged
-            f.write(data[:off])
-        return path
-    f = tempfile.NamedTemporaryFile(suffix=".gguf", delete=False)
-    f.write(data)
-    shutil.copyfileobj(src, f, 64 << 20)  # the tensors, streamed
-    f.close()
-    src.close()
-    return f.name
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 for arg in sys.argv[4:]:
@@ -93,7 +36,7 @@ for arg in sys.argv[4:]:
     path, _, ctx = spec.partition("@")
     ctx, count = int(ctx or 256), int(count or n)
     port = free_port()
-    copy = printable(path)
+    copy = printable(path, in_place)
     srv = subprocess.Popen([peers + "/llama-server", "-m", copy, "-c", str(ctx), "-t", "2", "-ctk", "f32", "-ctv", "f32",
                             "-fa", "off", "-np", "1", "--port", str(port), "--no-warmup"] + (extra.split("=", 1) if extra else []),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

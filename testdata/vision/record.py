@@ -18,25 +18,14 @@ image tokens need a language model with room for them: `tessera synth
 --context`.) A case whose NAME ends in -embeddings records the
 embeddings only.
 """
-import base64, json, os, re, socket, struct, subprocess, sys, time, urllib.request
+import base64, json, os, re, subprocess, sys, time, urllib.request
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.argv_saved = sys.argv
-sys.argv = [sys.argv[0], sys.argv[1], "1", "1"]
-exec(open(os.path.join(here, "..", "families", "record.py")).read().split("def free_port")[0])  # printable()
-sys.argv = sys.argv_saved
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ggufmeta import HEADER, entries, free_port, printable, set_token_types, strings  # noqa: E402
 
 peers, n = sys.argv[1], int(sys.argv[2])
 default_prompt = "<start_of_turn>user\n<__media__>describe<end_of_turn>\n<start_of_turn>model\n"
 out = {"cases": {}}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def embeddings(base, mm, image):
@@ -75,43 +64,14 @@ def ascii_bytes(path):
     the byte token reads as), so that the ids it finds are the original
     file's."""
     f = open(path, "r+b")
-    data = bytearray(f.read(256 << 20))
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    off = 24
-    n_kv = struct.unpack_from("<Q", data, 16)[0]
+    data = bytearray(f.read(HEADER))
+    at, _ = entries(data)
+    pieces = strings(data, at["tokenizer.ggml.tokens"])
 
-    def string(off):
-        (n,) = struct.unpack_from("<Q", data, off)
-        return data[off + 8:off + 8 + n].decode(), off + 8 + n
-
-    def skip(t, off):
-        if t == 8:
-            return string(off)[1]
-        if t == 9:
-            (et, n) = struct.unpack_from("<IQ", data, off)
-            off += 12
-            for _ in range(n):
-                off = skip(et, off)
-            return off
-        return off + sizes[t]
-
-    pieces = []
-    for _ in range(n_kv):
-        key, off = string(off)
-        (t,) = struct.unpack_from("<I", data, off)
-        off += 4
-        if key == "tokenizer.ggml.tokens":
-            (_, n) = struct.unpack_from("<IQ", data, off)
-            at = off + 12
-            for _ in range(n):
-                p, at = string(at)
-                pieces.append(p)
-        if key == "tokenizer.ggml.token_type":
-            for i, p in enumerate(pieces):
-                m = re.fullmatch(r"<0x([0-9A-F]{2})>", p)
-                if m and int(m.group(1), 16) < 0x80:
-                    struct.pack_into("<i", data, off + 12 + 4 * i, 6)
-        off = skip(t, off)
+    def kind(i, t):
+        m = re.fullmatch(r"<0x([0-9A-F]{2})>", pieces[i])
+        return 6 if m and int(m.group(1), 16) < 0x80 else t
+    set_token_types(data, at["tokenizer.ggml.token_type"], kind)
     f.seek(0)
     f.write(data)
     f.close()
