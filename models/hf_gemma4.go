@@ -168,10 +168,11 @@ func gemma4HF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
 		return fmt.Errorf("config.json: num_kv_shared_layers %d out of 0..%d", g.SharedKV, c.Layers-1)
 	}
 
-	// Layers: sliding or full, every sixth full by default.
+	// Layers: sliding or full; without layer_types, every sixth full and
+	// the last (transformers' default; the converter needs the list).
 	c.Sliding = make([]bool, c.Layers)
 	for l := range c.Sliding {
-		c.Sliding[l] = (l+1)%6 != 0
+		c.Sliding[l] = (l+1)%6 != 0 && l != c.Layers-1
 	}
 	if h.LayerTypes != nil {
 		if len(h.LayerTypes) != c.Layers {

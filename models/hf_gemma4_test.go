@@ -71,15 +71,19 @@ func TestGemma4HFConfig(t *testing.T) {
 	causal := flat["text_config"].(map[string]any)
 	causal["architectures"] = []string{"Gemma4ForCausalLM"}
 	causalJSON, _ := json.Marshal(causal)
+	thirtyOne := editGemma4(t, e2b, map[string]any{"hidden_size": 5376, "num_hidden_layers": 60, "intermediate_size": 21504,
+		"num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4, "attention_k_eq_v": true,
+		"hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "use_double_wide_mlp": false, "sliding_window": 1024,
+		"max_position_embeddings": 262144, "layer_types": gemma4Types(60, 6), "rope_parameters": bigRope})
 	for _, tc := range []struct{ shape, config string }{
 		{"gemma-4-e2b", e2b},
 		{"gemma-4-e2b", string(causalJSON)},
 		{"gemma-4-e4b", editGemma4(t, e2b, map[string]any{"hidden_size": 2560, "num_hidden_layers": 42, "intermediate_size": 10240,
 			"num_key_value_heads": 2, "num_kv_shared_layers": 18, "use_double_wide_mlp": false, "layer_types": gemma4Types(42, 6)})},
-		{"gemma-4-31b", editGemma4(t, e2b, map[string]any{"hidden_size": 5376, "num_hidden_layers": 60, "intermediate_size": 21504,
-			"num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4, "attention_k_eq_v": true,
-			"hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "use_double_wide_mlp": false, "sliding_window": 1024,
-			"max_position_embeddings": 262144, "layer_types": gemma4Types(60, 6), "rope_parameters": bigRope})},
+		{"gemma-4-31b", thirtyOne},
+		// Without layer_types and rope_parameters: transformers' defaults,
+		// the 31B's pattern and rotation.
+		{"gemma-4-31b", editGemma4(t, thirtyOne, map[string]any{"layer_types": nil, "rope_parameters": nil})},
 		{"gemma-4-26b-a4b", editGemma4(t, e2b, map[string]any{"hidden_size": 2816, "num_hidden_layers": 30, "intermediate_size": 2112,
 			"num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2, "attention_k_eq_v": true,
 			"hidden_size_per_layer_input": null, "num_kv_shared_layers": 0, "use_double_wide_mlp": false, "sliding_window": 1024,
