@@ -215,6 +215,26 @@ func TestGemma4HFTensors(t *testing.T) {
 		}
 	}
 
+	// BF16, as the published checkpoints store the matrices: the experts
+	// split all the same.
+	bf := filepath.Join(t.TempDir(), "bf16")
+	if err := synth.WriteHF(bf, s, dtype.BF16, 3, synth.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mb, err := models.Open(bf, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	for name, tn := range mb.Tensors {
+		if _, err := tn.Float32(); err != nil {
+			t.Errorf("bf16 %s: %v", name, err)
+		}
+	}
+	if g := mb.Tensors["blk.1.ffn_gate_exps.weight"]; g == nil || g.Type != dtype.BF16 || !slices.Equal(g.Shape, []int{e, f, d}) {
+		t.Errorf("bf16 gate experts %v", g)
+	}
+
 	// Tensors a published checkpoint may add: the vision tower's, and
 	// keys and values of a layer that reads another's (tiny-gemma4's last
 	// three layers); then one the forward pass has no place for.
