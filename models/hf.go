@@ -64,6 +64,11 @@ const maxConfigSize = 16 << 20
 // gigabytes.
 const maxHeadDim = 1 << 16
 
+// maxLayers bounds num_hidden_layers, far above any real model's (under
+// 200), so that a corrupt config cannot make the loader allocate
+// per-layer tables of gigabytes before it checks the tensors.
+const maxLayers = 1 << 16
+
 // hfConfig is the part of config.json the engine reads.
 type hfConfig struct {
 	Architectures         []string        `json:"architectures"`
@@ -201,6 +206,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 		if v <= 0 {
 			return Config{}, fmt.Errorf("config.json: %s %d must be positive", key, v)
 		}
+	}
+	if h.NumHiddenLayers > maxLayers {
+		return Config{}, fmt.Errorf("config.json: num_hidden_layers %d is implausibly large (at most %d)", h.NumHiddenLayers, maxLayers)
 	}
 
 	c := Config{

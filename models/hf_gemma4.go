@@ -147,6 +147,12 @@ func gemma4HF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
 	} else if _, ok := present["global_head_dim"]; !ok {
 		c.HeadDim = 512
 	}
+	if v := g4.GlobalHeadDim; v != nil && *v < 0 {
+		return fmt.Errorf("config.json: global_head_dim %d must not be negative", *v)
+	}
+	if c.HeadDim > maxHeadDim { // RoPE factors are allocated per pair
+		return fmt.Errorf("config.json: global_head_dim %d is implausibly large (at most %d)", c.HeadDim, maxHeadDim)
+	}
 	// The full layers' kv heads: num_global_key_value_heads where set, as
 	// the converter reads it (transformers reads it only with
 	// attention_k_eq_v; the published folders set it only then, E2B's and
