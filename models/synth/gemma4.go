@@ -1,9 +1,11 @@
 package synth
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -179,6 +181,90 @@ func gemma4Metadata(c models.Config, kv []gguf.KV) []gguf.KV {
 	)
 }
 
+// gemma4Pieces is Gemma 4's synthetic vocabulary of n pieces: synth's
+// SentencePiece pieces and types, the last two the turn tokens (control),
+// and the merges ("a b") of each piece of more than one character, its
+// first characters with its last, in the pieces' order.
+func gemma4Pieces(n int) (pieces []string, types []int32, merges []string) {
+	pieces, _, types = Vocabulary(n)
+	n = len(pieces)
+	pieces[n-2], pieces[n-1] = gemma4TurnStart, gemma4TurnEnd
+	types[n-2], types[n-1] = 3, 3
+	have := map[string]bool{}
+	for _, p := range pieces {
+		have[p] = true
+	}
+	for i, p := range pieces {
+		if types[i] != 1 || utf8.RuneCountInString(p) < 2 {
+			continue
+		}
+		_, size := utf8.DecodeLastRuneInString(p)
+		if a, b := p[:len(p)-size], p[len(p)-size:]; have[a] && have[b] {
+			merges = append(merges, a+" "+b)
+		}
+	}
+	return pieces, types, merges
+}
+
+// gemma4TokenizerJSON is a tokenizer.json that encodes and decodes like
+// the Gemma 4 tokenizer Write stores in the GGUF (read as llama.cpp reads
+// Gemma 4's: tokenizer/gemma4.go): a BPE over characters with
+// gemma4Pieces' merges, spaces normalised to ▁ (no space prefix), the
+// text split into runs of newlines and of the rest, byte fallback, the
+// control pieces special added tokens, a BOS before every text; decoding
+// writes ▁ back as spaces.
+func gemma4TokenizerJSON(vocab int) ([]byte, error) {
+	pieces, types, merges := gemma4Pieces(vocab)
+	ids := make(map[string]int, len(pieces))
+	pairs := make([][2]string, 0, len(merges))
+	for id, p := range pieces {
+		ids[p] = id
+	}
+	for _, m := range merges {
+		a, b, _ := strings.Cut(m, " ")
+		pairs = append(pairs, [2]string{a, b})
+	}
+	var added []map[string]any
+	for id, p := range pieces {
+		if types[id] == 3 {
+			added = append(added, map[string]any{"id": id, "content": p, "single_word": false, "lstrip": false,
+				"rstrip": false, "normalized": false, "special": true})
+		}
+	}
+	bos := pieces[1]
+	tok := map[string]any{
+		"version":      "1.0",
+		"truncation":   nil,
+		"padding":      nil,
+		"added_tokens": added,
+		"normalizer":   map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"},
+		"pre_tokenizer": map[string]any{
+			"type": "Split", "pattern": map[string]string{"Regex": "[^\n]+|[\n]+"}, "behavior": "Isolated", "invert": false,
+		},
+		"post_processor": map[string]any{
+			"type":   "TemplateProcessing",
+			"single": []any{map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
+			"pair": []any{map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+				map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
+			"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{1}, "tokens": []string{bos}}},
+		},
+		"decoder": map[string]any{
+			"type": "Sequence",
+			"decoders": []any{
+				map[string]any{"type": "Replace", "pattern": map[string]string{"String": "▁"}, "content": " "},
+				map[string]any{"type": "ByteFallback"},
+				map[string]any{"type": "Fuse"},
+			},
+		},
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": pieces[0], "continuing_subword_prefix": nil, "end_of_word_suffix": nil,
+			"fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": ids, "merges": pairs,
+		},
+	}
+	b, err := json.MarshalIndent(tok, "", "  ")
+	return append(b, '\n'), err
+}
+
 // Gemma 4's turn tokens, the last two pieces of a synthetic vocabulary.
 const (
 	gemma4TurnStart = "<|turn>"
@@ -192,24 +278,8 @@ const (
 // in the pieces' order; BOS always, no space prefix, as the converter
 // writes them.
 func gemma4Vocabulary(c models.Config, kv []gguf.KV) []gguf.KV {
-	pieces, _, types := Vocabulary(c.Vocab)
+	pieces, types, merges := gemma4Pieces(c.Vocab)
 	n := len(pieces)
-	pieces[n-2], pieces[n-1] = gemma4TurnStart, gemma4TurnEnd
-	types[n-2], types[n-1] = 3, 3
-	have := map[string]bool{}
-	for _, p := range pieces {
-		have[p] = true
-	}
-	var merges []string
-	for i, p := range pieces {
-		if types[i] != 1 || utf8.RuneCountInString(p) < 2 {
-			continue
-		}
-		_, size := utf8.DecodeLastRuneInString(p)
-		if a, b := p[:len(p)-size], p[len(p)-size:]; have[a] && have[b] {
-			merges = append(merges, a+" "+b)
-		}
-	}
 	for i := range kv {
 		switch kv[i].Key {
 		case "tokenizer.ggml.model":

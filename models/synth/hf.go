@@ -136,7 +136,11 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	if err != nil {
 		return err
 	}
-	tok, err := hfTokenizerJSON(c.Vocab)
+	tokenizerJSON := hfTokenizerJSON
+	if c.Gemma4 != nil { // Gemma 4's own kind, as its GGUF's
+		tokenizerJSON = gemma4TokenizerJSON
+	}
+	tok, err := tokenizerJSON(c.Vocab)
 	if err != nil {
 		return err
 	}
