@@ -45,11 +45,15 @@ import (
 //     experts.down_proj, and the norms pre_feedforward_layernorm_2,
 //     post_feedforward_layernorm_1 and _2.
 //
-// Where transformers' Gemma4TextConfig and the converter read a key
-// differently, the folder is refused by name rather than loaded as one of
-// them: a last layer that is not full attention (transformers forces it
-// to full, the converter keeps it), full-attention RoPE other than
-// proportional (the converter asserts it), bidirectional attention.
+// Keys left out take transformers' Gemma4TextConfig defaults. Where
+// transformers and the converter read a key differently, the folder is
+// refused by name rather than loaded as one of them: a last layer that is
+// not full attention (transformers forces it to full, the converter keeps
+// it), full-attention RoPE other than proportional (the converter asserts
+// it); but num_global_key_value_heads is read as the converter reads it
+// (above), the only rule that gives every synthetic Gemma 4 shape a
+// folder, and one the published folders agree with. Bidirectional
+// attention ("all") is refused: the forward pass is causal.
 
 // hfGemma4Unused reports whether a Gemma 4 folder's tensor name is outside
 // the text model's forward pass: the vision or audio tower and their
