@@ -54,7 +54,8 @@ import (
 
 // windowSnapshots is how many prompt-prefix rings an engine keeps for the
 // prefix cache: fewer than the recurrent states' stateSnapshots, a ring
-// being a window of every sliding layer.
+// being a window of every sliding layer; fewer still (down to none) where
+// the budget buys only two or three rings (planWindows).
 const windowSnapshots = 2
 
 // windowing is the windowed cache an engine gives its sliding layers: zero
@@ -108,11 +109,14 @@ func planWindows(c models.Config, full bool, blocks, blockSize, maxBatch, maxOut
 		return windowing{} // a ring as long as the context saves nothing
 	}
 	slots := blocks / ring // the sliding layers' share of the full cache, in rings
-	running := min(maxOut, slots-1-windowSnapshots)
+	// Fewer prefix snapshots where the rings are few (a large window in a
+	// small budget): a running sequence and the scratch ring come first.
+	snapshots := max(0, min(windowSnapshots, slots-2))
+	running := min(maxOut, slots-1-snapshots)
 	if running < 1 {
 		return windowing{}
 	}
-	slots = running + 1 + windowSnapshots
+	slots = running + 1 + snapshots
 	l := sliding[0]
 	return windowing{Ring: ring, Running: running, Shape: backend.KVShape{Layers: len(sliding), Blocks: slots * ring, BlockSize: blockSize,
 		Heads: c.LayerKVHeads(l), HeadDim: c.LayerHeadDim(l), Type: t, Windowed: true}}

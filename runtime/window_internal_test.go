@@ -153,3 +153,27 @@ func TestWindowBytesMistral(t *testing.T) {
 		t.Errorf("the pool beside rings of every layer: %d blocks, want four contexts, %d", got, want)
 	}
 }
+
+// TestWindowSnapshotsFew: where a budget buys few rings (a large window),
+// one running sequence and the scratch ring come before the prefix
+// snapshots: 2 rings run one sequence without snapshots, 3 with one, 4
+// with both, and one ring runs nothing (every position kept).
+func TestWindowSnapshotsFew(t *testing.T) {
+	c := models.Config{Arch: "mistral", Dim: 4096, FFN: 14336, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 32000, Context: 32768, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 128, Rope: models.RopeHalves,
+		SlidingWindow: 4096, LocalRopeTheta: 10000, Sliding: make([]bool, 32)}
+	for l := range c.Sliding {
+		c.Sliding[l] = true
+	}
+	ring := backend.RingBlocks(4096, DefaultBatchTokensCPU, 8)
+	for rings, want := range map[int][2]int{1: {0, 0}, 2: {1, 0}, 3: {1, 1}, 4: {1, 2}, 5: {2, 2}, 9: {4, 2}} {
+		w := planWindows(c, false, rings*ring+ring/2, 8, DefaultBatchTokensCPU, 4, backend.KVF32)
+		snapshots := 0
+		if w.on() {
+			snapshots = w.Shape.Blocks/w.Ring - w.Running - 1
+		}
+		if w.Running != want[0] || snapshots != want[1] || w.on() && w.Ring != ring {
+			t.Errorf("%d rings' blocks: %d running, %d snapshots (rings of %d), want %d and %d", rings, w.Running, snapshots, w.Ring, want[0], want[1])
+		}
+	}
+}

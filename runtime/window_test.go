@@ -351,20 +351,10 @@ func TestWindowedKVFollowsWindow(t *testing.T) {
 		t.Errorf("at 256 tokens the rings take %d bytes, every position %d", long.rings, long.full)
 	}
 
-	small := runtime.Options{Device: "cpu", Context: 256, Budgets: budgets, KV: runtime.KVOptions{Memory: 100 << 10}} // 25 blocks of every layer, a context is 32
-	full := small
-	full.KV.FullWindows = true
-	if eng, err := runtime.Load(dir, full); !errors.Is(err, runtime.ErrOutOfKV) {
-		if err == nil {
-			eng.Close()
-		}
-		t.Fatalf("100 KiB with every position kept: %v, want ErrOutOfKV", err)
-	}
-	eng, err := runtime.Load(dir, small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	// Budgets under one context of every layer (32 blocks of 4 KiB): 25
+	// blocks buy four rings of 6 (one running sequence, the scratch ring,
+	// two prefix snapshots), 12 blocks two (no snapshot: a repeated prompt
+	// takes no prefix hit, having no ring to resume from).
 	ref, err := runtime.Load(dir, runtime.Options{Device: "cpu", Context: 256, Budgets: budgets, KV: runtime.KVOptions{FullWindows: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -372,10 +362,38 @@ func TestWindowedKVFollowsWindow(t *testing.T) {
 	defer ref.Close()
 	req := runtime.Request{Tokens: windowPrompts(4)[3], MaxTokens: 256 - 77, IgnoreEOS: true}
 	want, _, _ := generate(t, ref, req)
-	got, _, _ := generate(t, eng, req)
-	t.Logf("100 KiB: rings of %d bytes, %d running; %d tokens to the end of the context", eng.WindowBytes(), eng.Budgets().MaxSeqs, len(got))
-	if !equal(got, want) || len(got) != 256-77 {
-		t.Errorf("100 KiB of rings:\n%v\nevery position:\n%v", got, want)
+	for _, tc := range []struct {
+		memory      int64
+		rings, hits int
+	}{{100 << 10, 4, 72}, {50 << 10, 2, 0}} {
+		small := runtime.Options{Device: "cpu", Context: 256, Budgets: budgets, KV: runtime.KVOptions{Memory: tc.memory}}
+		full := small
+		full.KV.FullWindows = true
+		if eng, err := runtime.Load(dir, full); !errors.Is(err, runtime.ErrOutOfKV) {
+			if err == nil {
+				eng.Close()
+			}
+			t.Fatalf("%d bytes with every position kept: %v, want ErrOutOfKV", tc.memory, err)
+		}
+		eng, err := runtime.Load(dir, small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		ring := int64(backend.RingBlocks(10, budgets.MaxBatchTokens, runtime.DefaultBlockSize) * runtime.DefaultBlockSize * 512) // 512 bytes a position
+		if eng.WindowBytes() != int64(tc.rings)*ring || eng.Budgets().MaxSeqs != 1 {
+			t.Errorf("%d bytes: rings of %d bytes for %d running, want %d rings of %d", tc.memory, eng.WindowBytes(), eng.Budgets().MaxSeqs, tc.rings, ring)
+		}
+		for run := range 2 {
+			before := eng.Metrics().KV.PrefixHits
+			got, _, _ := generate(t, eng, req)
+			if !equal(got, want) || len(got) != 256-77 {
+				t.Errorf("%d bytes of rings:\n%v\nevery position:\n%v", tc.memory, got, want)
+			}
+			if hits := eng.Metrics().KV.PrefixHits - before; run == 1 && hits != tc.hits {
+				t.Errorf("%d bytes: the repeated prompt reused %d tokens, want %d", tc.memory, hits, tc.hits)
+			}
+		}
 	}
 }
 
