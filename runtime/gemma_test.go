@@ -253,27 +253,15 @@ func gemmaReference(t *testing.T, dir string, tokens []int32) [][]float64 {
 // its logits are the float64 forward pass's, which masks every layer to
 // its window.
 func TestGemmaReferenceAllSliding(t *testing.T) {
-	dir := synthHF(t, "tiny-gemma3", dtype.F32, synth.HFOptions{})
-	path := filepath.Join(dir, "config.json")
-	raw, err := os.ReadFile(path)
+	s, err := synth.Lookup("tiny-gemma3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	types := make([]string, int(cfg["num_hidden_layers"].(float64)))
+	types := make([]string, s.Config.Layers)
 	for l := range types {
 		types[l] = "sliding_attention"
 	}
-	cfg["layer_types"] = types
-	if raw, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := editHFConfig(t, synthHF(t, "tiny-gemma3", dtype.F32, synth.HFOptions{}), map[string]any{"layer_types": types})
 	tokens := []int32{1}
 	for i := range 59 {
 		tokens = append(tokens, int32(3+(i*37)%290))

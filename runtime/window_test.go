@@ -44,25 +44,10 @@ func windowFile(t *testing.T, shape string) string {
 	switch shape {
 	case "tiny-mistral":
 		return synthHF(t, shape, dtype.F32, synth.HFOptions{})
-	case "tiny-qwen2@swa", "tiny-qwen2@swa1":
-		dir := synthHF(t, "tiny-qwen2", dtype.F32, synth.HFOptions{})
-		path := filepath.Join(dir, "config.json")
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cfg map[string]any
-		if err := json.Unmarshal(raw, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["use_sliding_window"], cfg["sliding_window"], cfg["max_window_layers"] = true, 12, map[string]int{"tiny-qwen2@swa": 0, "tiny-qwen2@swa1": 1}[shape]
-		if raw, err = json.Marshal(cfg); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return dir
+	case "tiny-qwen2@swa":
+		return editHFConfig(t, synthHF(t, "tiny-qwen2", dtype.F32, synth.HFOptions{}), map[string]any{"use_sliding_window": true, "sliding_window": 12, "max_window_layers": 0})
+	case "tiny-qwen2@swa1":
+		return editHFConfig(t, synthHF(t, "tiny-qwen2", dtype.F32, synth.HFOptions{}), map[string]any{"use_sliding_window": true, "sliding_window": 12, "max_window_layers": 1})
 	}
 	return qwen35File(t, shape)
 }
