@@ -110,6 +110,20 @@ func (g *gemma4Experts) chunk(name string, shape []int, at int, vals []float32) 
 	return nil
 }
 
+// gemma4ExpertsWhole is gemma4Experts for a writer of whole tensors (the
+// Hugging Face folder's): each fused stack is gathered until its last
+// expert's up rows have come.
+func gemma4ExpertsWhole(put func(name string, shape []int, vals []float32) error) func(name string, shape []int, vals []float32) error {
+	g := gatherer{}
+	e := &gemma4Experts{put: func(name string, shape []int, at int, vals []float32) error {
+		if all, ok := g.add(name, shape, at, vals); ok {
+			return put(name, shape, all)
+		}
+		return nil
+	}}
+	return func(name string, shape []int, vals []float32) error { return e.chunk(name, shape, 0, vals) }
+}
+
 func init() { shapes = append(shapes, gemma4Shapes...) }
 
 // gemma4 completes c as Gemma 4: every pattern-th layer global, the rest

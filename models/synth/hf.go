@@ -141,7 +141,7 @@ func WriteHFContext(ctx context.Context, dir string, s Shape, t dtype.Type, seed
 		tensor = (&qwen35Writer{put: tensor, c: c}).tensor
 	}
 	if c.Gemma4 != nil && c.MoE.On() { // experts.gate_up_proj: gate and up fused, as the GGUF's
-		tensor = (&gemma4Experts{put: tensor}).tensor
+		tensor = gemma4ExpertsWhole(tensor)
 	}
 	err = weights(c, seed, tensor)
 	if err == nil {
