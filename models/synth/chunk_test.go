@@ -93,3 +93,29 @@ func typeName(t dtype.Type) string {
 	}
 	return t.String()
 }
+
+// TestQuantizedMatrix: the tensors llama.cpp's quantize encodes are the
+// matrices and expert stacks whose names end in "weight", routers aside;
+// gpt-oss's expert biases, matrices [experts, rows], stay as they are.
+func TestQuantizedMatrix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dims int
+		want bool
+	}{
+		{"blk.0.attn_q.weight", 2, true},
+		{"blk.0.ffn_gate_exps.weight", 3, true},
+		{"blk.0.ffn_gate_up_exps.weight", 3, true},
+		{"token_embd.weight", 2, true},
+		{"blk.0.ffn_gate_exps.bias", 2, false},
+		{"blk.0.ffn_down_exps.bias", 2, false},
+		{"blk.0.ffn_gate_inp.weight", 2, false},
+		{"blk.0.attn_norm.weight", 1, false},
+		{"blk.0.attn_q.bias", 1, false},
+		{"blk.0.attn_sinks.weight", 1, false},
+	} {
+		if got := synth.QuantizedMatrix(tc.name, tc.dims); got != tc.want {
+			t.Errorf("QuantizedMatrix(%s, %d) = %v, want %v", tc.name, tc.dims, got, tc.want)
+		}
+	}
+}

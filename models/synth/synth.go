@@ -172,9 +172,12 @@ func WriteQuantized(w io.Writer, s Shape, m, experts dtype.Type, seed uint64) er
 // name of dims dimensions, as llama.cpp's quantize chooses: a matrix
 // (2-D) or a stack of experts (3-D), but not a router (ffn_gate_inp),
 // which stays as the file has it: it is small, and its logits decide
-// which experts run. Vectors (norms, biases) stay too.
+// which experts run. Vectors (norms, biases) stay too, and so does any
+// tensor whose name does not end in "weight" (llama-quant.cpp's first
+// test): gpt-oss's expert biases are matrices [experts, rows] but stay
+// f32 in llama.cpp's quantized files.
 func QuantizedMatrix(name string, dims int) bool {
-	return (dims == 2 || dims == 3) && !strings.Contains(name, "ffn_gate_inp.weight")
+	return (dims == 2 || dims == 3) && strings.HasSuffix(name, "weight") && !strings.Contains(name, "ffn_gate_inp.weight")
 }
 
 // WriteExperts is Write with the stacked expert matrices of a mixture of
