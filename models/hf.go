@@ -41,6 +41,10 @@ var hfArchs = map[string]string{
 	// folders are ConditionalGeneration, whose text model is read.
 	"Qwen3_5ForCausalLM":              "qwen35",
 	"Qwen3_5ForConditionalGeneration": "qwen35",
+	// Gemma 4 (hf_gemma4.go): ConditionalGeneration as published, its
+	// text model read.
+	"Gemma4ForCausalLM":              "gemma4",
+	"Gemma4ForConditionalGeneration": "gemma4",
 	// Mixtures of experts (moe.go); Mixtral is Llama with experts.
 	"MixtralForCausalLM":    "llama",
 	"Qwen2MoeForCausalLM":   "qwen2moe",
@@ -59,6 +63,11 @@ const maxConfigSize = 16 << 20
 // corrupt config cannot make the loader allocate per-dimension tables of
 // gigabytes.
 const maxHeadDim = 1 << 16
+
+// maxLayers bounds num_hidden_layers, far above any real model's (under
+// 200), so that a corrupt config cannot make the loader allocate
+// per-layer tables of gigabytes before it checks the tensors.
+const maxLayers = 1 << 16
 
 // hfConfig is the part of config.json the engine reads.
 type hfConfig struct {
@@ -198,6 +207,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("config.json: %s %d must be positive", key, v)
 		}
 	}
+	if h.NumHiddenLayers > maxLayers {
+		return Config{}, fmt.Errorf("config.json: num_hidden_layers %d is implausibly large (at most %d)", h.NumHiddenLayers, maxLayers)
+	}
 
 	c := Config{
 		Arch:           arch,
@@ -259,7 +271,11 @@ func ParseHFConfig(data []byte) (Config, error) {
 	if window > 0 && arch != "mistral" {
 		c.Context = min(c.Context, window)
 	}
-	if gemma {
+	if arch == "gemma4" {
+		if err := gemma4HF(&c, h, present); err != nil {
+			return Config{}, err
+		}
+	} else if gemma {
 		if err := gemmaHF(&c, h, present); err != nil {
 			return Config{}, err
 		}
@@ -283,7 +299,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 	}
 
 	rs := h.RopeScaling
-	if h.RopeParameters != nil {
+	if arch == "gemma4" {
+		rs = nil // rope_parameters per kind of layer, read by gemma4HF
+	} else if h.RopeParameters != nil {
 		rs = h.RopeParameters
 		if rs.RopeTheta != nil {
 			c.RopeTheta = *rs.RopeTheta
@@ -469,6 +487,9 @@ var hfQwen35LayerNames = func() map[string]string {
 
 // layerNames returns the layer tensor names of architecture arch.
 func layerNames(arch string) map[string]string {
+	if arch == "gemma4" {
+		return hfGemma4LayerNames
+	}
 	if strings.HasPrefix(arch, "gemma") {
 		return hfGemmaLayerNames
 	}
@@ -498,10 +519,13 @@ var hfMoELayerNames = func() map[string]map[string]string {
 // "model.layers.3.self_attn.q_proj.weight", or false for a name outside
 // the Llama family's tensors.
 func HFTensorName(arch, name string) (string, bool) {
-	if rest, ok := strings.CutPrefix(name, hfQwen35Prefix); ok && arch == "qwen35" {
+	if rest, ok := strings.CutPrefix(name, hfTextPrefix); ok && (arch == "qwen35" || arch == "gemma4") {
 		name = "model." + rest // ConditionalGeneration's text model
 	}
 	if g, ok := hfGlobalNames[name]; ok {
+		return g, true
+	}
+	if g, ok := hfGemma4GlobalNames[name]; ok && arch == "gemma4" {
 		return g, true
 	}
 	rest, ok := strings.CutPrefix(name, "model.layers.")
@@ -520,12 +544,13 @@ func HFTensorName(arch, name string) (string, bool) {
 	return fmt.Sprintf("blk.%d.%s", l, g), true
 }
 
-// GGUFToHFName is the inverse of HFTensorName (for Qwen3.5, the name in
-// a ConditionalGeneration folder, as Qwen publishes them).
+// GGUFToHFName is the inverse of HFTensorName (for Qwen3.5 and Gemma 4,
+// the name in a ConditionalGeneration folder, as Qwen and Google publish
+// them).
 func GGUFToHFName(arch, name string) (string, bool) {
 	h, ok := ggufToHFName(arch, name)
-	if rest, inModel := strings.CutPrefix(h, "model."); ok && inModel && arch == "qwen35" {
-		h = hfQwen35Prefix + rest
+	if rest, inModel := strings.CutPrefix(h, "model."); ok && inModel && (arch == "qwen35" || arch == "gemma4") {
+		h = hfTextPrefix + rest
 	}
 	return h, ok
 }
@@ -533,6 +558,11 @@ func GGUFToHFName(arch, name string) (string, bool) {
 func ggufToHFName(arch, name string) (string, bool) {
 	for h, g := range hfGlobalNames {
 		if g == name {
+			return h, true
+		}
+	}
+	for h, g := range hfGemma4GlobalNames {
+		if g == name && arch == "gemma4" {
 			return h, true
 		}
 	}
@@ -625,8 +655,13 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 		}
 		return NewTensor(name, st.Shape, typ, st.Bytes), nil
 	}
-	if c.MoE.On() {
+	if c.MoE.On() && c.Gemma4 == nil {
 		if err := hfExperts(m, left, tensor); err != nil {
+			return nil, err
+		}
+	}
+	if c.Gemma4 != nil {
+		if err := hfGemma4Tensors(m, left, tensor); err != nil {
 			return nil, err
 		}
 	}
@@ -650,6 +685,8 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			continue // a copy of the embedding, or recomputed
 		case c.Arch == "qwen35" && hfQwen35Unused(name):
 			continue // the vision tower or the MTP layers
+		case c.Arch == "gemma4" && hfGemma4Unused(name):
+			continue // the vision and audio towers
 		case !ok || want[g] == nil:
 			unused = append(unused, name)
 			continue
@@ -662,7 +699,7 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, shape, want[g])
 		}
 		m.Tensors[g] = NewTensor(g, shape, typ, st.Bytes)
-		if (strings.HasPrefix(c.Arch, "gemma") || c.Arch == "qwen35") && strings.HasSuffix(g, "norm.weight") {
+		if (strings.HasPrefix(c.Arch, "gemma") && c.Arch != "gemma4" || c.Arch == "qwen35") && strings.HasSuffix(g, "norm.weight") {
 			m.Tensors[g] = plusOne(m.Tensors[g])
 		}
 	}

@@ -549,6 +549,9 @@ func FuzzParseHFConfig(f *testing.F) {
 	for _, c := range []string{llama32Config, tinyLlamaConfig, mistral01Config, mistral03Config, qwen25Config, qwen3Config} {
 		f.Add([]byte(c))
 	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "gemma-4-e2b-it.config.json")); err == nil {
+		f.Add(b) // Gemma 4's nested config, its per-kind RoPE and layers
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := models.ParseHFConfig(b)
 		if err != nil {
