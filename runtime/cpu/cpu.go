@@ -332,7 +332,8 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	})
 }
 
-// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
+// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x), and its
+// products and division too (kernel.SiLUMul): the
 // same bits as Silu's, element by element. Rows go to the team where
 // there are many (a prompt's), since every element is its own.
 func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
@@ -352,9 +353,7 @@ func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 				exps[i] = -x
 			}
 			kernel.ExpShift(exps, 0)
-			for i, x := range gs {
-				gs[i] = x * (1 / (1 + exps[i])) * us[i]
-			}
+			kernel.SiLUMul(gs, exps, us) // x·(1/(1 + exp(-x)))·u, eight at a time
 		default:
 			for i, x := range gs {
 				gs[i] = Act(act, x) * us[i]
