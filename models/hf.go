@@ -92,6 +92,7 @@ type hfConfig struct {
 	MLPBias               bool            `json:"mlp_bias"`
 	SlidingWindow         json.RawMessage `json:"sliding_window"`
 	UseSlidingWindow      *bool           `json:"use_sliding_window"`
+	MaxWindowLayers       *int            `json:"max_window_layers"` // Qwen2: the layers from this one on slide
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	QuantizationConfig    json.RawMessage `json:"quantization_config"`
 	// Gemma 2/3:
@@ -253,10 +254,11 @@ func ParseHFConfig(data []byte) (Config, error) {
 		c.RopeTheta = *h.RopeTheta
 	}
 
-	// Mistral's sliding window covers every layer (below); Qwen2's
-	// use_sliding_window only some, which the forward pass does not
-	// describe: attention is exact up to the window, so the context is
-	// capped there rather than longer sequences computed wrongly.
+	// Mistral's sliding window covers every layer, Qwen2's
+	// use_sliding_window the layers from max_window_layers on (below);
+	// other families' use_sliding_window is not described to the forward
+	// pass: attention is exact up to the window, so the context is capped
+	// there rather than longer sequences computed wrongly.
 	window := 0
 	// Mixtral's attention slides like Mistral's when its sliding_window
 	// is set; it is capped like Qwen2's.
@@ -268,7 +270,7 @@ func ParseHFConfig(data []byte) (Config, error) {
 	} else if slidingActive && !ok && arch == "mistral" {
 		window = 4096 // MistralConfig's default
 	}
-	if window > 0 && arch != "mistral" {
+	if window > 0 && arch != "mistral" && arch != "qwen2" {
 		c.Context = min(c.Context, window)
 	}
 	if arch == "gemma4" {
@@ -341,15 +343,64 @@ func ParseHFConfig(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("config.json: rope scaling %q is not supported (supported: llama3, linear, dynamic)", kind)
 		}
 	}
-	if window > 0 && arch == "mistral" {
-		if c.RopeFactors != nil { // sliding layers rotate unscaled: not Mistral's
+	if window > 0 && (arch == "mistral" || arch == "qwen2") {
+		sliding := slidingPattern(c.Layers, 0) // Mistral: every layer
+		if arch == "qwen2" {
+			var err error
+			if sliding, err = qwen2Sliding(h, c.Layers); err != nil {
+				return Config{}, err
+			}
+		}
+		switch {
+		case !slices.Contains(sliding, true): // Qwen2 whose max_window_layers is its layer count: no window
+		case c.RopeFactors != nil: // sliding layers rotate unscaled: not these models'
 			c.Context = min(c.Context, window)
-		} else {
-			c.SlidingWindow, c.LocalRopeTheta = window, c.RopeTheta
-			c.Sliding = slidingPattern(c.Layers, c.Layers+1) // every layer
+		default:
+			c.SlidingWindow, c.LocalRopeTheta, c.Sliding = window, c.RopeTheta, sliding
 		}
 	}
 	return c, nil
+}
+
+// qwen2Sliding is which of Qwen2's layers slide once use_sliding_window
+// is on: layer_types where the config lists them, else those from
+// max_window_layers on (Qwen2Config's default 28), as transformers builds
+// layer_types.
+func qwen2Sliding(h hfConfig, layers int) ([]bool, error) {
+	if h.LayerTypes != nil {
+		return hfLayerTypes(h.LayerTypes, layers)
+	}
+	from := 28
+	if h.MaxWindowLayers != nil {
+		from = *h.MaxWindowLayers
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("config.json: max_window_layers %d must not be negative", from)
+	}
+	sliding := make([]bool, layers)
+	for l := range sliding {
+		sliding[l] = l >= from
+	}
+	return sliding, nil
+}
+
+// hfLayerTypes reads layer_types: each layer's sliding_attention or
+// full_attention.
+func hfLayerTypes(types []string, layers int) ([]bool, error) {
+	if len(types) != layers {
+		return nil, fmt.Errorf("config.json: %d layer_types for %d layers", len(types), layers)
+	}
+	sliding := make([]bool, layers)
+	for l, t := range types {
+		switch t {
+		case "sliding_attention":
+			sliding[l] = true
+		case "full_attention":
+		default:
+			return nil, fmt.Errorf("config.json: layer_types[%d] %q is not supported (sliding_attention, full_attention)", l, t)
+		}
+	}
+	return sliding, nil
 }
 
 // gemmaHF reads what Gemma 2 and 3 add to the Llama family, with the
@@ -409,18 +460,9 @@ func gemmaHF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
 	c.SlidingWindow, c.LocalRopeTheta = window, local
 	c.Sliding = slidingPattern(c.Layers, pattern)
 	if h.LayerTypes != nil {
-		if len(h.LayerTypes) != c.Layers {
-			return fmt.Errorf("config.json: %d layer_types for %d layers", len(h.LayerTypes), c.Layers)
-		}
-		for l, t := range h.LayerTypes {
-			switch t {
-			case "sliding_attention":
-				c.Sliding[l] = true
-			case "full_attention":
-				c.Sliding[l] = false
-			default:
-				return fmt.Errorf("config.json: layer_types[%d] %q is not supported (sliding_attention, full_attention)", l, t)
-			}
+		var err error
+		if c.Sliding, err = hfLayerTypes(h.LayerTypes, c.Layers); err != nil {
+			return err
 		}
 	}
 	return nil

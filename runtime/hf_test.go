@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,6 +28,29 @@ func synthHF(t *testing.T, shape string, typ dtype.Type, opts synth.HFOptions) s
 	}
 	dir := filepath.Join(t.TempDir(), shape)
 	if err := synth.WriteHF(dir, s, typ, 11, opts); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// editHFConfig sets keys of the config.json of the folder dir and returns
+// dir.
+func editHFConfig(t *testing.T, dir string, set map[string]any) string {
+	t.Helper()
+	path := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(cfg, set)
+	if raw, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

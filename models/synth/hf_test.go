@@ -23,7 +23,7 @@ var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "ti
 var gemma4TinyShapes = []string{"tiny-gemma4", "tiny-gemma4-kv", "tiny-gemma4-wide", "tiny-gemma4-moe"}
 
 // ggufOnlyShapes are written as GGUF only (the files people run).
-var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
+var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss", "tiny-gemma3-swa"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()
