@@ -321,6 +321,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		for job := lo; job < hi; job++ {
 			i, h := job/a.KVHeads, job%a.KVHeads
 			first, last := span(i)
+			// A prompt's rows follow each other: this worker's job of
+			// this kv head for the row before read the same records
+			// (all but this row's own), and where the sequence's keys and
+			// values of the layer fit in its cache they are still there.
+			w.warm = job-a.KVHeads >= lo && b.batch.Seq[i] == b.batch.Seq[i-1] &&
+				a.KVHeads*(last-first+1)*a.HeadDim*8 <= warmBytes
 			w.runs = c.runs(w.runs[:0], tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
 			var sinks []float32
 			if a.Sinks != nil {
