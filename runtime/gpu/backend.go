@@ -467,7 +467,8 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	if n > xs.rows || n > b.maxRows {
 		return nil, fmt.Errorf("gpu: argmax of %d rows of a %d-row tensor", n, xs.rows)
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	o, wg := b.reduce(argmaxOp)
+	b.record(o, params{uint32(xs.cols), wg}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	raw, err := b.flushRead(b.result, int64(4*n))
 	if err != nil {
 		return nil, err
@@ -573,7 +574,8 @@ func (b *Backend) Keep(x backend.Tensor, n int) {
 		b.fail(err)
 		return
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	o, wg := b.reduce(argmaxOp)
+	b.record(o, params{uint32(xs.cols), wg}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	b.keepResult(n)
 }
 

@@ -301,7 +301,7 @@ func loraBindings(f shaders.Fusion) int {
 // fits reports whether the GEMV of w's storage for inputs of width k,
 // composed with f, binds no more storage buffers than the device allows.
 func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
-	o, _, _, _ := b.ops.gemv(w.format(), 1, 1, f)
+	o, _, _, _ := b.gemv(w.format(), 1, 1, f)
 	return webgpu.StorageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 

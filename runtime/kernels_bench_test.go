@@ -1,0 +1,196 @@
+package runtime
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-llm/tessera/models"
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
+	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
+)
+
+// stepModelURL is where BenchmarkStepKernels fetches its model in the
+// browser, which has no files (web/e2e's TestBrowserStepKernels serves it).
+var stepModelURL = flag.String("step-model-url", "", "URL of the GGUF BenchmarkStepKernels decodes (for GOOS=js)")
+
+// capturingDevice passes everything to a WebGPU device and, while on,
+// keeps the dispatches its recorders are given, with their kernels' names.
+type capturingDevice struct {
+	webgpu.Device
+	names map[webgpu.Pipeline]string
+	on    bool
+	got   []capturedDispatch
+}
+
+type capturedDispatch struct {
+	name    string
+	p       webgpu.Pipeline
+	g       webgpu.BindGroup
+	x, y, z uint32
+}
+
+func (d *capturingDevice) Pipeline(k webgpu.Kernel) (webgpu.Pipeline, error) {
+	p, err := d.Device.Pipeline(k)
+	if err == nil {
+		d.names[p] = k.Name
+	}
+	return p, err
+}
+
+func (d *capturingDevice) Recorder() webgpu.Recorder {
+	return &capturingRecorder{Recorder: d.Device.Recorder(), d: d}
+}
+
+type capturingRecorder struct {
+	webgpu.Recorder
+	d *capturingDevice
+}
+
+func (r *capturingRecorder) Dispatch(p webgpu.Pipeline, g webgpu.BindGroup, x, y, z uint32) {
+	if r.d.on {
+		r.d.got = append(r.d.got, capturedDispatch{r.d.names[p], p, g, x, y, z})
+	}
+	r.Recorder.Dispatch(p, g, x, y, z)
+}
+
+// BenchmarkStepKernels times each dispatch of one stories260K decode step
+// on its own: the dispatch repeated reps times in one submission, less an
+// empty submission's round trip, divided by reps. It runs natively and, as
+// wasm, in Chromium (web/e2e), so that the same adapter (SwiftShader) can
+// be compared kernel by kernel across the two WebGPU implementations
+// (issue 49). Values are the least of several rounds (wall µs a dispatch).
+//
+//	VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json go test ./runtime -run '^$' -bench StepKernels -benchtime 1x -v
+func BenchmarkStepKernels(b *testing.B) {
+	var m *models.Model
+	var err error
+	if *stepModelURL != "" {
+		resp, err := http.Get(*stepModelURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err = models.OpenReader(bytes.NewReader(data), int64(len(data)), "stories260K.gguf")
+		if err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		path := filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
+		if _, err := os.Stat(path); err != nil {
+			b.Skip("no stories260K")
+		}
+		if m, err = models.Open(path, models.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inner := gputest.Open(b)
+	dev := &capturingDevice{Device: inner, names: map[webgpu.Pipeline]string{}}
+	eng, err := LoadModel(m, Options{Device: "webgpu", GPU: dev, Quant: "f32", Context: 64, NoSelfCheck: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	n, be := eng.net, eng.be
+	step := backend.Batch{Tokens: []int32{5}, Pos: []int32{3}, Seq: []int32{0}, Tables: [][]int32{{0}}, BlockSize: eng.pool.BlockSize(), Out: []int32{0}}
+	run := func() {
+		if err := n.forward(step); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := be.Argmax(n.logits, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // compiles the pipelines
+	dev.on = true
+	run()
+	dev.on = false
+	probe, err := inner.NewBuffer("probe", 16, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Release()
+	const reps, rounds = 40, 7
+	timed := func(d *capturedDispatch) time.Duration {
+		rec := inner.Recorder()
+		t0 := time.Now()
+		if d != nil {
+			for range reps {
+				rec.Dispatch(d.p, d.g, d.x, d.y, d.z)
+			}
+		}
+		if err := rec.Submit(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := inner.Read(probe, 0, 4); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	least := make([]time.Duration, len(dev.got)+1)
+	for k := range least {
+		least[k] = time.Hour
+	}
+	b.ResetTimer()
+	for range b.N {
+		for range rounds {
+			for k := range least {
+				var d *capturedDispatch
+				if k > 0 {
+					d = &dev.got[k-1]
+				}
+				least[k] = min(least[k], timed(d))
+			}
+		}
+	}
+	b.StopTimer()
+	empty := least[0]
+	type row struct {
+		name  string
+		n     int
+		us    float64
+		shape string
+	}
+	byName := map[string]*row{}
+	var lines []string
+	var total float64
+	for k, d := range dev.got {
+		us := float64(least[k+1]-empty) / float64(time.Microsecond) / reps
+		total += us
+		shape := fmt.Sprintf("%dx%dx%d", d.x, d.y, d.z)
+		lines = append(lines, fmt.Sprintf("%3d %-40s %-10s %8.1f", k, d.name, shape, us))
+		r := byName[d.name]
+		if r == nil {
+			r = &row{name: d.name, shape: shape}
+			byName[d.name] = r
+		}
+		r.n++
+		r.us += us
+	}
+	rows := make([]*row, 0, len(byName))
+	for _, r := range byName {
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].us > rows[j].us })
+	var sum []string
+	for _, r := range rows {
+		sum = append(sum, fmt.Sprintf("%-40s %2d x %-10s %8.1f µs a step", r.name, r.n, r.shape, r.us))
+	}
+	b.ReportMetric(total, "step-µs")
+	b.ReportMetric(float64(empty)/float64(time.Microsecond), "roundtrip-µs")
+	b.Logf("%s: %d dispatches a step, %.0f µs in all (empty round trip %v)\nby kernel:\n%s\nin order:\n%s",
+		inner.Info().Adapter, len(dev.got), total, empty, strings.Join(sum, "\n"), strings.Join(lines, "\n"))
+}
