@@ -23,6 +23,32 @@ import (
 // browser, which has no files (web/e2e's TestBrowserStepKernels serves it).
 var stepModelURL = flag.String("step-model-url", "", "URL of the GGUF BenchmarkStepKernels decodes (for GOOS=js)")
 
+// stepPlans lists the kernel plans BenchmarkStepKernels compares in one
+// run, ";" between plans, each "" (the adapter's) or fields of GPUPlan as
+// key=value joined by ",": subgroups, prologue (NormPrologue), workgroups.
+var stepPlans = flag.String("step-plans", "", `BenchmarkStepKernels' plans, e.g. ";subgroups=off;prologue=on"`)
+
+func parseStepPlan(s string) (GPUPlan, error) {
+	var p GPUPlan
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "subgroups":
+			p.Subgroups = v
+		case "prologue":
+			p.NormPrologue = v
+		case "workgroups":
+			p.Workgroups = v
+		default:
+			return p, fmt.Errorf("step plan %q: unknown field %q", s, k)
+		}
+	}
+	return p, nil
+}
+
 // capturingDevice passes everything to a WebGPU device and, while on,
 // keeps the dispatches its recorders are given, with their kernels' names.
 type capturingDevice struct {
@@ -72,52 +98,63 @@ func (r *capturingRecorder) Dispatch(p webgpu.Pipeline, g webgpu.BindGroup, x, y
 //
 //	VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json go test ./runtime -run '^$' -bench StepKernels -benchtime 1x -v
 func BenchmarkStepKernels(b *testing.B) {
-	var m *models.Model
-	var err error
+	var data []byte
 	if *stepModelURL != "" {
 		resp, err := http.Get(*stepModelURL)
 		if err != nil {
 			b.Fatal(err)
 		}
-		data, err := io.ReadAll(resp.Body)
+		data, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err = models.OpenReader(bytes.NewReader(data), int64(len(data)), "stories260K.gguf")
-		if err != nil {
-			b.Fatal(err)
-		}
 	} else {
-		path := filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
-		if _, err := os.Stat(path); err != nil {
+		var err error
+		if data, err = os.ReadFile(filepath.Join("..", "..", "shared", "models", "stories260K.gguf")); err != nil {
 			b.Skip("no stories260K")
-		}
-		if m, err = models.Open(path, models.Options{}); err != nil {
-			b.Fatal(err)
 		}
 	}
 	inner := gputest.Open(b)
 	dev := &capturingDevice{Device: inner, names: map[webgpu.Pipeline]string{}}
-	eng, err := LoadModel(m, Options{Device: "webgpu", GPU: dev, Quant: "f32", Context: 64, NoSelfCheck: true})
-	if err != nil {
-		b.Fatal(err)
+	type planned struct {
+		name string
+		got  []capturedDispatch
 	}
-	defer eng.Close()
-	n, be := eng.net, eng.be
-	step := backend.Batch{Tokens: []int32{5}, Pos: []int32{3}, Seq: []int32{0}, Tables: [][]int32{{0}}, BlockSize: eng.pool.BlockSize(), Out: []int32{0}}
-	run := func() {
-		if err := n.forward(step); err != nil {
+	var plans []planned
+	for _, spec := range strings.Split(*stepPlans, ";") {
+		plan, err := parseStepPlan(spec)
+		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := be.Argmax(n.logits, 1); err != nil {
+		m, err := models.OpenReader(bytes.NewReader(data), int64(len(data)), "stories260K.gguf")
+		if err != nil {
 			b.Fatal(err)
 		}
+		eng, err := LoadModel(m, Options{Device: "webgpu", GPU: dev, Quant: "f32", Context: 64, NoSelfCheck: true, Plan: plan})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer eng.Close()
+		n, be := eng.net, eng.be
+		step := backend.Batch{Tokens: []int32{5}, Pos: []int32{3}, Seq: []int32{0}, Tables: [][]int32{{0}}, BlockSize: eng.pool.BlockSize(), Out: []int32{0}}
+		run := func() {
+			if err := n.forward(step); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := be.Argmax(n.logits, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		run() // compiles the pipelines
+		dev.on, dev.got = true, nil
+		run()
+		dev.on = false
+		if spec == "" {
+			spec = "the adapter's plan"
+		}
+		plans = append(plans, planned{spec, dev.got})
 	}
-	run() // compiles the pipelines
-	dev.on = true
-	run()
-	dev.on = false
 	probe, err := inner.NewBuffer("probe", 16, webgpu.Storage|webgpu.CopySrc|webgpu.CopyDst)
 	if err != nil {
 		b.Fatal(err)
@@ -140,57 +177,58 @@ func BenchmarkStepKernels(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	least := make([]time.Duration, len(dev.got)+1)
-	for k := range least {
-		least[k] = time.Hour
+	empty := time.Hour
+	least := make([][]time.Duration, len(plans))
+	for i, p := range plans {
+		least[i] = make([]time.Duration, len(p.got))
+		for k := range least[i] {
+			least[i][k] = time.Hour
+		}
 	}
+	// Rounds alternate the plans, so that each sees the same load.
 	b.ResetTimer()
 	for range b.N {
 		for range rounds {
-			for k := range least {
-				var d *capturedDispatch
-				if k > 0 {
-					d = &dev.got[k-1]
+			empty = min(empty, timed(nil))
+			for i, p := range plans {
+				for k := range p.got {
+					least[i][k] = min(least[i][k], timed(&p.got[k]))
 				}
-				least[k] = min(least[k], timed(d))
 			}
 		}
 	}
 	b.StopTimer()
-	empty := least[0]
-	type row struct {
-		name  string
-		n     int
-		us    float64
-		shape string
-	}
-	byName := map[string]*row{}
-	var lines []string
-	var total float64
-	for k, d := range dev.got {
-		us := float64(least[k+1]-empty) / float64(time.Microsecond) / reps
-		total += us
-		shape := fmt.Sprintf("%dx%dx%d", d.x, d.y, d.z)
-		lines = append(lines, fmt.Sprintf("%3d %-40s %-10s %8.1f", k, d.name, shape, us))
-		r := byName[d.name]
-		if r == nil {
-			r = &row{name: d.name, shape: shape}
-			byName[d.name] = r
-		}
-		r.n++
-		r.us += us
-	}
-	rows := make([]*row, 0, len(byName))
-	for _, r := range byName {
-		rows = append(rows, r)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].us > rows[j].us })
-	var sum []string
-	for _, r := range rows {
-		sum = append(sum, fmt.Sprintf("%-40s %2d x %-10s %8.1f µs a step", r.name, r.n, r.shape, r.us))
-	}
-	b.ReportMetric(total, "step-µs")
 	b.ReportMetric(float64(empty)/float64(time.Microsecond), "roundtrip-µs")
-	b.Logf("%s: %d dispatches a step, %.0f µs in all (empty round trip %v)\nby kernel:\n%s\nin order:\n%s",
-		inner.Info().Adapter, len(dev.got), total, empty, strings.Join(sum, "\n"), strings.Join(lines, "\n"))
+	for i, p := range plans {
+		type row struct {
+			name, shape string
+			n           int
+			us          float64
+		}
+		byName := map[string]*row{}
+		var total float64
+		for k, d := range p.got {
+			us := float64(least[i][k]-empty) / float64(time.Microsecond) / reps
+			total += us
+			r := byName[d.name]
+			if r == nil {
+				r = &row{name: d.name, shape: fmt.Sprintf("%dx%dx%d", d.x, d.y, d.z)}
+				byName[d.name] = r
+			}
+			r.n++
+			r.us += us
+		}
+		rows := make([]*row, 0, len(byName))
+		for _, r := range byName {
+			rows = append(rows, r)
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].us > rows[j].us })
+		var lines []string
+		for _, r := range rows {
+			lines = append(lines, fmt.Sprintf("%-42s %2d x %-9s %8.1f µs a step", r.name, r.n, r.shape, r.us))
+		}
+		b.ReportMetric(total, fmt.Sprintf("plan%d-step-µs", i))
+		b.Logf("%s, plan %d (%s): %d dispatches a step, %.0f µs in all (empty round trip %v)\n%s",
+			inner.Info().Adapter, i, p.name, len(p.got), total, empty, strings.Join(lines, "\n"))
+	}
 }

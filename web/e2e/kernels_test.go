@@ -20,6 +20,8 @@ import (
 // SwiftShader's Vulkan driver and in Chromium on its SwiftShader, native,
 // browser, native, and logs the three tables: which kernels cost the
 // browser more than native on the same adapter (issue 49).
+// TESSERA_STEP_ARGS passes flags to both (-step-subgroups=off,
+// -step-prologue=on, -step-workgroups=wide: forms to compare).
 //
 //	go test ./web/e2e -run '^$' -bench BrowserStepKernels -benchtime 1x -v
 func BenchmarkBrowserStepKernels(b *testing.B) {
@@ -63,7 +65,8 @@ func BenchmarkBrowserStepKernels(b *testing.B) {
 	defer srv.Close()
 
 	native := func() string {
-		cmd := exec.Command("go", "test", "../../runtime", "-run", "^$", "-bench", "StepKernels", "-benchtime", "1x", "-v")
+		cmd := exec.Command("go", append([]string{"test", "../../runtime", "-run", "^$", "-bench", "StepKernels", "-benchtime", "1x", "-v", "-args"},
+			strings.Fields(os.Getenv("TESSERA_STEP_ARGS"))...)...)
 		cmd.Env = append(os.Environ(), "VK_ICD_FILENAMES="+swiftShaderICD)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -74,6 +77,7 @@ func BenchmarkBrowserStepKernels(b *testing.B) {
 	browser := func() string {
 		ctx, cons := startBrowser(b, exe, false)
 		args := []string{"-test.run=^$", "-test.bench=StepKernels", "-test.benchtime=1x", "-test.v", "-step-model-url=" + srv.URL + "/model.gguf"}
+		args = append(args, strings.Fields(os.Getenv("TESSERA_STEP_ARGS"))...)
 		q := url.Values{"wasm": {"runtime.wasm"}, "args": {strings.Join(args, "\n")}}
 		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?"+q.Encode())); err != nil {
 			b.Fatal(err)
