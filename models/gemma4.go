@@ -298,13 +298,14 @@ func splitGateUpExperts(m *Model, layers int) error {
 }
 
 // flags reads a per-layer flag array (or, as older files store a
-// sliding pattern, a period n: every layer but each n-th sliding).
+// sliding pattern, a period n: every layer but each n-th sliding, and
+// with n 0 every layer, as llama.cpp's set_swa_pattern reads it).
 func (r *metaReader) flags(key string, layers int) ([]bool, error) {
 	v, ok := r.f.Lookup(r.prefix + key)
 	if !ok {
 		return nil, fmt.Errorf("missing %s%s", r.prefix, key)
 	}
-	if n, ok := v.Uint(); ok && n > 0 {
+	if n, ok := v.Uint(); ok {
 		return slidingPattern(layers, int(min(n, 1<<20))), nil
 	}
 	if v.Len() != layers {

@@ -249,14 +249,18 @@ func gemmaGGUF(c *Config, md *metaReader) error {
 		c.AttnSoftcap = float32(md.float("attn_logit_softcapping", 50))
 		c.FinalSoftcap = float32(md.float("final_logit_softcapping", 30))
 	}
-	pattern = md.int("attention.sliding_window_pattern", pattern)
 	if md.err != nil {
 		return md.err
 	}
-	if pattern < 1 {
-		return fmt.Errorf("%sattention.sliding_window_pattern %d must be positive", md.prefix, pattern)
-	}
 	c.Sliding = slidingPattern(c.Layers, pattern)
+	if _, ok := md.f.Lookup(md.prefix + "attention.sliding_window_pattern"); ok {
+		// A period (0: every layer slides) or a flag a layer, as
+		// llama.cpp's get_key_or_arr reads it.
+		var err error
+		if c.Sliding, err = md.flags("attention.sliding_window_pattern", c.Layers); err != nil {
+			return err
+		}
+	}
 	scalar := c.HeadDim
 	if c.Layers == big {
 		scalar = c.Dim / c.Heads
@@ -266,11 +270,12 @@ func gemmaGGUF(c *Config, md *metaReader) error {
 }
 
 // slidingPattern marks every layer but each pattern-th (counting from one)
-// as sliding: the global layers close each group of pattern.
+// as sliding: the global layers close each group of pattern. Pattern 0
+// marks every layer (llama.cpp's set_swa_pattern(0)).
 func slidingPattern(layers, pattern int) []bool {
 	s := make([]bool, layers)
 	for l := range s {
-		s[l] = (l+1)%pattern != 0
+		s[l] = pattern == 0 || (l+1)%pattern != 0
 	}
 	return s
 }

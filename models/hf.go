@@ -41,6 +41,10 @@ var hfArchs = map[string]string{
 	// folders are ConditionalGeneration, whose text model is read.
 	"Qwen3_5ForCausalLM":              "qwen35",
 	"Qwen3_5ForConditionalGeneration": "qwen35",
+	// Gemma 4 (hf_gemma4.go): ConditionalGeneration as published, its
+	// text model read.
+	"Gemma4ForCausalLM":              "gemma4",
+	"Gemma4ForConditionalGeneration": "gemma4",
 	// Mixtures of experts (moe.go); Mixtral is Llama with experts.
 	"MixtralForCausalLM":    "llama",
 	"Qwen2MoeForCausalLM":   "qwen2moe",
@@ -59,6 +63,11 @@ const maxConfigSize = 16 << 20
 // corrupt config cannot make the loader allocate per-dimension tables of
 // gigabytes.
 const maxHeadDim = 1 << 16
+
+// maxLayers bounds num_hidden_layers, far above any real model's (under
+// 200), so that a corrupt config cannot make the loader allocate
+// per-layer tables of gigabytes before it checks the tensors.
+const maxLayers = 1 << 16
 
 // hfConfig is the part of config.json the engine reads.
 type hfConfig struct {
@@ -83,6 +92,7 @@ type hfConfig struct {
 	MLPBias               bool            `json:"mlp_bias"`
 	SlidingWindow         json.RawMessage `json:"sliding_window"`
 	UseSlidingWindow      *bool           `json:"use_sliding_window"`
+	MaxWindowLayers       *int            `json:"max_window_layers"` // Qwen2: the layers from this one on slide
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	QuantizationConfig    json.RawMessage `json:"quantization_config"`
 	// Gemma 2/3:
@@ -198,6 +208,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("config.json: %s %d must be positive", key, v)
 		}
 	}
+	if h.NumHiddenLayers > maxLayers {
+		return Config{}, fmt.Errorf("config.json: num_hidden_layers %d is implausibly large (at most %d)", h.NumHiddenLayers, maxLayers)
+	}
 
 	c := Config{
 		Arch:           arch,
@@ -241,10 +254,11 @@ func ParseHFConfig(data []byte) (Config, error) {
 		c.RopeTheta = *h.RopeTheta
 	}
 
-	// Mistral's sliding window covers every layer (below); Qwen2's
-	// use_sliding_window only some, which the forward pass does not
-	// describe: attention is exact up to the window, so the context is
-	// capped there rather than longer sequences computed wrongly.
+	// Mistral's sliding window covers every layer, Qwen2's
+	// use_sliding_window the layers from max_window_layers on (below);
+	// other families' use_sliding_window is not described to the forward
+	// pass: attention is exact up to the window, so the context is capped
+	// there rather than longer sequences computed wrongly.
 	window := 0
 	// Mixtral's attention slides like Mistral's when its sliding_window
 	// is set; it is capped like Qwen2's.
@@ -256,10 +270,14 @@ func ParseHFConfig(data []byte) (Config, error) {
 	} else if slidingActive && !ok && arch == "mistral" {
 		window = 4096 // MistralConfig's default
 	}
-	if window > 0 && arch != "mistral" {
+	if window > 0 && arch != "mistral" && arch != "qwen2" {
 		c.Context = min(c.Context, window)
 	}
-	if gemma {
+	if arch == "gemma4" {
+		if err := gemma4HF(&c, h, present); err != nil {
+			return Config{}, err
+		}
+	} else if gemma {
 		if err := gemmaHF(&c, h, present); err != nil {
 			return Config{}, err
 		}
@@ -283,7 +301,9 @@ func ParseHFConfig(data []byte) (Config, error) {
 	}
 
 	rs := h.RopeScaling
-	if h.RopeParameters != nil {
+	if arch == "gemma4" {
+		rs = nil // rope_parameters per kind of layer, read by gemma4HF
+	} else if h.RopeParameters != nil {
 		rs = h.RopeParameters
 		if rs.RopeTheta != nil {
 			c.RopeTheta = *rs.RopeTheta
@@ -323,15 +343,64 @@ func ParseHFConfig(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("config.json: rope scaling %q is not supported (supported: llama3, linear, dynamic)", kind)
 		}
 	}
-	if window > 0 && arch == "mistral" {
-		if c.RopeFactors != nil { // sliding layers rotate unscaled: not Mistral's
+	if window > 0 && (arch == "mistral" || arch == "qwen2") {
+		sliding := slidingPattern(c.Layers, 0) // Mistral: every layer
+		if arch == "qwen2" {
+			var err error
+			if sliding, err = qwen2Sliding(h, c.Layers); err != nil {
+				return Config{}, err
+			}
+		}
+		switch {
+		case !slices.Contains(sliding, true): // Qwen2 whose max_window_layers is its layer count: no window
+		case c.RopeFactors != nil: // sliding layers rotate unscaled: not these models'
 			c.Context = min(c.Context, window)
-		} else {
-			c.SlidingWindow, c.LocalRopeTheta = window, c.RopeTheta
-			c.Sliding = slidingPattern(c.Layers, c.Layers+1) // every layer
+		default:
+			c.SlidingWindow, c.LocalRopeTheta, c.Sliding = window, c.RopeTheta, sliding
 		}
 	}
 	return c, nil
+}
+
+// qwen2Sliding is which of Qwen2's layers slide once use_sliding_window
+// is on: layer_types where the config lists them, else those from
+// max_window_layers on (Qwen2Config's default 28), as transformers builds
+// layer_types.
+func qwen2Sliding(h hfConfig, layers int) ([]bool, error) {
+	if h.LayerTypes != nil {
+		return hfLayerTypes(h.LayerTypes, layers)
+	}
+	from := 28
+	if h.MaxWindowLayers != nil {
+		from = *h.MaxWindowLayers
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("config.json: max_window_layers %d must not be negative", from)
+	}
+	sliding := make([]bool, layers)
+	for l := range sliding {
+		sliding[l] = l >= from
+	}
+	return sliding, nil
+}
+
+// hfLayerTypes reads layer_types: each layer's sliding_attention or
+// full_attention.
+func hfLayerTypes(types []string, layers int) ([]bool, error) {
+	if len(types) != layers {
+		return nil, fmt.Errorf("config.json: %d layer_types for %d layers", len(types), layers)
+	}
+	sliding := make([]bool, layers)
+	for l, t := range types {
+		switch t {
+		case "sliding_attention":
+			sliding[l] = true
+		case "full_attention":
+		default:
+			return nil, fmt.Errorf("config.json: layer_types[%d] %q is not supported (sliding_attention, full_attention)", l, t)
+		}
+	}
+	return sliding, nil
 }
 
 // gemmaHF reads what Gemma 2 and 3 add to the Llama family, with the
@@ -391,18 +460,9 @@ func gemmaHF(c *Config, h hfConfig, present map[string]json.RawMessage) error {
 	c.SlidingWindow, c.LocalRopeTheta = window, local
 	c.Sliding = slidingPattern(c.Layers, pattern)
 	if h.LayerTypes != nil {
-		if len(h.LayerTypes) != c.Layers {
-			return fmt.Errorf("config.json: %d layer_types for %d layers", len(h.LayerTypes), c.Layers)
-		}
-		for l, t := range h.LayerTypes {
-			switch t {
-			case "sliding_attention":
-				c.Sliding[l] = true
-			case "full_attention":
-				c.Sliding[l] = false
-			default:
-				return fmt.Errorf("config.json: layer_types[%d] %q is not supported (sliding_attention, full_attention)", l, t)
-			}
+		var err error
+		if c.Sliding, err = hfLayerTypes(h.LayerTypes, c.Layers); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -469,6 +529,9 @@ var hfQwen35LayerNames = func() map[string]string {
 
 // layerNames returns the layer tensor names of architecture arch.
 func layerNames(arch string) map[string]string {
+	if arch == "gemma4" {
+		return hfGemma4LayerNames
+	}
 	if strings.HasPrefix(arch, "gemma") {
 		return hfGemmaLayerNames
 	}
@@ -498,10 +561,13 @@ var hfMoELayerNames = func() map[string]map[string]string {
 // "model.layers.3.self_attn.q_proj.weight", or false for a name outside
 // the Llama family's tensors.
 func HFTensorName(arch, name string) (string, bool) {
-	if rest, ok := strings.CutPrefix(name, hfQwen35Prefix); ok && arch == "qwen35" {
+	if rest, ok := strings.CutPrefix(name, hfTextPrefix); ok && (arch == "qwen35" || arch == "gemma4") {
 		name = "model." + rest // ConditionalGeneration's text model
 	}
 	if g, ok := hfGlobalNames[name]; ok {
+		return g, true
+	}
+	if g, ok := hfGemma4GlobalNames[name]; ok && arch == "gemma4" {
 		return g, true
 	}
 	rest, ok := strings.CutPrefix(name, "model.layers.")
@@ -520,12 +586,13 @@ func HFTensorName(arch, name string) (string, bool) {
 	return fmt.Sprintf("blk.%d.%s", l, g), true
 }
 
-// GGUFToHFName is the inverse of HFTensorName (for Qwen3.5, the name in
-// a ConditionalGeneration folder, as Qwen publishes them).
+// GGUFToHFName is the inverse of HFTensorName (for Qwen3.5 and Gemma 4,
+// the name in a ConditionalGeneration folder, as Qwen and Google publish
+// them).
 func GGUFToHFName(arch, name string) (string, bool) {
 	h, ok := ggufToHFName(arch, name)
-	if rest, inModel := strings.CutPrefix(h, "model."); ok && inModel && arch == "qwen35" {
-		h = hfQwen35Prefix + rest
+	if rest, inModel := strings.CutPrefix(h, "model."); ok && inModel && (arch == "qwen35" || arch == "gemma4") {
+		h = hfTextPrefix + rest
 	}
 	return h, ok
 }
@@ -533,6 +600,11 @@ func GGUFToHFName(arch, name string) (string, bool) {
 func ggufToHFName(arch, name string) (string, bool) {
 	for h, g := range hfGlobalNames {
 		if g == name {
+			return h, true
+		}
+	}
+	for h, g := range hfGemma4GlobalNames {
+		if g == name && arch == "gemma4" {
 			return h, true
 		}
 	}
@@ -625,8 +697,13 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 		}
 		return NewTensor(name, st.Shape, typ, st.Bytes), nil
 	}
-	if c.MoE.On() {
+	if c.MoE.On() && c.Gemma4 == nil {
 		if err := hfExperts(m, left, tensor); err != nil {
+			return nil, err
+		}
+	}
+	if c.Gemma4 != nil {
+		if err := hfGemma4Tensors(m, left, tensor); err != nil {
 			return nil, err
 		}
 	}
@@ -650,6 +727,8 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			continue // a copy of the embedding, or recomputed
 		case c.Arch == "qwen35" && hfQwen35Unused(name):
 			continue // the vision tower or the MTP layers
+		case c.Arch == "gemma4" && hfGemma4Unused(name):
+			continue // the vision and audio towers
 		case !ok || want[g] == nil:
 			unused = append(unused, name)
 			continue
@@ -662,7 +741,7 @@ func modelFromSafetensors(c Config, set *safetensors.Set) (*Model, error) {
 			return nil, fmt.Errorf("tensor %s has shape %v, want %v", name, shape, want[g])
 		}
 		m.Tensors[g] = NewTensor(g, shape, typ, st.Bytes)
-		if (strings.HasPrefix(c.Arch, "gemma") || c.Arch == "qwen35") && strings.HasSuffix(g, "norm.weight") {
+		if (strings.HasPrefix(c.Arch, "gemma") && c.Arch != "gemma4" || c.Arch == "qwen35") && strings.HasSuffix(g, "norm.weight") {
 			m.Tensors[g] = plusOne(m.Tensors[g])
 		}
 	}

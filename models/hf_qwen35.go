@@ -33,9 +33,10 @@ import (
 // (mtp.) are not part of the text model's forward pass and are left
 // unread. The MoE models (Qwen3_5Moe*) are not read from folders.
 
-// hfQwen35Prefix is where Qwen3_5ForConditionalGeneration keeps the text
-// model's tensors (Qwen3_5ForCausalLM: model.).
-const hfQwen35Prefix = "model.language_model."
+// hfTextPrefix is where Qwen3_5ForConditionalGeneration and
+// Gemma4ForConditionalGeneration keep the text model's tensors (their
+// ForCausalLM: model.).
+const hfTextPrefix = "model.language_model."
 
 // hfQwen35Unused reports whether a Qwen3.5 folder's tensor name is outside
 // the text model's forward pass: the vision tower or the MTP layers.
@@ -44,11 +45,12 @@ func hfQwen35Unused(name string) bool {
 }
 
 // hfTextConfig replaces h by its text_config, for the architectures whose
-// config nests the text model's (Qwen3.5's ConditionalGeneration):
+// config nests the text model's (Qwen3.5's and Gemma 4's
+// ConditionalGeneration):
 // architectures and tie_word_embeddings (which such configs keep at the
 // top) are kept where text_config does not set them.
 func hfTextConfig(h *hfConfig, present *map[string]json.RawMessage) error {
-	if len(h.Architectures) == 0 || h.Architectures[0] != "Qwen3_5ForConditionalGeneration" {
+	if len(h.Architectures) == 0 || h.Architectures[0] != "Qwen3_5ForConditionalGeneration" && h.Architectures[0] != "Gemma4ForConditionalGeneration" {
 		return nil
 	}
 	raw, ok := (*present)["text_config"]
@@ -146,7 +148,7 @@ func hfQwen35Tensors(m *Model, left map[string]bool, find func(name string, shap
 	lc := c.Linear
 	d, ch, inner := lc.HeadDim, lc.Channels(), lc.Inner()
 	qk := 2 * lc.KHeads * d // the q and k channels before the value heads
-	prefix := hfQwen35Prefix
+	prefix := hfTextPrefix
 	if !left[prefix+"embed_tokens.weight"] {
 		prefix = "model."
 	}

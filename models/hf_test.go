@@ -133,6 +133,10 @@ func TestParseHFConfig(t *testing.T) {
 	for i := range twos {
 		twos[i] = 2
 	}
+	allSliding24, from20 := make([]bool, 24), make([]bool, 24)
+	for i := range allSliding24 {
+		allSliding24[i], from20[i] = true, i >= 20
+	}
 	for _, tc := range []struct {
 		name   string
 		config string
@@ -147,8 +151,21 @@ func TestParseHFConfig(t *testing.T) {
 		{"mistral: default sliding window", edit(t, mistral01Config, map[string]any{"sliding_window": nil}), mistral},
 		{"mistral 0.3: no sliding window", mistral03Config, mistral03},
 		{"qwen2.5: unused sliding window", qwen25Config, qwen25},
-		{"qwen2.5: used sliding window", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096}),
-			with(qwen25, func(c *models.Config) { c.Context = 4096 })},
+		// Qwen2's window covers the layers from max_window_layers on, as
+		// transformers' Qwen2Config builds layer_types: none of 24 from
+		// the 24th (the published config's), every one from 0, the last
+		// four from 20; layer_types, where listed, say it.
+		{"qwen2.5: sliding window on no layer", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096}), qwen25},
+		{"qwen2.5: default max_window_layers", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "max_window_layers": nil}), qwen25},
+		{"qwen2.5: sliding window on every layer", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 0}),
+			with(qwen25, func(c *models.Config) { c.SlidingWindow, c.LocalRopeTheta, c.Sliding = 4096, 1e6, allSliding24 })},
+		{"qwen2.5: sliding window from layer 20", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 20}),
+			with(qwen25, func(c *models.Config) { c.SlidingWindow, c.LocalRopeTheta, c.Sliding = 4096, 1e6, from20 })},
+		{"qwen2.5: layer_types", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "layer_types": allSlidingTypes(24)}),
+			with(qwen25, func(c *models.Config) { c.SlidingWindow, c.LocalRopeTheta, c.Sliding = 4096, 1e6, allSliding24 })},
+		{"qwen2.5: scaled rope caps the context", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 0,
+			"rope_scaling": map[string]any{"type": "linear", "factor": 2.0}}),
+			with(qwen25, func(c *models.Config) { c.Context, c.RopeFactors = 4096, twos[:32] })},
 		{"qwen3", qwen3Config, qwen3},
 		{"qwen3: default head_dim", edit(t, qwen3Config, map[string]any{"head_dim": nil}), qwen3},
 		{"transformers 5 rope_parameters", edit(t, tinyLlamaConfig, map[string]any{"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 20000.0}}),
@@ -223,6 +240,10 @@ func TestParseHFConfigErrors(t *testing.T) {
 		{"yarn", edit(t, tinyLlamaConfig, map[string]any{"rope_scaling": map[string]any{"rope_type": "yarn", "factor": 4.0}}), `rope scaling "yarn" is not supported`},
 		{"bad llama3", edit(t, llama32Config, map[string]any{"rope_scaling": map[string]any{"rope_type": "llama3", "factor": 8.0}}), "llama3 rope_scaling needs"},
 		{"bad sliding window", edit(t, mistral01Config, map[string]any{"sliding_window": "big"}), "sliding_window"},
+		{"qwen2 max_window_layers", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "max_window_layers": -1}),
+			"max_window_layers -1 must not be negative"},
+		{"qwen2 layer_types", edit(t, qwen25Config, map[string]any{"use_sliding_window": true, "sliding_window": 4096, "layer_types": allSlidingTypes(3)}),
+			"3 layer_types for 24 layers"},
 		{"huge head", edit(t, llama32Config, map[string]any{"hidden_size": 1 << 40, "num_attention_heads": 1, "num_key_value_heads": 1, "head_dim": nil}), "implausibly large"},
 		{"bad eps", edit(t, tinyLlamaConfig, map[string]any{"rms_norm_eps": -1}), "norm epsilon"},
 	} {
@@ -548,6 +569,9 @@ func dropTensor(ts []safetensors.WriteTensor, name string) []safetensors.WriteTe
 func FuzzParseHFConfig(f *testing.F) {
 	for _, c := range []string{llama32Config, tinyLlamaConfig, mistral01Config, mistral03Config, qwen25Config, qwen3Config} {
 		f.Add([]byte(c))
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "gemma-4-e2b-it.config.json")); err == nil {
+		f.Add(b) // Gemma 4's nested config, its per-kind RoPE and layers
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := models.ParseHFConfig(b)

@@ -205,3 +205,50 @@ func TestGGUFMoE(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFGemmaSlidingPattern: Gemma 2/3's sliding_window_pattern as
+// llama.cpp reads it (get_key_or_arr, then set_swa_pattern): absent, the
+// family's period (every other layer for Gemma 2, five of six for Gemma
+// 3); a period n, every layer but each n-th; 0, every layer (what synth
+// writes for tiny-gemma3-swa: TestWriteLoads); an array, a flag a layer;
+// an array of the wrong length is refused.
+func TestGGUFGemmaSlidingPattern(t *testing.T) {
+	value := func(v gguf.Value) *gguf.Value { return &v }
+	T, F := true, false
+	for _, tc := range []struct {
+		name  string
+		shape string
+		value *gguf.Value // nil: the key left out
+		want  []bool
+		err   string
+	}{
+		{"gemma2 default", "tiny-gemma2", nil, []bool{T, F, T}, ""},
+		{"gemma3 default", "tiny-gemma3", nil, []bool{T, T, T, T, T, F, T}, ""},
+		{"period 3", "tiny-gemma3", value(gguf.Uint32Value(3)), []bool{T, T, F, T, T, F, T}, ""},
+		{"period 0", "tiny-gemma3", value(gguf.Uint32Value(0)), []bool{T, T, T, T, T, T, T}, ""},
+		{"flags", "tiny-gemma3", value(gguf.ArrayValue([]bool{F, T, T, F, T, T, T})), []bool{F, T, T, F, T, T, T}, ""},
+		{"short flags", "tiny-gemma3", value(gguf.ArrayValue([]bool{T, T})), nil, "2 values for 7 layers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := rewriteGGUF(t, tc.shape, func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+				kv = slices.DeleteFunc(kv, func(x gguf.KV) bool { return strings.HasSuffix(x.Key, ".attention.sliding_window_pattern") })
+				if tc.value != nil {
+					kv = append(kv, gguf.KV{Key: "gemma3.attention.sliding_window_pattern", Value: *tc.value})
+				}
+				return kv, ts
+			})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Config.Sliding; !slices.Equal(got, tc.want) {
+				t.Errorf("sliding %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

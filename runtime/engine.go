@@ -235,14 +235,16 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 		}
 		blocks = int(mem / blockBytes)
 	}
-	if need := (c.Context + kv.BlockSize - 1) / kv.BlockSize; blocks < need {
-		return nil, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
-	}
 	// The sliding layers' rings, and the blocks of the global layers that
-	// the rest of a byte budget buys (window.go).
+	// the rest of a byte budget buys (window.go), before asking for a
+	// context of them: a model whose every layer slides holds its context
+	// in rings whatever its budget of every layer's blocks.
 	win := planWindows(c, kv.FullWindows, blocks, kv.BlockSize, b.MaxBatchTokens, min(b.MaxBatchTokens, b.MaxSeqs), kv.Type)
 	if win.on() && kv.Tokens <= 0 {
 		blocks = windowBlocks(c, win, blocks, mem, kv.Memory > 0)
+	}
+	if need := (c.Context + kv.BlockSize - 1) / kv.BlockSize; blocks < need {
+		return nil, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
 	}
 	pool, err := kvcache.NewPool(blocks, kv.BlockSize)
 	if err != nil {

@@ -120,12 +120,14 @@ func newGemma4(m *models.Model, be backend.Backend, ws WeightStorage, maxBatch, 
 	}
 	for _, sliding := range []bool{false, true} { // the pool's first: a windowed cache shares its tables' width
 		k := kinds[sliding]
-		if len(k.layers) == 0 {
+		if len(k.layers) == 0 && (sliding || !win.on()) {
 			continue
 		}
-		l := k.layers[0]
 		s := kv
-		s.Layers, s.Heads, s.HeadDim = len(k.layers), c.LayerKVHeads(l), c.LayerHeadDim(l)
+		s.Layers = len(k.layers) // none: the pool's tables alone, every layer in rings (window.go)
+		if len(k.layers) > 0 {
+			s.Heads, s.HeadDim = c.LayerKVHeads(k.layers[0]), c.LayerHeadDim(k.layers[0])
+		}
 		if sliding && win.on() { // the sliding layers keep their windows only (window.go)
 			s = win.Shape
 		}

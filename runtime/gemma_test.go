@@ -246,3 +246,47 @@ func gemmaReference(t *testing.T, dir string, tokens []int32) [][]float64 {
 	}
 	return out
 }
+
+// TestGemmaReferenceAllSliding: tiny-gemma3's folder with layer_types
+// saying every layer slides (a window of 9) runs with rings alone, in steps
+// of 12 rows, whose 60 positions wrap around rings of 4 blocks of 8, and
+// its logits are the float64 forward pass's, which masks every layer to
+// its window.
+func TestGemmaReferenceAllSliding(t *testing.T) {
+	s, err := synth.Lookup("tiny-gemma3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := make([]string, s.Config.Layers)
+	for l := range types {
+		types[l] = "sliding_attention"
+	}
+	dir := editHFConfig(t, synthHF(t, "tiny-gemma3", dtype.F32, synth.HFOptions{}), map[string]any{"layer_types": types})
+	tokens := []int32{1}
+	for i := range 59 {
+		tokens = append(tokens, int32(3+(i*37)%290))
+	}
+	want := gemmaReference(t, dir, tokens)
+	eng, err := runtime.Load(dir, runtime.Options{Device: "cpu", Budgets: runtime.Budgets{MaxBatchTokens: 12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if eng.WindowBytes() == 0 || eng.WindowBytes() != eng.KVBytes() {
+		t.Fatalf("kv of %d bytes, %d of them rings: want rings alone", eng.KVBytes(), eng.WindowBytes())
+	}
+	got := logits(t, eng, tokens)
+	if len(got) != len(want)-1 {
+		t.Fatalf("%d positions scored, want %d", len(got), len(want)-1)
+	}
+	worst := 0.0
+	for p := range got {
+		for j := range want[p] {
+			worst = max(worst, math.Abs(float64(got[p][j])-want[p][j])/(1+math.Abs(want[p][j])))
+		}
+	}
+	t.Logf("%d positions: logits within %.2g of the reference", len(got), worst)
+	if worst > 1e-4 {
+		t.Errorf("logits differ from the reference by up to %.3g", worst)
+	}
+}

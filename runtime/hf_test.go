@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,6 +33,29 @@ func synthHF(t *testing.T, shape string, typ dtype.Type, opts synth.HFOptions) s
 	return dir
 }
 
+// editHFConfig sets keys of the config.json of the folder dir and returns
+// dir.
+func editHFConfig(t *testing.T, dir string, set map[string]any) string {
+	t.Helper()
+	path := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(cfg, set)
+	if raw, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // logits scores tokens and returns the logits of every position.
 func logits(t *testing.T, eng *runtime.Engine, tokens []int32) [][]float32 {
 	t.Helper()
@@ -52,7 +77,11 @@ func logits(t *testing.T, eng *runtime.Engine, tokens []int32) [][]float32 {
 // folder, exactly 1 + w once loaded), so their logits are identical (but
 // Qwen3.5's, whose A_log the folder holds, to rounding); Llama's q
 // and k rows are permuted between the files (pairs vs halves RoPE), which
-// reorders the sums of q·k, so its logits agree to rounding.
+// reorders the sums of q·k, so its logits agree to rounding. Gemma 4's
+// folders (its dense, shared-kv and double-wide E2B kind, the 31B's
+// values-from-keys kind at two head widths, the 26B-A4B's experts) hold
+// the GGUF's weights bit for bit (norms as stored, experts' gate and up
+// split the same way), so their logits are identical too.
 func TestHFMatchesGGUF(t *testing.T) {
 	for _, tc := range []struct {
 		shape  string
@@ -60,7 +89,9 @@ func TestHFMatchesGGUF(t *testing.T) {
 		shards int
 	}{{"tiny", dtype.F32, 0}, {"tiny", dtype.F16, 2}, {"tiny-llama3", dtype.F32, 0}, {"tiny-qwen2", dtype.F32, 3}, {"tiny-qwen3", dtype.F16, 0},
 		{"tiny-gemma2", dtype.F32, 0}, {"tiny-gemma3", dtype.F16, 2}, {"tiny-smollm3", dtype.F32, 0},
-		{"tiny-qwen35", dtype.F32, 0}, {"tiny-qwen35", dtype.F16, 2}} {
+		{"tiny-qwen35", dtype.F32, 0}, {"tiny-qwen35", dtype.F16, 2},
+		{"tiny-gemma4", dtype.F32, 0}, {"tiny-gemma4", dtype.F16, 2}, {"tiny-gemma4-kv", dtype.F32, 0},
+		{"tiny-gemma4-wide", dtype.F16, 0}, {"tiny-gemma4-moe", dtype.F32, 3}} {
 		t.Run(tc.shape+"-"+tc.typ.String(), func(t *testing.T) {
 			gguf := synthModel(t, tc.shape, tc.typ)
 			hf := synthHF(t, tc.shape, tc.typ, synth.HFOptions{Shards: tc.shards})
@@ -86,25 +117,16 @@ func TestHFMatchesGGUF(t *testing.T) {
 			// Halves in both files; but Qwen3.5's folder holds A_log, which
 			// −exp at load gives back to a rounding.
 			exact := (strings.HasPrefix(tc.shape, "tiny-qwen") || strings.HasPrefix(tc.shape, "tiny-gemma")) && tc.shape != "tiny-qwen35"
-			worst := 0.0
-			for p := range scores[0] {
-				for j, want := range scores[0][p] {
-					d := math.Abs(float64(scores[1][p][j] - want))
-					worst = max(worst, d)
-					if exact && d != 0 {
-						t.Fatalf("position %d, logit %d: hf %g, gguf %g", p, j, scores[1][p][j], want)
-					}
-				}
-			}
-			if worst > 1e-4 {
-				t.Errorf("logits differ by up to %g", worst)
-			}
+			worst := logitsAgree(t, "cpu", scores, exact)
 			t.Logf("cpu: %d tokens agree, logits differ by up to %g", len(cpu[0]), worst)
 
 			var gpu [2][]int32
 			for i, path := range []string{gguf, hf} {
-				gpu[i], _, _ = generate(t, loadWebGPU(t, path, runtime.Options{}), req)
+				eng := loadWebGPU(t, path, runtime.Options{})
+				gpu[i], _, _ = generate(t, eng, req)
+				scores[i] = logits(t, eng, append([]int32{1}, cpu[0][:40]...))
 			}
+			t.Logf("webgpu: logits differ by up to %g", logitsAgree(t, "webgpu", scores, exact))
 			if !equal(gpu[1], gpu[0]) {
 				t.Errorf("webgpu:\n  hf %v\ngguf %v", gpu[1], gpu[0])
 			}
@@ -113,6 +135,27 @@ func TestHFMatchesGGUF(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logitsAgree checks the folder's logits (scores[1]) against the GGUF's
+// (scores[0]): equal where exact, else within 1e-4; it returns the
+// largest difference.
+func logitsAgree(t *testing.T, device string, scores [2][][]float32, exact bool) float64 {
+	t.Helper()
+	worst := 0.0
+	for p := range scores[0] {
+		for j, want := range scores[0][p] {
+			d := math.Abs(float64(scores[1][p][j] - want))
+			worst = max(worst, d)
+			if exact && d != 0 {
+				t.Fatalf("%s: position %d, logit %d: hf %g, gguf %g", device, p, j, scores[1][p][j], want)
+			}
+		}
+	}
+	if worst > 1e-4 {
+		t.Errorf("%s: logits differ by up to %g", device, worst)
+	}
+	return worst
 }
 
 // TestMistralSlidingWindow: a Mistral folder whose config has a sliding

@@ -335,7 +335,7 @@ func (e *Engine) releaseState(s *sequence) {
 func (e *Engine) sharePrefix(s *sequence) {
 	bs := e.pool.BlockSize()
 	at := (len(s.tokens) - 1) / bs * bs
-	if s.adapter != nil || at == 0 {
+	if s.adapter != nil || at == 0 || len(e.rs.snaps) == 0 { // no snapshot kept: nothing to resume from
 		return
 	}
 	if i, ok := e.rs.find(s.tokens[:at]); ok {

@@ -39,12 +39,23 @@ import (
 // bytes), and of the default budget at most its four contexts (the same
 // context for fewer bytes: windowBlocks). With
 // KVOptions.FullWindows, or where rings cannot pay (a context within the
-// ring, a model whose every layer slides or that has linear layers), every
-// layer keeps the whole sequence as before.
+// ring, a model with linear layers), every layer keeps the whole sequence
+// as before.
+//
+// A model whose every layer slides (Mistral with its window, a Gemma 3
+// file whose sliding_window_pattern is 0) keeps rings alone: the pool's
+// cache has no layers (backend.KVShape), so its blocks cost nothing and
+// only number the sequences' positions, for the block tables the rings
+// follow, admission, preemption and the prefix cache, all unchanged. The
+// rings are sized as above, from the budget's blocks of every layer; the
+// pool then gets at least four contexts of blocks (windowBlocks), so that
+// a byte budget below one context of every layer still runs the whole
+// context in a window's memory.
 
 // windowSnapshots is how many prompt-prefix rings an engine keeps for the
 // prefix cache: fewer than the recurrent states' stateSnapshots, a ring
-// being a window of every sliding layer.
+// being a window of every sliding layer; fewer still (down to none) where
+// the budget buys only two or three rings (planWindows).
 const windowSnapshots = 2
 
 // windowing is the windowed cache an engine gives its sliding layers: zero
@@ -89,8 +100,8 @@ func kvTokenBytes(c models.Config, layers []int, t backend.KVType) int64 {
 // of maxBatch rows and maxOut sequences: zero where the rings cannot pay
 // or full asks for the whole cache.
 func planWindows(c models.Config, full bool, blocks, blockSize, maxBatch, maxOut int, t backend.KVType) windowing {
-	global, sliding := kvLayerKinds(c)
-	if full || len(global) == 0 || len(sliding) == 0 || c.Linear.On() || c.SlidingWindow <= 0 {
+	_, sliding := kvLayerKinds(c)
+	if full || len(sliding) == 0 || c.Linear.On() || c.SlidingWindow <= 0 {
 		return windowing{}
 	}
 	ring := backend.RingBlocks(c.SlidingWindow, maxBatch, blockSize)
@@ -98,11 +109,14 @@ func planWindows(c models.Config, full bool, blocks, blockSize, maxBatch, maxOut
 		return windowing{} // a ring as long as the context saves nothing
 	}
 	slots := blocks / ring // the sliding layers' share of the full cache, in rings
-	running := min(maxOut, slots-1-windowSnapshots)
+	// Fewer prefix snapshots where the rings are few (a large window in a
+	// small budget): a running sequence and the scratch ring come first.
+	snapshots := max(0, min(windowSnapshots, slots-2))
+	running := min(maxOut, slots-1-snapshots)
 	if running < 1 {
 		return windowing{}
 	}
-	slots = running + 1 + windowSnapshots
+	slots = running + 1 + snapshots
 	l := sliding[0]
 	return windowing{Ring: ring, Running: running, Shape: backend.KVShape{Layers: len(sliding), Blocks: slots * ring, BlockSize: blockSize,
 		Heads: c.LayerKVHeads(l), HeadDim: c.LayerHeadDim(l), Type: t, Windowed: true}}
@@ -113,10 +127,14 @@ func planWindows(c models.Config, full bool, blocks, blockSize, maxBatch, maxOut
 // leave of mem in blocks of the global layers, at most the default
 // budget's four contexts when budget is the default (not asked for). It
 // is never below blocks, the count of the full cache for mem, since the
-// rings take at most the sliding layers' share of that.
+// rings take at most the sliding layers' share of that. Without global
+// layers the blocks cost nothing: four contexts of them, at least.
 func windowBlocks(c models.Config, w windowing, blocks int, mem int64, asked bool) int {
 	global, _ := kvLayerKinds(c)
 	s := w.Shape
+	if len(global) == 0 {
+		return max(blocks, 4*c.Context/s.BlockSize+1)
+	}
 	n := int((mem - s.Bytes()) / (int64(s.BlockSize) * kvTokenBytes(c, global, s.Type)))
 	if !asked {
 		n = min(n, 4*c.Context/s.BlockSize+1)
@@ -164,7 +182,7 @@ func SequenceKV(c models.Config, t backend.KVType, context, blockSize, rows int)
 	blocks := int64((context + blockSize - 1) / blockSize)
 	g := blocks * int64(blockSize) * kvTokenBytes(c, global, t)
 	full = g + blocks*int64(blockSize)*kvTokenBytes(c, sliding, t)
-	if len(sliding) == 0 || len(global) == 0 || c.Linear.On() || c.SlidingWindow <= 0 {
+	if len(sliding) == 0 || c.Linear.On() || c.SlidingWindow <= 0 {
 		return full, full
 	}
 	ring := int64(backend.RingBlocks(c.SlidingWindow, rows, blockSize))

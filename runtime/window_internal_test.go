@@ -3,6 +3,7 @@ package runtime
 import (
 	"testing"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
@@ -102,5 +103,77 @@ func TestWindowBlocks(t *testing.T) {
 	many := planWindows(c, false, full, 8, DefaultBatchTokensCPU, DefaultMaxSeqs, backend.KVF32)
 	if got := windowBlocks(c, many, full, mem, true); got < full {
 		t.Errorf("%d blocks beside %d rings, fewer than the full cache's %d", got, many.Running, full)
+	}
+}
+
+// TestWindowBytesMistral: Mistral 7B v0.1's shape (32 layers, 8 kv heads
+// of 128, a window of 4096 on every layer) keeps one sequence's ring of
+// its window whatever the context, and an engine's caches (PoolKV, what
+// `tessera bench` estimates for a pool of one context) are its rings
+// alone, the pool's blocks holding no layer: the same bytes at 32768 and
+// at 131072 tokens (rings for 4 running sequences, the scratch one and
+// two snapshots), where every position kept grows fourfold. Nothing is
+// allocated.
+func TestWindowBytesMistral(t *testing.T) {
+	c := models.Config{Arch: "mistral", Dim: 4096, FFN: 14336, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 32000, Context: 32768, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 128, Rope: models.RopeHalves,
+		SlidingWindow: 4096, LocalRopeTheta: 10000}
+	c.Sliding = make([]bool, c.Layers)
+	for l := range c.Sliding {
+		c.Sliding[l] = true
+	}
+	const perPos = 32 * 2 * 8 * 128 * 4 // every layer's keys and values of a position, f32: 256 KiB
+	ring := backend.RingBlocks(4096, DefaultBatchTokensCPU, 8)
+	b := Budgets{MaxBatchTokens: DefaultBatchTokensCPU, MaxSeqs: 4}
+	var pools [2]int64
+	for i, ctx := range []int{32768, 131072} {
+		full, win := SequenceKV(c, backend.KVF32, ctx, 8, DefaultBatchTokensCPU)
+		if full != int64(ctx)*perPos || win != int64(ring*8)*perPos {
+			t.Errorf("%d tokens: one sequence keeps %d bytes of %d, want a ring's %d of %d", ctx, win, full, int64(ring*8)*perPos, int64(ctx)*perPos)
+		}
+		kv, window := PoolKV(c, ctx, b)
+		if kv != window || window != int64((4+1+windowSnapshots)*ring*8)*perPos {
+			t.Errorf("%d tokens: a pool of one context takes %d bytes, %d of them rings; want 7 rings alone", ctx, kv, window)
+		}
+		pools[i] = kv
+		t.Logf("%d tokens: one sequence %.0f MiB (%.0f MiB with every position), the engine's caches %.0f MiB", ctx,
+			float64(win)/(1<<20), float64(full)/(1<<20), float64(kv)/(1<<20))
+	}
+	if pools[0] != pools[1] {
+		t.Errorf("the caches grew with the context: %d → %d bytes", pools[0], pools[1])
+	}
+	// A byte budget buys rings from the blocks of every layer it would
+	// have held; the pool's blocks, holding nothing, number four contexts.
+	blocks := int((5 << 30) / (8 * perPos)) // 5 GiB of every layer: 2560 blocks, under one context of 32768
+	w := planWindows(c, false, blocks, 8, DefaultBatchTokensCPU, 4, backend.KVF32)
+	if !w.on() || w.Running != 1 || w.Shape.Layers != 32 {
+		t.Fatalf("5 GiB: %+v, want rings of every layer for one running sequence", w)
+	}
+	if got, want := windowBlocks(c, w, blocks, 5<<30, true), 4*32768/8+1; got != want {
+		t.Errorf("the pool beside rings of every layer: %d blocks, want four contexts, %d", got, want)
+	}
+}
+
+// TestWindowSnapshotsFew: where a budget buys few rings (a large window),
+// one running sequence and the scratch ring come before the prefix
+// snapshots: 2 rings run one sequence without snapshots, 3 with one, 4
+// with both, and one ring runs nothing (every position kept).
+func TestWindowSnapshotsFew(t *testing.T) {
+	c := models.Config{Arch: "mistral", Dim: 4096, FFN: 14336, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 32000, Context: 32768, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 128, Rope: models.RopeHalves,
+		SlidingWindow: 4096, LocalRopeTheta: 10000, Sliding: make([]bool, 32)}
+	for l := range c.Sliding {
+		c.Sliding[l] = true
+	}
+	ring := backend.RingBlocks(4096, DefaultBatchTokensCPU, 8)
+	for rings, want := range map[int][2]int{1: {0, 0}, 2: {1, 0}, 3: {1, 1}, 4: {1, 2}, 5: {2, 2}, 9: {4, 2}} {
+		w := planWindows(c, false, rings*ring+ring/2, 8, DefaultBatchTokensCPU, 4, backend.KVF32)
+		snapshots := 0
+		if w.on() {
+			snapshots = w.Shape.Blocks/w.Ring - w.Running - 1
+		}
+		if w.Running != want[0] || snapshots != want[1] || w.on() && w.Ring != ring {
+			t.Errorf("%d rings' blocks: %d running, %d snapshots (rings of %d), want %d and %d", rings, w.Running, snapshots, w.Ring, want[0], want[1])
+		}
 	}
 }

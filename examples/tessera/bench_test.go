@@ -115,3 +115,37 @@ func TestBenchBudgets(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchKVFollowsWindow: for a model whose every layer slides
+// (tiny-mistral, a window of 10), `bench --json` reports the same KV bytes
+// at a context of 64 and of 256, all of them the rings, and with
+// --full-windows bytes that grow with the context; `info` says what one
+// sequence keeps.
+func TestBenchKVFollowsWindow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny-mistral")
+	if code, _, errOut := runCLI("synth", "--shape", "tiny-mistral", "--format", "hf", "--out", dir); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	kv := func(ctx int, extra ...string) eval.BenchResult {
+		args := append([]string{"bench", "--model", dir, "--device", "cpu", "--context", fmt.Sprint(ctx), "--prompt-tokens", "8", "--gen-tokens", "8",
+			"--max-batch-tokens", "32", "--max-seqs", "2", "--json"}, extra...)
+		code, out, errOut := runCLI(args...)
+		var r eval.BenchResult
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("%v: exit %d, output:\n%s%s", args, code, out, errOut)
+		}
+		return r
+	}
+	short, long := kv(64), kv(256)
+	if short.KVBytes == 0 || short.KVBytes != long.KVBytes || long.KVWindowBytes != long.KVBytes {
+		t.Errorf("rings: kv %d bytes at 64 tokens, %d at 256 (%d of them rings)", short.KVBytes, long.KVBytes, long.KVWindowBytes)
+	}
+	fullShort, fullLong := kv(64, "--full-windows"), kv(256, "--full-windows")
+	if fullLong.KVBytes <= fullShort.KVBytes || fullLong.KVWindowBytes != 0 || fullLong.KVBytes <= long.KVBytes {
+		t.Errorf("every position: kv %d bytes at 64 tokens, %d at 256 (rings %d)", fullShort.KVBytes, fullLong.KVBytes, long.KVBytes)
+	}
+	code, out, errOut := runCLI("info", "--model", dir)
+	if code != 0 || !strings.Contains(out, "the sliding layers a ring of their window") {
+		t.Errorf("info: exit %d, output:\n%s%s", code, out, errOut)
+	}
+}

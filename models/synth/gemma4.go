@@ -1,8 +1,14 @@
 package synth
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/tessera-llm/tessera/models/dtype"
 
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/gguf"
@@ -175,6 +181,90 @@ func gemma4Metadata(c models.Config, kv []gguf.KV) []gguf.KV {
 	)
 }
 
+// gemma4Pieces is Gemma 4's synthetic vocabulary of n pieces: synth's
+// SentencePiece pieces and types, the last two the turn tokens (control),
+// and the merges ("a b") of each piece of more than one character, its
+// first characters with its last, in the pieces' order.
+func gemma4Pieces(n int) (pieces []string, types []int32, merges []string) {
+	pieces, _, types = Vocabulary(n)
+	n = len(pieces)
+	pieces[n-2], pieces[n-1] = gemma4TurnStart, gemma4TurnEnd
+	types[n-2], types[n-1] = 3, 3
+	have := map[string]bool{}
+	for _, p := range pieces {
+		have[p] = true
+	}
+	for i, p := range pieces {
+		if types[i] != 1 || utf8.RuneCountInString(p) < 2 {
+			continue
+		}
+		_, size := utf8.DecodeLastRuneInString(p)
+		if a, b := p[:len(p)-size], p[len(p)-size:]; have[a] && have[b] {
+			merges = append(merges, a+" "+b)
+		}
+	}
+	return pieces, types, merges
+}
+
+// gemma4TokenizerJSON is a tokenizer.json that encodes and decodes like
+// the Gemma 4 tokenizer Write stores in the GGUF (read as llama.cpp reads
+// Gemma 4's: tokenizer/gemma4.go): a BPE over characters with
+// gemma4Pieces' merges, spaces normalised to ▁ (no space prefix), the
+// text split into runs of newlines and of the rest, byte fallback, the
+// control pieces special added tokens, a BOS before every text; decoding
+// writes ▁ back as spaces.
+func gemma4TokenizerJSON(vocab int) ([]byte, error) {
+	pieces, types, merges := gemma4Pieces(vocab)
+	ids := make(map[string]int, len(pieces))
+	pairs := make([][2]string, 0, len(merges))
+	for id, p := range pieces {
+		ids[p] = id
+	}
+	for _, m := range merges {
+		a, b, _ := strings.Cut(m, " ")
+		pairs = append(pairs, [2]string{a, b})
+	}
+	var added []map[string]any
+	for id, p := range pieces {
+		if types[id] == 3 {
+			added = append(added, map[string]any{"id": id, "content": p, "single_word": false, "lstrip": false,
+				"rstrip": false, "normalized": false, "special": true})
+		}
+	}
+	bos := pieces[1]
+	tok := map[string]any{
+		"version":      "1.0",
+		"truncation":   nil,
+		"padding":      nil,
+		"added_tokens": added,
+		"normalizer":   map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"},
+		"pre_tokenizer": map[string]any{
+			"type": "Split", "pattern": map[string]string{"Regex": "[^\n]+|[\n]+"}, "behavior": "Isolated", "invert": false,
+		},
+		"post_processor": map[string]any{
+			"type":   "TemplateProcessing",
+			"single": []any{map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
+			"pair": []any{map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+				map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
+			"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{1}, "tokens": []string{bos}}},
+		},
+		"decoder": map[string]any{
+			"type": "Sequence",
+			"decoders": []any{
+				map[string]any{"type": "Replace", "pattern": map[string]string{"String": "▁"}, "content": " "},
+				map[string]any{"type": "ByteFallback"},
+				map[string]any{"type": "Fuse"},
+			},
+		},
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": pieces[0], "continuing_subword_prefix": nil, "end_of_word_suffix": nil,
+			"fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": ids, "merges": pairs,
+		},
+	}
+	b, err := json.MarshalIndent(tok, "", "  ")
+	return append(b, '\n'), err
+}
+
 // Gemma 4's turn tokens, the last two pieces of a synthetic vocabulary.
 const (
 	gemma4TurnStart = "<|turn>"
@@ -188,24 +278,8 @@ const (
 // in the pieces' order; BOS always, no space prefix, as the converter
 // writes them.
 func gemma4Vocabulary(c models.Config, kv []gguf.KV) []gguf.KV {
-	pieces, _, types := Vocabulary(c.Vocab)
+	pieces, types, merges := gemma4Pieces(c.Vocab)
 	n := len(pieces)
-	pieces[n-2], pieces[n-1] = gemma4TurnStart, gemma4TurnEnd
-	types[n-2], types[n-1] = 3, 3
-	have := map[string]bool{}
-	for _, p := range pieces {
-		have[p] = true
-	}
-	var merges []string
-	for i, p := range pieces {
-		if types[i] != 1 || utf8.RuneCountInString(p) < 2 {
-			continue
-		}
-		_, size := utf8.DecodeLastRuneInString(p)
-		if a, b := p[:len(p)-size], p[len(p)-size:]; have[a] && have[b] {
-			merges = append(merges, a+" "+b)
-		}
-	}
 	for i := range kv {
 		switch kv[i].Key {
 		case "tokenizer.ggml.model":
@@ -222,4 +296,112 @@ func gemma4Vocabulary(c models.Config, kv []gguf.KV) []gguf.KV {
 		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: gguf.BoolValue(true)},
 		gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: gguf.BoolValue(false)},
 	)
+}
+
+// gemma4ConfigJSON is config.json for Gemma 4 config c as Google publishes
+// the models: a Gemma4ForConditionalGeneration (without its vision and
+// audio towers) whose text_config the loader's gemma4HF reads back to c.
+// It fails for a c those keys cannot express: layers whose kind, widths
+// or rotation do not follow Gemma 4's rules.
+func gemma4ConfigJSON(c models.Config, t dtype.Type) (map[string]any, error) {
+	g := c.Gemma4
+	switch {
+	case c.EmbedScale != float32(math.Sqrt(float64(c.Dim))) || c.Act != models.GELUTanh || !c.PostNorms || !c.QKNorm || c.QueryScale != 1:
+		return nil, errors.New("not Gemma 4's embedding scale, activation, norms and unscaled scores")
+	case c.Rope != models.RopeHalves || c.QKVBias || c.AttnSoftcap != 0 || c.AttnGate:
+		return nil, errors.New("not Gemma 4's attention")
+	case len(c.Sliding) != c.Layers || c.Sliding[c.Layers-1]:
+		return nil, errors.New("Gemma 4's last layer is full attention")
+	case g.LocalRopeDim != g.LocalHeadDim || c.RopeDim != c.HeadDim:
+		return nil, fmt.Errorf("rotations of %d of %d sliding and %d of %d global dimensions: Gemma 4 rotates whole heads (the global ones proportionally)",
+			g.LocalRopeDim, g.LocalHeadDim, c.RopeDim, c.HeadDim)
+	case c.MoE.On() && (!c.MoE.NormTopK || c.MoE.SharedFFN != 0 || c.MoE.Biases):
+		return nil, errors.New("Gemma 4's experts renormalise their top k, without a shared expert or biases")
+	}
+	// The proportional rotation: the first pairs turn (factor 1), the
+	// others not (1e30).
+	turn := c.HeadDim / 2
+	if f := c.RopeFactors; f != nil {
+		turn = 0
+		for turn < len(f) && f[turn] == 1 {
+			turn++
+		}
+		for i, v := range f {
+			if v != map[bool]float32{true: 1, false: 1e30}[i < turn] || turn == 0 || len(f) != c.HeadDim/2 {
+				return nil, fmt.Errorf("rope factors %v are not a proportional rotation", f)
+			}
+		}
+	}
+	first := c.Layers - g.SharedKV
+	ffn, double := g.FFNs[0], false
+	for l, f := range g.FFNs {
+		switch {
+		case f == ffn:
+		case l >= first && g.SharedKV > 0 && f == 2*ffn:
+			double = true
+		default:
+			return nil, fmt.Errorf("feed-forward widths %v: Gemma 4's are one width, twice it in the shared layers", g.FFNs)
+		}
+	}
+	for l := first; double && l < c.Layers; l++ {
+		if g.FFNs[l] != 2*ffn {
+			return nil, fmt.Errorf("feed-forward widths %v: every shared layer's or none doubled", g.FFNs)
+		}
+	}
+	kEqV := g.VFromK != nil
+	for l := range first {
+		if g.LayerVFromK(l) != (kEqV && !c.Sliding[l]) {
+			return nil, fmt.Errorf("layer %d's values from keys %v: Gemma 4 takes them so in every full layer or none", l, g.LayerVFromK(l))
+		}
+	}
+	types := make([]string, c.Layers)
+	for l := range types {
+		types[l] = map[bool]string{true: "sliding_attention", false: "full_attention"}[c.Sliding[l]]
+	}
+	text := map[string]any{
+		"model_type":                  "gemma4_text",
+		"hidden_size":                 c.Dim,
+		"intermediate_size":           ffn,
+		"num_hidden_layers":           c.Layers,
+		"num_attention_heads":         c.Heads,
+		"num_key_value_heads":         g.LocalKVHeads,
+		"num_global_key_value_heads":  nil,
+		"head_dim":                    g.LocalHeadDim,
+		"global_head_dim":             c.HeadDim,
+		"attention_k_eq_v":            kEqV,
+		"attention_bias":              false,
+		"vocab_size":                  c.Vocab,
+		"vocab_size_per_layer_input":  c.Vocab,
+		"hidden_size_per_layer_input": g.PerLayer,
+		"num_kv_shared_layers":        g.SharedKV,
+		"use_double_wide_mlp":         double,
+		"max_position_embeddings":     c.Context,
+		"rms_norm_eps":                c.NormEps,
+		"hidden_activation":           "gelu_pytorch_tanh",
+		"final_logit_softcapping":     nullIfZero(c.FinalSoftcap),
+		"sliding_window":              c.SlidingWindow,
+		"layer_types":                 types,
+		"tie_word_embeddings":         c.TiedEmbeddings,
+		"enable_moe_block":            c.MoE.On(),
+		"rope_parameters": map[string]any{
+			"full_attention": map[string]any{"rope_type": "proportional", "rope_theta": c.RopeTheta,
+				"partial_rotary_factor": float64(turn) / float64(c.HeadDim/2)},
+			"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": c.LocalRopeTheta},
+		},
+		"dtype": map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[t],
+	}
+	// The full layers' kv heads where they differ from the sliding
+	// layers' (and always with attention_k_eq_v, which names them).
+	if kEqV || c.KVHeads != g.LocalKVHeads {
+		text["num_global_key_value_heads"] = c.KVHeads
+	}
+	if c.MoE.On() {
+		text["num_experts"], text["top_k_experts"], text["moe_intermediate_size"] = c.MoE.Experts, c.MoE.Used, c.MoE.FFN
+	}
+	return map[string]any{
+		"architectures":       []string{"Gemma4ForConditionalGeneration"},
+		"model_type":          "gemma4",
+		"tie_word_embeddings": c.TiedEmbeddings,
+		"text_config":         text,
+	}, nil
 }

@@ -36,6 +36,7 @@ var hfArchitectures = map[string]string{
 	"gemma3":  "Gemma3ForCausalLM",
 	"smollm3": "SmolLM3ForCausalLM",
 	"qwen35":  "Qwen3_5ForConditionalGeneration", // hf_qwen35.go
+	"gemma4":  "Gemma4ForConditionalGeneration",  // gemma4.go
 }
 
 // WriteHF writes shape s as a Hugging Face folder in dir (created if
@@ -62,7 +63,7 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	}
 	c := s.Config
 	arch, ok := hfArchitectures[c.Arch]
-	if c.MoE.On() {
+	if c.MoE.On() && c.Gemma4 == nil { // Gemma 4's experts are in its own class
 		arch, ok = hfMoEArchitectures[c.Arch][0], c.Arch != "mistral"
 	}
 	if !ok {
@@ -105,9 +106,10 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 				vals = models.HalvesFromPairs(vals, 1, c.HeadDim)
 			}
 		}
-		if (gemma || c.Linear.On()) && strings.HasSuffix(name, "norm.weight") && layerKind(name) != models.LinNorm+".weight" {
-			// Gemma's checkpoints store w of its (1 + w) norms; the
-			// subtraction is exact for weights between 1/2 and 2.
+		if (gemma && c.Gemma4 == nil || c.Linear.On()) && strings.HasSuffix(name, "norm.weight") && layerKind(name) != models.LinNorm+".weight" {
+			// Gemma 2/3's checkpoints store w of their (1 + w) norms (Gemma
+			// 4's store them as they multiply); the subtraction is exact
+			// for weights between 1/2 and 2.
 			vals = slices.Clone(vals)
 			for i := range vals {
 				vals[i]--
@@ -127,11 +129,18 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	if c.Linear.On() { // q and gate interleaved, A negative: as the GGUF's
 		tensor = (&qwen35Writer{put: tensor, c: c}).tensor
 	}
+	if c.Gemma4 != nil && c.MoE.On() { // experts.gate_up_proj: gate and up fused, as the GGUF's
+		tensor = (&gemma4Experts{put: tensor}).tensor
+	}
 	err = weights(c, seed, tensor)
 	if err != nil {
 		return err
 	}
-	tok, err := hfTokenizerJSON(c.Vocab)
+	tokenizerJSON := hfTokenizerJSON
+	if c.Gemma4 != nil { // Gemma 4's own kind, as its GGUF's
+		tokenizerJSON = gemma4TokenizerJSON
+	}
+	tok, err := tokenizerJSON(c.Vocab)
 	if err != nil {
 		return err
 	}
@@ -233,6 +242,14 @@ func writeSafetensors(path string, tensors []safetensors.WriteTensor) error {
 // hfConfigJSON is config.json for shape s, as transformers writes it.
 func hfConfigJSON(s Shape, arch string, t dtype.Type) ([]byte, error) {
 	c := s.Config
+	if c.Gemma4 != nil {
+		cfg, err := gemma4ConfigJSON(c, t)
+		if err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", s.Name, err)
+		}
+		b, err := json.MarshalIndent(cfg, "", "  ")
+		return append(b, '\n'), err
+	}
 	cfg := map[string]any{
 		"architectures":           []string{arch},
 		"model_type":              c.Arch,

@@ -18,8 +18,12 @@ import (
 var tinyShapes = []string{"tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
 	"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-granitemoe", "tiny-smollm3", "tiny-qwen35"}
 
+// gemma4TinyShapes are Gemma 4's tiny shapes (their folders' tokenizer.json
+// is Gemma 4's kind, as their GGUFs' tokenizer).
+var gemma4TinyShapes = []string{"tiny-gemma4", "tiny-gemma4-kv", "tiny-gemma4-wide", "tiny-gemma4-moe"}
+
 // ggufOnlyShapes are written as GGUF only (the files people run).
-var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss"}
+var ggufOnlyShapes = []string{"tiny-phi3", "tiny-phi3-short", "tiny-yarn", "tiny-gpt-oss", "tiny-gemma3-swa"}
 
 func writeGGUF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64) *models.Model {
 	t.Helper()
@@ -59,7 +63,7 @@ func writeHF(t *testing.T, s synth.Shape, typ dtype.Type, seed uint64, opts synt
 // weights (Llama's q and k rows permuted within each head), and tokenizers
 // that agree on every text.
 func TestWriteHFMatchesGGUF(t *testing.T) {
-	for _, name := range tinyShapes {
+	for _, name := range slices.Concat(tinyShapes, gemma4TinyShapes) {
 		s, err := synth.Lookup(name)
 		if err != nil {
 			t.Fatal(err)

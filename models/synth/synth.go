@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -60,6 +61,11 @@ var shapes = []Shape{
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 32}, 12)},
 	{"tiny-gemma3", gemma(models.Config{Arch: "gemma3", Dim: 64, FFN: 96, Layers: 7, Heads: 4, KVHeads: 1, HeadDim: 16,
 		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16}, 9)},
+	// Gemma 3 whose every layer slides over 16 positions: llama.cpp reads
+	// gemma3.attention.sliding_window_pattern 0 so (set_swa_pattern(0)),
+	// and the engine keeps rings alone (runtime/window.go).
+	{"tiny-gemma3-swa", allSliding(gemma(models.Config{Arch: "gemma3", Dim: 64, FFN: 96, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 16,
+		Vocab: 300, Context: 256, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 16}, 16))},
 	{"gemma2-2b", gemma(models.Config{Arch: "gemma2", Dim: 2304, FFN: 9216, Layers: 26, Heads: 8, KVHeads: 4, HeadDim: 256,
 		Vocab: 256000, Context: 8192, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 256}, 4096)},
 	{"gemma3-1b", gemma(models.Config{Arch: "gemma3", Dim: 1152, FFN: 6912, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,
@@ -88,6 +94,14 @@ func gemma(c models.Config, window int) models.Config {
 	c.Sliding = make([]bool, c.Layers)
 	for l := range c.Sliding {
 		c.Sliding[l] = (l+1)%pattern != 0
+	}
+	return c
+}
+
+// allSliding marks every layer of c sliding.
+func allSliding(c models.Config) models.Config {
+	for l := range c.Sliding {
+		c.Sliding[l] = true
 	}
 	return c
 }
@@ -276,6 +290,10 @@ func Metadata(s Shape) []gguf.KV {
 	}
 	if c.SlidingWindow > 0 {
 		kv = append(kv, gguf.KV{Key: a + "attention.sliding_window", Value: u(c.SlidingWindow)})
+	}
+	if (c.Arch == "gemma2" || c.Arch == "gemma3") && !slices.Contains(c.Sliding, false) {
+		// Every layer slides: a period of 0, as llama.cpp reads it.
+		kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u(0)})
 	}
 	if c.Pooling != models.PoolNone {
 		kv = append(kv, gguf.KV{Key: a + "pooling_type", Value: u(int(c.Pooling))})

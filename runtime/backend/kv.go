@@ -73,6 +73,10 @@ func (t KVType) HeadBytes(headDim int) int64 {
 // one a sequence (Batch.Windows), that keep the positions a window reads
 // instead of the whole sequence, and ops reach it through Batch.Windows
 // rather than Batch.Tables. Its Blocks need not be the pool's.
+//
+// The pool's cache of a model whose every layer with keys and values is
+// windowed has no layers: it stands for the pool's block tables, which the
+// sequences' rings follow, and holds nothing.
 type KVShape struct {
 	Layers, Blocks, BlockSize int
 	Heads, HeadDim            int
@@ -89,9 +93,10 @@ func (s KVShape) Bytes() int64 {
 	return 2 * int64(s.Layers) * int64(s.Blocks) * int64(s.BlockSize) * int64(s.Heads) * s.Type.HeadBytes(s.HeadDim)
 }
 
-// Check reports a shape no cache can have.
+// Check reports a shape no cache can have (no layers only for the pool's
+// cache beside windowed ones).
 func (s KVShape) Check() error {
-	if s.Layers <= 0 || s.Blocks <= 0 || s.BlockSize <= 0 || s.Heads <= 0 || s.HeadDim <= 0 || s.Type > KVInt8 {
+	if s.Layers < 0 || s.Layers == 0 && s.Windowed || s.Blocks <= 0 || s.BlockSize <= 0 || s.Heads <= 0 || s.HeadDim <= 0 || s.Type > KVInt8 {
 		return fmt.Errorf("kv cache of %d layers × %d blocks × %d slots × %d heads × %d (%v)",
 			s.Layers, s.Blocks, s.BlockSize, s.Heads, s.HeadDim, s.Type)
 	}

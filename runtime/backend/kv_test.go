@@ -53,4 +53,16 @@ func TestKVBytes(t *testing.T) {
 	if err := (backend.KVShape{Layers: 1, Blocks: 1, BlockSize: 1, Heads: 1, HeadDim: 4, Type: 7}).Check(); err == nil {
 		t.Error("an unknown type passes Check")
 	}
+	// No layers: the pool's cache beside windowed caches that hold every
+	// layer (a model whose layers all slide), never a windowed one.
+	for _, tc := range []struct {
+		layers   int
+		windowed bool
+		ok       bool
+	}{{0, false, true}, {0, true, false}, {-1, false, false}, {1, true, true}} {
+		s := backend.KVShape{Layers: tc.layers, Blocks: 1, BlockSize: 1, Heads: 1, HeadDim: 4, Windowed: tc.windowed}
+		if err := s.Check(); (err == nil) != tc.ok {
+			t.Errorf("%+v: check %v, want ok %v", s, err, tc.ok)
+		}
+	}
 }

@@ -315,7 +315,7 @@ func (b *Backend) NewKV(s backend.KVShape) (backend.KV, error) {
 	}
 	c := &KV{shape: s, context: s.Blocks * s.BlockSize, format: kvFormats[s.Type]}
 	size := int64(c.context) * c.slotBytes()
-	if size > b.info.MaxStorageBufferBindingSize {
+	if s.Layers > 0 && size > b.info.MaxStorageBufferBindingSize { // a cache of no layers is the pool's tables alone
 		return nil, fmt.Errorf("gpu: one layer's kv cache (%s) exceeds the storage binding limit %s; use a smaller KV pool or a narrower --kv-type",
 			dtype.FormatBytes(size), dtype.FormatBytes(b.info.MaxStorageBufferBindingSize))
 	}

@@ -369,6 +369,7 @@ func (a *api) loadFrom(ctx context.Context, source, opts js.Value, rep *reporter
 	}
 	info["weightBytes"] = eng.WeightBytes()
 	info["kvType"], info["kvBytes"] = eng.KVType().String(), eng.KVBytes()
+	info["kvWindowBytes"] = eng.WindowBytes() // the sliding layers' rings, part of kvBytes
 	info["maxBatchTokens"], info["maxSeqs"] = eng.Budgets().MaxBatchTokens, eng.Budgets().MaxSeqs
 	_, plain := eng.Chat().(chat.Plain)
 	info["chatTemplate"] = !plain

@@ -94,6 +94,8 @@ export interface ModelInfo {
   name: string; size: number; arch: string; params: number; layers: number; dim: number;
   heads: number; kvHeads: number; vocab: number; context: number; modelContext: number;
   quant: string; weightBytes: number; kvType: "f32" | "f16" | "int8"; kvBytes: number; backend: "webgpu" | "cpu";
+  /** Of kvBytes, what the sliding-window layers' rings take (each running sequence keeps only its window there); 0 where every layer keeps every position. */
+  kvWindowBytes: number;
   /** The kernels that run: "f32" on WebGPU (every kernel computes in f32; `adapter.shaderF16` says whether f16 kernels could), "f32+subgroups" where the adapter has subgroups and the reductions use them, "+f16" added once a kernel ran in f16 (f16 weights or cache on an adapter with shader-f16), "cpu" on the CPU. */
   path: "f32" | "f32+subgroups" | "f32+f16" | "f32+subgroups+f16" | "cpu";
   /** The engine's budgets, defaults filled in and capped by the context. */
