@@ -95,8 +95,14 @@ func (r *capturingRecorder) Dispatch(p webgpu.Pipeline, g webgpu.BindGroup, x, y
 // wasm, in Chromium (web/e2e), so that the same adapter (SwiftShader) can
 // be compared kernel by kernel across the two WebGPU implementations
 // (issue 49). Values are the least of several rounds (wall µs a dispatch).
+// -step-plans loads one engine a plan on the same device and alternates
+// them round by round, so that forms compare under the same load.
 //
-//	VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json go test ./runtime -run '^$' -bench StepKernels -benchtime 1x -v
+//	VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json go test ./runtime -run '^$' -bench StepKernels -benchtime 1x -v -args -step-plans=';prologue=off'
+//
+// The round trip's own cost is the least of an empty submission's; a
+// dispatch that writes what it reads (a residual add) is timed all the
+// same, its values being of no interest here.
 func BenchmarkStepKernels(b *testing.B) {
 	var data []byte
 	if *stepModelURL != "" {
