@@ -55,7 +55,7 @@ func (b *Backend) narrow() bool {
 	case "wide":
 		return false
 	}
-	return swiftShader(b.info)
+	return b.onSwiftShader
 }
 
 // cpuWG is the workgroup size of the GEMVs' TPC 1 form (CPU adapters).

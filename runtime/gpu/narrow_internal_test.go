@@ -19,7 +19,7 @@ func TestNarrowChoice(t *testing.T) {
 		{webgpu.Info{Adapter: "llvmpipe (LLVM 15.0.6, 256 bits)", Driver: "llvmpipe", DeviceType: "cpu"}, false},
 		{webgpu.Info{Adapter: "NVIDIA H100 80GB HBM3", DeviceType: "discrete"}, false},
 	} {
-		b := &Backend{info: tc.info}
+		b := &Backend{info: tc.info, onSwiftShader: swiftShader(tc.info)}
 		if got := b.narrow(); got != tc.want {
 			t.Errorf("%q: narrow %v, want %v", tc.info.Adapter, got, tc.want)
 		}
