@@ -19,11 +19,12 @@ import (
 // Measured on stories260K's decode step, dispatch by dispatch
 // (BenchmarkStepKernels, natively and in Chromium on the same
 // SwiftShader): rmsnorm 245 → 15 µs natively and 467 → 57 in the browser,
-// argmax 358 → 19 and 577 → 72, the GEMVs' step 2.8 → 1.9 ms natively
-// and 2.6 → 2.0 in the browser. lavapipe (llvmpipe) keeps the wide
-// workgroups it was tuned with (cpuWorkgroup, 256 for the reductions): its
-// SIMD vectors are 8 wide and its barriers cost otherwise, and GPUs do not
-// take the TPC 1 GEMV at all.
+// argmax 358 → 19 and 577 → 72, the GEMVs of a step 2.9 → 1.6–2.5 ms
+// natively and 3.4 → 2.4 in the browser. lavapipe (llvmpipe, 8-wide
+// vectors) keeps the wide workgroups it was tuned with (cpuWorkgroup, 256
+// for the reductions): there the narrow forms gained nothing (the same
+// step, one run: 1220 µs wide, 1258 narrow with the prologue, 1325
+// without), and GPUs do not take the TPC 1 GEMV at all.
 
 // narrowWG is the workgroup size of the narrow forms: SwiftShader's
 // SIMD width, the smallest subgroup WGSL allows.
