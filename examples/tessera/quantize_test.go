@@ -791,20 +791,29 @@ func openGGUF(t *testing.T, path string) *gguf.File {
 
 // TestSynthStopsOnCancel: a cancelled context (the CLI's on Ctrl-C or
 // SIGTERM) stops `synth` while it is still drawing the weights, with the
-// context's error and no file left behind.
+// context's error and no file (or folder) left behind, for a GGUF and a
+// Hugging Face folder.
 func TestSynthStopsOnCancel(t *testing.T) {
 	s, err := synth.Lookup("smollm2-135m") // seconds of drawing: far more than the 50 ms below
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "m.gguf")
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err = writeSynthGGUF(ctx, out, s, dtype.F32, 0, 0, 1)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("error %v, want the context's", err)
-	}
-	if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
-		t.Errorf("%s left behind (stat: %v)", out, serr)
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, out string) error
+	}{
+		{"m.gguf", func(ctx context.Context, out string) error { return writeSynthGGUF(ctx, out, s, dtype.F32, 0, 0, 1) }},
+		{"hf", func(ctx context.Context, out string) error { return writeSynthHF(ctx, out, s, dtype.F32, 1) }},
+	} {
+		out := filepath.Join(t.TempDir(), tc.name)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err = tc.write(ctx, out)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: error %v, want the context's", tc.name, err)
+		}
+		if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("%s left behind (stat: %v)", out, serr)
+		}
 	}
 }

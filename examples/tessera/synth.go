@@ -101,7 +101,7 @@ func setupSynth(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 		}
 		if hf {
-			err = writeSynthHF(*out, s, t, *seed)
+			err = writeSynthHF(ctx, *out, s, t, *seed)
 		} else {
 			err = writeSynthGGUF(ctx, *out, s, t, mt, et, *seed)
 		}
@@ -157,9 +157,8 @@ func writeSynthLoRA(e *env, base, out, format string, rank int, targets []string
 
 // writeSynthGGUF writes shape s as a GGUF: weights of type t, or matrices
 // of type matrices where that is not 0, experts of type experts where
-// that is not 0. synth draws a whole model before it writes a byte and
-// does not look at ctx (a 20B shape takes many minutes), so the drawing
-// runs beside a wait on ctx: a cancelled ctx (Ctrl-C, SIGTERM) returns
+// that is not 0. synth does not look at ctx (a 20B shape takes many
+// minutes), so the drawing runs beside a wait on ctx: a cancelled ctx (Ctrl-C, SIGTERM) returns
 // at once and removes the file, and the process's exit ends the drawing.
 func writeSynthGGUF(ctx context.Context, out string, s synth.Shape, t, matrices, experts dtype.Type, seed uint64) error {
 	if err := ctx.Err(); err != nil {
@@ -171,17 +170,16 @@ func writeSynthGGUF(ctx context.Context, out string, s synth.Shape, t, matrices,
 	}
 	done := make(chan error, 1)
 	go func() {
-		w := bufio.NewWriterSize(f, 1<<20)
+		// The file itself, not a buffer over it: synth writes each chunk
+		// of a tensor in place as it draws it (io.WriterAt), holding no
+		// more than a chunk of a large model in memory.
 		var err error
 		if matrices != 0 {
-			err = synth.WriteQuantized(w, s, matrices, experts, seed)
+			err = synth.WriteQuantized(f, s, matrices, experts, seed)
 		} else if experts != 0 {
-			err = synth.WriteExperts(w, s, t, experts, seed)
+			err = synth.WriteExperts(f, s, t, experts, seed)
 		} else {
-			err = synth.Write(w, s, t, seed)
-		}
-		if err == nil {
-			err = w.Flush()
+			err = synth.Write(f, s, t, seed)
 		}
 		done <- err
 	}()
@@ -201,8 +199,9 @@ func writeSynthGGUF(ctx context.Context, out string, s synth.Shape, t, matrices,
 }
 
 // writeSynthHF writes a Hugging Face folder. It refuses a folder that
-// already holds files, so that a failure can remove what it wrote.
-func writeSynthHF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
+// already holds files, so that a failure can remove what it wrote. A
+// cancelled ctx (Ctrl-C, SIGTERM) stops the drawing between tensors.
+func writeSynthHF(ctx context.Context, out string, s synth.Shape, t dtype.Type, seed uint64) error {
 	entries, err := os.ReadDir(out)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -211,7 +210,7 @@ func writeSynthHF(out string, s synth.Shape, t dtype.Type, seed uint64) error {
 	case len(entries) > 0:
 		return usagef("--out %s is a folder that is not empty", out)
 	}
-	if err := synth.WriteHF(out, s, t, seed, synth.HFOptions{}); err != nil {
+	if err := synth.WriteHFContext(ctx, out, s, t, seed, synth.HFOptions{}); err != nil {
 		os.RemoveAll(out)
 		return fmt.Errorf("write %s: %w", out, err)
 	}

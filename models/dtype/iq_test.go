@@ -2,6 +2,7 @@ package dtype
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -91,6 +92,43 @@ func TestQuantizeCodebookExact(t *testing.T) {
 	for j := range mx {
 		if got[j] != mx[j] {
 			t.Fatalf("MXFP4 element %d: %g, want %g", j, got[j], mx[j])
+		}
+	}
+}
+
+// TestNearestLevelSearch: nearestLevel's search gives the scan's code for
+// every codebook, at each level, each midpoint between two levels and
+// the floats either side of them (the ties and near-ties), zeros,
+// infinities, NaN, subnormals, values far outside the levels, and a
+// million random floats near the levels and random bit patterns.
+func TestNearestLevelSearch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   *[16]int8
+	}{{"MXFP4", &kvaluesMXFP4}, {"IQ4_NL", &kvaluesIQ4NL}} {
+		vals := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+			math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, 1e7, -1e7, 3e9, -3e9}
+		for _, a := range tc.kv {
+			for _, b := range tc.kv {
+				for _, v := range []float32{float32(a), (float32(a) + float32(b)) / 2} {
+					vals = append(vals, v, math.Nextafter32(v, float32(math.Inf(1))), math.Nextafter32(v, float32(math.Inf(-1))))
+				}
+			}
+		}
+		rng := rand.New(rand.NewPCG(7, 42))
+		for range 1_000_000 {
+			vals = append(vals, 300*(rng.Float32()-0.5), math.Float32frombits(rng.Uint32()))
+		}
+		bad := 0
+		for _, v := range vals {
+			if got, want := nearestLevel(tc.kv, v), nearestLevelScan(tc.kv, v); got != want {
+				if bad++; bad <= 5 {
+					t.Errorf("%s: nearestLevel(%g) = code %d (level %d), the scan's %d (level %d)", tc.name, v, got, tc.kv[got], want, tc.kv[want])
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d values differ", tc.name, bad, len(vals))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -27,16 +28,77 @@ type WriteTensor struct {
 // Everything is validated before the first byte is written, so an invalid
 // argument never leaves a partial file behind in w.
 func Write(w io.Writer, kv []KV, tensors []WriteTensor) error {
+	align, offsets, err := layout(kv, tensors, true)
+	if err != nil {
+		return err
+	}
+	ew := &errWriter{w: bufio.NewWriter(w)}
+	writeHeader(ew, kv, tensors, offsets, align)
+	for _, t := range tensors {
+		ew.bytes(t.Data)
+		ew.pad(align)
+	}
+	if ew.err == nil {
+		ew.err = ew.w.Flush()
+	}
+	if ew.err != nil {
+		return fmt.Errorf("gguf: write: %w", ew.err)
+	}
+	return nil
+}
+
+// Header is the start of the file Write would write for kv and tensors,
+// up to its data section, for a writer that fills each tensor's data in
+// place afterwards (a model too large to hold in memory, drawn or
+// converted piece by piece): the header bytes (padded to the alignment),
+// each tensor's data offset from the start of the file, the alignment
+// that pads each tensor's data, and the whole file's size. The tensors'
+// Data is not read (it may be nil); their sizes come from their dims and
+// types. A file whose data sections are then written at those offsets,
+// with zeros in the padding, is byte for byte what Write writes.
+func Header(kv []KV, tensors []WriteTensor) (header []byte, offsets []int64, align, size int64, err error) {
+	align, rel, err := layout(kv, tensors, false)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	var buf bytes.Buffer
+	ew := &errWriter{w: bufio.NewWriter(&buf)}
+	writeHeader(ew, kv, tensors, rel, align)
+	if ew.err == nil {
+		ew.err = ew.w.Flush()
+	}
+	if ew.err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("gguf: header: %w", ew.err)
+	}
+	start := int64(buf.Len())
+	offsets = make([]int64, len(tensors))
+	size = start
+	for i, t := range tensors {
+		n, _ := dataBytes(t) // checked by layout
+		offsets[i] = start + int64(rel[i])
+		size = offsets[i] + (n+align-1)&^(align-1)
+	}
+	return buf.Bytes(), offsets, align, size, nil
+}
+
+// layout validates kv and tensors and returns the alignment and the
+// tensors' data offsets within the data section; withData checks that
+// each tensor's Data is its size.
+func layout(kv []KV, tensors []WriteTensor, withData bool) (int64, []uint64, error) {
 	align, err := checkMetadata(kv)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	offsets, err := layoutTensors(tensors, align)
+	offsets, err := layoutTensors(tensors, align, withData)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
+	return align, offsets, nil
+}
 
-	ew := &errWriter{w: bufio.NewWriter(w)}
+// writeHeader writes the magic, version, counts, metadata and tensor
+// infos, and pads to the data section.
+func writeHeader(ew *errWriter, kv []KV, tensors []WriteTensor, offsets []uint64, align int64) {
 	ew.bytes([]byte(magic))
 	ew.u32(3)
 	ew.u64(uint64(len(tensors)))
@@ -56,17 +118,6 @@ func Write(w io.Writer, kv []KV, tensors []WriteTensor) error {
 		ew.u64(offsets[i])
 	}
 	ew.pad(align)
-	for _, t := range tensors {
-		ew.bytes(t.Data)
-		ew.pad(align)
-	}
-	if ew.err == nil {
-		ew.err = ew.w.Flush()
-	}
-	if ew.err != nil {
-		return fmt.Errorf("gguf: write: %w", ew.err)
-	}
-	return nil
 }
 
 // checkMetadata validates keys and values and returns the alignment.
@@ -121,8 +172,9 @@ func checkValue(v Value, depth int) error {
 }
 
 // layoutTensors validates the tensors and returns their data offsets:
-// in order, each starting at the next multiple of align.
-func layoutTensors(tensors []WriteTensor, align int64) ([]uint64, error) {
+// in order, each starting at the next multiple of align. withData checks
+// each tensor's Data against the size its dims and type give.
+func layoutTensors(tensors []WriteTensor, align int64, withData bool) ([]uint64, error) {
 	offsets := make([]uint64, len(tensors))
 	seen := make(map[string]bool, len(tensors))
 	var off uint64
@@ -134,41 +186,39 @@ func layoutTensors(tensors []WriteTensor, align int64) ([]uint64, error) {
 			return nil, fmt.Errorf("gguf: write: duplicate tensor name %q", t.Name)
 		}
 		seen[t.Name] = true
-		if err := checkShape(t); err != nil {
+		size, err := dataBytes(t)
+		if err == nil && withData && int64(len(t.Data)) != size {
+			err = fmt.Errorf("%d bytes of data, want %d for %v %v", len(t.Data), size, t.Dims, t.Type)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("gguf: write: tensor %q: %w", t.Name, err)
 		}
 		offsets[i] = off
-		off += uint64(len(t.Data)+int(align)-1) &^ uint64(align-1)
+		off += uint64(size+align-1) &^ uint64(align-1)
 	}
 	return offsets, nil
 }
 
-func checkShape(t WriteTensor) error {
+// dataBytes checks t's dims and type and returns the size of its data.
+func dataBytes(t WriteTensor) (int64, error) {
 	if len(t.Dims) == 0 || len(t.Dims) > maxDims {
-		return fmt.Errorf("%d dimensions, want 1 to %d", len(t.Dims), maxDims)
+		return 0, fmt.Errorf("%d dimensions, want 1 to %d", len(t.Dims), maxDims)
 	}
 	if !t.Type.Known() {
-		return fmt.Errorf("unknown tensor type %v", t.Type)
+		return 0, fmt.Errorf("unknown tensor type %v", t.Type)
 	}
 	n := uint64(1)
 	for _, d := range t.Dims {
 		hi, lo := bits.Mul64(n, d)
 		if d == 0 || hi != 0 || lo > math.MaxInt64 {
-			return fmt.Errorf("dimensions %v: zero or overflowing", t.Dims)
+			return 0, fmt.Errorf("dimensions %v: zero or overflowing", t.Dims)
 		}
 		n = lo
 	}
 	if bs := uint64(t.Type.BlockSize()); t.Dims[0]%bs != 0 {
-		return fmt.Errorf("row length %d is not a multiple of the %v block size %d", t.Dims[0], t.Type, bs)
+		return 0, fmt.Errorf("row length %d is not a multiple of the %v block size %d", t.Dims[0], t.Type, bs)
 	}
-	size, err := dtype.Bytes(t.Type, int64(n))
-	if err != nil {
-		return err
-	}
-	if int64(len(t.Data)) != size {
-		return fmt.Errorf("%d bytes of data, want %d for %v %v", len(t.Data), size, t.Dims, t.Type)
-	}
-	return nil
+	return dtype.Bytes(t.Type, int64(n))
 }
 
 func writeValue(w *errWriter, v Value) {

@@ -199,3 +199,44 @@ func TestWriteIOError(t *testing.T) {
 		t.Fatalf("Write to a failing writer = %v", err)
 	}
 }
+
+// TestHeaderThenData fills a file from Header's bytes and offsets, data
+// written in reverse order into a buffer of Header's size: it is Write's
+// file, byte for byte, for the default alignment and a larger one. The
+// tensors passed to Header carry no data, and a wrong shape is refused
+// as Write refuses it.
+func TestHeaderThenData(t *testing.T) {
+	for _, align := range []uint32{0, 64} {
+		kv, tensors := sampleKV(), sampleTensors(t)
+		if align != 0 {
+			kv = append(kv, KV{Key: alignmentKey, Value: Uint32Value(align)})
+		}
+		var want bytes.Buffer
+		if err := Write(&want, kv, tensors); err != nil {
+			t.Fatal(err)
+		}
+		bare := make([]WriteTensor, len(tensors))
+		for i, x := range tensors {
+			bare[i] = WriteTensor{Name: x.Name, Dims: x.Dims, Type: x.Type}
+		}
+		header, offsets, a, size, err := Header(kv, bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantA := int64(max(align, defaultAlignment)); a != wantA || int64(len(header))%a != 0 {
+			t.Errorf("alignment %d, header %d bytes; want alignment %d", a, len(header), wantA)
+		}
+		got := make([]byte, size)
+		copy(got, header)
+		for i := len(tensors) - 1; i >= 0; i-- {
+			copy(got[offsets[i]:], tensors[i].Data)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("alignment %d: %d bytes from Header, Write wrote %d (equal lengths: the bytes differ)", align, len(got), want.Len())
+		}
+	}
+	bad := []WriteTensor{{Name: "q4_0.odd", Dims: []uint64{33}, Type: dtype.Q4_0}}
+	if _, _, _, _, err := Header(sampleKV(), bad); err == nil || !strings.Contains(err.Error(), "block size") {
+		t.Errorf("a row of 33 Q4_0 values: %v, want the block size refused", err)
+	}
+}

@@ -73,34 +73,55 @@ func vFromK(c models.Config) models.Config {
 
 // gemma4Experts writes a Gemma 4's experts as the converter does: each
 // layer's gate and up as one ffn_gate_up_exps [E, 2·ffn, dim], an
-// expert's gate rows before its up rows. put receives every other tensor
-// as it comes.
+// expert's gate rows before its up rows. Each chunk of gate or up goes
+// to its expert's place in the fused tensor as it comes (gate's before
+// up's: the file's order of tensors is that of their first chunks, and
+// up follows gate), so no stack is held whole. put receives every other
+// tensor as it comes.
 type gemma4Experts struct {
-	put  func(name string, shape []int, vals []float32) error
-	gate []float32
+	put chunkFunc
 }
 
-func (g *gemma4Experts) tensor(name string, shape []int, vals []float32) error {
+func (g *gemma4Experts) chunk(name string, shape []int, at int, vals []float32) error {
 	var l int
 	var kind string
 	if n, _ := sscanLayer(name, &l, &kind); n != 2 || len(shape) != 3 {
-		return g.put(name, shape, vals)
+		return g.put(name, shape, at, vals)
 	}
+	var half int // where in an expert's fused rows this tensor's go
 	switch kind {
 	case models.FFNGateExps + ".weight":
-		g.gate = vals
-		return nil
 	case models.FFNUpExps + ".weight":
-		e, rows, in := shape[0], shape[1], shape[2]
-		fused := make([]float32, 0, 2*len(vals))
-		for x := range e {
-			at := x * rows * in
-			fused = append(append(fused, g.gate[at:at+rows*in]...), vals[at:at+rows*in]...)
-		}
-		g.gate = nil
-		return g.put(models.LayerTensor(l, models.FFNGateUpExps), []int{e, 2 * rows, in}, fused)
+		half = 1
+	default:
+		return g.put(name, shape, at, vals)
 	}
-	return g.put(name, shape, vals)
+	e, rows, in := shape[0], shape[1], shape[2]
+	fused, shapeOut := models.LayerTensor(l, models.FFNGateUpExps), []int{e, 2 * rows, in}
+	per := rows * in
+	for len(vals) > 0 { // one expert's part of the chunk at a time
+		x, r := at/per, at%per
+		n := min(len(vals), per-r)
+		if err := g.put(fused, shapeOut, (2*x+half)*per+r, vals[:n]); err != nil {
+			return err
+		}
+		at, vals = at+n, vals[n:]
+	}
+	return nil
+}
+
+// gemma4ExpertsWhole is gemma4Experts for a writer of whole tensors (the
+// Hugging Face folder's): each fused stack is gathered until its last
+// expert's up rows have come.
+func gemma4ExpertsWhole(put func(name string, shape []int, vals []float32) error) func(name string, shape []int, vals []float32) error {
+	g := gatherer{}
+	e := &gemma4Experts{put: func(name string, shape []int, at int, vals []float32) error {
+		if all, ok := g.add(name, shape, at, vals); ok {
+			return put(name, shape, all)
+		}
+		return nil
+	}}
+	return func(name string, shape []int, vals []float32) error { return e.chunk(name, shape, 0, vals) }
 }
 
 func init() { shapes = append(shapes, gemma4Shapes...) }

@@ -3,6 +3,7 @@ package synth
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,13 @@ var hfArchitectures = map[string]string{
 // the rounding of sums taken in another order. Families whose GGUF already
 // uses halves (Qwen) are written unpermuted, bit for bit the same.
 func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) error {
+	return WriteHFContext(context.Background(), dir, s, t, seed, opts)
+}
+
+// WriteHFContext is WriteHF that stops between tensors once ctx is done
+// (Ctrl-C on a large shape, drawn for minutes), returning ctx's error;
+// the caller removes what it wrote.
+func WriteHFContext(ctx context.Context, dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) error {
 	dt, ok := safetensors.DTypeOf(t)
 	if !ok || (t != dtype.F32 && t != dtype.F16 && t != dtype.BF16) {
 		return fmt.Errorf("synth: weight type %s (want F32, F16 or BF16)", t)
@@ -82,6 +90,9 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 	pending := map[int][]float32{} // Granite's gate experts, until their up
 	put := func(t safetensors.WriteTensor) { tensors = append(tensors, t) }
 	tensor := func(name string, shape []int, vals []float32) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if c.Linear.On() {
 			name, shape, vals = qwen35HFTensor(c, name, shape, vals)
 		}
@@ -130,9 +141,12 @@ func WriteHF(dir string, s Shape, t dtype.Type, seed uint64, opts HFOptions) err
 		tensor = (&qwen35Writer{put: tensor, c: c}).tensor
 	}
 	if c.Gemma4 != nil && c.MoE.On() { // experts.gate_up_proj: gate and up fused, as the GGUF's
-		tensor = (&gemma4Experts{put: tensor}).tensor
+		tensor = gemma4ExpertsWhole(tensor)
 	}
 	err = weights(c, seed, tensor)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -171,28 +185,66 @@ func layerKind(name string) string {
 }
 
 // weights draws the tensors of config c from a generator seeded by seed,
-// in the order of models.LlamaTensors, and hands each to put by its GGUF
-// name: Write and WriteHF both draw through it, so a GGUF and a folder of
-// one seed hold the same model.
+// in the order of models.LlamaTensors, and hands each to put whole by its
+// GGUF name: Write and WriteHF both draw through draw, so a GGUF and a
+// folder of one seed hold the same model.
 func weights(c models.Config, seed uint64, put func(name string, shape []int, vals []float32) error) error {
+	return draw(c, seed, math.MaxInt, false, func(name string, shape []int, _ int, vals []float32) error {
+		return put(name, shape, vals)
+	})
+}
+
+// drawChunk is the most values draw hands on at once when Write draws a
+// GGUF: whole rows, 64 MB of f32. A real shape's largest tensors (Gemma
+// 4's per-layer token table, 11 GB of f32 for E4B; an embedding table;
+// a stack of experts) then never stand whole in memory. A variable so
+// that a test can force small chunks.
+var drawChunk = 1 << 24
+
+// chunkFunc receives the values of tensor name (shape outermost
+// dimension first) from element at on, whole rows of it.
+type chunkFunc func(name string, shape []int, at int, vals []float32) error
+
+// draw draws the tensors of config c from a generator seeded by seed, in
+// the order of models.LlamaTensors, and hands them to put in chunks of
+// whole rows, at most chunk values (or one row) each, in order. The
+// generator's sequence does not depend on chunk, so neither do the
+// values. dry hands on zeros without drawing (a chunk's slice then is
+// reused), for a pass that only needs the tensors' names and shapes.
+// Norm weights are near one; the shared expert's gate (Qwen2-MoE), a
+// vector too, is a row of a matrix.
+func draw(c models.Config, seed uint64, chunk int, dry bool, put chunkFunc) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5e17))
+	var zeros []float32
 	for _, want := range models.LlamaTensors(c) {
-		vals := make([]float32, want.Elements())
+		n := want.Elements()
 		in := want.Shape[len(want.Shape)-1]
-		// Norm weights near one; the shared expert's gate (Qwen2-MoE), a
-		// vector too, is a row of a matrix.
-		if len(want.Shape) == 1 && !strings.HasSuffix(want.Name, models.FFNRouterShexp+".weight") {
-			for i := range vals {
-				vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
+		step := max(1, chunk/in) * in
+		norm := len(want.Shape) == 1 && !strings.HasSuffix(want.Name, models.FFNRouterShexp+".weight")
+		a := float32(math.Sqrt(3 / float64(in)))
+		for at := 0; at < n; at += step {
+			m := min(step, n-at)
+			var vals []float32
+			switch {
+			case dry:
+				if len(zeros) < m {
+					zeros = make([]float32, m)
+				}
+				vals = zeros[:m]
+			case norm:
+				vals = make([]float32, m)
+				for i := range vals {
+					vals[i] = 1 + float32(0.1*(rng.Float32()-0.5))
+				}
+			default:
+				vals = make([]float32, m)
+				for i := range vals {
+					vals[i] = a * (2*rng.Float32() - 1)
+				}
 			}
-		} else {
-			a := float32(math.Sqrt(3 / float64(in)))
-			for i := range vals {
-				vals[i] = a * (2*rng.Float32() - 1)
+			if err := put(want.Name, want.Shape, at, vals); err != nil {
+				return err
 			}
-		}
-		if err := put(want.Name, want.Shape, vals); err != nil {
-			return err
 		}
 	}
 	return nil

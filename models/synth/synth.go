@@ -193,6 +193,14 @@ func WriteExperts(w io.Writer, s Shape, t, experts dtype.Type, seed uint64) erro
 // experts where that is not 0 (F32), and any tensor that typeOf (if set)
 // names a type, given its name in the file and its shape (outermost
 // dimension first), in that type.
+//
+// It draws the weights twice: once without values, for the tensors'
+// names, shapes and types, which the header lists before any data (and
+// which decide where each tensor's data goes); then with them, in chunks
+// of whole rows (drawChunk), each quantized and written in place. Where w
+// is an io.WriterAt (a file), nothing larger than a chunk is held: a
+// real shape at 4 bits is drawn in a few hundred MB. Other writers get
+// the file assembled in memory.
 func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.KV, typeOf func(name string, shape []int) (dtype.Type, bool)) error {
 	if t != dtype.F32 && t != dtype.F16 {
 		return fmt.Errorf("synth: weight type %s (want F32 or F16)", t)
@@ -204,12 +212,7 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 	if c.Arch == "mistral" {
 		return fmt.Errorf("synth: %s: GGUF has no Mistral architecture (llama.cpp converts Mistral to llama, without its sliding window); write a Hugging Face folder", s.Name)
 	}
-	var tensors []gguf.WriteTensor
-	put := func(name string, shape []int, vals []float32) error {
-		dims := make([]uint64, len(shape))
-		for i, d := range shape { // GGUF lists the innermost dimension first
-			dims[len(dims)-1-i] = uint64(d)
-		}
+	typeFor := func(name string, shape []int) dtype.Type {
 		typ := t
 		if len(shape) == 1 { // norms and biases stay f32, as in converted files
 			typ = dtype.F32
@@ -222,25 +225,28 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 				typ = named
 			}
 		}
-		data, err := dtype.Quantize(typ, vals)
-		if err != nil {
-			return fmt.Errorf("synth %s: %w", name, err)
+		return typ
+	}
+
+	// The first pass lists the tensors in the order of their first chunk.
+	var tensors []gguf.WriteTensor
+	index := map[string]int{}
+	plan := func(name string, shape []int, _ int, _ []float32) error {
+		if _, ok := index[name]; ok {
+			return nil
 		}
-		tensors = append(tensors, gguf.WriteTensor{Name: familyName(c, name), Dims: dims, Type: typ, Data: data})
+		dims := make([]uint64, len(shape))
+		for i, d := range shape { // GGUF lists the innermost dimension first
+			dims[len(dims)-1-i] = uint64(d)
+		}
+		index[name] = len(tensors)
+		tensors = append(tensors, gguf.WriteTensor{Name: familyName(c, name), Dims: dims, Type: typeFor(name, shape)})
 		return nil
 	}
-	if c.Arch == "phi3" { // fused q/k/v and gate/up, as Phi-3's files store them
-		put = (&fusedWriter{put: put}).tensor
-	}
-	if c.Linear.On() { // Qwen3.5's q and gate interleaved, its norm names (qwen35.go)
-		put = (&qwen35Writer{put: put, c: c}).tensor
-	}
-	if c.Gemma4 != nil && c.MoE.On() { // Gemma 4's gate and up experts fused (gemma4.go)
-		put = (&gemma4Experts{put: put}).tensor
-	}
-	if err := weights(c, seed, put); err != nil {
+	if err := draw(c, seed, drawChunk, true, familyWriters(c, plan)); err != nil {
 		return err
 	}
+	drawn := len(tensors)
 	tensors = familyTensors(c, tensors)
 	if c.RopeFactors != nil && scalings[s.Name].Type == "" && c.RopeLong == nil { // Llama 3.1 scaling, as llama.cpp stores it
 		data, _ := dtype.Quantize(dtype.F32, c.RopeFactors)
@@ -259,7 +265,151 @@ func write(w io.Writer, s Shape, t, experts dtype.Type, seed uint64, tok []gguf.
 		}
 		md = append(kept, tok...)
 	}
-	return gguf.Write(w, md, tensors)
+	header, offsets, align, size, err := gguf.Header(md, tensors)
+	if err != nil {
+		return fmt.Errorf("synth %s: %w", s.Name, err)
+	}
+
+	out, inPlace := w.(io.WriterAt)
+	var mem []byte
+	if !inPlace {
+		mem = make([]byte, size)
+		out = memWriterAt(mem)
+	}
+	if _, err := out.WriteAt(header, 0); err != nil {
+		return err
+	}
+	// The second pass writes each chunk at its place; written counts each
+	// tensor's bytes, so that a chunk lost or doubled is an error here,
+	// not a file that reads back wrong.
+	written := make([]int64, len(tensors))
+	fill := func(name string, shape []int, at int, vals []float32) error {
+		i, ok := index[name]
+		if !ok {
+			return fmt.Errorf("synth: %s drawn but not planned", name)
+		}
+		typ := tensors[i].Type
+		data, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", name, err)
+		}
+		skip, err := dtype.Bytes(typ, int64(at))
+		if err != nil {
+			return fmt.Errorf("synth %s: chunk at %d: %w", name, at, err)
+		}
+		written[i] += int64(len(data))
+		_, err = out.WriteAt(data, offsets[i]+skip)
+		return err
+	}
+	if err := draw(c, seed, drawChunk, false, familyWriters(c, fill)); err != nil {
+		return err
+	}
+	for i := drawn; i < len(tensors); i++ { // the family's own tensors, whole
+		if _, err := out.WriteAt(tensors[i].Data, offsets[i]); err != nil {
+			return err
+		}
+		written[i] = int64(len(tensors[i].Data))
+	}
+	for i, t := range tensors {
+		n, _ := dtype.Bytes(t.Type, int64(elements(t.Dims)))
+		if written[i] != n {
+			return fmt.Errorf("synth: %s: %d bytes written of %d", t.Name, written[i], n)
+		}
+		end := offsets[i] + n
+		pad := (align - end%align) % align
+		if _, err := out.WriteAt(make([]byte, pad), end); err != nil {
+			return err
+		}
+	}
+	if !inPlace {
+		if _, err := w.Write(mem); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// familyWriters wraps put in what c's family changes of the drawn
+// tensors on their way to the file: Phi-3's fused projections, Qwen3.5's
+// interleaved q and gate, Gemma 4's fused gate and up experts. Phi-3's
+// and Qwen3.5's reach their writers whole (their layers' tensors are
+// small); Gemma 4's experts go through a chunk at a time.
+func familyWriters(c models.Config, put chunkFunc) chunkFunc {
+	whole := func(name string, shape []int, vals []float32) error { return put(name, shape, 0, vals) }
+	var layer func(name string, shape []int, vals []float32) error
+	switch {
+	case c.Arch == "phi3": // fused q/k/v and gate/up, as Phi-3's files store them
+		layer = (&fusedWriter{put: whole}).tensor
+	case c.Linear.On(): // Qwen3.5's q and gate interleaved, its norm names (qwen35.go)
+		layer = (&qwen35Writer{put: whole, c: c}).tensor
+	case c.Gemma4 != nil && c.MoE.On(): // Gemma 4's gate and up experts fused (gemma4.go)
+		return (&gemma4Experts{put: put}).chunk
+	default:
+		return put
+	}
+	g := gatherer{}
+	return func(name string, shape []int, at int, vals []float32) error {
+		var l int
+		var kind string
+		if n, _ := sscanLayer(name, &l, &kind); n != 2 {
+			return put(name, shape, at, vals)
+		}
+		if all, ok := g.add(name, shape, at, vals); ok {
+			return layer(name, shape, all)
+		}
+		return nil
+	}
+}
+
+// gatherer collects the chunks of tensors until each is whole.
+type gatherer map[string]*gathering
+
+type gathering struct {
+	vals []float32
+	got  int
+}
+
+// add takes a chunk of tensor name and returns the whole tensor once its
+// last chunk has come.
+func (g gatherer) add(name string, shape []int, at int, vals []float32) ([]float32, bool) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	if at == 0 && len(vals) == n {
+		return vals, true
+	}
+	p := g[name]
+	if p == nil {
+		p = &gathering{vals: make([]float32, n)}
+		g[name] = p
+	}
+	copy(p.vals[at:], vals)
+	p.got += len(vals)
+	if p.got < n {
+		return nil, false
+	}
+	delete(g, name)
+	return p.vals, true
+}
+
+// elements is the number of values of a tensor of dims.
+func elements(dims []uint64) int {
+	n := 1
+	for _, d := range dims {
+		n *= int(d)
+	}
+	return n
+}
+
+// memWriterAt writes into a slice of the file's size.
+type memWriterAt []byte
+
+func (m memWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > int64(len(m)) {
+		return 0, fmt.Errorf("synth: write of %d bytes at %d past the file's %d", len(p), off, len(m))
+	}
+	return copy(m[off:], p), nil
 }
 
 // Metadata is the GGUF metadata of shape s: llama architecture keys and a
