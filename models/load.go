@@ -70,6 +70,7 @@ func Open(path string, opts Options) (*Model, error) {
 		m.Close()
 		return nil, fmt.Errorf("open model %s: %w", path, err)
 	}
+	m.paceReads()
 	return m, nil
 }
 

@@ -48,5 +48,6 @@ func OpenParts(parts []Part, name string) (*Model, error) {
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("open model %s: %w", name, err)
 	}
+	m.paceReads()
 	return m, nil
 }

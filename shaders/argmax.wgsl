@@ -7,7 +7,9 @@ struct Params { cols: u32 }
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> result: array<i32>;
 
-const WG = 256u;
+// WG is 256, or 4 (SwiftShader's SIMD width: one coroutine a workgroup,
+// see runtime/gpu's narrow.go); the reduction is the same for any power of two.
+override WG: u32 = 256u;
 {{template "reduce" .}}
 
 @compute @workgroup_size(WG)

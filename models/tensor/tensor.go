@@ -114,6 +114,19 @@ func (t *Tensor) Raw() ([]byte, error) {
 	return b, nil
 }
 
+// OnRead makes t call f with the length of what each read of its bytes
+// returns (Raw, and through it Float32, Int4 and Int8), after the read.
+func (t *Tensor) OnRead(f func(n int)) {
+	read := t.read
+	t.read = func() ([]byte, error) {
+		b, err := read()
+		if err == nil {
+			f(len(b))
+		}
+		return b, err
+	}
+}
+
 // Float32 returns the tensor's values, dequantized.
 func (t *Tensor) Float32() ([]float32, error) {
 	raw, err := t.Raw()

@@ -321,6 +321,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		for job := lo; job < hi; job++ {
 			i, h := job/a.KVHeads, job%a.KVHeads
 			first, last := span(i)
+			// A prompt's rows follow each other: this worker's job of
+			// this kv head for the row before read the same records
+			// (all but this row's own), and where the sequence's keys and
+			// values of the layer fit in its cache they are still there.
+			w.warm = job-a.KVHeads >= lo && b.batch.Seq[i] == b.batch.Seq[i-1] &&
+				a.KVHeads*(last-first+1)*a.HeadDim*8 <= warmBytes
 			w.runs = c.runs(w.runs[:0], tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
 			var sinks []float32
 			if a.Sinks != nil {
@@ -332,7 +338,8 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	})
 }
 
-// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x): the
+// GLU takes SiLU's exps eight at a time (kernel.ExpShift of -x), and its
+// products and division too (kernel.SiLUMul): the
 // same bits as Silu's, element by element. Rows go to the team where
 // there are many (a prompt's), since every element is its own.
 func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
@@ -352,9 +359,7 @@ func (b *Backend) GLU(gate, up backend.Tensor, act tensor.Activation) {
 				exps[i] = -x
 			}
 			kernel.ExpShift(exps, 0)
-			for i, x := range gs {
-				gs[i] = x * (1 / (1 + exps[i])) * us[i]
-			}
+			kernel.SiLUMul(gs, exps, us) // x·(1/(1 + exp(-x)))·u, eight at a time
 		default:
 			for i, x := range gs {
 				gs[i] = Act(act, x) * us[i]

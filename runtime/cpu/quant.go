@@ -203,7 +203,7 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 	m, n := len(q), w.Rows
 	var ts []kernel.QTile
 	if kernel.BlocksTile() && m >= kernel.TileRows {
-		ts = tiles.pack(q)
+		ts = tiles.pack(q, t)
 	}
 	tiled := len(ts) * kernel.TileRows
 	t.over(m*n*w.Cols, n, func(lo, hi int) {
@@ -237,7 +237,7 @@ type tileCache struct {
 // pack returns the tiles of the rows of q, packing them unless c holds
 // them already (adding the K quants' codes where the rows have gained
 // them since).
-func (c *tileCache) pack(q []kernel.QRow) []kernel.QTile {
+func (c *tileCache) pack(q []kernel.QRow, t *team) []kernel.QTile {
 	n := len(q) / kernel.TileRows
 	if c.packed == n {
 		ts := c.tiles[:n]
@@ -250,10 +250,15 @@ func (c *tileCache) pack(q []kernel.QRow) []kernel.QTile {
 		c.tiles = append(c.tiles, make([]kernel.QTile, n-len(c.tiles))...)
 	}
 	ts := c.tiles[:n]
-	for i := range ts {
-		r := i * kernel.TileRows
-		ts[i].Pack(&[kernel.TileRows]*kernel.QRow{&q[r], &q[r+1], &q[r+2], &q[r+3]})
-	}
+	// Each tile its own: the team shares them (on one goroutine, a
+	// prompt's packing was a stretch of every product the other cores
+	// waited out).
+	t.over(len(q)*q[0].Cols, n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			r := i * kernel.TileRows
+			ts[i].Pack(&[kernel.TileRows]*kernel.QRow{&q[r], &q[r+1], &q[r+2], &q[r+3]})
+		}
+	})
 	c.packed = n
 	return ts
 }

@@ -36,10 +36,13 @@ import (
 // state of decoding allocates nothing and builds no bind groups: per step,
 // only the Step uniform and the token and position buffers are written.
 type Backend struct {
-	dev     webgpu.Device
-	info    webgpu.Info
-	maxRows int
-	plan    Plan // forced kernel choices (tests and benchmarks)
+	dev  webgpu.Device
+	info webgpu.Info
+	// onSwiftShader is swiftShader(info), found once: narrow asks at
+	// every dispatch, and lowering the names there would allocate.
+	onSwiftShader bool
+	maxRows       int
+	plan          Plan // forced kernel choices (tests and benchmarks)
 
 	rec         webgpu.Recorder
 	step        webgpu.Buffer // Step uniform: rows = tokens in the batch
@@ -112,6 +115,7 @@ func NewBackend(dev webgpu.Device, maxRows int) (*Backend, error) {
 		return nil, fmt.Errorf("gpu: batch of %d rows", maxRows)
 	}
 	b := &Backend{dev: dev, info: dev.Info(), maxRows: maxRows, rec: dev.Recorder(), calls: map[callKey]*call{}, outputs: map[webgpu.Buffer]bool{}}
+	b.onSwiftShader = swiftShader(b.info)
 	var err error
 	for _, p := range []*webgpu.Buffer{&b.step, &b.outStep} {
 		if *p, err = b.buffer("step", 16, webgpu.Uniform|webgpu.CopyDst); err != nil {
@@ -467,7 +471,8 @@ func (b *Backend) Argmax(x backend.Tensor, n int) ([]int32, error) {
 	if n > xs.rows || n > b.maxRows {
 		return nil, fmt.Errorf("gpu: argmax of %d rows of a %d-row tensor", n, xs.rows)
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	o, wg := b.reduce(argmaxOp)
+	b.record(o, params{uint32(xs.cols), wg}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	raw, err := b.flushRead(b.result, int64(4*n))
 	if err != nil {
 		return nil, err
@@ -573,7 +578,8 @@ func (b *Backend) Keep(x backend.Tensor, n int) {
 		b.fail(err)
 		return
 	}
-	b.record(argmaxOp, params{uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
+	o, wg := b.reduce(argmaxOp)
+	b.record(o, params{uint32(xs.cols), wg}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: b.result}}, uint32(n), 1, 1)
 	b.keepResult(n)
 }
 

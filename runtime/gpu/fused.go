@@ -301,21 +301,27 @@ func loraBindings(f shaders.Fusion) int {
 // fits reports whether the GEMV of w's storage for inputs of width k,
 // composed with f, binds no more storage buffers than the device allows.
 func (b *Backend) fits(w *Weight, k int, f shaders.Fusion) bool {
-	o, _, _, _ := b.ops.gemv(w.format(), 1, 1, f)
+	o, _, _, _ := b.gemv(w.format(), 1, 1, f)
 	return webgpu.StorageCount(o.operands) <= int(b.info.MaxStorageBuffersPerShaderStage)
 }
 
 // normPrologue reports whether the GEMVs take a projection's RMSNorm as
-// their prologue. Not on CPU adapters: there an invocation is a SIMD lane,
+// their prologue. Not on lavapipe: there an invocation is a SIMD lane,
 // every load of x (the same address for all lanes) is a gather, and the
 // norm's weights on each of them cost more than the dispatch of an
 // rmsnorm (BenchmarkFusion: smollm2's gate+up 1.63 ms fused against 1.27
-// ms; the head 43 against 34). Plan.NormPrologue forces the choice.
+// ms; the head 43 against 34). On SwiftShader (narrow workgroups) yes:
+// its TPC 1 form sums the squares as it loads x, with no barrier, where
+// the prepared (Prescaled) input's GEMVs each add them up behind one, and
+// a dispatch costs more in the browser than lavapipe's gathers
+// (BenchmarkStepKernels, the two forms alternated in one run: Chromium
+// 3.5 → 3.1 ms a stories260K step, natively 2.6 → 2.9 and 2.4 → 2.0 in
+// two runs). Plan.NormPrologue forces the choice.
 func (b *Backend) normPrologue() bool {
 	if b.plan.NormPrologue != "" {
 		return b.plan.NormPrologue == "on"
 	}
-	return b.info.DeviceType != "cpu"
+	return b.info.DeviceType != "cpu" || b.narrow()
 }
 
 // fusionBindings appends to dst the bindings that f adds to a kernel (see

@@ -79,7 +79,7 @@ func TestProject(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		storage backend.Storage
-		kernel  string // "" for the plan, else Plan.Quant's (or Plan.MatMul's for f32), or "prologue"
+		kernel  string // "" for the plan, else Plan.Quant's (or Plan.MatMul's for f32), "prologue" or "narrow" (Plan.Workgroups)
 		k, rows int
 		binding int64 // a storage binding limit that splits the weights
 	}{
@@ -106,6 +106,9 @@ func TestProject(t *testing.T) {
 		{backend.Int8, "gemm", 72, 17, 0},
 		{backend.Int8, "", 70, 2, 0}, // k % 4 != 0
 		{backend.Int8, "", 64, 2, 8192},
+		{backend.F32, "narrow", 64, 2, 0},
+		{backend.Int4, "narrow", 96, 3, 0},
+		{backend.F16, "narrow", 200, 1, 0},
 	} {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("%s_%s_k%d_rows%d_binding%d/%s", tc.storage, tc.kernel, tc.k, tc.rows, tc.binding, v.name), func(t *testing.T) {
@@ -113,6 +116,8 @@ func TestProject(t *testing.T) {
 				switch {
 				case tc.kernel == "prologue":
 					plan.NormPrologue = "on"
+				case tc.kernel == "narrow":
+					plan.Workgroups = "narrow"
 				case tc.storage == backend.F32:
 					plan.MatMul = tc.kernel
 				default:

@@ -450,7 +450,7 @@ func (b *Backend) gemvGroups(w *Weight, m, k int, f shaders.Fusion) (groups, max
 		_, cpu = b.planQuant(m, k)
 		tpc, maxm = quantTPC(w.format(), k, cpu), blockRows(m)
 	}
-	_, _, cpi, perWG := b.ops.gemv(w.format(), maxm, tpc, f)
+	_, _, cpi, perWG := b.gemv(w.format(), maxm, tpc, f)
 	for _, pt := range w.parts {
 		groups += (pt.rows + cpi*perWG - 1) / (cpi * perWG)
 	}

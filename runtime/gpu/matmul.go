@@ -136,7 +136,7 @@ func (b *Backend) matmul(d, xs *Tensor, ws *Weight, f shaders.Fusion, extra []we
 			gx, gy := b.grid(m*pt.rows, elementWG)
 			b.record(matmulOp, p, operands, gx, gy, 1)
 		case "gemv":
-			o, tail, cpi, perWG := b.ops.gemv(formatF32, pl.maxm, pl.tpc, f)
+			o, tail, cpi, perWG := b.gemv(formatF32, pl.maxm, pl.tpc, f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+pl.maxm-1)/pl.maxm))
 		default:
@@ -159,7 +159,7 @@ func (b *Backend) composes(d, xs *Tensor, w *Weight) bool {
 }
 
 // newGemv is gemv without the cache.
-func (c *opCache) newGemv(format string, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
+func (c *opCache) newGemv(format string, maxm, tpc, cpuWG int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
 	switch format {
 	case formatF32:
 		o = c.fused(matmulGEMVOp, f)
@@ -170,7 +170,7 @@ func (c *opCache) newGemv(format string, maxm, tpc int, f shaders.Fusion) (o op,
 	}
 	cpi, wg := 1, 256
 	if tpc == 1 {
-		cpi, wg = cpuCPI, cpuWorkgroup
+		cpi, wg = cpuCPI, cpuWG
 	}
 	o.consts = map[string]float64{"TPC": float64(tpc), "MAXM": float64(maxm), "CPI": float64(cpi), "WG": float64(wg)}
 	return o, params{uint32(tpc), uint32(maxm), uint32(cpi), uint32(wg)}, cpi, wg / tpc

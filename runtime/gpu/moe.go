@@ -179,7 +179,7 @@ func (b *Backend) ExpertProject(p backend.ExpertProjection) {
 			tpc = quantTPC(w.format(), k, false) // lanes take groups, as matmulQ plans
 		}
 		var cpi, perWG int
-		o, tail, cpi, perWG = b.ops.gemv(w.format(), r.block, tpc, f)
+		o, tail, cpi, perWG = b.gemv(w.format(), r.block, tpc, f)
 		gx, gy = b.grid((w.perExpert+cpi-1)/cpi, perWG)
 		gz = uint32(r.blocks)
 	}

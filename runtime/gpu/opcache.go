@@ -22,6 +22,9 @@ type opCache struct {
 	composed map[fusedKey][]webgpu.Access
 	gemvs    map[gemvKey]gemvVariant
 	attn     map[[2]int]map[string]float64
+	// narrowConsts are the reductions' constants in their narrow form
+	// (narrow.go), made once.
+	narrowConsts map[string]float64
 }
 
 // fusedKey is a composition of fused: the op (its name and its own
@@ -35,9 +38,9 @@ type fusedKey struct {
 
 // gemvKey is a variant of gemv.
 type gemvKey struct {
-	format    string
-	maxm, tpc int
-	fusion    shaders.Fusion
+	format        string
+	maxm, tpc, wg int
+	fusion        shaders.Fusion
 }
 
 // gemvVariant is what gemv returns.
@@ -79,11 +82,11 @@ func (c *opCache) fused(o op, f shaders.Fusion) op {
 // invocation and a workgroup compute. MatMul, the compressed products and
 // the experts' products (moe.go) all dispatch through it; its constants
 // and tail are shared read-only.
-func (c *opCache) gemv(format string, maxm, tpc int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
-	key := gemvKey{format: format, maxm: maxm, tpc: tpc, fusion: f}
+func (c *opCache) gemv(format string, maxm, tpc, cpuWG int, f shaders.Fusion) (o op, tail params, cpi, perWG int) {
+	key := gemvKey{format: format, maxm: maxm, tpc: tpc, wg: cpuWG, fusion: f}
 	v, ok := c.gemvs[key]
 	if !ok {
-		v.o, v.tail, v.cpi, v.perWG = c.newGemv(format, maxm, tpc, f)
+		v.o, v.tail, v.cpi, v.perWG = c.newGemv(format, maxm, tpc, cpuWG, f)
 		v.tail = slices.Clip(v.tail)
 		store(&c.gemvs, key, v)
 	}

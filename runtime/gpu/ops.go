@@ -42,7 +42,8 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 
 func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
 	d, xs, ws := dst.(*Tensor), x.(*Tensor), w.(*Weight)
-	b.record(rmsnormOp, params{uint32(d.cols), uint32(d.rows), f32param(eps)},
+	o, wg := b.reduce(rmsnormOp)
+	b.record(o, params{uint32(d.cols), uint32(d.rows), f32param(eps), wg},
 		[]webgpu.Binding{{Buffer: d.buf}, {Buffer: xs.buf}, {Buffer: ws.parts[0].buf}}, uint32(b.rows(d)), 1, 1)
 }
 

@@ -54,6 +54,11 @@ type Plan struct {
 	// F16 "off" runs the f32 forms of shaders.F16Kernels on a device
 	// with shader-f16 (see Backend.f16).
 	F16 string
+	// Workgroups forces the workgroup size of rmsnorm, argmax and the CPU
+	// adapters' GEMVs: "narrow" (narrowWG invocations, SwiftShader's
+	// choice) or "wide" (256 for the reductions, cpuWorkgroup for the
+	// GEMVs: every other adapter's); see narrow.go.
+	Workgroups string
 	// Fault names a kernel variant, as Kernels lists them
 	// ("matmul_gemv+norm"), whose output is perturbed after every
 	// dispatch (the first faultValues values of its destination scaled
@@ -105,6 +110,9 @@ func Plainer(base Plan, i webgpu.Info) []Rung {
 	type step = struct {
 		name  string
 		apply func(p *Plan)
+	}
+	if swiftShader(i) {
+		steps = slices.Insert(steps, 1, step{"wide workgroups", func(p *Plan) { p.Workgroups = "wide" }})
 	}
 	if i.Subgroups {
 		steps = slices.Insert(steps, 1, step{"no subgroup kernels", func(p *Plan) { p.Subgroups = "off" }})

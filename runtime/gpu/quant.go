@@ -262,7 +262,7 @@ func (b *Backend) matmulQ(d, xs *Tensor, w *Weight, f shaders.Fusion, extra []we
 		}
 		if gemv {
 			maxm := blockRows(m)
-			o, tail, cpi, perWG := b.ops.gemv(pt.format, maxm, quantTPC(pt.format, k, cpu), f)
+			o, tail, cpi, perWG := b.gemv(pt.format, maxm, quantTPC(pt.format, k, cpu), f)
 			gx, gy := b.grid((pt.rows+cpi-1)/cpi, perWG)
 			b.record(o, append(p, tail...), append(operands, extra...), gx, gy, uint32((m+maxm-1)/maxm))
 			continue

@@ -41,7 +41,9 @@ WebAssembly.instantiateStreaming(fetch("/" + new URLSearchParams(location.search
 // also runs TestF16Twins, which skips on SwiftShader (no shader-f16) and
 // runs the f16 kernels where Chromium has a GPU with it, and runtime's
 // TestSampleKernelMatchesSampler: the sample kernel (with subgroups there)
-// draws the CPU sampler's tokens.
+// draws the CPU sampler's tokens. TestNarrowWorkgroups runs SwiftShader's
+// narrow reductions and GEMVs with its subgroups (one subgroup a
+// workgroup) and the wide ones beside them.
 func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
@@ -125,7 +127,8 @@ func TestBrowserSubgroups(t *testing.T) {
 	}
 	// The f16 kernels need shader-f16, which SwiftShader lacks: there
 	// TestF16Twins skips, and runs on a GPU whose Chromium has it.
-	run("runtime/gpu", "", []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps"},
+	run("runtime/gpu", "", []string{"TestSubgroupTwins", "TestArgmax", "TestTopK", "TestBiasAndHeadNorm", "TestLayerNormAndActivate", "TestElementwiseOps",
+		"TestNarrowWorkgroups"},
 		[]string{"TestF16Twins"}, "-subgroups")
 	// The sample kernel's subgroup form against runtime.Sampler itself.
 	// The GEMVs' RMSNorm prologue (its subgroup sums): projections whose

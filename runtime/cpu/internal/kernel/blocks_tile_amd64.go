@@ -214,7 +214,21 @@ func dotBlocksTile8Asm(t dtype.Type, codes, scales []uint32, sstride int, x0, x1
 		return 0
 	}
 	cw := groups * l.CodeWords
-	chunkWords := 8 / l.ScaleGroups * l.ScaleBytes / 4 // a chunk's scale words
+	if groups <= tile8Groups {
+		// One block of columns (mode 2): the kernel neither loads nor
+		// stores lanes, so it needs no acc, whose 8 KiB Go would clear a
+		// call (5% of a 576-wide product's time).
+		tile8(t, &codes[0], &scales[0], 4*cw, 4*sstride, &x0.Data[0], &x1.Data[0], nil, groups, rows, 2, &out[0], 4*stride)
+		return rows
+	}
+	tile8Blocks(t, codes, scales, sstride, x0, x1, groups, rows, out, stride, l.CodeWords, 8/l.ScaleGroups*l.ScaleBytes/4)
+	return rows
+}
+
+// tile8Blocks is dotBlocksTile8Asm of rows wider than tile8Groups groups
+// (cw code words and chunkWords scale words a chunk of a row's groups).
+func tile8Blocks(t dtype.Type, codes, scales []uint32, sstride int, x0, x1 *QTile, groups, rows int, out []float32, stride, codeWords, chunkWords int) {
+	cw := groups * codeWords
 	var acc [blocksRows * 2 * TileRows * 16]float32
 	for r := 0; r < rows; r += blocksRows {
 		n := min(blocksRows, rows-r)
@@ -227,11 +241,10 @@ func dotBlocksTile8Asm(t dtype.Type, codes, scales []uint32, sstride int, x0, x1
 			if g0+g == groups {
 				mode |= 2
 			}
-			tile8(t, &codes[r*cw+g0*l.CodeWords], &scales[r*sstride+g0/8*chunkWords], 4*cw, 4*sstride,
+			tile8(t, &codes[r*cw+g0*codeWords], &scales[r*sstride+g0/8*chunkWords], 4*cw, 4*sstride,
 				&x0.Data[g0/2*tilePair], &x1.Data[g0/2*tilePair], &acc[0], g, n, mode, &out[r], 4*stride)
 		}
 	}
-	return rows
 }
 
 // blocksRows is the rows of weights whose lanes dotBlocksTile8Asm carries

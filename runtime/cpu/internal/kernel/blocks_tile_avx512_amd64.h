@@ -163,6 +163,52 @@
 	ADDQ BX, AX
 
 #ifdef ROWS8
+// TFOLD8: TFOLD of the eight rows Z20..Z27 at once, to the outputs at AX
+// + r·BX: each step adds the lanes TFOLD's adds, of two rows an
+// instruction, then four, then eight, so each result is the same float
+// (TFOLD's mins fold is of zeros here: the +0 it adds, added too). Per
+// row, TFOLD's chain of 17 instructions cost a 576-wide weight row's
+// eight products as much as two of its nine pairs of groups; this is 35
+// for the eight.
+#define TFOLD8 \
+	VSHUFF64X2 $0x44, Z21, Z20, Z8 \
+	VSHUFF64X2 $0xEE, Z21, Z20, Z9 \
+	VADDPS Z9, Z8, Z0 \
+	VSHUFF64X2 $0x44, Z23, Z22, Z8 \
+	VSHUFF64X2 $0xEE, Z23, Z22, Z9 \
+	VADDPS Z9, Z8, Z1 \
+	VSHUFF64X2 $0x44, Z25, Z24, Z8 \
+	VSHUFF64X2 $0xEE, Z25, Z24, Z9 \
+	VADDPS Z9, Z8, Z2 \
+	VSHUFF64X2 $0x44, Z27, Z26, Z8 \
+	VSHUFF64X2 $0xEE, Z27, Z26, Z9 \
+	VADDPS Z9, Z8, Z4 \
+	VSHUFF32X4 $0x88, Z1, Z0, Z8 \
+	VSHUFF32X4 $0xDD, Z1, Z0, Z9 \
+	VADDPS Z9, Z8, Z5 \
+	VSHUFF32X4 $0x88, Z4, Z2, Z8 \
+	VSHUFF32X4 $0xDD, Z4, Z2, Z9 \
+	VADDPS Z9, Z8, Z6 \
+	VSHUFPS $0x44, Z6, Z5, Z8 \
+	VSHUFPS $0xEE, Z6, Z5, Z9 \
+	VADDPS Z9, Z8, Z8 \
+	VMOVSHDUP Z8, Z9 \
+	VADDPS Z9, Z8, Z8 \
+	VADDPS Z28, Z8, Z8 \
+	LEAQ (BX)(BX*2), CX \
+	LEAQ (AX)(BX*4), DX \
+	VMOVSS X8, (AX) \
+	VEXTRACTPS $2, X8, (DX) \
+	VEXTRACTF32X4 $1, Z8, X9 \
+	VMOVSS X9, (AX)(BX*1) \
+	VEXTRACTPS $2, X9, (DX)(BX*1) \
+	VEXTRACTF32X4 $2, Z8, X9 \
+	VMOVSS X9, (AX)(BX*2) \
+	VEXTRACTPS $2, X9, (DX)(BX*2) \
+	VEXTRACTF32X4 $3, Z8, X9 \
+	VMOVSS X9, (AX)(CX*1) \
+	VEXTRACTPS $2, X9, (DX)(CX*1)
+
 // func TILENAME(codes, scales *uint32, cstride, sstride int, xq, xq1 *int16, acc *float32, groups, rows, mode int, out *float32, ostride int)
 TEXT TILENAME(SB), NOSPLIT, $152-96
 #else
@@ -355,14 +401,7 @@ tfold:
 	JZ    tadvance
 	MOVQ 144(SP), AX
 	MOVQ ostride+88(FP), BX
-	TFOLD(Z20, Y28, 0)
-	TFOLD(Z21, Y28, 1)
-	TFOLD(Z22, Y28, 2)
-	TFOLD(Z23, Y28, 3)
-	TFOLD(Z24, Y28, 4)
-	TFOLD(Z25, Y28, 5)
-	TFOLD(Z26, Y28, 6)
-	TFOLD(Z27, Y28, 7)
+	TFOLD8
 tadvance:
 #else
 	MOVQ 144(SP), AX
@@ -388,6 +427,9 @@ tadvance:
 #undef TROW
 #undef TSINGLE
 #undef TFOLD
+#ifdef ROWS8
+#undef TFOLD8
+#endif
 #ifdef MINS
 #undef MINS
 #endif

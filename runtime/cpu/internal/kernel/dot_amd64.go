@@ -59,6 +59,9 @@ func axpyRowsF16AVX2(dst, a *float32, x *uint16, rows, stride, n int)
 func axpyRows2F16AVX2(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n int)
 
 //go:noescape
+func siluMulAVX2(x, e, u *float32, n int)
+
+//go:noescape
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
 
 //go:noescape

@@ -62,6 +62,10 @@ func axpyRows2F16AVX2(dst0, dst1, a0, a1 *float32, x *uint16, rows, stride, n in
 	panic("kernel: no AVX2 kernels in this build")
 }
 
+func siluMulAVX2(x, e, u *float32, n int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
 func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int) {
 	panic("kernel: no AVX2 kernels in this build")
 }

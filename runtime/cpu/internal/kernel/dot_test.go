@@ -219,6 +219,36 @@ func TestDotF32RowsMatchesDotF32(t *testing.T) {
 	}
 }
 
+// TestSiLUMul: SiLUMul gives its loop's bits (siluMulGo, spelt out again
+// here) at lengths below, at and past a register, on values of every
+// scale, with infinities and NaN among the exps.
+func TestSiLUMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 40, 100} {
+		g, e, u := randomRow(rng, n), randomRow(rng, n), randomRow(rng, n)
+		for i := range e {
+			e[i] = float32(math.Exp(float64(e[i] * 20)))
+			g[i] *= float32(math.Exp(float64(rng.NormFloat64() * 10)))
+		}
+		if n > 3 {
+			e[1], e[2], e[3] = float32(math.Inf(1)), float32(math.NaN()), 0
+		}
+		want := make([]float32, n)
+		for i := range want {
+			r := float32(1 / float32(1+e[i]))
+			want[i] = float32(g[i]*r) * u[i]
+		}
+		twin := slices.Clone(g)
+		siluMulGo(twin, e, u)
+		SiLUMul(g, e, u)
+		for i := range want {
+			if math.Float32bits(g[i]) != math.Float32bits(want[i]) || math.Float32bits(twin[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n %d: [%d] %v (twin %v), loop %v", n, i, g[i], twin[i], want[i])
+			}
+		}
+	}
+}
+
 // TestAxpyRowsMatchesLoop: AxpyRows and AxpyRows2, and their F16 forms on
 // x's values as halves, give the bits of its definition, a plain Axpy loop
 // row after row, on widths below, at and past a register and a 32-column

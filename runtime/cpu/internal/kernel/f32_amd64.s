@@ -515,3 +515,31 @@ block16x4:
 	JLT  pair16
 	VZEROUPPER
 	RET
+
+DATA one32<>+0(SB)/4, $0x3f800000 // 1.0
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
+// func siluMulAVX2(x, e, u *float32, n int)
+// x[i] = (x[i]·(1/(1 + e[i])))·u[i] over n (a multiple of 8) values, each
+// operation rounding on its own as SiLUMul's loop does.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	MOVQ         e+8(FP), SI
+	MOVQ         u+16(FP), DX
+	MOVQ         n+24(FP), CX
+	SHRQ         $3, CX
+	VBROADCASTSS one32<>(SB), Y15
+
+silu8:
+	VADDPS  (SI), Y15, Y0
+	VDIVPS  Y0, Y15, Y0
+	VMULPS  (DI), Y0, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     silu8
+	VZEROUPPER
+	RET
