@@ -362,6 +362,9 @@ type StorageUse struct {
 func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 	use := map[backend.Storage]*StorageUse{}
 	for _, t := range m.Tensors {
+		if strings.HasSuffix(t.Name, "_exps.weight") { // a stack of experts
+			t = expertMatrix(t)
+		}
 		s := ws.For(t, m.Config)
 		u := use[s]
 		if u == nil {
@@ -378,6 +381,15 @@ func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 		}
 	}
 	return out
+}
+
+// expertMatrix is a stack of experts [experts, rows, cols] as the matrix
+// [experts·rows, cols] its storage is chosen for (uploadExperts).
+func expertMatrix(t *models.Tensor) *models.Tensor {
+	if len(t.Shape) != 3 {
+		return t
+	}
+	return models.NewTensor(t.Name, []int{t.Shape[0] * t.Shape[1], t.Shape[2]}, t.Type, t.Raw)
 }
 
 // storageBytes is the size of tensor t kept in storage s.
