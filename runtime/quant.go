@@ -362,17 +362,14 @@ type StorageUse struct {
 func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 	use := map[backend.Storage]*StorageUse{}
 	for _, t := range m.Tensors {
-		if strings.HasSuffix(t.Name, "_exps.weight") { // a stack of experts
-			t = expertMatrix(t)
-		}
-		s := ws.For(t, m.Config)
+		s, bytes := ws.stored(t, m.Config)
 		u := use[s]
 		if u == nil {
 			u = &StorageUse{Storage: s}
 			use[s] = u
 		}
 		u.Tensors++
-		u.Bytes += storageBytes(t, s)
+		u.Bytes += bytes
 	}
 	var out []StorageUse
 	for _, s := range append([]backend.Storage{backend.Blocks}, backend.Storages...) {
@@ -381,6 +378,17 @@ func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 		}
 	}
 	return out
+}
+
+// stored is the storage of tensor t of a model with config c, and its
+// bytes there: For's, but a stack of experts taken as the matrix that
+// uploadExperts stores it as (expertMatrix), which For would call f32.
+func (s WeightStorage) stored(t *models.Tensor, c models.Config) (backend.Storage, int64) {
+	if strings.HasSuffix(t.Name, "_exps.weight") {
+		t = expertMatrix(t)
+	}
+	st := s.For(t, c)
+	return st, storedBytes(t, st)
 }
 
 // expertMatrix is a stack of experts [experts, rows, cols] as the matrix
@@ -460,7 +468,8 @@ func TensorBits(m *models.Model, ws WeightStorage) []GroupBits {
 		g.Tensors++
 		g.Params += n
 		g.file += file
-		g.stored += storedBytes(t, ws.For(t, m.Config))
+		_, stored := ws.stored(t, m.Config)
+		g.stored += stored
 		g.types[t.Type]++
 	}
 	rank := func(name string) int {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -221,6 +222,13 @@ func TestWeightMixExperts(t *testing.T) {
 	c := eng.Model().Config
 	if want := 3 * c.Layers; blocks != want { // gate, up and down a layer
 		t.Errorf("%d tensors in blocks, want the %d expert stacks (%s)", blocks, want, runtime.FormatMix(eng.WeightMix()))
+	}
+	for _, g := range eng.TensorBits() {
+		// MXFP4's 4.25 bits a weight, at most 4.5 as the backend lays
+		// its blocks out.
+		if strings.HasSuffix(g.Group, "_exps") && (g.Bits < g.FileBits || g.Bits > 4.5) {
+			t.Errorf("%s: %.3f bits stored, the file's %.3f", g.Group, g.Bits, g.FileBits)
+		}
 	}
 	if sum != eng.WeightBytes() {
 		t.Errorf("the mix counts %d bytes, the engine holds %d (%s)", sum, eng.WeightBytes(), runtime.FormatMix(eng.WeightMix()))
