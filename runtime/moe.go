@@ -95,7 +95,7 @@ func (n *llama) uploadExperts(m *models.Model, ws WeightStorage, l int) (moeWeig
 		}
 		ms := make([]*models.Tensor, len(ts))
 		for i, t := range ts {
-			ms[i] = models.NewTensor(t.Name, []int{t.Shape[0] * t.Shape[1], t.Shape[2]}, t.Type, t.Raw)
+			ms[i] = expertMatrix(t)
 		}
 		t, s := ts[0], ws.Fused(ms, c)
 		up, err := n.be.UploadExperts(ts, s)

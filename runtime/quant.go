@@ -362,14 +362,14 @@ type StorageUse struct {
 func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 	use := map[backend.Storage]*StorageUse{}
 	for _, t := range m.Tensors {
-		s := ws.For(t, m.Config)
+		s, bytes := ws.stored(t, m.Config)
 		u := use[s]
 		if u == nil {
 			u = &StorageUse{Storage: s}
 			use[s] = u
 		}
 		u.Tensors++
-		u.Bytes += storageBytes(t, s)
+		u.Bytes += bytes
 	}
 	var out []StorageUse
 	for _, s := range append([]backend.Storage{backend.Blocks}, backend.Storages...) {
@@ -378,6 +378,26 @@ func WeightMix(m *models.Model, ws WeightStorage) []StorageUse {
 		}
 	}
 	return out
+}
+
+// stored is the storage of tensor t of a model with config c, and its
+// bytes there: For's, but a stack of experts taken as the matrix that
+// uploadExperts stores it as (expertMatrix), which For would call f32.
+func (s WeightStorage) stored(t *models.Tensor, c models.Config) (backend.Storage, int64) {
+	if strings.HasSuffix(t.Name, "_exps.weight") {
+		t = expertMatrix(t)
+	}
+	st := s.For(t, c)
+	return st, storedBytes(t, st)
+}
+
+// expertMatrix is a stack of experts [experts, rows, cols] as the matrix
+// [experts·rows, cols] its storage is chosen for (uploadExperts).
+func expertMatrix(t *models.Tensor) *models.Tensor {
+	if len(t.Shape) != 3 {
+		return t
+	}
+	return models.NewTensor(t.Name, []int{t.Shape[0] * t.Shape[1], t.Shape[2]}, t.Type, t.Raw)
 }
 
 // storageBytes is the size of tensor t kept in storage s.
@@ -448,7 +468,8 @@ func TensorBits(m *models.Model, ws WeightStorage) []GroupBits {
 		g.Tensors++
 		g.Params += n
 		g.file += file
-		g.stored += storedBytes(t, ws.For(t, m.Config))
+		_, stored := ws.stored(t, m.Config)
+		g.stored += stored
 		g.types[t.Type]++
 	}
 	rank := func(name string) int {

@@ -2,12 +2,17 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/eval"
 )
 
@@ -182,5 +187,50 @@ func TestWeightStorage(t *testing.T) {
 	}
 	if _, err := runtime.Load(path, runtime.Options{Device: "cpu", Quant: "int3"}); err == nil {
 		t.Error("--quant int3 loaded")
+	}
+}
+
+// TestWeightMixExperts: the mix `info` and `bench` print counts a stack
+// of experts as the matrix it is stored as (MXFP4 blocks here), so its
+// bytes add up to what the engine holds, not to f32 copies.
+func TestWeightMixExperts(t *testing.T) {
+	s, err := synth.Lookup("tiny-gpt-oss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gpt-oss.mxfp4.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(synth.WriteExperts(f, s, dtype.F32, dtype.MXFP4, 1), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.Load(path, runtime.Options{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var sum int64
+	blocks := 0
+	for _, u := range eng.WeightMix() {
+		sum += u.Bytes
+		if u.Storage == backend.Blocks {
+			blocks = u.Tensors
+		}
+	}
+	c := eng.Model().Config
+	if want := 3 * c.Layers; blocks != want { // gate, up and down a layer
+		t.Errorf("%d tensors in blocks, want the %d expert stacks (%s)", blocks, want, runtime.FormatMix(eng.WeightMix()))
+	}
+	for _, g := range eng.TensorBits() {
+		// MXFP4's 4.25 bits a weight, at most 4.5 as the backend lays
+		// its blocks out.
+		if strings.HasSuffix(g.Group, "_exps") && (g.Bits < g.FileBits || g.Bits > 4.5) {
+			t.Errorf("%s: %.3f bits stored, the file's %.3f", g.Group, g.Bits, g.FileBits)
+		}
+	}
+	if sum != eng.WeightBytes() {
+		t.Errorf("the mix counts %d bytes, the engine holds %d (%s)", sum, eng.WeightBytes(), runtime.FormatMix(eng.WeightMix()))
 	}
 }
