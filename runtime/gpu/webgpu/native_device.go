@@ -29,7 +29,12 @@ type wgpuAPI struct {
 	dev      *wgpu.Device
 	queue    *wgpu.Queue
 	lostErr  error // sticky: once the device is lost every call returns it
+	staged   int64 // bytes written since the queue last ran its writes (write)
 }
+
+// stageLimit is how many bytes of writes the queue may hold before write
+// makes it run them.
+const stageLimit = 256 << 20
 
 // nativeLayout is a binding shape's layouts (see layout).
 type nativeLayout struct {
@@ -66,9 +71,26 @@ func (w *wgpuAPI) write(dst *wgpu.Buffer, offset int64, data []byte) error {
 	if tail := data[body:]; len(tail) > 0 {
 		var word [4]byte
 		copy(word[:], tail)
-		return w.queue.WriteBuffer(dst, uint64(offset)+uint64(body), word[:])
+		if err := w.queue.WriteBuffer(dst, uint64(offset)+uint64(body), word[:]); err != nil {
+			return err
+		}
 	}
+	w.flushStaged(int64(len(data)))
 	return nil
+}
+
+// flushStaged counts n bytes written and, past stageLimit, has the queue
+// run its writes and waits for them. wgpu copies every write into a
+// staging buffer that lives until a submission carries it and completes;
+// loading a model submits nothing, so without this every weight was held
+// twice until the first step: lavapipe's peak memory was 2.1x the file's.
+func (w *wgpuAPI) flushStaged(n int64) {
+	if w.staged += n; w.staged < stageLimit || w.lostErr != nil {
+		return
+	}
+	w.staged = 0
+	w.queue.Submit()
+	w.dev.Poll(true, nil)
 }
 
 func (w *wgpuAPI) close(pipelines []*wgpu.ComputePipeline, layouts []nativeLayout) {
