@@ -20,6 +20,7 @@ disk; Tessera reads token ids, so the change does not matter to it).
 """
 import json, os, subprocess, sys, time, urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in testdata
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from ggufmeta import free_port, printable  # noqa: E402
 

@@ -20,6 +20,7 @@ embeddings only.
 """
 import base64, json, os, re, subprocess, sys, time, urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in testdata
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from ggufmeta import HEADER, entries, free_port, printable, set_token_types, strings  # noqa: E402
 
