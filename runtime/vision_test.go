@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/x448/float16"
 
@@ -478,10 +479,12 @@ func TestVisionMatchesLlamaCpp(t *testing.T) {
 						tol, lpTol = 2e-3, 2e-2
 					}
 					img := readTestImage(t, vc.image)
+					start := time.Now()
 					emb, err := eng.EncodeImage(context.Background(), img)
 					if err != nil {
 						t.Fatal(err)
 					}
+					t.Logf("image encoded in %v", time.Since(start).Round(time.Millisecond))
 					// An image token's values: the model's width, and
 					// Qwen3-VL's deepstack slices after it, as llama.cpp
 					// logs them.

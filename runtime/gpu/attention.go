@@ -165,14 +165,22 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	t := prefillTileFor(d4)
 	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0 && horizon == 0, a.Window, horizon)
 	lane := b.laneAttention()
+	// On CPU adapters prompt rows take attention_lane too, laneRows rows
+	// an invocation (see attention_lane.wgsl), for heads of up to
+	// laneMaxD4 vec4s, but for a bidirectional sliding-window step (the
+	// horizon), which only the tiled kernel reads.
+	rb := laneRows
+	preLane := lane && a.HeadDim%4 == 0 && horizon == 0 && d4 <= laneMaxD4
 	if dec.rows > 0 {
 		if lane {
-			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4))
+			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4, 1))
 		} else {
 			decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
 		}
 	}
-	if pre.rows > 0 {
+	if pre.rows > 0 && preLane {
+		preChunks = laneChunks(pre.ctx, ((pre.rows+rb-1)/rb*a.Heads+laneWG-1)/laneWG, laneSpan(d4, rb))
+	} else if pre.rows > 0 {
 		// A workgroup makes one pass over the positions for each
 		// sequence among its rows: the budget is shared by the passes.
 		preSpan = t.span(d4) / st.passes(batch, n, t.br)
@@ -189,20 +197,23 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	base := uint32(b.maxRows) // part: a flag per row, then the partials
 	if dec.rows > 0 {
 		g := (group + slices - 1) / slices // query heads per workgroup
-		o := op{kernel: "attention_decode", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, g)}
+		o := op{kernel: "attention_decode", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, g, 0)}
 		gx, gz := uint32(a.KVHeads*slices), uint32(n) // workgroups: (kv head, slice) × chunk × row
 		if lane {
-			o.kernel, o.consts = "attention_lane", b.ops.attnConsts(a.HeadDim, 0)
-			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
+			b.lane(d, qs, c, l, a, part, base, pos, n, 1, decChunks, 1)
+		} else {
+			b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+				uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
+				[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+					{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
+				gx, uint32(decChunks), gz)
 		}
-		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
-			[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
-			gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
-	if pre.rows > 0 {
+	if pre.rows > 0 && preLane {
+		b.lane(d, qs, c, l, a, part, base, pos, n, rb, preChunks, 0)
+		b.combine(d, part, a, n, preChunks, base, 0)
+	} else if pre.rows > 0 {
 		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
 			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(preSpan), base, f32param(a.Softcap), uint32(a.Window), uint32(horizon)},
 			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
@@ -228,6 +239,31 @@ func (b *Backend) combine(d *Tensor, part webgpu.Buffer, a backend.Attention, n,
 // laneWG is attention_lane's workgroup size.
 const laneWG = 8
 
+// laneRows is how many prompt rows an invocation of attention_lane takes
+// on CPU adapters: each key and value it reads (a loop over the SIMD lanes
+// on llvmpipe) then serves that many rows. It does so for heads of up to
+// laneMaxD4 vec4s (72 dims: Gemma 3's vision heads); wider ones take
+// attention_prefill, since llvmpipe's compile time of the kernel explodes
+// past them (measured: 8 rows of 64 or 72 dims compile in about a second,
+// 6 rows of 96 in 159 s, 4 of 128 in 91 s, 8 of 256 did not in 17
+// minutes).
+const (
+	laneRows  = 8
+	laneMaxD4 = 18
+)
+
+// lane records attention_lane over the rows flagged kind (1: decode rows,
+// 0: prompt rows), rb rows an invocation, in chunks chunks.
+func (b *Backend) lane(d, qs *Tensor, c *KV, l int, a backend.Attention, part webgpu.Buffer, base uint32, pos webgpu.Buffer, n, rb, chunks int, kind float32) {
+	o := op{kernel: "attention_lane", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, 0, rb)}
+	blocks := (n + rb - 1) / rb
+	b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+		uint32(c.shape.BlockSize), uint32(b.tableWidth), 0, base, f32param(a.Softcap), uint32(a.Window), f32param(kind)},
+		[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
+		uint32((blocks*a.Heads+laneWG-1)/laneWG), uint32(chunks), 1) // invocations: (block of rows, head) × chunk
+}
+
 // laneTarget is the workgroups that attention_lane's chunks aim for: a few
 // per thread of a CPU adapter, so that the threads share a step's
 // attention evenly.
@@ -246,11 +282,15 @@ func (b *Backend) laneAttention() bool {
 	return b.info.DeviceType == "cpu"
 }
 
-// laneSpan is how many positions one attention_lane invocation may take
-// within loopBudget: per position a loop over the head's d4 vec4s for the
-// score and one for the values, and one for a rescale, were none unrolled.
-func laneSpan(d4 int) int {
-	return (loopBudget - 2000) / (1 + 3*d4)
+// laneSpan is how many positions one attention_lane invocation of rb rows
+// may take within loopBudget: per position the loops over the head's d4
+// vec4s that read the key and the value, and the rows' loops over them
+// for the scores and the outputs, were none of those unrolled (the loops
+// over the rows, of a small constant trip count, are; attention_lane
+// would not be fast otherwise), after the loops over the rows' queries
+// and outputs.
+func laneSpan(d4, rb int) int {
+	return (loopBudget - 2000 - 8*rb*d4) / (1 + 4*d4)
 }
 
 // laneChunks is the number of chunks that attention_lane cuts positions

@@ -288,6 +288,11 @@ func TestAttentionLongPrefill(t *testing.T) {
 		{2, 1, 64, 16, 10500, 1, attnAt(10440, attnRun{0, 16})}, // span 10464
 		{4, 2, 256, 16, 4000, 1, attnAt(3900, attnRun{0, 64})},
 		{4, 2, 256, 16, 2100, 2, append(attnAt(2000, attnRun{0, 20}), attnStep{runs: []attnRun{{1, 12}, {0, 10}}})},
+		// attention_lane's prompt rows at a context just short of a
+		// split: 64 rows × 16 heads are enough invocations for one chunk
+		// (laneChunks), of laneSpan positions at most.
+		{16, 16, 8, 16, 6500, 1, attnAt(6360, attnRun{0, 64})}, // span 6430
+		{16, 4, 72, 16, 800, 1, attnAt(700, attnRun{0, 64})},   // span 778
 		// Both kernels split, in one batch: sequence 0's rows take
 		// tiles, sequence 1's decode, and each kernel's partials are
 		// combined before the other's are written.

@@ -21,7 +21,7 @@ import (
 type opCache struct {
 	composed map[fusedKey][]webgpu.Access
 	gemvs    map[gemvKey]gemvVariant
-	attn     map[[2]int]map[string]float64
+	attn     map[[3]int]map[string]float64
 	// narrowConsts are the reductions' constants in their narrow form
 	// (narrow.go), made once.
 	narrowConsts map[string]float64
@@ -94,16 +94,19 @@ func (c *opCache) gemv(format string, maxm, tpc, cpuWG int, f shaders.Fusion) (o
 }
 
 // attnConsts are the decode kernels' constants for heads of hd and g
-// query heads a workgroup (0: attention_lane's, which has no G): Attend
-// runs at every layer of every step.
-func (c *opCache) attnConsts(hd, g int) map[string]float64 {
-	key := [2]int{hd, g}
+// query heads a workgroup (attention_decode), or rb rows an invocation
+// (attention_lane, g = 0): Attend runs at every layer of every step.
+func (c *opCache) attnConsts(hd, g, rb int) map[string]float64 {
+	key := [3]int{hd, g, rb}
 	if m, ok := c.attn[key]; ok {
 		return m
 	}
 	m := map[string]float64{"HD": float64(hd)}
 	if g > 0 {
 		m["G"] = float64(g)
+	}
+	if rb > 0 {
+		m["RB"] = float64(rb)
 	}
 	return store(&c.attn, key, m)
 }
