@@ -167,10 +167,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	lane := b.laneAttention()
 	// On CPU adapters prompt rows take attention_lane too, laneRows rows
 	// an invocation (see attention_lane.wgsl), for heads of up to
-	// laneMaxD4 vec4s, but for a bidirectional sliding-window step (the
-	// horizon), which only the tiled kernel reads.
+	// laneMaxD4 vec4s in an f32 cache (llvmpipe took minutes to compile
+	// the multi-row form over f16 and int8 records), but for a
+	// bidirectional sliding-window step (the horizon), which only the
+	// tiled kernel reads.
 	rb := laneRows
-	preLane := lane && a.HeadDim%4 == 0 && horizon == 0 && d4 <= laneMaxD4
+	preLane := lane && a.HeadDim%4 == 0 && horizon == 0 && d4 <= laneMaxD4 && c.shape.Type == backend.KVF32
 	if dec.rows > 0 {
 		if lane {
 			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4, 1))
