@@ -48,13 +48,7 @@ func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
 	}
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
+	exe := needChromium(t)
 	dir := t.TempDir()
 	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
 	if err != nil {
