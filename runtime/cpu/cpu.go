@@ -309,13 +309,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		}
 		return a.First(pos), pos
 	}
+	tables := b.batch.TablesFor(c.shape)  // rings for a windowed cache
+	if a.Bidirectional && c.K.tile == 0 { // rows sharing their span: a job per block of them (attend_span.go)
+		if groups := spanGroups(n, b.batch.Seq, span); groups != nil {
+			b.attendSpans(d, qs, c, l, a, groups, tables)
+			return
+		}
+	}
 	var work int // about the operations: a dot, an axpy and an exp per position and head
 	for i := range n {
 		first, last := span(i)
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
 	}
 	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
-	tables := b.batch.TablesFor(c.shape)    // rings for a windowed cache
 	b.team.over(work, n*a.KVHeads, func(lo, hi int) {
 		var w attendWork
 		for job := lo; job < hi; job++ {
