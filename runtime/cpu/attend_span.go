@@ -1,6 +1,9 @@
 package cpu
 
-import "github.com/tessera-llm/tessera/runtime/backend"
+import (
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+)
 
 // Attention of many rows over one span of positions: a vision tower's
 // patches, or an image's tokens in a language model, attend to each other
@@ -12,9 +15,12 @@ import "github.com/tessera-llm/tessera/runtime/backend"
 // span and one kv head, and walks the span a chunk of spanChunk positions
 // at a time for all of the block's rows, so a chunk's records are read
 // from memory once a block and from the core's cache for every other row.
-// Each row's scores, softmax, weighted sum and division are AttendHead's,
-// in its order (the same dots, softmaxHeads, axpys and normalizeHeads
-// attendGroup runs, on the same runs): the bits do not change.
+// f32 keys meet all of a block's rows a run at a time, each run's keys
+// against the rows' queries as one kernel.DotF32Block (register tiles
+// of keys by queries). Each row's scores, softmax, weighted sum and
+// division are AttendHead's, in its order (DotF32's scores, then the same
+// softmaxHeads, axpys and normalizeHeads attendGroup runs, on the same
+// runs): the bits do not change.
 
 // spanRows is how many rows of a span a job takes: its scores (spanRows ·
 // span · group heads floats) stay within a core's L2 for spans of a few
@@ -115,12 +121,24 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 			r0, t0 = r1, t1
 		}
 	}
-	chunks(func(t0 int, runs []run) {
-		for r := range rows {
-			q := qs.Row(s.lo + r)[h*cols : (h+1)*cols]
-			c.K.dots(w.scores[r*heads*n+t0:], n, q, heads, runs, &c.V, false)
+	if c.K.typ == backend.KVF32 { // a run's keys against every row: one kernel.DotF32Block per head
+		t := 0
+		for _, r := range w.runs {
+			k := c.K.f32[r.rec*hd : (r.rec+r.n)*hd]
+			for g := range heads {
+				q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
+				kernel.DotF32Block(w.scores[g*n+t:], heads*n, k, r.n, q, qs.cols, rows)
+			}
+			t += r.n
 		}
-	})
+	} else {
+		chunks(func(t0 int, runs []run) {
+			for r := range rows {
+				q := qs.Row(s.lo + r)[h*cols : (h+1)*cols]
+				c.K.dots(w.scores[r*heads*n+t0:], n, q, heads, runs, &c.V, false)
+			}
+		})
+	}
 	for r := range rows {
 		w.exps[r] = softmaxHeads(w.scores[r*heads*n:(r+1)*heads*n], w.exps[r], heads, n, scale, softcap, sinks)
 		clear(d.Row(s.lo + r)[h*cols : (h+1)*cols])

@@ -219,6 +219,54 @@ func TestDotF32RowsMatchesDotF32(t *testing.T) {
 	}
 }
 
+// dotF32Twin is DotF32 as its Go twin computes it: dotF32Go over the
+// whole blocks, then the tail one product and one sum at a time.
+func dotF32Twin(w, x []float32) float32 {
+	n := len(w) &^ (Block - 1)
+	var s float32
+	if n > 0 {
+		s = dotF32Go(w[:n], x[:n])
+	}
+	for i := n; i < len(w); i++ {
+		s += float32(w[i] * x[i])
+	}
+	return s
+}
+
+// TestDotF32BlockMatchesTwin: DotF32Block gives the Go twin's bits (DotF32's
+// definition) for every weight row and input row, on lengths below, at and
+// past the block with and without tails (a vision head's 72, a SigLIP
+// width's 1152 plus a tail), weight and input row counts around the
+// register tile's four and three, inputs packed or further apart, outputs
+// packed or apart, and values of every scale with zeros of both signs.
+func TestDotF32BlockMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 72, 100, 1157} {
+		for _, nw := range []int{1, 3, 4, 5, 8, 11} {
+			for _, m := range []int{1, 2, 3, 4, 6, 7, 13} {
+				for _, gap := range []int{0, 3} {
+					xstride, stride := k+gap, nw+2*gap
+					w, x := randomRow(rng, nw*k), randomRow(rng, (m-1)*xstride+k)
+					for i := range w {
+						w[i] *= float32(math.Exp(rng.NormFloat64() * 6))
+					}
+					w[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
+					out := make([]float32, (m-1)*stride+nw)
+					DotF32Block(out, stride, w, nw, x, xstride, m)
+					for i := range m {
+						for j := range nw {
+							want := dotF32Twin(w[j*k:(j+1)*k], x[i*xstride:i*xstride+k])
+							if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("k %d, %d×%d rows, gap %d: weight %d input %d: %v, twin %v", k, nw, m, gap, j, i, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSiLUMul: SiLUMul gives its loop's bits (siluMulGo, spelt out again
 // here) at lengths below, at and past a register, on values of every
 // scale, with infinities and NaN among the exps.

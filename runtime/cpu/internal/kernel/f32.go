@@ -89,6 +89,53 @@ func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
 	dotF32RowsAVX2(&w[0], &x[0], n, k, m, &out[0], stride)
 }
 
+// DotF32Block sets out[i·stride + j] to DotF32(w[j·k : (j+1)·k],
+// x[i·xstride : i·xstride+k]) for the nw weight rows of w (k = len(w)/nw)
+// and m input rows of x: a block of a matrix product, or of attention's
+// scores (weights: keys; inputs: queries), in one call. With AVX-512 it
+// goes four weight rows by three input rows at a time, twelve sums in
+// registers each in its own 32 lanes (dotF32TileAVX512): each weight block
+// loaded once for three rows and each input block once for four, where
+// DotF32Rows' pairs loaded a weight block per two sums. The rest, and
+// every other path, is DotF32Rows (xstride k) or DotF32 one by one. Every
+// result equals DotF32's bit for bit.
+func DotF32Block(out []float32, stride int, w []float32, nw int, x []float32, xstride, m int) {
+	if nw == 0 || m == 0 {
+		return
+	}
+	k := len(w) / nw
+	_, _ = x[(m-1)*xstride+k-1], out[(m-1)*stride+nw-1]
+	nb := k &^ (Block - 1)
+	j := 0
+	if m3 := m - m%3; hasF32Tile && nb > 0 && m3 > 0 {
+		for ; j+4 <= nw; j += 4 {
+			dotF32TileAVX512(&w[j*k], &x[0], nb, k, xstride, m3, &out[j], stride)
+		}
+		if m3 < m {
+			dotF32BlockRest(out[m3*stride:], stride, w[:j*k], j, x[m3*xstride:], xstride, m-m3, k)
+		}
+	}
+	dotF32BlockRest(out[j:], stride, w[j*k:], nw-j, x, xstride, m, k)
+}
+
+// dotF32BlockRest is DotF32Block without the tile: a weight row against
+// the input rows at a time.
+func dotF32BlockRest(out []float32, stride int, w []float32, nw int, x []float32, xstride, m, k int) {
+	if nw == 0 || m == 0 {
+		return
+	}
+	for j := range nw {
+		wj := w[j*k : (j+1)*k]
+		if xstride == k {
+			DotF32Rows(out[j:], stride, wj, x, m)
+			continue
+		}
+		for i := range m {
+			out[i*stride+j] = DotF32(wj, x[i*xstride:i*xstride+k])
+		}
+	}
+}
+
 // DotF16Rows is DotF32Rows for w given as IEEE halves: out[i·stride] =
 // DotF16(x[i·k : (i+1)·k], w): DotF16x4 four rows at a time, the rest one
 // by one. Every result equals DotF32Rows' on the f32 values bit for bit.
