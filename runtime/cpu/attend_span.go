@@ -15,9 +15,10 @@ import (
 // span and one kv head, and walks the span a chunk of spanChunk positions
 // at a time for all of the block's rows, so a chunk's records are read
 // from memory once a block and from the core's cache for every other row.
-// f32 keys meet all of a block's rows a run at a time, each run's keys
-// against the rows' queries as one kernel.DotF32Block (register tiles
-// of keys by queries). Each row's scores, softmax, weighted sum and
+// f32 keys meet all of a block's rows sixteen at a time, transposed, in
+// one kernel.DotF32Keys a query head (a register of sixteen keys' scores
+// a row, so that DotF32's fold and tail, most of a 72-value head's work
+// key by key, are sixteen keys' at once). Each row's scores, softmax, weighted sum and
 // division are AttendHead's, in its order (DotF32's scores, then the same
 // softmaxHeads, axpys and normalizeHeads attendGroup runs, on the same
 // runs): the bits do not change.
@@ -69,6 +70,7 @@ type spanWork struct {
 	scores []float32   // row r's query head h's scores at (r·heads + h)·n…
 	sums   []float32   // row r's head h's sum of weights at r·heads + h
 	exps   [][]float32 // row r's heads' exp(sink - max), with sinks
+	kt     []float32   // keys transposed for kernel.DotF32Keys
 }
 
 // attendSpans is Attend for rows cut into spans (spanGroups): a job per
@@ -121,13 +123,17 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 			r0, t0 = r1, t1
 		}
 	}
-	if c.K.typ == backend.KVF32 { // a run's keys against every row: one kernel.DotF32Block per head
+	if c.K.typ == backend.KVF32 { // sixteen keys of a run against every row: one kernel.DotF32Keys per head
+		w.kt = grow(w.kt, kernel.KeysTile*hd)
 		t := 0
 		for _, r := range w.runs {
-			k := c.K.f32[r.rec*hd : (r.rec+r.n)*hd]
-			for g := range heads {
-				q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
-				kernel.DotF32Block(w.scores[g*n+t:], heads*n, k, r.n, q, qs.cols, rows)
+			for j := 0; j < r.n; j += kernel.KeysTile {
+				keys := min(kernel.KeysTile, r.n-j)
+				kernel.TransposeKeys(w.kt, c.K.f32[(r.rec+j)*hd:], keys, hd)
+				for g := range heads {
+					q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
+					kernel.DotF32Keys(w.scores[g*n+t+j:], heads*n, w.kt, keys, hd, q, qs.cols, rows)
+				}
 			}
 			t += r.n
 		}

@@ -72,3 +72,6 @@ func scaleMaxAVX2(x *float32, scale float32, n int) float32
 
 //go:noescape
 func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride int)
+
+//go:noescape
+func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int)

@@ -77,3 +77,7 @@ func scaleMaxAVX2(x *float32, scale float32, n int) float32 {
 func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride int) {
 	panic("kernel: no AVX-512 kernels in this build")
 }
+
+func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int) {
+	panic("kernel: no AVX-512 kernels in this build")
+}

@@ -267,6 +267,42 @@ func TestDotF32BlockMatchesTwin(t *testing.T) {
 	}
 }
 
+// TestDotF32KeysMatchesTwin: DotF32Keys gives the Go twin's bits (DotF32's
+// definition) for every row and key, on head widths below, at and past the
+// block with and without tails (a vision tower's 72), full and partial
+// tiles of keys, row counts around the eight a partial tile takes at a
+// time, rows packed or apart, outputs packed or apart, and values of every
+// scale with zeros of both signs.
+func TestDotF32KeysMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 72, 100, 130} {
+		for _, n := range []int{1, 7, KeysTile} {
+			for _, m := range []int{1, 2, 8, 9, 17} {
+				for _, gap := range []int{0, 3} {
+					xstride, stride := k+gap, KeysTile+2*gap
+					keys, x := randomRow(rng, n*k), randomRow(rng, (m-1)*xstride+k)
+					for i := range keys {
+						keys[i] *= float32(math.Exp(rng.NormFloat64() * 6))
+					}
+					keys[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
+					kt := make([]float32, KeysTile*k)
+					TransposeKeys(kt, keys, n, k)
+					out := make([]float32, (m-1)*stride+KeysTile)
+					DotF32Keys(out, stride, kt, n, k, x, xstride, m)
+					for i := range m {
+						for j := range n {
+							want := dotF32Twin(x[i*xstride:i*xstride+k], keys[j*k:(j+1)*k])
+							if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("k %d, %d keys, %d rows, gap %d: row %d key %d: %v, twin %v", k, n, m, gap, i, j, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSiLUMul: SiLUMul gives its loop's bits (siluMulGo, spelt out again
 // here) at lengths below, at and past a register, on values of every
 // scale, with infinities and NaN among the exps.

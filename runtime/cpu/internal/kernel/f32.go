@@ -118,6 +118,65 @@ func DotF32Block(out []float32, stride int, w []float32, nw int, x []float32, xs
 	dotF32BlockRest(out[j:], stride, w[j*k:], nw-j, x, xstride, m, k)
 }
 
+// KeysTile is how many keys DotF32Keys takes at once: a 512-bit
+// register's lanes.
+const KeysTile = 16
+
+// TransposeKeys sets kt[d·KeysTile + t] to keys[t·k + d] for the n ≤
+// KeysTile keys of k values in keys, and zeroes the values of keys n and
+// up: DotF32Keys' layout.
+func TransposeKeys(kt, keys []float32, n, k int) {
+	kt = kt[:KeysTile*k]
+	for d := range k {
+		row := kt[d*KeysTile : (d+1)*KeysTile]
+		for t := range n {
+			row[t] = keys[t*k+d]
+		}
+		clear(row[n:])
+	}
+}
+
+// DotF32Keys sets out[i·stride + t] to DotF32(x[i·xstride : i·xstride+k],
+// key t) for the first n of the KeysTile keys of k values that kt holds
+// transposed (TransposeKeys) and m rows of x: attention's scores of a run
+// of keys for many query rows. Where a row's dot products are short (a
+// vision tower's heads are 72 values), DotF32's fold and tail cost more
+// than its blocks; here each of the definition's 32 lanes is a register
+// of sixteen keys, so the fold and the tail are sixteen keys' at a time
+// (dotF32KeysAVX512, AVX-512, k of at least 32). Elsewhere it is DotF32
+// on each key put back. Every result equals DotF32's bit for bit.
+func DotF32Keys(out []float32, stride int, kt []float32, n, k int, x []float32, xstride, m int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	kt = kt[:KeysTile*k]
+	_, _ = x[(m-1)*xstride+k-1], out[(m-1)*stride+n-1]
+	if nb := k &^ (Block - 1); hasF32Tile && nb > 0 {
+		if n == KeysTile && stride >= KeysTile {
+			dotF32KeysAVX512(&x[0], nb, k, xstride, m, &kt[0], &out[0], stride)
+			return
+		}
+		var tmp [8 * KeysTile]float32 // a partial tile's scores, eight rows at a time
+		for i := 0; i < m; i += 8 {
+			rows := min(8, m-i)
+			dotF32KeysAVX512(&x[i*xstride], nb, k, xstride, rows, &kt[0], &tmp[0], KeysTile)
+			for r := range rows {
+				copy(out[(i+r)*stride:(i+r)*stride+n], tmp[r*KeysTile:])
+			}
+		}
+		return
+	}
+	key := make([]float32, k)
+	for t := range n {
+		for d := range k {
+			key[d] = kt[d*KeysTile+t]
+		}
+		for i := range m {
+			out[i*stride+t] = DotF32(x[i*xstride:i*xstride+k], key)
+		}
+	}
+}
+
 // dotF32BlockRest is DotF32Block without the tile: a weight row against
 // the input rows at a time.
 func dotF32BlockRest(out []float32, stride int, w []float32, nw int, x []float32, xstride, m, k int) {

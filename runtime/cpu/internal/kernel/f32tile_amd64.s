@@ -153,3 +153,97 @@ fold:
 	JNZ  rows
 	VZEROUPPER
 	RET
+
+// dotF32KeysAVX512 is DotF32Keys' kernel: sixteen keys, stored transposed
+// (kt: value d of key t at d·16 + t), against m rows of x, sixteen scores a
+// row in one register, each lane its key's DotF32. dotF32Go's 32 lanes
+// become, for key t, accumulators indexed by lane j of the definition:
+// lane j's four chains (j, j+8, j+16, j+24) are Z0..Z3 over the blocks,
+// folded (j, j+8) + (j+16, j+24) into r_j (Z8+j), then the r_j as the
+// definition folds its eight lanes, then the tail one value at a time: the
+// same products and sums in the same order, sixteen keys at once.
+
+// KLANE computes r_J into R for the row at SI (blocks of 32 values) and
+// the keys at DI: a loop over BX blocks (at least one).
+#define KLANE(J, R) \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	MOVQ SI, R8 \
+	MOVQ DI, R9 \
+	MOVQ BX, CX \
+	VBROADCASTSS (4*(J))(R8), Z16 \
+	VMULPS (64*(J))(R9), Z16, Z4 \
+	VADDPS Z4, Z0, Z0 \
+	VBROADCASTSS (4*((J)+8))(R8), Z17 \
+	VMULPS (64*((J)+8))(R9), Z17, Z5 \
+	VADDPS Z5, Z1, Z1 \
+	VBROADCASTSS (4*((J)+16))(R8), Z18 \
+	VMULPS (64*((J)+16))(R9), Z18, Z6 \
+	VADDPS Z6, Z2, Z2 \
+	VBROADCASTSS (4*((J)+24))(R8), Z19 \
+	VMULPS (64*((J)+24))(R9), Z19, Z7 \
+	VADDPS Z7, Z3, Z3 \
+	ADDQ $128, R8 \
+	ADDQ $2048, R9 \
+	DECQ CX \
+	JNZ  -15(PC) \
+	VADDPS Z1, Z0, Z0 \
+	VADDPS Z3, Z2, Z2 \
+	VADDPS Z2, Z0, R
+
+// func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int)
+//
+// Rows i = 0..m-1 of x at x + i·xstride, k values each (the first nb, a
+// multiple of 32 and not 0, in lanes); out[i·stride + t] = DotF32 of row i
+// and key t, for the sixteen keys in kt.
+TEXT ·dotF32KeysAVX512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), BX
+	SHRQ $5, BX
+	MOVQ xstride+24(FP), R13
+	SHLQ $2, R13
+	MOVQ m+32(FP), R11
+	MOVQ kt+40(FP), DI
+	MOVQ out+48(FP), R10
+	MOVQ stride+56(FP), R12
+	SHLQ $2, R12
+	MOVQ k+16(FP), DX
+	SUBQ nb+8(FP), DX
+
+krows:
+	KLANE(0, Z8)
+	KLANE(1, Z9)
+	KLANE(2, Z10)
+	KLANE(3, Z11)
+	KLANE(4, Z12)
+	KLANE(5, Z13)
+	KLANE(6, Z14)
+	KLANE(7, Z15)
+	VADDPS Z12, Z8, Z8
+	VADDPS Z14, Z10, Z10
+	VADDPS Z10, Z8, Z8
+	VADDPS Z13, Z9, Z9
+	VADDPS Z15, Z11, Z11
+	VADDPS Z11, Z9, Z9
+	VADDPS Z9, Z8, Z8
+	MOVQ DX, CX
+	TESTQ CX, CX
+	JZ   ktail
+	VBROADCASTSS (R8), Z16
+	VMULPS (R9), Z16, Z4
+	VADDPS Z4, Z8, Z8
+	ADDQ $4, R8
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  -6(PC)
+
+ktail:
+	VMOVUPS Z8, (R10)
+	ADDQ R12, R10
+	ADDQ R13, SI
+	DECQ R11
+	JNZ  krows
+	VZEROUPPER
+	RET
