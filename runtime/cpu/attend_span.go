@@ -12,7 +12,7 @@ import (
 // for a 4096-patch tower that is 2.4 MB a row and head, past a core's L2,
 // and attention ran at memory's speed (over 80% of a real Gemma 3 tower's
 // encode). attendSpans instead gives a job a block of spanRows rows of one
-// span and one kv head, and walks the span a chunk of spanChunk positions
+// span and one kv head, and walks the span a chunk of positions (spanChunk)
 // at a time for all of the block's rows, so a chunk's records are read
 // from memory once a block and from the core's cache for every other row.
 // f32 keys meet all of a block's rows sixteen at a time, transposed, in
@@ -29,10 +29,16 @@ import (
 // of them.
 const spanRows = 32
 
-// spanChunk is how many positions of the span a job's rows meet before
-// the next: the keys (then the values) of a chunk of a kv head, 256
-// records of up to 128 floats, stay in the core's L2 while the rows pass.
-const spanChunk = 256
+// spanChunkBytes bounds the records of a chunk, the positions of the span
+// a job's rows meet before the next: a chunk's values (keys, for caches
+// other than f32) of a kv head stay in the core's L1 (32 KiB on Zen 4)
+// while the rows pass. 256 positions of a 72-value head, 73 KiB, were
+// read from L2 for every row: the weighted sums waited on it.
+const spanChunkBytes = 20 << 10
+
+// spanChunk is how many positions of hd values make a chunk: at least one
+// run, at most spanChunkBytes.
+func spanChunk(hd int) int { return spanChunkBytes / (4 * hd) }
 
 // spanMinRows is the fewest rows of a span worth a job of their own: below
 // it the job per row reads about as much and waits less.
@@ -70,31 +76,74 @@ type spanWork struct {
 	scores []float32   // row r's query head h's scores at (r·heads + h)·n…
 	sums   []float32   // row r's head h's sum of weights at r·heads + h
 	exps   [][]float32 // row r's heads' exp(sink - max), with sinks
-	kt     []float32   // keys transposed for kernel.DotF32Keys
 }
 
 // attendSpans is Attend for rows cut into spans (spanGroups): a job per
-// block of spanRows rows of a span and kv head.
+// block of spanRows rows of a span and kv head. f32 keys are first put in
+// kernel.DotF32Keys' layout, each span's and kv head's once for all its
+// blocks (b.spanKT, tile after tile in the order of the span's runs):
+// transposed by every job, they cost more than the scores.
 func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, groups []rowSpan, tables [][]int32) {
-	var blocks []rowSpan
+	type block struct {
+		rowSpan
+		g int
+	}
+	var blocks []block
 	var work int
-	for _, g := range groups {
+	for gi, g := range groups {
 		for lo := g.lo; lo < g.hi; lo += spanRows {
-			blocks = append(blocks, rowSpan{lo, min(lo+spanRows, g.hi), g.first, g.last})
+			blocks = append(blocks, block{rowSpan{lo, min(lo+spanRows, g.hi), g.first, g.last}, gi})
 		}
 		work += (g.hi - g.lo) * (g.last - g.first + 1) * a.Heads * (2*a.HeadDim + 16)
+	}
+	runs := func(rs []run, s rowSpan, h int) []run {
+		return c.runs(rs, tables[b.batch.Seq[s.lo]], b.batch.BlockSize, l, s.first, s.last, h)
+	}
+	// kts[g] is where span g's transposed keys start in b.spanKT, kv head
+	// h's at kts[g] + h·(its size)/KVHeads.
+	var kts []int
+	if c.K.typ == backend.KVF32 {
+		tile := kernel.KeysTile * a.HeadDim
+		kts = make([]int, len(groups)+1)
+		var rs []run
+		for gi, g := range groups {
+			tiles := 0
+			for _, r := range runs(rs[:0], g, 0) {
+				tiles += (r.n + kernel.KeysTile - 1) / kernel.KeysTile
+			}
+			kts[gi+1] = kts[gi] + tiles*tile*a.KVHeads
+		}
+		b.spanKT = grow(b.spanKT, kts[len(groups)])
+		b.team.over(kts[len(groups)], len(groups)*a.KVHeads, func(lo, hi int) {
+			var rs []run
+			for job := lo; job < hi; job++ {
+				gi, h := job/a.KVHeads, job%a.KVHeads
+				at := kts[gi] + h*(kts[gi+1]-kts[gi])/a.KVHeads
+				rs = runs(rs[:0], groups[gi], h)
+				for _, r := range rs {
+					for j := 0; j < r.n; j += kernel.KeysTile {
+						kernel.TransposeKeys(b.spanKT[at:], c.K.f32[(r.rec+j)*a.HeadDim:], min(kernel.KeysTile, r.n-j), a.HeadDim)
+						at += tile
+					}
+				}
+			}
+		})
 	}
 	heads := a.Heads / a.KVHeads
 	b.team.over(work, len(blocks)*a.KVHeads, func(lo, hi int) {
 		var w spanWork
 		for job := lo; job < hi; job++ {
 			s, h := blocks[job/a.KVHeads], job%a.KVHeads
-			var sinks []float32
+			var sinks, kt []float32
 			if a.Sinks != nil {
 				sinks = a.Sinks.(*Weight).Data[h*heads : (h+1)*heads]
 			}
-			w.runs = c.runs(w.runs[:0], tables[b.batch.Seq[s.lo]], b.batch.BlockSize, l, s.first, s.last, h)
-			c.attendSpan(d, qs, s, h, heads, a.Scale, a.Softcap, sinks, &w)
+			if kts != nil {
+				size := (kts[s.g+1] - kts[s.g]) / a.KVHeads
+				kt = b.spanKT[kts[s.g]+h*size : kts[s.g]+(h+1)*size]
+			}
+			w.runs = runs(w.runs[:0], s.rowSpan, h)
+			c.attendSpan(d, qs, s.rowSpan, h, heads, a.Scale, a.Softcap, sinks, kt, &w)
 		}
 	})
 }
@@ -102,8 +151,9 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 // attendSpan sets kv head h's group of heads query heads in rows s.lo..
 // s.hi-1 of d to their attention over w.runs (positions s.first..s.last):
 // attendGroup's arithmetic for each row, the runs taken spanChunk
-// positions at a time for all the rows.
-func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap float32, sinks []float32, w *spanWork) {
+// positions at a time for all the rows. kt holds kv head h's keys in
+// kernel.DotF32Keys' layout for an f32 cache (attendSpans), else nil.
+func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap float32, sinks, kt []float32, w *spanWork) {
 	hd := c.shape.HeadDim
 	cols := heads * hd
 	rows, n := s.hi-s.lo, s.last-s.first+1
@@ -112,10 +162,11 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 	if len(w.exps) < rows {
 		w.exps = append(w.exps, make([][]float32, rows-len(w.exps))...)
 	}
+	chunk := spanChunk(hd)
 	chunks := func(f func(t0 int, runs []run)) {
 		for r0, t0 := 0, 0; r0 < len(w.runs); {
 			r1, t1 := r0, t0
-			for r1 < len(w.runs) && (r1 == r0 || t1+w.runs[r1].n-t0 <= spanChunk) {
+			for r1 < len(w.runs) && (r1 == r0 || t1+w.runs[r1].n-t0 <= chunk) {
 				t1 += w.runs[r1].n
 				r1++
 			}
@@ -123,17 +174,15 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 			r0, t0 = r1, t1
 		}
 	}
-	if c.K.typ == backend.KVF32 { // sixteen keys of a run against every row: one kernel.DotF32Keys per head
-		w.kt = grow(w.kt, kernel.KeysTile*hd)
+	if kt != nil { // sixteen keys of a run against every row: one kernel.DotF32Keys per head
 		t := 0
 		for _, r := range w.runs {
 			for j := 0; j < r.n; j += kernel.KeysTile {
-				keys := min(kernel.KeysTile, r.n-j)
-				kernel.TransposeKeys(w.kt, c.K.f32[(r.rec+j)*hd:], keys, hd)
 				for g := range heads {
 					q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
-					kernel.DotF32Keys(w.scores[g*n+t+j:], heads*n, w.kt, keys, hd, q, qs.cols, rows)
+					kernel.DotF32Keys(w.scores[g*n+t+j:], heads*n, kt, min(kernel.KeysTile, r.n-j), hd, q, qs.cols, rows)
 				}
+				kt = kt[kernel.KeysTile*hd:]
 			}
 			t += r.n
 		}

@@ -128,12 +128,12 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 // TestAttendSpansMatchHead checks Attend's path for rows that share
 // their span (attendSpans: bidirectional sequences of at least spanMinRows
 // rows) against AttendHead to the bit: spans longer than a chunk
-// (spanChunk) and than a job's rows (spanRows), sequences of just
+// (spanChunk, for every head width here) and than a job's rows (spanRows), sequences of just
 // spanMinRows rows and of one row more than a job's, every cache type,
 // head dims above and at kernel.Block and not multiples of 8 (a tower's
 // 72), GQA, soft caps, sinks, one worker or two.
 func TestAttendSpansMatchHead(t *testing.T) {
-	lens := []int{2*spanChunk + 37, spanMinRows, spanRows + 1}
+	lens := []int{2*spanChunk(33) + 37, spanMinRows, spanRows + 1}
 	for _, tc := range []struct {
 		heads, kvHeads, hd, bs int
 		a                      backend.Attention

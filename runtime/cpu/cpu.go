@@ -62,6 +62,7 @@ type Backend struct {
 	// ropeRow is one row's angles of a multi-axis rotation.
 	ropeRow []float32
 	exps    []float32 // GLU's exps
+	spanKT  []float32 // attendSpans' keys, transposed
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
