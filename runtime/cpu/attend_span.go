@@ -18,7 +18,8 @@ import (
 // f32 keys meet all of a block's rows sixteen at a time, transposed, in
 // one kernel.DotF32Keys a query head (a register of sixteen keys' scores
 // a row, so that DotF32's fold and tail, most of a 72-value head's work
-// key by key, are sixteen keys' at once). Each row's scores, softmax, weighted sum and
+// key by key, are sixteen keys' at once), and f32 values four rows' sums
+// at a time (kernel.AxpyRows4: each record read once for the four). Each row's scores, softmax, weighted sum and
 // division are AttendHead's, in its order (DotF32's scores, then the same
 // softmaxHeads, axpys and normalizeHeads attendGroup runs, on the same
 // runs): the bits do not change.
@@ -200,9 +201,43 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 	}
 	clear(w.sums)
 	chunks(func(t0 int, runs []run) {
-		for r := range rows {
-			out := d.Row(s.lo + r)[h*cols : (h+1)*cols]
-			c.V.axpys(out, w.scores[r*heads*n+t0:], n, heads, runs, w.sums[r*heads:(r+1)*heads])
+		if c.V.typ != backend.KVF32 {
+			for r := range rows {
+				out := d.Row(s.lo + r)[h*cols : (h+1)*cols]
+				c.V.axpys(out, w.scores[r*heads*n+t0:], n, heads, runs, w.sums[r*heads:(r+1)*heads])
+			}
+			return
+		}
+		// f32 values: four (row, head) sums a record, kernel.AxpyRows4;
+		// each sum of weights is its own chain, in order, as in axpys.
+		pairs := rows * heads
+		out := func(p int) []float32 {
+			return d.Row(s.lo + p/heads)[h*cols+p%heads*hd : h*cols+(p%heads+1)*hd]
+		}
+		m := 0
+		for _, r := range runs {
+			m += r.n
+		}
+		for p := range pairs {
+			sum := w.sums[p]
+			for _, v := range w.scores[p*n+t0 : p*n+t0+m] {
+				sum += v
+			}
+			w.sums[p] = sum
+		}
+		t := t0
+		for _, r := range runs {
+			v := c.V.f32[r.rec*hd : (r.rec+r.n)*hd]
+			p := 0
+			for ; p+4 <= pairs; p += 4 {
+				dst := [4][]float32{out(p), out(p + 1), out(p + 2), out(p + 3)}
+				a := [4][]float32{w.scores[p*n+t : p*n+t+r.n], w.scores[(p+1)*n+t:], w.scores[(p+2)*n+t:], w.scores[(p+3)*n+t:]}
+				kernel.AxpyRows4(&dst, &a, v, hd)
+			}
+			for ; p < pairs; p++ {
+				kernel.AxpyRows(out(p), w.scores[p*n+t:p*n+t+r.n], v, hd)
+			}
+			t += r.n
 		}
 	})
 	for r := range rows {

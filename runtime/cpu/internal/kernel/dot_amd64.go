@@ -75,3 +75,6 @@ func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride
 
 //go:noescape
 func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int)
+
+//go:noescape
+func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int)

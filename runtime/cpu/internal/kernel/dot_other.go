@@ -81,3 +81,7 @@ func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride
 func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int) {
 	panic("kernel: no AVX-512 kernels in this build")
 }
+
+func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int) {
+	panic("kernel: no AVX-512 kernels in this build")
+}

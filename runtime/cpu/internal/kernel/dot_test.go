@@ -303,6 +303,40 @@ func TestDotF32KeysMatchesTwin(t *testing.T) {
 	}
 }
 
+// TestAxpyRows4MatchesLoop: AxpyRows4 gives each of its four sums the
+// bits of Axpy's loop row after row, on widths below, at and past the
+// kernel's 8-, 16- and 64-column blocks (a vision head's 72 and 136 = 2·64
+// + 8), one row or many, rows packed or further apart, and sums that start
+// from values of their own.
+func TestAxpyRows4MatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, width := range []int{1, 7, 8, 9, 16, 17, 24, 63, 64, 65, 72, 80, 136} {
+		for _, rows := range []int{1, 2, 5, 16} {
+			for _, stride := range []int{width, width + 3} {
+				x := randomRow(rng, (rows-1)*stride+width)
+				var got, want, a [4][]float32
+				for r := range 4 {
+					a[r], got[r] = randomRow(rng, rows), randomRow(rng, width)
+					want[r] = slices.Clone(got[r])
+					for t := range rows {
+						for i := range width {
+							want[r][i] += float32(a[r][t] * x[t*stride+i])
+						}
+					}
+				}
+				AxpyRows4(&got, &a, x, stride)
+				for r := range 4 {
+					for i := range width {
+						if math.Float32bits(got[r][i]) != math.Float32bits(want[r][i]) {
+							t.Fatalf("width %d, %d rows, stride %d: sum %d [%d] %v, loop %v", width, rows, stride, r, i, got[r][i], want[r][i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSiLUMul: SiLUMul gives its loop's bits (siluMulGo, spelt out again
 // here) at lengths below, at and past a register, on values of every
 // scale, with infinities and NaN among the exps.

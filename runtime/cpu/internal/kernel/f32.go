@@ -299,6 +299,37 @@ func AxpyRows(dst, a, x []float32, stride int) {
 	axpyRows(dst, a, x, stride, axpyRowsAVX2, axpyRowsNEON, same)
 }
 
+// AxpyRows4 is AxpyRows(dst[r], a[r], x, stride) for four sums over the
+// same rows of x at once (the dst as long as dst[0], the a as a[0]): a
+// block of query rows' weighted sums over a run of value records, each
+// record read once for the four. With AVX-512, 64 columns of each sum at
+// a time in registers; elsewhere AxpyRows four times. Each element is one
+// product and one sum a row, rows in order, so every sum equals
+// AxpyRows' bit for bit.
+func AxpyRows4(dst, a *[4][]float32, x []float32, stride int) {
+	n, rows := len(dst[0]), len(a[0])
+	if n == 0 || rows == 0 {
+		return
+	}
+	for r := range 4 {
+		dst[r], a[r] = dst[r][:n], a[r][:rows]
+	}
+	_ = x[(rows-1)*stride+n-1]
+	v := 0
+	if hasF32Tile {
+		v = n &^ (Lanes - 1)
+	}
+	if v > 0 {
+		axpyRows4AVX512(&[4]*float32{&dst[0][0], &dst[1][0], &dst[2][0], &dst[3][0]},
+			&[4]*float32{&a[0][0], &a[1][0], &a[2][0], &a[3][0]}, &x[0], rows, stride, v)
+	}
+	if v < n {
+		for r := range 4 {
+			AxpyRows(dst[r][v:], a[r], x[v:], stride)
+		}
+	}
+}
+
 // AxpyRowsF16 is AxpyRows for x given as IEEE halves: each widens exactly,
 // so the result is AxpyRows' on the f32 values, bit for bit.
 func AxpyRowsF16(dst, a []float32, x []uint16, stride int) {

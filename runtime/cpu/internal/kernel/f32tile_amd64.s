@@ -2,6 +2,40 @@
 
 #include "textflag.h"
 
+// Macros of axpyRows4AVX512 (below).
+
+// AX4PTRS loads the four dst pointers into R8..R11 and the four a
+// pointers into R12..R15, each advanced by the column offset BX (dst) or
+// not (a).
+#define AX4PTRS \
+	MOVQ dst+0(FP), DX \
+	MOVQ 0(DX), R8 \
+	MOVQ 8(DX), R9 \
+	MOVQ 16(DX), R10 \
+	MOVQ 24(DX), R11 \
+	ADDQ BX, R8 \
+	ADDQ BX, R9 \
+	ADDQ BX, R10 \
+	ADDQ BX, R11 \
+	MOVQ a+8(FP), DX \
+	MOVQ 0(DX), R12 \
+	MOVQ 8(DX), R13 \
+	MOVQ 16(DX), R14 \
+	MOVQ 24(DX), R15
+
+// AX4BCAST broadcasts a_r[t] (t: the row counter AX) into Z20..Z23.
+#define AX4BCAST \
+	VBROADCASTSS (R12)(AX*4), Z20 \
+	VBROADCASTSS (R13)(AX*4), Z21 \
+	VBROADCASTSS (R14)(AX*4), Z22 \
+	VBROADCASTSS (R15)(AX*4), Z23
+
+// AX4MA adds the broadcast B times X (one register of x) to D.
+#define AX4MA(X, B, T, D) \
+	VMULPS X, B, T \
+	VADDPS T, D, D
+
+
 // dotF32TileAVX512 is DotF32Block's register tile: four weight rows
 // against three input rows, twelve sums, each in its own 32 lanes (two
 // 512-bit registers: lanes 0..15 and 16..31), products and sums as
@@ -245,5 +279,162 @@ ktail:
 	ADDQ R13, SI
 	DECQ R11
 	JNZ  krows
+	VZEROUPPER
+	RET
+
+// axpyRows4AVX512 is AxpyRows4's kernel: four sums over the same rows of
+// x, their columns kept in registers while every row adds to them, each
+// element one product and one sum a row, rows in order (no FMA): Axpy's
+// loop row after row for each of the four. Columns go 64 at a time (four
+// registers a sum: Z0..Z15), then 16, then 8; x's columns in Z16..Z19,
+// a's broadcasts in Z20..Z23, products in Z24..Z31.
+
+// func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int)
+TEXT ·axpyRows4AVX512(SB), NOSPLIT, $0-48
+	MOVQ stride+32(FP), DI
+	SHLQ $2, DI
+	XORQ BX, BX // column offset in bytes
+	MOVQ n+40(FP), CX
+	SHLQ $2, CX
+
+cols64:
+	MOVQ CX, DX
+	SUBQ BX, DX
+	CMPQ DX, $256
+	JLT  cols16
+	AX4PTRS
+	VMOVUPS 0(R8), Z0
+	VMOVUPS 64(R8), Z1
+	VMOVUPS 128(R8), Z2
+	VMOVUPS 192(R8), Z3
+	VMOVUPS 0(R9), Z4
+	VMOVUPS 64(R9), Z5
+	VMOVUPS 128(R9), Z6
+	VMOVUPS 192(R9), Z7
+	VMOVUPS 0(R10), Z8
+	VMOVUPS 64(R10), Z9
+	VMOVUPS 128(R10), Z10
+	VMOVUPS 192(R10), Z11
+	VMOVUPS 0(R11), Z12
+	VMOVUPS 64(R11), Z13
+	VMOVUPS 128(R11), Z14
+	VMOVUPS 192(R11), Z15
+	MOVQ x+16(FP), SI
+	ADDQ BX, SI
+	XORQ AX, AX
+
+rows64:
+	VMOVUPS 0(SI), Z16
+	VMOVUPS 64(SI), Z17
+	VMOVUPS 128(SI), Z18
+	VMOVUPS 192(SI), Z19
+	AX4BCAST
+	AX4MA(Z16, Z20, Z24, Z0)
+	AX4MA(Z17, Z20, Z25, Z1)
+	AX4MA(Z18, Z20, Z26, Z2)
+	AX4MA(Z19, Z20, Z27, Z3)
+	AX4MA(Z16, Z21, Z28, Z4)
+	AX4MA(Z17, Z21, Z29, Z5)
+	AX4MA(Z18, Z21, Z30, Z6)
+	AX4MA(Z19, Z21, Z31, Z7)
+	AX4MA(Z16, Z22, Z24, Z8)
+	AX4MA(Z17, Z22, Z25, Z9)
+	AX4MA(Z18, Z22, Z26, Z10)
+	AX4MA(Z19, Z22, Z27, Z11)
+	AX4MA(Z16, Z23, Z28, Z12)
+	AX4MA(Z17, Z23, Z29, Z13)
+	AX4MA(Z18, Z23, Z30, Z14)
+	AX4MA(Z19, Z23, Z31, Z15)
+	ADDQ DI, SI
+	INCQ AX
+	CMPQ AX, rows+24(FP)
+	JLT  rows64
+	VMOVUPS Z0, 0(R8)
+	VMOVUPS Z1, 64(R8)
+	VMOVUPS Z2, 128(R8)
+	VMOVUPS Z3, 192(R8)
+	VMOVUPS Z4, 0(R9)
+	VMOVUPS Z5, 64(R9)
+	VMOVUPS Z6, 128(R9)
+	VMOVUPS Z7, 192(R9)
+	VMOVUPS Z8, 0(R10)
+	VMOVUPS Z9, 64(R10)
+	VMOVUPS Z10, 128(R10)
+	VMOVUPS Z11, 192(R10)
+	VMOVUPS Z12, 0(R11)
+	VMOVUPS Z13, 64(R11)
+	VMOVUPS Z14, 128(R11)
+	VMOVUPS Z15, 192(R11)
+	ADDQ $256, BX
+	JMP  cols64
+
+cols16:
+	CMPQ DX, $64
+	JLT  cols8
+	AX4PTRS
+	VMOVUPS (R8), Z0
+	VMOVUPS (R9), Z1
+	VMOVUPS (R10), Z2
+	VMOVUPS (R11), Z3
+	MOVQ x+16(FP), SI
+	ADDQ BX, SI
+	XORQ AX, AX
+
+rows16:
+	VMOVUPS (SI), Z16
+	AX4BCAST
+	AX4MA(Z16, Z20, Z24, Z0)
+	AX4MA(Z16, Z21, Z25, Z1)
+	AX4MA(Z16, Z22, Z26, Z2)
+	AX4MA(Z16, Z23, Z27, Z3)
+	ADDQ DI, SI
+	INCQ AX
+	CMPQ AX, rows+24(FP)
+	JLT  rows16
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, (R9)
+	VMOVUPS Z2, (R10)
+	VMOVUPS Z3, (R11)
+	ADDQ $64, BX
+	MOVQ CX, DX
+	SUBQ BX, DX
+	JMP  cols16
+
+cols8:
+	CMPQ DX, $32
+	JLT  done4
+	AX4PTRS
+	VMOVUPS (R8), Y0
+	VMOVUPS (R9), Y1
+	VMOVUPS (R10), Y2
+	VMOVUPS (R11), Y3
+	MOVQ x+16(FP), SI
+	ADDQ BX, SI
+	XORQ AX, AX
+
+rows8:
+	VMOVUPS (SI), Y16
+	VBROADCASTSS (R12)(AX*4), Y20
+	VBROADCASTSS (R13)(AX*4), Y21
+	VBROADCASTSS (R14)(AX*4), Y22
+	VBROADCASTSS (R15)(AX*4), Y23
+	AX4MA(Y16, Y20, Y24, Y0)
+	AX4MA(Y16, Y21, Y25, Y1)
+	AX4MA(Y16, Y22, Y26, Y2)
+	AX4MA(Y16, Y23, Y27, Y3)
+	ADDQ DI, SI
+	INCQ AX
+	CMPQ AX, rows+24(FP)
+	JLT  rows8
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, (R9)
+	VMOVUPS Y2, (R10)
+	VMOVUPS Y3, (R11)
+	ADDQ $32, BX
+	MOVQ CX, DX
+	SUBQ BX, DX
+	JMP  cols8
+
+done4:
 	VZEROUPPER
 	RET
