@@ -17,7 +17,8 @@
 #      round trips a token; each model's whole profile follows the table.
 #      (Without a top-k a random model's flat distribution puts most draws
 #      past the device's 256 ranked candidates, where the host draws from
-#      the logits: a trained model's rarely are.)
+#      the logits; how often a trained model's draws land there depends
+#      on how peaked its distributions are.)
 #   3b. decode at concurrency 1, 8 and 32 (in-process `tessera bench`,
 #      aggregate tok/s) on smollm2-135m and llama-3.2-1b int4 (1 and 8 on
 #      the quick run);
