@@ -98,15 +98,6 @@ func products[R any](dst []float32, rows []R, n, k int, t *team, one func(j int,
 	})
 }
 
-// floatRows cuts x into its m rows of k values.
-func floatRows(x []float32, m, k int) [][]float32 {
-	rows := make([][]float32, m)
-	for i := range rows {
-		rows[i] = x[i*k : (i+1)*k]
-	}
-	return rows
-}
-
 // Dot is the float32 dot product (kernel.DotF32: vector code where the CPU
 // has it, its Go twin elsewhere, the same bits).
 func Dot(a, b []float32) float32 { return kernel.DotF32(a, b) }

@@ -78,3 +78,6 @@ func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, strid
 
 //go:noescape
 func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int)
+
+//go:noescape
+func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int)

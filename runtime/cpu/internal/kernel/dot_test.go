@@ -233,8 +233,9 @@ func dotF32Twin(w, x []float32) float32 {
 	return s
 }
 
-// TestDotF32BlockMatchesTwin: DotF32Block gives the Go twin's bits (DotF32's
-// definition) for every weight row and input row, on lengths below, at and
+// TestDotF32BlockMatchesTwin: DotF32Block, and DotF16Block on weights
+// given as halves, give the Go twin's bits (DotF32's definition) for every
+// weight row and input row, on lengths below, at and
 // past the block with and without tails (a vision head's 72, a SigLIP
 // width's 1152 plus a tail), weight and input row counts around the
 // register tile's four and three, inputs packed or further apart, outputs
@@ -251,13 +252,30 @@ func TestDotF32BlockMatchesTwin(t *testing.T) {
 						w[i] *= float32(math.Exp(rng.NormFloat64() * 6))
 					}
 					w[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
-					out := make([]float32, (m-1)*stride+nw)
-					DotF32Block(out, stride, w, nw, x, xstride, m)
-					for i := range m {
-						for j := range nw {
-							want := dotF32Twin(w[j*k:(j+1)*k], x[i*xstride:i*xstride+k])
-							if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
-								t.Fatalf("k %d, %d×%d rows, gap %d: weight %d input %d: %v, twin %v", k, nw, m, gap, j, i, got, want)
+					// DotF16Block on the weights as halves (a smaller range:
+					// the f32 scale would overflow them) against the twin on
+					// their widened values.
+					wh, wf := make([]uint16, len(w)), make([]float32, len(w))
+					for i, v := range w {
+						wh[i] = dtype.HalfBits(v * float32(math.Exp(-float64(i%13))))
+						wf[i] = half(wh[i])
+					}
+					for _, c := range []struct {
+						what string
+						w    []float32
+						run  func(out []float32)
+					}{
+						{"DotF32Block", w, func(out []float32) { DotF32Block(out, stride, w, nw, x, xstride, m) }},
+						{"DotF16Block", wf, func(out []float32) { DotF16Block(out, stride, wh, nw, x, xstride, m) }},
+					} {
+						out := make([]float32, (m-1)*stride+nw)
+						c.run(out)
+						for i := range m {
+							for j := range nw {
+								want := dotF32Twin(c.w[j*k:(j+1)*k], x[i*xstride:i*xstride+k])
+								if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+									t.Fatalf("%s: k %d, %d×%d rows, gap %d: weight %d input %d: %v, twin %v", c.what, k, nw, m, gap, j, i, got, want)
+								}
 							}
 						}
 					}

@@ -100,22 +100,56 @@ func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
 // every other path, is DotF32Rows (xstride k) or DotF32 one by one. Every
 // result equals DotF32's bit for bit.
 func DotF32Block(out []float32, stride int, w []float32, nw int, x []float32, xstride, m int) {
+	dotBlock(out, stride, w, nw, x, xstride, m, dotF32TileAVX512, DotF32Rows, DotF32)
+}
+
+// DotF16Block is DotF32Block for weight rows of IEEE halves: each widens
+// exactly, so out[i·stride + j] = DotF16(x_i, w_j), DotF32 of the f32
+// values, bit for bit; the tile is the f32 one's body with the halves
+// widened as they load (dotF16TileAVX512), the rest DotF16Rows or DotF16.
+func DotF16Block(out []float32, stride int, w []uint16, nw int, x []float32, xstride, m int) {
+	dotBlock(out, stride, w, nw, x, xstride, m, dotF16TileAVX512, DotF16Rows,
+		func(w []uint16, x []float32) float32 { return DotF16(x, w) })
+}
+
+// dotBlock is DotF32Block and DotF16Block for weights of element T: the
+// tile kernel over four weight rows and a multiple of three input rows,
+// then rows (DotF32Rows' form, inputs k apart) or one (a single product)
+// for the rest.
+func dotBlock[T float32 | uint16](out []float32, stride int, w []T, nw int, x []float32, xstride, m int,
+	tile func(w *T, x *float32, nb, k, xstride, m int, out *float32, stride int),
+	rows func(out []float32, stride int, w []T, x []float32, m int),
+	one func(w []T, x []float32) float32) {
 	if nw == 0 || m == 0 {
 		return
 	}
 	k := len(w) / nw
 	_, _ = x[(m-1)*xstride+k-1], out[(m-1)*stride+nw-1]
+	rest := func(out []float32, w []T, nw int, x []float32, m int) {
+		for j := range nw {
+			wj := w[j*k : (j+1)*k]
+			if xstride == k {
+				rows(out[j:], stride, wj, x, m)
+				continue
+			}
+			for i := range m {
+				out[i*stride+j] = one(wj, x[i*xstride:i*xstride+k])
+			}
+		}
+	}
 	nb := k &^ (Block - 1)
 	j := 0
 	if m3 := m - m%3; hasF32Tile && nb > 0 && m3 > 0 {
 		for ; j+4 <= nw; j += 4 {
-			dotF32TileAVX512(&w[j*k], &x[0], nb, k, xstride, m3, &out[j], stride)
+			tile(&w[j*k], &x[0], nb, k, xstride, m3, &out[j], stride)
 		}
-		if m3 < m {
-			dotF32BlockRest(out[m3*stride:], stride, w[:j*k], j, x[m3*xstride:], xstride, m-m3, k)
+		if m3 < m && j > 0 {
+			rest(out[m3*stride:], w[:j*k], j, x[m3*xstride:], m-m3)
 		}
 	}
-	dotF32BlockRest(out[j:], stride, w[j*k:], nw-j, x, xstride, m, k)
+	if j < nw {
+		rest(out[j:], w[j*k:], nw-j, x, m)
+	}
 }
 
 // KeysTile is how many keys DotF32Keys takes at once: a 512-bit
@@ -173,24 +207,6 @@ func DotF32Keys(out []float32, stride int, kt []float32, n, k int, x []float32, 
 		}
 		for i := range m {
 			out[i*stride+t] = DotF32(x[i*xstride:i*xstride+k], key)
-		}
-	}
-}
-
-// dotF32BlockRest is DotF32Block without the tile: a weight row against
-// the input rows at a time.
-func dotF32BlockRest(out []float32, stride int, w []float32, nw int, x []float32, xstride, m, k int) {
-	if nw == 0 || m == 0 {
-		return
-	}
-	for j := range nw {
-		wj := w[j*k : (j+1)*k]
-		if xstride == k {
-			DotF32Rows(out[j:], stride, wj, x, m)
-			continue
-		}
-		for i := range m {
-			out[i*stride+j] = DotF32(wj, x[i*xstride:i*xstride+k])
 		}
 	}
 }

@@ -36,13 +36,16 @@
 	VADDPS T, D, D
 
 
+
 // dotF32TileAVX512 is DotF32Block's register tile: four weight rows
 // against three input rows, twelve sums, each in its own 32 lanes (two
 // 512-bit registers: lanes 0..15 and 16..31), products and sums as
 // separate instructions (no FMA), so each lane is dotF32Go's. The sums
 // of output (input i, weight j) are Z(8i+2j) (lanes 0..15) and
 // Z(8i+2j+1) (lanes 16..31); the weight blocks sit in Z24..Z27, an input
-// block in Z28, products in Z29..Z31.
+// block in Z28, products in Z29..Z31. dotF16TileAVX512 (DotF16Block) is
+// the same body (TILE) with the weights' halves widened as they load
+// (VCVTPH2PS, exact): the f32 tile's bits on the widened weights.
 
 // FOLD512 leaves in X24's low lane the fold dotF32Go spells out of the
 // 32 lanes in LO (0..15) and HI (16..31), whose low halves are YLO and
@@ -61,26 +64,39 @@
 	VMOVSHDUP X24, X25 \
 	VADDSS X25, X24, X24
 
+// The weights' loads: WL32/WL16 a block half (sixteen values) at byte
+// offset OFF of the half's weights (CX: the block's offset in the row),
+// WT32/WT16 value CX of the row into X25's low lane, two instructions
+// each (TAIL512's jumps count them).
+#define WL32(OFF, R, Z) VMOVUPS OFF(R)(CX*1), Z
+#define WL16(OFF, R, Z) VCVTPH2PS OFF(R)(CX*1), Z
+#define WT32(W) \
+	VMOVSS (W)(CX*4), X25 \
+	VMOVAPS X25, X25
+#define WT16(W) \
+	VPBROADCASTW (W)(CX*2), X25 \
+	VCVTPH2PS X25, X25
+
 // TAIL512 adds to X24, one product and one sum at a time, the products
-// of weight row W and input row X past the blocks (BX bytes in) up to k,
-// as DotF32's tail does.
-#define TAIL512(W, X) \
-	MOVQ BX, AX \
-	MOVQ k+24(FP), CX \
-	SUBQ nb+16(FP), CX \
-	JZ   7(PC) \
-	VMOVSS (W)(AX*1), X25 \
-	VMULSS (X)(AX*1), X25, X25 \
+// of weight row W and input row X past the blocks (BX bytes of x in) up
+// to k, as DotF32's tail does; WT loads a weight.
+#define TAIL512(WT, W, X) \
+	MOVQ BX, CX \
+	SHRQ $2, CX \
+	CMPQ CX, k+24(FP) \
+	JGE  8(PC) \
+	WT(W) \
+	VMULSS (X)(CX*4), X25, X25 \
 	VADDSS X25, X24, X24 \
-	ADDQ $4, AX \
-	DECQ CX \
-	JNZ  -5(PC)
+	INCQ CX \
+	CMPQ CX, k+24(FP) \
+	JLT  -6(PC)
 
 // OUT folds output (LO, HI) of weight row W and input row X, adds the
 // tail and stores it at DST.
-#define OUT(LO, HI, YLO, YHI, W, X, DST) \
+#define OUT(WT, LO, HI, YLO, YHI, W, X, DST) \
 	FOLD512(LO, HI, YLO, YHI) \
-	TAIL512(W, X) \
+	TAIL512(WT, W, X) \
 	VMOVSS X24, DST
 
 // ROW12 multiplies the input block at X (offset AX, +OFF bytes) by the
@@ -96,16 +112,94 @@
 	VADDPS Z31, A2, A2 \
 	VADDPS Z29, A3, A3
 
-// HALF does one half (OFF 0: lanes 0..15, OFF 64: lanes 16..31) of a
-// 32-value block for the twelve sums.
-#define HALF(OFF, B00, B01, B02, B03, B10, B11, B12, B13, B20, B21, B22, B23) \
-	VMOVUPS OFF(SI)(AX*1), Z24 \
-	VMOVUPS OFF(DI)(AX*1), Z25 \
-	VMOVUPS OFF(R8)(AX*1), Z26 \
-	VMOVUPS OFF(R9)(AX*1), Z27 \
-	ROW12(DX, OFF, B00, B01, B02, B03) \
-	ROW12(R15, OFF, B10, B11, B12, B13) \
-	ROW12(R14, OFF, B20, B21, B22, B23)
+// HALF does one half (XOFF 0: lanes 0..15, 64: lanes 16..31; WOFF the
+// weights' byte offset of the same values) of a 32-value block for the
+// twelve sums.
+#define HALF(WL, XOFF, WOFF, B00, B01, B02, B03, B10, B11, B12, B13, B20, B21, B22, B23) \
+	WL(WOFF, SI, Z24) \
+	WL(WOFF, DI, Z25) \
+	WL(WOFF, R8, Z26) \
+	WL(WOFF, R9, Z27) \
+	ROW12(DX, XOFF, B00, B01, B02, B03) \
+	ROW12(R15, XOFF, B10, B11, B12, B13) \
+	ROW12(R14, XOFF, B20, B21, B22, B23)
+
+// TILE is the body of dotF32TileAVX512 and dotF16TileAVX512 for the
+// weights' loads WL and WT, their element size WSIZE (4 or 2 bytes) and
+// log2 WSHIFT, and the byte offset WOFF of a block's second half.
+#define TILE(WL, WT, WSIZE, WSHIFT, WOFF) \
+	MOVQ w+0(FP), SI \
+	MOVQ k+24(FP), R12 \
+	SHLQ $WSHIFT, R12 \
+	LEAQ (SI)(R12*1), DI \
+	LEAQ (DI)(R12*1), R8 \
+	LEAQ (R8)(R12*1), R9 \
+	MOVQ x+8(FP), DX \
+	MOVQ nb+16(FP), BX \
+	SHLQ $2, BX \
+	MOVQ xstride+32(FP), R13 \
+	SHLQ $2, R13 \
+	MOVQ m+40(FP), R11 \
+	MOVQ out+48(FP), R10 \
+	MOVQ stride+56(FP), R12 \
+	SHLQ $2, R12 \
+rows: \
+	LEAQ (DX)(R13*1), R15 \
+	LEAQ (R15)(R13*1), R14 \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+	XORQ AX, AX \
+	XORQ CX, CX \
+	TESTQ BX, BX \
+	JZ   fold \
+block: \
+	HALF(WL, 0, 0, Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16, Z18, Z20, Z22) \
+	HALF(WL, 64, WOFF, Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15, Z17, Z19, Z21, Z23) \
+	ADDQ $128, AX \
+	ADDQ $(32*WSIZE), CX \
+	CMPQ AX, BX \
+	JLT  block \
+fold: \
+	OUT(WT, Z0, Z1, Y0, Y1, SI, DX, 0(R10)) \
+	OUT(WT, Z2, Z3, Y2, Y3, DI, DX, 4(R10)) \
+	OUT(WT, Z4, Z5, Y4, Y5, R8, DX, 8(R10)) \
+	OUT(WT, Z6, Z7, Y6, Y7, R9, DX, 12(R10)) \
+	OUT(WT, Z8, Z9, Y8, Y9, SI, R15, 0(R10)(R12*1)) \
+	OUT(WT, Z10, Z11, Y10, Y11, DI, R15, 4(R10)(R12*1)) \
+	OUT(WT, Z12, Z13, Y12, Y13, R8, R15, 8(R10)(R12*1)) \
+	OUT(WT, Z14, Z15, Y14, Y15, R9, R15, 12(R10)(R12*1)) \
+	OUT(WT, Z16, Z17, Y16, Y17, SI, R14, 0(R10)(R12*2)) \
+	OUT(WT, Z18, Z19, Y18, Y19, DI, R14, 4(R10)(R12*2)) \
+	OUT(WT, Z20, Z21, Y20, Y21, R8, R14, 8(R10)(R12*2)) \
+	OUT(WT, Z22, Z23, Y22, Y23, R9, R14, 12(R10)(R12*2)) \
+	LEAQ (R10)(R12*2), R10 \
+	ADDQ R12, R10 \
+	LEAQ (R14)(R13*1), DX \
+	SUBQ $3, R11 \
+	JNZ  rows \
+	VZEROUPPER
 
 // func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride int)
 //
@@ -113,79 +207,14 @@
 // three) at x + i·xstride: out[i·stride + j] = DotF32 of the two, its
 // first nb values (a multiple of 32) in lanes, the rest one by one.
 TEXT ·dotF32TileAVX512(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), SI
-	MOVQ k+24(FP), R12
-	SHLQ $2, R12
-	LEAQ (SI)(R12*1), DI
-	LEAQ (DI)(R12*1), R8
-	LEAQ (R8)(R12*1), R9
-	MOVQ x+8(FP), DX
-	MOVQ nb+16(FP), BX
-	SHLQ $2, BX
-	MOVQ xstride+32(FP), R13
-	SHLQ $2, R13
-	MOVQ m+40(FP), R11
-	MOVQ out+48(FP), R10
-	MOVQ stride+56(FP), R12
-	SHLQ $2, R12
+	TILE(WL32, WT32, 4, 2, 64)
+	RET
 
-rows:
-	LEAQ (DX)(R13*1), R15
-	LEAQ (R15)(R13*1), R14
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	XORQ AX, AX
-	TESTQ BX, BX
-	JZ   fold
-
-block:
-	HALF(0, Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16, Z18, Z20, Z22)
-	HALF(64, Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15, Z17, Z19, Z21, Z23)
-	ADDQ $128, AX
-	CMPQ AX, BX
-	JLT  block
-
-fold:
-	OUT(Z0, Z1, Y0, Y1, SI, DX, 0(R10))
-	OUT(Z2, Z3, Y2, Y3, DI, DX, 4(R10))
-	OUT(Z4, Z5, Y4, Y5, R8, DX, 8(R10))
-	OUT(Z6, Z7, Y6, Y7, R9, DX, 12(R10))
-	OUT(Z8, Z9, Y8, Y9, SI, R15, 0(R10)(R12*1))
-	OUT(Z10, Z11, Y10, Y11, DI, R15, 4(R10)(R12*1))
-	OUT(Z12, Z13, Y12, Y13, R8, R15, 8(R10)(R12*1))
-	OUT(Z14, Z15, Y14, Y15, R9, R15, 12(R10)(R12*1))
-	OUT(Z16, Z17, Y16, Y17, SI, R14, 0(R10)(R12*2))
-	OUT(Z18, Z19, Y18, Y19, DI, R14, 4(R10)(R12*2))
-	OUT(Z20, Z21, Y20, Y21, R8, R14, 8(R10)(R12*2))
-	OUT(Z22, Z23, Y22, Y23, R9, R14, 12(R10)(R12*2))
-	LEAQ (R10)(R12*2), R10
-	ADDQ R12, R10
-	LEAQ (R14)(R13*1), DX
-	SUBQ $3, R11
-	JNZ  rows
-	VZEROUPPER
+// func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int)
+//
+// dotF32TileAVX512 for weight rows of halves.
+TEXT ·dotF16TileAVX512(SB), NOSPLIT, $0-64
+	TILE(WL16, WT16, 2, 1, 32)
 	RET
 
 // dotF32KeysAVX512 is DotF32Keys' kernel: sixteen keys, stored transposed
