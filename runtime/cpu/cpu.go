@@ -396,12 +396,14 @@ func (b *Backend) Softcap(x backend.Tensor, cap float32) {
 func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
 	b.op()
 	xs, bs := x.(*Tensor), bias.(*Weight).Data
-	for i := 0; i < b.rows(xs); i++ {
-		row := xs.Row(i)
-		for c := range row {
-			row[c] += bs[c]
+	b.team.over(b.rows(xs)*xs.cols, b.rows(xs), func(lo, hi int) { // a vision tower's thousands of rows
+		for i := lo; i < hi; i++ {
+			row := xs.Row(i)
+			for c := range row {
+				row[c] += bs[c]
+			}
 		}
-	}
+	})
 }
 
 func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps float32) {
