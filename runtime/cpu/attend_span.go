@@ -12,17 +12,23 @@ import (
 // for a 4096-patch tower that is 2.4 MB a row and head, past a core's L2,
 // and attention ran at memory's speed (over 80% of a real Gemma 3 tower's
 // encode). attendSpans instead gives a job a block of spanRows rows of one
-// span and one kv head, and walks the span a chunk of positions (spanChunk)
-// at a time for all of the block's rows, so a chunk's records are read
-// from memory once a block and from the core's cache for every other row.
-// f32 keys meet all of a block's rows sixteen at a time, transposed, in
-// one kernel.DotF32Keys a query head (a register of sixteen keys' scores
-// a row, so that DotF32's fold and tail, most of a 72-value head's work
-// key by key, are sixteen keys' at once), and f32 values four rows' sums
-// at a time (kernel.AxpyRows4: each record read once for the four). Each row's scores, softmax, weighted sum and
-// division are AttendHead's, in its order (DotF32's scores, then the same
-// softmaxHeads, axpys and normalizeHeads attendGroup runs, on the same
-// runs): the bits do not change.
+// span and one kv head, so that the span's records are read from memory
+// once a block:
+//
+//   - f32 keys, put in kernel.DotF32Keys' layout once a layer (transposed,
+//     sixteen keys a tile), meet all of the block's queries a tile at a
+//     time: a register of sixteen keys' scores a row, so that DotF32's
+//     fold and tail, most of a 72-value head's work key by key, are
+//     sixteen keys' at once;
+//   - the values go a chunk of positions (spanChunk) at a time for all the
+//     block's rows, a chunk staying in L1 while the rows pass, f32 values
+//     four rows' sums a record read (kernel.AxpyRows4); other caches'
+//     keys go so too, through attendGroup's dots.
+//
+// Each row's scores, softmax, weighted sum and division are AttendHead's,
+// in its order (DotF32's scores, then the same softmaxHeads, axpys' sums
+// and normalizeHeads attendGroup runs, on the same runs): the bits do
+// not change.
 
 // spanRows is how many rows of a span a job takes: its scores (spanRows ·
 // span · group heads floats) stay within a core's L2 for spans of a few
