@@ -19,11 +19,12 @@ import (
 //     sixteen keys a tile), meet all of the block's queries a tile at a
 //     time: a register of sixteen keys' scores a row, so that DotF32's
 //     fold and tail, most of a 72-value head's work key by key, are
-//     sixteen keys' at once;
+//     sixteen keys' at once (where the CPU has that kernel, AVX-512);
 //   - the values go a chunk of positions (spanChunk) at a time for all the
 //     block's rows, a chunk staying in L1 while the rows pass, f32 values
 //     four rows' sums a record read (kernel.AxpyRows4); other caches'
-//     keys go so too, through attendGroup's dots.
+//     keys (and f32 keys without the kernel) go so too, through
+//     attendGroup's dots.
 //
 // Each row's scores, softmax, weighted sum and division are AttendHead's,
 // in its order (DotF32's scores, then the same softmaxHeads, axpys' sums
@@ -109,7 +110,7 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 	// kts[g] is where span g's transposed keys start in b.spanKT, kv head
 	// h's at kts[g] + h·(its size)/KVHeads.
 	var kts []int
-	if c.K.typ == backend.KVF32 {
+	if c.K.typ == backend.KVF32 && kernel.KeysKernel() {
 		tile := kernel.KeysTile * a.HeadDim
 		kts = make([]int, len(groups)+1)
 		var rs []run

@@ -170,6 +170,11 @@ func TransposeKeys(kt, keys []float32, n, k int) {
 	}
 }
 
+// KeysKernel reports whether DotF32Keys runs a vector kernel here
+// (AVX-512); elsewhere it is DotF32 key by key, with the keys put back,
+// and a caller does better with DotF32Rows over the keys as stored.
+func KeysKernel() bool { return hasF32Tile }
+
 // DotF32Keys sets out[i·stride + t] to DotF32(x[i·xstride : i·xstride+k],
 // key t) for the first n of the KeysTile keys of k values that kt holds
 // transposed (TransposeKeys) and m rows of x: attention's scores of a run
