@@ -1,7 +1,8 @@
 // Package cpu is the reference backend: every op of a forward pass written
 // in plain Go, as directly as the math reads. It is what every WGSL kernel is
 // tested against, and the fallback where no GPU adapter exists. Matrix
-// products are spread across cores; everything else runs on one.
+// products, attention and the ops of a step's rows are spread across cores
+// (team.go), in as few jobs a layer as the fused ops allow (fused.go).
 package cpu
 
 import (
