@@ -275,15 +275,22 @@ func (a *ropeAngles) of(freqs []float32, scale float32, pos []int32) []float32 {
 func (b *Backend) StoreKV(kv backend.KV, l int, k, v backend.Tensor) {
 	b.op()
 	c, ks, vs := kv.(*KV), k.(*Tensor), v.(*Tensor)
-	hd := c.shape.HeadDim
 	for i := 0; i < b.rows(ks); i++ {
-		slot := b.batch.SlotIn(c.shape, i) // a ring's slot in a windowed cache
-		kr, vr := ks.Row(i), vs.Row(i)
-		for h := range c.shape.Heads {
-			r := c.record(l, slot, h)
-			c.K.put(r, kr[h*hd:(h+1)*hd])
-			c.V.put(r, vr[h*hd:(h+1)*hd])
-		}
+		b.storeRow(c, l, i, ks.Row(i), vs.Row(i))
+	}
+}
+
+// storeRow stores row i's keys kr and values vr in layer l of c. The rows
+// of a step have slots of their own (a sequence's positions are its own,
+// and a ring holds all of a step's rows: backend.RingBlocks), so rows may
+// be stored in any order, on any worker.
+func (b *Backend) storeRow(c *KV, l, i int, kr, vr []float32) {
+	hd := c.shape.HeadDim
+	slot := b.batch.SlotIn(c.shape, i) // a ring's slot in a windowed cache
+	for h := range c.shape.Heads {
+		r := c.record(l, slot, h)
+		c.K.put(r, kr[h*hd:(h+1)*hd])
+		c.V.put(r, vr[h*hd:(h+1)*hd])
 	}
 }
 

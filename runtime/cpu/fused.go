@@ -230,12 +230,12 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 	}
 }
 
-// RopeStore rotates q and k in one job of the team where both rotate by
-// the same angles (a single-axis rope of one set of frequencies: every
-// family but the multi-axis ones): two small ops of a decode step, each
-// with its wait for the slowest worker, become one; a rotation costs
-// about four multiply-adds. The cache's stores stay on this goroutine (a
-// ring's slots may repeat within a prompt chunk, so their order counts).
+// RopeStore rotates q and k and stores k and v in one job of the team,
+// a row at a time, where q and k rotate by the same angles (a
+// single-axis rope of one set of frequencies: every family but the
+// multi-axis ones): three small ops of a decode step, two with a wait for
+// the slowest worker and one on this goroutine alone, become one job; a
+// rotation costs about four multiply-adds.
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
 	qs, ks := q.(*Tensor), k.(*Tensor)
 	n := b.rows(qs)
@@ -250,15 +250,17 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 	}
 	b.op()
 	b.op()
+	b.op()
 	cs := b.rope.of(b.ropeF, rq.Mscale(), b.batch.Pos[:n])
 	w := len(b.ropeF) * 2
+	c, vs := kv.(*KV), v.(*Tensor)
 	b.team.over(4*n*(qs.cols+ks.cols), n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			RopeWith(qs.Row(i), cs[i*w:(i+1)*w], rq)
 			RopeWith(ks.Row(i), cs[i*w:(i+1)*w], rk)
+			b.storeRow(c, l, i, ks.Row(i), vs.Row(i))
 		}
 	})
-	b.StoreKV(kv, l, k, v)
 }
 
 // The roles of a fused op's scratch tensors: a normalised input and a
