@@ -64,6 +64,8 @@ type Backend struct {
 	// ropeRow is one row's angles of a multi-axis rotation.
 	ropeRow []float32
 	exps    []float32 // GLU's exps
+	// attendAt is Attend's positions before each job (its split).
+	attendAt []int
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -321,14 +323,30 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		}
 		return a.First(pos), pos
 	}
-	var work int // about the operations: a dot, an axpy and an exp per position and head
+	// The team splits the jobs by their positions, not their number: a
+	// prompt's rows attend to more positions row by row, and parts of as
+	// many jobs left the worker with the last rows a tenth of the
+	// attention to do alone (modelled from each part's CPU time).
+	// b.attendAt[j] is how many positions (plus a job's fixed cost) come
+	// before job j; a part of positions [lo, hi) runs the jobs that start
+	// in it.
+	const jobCost = 16 // a job's fixed cost, in positions
+	at := b.attendAt[:0]
+	var work, total int // work: about the operations, a dot, an axpy and an exp per position and head
 	for i := range n {
 		first, last := span(i)
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
+		for range a.KVHeads {
+			at = append(at, total)
+			total += last - first + 1 + jobCost
+		}
 	}
+	b.attendAt = at
 	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
 	tables := b.batch.TablesFor(c.shape)    // rings for a windowed cache
-	b.team.over(work, n*a.KVHeads, func(lo, hi int) {
+	b.team.over(work, total, func(plo, phi int) {
+		lo, _ := slices.BinarySearch(at, plo)
+		hi, _ := slices.BinarySearch(at, phi)
 		var w attendWork
 		for job := lo; job < hi; job++ {
 			i, h := job/a.KVHeads, job%a.KVHeads
