@@ -238,17 +238,19 @@ func (b *Backend) attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 			o.kernel, o.consts = "attention_lane", b.ops.attnConsts(a.HeadDim, 0)
 			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
 		}
-		p := params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)}
-		bind := []webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}}
+		// Arrays, not appends: nothing allocated a dispatch.
+		p := [...]uint32{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window), 0, 0, 0}
+		bind := [...]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}, {}, {}, {}}
+		np, nb := 11, 8
 		o = o.forKV(c)
 		if rope != nil {
 			o.operands, o.fusion.Rope = laneRopeOperands, true
-			p = append(p, uint32(rope.rq.Dim), uint32(rope.rq.Layout), uint32(c.context))
-			bind = append(bind, webgpu.Binding{Buffer: rope.k.buf}, webgpu.Binding{Buffer: rope.v.buf}, webgpu.Binding{Buffer: rope.freqs})
+			p[11], p[12], p[13], np = uint32(rope.rq.Dim), uint32(rope.rq.Layout), uint32(c.context), 14
+			bind[8], bind[9], bind[10], nb = webgpu.Binding{Buffer: rope.k.buf}, webgpu.Binding{Buffer: rope.v.buf}, webgpu.Binding{Buffer: rope.freqs}, 11
 		}
-		b.record(o, p, bind, gx, uint32(decChunks), gz)
+		b.record(o, params(p[:np]), bind[:nb], gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
 	if pre.rows > 0 {
