@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -19,15 +18,12 @@ import (
 func togetherAndAlone(t *testing.T, eng *runtime.Engine, prompts []string, want [][]int32) [][]int32 {
 	t.Helper()
 	alone := make([][]int32, len(prompts))
+	reqs := make([]runtime.Request, len(prompts))
 	for i, p := range prompts {
-		alone[i], _, _ = generate(t, eng, runtime.Request{Prompt: p, MaxTokens: 24 + 4*i})
+		reqs[i] = runtime.Request{Prompt: p, MaxTokens: 24 + 4*i}
+		alone[i], _, _ = generate(t, eng, reqs[i])
 	}
-	together := make([][]int32, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		wg.Go(func() { together[i], _, _ = generate(t, eng, runtime.Request{Prompt: p, MaxTokens: 24 + 4*i}) })
-	}
-	wg.Wait()
+	together := generateTogether(t, eng, reqs)
 	for i := range prompts {
 		if !equal(alone[i], together[i]) {
 			t.Errorf("prompt %d:\ntogether %v\n   alone %v", i, together[i], alone[i])

@@ -1,18 +1,12 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/dtype"
-	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 )
 
@@ -21,27 +15,7 @@ import (
 // Request.Messages go through the model's own template there too. The
 // model is random, at a tiny Qwen3 shape, with the real Qwen3 tokenizer.
 func TestChatTemplateFromReader(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "tokenizers", "qwen3")
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Skipf("shared tokenizers not found: %v", err)
-	}
-	shape, err := synth.Lookup("tiny-qwen3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape.Config.Vocab = 151936
-	tok, err := synth.HFTokenizer(dir, "qwen2", shape.Config.Vocab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := synth.WriteWith(&buf, shape, dtype.F16, 1, tok); err != nil {
-		t.Fatal(err)
-	}
-	m, err := models.OpenReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "qwen3-chat.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := tinyQwen3ChatModel(t)
 	if !strings.Contains(m.ChatTemplate, "<|im_start|>") {
 		t.Fatalf("the model read from memory has no chat template (%d bytes)", len(m.ChatTemplate))
 	}

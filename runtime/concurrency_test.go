@@ -37,20 +37,12 @@ func TestConcurrentMatchesAlone(t *testing.T) {
 	for name, eng := range engines(t, runtime.Options{}) {
 		t.Run(name, func(t *testing.T) {
 			alone := make([][]int32, len(storyPrompts))
+			reqs := make([]runtime.Request, len(storyPrompts))
 			for i, p := range storyPrompts {
-				alone[i], _, _ = generate(t, eng, runtime.Request{Prompt: p, MaxTokens: 60 + 10*i})
+				reqs[i] = runtime.Request{Prompt: p, MaxTokens: 60 + 10*i}
+				alone[i], _, _ = generate(t, eng, reqs[i])
 			}
-			together := make([][]int32, len(storyPrompts))
-			var wg sync.WaitGroup
-			for i, p := range storyPrompts {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ids, _, _ := generate(t, eng, runtime.Request{Prompt: p, MaxTokens: 60 + 10*i})
-					together[i] = ids
-				}()
-			}
-			wg.Wait()
+			together := generateTogether(t, eng, reqs)
 			for i := range storyPrompts {
 				if !equal(alone[i], together[i]) {
 					t.Errorf("prompt %d:\ntogether %v\n   alone %v", i, together[i], alone[i])
@@ -106,25 +98,11 @@ func TestFloodOutOfKV(t *testing.T) {
 			for i := range 4 {
 				want[i], _, _ = generate(t, eng, runtime.Request{Prompt: storyPrompts[i], MaxTokens: 200})
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 24)
-			got := make([][]int32, 24)
-			for i := range errs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req := runtime.Request{Prompt: storyPrompts[i%4], MaxTokens: 200}
-					var ids []int32
-					_, errs[i] = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
-						if tok.ID >= 0 {
-							ids = append(ids, tok.ID)
-						}
-						return nil
-					})
-					got[i] = ids
-				}()
+			reqs := make([]runtime.Request, 24)
+			for i := range reqs {
+				reqs[i] = runtime.Request{Prompt: storyPrompts[i%4], MaxTokens: 200}
 			}
-			wg.Wait()
+			got, errs := generateAll(eng, reqs)
 			done := 0
 			for i, err := range errs {
 				switch {

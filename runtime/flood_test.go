@@ -1,9 +1,7 @@
 package runtime_test
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
@@ -17,21 +15,11 @@ import (
 // with the figures.
 func floodPreempts(t *testing.T, eng *runtime.Engine, prompts, want [][]int32, n, maxTokens int, note string) {
 	t.Helper()
-	errs := make([]error, n)
-	got := make([][]int32, n)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			req := runtime.Request{Tokens: prompts[i%len(prompts)], MaxTokens: maxTokens, IgnoreEOS: true}
-			_, errs[i] = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
-				if tok.ID >= 0 {
-					got[i] = append(got[i], tok.ID)
-				}
-				return nil
-			})
-		})
+	reqs := make([]runtime.Request, n)
+	for i := range reqs {
+		reqs[i] = runtime.Request{Tokens: prompts[i%len(prompts)], MaxTokens: maxTokens, IgnoreEOS: true}
 	}
-	wg.Wait()
+	got, errs := generateAll(eng, reqs)
 	done := 0
 	for i, err := range errs {
 		switch {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/chat"
@@ -59,6 +60,39 @@ func generate(t testing.TB, eng *runtime.Engine, req runtime.Request) ([]int32, 
 		t.Fatal(err)
 	}
 	return ids, text.String(), st
+}
+
+// generateAll runs reqs at once on eng, each from its own goroutine (the
+// batched path), and returns each one's tokens and error; errors are
+// returned, not raised, since t.Fatal belongs to the test's goroutine.
+func generateAll(eng *runtime.Engine, reqs []runtime.Request) ([][]int32, []error) {
+	got := make([][]int32, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			_, errs[i] = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
+				if tok.ID >= 0 {
+					got[i] = append(got[i], tok.ID)
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	return got, errs
+}
+
+// generateTogether is generateAll where every request must complete.
+func generateTogether(t testing.TB, eng *runtime.Engine, reqs []runtime.Request) [][]int32 {
+	t.Helper()
+	got, errs := generateAll(eng, reqs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d of %d together: %v", i, len(reqs), err)
+		}
+	}
+	return got
 }
 
 // stories260K lists the two files of the same model: they must give the

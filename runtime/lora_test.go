@@ -229,12 +229,7 @@ func TestLoRAMixedBatch(t *testing.T) {
 			if equal(solo[0], solo[2]) || equal(solo[1], solo[4]) {
 				t.Fatal("adapters do not change the tokens: the test proves nothing")
 			}
-			got := make([][]int32, len(reqs))
-			var wg sync.WaitGroup
-			for i := range reqs {
-				wg.Go(func() { got[i], _, _ = generate(t, e, reqs[i]) })
-			}
-			wg.Wait()
+			got := generateTogether(t, e, reqs)
 			for i := range reqs {
 				if !equal(got[i], solo[i]) {
 					t.Errorf("sequence %d (%v): batched %v, alone %v", i, refs[i], got[i], solo[i])

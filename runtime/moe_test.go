@@ -1,14 +1,11 @@
 package runtime_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -129,28 +126,10 @@ func TestMoEBatched(t *testing.T) {
 		ids, _, _ := generate(t, eng, r)
 		alone = append(alone, ids)
 	}
-	together := make([][]int32, len(reqs))
-	var wg sync.WaitGroup
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = eng.Generate(context.Background(), r, func(tok runtime.Token) error {
-				if tok.ID >= 0 {
-					together[i] = append(together[i], tok.ID)
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
+	together := generateTogether(t, eng, reqs)
 	for i := range reqs {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
 		if !equal(together[i], alone[i]) {
-			t.Errorf("%s: batched\n%v\nalone\n%v", fmt.Sprintf("request %d", i), together[i], alone[i])
+			t.Errorf("request %d: batched\n%v\nalone\n%v", i, together[i], alone[i])
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -95,19 +94,12 @@ func TestQwen35Batched(t *testing.T) {
 		for name, eng := range qwen35Engines(t, runtime.Options{Context: 256, MultiStep: multi}) {
 			t.Run(fmt.Sprintf("%s/multistep%d", name, multi), func(t *testing.T) {
 				alone := make([][]int32, len(prompts))
+				reqs := make([]runtime.Request, len(prompts))
 				for i, p := range prompts {
-					alone[i], _, _ = generate(t, eng, runtime.Request{Tokens: p, MaxTokens: 20 + 7*i, IgnoreEOS: true})
+					reqs[i] = runtime.Request{Tokens: p, MaxTokens: 20 + 7*i, IgnoreEOS: true}
+					alone[i], _, _ = generate(t, eng, reqs[i])
 				}
-				together := make([][]int32, len(prompts))
-				var wg sync.WaitGroup
-				for i, p := range prompts {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						together[i], _, _ = generate(t, eng, runtime.Request{Tokens: p, MaxTokens: 20 + 7*i, IgnoreEOS: true})
-					}()
-				}
-				wg.Wait()
+				together := generateTogether(t, eng, reqs)
 				for i := range prompts {
 					if !equal(alone[i], together[i]) {
 						t.Errorf("prompt %d:\ntogether %v\n   alone %v", i, together[i], alone[i])

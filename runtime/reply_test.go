@@ -20,6 +20,18 @@ import (
 // Qwen3 tokenizer and chat template (which reasons in <think>).
 func tinyQwen3Chat(t *testing.T) *runtime.Engine {
 	t.Helper()
+	eng, err := runtime.LoadModel(tinyQwen3ChatModel(t), runtime.Options{Device: "cpu", Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// tinyQwen3ChatModel is tinyQwen3Chat's file, read from memory as the
+// browser reads a Blob.
+func tinyQwen3ChatModel(t *testing.T) *models.Model {
+	t.Helper()
 	dir := filepath.Join("..", "..", "shared", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatalf("shared tokenizers not found: %v", err)
@@ -41,12 +53,7 @@ func tinyQwen3Chat(t *testing.T) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.LoadModel(m, runtime.Options{Device: "cpu", Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return eng
+	return m
 }
 
 // scripted is the grammar of exactly text: a random model constrained by

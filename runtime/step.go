@@ -213,9 +213,6 @@ func (e *Engine) chainLength(plan []work) int {
 	if e.chain <= 1 || len(plan) != len(e.running) {
 		return 1
 	}
-	if e.mrope() && slices.ContainsFunc(plan, func(w work) bool { return w.s.images != nil }) {
-		return 1 // a chain's steps move Pos on, not the images' rotary positions
-	}
 	n, decoding := e.chain, false
 	for _, w := range plan {
 		if !w.out {
@@ -296,6 +293,13 @@ func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error)
 		next.Pos = make([]int32, outs)
 		for i, r := range b.Out {
 			next.Pos[i] = b.Pos[r] + int32(j)
+		}
+		if b.RopePos != nil { // M-RoPE after an image: its rows turn by fewer positions than they hold
+			next.RopePos = make([]int32, 0, 4*outs)
+			for i, r := range b.Out {
+				p := mropePos(plan[b.Seq[r]].s.images, int(next.Pos[i]))
+				next.RopePos = append(next.RopePos, p[:]...)
+			}
 		}
 		if err := e.net.forwardChained(next); err != nil {
 			return nil, err

@@ -942,3 +942,36 @@ func TestImageEncodeTime(t *testing.T) {
 		t.Errorf("cancelled: %v, want context.Canceled", err)
 	}
 }
+
+// TestImageChained: on WebGPU a sequence whose image M-RoPE places
+// (Qwen2-VL, Qwen3-VL) decodes in chains of steps, each later step
+// turning its row by the rotary position the image leaves it (fewer than
+// the positions the sequence holds), and draws the CPU's tokens, greedy
+// and sampled (the draws follow the whole distribution, so a row turned
+// by its cache position instead would change them).
+func TestImageChained(t *testing.T) {
+	for _, shape := range []string{"tiny-qwen2vl", "tiny-qwen3vl"} {
+		t.Run(shape, func(t *testing.T) {
+			base, mm := visionFiles(t, t.TempDir(), shape)
+			cpu, err := runtime.Load(base, runtime.Options{Device: "cpu", MMProj: mm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cpu.Close()
+			gpu := loadWebGPU(t, base, runtime.Options{MMProj: mm, MultiStep: 4})
+			img := readTestImage(t, "gradient50x37.png")
+			for i, o := range []runtime.SamplerOptions{{}, {Temperature: 1.5, Seed: 11}, {Temperature: 3, Seed: 12}} {
+				req := runtime.Request{Prompt: "Look: " + runtime.ImageMarker + " What is it?", Images: []*vision.Image{img},
+					MaxTokens: 32, IgnoreEOS: true, Sampler: o}
+				want, _, _ := generate(t, cpu, req)
+				got, _, st := generate(t, gpu, req)
+				if !equal(got, want) {
+					t.Errorf("options %d %+v:\nwebgpu %v\n   cpu %v", i, o, got, want)
+				}
+				if st.Steps > st.Generated/2 {
+					t.Errorf("options %d: %d tokens in %d round trips: the sequence with an image did not chain", i, st.Generated, st.Steps)
+				}
+			}
+		})
+	}
+}

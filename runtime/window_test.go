@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
@@ -118,22 +117,15 @@ func TestWindowedMatchesFull(t *testing.T) {
 					t.Errorf("kv cache of %d bytes with rings, %d without", win.KVBytes(), full.KVBytes())
 				}
 				want := make([][]int32, len(prompts))
+				reqs := make([]runtime.Request, len(prompts))
 				for i, p := range prompts {
-					want[i], _, _ = generate(t, full, runtime.Request{Tokens: p, MaxTokens: 24 + 6*i, IgnoreEOS: true})
-					if got, _, _ := generate(t, win, runtime.Request{Tokens: p, MaxTokens: 24 + 6*i, IgnoreEOS: true}); !equal(got, want[i]) {
+					reqs[i] = runtime.Request{Tokens: p, MaxTokens: 24 + 6*i, IgnoreEOS: true}
+					want[i], _, _ = generate(t, full, reqs[i])
+					if got, _, _ := generate(t, win, reqs[i]); !equal(got, want[i]) {
 						t.Errorf("prompt %d alone:\n rings %v\n  full %v", i, got, want[i])
 					}
 				}
-				together := make([][]int32, len(prompts))
-				var wg sync.WaitGroup
-				for i, p := range prompts {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						together[i], _, _ = generate(t, win, runtime.Request{Tokens: p, MaxTokens: 24 + 6*i, IgnoreEOS: true})
-					}()
-				}
-				wg.Wait()
+				together := generateTogether(t, win, reqs)
 				for i := range prompts {
 					if !equal(together[i], want[i]) {
 						t.Errorf("prompt %d together:\n rings %v\n  full %v", i, together[i], want[i])

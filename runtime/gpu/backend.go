@@ -13,7 +13,6 @@ package gpu
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -87,8 +86,11 @@ type Backend struct {
 	rowLoRA, outLoRA, loraH, loraHOut webgpu.Buffer
 
 	// Chained decoding: staged positions and slots of the steps after the
-	// first, the ids every Keep picked, and how many steps kept so far.
+	// first, the ids every Keep picked, and how many steps kept so far;
+	// stageRopePos (made with ropePos) stages M-RoPE's positions, so that
+	// a sequence with an image decodes in chains too.
 	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA webgpu.Buffer
+	stageRopePos                                                              webgpu.Buffer
 	kept, keptRows                                                            int
 
 	// The shared parameter buffer being filled (paramSlot) and its bytes
@@ -395,9 +397,8 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		}
 		windowSlots = windowSlotsOf(batch)
 	}
-	if batch.RopePos != nil && b.ropePos == nil {
-		var err error
-		if b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+	if batch.RopePos != nil {
+		if err := b.ropePosBuffers(); err != nil {
 			return err
 		}
 	}
@@ -601,13 +602,16 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	switch {
 	case b.err != nil:
 		return b.err
-	case batch.RopePos != nil:
-		return errors.New("gpu: a chained step cannot take rotary positions (Batch.RopePos)")
 	case b.kept == 0 || n != b.keptRows || b.kept >= backend.MaxChain:
 		return fmt.Errorf("gpu: chained step of %d rows after %d kept steps of %d rows", n, b.kept, b.keptRows)
 	}
 	if err := batch.Validate(b.maxRows); err != nil {
 		return fmt.Errorf("gpu: %w", err)
+	}
+	if batch.RopePos != nil {
+		if err := b.ropePosBuffers(); err != nil {
+			return err
+		}
 	}
 	b.startHost()
 	slots := make([]int32, n)
@@ -623,8 +627,9 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 		data       []byte
 	}{{b.pos, b.stagePos, i32bytes(batch.Pos)}, {b.slots, b.stageSlots, i32bytes(slots)},
 		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step},
-		{b.windowSlots, b.stageWindowSlots, i32bytes(windowSlotsOf(batch))}} {
-		if w.buf == nil || len(w.data) == 0 { // no windowed cache
+		{b.windowSlots, b.stageWindowSlots, i32bytes(windowSlotsOf(batch))},
+		{b.ropePos, b.stageRopePos, i32bytes(batch.RopePos)}} {
+		if w.buf == nil || len(w.data) == 0 { // no windowed cache, no rotary positions
 			continue
 		}
 		if err := b.writeStep(w.buf, w.stage, w.data); err != nil {
@@ -671,7 +676,11 @@ func (b *Backend) writeStep(buf, stage webgpu.Buffer, data []byte) error {
 	if b.kept == 0 {
 		return b.dev.Write(buf, 0, data)
 	}
-	at := int64(4 * b.kept * b.maxRows)
+	slot := 4 // bytes a row: one i32, or four for the rotary positions
+	if buf == b.ropePos {
+		slot = 16
+	}
+	at := int64(slot * b.kept * b.maxRows)
 	if err := b.dev.Write(stage, at, data); err != nil {
 		return err
 	}
@@ -730,6 +739,21 @@ func (b *Backend) chainBuffers() error {
 		}
 	}
 	return nil
+}
+
+// ropePosBuffers makes the rotary positions' buffer (4 i32 a row) and its
+// chain staging (writeStep: a place per step) for the first batch that
+// has them.
+func (b *Backend) ropePosBuffers() error {
+	if b.ropePos != nil {
+		return nil
+	}
+	var err error
+	if b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+		return err
+	}
+	b.stageRopePos, err = b.buffer("chain", int64(16*backend.MaxChain*max(b.maxRows, 4)), webgpu.CopySrc|webgpu.CopyDst)
+	return err
 }
 
 // submit submits what was recorded.

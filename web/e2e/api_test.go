@@ -365,25 +365,12 @@ type apiResult struct {
 }
 
 func TestBrowserAPI(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
+	exe := needChromium(t)
 	stories := filepath.Join(sharedModels, "stories260K.gguf")
 	if _, err := os.Stat(stories); err != nil {
 		t.Fatalf("test model missing: %v", err)
 	}
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		t.Fatal("not inside the Tessera module")
-	}
-	wasmDir := t.TempDir()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		t.Fatal(err)
-	}
+	wasmDir := buildWasm(t)
 	modelDir := t.TempDir()
 	data, err := os.ReadFile(stories)
 	if err != nil {

@@ -50,6 +50,41 @@ func inCI() bool {
 	return ci
 }
 
+// needChromium returns the browser to drive, or skips the test where
+// there is none: under CI=true a missing browser fails instead, since CI
+// installs it (.ci/install-browser.sh) and a skip there would hide every
+// browser test.
+func needChromium(t testing.TB) string {
+	t.Helper()
+	exe := chromium()
+	if exe == "" {
+		if inCI() {
+			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
+		}
+		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
+	}
+	return exe
+}
+
+// buildWasm builds the engine exactly as `make web` does, into a fresh
+// folder it returns.
+func buildWasm(t testing.TB) string {
+	t.Helper()
+	root, ok := web.FindModuleRoot(".")
+	if !ok {
+		t.Fatal("not inside the Tessera module")
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	if err := web.BuildWasm(context.Background(), root, dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, web.WasmFile)); err == nil {
+		t.Logf("built %s (%.1f MB) in %.1f s", web.WasmFile, float64(st.Size())/1e6, time.Since(start).Seconds())
+	}
+	return dir
+}
+
 // console collects what the page and its workers write to the console.
 type console struct {
 	mu   sync.Mutex
@@ -169,13 +204,7 @@ func waitDone(t *testing.T, ctx context.Context, timeout time.Duration) demoStat
 }
 
 func TestBrowserDemo(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
+	exe := needChromium(t)
 	modelPath := filepath.Join(sharedModels, "stories260K.gguf")
 	goldenRaw, err := os.ReadFile(filepath.Join(sharedModels, "stories260K.greedy200.txt"))
 	if err != nil {
@@ -186,19 +215,7 @@ func TestBrowserDemo(t *testing.T) {
 	}
 	golden := strings.TrimSuffix(string(goldenRaw), "\n")
 
-	// Build the engine exactly as `make web` does, into a fresh folder.
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		t.Fatal("not inside the Tessera module")
-	}
-	wasmDir := t.TempDir()
-	start := time.Now()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := os.Stat(filepath.Join(wasmDir, web.WasmFile)); err == nil {
-		t.Logf("built %s (%.1f MB) in %.1f s", web.WasmFile, float64(st.Size())/1e6, time.Since(start).Seconds())
-	}
+	wasmDir := buildWasm(t)
 
 	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: sharedModels})
 	if err != nil {

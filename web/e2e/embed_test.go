@@ -14,28 +14,14 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/web"
 )
 
 // TestBrowserEmbeddings: engine.embeddings.create in Chromium (WebGPU on
 // SwiftShader) returns the vectors the native engine computes, as floats
 // and as base64, for a synthetic BERT and a synthetic nomic-bert.
 func TestBrowserEmbeddings(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		t.Fatal("not inside the Tessera module")
-	}
-	wasmDir, modelDir := t.TempDir(), t.TempDir()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		t.Fatal(err)
-	}
+	exe := needChromium(t)
+	wasmDir, modelDir := buildWasm(t), t.TempDir()
 	texts := []string{"hello world", "Café naïve — 中文字!", strings.Repeat("abc def, ghi ", 20)}
 	want := map[string][][]float32{}
 	for _, shape := range []string{"tiny-bert", "tiny-nomic-bert"} {

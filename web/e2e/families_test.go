@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
-	"github.com/tessera-llm/tessera/web"
 )
 
 // browserFamilies are the tiny synthetic files of the families issue 42
@@ -30,21 +28,8 @@ var browserFamilies = []string{"tiny-qwen35", "tiny-qwen35moe", "tiny-gemma4", "
 // windows; one page load serves them all, each engine loaded and unloaded
 // in turn.
 func TestBrowserFamilies(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		t.Fatal("not inside the Tessera module")
-	}
-	wasmDir, modelDir := t.TempDir(), t.TempDir()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		t.Fatal(err)
-	}
+	exe := needChromium(t)
+	wasmDir, modelDir := buildWasm(t), t.TempDir()
 	for _, shape := range browserFamilies {
 		s, err := synth.Lookup(shape)
 		if err != nil {
@@ -104,21 +89,8 @@ func TestBrowserFamilies(t *testing.T) {
 // one running sequence needs, fewer tokens none; the bytes at two contexts
 // are runtime.TestWindowedKVFollowsWindow's and `bench`'s.)
 func TestBrowserAllSlidingRings(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		t.Fatal("not inside the Tessera module")
-	}
-	wasmDir, modelDir := t.TempDir(), t.TempDir()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		t.Fatal(err)
-	}
+	exe := needChromium(t)
+	wasmDir, modelDir := buildWasm(t), t.TempDir()
 	const shape = "tiny-gemma3-swa"
 	s, err := synth.Lookup(shape)
 	if err != nil {

@@ -2,17 +2,12 @@ package e2e
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // BenchmarkBrowserStepKernels runs runtime's BenchmarkStepKernels (each
@@ -32,37 +27,12 @@ func BenchmarkBrowserStepKernels(b *testing.B) {
 	if _, err := os.Stat(swiftShaderICD); err != nil {
 		b.Skip("no SwiftShader Vulkan driver beside Chromium")
 	}
-	dir := b.TempDir()
-	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	model, err := os.ReadFile(filepath.Join(sharedModels, "stories260K.gguf"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "runtime.wasm"), "../../runtime")
-	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building runtime's tests for the browser: %v\n%s", err, out)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(goTestPage))
-	})
-	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux.HandleFunc("/wasm_exec.js", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript")
-		w.Write(execJS)
-	})
-	mux.HandleFunc("/model.gguf", func(w http.ResponseWriter, r *http.Request) { w.Write(model) })
-	mux.HandleFunc("/runtime.wasm", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/wasm")
-		http.ServeFile(w, r, filepath.Join(dir, "runtime.wasm"))
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	g := newGoTests(b, map[string]http.HandlerFunc{"/model.gguf": func(w http.ResponseWriter, r *http.Request) { w.Write(model) }})
+	wasm := g.build(b, "runtime")
 
 	native := func() string {
 		cmd := exec.Command("go", append([]string{"test", "../../runtime", "-run", "^$", "-bench", "StepKernels", "-benchtime", "1x", "-v", "-args"},
@@ -76,27 +46,11 @@ func BenchmarkBrowserStepKernels(b *testing.B) {
 	}
 	browser := func() string {
 		ctx, cons := startBrowser(b, exe, false)
-		args := []string{"-test.run=^$", "-test.bench=StepKernels", "-test.benchtime=1x", "-test.v", "-step-model-url=" + srv.URL + "/model.gguf"}
+		args := []string{"-test.run=^$", "-test.bench=StepKernels", "-test.benchtime=1x", "-test.v", "-step-model-url=" + g.srv.URL + "/model.gguf"}
 		args = append(args, strings.Fields(os.Getenv("TESSERA_STEP_ARGS"))...)
-		q := url.Values{"wasm": {"runtime.wasm"}, "args": {strings.Join(args, "\n")}}
-		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?"+q.Encode())); err != nil {
-			b.Fatal(err)
-		}
-		type result struct {
-			Log  []string `json:"log"`
-			Code *int     `json:"code"`
-		}
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.goTest && window.goTest.code !== null`,
-			chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(5*time.Minute))); err != nil {
-			b.Fatalf("the benchmark did not finish in the browser: %v (console %q)", err, cons.all())
-		}
-		r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`window.goTest`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		out := strings.Join(r.Log, "\n")
-		if *r.Code != 0 {
-			b.Fatalf("in the browser: exit code %d\n%s", *r.Code, out)
+		out, code := g.run(b, ctx, cons, wasm, args, 5*time.Minute)
+		if code != 0 {
+			b.Fatalf("in the browser: exit code %d\n%s", code, out)
 		}
 		return out
 	}

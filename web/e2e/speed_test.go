@@ -59,14 +59,7 @@ func BenchmarkBrowserDecode(b *testing.B) {
 		return st.DecodeRate()
 	}
 
-	root, ok := web.FindModuleRoot(".")
-	if !ok {
-		b.Fatal("not inside the Tessera module")
-	}
-	wasmDir := b.TempDir()
-	if err := web.BuildWasm(context.Background(), root, wasmDir); err != nil {
-		b.Fatal(err)
-	}
+	wasmDir := buildWasm(b)
 	h, err := web.Handler(web.Options{Wasm: wasmDir, Models: sharedModels})
 	if err != nil {
 		b.Fatal(err)

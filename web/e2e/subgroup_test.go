@@ -1,36 +1,10 @@
 package e2e
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
-
-// goTestPage runs a Go test binary compiled for the browser (GOOS=js),
-// ?wasm, with Go's wasm_exec.js and the arguments in ?args (one per line),
-// and keeps what it prints and its exit code in window.goTest.
-const goTestPage = `<!doctype html><meta charset="utf-8"><title>go test</title>
-<script src="/wasm_exec.js"></script>
-<script>
-window.goTest = {log: [], code: null};
-const print = console.log.bind(console);
-console.log = (...a) => { window.goTest.log.push(a.join(" ")); print(...a); };
-const go = new Go();
-go.argv = ["test.wasm", ...new URLSearchParams(location.search).get("args").split("\n")];
-go.exit = (code) => { window.goTest.code = code; };
-WebAssembly.instantiateStreaming(fetch("/" + new URLSearchParams(location.search).get("wasm")), go.importObject)
-  .then((r) => { globalThis.wasm = r; return go.run(r.instance); })
-  .catch((e) => { window.goTest.log.push("load failed: " + e); window.goTest.code = 99; });
-</script>`
 
 // TestBrowserSubgroups runs runtime/gpu's twin tests inside Chromium, on
 // its SwiftShader adapter, which has subgroups (size 4): TestSubgroupTwins
@@ -48,34 +22,8 @@ func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
 	}
-	exe := chromium()
-	if exe == "" {
-		if inCI() {
-			t.Fatal("no Chromium, which fails the test because CI is set: run .ci/install-browser.sh")
-		}
-		t.Skip("no Chromium (apt-get install chromium, or .ci/install-browser.sh); with CI=true this fails")
-	}
-	dir := t.TempDir()
-	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(goTestPage))
-	})
-	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux.HandleFunc("/wasm_exec.js", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript")
-		w.Write(execJS)
-	})
-	mux.HandleFunc("/{name}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/wasm")
-		http.ServeFile(w, r, filepath.Join(dir, filepath.Base(r.PathValue("name"))))
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	exe := needChromium(t)
+	g := newGoTests(t, nil)
 	ctx, cons := startBrowser(t, exe, false)
 
 	// run builds pkg's tests for the browser and runs those that pattern
@@ -83,36 +31,15 @@ func TestBrowserSubgroups(t *testing.T) {
 	// those of skip pass or skip.
 	run := func(pkg, pattern string, pass, skip []string, args ...string) {
 		t.Helper()
-		name := strings.ReplaceAll(pkg, "/", "_") + ".wasm"
-		build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, name), "../../"+pkg)
-		build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building %s's tests for the browser: %v\n%s", pkg, err, out)
-		}
+		name := g.build(t, pkg)
 		if pattern == "" {
 			pattern = "^(" + strings.Join(append(append([]string{}, pass...), skip...), "|") + ")$"
 		}
 		args = append([]string{"-test.run=" + pattern, "-test.v"}, args...)
-		q := url.Values{"wasm": {name}, "args": {strings.Join(args, "\n")}}
-		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?"+q.Encode())); err != nil {
-			t.Fatal(err)
-		}
-		type result struct {
-			Log  []string `json:"log"`
-			Code *int     `json:"code"`
-		}
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.goTest && window.goTest.code !== null`,
-			chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(8*time.Minute))); err != nil {
-			t.Fatalf("%s's tests did not finish: %v (console %q)", pkg, err, cons.all())
-		}
-		r, err := chromedp.Run(ctx, chromedp.Evaluate[result](`window.goTest`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := strings.Join(r.Log, "\n")
+		out, code := g.run(t, ctx, cons, name, args, 8*time.Minute)
 		t.Logf("%s's tests in Chromium:\n%s", pkg, out)
-		if *r.Code != 0 {
-			t.Fatalf("%s: exit code %d", pkg, *r.Code)
+		if code != 0 {
+			t.Fatalf("%s: exit code %d", pkg, code)
 		}
 		for _, name := range pass {
 			if !strings.Contains(out, "--- PASS: "+name+" ") {
