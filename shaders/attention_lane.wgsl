@@ -20,7 +20,7 @@
 // the cache. The invocation of the group's first head whose chunk holds
 // the row's own position stores the records to the row's slot. Every row
 // must attend to no position that another row of the step stores
-// (runtime/gpu keeps this form for one row a sequence): no invocation
+// (runtime/gpu keeps this form for one row a sequence, on SwiftShader): no invocation
 // reads a record that this dispatch writes. The frequencies come as a
 // uniform and the slot from the block table, so that the kernel binds 10
 // storage buffers, as many as the engine asks a device for. Twin:

@@ -126,15 +126,14 @@ type laneRope struct {
 }
 
 // RopeAttend is one dispatch of attention_lane composed with Rope where
-// decode rows take attention_lane (CPU adapters: lavapipe, SwiftShader)
-// and every row of the step is its sequence's only one, with q and k
-// rotated alike (RopeStore's fused form) and heads as attention has them;
-// otherwise RopeStore then Attend. A decoding step of a small model on
-// SwiftShader is paced by its dispatches (in the browser ~90 µs each
-// whatever the kernel): this saves one a layer.
+// ropeAttention says so and every row of the step is its sequence's only
+// one, with q and k rotated alike (RopeStore's fused form) and heads as
+// attention has them; otherwise RopeStore then Attend. A decoding step of
+// a small model on SwiftShader is paced by its dispatches (in the browser
+// ~60–90 µs each whatever the kernel): this saves one a layer.
 func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
 	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
-	if !b.laneAttention() || webgpu.StorageCount(laneRopeOperands) > int(b.info.MaxStorageBuffersPerShaderStage) ||
+	if !b.ropeAttention() || webgpu.StorageCount(laneRopeOperands) > int(b.info.MaxStorageBuffersPerShaderStage) ||
 		!ropeFusable(rq, rk, ks, vs, c) || a.Bidirectional || a.HeadDim%4 != 0 || a.HeadDim > maxHeadDim ||
 		rq.Heads != a.Heads || rq.HeadDim != a.HeadDim || qs.cols != a.Heads*a.HeadDim || ks.rows != qs.rows {
 		b.RopeStore(q, k, v, kv, l, rq, rk)
@@ -274,6 +273,25 @@ func (b *Backend) combine(d *Tensor, part webgpu.Buffer, a backend.Attention, n,
 		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind), on},
 			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: sinks}}, uint32(a.Heads), uint32(n), 1)
 	}
+}
+
+// ropeAttention reports whether RopeAttend may take one dispatch: where
+// decode rows take attention_lane, on SwiftShader, unless Plan.RopeAttend
+// says otherwise. Not on lavapipe: there the composed kernel, an
+// invocation a head rotating its query and its group's key alone, cost
+// more CPU than the dispatch it saves (smollm2-135m's decode 88–94 →
+// 97–101 CPU ms a token, alternated in one run; stories260K's equal).
+func (b *Backend) ropeAttention() bool {
+	if !b.laneAttention() {
+		return false
+	}
+	switch b.plan.RopeAttend {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return b.onSwiftShader
 }
 
 // laneWG is attention_lane's workgroup size.

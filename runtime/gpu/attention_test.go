@@ -111,7 +111,7 @@ func (tc attnCase) runWith(t *testing.T, kt backend.KVType, form string, with fu
 // stored and attended to by one op.
 func (tc attnCase) runRope(t *testing.T, kt backend.KVType, form string, with func(w *twins, a *backend.Attention), rope *backend.Rope) {
 	w := newTwins(t, attnMaxRows)
-	w.gpu.SetPlan(gpu.Plan{Attention: form})
+	w.gpu.SetPlan(gpu.Plan{Attention: form, RopeAttend: "on"})
 	kvDim := tc.kvHeads * tc.headDim
 	qDim := tc.heads * tc.headDim
 	perSeq := (tc.seqLen + tc.blockSize - 1) / tc.blockSize
