@@ -134,7 +134,9 @@ bench:
 
 # device-check is what a machine with a real GPU runs (under ten minutes):
 # golden tokens through WebGPU and `tessera bench` of synthetic
-# smollm2-135m, qwen2.5-0.5b and llama-3.2-1b in int4, as one table;
+# smollm2-135m, qwen2.5-0.5b and llama-3.2-1b in int4 and qwen3-0.6b at
+# Q4_K_M, greedy and sampled, as one table, and decode at concurrency 1, 8
+# and 32;
 # DEVICE_CHECK_SERVE=1 adds bench-serve through `tessera serve`,
 # DEVICE_CHECK_LORA=1 the LoRA decode benchmark. DEVICE_CHECK_QUICK=1 runs
 # a smaller set (lavapipe).

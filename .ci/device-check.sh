@@ -8,10 +8,20 @@
 #      golden and cross-backend tests of runtime;
 #   3. `tessera bench` and `tessera profile` (int4, multi-step decoding as
 #      by default) on synthetic smollm2-135m, qwen2.5-0.5b and llama-3.2-1b,
-#      printed as one table: decode and prompt tok/s, dispatches per decode
-#      token, the fraction of the copy-bandwidth bound decode reaches, the
-#      ms a token's ops take timed one by one and the busiest op kind; each
-#      model's whole profile follows the table;
+#      and qwen3-0.6b quantized to Q4_K_M (at its file's bits), printed as
+#      one table: decode and prompt tok/s, dispatches per decode token, the
+#      fraction of the copy-bandwidth bound decode reaches, the ms a
+#      token's ops take timed one by one and the busiest op kind, and
+#      sampled decoding (ollama's defaults: temperature 0.8, top-k 40,
+#      top-p 0.9; seed 1, chains of 4): its tok/s, bytes read back and
+#      round trips a token; each model's whole profile follows the table.
+#      (Without a top-k a random model's flat distribution puts most draws
+#      past the device's 256 ranked candidates, where the host draws from
+#      the logits; how often a trained model's draws land there depends
+#      on how peaked its distributions are.)
+#   3b. decode at concurrency 1, 8 and 32 (in-process `tessera bench`,
+#      aggregate tok/s) on smollm2-135m and llama-3.2-1b int4 (1 and 8 on
+#      the quick run);
 #   4. serving (DEVICE_CHECK_SERVE=1): stories260K and smollm2-135m int4
 #      through `tessera serve` and `tessera bench-serve` at concurrency 1, 8
 #      and 32 (DEVICE_CHECK_CONC) beside the in-process `tessera bench` of
@@ -85,27 +95,50 @@ step() {
 echo "== golden tokens through WebGPU"
 (cd "$rtdir" && step 180 env CI=true "$dir/runtime.test" -test.count=1 -test.run 'TestGoldenGreedyWebGPU|TestWebGPUMatchesCPU') || failed=1
 
+# jnum KEY FILE: a number from tessera's --json output.
+jnum() { sed -n "s/^ *\"$1\": *\([-0-9.e+]*\),\{0,1\}$/\1/p" "$2" | head -n 1; }
+
 shapes="smollm2-135m qwen2.5-0.5b llama-3.2-1b"
+kquant="qwen3-0.6b"
 list="$models/stories260K.gguf"
 if [ "${DEVICE_CHECK_QUICK:-}" = 1 ]; then
-	shapes="smollm2-135m"
+	shapes="smollm2-135m" kquant=""
 fi
-for s in $shapes; do
+for s in $shapes $kquant; do
 	if [ ! -f "$dir/$s.gguf" ]; then
 		step 120 "$tessera" synth --shape "$s" --out "$dir/$s.gguf" >/dev/null || continue
 	fi
 	list="$list $dir/$s.gguf"
 done
+# The K-quant row: the same shape quantized as llama.cpp's Q4_K_M mix,
+# run at its file's bits (no --quant), in place of its f32 file.
+for s in $kquant; do
+	if [ ! -f "$dir/$s.q4_k_m.gguf" ]; then
+		step 240 "$tessera" quantize --model "$dir/$s.gguf" --out "$dir/$s.q4_k_m.gguf" --type q4_k_m >/dev/null || continue
+	fi
+	list=$(echo "$list" | sed "s|$dir/$s.gguf|$dir/$s.q4_k_m.gguf|")
+done
 
-echo "== tessera bench and profile (int4, 32 prompt tokens, 64 decoded; profile 16)"
+# quantOf FILE: the --quant flag a model runs at: int4 for the float
+# files, none (the file's own bits) for a quantized one.
+quantOf() {
+	case $1 in
+	*.q4_k_m.gguf) echo "" ;;
+	*) echo "--quant int4" ;;
+	esac
+}
+
+echo "== tessera bench and profile (int4 or the file's bits, 32 prompt tokens, 64 decoded; profile 16; sampled: temperature 0.8, top-k 40, top-p 0.9, seed 1)"
 : >"$dir/profiles.txt"
-printf '%-22s %12s %12s %10s %8s %10s %16s\n' model "decode tok/s" "prompt tok/s" dispatches "bw frac" "ops ms" "busiest op"
+printf '%-22s %12s %12s %10s %8s %10s %16s %12s %8s %8s\n' model "decode tok/s" "prompt tok/s" dispatches "bw frac" "ops ms" "busiest op" \
+	"sampled t/s" "rb B/tok" "rt/tok"
 for m in $list; do
 	[ -f "$m" ] || continue
 	ok=1
+	q=$(quantOf "$m")
 	for cmd in "bench --gen-tokens 64" "profile --gen-tokens 16"; do
-		# shellcheck disable=SC2086 # cmd is a command and its flag
-		step 180 "$tessera" $cmd --model "$m" --device webgpu --quant int4 --prompt-tokens 32 >"$dir/out.txt" 2>&1 || {
+		# shellcheck disable=SC2086 # cmd is a command and its flag, q a flag or nothing
+		step 180 "$tessera" $cmd --model "$m" --device webgpu $q --prompt-tokens 32 >"$dir/out.txt" 2>&1 || {
 			cat "$dir/out.txt" >&2
 			ok=0
 			break
@@ -116,18 +149,43 @@ for m in $list; do
 		esac
 	done
 	[ $ok = 1 ] || continue
-	awk -v m="$(basename "$m")" '
+	# shellcheck disable=SC2086 # q is a flag or nothing
+	step 180 "$tessera" bench --model "$m" --device webgpu $q --prompt-tokens 32 --gen-tokens 64 \
+		--temperature 0.8 --top-k 40 --top-p 0.9 --seed 1 --multi-step 4 --json >"$dir/sampled.json" 2>/dev/null || : >"$dir/sampled.json"
+	sampled="$(jnum decode_tps "$dir/sampled.json") $(jnum readback_bytes_per_token "$dir/sampled.json") $(jnum round_trips_per_token "$dir/sampled.json")"
+	awk -v m="$(basename "$m")" -v s="$sampled" '
 		FNR == NR && /^prompt / { for (i = 1; i <= NF; i++) if ($i == "tok/s,") p = $(i - 1) }
 		FNR == NR && /^decode / { for (i = 1; i <= NF; i++) if ($i ~ /^tok\/s,?$/) d = $(i - 1) }
-		FNR == NR && /^dispatches/ { n = $2 }
+		FNR == NR && /^dispatches/ { n = $2; sub(/;$/, "", n) }
 		FNR == NR && /^bandwidth/ { f = $NF }
 		FNR != NR && /^decode token/ { for (i = 1; i <= NF; i++) if ($i == "to") t = $(i + 1) }
 		FNR != NR && /^op / { top = 1; next }
 		FNR != NR && top == 1 { busy = $1 " " $4; top = 2 }
-		END { printf "%-22s %12s %12s %10s %8s %10s %16s\n", m, d, p, n, f, t, busy }' "$dir/bench.txt" "$dir/out.txt"
+		END { split(s, x, " "); printf "%-22s %12s %12s %10s %8s %10s %16s %12.1f %8.0f %8.2f\n", m, d, p, n, f, t, busy, x[1], x[2], x[3] }' "$dir/bench.txt" "$dir/out.txt"
 done
 echo
 cat "$dir/profiles.txt"
+
+concs="1 8 32"
+if [ "${DEVICE_CHECK_QUICK:-}" = 1 ]; then
+	concs="1 8"
+fi
+echo "== decode at concurrency $concs (in-process tessera bench, int4, 32 prompt tokens, 64 decoded; aggregate tok/s)"
+printf '%-22s' model
+for c in $concs; do printf ' %10s' "c=$c"; done
+echo
+for s in $shapes; do
+	case $s in smollm2-135m | llama-3.2-1b) ;; *) continue ;; esac
+	m="$dir/$s.gguf"
+	[ -f "$m" ] || continue
+	printf '%-22s' "$s"
+	for c in $concs; do
+		step 180 "$tessera" bench --model "$m" --device webgpu --quant int4 --prompt-tokens 32 --gen-tokens 64 \
+			--concurrency "$c" --json >"$dir/c.json" 2>/dev/null || : >"$dir/c.json"
+		printf ' %10s' "$(jnum aggregate_decode_tps "$dir/c.json" | awk '{ printf "%.1f", $1 }')"
+	done
+	echo
+done
 
 # healthy URL: whether GET URL answers 200 (curl, or Python where there is
 # no curl).
@@ -138,9 +196,6 @@ healthy() {
 		python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1
 	fi
 }
-
-# jnum KEY FILE: a number from tessera's --json output.
-jnum() { sed -n "s/^ *\"$1\": *\([-0-9.e+]*\),\{0,1\}$/\1/p" "$2" | head -n 1; }
 
 if [ "${DEVICE_CHECK_SERVE:-}" = 1 ]; then
 	echo "== serve: in-process bench against bench-serve through tessera serve (32-token prompts)"

@@ -101,8 +101,36 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 		}
 	}
 	c.K.dots(w.scores, n, q, heads, w.runs, &c.V, !w.warm)
+	w.sinks = softmaxHeads(w.scores, w.sinks, heads, n, scale, softcap, sinks)
+	clear(out)
+	clear(w.sums)
+	c.V.axpys(out, w.scores, n, heads, w.runs, w.sums)
+	normalizeHeads(out, w.sums[:heads], w.sinks, hd, sinks != nil)
+}
+
+// normalizeHeads divides each head's hd values of out by its sum of
+// weights (plus its sink's exp, where sinks is set), as AttendHead does.
+func normalizeHeads(out, sums, sinkExps []float32, hd int, sinks bool) {
+	for h, sum := range sums {
+		if sinks {
+			sum += sinkExps[h]
+		}
+		inv := 1 / sum
+		o := out[h*hd : (h+1)*hd]
+		for i := range o {
+			o[i] *= inv
+		}
+	}
+}
+
+// softmaxHeads turns the scores of heads query heads (n each, head h's at
+// s[h·n:]) into their unnormalised softmax weights as AttendHead does:
+// scaled, soft-capped where softcap > 0, shifted by the maximum (and the
+// head's sink logit, whose exp it returns in exps[h] where sinks is not
+// nil) and exponentiated.
+func softmaxHeads(s, exps []float32, heads, n int, scale, softcap float32, sinks []float32) []float32 {
 	for h := range heads {
-		s := w.scores[h*n : (h+1)*n]
+		s := s[h*n : (h+1)*n]
 		// The maximum only shifts the exps' arguments: where it may differ
 		// from AttendHead's (NaN, ±0), every output is NaN anyway, or the
 		// shifted scores are the same.
@@ -118,22 +146,11 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 		}
 		if sinks != nil { // the sink joins the softmax: its exp is added to the sum below
 			mx = max(mx, sinks[h])
-			w.sinks = append(w.sinks[:h], expf(sinks[h]-mx))
+			exps = append(exps[:h], expf(sinks[h]-mx))
 		}
 		kernel.ExpShift(s, mx)
 	}
-	clear(out)
-	c.V.axpys(out, w.scores, n, heads, w.runs, w.sums)
-	for h, sum := range w.sums[:heads] {
-		if sinks != nil {
-			sum += w.sinks[h]
-		}
-		inv := 1 / sum
-		o := out[h*hd : (h+1)*hd]
-		for i := range o {
-			o[i] *= inv
-		}
-	}
+	return exps
 }
 
 // prefetchAhead is how many runs ahead of the one it reads attention asks
@@ -225,12 +242,12 @@ func (s *KVStore) dots(dst []float32, n int, q []float32, heads int, runs []run,
 
 // axpys adds p[h·n + t]·(the record of position t of runs) to query head
 // h's hd values of out, position by position in order: what axpy gives,
-// record by record. It sets sums[h] to the sum of head h's weights, in
+// record by record. It adds head h's weights to sums[h], in
 // order: a chain of dependent additions, which, run by run beside the
-// values' own, costs no time of its own.
+// values' own, costs no time of its own. It adds to what out and sums
+// hold, so that a span's runs may come in several calls.
 func (s *KVStore) axpys(out, p []float32, n, heads int, runs []run, sums []float32) {
 	hd, t := s.hd, 0
-	clear(sums[:heads])
 	for _, r := range runs {
 		for h := range heads {
 			sum := sums[h]

@@ -47,13 +47,15 @@ func TestAttendMatchesHead(t *testing.T) {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
 				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
-				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers) })
+				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, nil) })
 			}
 		}
 	}
 }
 
-func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int) {
+// checkAttend compares Attend with AttendHead for sequences of lens
+// positions (nil: lengths around the block size), each a prompt's rows.
+func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int) {
 	cacheBS := bs
 	if bs < 0 { // the table's blocks are half the cache's
 		bs, cacheBS = -bs, -2*bs
@@ -68,7 +70,9 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 	}
 	// Sequence lengths: one position, one short of a block, several blocks
 	// and a partial one. Each sequence gets shuffled blocks of the pool.
-	lens := []int{1, max(1, bs-1), 3*bs + 2, 37, 2}
+	if lens == nil {
+		lens = []int{1, max(1, bs-1), 3*bs + 2, 37, 2}
+	}
 	blocks := 0
 	for _, n := range lens {
 		blocks += (n + bs - 1) / bs
@@ -116,6 +120,34 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 				if g := got.Row(i)[h*hd+x]; math.Float32bits(g) != math.Float32bits(w) {
 					t.Fatalf("row %d (position %d) head %d value %d: %g, AttendHead gives %g", i, batch.Pos[i], h, x, g, w)
 				}
+			}
+		}
+	}
+}
+
+// TestAttendSpansMatchHead checks Attend's path for rows that share
+// their span (attendSpans: bidirectional sequences of at least spanMinRows
+// rows) against AttendHead to the bit: spans longer than a chunk
+// (spanChunk, for every head width here) and than a job's rows (spanRows), sequences of just
+// spanMinRows rows and of one row more than a job's, every cache type,
+// head dims above and at kernel.Block and not multiples of 8 (a tower's
+// 72), GQA, soft caps, sinks, one worker or two.
+func TestAttendSpansMatchHead(t *testing.T) {
+	lens := []int{2*spanChunk(33) + 37, spanMinRows, spanRows + 1}
+	for _, tc := range []struct {
+		heads, kvHeads, hd, bs int
+		a                      backend.Attention
+	}{
+		{2, 2, 72, 16, backend.Attention{}}, // a SigLIP tower's heads, the tower's blocks
+		{4, 2, 40, 3, backend.Attention{Softcap: 3}},
+		{2, 1, 32, 7, backend.Attention{}},
+		{8, 2, 33, -4, backend.Attention{Sinks: NewWeight([]int{8}, []float32{-3, 0, 2, 9, 0.5, -20, 4, 1})}},
+	} {
+		tc.a.Bidirectional = true
+		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
+			for _, workers := range []int{1, 2} {
+				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
+				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens) })
 			}
 		}
 	}

@@ -62,6 +62,7 @@ type Backend struct {
 	// ropeRow is one row's angles of a multi-axis rotation.
 	ropeRow []float32
 	exps    []float32 // GLU's exps
+	spanKT  []float32 // attendSpans' keys, transposed
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -309,13 +310,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		}
 		return a.First(pos), pos
 	}
+	tables := b.batch.TablesFor(c.shape)  // rings for a windowed cache
+	if a.Bidirectional && c.K.tile == 0 { // rows sharing their span: a job per block of them (attend_span.go)
+		if groups := spanGroups(n, b.batch.Seq, span); groups != nil {
+			b.attendSpans(d, qs, c, l, a, groups, tables)
+			return
+		}
+	}
 	var work int // about the operations: a dot, an axpy and an exp per position and head
 	for i := range n {
 		first, last := span(i)
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
 	}
 	cols := a.Heads / a.KVHeads * a.HeadDim // one GQA group's
-	tables := b.batch.TablesFor(c.shape)    // rings for a windowed cache
 	b.team.over(work, n*a.KVHeads, func(lo, hi int) {
 		var w attendWork
 		for job := lo; job < hi; job++ {
@@ -389,12 +396,14 @@ func (b *Backend) Softcap(x backend.Tensor, cap float32) {
 func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
 	b.op()
 	xs, bs := x.(*Tensor), bias.(*Weight).Data
-	for i := 0; i < b.rows(xs); i++ {
-		row := xs.Row(i)
-		for c := range row {
-			row[c] += bs[c]
+	b.team.over(b.rows(xs)*xs.cols, b.rows(xs), func(lo, hi int) { // a vision tower's thousands of rows
+		for i := lo; i < hi; i++ {
+			row := xs.Row(i)
+			for c := range row {
+				row[c] += bs[c]
+			}
 		}
-	}
+	})
 }
 
 func (b *Backend) HeadNorm(x backend.Tensor, w backend.Weight, headDim int, eps float32) {

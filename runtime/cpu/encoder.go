@@ -99,18 +99,25 @@ func (b *Backend) LayerNorm(dst, x backend.Tensor, w, bias backend.Weight, eps f
 	b.op()
 	d, xs := dst.(*Tensor), x.(*Tensor)
 	ws, bs := w.(*Weight), bias.(*Weight)
-	for i := 0; i < b.rows(d); i++ {
-		LayerNorm(d.Row(i), xs.Row(i), ws.Data, bs.Data, eps)
-	}
+	b.team.over(4*b.rows(d)*d.cols, b.rows(d), func(lo, hi int) { // a vision tower's thousands of rows
+		for i := lo; i < hi; i++ {
+			LayerNorm(d.Row(i), xs.Row(i), ws.Data, bs.Data, eps)
+		}
+	})
 }
 
+// Activate shares the rows among the team: GELU's tanh is dozens of
+// operations a value, and a vision tower's feed-forward has millions of
+// values a layer (every value is its own, so the bits do not change).
 func (b *Backend) Activate(x backend.Tensor, act tensor.Activation) {
 	b.op()
 	xs := x.(*Tensor)
-	n := b.rows(xs) * xs.cols
-	for i := range n {
-		xs.Data[i] = Activation(act, xs.Data[i])
-	}
+	cols := xs.cols
+	b.team.over(16*b.rows(xs)*cols, b.rows(xs), func(lo, hi int) {
+		for i := lo * cols; i < hi*cols; i++ {
+			xs.Data[i] = Activation(act, xs.Data[i])
+		}
+	})
 }
 
 func (b *Backend) MeanPool(dst, x backend.Tensor) {

@@ -34,17 +34,15 @@ func MatMul(dst, x, w []float32, m, k, n, workers int) {
 	matMul(dst, x, w, m, k, n, newTeam(workers))
 }
 
-// matMul is products' split for f32 weights, each weight row meeting a
-// block of input rows (rowBlock) in one kernel.DotF32Rows call (the bits
-// of DotF32 and of products' four-row kernel alike).
+// matMul is products' split for f32 weights, a worker's weight rows
+// meeting a block of input rows (rowBlock) in one kernel.DotF32Block call
+// (register tiles of four weight rows by three input rows where the CPU
+// has AVX-512; the bits of DotF32 and of products' four-row kernel alike).
 func matMul(dst, x, w []float32, m, k, n int, t *team) {
 	t.over(m*n*k, n, func(lo, hi int) {
 		mb := rowBlock(m, k)
 		for i := 0; i < m; i += mb {
-			rows := min(mb, m-i)
-			for j := lo; j < hi; j++ {
-				kernel.DotF32Rows(dst[i*n+j:], n, w[j*k:(j+1)*k], x[i*k:], rows)
-			}
+			kernel.DotF32Block(dst[i*n+lo:], n, w[lo*k:hi*k], hi-lo, x[i*k:], k, min(mb, m-i))
 		}
 	})
 }
@@ -58,10 +56,11 @@ func matMul(dst, x, w []float32, m, k, n int, t *team) {
 const rowBlockBytes = 256 << 10
 
 // rowBlock is how many input rows of k values (as f32) make a block of at
-// most rowBlockBytes: a multiple of four (products' four-row kernels),
-// at least four, at most m.
+// most rowBlockBytes: a multiple of twelve (products' four-row kernels,
+// DotF32Block's tiles of three), at least twelve, at most m.
 func rowBlock(m, k int) int {
-	return min(m, max(4, rowBlockBytes/(4*max(k, 1))&^3))
+	r := rowBlockBytes / (4 * max(k, 1))
+	return min(m, max(12, r-r%12))
 }
 
 // products sets dst[i·n+j] to the product of input row i with weight row
@@ -97,15 +96,6 @@ func products[R any](dst []float32, rows []R, n, k int, t *team, one func(j int,
 			}
 		}
 	})
-}
-
-// floatRows cuts x into its m rows of k values.
-func floatRows(x []float32, m, k int) [][]float32 {
-	rows := make([][]float32, m)
-	for i := range rows {
-		rows[i] = x[i*k : (i+1)*k]
-	}
-	return rows
 }
 
 // Dot is the float32 dot product (kernel.DotF32: vector code where the CPU

@@ -136,11 +136,12 @@ func matMulQ(dst, x []float32, w *QWeight, m, k, n int, t *team) {
 		return
 	}
 	h := w.F16
-	products(dst, floatRows(x, m, k), n, k, t,
-		func(j int, x *[]float32) float32 { return kernel.DotF16(*x, h[j*k:(j+1)*k]) },
-		func(j int, xs *[4]*[]float32, out *[4]float32) {
-			kernel.DotF16x4(h[j*k:(j+1)*k], &[4][]float32{*xs[0], *xs[1], *xs[2], *xs[3]}, out)
-		})
+	t.over(m*n*k, n, func(lo, hi int) { // matMul's blocks, kernel.DotF16Block's tiles
+		mb := rowBlock(m, k)
+		for i := 0; i < m; i += mb {
+			kernel.DotF16Block(dst[i*n+lo:], n, h[lo*k:hi*k], hi-lo, x[i*k:], k, min(mb, m-i))
+		}
+	})
 }
 
 // quantizeRows sets (*qs)[:m] to the m rows of x, k wide, growing qs.

@@ -11,6 +11,9 @@ import "golang.org/x/sys/cpu"
 var (
 	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	// hasF32Tile chooses DotF32Block's AVX-512 register tile, whose folds
+	// take 256- and 128-bit halves of registers 16..31 (AVX-512 VL).
+	hasF32Tile = hasAVX512 && cpu.X86.HasAVX512VL
 )
 
 //go:noescape
@@ -66,3 +69,15 @@ func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int)
 
 //go:noescape
 func scaleMaxAVX2(x *float32, scale float32, n int) float32
+
+//go:noescape
+func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride int)
+
+//go:noescape
+func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int)
+
+//go:noescape
+func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int)
+
+//go:noescape
+func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int)

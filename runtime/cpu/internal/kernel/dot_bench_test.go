@@ -138,3 +138,46 @@ func BenchmarkAxpyRows(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDotF32Block times the f32 tile kernels on data in cache: four
+// weight rows against a block of input rows (a SigLIP tower's width and
+// matMul's row block for it), DotF32Rows for the same products beside
+// it; and a 72-value head's scores of sixteen keys for 32 query rows.
+func BenchmarkDotF32Block(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const k, m, nw = 1152, 48, 4
+	w, x, out := randomRow(rng, nw*k), randomRow(rng, m*k), make([]float32, m*nw)
+	flops := float64(2 * k * m * nw)
+	b.Run("tile", func(b *testing.B) {
+		for b.Loop() {
+			DotF32Block(out, nw, w, nw, x, k, m)
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			for j := range nw {
+				DotF32Rows(out[j:], nw, w[j*k:(j+1)*k], x, m)
+			}
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	const hd, rows = 72, 32
+	keys, q, scores := randomRow(rng, KeysTile*hd), randomRow(rng, rows*hd), make([]float32, rows*KeysTile)
+	kt := make([]float32, KeysTile*hd)
+	TransposeKeys(kt, keys, KeysTile, hd)
+	b.Run("keys", func(b *testing.B) {
+		for b.Loop() {
+			DotF32Keys(scores, KeysTile, kt, KeysTile, hd, q, hd, rows)
+		}
+		b.ReportMetric(float64(2*hd*KeysTile*rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("keys-rows", func(b *testing.B) {
+		for b.Loop() {
+			for t := range KeysTile {
+				DotF32Rows(scores[t:], KeysTile, keys[t*hd:(t+1)*hd], q, rows)
+			}
+		}
+		b.ReportMetric(float64(2*hd*KeysTile*rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}

@@ -4,7 +4,7 @@ package kernel
 
 // Without AVX assembly (another architecture, or -tags purego) the amd64
 // kernels are never chosen.
-const hasAVX2, hasAVX512 = false, false
+const hasAVX2, hasAVX512, hasF32Tile = false, false, false
 
 func dotQ4AVX2(codes, scales *uint32, xq *int16, ds *float32, groups int) float32 {
 	panic("kernel: no AVX2 kernels in this build")
@@ -72,4 +72,20 @@ func dotF32RowsAVX2(w, x *float32, nb, k, m int, out *float32, stride int) {
 
 func scaleMaxAVX2(x *float32, scale float32, n int) float32 {
 	panic("kernel: no AVX2 kernels in this build")
+}
+
+func dotF32TileAVX512(w, x *float32, nb, k, xstride, m int, out *float32, stride int) {
+	panic("kernel: no AVX-512 kernels in this build")
+}
+
+func dotF32KeysAVX512(x *float32, nb, k, xstride, m int, kt, out *float32, stride int) {
+	panic("kernel: no AVX-512 kernels in this build")
+}
+
+func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int) {
+	panic("kernel: no AVX-512 kernels in this build")
+}
+
+func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int) {
+	panic("kernel: no AVX-512 kernels in this build")
 }

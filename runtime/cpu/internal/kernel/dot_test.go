@@ -219,6 +219,142 @@ func TestDotF32RowsMatchesDotF32(t *testing.T) {
 	}
 }
 
+// dotF32Twin is DotF32 as its Go twin computes it: dotF32Go over the
+// whole blocks, then the tail one product and one sum at a time.
+func dotF32Twin(w, x []float32) float32 {
+	n := len(w) &^ (Block - 1)
+	var s float32
+	if n > 0 {
+		s = dotF32Go(w[:n], x[:n])
+	}
+	for i := n; i < len(w); i++ {
+		s += float32(w[i] * x[i])
+	}
+	return s
+}
+
+// TestDotF32BlockMatchesTwin: DotF32Block, and DotF16Block on weights
+// given as halves, give the Go twin's bits (DotF32's definition) for every
+// weight row and input row, on lengths below, at and
+// past the block with and without tails (a vision head's 72, a SigLIP
+// width's 1152 plus a tail), weight and input row counts around the
+// register tile's four and three, inputs packed or further apart, outputs
+// packed or apart, and values of every scale with zeros of both signs.
+func TestDotF32BlockMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 72, 100, 1157} {
+		for _, nw := range []int{1, 3, 4, 5, 8, 11} {
+			for _, m := range []int{1, 2, 3, 4, 6, 7, 13} {
+				for _, gap := range []int{0, 3} {
+					xstride, stride := k+gap, nw+2*gap
+					w, x := randomRow(rng, nw*k), randomRow(rng, (m-1)*xstride+k)
+					for i := range w {
+						w[i] *= float32(math.Exp(rng.NormFloat64() * 6))
+					}
+					w[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
+					// DotF16Block on the weights as halves (a smaller range:
+					// the f32 scale would overflow them) against the twin on
+					// their widened values.
+					wh, wf := make([]uint16, len(w)), make([]float32, len(w))
+					for i, v := range w {
+						wh[i] = dtype.HalfBits(v * float32(math.Exp(-float64(i%13))))
+						wf[i] = half(wh[i])
+					}
+					for _, c := range []struct {
+						what string
+						w    []float32
+						run  func(out []float32)
+					}{
+						{"DotF32Block", w, func(out []float32) { DotF32Block(out, stride, w, nw, x, xstride, m) }},
+						{"DotF16Block", wf, func(out []float32) { DotF16Block(out, stride, wh, nw, x, xstride, m) }},
+					} {
+						out := make([]float32, (m-1)*stride+nw)
+						c.run(out)
+						for i := range m {
+							for j := range nw {
+								want := dotF32Twin(c.w[j*k:(j+1)*k], x[i*xstride:i*xstride+k])
+								if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+									t.Fatalf("%s: k %d, %d×%d rows, gap %d: weight %d input %d: %v, twin %v", c.what, k, nw, m, gap, j, i, got, want)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotF32KeysMatchesTwin: DotF32Keys gives the Go twin's bits (DotF32's
+// definition) for every row and key, on head widths below, at and past the
+// block with and without tails (a vision tower's 72), full and partial
+// tiles of keys, row counts around the eight a partial tile takes at a
+// time, rows packed or apart, outputs packed or apart, and values of every
+// scale with zeros of both signs.
+func TestDotF32KeysMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, k := range []int{1, 5, 31, 32, 33, 64, 72, 100, 130} {
+		for _, n := range []int{1, 7, KeysTile} {
+			for _, m := range []int{1, 2, 8, 9, 17} {
+				for _, gap := range []int{0, 3} {
+					xstride, stride := k+gap, KeysTile+2*gap
+					keys, x := randomRow(rng, n*k), randomRow(rng, (m-1)*xstride+k)
+					for i := range keys {
+						keys[i] *= float32(math.Exp(rng.NormFloat64() * 6))
+					}
+					keys[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
+					kt := make([]float32, KeysTile*k)
+					TransposeKeys(kt, keys, n, k)
+					out := make([]float32, (m-1)*stride+KeysTile)
+					DotF32Keys(out, stride, kt, n, k, x, xstride, m)
+					for i := range m {
+						for j := range n {
+							want := dotF32Twin(x[i*xstride:i*xstride+k], keys[j*k:(j+1)*k])
+							if got := out[i*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("k %d, %d keys, %d rows, gap %d: row %d key %d: %v, twin %v", k, n, m, gap, i, j, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAxpyRows4MatchesLoop: AxpyRows4 gives each of its four sums the
+// bits of Axpy's loop row after row, on widths below, at and past the
+// kernel's 8-, 16- and 64-column blocks (a vision head's 72 and 136 = 2·64
+// + 8), one row or many, rows packed or further apart, and sums that start
+// from values of their own.
+func TestAxpyRows4MatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, width := range []int{1, 7, 8, 9, 16, 17, 24, 63, 64, 65, 72, 80, 136} {
+		for _, rows := range []int{1, 2, 5, 16} {
+			for _, stride := range []int{width, width + 3} {
+				x := randomRow(rng, (rows-1)*stride+width)
+				var got, want, a [4][]float32
+				for r := range 4 {
+					a[r], got[r] = randomRow(rng, rows), randomRow(rng, width)
+					want[r] = slices.Clone(got[r])
+					for t := range rows {
+						for i := range width {
+							want[r][i] += float32(a[r][t] * x[t*stride+i])
+						}
+					}
+				}
+				AxpyRows4(&got, &a, x, stride)
+				for r := range 4 {
+					for i := range width {
+						if math.Float32bits(got[r][i]) != math.Float32bits(want[r][i]) {
+							t.Fatalf("width %d, %d rows, stride %d: sum %d [%d] %v, loop %v", width, rows, stride, r, i, got[r][i], want[r][i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSiLUMul: SiLUMul gives its loop's bits (siluMulGo, spelt out again
 // here) at lengths below, at and past a register, on values of every
 // scale, with infinities and NaN among the exps.

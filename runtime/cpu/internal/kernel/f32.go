@@ -89,6 +89,133 @@ func DotF32Rows(out []float32, stride int, w, x []float32, m int) {
 	dotF32RowsAVX2(&w[0], &x[0], n, k, m, &out[0], stride)
 }
 
+// DotF32Block sets out[i·stride + j] to DotF32(w[j·k : (j+1)·k],
+// x[i·xstride : i·xstride+k]) for the nw weight rows of w (k = len(w)/nw)
+// and m input rows of x: a block of a matrix product, or of attention's
+// scores (weights: keys; inputs: queries), in one call. With AVX-512 it
+// goes four weight rows by three input rows at a time, twelve sums in
+// registers each in its own 32 lanes (dotF32TileAVX512): each weight block
+// loaded once for three rows and each input block once for four, where
+// DotF32Rows' pairs loaded a weight block per two sums. The rest, and
+// every other path, is DotF32Rows (xstride k) or DotF32 one by one. Every
+// result equals DotF32's bit for bit.
+func DotF32Block(out []float32, stride int, w []float32, nw int, x []float32, xstride, m int) {
+	dotBlock(out, stride, w, nw, x, xstride, m, dotF32TileAVX512, DotF32Rows, DotF32)
+}
+
+// DotF16Block is DotF32Block for weight rows of IEEE halves: each widens
+// exactly, so out[i·stride + j] = DotF16(x_i, w_j), DotF32 of the f32
+// values, bit for bit; the tile is the f32 one's body with the halves
+// widened as they load (dotF16TileAVX512), the rest DotF16Rows or DotF16.
+func DotF16Block(out []float32, stride int, w []uint16, nw int, x []float32, xstride, m int) {
+	dotBlock(out, stride, w, nw, x, xstride, m, dotF16TileAVX512, DotF16Rows,
+		func(w []uint16, x []float32) float32 { return DotF16(x, w) })
+}
+
+// dotBlock is DotF32Block and DotF16Block for weights of element T: the
+// tile kernel over four weight rows and a multiple of three input rows,
+// then rows (DotF32Rows' form, inputs k apart) or one (a single product)
+// for the rest.
+func dotBlock[T float32 | uint16](out []float32, stride int, w []T, nw int, x []float32, xstride, m int,
+	tile func(w *T, x *float32, nb, k, xstride, m int, out *float32, stride int),
+	rows func(out []float32, stride int, w []T, x []float32, m int),
+	one func(w []T, x []float32) float32) {
+	if nw == 0 || m == 0 {
+		return
+	}
+	k := len(w) / nw
+	_, _ = x[(m-1)*xstride+k-1], out[(m-1)*stride+nw-1]
+	rest := func(out []float32, w []T, nw int, x []float32, m int) {
+		for j := range nw {
+			wj := w[j*k : (j+1)*k]
+			if xstride == k {
+				rows(out[j:], stride, wj, x, m)
+				continue
+			}
+			for i := range m {
+				out[i*stride+j] = one(wj, x[i*xstride:i*xstride+k])
+			}
+		}
+	}
+	nb := k &^ (Block - 1)
+	j := 0
+	if m3 := m - m%3; hasF32Tile && nb > 0 && m3 > 0 {
+		for ; j+4 <= nw; j += 4 {
+			tile(&w[j*k], &x[0], nb, k, xstride, m3, &out[j], stride)
+		}
+		if m3 < m && j > 0 {
+			rest(out[m3*stride:], w[:j*k], j, x[m3*xstride:], m-m3)
+		}
+	}
+	if j < nw {
+		rest(out[j:], w[j*k:], nw-j, x, m)
+	}
+}
+
+// KeysTile is how many keys DotF32Keys takes at once: a 512-bit
+// register's lanes.
+const KeysTile = 16
+
+// TransposeKeys sets kt[d·KeysTile + t] to keys[t·k + d] for the n ≤
+// KeysTile keys of k values in keys, and zeroes the values of keys n and
+// up: DotF32Keys' layout.
+func TransposeKeys(kt, keys []float32, n, k int) {
+	kt = kt[:KeysTile*k]
+	for d := range k {
+		row := kt[d*KeysTile : (d+1)*KeysTile]
+		for t := range n {
+			row[t] = keys[t*k+d]
+		}
+		clear(row[n:])
+	}
+}
+
+// KeysKernel reports whether DotF32Keys runs a vector kernel here
+// (AVX-512); elsewhere it is DotF32 key by key, with the keys put back,
+// and a caller does better with DotF32Rows over the keys as stored.
+func KeysKernel() bool { return hasF32Tile }
+
+// DotF32Keys sets out[i·stride + t] to DotF32(x[i·xstride : i·xstride+k],
+// key t) for the first n of the KeysTile keys of k values that kt holds
+// transposed (TransposeKeys) and m rows of x: attention's scores of a run
+// of keys for many query rows. Where a row's dot products are short (a
+// vision tower's heads are 72 values), DotF32's fold and tail cost more
+// than its blocks; here each of the definition's 32 lanes is a register
+// of sixteen keys, so the fold and the tail are sixteen keys' at a time
+// (dotF32KeysAVX512, AVX-512, k of at least 32). Elsewhere it is DotF32
+// on each key put back. Every result equals DotF32's bit for bit.
+func DotF32Keys(out []float32, stride int, kt []float32, n, k int, x []float32, xstride, m int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	kt = kt[:KeysTile*k]
+	_, _ = x[(m-1)*xstride+k-1], out[(m-1)*stride+n-1]
+	if nb := k &^ (Block - 1); hasF32Tile && nb > 0 {
+		if n == KeysTile && stride >= KeysTile {
+			dotF32KeysAVX512(&x[0], nb, k, xstride, m, &kt[0], &out[0], stride)
+			return
+		}
+		var tmp [8 * KeysTile]float32 // a partial tile's scores, eight rows at a time
+		for i := 0; i < m; i += 8 {
+			rows := min(8, m-i)
+			dotF32KeysAVX512(&x[i*xstride], nb, k, xstride, rows, &kt[0], &tmp[0], KeysTile)
+			for r := range rows {
+				copy(out[(i+r)*stride:(i+r)*stride+n], tmp[r*KeysTile:])
+			}
+		}
+		return
+	}
+	key := make([]float32, k)
+	for t := range n {
+		for d := range k {
+			key[d] = kt[d*KeysTile+t]
+		}
+		for i := range m {
+			out[i*stride+t] = DotF32(x[i*xstride:i*xstride+k], key)
+		}
+	}
+}
+
 // DotF16Rows is DotF32Rows for w given as IEEE halves: out[i·stride] =
 // DotF16(x[i·k : (i+1)·k], w): DotF16x4 four rows at a time, the rest one
 // by one. Every result equals DotF32Rows' on the f32 values bit for bit.
@@ -191,6 +318,37 @@ func Axpy(dst []float32, a float32, x []float32) {
 // Block values. LoRA's expand adds a row's h times Bᵀ with it.
 func AxpyRows(dst, a, x []float32, stride int) {
 	axpyRows(dst, a, x, stride, axpyRowsAVX2, axpyRowsNEON, same)
+}
+
+// AxpyRows4 is AxpyRows(dst[r], a[r], x, stride) for four sums over the
+// same rows of x at once (the dst as long as dst[0], the a as a[0]): a
+// block of query rows' weighted sums over a run of value records, each
+// record read once for the four. With AVX-512, 64 columns of each sum at
+// a time in registers; elsewhere AxpyRows four times. Each element is one
+// product and one sum a row, rows in order, so every sum equals
+// AxpyRows' bit for bit.
+func AxpyRows4(dst, a *[4][]float32, x []float32, stride int) {
+	n, rows := len(dst[0]), len(a[0])
+	if n == 0 || rows == 0 {
+		return
+	}
+	for r := range 4 {
+		dst[r], a[r] = dst[r][:n], a[r][:rows]
+	}
+	_ = x[(rows-1)*stride+n-1]
+	v := 0
+	if hasF32Tile {
+		v = n &^ (Lanes - 1)
+	}
+	if v > 0 {
+		axpyRows4AVX512(&[4]*float32{&dst[0][0], &dst[1][0], &dst[2][0], &dst[3][0]},
+			&[4]*float32{&a[0][0], &a[1][0], &a[2][0], &a[3][0]}, &x[0], rows, stride, v)
+	}
+	if v < n {
+		for r := range 4 {
+			AxpyRows(dst[r][v:], a[r], x[v:], stride)
+		}
+	}
 }
 
 // AxpyRowsF16 is AxpyRows for x given as IEEE halves: each widens exactly,

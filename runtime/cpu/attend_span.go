@@ -1,0 +1,253 @@
+package cpu
+
+import (
+	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
+)
+
+// Attention of many rows over one span of positions: a vision tower's
+// patches, or an image's tokens in a language model, attend to each other
+// both ways, so every row of a sequence reads the same keys and values.
+// Attend's job per row and kv head then reads all of them once per row:
+// for a 4096-patch tower that is 2.4 MB a row and head, past a core's L2,
+// and attention ran at memory's speed (over 80% of a real Gemma 3 tower's
+// encode). attendSpans instead gives a job a block of spanRows rows of one
+// span and one kv head, so that the span's records are read from memory
+// once a block:
+//
+//   - f32 keys, put in kernel.DotF32Keys' layout once a layer (transposed,
+//     sixteen keys a tile), meet all of the block's queries a tile at a
+//     time: a register of sixteen keys' scores a row, so that DotF32's
+//     fold and tail, most of a 72-value head's work key by key, are
+//     sixteen keys' at once (where the CPU has that kernel, AVX-512);
+//   - the values go a chunk of positions (spanChunk) at a time for all the
+//     block's rows, a chunk staying in L1 while the rows pass, f32 values
+//     four rows' sums a record read (kernel.AxpyRows4); other caches'
+//     keys (and f32 keys without the kernel) go so too, through
+//     attendGroup's dots.
+//
+// Each row's scores, softmax, weighted sum and division are AttendHead's,
+// in its order (DotF32's scores, then the same softmaxHeads, axpys' sums
+// and normalizeHeads attendGroup runs, on the same runs): the bits do
+// not change.
+
+// spanRows is how many rows of a span a job takes: its scores (spanRows ·
+// span · group heads floats) stay within a core's L2 for spans of a few
+// thousand positions, and a span's keys and values are read once for all
+// of them.
+const spanRows = 32
+
+// spanChunkBytes bounds the records of a chunk, the positions of the span
+// a job's rows meet before the next: a chunk's values (keys, for caches
+// other than f32) of a kv head stay in the core's L1 (32 KiB on Zen 4)
+// while the rows pass. 256 positions of a 72-value head, 73 KiB, were
+// read from L2 for every row: the weighted sums waited on it.
+const spanChunkBytes = 20 << 10
+
+// spanChunk is how many positions of hd values make a chunk: at least one
+// run, at most spanChunkBytes.
+func spanChunk(hd int) int { return spanChunkBytes / (4 * hd) }
+
+// spanMinRows is the fewest rows of a span worth a job of their own: below
+// it the job per row reads about as much and waits less.
+const spanMinRows = 8
+
+// rowSpan is rows lo..hi-1 of a batch, of one sequence, attending to the
+// same positions first..last.
+type rowSpan struct{ lo, hi, first, last int }
+
+// spanGroups cuts the batch's n rows into runs of consecutive rows of one
+// sequence whose spans (span(i)) are equal, and returns them where every
+// run has at least spanMinRows rows; else nil (Attend's path per row).
+func spanGroups(n int, seq []int32, span func(i int) (int, int)) []rowSpan {
+	var gs []rowSpan
+	for i := 0; i < n; {
+		first, last := span(i)
+		j := i + 1
+		for ; j < n && seq[j] == seq[i]; j++ {
+			if f, l := span(j); f != first || l != last {
+				break
+			}
+		}
+		if j-i < spanMinRows {
+			return nil
+		}
+		gs = append(gs, rowSpan{i, j, first, last})
+		i = j
+	}
+	return gs
+}
+
+// spanWork is one worker's scratch for attendSpan, kept across its jobs.
+type spanWork struct {
+	runs   []run
+	scores []float32   // row r's query head h's scores at (r·heads + h)·n…
+	sums   []float32   // row r's head h's sum of weights at r·heads + h
+	exps   [][]float32 // row r's heads' exp(sink - max), with sinks
+}
+
+// attendSpans is Attend for rows cut into spans (spanGroups): a job per
+// block of spanRows rows of a span and kv head. f32 keys are first put in
+// kernel.DotF32Keys' layout, each span's and kv head's once for all its
+// blocks (b.spanKT, tile after tile in the order of the span's runs):
+// transposed by every job, they cost more than the scores.
+func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, groups []rowSpan, tables [][]int32) {
+	type block struct {
+		rowSpan
+		g int
+	}
+	var blocks []block
+	var work int
+	for gi, g := range groups {
+		for lo := g.lo; lo < g.hi; lo += spanRows {
+			blocks = append(blocks, block{rowSpan{lo, min(lo+spanRows, g.hi), g.first, g.last}, gi})
+		}
+		work += (g.hi - g.lo) * (g.last - g.first + 1) * a.Heads * (2*a.HeadDim + 16)
+	}
+	runs := func(rs []run, s rowSpan, h int) []run {
+		return c.runs(rs, tables[b.batch.Seq[s.lo]], b.batch.BlockSize, l, s.first, s.last, h)
+	}
+	// kts[g] is where span g's transposed keys start in b.spanKT, kv head
+	// h's at kts[g] + h·(its size)/KVHeads.
+	var kts []int
+	if c.K.typ == backend.KVF32 && kernel.KeysKernel() {
+		tile := kernel.KeysTile * a.HeadDim
+		kts = make([]int, len(groups)+1)
+		var rs []run
+		for gi, g := range groups {
+			tiles := 0
+			for _, r := range runs(rs[:0], g, 0) {
+				tiles += (r.n + kernel.KeysTile - 1) / kernel.KeysTile
+			}
+			kts[gi+1] = kts[gi] + tiles*tile*a.KVHeads
+		}
+		b.spanKT = grow(b.spanKT, kts[len(groups)])
+		b.team.over(kts[len(groups)], len(groups)*a.KVHeads, func(lo, hi int) {
+			var rs []run
+			for job := lo; job < hi; job++ {
+				gi, h := job/a.KVHeads, job%a.KVHeads
+				at := kts[gi] + h*(kts[gi+1]-kts[gi])/a.KVHeads
+				rs = runs(rs[:0], groups[gi], h)
+				for _, r := range rs {
+					for j := 0; j < r.n; j += kernel.KeysTile {
+						kernel.TransposeKeys(b.spanKT[at:], c.K.f32[(r.rec+j)*a.HeadDim:], min(kernel.KeysTile, r.n-j), a.HeadDim)
+						at += tile
+					}
+				}
+			}
+		})
+	}
+	heads := a.Heads / a.KVHeads
+	b.team.over(work, len(blocks)*a.KVHeads, func(lo, hi int) {
+		var w spanWork
+		for job := lo; job < hi; job++ {
+			s, h := blocks[job/a.KVHeads], job%a.KVHeads
+			var sinks, kt []float32
+			if a.Sinks != nil {
+				sinks = a.Sinks.(*Weight).Data[h*heads : (h+1)*heads]
+			}
+			if kts != nil {
+				size := (kts[s.g+1] - kts[s.g]) / a.KVHeads
+				kt = b.spanKT[kts[s.g]+h*size : kts[s.g]+(h+1)*size]
+			}
+			w.runs = runs(w.runs[:0], s.rowSpan, h)
+			c.attendSpan(d, qs, s.rowSpan, h, heads, a.Scale, a.Softcap, sinks, kt, &w)
+		}
+	})
+}
+
+// attendSpan sets kv head h's group of heads query heads in rows s.lo..
+// s.hi-1 of d to their attention over w.runs (positions s.first..s.last):
+// attendGroup's arithmetic for each row, the runs taken spanChunk
+// positions at a time for all the rows. kt holds kv head h's keys in
+// kernel.DotF32Keys' layout for an f32 cache (attendSpans), else nil.
+func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap float32, sinks, kt []float32, w *spanWork) {
+	hd := c.shape.HeadDim
+	cols := heads * hd
+	rows, n := s.hi-s.lo, s.last-s.first+1
+	w.scores = grow(w.scores, rows*heads*n)
+	w.sums = grow(w.sums, rows*heads)
+	if len(w.exps) < rows {
+		w.exps = append(w.exps, make([][]float32, rows-len(w.exps))...)
+	}
+	chunk := spanChunk(hd)
+	chunks := func(f func(t0 int, runs []run)) {
+		for r0, t0 := 0, 0; r0 < len(w.runs); {
+			r1, t1 := r0, t0
+			for r1 < len(w.runs) && (r1 == r0 || t1+w.runs[r1].n-t0 <= chunk) {
+				t1 += w.runs[r1].n
+				r1++
+			}
+			f(t0, w.runs[r0:r1])
+			r0, t0 = r1, t1
+		}
+	}
+	if kt != nil { // sixteen keys of a run against every row: one kernel.DotF32Keys per head
+		t := 0
+		for _, r := range w.runs {
+			for j := 0; j < r.n; j += kernel.KeysTile {
+				for g := range heads {
+					q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
+					kernel.DotF32Keys(w.scores[g*n+t+j:], heads*n, kt, min(kernel.KeysTile, r.n-j), hd, q, qs.cols, rows)
+				}
+				kt = kt[kernel.KeysTile*hd:]
+			}
+			t += r.n
+		}
+	} else {
+		chunks(func(t0 int, runs []run) {
+			for r := range rows {
+				q := qs.Row(s.lo + r)[h*cols : (h+1)*cols]
+				c.K.dots(w.scores[r*heads*n+t0:], n, q, heads, runs, &c.V, false)
+			}
+		})
+	}
+	for r := range rows {
+		w.exps[r] = softmaxHeads(w.scores[r*heads*n:(r+1)*heads*n], w.exps[r], heads, n, scale, softcap, sinks)
+		clear(d.Row(s.lo + r)[h*cols : (h+1)*cols])
+	}
+	clear(w.sums)
+	chunks(func(t0 int, runs []run) {
+		if c.V.typ != backend.KVF32 {
+			for r := range rows {
+				out := d.Row(s.lo + r)[h*cols : (h+1)*cols]
+				c.V.axpys(out, w.scores[r*heads*n+t0:], n, heads, runs, w.sums[r*heads:(r+1)*heads])
+			}
+			return
+		}
+		// f32 values: four (row, head) sums a record, kernel.AxpyRows4;
+		// each sum of weights is its own chain, in order, as in axpys.
+		pairs := rows * heads
+		out := func(p int) []float32 {
+			return d.Row(s.lo + p/heads)[h*cols+p%heads*hd : h*cols+(p%heads+1)*hd]
+		}
+		m := 0
+		for _, r := range runs {
+			m += r.n
+		}
+		for p := range pairs {
+			sum := w.sums[p]
+			for _, v := range w.scores[p*n+t0 : p*n+t0+m] {
+				sum += v
+			}
+			w.sums[p] = sum
+		}
+		t := t0
+		for _, r := range runs {
+			v := c.V.f32[r.rec*hd : (r.rec+r.n)*hd]
+			p := 0
+			for ; p+4 <= pairs; p += 4 {
+				dst := [4][]float32{out(p), out(p + 1), out(p + 2), out(p + 3)}
+				a := [4][]float32{w.scores[p*n+t : p*n+t+r.n], w.scores[(p+1)*n+t:], w.scores[(p+2)*n+t:], w.scores[(p+3)*n+t:]}
+				kernel.AxpyRows4(&dst, &a, v, hd)
+			}
+			for ; p < pairs; p++ {
+				kernel.AxpyRows(out(p), w.scores[p*n+t:p*n+t+r.n], v, hd)
+			}
+			t += r.n
+		}
+	})
+	for r := range rows {
+		normalizeHeads(d.Row(s.lo + r)[h*cols:(h+1)*cols], w.sums[r*heads:(r+1)*heads], w.exps[r], hd, sinks != nil)
+	}
+}
