@@ -121,8 +121,9 @@ type Fusion struct {
 	// row's query and its own key in registers, stores the row's key and
 	// value records into the cache (bindings k, v and the uniform freqs
 	// after its own) and attends to the row's own position from the registers,
-	// in one dispatch instead of two. Only for steps whose rows attend to
-	// no position another row stores. Like KV it is no fusion.
+	// in one dispatch instead of two (runtime/gpu: on SwiftShader). Only
+	// for steps whose rows attend to no position another row stores. Like
+	// KV it is no fusion.
 	Rope bool
 
 	// Weight is the format of the weight that the grouped integer kernels
