@@ -263,6 +263,13 @@ func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk
 	})
 }
 
+// RopeAttend is the composition it stands for: the twin of runtime/gpu's
+// attention_lane composed with Rope.
+func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
+	b.RopeStore(q, k, v, kv, l, rq, rk)
+	b.Attend(dst, q, kv, l, a)
+}
+
 // The roles of a fused op's scratch tensors: a normalised input and a
 // product that the epilogue combines. Each has its own, so that a product
 // never writes over the input it reads when both are of one shape (a GLU

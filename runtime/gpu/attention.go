@@ -114,6 +114,44 @@ func decodeSpan(d4 int) int {
 var combineOp = op{kernel: "attention_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
+	b.attend(dst, q, kv, l, a, nil)
+}
+
+// laneRope is what attention_lane composed with Rope binds besides its
+// own: the unrotated k and v, the rotation and its frequencies.
+type laneRope struct {
+	k, v   *Tensor
+	rq, rk backend.Rope
+	freqs  webgpu.Buffer
+}
+
+// RopeAttend is one dispatch of attention_lane composed with Rope where
+// ropeAttention says so and every row of the step is its sequence's only
+// one, with q and k rotated alike (RopeStore's fused form) and heads as
+// attention has them; otherwise RopeStore then Attend. A decoding step of
+// a small model on SwiftShader is paced by its dispatches (in the browser
+// ~60–90 µs each whatever the kernel): this saves one a layer.
+func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
+	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
+	if !b.ropeAttention() || webgpu.StorageCount(laneRopeOperands) > int(b.info.MaxStorageBuffersPerShaderStage) ||
+		!ropeFusable(rq, rk, ks, vs, c) || a.Bidirectional || a.HeadDim%4 != 0 || a.HeadDim > maxHeadDim ||
+		rq.Heads != a.Heads || rq.HeadDim != a.HeadDim || qs.cols != a.Heads*a.HeadDim || ks.rows != qs.rows {
+		b.RopeStore(q, k, v, kv, l, rq, rk)
+		b.Attend(dst, q, kv, l, a)
+		return
+	}
+	freqs, err := b.ropeUniform(rq)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.attend(dst, q, kv, l, a, &laneRope{k: ks, v: vs, rq: rq, rk: rk, freqs: freqs})
+}
+
+// attend records attention, and with rope (from RopeAttend) the rotation
+// and the store before it: in attention_lane itself where every row is
+// its sequence's only one, else by RopeStore.
+func (b *Backend) attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention, rope *laneRope) {
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
 	switch {
 	case a.HeadDim <= 0 || a.HeadDim > maxHeadDim:
@@ -165,6 +203,10 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	t := prefillTileFor(d4)
 	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0 && horizon == 0, a.Window, horizon)
 	lane := b.laneAttention()
+	if rope != nil && !(lane && dec.rows == n && st.lone(batch, n)) {
+		b.RopeStore(q, rope.k, rope.v, kv, l, rope.rq, rope.rk)
+		rope = nil
+	}
 	if dec.rows > 0 {
 		if lane {
 			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4))
@@ -195,11 +237,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 			o.kernel, o.consts = "attention_lane", b.ops.attnConsts(a.HeadDim, 0)
 			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
 		}
-		b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
-			[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-				{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
-			gx, uint32(decChunks), gz)
+		// Arrays, not appends: nothing allocated a dispatch.
+		p := [...]uint32{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window), 0, 0, 0}
+		bind := [...]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}, {}, {}, {}}
+		np, nb := 11, 8
+		o = o.forKV(c)
+		if rope != nil {
+			o.operands, o.fusion.Rope = laneRopeOperands, true
+			p[11], p[12], p[13], np = uint32(rope.rq.Dim), uint32(rope.rq.Layout), uint32(c.context), 14
+			bind[8], bind[9], bind[10], nb = webgpu.Binding{Buffer: rope.k.buf}, webgpu.Binding{Buffer: rope.v.buf}, webgpu.Binding{Buffer: rope.freqs}, 11
+		}
+		b.record(o, params(p[:np]), bind[:nb], gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
 	if pre.rows > 0 {
@@ -223,6 +273,25 @@ func (b *Backend) combine(d *Tensor, part webgpu.Buffer, a backend.Attention, n,
 		b.record(combineOp, params{uint32(a.Heads), uint32(a.HeadDim), uint32(d.rows), base, f32param(kind), on},
 			[]webgpu.Binding{{Buffer: d.buf}, {Buffer: part}, {Buffer: sinks}}, uint32(a.Heads), uint32(n), 1)
 	}
+}
+
+// ropeAttention reports whether RopeAttend may take one dispatch: where
+// decode rows take attention_lane, on SwiftShader, unless Plan.RopeAttend
+// says otherwise. Not on lavapipe: there the composed kernel, an
+// invocation a head rotating its query and its group's key alone, cost
+// more CPU than the dispatch it saves (smollm2-135m's decode 88–94 →
+// 97–101 CPU ms a token, alternated in one run; stories260K's equal).
+func (b *Backend) ropeAttention() bool {
+	if !b.laneAttention() {
+		return false
+	}
+	switch b.plan.RopeAttend {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return b.onSwiftShader
 }
 
 // laneWG is attention_lane's workgroup size.
@@ -387,6 +456,23 @@ func (b *Backend) attention() *attnState {
 		b.attn = &attnState{}
 	}
 	return b.attn
+}
+
+// laneRopeOperands are those of attention_lane composed with Rope: the
+// cache is written, and k, v and the frequencies (a uniform) follow.
+var laneRopeOperands = []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly,
+	webgpu.ReadOnly, webgpu.ReadOnly, webgpu.UniformBinding}
+
+// lone reports whether each of the first n rows of batch is the only row
+// of its sequence (from survey's counts): then none attends to a position
+// that another row of the step stores.
+func (st *attnState) lone(batch backend.Batch, n int) bool {
+	for _, s := range batch.Seq[:n] {
+		if st.counts[s] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeOperands are the operands of attention_decode and attention_lane.
