@@ -26,7 +26,7 @@ var stepModelURL = flag.String("step-model-url", "", "URL of the GGUF BenchmarkS
 // stepPlans lists the kernel plans BenchmarkStepKernels compares in one
 // run, ";" between plans, each "" (the adapter's) or fields of GPUPlan as
 // key=value joined by ",": subgroups, prologue (NormPrologue), workgroups.
-var stepPlans = flag.String("step-plans", "", `BenchmarkStepKernels' plans, e.g. ";subgroups=off;prologue=on"`)
+var stepPlans = flag.String("step-plans", "", `BenchmarkStepKernels' plans, e.g. ";subgroups=off;prologue=on;ropeattend=off"`)
 
 func parseStepPlan(s string) (GPUPlan, error) {
 	var p GPUPlan
@@ -42,6 +42,8 @@ func parseStepPlan(s string) (GPUPlan, error) {
 			p.NormPrologue = v
 		case "workgroups":
 			p.Workgroups = v
+		case "ropeattend":
+			p.RopeAttend = v
 		default:
 			return p, fmt.Errorf("step plan %q: unknown field %q", s, k)
 		}

@@ -403,8 +403,7 @@ func (n *llama) layersAndHead(batch backend.Batch) {
 			be.HeadNorm(n.k, w.kNorm, kn, c.NormEps)
 		}
 		kv := n.cache(&w)
-		be.RopeStore(n.q, n.k, n.v, kv, w.kvLayer, w.rope, w.ropeKV)
-		be.Attend(n.att, n.q, kv, w.kvLayer, n.stepAttention(w.attn))
+		be.RopeAttend(n.att, n.q, n.k, n.v, kv, w.kvLayer, w.rope, w.ropeKV, n.stepAttention(w.attn))
 		if c.ResidualScale > 0 { // Granite: x += s·Wo·a, as Wo·(s·a)
 			be.Scale(n.att, c.ResidualScale)
 		}

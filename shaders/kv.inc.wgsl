@@ -24,10 +24,11 @@ same bytes, read and written without packing. */}}
 
 {{define "kv_attend_bindings"}}
 // What both attention kernels read: the queries, the layer's cache, and
-// each row's position, sequence and its sequence's block table.
+// each row's position, sequence and its sequence's block table. With Rope
+// (attention_lane) the kernel also stores the rows' keys and values.
 @group(0) @binding(4) var<storage, read> q: array<f32>;
-@group(0) @binding(5) var<storage, read> kc: array<{{template "kv_elem" .}}>;
-@group(0) @binding(6) var<storage, read> vc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(5) var<storage, {{if .Rope}}read_write{{else}}read{{end}}> kc: array<{{template "kv_elem" .}}>;
+@group(0) @binding(6) var<storage, {{if .Rope}}read_write{{else}}read{{end}}> vc: array<{{template "kv_elem" .}}>;
 @group(0) @binding(7) var<storage, read> pos: array<i32>;
 @group(0) @binding(8) var<storage, read> seq: array<i32>;
 @group(0) @binding(9) var<storage, read> tables: array<i32>;
@@ -49,12 +50,40 @@ same bytes, read and written without packing. */}}
 fn kv_rec(slot: u32, head: u32, kv_heads: u32, hv: u32) -> u32 {
     return (slot * kv_heads + head) * (hv{{if eq .KV "int8"}} + 1u{{end}});
 }
-{{end}}
 
-{{define "kv_read"}}
-// {{.Buf}}_raw is group e of the record at rec as stored, before its scale.
-fn {{.Buf}}_raw(rec: u32, e: u32) -> vec4<f32> {
-    let w = {{.Buf}}[rec + e];
+// The coding of one group of 4 values, for a head whose largest absolute
+// value is amax (which only int8 uses): kv_pack is the element stored,
+// kv_unpack the values read back before kv_unit, and kv_unit what they
+// are then multiplied by. A kernel that attends to a head it stores
+// itself (attention_lane with Rope) reads it as kv_unpack(kv_pack(x)),
+// the same values as from the cache.
+fn kv_unit(amax: f32) -> f32 {
+{{- if eq .KV "int8"}}
+    return amax / 127.0;
+{{- else}}
+    return 1.0;
+{{- end}}
+}
+
+fn kv_pack(x: vec4<f32>, amax: f32) -> {{template "kv_elem" .}} {
+{{- if eq .KV "int8"}}
+    var inv = 0.0;
+    if (amax > 0.0) {
+        inv = 127.0 / amax;
+    }
+    let b = vec4<u32>(vec4<i32>(clamp(round(x * inv), vec4<f32>(-127.0), vec4<f32>(127.0)))) & vec4<u32>(0xffu);
+    return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+{{- else if and (eq .KV "f16") .F16}}
+    return vec4<f16>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
+{{- else if eq .KV "f16"}}
+    let h = clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    return vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));
+{{- else}}
+    return x;
+{{- end}}
+}
+
+fn kv_unpack(w: {{template "kv_elem" .}}) -> vec4<f32> {
 {{- if eq .KV "int8"}}
     return vec4<f32>(vec4<i32>(i32(w << 24u), i32(w << 16u), i32(w << 8u), i32(w)) >> vec4<u32>(24u));
 {{- else if and (eq .KV "f16") .F16}}
@@ -64,6 +93,13 @@ fn {{.Buf}}_raw(rec: u32, e: u32) -> vec4<f32> {
 {{- else}}
     return w;
 {{- end}}
+}
+{{end}}
+
+{{define "kv_read"}}
+// {{.Buf}}_raw is group e of the record at rec as stored, before its scale.
+fn {{.Buf}}_raw(rec: u32, e: u32) -> vec4<f32> {
+    return kv_unpack({{.Buf}}[rec + e]);
 }
 
 // {{.Buf}}_scale is what the record's raw values are multiplied by.
@@ -81,14 +117,10 @@ fn {{.Buf}}_scale(rec: u32, hv: u32) -> f32 {
 // at rec, zero past hd.
 fn {{.Buf}}_put(rec: u32, at: u32, hd: u32) {
     let hv = (hd + 3u) / 4u;
-{{- if eq .KV "int8"}}
     var amax = 0.0;
+{{- if eq .KV "int8"}}
     for (var d = 0u; d < hd; d++) {
         amax = max(amax, abs({{.Src}}[at + d]));
-    }
-    var inv = 0.0;
-    if (amax > 0.0) {
-        inv = 127.0 / amax;
     }
 {{- end}}
     for (var e = 0u; e < hv; e++) {
@@ -98,20 +130,10 @@ fn {{.Buf}}_put(rec: u32, at: u32, hd: u32) {
                 x[c] = {{.Src}}[at + 4u * e + c];
             }
         }
-{{- if eq .KV "int8"}}
-        let b = vec4<u32>(vec4<i32>(clamp(round(x * inv), vec4<f32>(-127.0), vec4<f32>(127.0)))) & vec4<u32>(0xffu);
-        {{.Buf}}[rec + e] = b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
-{{- else if and (eq .KV "f16") .F16}}
-        {{.Buf}}[rec + e] = vec4<f16>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
-{{- else if eq .KV "f16"}}
-        let h = clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0));
-        {{.Buf}}[rec + e] = vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));
-{{- else}}
-        {{.Buf}}[rec + e] = x;
-{{- end}}
+        {{.Buf}}[rec + e] = kv_pack(x, amax);
     }
 {{- if eq .KV "int8"}}
-    {{.Buf}}[rec + hv] = bitcast<u32>(amax / 127.0);
+    {{.Buf}}[rec + hv] = bitcast<u32>(kv_unit(amax));
 {{- end}}
 }
 {{end}}

@@ -11,7 +11,7 @@ struct Params { cols: u32, cap: u32, heads: u32, head_dim: u32, dim: u32, halves
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 @group(0) @binding(3) var<storage, read> freqs: array<f32>;
 @group(0) @binding(4) var<storage, read> pos: array<i32>;
-{{template "rope"}}{{template "rope_rotate" "x"}}
+{{template "rope" "storage"}}{{template "rope_rotate" "x"}}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let half = p.dim / 2u;

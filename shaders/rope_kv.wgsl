@@ -17,7 +17,7 @@ struct Params { q_cols: u32, kv_heads: u32, cap: u32, q_heads: u32, head_dim: u3
 @group(0) @binding(7) var<storage, read> freqs: array<f32>;
 @group(0) @binding(8) var<storage, read> pos: array<i32>;
 @group(0) @binding(9) var<storage, read> slot: array<i32>;
-{{template "rope"}}{{template "rope_rotate" "q"}}{{template "rope_rotate" "k"}}{{template "kv_rec" .}}{{template "kv_put" (kvbuf . "kc" "k")}}{{template "kv_put" (kvbuf . "vc" "v")}}
+{{template "rope" "storage"}}{{template "rope_rotate" "q"}}{{template "rope_rotate" "k"}}{{template "kv_rec" .}}{{template "kv_put" (kvbuf . "kc" "k")}}{{template "kv_put" (kvbuf . "vc" "v")}}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let half = p.dim / 2u;

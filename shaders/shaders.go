@@ -116,6 +116,16 @@ type Fusion struct {
 	// switch, no fusion.
 	F16 bool
 
+	// Rope composes attention_lane with rope_kv (backend.RopeAttend): the
+	// kernel takes q, k and v as the projection left them, rotates each
+	// row's query and its own key in registers, stores the row's key and
+	// value records into the cache (bindings k, v and the uniform freqs
+	// after its own) and attends to the row's own position from the registers,
+	// in one dispatch instead of two (runtime/gpu: on SwiftShader). Only
+	// for steps whose rows attend to no position another row stores. Like
+	// KV it is no fusion.
+	Rope bool
+
 	// Weight is the format of the weight that the grouped integer kernels
 	// (QuantKernels) read, one of WeightFormats (quant_formats.inc.wgsl):
 	// "int4", "int8", or a GGUF block type ("q4_k"). Like KV it is no
@@ -133,7 +143,7 @@ var (
 // KVKernels read or write the KV cache, and are specialised by
 // Fusion.KV to each of KVTypes.
 var (
-	KVKernels = []string{"store_kv", "rope_kv", "attention_decode", "attention_lane", "attention_prefill"}
+	KVKernels = []string{"store_kv", "rope_kv", "attention_decode", "attention_lane", "attention_lane_rows", "attention_prefill"}
 	KVTypes   = []string{"", "f16", "int8"}
 )
 
@@ -182,7 +192,7 @@ var LoRAKernels = []string{"lora_shrink", "lora_expand", "lora_gather"}
 // Fused reports whether f composes anything: a plain kernel binds no
 // Fuse uniform.
 func (f Fusion) Fused() bool {
-	f.KV, f.Half, f.Weight, f.Subgroups, f.F16 = "", false, "", 0, false
+	f.KV, f.Half, f.Weight, f.Subgroups, f.F16, f.Rope = "", false, "", 0, false, false
 	return f != Fusion{} && f != Fusion{Outs: 1}
 }
 
@@ -200,6 +210,9 @@ func (f Fusion) String() string {
 	}
 	if f.F16 {
 		kv += "+f16"
+	}
+	if f.Rope {
+		kv = "+rope" + kv
 	}
 	if f.Subgroups > 0 {
 		kv += fmt.Sprintf("+sg%d", f.Subgroups)
@@ -353,6 +366,9 @@ func Compose(name string, f Fusion) (string, error) {
 	}
 	if f.F16 && (!slices.Contains(F16Kernels, name) || slices.Contains(KVKernels, name) && f.KV != "f16") {
 		return "", fmt.Errorf("shader %s%s: f16 variants are of %v, the cache's kernels with an f16 cache", name, f, F16Kernels)
+	}
+	if f.Rope && name != "attention_lane" {
+		return "", fmt.Errorf("shader %s%s: rope composes with attention_lane only", name, f)
 	}
 	var b strings.Builder
 	if f.F16 {

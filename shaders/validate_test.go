@@ -47,6 +47,9 @@ func TestValidate(t *testing.T) {
 				all = append(all, variant{name, shaders.Fusion{KV: kv}})
 			}
 		}
+		for _, kv := range shaders.KVTypes {
+			all = append(all, variant{"attention_lane", shaders.Fusion{KV: kv, Rope: true}})
+		}
 		for _, name := range shaders.Fusable {
 			for _, f := range shaders.Fusions() {
 				if f.Fused() {

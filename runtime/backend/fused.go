@@ -101,4 +101,12 @@ type Fuser interface {
 	// rotated in place, the rotated keys and the values go to the cache,
 	// and k is left unspecified.
 	RopeStore(q, k, v Tensor, kv KV, l int, rq, rk Rope)
+	// RopeAttend is RopeStore(q, k, v, kv, l, rq, rk) then Attend(dst, q,
+	// kv, l, a): the attention of a layer from its projection's q, k and
+	// v. q and k are left unspecified. A backend may do it in one kernel
+	// where every row of the step attends to no position stored by
+	// another row of it (decoding: one row a sequence), which saves a
+	// dispatch a layer where dispatches, not work, set a step's pace (the
+	// browser on SwiftShader).
+	RopeAttend(dst, q, k, v Tensor, kv KV, l int, rq, rk Rope, a Attention)
 }

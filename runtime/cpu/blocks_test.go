@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
@@ -105,6 +106,149 @@ func TestMatMulReusesRows(t *testing.T) {
 				for i := range want {
 					if math.Float32bits(got.Data[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%d rows, product %d (%v): [%d] = %g, alone %g", m, k, w.Blocks.Type, i, got.Data[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestProjectBlocks: Project of weights kept as blocks (norm, quantizing
+// and packing in one job; every part's products in one; a residual add or
+// a GLU joined to them) gives the bits of its composition of plain ops,
+// with parts of a K quant, of Q2_K's half-group mins and of Q4_0 together,
+// with and without a norm and a bias, at row counts with and without
+// tiles, on one worker and on three.
+func TestProjectBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const cols = 512
+	weight := func(typ dtype.Type, rows int) *QWeight {
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64())
+		}
+		raw, err := dtype.Quantize(typ, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bl, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &QWeight{shape: []int{rows, cols}, storage: backend.Blocks, Blocks: bl}
+	}
+	vec := func(n int) *Weight {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return NewWeight([]int{n}, v)
+	}
+	q40, q4k, q2k, q6k := weight(dtype.Q4_0, 19), weight(dtype.Q4_K, 17), weight(dtype.Q2_K, 21), weight(dtype.Q6_K, cols)
+	gate, up := weight(dtype.Q4_0, 40), weight(dtype.Q4_K, 40)
+	norm := vec(cols)
+	cases := []struct {
+		name  string
+		parts []*QWeight
+		norm  bool
+		bias  bool
+		add   bool
+		act   tensor.Activation // with glu
+		glu   bool
+	}{
+		{name: "qkv", parts: []*QWeight{q40, q4k, q2k}, norm: true},
+		{name: "qkv bias", parts: []*QWeight{q2k, q40, q4k}, norm: true, bias: true},
+		{name: "one, no norm", parts: []*QWeight{q4k}},
+		{name: "residual", parts: []*QWeight{q6k}, add: true},
+		{name: "residual norm bias", parts: []*QWeight{q6k}, add: true, norm: true, bias: true},
+		{name: "glu silu", parts: []*QWeight{gate, up}, norm: true, glu: true, act: tensor.SiLU},
+		{name: "glu gelu bias", parts: []*QWeight{gate, up}, glu: true, bias: true, act: tensor.GELUTanh},
+	}
+	for _, m := range []int{1, 4, 9, 32} {
+		x := make([]float32, m*cols)
+		for i := range x {
+			x[i] = 3 * float32(rng.NormFloat64())
+		}
+		res := make([]float32, m*cols)
+		for i := range res {
+			res[i] = float32(rng.NormFloat64())
+		}
+		batch := backend.Batch{Tokens: make([]int32, m), Pos: make([]int32, m), Seq: make([]int32, m), BlockSize: 1, Tables: [][]int32{make([]int32, m)}}
+		for _, c := range cases {
+			var rows []int
+			var parts []backend.Weight
+			width := 0
+			for _, w := range c.parts {
+				rows, parts = append(rows, w.Blocks.Rows), append(parts, w)
+				width += w.Blocks.Rows
+			}
+			var bias *Weight
+			if c.bias {
+				bias = vec(width)
+			}
+			// The composition, op by op on one worker.
+			ref := New(1)
+			if err := ref.Begin(batch); err != nil {
+				t.Fatal(err)
+			}
+			h := NewTensor(m, cols, append([]float32(nil), x...))
+			if c.norm {
+				ref.RMSNorm(h, NewTensor(m, cols, append([]float32(nil), x...)), norm, 1e-5)
+			}
+			var want [][]float32
+			off := 0
+			for i, w := range c.parts {
+				d := make([]float32, m*rows[i])
+				MatMulQ(d, h.Data, w, m, cols, rows[i], 1)
+				dt := NewTensor(m, rows[i], d)
+				if bias != nil {
+					ref.AddBias(dt, NewWeight([]int{rows[i]}, bias.Data[off:off+rows[i]]))
+				}
+				off += rows[i]
+				want = append(want, dt.Data)
+			}
+			switch {
+			case c.add:
+				r := NewTensor(m, cols, append([]float32(nil), res...))
+				ref.Add(r, NewTensor(m, cols, want[0]))
+				want = want[:1]
+				want[0] = r.Data
+			case c.glu:
+				g := NewTensor(m, rows[0], want[0])
+				ref.GLU(g, NewTensor(m, rows[1], want[1]), c.act)
+				want = want[:1]
+			}
+			for _, workers := range []int{1, 3} {
+				be := New(workers)
+				if err := be.Begin(batch); err != nil {
+					t.Fatal(err)
+				}
+				p := backend.Projection{X: NewTensor(m, cols, append([]float32(nil), x...)), Eps: 1e-5, W: &Fused{shape: []int{width, cols}, Parts: parts}, Add: c.add, GLU: c.glu, Act: c.act}
+				if len(parts) == 1 {
+					p.W = parts[0]
+				}
+				if c.norm {
+					p.Norm = norm
+				}
+				if bias != nil {
+					p.Bias = bias
+				}
+				switch {
+				case c.add:
+					p.Out = []backend.Tensor{NewTensor(m, cols, append([]float32(nil), res...))}
+				case c.glu:
+					p.Out = []backend.Tensor{NewTensor(m, rows[0], make([]float32, m*rows[0]))}
+				default:
+					for _, r := range rows {
+						p.Out = append(p.Out, NewTensor(m, r, make([]float32, m*r)))
+					}
+				}
+				be.Project(p)
+				for k, o := range p.Out {
+					for i, v := range o.(*Tensor).Data {
+						if math.Float32bits(v) != math.Float32bits(want[k][i]) {
+							t.Fatalf("%s, %d rows on %d workers: output %d [%d][%d] = %g, composed %g", c.name, m, workers, k, i/o.Cols(), i%o.Cols(), v, want[k][i])
+						}
 					}
 				}
 			}

@@ -2,9 +2,12 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu/internal/kernel"
 )
 
 // The fused ops are, on the reference, the compositions of plain ops that
@@ -80,6 +83,10 @@ func (b *Backend) Project(p backend.Projection) {
 	if err := p.Check(rows); err != nil {
 		panic(fmt.Sprintf("cpu: %v", err)) // a forward pass that does not fit its weights
 	}
+	if bw := blocksWeights(ws); bw != nil && p.LoRA == nil {
+		b.projectBlocks(p, bw, rows)
+		return
+	}
 	x := p.X
 	if p.Norm != nil {
 		h := b.scratch(x, x.Cols(), scratchNorm)
@@ -114,10 +121,153 @@ func (b *Backend) Project(p backend.Projection) {
 	}
 }
 
+// blocksWeights returns the parts of a weight as blocks if every part is
+// kept so (a quantized GGUF's matrices), nil otherwise.
+func blocksWeights(ws []backend.Weight) []*dtype.Blocks {
+	bw := make([]*dtype.Blocks, len(ws))
+	for i, w := range ws {
+		q, ok := w.(*QWeight)
+		if !ok || q.Blocks == nil {
+			return nil
+		}
+		bw[i] = q.Blocks
+	}
+	return bw
+}
+
+// projectBlocks is Project for weights kept as blocks: the composition's
+// ops with the same bits, in fewer jobs of the team. Each job ends in a
+// wait for its slowest worker, and a 32-row decode step ran about fifteen
+// a layer, most of them a few microseconds of work (a norm, quantizing,
+// packing, the k and v products, a residual add): so the norm, the
+// quantizing and the packing of a tile of rows are one job (readyRows),
+// every part's products one job over all their rows, and a residual add
+// or a GLU joins the products, each worker finishing the columns it made
+// (a GLU's worker takes the same columns of the gate and the up part).
+func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows []int) {
+	xs := p.X.(*Tensor)
+	m := b.rows(p.Out[0])
+	x := xs
+	var norm *Weight
+	if p.Norm != nil {
+		x = b.scratch(xs, xs.cols, scratchNorm)
+		if b.rows(x) == m {
+			b.op()
+			norm = p.Norm.(*Weight)
+		} else { // the norm covers rows the products do not: its own job
+			b.RMSNorm(x, xs, p.Norm, p.Eps)
+		}
+	}
+	if norm != nil || !b.qvalid || b.qsrc != x || b.qm != m {
+		b.readyRows(x, xs, m, norm, p.Eps, ws)
+	}
+	q := b.qrows[:m]
+	dsts := make([]*Tensor, len(ws))
+	tss := make([][]kernel.QTile, len(ws))
+	total := 0
+	for i, w := range ws {
+		dsts[i] = p.Out[min(i, len(p.Out)-1)].(*Tensor)
+		if p.Add || p.GLU && i == 1 {
+			dsts[i] = b.scratch(p.Out[0], rows[i], scratchProduct)
+		}
+		tss[i] = blocksReady(x.Data, q, &b.qtiles, w, b.team)
+		total += rows[i]
+	}
+	b.stats.Dispatches += len(ws)
+	// The residual add joins the products where no bias comes between.
+	var sum *Tensor
+	if p.Add && p.Bias == nil {
+		sum = p.Out[0].(*Tensor)
+	}
+	b.qvalid = true // as after MatMul: q holds x until another op runs
+	if p.GLU && p.Bias == nil {
+		// Each worker takes columns of the gate and the up product
+		// alike and applies the GLU to the columns it made.
+		n, gate, up := rows[0], dsts[0].Data, dsts[1].Data
+		b.exps = grow(b.exps, m*n)
+		b.team.over(m*total*xs.cols, n, func(lo, hi int) {
+			blocksRows(gate, q, tss[0], ws[0], lo, hi)
+			blocksRows(up, q, tss[1], ws[1], lo, hi)
+			for r := range m {
+				glu(gate[r*n+lo:r*n+hi], up[r*n+lo:r*n+hi], b.exps[r*n+lo:r*n+hi], p.Act)
+			}
+		})
+		b.op() // the GLU, done
+		return
+	}
+	b.team.over(m*total*xs.cols, total, func(lo, hi int) {
+		off := 0
+		for i, w := range ws {
+			if a, c := max(lo, off)-off, min(hi, off+rows[i])-off; a < c {
+				blocksRows(dsts[i].Data, q, tss[i], w, a, c)
+				if sum != nil {
+					n := rows[i]
+					for r := range m {
+						d, s := sum.Data[r*n+a:r*n+c], dsts[i].Data[r*n+a:r*n+c]
+						for j := range d {
+							d[j] += s[j]
+						}
+					}
+				}
+			}
+			off += rows[i]
+		}
+	})
+	if p.Bias != nil {
+		off := 0
+		for i, dst := range dsts {
+			b.AddBias(dst, NewWeight([]int{rows[i]}, p.Bias.(*Weight).Data[off:off+rows[i]]))
+			off += rows[i]
+		}
+	}
+	switch {
+	case sum != nil:
+		b.op() // the add, done
+	case p.Add:
+		b.Add(p.Out[0], dsts[0])
+	case p.GLU:
+		b.GLU(p.Out[0], dsts[1], p.Act)
+	}
+}
+
+// RopeStore rotates q and k and stores k and v in one job of the team,
+// a row at a time, where q and k rotate by the same angles (a
+// single-axis rope of one set of frequencies: every family but the
+// multi-axis ones): three small ops of a decode step, two with a wait for
+// the slowest worker and one on this goroutine alone, become one job; a
+// rotation costs about four multiply-adds.
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
-	b.Rope(q, rq)
-	b.Rope(k, rk)
-	b.StoreKV(kv, l, k, v)
+	qs, ks := q.(*Tensor), k.(*Tensor)
+	n := b.rows(qs)
+	multi := (rq.Multi() || rk.Multi()) && b.batch.RopePos != nil
+	b.ropeF = RopeFreqs(b.ropeF, rq)
+	b.ropeK = RopeFreqs(b.ropeK, rk)
+	if multi || b.rows(ks) != n || rq.Mscale() != rk.Mscale() || !slices.Equal(b.ropeF, b.ropeK) {
+		b.Rope(q, rq)
+		b.Rope(k, rk)
+		b.StoreKV(kv, l, k, v)
+		return
+	}
+	b.op()
+	b.op()
+	b.op()
+	cs := b.rope.of(b.ropeF, rq.Mscale(), b.batch.Pos[:n])
+	w := len(b.ropeF) * 2
+	c, vs := kv.(*KV), v.(*Tensor)
+	b.team.over(4*n*(qs.cols+ks.cols), n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			RopeWith(qs.Row(i), cs[i*w:(i+1)*w], rq)
+			RopeWith(ks.Row(i), cs[i*w:(i+1)*w], rk)
+			b.storeRow(c, l, i, ks.Row(i), vs.Row(i))
+		}
+	})
+}
+
+// RopeAttend is the composition it stands for: the twin of runtime/gpu's
+// attention_lane composed with Rope.
+func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
+	b.RopeStore(q, k, v, kv, l, rq, rk)
+	b.Attend(dst, q, kv, l, a)
 }
 
 // The roles of a fused op's scratch tensors: a normalised input and a

@@ -190,6 +190,14 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *tileCache, w *QWeight,
 // mins meet sums of 16 inputs, which the rows then get once (x holds them
 // unquantized).
 func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) {
+	ts := blocksReady(x, q, tiles, w, t)
+	t.over(len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi) })
+}
+
+// blocksReady readies the quantized rows q of x for products with w (the
+// sums Q2_K's mins meet, the K quants' codes) and returns their tiles
+// where the tile kernel takes them.
+func blocksReady(x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) []kernel.QTile {
 	if l := w.Layout(); l.Min == 2 {
 		k := w.Cols
 		for i := range q {
@@ -198,32 +206,50 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 			}
 		}
 	}
-	if kernel.KType(w.Type) {
+	if kernel.KType(w.Type) && !hasK(q) {
 		quantizeRowsK(q, x, w.Cols, t)
 	}
-	m, n := len(q), w.Rows
-	var ts []kernel.QTile
-	if kernel.BlocksTile() && m >= kernel.TileRows {
-		ts = tiles.pack(q, t)
+	if kernel.BlocksTile() && len(q) >= kernel.TileRows {
+		return tiles.pack(q, t)
 	}
-	tiled := len(ts) * kernel.TileRows
-	t.over(m*n*w.Cols, n, func(lo, hi int) {
-		out := make([]float32, blocksTile)
-		for j := lo; j < hi; j += blocksTile {
-			tile := min(blocksTile, hi-j)
-			i := 0
-			for ; i+1 < len(ts); i += 2 {
-				kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
-			}
-			if i < len(ts) {
-				kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
-			}
-			for i := tiled; i < m; i++ {
-				kernel.DotBlocksRows(w, j, &q[i], out[:tile])
-				copy(dst[i*n+j:], out[:tile])
-			}
+	return nil
+}
+
+// hasK says whether every row of q has its K quants' codes (readyRows
+// makes them where a product needs them), so that no job is run for
+// nothing.
+func hasK(q []kernel.QRow) bool {
+	for i := range q {
+		if !q[i].HasK() {
+			return false
 		}
-	})
+	}
+	return true
+}
+
+// blocksRows sets columns lo..hi of dst (len(q) rows, w.Rows wide) to the
+// products of rows lo..hi of w with every row of q (ts: their tiles, from
+// blocksReady). Each output is one kernel call's, whichever rows of w
+// share the call, so any split of the rows gives the same bits.
+func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Blocks, lo, hi int) {
+	m, n := len(q), w.Rows
+	tiled := len(ts) * kernel.TileRows
+	var buf [blocksTile]float32
+	out := buf[:]
+	for j := lo; j < hi; j += blocksTile {
+		tile := min(blocksTile, hi-j)
+		i := 0
+		for ; i+1 < len(ts); i += 2 {
+			kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
+		}
+		if i < len(ts) {
+			kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
+		}
+		for i := tiled; i < m; i++ {
+			kernel.DotBlocksRows(w, j, &q[i], out[:tile])
+			copy(dst[i*n+j:], out[:tile])
+		}
+	}
 }
 
 // tileCache is the rows of a product's input packed four at a time
@@ -262,6 +288,65 @@ func (c *tileCache) pack(q []kernel.QRow, t *team) []kernel.QTile {
 	})
 	c.packed = n
 	return ts
+}
+
+// reserve returns room for n tiles, which the caller packs.
+func (c *tileCache) reserve(n int) []kernel.QTile {
+	if len(c.tiles) < n {
+		c.tiles = append(c.tiles, make([]kernel.QTile, n-len(c.tiles))...)
+	}
+	c.packed = n
+	return c.tiles[:n]
+}
+
+// readyRows sets b.qrows[:m] to rows 0..m of x (k wide) quantized for
+// products with the blocks weights ws, with what those need besides
+// (the K quants' codes, Q2_K's sums) and their tiles packed, in one job
+// of the team a tile of rows at a time: three jobs before (quantizing,
+// packing and the K codes), each with its wait for the slowest worker,
+// for a few microseconds of work at a decode step's 32 rows. Where norm
+// is not nil, each row of x is first set to RMSNorm of src's, the same
+// job too.
+func (b *Backend) readyRows(x, src *Tensor, m int, norm *Weight, eps float32, ws []*dtype.Blocks) {
+	k := x.cols
+	if len(b.qrows) < m {
+		b.qrows = append(b.qrows, make([]kernel.QRow, m-len(b.qrows))...)
+	}
+	q := b.qrows[:m]
+	var needK, halves bool
+	for _, w := range ws {
+		needK = needK || kernel.KType(w.Type)
+		halves = halves || w.Layout().Min == 2
+	}
+	var ts []kernel.QTile
+	if kernel.BlocksTile() && m >= kernel.TileRows {
+		ts = b.qtiles.reserve(m / kernel.TileRows)
+	} else {
+		b.qtiles.packed = 0
+	}
+	work := 3 * m * k // about: a norm's multiply-add, quantizing's two
+	b.team.over(work, (m+kernel.TileRows-1)/kernel.TileRows, func(lo, hi int) {
+		for u := lo; u < hi; u++ {
+			r0, r1 := u*kernel.TileRows, min((u+1)*kernel.TileRows, m)
+			for i := r0; i < r1; i++ {
+				row := x.Data[i*k : (i+1)*k]
+				if norm != nil {
+					RMSNorm(row, src.Row(i), norm.Data, eps)
+				}
+				q[i].QuantizeGroups(row)
+				if needK {
+					q[i].QuantizeK(row)
+				}
+				if halves {
+					q[i].SumHalves(row)
+				}
+			}
+			if u < len(ts) {
+				ts[u].Pack(&[kernel.TileRows]*kernel.QRow{&q[r0], &q[r0+1], &q[r0+2], &q[r0+3]})
+			}
+		}
+	})
+	b.qsrc, b.qm, b.qvalid = x, m, true
 }
 
 // blocksTile is the rows of weights a kernel call of matMulBlocks takes:

@@ -114,6 +114,44 @@ func decodeSpan(d4 int) int {
 var combineOp = op{kernel: "attention_combine", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly}}
 
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
+	b.attend(dst, q, kv, l, a, nil)
+}
+
+// laneRope is what attention_lane composed with Rope binds besides its
+// own: the unrotated k and v, the rotation and its frequencies.
+type laneRope struct {
+	k, v   *Tensor
+	rq, rk backend.Rope
+	freqs  webgpu.Buffer
+}
+
+// RopeAttend is one dispatch of attention_lane composed with Rope where
+// ropeAttention says so and every row of the step is its sequence's only
+// one, with q and k rotated alike (RopeStore's fused form) and heads as
+// attention has them; otherwise RopeStore then Attend. A decoding step of
+// a small model on SwiftShader is paced by its dispatches (in the browser
+// ~60–90 µs each whatever the kernel): this saves one a layer.
+func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
+	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
+	if !b.ropeAttention() || webgpu.StorageCount(laneRopeOperands) > int(b.info.MaxStorageBuffersPerShaderStage) ||
+		!ropeFusable(rq, rk, ks, vs, c) || a.Bidirectional || a.HeadDim%4 != 0 || a.HeadDim > maxHeadDim ||
+		rq.Heads != a.Heads || rq.HeadDim != a.HeadDim || qs.cols != a.Heads*a.HeadDim || ks.rows != qs.rows {
+		b.RopeStore(q, k, v, kv, l, rq, rk)
+		b.Attend(dst, q, kv, l, a)
+		return
+	}
+	freqs, err := b.ropeUniform(rq)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.attend(dst, q, kv, l, a, &laneRope{k: ks, v: vs, rq: rq, rk: rk, freqs: freqs})
+}
+
+// attend records attention, and with rope (from RopeAttend) the rotation
+// and the store before it: in attention_lane itself where every row is
+// its sequence's only one, else by RopeStore.
+func (b *Backend) attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention, rope *laneRope) {
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
 	switch {
 	case a.HeadDim <= 0 || a.HeadDim > maxHeadDim:
@@ -165,23 +203,27 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	t := prefillTileFor(d4)
 	dec, pre := st.survey(batch, n, b.maxRows, a.HeadDim%4 == 0 && horizon == 0, a.Window, horizon)
 	lane := b.laneAttention()
-	// On CPU adapters prompt rows take attention_lane too, laneRows rows
-	// an invocation (see attention_lane.wgsl), for heads of up to
+	// On CPU adapters prompt rows take attention_lane_rows, laneRows rows
+	// an invocation (see attention_lane_rows.wgsl), for heads of up to
 	// laneMaxD4 vec4s in an f32 cache (llvmpipe took minutes to compile
 	// the multi-row form over f16 and int8 records), but for a
 	// bidirectional sliding-window step (the horizon), which only the
 	// tiled kernel reads.
 	rb := laneRows
 	preLane := lane && a.HeadDim%4 == 0 && horizon == 0 && d4 <= laneMaxD4 && c.shape.Type == backend.KVF32
+	if rope != nil && !(lane && dec.rows == n && st.lone(batch, n)) {
+		b.RopeStore(q, rope.k, rope.v, kv, l, rope.rq, rope.rk)
+		rope = nil
+	}
 	if dec.rows > 0 {
 		if lane {
-			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4, 1))
+			decChunks = laneChunks(dec.ctx, (dec.rows*a.Heads+laneWG-1)/laneWG, laneSpan(d4))
 		} else {
 			decChunks = decodeChunks(dec.ctx, dec.rows*a.KVHeads*slices, decodeSpan(d4))
 		}
 	}
 	if pre.rows > 0 && preLane {
-		preChunks = laneChunks(pre.ctx, ((pre.rows+rb-1)/rb*a.Heads+laneWG-1)/laneWG, laneSpan(d4, rb))
+		preChunks = laneChunks(pre.ctx, ((pre.rows+rb-1)/rb*a.Heads+laneWG-1)/laneWG, laneRowsSpan(d4, rb))
 	} else if pre.rows > 0 {
 		// A workgroup makes one pass over the positions for each
 		// sequence among its rows: the budget is shared by the passes.
@@ -202,18 +244,26 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		o := op{kernel: "attention_decode", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, g, 0)}
 		gx, gz := uint32(a.KVHeads*slices), uint32(n) // workgroups: (kv head, slice) × chunk × row
 		if lane {
-			b.lane(d, qs, c, l, a, part, base, pos, n, 1, decChunks, 1)
-		} else {
-			b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-				uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window)},
-				[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
-					{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
-				gx, uint32(decChunks), gz)
+			o.kernel, o.consts = "attention_lane", b.ops.attnConsts(a.HeadDim, 0, 0)
+			gx, gz = uint32((n*a.Heads+laneWG-1)/laneWG), 1 // invocations: (row, head) × chunk
 		}
+		// Arrays, not appends: nothing allocated a dispatch.
+		p := [...]uint32{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
+			uint32(c.shape.BlockSize), uint32(b.tableWidth), uint32(slices), base, f32param(a.Softcap), uint32(a.Window), 0, 0, 0}
+		bind := [...]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
+			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}, {}, {}, {}}
+		np, nb := 11, 8
+		o = o.forKV(c)
+		if rope != nil {
+			o.operands, o.fusion.Rope = laneRopeOperands, true
+			p[11], p[12], p[13], np = uint32(rope.rq.Dim), uint32(rope.rq.Layout), uint32(c.context), 14
+			bind[8], bind[9], bind[10], nb = webgpu.Binding{Buffer: rope.k.buf}, webgpu.Binding{Buffer: rope.v.buf}, webgpu.Binding{Buffer: rope.freqs}, 11
+		}
+		b.record(o, params(p[:np]), bind[:nb], gx, uint32(decChunks), gz)
 		b.combine(d, part, a, n, decChunks, base, 1)
 	}
 	if pre.rows > 0 && preLane {
-		b.lane(d, qs, c, l, a, part, base, pos, n, rb, preChunks, 0)
+		b.laneRows(d, qs, c, l, a, part, base, pos, n, rb, preChunks)
 		b.combine(d, part, a, n, preChunks, base, 0)
 	} else if pre.rows > 0 {
 		b.record(t.op(d4).forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
@@ -238,29 +288,49 @@ func (b *Backend) combine(d *Tensor, part webgpu.Buffer, a backend.Attention, n,
 	}
 }
 
+// ropeAttention reports whether RopeAttend may take one dispatch: where
+// decode rows take attention_lane, on SwiftShader, unless Plan.RopeAttend
+// says otherwise. Not on lavapipe: there the composed kernel, an
+// invocation a head rotating its query and its group's key alone, cost
+// more CPU than the dispatch it saves (smollm2-135m's decode 88–94 →
+// 97–101 CPU ms a token, alternated in one run; stories260K's equal).
+func (b *Backend) ropeAttention() bool {
+	if !b.laneAttention() {
+		return false
+	}
+	switch b.plan.RopeAttend {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return b.onSwiftShader
+}
+
 // laneWG is attention_lane's workgroup size.
 const laneWG = 8
 
-// laneRows is how many prompt rows an invocation of attention_lane takes
-// on CPU adapters: each key and value it reads (a loop over the SIMD lanes
-// on llvmpipe) then serves that many rows. It does so for heads of up to
-// laneMaxD4 vec4s (72 dims: Gemma 3's vision heads); wider ones take
+// laneRows is how many prompt rows an invocation of attention_lane_rows
+// takes on CPU adapters: each key and value it reads (a loop over the SIMD
+// lanes on llvmpipe) then serves that many rows. It does so for heads of
+// up to laneMaxD4 vec4s (72 dims: Gemma 3's vision heads); wider ones take
 // attention_prefill, since llvmpipe's compile time of the kernel explodes
 // past them (measured: 8 rows of 64 or 72 dims compile in about a second,
 // 6 rows of 96 in 159 s, 4 of 128 in 91 s, 8 of 256 did not in 17
-// minutes).
+// minutes). Decode rows keep attention_lane, a kernel of its own, so that
+// a decoding step never compiles the multi-row form.
 const (
 	laneRows  = 8
 	laneMaxD4 = 18
 )
 
-// lane records attention_lane over the rows flagged kind (1: decode rows,
-// 0: prompt rows), rb rows an invocation, in chunks chunks.
-func (b *Backend) lane(d, qs *Tensor, c *KV, l int, a backend.Attention, part webgpu.Buffer, base uint32, pos webgpu.Buffer, n, rb, chunks int, kind float32) {
-	o := op{kernel: "attention_lane", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, 0, rb)}
+// laneRows records attention_lane_rows over the prompt rows (flagged 0 in
+// part), rb rows an invocation, in chunks chunks.
+func (b *Backend) laneRows(d, qs *Tensor, c *KV, l int, a backend.Attention, part webgpu.Buffer, base uint32, pos webgpu.Buffer, n, rb, chunks int) {
+	o := op{kernel: "attention_lane_rows", operands: decodeOperands, consts: b.ops.attnConsts(a.HeadDim, 0, rb)}
 	blocks := (n + rb - 1) / rb
 	b.record(o.forKV(c), params{uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(d.rows), f32param(a.Scale),
-		uint32(c.shape.BlockSize), uint32(b.tableWidth), 0, base, f32param(a.Softcap), uint32(a.Window), f32param(kind)},
+		uint32(c.shape.BlockSize), uint32(b.tableWidth), 0, base, f32param(a.Softcap), uint32(a.Window), f32param(0)},
 		[]webgpu.Binding{{Buffer: part}, {Buffer: d.buf}, {Buffer: qs.buf}, {Buffer: c.k[l]}, {Buffer: c.v[l]},
 			{Buffer: pos}, {Buffer: b.rowSeq}, {Buffer: b.tablesFor(c)}},
 		uint32((blocks*a.Heads+laneWG-1)/laneWG), uint32(chunks), 1) // invocations: (block of rows, head) × chunk
@@ -284,14 +354,20 @@ func (b *Backend) laneAttention() bool {
 	return b.info.DeviceType == "cpu"
 }
 
-// laneSpan is how many positions one attention_lane invocation of rb rows
-// may take within loopBudget: per position the loops over the head's d4
-// vec4s that read the key and the value, and the rows' loops over them
-// for the scores and the outputs, were none of those unrolled (the loops
-// over the rows, of a small constant trip count, are; attention_lane
-// would not be fast otherwise), after the loops over the rows' queries
-// and outputs.
-func laneSpan(d4, rb int) int {
+// laneSpan is how many positions one attention_lane invocation may take
+// within loopBudget: per position a loop over the head's d4 vec4s for the
+// score and one for the values, and one for a rescale, were none unrolled.
+func laneSpan(d4 int) int {
+	return (loopBudget - 2000) / (1 + 3*d4)
+}
+
+// laneRowsSpan is laneSpan for attention_lane_rows with rb rows an
+// invocation: per position the loops over the head's d4 vec4s that read
+// the key and the value, and the rows' loops over them for the scores and
+// the outputs, were none of those unrolled (the loops over the rows, of a
+// small constant trip count, are; the kernel would not be fast otherwise),
+// after the loops over the rows' queries and outputs.
+func laneRowsSpan(d4, rb int) int {
 	return (loopBudget - 2000 - 8*rb*d4) / (1 + 4*d4)
 }
 
@@ -429,6 +505,23 @@ func (b *Backend) attention() *attnState {
 		b.attn = &attnState{}
 	}
 	return b.attn
+}
+
+// laneRopeOperands are those of attention_lane composed with Rope: the
+// cache is written, and k, v and the frequencies (a uniform) follow.
+var laneRopeOperands = []webgpu.Access{webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadWrite, webgpu.ReadWrite, webgpu.ReadOnly, webgpu.ReadOnly, webgpu.ReadOnly,
+	webgpu.ReadOnly, webgpu.ReadOnly, webgpu.UniformBinding}
+
+// lone reports whether each of the first n rows of batch is the only row
+// of its sequence (from survey's counts): then none attends to a position
+// that another row of the step stores.
+func (st *attnState) lone(batch backend.Batch, n int) bool {
+	for _, s := range batch.Seq[:n] {
+		if st.counts[s] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeOperands are the operands of attention_decode and attention_lane.

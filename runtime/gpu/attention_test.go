@@ -3,6 +3,8 @@ package gpu_test
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime/backend"
@@ -101,8 +103,15 @@ func (tc attnCase) runForm(t *testing.T, kt backend.KVType, form string) {
 
 // runWith is runForm with the attention changed by with, when not nil.
 func (tc attnCase) runWith(t *testing.T, kt backend.KVType, form string, with func(w *twins, a *backend.Attention)) {
+	tc.runRope(t, kt, form, with, nil)
+}
+
+// runRope is runWith where, with rope set, every step is RopeAttend with
+// rope as q's rotation (and k's, over the kv heads): the keys are rotated,
+// stored and attended to by one op.
+func (tc attnCase) runRope(t *testing.T, kt backend.KVType, form string, with func(w *twins, a *backend.Attention), rope *backend.Rope) {
 	w := newTwins(t, attnMaxRows)
-	w.gpu.SetPlan(gpu.Plan{Attention: form})
+	w.gpu.SetPlan(gpu.Plan{Attention: form, RopeAttend: "on"})
 	kvDim := tc.kvHeads * tc.headDim
 	qDim := tc.heads * tc.headDim
 	perSeq := (tc.seqLen + tc.blockSize - 1) / tc.blockSize
@@ -157,19 +166,26 @@ func (tc attnCase) runWith(t *testing.T, kt backend.KVType, form string, with fu
 		}
 		write(k, w.random(attnMaxRows*kvDim, 2))
 		write(v, w.random(attnMaxRows*kvDim, 2))
-		if !st.fill {
+		if !st.fill || rope != nil { // RopeAttend may rotate q in place
 			write(q, w.random(attnMaxRows*qDim, 2))
 		}
 		w.each(func(b backend.Backend, i int) {
 			if err := b.Begin(batch); err != nil {
 				t.Fatal(err)
 			}
-			b.StoreKV(cache[i], 1, k[i], v[i])
-			if !st.fill {
-				ai := a
-				if a.Sinks != nil {
-					ai.Sinks = sinks[i]
-				}
+			ai := a
+			if a.Sinks != nil {
+				ai.Sinks = sinks[i]
+			}
+			switch {
+			case rope != nil:
+				rk := *rope
+				rk.Heads = tc.kvHeads
+				b.RopeAttend(out[i], q[i], k[i], v[i], cache[i], 1, *rope, rk, ai)
+			case st.fill:
+				b.StoreKV(cache[i], 1, k[i], v[i])
+			default:
+				b.StoreKV(cache[i], 1, k[i], v[i])
 				b.Attend(out[i], q[i], cache[i], 1, ai)
 			}
 		})
@@ -181,7 +197,36 @@ func (tc attnCase) runWith(t *testing.T, kt backend.KVType, form string, with fu
 			}
 			continue
 		}
-		w.compare(what, out, batch.Len(), 2e-5)
+		tol := 2e-5
+		if rope != nil {
+			// The GPU's cos and sin (SwiftShader's in Chromium are off
+			// by ~1e-4) move a rotated key by enough to round it to the
+			// next half (2⁻¹¹ relative) or int8 code (1/127 of the
+			// head's largest value) now and then.
+			switch kt {
+			case backend.KVF16:
+				tol = 2e-3
+			case backend.KVInt8:
+				tol = 1e-2
+			default:
+				tol = 5e-4
+			}
+		}
+		w.compare(what, out, batch.Len(), tol)
+	}
+	if rope != nil { // the fused form ran where it should, and only there
+		lone := false
+		for _, st := range tc.steps {
+			one := true
+			for _, r := range st.runs {
+				one = one && r.n == 1
+			}
+			lone = lone || one
+		}
+		want := form == "lane" && tc.headDim%4 == 0 && lone
+		if got := slices.ContainsFunc(w.gpu.Kernels(), func(k string) bool { return strings.HasPrefix(k, "attention_lane+rope") }); got != want {
+			t.Errorf("attention_lane+rope ran: %v, want %v (kernels %v)", got, want, w.gpu.Kernels())
+		}
 	}
 }
 

@@ -414,10 +414,17 @@ func (b *Backend) scratch(like *Tensor, cols int) (*Tensor, error) {
 	return t.(*Tensor), nil
 }
 
+// ropeFusable reports whether q and k rotate alike, by one axis, and k
+// and v are as wide as the cache's records: what rope_kv (and
+// attention_lane composed with Rope) takes.
+func ropeFusable(rq, rk backend.Rope, ks, vs *Tensor, c *KV) bool {
+	return !rq.Multi() && !rk.Multi() && rq.Dim == rk.Dim && rq.Theta == rk.Theta && rq.Mscale() == rk.Mscale() && rq.Layout == rk.Layout && rq.HeadDim == rk.HeadDim &&
+		slices.Equal(rq.Factors, rk.Factors) && ks.cols == c.shape.Dim() && vs.cols == c.shape.Dim() && rk.Heads == c.shape.Heads
+}
+
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
 	qs, ks, vs, c := q.(*Tensor), k.(*Tensor), v.(*Tensor), kv.(*KV)
-	if rq.Multi() || rk.Multi() || rq.Dim != rk.Dim || rq.Theta != rk.Theta || rq.Mscale() != rk.Mscale() || rq.Layout != rk.Layout || rq.HeadDim != rk.HeadDim ||
-		!slices.Equal(rq.Factors, rk.Factors) || ks.cols != c.shape.Dim() || vs.cols != c.shape.Dim() || rk.Heads != c.shape.Heads {
+	if !ropeFusable(rq, rk, ks, vs, c) {
 		b.Rope(q, rq) // q and k rotate differently, or by several axes: the plain ops
 		b.Rope(k, rk)
 		b.StoreKV(kv, l, k, v)

@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
 	"github.com/tessera-llm/tessera/runtime/gpu"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 )
@@ -251,6 +252,61 @@ func TestRopeStore(t *testing.T) {
 				w.compare("q", q, tc.batch, 5e-4)
 				w.compare("attention over the stored keys and values", out, tc.batch, 5e-4)
 			})
+		}
+	}
+}
+
+// TestRopeAttend checks RopeAttend against the CPU's RopeStore then Attend,
+// in both decode forms: attention_lane composed with Rope where every row
+// of a step is its sequence's only one (rows of several sequences at
+// positions across cache blocks, the first position, contexts split into
+// chunks, some empty, with sinks), and RopeStore then Attend where not
+// (prompt chunks, two rows of a sequence, head dims not a multiple of 4,
+// the group form), for odd head counts, GQA, both layouts, partial and no
+// rotation, soft caps and sliding windows, on every cache type. Later
+// steps read what earlier ones stored.
+func TestRopeAttend(t *testing.T) {
+	lone := func(seqs ...int) attnStep {
+		s := attnStep{}
+		for _, q := range seqs {
+			s.runs = append(s.runs, attnRun{q, 1})
+		}
+		return s
+	}
+	blocks := []attnStep{{runs: []attnRun{{0, 15}}}, lone(0, 1, 2), lone(0, 1), lone(2, 0), {runs: []attnRun{{0, 2}, {1, 1}}}, lone(1, 0, 2), lone(0)}
+	long := append(attnAt(300), lone(0), lone(0), attnStep{runs: []attnRun{{1, 40}}}, lone(1, 0), lone(0, 1))
+	for _, tc := range []struct {
+		c       attnCase
+		rot     int
+		layout  models.RopeLayout
+		window  int
+		softcap float32
+		sinks   bool
+	}{
+		{attnCase{8, 4, 8, 16, 64, 3, blocks}, 8, models.RopePairs, 0, 0, false},
+		{attnCase{5, 5, 12, 7, 64, 3, blocks}, 8, models.RopeHalves, 0, 0, false}, // odd heads, partial rotation
+		{attnCase{3, 1, 16, 16, 64, 3, blocks}, 16, models.RopeHalves, 5, 0, false},
+		{attnCase{4, 2, 16, 16, 64, 3, blocks}, 16, models.RopePairs, 0, 0, true}, // sinks: 2 chunks of 1 position, one empty
+		{attnCase{6, 2, 16, 16, 400, 2, long}, 16, models.RopePairs, 0, 0, true},  // chunks, sinks
+		{attnCase{8, 1, 64, 16, 400, 2, long}, 64, models.RopePairs, 20, 30, false},
+		{attnCase{4, 2, 32, 8, 200, 1, attnDecodes(0, 1, 7, 8, 9, 130)}, 0, models.RopeHalves, 0, 0, false}, // no rotation
+		{attnCase{2, 2, 6, 4, 64, 3, blocks}, 6, models.RopePairs, 0, 0, false},                             // head dim 6: the tiled kernel
+	} {
+		for _, kt := range kvTypes {
+			for _, form := range []string{"lane", "group"} {
+				t.Run(fmt.Sprintf("%s_rot%d_%v_win%d_cap%g_sinks%v/%v/%s", tc.c.name(), tc.rot, tc.layout, tc.window, tc.softcap, tc.sinks, kt, form), func(t *testing.T) {
+					r := backend.Rope{Heads: tc.c.heads, HeadDim: tc.c.headDim, Dim: tc.rot, Theta: 10000, Layout: tc.layout}
+					tc.c.runRope(t, kt, form, func(w *twins, a *backend.Attention) {
+						a.Window, a.Softcap = tc.window, tc.softcap
+						if tc.softcap > 0 {
+							a.Scale *= 8
+						}
+						if tc.sinks {
+							a.Sinks = cpu.NewWeight([]int{a.Heads}, nil) // replaced by each backend's
+						}
+					}, &r)
+				})
+			}
 		}
 	}
 }

@@ -29,13 +29,25 @@ func TestNarrowChoice(t *testing.T) {
 				t.Errorf("%q with Workgroups %q: narrow %v", tc.info.Adapter, plan, got)
 			}
 		}
+		b.plan = Plan{}
+		lane := tc.info.DeviceType == "cpu"
+		if got := b.ropeAttention(); got != (tc.want && lane) {
+			t.Errorf("%q: rope composed with attention %v, want %v", tc.info.Adapter, got, tc.want && lane)
+		}
+		for plan, want := range map[string]bool{"on": lane, "off": false} {
+			b.plan.RopeAttend = plan
+			if got := b.ropeAttention(); got != want {
+				t.Errorf("%q with RopeAttend %q: rope composed with attention %v", tc.info.Adapter, plan, got)
+			}
+		}
 		rungs := Plainer(Plan{}, tc.info)
-		gives := false
+		gives, apart := false, false
 		for _, r := range rungs {
 			gives = gives || r.Plan.Workgroups == "wide"
+			apart = apart || r.Plan.RopeAttend == "off"
 		}
-		if gives != tc.want {
-			t.Errorf("%q: a rung with wide workgroups %v, want %v", tc.info.Adapter, gives, tc.want)
+		if gives != tc.want || apart != tc.want {
+			t.Errorf("%q: a rung with wide workgroups %v, with rope apart from attention %v, want %v", tc.info.Adapter, gives, apart, tc.want)
 		}
 	}
 }

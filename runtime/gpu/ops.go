@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"github.com/tessera-llm/tessera/models/tensor"
 	"github.com/tessera-llm/tessera/runtime/backend"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
@@ -174,7 +175,26 @@ func (b *Backend) fail(err error) {
 // on the host exactly as the CPU reference computes them, so that the two
 // backends rotate by the same angles.
 func (b *Backend) ropeFreqs(r backend.Rope) (webgpu.Buffer, error) {
-	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil, r.Sections, r.Axes}
+	return b.ropeBuffer(r, false)
+}
+
+// ropeUniformSize is the bytes of the frequencies as a uniform
+// (attention_lane's Rope form): array<vec4<f32>, 65>, room for the 256
+// frequencies and the scale of heads of maxHeadDim.
+const ropeUniformSize = 65 * 16
+
+// ropeUniform is ropeFreqs as a uniform buffer of ropeUniformSize bytes,
+// for a rotation by one axis.
+func (b *Backend) ropeUniform(r backend.Rope) (webgpu.Buffer, error) {
+	if r.Multi() || 4*(r.Dim/2+1) > ropeUniformSize {
+		return nil, fmt.Errorf("gpu: a rotation of %d dimensions (multi-axis %v) as a uniform", r.Dim, r.Multi())
+	}
+	return b.ropeBuffer(r, true)
+}
+
+// ropeBuffer is ropeFreqs (uniform false) or ropeUniform.
+func (b *Backend) ropeBuffer(r backend.Rope, uniform bool) (webgpu.Buffer, error) {
+	key := ropeKey{r.Dim, r.Theta, r.Mscale(), nil, r.Sections, r.Axes, uniform}
 	if r.Factors != nil {
 		key.factors = &r.Factors[0]
 	}
@@ -193,7 +213,11 @@ func (b *Backend) ropeFreqs(r backend.Rope) (webgpu.Buffer, error) {
 			f = append(f, float32(r.Axis(i)))
 		}
 	}
-	buf, err := b.buffer("rope freqs", int64(4*len(f)), webgpu.Storage|webgpu.CopyDst)
+	size, usage := int64(4*len(f)), webgpu.Storage|webgpu.CopyDst
+	if uniform {
+		size, usage = ropeUniformSize, webgpu.Uniform|webgpu.CopyDst
+	}
+	buf, err := b.buffer("rope freqs", size, usage)
 	if err != nil {
 		return nil, err
 	}
@@ -215,4 +239,5 @@ type ropeKey struct {
 	// a multi-axis rotation's sections and their order
 	sections [4]int
 	axes     backend.RopeAxes
+	uniform  bool // ropeUniform's
 }

@@ -59,6 +59,11 @@ type Plan struct {
 	// choice) or "wide" (256 for the reductions, cpuWorkgroup for the
 	// GEMVs: every other adapter's); see narrow.go.
 	Workgroups string
+	// RopeAttend forces whether RopeAttend runs as one dispatch of
+	// attention_lane composed with Rope where it can: "on" (wherever
+	// decode rows take attention_lane) or "off" (RopeStore then Attend);
+	// by default on SwiftShader only (see Backend.RopeAttend).
+	RopeAttend string
 	// Fault names a kernel variant, as Kernels lists them
 	// ("matmul_gemv+norm"), whose output is perturbed after every
 	// dispatch (the first faultValues values of its destination scaled
@@ -112,7 +117,8 @@ func Plainer(base Plan, i webgpu.Info) []Rung {
 		apply func(p *Plan)
 	}
 	if swiftShader(i) {
-		steps = slices.Insert(steps, 1, step{"wide workgroups", func(p *Plan) { p.Workgroups = "wide" }})
+		steps = slices.Insert(steps, 1, step{"wide workgroups", func(p *Plan) { p.Workgroups = "wide" }},
+			step{"rope apart from attention", func(p *Plan) { p.RopeAttend = "off" }})
 	}
 	if i.Subgroups {
 		steps = slices.Insert(steps, 1, step{"no subgroup kernels", func(p *Plan) { p.Subgroups = "off" }})

@@ -25,7 +25,7 @@ import (
 
 // Op is one timed op of a decode step.
 type Op struct {
-	Kind  string // what it computes: "qkv", "rope+kv", "attend", "o", "gate+up", "down", "head", "embed", ...
+	Kind  string // what it computes: "qkv", "rope+kv+attend" (or "rope+kv", "attend"), "o", "gate+up", "down", "head", "embed", ...
 	Layer int    // -1 before the first layer, Layers for the head
 	Time  time.Duration
 	// Bytes is what a matrix product reads and writes: its weight, its
@@ -172,6 +172,10 @@ func (b *Backend) MatMul(dst, x backend.Tensor, w backend.Weight) {
 
 func (b *Backend) RopeStore(q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope) {
 	b.timed("rope+kv", 0, func() { b.Backend.RopeStore(q, k, v, kv, l, rq, rk) })
+}
+
+func (b *Backend) RopeAttend(dst, q, k, v backend.Tensor, kv backend.KV, l int, rq, rk backend.Rope, a backend.Attention) {
+	b.timed("rope+kv+attend", 0, func() { b.Backend.RopeAttend(dst, q, k, v, kv, l, rq, rk, a) })
 }
 
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {

@@ -48,7 +48,7 @@ func profileDecode(t *testing.T, path string) (profile.Report, models.Config) {
 func TestProfileStories(t *testing.T) {
 	r, c := profileDecode(t, "../../../shared/models/stories260K.gguf")
 	layers := c.Layers
-	want := map[string]int{"qkv": layers, "rope+kv": layers, "attend": layers, "o": layers, "gate+up": layers, "down": layers, "head": 1, "embed": 1}
+	want := map[string]int{"qkv": layers, "rope+kv+attend": layers, "o": layers, "gate+up": layers, "down": layers, "head": 1, "embed": 1}
 	got := map[string]profile.Share{}
 	for _, k := range r.Kinds {
 		got[k.Name] = k

@@ -17,7 +17,8 @@ import (
 // TestSampleKernelMatchesSampler: the sample kernel (with subgroups there)
 // draws the CPU sampler's tokens. TestNarrowWorkgroups runs SwiftShader's
 // narrow reductions and GEMVs with its subgroups (one subgroup a
-// workgroup) and the wide ones beside them.
+// workgroup) and the wide ones beside them, and TestRopeAttend some of
+// attention_lane's Rope form.
 func TestBrowserSubgroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runtime/gpu's tests as wasm and runs them in Chromium")
@@ -64,6 +65,12 @@ func TestBrowserSubgroups(t *testing.T) {
 	run("runtime/gpu", "^TestProject$/^(f32_prologue_k64|int4_prologue_k96)_/^(qkv-norm-bias|glu-norm|gate-up-split-norm)-next$",
 		[]string{"TestProject"}, nil)
 	run("runtime", "", []string{"TestSampleKernelMatchesSampler"}, nil)
+	// attention_lane composed with rope_kv (SwiftShader's decode
+	// attention) under Dawn's compiler: odd heads with a partial rotation,
+	// and sinks with an empty chunk, on every cache type.
+	run("runtime/gpu", "^TestRopeAttend$/^h(5_kv5_d12|4_kv2_d16)_/./^lane$", []string{"TestRopeAttend",
+		"TestRopeAttend/h5_kv5_d12_bs7_len64_seqs3_rot8_halves_win0_cap0_sinksfalse/int8/lane",
+		"TestRopeAttend/h4_kv2_d16_bs16_len64_seqs3_rot16_pairs_win0_cap0_sinkstrue/f16/lane"}, nil)
 	for _, p := range cons.problems() {
 		// Promises the device left pending settle after the program's
 		// exit, which wasm_exec.js reports as exceptions.
