@@ -62,6 +62,25 @@ func TestMatMulBlocksRows(t *testing.T) {
 	}
 }
 
+// randomBlocks is a rows × cols weight of normal random values quantized
+// to typ and kept as blocks, as a GGUF's quantized matrix is.
+func randomBlocks(t *testing.T, rng *rand.Rand, typ dtype.Type, rows, cols int) *QWeight {
+	t.Helper()
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
+	}
+	raw, err := dtype.Quantize(typ, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &QWeight{shape: []int{rows, cols}, storage: backend.Blocks, Blocks: bl}
+}
+
 // TestMatMulReusesRows: the backend's products of one input by several
 // block weights in a row (q, k and v; gate and up), which share its
 // quantized rows and their tiles, give each product's bits alone, when a
@@ -70,21 +89,7 @@ func TestMatMulBlocksRows(t *testing.T) {
 func TestMatMulReusesRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const cols = 512
-	weight := func(typ dtype.Type, rows int) *QWeight {
-		vals := make([]float32, rows*cols)
-		for i := range vals {
-			vals[i] = float32(rng.NormFloat64())
-		}
-		raw, err := dtype.Quantize(typ, vals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bl, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &QWeight{shape: []int{rows, cols}, storage: backend.Blocks, Blocks: bl}
-	}
+	weight := func(typ dtype.Type, rows int) *QWeight { return randomBlocks(t, rng, typ, rows, cols) }
 	q40, q6k, q4k := weight(dtype.Q4_0, 19), weight(dtype.Q6_K, 23), weight(dtype.Q4_K, 17)
 	for _, order := range [][]*QWeight{{q40, q6k, q40}, {q6k, q40, q4k}, {q40, q40, q4k}} {
 		for _, m := range []int{1, 4, 9} {
@@ -122,21 +127,7 @@ func TestMatMulReusesRows(t *testing.T) {
 func TestProjectBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	const cols = 512
-	weight := func(typ dtype.Type, rows int) *QWeight {
-		vals := make([]float32, rows*cols)
-		for i := range vals {
-			vals[i] = float32(rng.NormFloat64())
-		}
-		raw, err := dtype.Quantize(typ, vals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bl, err := dtype.BlocksFromGGML(typ, raw, rows, cols)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &QWeight{shape: []int{rows, cols}, storage: backend.Blocks, Blocks: bl}
-	}
+	weight := func(typ dtype.Type, rows int) *QWeight { return randomBlocks(t, rng, typ, rows, cols) }
 	vec := func(n int) *Weight {
 		v := make([]float32, n)
 		for i := range v {

@@ -44,21 +44,7 @@ func benchAttention(b *testing.B, kt backend.KVType) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			q, err := g.NewTensor(64, qDim)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := g.NewTensor(64, qDim)
-			if err != nil {
-				b.Fatal(err)
-			}
-			data := make([]float32, 64*qDim)
-			for i := range data {
-				data[i] = float32(math.Sin(float64(i)))
-			}
-			if err := g.Write(q, data); err != nil {
-				b.Fatal(err)
-			}
+			q, out := benchQuery(b, g, 64, qDim)
 			table := make([]int32, context/blockSize)
 			for i := range table {
 				table[i] = int32(i)
@@ -90,4 +76,25 @@ func benchAttention(b *testing.B, kt backend.KVType) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchQuery makes an attention benchmark's queries, rows × qDim of fixed
+// values, and an output of the same shape.
+func benchQuery(b *testing.B, g *gpu.Backend, rows, qDim int) (q, out backend.Tensor) {
+	b.Helper()
+	q, err := g.NewTensor(rows, qDim)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err = g.NewTensor(rows, qDim); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]float32, rows*qDim)
+	for i := range data {
+		data[i] = float32(math.Sin(float64(i)))
+	}
+	if err := g.Write(q, data); err != nil {
+		b.Fatal(err)
+	}
+	return q, out
 }

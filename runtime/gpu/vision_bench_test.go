@@ -2,7 +2,6 @@ package gpu_test
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -54,21 +53,7 @@ func BenchmarkVisionAttention(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			q, err := g.NewTensor(rows, qDim)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := g.NewTensor(rows, qDim)
-			if err != nil {
-				b.Fatal(err)
-			}
-			data := make([]float32, rows*qDim)
-			for i := range data {
-				data[i] = float32(math.Sin(float64(i)))
-			}
-			if err := g.Write(q, data); err != nil {
-				b.Fatal(err)
-			}
+			q, out := benchQuery(b, g, rows, qDim)
 			table := make([]int32, rows/blockSize)
 			for i := range table {
 				table[i] = int32(i)
