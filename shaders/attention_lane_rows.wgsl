@@ -41,7 +41,7 @@ struct Params {
 }
 
 override HD: u32 = 64u; // head_dim
-override RB: u32 = 1u;  // rows an invocation takes
+override RB: u32 = 8u;  // rows an invocation takes (runtime/gpu: laneRows)
 
 const WG = 8u; // a SIMD vector of llvmpipe (256 bits): more workgroups for its threads to share
 const D4 = HD / 4u;
@@ -119,36 +119,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         for (var t = t0; t < t1; t++) {
             let slot = u32(tables[table + t / p.block_size]) * p.block_size + t % p.block_size;
             let kb = kv_rec(slot, kvh, p.kv_heads, D4);
-            if (RB == 1u) {
-                // A decode row, which sees every position of its span:
-                // the loops without the rows' arrays, which llvmpipe
-                // compiles in a fraction of a second for every cache type
-                // and head (the form below took minutes for int8 heads of
-                // 128).
-                var s = 0.0;
-                for (var e = 0u; e < D4; e++) {
-                    s += dot(qv[e], kc_raw(kb, e));
-                }
-                s *= p.scale * kc_scale(kb, D4);
-                if (p.softcap > 0.0) {
-                    s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
-                }
-                if (s > m[0]) {
-                    let corr = exp(m[0] - s);
-                    l[0] *= corr;
-                    for (var e = 0u; e < D4; e++) {
-                        o[e] *= corr;
-                    }
-                    m[0] = s;
-                }
-                let e_s = exp(s - m[0]);
-                l[0] += e_s;
-                let pv = e_s * vc_scale(kb, D4);
-                for (var e = 0u; e < D4; e++) {
-                    o[e] += pv * vc_raw(kb, e);
-                }
-                continue;
-            }
             var kv: array<vec4<f32>, D4>; // the key, then the value: read once for the RB rows
             for (var e = 0u; e < D4; e++) {
                 kv[e] = kc_raw(kb, e);

@@ -32,7 +32,7 @@ func BenchmarkVisionMatMul(b *testing.B) {
 
 // BenchmarkVisionAttention times whole-image attention: 1024 rows of one
 // sequence, bidirectional, 16 heads of 72 (SigLIP so400m's), with the
-// adapter's plan ("": on a CPU adapter attention_lane, laneRows rows an
+// adapter's plan ("": on a CPU adapter attention_lane_rows, laneRows rows an
 // invocation) and with Plan.Attention "group" (attention_prefill's tiles,
 // the GPUs' kernel, on any adapter). The cache's contents do not matter
 // for the time.
