@@ -92,8 +92,8 @@ func (t *team) run(n int, f func(lo, hi int)) {
 	j.work(0, t.size)
 	// The caller waits spinning, not parked: a helper finishing its last
 	// part would otherwise pay the wake-up this type exists to avoid.
-	for int(j.finished.Load()) < j.parts {
-		runtime.Gosched()
+	for spins := 0; int(j.finished.Load()) < j.parts; spins++ {
+		pause(spins)
 	}
 	t.current.CompareAndSwap(j, nil)
 }
@@ -140,9 +140,33 @@ func (t *team) help(w int) {
 		if spins%spinCheck == 0 && time.Since(idle) > helperIdle {
 			return
 		}
-		runtime.Gosched()
+		pause(spins)
 	}
 }
+
+// pause is one spin of a worker waiting for the others or for the next
+// operation. The first spins only yield to the Go scheduler (a server's
+// goroutines may need the P). Later ones also give the thread's core to
+// the OS (osYield): on a loaded machine the worker waited for is often
+// runnable but without a core, and a spinner holding one then delays it
+// and burns the process's CPU; profiles of a loaded server at 32 streams
+// had 13% of the CPU in the team's spinning.
+func pause(spins int) {
+	runtime.Gosched()
+	if spins >= yieldAfter {
+		osYield()
+	}
+}
+
+// yieldAfter is how many spins (a Gosched is about 0.1 µs with nothing
+// else to run) a waiting worker makes before it also yields its core:
+// about 25 µs, longer than a single stream's products and the gaps between
+// them, so that on a quiet machine, where the other worker is running and
+// comes within microseconds, the hand-offs are those of plain spinning; a
+// worker that waits longer waits for one without a core. 16 spins saved
+// the same CPU in a loaded server (83.8-89.7 against 85.9-89.7 output
+// tokens a CPU second) but would yield between a single stream's ops.
+const yieldAfter = 256
 
 // parallel runs f over [0, n) on a team of workers that lives for this call
 // only: for the exported kernels, which have no backend to hold one.
