@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -170,6 +171,39 @@ func BenchmarkBlocksFourRows(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkBlocksEightRows times DotBlocksTile8 (two tiles, eight rows
+// of activations) of Q4_0 and Q8_0 weights at smollm2-135m's widths: 576
+// (one block of columns) and 1536 (blocks of tile8Groups, lanes carried).
+func BenchmarkBlocksEightRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0} {
+		for _, cols := range []int{576, 1536} {
+			const rows = 256
+			m := blocksMatrix(b, rng, typ, rows, cols)
+			var tiles [2]QTile
+			var qs [2 * TileRows]QRow
+			for t := range tiles {
+				var xs [TileRows]*QRow
+				for r := range xs {
+					q := &qs[t*TileRows+r]
+					q.Quantize(randomRow(rng, cols))
+					xs[r] = q
+				}
+				tiles[t].Pack(&xs)
+			}
+			out := make([]float32, 2*TileRows*rows)
+			b.Run(fmt.Sprintf("%v/%d", typ, cols), func(b *testing.B) {
+				b.SetBytes(int64(2 * TileRows * rows * cols)) // multiply-adds
+				for b.Loop() {
+					for j := 0; j < rows; j += 16 {
+						DotBlocksTile8(m, j, 16, &tiles[0], &tiles[1], out[j:], rows)
+					}
+				}
+			})
+		}
 	}
 }
 
