@@ -160,13 +160,14 @@ func pause(spins int) {
 
 // yieldAfter is how many spins (a Gosched is about 0.1 µs with nothing
 // else to run) a waiting worker makes before it also yields its core:
-// about 25 µs, longer than a single stream's products and the gaps between
-// them, so that on a quiet machine, where the other worker is running and
-// comes within microseconds, the hand-offs are those of plain spinning; a
-// worker that waits longer waits for one without a core. 16 spins saved
-// the same CPU in a loaded server (83.8-89.7 against 85.9-89.7 output
-// tokens a CPU second) but would yield between a single stream's ops.
-const yieldAfter = 256
+// about 200 µs, longer than the parts of a decode step's jobs, so that
+// mostly a wait for a worker without a core yields (on a quiet machine
+// the yield returns at once: nothing else wants the core).
+// Shorter waits (16 and 256 spins) saved a little more CPU in a loaded
+// server at 32 streams (84-92 output tokens a CPU second against 80-85
+// here, 64-79 spinning alone), but gave away so much of its share of the
+// cores that its wall throughput fell below spinning's in some runs.
+const yieldAfter = 2048
 
 // parallel runs f over [0, n) on a team of workers that lives for this call
 // only: for the exported kernels, which have no backend to hold one.
