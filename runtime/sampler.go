@@ -228,7 +228,12 @@ func dropMasked(c []candidate) []candidate {
 }
 
 // filter turns candidates sorted most likely first into probabilities:
-// softmax with temperature, then min-p and top-p, renormalised.
+// softmax with temperature, then min-p and top-p, renormalised. top-p's
+// running sum is float64, as every sum here: a float32 running sum's
+// rounding depends on the order it adds in, which a GPU reproducing the
+// cut past thousands of candidates (sample.wgsl's radix selection, which
+// sums exactly) cannot follow; in float64 the cut is the exact one but
+// where it lies within ~1e-12 of top-p.
 func (s *Sampler) filter(c []candidate) []candidate {
 	o := s.opts
 	mx := c[0].p
@@ -249,10 +254,10 @@ func (s *Sampler) filter(c []candidate) []candidate {
 		c = c[:n]
 	}
 	if o.TopP > 0 && o.TopP < 1 {
-		var cum float32
+		var cum float64
 		for i := range c {
-			cum += c[i].p
-			if cum >= o.TopP {
+			cum += float64(c[i].p)
+			if cum >= float64(o.TopP) {
 				c = c[:i+1]
 				break
 			}
