@@ -94,10 +94,6 @@ type Sampler struct {
 	rng    *rand.Rand
 	cand   []candidate
 	prompt int // leading tokens of a history that are the prompt (for the OpenAI penalties)
-	// hostNext makes the next token drawn on the host: a chain's device
-	// draw fell in the tail, and the step that follows recomputes that
-	// position's logits (devsample.go).
-	hostNext bool
 }
 
 type candidate struct {
