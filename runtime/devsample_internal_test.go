@@ -76,10 +76,10 @@ func TestSampleKernelMatchesSampler(t *testing.T) {
 			}
 		}
 	}
-	if st.radix == 0 || st.draws == 0 || st.ranked == 0 {
-		t.Errorf("%d draws, %d by radix selection, %d from the ranked candidates: the test misses a path", st.draws, st.radix, st.ranked)
+	if st.radix == 0 || st.draws == 0 || st.ranked == 0 || st.cutPast == 0 {
+		t.Errorf("%d draws, %d by radix selection (%d with top-p's cut past the candidates), %d from the ranked candidates: the test misses a path", st.draws, st.radix, st.cutPast, st.ranked)
 	}
-	t.Logf("%d device draws (%d past the ranked candidates), %d a hair from a boundary", st.draws, st.radix, st.near)
+	t.Logf("%d device draws (%d past the ranked candidates, %d with top-p's cut there), %d a hair from a boundary or cut", st.draws, st.radix, st.cutPast, st.near)
 	// Where the device has subgroups (Chromium's SwiftShader, as web/e2e's
 	// TestBrowserSubgroups runs this test), the kernel that drew was the
 	// subgroup form.
@@ -110,7 +110,7 @@ func sampleLogits(rng *rand.Rand, n, trial int) []float32 {
 }
 
 // sampleTally counts what TestSampleKernelMatchesSampler's draws took.
-type sampleTally struct{ draws, radix, ranked, near int }
+type sampleTally struct{ draws, radix, ranked, cutPast, near int }
 
 // check draws rows rows of logits on the device and with the CPU sampler,
 // each row with its own seed, and compares tokens and streams.
@@ -164,9 +164,13 @@ func (st *sampleTally) check(t *testing.T, be *gpu.Backend, x backend.Tensor, na
 		d := got[r]
 		gpuS[r].skip(d.Draws)
 		st.draws += d.Draws
-		if d.Draws > 0 && len(dist) > 256 {
+		switch {
+		case d.Draws > 0 && len(dist) > 256 && len(dist) < len(full) && o.TopP > 0 && o.TopP < 1:
+			st.cutPast++
+			fallthrough
+		case d.Draws > 0 && len(dist) > 256:
 			st.radix++
-		} else if d.Draws > 0 {
+		case d.Draws > 0:
 			st.ranked++
 		}
 		if int(d.Token) != want {
@@ -174,7 +178,7 @@ func (st *sampleTally) check(t *testing.T, be *gpu.Backend, x backend.Tensor, na
 				t.Fatalf("%s, row %d: device %d, sampler %d (draw %v, %d candidates)", name, r, d.Token, want, draw, len(dist))
 			}
 			st.near++
-			t.Logf("%s, row %d: device %d, sampler %d: the draw lies a hair from their boundary", name, r, d.Token, want)
+			t.Logf("%s, row %d: device %d, sampler %d: the draw or the set's cut lies a hair from a boundary", name, r, d.Token, want)
 		}
 		// Both streams are at the same place: the next draws agree.
 		if a, b := gpuS[r].rng.Float64(), cpuS[r].rng.Float64(); a != b {
