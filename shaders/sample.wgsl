@@ -444,26 +444,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         flag = select(0u, 1u, radix);
     }
     if (workgroupUniformLoad(&flag) != 0u) {
-        var one = c.min_p > 0.0 && kept.x == 0u && kept.y == 8192u; // the largest alone (its weight is 1)
-        if (top_p) {
-            if (less64(cut_at, kept)) {
-                let cut = select_at(cut_at, lid);
-                kept = add64(cut.before, cut.w);
-                let v = x[base + cut.i];
-                sel_bound = vec2<u32>(key(v), p.cols - 1u - cut.i);
-                sel_bounded = true;
-                one = cut.before.x == 0u && cut.before.y == 0u; // the cut is the first column: the largest alone
-            }
+        // The set holds two columns or more: the rounds settle a set of
+        // one (top-p's cut at the first round, min-p's and a mask's at
+        // the second, and neither gives up before).
+        if (top_p && less64(cut_at, kept)) {
+            let cut = select_at(cut_at, lid);
+            kept = add64(cut.before, cut.w);
+            let v = x[base + cut.i];
+            sel_bound = vec2<u32>(key(v), p.cols - 1u - cut.i);
+            sel_bounded = true;
         }
-        var token = top;
-        if (!one) {
-            let f = select_at(mulhi64(kept, draw), lid);
-            if (f.i != NONE) { token = f.i; }
-        }
+        let f = select_at(mulhi64(kept, draw), lid);
         if (lid == 0u) {
+            let token = select(top, f.i, f.i != NONE);
             result[row] = i32(token);
             state[2u * row] = token;
-            state[2u * row + 1u] += select(1u, 0u, one);
+            state[2u * row + 1u] += 1u;
         }
         return;
     }
