@@ -236,3 +236,46 @@ func sampleAgrees(dist, full []candidate, o SamplerOptions, draw float64, token 
 	}
 	return false
 }
+
+// TestSampleRefuses: what the sample kernel cannot draw is refused with an
+// error, not drawn wrong: a draw outside [0, 1), and rows wider than its
+// fixed-point sums hold (which the engine never sends: onDevice).
+func TestSampleRefuses(t *testing.T) {
+	dev := gputest.Open(t)
+	be, err := gpu.NewBackend(dev, 2)
+	if errors.Is(err, webgpu.ErrNoAdapter) {
+		gputest.NoDevice(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, tt := range []struct {
+		name string
+		cols int
+		draw float64
+		want string
+	}{
+		{"a draw of 1", 7, 1, "outside [0, 1)"},
+		{"a negative draw", 7, -0.5, "outside [0, 1)"},
+		{"a NaN draw", 7, math.NaN(), "outside [0, 1)"},
+		{"a row too wide", backend.MaxSampleColumns + 1, 0.5, "columns, at most"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := be.NewOutputTensor(1, tt.cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = be.SetSampling([]backend.SampleRow{{Temperature: 1, Draws: []float64{tt.draw}}})
+			if err == nil {
+				_, err = be.Sample(x, 1)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+	if (SamplerOptions{Temperature: 1}).onDevice(backend.MaxSampleColumns + 1) {
+		t.Errorf("a vocabulary of %d columns is drawn on the device", backend.MaxSampleColumns+1)
+	}
+}

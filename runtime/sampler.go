@@ -353,11 +353,11 @@ func (s *Sampler) skip(n int) {
 }
 
 // onDevice reports whether a backend's sample kernel can draw for these
-// options from a vocabulary of vocab: top-k is off (or covers the row) or
-// at most backend.MaxTopK. Greedy decoding without penalties is the
-// plain argmax, which needs no sampling.
+// options from a vocabulary of vocab (at most backend.MaxSampleColumns):
+// top-k is off (or covers the row) or at most backend.MaxTopK. Greedy
+// decoding without penalties is the plain argmax, which needs no sampling.
 func (o SamplerOptions) onDevice(vocab int) bool {
-	return !o.greedy() && (o.TopK == 0 || o.TopK >= vocab || o.TopK <= backend.MaxTopK)
+	return !o.greedy() && vocab <= backend.MaxSampleColumns && (o.TopK == 0 || o.TopK >= vocab || o.TopK <= backend.MaxTopK)
 }
 
 // historyPenalised reports whether the penalties depend on the tokens

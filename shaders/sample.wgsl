@@ -13,8 +13,9 @@
 // Radix selection (flat rows): where the set the CPU keeps runs past the
 // ranked candidates (top-k 0 and no cut among them; or top-p's cut past
 // them), the draw is found without sorting. Each weight is a 64-bit fixed
-// point integer (w * 2^45, truncated: w <= 1, and 2^18 columns sum below
-// 2^64), summed exactly with u32 atomics, so sums do not depend on order.
+// point integer (w * 2^45, truncated: w <= 1, and fewer than 2^19 columns,
+// backend.MaxSampleColumns, sum below 2^64), summed exactly with u32
+// atomics, so sums do not depend on order.
 // The draw lands on the first column, in the CPU's order (larger value
 // first, lower index among equals), at which the running weight passes
 // r * T (T the kept set's weight): radix selection over the 32-bit

@@ -22,6 +22,12 @@ type Sampling interface {
 	KeptDraws() []Drawn
 }
 
+// MaxSampleColumns bounds the rows a Sampling backend draws from: the GPU
+// sums weights of at most 1 as 64-bit fixed-point integers with 45
+// fraction bits (sample.wgsl), which 2^19 columns could overflow. Real
+// vocabularies stay below 2^18.
+const MaxSampleColumns = 1<<19 - 1
+
 // SampleRow is how one row draws: runtime.SamplerOptions less what the
 // host resolves (the seed, the history).
 type SampleRow struct {

@@ -124,6 +124,9 @@ func (b *Backend) recordSample(xs *Tensor, n int) {
 	case n > xs.rows:
 		b.fail(fmt.Errorf("gpu: sampling %d rows of a %d-row tensor", n, xs.rows))
 		return
+	case xs.cols > backend.MaxSampleColumns:
+		b.fail(fmt.Errorf("gpu: sampling rows of %d columns, at most %d", xs.cols, backend.MaxSampleColumns))
+		return
 	}
 	if s.npens > 0 {
 		b.record(penalizeOp, params{uint32(s.npens), uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: s.pens}}, uint32((s.npens+63)/64), 1, 1)
