@@ -8,11 +8,9 @@ import "github.com/tessera-llm/tessera/runtime/backend"
 // like greedy ones. The Sampler stays the reference and the source of
 // randomness: it hands the backend the next values of its PCG stream
 // (draws) and its penalties (penalties), and moves its stream past the
-// draws the device used (skip). Where the device's ranked candidates
-// cannot settle a draw (a tail: the draw or top-p's cut lies past the 256
-// largest logits), the host draws that row from its logits as it always
-// did, the same stream value included; in a chain the row's later steps are
-// dropped, and its next step is drawn on the host (Sampler.hostNext).
+// draws the device used (skip). The device settles every draw, a flat
+// row's past its 256 ranked candidates included (sample.wgsl's radix
+// selection), so no step reads a logits row back to draw.
 
 // deviceSampler is the backend's on-device sampling, or nil.
 func (e *Engine) deviceSampler() backend.Sampling {
@@ -24,7 +22,7 @@ func (e *Engine) deviceSampler() backend.Sampling {
 // that does not chain.
 func (e *Engine) drawsOnDevice(w work) bool {
 	s := w.s
-	return w.out && w.draft == nil && !s.req.Logprobs && !s.sampler.hostNext && s.sampler.opts.onDevice(e.model.Config.Vocab) && e.deviceSampler() != nil
+	return w.out && w.draft == nil && !s.req.Logprobs && s.sampler.opts.onDevice(e.model.Config.Vocab) && e.deviceSampler() != nil
 }
 
 // chainsSampled reports whether s, which samples, can decode in a chain:
@@ -32,7 +30,7 @@ func (e *Engine) drawsOnDevice(w work) bool {
 // chain generates.
 func (e *Engine) chainsSampled(s *sequence) bool {
 	o := s.sampler.opts
-	return e.deviceSampler() != nil && o.onDevice(e.model.Config.Vocab) && !o.historyPenalised() && !s.sampler.hostNext
+	return e.deviceSampler() != nil && o.onDevice(e.model.Config.Vocab) && !o.historyPenalised()
 }
 
 // sampleOnDevice draws the rows of plan that drawsOnDevice picks, in one

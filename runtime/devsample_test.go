@@ -10,7 +10,8 @@ import (
 // TestSampledWebGPUMatchesCPU: sampled decoding with a seed gives the CPU
 // sampler's tokens on WebGPU, whose kernels draw them (the CPU backend
 // samples on the host), for every sampling parameter, in single steps and
-// in chains of 4; sampled chains need few round trips.
+// in chains of 4; sampled chains need few round trips, and no step reads
+// a logits row back (a flat row's draw too is the device's).
 func TestSampledWebGPUMatchesCPU(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
 	c, err := runtime.Load(path, runtime.Options{Device: "cpu"})
@@ -29,7 +30,7 @@ func TestSampledWebGPUMatchesCPU(t *testing.T) {
 		{Temperature: 1.1, MinP: 0.05, LogitBias: map[int32]float32{13: 3, 260: -100}},
 		{Temperature: 0.7, TopK: 100, TopP: 0.95, MinP: 0.02},
 		{Temperature: 2},
-		{Temperature: 8}, // flat: draws past the 256 ranked candidates cut chains
+		{Temperature: 8}, // flat: draws past the 256 ranked candidates
 		{Temperature: 1, RepeatPenalty: 1.3, RepeatLastN: 32, FrequencyPenalty: 0.4, PresencePenalty: 0.2},
 		{RepeatPenalty: 1.5, RepeatLastN: 16}, // greedy after penalties
 	} {
@@ -38,7 +39,11 @@ func TestSampledWebGPUMatchesCPU(t *testing.T) {
 		want, _, _ := generate(t, c, req)
 		for name, g := range gpus {
 			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
+				read := g.Backend().Stats().ReadBytes
 				got, _, st := generate(t, g, req)
+				if b := float64(g.Backend().Stats().ReadBytes-read) / float64(st.Generated); b > 64 {
+					t.Errorf("options %+v: %.1f bytes read back a token, want at most 64 (one sequence)", o, b)
+				}
 				if !equal(got, want) {
 					t.Fatalf("options %+v:\nwebgpu %v\n   cpu %v", o, got, want)
 				}

@@ -94,10 +94,6 @@ type Sampler struct {
 	rng    *rand.Rand
 	cand   []candidate
 	prompt int // leading tokens of a history that are the prompt (for the OpenAI penalties)
-	// hostNext makes the next token drawn on the host: a chain's device
-	// draw fell in the tail, and the step that follows recomputes that
-	// position's logits (devsample.go).
-	hostNext bool
 }
 
 type candidate struct {
@@ -228,7 +224,12 @@ func dropMasked(c []candidate) []candidate {
 }
 
 // filter turns candidates sorted most likely first into probabilities:
-// softmax with temperature, then min-p and top-p, renormalised.
+// softmax with temperature, then min-p and top-p, renormalised. top-p's
+// running sum is float64, as every sum here: a float32 running sum's
+// rounding depends on the order it adds in, which a GPU reproducing the
+// cut past thousands of candidates (sample.wgsl's radix selection, which
+// sums exactly) cannot follow; in float64 the cut is the exact one but
+// where it lies within ~1e-12 of top-p.
 func (s *Sampler) filter(c []candidate) []candidate {
 	o := s.opts
 	mx := c[0].p
@@ -249,10 +250,10 @@ func (s *Sampler) filter(c []candidate) []candidate {
 		c = c[:n]
 	}
 	if o.TopP > 0 && o.TopP < 1 {
-		var cum float32
+		var cum float64
 		for i := range c {
-			cum += c[i].p
-			if cum >= o.TopP {
+			cum += float64(c[i].p)
+			if cum >= float64(o.TopP) {
 				c = c[:i+1]
 				break
 			}
@@ -352,11 +353,11 @@ func (s *Sampler) skip(n int) {
 }
 
 // onDevice reports whether a backend's sample kernel can draw for these
-// options from a vocabulary of vocab: top-k is off (or covers the row) or
-// at most backend.MaxTopK. Greedy decoding without penalties is the
-// plain argmax, which needs no sampling.
+// options from a vocabulary of vocab (at most backend.MaxSampleColumns):
+// top-k is off (or covers the row) or at most backend.MaxTopK. Greedy
+// decoding without penalties is the plain argmax, which needs no sampling.
 func (o SamplerOptions) onDevice(vocab int) bool {
-	return !o.greedy() && (o.TopK == 0 || o.TopK >= vocab || o.TopK <= backend.MaxTopK)
+	return !o.greedy() && vocab <= backend.MaxSampleColumns && (o.TopK == 0 || o.TopK >= vocab || o.TopK <= backend.MaxTopK)
 }
 
 // historyPenalised reports whether the penalties depend on the tokens

@@ -136,11 +136,8 @@ func (e *Engine) step() error {
 			rows[t] = w.token(t)
 		}
 		if chain > 1 && w.out { // the chain's later steps stored the tokens it picked
-			if t := results[j].tokens; len(t) > 0 {
-				rows = append(rows, t[:len(t)-1]...)
-			} else { // a sampled chain's tail at its first step: that row is fed again
-				rows = rows[:len(rows)-1]
-			}
+			t := results[j].tokens
+			rows = append(rows, t[:len(t)-1]...)
 		}
 		if results != nil && results[j].err != nil {
 			continue
@@ -249,8 +246,7 @@ func (e *Engine) chainLength(plan []work) int {
 // tokens are the previous step's argmax, or its draw on the device when a
 // sequence samples (devsample.go), kept on the device; one read-back at
 // the end brings every picked id. Tokens past a stop are dropped later by
-// accept, and their cache slots rolled back with the sequence; so are a
-// sampled row's tokens from its first tail on. The results are one per
+// accept, and their cache slots rolled back with the sequence. The results are one per
 // sequence of b (plan's works), empty for those whose prompt chunk did
 // not end in b.
 func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error) {
@@ -317,15 +313,11 @@ func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error)
 	}
 	results := make([]result, len(b.Tables))
 	for i, r := range b.Out {
-		seq, steps := b.Seq[r], n
+		seq := b.Seq[r]
 		if drawn != nil {
-			s := plan[seq].s.sampler
-			s.skip(drawn[i].Draws)
-			if drawn[i].Tail >= 0 {
-				steps, s.hostNext = drawn[i].Tail, true
-			}
+			plan[seq].s.sampler.skip(drawn[i].Draws)
 		}
-		for j := range steps {
+		for j := range n {
 			results[seq].tokens = append(results[seq].tokens, ids[j*outs+i])
 		}
 	}
@@ -667,9 +659,7 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		}
 		out += w.outputs()
 	}
-	// Rows drawn on the device: penalised there in place, so a tail row's
-	// logits read after it are penalised already.
-	readBefore := logits != nil
+	// Rows drawn on the device (penalised there in place).
 	drawn, onDevice, err := e.sampleOnDevice(plan, results)
 	if err != nil {
 		return nil, err
@@ -703,16 +693,7 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		case onDevice != nil && onDevice[j]:
 			d := drawn[out]
 			w.s.sampler.skip(d.Draws)
-			switch {
-			case d.Tail < 0:
-				results[j].tokens = []int32{d.Token}
-			case readBefore:
-				results[j].tokens = []int32{int32(w.s.sampler.Sample(row(j, out), w.s.tokens))}
-			default:
-				if err = needLogits(); err == nil {
-					results[j].tokens = []int32{int32(w.s.sampler.samplePenalised(row(j, out)))}
-				}
-			}
+			results[j].tokens = []int32{d.Token}
 		case o.greedy():
 			if err = needArgmax(); err == nil {
 				results[j].tokens = []int32{argmax[out]}
@@ -736,9 +717,6 @@ func (e *Engine) sample(plan []work, b backend.Batch) ([]result, error) {
 		}
 		if err != nil {
 			return nil, err
-		}
-		if w.out {
-			w.s.sampler.hostNext = false
 		}
 		out += w.outputs()
 	}

@@ -5,8 +5,7 @@ package backend
 // instead of the logits, and sampled steps chain like greedy ones. The
 // engine's Sampler stays the reference: it hands the backend the values
 // its own random stream would draw and each row's penalties as it would
-// apply them, and takes over a row whose draw lands past the candidates
-// the device ranks (a tail), from the whole row.
+// apply them; the backend settles every row's draw.
 type Sampling interface {
 	// SetSampling says how rows 0..len(rows)-1 of the following Sample
 	// or KeepSampled calls draw; it must precede them, and holds until
@@ -19,9 +18,15 @@ type Sampling interface {
 	// argmax: one step of a chain, each row drawing its next unused value.
 	KeepSampled(x Tensor, n int)
 	// KeptDraws is, after Kept of a chain whose steps were kept with
-	// KeepSampled, each row's draws used and first tail step.
+	// KeepSampled, each row's draws used.
 	KeptDraws() []Drawn
 }
+
+// MaxSampleColumns bounds the rows a Sampling backend draws from: the GPU
+// sums weights of at most 1 as 64-bit fixed-point integers with 45
+// fraction bits (sample.wgsl), which 2^19 columns could overflow. Real
+// vocabularies stay below 2^18.
+const MaxSampleColumns = 1<<19 - 1
 
 // SampleRow is how one row draws: runtime.SamplerOptions less what the
 // host resolves (the seed, the history).
@@ -51,9 +56,4 @@ type Drawn struct {
 	Token int32
 	// Draws is how many of the row's Draws the device used.
 	Draws int
-	// Tail is -1, or the first step (0 for Sample) whose draw landed past
-	// the ranked candidates: the row's token there is unknown, to be drawn
-	// by the host from the row's logits (as penalised), and later steps of
-	// the chain are void for the row.
-	Tail int
 }

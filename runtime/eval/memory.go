@@ -87,6 +87,12 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	rows, seqs := int64(b.MaxBatchTokens), int64(b.MaxSeqs)
 	e.Scratch = 4 * (rows*int64(4*c.Dim+2*c.FFN+2*c.Heads*c.HeadDim) + seqs*int64(c.Vocab))
 	e.Scratch += runtime.RecurrentStateBytes(c, b.MaxSeqs) // linear layers' states (Qwen3.5)
+	if device == "cpu" {
+		// The CPU's prompt attention puts a layer's f32 keys of the
+		// positions a step attends to in its kernel's transposed layout
+		// (cpu attendSpans): up to one layer's keys of the context.
+		e.Scratch += 4 * int64(context) * int64(c.KVHeads*c.HeadDim)
+	}
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
 }

@@ -22,6 +22,10 @@ func TestEstimateMemory(t *testing.T) {
 	if e.Weights != eng.WeightBytes() || e.Quant != "f32" || e.KV <= 0 || e.Total <= e.Weights || e.Largest <= 0 {
 		t.Errorf("estimate %+v, the engine holds %d bytes of weights", e, eng.WeightBytes())
 	}
+	c := eng.Model().Config
+	if keys := 4 * int64(e.Context*c.KVHeads*c.HeadDim); e.Scratch < keys {
+		t.Errorf("cpu scratch %d bytes: under the %d of a layer's transposed keys that prompt attention keeps", e.Scratch, keys)
+	}
 	i4, err := eval.EstimateMemory(eng.Model(), "int4", "webgpu", 64)
 	if err != nil || i4.Weights >= e.Weights/4 || i4.Context != 64 {
 		t.Errorf("int4 estimate %+v (%v): want under a quarter of f32's %d", i4, err, e.Weights)

@@ -696,10 +696,10 @@ func (b *Backend) Kept() ([]int32, error) {
 	size := int64(4 * b.kept * b.keptRows)
 	read := size
 	sampled := b.smp != nil && b.smp.chained
-	if sampled { // each row's draws and tail come with the ids
-		b.rec.Copy(b.smp.state, 0, b.history, size, int64(12*b.keptRows))
+	if sampled { // each row's draws used come with the ids
+		b.rec.Copy(b.smp.state, 0, b.history, size, int64(8*b.keptRows))
 		b.smp.chained = false
-		read += int64(12 * b.keptRows)
+		read += int64(8 * b.keptRows)
 	}
 	raw, err := b.flushRead(b.history, read)
 	if err != nil {
@@ -732,7 +732,7 @@ func (b *Backend) chainBuffers() error {
 		case &b.stageLoRA:
 			n *= 2 // 8 bytes a row
 		case &b.history:
-			n += int64(12 * max(b.maxRows, 4)) // a sampled chain's state (sampling.go)
+			n += int64(8 * max(b.maxRows, 4)) // a sampled chain's state (sampling.go)
 		}
 		if *p, err = b.buffer("chain", n, webgpu.CopySrc|webgpu.CopyDst); err != nil {
 			return err

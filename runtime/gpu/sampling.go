@@ -13,9 +13,10 @@ import (
 // row's penalties to the logits in place, and the sample kernel draws each
 // row's token with the values of the host sampler's own random stream.
 // What a row draws with is written once by SetSampling (a chain's steps
-// share it); the kernel counts each row's used draws and first tail in
-// state, which Sample reads back (12 bytes a row) and a chain's Kept
-// reads after the kept ids.
+// share it); the kernel counts each row's used draws in state, which
+// Sample reads back with the token (8 bytes a row) and a chain's Kept
+// reads after the kept ids. Every draw is settled on the device: a flat
+// row's draw past the ranked candidates by radix selection (sample.wgsl).
 
 var (
 	penalizeOp = op{kernel: "penalize", operands: []webgpu.Access{webgpu.ReadWrite, webgpu.ReadOnly}}
@@ -41,10 +42,10 @@ func (b *Backend) samplingBuffers() (*sampling, error) {
 	if s.cfg, err = b.buffer("sampling rows", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 		return nil, err
 	}
-	if s.draws, err = b.buffer("sampling draws", int64(4*backend.MaxChain*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
+	if s.draws, err = b.buffer("sampling draws", int64(8*backend.MaxChain*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
 		return nil, err
 	}
-	if s.state, err = b.buffer("sampling state", int64(12*b.maxRows), webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc); err != nil {
+	if s.state, err = b.buffer("sampling state", int64(8*b.maxRows), webgpu.Storage|webgpu.CopyDst|webgpu.CopySrc); err != nil {
 		return nil, err
 	}
 	b.smp = s
@@ -64,7 +65,7 @@ func (b *Backend) SetSampling(rows []backend.SampleRow) error {
 		return err
 	}
 	cfg := make([]byte, 16*len(rows))
-	draws := make([]byte, 4*backend.MaxChain*len(rows))
+	draws := make([]byte, 8*backend.MaxChain*len(rows))
 	var pens []byte
 	for i, r := range rows {
 		if r.TopK < 0 || !(r.Temperature >= 0) || len(r.Draws) > backend.MaxChain {
@@ -74,7 +75,13 @@ func (b *Backend) SetSampling(rows []backend.SampleRow) error {
 			binary.LittleEndian.PutUint32(cfg[16*i+4*j:], v)
 		}
 		for j, d := range r.Draws {
-			binary.LittleEndian.PutUint32(draws[4*(backend.MaxChain*i+j):], math.Float32bits(float32(d)))
+			if !(d >= 0 && d < 1) {
+				return fmt.Errorf("gpu: row %d draws %g, outside [0, 1)", i, d)
+			}
+			// d * 2^64 exactly (a PCG draw is k * 2^-53): the kernel's
+			// radix selection needs every bit, where an f32 would move a
+			// flat row's draw across a boundary a few times in a thousand.
+			binary.LittleEndian.PutUint64(draws[8*(backend.MaxChain*i+j):], uint64(d*(1<<64)))
 		}
 		for _, p := range r.Penalties {
 			if p.ID < 0 {
@@ -107,9 +114,8 @@ func (b *Backend) SetSampling(rows []backend.SampleRow) error {
 	return nil
 }
 
-// recordSample records the penalties and the draw of the first n rows of
-// x, step being the chain's step (0 outside chains).
-func (b *Backend) recordSample(xs *Tensor, n, step int) {
+// recordSample records the penalties and the draw of the first n rows of x.
+func (b *Backend) recordSample(xs *Tensor, n int) {
 	s := b.smp
 	switch {
 	case s == nil || n > s.rows:
@@ -118,23 +124,26 @@ func (b *Backend) recordSample(xs *Tensor, n, step int) {
 	case n > xs.rows:
 		b.fail(fmt.Errorf("gpu: sampling %d rows of a %d-row tensor", n, xs.rows))
 		return
+	case xs.cols > backend.MaxSampleColumns:
+		b.fail(fmt.Errorf("gpu: sampling rows of %d columns, at most %d", xs.cols, backend.MaxSampleColumns))
+		return
 	}
 	if s.npens > 0 {
 		b.record(penalizeOp, params{uint32(s.npens), uint32(xs.cols)}, []webgpu.Binding{{Buffer: xs.buf}, {Buffer: s.pens}}, uint32((s.npens+63)/64), 1, 1)
 	}
-	b.record(sampleOp, params{uint32(xs.cols), uint32(step), backend.MaxChain},
+	b.record(sampleOp, params{uint32(xs.cols), backend.MaxChain},
 		[]webgpu.Binding{{Buffer: xs.buf}, {Buffer: s.cfg}, {Buffer: s.draws}, {Buffer: b.result}, {Buffer: s.state}}, uint32(n), 1, 1)
 }
 
-// resetState zeroes every row's draw count and tail before a draw that
+// resetState zeroes every row's draw count before a draw that
 // starts afresh (Sample, a chain's first step). Nothing recorded and not
 // yet submitted reads the state then: the last draw was read back.
 func (b *Backend) resetState(n int) error {
-	return b.dev.Write(b.smp.state, 0, make([]byte, 12*n))
+	return b.dev.Write(b.smp.state, 0, make([]byte, 8*n))
 }
 
-// Sample draws the first n rows of x and reads back each row's token, its
-// draws used and whether it was a tail: 12 bytes a row.
+// Sample draws the first n rows of x and reads back each row's token and
+// its draws used: 8 bytes a row.
 func (b *Backend) Sample(x backend.Tensor, n int) ([]backend.Drawn, error) {
 	xs := x.(*Tensor)
 	if b.smp == nil || n > b.smp.rows || n > b.maxRows {
@@ -143,8 +152,8 @@ func (b *Backend) Sample(x backend.Tensor, n int) ([]backend.Drawn, error) {
 	if err := b.resetState(n); err != nil {
 		return nil, err
 	}
-	b.recordSample(xs, n, 0)
-	raw, err := b.flushRead(b.smp.state, int64(12*n))
+	b.recordSample(xs, n)
+	raw, err := b.flushRead(b.smp.state, int64(8*n))
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +164,8 @@ func (b *Backend) Sample(x backend.Tensor, n int) ([]backend.Drawn, error) {
 func drawn(raw []byte, n int) []backend.Drawn {
 	out := make([]backend.Drawn, n)
 	for i := range out {
-		w := func(j int) uint32 { return binary.LittleEndian.Uint32(raw[4*(3*i+j):]) }
-		out[i] = backend.Drawn{Token: int32(w(0)), Draws: int(w(1)), Tail: int(w(2)) - 1}
+		w := func(j int) uint32 { return binary.LittleEndian.Uint32(raw[4*(2*i+j):]) }
+		out[i] = backend.Drawn{Token: int32(w(0)), Draws: int(w(1))}
 	}
 	return out
 }
@@ -183,7 +192,7 @@ func (b *Backend) KeepSampled(x backend.Tensor, n int) {
 		}
 	}
 	b.smp.chained = true
-	b.recordSample(xs, n, b.kept)
+	b.recordSample(xs, n)
 	b.keepResult(n)
 }
 
