@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tessera-llm/tessera/models/chat"
@@ -62,24 +61,32 @@ func generate(t testing.TB, eng *runtime.Engine, req runtime.Request) ([]int32, 
 	return ids, text.String(), st
 }
 
-// generateAll runs reqs at once on eng, each from its own goroutine (the
-// batched path), and returns each one's tokens and error; errors are
-// returned, not raised, since t.Fatal belongs to the test's goroutine.
+// generateAll runs reqs at once on eng (the batched path) and returns each
+// one's tokens and error. Every request is queued (Engine.Start) before any
+// stream is read, so they are all in the scheduler within microseconds of
+// the first: on a loaded machine, a goroutine a request could reach the
+// engine after the first requests had finished, and a test of requests
+// together (or of a flood that must preempt) then saw them one at a time.
+// Errors are returned, not raised: the caller decides what may fail.
 func generateAll(eng *runtime.Engine, reqs []runtime.Request) ([][]int32, []error) {
 	got := make([][]int32, len(reqs))
 	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
+	streams := make([]*runtime.Stream, len(reqs))
 	for i, req := range reqs {
-		wg.Go(func() {
-			_, errs[i] = eng.Generate(context.Background(), req, func(tok runtime.Token) error {
-				if tok.ID >= 0 {
-					got[i] = append(got[i], tok.ID)
-				}
-				return nil
-			})
-		})
+		streams[i], errs[i] = eng.Start(context.Background(), req)
 	}
-	wg.Wait()
+	for i, st := range streams {
+		if st == nil {
+			continue
+		}
+		for tok, err := range st.Tokens() {
+			if err != nil {
+				errs[i] = err
+			} else if tok.ID >= 0 {
+				got[i] = append(got[i], tok.ID)
+			}
+		}
+	}
 	return got, errs
 }
 
