@@ -246,9 +246,9 @@ func (e *Engine) chainLength(plan []work) int {
 // tokens are the previous step's argmax, or its draw on the device when a
 // sequence samples (devsample.go), kept on the device; one read-back at
 // the end brings every picked id. Tokens past a stop are dropped later by
-// accept, and their cache slots rolled back with the sequence. The results are one per
-// sequence of b (plan's works), empty for those whose prompt chunk did
-// not end in b.
+// accept, and their cache slots rolled back with the sequence. The results
+// are one per sequence of b (plan's works), empty for those whose prompt
+// chunk did not end in b.
 func (e *Engine) runChain(plan []work, b backend.Batch, n int) ([]result, error) {
 	outs := len(b.Out)
 	ds := e.deviceSampler()
