@@ -110,23 +110,33 @@ func TestQueueFull(t *testing.T) {
 }
 
 // TestDisconnect: a client that goes away mid-stream has its sequence
-// cancelled and its KV blocks freed.
+// cancelled and its KV blocks freed. stories260K writes its whole context
+// in tens of milliseconds and the engine never waits for a reader, so on
+// a loaded machine a stream can end before the client has read three
+// events: such an attempt tests nothing and is tried again (5 at most).
 func TestDisconnect(t *testing.T) {
 	eng := cpuEngine(t)
 	_, url := serve(t, eng, server.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
 	c := client(url)
-	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
-		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
-		MaxTokens: openai.Int(2000), Temperature: openai.Float(0)})
-	for i := 0; i < 3 && stream.Next(); i++ {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
+			MaxTokens: openai.Int(2000), Temperature: openai.Float(0)})
+		for i := 0; i < 3 && stream.Next(); i++ {
+		}
+		m := eng.Metrics()
+		mid := m.Running == 1 && m.KV.Used != 0
+		cancel()
+		stream.Close()
+		eventually(t, "after the disconnect", func() string { return busy(eng) })
+		if mid {
+			return
+		}
+		if attempt == 5 {
+			t.Fatalf("mid-stream in none of %d attempts: %d running, %d blocks used", attempt, m.Running, m.KV.Used)
+		}
 	}
-	if m := eng.Metrics(); m.Running != 1 || m.KV.Used == 0 {
-		t.Fatalf("mid-stream: %d running, %d blocks used", m.Running, m.KV.Used)
-	}
-	cancel()
-	stream.Close()
-	eventually(t, "after the disconnect", func() string { return busy(eng) })
 }
 
 // eventually fails the test if check still reports a problem after 10 s.
