@@ -139,6 +139,19 @@ func TestDisconnect(t *testing.T) {
 	}
 }
 
+// seenRunning waits until eng runs a sequence (true) or the request
+// whose status done receives has ended first (false).
+func seenRunning(eng *runtime.Engine, done <-chan int) bool {
+	for eng.Metrics().Running == 0 {
+		select {
+		case <-done:
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
+}
+
 // eventually fails the test if check still reports a problem after 10 s.
 func eventually(t *testing.T, when string, check func() string) {
 	t.Helper()
@@ -289,14 +302,22 @@ func TestHealthAndDrain(t *testing.T) {
 	if code, _ := get(t, ts+"/health"); code != 200 {
 		t.Errorf("ready: %d", code)
 	}
-	// A running request outlives the start of the drain and completes.
-	done := make(chan int)
-	go func() {
-		code, _, _ := post(t, ts+"/v1/completions", map[string]any{"prompt": "a", "max_tokens": 400, "ignore_eos": true})
-		done <- code
-	}()
-	for eng.Metrics().Running == 0 {
-		time.Sleep(time.Millisecond)
+	// A running request outlives the start of the drain and completes. It
+	// runs for tens of milliseconds: where it ended before this goroutine
+	// saw it running (a loaded machine), it is sent again (5 at most).
+	var done chan int
+	for attempt := 1; ; attempt++ {
+		done = make(chan int, 1)
+		go func() {
+			code, _, _ := post(t, ts+"/v1/completions", map[string]any{"prompt": "a", "max_tokens": 400, "ignore_eos": true})
+			done <- code
+		}()
+		if seenRunning(eng, done) {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("the request ended before it was seen running, %d times", attempt)
+		}
 	}
 	drained := make(chan error)
 	go func() { drained <- s.Drain(context.Background()) }()
