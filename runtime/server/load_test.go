@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/tessera-llm/tessera/models/chat"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -110,32 +114,47 @@ func TestQueueFull(t *testing.T) {
 }
 
 // TestDisconnect: a client that goes away mid-stream has its sequence
-// cancelled and its KV blocks freed. stories260K writes its whole context
-// in tens of milliseconds and the engine never waits for a reader, so on
-// a loaded machine a stream can end before the client has read three
-// events: such an attempt tests nothing and is tried again (5 at most).
+// cancelled and its KV blocks freed. The model is a synthetic tiny Llama
+// 3 with a context of 16,384 tokens, so that a request of 16,000 tokens
+// runs for seconds: stories260K writes its whole 512-token context in
+// tens of milliseconds, and the engine never waits for a reader, so on a
+// loaded machine its stream could end before the client read three events.
 func TestDisconnect(t *testing.T) {
-	eng := cpuEngine(t)
+	sh, err := synth.Lookup("tiny-llama3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.Config.Context = 16384
+	path := filepath.Join(t.TempDir(), "tiny-llama3.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, sh, dtype.F32, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: sh.Config.Context})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
 	_, url := serve(t, eng, server.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
 	c := client(url)
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithCancel(context.Background())
-		stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
-			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
-			MaxTokens: openai.Int(2000), Temperature: openai.Float(0)})
-		for i := 0; i < 3 && stream.Next(); i++ {
-		}
-		m := eng.Metrics()
-		mid := m.Running == 1 && m.KV.Used != 0
-		cancel()
-		stream.Close()
-		eventually(t, "after the disconnect", func() string { return busy(eng) })
-		if mid {
-			return
-		}
-		if attempt == 5 {
-			t.Fatalf("mid-stream in none of %d attempts: %d running, %d blocks used", attempt, m.Running, m.KV.Used)
-		}
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
+		MaxTokens: openai.Int(16000), Temperature: openai.Float(0)}, option.WithJSONSet("ignore_eos", true))
+	for i := 0; i < 3 && stream.Next(); i++ {
+	}
+	if m := eng.Metrics(); m.Running != 1 || m.KV.Used == 0 {
+		t.Fatalf("mid-stream: %d running, %d blocks used (%v)", m.Running, m.KV.Used, stream.Err())
+	}
+	cancel()
+	stream.Close()
+	eventually(t, "after the disconnect", func() string { return busy(eng) })
+	if n := eng.Steps(); n >= 8000 { // a step a token: the sequence was not cut short
+		t.Errorf("%d steps for a request of 16,000 tokens that disconnected after three", n)
 	}
 }
 
