@@ -8,14 +8,10 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/tessera-llm/tessera/models/dtype"
-	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -25,20 +21,7 @@ func embedders(t *testing.T) (emb, ranker *runtime.Embedder) {
 	t.Helper()
 	var out []*runtime.Embedder
 	for _, shape := range []string{"tiny-bert", "tiny-reranker"} {
-		s, err := synth.Lookup(shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), shape+".gguf")
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := synth.Write(f, s, dtype.F32, 5); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		e, err := runtime.LoadEmbedder(path, runtime.Options{Device: "cpu"})
+		e, err := runtime.LoadEmbedder(synthModel(t, shape, 0), runtime.Options{Device: "cpu"})
 		if err != nil {
 			t.Fatal(err)
 		}

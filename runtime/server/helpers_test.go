@@ -15,6 +15,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/tessera-llm/tessera/models/dtype"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/gpu/gputest"
 	"github.com/tessera-llm/tessera/runtime/gpu/webgpu"
@@ -64,6 +66,33 @@ func cpuEngine(t *testing.T) *runtime.Engine {
 	}
 	t.Cleanup(func() { eng.Close() })
 	return eng
+}
+
+// synthModel writes the synthetic model of shape (f32, seed 5) to a file
+// of the test's and returns its path; context > 0 replaces the shape's
+// context length.
+func synthModel(t *testing.T, shape string, context int) string {
+	t.Helper()
+	sh, err := synth.Lookup(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if context > 0 {
+		sh.Config.Context = context
+	}
+	path := filepath.Join(t.TempDir(), shape+".gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = synth.Write(f, sh, dtype.F32, 5)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // serve starts a listening server on 127.0.0.1 with eng as modelName.

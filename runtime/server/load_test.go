@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +15,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/tessera-llm/tessera/models/chat"
-	"github.com/tessera-llm/tessera/models/dtype"
-	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/server"
 )
@@ -120,21 +116,8 @@ func TestQueueFull(t *testing.T) {
 // tens of milliseconds, and the engine never waits for a reader, so on a
 // loaded machine its stream could end before the client read three events.
 func TestDisconnect(t *testing.T) {
-	sh, err := synth.Lookup("tiny-llama3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh.Config.Context = 16384
-	path := filepath.Join(t.TempDir(), "tiny-llama3.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := synth.Write(f, sh, dtype.F32, 1); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Context: sh.Config.Context})
+	const ctxLen = 16384
+	eng, err := runtime.Load(synthModel(t, "tiny-llama3", ctxLen), runtime.Options{Device: "cpu", Context: ctxLen})
 	if err != nil {
 		t.Fatal(err)
 	}
