@@ -56,12 +56,22 @@ type summary struct {
 	pkgOut   map[string][]string
 	finished []result
 	pkgs     map[string]string // package → pass, fail or skip
+
+	failedPkgs []failedPkg // in the order they failed, repeated at the end
+}
+
+// failedPkg is a package that failed, with its own output (a panic's, a
+// timeout's), for the summary at the end.
+type failedPkg struct {
+	pkg    string
+	output []string
 }
 
 type result struct {
 	key
 	action  string
 	elapsed float64
+	output  []string // a failure's output, repeated at the end
 }
 
 func main() {
@@ -208,7 +218,11 @@ func (s *summary) handle(e event) {
 	case "pass", "fail", "skip":
 		delete(s.running, k)
 		delete(s.paused, k)
-		s.finished = append(s.finished, result{k, e.Action, e.Elapsed})
+		r := result{key: k, action: e.Action, elapsed: e.Elapsed}
+		if e.Action == "fail" {
+			r.output = s.output[k]
+		}
+		s.finished = append(s.finished, r)
 		d := time.Duration(e.Elapsed * float64(time.Second))
 		switch {
 		case e.Action == "fail":
@@ -253,6 +267,14 @@ func (s *summary) handlePackage(e event) {
 			delete(s.paused, k)
 			delete(s.output, k)
 		}
+		for k := range s.running { // started, said nothing, never ended
+			if k.pkg == e.Package {
+				fmt.Fprintf(s.out, "--- (unfinished) %s %s\n", s.short(k.pkg), k.test)
+				delete(s.running, k)
+				delete(s.paused, k)
+			}
+		}
+		s.failedPkgs = append(s.failedPkgs, failedPkg{e.Package, s.pkgOut[e.Package]})
 		fmt.Fprintf(s.out, "FAIL %s %.1fs\n", s.short(e.Package), e.Elapsed)
 		delete(s.pkgOut, e.Package)
 	}
@@ -301,6 +323,44 @@ func (s *summary) failed() int {
 	return n
 }
 
+// failureTail is how many lines of each failure the summary repeats.
+const failureTail = 40
+
+// failures repeats, after everything else, which tests and packages
+// failed and the end of what they printed: CI's log may keep only its
+// last part, and a failure printed minutes earlier would be lost there.
+func (s *summary) failures() {
+	tail := func(lines []string) {
+		if len(lines) > failureTail {
+			fmt.Fprintf(s.out, "    ... (%d lines above)\n", len(lines)-failureTail)
+			lines = lines[len(lines)-failureTail:]
+		}
+		for _, l := range lines {
+			io.WriteString(s.out, "    "+l)
+		}
+	}
+	var any bool
+	for _, r := range s.finished {
+		if r.action != "fail" {
+			continue
+		}
+		if !any {
+			fmt.Fprintln(s.out, "\nfailures, again:")
+			any = true
+		}
+		fmt.Fprintf(s.out, "--- FAIL %s %s (%.1fs)\n", s.short(r.pkg), r.test, r.elapsed)
+		tail(r.output)
+	}
+	for _, p := range s.failedPkgs {
+		if !any {
+			fmt.Fprintln(s.out, "\nfailures, again:")
+			any = true
+		}
+		fmt.Fprintf(s.out, "FAIL %s\n", s.short(p.pkg))
+		tail(p.output)
+	}
+}
+
 func (s *summary) final(top int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -312,6 +372,7 @@ func (s *summary) final(top int) {
 	for _, v := range s.pkgs {
 		pk[v]++
 	}
+	s.failures()
 	fmt.Fprintf(s.out, "\ntests: %d passed, %d failed, %d skipped (top-level) in %d packages (%d failed), %s\n",
 		count["pass"], count["fail"], count["skip"], pk["pass"]+pk["fail"], pk["fail"], time.Since(s.started).Round(time.Second))
 	if top <= 0 || len(s.finished) == 0 {
