@@ -377,13 +377,33 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %g (present %v)", g, v, ok)
 		}
 	}
-	// While a request runs, the gauges say so.
+}
+
+// TestMetricsDuringRequest: while a request runs, /metrics says one
+// request is running and the KV cache is in use. The model is the
+// synthetic tiny Llama 3 of TestDisconnect, whose 16,000-token request
+// runs for seconds: stories260K ends its story (or fills its 512-token
+// context) in tens of milliseconds, on a loaded machine before the
+// scrape.
+func TestMetricsDuringRequest(t *testing.T) {
+	const ctxLen = 16384
+	eng, err := runtime.Load(synthModel(t, "tiny-llama3", ctxLen), runtime.Options{Device: "cpu", Context: ctxLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	_, url := serve(t, eng, server.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := client(url)
 	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
-		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])}, MaxTokens: openai.Int(2000)})
-	stream.Next()
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
+		MaxTokens: openai.Int(16000), Temperature: openai.Float(0)}, option.WithJSONSet("ignore_eos", true))
+	defer stream.Close()
+	if !stream.Next() {
+		t.Fatalf("the stream ended at once: %v", stream.Err())
+	}
+	lbl := `{model_name="stories260K"}`
 	during := scrape(t, url)
 	if during["vllm:num_requests_running"+lbl] != 1 || during["vllm:kv_cache_usage_perc"+lbl] <= 0 {
 		t.Errorf("during a request: running %g, KV %g", during["vllm:num_requests_running"+lbl], during["vllm:kv_cache_usage_perc"+lbl])
