@@ -81,3 +81,9 @@ func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int)
 
 //go:noescape
 func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int)
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+//go:noescape
+func findAVX2(x *float32, n int, v float32) int

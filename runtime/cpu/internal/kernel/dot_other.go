@@ -89,3 +89,7 @@ func axpyRows4AVX512(dst, a *[4]*float32, x *float32, rows, stride, n int) {
 func dotF16TileAVX512(w *uint16, x *float32, nb, k, xstride, m int, out *float32, stride int) {
 	panic("kernel: no AVX-512 kernels in this build")
 }
+
+func maxAVX2(x *float32, n int) float32 { panic("kernel: no AVX2 kernels in this build") }
+
+func findAVX2(x *float32, n int, v float32) int { panic("kernel: no AVX2 kernels in this build") }
