@@ -36,7 +36,7 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		defer eng.Close()
 		o := eval.BenchOptions{PromptTokens: *prompt, GenTokens: *gen, Concurrency: *conc, Adapters: mf.requestAdapters()}
-		r, err := eval.Bench(ctx, eng, o)
+		r, err := eval.Bench(ctx, eng, o) // unprofiled: pb times its decode steps whole
 		if err != nil {
 			return err
 		}
@@ -49,8 +49,8 @@ func setupProfile(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		ops, steps := pb.Ops()
-		var step time.Duration
-		if r.PerSeqDecodeTPS > 0 {
+		step := pb.StepTime()
+		if step == 0 && r.PerSeqDecodeTPS > 0 {
 			step = time.Duration(float64(time.Second) / r.PerSeqDecodeTPS)
 		}
 		fmt.Fprintf(e.stdout, "device            %s\n", r.Device)

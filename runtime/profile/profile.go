@@ -54,6 +54,14 @@ type Backend struct {
 	head   bool // the step's layers are done: the output rows and head follow
 	probe  backend.Tensor
 	err    error
+
+	// The decode steps of Rows rows while not On, each from its Begin to
+	// the next where that is one too: what such a step costs unprofiled,
+	// the engine's host work between steps included (StepTime).
+	begun     time.Time // the current step's Begin
+	untimed   bool      // the current step is one of them
+	stepTotal time.Duration
+	stepCount int
 }
 
 // New wraps inner.
@@ -67,6 +75,23 @@ func (b *Backend) Ops() ([]Op, int) { return b.ops, b.steps }
 
 // Reset forgets the ops timed so far.
 func (b *Backend) Reset() { b.ops, b.steps = nil, 0 }
+
+// StepTime is the mean wall time of the decode steps of Rows rows seen
+// while not On, each from its Begin to the next step's where that is
+// one too (the last of a run may be followed by anything, an idle
+// engine included), or 0 for none: a
+// step's time unprofiled, against which the ops' sum is set. It is the
+// mean, not the median, because chained GPU steps are recorded in quick
+// succession and the last of a chain waits for them all. A batched
+// decode step must be timed so: a sequence's own decode rate, the
+// bench's figure, also counts the prompt steps of the others that
+// arrive while it decodes.
+func (b *Backend) StepTime() time.Duration {
+	if b.stepCount == 0 {
+		return 0
+	}
+	return b.stepTotal / time.Duration(b.stepCount)
+}
 
 // Err reports the first failure of a read back that timing needed.
 func (b *Backend) Err() error { return b.err }
@@ -82,7 +107,14 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 }
 
 func (b *Backend) start(batch backend.Batch) {
-	b.timing = b.On && batch.Len() == max(b.Rows, 1) && decodeStep(batch)
+	now := time.Now()
+	decode := batch.Len() == max(b.Rows, 1) && decodeStep(batch)
+	if b.untimed && decode && !b.On { // one of two such steps in a row: not a gap between runs
+		b.stepTotal += now.Sub(b.begun)
+		b.stepCount++
+	}
+	b.timing = b.On && decode
+	b.untimed, b.begun = !b.On && decode, now
 	b.layer, b.adds, b.head = -1, 0, false
 	if b.timing {
 		b.steps++

@@ -110,3 +110,38 @@ func TestProfileMoE(t *testing.T) {
 		t.Errorf("experts read %d bytes a token, want %d (%d of %d experts)", b, want, m.Used, m.Experts)
 	}
 }
+
+// TestStepTime: the decode steps of Rows rows run unprofiled are timed
+// whole (a batched decode step's time, which the bench's per-sequence
+// rate cannot give), and those run while On are not.
+func TestStepTime(t *testing.T) {
+	pb := profile.New(nil)
+	e, err := runtime.Load("../../../shared/models/stories260K.gguf", runtime.Options{Device: "cpu",
+		Wrap: func(be backend.Backend) backend.Backend { pb.Backend = be; return pb }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	pb.Rows = 3
+	if pb.StepTime() != 0 {
+		t.Fatalf("a step time %v before any step", pb.StepTime())
+	}
+	o := eval.BenchOptions{PromptTokens: 8, GenTokens: 8, Concurrency: 3}
+	if _, err := eval.Bench(context.Background(), e, o); err != nil {
+		t.Fatal(err)
+	}
+	step := pb.StepTime()
+	if step <= 0 {
+		t.Fatal("no decode step of three rows timed unprofiled")
+	}
+	pb.On = true
+	if _, err := eval.Bench(context.Background(), e, o); err != nil {
+		t.Fatal(err)
+	}
+	if _, steps := pb.Ops(); steps == 0 {
+		t.Fatal("no decode step of three rows profiled")
+	}
+	if pb.StepTime() != step {
+		t.Errorf("step time %v after a profiled run, %v before: profiled steps were counted", pb.StepTime(), step)
+	}
+}

@@ -15,7 +15,8 @@ type Report struct {
 	Kinds  []Share
 	Layers []Share
 	Total  time.Duration // the sum of the ops' times, per token
-	// Step is a token's time unprofiled (1 / decode tok/s), and Outside
+	// Step is a decode step's time unprofiled (Backend.StepTime, or else
+	// 1 / decode tok/s), and Outside
 	// the share of it not spent in ops: 1 - Total/Step, or 0 when timing
 	// each op alone costs more than the step (the syncs' own overhead).
 	Step    time.Duration
@@ -96,7 +97,7 @@ func Summarize(ops []Op, steps int, step time.Duration, copyGBps float64) Report
 // Print writes the report as tables.
 func (r Report) Print(w io.Writer) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	fmt.Fprintf(w, "decode token      %.3f ms unprofiled; ops timed one by one add up to %.3f ms (%d steps)\n", ms(r.Step), ms(r.Total), r.Steps)
+	fmt.Fprintf(w, "decode step       %.3f ms unprofiled; ops timed one by one add up to %.3f ms (%d steps)\n", ms(r.Step), ms(r.Total), r.Steps)
 	if r.Total < r.Step {
 		fmt.Fprintf(w, "outside kernels   %.0f%% of the step\n", 100*r.Outside)
 	} else {
