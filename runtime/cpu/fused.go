@@ -202,11 +202,8 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 				blocksRows(dsts[i].Data, q, tss[i], w, a, c)
 				if sum != nil {
 					n := rows[i]
-					for r := range m {
-						d, s := sum.Data[r*n+a:r*n+c], dsts[i].Data[r*n+a:r*n+c]
-						for j := range d {
-							d[j] += s[j]
-						}
+					for r := range m { // += 1·s: the plain sum's bits, in vectors
+						kernel.Axpy(sum.Data[r*n+a:r*n+c], 1, dsts[i].Data[r*n+a:r*n+c])
 					}
 				}
 			}
