@@ -53,6 +53,9 @@ func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int)
 func expShiftAVX2(x *float32, m float32, n int)
 
 //go:noescape
+func expShiftAVX512(x *float32, m float32, n int)
+
+//go:noescape
 func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int)
 
 //go:noescape

@@ -50,6 +50,8 @@ func axpyRowsAVX2(dst, a, x *float32, rows, stride, n int) {
 
 func expShiftAVX2(x *float32, m float32, n int) { panic("kernel: no AVX2 kernels in this build") }
 
+func expShiftAVX512(x *float32, m float32, n int) { panic("kernel: no AVX-512 kernels in this build") }
+
 func axpyRows2AVX2(dst0, dst1, a0, a1, x *float32, rows, stride, n int) {
 	panic("kernel: no AVX2 kernels in this build")
 }

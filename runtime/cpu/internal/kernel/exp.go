@@ -40,17 +40,24 @@ func Expf(x float32) float32 {
 	return e * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
-// ExpShift sets x[i] to Expf(x[i] − m): a softmax's weights, eight at a
-// time where the CPU has vectors, the same bits on every path.
+// ExpShift sets x[i] to Expf(x[i] − m): a softmax's weights and SiLU's
+// exps, sixteen or eight at a time where the CPU has vectors, the same
+// bits on every path. (SiLU's were 1.6% of a served 32-stream run's CPU
+// on eight AVX2 lanes.)
 func ExpShift(x []float32, m float32) {
+	done := 0
+	if n := len(x) &^ 15; n > 0 && hasAVX512 {
+		expShiftAVX512(&x[0], m, n)
+		done = n
+	}
 	n := len(x) &^ (Lanes - 1)
 	switch {
-	case n > 0 && hasAVX2:
-		expShiftAVX2(&x[0], m, n)
-	case n > 0 && hasNEON:
-		expShiftNEON(&x[0], m, n)
+	case n > done && hasAVX2:
+		expShiftAVX2(&x[done], m, n-done)
+	case n > done && hasNEON:
+		expShiftNEON(&x[done], m, n-done)
 	default:
-		n = 0
+		n = done
 	}
 	for i := n; i < len(x); i++ {
 		x[i] = Expf(x[i] - m)

@@ -134,3 +134,87 @@ fold:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func expShiftAVX512(x *float32, m float32, n int)
+// expShiftAVX2's steps on sixteen lanes (n a multiple of 16), each the
+// same single-rounded operation, so every lane has Expf's bits; the
+// blends are masked moves and the exponent's adjustment a masked add.
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Z15
+	MOVQ         n+16(FP), CX
+	SHRQ         $4, CX
+	VBROADCASTSS expc<>+0(SB), Z14
+	VBROADCASTSS expc<>+4(SB), Z13
+	VBROADCASTSS expc<>+8(SB), Z12
+	VBROADCASTSS expc<>+32(SB), Z11
+	VBROADCASTSS expc<>+36(SB), Z10
+	VBROADCASTSS expc<>+40(SB), Z9
+	VPBROADCASTD expc<>+44(SB), Z8
+	VBROADCASTSS expc<>+12(SB), Z16
+	VBROADCASTSS expc<>+16(SB), Z17
+	VBROADCASTSS expc<>+20(SB), Z18
+	VBROADCASTSS expc<>+24(SB), Z19
+	VBROADCASTSS expc<>+28(SB), Z20
+	VBROADCASTSS expc<>+48(SB), Z21
+	VBROADCASTSS expc<>+52(SB), Z22
+	VBROADCASTSS expc<>+56(SB), Z23
+	VPXORD       Z24, Z24, Z24           // 0
+	VPTERNLOGD   $0xff, Z25, Z25, Z25    // -1 in every lane
+
+sixteen:
+	VMOVUPS (DI), Z0
+	VSUBPS  Z15, Z0, Z0 // x = x - m
+
+	// k = float32(int32(t + copysign(0.5, t))), t = x·log2e
+	VMULPS     Z14, Z0, Z1
+	VPANDD     Z9, Z1, Z2
+	VPORD      Z11, Z2, Z2
+	VADDPS     Z2, Z1, Z1
+	VCVTTPS2DQ Z1, Z1
+	VCVTDQ2PS  Z1, Z2
+
+	// r = (x - k·ln2hi) - k·ln2lo
+	VMULPS Z13, Z2, Z3
+	VSUBPS Z3, Z0, Z3
+	VMULPS Z12, Z2, Z4
+	VSUBPS Z4, Z3, Z3
+
+	// p, then e = ((p·r)·r + r) + 1
+	VMULPS Z3, Z16, Z4
+	VADDPS Z17, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VADDPS Z18, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VADDPS Z19, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VADDPS Z20, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VADDPS Z11, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VMULPS Z3, Z4, Z4
+	VADDPS Z3, Z4, Z4
+	VADDPS Z10, Z4, Z4
+
+	// k > 127: (e+e)·2^(k-1); otherwise e·2^k
+	VPCMPGTD Z8, Z1, K1
+	VADDPS   Z4, Z4, K1, Z4
+	VPADDD   Z8, Z1, Z1
+	VPADDD   Z25, Z1, K1, Z1
+	VPSLLD   $23, Z1, Z1
+	VMULPS   Z1, Z4, Z4
+
+	// x > 88.72283: +Inf; x < -87.33654: 0; NaN: x
+	VCMPPS  $0x1e, Z21, Z0, K2 // x > hi, ordered
+	VMOVAPS Z23, K2, Z4
+	VCMPPS  $0x11, Z22, Z0, K2 // x < lo, ordered
+	VMOVAPS Z24, K2, Z4
+	VCMPPS  $0x03, Z0, Z0, K2  // unordered: x is NaN
+	VMOVAPS Z0, K2, Z4
+
+	VMOVUPS Z4, (DI)
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     sixteen
+	VZEROUPPER
+	RET
