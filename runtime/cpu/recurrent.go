@@ -324,10 +324,7 @@ func deltaHead(h int, out, qkv, gates, decay, state []float32, dn backend.DeltaN
 
 // L2Scale is 1/max(‖x‖, eps): ggml_l2_norm's factor.
 func L2Scale(x []float32, eps float32) float32 {
-	var ss float32
-	for _, v := range x {
-		ss += float32(v * v)
-	}
+	ss := kernel.DotF32(x, x) // RMSNorm's sum of squares
 	return 1 / max(float32(math.Sqrt(float64(ss))), eps)
 }
 
