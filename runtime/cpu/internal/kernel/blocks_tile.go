@@ -87,13 +87,14 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 			}
 			copy(t.Data[base+r*n:base+(r+1)*n], x.Codes[p*tileCodes:])
 			d := t.Data[base+TileRows*n+r*tileD : base+TileRows*n+(r+1)*tileD]
-			for l := range 16 {
-				var v float32
-				if g := 2*p + l/8; g < G {
-					v = x.DS[2*g]
+			var u [2]uint32 // the pair's two ds, as bits (0 past the last group)
+			for h := range u {
+				if g := 2*p + h; g < G {
+					u[h] = math.Float32bits(x.DS[2*g])
 				}
-				u := math.Float32bits(v)
-				d[2*l], d[2*l+1] = int16(uint16(u)), int16(uint16(u>>16))
+			}
+			for l := range 16 {
+				d[2*l], d[2*l+1] = int16(uint16(u[l/8])), int16(uint16(u[l/8]>>16))
 			}
 		}
 		for c := range chunks {
