@@ -411,6 +411,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		var firstAt, endAt time.Time
 		var decoded, generated int
 		var ttft, perSeq float64
+		times := make([][]time.Time, 0, n) // each sequence's tokens' times
 		for _, s := range streams {
 			<-s.Done()
 			if err := s.Err(); err != nil {
@@ -425,6 +426,11 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 			if end.After(endAt) {
 				endAt = end
 			}
+			var ts []time.Time
+			for tok, ok := s.Next(); ok; tok, ok = s.Next() { // queued, unread till now
+				ts = append(ts, tok.Time)
+			}
+			times = append(times, ts)
 			decoded += st.Generated - 1
 			generated += st.Generated
 			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
@@ -441,7 +447,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		res.TTFTms = ttft
 		res.PerSeqDecodeTPS = perSeq
 		res.DecodeTPS = perSeq
-		res.AggregateDecodeTPS = rate(decoded, endAt.Sub(firstAt))
+		res.AggregateDecodeTPS = aggregateRate(times)
 		res.PromptTPS = rate(n*(o.PromptTokens+1), firstAt.Sub(start))
 		m := e.Metrics()
 		res.KVPeakBlocks = m.PeakBlocks
@@ -465,6 +471,36 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 }
 
 // rate is n per second of d.
+// aggregateRate is the sequences' tokens a second together while all of
+// them decode: the tokens made after the last sequence's first (a prompt
+// read, not a token decoded beside the others), over the time from it to
+// the last token of all. Every token over that window (the figure before)
+// also counted the tokens the first sequences made while the others'
+// prompts were read, which the window leaves out.
+func aggregateRate(times [][]time.Time) float64 {
+	var from, to time.Time
+	for _, ts := range times {
+		if len(ts) == 0 {
+			continue
+		}
+		if ts[0].After(from) {
+			from = ts[0]
+		}
+		if last := ts[len(ts)-1]; last.After(to) {
+			to = last
+		}
+	}
+	n := 0
+	for _, ts := range times {
+		for _, t := range ts {
+			if t.After(from) {
+				n++
+			}
+		}
+	}
+	return rate(n, to.Sub(from))
+}
+
 func rate(n int, d time.Duration) float64 {
 	if n <= 0 || d <= 0 {
 		return 0
