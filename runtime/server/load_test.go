@@ -12,6 +12,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/tessera-llm/tessera/models/chat"
@@ -116,18 +117,8 @@ func TestQueueFull(t *testing.T) {
 // tens of milliseconds, and the engine never waits for a reader, so on a
 // loaded machine its stream could end before the client read three events.
 func TestDisconnect(t *testing.T) {
-	const ctxLen = 16384
-	eng, err := runtime.Load(synthModel(t, "tiny-llama3", ctxLen), runtime.Options{Device: "cpu", Context: ctxLen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	_, url := serve(t, eng, server.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c := client(url)
-	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
-		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
-		MaxTokens: openai.Int(16000), Temperature: openai.Float(0)}, option.WithJSONSet("ignore_eos", true))
+	eng, _, stream := longStream(t, ctx)
 	for i := 0; i < 3 && stream.Next(); i++ {
 	}
 	if m := eng.Metrics(); m.Running != 1 || m.KV.Used == 0 {
@@ -139,6 +130,26 @@ func TestDisconnect(t *testing.T) {
 	if n := eng.Steps(); n >= 8000 { // a step a token: the sequence was not cut short
 		t.Errorf("%d steps for a request of 16,000 tokens that disconnected after three", n)
 	}
+}
+
+// longStream serves the synthetic tiny Llama 3 of 16,384 tokens' context
+// and starts a streamed greedy request of 16,000 tokens on it, which runs
+// for seconds (stories260K writes its whole 512-token context in tens of
+// milliseconds): the engine, the server's URL and the stream.
+func longStream(t *testing.T, ctx context.Context) (*runtime.Engine, string, *ssestream.Stream[openai.Completion]) {
+	t.Helper()
+	const ctxLen = 16384
+	eng, err := runtime.Load(synthModel(t, "tiny-llama3", ctxLen), runtime.Options{Device: "cpu", Context: ctxLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	_, url := serve(t, eng, server.Options{})
+	c := client(url)
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
+		MaxTokens: openai.Int(16000), Temperature: openai.Float(0)}, option.WithJSONSet("ignore_eos", true))
+	return eng, url, stream
 }
 
 // seenRunning waits until eng runs a sequence (true) or the request
@@ -386,19 +397,9 @@ func TestMetrics(t *testing.T) {
 // context) in tens of milliseconds, on a loaded machine before the
 // scrape.
 func TestMetricsDuringRequest(t *testing.T) {
-	const ctxLen = 16384
-	eng, err := runtime.Load(synthModel(t, "tiny-llama3", ctxLen), runtime.Options{Device: "cpu", Context: ctxLen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	_, url := serve(t, eng, server.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := client(url)
-	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: modelName,
-		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompts[0])},
-		MaxTokens: openai.Int(16000), Temperature: openai.Float(0)}, option.WithJSONSet("ignore_eos", true))
+	_, url, stream := longStream(t, ctx)
 	defer stream.Close()
 	if !stream.Next() {
 		t.Fatalf("the stream ended at once: %v", stream.Err())

@@ -5,18 +5,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
-// argmaxLoop is the definition Argmax is held to.
-func argmaxLoop(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
+// argmaxLoop is the definition Argmax is held to: the plain loop every
+// backend's greedy tokens are defined by.
+var argmaxLoop = backend.ArgmaxRow
 
 // TestArgmax: Argmax gives the plain loop's index on awkward lengths (the
 // vector part, its tail, both), with the largest value in the vector part
