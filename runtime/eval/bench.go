@@ -409,7 +409,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 			}
 		}
 		var firstAt, endAt time.Time
-		var decoded, generated int
+		var generated int
 		var ttft, perSeq float64
 		times := make([][]time.Time, 0, n) // each sequence's tokens' times
 		for _, s := range streams {
@@ -428,10 +428,11 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 			}
 			var ts []time.Time
 			for tok, ok := s.Next(); ok; tok, ok = s.Next() { // queued, unread till now
-				ts = append(ts, tok.Time)
+				if tok.ID >= 0 { // not the text flushed at the end
+					ts = append(ts, tok.Time)
+				}
 			}
 			times = append(times, ts)
-			decoded += st.Generated - 1
 			generated += st.Generated
 			ttft += float64(st.TimeToFirst) / float64(time.Millisecond) / float64(n)
 			perSeq += st.DecodeRate() / float64(n)
@@ -470,7 +471,6 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 	return res, nil
 }
 
-// rate is n per second of d.
 // aggregateRate is the sequences' tokens a second together while all of
 // them decode: the tokens made after the last sequence's first (a prompt
 // read, not a token decoded beside the others), over the time from it to
@@ -501,6 +501,7 @@ func aggregateRate(times [][]time.Time) float64 {
 	return rate(n, to.Sub(from))
 }
 
+// rate is n per second of d.
 func rate(n int, d time.Duration) float64 {
 	if n <= 0 || d <= 0 {
 		return 0

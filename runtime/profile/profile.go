@@ -77,15 +77,14 @@ func (b *Backend) Ops() ([]Op, int) { return b.ops, b.steps }
 func (b *Backend) Reset() { b.ops, b.steps = nil, 0 }
 
 // StepTime is the mean wall time of the decode steps of Rows rows seen
-// while not On, each from its Begin to the next step's where that is
-// one too (the last of a run may be followed by anything, an idle
-// engine included), or 0 for none: a
-// step's time unprofiled, against which the ops' sum is set. It is the
-// mean, not the median, because chained GPU steps are recorded in quick
-// succession and the last of a chain waits for them all. A batched
-// decode step must be timed so: a sequence's own decode rate, the
-// bench's figure, also counts the prompt steps of the others that
-// arrive while it decodes.
+// while not On, each from its Begin to the next step's where that is one
+// too (the last of a run may be followed by anything, an idle engine
+// included), or 0 for none: a step's time unprofiled, against which the
+// ops' sum is set. It is the mean, not the median, because chained GPU
+// steps are recorded in quick succession and the last of a chain waits
+// for them all. A batched decode step must be timed so: a sequence's own
+// decode rate, the bench's figure, also counts the prompt steps of the
+// others that arrive while it decodes.
 func (b *Backend) StepTime() time.Duration {
 	if b.stepCount == 0 {
 		return 0
