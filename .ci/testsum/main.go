@@ -339,23 +339,16 @@ func (s *summary) failures() {
 			io.WriteString(s.out, "    "+l)
 		}
 	}
-	var any bool
+	heading := sync.OnceFunc(func() { fmt.Fprintln(s.out, "\nfailures, again:") })
 	for _, r := range s.finished {
-		if r.action != "fail" {
-			continue
+		if r.action == "fail" {
+			heading()
+			fmt.Fprintf(s.out, "--- FAIL %s %s (%.1fs)\n", s.short(r.pkg), r.test, r.elapsed)
+			tail(r.output)
 		}
-		if !any {
-			fmt.Fprintln(s.out, "\nfailures, again:")
-			any = true
-		}
-		fmt.Fprintf(s.out, "--- FAIL %s %s (%.1fs)\n", s.short(r.pkg), r.test, r.elapsed)
-		tail(r.output)
 	}
 	for _, p := range s.failedPkgs {
-		if !any {
-			fmt.Fprintln(s.out, "\nfailures, again:")
-			any = true
-		}
+		heading()
 		fmt.Fprintf(s.out, "FAIL %s\n", s.short(p.pkg))
 		tail(p.output)
 	}
