@@ -101,7 +101,7 @@ func (c *KV) attendGroup(out, q []float32, heads, n int, scale, softcap float32,
 		}
 	}
 	c.K.dots(w.scores, n, q, heads, w.runs, &c.V, !w.warm)
-	w.sinks = softmaxHeads(w.scores, w.sinks, heads, n, scale, softcap, sinks)
+	w.sinks = softmaxHeads(w.scores, w.sinks, heads, n, n, scale, softcap, sinks)
 	clear(out)
 	clear(w.sums)
 	c.V.axpys(out, w.scores, n, heads, w.runs, w.sums)
@@ -124,13 +124,13 @@ func normalizeHeads(out, sums, sinkExps []float32, hd int, sinks bool) {
 }
 
 // softmaxHeads turns the scores of heads query heads (n each, head h's at
-// s[h·n:]) into their unnormalised softmax weights as AttendHead does:
-// scaled, soft-capped where softcap > 0, shifted by the maximum (and the
-// head's sink logit, whose exp it returns in exps[h] where sinks is not
-// nil) and exponentiated.
-func softmaxHeads(s, exps []float32, heads, n int, scale, softcap float32, sinks []float32) []float32 {
+// s[h·stride:]) into their unnormalised softmax weights as AttendHead
+// does: scaled, soft-capped where softcap > 0, shifted by the maximum (and
+// the head's sink logit, whose exp it returns in exps[h] where sinks is
+// not nil) and exponentiated.
+func softmaxHeads(s, exps []float32, heads, stride, n int, scale, softcap float32, sinks []float32) []float32 {
 	for h := range heads {
-		s := s[h*n : (h+1)*n]
+		s := s[h*stride : h*stride+n]
 		// The maximum only shifts the exps' arguments: where it may differ
 		// from AttendHead's (NaN, ±0), every output is NaN anyway, or the
 		// shifted scores are the same.

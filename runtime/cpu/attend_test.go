@@ -47,15 +47,17 @@ func TestAttendMatchesHead(t *testing.T) {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
 				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
-				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, nil) })
+				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, nil, 0) })
 			}
 		}
 	}
 }
 
 // checkAttend compares Attend with AttendHead for sequences of lens
-// positions (nil: lengths around the block size), each a prompt's rows.
-func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int) {
+// positions (nil: lengths around the block size), each a prompt's rows,
+// or where tail > 0 the last tail of them (a prompt's later chunk, the
+// positions before it in the cache).
+func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int, tail int) {
 	cacheBS := bs
 	if bs < 0 { // the table's blocks are half the cache's
 		bs, cacheBS = -bs, -2*bs
@@ -101,6 +103,18 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 	}
 	c := kv.(*KV)
 	b.StoreKV(c, 1, NewTensor(rows, kvHeads*hd, random(rows*kvHeads*hd)), NewTensor(rows, kvHeads*hd, random(rows*kvHeads*hd)))
+	if tail > 0 {
+		chunk := backend.Batch{BlockSize: bs, Tables: batch.Tables}
+		for i := range rows {
+			if s := batch.Seq[i]; int(batch.Pos[i]) >= lens[s]-tail {
+				chunk.Tokens, chunk.Pos, chunk.Seq = append(chunk.Tokens, 0), append(chunk.Pos, batch.Pos[i]), append(chunk.Seq, s)
+			}
+		}
+		if err := b.Begin(chunk); err != nil {
+			t.Fatal(err)
+		}
+		batch, rows = chunk, chunk.Len()
+	}
 	a.Heads, a.KVHeads, a.HeadDim, a.Scale = heads, kvHeads, hd, 1/float32(math.Sqrt(float64(hd)))
 	q := NewTensor(rows, heads*hd, random(rows*heads*hd))
 	got := NewTensor(rows, heads*hd, make([]float32, rows*heads*hd))
@@ -147,9 +161,81 @@ func TestAttendSpansMatchHead(t *testing.T) {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
 				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
-				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens) })
+				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, 0) })
 			}
 		}
+	}
+}
+
+// TestAttendPromptSpansMatchHead checks Attend's path for a prompt's rows
+// (attendSpans over causal rows: each its own last position, a block's
+// rows fewer positions than its last) against AttendHead to the bit: whole
+// prompts and later chunks of them (the positions before in the cache),
+// spans longer than a chunk and than a job's rows, sequences of just
+// spanMinRows rows, every cache type, head dims above and at kernel.Block
+// and not multiples of 8, GQA, soft caps, sinks, windows the prompt
+// stays within and one it passes (its rows then take the path per row),
+// one worker or two.
+func TestAttendPromptSpansMatchHead(t *testing.T) {
+	lens := []int{2*spanChunk(33) + 37, spanMinRows, spanRows + 1}
+	for _, tc := range []struct {
+		heads, kvHeads, hd, bs int
+		a                      backend.Attention
+	}{
+		{9, 3, 64, 8, backend.Attention{}}, // SmolLM2
+		{4, 2, 40, 3, backend.Attention{Softcap: 3}},
+		{2, 1, 32, 7, backend.Attention{Window: 4096}},
+		{8, 2, 33, -4, backend.Attention{Window: 20, Sinks: NewWeight([]int{8}, []float32{-3, 0, 2, 9, 0.5, -20, 4, 1})}},
+	} {
+		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
+			for _, workers := range []int{1, 2} {
+				for _, tail := range []int{0, spanMinRows} {
+					name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d/tail=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers, tail)
+					t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, tail) })
+				}
+			}
+		}
+	}
+}
+
+// TestSpanGroups checks which rows take attendSpans: a sequence's rows
+// over the same first position and last positions in order, every run of
+// at least spanMinRows rows, and a span short enough for that many rows'
+// scores.
+func TestSpanGroups(t *testing.T) {
+	prompt := func(lens ...int) (seq []int32, pos []int) {
+		for s, n := range lens {
+			for p := range n {
+				seq, pos = append(seq, int32(s)), append(pos, p)
+			}
+		}
+		return seq, pos
+	}
+	for _, tc := range []struct {
+		name   string
+		lens   []int
+		window int
+		want   []rowSpan
+	}{
+		{"one prompt", []int{10}, 0, []rowSpan{{0, 10, 0, 9}}},
+		{"two prompts", []int{8, 9}, 0, []rowSpan{{0, 8, 0, 7}, {8, 17, 0, 8}}},
+		{"a decode row beside a prompt", []int{12, 1}, 0, []rowSpan{{0, 12, 0, 11}}},
+		{"short prompts", []int{7, 1, 3}, 0, nil},
+		{"a window the prompt passes", []int{12}, 6, nil},
+		{"a window a prompt passes beside one it does not", []int{12, 9}, 10, []rowSpan{{0, 10, 0, 9}, {12, 21, 0, 8}}},
+		{"a window it stays within", []int{12}, 12, []rowSpan{{0, 12, 0, 11}}},
+	} {
+		seq, pos := prompt(tc.lens...)
+		a := backend.Attention{Window: tc.window}
+		got := spanGroups(len(seq), 4, seq, func(i int) (int, int) { return a.First(pos[i]), pos[i] })
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A span too long for spanMinRows rows' scores.
+	long := spanScoreBytes/(4*4*spanMinRows) + 1
+	if got := spanGroups(spanMinRows, 4, make([]int32, spanMinRows), func(i int) (int, int) { return 0, long - spanMinRows + i }); got != nil {
+		t.Errorf("a span of %d positions: %v, want the path per row", long, got)
 	}
 }
 

@@ -8,6 +8,7 @@ package cpu
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
@@ -65,8 +66,12 @@ type Backend struct {
 	ropeRow []float32
 	exps    []float32 // GLU's exps
 	spanKT  []float32 // attendSpans' keys, transposed
-	// attendAt is Attend's positions before each job (its split).
-	attendAt []int
+	// spanWork holds attendSpans' workers' scratch (*spanWork) from one
+	// layer to the next: a job's scores are up to spanScoreBytes.
+	spanWork sync.Pool
+	// attendAt is Attend's positions before each job (its split), and
+	// attendRows the rows of those jobs.
+	attendAt, attendRows []int
 
 	scratches map[scratchKey]*Tensor // the fused ops' intermediate values
 }
@@ -307,8 +312,10 @@ func (b *Backend) CopyBlock(kv backend.KV, src, dst int) {
 	}
 }
 
-// Attend runs a job per row and kv head (see attend.go), on one goroutine
-// when the whole op is too small to share.
+// Attend runs a job per block of a sequence's rows over the same
+// positions (a prompt's, a tower's: attend_span.go) and kv head, and a
+// job per other row and kv head (see attend.go), on one goroutine when
+// the whole op is too small to share.
 func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.Attention) {
 	b.op()
 	d, qs, c := dst.(*Tensor), q.(*Tensor), kv.(*KV)
@@ -324,12 +331,25 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		}
 		return a.First(pos), pos
 	}
-	tables := b.batch.TablesFor(c.shape)  // rings for a windowed cache
-	if a.Bidirectional && c.K.tile == 0 { // rows sharing their span: a job per block of them (attend_span.go)
-		if groups := spanGroups(n, b.batch.Seq, span); groups != nil {
-			b.attendSpans(d, qs, c, l, a, groups, tables)
-			return
+	tables := b.batch.TablesFor(c.shape) // rings for a windowed cache
+	rows := b.attendRows[:0]             // the rows that take a job each
+	if groups := spanGroups(n, a.Heads/a.KVHeads, b.batch.Seq, span); c.K.tile == 0 && len(groups) > 0 {
+		b.attendSpans(d, qs, c, l, a, groups, tables, span)
+		for i, g := 0, 0; i < n; i++ {
+			if g < len(groups) && i == groups[g].lo {
+				i, g = groups[g].hi-1, g+1
+				continue
+			}
+			rows = append(rows, i)
 		}
+	} else {
+		for i := range n {
+			rows = append(rows, i)
+		}
+	}
+	b.attendRows = rows
+	if len(rows) == 0 {
+		return
 	}
 	// The team splits the jobs by their positions, not their number: a
 	// prompt's rows attend to more positions row by row, and parts of as
@@ -341,7 +361,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	const jobCost = 16 // a job's fixed cost, in positions
 	at := b.attendAt[:0]
 	var work, total int // work: about the operations, a dot, an axpy and an exp per position and head
-	for i := range n {
+	for _, i := range rows {
 		first, last := span(i)
 		work += (last - first + 1) * a.Heads * (2*a.HeadDim + 16)
 		for range a.KVHeads {
@@ -356,13 +376,14 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 		hi, _ := slices.BinarySearch(at, phi)
 		var w attendWork
 		for job := lo; job < hi; job++ {
-			i, h := job/a.KVHeads, job%a.KVHeads
+			k, h := job/a.KVHeads, job%a.KVHeads
+			i := rows[k]
 			first, last := span(i)
 			// A prompt's rows follow each other: this worker's job of
 			// this kv head for the row before read the same records
 			// (all but this row's own), and where the sequence's keys and
 			// values of the layer fit in its cache they are still there.
-			w.warm = job-a.KVHeads >= lo && b.batch.Seq[i] == b.batch.Seq[i-1] &&
+			w.warm = job-a.KVHeads >= lo && i > 0 && rows[k-1] == i-1 && b.batch.Seq[i] == b.batch.Seq[i-1] &&
 				a.KVHeads*(last-first+1)*a.HeadDim*8 <= warmBytes
 			w.runs = c.runs(w.runs[:0], tables[b.batch.Seq[i]], b.batch.BlockSize, l, first, last, h)
 			var sinks []float32
