@@ -135,9 +135,9 @@ func (w *spanWork) clipRuns(runs []run, m int) []run {
 // attendSpans is Attend for rows cut into spans (spanGroups, span(i) row
 // i's): a job per block of spanBlockRows rows of a span and kv head. f32
 // keys are first put in kernel.DotF32Keys' layout, each span's and kv
-// head's once for all its blocks (b.spanKT, tile after tile in the order
-// of the span's runs, of which a block's are the first): transposed by
-// every job, they cost more than the scores.
+// head's once for all its blocks (b.spanKT, sixteen positions a tile, of
+// which a block's are the first): transposed by every job, they cost more
+// than the scores.
 func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, groups []rowSpan, tables [][]int32, span func(i int) (int, int)) {
 	type block struct {
 		rowSpan
@@ -162,17 +162,16 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 		return c.runs(rs, tables[b.batch.Seq[s.lo]], b.batch.BlockSize, l, s.first, s.last, h)
 	}
 	// kts[g] is where span g's transposed keys start in b.spanKT, kv head
-	// h's at kts[g] + h·(its size)/KVHeads.
+	// h's at kts[g] + h·(its size)/KVHeads: tiles of KeysTile positions,
+	// filled across the runs (a run is a cache block, often 8 slots: a
+	// tile a run would leave half of each register's keys empty).
 	var kts []int
 	if c.K.typ == backend.KVF32 && kernel.KeysKernel() {
-		tile := kernel.KeysTile * a.HeadDim
+		hd := a.HeadDim
+		tile := kernel.KeysTile * hd
 		kts = make([]int, len(groups)+1)
-		var rs []run
 		for gi, g := range groups {
-			tiles := 0
-			for _, r := range runs(rs[:0], g, 0) {
-				tiles += (r.n + kernel.KeysTile - 1) / kernel.KeysTile
-			}
+			tiles := (g.last - g.first + kernel.KeysTile) / kernel.KeysTile
 			kts[gi+1] = kts[gi] + tiles*tile*a.KVHeads
 		}
 		b.spanKT = grow(b.spanKT, kts[len(groups)])
@@ -181,11 +180,14 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 			for job := lo; job < hi; job++ {
 				gi, h := job/a.KVHeads, job%a.KVHeads
 				at := kts[gi] + h*(kts[gi+1]-kts[gi])/a.KVHeads
-				rs = runs(rs[:0], groups[gi], h)
-				for _, r := range rs {
-					for j := 0; j < r.n; j += kernel.KeysTile {
-						kernel.TransposeKeys(b.spanKT[at:], c.K.f32[(r.rec+j)*a.HeadDim:], min(kernel.KeysTile, r.n-j), a.HeadDim)
-						at += tile
+				fill := 0 // keys in the tile at at
+				for _, r := range runs(rs[:0], groups[gi], h) {
+					for j := 0; j < r.n; {
+						m := min(kernel.KeysTile-fill, r.n-j)
+						kernel.TransposeKeys(b.spanKT[at:at+tile], c.K.f32[(r.rec+j)*hd:], fill, m, hd)
+						if fill, j = fill+m, j+m; fill == kernel.KeysTile {
+							at, fill = at+tile, 0
+						}
 					}
 				}
 			}
@@ -246,17 +248,13 @@ func (c *KV) attendSpan(d, qs *Tensor, s rowSpan, h, heads int, scale, softcap f
 			r0, t0 = r1, t1
 		}
 	}
-	if kt != nil { // sixteen keys of a run against every row: one kernel.DotF32Keys per head
-		t := 0
-		for _, r := range w.runs {
-			for j := 0; j < r.n; j += kernel.KeysTile {
-				for g := range heads {
-					q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
-					kernel.DotF32Keys(w.scores[g*n+t+j:], heads*n, kt, min(kernel.KeysTile, r.n-j), hd, q, qs.cols, rows)
-				}
-				kt = kt[kernel.KeysTile*hd:]
+	if kt != nil { // sixteen positions' keys against every row: one kernel.DotF32Keys per head
+		for t := 0; t < n; t += kernel.KeysTile {
+			for g := range heads {
+				q := qs.Data[s.lo*qs.cols+h*cols+g*hd:]
+				kernel.DotF32Keys(w.scores[g*n+t:], heads*n, kt, min(kernel.KeysTile, n-t), hd, q, qs.cols, rows)
 			}
-			t += r.n
+			kt = kt[kernel.KeysTile*hd:]
 		}
 	} else {
 		chunks(func(t0 int, runs []run) {

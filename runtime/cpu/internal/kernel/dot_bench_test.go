@@ -165,7 +165,7 @@ func BenchmarkDotF32Block(b *testing.B) {
 	const hd, rows = 72, 32
 	keys, q, scores := randomRow(rng, KeysTile*hd), randomRow(rng, rows*hd), make([]float32, rows*KeysTile)
 	kt := make([]float32, KeysTile*hd)
-	TransposeKeys(kt, keys, KeysTile, hd)
+	TransposeKeys(kt, keys, 0, KeysTile, hd)
 	b.Run("keys", func(b *testing.B) {
 		for b.Loop() {
 			DotF32Keys(scores, KeysTile, kt, KeysTile, hd, q, hd, rows)

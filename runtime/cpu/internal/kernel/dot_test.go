@@ -289,8 +289,9 @@ func TestDotF32BlockMatchesTwin(t *testing.T) {
 // definition) for every row and key, on head widths below, at and past the
 // block with and without tails (a vision tower's 72), full and partial
 // tiles of keys, row counts around the eight a partial tile takes at a
-// time, rows packed or apart, outputs packed or apart, and values of every
-// scale with zeros of both signs.
+// time, rows packed or apart, outputs packed or apart, values of every
+// scale with zeros of both signs, and tiles filled in two runs of records
+// (TransposeKeys at an offset) over stale values.
 func TestDotF32KeysMatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for _, k := range []int{1, 5, 31, 32, 33, 64, 72, 100, 130} {
@@ -303,8 +304,17 @@ func TestDotF32KeysMatchesTwin(t *testing.T) {
 						keys[i] *= float32(math.Exp(rng.NormFloat64() * 6))
 					}
 					keys[0], x[len(x)-1] = float32(math.Copysign(0, -1)), 0
-					kt := make([]float32, KeysTile*k)
-					TransposeKeys(kt, keys, n, k)
+					kt := randomRow(rng, KeysTile*k) // stale values: the keys past n become zeros
+					h := n / 2                       // the tile in two runs of records
+					TransposeKeys(kt, keys, 0, h, k)
+					TransposeKeys(kt, keys[h*k:], h, n-h, k)
+					for d := range k {
+						for j := n; j < KeysTile; j++ {
+							if v := kt[d*KeysTile+j]; math.Float32bits(v) != 0 {
+								t.Fatalf("k %d, %d keys: value %d of key %d past them is %v, not +0", k, n, d, j, v)
+							}
+						}
+					}
 					out := make([]float32, (m-1)*stride+KeysTile)
 					DotF32Keys(out, stride, kt, n, k, x, xstride, m)
 					for i := range m {

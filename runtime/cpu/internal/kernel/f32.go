@@ -156,17 +156,18 @@ func dotBlock[T float32 | uint16](out []float32, stride int, w []T, nw int, x []
 // register's lanes.
 const KeysTile = 16
 
-// TransposeKeys sets kt[d·KeysTile + t] to keys[t·k + d] for the n ≤
-// KeysTile keys of k values in keys, and zeroes the values of keys n and
-// up: DotF32Keys' layout.
-func TransposeKeys(kt, keys []float32, n, k int) {
+// TransposeKeys sets kt[d·KeysTile + at + t] to keys[t·k + d] for the n
+// keys of k values in keys (at + n ≤ KeysTile), and zeroes the values of
+// keys at + n and up: DotF32Keys' layout, a tile filled from one run of
+// records or from several, one after the other.
+func TransposeKeys(kt, keys []float32, at, n, k int) {
 	kt = kt[:KeysTile*k]
 	for d := range k {
 		row := kt[d*KeysTile : (d+1)*KeysTile]
 		for t := range n {
-			row[t] = keys[t*k+d]
+			row[at+t] = keys[t*k+d]
 		}
-		clear(row[n:])
+		clear(row[at+n:])
 	}
 }
 
