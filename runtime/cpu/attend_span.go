@@ -47,6 +47,11 @@ const spanRows = 32
 // context would otherwise hold tens of megabytes of them a worker.
 const spanScoreBytes = 4 << 20
 
+// spanKeysBytes bounds the transposed keys attendSpans keeps (b.spanKT)
+// for the spans of one op (Backend.spanKeys, which tests lower): 8,192
+// positions of 8 kv heads of 128 values.
+const spanKeysBytes = 32 << 20
+
 // spanBlockRows is how many rows a job takes for a span of n positions
 // and heads query heads a kv head: spanRows, fewer where their scores
 // would pass spanScoreBytes (below spanMinRows the span's rows take
@@ -164,7 +169,10 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 	// kts[g] is where span g's transposed keys start in b.spanKT, kv head
 	// h's at kts[g] + h·(its size)/KVHeads: tiles of KeysTile positions,
 	// filled across the runs (a run is a cache block, often 8 slots: a
-	// tile a run would leave half of each register's keys empty).
+	// tile a run would leave half of each register's keys empty). Past
+	// b.spanKeys bytes of them (spanKeysBytes; a prompt late in a long
+	// context: a layer's keys of the sequence), the keys stay as they
+	// are, read by dots.
 	var kts []int
 	if c.K.typ == backend.KVF32 && kernel.KeysKernel() {
 		hd := a.HeadDim
@@ -174,6 +182,13 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 			tiles := (g.last - g.first + kernel.KeysTile) / kernel.KeysTile
 			kts[gi+1] = kts[gi] + tiles*tile*a.KVHeads
 		}
+		if 4*kts[len(groups)] > b.spanKeys {
+			kts = nil
+		}
+	}
+	if kts != nil {
+		hd := a.HeadDim
+		tile := kernel.KeysTile * hd
 		b.spanKT = grow(b.spanKT, kts[len(groups)])
 		b.team.over(kts[len(groups)], len(groups)*a.KVHeads, func(lo, hi int) {
 			var rs []run

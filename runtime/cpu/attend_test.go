@@ -47,7 +47,9 @@ func TestAttendMatchesHead(t *testing.T) {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
 				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
-				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, nil, 0) })
+				t.Run(name, func(t *testing.T) {
+					checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, nil, 0, false)
+				})
 			}
 		}
 	}
@@ -56,8 +58,9 @@ func TestAttendMatchesHead(t *testing.T) {
 // checkAttend compares Attend with AttendHead for sequences of lens
 // positions (nil: lengths around the block size), each a prompt's rows,
 // or where tail > 0 the last tail of them (a prompt's later chunk, the
-// positions before it in the cache).
-func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int, tail int) {
+// positions before it in the cache); stored keeps attendSpans' f32 keys
+// as stored (as past spanKeysBytes), not transposed.
+func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int, tail int, stored bool) {
 	cacheBS := bs
 	if bs < 0 { // the table's blocks are half the cache's
 		bs, cacheBS = -bs, -2*bs
@@ -94,6 +97,9 @@ func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, 
 	}
 	rows := batch.Len()
 	b := New(workers)
+	if stored {
+		b.spanKeys = 0
+	}
 	kv, err := b.NewKV(backend.KVShape{Layers: 2, Blocks: (blocks*bs + cacheBS - 1) / cacheBS, BlockSize: cacheBS, Heads: kvHeads, HeadDim: hd, Type: kt})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +167,9 @@ func TestAttendSpansMatchHead(t *testing.T) {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
 				name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers)
-				t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, 0) })
+				t.Run(name, func(t *testing.T) {
+					checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, 0, false)
+				})
 			}
 		}
 	}
@@ -175,7 +183,7 @@ func TestAttendSpansMatchHead(t *testing.T) {
 // spanMinRows rows, every cache type, head dims above and at kernel.Block
 // and not multiples of 8, GQA, soft caps, sinks, windows the prompt
 // stays within and one it passes (its rows then take the path per row),
-// one worker or two.
+// f32 keys transposed and as stored, one worker or two.
 func TestAttendPromptSpansMatchHead(t *testing.T) {
 	lens := []int{2*spanChunk(33) + 37, spanMinRows, spanRows + 1}
 	for _, tc := range []struct {
@@ -189,9 +197,17 @@ func TestAttendPromptSpansMatchHead(t *testing.T) {
 	} {
 		for _, kt := range []backend.KVType{backend.KVF32, backend.KVF16, backend.KVInt8} {
 			for _, workers := range []int{1, 2} {
+				stores := []bool{false}
+				if kt == backend.KVF32 {
+					stores = append(stores, true)
+				}
 				for _, tail := range []int{0, spanMinRows} {
-					name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d/tail=%d", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers, tail)
-					t.Run(name, func(t *testing.T) { checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, tail) })
+					for _, stored := range stores {
+						name := fmt.Sprintf("%dx%d/hd%d/bs%d/%v/workers=%d/tail=%d/stored=%v", tc.heads, tc.kvHeads, tc.hd, tc.bs, kt, workers, tail, stored)
+						t.Run(name, func(t *testing.T) {
+							checkAttend(t, tc.heads, tc.kvHeads, tc.hd, tc.bs, tc.a, kt, workers, lens, tail, stored)
+						})
+					}
 				}
 			}
 		}

@@ -63,9 +63,10 @@ type Backend struct {
 	ropeK  []float32 // RopeStore's frequencies of k
 	rope   ropeAngles
 	// ropeRow is one row's angles of a multi-axis rotation.
-	ropeRow []float32
-	exps    []float32 // GLU's exps
-	spanKT  []float32 // attendSpans' keys, transposed
+	ropeRow  []float32
+	exps     []float32 // GLU's exps
+	spanKT   []float32 // attendSpans' keys, transposed
+	spanKeys int       // the most bytes of spanKT (spanKeysBytes)
 	// spanWork holds attendSpans' workers' scratch (*spanWork) from one
 	// layer to the next: a job's scores are up to spanScoreBytes.
 	spanWork sync.Pool
@@ -79,7 +80,7 @@ type Backend struct {
 // New returns a reference backend that uses up to workers goroutines for
 // matrix products (0: one per core).
 func New(workers int) *Backend {
-	return &Backend{team: newTeam(workers)}
+	return &Backend{team: newTeam(workers), spanKeys: spanKeysBytes}
 }
 
 func (b *Backend) Name() string { return "cpu" }
