@@ -47,10 +47,11 @@ const spanRows = 32
 // context would otherwise hold tens of megabytes of them a worker.
 const spanScoreBytes = 4 << 20
 
-// spanKeysBytes bounds the transposed keys attendSpans keeps (b.spanKT)
+// SpanKeysBytes bounds the transposed keys attendSpans keeps (b.spanKT)
 // for the spans of one op (Backend.spanKeys, which tests lower): 8,192
-// positions of 8 kv heads of 128 values.
-const spanKeysBytes = 32 << 20
+// positions of 8 kv heads of 128 values. Memory estimates count it
+// (runtime/eval).
+const SpanKeysBytes = 32 << 20
 
 // spanBlockRows is how many rows a job takes for a span of n positions
 // and heads query heads a kv head: spanRows, fewer where their scores
@@ -170,7 +171,7 @@ func (b *Backend) attendSpans(d, qs *Tensor, c *KV, l int, a backend.Attention, 
 	// h's at kts[g] + h·(its size)/KVHeads: tiles of KeysTile positions,
 	// filled across the runs (a run is a cache block, often 8 slots: a
 	// tile a run would leave half of each register's keys empty). Past
-	// b.spanKeys bytes of them (spanKeysBytes; a prompt late in a long
+	// b.spanKeys bytes of them (SpanKeysBytes; a prompt late in a long
 	// context: a layer's keys of the sequence), the keys stay as they
 	// are, read by dots.
 	var kts []int

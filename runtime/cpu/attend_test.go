@@ -59,7 +59,7 @@ func TestAttendMatchesHead(t *testing.T) {
 // positions (nil: lengths around the block size), each a prompt's rows,
 // or where tail > 0 the last tail of them (a prompt's later chunk, the
 // positions before it in the cache); stored keeps attendSpans' f32 keys
-// as stored (as past spanKeysBytes), not transposed.
+// as stored (as past SpanKeysBytes), not transposed.
 func checkAttend(t *testing.T, heads, kvHeads, hd, bs int, a backend.Attention, kt backend.KVType, workers int, lens []int, tail int, stored bool) {
 	cacheBS := bs
 	if bs < 0 { // the table's blocks are half the cache's

@@ -66,7 +66,7 @@ type Backend struct {
 	ropeRow  []float32
 	exps     []float32 // GLU's exps
 	spanKT   []float32 // attendSpans' keys, transposed
-	spanKeys int       // the most bytes of spanKT (spanKeysBytes)
+	spanKeys int       // the most bytes of spanKT (SpanKeysBytes)
 	// spanWork holds attendSpans' workers' scratch (*spanWork) from one
 	// layer to the next: a job's scores are up to spanScoreBytes.
 	spanWork sync.Pool
@@ -80,7 +80,7 @@ type Backend struct {
 // New returns a reference backend that uses up to workers goroutines for
 // matrix products (0: one per core).
 func New(workers int) *Backend {
-	return &Backend{team: newTeam(workers), spanKeys: spanKeysBytes}
+	return &Backend{team: newTeam(workers), spanKeys: SpanKeysBytes}
 }
 
 func (b *Backend) Name() string { return "cpu" }

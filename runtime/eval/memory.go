@@ -5,6 +5,7 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
+	"github.com/tessera-llm/tessera/runtime/cpu"
 )
 
 // MemoryEstimate is what loading a model takes of a device, computed from
@@ -90,8 +91,9 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 	if device == "cpu" {
 		// The CPU's prompt attention puts a layer's f32 keys of the
 		// positions a step attends to in its kernel's transposed layout
-		// (cpu attendSpans): up to one layer's keys of the context.
-		e.Scratch += 4 * int64(context) * int64(c.KVHeads*c.HeadDim)
+		// (cpu attendSpans): up to one layer's keys of the context, and
+		// no more than cpu.SpanKeysBytes.
+		e.Scratch += min(4*int64(context)*int64(c.KVHeads*c.HeadDim), cpu.SpanKeysBytes)
 	}
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil
