@@ -334,7 +334,11 @@ func (b *Backend) Attend(dst, q backend.Tensor, kv backend.KV, l int, a backend.
 	}
 	tables := b.batch.TablesFor(c.shape) // rings for a windowed cache
 	rows := b.attendRows[:0]             // the rows that take a job each
-	if groups := spanGroups(n, a.Heads/a.KVHeads, b.batch.Seq, span); c.K.tile == 0 && len(groups) > 0 {
+	var groups []rowSpan                 // tiled keys (heads below kernel.Block) have no span path
+	if c.K.tile == 0 {
+		groups = spanGroups(n, a.Heads/a.KVHeads, b.batch.Seq, span)
+	}
+	if len(groups) > 0 {
 		b.attendSpans(d, qs, c, l, a, groups, tables, span)
 		for i, g := 0, 0; i < n; i++ {
 			if g < len(groups) && i == groups[g].lo {
