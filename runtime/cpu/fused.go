@@ -186,8 +186,8 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 		n, gate, up := rows[0], dsts[0].Data, dsts[1].Data
 		b.exps = grow(b.exps, m*n)
 		b.team.over(m*total*xs.cols, n, func(lo, hi int) {
-			blocksRows(gate, q, tss[0], ws[0], lo, hi)
-			blocksRows(up, q, tss[1], ws[1], lo, hi)
+			blocksRows(gate, q, tss[0], ws[0], lo, hi, &b.qtiles.wide)
+			blocksRows(up, q, tss[1], ws[1], lo, hi, &b.qtiles.wide)
 			for r := range m {
 				glu(gate[r*n+lo:r*n+hi], up[r*n+lo:r*n+hi], b.exps[r*n+lo:r*n+hi], p.Act)
 			}
@@ -199,7 +199,7 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 		off := 0
 		for i, w := range ws {
 			if a, c := max(lo, off)-off, min(hi, off+rows[i])-off; a < c {
-				blocksRows(dsts[i].Data, q, tss[i], w, a, c)
+				blocksRows(dsts[i].Data, q, tss[i], w, a, c, &b.qtiles.wide)
 				if sum != nil {
 					n := rows[i]
 					for r := range m { // += 1·s: the plain sum's bits, in vectors

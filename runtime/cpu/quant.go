@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/tensor"
@@ -191,7 +192,7 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *tileCache, w *QWeight,
 // unquantized).
 func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) {
 	ts := blocksReady(x, q, tiles, w, t)
-	t.over(len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi) })
+	t.over(len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi, &tiles.wide) })
 }
 
 // blocksReady readies the quantized rows q of x for products with w (the
@@ -230,20 +231,34 @@ func hasK(q []kernel.QRow) bool {
 // blocksRows sets columns lo..hi of dst (len(q) rows, w.Rows wide) to the
 // products of rows lo..hi of w with every row of q (ts: their tiles, from
 // blocksReady). Each output is one kernel call's, whichever rows of w
-// share the call, so any split of the rows gives the same bits.
-func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Blocks, lo, hi int) {
+// share the call, so any split of the rows gives the same bits. Where
+// the tiles hold kernel.WideMin rows or more, each block of rows of w
+// meets them all in the wide kernel where it takes the block (its
+// scratch from wide, one a job), and in the tile kernels elsewhere: the
+// same bits either way.
+func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Blocks, lo, hi int, wide *sync.Pool) {
 	m, n := len(q), w.Rows
 	tiled := len(ts) * kernel.TileRows
 	var buf [blocksTile]float32
 	out := buf[:]
+	var s *kernel.WideScratch
+	if tiled >= kernel.WideMin {
+		s, _ = wide.Get().(*kernel.WideScratch)
+		if s == nil {
+			s = new(kernel.WideScratch)
+		}
+		defer wide.Put(s)
+	}
 	for j := lo; j < hi; j += blocksTile {
 		tile := min(blocksTile, hi-j)
-		i := 0
-		for ; i+1 < len(ts); i += 2 {
-			kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
-		}
-		if i < len(ts) {
-			kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
+		if s == nil || tile < kernel.WideRows || !kernel.DotBlocksWide(w, j, ts, dst[j:], n, s) {
+			i := 0
+			for ; i+1 < len(ts); i += 2 {
+				kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
+			}
+			if i < len(ts) {
+				kernel.DotBlocksTile(w, j, tile, &ts[i], dst[i*kernel.TileRows*n+j:], n)
+			}
 		}
 		for i := tiled; i < m; i++ {
 			kernel.DotBlocksRows(w, j, &q[i], out[:tile])
@@ -259,6 +274,9 @@ func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Bloc
 type tileCache struct {
 	tiles  []kernel.QTile
 	packed int
+	// wide holds the wide kernel's scratch (*kernel.WideScratch) between
+	// products: blocksRows takes one a job.
+	wide sync.Pool
 }
 
 // pack returns the tiles of the rows of q, packing them unless c holds

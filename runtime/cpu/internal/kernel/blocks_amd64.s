@@ -45,6 +45,18 @@ DATA lanes<>+24(SB)/4, $6
 DATA lanes<>+28(SB)/4, $7
 GLOBL lanes<>(SB), RODATA|NOPTR, $32
 
+// wideidx: lane l of a chunk's scales goes to group l's vector (16
+// dwords a group) in the wide kernel's expansion.
+DATA wideidx<>+0(SB)/4, $0
+DATA wideidx<>+4(SB)/4, $16
+DATA wideidx<>+8(SB)/4, $32
+DATA wideidx<>+12(SB)/4, $48
+DATA wideidx<>+16(SB)/4, $64
+DATA wideidx<>+20(SB)/4, $80
+DATA wideidx<>+24(SB)/4, $96
+DATA wideidx<>+28(SB)/4, $112
+GLOBL wideidx<>(SB), RODATA|NOPTR, $32
+
 // bitsel: byte k selects bit k % 8; spread: byte k takes byte k / 8 (a
 // plane of one bit an input, 16 of them, to 16 bytes).
 DATA bitsel<>+0(SB)/8, $0x8040201008040201
@@ -414,6 +426,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X4V ·dotBlocksQ4_0TileVNNI
 #define NAME512X8 ·dotBlocksQ4_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ4_0Tile8VNNI
+#define WIDENAME ·expandQ4_0Wide
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; OFFSET(b08<>(SB)); WIDEN; ADDQ $16, SI
@@ -426,6 +439,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X4V ·dotBlocksQ5_0TileVNNI
 #define NAME512X8 ·dotBlocksQ5_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ5_0Tile8VNNI
+#define WIDENAME ·expandQ5_0Wide
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); OFFSET(b10<>(SB)); WIDEN; ADDQ $20, SI
@@ -450,6 +464,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X4V ·dotBlocksQ8_0TileVNNI
 #define NAME512X8 ·dotBlocksQ8_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ8_0Tile8VNNI
+#define WIDENAME ·expandQ8_0Wide
 #define CONSTS
 #define SCALES SCALES_D
 #define UNPACK VPMOVSXBW (SI), Y8; VPMOVSXBW 16(SI), Y9; ADDQ $32, SI
@@ -462,6 +477,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X4V ·dotBlocksIQ4_NLTileVNNI
 #define NAME512X8 ·dotBlocksIQ4_NLTile8AVX512
 #define NAME512X8V ·dotBlocksIQ4_NLTile8VNNI
+#define WIDENAME ·expandIQ4_NLWide
 #define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
@@ -474,6 +490,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X4V ·dotBlocksMXFP4TileVNNI
 #define NAME512X8 ·dotBlocksMXFP4Tile8AVX512
 #define NAME512X8V ·dotBlocksMXFP4Tile8VNNI
+#define WIDENAME ·expandMXFP4Wide
 #define CONSTS CONSTS_NIB; VBROADCASTI128 mxfp4<>(SB), Y14
 #define SCALES SCALES_E8M0
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI

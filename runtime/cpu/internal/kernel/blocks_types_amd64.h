@@ -26,6 +26,10 @@
 #undef NAME512X8
 #undef NAME512X8V
 #endif
+#ifdef WIDENAME
+#include "blocks_wide_avx512_amd64.h"
+#undef WIDENAME
+#endif
 #undef NAME
 #undef NAME512
 #undef NAME512X4

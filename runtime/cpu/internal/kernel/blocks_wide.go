@@ -1,0 +1,101 @@
+package kernel
+
+import "github.com/tessera-llm/tessera/models/dtype"
+
+// The wide kernel: a block of WideRows weight rows with many rows of
+// activations, the weight rows in a vector's lanes. The tile kernels
+// (blocks_tile.go) give each row pair a vector of sixteen lanes, two
+// groups of eight, and so pay per pair of groups and rows the product of
+// the type's scales by the row's d, f32(S·d), beside each lane's two
+// integer products, its conversion, its scaling and its sum: six vector
+// instructions, one of them for the scales, and the weight row's unpacking
+// shared by eight rows. With the sixteen weight rows in the lanes instead,
+// one f32(S·d) serves a group's eight lanes, and the unpacking is done
+// once for every row of activations: the codes are expanded to int16
+// pairs, a vector of one pair of every weight row (expandWide, then
+// transposeWide), once for a block of columns, and each row of
+// activations then costs five instructions a lane and group for the
+// sixteen weight rows (the pair of codes broadcast from the row). Every
+// lane, product and sum is dotBlocksGo's, in its order, so the results
+// are its bits. Expanding costs about what the products of a dozen rows
+// save, so the kernel serves prompts and steps of many sequences
+// (WideMin rows or more).
+
+// WideRows is the weight rows a call of DotBlocksWide takes: a vector's
+// sixteen lanes.
+const WideRows = 16
+
+// WideMin is the fewest rows of activations (four a QTile) for which
+// DotBlocksWide's expansion pays.
+const WideMin = 24
+
+// wideGroups is the groups of a row the wide kernel expands at once: 24
+// KiB of expanded codes, which stay in L1 beside a QTile's codes of them
+// while each tile of activations passes. A multiple of 8 (a chunk's
+// scales decode whole).
+const wideGroups = 24
+
+// WideScratch is the memory DotBlocksWide works in: one a goroutine.
+type WideScratch struct {
+	codes  []int32   // a block of columns' codes, 2 KiB a pair of groups
+	scales []float32 // its scales, a vector of 16 a group
+	acc    []float32 // each activation row's lanes between blocks of columns
+}
+
+// DotBlocksWide sets out[r·stride + j] to the dot product of row r0 + j
+// of w with row r of the tiles ts (row r%TileRows of ts[r/TileRows]), for
+// j < WideRows, with DotBlocksRows's bits, and reports whether it could:
+// it takes the types with an eight-row tile kernel, on CPUs with AVX-512
+// VNNI, and not a block whose last row's last chunk of scale words the
+// slice does not reach (the kernel reads a whole chunk's). The caller
+// falls back to DotBlocksTile8 where it cannot.
+func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
+	G := w.Groups()
+	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || r0+WideRows > w.Rows {
+		return false
+	}
+	l := w.Layout()
+	cw, sw := G*l.CodeWords, w.RowScaleWords()
+	chunkWords := 8 / l.ScaleGroups * l.ScaleBytes / 4
+	codes, scales := w.Codes[r0*cw:(r0+WideRows)*cw], w.Scales[r0*sw:]
+	chunks := (G + 7) / 8
+	if G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
+		return false
+	}
+	_ = out[(len(ts)*TileRows-1)*stride+WideRows-1]
+	g := min(G, wideGroups)
+	s.codes = grow32(s.codes, (g+1)/2*512)
+	s.scales = growF(s.scales, (g+7)/8*8*WideRows)
+	var acc *float32
+	if G > wideGroups {
+		s.acc = growF(s.acc, len(ts)*TileRows*256)
+		acc = &s.acc[0]
+	}
+	for g0 := 0; g0 < G; g0 += wideGroups {
+		n := min(wideGroups, G-g0)
+		expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+		transposeWide(&s.codes[0], (n+1)/2*2)
+		mode := 0
+		if g0 > 0 {
+			mode |= 1
+		}
+		if g0+n == G {
+			mode |= 2
+		}
+		for t := range ts {
+			a := acc
+			if a != nil {
+				a = &s.acc[t*TileRows*256]
+			}
+			dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, a, mode, &out[t*TileRows*stride], 4*stride)
+		}
+	}
+	return true
+}
+
+func grow32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,311 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The wide kernel (blocks_wide.go): sixteen rows of weights, expanded by
+// the type's expandWide (blocks_wide_avx512_amd64.h) and transposed here
+// so that a vector holds one int16 pair of codes of all sixteen rows, meet
+// four rows of activations (a QTile) at a time.
+
+// func transposeWide(p *int32, n int)
+//
+// transposeWide transposes n blocks of 16×16 dwords at p in place (row j
+// of a block, 64 bytes, becomes column j): dword unpacks of pairs of rows,
+// qword unpacks of pairs of those, then two rounds of 128-bit lane
+// shuffles.
+TEXT ·transposeWide(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JZ    tdone
+
+tblock:
+	VMOVDQU32 0(AX), Z0
+	VMOVDQU32 64(AX), Z1
+	VMOVDQU32 128(AX), Z2
+	VMOVDQU32 192(AX), Z3
+	VMOVDQU32 256(AX), Z4
+	VMOVDQU32 320(AX), Z5
+	VMOVDQU32 384(AX), Z6
+	VMOVDQU32 448(AX), Z7
+	VMOVDQU32 512(AX), Z8
+	VMOVDQU32 576(AX), Z9
+	VMOVDQU32 640(AX), Z10
+	VMOVDQU32 704(AX), Z11
+	VMOVDQU32 768(AX), Z12
+	VMOVDQU32 832(AX), Z13
+	VMOVDQU32 896(AX), Z14
+	VMOVDQU32 960(AX), Z15
+	VPUNPCKLDQ Z1, Z0, Z16
+	VPUNPCKHDQ Z1, Z0, Z17
+	VPUNPCKLDQ Z3, Z2, Z18
+	VPUNPCKHDQ Z3, Z2, Z19
+	VPUNPCKLDQ Z5, Z4, Z20
+	VPUNPCKHDQ Z5, Z4, Z21
+	VPUNPCKLDQ Z7, Z6, Z22
+	VPUNPCKHDQ Z7, Z6, Z23
+	VPUNPCKLDQ Z9, Z8, Z24
+	VPUNPCKHDQ Z9, Z8, Z25
+	VPUNPCKLDQ Z11, Z10, Z26
+	VPUNPCKHDQ Z11, Z10, Z27
+	VPUNPCKLDQ Z13, Z12, Z28
+	VPUNPCKHDQ Z13, Z12, Z29
+	VPUNPCKLDQ Z15, Z14, Z30
+	VPUNPCKHDQ Z15, Z14, Z31
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLQDQ Z22, Z20, Z4
+	VPUNPCKHQDQ Z22, Z20, Z5
+	VPUNPCKLQDQ Z23, Z21, Z6
+	VPUNPCKHQDQ Z23, Z21, Z7
+	VPUNPCKLQDQ Z26, Z24, Z8
+	VPUNPCKHQDQ Z26, Z24, Z9
+	VPUNPCKLQDQ Z27, Z25, Z10
+	VPUNPCKHQDQ Z27, Z25, Z11
+	VPUNPCKLQDQ Z30, Z28, Z12
+	VPUNPCKHQDQ Z30, Z28, Z13
+	VPUNPCKLQDQ Z31, Z29, Z14
+	VPUNPCKHQDQ Z31, Z29, Z15
+	VSHUFI32X4 $0x88, Z4, Z0, Z16
+	VSHUFI32X4 $0xDD, Z4, Z0, Z20
+	VSHUFI32X4 $0x88, Z12, Z8, Z24
+	VSHUFI32X4 $0xDD, Z12, Z8, Z28
+	VSHUFI32X4 $0x88, Z5, Z1, Z17
+	VSHUFI32X4 $0xDD, Z5, Z1, Z21
+	VSHUFI32X4 $0x88, Z13, Z9, Z25
+	VSHUFI32X4 $0xDD, Z13, Z9, Z29
+	VSHUFI32X4 $0x88, Z6, Z2, Z18
+	VSHUFI32X4 $0xDD, Z6, Z2, Z22
+	VSHUFI32X4 $0x88, Z14, Z10, Z26
+	VSHUFI32X4 $0xDD, Z14, Z10, Z30
+	VSHUFI32X4 $0x88, Z7, Z3, Z19
+	VSHUFI32X4 $0xDD, Z7, Z3, Z23
+	VSHUFI32X4 $0x88, Z15, Z11, Z27
+	VSHUFI32X4 $0xDD, Z15, Z11, Z31
+	VSHUFI32X4 $0x88, Z24, Z16, Z0
+	VMOVDQU32 Z0, 0(AX)
+	VSHUFI32X4 $0xDD, Z24, Z16, Z1
+	VMOVDQU32 Z1, 512(AX)
+	VSHUFI32X4 $0x88, Z28, Z20, Z2
+	VMOVDQU32 Z2, 256(AX)
+	VSHUFI32X4 $0xDD, Z28, Z20, Z3
+	VMOVDQU32 Z3, 768(AX)
+	VSHUFI32X4 $0x88, Z25, Z17, Z0
+	VMOVDQU32 Z0, 64(AX)
+	VSHUFI32X4 $0xDD, Z25, Z17, Z1
+	VMOVDQU32 Z1, 576(AX)
+	VSHUFI32X4 $0x88, Z29, Z21, Z2
+	VMOVDQU32 Z2, 320(AX)
+	VSHUFI32X4 $0xDD, Z29, Z21, Z3
+	VMOVDQU32 Z3, 832(AX)
+	VSHUFI32X4 $0x88, Z26, Z18, Z0
+	VMOVDQU32 Z0, 128(AX)
+	VSHUFI32X4 $0xDD, Z26, Z18, Z1
+	VMOVDQU32 Z1, 640(AX)
+	VSHUFI32X4 $0x88, Z30, Z22, Z2
+	VMOVDQU32 Z2, 384(AX)
+	VSHUFI32X4 $0xDD, Z30, Z22, Z3
+	VMOVDQU32 Z3, 896(AX)
+	VSHUFI32X4 $0x88, Z27, Z19, Z0
+	VMOVDQU32 Z0, 192(AX)
+	VSHUFI32X4 $0xDD, Z27, Z19, Z1
+	VMOVDQU32 Z1, 704(AX)
+	VSHUFI32X4 $0x88, Z31, Z23, Z2
+	VMOVDQU32 Z2, 448(AX)
+	VSHUFI32X4 $0xDD, Z31, Z23, Z3
+	VMOVDQU32 Z3, 960(AX)
+	ADDQ $1024, AX
+	DECQ CX
+	JNZ  tblock
+
+tdone:
+	VZEROUPPER
+	RET
+
+// WK(W, X, ZA): one lane of a group for the sixteen weight rows: the int16
+// pairs of codes at W(AX) and 1024+W(AX) (even inputs 4k, 4k+2, odd ones
+// 4k+1, 4k+3) meet the activation row's pairs at X(R8) and 64+X(R8)
+// broadcast, exactly in int32; then f32(lane)·sd (Z1) added to ZA:
+// dotBlocksGo's lane, product and sum, for sixteen weight rows at once.
+#define WK(W, X, XO, ZA) \
+	VPXORD Z2, Z2, Z2 \
+	VMOVDQU32 W(AX), Z3 \
+	VPDPWSSD.BCST X(R8), Z3, Z2 \
+	VMOVDQU32 1024+W(AX), Z4 \
+	VPDPWSSD.BCST XO(R8), Z4, Z2 \
+	VCVTDQ2PS Z2, Z2 \
+	VMULPS Z1, Z2, Z2 \
+	VADDPS Z2, ZA, ZA
+
+// func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
+//
+// dotWideVNNI adds the products of groups groups of sixteen expanded
+// weight rows (w: 2 KiB a pair of groups, as transposeWide leaves them;
+// sc: each group's sixteen scales) with each of the four rows of a QTile
+// (xq: its data from the first of the groups) to the row's lanes: Z16..Z23
+// lanes 0..7 of the even groups, Z24..Z31 of the odd ones (dotBlocksGo's
+// acc[0] and acc[1], a weight row a vector lane). With mode&1 the lanes
+// start from acc (1 KiB a row), where the groups before left them; with
+// mode&2 they fold to the row's sixteen results at out + r·ostride, else
+// they go back to acc.
+TEXT ·dotWideVNNI(SB), NOSPLIT, $0-64
+	MOVQ xq+16(FP), R11
+	MOVQ acc+32(FP), R12
+	MOVQ out+48(FP), R13
+	XORQ R10, R10
+
+wrow:
+	TESTQ $1, mode+40(FP)
+	JNZ   wload
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	JMP wgo
+
+wload:
+	VMOVUPS 0(R12), Z16
+	VMOVUPS 64(R12), Z17
+	VMOVUPS 128(R12), Z18
+	VMOVUPS 192(R12), Z19
+	VMOVUPS 256(R12), Z20
+	VMOVUPS 320(R12), Z21
+	VMOVUPS 384(R12), Z22
+	VMOVUPS 448(R12), Z23
+	VMOVUPS 512(R12), Z24
+	VMOVUPS 576(R12), Z25
+	VMOVUPS 640(R12), Z26
+	VMOVUPS 704(R12), Z27
+	VMOVUPS 768(R12), Z28
+	VMOVUPS 832(R12), Z29
+	VMOVUPS 896(R12), Z30
+	VMOVUPS 960(R12), Z31
+
+wgo:
+	MOVQ w+0(FP), AX
+	MOVQ sc+8(FP), DX
+	MOVQ groups+24(FP), CX
+	MOVQ R10, R8
+	SHLQ $7, R8
+	ADDQ R11, R8
+	MOVQ R10, R9
+	SHLQ $6, R9
+	LEAQ 512(R11)(R9*1), R9
+
+wpair:
+	CMPQ CX, $2
+	JLT  wlone
+	VMOVUPS (DX), Z0
+	VMULPS.BCST (R9), Z0, Z1
+	WK(0, 0, 64, Z16)
+	WK(64, 4, 68, Z17)
+	WK(128, 8, 72, Z18)
+	WK(192, 12, 76, Z19)
+	WK(256, 16, 80, Z20)
+	WK(320, 20, 84, Z21)
+	WK(384, 24, 88, Z22)
+	WK(448, 28, 92, Z23)
+	VMOVUPS 64(DX), Z0
+	VMULPS.BCST 32(R9), Z0, Z1
+	WK(512, 32, 96, Z24)
+	WK(576, 36, 100, Z25)
+	WK(640, 40, 104, Z26)
+	WK(704, 44, 108, Z27)
+	WK(768, 48, 112, Z28)
+	WK(832, 52, 116, Z29)
+	WK(896, 56, 120, Z30)
+	WK(960, 60, 124, Z31)
+	ADDQ $2048, AX
+	ADDQ $128, DX
+	ADDQ $768, R8
+	ADDQ $768, R9
+	SUBQ $2, CX
+	JMP  wpair
+
+wlone:
+	// A lone last group (an even one): the row's 32 codes at r·64 of the
+	// pair's slot (R8 is at r·128), its d at 256 + r·64.
+	TESTQ CX, CX
+	JZ    wend
+	MOVQ  R10, BX
+	SHLQ  $6, BX
+	SUBQ  BX, R8
+	LEAQ  256(R8), R9
+	VMOVUPS (DX), Z0
+	VMULPS.BCST (R9), Z0, Z1
+	WK(0, 0, 32, Z16)
+	WK(64, 4, 36, Z17)
+	WK(128, 8, 40, Z18)
+	WK(192, 12, 44, Z19)
+	WK(256, 16, 48, Z20)
+	WK(320, 20, 52, Z21)
+	WK(384, 24, 56, Z22)
+	WK(448, 28, 60, Z23)
+
+wend:
+	TESTQ $2, mode+40(FP)
+	JZ    wstore
+	// dotBlocksGo's fold: a_k = acc[0][k] + acc[1][k], then
+	// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), plus the fold of the mins'
+	// lanes (zeros: the types here have no mins).
+	VADDPS Z24, Z16, Z16
+	VADDPS Z25, Z17, Z17
+	VADDPS Z26, Z18, Z18
+	VADDPS Z27, Z19, Z19
+	VADDPS Z28, Z20, Z20
+	VADDPS Z29, Z21, Z21
+	VADDPS Z30, Z22, Z22
+	VADDPS Z31, Z23, Z23
+	VADDPS Z20, Z16, Z0
+	VADDPS Z22, Z18, Z1
+	VADDPS Z1, Z0, Z0
+	VADDPS Z21, Z17, Z2
+	VADDPS Z23, Z19, Z3
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	MOVQ  R10, BX
+	IMULQ ostride+56(FP), BX
+	VMOVUPS Z0, (R13)(BX*1)
+	JMP   wnext
+
+wstore:
+	VMOVUPS Z16, 0(R12)
+	VMOVUPS Z17, 64(R12)
+	VMOVUPS Z18, 128(R12)
+	VMOVUPS Z19, 192(R12)
+	VMOVUPS Z20, 256(R12)
+	VMOVUPS Z21, 320(R12)
+	VMOVUPS Z22, 384(R12)
+	VMOVUPS Z23, 448(R12)
+	VMOVUPS Z24, 512(R12)
+	VMOVUPS Z25, 576(R12)
+	VMOVUPS Z26, 640(R12)
+	VMOVUPS Z27, 704(R12)
+	VMOVUPS Z28, 768(R12)
+	VMOVUPS Z29, 832(R12)
+	VMOVUPS Z30, 896(R12)
+	VMOVUPS Z31, 960(R12)
+
+wnext:
+	ADDQ $1024, R12
+	INCQ R10
+	CMPQ R10, $4
+	JLT  wrow
+	VZEROUPPER
+	RET

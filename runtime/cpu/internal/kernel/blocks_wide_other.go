@@ -1,0 +1,18 @@
+//go:build !amd64 || purego
+
+package kernel
+
+import "github.com/tessera-llm/tessera/models/dtype"
+
+// No wide kernel in this build: DotBlocksWide reports false.
+func wideKernel(t dtype.Type) bool { return false }
+
+func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
+	panic("kernel: no wide kernel in this build")
+}
+
+func transposeWide(p *int32, n int) { panic("kernel: no wide kernel in this build") }
+
+func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
+	panic("kernel: no wide kernel in this build")
+}

@@ -1,0 +1,136 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
+
+// TestDotBlocksWide: the wide kernel gives DotBlocks's bits for every type
+// it takes, on widths of one group, odd group counts, short last chunks of
+// scales and more than one block of columns (the lanes carried between
+// them), for blocks of weight rows at and off the matrix's start and its
+// last rows, and one to three tiles of activations at very different
+// scales (one row all zero); it declines the types and blocks it cannot
+// take, for which DotBlocksTile8 stays.
+func TestDotBlocksWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	var s WideScratch
+	took := 0
+	for _, typ := range dtype.BlockTypes {
+		l, _ := dtype.Layout(typ)
+		widths := blockWidths(typ)
+		if typ == dtype.Q4_0 {
+			widths = append(widths, 800, 1568, 2080) // 25, 49 and 65 groups: blocks of columns and a lone group after them
+		}
+		for _, cols := range widths {
+			const rows = 37
+			m := blocksMatrix(t, rng, typ, rows, cols)
+			qs := make([]QRow, 3*TileRows)
+			for r := range qs {
+				x := randomRow(rng, cols)
+				for i := range x {
+					x[i] *= float32(math.Pow(10, float64(r%5-2)))
+					if r == 6 {
+						x[i] = 0
+					}
+				}
+				qs[r].Quantize(x)
+				if l.Min == 2 {
+					qs[r].SumHalves(x)
+				}
+			}
+			ts := make([]QTile, 3)
+			for i := range ts {
+				var xs [TileRows]*QRow
+				for r := range xs {
+					xs[r] = &qs[i*TileRows+r]
+				}
+				ts[i].Pack(&xs)
+			}
+			for _, r0 := range []int{0, 5, rows - WideRows} {
+				for _, n := range []int{1, 3} {
+					stride := WideRows + 3
+					out := make([]float32, (n*TileRows-1)*stride+WideRows)
+					for i := range out {
+						out[i] = float32(math.NaN())
+					}
+					if !DotBlocksWide(m, r0, ts[:n], out, stride, &s) {
+						if wideKernel(typ) && r0+WideRows < rows {
+							t.Fatalf("%v %d wide: the wide kernel declined rows %d..", typ, cols, r0)
+						}
+						continue
+					}
+					if !wideKernel(typ) {
+						t.Fatalf("%v: the wide kernel took a type it has no expansion for", typ)
+					}
+					took++
+					for r := range n * TileRows {
+						for j := range WideRows {
+							want := DotBlocks(m, r0+j, &qs[r])
+							if got := out[r*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("%v %d wide, weight row %d, activation row %d: wide %g, DotBlocks %g", typ, cols, r0+j, r, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if BlocksTile() && hasVNNI && took == 0 {
+		t.Fatal("the wide kernel took no block")
+	}
+	t.Logf("%d blocks through the wide kernel", took)
+}
+
+// BenchmarkBlocksWide times a block of 16 weight rows at a time with n rows
+// of activations, the wide kernel against the eight-row tile kernel
+// (DotBlocksTile8, two tiles a call) on the same data; SetBytes counts
+// multiply-adds, so MB/s reads as millions of them a second.
+func BenchmarkBlocksWide(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0} {
+		for _, cols := range []int{576, 2048} {
+			const rows = 64
+			m := blocksMatrix(b, rng, typ, rows, cols)
+			for _, n := range []int{16, 32, 64, 256} {
+				qs := make([]QRow, n)
+				ts := make([]QTile, n/TileRows)
+				for t := range ts {
+					var xs [TileRows]*QRow
+					for r := range xs {
+						q := &qs[t*TileRows+r]
+						q.Quantize(normalRow(rng, cols))
+						xs[r] = q
+					}
+					ts[t].Pack(&xs)
+				}
+				out := make([]float32, n*rows)
+				var s WideScratch
+				b.Run(fmt.Sprintf("%v/%d/rows=%d/tile8", typ, cols, n), func(b *testing.B) {
+					b.SetBytes(int64(n * rows * cols))
+					for b.Loop() {
+						for j := 0; j < rows; j += WideRows {
+							for t := 0; t+1 < len(ts); t += 2 {
+								DotBlocksTile8(m, j, WideRows, &ts[t], &ts[t+1], out[t*TileRows*rows+j:], rows)
+							}
+						}
+					}
+				})
+				b.Run(fmt.Sprintf("%v/%d/rows=%d/wide", typ, cols, n), func(b *testing.B) {
+					b.SetBytes(int64(n * rows * cols))
+					for b.Loop() {
+						for j := 0; j < rows; j += WideRows {
+							if !DotBlocksWide(m, j, ts, out[j:], rows, &s) {
+								b.Skip("no wide kernel here")
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
