@@ -185,7 +185,7 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 		// alike and applies the GLU to the columns it made.
 		n, gate, up := rows[0], dsts[0].Data, dsts[1].Data
 		b.exps = grow(b.exps, m*n)
-		b.team.over(m*total*xs.cols, n, func(lo, hi int) {
+		overBlocks(b.team, m*total*xs.cols, n, func(lo, hi int) {
 			blocksRows(gate, q, tss[0], ws[0], lo, hi, &b.qtiles.wide)
 			blocksRows(up, q, tss[1], ws[1], lo, hi, &b.qtiles.wide)
 			for r := range m {
@@ -195,7 +195,7 @@ func (b *Backend) projectBlocks(p backend.Projection, ws []*dtype.Blocks, rows [
 		b.op() // the GLU, done
 		return
 	}
-	b.team.over(m*total*xs.cols, total, func(lo, hi int) {
+	overBlocks(b.team, m*total*xs.cols, total, func(lo, hi int) {
 		off := 0
 		for i, w := range ws {
 			if a, c := max(lo, off)-off, min(hi, off+rows[i])-off; a < c {

@@ -192,7 +192,15 @@ func matMulInt(dst, x []float32, qs []kernel.QRow, tiles *tileCache, w *QWeight,
 // unquantized).
 func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks, t *team) {
 	ts := blocksReady(x, q, tiles, w, t)
-	t.over(len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi, &tiles.wide) })
+	overBlocks(t, len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi, &tiles.wide) })
+}
+
+// overBlocks is t.over of n rows of weights in whole blocks of blocksTile
+// (the last part takes what is left): a part of 72 rows had a block of 8
+// that the wide kernel, which takes whole blocks, left to the tile
+// kernels.
+func overBlocks(t *team, work, n int, f func(lo, hi int)) {
+	t.over(work, (n+blocksTile-1)/blocksTile, func(lo, hi int) { f(lo*blocksTile, min(hi*blocksTile, n)) })
 }
 
 // blocksReady readies the quantized rows q of x for products with w (the

@@ -40,15 +40,15 @@ type WideScratch struct {
 	codes  []int32   // a block of columns' codes, 2 KiB a pair of groups
 	scales []float32 // its scales, a vector of 16 a group
 	acc    []float32 // each activation row's lanes between blocks of columns
+	pad    []uint32  // a matrix's last scale words, with room for a chunk's reading
 }
 
 // DotBlocksWide sets out[r·stride + j] to the dot product of row r0 + j
 // of w with row r of the tiles ts (row r%TileRows of ts[r/TileRows]), for
 // j < WideRows, with DotBlocksRows's bits, and reports whether it could:
 // it takes the types with an eight-row tile kernel, on CPUs with AVX-512
-// VNNI, and not a block whose last row's last chunk of scale words the
-// slice does not reach (the kernel reads a whole chunk's). The caller
-// falls back to DotBlocksTile8 where it cannot.
+// VNNI, and whole blocks of rows. The caller falls back to DotBlocksTile8
+// where it cannot.
 func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
 	G := w.Groups()
 	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || r0+WideRows > w.Rows {
@@ -58,9 +58,12 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	cw, sw := G*l.CodeWords, w.RowScaleWords()
 	chunkWords := 8 / l.ScaleGroups * l.ScaleBytes / 4
 	codes, scales := w.Codes[r0*cw:(r0+WideRows)*cw], w.Scales[r0*sw:]
-	chunks := (G + 7) / 8
-	if G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
-		return false
+	if chunks := (G + 7) / 8; G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
+		// The expansion reads a chunk's scale words whole, past the
+		// matrix's last ones here: the block's go to scratch with room.
+		s.pad = grow32u(s.pad, WideRows*sw+chunkWords)
+		copy(s.pad, scales[:WideRows*sw])
+		scales = s.pad
 	}
 	_ = out[(len(ts)*TileRows-1)*stride+WideRows-1]
 	g := min(G, wideGroups)
@@ -96,6 +99,13 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 func grow32(s []int32, n int) []int32 {
 	if cap(s) < n {
 		return make([]int32, n)
+	}
+	return s[:n]
+}
+
+func grow32u(s []uint32, n int) []uint32 {
+	if cap(s) < n {
+		return make([]uint32, n)
 	}
 	return s[:n]
 }
