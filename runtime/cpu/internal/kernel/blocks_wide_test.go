@@ -95,10 +95,10 @@ func TestDotBlocksWide(t *testing.T) {
 func BenchmarkBlocksWide(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0} {
-		for _, cols := range []int{576, 2048} {
+		for _, cols := range []int{576, 2048, 8192} {
 			const rows = 64
 			m := blocksMatrix(b, rng, typ, rows, cols)
-			for _, n := range []int{16, 32, 64, 256} {
+			for _, n := range []int{16, 32, 128} {
 				qs := make([]QRow, n)
 				ts := make([]QTile, n/TileRows)
 				for t := range ts {
