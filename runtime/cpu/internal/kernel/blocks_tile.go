@@ -68,12 +68,12 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 	G := x0.Groups()
 	chunks := (G + 7) / 8
 	pairs := (G + 1) / 2
-	t.Data = grow16(t.Data, pairs*tilePair)
-	t.DS = growF(t.DS, TileRows*chunks*16)
+	t.Data = grow(t.Data, pairs*tilePair)
+	t.DS = grow(t.DS, TileRows*chunks*16)
 	clear(t.DS)
 	halves := len(x0.Halves) > 0
 	if halves {
-		t.Halves = growF(t.Halves, TileRows*chunks*16)
+		t.Halves = grow(t.Halves, TileRows*chunks*16)
 		clear(t.Halves)
 	} else {
 		t.Halves = t.Halves[:0]
@@ -120,9 +120,9 @@ func (t *QTile) PackK() {
 	}
 	t.hasK = true
 	n, nb := len(xs[0].KCodes), len(xs[0].KD)
-	t.KCodes = grow16(t.KCodes, TileRows*n)
-	t.KD = growF(t.KD, TileRows*nb)
-	t.KSums = growF(t.KSums, TileRows*nb*kGroups)
+	t.KCodes = grow(t.KCodes, TileRows*n)
+	t.KD = grow(t.KD, TileRows*nb)
+	t.KSums = grow(t.KSums, TileRows*nb*kGroups)
 	clear(t.KSums)
 	for r, x := range xs {
 		copy(t.KCodes[r*n:(r+1)*n], x.KCodes)
@@ -152,7 +152,7 @@ func (t *QTile) row(r int, q *QRow) {
 		q.DS[2*g], q.DS[2*g+1] = t.DS[(c*TileRows+r)*16+2*i], t.DS[(c*TileRows+r)*16+2*i+1]
 	}
 	if len(t.Halves) > 0 {
-		q.Halves = growF(q.Halves, 2*G)
+		q.Halves = grow(q.Halves, 2*G)
 		for g := range G {
 			c, i := g/8, g%8
 			q.Halves[2*g], q.Halves[2*g+1] = t.Halves[(c*TileRows+r)*16+2*i], t.Halves[(c*TileRows+r)*16+2*i+1]
@@ -237,16 +237,11 @@ func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, row
 	}
 }
 
-func grow16(s []int16, n int) []int16 {
+// grow returns s resized to n, reallocated where its capacity is short
+// (its contents then lost: every caller overwrites them).
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]int16, n)
-	}
-	return s[:n]
-}
-
-func growF(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }

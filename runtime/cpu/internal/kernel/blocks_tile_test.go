@@ -29,20 +29,9 @@ func testDotBlocksTile(t *testing.T) {
 		for _, cols := range blockWidths(typ) {
 			const rows = 7
 			m := blocksMatrix(t, rng, typ, rows, cols)
-			var qs [TileRows]QRow
+			qs := spreadRows(rng, TileRows, cols, 2, l.Min == 2)
 			var xs [TileRows]*QRow
 			for r := range qs {
-				x := randomRow(rng, cols)
-				for i := range x {
-					x[i] *= float32(math.Pow(10, float64(r-1)))
-					if r == 2 {
-						x[i] = 0
-					}
-				}
-				qs[r].Quantize(x)
-				if l.Min == 2 {
-					qs[r].SumHalves(x)
-				}
 				xs[r] = &qs[r]
 			}
 			var tile QTile
@@ -94,20 +83,9 @@ func testDotBlocksTile8(t *testing.T) {
 				rows = 37
 			}
 			m := blocksMatrix(t, rng, typ, rows, cols)
-			var qs [2 * TileRows]QRow
+			qs := spreadRows(rng, 2*TileRows, cols, 5, l.Min == 2)
 			var xs [2][TileRows]*QRow
 			for r := range qs {
-				x := randomRow(rng, cols)
-				for i := range x {
-					x[i] *= float32(math.Pow(10, float64(r%4-1)))
-					if r == 5 {
-						x[i] = 0
-					}
-				}
-				qs[r].Quantize(x)
-				if l.Min == 2 {
-					qs[r].SumHalves(x)
-				}
 				xs[r/TileRows][r%TileRows] = &qs[r]
 			}
 			var tiles [2]QTile
@@ -266,4 +244,26 @@ func mustPanic(t *testing.T, what string, f func()) {
 		}
 	}()
 	f()
+}
+
+// spreadRows returns n quantized rows of random activations (randomRow's:
+// zeros, subnormals, large values), row r scaled by 10^(r%4 − 1) and row
+// zero all zero, with their half sums where halves (Q2_K's products need
+// them).
+func spreadRows(rng *rand.Rand, n, cols, zero int, halves bool) []QRow {
+	qs := make([]QRow, n)
+	for r := range qs {
+		x := randomRow(rng, cols)
+		for i := range x {
+			x[i] *= float32(math.Pow(10, float64(r%4-1)))
+			if r == zero {
+				x[i] = 0
+			}
+		}
+		qs[r].Quantize(x)
+		if halves {
+			qs[r].SumHalves(x)
+		}
+	}
+	return qs
 }

@@ -61,17 +61,17 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	if chunks := (G + 7) / 8; G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
 		// The expansion reads a chunk's scale words whole, past the
 		// matrix's last ones here: the block's go to scratch with room.
-		s.pad = grow32u(s.pad, WideRows*sw+chunkWords)
+		s.pad = grow(s.pad, WideRows*sw+chunkWords)
 		copy(s.pad, scales[:WideRows*sw])
 		scales = s.pad
 	}
 	_ = out[(len(ts)*TileRows-1)*stride+WideRows-1]
 	g := min(G, wideGroups)
-	s.codes = grow32(s.codes, (g+1)/2*512)
-	s.scales = growF(s.scales, (g+7)/8*8*WideRows)
+	s.codes = grow(s.codes, (g+1)/2*512)
+	s.scales = grow(s.scales, (g+7)/8*8*WideRows)
 	var acc *float32
 	if G > wideGroups {
-		s.acc = growF(s.acc, len(ts)*TileRows*256)
+		s.acc = grow(s.acc, len(ts)*TileRows*256)
 		acc = &s.acc[0]
 	}
 	for g0 := 0; g0 < G; g0 += wideGroups {
@@ -94,18 +94,4 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 		}
 	}
 	return true
-}
-
-func grow32(s []int32, n int) []int32 {
-	if cap(s) < n {
-		return make([]int32, n)
-	}
-	return s[:n]
-}
-
-func grow32u(s []uint32, n int) []uint32 {
-	if cap(s) < n {
-		return make([]uint32, n)
-	}
-	return s[:n]
 }

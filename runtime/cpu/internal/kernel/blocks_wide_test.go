@@ -31,20 +31,7 @@ func TestDotBlocksWide(t *testing.T) {
 			const rows = 37
 			m := blocksMatrix(t, rng, typ, rows, cols)
 			m.Scales = m.Scales[:len(m.Scales):len(m.Scales)] // no room past the last row's scale words
-			qs := make([]QRow, 3*TileRows)
-			for r := range qs {
-				x := randomRow(rng, cols)
-				for i := range x {
-					x[i] *= float32(math.Pow(10, float64(r%5-2)))
-					if r == 6 {
-						x[i] = 0
-					}
-				}
-				qs[r].Quantize(x)
-				if l.Min == 2 {
-					qs[r].SumHalves(x)
-				}
-			}
+			qs := spreadRows(rng, 3*TileRows, cols, 6, l.Min == 2)
 			ts := make([]QTile, 3)
 			for i := range ts {
 				var xs [TileRows]*QRow
@@ -82,7 +69,7 @@ func TestDotBlocksWide(t *testing.T) {
 			}
 		}
 	}
-	if BlocksTile() && hasVNNI && took == 0 {
+	if wideKernel(dtype.Q4_0) && took == 0 {
 		t.Fatal("the wide kernel took no block")
 	}
 	t.Logf("%d blocks through the wide kernel", took)
