@@ -45,18 +45,6 @@ DATA lanes<>+24(SB)/4, $6
 DATA lanes<>+28(SB)/4, $7
 GLOBL lanes<>(SB), RODATA|NOPTR, $32
 
-// wideidx: lane l of a chunk's scales goes to group l's vector (16
-// dwords a group) in the wide kernel's expansion.
-DATA wideidx<>+0(SB)/4, $0
-DATA wideidx<>+4(SB)/4, $16
-DATA wideidx<>+8(SB)/4, $32
-DATA wideidx<>+12(SB)/4, $48
-DATA wideidx<>+16(SB)/4, $64
-DATA wideidx<>+20(SB)/4, $80
-DATA wideidx<>+24(SB)/4, $96
-DATA wideidx<>+28(SB)/4, $112
-GLOBL wideidx<>(SB), RODATA|NOPTR, $32
-
 // bitsel: byte k selects bit k % 8; spread: byte k takes byte k / 8 (a
 // plane of one bit an input, 16 of them, to 16 bytes).
 DATA bitsel<>+0(SB)/8, $0x8040201008040201

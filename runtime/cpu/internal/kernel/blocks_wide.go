@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/tessera-llm/tessera/models/dtype"
+import (
+	"unsafe"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
 
 // The wide kernel: a block of WideRows weight rows with many rows of
 // activations, the weight rows in a vector's lanes. The tile kernels
@@ -38,7 +42,7 @@ const wideGroups = 24
 // WideScratch is the memory DotBlocksWide works in: one a goroutine.
 type WideScratch struct {
 	codes  []int32   // a block of columns' codes, 2 KiB a pair of groups
-	scales []float32 // its scales, a vector of 16 a group
+	scales []float32 // its scales, a vector of 16 a group (made in blocks of 16 groups)
 	acc    []float32 // each activation row's lanes between blocks of columns
 	pad    []uint32  // a matrix's last scale words, with room for a chunk's reading
 }
@@ -68,7 +72,7 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	_ = out[(len(ts)*TileRows-1)*stride+WideRows-1]
 	g := min(G, wideGroups)
 	s.codes = grow(s.codes, (g+1)/2*512)
-	s.scales = grow(s.scales, (g+7)/8*8*WideRows)
+	s.scales = grow(s.scales, (g+15)/16*16*WideRows)
 	var acc *float32
 	if G > wideGroups {
 		s.acc = grow(s.acc, len(ts)*TileRows*256)
@@ -77,7 +81,8 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	for g0 := 0; g0 < G; g0 += wideGroups {
 		n := min(wideGroups, G-g0)
 		expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
-		transposeWide(&s.codes[0], (n+1)/2*2)
+		transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+		transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
 		mode := 0
 		if g0 > 0 {
 			mode |= 1

@@ -2,7 +2,11 @@
 
 package kernel
 
-import "github.com/tessera-llm/tessera/models/dtype"
+import (
+	"unsafe"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
 
 // The wide kernel's pieces (blocks_wide_amd64.s, and each type's
 // expansion from blocks_wide_avx512_amd64.h): expand sixteen weight rows'
@@ -25,7 +29,7 @@ func expandIQ4_NLWide(codes, scales *uint32, cstride, sstride, groups int, dst *
 func expandMXFP4Wide(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
 
 //go:noescape
-func transposeWide(p *int32, n int)
+func transposeWide(p unsafe.Pointer, n int)
 
 //go:noescape
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)

@@ -7,7 +7,7 @@
 // so that a vector holds one int16 pair of codes of all sixteen rows, meet
 // four rows of activations (a QTile) at a time.
 
-// func transposeWide(p *int32, n int)
+// func transposeWide(p unsafe.Pointer, n int)
 //
 // transposeWide transposes n blocks of 16×16 dwords at p in place (row j
 // of a block, 64 bytes, becomes column j): dword unpacks of pairs of rows,

@@ -6,9 +6,11 @@
 // the odd ones' in Z9, dword 8h+k holding lane k of group h's), and are
 // stored as row j of the pair's two 16×16 blocks of dwords (dst, 2 KiB a
 // pair), which transposeWide then turns so that each dword of the pair is
-// one vector of the sixteen rows; each row's scales go to lane j of its
-// groups' vectors of scales (dsc, 64 bytes a group), eight groups a
-// scatter. A lone last group is stored as a pair whose second group is
+// one vector of the sixteen rows; each row's scales, eight groups a
+// chunk, go to row j of a 16×16 block of them (dsc, two chunks a block:
+// the even one's in dwords 0..7, the odd one's in 8..15), which
+// transposeWide turns into one vector of the sixteen rows' scales a
+// group, 64 bytes each in the groups' order. A lone last group is stored as a pair whose second group is
 // zero (VEX writes clear the upper halves).
 
 // func WIDENAME(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
@@ -18,7 +20,6 @@ TEXT WIDENAME(SB), NOSPLIT, $0-56
 	MOVQ dst+40(FP), R13
 	MOVQ dsc+48(FP), R14
 	CONSTS
-	VMOVDQU wideidx<>(SB), Y6
 	XORQ BX, BX
 
 wrow:
@@ -27,14 +28,18 @@ wrow:
 	MOVQ BX, AX
 	SHLQ $6, AX
 	ADDQ R13, AX
-	LEAQ (R14)(BX*4), DX
+	MOVQ BX, DX
+	SHLQ $6, DX
+	ADDQ R14, DX
+	MOVQ $32, R11
 	MOVQ groups+32(FP), CX
 
 wchunk:
 	SCALES
-	KXNORW K1, K1, K1
-	VSCATTERDPS Y3, K1, (DX)(Y6*4)
-	ADDQ $512, DX
+	VMOVUPS Y3, (DX)
+	ADDQ R11, DX
+	NEGQ R11
+	ADDQ $1024, R11
 	MOVQ $8, R10
 	CMPQ CX, R10
 	CMOVQLT CX, R10

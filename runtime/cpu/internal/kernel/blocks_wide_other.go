@@ -2,7 +2,11 @@
 
 package kernel
 
-import "github.com/tessera-llm/tessera/models/dtype"
+import (
+	"unsafe"
+
+	"github.com/tessera-llm/tessera/models/dtype"
+)
 
 // No wide kernel in this build: DotBlocksWide reports false.
 func wideKernel(t dtype.Type) bool { return false }
@@ -11,7 +15,7 @@ func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups in
 	panic("kernel: no wide kernel in this build")
 }
 
-func transposeWide(p *int32, n int) { panic("kernel: no wide kernel in this build") }
+func transposeWide(p unsafe.Pointer, n int) { panic("kernel: no wide kernel in this build") }
 
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
 	panic("kernel: no wide kernel in this build")
