@@ -195,6 +195,11 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 	overBlocks(t, len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi, &tiles.wide) })
 }
 
+// WideRowBytes is what each worker's wide kernel keeps of each row of a
+// step where a product's input is wider than its blocks of columns
+// (kernel.WideRowBytes): eval's memory estimate counts it.
+const WideRowBytes = kernel.WideRowBytes
+
 // overBlocks is t.over of n rows of weights in whole blocks of blocksTile
 // (the last part takes what is left): a part of 72 rows had a block of 8
 // that the wide kernel, which takes whole blocks, left to the tile

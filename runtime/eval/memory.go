@@ -1,6 +1,8 @@
 package eval
 
 import (
+	goruntime "runtime"
+
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/runtime"
@@ -94,6 +96,9 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 		// (cpu attendSpans): up to one layer's keys of the context, and
 		// no more than cpu.SpanKeysBytes.
 		e.Scratch += min(4*int64(context)*int64(c.KVHeads*c.HeadDim), cpu.SpanKeysBytes)
+		// Each worker's wide kernel keeps its lanes for every row of a
+		// step (cpu.WideRowBytes); a worker a CPU unless told fewer.
+		e.Scratch += rows * cpu.WideRowBytes * int64(goruntime.GOMAXPROCS(0))
 	}
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil

@@ -1,6 +1,7 @@
 package eval_test
 
 import (
+	goruntime "runtime"
 	"testing"
 
 	"github.com/tessera-llm/tessera/runtime"
@@ -26,6 +27,16 @@ func TestEstimateMemory(t *testing.T) {
 	c := eng.Model().Config
 	if keys := min(4*int64(e.Context*c.KVHeads*c.HeadDim), cpu.SpanKeysBytes); e.Scratch < keys {
 		t.Errorf("cpu scratch %d bytes: under the %d of a layer's transposed keys that prompt attention keeps", e.Scratch, keys)
+	}
+	// A worker more keeps the wide kernel's lanes of a step's rows more.
+	procs := goruntime.GOMAXPROCS(1)
+	one, err := eval.EstimateMemory(eng.Model(), "f32", "cpu", 0)
+	goruntime.GOMAXPROCS(2)
+	two, _ := eval.EstimateMemory(eng.Model(), "f32", "cpu", 0)
+	goruntime.GOMAXPROCS(procs)
+	rows := int64(runtime.DefaultBudgets(runtime.Budgets{}, "cpu", c).MaxBatchTokens)
+	if err != nil || two.Scratch-one.Scratch != rows*cpu.WideRowBytes {
+		t.Errorf("cpu scratch %d bytes with one worker, %d with two (%v): want %d more, a step's %d rows of the wide kernel's lanes", one.Scratch, two.Scratch, err, rows*cpu.WideRowBytes, rows)
 	}
 	i4, err := eval.EstimateMemory(eng.Model(), "int4", "webgpu", 64)
 	if err != nil || i4.Weights >= e.Weights/4 || i4.Context != 64 {

@@ -33,6 +33,11 @@ const WideRows = 16
 // DotBlocksWide's expansion pays.
 const WideMin = 24
 
+// WideRowBytes is what DotBlocksWide keeps of each row of activations
+// between blocks of columns of a wide input (its sixteen weight rows'
+// two sets of eight lanes): 1 KiB.
+const WideRowBytes = 2 * Lanes * WideRows * 4
+
 // wideGroups is the groups of a row the wide kernel expands at once: 24
 // KiB of expanded codes, which stay in L1 beside a QTile's codes of them
 // while each tile of activations passes. A multiple of 8 (a chunk's
@@ -75,7 +80,7 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	s.scales = grow(s.scales, (g+15)/16*16*WideRows)
 	var acc *float32
 	if G > wideGroups {
-		s.acc = grow(s.acc, len(ts)*TileRows*256)
+		s.acc = grow(s.acc, len(ts)*TileRows*WideRowBytes/4)
 		acc = &s.acc[0]
 	}
 	for g0 := 0; g0 < G; g0 += wideGroups {
@@ -93,7 +98,7 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 		for t := range ts {
 			a := acc
 			if a != nil {
-				a = &s.acc[t*TileRows*256]
+				a = &s.acc[t*TileRows*WideRowBytes/4]
 			}
 			dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, a, mode, &out[t*TileRows*stride], 4*stride)
 		}
