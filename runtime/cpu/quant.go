@@ -255,7 +255,7 @@ func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Bloc
 	var buf [blocksTile]float32
 	out := buf[:]
 	var s *kernel.WideScratch
-	if tiled >= kernel.WideMin {
+	if tiled >= kernel.WideMin(w.Type) {
 		s, _ = wide.Get().(*kernel.WideScratch)
 		if s == nil {
 			s = new(kernel.WideScratch)

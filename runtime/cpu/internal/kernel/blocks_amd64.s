@@ -45,6 +45,49 @@ DATA lanes<>+24(SB)/4, $6
 DATA lanes<>+28(SB)/4, $7
 GLOBL lanes<>(SB), RODATA|NOPTR, $32
 
+// The word permutes of the nibble types' wide expansion
+// (blocks_wide_avx512_amd64.h): sixteen rows' 16-byte groups, four rows a
+// register, become a register a pair of words k, k+1 (bytes 2k..2k+3) of
+// all sixteen rows: widew1 and widew1h take words 0..3 and 4..7 of rows
+// 0..7 (or 8..15) from two registers, k·8 + row; widew2 and widew2h take
+// words k, k+1 (and k+2, k+3) of those for rows 0..7 then 8..15.
+DATA widew1<>+0(SB)/8, $0x0018001000080000
+DATA widew1<>+8(SB)/8, $0x0038003000280020
+DATA widew1<>+16(SB)/8, $0x0019001100090001
+DATA widew1<>+24(SB)/8, $0x0039003100290021
+DATA widew1<>+32(SB)/8, $0x001a0012000a0002
+DATA widew1<>+40(SB)/8, $0x003a0032002a0022
+DATA widew1<>+48(SB)/8, $0x001b0013000b0003
+DATA widew1<>+56(SB)/8, $0x003b0033002b0023
+GLOBL widew1<>(SB), RODATA|NOPTR, $64
+DATA widew1h<>+0(SB)/8, $0x001c0014000c0004
+DATA widew1h<>+8(SB)/8, $0x003c0034002c0024
+DATA widew1h<>+16(SB)/8, $0x001d0015000d0005
+DATA widew1h<>+24(SB)/8, $0x003d0035002d0025
+DATA widew1h<>+32(SB)/8, $0x001e0016000e0006
+DATA widew1h<>+40(SB)/8, $0x003e0036002e0026
+DATA widew1h<>+48(SB)/8, $0x001f0017000f0007
+DATA widew1h<>+56(SB)/8, $0x003f0037002f0027
+GLOBL widew1h<>(SB), RODATA|NOPTR, $64
+DATA widew2<>+0(SB)/8, $0x0003000200010000
+DATA widew2<>+8(SB)/8, $0x0007000600050004
+DATA widew2<>+16(SB)/8, $0x0023002200210020
+DATA widew2<>+24(SB)/8, $0x0027002600250024
+DATA widew2<>+32(SB)/8, $0x000b000a00090008
+DATA widew2<>+40(SB)/8, $0x000f000e000d000c
+DATA widew2<>+48(SB)/8, $0x002b002a00290028
+DATA widew2<>+56(SB)/8, $0x002f002e002d002c
+GLOBL widew2<>(SB), RODATA|NOPTR, $64
+DATA widew2h<>+0(SB)/8, $0x0013001200110010
+DATA widew2h<>+8(SB)/8, $0x0017001600150014
+DATA widew2h<>+16(SB)/8, $0x0033003200310030
+DATA widew2h<>+24(SB)/8, $0x0037003600350034
+DATA widew2h<>+32(SB)/8, $0x001b001a00190018
+DATA widew2h<>+40(SB)/8, $0x001f001e001d001c
+DATA widew2h<>+48(SB)/8, $0x003b003a00390038
+DATA widew2h<>+56(SB)/8, $0x003f003e003d003c
+GLOBL widew2h<>(SB), RODATA|NOPTR, $64
+
 // bitsel: byte k selects bit k % 8; spread: byte k takes byte k / 8 (a
 // plane of one bit an input, 16 of them, to 16 bytes).
 DATA bitsel<>+0(SB)/8, $0x8040201008040201
@@ -415,6 +458,8 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksQ4_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ4_0Tile8VNNI
 #define WIDENAME ·expandQ4_0Wide
+#define WIDEMAP(Z) VPSUBB Z14, Z, Z
+#define WIDECONST VPBROADCASTD b08<>(SB), Z14
 #define CONSTS CONSTS_NIB
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; OFFSET(b08<>(SB)); WIDEN; ADDQ $16, SI
@@ -466,6 +511,8 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksIQ4_NLTile8AVX512
 #define NAME512X8V ·dotBlocksIQ4_NLTile8VNNI
 #define WIDENAME ·expandIQ4_NLWide
+#define WIDEMAP(Z) VPSHUFB Z, Z14, Z
+#define WIDECONST VBROADCASTI32X4 iq4nl<>(SB), Z14
 #define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
@@ -479,6 +526,8 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksMXFP4Tile8AVX512
 #define NAME512X8V ·dotBlocksMXFP4Tile8VNNI
 #define WIDENAME ·expandMXFP4Wide
+#define WIDEMAP(Z) VPSHUFB Z, Z14, Z
+#define WIDECONST VBROADCASTI32X4 mxfp4<>(SB), Z14
 #define CONSTS CONSTS_NIB; VBROADCASTI128 mxfp4<>(SB), Y14
 #define SCALES SCALES_E8M0
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI

@@ -29,6 +29,10 @@
 #ifdef WIDENAME
 #include "blocks_wide_avx512_amd64.h"
 #undef WIDENAME
+#ifdef WIDEMAP
+#undef WIDEMAP
+#undef WIDECONST
+#endif
 #endif
 #undef NAME
 #undef NAME512

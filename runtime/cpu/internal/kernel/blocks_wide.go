@@ -16,22 +16,30 @@ import (
 // shared by eight rows. With the sixteen weight rows in the lanes instead,
 // one f32(S·d) serves a group's eight lanes, and the unpacking is done
 // once for every row of activations: the codes are expanded to int16
-// pairs, a vector of one pair of every weight row (expandWide, then
-// transposeWide), once for a block of columns, and each row of
+// pairs, a vector of one pair of every weight row, once for a block of
+// columns (expandWide: the nibble types a group of the sixteen rows at a
+// time, the others a row at a time, then transposeWide), and each row of
 // activations then costs five instructions a lane and group for the
 // sixteen weight rows (the pair of codes broadcast from the row). Every
 // lane, product and sum is dotBlocksGo's, in its order, so the results
 // are its bits. Expanding costs about what the products of a dozen rows
-// save, so the kernel serves prompts and steps of many sequences
-// (WideMin rows or more).
+// save (half that for the nibble types), so the kernel serves prompts and
+// steps of many sequences (WideMin rows or more).
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
 // sixteen lanes.
 const WideRows = 16
 
 // WideMin is the fewest rows of activations (four a QTile) for which
-// DotBlocksWide's expansion pays.
-const WideMin = 24
+// DotBlocksWide's expansion of type t pays: 16 where it writes the codes'
+// layout at once (the nibble types), 24 where they go through
+// transposeWide.
+func WideMin(t dtype.Type) int {
+	if wideDirect(t) {
+		return 16
+	}
+	return 24
+}
 
 // WideRowBytes is what DotBlocksWide keeps of each row of activations
 // between blocks of columns of a wide input (its sixteen weight rows'
@@ -86,7 +94,9 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	for g0 := 0; g0 < G; g0 += wideGroups {
 		n := min(wideGroups, G-g0)
 		expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
-		transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+		if !wideDirect(w.Type) {
+			transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+		}
 		transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
 		mode := 0
 		if g0 > 0 {

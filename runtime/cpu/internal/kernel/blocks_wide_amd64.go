@@ -45,6 +45,12 @@ func wideKernel(t dtype.Type) bool {
 	return false
 }
 
+// wideDirect says whether type t's expansion leaves its codes in their
+// final layout (the nibble types), not for transposeWide.
+func wideDirect(t dtype.Type) bool {
+	return t == dtype.Q4_0 || t == dtype.IQ4_NL || t == dtype.MXFP4
+}
+
 func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	switch t {
 	case dtype.Q4_0:

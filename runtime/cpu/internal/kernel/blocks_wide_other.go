@@ -11,6 +11,8 @@ import (
 // No wide kernel in this build: DotBlocksWide reports false.
 func wideKernel(t dtype.Type) bool { return false }
 
+func wideDirect(t dtype.Type) bool { return false }
+
 func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	panic("kernel: no wide kernel in this build")
 }
