@@ -94,6 +94,18 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	for g0 := 0; g0 < G; g0 += wideGroups {
 		n := min(wideGroups, G-g0)
 		expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+		// What the next expansion reads (this block's next columns, or
+		// the next block's first), asked for a few rows at a time while
+		// these products run: at a step of few rows the expansion is
+		// where the weights come from memory, and in a burst it waited
+		// on each line.
+		rn, gn := r0, g0+n
+		if gn == G {
+			rn, gn = r0+WideRows, 0
+		}
+		if rn+WideRows > w.Rows {
+			rn = -1
+		}
 		if !wideDirect(w.Type) {
 			transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
 		}
@@ -106,6 +118,11 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 			mode |= 2
 		}
 		for t := range ts {
+			if rn >= 0 {
+				for j := t * WideRows / len(ts); j < (t+1)*WideRows/len(ts); j++ {
+					prefetchWide(w, rn+j, gn, cw, sw, chunkWords)
+				}
+			}
 			a := acc
 			if a != nil {
 				a = &s.acc[t*TileRows*WideRowBytes/4]
@@ -114,4 +131,25 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 		}
 	}
 	return true
+}
+
+// prefetchWide asks for the codes and scale words of groups g0.. (a
+// block of columns) of row r of w: what expandWide reads of it.
+func prefetchWide(w *dtype.Blocks, r, g0, cw, sw, chunkWords int) {
+	if !hasPrefetch {
+		return
+	}
+	l := w.Layout()
+	n := min(wideGroups, w.Groups()-g0)
+	at := r*cw + g0*l.CodeWords
+	prefetchWords(w.Codes[at : at+n*l.CodeWords])
+	sc := r*sw + g0/8*chunkWords
+	prefetchWords(w.Scales[sc:min(sc+(n+7)/8*chunkWords, (r+1)*sw)])
+}
+
+// prefetchWords is Prefetch of words.
+func prefetchWords(x []uint32) {
+	if len(x) > 0 {
+		prefetch((*float32)(unsafe.Pointer(&x[0])), len(x))
+	}
 }
