@@ -161,17 +161,11 @@ func BenchmarkBlocksEightRows(b *testing.B) {
 		for _, cols := range []int{576, 1536} {
 			const rows = 256
 			m := blocksMatrix(b, rng, typ, rows, cols)
-			var tiles [2]QTile
-			var qs [2 * TileRows]QRow
-			for t := range tiles {
-				var xs [TileRows]*QRow
-				for r := range xs {
-					q := &qs[t*TileRows+r]
-					q.Quantize(randomRow(rng, cols))
-					xs[r] = q
-				}
-				tiles[t].Pack(&xs)
+			qs := make([]QRow, 2*TileRows)
+			for r := range qs {
+				qs[r].Quantize(randomRow(rng, cols))
 			}
+			tiles := packTiles(qs)
 			out := make([]float32, 2*TileRows*rows)
 			b.Run(fmt.Sprintf("%v/%d", typ, cols), func(b *testing.B) {
 				b.SetBytes(int64(2 * TileRows * rows * cols)) // multiply-adds
@@ -266,4 +260,17 @@ func spreadRows(rng *rand.Rand, n, cols, zero int, halves bool) []QRow {
 		}
 	}
 	return qs
+}
+
+// packTiles packs the rows qs, four a tile (len(qs)/TileRows tiles).
+func packTiles(qs []QRow) []QTile {
+	ts := make([]QTile, len(qs)/TileRows)
+	for t := range ts {
+		var xs [TileRows]*QRow
+		for r := range xs {
+			xs[r] = &qs[t*TileRows+r]
+		}
+		ts[t].Pack(&xs)
+	}
+	return ts
 }

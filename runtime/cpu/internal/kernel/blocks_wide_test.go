@@ -32,14 +32,7 @@ func TestDotBlocksWide(t *testing.T) {
 			m := blocksMatrix(t, rng, typ, rows, cols)
 			m.Scales = m.Scales[:len(m.Scales):len(m.Scales)] // no room past the last row's scale words
 			qs := spreadRows(rng, 3*TileRows, cols, 6, l.Min == 2)
-			ts := make([]QTile, 3)
-			for i := range ts {
-				var xs [TileRows]*QRow
-				for r := range xs {
-					xs[r] = &qs[i*TileRows+r]
-				}
-				ts[i].Pack(&xs)
-			}
+			ts := packTiles(qs)
 			for _, r0 := range []int{0, 5, rows - WideRows} {
 				for _, n := range []int{1, 3} {
 					stride := WideRows + 3
@@ -87,16 +80,10 @@ func BenchmarkBlocksWide(b *testing.B) {
 			m := blocksMatrix(b, rng, typ, rows, cols)
 			for _, n := range []int{16, 32, 128} {
 				qs := make([]QRow, n)
-				ts := make([]QTile, n/TileRows)
-				for t := range ts {
-					var xs [TileRows]*QRow
-					for r := range xs {
-						q := &qs[t*TileRows+r]
-						q.Quantize(normalRow(rng, cols))
-						xs[r] = q
-					}
-					ts[t].Pack(&xs)
+				for r := range qs {
+					qs[r].Quantize(normalRow(rng, cols))
 				}
+				ts := packTiles(qs)
 				out := make([]float32, n*rows)
 				var s WideScratch
 				b.Run(fmt.Sprintf("%v/%d/rows=%d/tile8", typ, cols, n), func(b *testing.B) {
