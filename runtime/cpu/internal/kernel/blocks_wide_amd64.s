@@ -3,9 +3,10 @@
 #include "textflag.h"
 
 // The wide kernel (blocks_wide.go): sixteen rows of weights, expanded by
-// the type's expandWide (blocks_wide_avx512_amd64.h) and transposed here
-// so that a vector holds one int16 pair of codes of all sixteen rows, meet
-// four rows of activations (a QTile) at a time.
+// the type's expandWide (blocks_wide_avx512_amd64.h) so that a vector
+// holds one int16 pair of codes of all sixteen rows (transposeWide turns
+// the scales' blocks, and the codes' of the types unpacked a row at a
+// time), meet four rows of activations (a QTile) at a time.
 
 // func transposeWide(p unsafe.Pointer, n int)
 //

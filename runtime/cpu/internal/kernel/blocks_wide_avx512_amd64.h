@@ -1,17 +1,14 @@
 // The expansion of sixteen rows of weights for the wide kernel
 // (blocks_wide_amd64.s; blocks_types_amd64.h includes it once for each
 // type with an eight-row tile kernel, as WIDENAME with the type's CONSTS,
-// SCALES, UNPACK and UNPACK2): each row's codes unpack as the one-row
-// loop unpacks them (a pair of groups: the even inputs' int16 pairs in Z8,
-// the odd ones' in Z9, dword 8h+k holding lane k of group h's), and are
-// stored as row j of the pair's two 16×16 blocks of dwords (dst, 2 KiB a
-// pair), which transposeWide then turns so that each dword of the pair is
-// one vector of the sixteen rows; each row's scales, eight groups a
-// chunk, go to row j of a 16×16 block of them (dsc, two chunks a block:
-// the even one's in dwords 0..7, the odd one's in 8..15), which
-// transposeWide turns into one vector of the sixteen rows' scales a
-// group, 64 bytes each in the groups' order. A lone last group is stored as a pair whose second group is
-// zero (VEX writes clear the upper halves).
+// SCALES, UNPACK and UNPACK2, and WIDEMAP for the nibble types). Every
+// form leaves a pair of groups as 2 KiB (dst): for each lane k of each
+// group h, the sixteen rows' int16 pairs of its even inputs (4k, 4k+2) at
+// (8h+k)·64 and of its odd ones at 1024 + (8h+k)·64; and each group's
+// sixteen scales as one vector (dsc, 64 bytes a group): each row's scales,
+// eight groups a chunk, go to row j of a 16×16 block of them (two chunks
+// a block: the even one's in dwords 0..7, the odd one's in 8..15), which
+// transposeWide turns.
 
 #ifdef WIDEMAP
 // The nibble types (Q4_0, IQ4_NL, MXFP4: a group's 16 bytes, input 2m in
@@ -22,9 +19,8 @@
 // less 8, or a codebook), widen to the int16 pairs of the even inputs
 // (lane k of the group: inputs 4k, 4k+2, the low nibbles of bytes 2k and
 // 2k+1) and of the odd ones (their high nibbles). No transposeWide of the
-// codes: a group costs eight permutes where the unpacking a row at a time
-// and the transpose cost about four times the instructions. The scales go
-// as the other types' do.
+// codes: about half the instructions of unpacking a row at a time and
+// transposing.
 #define NIBOUT(ZO, K) \
 	VPANDD Z15, ZO, Z12 \
 	VPSRLW $4, ZO, Z13 \
@@ -135,6 +131,14 @@ nnext:
 #undef NIBOUT
 #undef NIBROWS
 #else
+// The other types (Q5_0, Q8_0): each row's codes unpack as the one-row
+// loop unpacks them (a pair of groups: the even inputs' int16 pairs in
+// Z8, the odd ones' in Z9, dword 8h+k holding lane k of group h's) and
+// are stored as row j of the pair's two 16×16 blocks of dwords, which
+// transposeWide then turns into the layout above. A lone last group is
+// stored as a pair whose second group is zero (VEX writes clear the
+// upper halves).
+
 // func WIDENAME(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
 TEXT WIDENAME(SB), NOSPLIT, $0-56
 	MOVQ codes+0(FP), R8
