@@ -23,7 +23,7 @@ import (
 // sixteen weight rows (the pair of codes broadcast from the row). Every
 // lane, product and sum is dotBlocksGo's, in its order, so the results
 // are its bits. Expanding costs about what the products of a dozen rows
-// save (half that for the nibble types), so the kernel serves prompts and
+// save (less for the nibble types), so the kernel serves prompts and
 // steps of many sequences (WideMin rows or more).
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
@@ -120,7 +120,7 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 		for t := range ts {
 			if rn >= 0 {
 				for j := t * WideRows / len(ts); j < (t+1)*WideRows/len(ts); j++ {
-					prefetchWide(w, rn+j, gn, cw, sw, chunkWords)
+					prefetchWide(w, rn+j, gn, min(wideGroups, G-gn), cw, sw, l.CodeWords, chunkWords)
 				}
 			}
 			a := acc
@@ -133,16 +133,14 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 	return true
 }
 
-// prefetchWide asks for the codes and scale words of groups g0.. (a
+// prefetchWide asks for the codes and scale words of groups g0..g0+n (a
 // block of columns) of row r of w: what expandWide reads of it.
-func prefetchWide(w *dtype.Blocks, r, g0, cw, sw, chunkWords int) {
+func prefetchWide(w *dtype.Blocks, r, g0, n, cw, sw, codeWords, chunkWords int) {
 	if !hasPrefetch {
 		return
 	}
-	l := w.Layout()
-	n := min(wideGroups, w.Groups()-g0)
-	at := r*cw + g0*l.CodeWords
-	prefetchWords(w.Codes[at : at+n*l.CodeWords])
+	at := r*cw + g0*codeWords
+	prefetchWords(w.Codes[at : at+n*codeWords])
 	sc := r*sw + g0/8*chunkWords
 	prefetchWords(w.Scales[sc:min(sc+(n+7)/8*chunkWords, (r+1)*sw)])
 }
