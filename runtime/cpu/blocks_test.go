@@ -22,7 +22,7 @@ func TestMatMulBlocksRows(t *testing.T) {
 	for _, c := range []struct {
 		typ        dtype.Type
 		rows, cols int
-	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
+	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.Q4_0, 70, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
 		vals := make([]float32, c.rows*c.cols)
 		for i := range vals {
 			vals[i] = float32(rng.NormFloat64())
@@ -36,10 +36,12 @@ func TestMatMulBlocksRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := &QWeight{shape: []int{c.rows, c.cols}, storage: backend.Blocks, Blocks: bl}
-		// 1..11 rows, and 24: at 1600 columns enough to share the
-		// packing of the rows' tiles among the workers.
-		ms := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 24}
-		const maxM = 24
+		// 1..11 rows, 24: at 1600 columns enough to share the packing of
+		// the rows' tiles among the workers, and 70: the wide kernel's
+		// calls of several blocks of weight rows (kernel.WideBlocksFor),
+		// two rows left over.
+		ms := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 24, 70}
+		const maxM = 70
 		x := make([]float32, maxM*c.cols)
 		for i := range x {
 			x[i] = float32(rng.NormFloat64()) * float32(1+i/c.cols)

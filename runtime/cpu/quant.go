@@ -195,10 +195,13 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 	overBlocks(t, len(q)*w.Rows*w.Cols, w.Rows, func(lo, hi int) { blocksRows(dst, q, ts, w, lo, hi, &tiles.wide) })
 }
 
-// WideRowBytes is what each worker's wide kernel keeps of each row of a
-// step where a product's input is wider than its blocks of columns
-// (kernel.WideRowBytes): eval's memory estimate counts it.
-const WideRowBytes = kernel.WideRowBytes
+// WideBytes is what each worker's wide kernel keeps of a step of m rows
+// where a product's input is wider than its blocks of columns: each row's
+// lanes (kernel.WideRowBytes) for each block of weight rows a call takes
+// (kernel.WideBlocksFor). eval's memory estimate counts it.
+func WideBytes(m int) int64 {
+	return int64(m) * kernel.WideRowBytes * int64(kernel.WideBlocksFor(m)/kernel.WideRows)
+}
 
 // overBlocks is t.over of n rows of weights in whole blocks of blocksTile
 // (the last part takes what is left): a part of 72 rows had a block of 8
@@ -245,10 +248,10 @@ func hasK(q []kernel.QRow) bool {
 // products of rows lo..hi of w with every row of q (ts: their tiles, from
 // blocksReady). Each output is one kernel call's, whichever rows of w
 // share the call, so any split of the rows gives the same bits. Where
-// the tiles hold kernel.WideMin rows or more, each block of rows of w
-// meets them all in the wide kernel where it takes the block (its
-// scratch from wide, one a job), and in the tile kernels elsewhere: the
-// same bits either way.
+// the tiles hold kernel.WideMin rows or more, the blocks of rows of w
+// meet them all in the wide kernel where it takes them, a few blocks a
+// call (kernel.WideBlocksFor; its scratch from wide, one a job), and in
+// the tile kernels elsewhere: the same bits either way.
 func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Blocks, lo, hi int, wide *sync.Pool) {
 	m, n := len(q), w.Rows
 	tiled := len(ts) * kernel.TileRows
@@ -262,9 +265,14 @@ func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Bloc
 		}
 		defer wide.Put(s)
 	}
-	for j := lo; j < hi; j += blocksTile {
+	for j := lo; j < hi; {
 		tile := min(blocksTile, hi-j)
-		if s == nil || tile < kernel.WideRows || !kernel.DotBlocksWide(w, j, ts, dst[j:], n, s) {
+		if s != nil && tile == kernel.WideRows {
+			// Whole blocks, a few at a time (kernel.WideBlocksFor).
+			tile = min(kernel.WideBlocksFor(tiled), (hi-j)/kernel.WideRows*kernel.WideRows)
+		}
+		if s == nil || tile < kernel.WideRows || !kernel.DotBlocksWide(w, j, tile, ts, dst[j:], n, s) {
+			tile = min(blocksTile, hi-j)
 			i := 0
 			for ; i+1 < len(ts); i += 2 {
 				kernel.DotBlocksTile8(w, j, tile, &ts[i], &ts[i+1], dst[i*kernel.TileRows*n+j:], n)
@@ -274,9 +282,13 @@ func blocksRows(dst []float32, q []kernel.QRow, ts []kernel.QTile, w *dtype.Bloc
 			}
 		}
 		for i := tiled; i < m; i++ {
-			kernel.DotBlocksRows(w, j, &q[i], out[:tile])
-			copy(dst[i*n+j:], out[:tile])
+			for a := j; a < j+tile; a += blocksTile {
+				c := min(a+blocksTile, j+tile)
+				kernel.DotBlocksRows(w, a, &q[i], out[:c-a])
+				copy(dst[i*n+a:], out[:c-a])
+			}
 		}
+		j += tile
 	}
 }
 

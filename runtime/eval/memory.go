@@ -97,8 +97,9 @@ func EstimateMemory(m *models.Model, quant, device string, context int) (MemoryE
 		// no more than cpu.SpanKeysBytes.
 		e.Scratch += min(4*int64(context)*int64(c.KVHeads*c.HeadDim), cpu.SpanKeysBytes)
 		// Each worker's wide kernel keeps its lanes for every row of a
-		// step (cpu.WideRowBytes); a worker a CPU unless told fewer.
-		e.Scratch += rows * cpu.WideRowBytes * int64(goruntime.GOMAXPROCS(0))
+		// step and block of weight rows it takes at once (cpu.WideBytes);
+		// a worker a CPU unless told fewer.
+		e.Scratch += cpu.WideBytes(int(rows)) * int64(goruntime.GOMAXPROCS(0))
 	}
 	e.Total = e.Weights + e.KV + e.Scratch
 	return e, nil

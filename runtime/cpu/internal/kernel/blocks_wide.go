@@ -62,54 +62,34 @@ type WideScratch struct {
 
 // DotBlocksWide sets out[r·stride + j] to the dot product of row r0 + j
 // of w with row r of the tiles ts (row r%TileRows of ts[r/TileRows]), for
-// j < WideRows, with DotBlocksRows's bits, and reports whether it could:
-// it takes the types with an eight-row tile kernel, on CPUs with AVX-512
-// VNNI, and whole blocks of rows. The caller falls back to DotBlocksTile8
-// where it cannot.
-func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
+// j < rows (a multiple of WideRows), with DotBlocksRows's bits, and
+// reports whether it could: it takes the types with an eight-row tile
+// kernel, on CPUs with AVX-512 VNNI, and whole blocks of rows. The caller
+// falls back to DotBlocksTile8 where it cannot. Where the rows are wider
+// than a block of columns, the blocks of weight rows (up to wideBlocks of
+// them) take each block of columns in turn, so that the activations' part
+// stays in the core's cache for all of them: an input 8192 wide has 2 MiB
+// of activation rows at a step of 128, which one block of weight rows at
+// a time read from beyond the cache for every block.
+func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
 	G := w.Groups()
-	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || r0+WideRows > w.Rows {
+	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || rows <= 0 || rows%WideRows != 0 || r0+rows > w.Rows {
 		return false
 	}
 	l := w.Layout()
 	cw, sw := G*l.CodeWords, w.RowScaleWords()
 	chunkWords := 8 / l.ScaleGroups * l.ScaleBytes / 4
-	codes, scales := w.Codes[r0*cw:(r0+WideRows)*cw], w.Scales[r0*sw:]
-	if chunks := (G + 7) / 8; G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
-		// The expansion reads a chunk's scale words whole, past the
-		// matrix's last ones here: the block's go to scratch with room.
-		s.pad = grow(s.pad, WideRows*sw+chunkWords)
-		copy(s.pad, scales[:WideRows*sw])
-		scales = s.pad
-	}
-	_ = out[(len(ts)*TileRows-1)*stride+WideRows-1]
+	_ = out[(len(ts)*TileRows-1)*stride+rows-1]
 	g := min(G, wideGroups)
 	s.codes = grow(s.codes, (g+1)/2*512)
 	s.scales = grow(s.scales, (g+15)/16*16*WideRows)
-	var acc *float32
+	nb := rows / WideRows
+	lanes := len(ts) * TileRows * WideRowBytes / 4 // a block's rows of lanes
 	if G > wideGroups {
-		s.acc = grow(s.acc, len(ts)*TileRows*WideRowBytes/4)
-		acc = &s.acc[0]
+		s.acc = grow(s.acc, nb*lanes)
 	}
 	for g0 := 0; g0 < G; g0 += wideGroups {
 		n := min(wideGroups, G-g0)
-		expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
-		// What the next expansion reads (this block's next columns, or
-		// the next block's first), asked for a few rows at a time while
-		// these products run: at a step of few rows the expansion is
-		// where the weights come from memory, and in a burst it waited
-		// on each line.
-		rn, gn := r0, g0+n
-		if gn == G {
-			rn, gn = r0+WideRows, 0
-		}
-		if rn+WideRows > w.Rows {
-			rn = -1
-		}
-		if !wideDirect(w.Type) {
-			transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
-		}
-		transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
 		mode := 0
 		if g0 > 0 {
 			mode |= 1
@@ -117,21 +97,74 @@ func DotBlocksWide(w *dtype.Blocks, r0 int, ts []QTile, out []float32, stride in
 		if g0+n == G {
 			mode |= 2
 		}
-		for t := range ts {
-			if rn >= 0 {
-				for j := t * WideRows / len(ts); j < (t+1)*WideRows/len(ts); j++ {
-					prefetchWide(w, rn+j, gn, min(wideGroups, G-gn), cw, sw, l.CodeWords, chunkWords)
+		for b := range nb {
+			rb := r0 + b*WideRows
+			codes, scales := w.Codes[rb*cw:(rb+WideRows)*cw], w.Scales[rb*sw:]
+			if chunks := (G + 7) / 8; G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
+				// The expansion reads a chunk's scale words whole, past
+				// the matrix's last ones here: the block's go to scratch
+				// with room.
+				s.pad = grow(s.pad, WideRows*sw+chunkWords)
+				copy(s.pad, scales[:WideRows*sw])
+				scales = s.pad
+			}
+			expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+			// What the next expansion reads (the next block's columns,
+			// or the first block's next ones, or the next call's first
+			// block), asked for a few rows at a time while these
+			// products run: at a step of few rows the expansion is where
+			// the weights come from memory, and in a burst it waited on
+			// each line.
+			rn, gn := rb+WideRows, g0
+			if b == nb-1 {
+				rn, gn = r0, g0+n
+				if gn == G {
+					rn, gn = r0+rows, 0
 				}
 			}
-			a := acc
-			if a != nil {
-				a = &s.acc[t*TileRows*WideRowBytes/4]
+			if rn+WideRows > w.Rows {
+				rn = -1
 			}
-			dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, a, mode, &out[t*TileRows*stride], 4*stride)
+			if !wideDirect(w.Type) {
+				transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+			}
+			transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
+			for t := range ts {
+				if rn >= 0 {
+					for j := t * WideRows / len(ts); j < (t+1)*WideRows/len(ts); j++ {
+						prefetchWide(w, rn+j, gn, min(wideGroups, G-gn), cw, sw, l.CodeWords, chunkWords)
+					}
+				}
+				var acc *float32
+				if G > wideGroups {
+					acc = &s.acc[b*lanes+t*TileRows*WideRowBytes/4]
+				}
+				dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, &out[t*TileRows*stride+b*WideRows], 4*stride)
+			}
 		}
 	}
 	return true
 }
+
+// WideBlocksFor is the rows of weights (whole blocks of WideRows, up to
+// wideBlocks of them) a call of DotBlocksWide with m rows of activations
+// takes at once: as many as keep each block's lanes of the m rows
+// (WideRowBytes a row) within wideAccBytes.
+func WideBlocksFor(m int) int {
+	if m < 64 {
+		return WideRows
+	}
+	return WideRows * max(1, min(wideBlocks, wideAccBytes/(m*WideRowBytes)))
+}
+
+// wideBlocks and wideAccBytes bound the blocks of weight rows a call of
+// DotBlocksWide takes: their lanes of a step's rows (1 KiB a row and
+// block), beside a block of columns' activations (about 2 KiB a row),
+// stay in a core's L2 (2 MiB on the Xeon measured).
+const (
+	wideBlocks   = 4
+	wideAccBytes = 512 << 10
+)
 
 // prefetchWide asks for the codes and scale words of groups g0..g0+n (a
 // block of columns) of row r of w: what expandWide reads of it.

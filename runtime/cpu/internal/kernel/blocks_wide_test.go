@@ -14,7 +14,8 @@ import (
 // scales and more than one block of columns (the lanes carried between
 // them), for blocks of weight rows at and off the matrix's start and its
 // last rows (whose last chunk of scale words the kernel reads from a
-// padded copy), and one or three tiles of activations at very different
+// padded copy), one to three blocks a call (each block's lanes carried
+// across the blocks of columns), and one or three tiles of activations at very different
 // scales (one row all zero); it declines only the types it has no
 // expansion for, which DotBlocksTile8 keeps.
 func TestDotBlocksWide(t *testing.T) {
@@ -28,19 +29,20 @@ func TestDotBlocksWide(t *testing.T) {
 			widths = append(widths, 800, 1568, 2080) // 25, 49 and 65 groups: blocks of columns and a lone group after them
 		}
 		for _, cols := range widths {
-			const rows = 37
+			const rows = 53
 			m := blocksMatrix(t, rng, typ, rows, cols)
 			m.Scales = m.Scales[:len(m.Scales):len(m.Scales)] // no room past the last row's scale words
 			qs := spreadRows(rng, 3*TileRows, cols, 6, l.Min == 2)
 			ts := packTiles(qs)
-			for _, r0 := range []int{0, 5, rows - WideRows} {
+			for _, c := range []struct{ r0, nw int }{{0, 1}, {5, 1}, {rows - WideRows, 1}, {0, 3}, {rows - 2*WideRows, 2}} {
+				r0, nw := c.r0, c.nw*WideRows
 				for _, n := range []int{1, 3} {
-					stride := WideRows + 3
-					out := make([]float32, (n*TileRows-1)*stride+WideRows)
+					stride := nw + 3
+					out := make([]float32, (n*TileRows-1)*stride+nw)
 					for i := range out {
 						out[i] = float32(math.NaN())
 					}
-					if !DotBlocksWide(m, r0, ts[:n], out, stride, &s) {
+					if !DotBlocksWide(m, r0, nw, ts[:n], out, stride, &s) {
 						if wideKernel(typ) {
 							t.Fatalf("%v %d wide: the wide kernel declined rows %d..", typ, cols, r0)
 						}
@@ -51,7 +53,7 @@ func TestDotBlocksWide(t *testing.T) {
 					}
 					took++
 					for r := range n * TileRows {
-						for j := range WideRows {
+						for j := range nw {
 							want := DotBlocks(m, r0+j, &qs[r])
 							if got := out[r*stride+j]; math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("%v %d wide, weight row %d, activation row %d: wide %g, DotBlocks %g", typ, cols, r0+j, r, got, want)
@@ -78,7 +80,7 @@ func BenchmarkBlocksWide(b *testing.B) {
 		for _, cols := range []int{576, 2048, 8192} {
 			const rows = 64
 			m := blocksMatrix(b, rng, typ, rows, cols)
-			for _, n := range []int{16, 32, 128} {
+			for _, n := range []int{16, 32, 64, 128} {
 				qs := make([]QRow, n)
 				for r := range qs {
 					qs[r].Quantize(normalRow(rng, cols))
@@ -96,16 +98,18 @@ func BenchmarkBlocksWide(b *testing.B) {
 						}
 					}
 				})
-				b.Run(fmt.Sprintf("%v/%d/rows=%d/wide", typ, cols, n), func(b *testing.B) {
-					b.SetBytes(int64(n * rows * cols))
-					for b.Loop() {
-						for j := 0; j < rows; j += WideRows {
-							if !DotBlocksWide(m, j, ts, out[j:], rows, &s) {
-								b.Skip("no wide kernel here")
+				for _, nw := range []int{WideRows, WideBlocksFor(n)} {
+					b.Run(fmt.Sprintf("%v/%d/rows=%d/wide%d", typ, cols, n, nw), func(b *testing.B) {
+						b.SetBytes(int64(n * rows * cols))
+						for b.Loop() {
+							for j := 0; j < rows; j += nw {
+								if !DotBlocksWide(m, j, nw, ts, out[j:], rows, &s) {
+									b.Skip("no wide kernel here")
+								}
 							}
 						}
-					}
-				})
+					})
+				}
 			}
 		}
 	}
