@@ -7,9 +7,10 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // 32 (QRow); Q4_K, Q5_K and Q6_K meet the activations quantized per
 // super-block instead, in integers (blocks_k.go). One loop serves every type: per group the type's codes are
 // unpacked to small integers (its planes of bits, less an offset or
-// through a codebook) and meet the int16 activations in exact integer dot
-// products, as int4's do; the type's scales, decoded for eight groups at a
-// time, scale the integer sums. Every type is one specialisation of that
+// through a codebook) and meet the int16 activations in one exact integer
+// dot product a group (a half group where the type has a scale per 16
+// inputs); the type's scales, decoded for eight groups at a time, scale
+// the integer sums once each. Every type is one specialisation of that
 // loop: the Go twin below defines the bits, and the assembly of each
 // architecture is one body whose unpacking and scale decoding each type
 // fills in (blocks_amd64.s, blocks_arm64.s).
@@ -71,41 +72,36 @@ func dotBlocksRowGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 // codes c_i, its scales lo (inputs 0..15) and hi (16..31) and its mins,
 // and d = ds[2g]:
 //
-//	sd_lo = f32(lo·d), sd_hi = f32(hi·d)
-//	lane_k = Σ_{i=4k}^{4k+3} c_i·xq_i (exact)
-//	acc[g%2][k] += f32(f32(lane_k)·sd), sd_lo for lanes 0..3, sd_hi for 4..7
+//	S_lo = Σ_{i<16} c_i·xq_i, S_hi = Σ_{16≤i<32} c_i·xq_i (exact, int32)
+//	a scale a group (lo = hi): acc[g%8] += f32(f32(S_lo+S_hi)·f32(lo·d))
+//	a scale a half (Halves):   acc[g%8] += f32(f32(S_lo)·f32(lo·d)), then the same of S_hi and hi
 //	a min per group:  macc[g%8] += f32(m·ds[2g+1])
 //	a min per half:   macc[g%8] += f32(m_lo·hs[2g]); macc[g%8] += f32(m_hi·hs[2g+1])
 //
-// and at the end a_k = acc[0][k] + acc[1][k], then fold(a) + fold(macc),
-// fold(v) = ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)): the group's integer
-// sums are int4's (dotQ4Go), and the min terms of eight consecutive groups
-// go to eight lanes, since the vector code decodes scales eight groups at
-// a time.
+// and at the end fold8(acc) + fold8(macc), fold8(v) = ((v0+v4)+(v2+v6)) +
+// ((v1+v5)+(v3+v7)): one integer sum a group (or half group), scaled
+// once, the terms of eight consecutive groups in eight lanes, since the
+// vector code decodes scales eight groups at a time. The integer sums
+// are exact in any order, so each kernel adds a group's products however
+// its registers suit.
 func dotBlocksGo(t dtype.Type, codes, scales []uint32, xq []int16, ds, hs []float32) float32 {
-	var acc [2][Lanes]float32
-	var macc [Lanes]float32
-	dotBlocksGroups(t, codes, scales, xq, ds, hs, 0, &acc, &macc)
-	return foldLanes(&acc, &macc)
-}
-
-// dotBlocksGroups adds groups g0... of the row to acc and macc
-// (dotBlocksGo's loop).
-func dotBlocksGroups(t dtype.Type, codes, scales []uint32, xq []int16, ds, hs []float32, g0 int, acc *[2][Lanes]float32, macc *[Lanes]float32) {
 	l, _ := dtype.Layout(t)
 	G := len(ds) / 2
+	var acc, macc [Lanes]float32
 	var c [dtype.BlockGroup]int8
-	for g := g0; g < G; g++ {
+	for g := range G {
 		l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
 		lo, hi, mlo, mhi := dtype.GroupScale(t, scales, g, G)
 		d := ds[2*g]
-		sd := [2]float32{float32(lo * d), float32(hi * d)}
-		for k := range Lanes {
-			var lane int32
-			for i := 4 * k; i < 4*k+4; i++ {
-				lane += int32(c[i]) * int32(xq[CodeIndex(g, G, i)])
-			}
-			acc[g%2][k] += float32(float32(lane) * sd[k/4])
+		var s [2]int32
+		for i := range dtype.BlockGroup {
+			s[i/16] += int32(c[i]) * int32(xq[CodeIndex(g, G, i)])
+		}
+		if l.Halves {
+			acc[g%8] += float32(float32(s[0]) * float32(lo*d))
+			acc[g%8] += float32(float32(s[1]) * float32(hi*d))
+		} else {
+			acc[g%8] += float32(float32(s[0]+s[1]) * float32(lo*d))
 		}
 		switch l.Min {
 		case 1:
@@ -115,9 +111,10 @@ func dotBlocksGroups(t dtype.Type, codes, scales []uint32, xq []int16, ds, hs []
 			macc[g%8] += float32(mhi * hs[2*g+1])
 		}
 	}
+	return fold8(&acc) + fold8(&macc)
 }
 
-// foldLanes is dotBlocksGo's horizontal sum.
+// foldLanes is the K quants' horizontal sum (dotBlocksKGo).
 func foldLanes(acc *[2][Lanes]float32, macc *[Lanes]float32) float32 {
 	var a [Lanes]float32
 	for k := range a {

@@ -34,6 +34,31 @@ DW(pair512, 8, 1); DW(pair512, 9, 1); DW(pair512, 10, 1); DW(pair512, 11, 1)
 DW(pair512, 12, 1); DW(pair512, 13, 1); DW(pair512, 14, 1); DW(pair512, 15, 1)
 GLOBL pair512<>(SB), RODATA|NOPTR, $64
 
+// The group-sum kernels gather a chunk's half sums in one register, a
+// 128-bit quarter each: the even groups' first halves (groups 0, 2, 4, 6
+// of the chunk), their second halves, the odd groups' first, their
+// second. gsumg512 is each lane's group; gsumsd512 each lane's scale in a
+// register of the chunk's first halves' (lanes 0..7) and second halves'
+// (8..15) scales.
+DW(gsumg512, 0, 0); DW(gsumg512, 1, 2); DW(gsumg512, 2, 4); DW(gsumg512, 3, 6)
+DW(gsumg512, 4, 0); DW(gsumg512, 5, 2); DW(gsumg512, 6, 4); DW(gsumg512, 7, 6)
+DW(gsumg512, 8, 1); DW(gsumg512, 9, 3); DW(gsumg512, 10, 5); DW(gsumg512, 11, 7)
+DW(gsumg512, 12, 1); DW(gsumg512, 13, 3); DW(gsumg512, 14, 5); DW(gsumg512, 15, 7)
+GLOBL gsumg512<>(SB), RODATA|NOPTR, $64
+DW(gsumsd512, 0, 0); DW(gsumsd512, 1, 2); DW(gsumsd512, 2, 4); DW(gsumsd512, 3, 6)
+DW(gsumsd512, 4, 8); DW(gsumsd512, 5, 10); DW(gsumsd512, 6, 12); DW(gsumsd512, 7, 14)
+DW(gsumsd512, 8, 1); DW(gsumsd512, 9, 3); DW(gsumsd512, 10, 5); DW(gsumsd512, 11, 7)
+DW(gsumsd512, 12, 9); DW(gsumsd512, 13, 11); DW(gsumsd512, 14, 13); DW(gsumsd512, 15, 15)
+GLOBL gsumsd512<>(SB), RODATA|NOPTR, $64
+
+// gsumg8: each lane's group in the AVX2 group-sum kernels' terms (the
+// even groups of a chunk, then the odd ones).
+DATA gsumg8<>+0(SB)/8, $0x0000000200000000
+DATA gsumg8<>+8(SB)/8, $0x0000000600000004
+DATA gsumg8<>+16(SB)/8, $0x0000000300000001
+DATA gsumg8<>+24(SB)/8, $0x0000000700000005
+GLOBL gsumg8<>(SB), RODATA|NOPTR, $32
+
 // lanes: 0..7, to compare a chunk's group count with.
 DATA lanes<>+0(SB)/4, $0
 DATA lanes<>+4(SB)/4, $1

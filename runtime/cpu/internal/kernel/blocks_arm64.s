@@ -4,20 +4,23 @@
 #include "neon_arm64.h"
 
 // The NEON products of the block types with one scale a group and no
-// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0): dotBlocksGo, bit for bit, with int4's
-// group product (GROUP, as dotQ4NEON): a group's codes as int16, its even
-// inputs' and odd ones' apart, meet the activations' codes in SMULL/SMLAL,
-// ADDP leaves the twin's eight lanes (lane k: inputs 4k..4k+3), and each
-// is scaled by f32(S·d) (S the group's f16 scale, d its activations') and
-// added to the accumulators of the even groups (V0, V1) or of the odd
-// ones (V2, V3). The mins' register (V4) stays 0, whose fold the twin adds.
+// mins (Q4_0, Q5_0, Q8_0, IQ4_NL: f16; MXFP4: E8M0): dotBlocksGo, bit for
+// bit: a group's codes as int16, its even inputs' and odd ones' apart,
+// meet the activations' codes in SMULL/SMLAL, whose lanes pairwise adds
+// (ADDP) bring to one integer sum a group, four groups a vector; each is
+// scaled by f32(S·d) (S the group's scale, d its activations') and added
+// to the accumulator of its group's place in its chunk of eight (V0 for
+// 0..3, V1 for 4..7). The twin adds the fold of the mins' lanes, zeros
+// here: +0, which leaves the fold's bits.
 //
 // Registers: R0 codes, R1 the next row's scale words, R2 sstride, R3 xq,
 // R4 ds, R6 groups, R7 rows, R8 out; per row R9 its scale words, R11 the
-// activations' codes, R12 their ds, R13 pairs left. V8..V11 a group's
-// codes (GROUP's W0..W3), V12..V15 and V24..V27 a pair's activations,
-// V16, V17 code bytes, V20 the pair's f32(S·d) in lanes 0 and 2, V31 the
-// nibble mask; V6, V7, V22, V23, V30 per type.
+// activations' codes, R12 their ds, R13 groups left, R14 which
+// accumulator a last chunk's last groups go to. V8..V11 a group's codes
+// (GSG's W0..W3), V12..V15 and V24..V27 a pair's activations, V16, V17
+// code bytes, V20 a pair's f32(S·d) in lanes 0 and 2 (V4 the first pair's
+// of four groups), V2, V3, V5 sums, V31 the nibble mask; V6, V7, V22,
+// V23, V30 per type.
 
 // LWIDEN: a group's even inputs' codes in E and odd ones' in O (signed
 // bytes) to V8..V11 as int16.
@@ -108,8 +111,71 @@
 	FMOVD (R12), F21 \
 	FMUL4S(21, 20, 20)
 
+// GSG(W0, W1, W2, W3, E0, E1, O0, O1, S): a group's integer products
+// (its codes widened in W0..W3, the activations' even inputs in E0, E1
+// and odd ones in O0, O1) to S's four lanes, whose sum is the group's.
+#define GSG(W0, W1, W2, W3, E0, E1, O0, O1, S) \
+	SMULL4S(E0, W0, P0) \
+	SMLAL4S(O0, W2, P0) \
+	SMULL24S(E0, W0, P1) \
+	SMLAL24S(O0, W2, P1) \
+	ADD4S(P1, P0, P0) \
+	SMULL4S(E1, W1, P2) \
+	SMLAL4S(O1, W3, P2) \
+	SMULL24S(E1, W1, P3) \
+	SMLAL24S(O1, W3, P3) \
+	ADD4S(P3, P2, P2) \
+	ADD4S(P2, P0, S)
+
+// UZP14S: d.4S = lanes 0 and 2 of n, then of m.
+#define UZP14S(m, n, d) WORD $(0x4E801800 | (m)<<16 | (n)<<5 | (d))
+
+// GPAIRA(SCALES, UNPACK): a pair's sums, each group's four lanes added
+// pairwise, to V5 (even group's in lanes 0, 1, odd one's in 2, 3), its
+// f32(S·d) (lanes 0 and 2) to V4. GPAIRB likewise to V2 and V20.
+#define GPAIRA(SCALES, UNPACK) \
+	SCALES \
+	ORR16B(20, 20, 4) \
+	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
+	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
+	UNPACK \
+	GSG(8, 9, 10, 11, 12, 13, 24, 25, 2) \
+	UNPACK \
+	GSG(8, 9, 10, 11, 14, 15, 26, 27, 3) \
+	ADDP4S(3, 2, 5)
+#define GPAIRB(SCALES, UNPACK) \
+	SCALES \
+	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
+	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
+	UNPACK \
+	GSG(8, 9, 10, 11, 12, 13, 24, 25, 2) \
+	UNPACK \
+	GSG(8, 9, 10, 11, 14, 15, 26, 27, 3) \
+	ADDP4S(3, 2, 2)
+
+// GLONE(SCALE, UNPACK, T): a lone last group's lane sums added pairwise
+// to T (lanes 0, 1; 2, 3 zero), its f32(S·d) to lane 0 of V20.
+#define GLONE(SCALE, UNPACK, T) \
+	VEOR V20.B16, V20.B16, V20.B16 \
+	SCALE \
+	VLD1 (R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
+	UNPACK \
+	GSG(8, 9, 10, 11, 12, 13, 14, 15, 2) \
+	VEOR V3.B16, V3.B16, V3.B16 \
+	ADDP4S(3, 2, T)
+
+// GTERMS: four groups' sums (V5: the first pair's, V2: the second's) and
+// their f32(S·d) (V4, V20) to the four terms f32(f32(S)·f32(s·d)) in V2.
+#define GTERMS \
+	ADDP4S(2, 5, 2) \
+	SCVTF4S(2, 2) \
+	UZP14S(20, 4, 3) \
+	FMUL4S(3, 2, 2)
+
 // LROWS: the row loop of one type, UNPACK a group's codes, SCALES a
-// pair's scales and SCALE a lone group's.
+// pair's scales and SCALE a lone group's: dotBlocksGo's group sums, four
+// groups' terms a vector, a chunk's first four added to V0 (acc 0..3) and
+// its last to V1 (acc 4..7), folded by HSUM8.
 #define LROWS(UNPACK, SCALES, SCALE) \
 	MOVD codes+0(FP), R0 \
 	MOVD scales+8(FP), R1 \
@@ -125,31 +191,57 @@ lrow: \
 	ADD R2, R1, R1 \
 	MOVD R3, R11 \
 	MOVD R4, R12 \
-	LSR $1, R6, R13 \
+	MOVD R6, R13 \
 	VEOR V0.B16, V0.B16, V0.B16 \
 	VEOR V1.B16, V1.B16, V1.B16 \
+lchunk: \
+	CMP $8, R13 \
+	BLT ltail \
+	GPAIRA(SCALES, UNPACK) \
+	GPAIRB(SCALES, UNPACK) \
+	GTERMS \
+	FADD4S(2, 0, 0) \
+	GPAIRA(SCALES, UNPACK) \
+	GPAIRB(SCALES, UNPACK) \
+	GTERMS \
+	FADD4S(2, 1, 1) \
+	SUBS $8, R13, R13 \
+	BNE lchunk \
+	B ldone \
+ltail: \
+	MOVD $0, R14 \
+	CMP $4, R13 \
+	BLT lpart \
+	GPAIRA(SCALES, UNPACK) \
+	GPAIRB(SCALES, UNPACK) \
+	GTERMS \
+	FADD4S(2, 0, 0) \
+	MOVD $1, R14 \
+	SUBS $4, R13, R13 \
+	BEQ ldone \
+lpart: \
+	CMP $2, R13 \
+	BLT lpartlone \
+	GPAIRA(SCALES, UNPACK) \
+	CMP $3, R13 \
+	BLT lpartnone \
+	GLONE(SCALE, UNPACK, 2) \
+	B lpartterms \
+lpartlone: \
+	GLONE(SCALE, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
+lpartnone: \
 	VEOR V2.B16, V2.B16, V2.B16 \
-	VEOR V3.B16, V3.B16, V3.B16 \
-	VEOR V4.B16, V4.B16, V4.B16 \
-	CBZ R13, lsingle \
-lpair: \
-	SCALES \
-	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
-	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
-	UNPACK \
-	GROUP(8, 9, 10, 11, 12, 13, 24, 25, 20, 0, 0, 1) \
-	UNPACK \
-	GROUP(8, 9, 10, 11, 14, 15, 26, 27, 20, 2, 2, 3) \
-	SUBS $1, R13, R13 \
-	BNE lpair \
-lsingle: \
-	TBZ $0, R6, ldone \
-	SCALE \
-	VLD1 (R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
-	UNPACK \
-	GROUP(8, 9, 10, 11, 12, 13, 14, 15, 20, 0, 0, 1) \
+	VEOR V20.B16, V20.B16, V20.B16 \
+lpartterms: \
+	GTERMS \
+	CBNZ R14, lpartb \
+	FADD4S(2, 0, 0) \
+	B ldone \
+lpartb: \
+	FADD4S(2, 1, 1) \
 ldone: \
-	FINISH(0, 1, 2, 3, 4, 5) \
+	HSUM8(0, 1, 5) \
 	FMOVS.P F0, 4(R8) \
 	SUBS $1, R7, R7 \
 	BNE lrow \

@@ -19,33 +19,25 @@
 // group's parity. The frame holds the next row's scale words (96), the
 // rows left (104) and the next output (112).
 
-// GROUP adds the group whose activations are at EOFF(R8) (even inputs)
-// and OOFF(R8) (odd ones) to ACC.
-#define GROUP(EOFF, OOFF, ACC) \
+// QSUM(Y): each 128-bit half of Y (four lanes: a half group's integer
+// sums) summed into all its four dwords.
+#define QSUM(Y) \
+	VPSHUFD $0x4E, Y, Y10 \
+	VPADDD Y10, Y, Y \
+	VPSHUFD $0xB1, Y, Y10 \
+	VPADDD Y10, Y, Y
+
+// GROUP puts the half sums of the group whose activations are at
+// EOFF(R8) (even inputs) and OOFF(R8) (odd ones) in dwords IMM (one of
+// each 128-bit half) of ACC: Y1 the chunk's even groups', Y7 its odd
+// ones', first halves in the low 128 bits.
+#define GROUP(EOFF, OOFF, ACC, IMM) \
 	UNPACK \
 	VPMADDWD EOFF(R8), Y8, Y8 \
 	VPMADDWD OOFF(R8), Y9, Y9 \
 	VPADDD Y9, Y8, Y8 \
-	VCVTDQ2PS Y8, Y8 \
-	SCALEV \
-	VMULPS Y10, Y8, Y8 \
-	VADDPS Y8, ACC, ACC
-
-// SCALEV: the group's f32(S·d) in Y10 (S_lo in lanes 0..3, S_hi in 4..7),
-// from Y3 (and Y4) by the group's index in every lane of Y7, which then
-// moves to the next group. (Registers, not a table on the stack: a wide
-// load of a table just stored waits for the store to retire.)
-#ifdef HALVES
-#define SCALEV \
-	VPERMPS Y3, Y7, Y10 \
-	VPERMPS Y4, Y7, Y11 \
-	VBLENDPS $0xF0, Y11, Y10, Y10 \
-	VPADDD one8<>(SB), Y7, Y7
-#else
-#define SCALEV \
-	VPERMPS Y3, Y7, Y10 \
-	VPADDD one8<>(SB), Y7, Y7
-#endif
+	QSUM(Y8) \
+	VPBLENDD $IMM, Y8, ACC, ACC
 
 // func NAME(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT NAME(SB), NOSPLIT, $120-72
@@ -74,10 +66,10 @@ row:
 	ADDQ DI, R13
 #endif
 	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 
 chunk:
+	VPXOR Y1, Y1, Y1
 	MOVQ $8, DX
 #ifndef FULL
 	CMPQ CX, DX
@@ -121,46 +113,116 @@ chunk:
 	VPXOR Y7, Y7, Y7
 #ifdef FULL
 	// A super-block: eight groups.
-	GROUP(0, 64, Y0)
-	GROUP(32, 96, Y1)
-	GROUP(128, 192, Y0)
-	GROUP(160, 224, Y1)
-	GROUP(256, 320, Y0)
-	GROUP(288, 352, Y1)
-	GROUP(384, 448, Y0)
-	GROUP(416, 480, Y1)
+	GROUP(0, 64, Y1, 0x11)
+	GROUP(32, 96, Y7, 0x11)
+	GROUP(128, 192, Y1, 0x22)
+	GROUP(160, 224, Y7, 0x22)
+	GROUP(256, 320, Y1, 0x44)
+	GROUP(288, 352, Y7, 0x44)
+	GROUP(384, 448, Y1, 0x88)
+	GROUP(416, 480, Y7, 0x88)
 	ADDQ $512, R8
-	JMP  next
+	JMP  terms
 #endif
+	// Up to four pairs, then an even group alone where the count is odd.
 	MOVQ DX, R9
 	SHRQ $1, R9
-	JZ   single
-
-pair:
-	GROUP(0, 64, Y0)
-	GROUP(32, 96, Y1)
+	JZ   single0
+	GROUP(0, 64, Y1, 0x11)
+	GROUP(32, 96, Y7, 0x11)
 	ADDQ $128, R8
 	DECQ R9
-	JNZ  pair
+	JZ   single1
+	GROUP(0, 64, Y1, 0x22)
+	GROUP(32, 96, Y7, 0x22)
+	ADDQ $128, R8
+	DECQ R9
+	JZ   single2
+	GROUP(0, 64, Y1, 0x44)
+	GROUP(32, 96, Y7, 0x44)
+	ADDQ $128, R8
+	DECQ R9
+	JZ   single3
+	GROUP(0, 64, Y1, 0x88)
+	GROUP(32, 96, Y7, 0x88)
+	ADDQ $128, R8
+	JMP  terms
 
-single:
+single0:
 	TESTQ $1, DX
-	JZ    next
-	GROUP(0, 32, Y0)
+	JZ    terms
+	GROUP(0, 32, Y1, 0x11)
 	ADDQ $64, R8
+	JMP  terms
+
+single1:
+	TESTQ $1, DX
+	JZ    terms
+	GROUP(0, 32, Y1, 0x22)
+	ADDQ $64, R8
+	JMP  terms
+
+single2:
+	TESTQ $1, DX
+	JZ    terms
+	GROUP(0, 32, Y1, 0x44)
+	ADDQ $64, R8
+	JMP  terms
+
+single3:
+	TESTQ $1, DX
+	JZ    terms
+	GROUP(0, 32, Y1, 0x88)
+	ADDQ $64, R8
+
+terms:
+	// The chunk's terms f32(f32(S)·f32(s·d)) added to Y0 (lanes: the
+	// chunk's groups 0, 2, 4, 6, 1, 3, 5, 7), of its groups only.
+	VMOVDQU gsumg8<>(SB), Y11
+	VMOVQ DX, X8
+	VPBROADCASTD X8, Y8
+	VPCMPGTD Y11, Y8, Y8
+	VPERMPS Y3, Y11, Y3
+#ifdef HALVES
+	VPERMPS Y4, Y11, Y4
+	VPERM2I128 $0x20, Y7, Y1, Y9
+	VPERM2I128 $0x31, Y7, Y1, Y10
+	VCVTDQ2PS Y9, Y9
+	VMULPS Y3, Y9, Y9
+	VANDPS Y8, Y9, Y9
+	VADDPS Y9, Y0, Y0
+	VCVTDQ2PS Y10, Y10
+	VMULPS Y4, Y10, Y10
+	VANDPS Y8, Y10, Y10
+	VADDPS Y10, Y0, Y0
+#else
+	VPERM2I128 $0x01, Y1, Y1, Y9
+	VPADDD Y9, Y1, Y1
+	VPERM2I128 $0x01, Y7, Y7, Y9
+	VPADDD Y9, Y7, Y7
+	VINSERTI128 $1, X7, Y1, Y9
+	VCVTDQ2PS Y9, Y9
+	VMULPS Y3, Y9, Y9
+	VANDPS Y8, Y9, Y9
+	VADDPS Y9, Y0, Y0
+#endif
 
 next:
 	ADDQ $64, R12
 	SUBQ DX, CX
 	JNZ  chunk
 
-	// fold(acc0 + acc1) + fold(macc), fold as a register folds in halves.
-	VADDPS Y1, Y0, Y0
+	// fold8 of the lanes: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), groups
+	// 0, 2, 4, 6 in lanes 0..3 and 1, 3, 5, 7 in 4..7; then the mins'.
 	VEXTRACTF128 $1, Y0, X9
-	VADDPS X9, X0, X0
-	VMOVHLPS X0, X0, X9
-	VADDPS X9, X0, X0
-	VMOVSHDUP X0, X9
+	VMOVHLPS X0, X0, X10
+	VADDPS X10, X0, X0
+	VMOVSHDUP X0, X10
+	VADDSS X10, X0, X0
+	VMOVHLPS X9, X9, X10
+	VADDPS X10, X9, X9
+	VMOVSHDUP X9, X10
+	VADDSS X10, X9, X9
 	VADDSS X9, X0, X0
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
@@ -178,5 +240,5 @@ next:
 	VZEROUPPER
 	RET
 
-#undef SCALEV
 #undef GROUP
+#undef QSUM

@@ -13,20 +13,26 @@
 // The frame holds the next row's scale words (128), the rows left (136)
 // and the next output (144).
 
-// GROUP512(X) adds the pair whose activations are at X(R8) to Z0: its
-// scales are Z3's lanes that Z16 names (Z3 holds the chunk's f32(S·d),
-// with HALVES the first halves' in lanes 0..7 and the second halves' in
-// 8..15), and Z16 moves on to the next pair by Z17.
+// QSUM512(Z): each 128-bit quarter of Z (four lanes: a half group's
+// integer sums) summed into all its four dwords.
+#define QSUM512(Z) \
+	VPSHUFD $0x4E, Z, Z10 \
+	VPADDD Z10, Z, Z \
+	VPSHUFD $0xB1, Z, Z10 \
+	VPADDD Z10, Z, Z
+
+// GROUP512(X) adds the pair whose activations are at X(R8): its integer
+// lanes (even group in 0..7, odd one in 8..15) become its four half sums,
+// which go to the dwords of Z19's quarters that K4 names (pair p of the
+// chunk: dword p of each), and K4 moves on to the next pair's.
 #define GROUP512(X) \
 	UNPACK2 \
 	VPMADDWD X(R8), Z8, Z8 \
 	VPMADDWD X+64(R8), Z9, Z9 \
 	VPADDD Z9, Z8, Z8 \
-	VCVTDQ2PS Z8, Z8 \
-	VPERMPS Z3, Z16, Z10 \
-	VPADDD Z17, Z16, Z16 \
-	VMULPS Z10, Z8, Z8 \
-	VADDPS Z8, Z0, Z0
+	QSUM512(Z8) \
+	VMOVDQA32 Z8, K4, Z19 \
+	KSHIFTLW $1, K4, K4
 
 // func NAME512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT NAME512(SB), NOSPLIT, $152-72
@@ -38,12 +44,12 @@ TEXT NAME512(SB), NOSPLIT, $152-72
 	MOVQ out+64(FP), AX
 	MOVQ AX, 144(SP)
 	CONSTS
+	VMOVDQU32 gsumg512<>(SB), Z21
 #ifdef HALVES
-	VMOVDQU32 lohi512<>(SB), Z18
+	VMOVDQU32 gsumsd512<>(SB), Z20
 #else
-	VMOVDQU32 pair512<>(SB), Z18
+	VMOVDQA32 Z21, Z20
 #endif
-	VPBROADCASTD two32<>(SB), Z17
 
 row:
 	MOVQ 128(SP), DI
@@ -63,6 +69,9 @@ row:
 	VXORPS Y2, Y2, Y2
 
 chunk:
+	VPXORD Z19, Z19, Z19
+	MOVL $0x1111, AX
+	KMOVW AX, K4
 	MOVQ $8, DX
 #ifndef FULL
 	CMPQ CX, DX
@@ -103,7 +112,6 @@ chunk:
 	VMULPS Y10, Y4, Y4
 	VINSERTF64X4 $1, Y4, Z3, Z3
 #endif
-	VMOVDQA32 Z18, Z16
 #ifdef FULL
 	// A super-block: four pairs.
 	GROUP512(0)
@@ -111,7 +119,7 @@ chunk:
 	GROUP512(256)
 	GROUP512(384)
 	ADDQ $512, R8
-	JMP  next
+	JMP  terms
 #endif
 	MOVQ DX, R9
 	SHRQ $1, R9
@@ -124,32 +132,55 @@ pair:
 	JNZ  pair
 
 single:
-	// An even group alone: its scales are the first 8 lanes of the next
-	// pair's.
+	// An even group alone: the odd one's lanes (a VEX write's upper half)
+	// are zero.
 	TESTQ $1, DX
-	JZ    next
+	JZ    terms
 	UNPACK
 	VPMADDWD (R8), Y8, Y8
 	VPMADDWD 32(R8), Y9, Y9
 	VPADDD Y9, Y8, Y8
-	VCVTDQ2PS Y8, Y8
-	VPERMPS Z3, Z16, Z10
-	VMULPS Y10, Y8, Y8
-	VADDPS Z8, Z0, Z0
+	QSUM512(Z8)
+	VMOVDQA32 Z8, K4, Z19
 	ADDQ $64, R8
+
+terms:
+	// The chunk's terms f32(f32(S)·f32(s·d)) added to Z0 (group g's in
+	// the lanes gsumg512 names: the fold reads lanes 0..3 and 8..11), of
+	// the chunk's groups only (K5).
+	VPERMPS Z3, Z20, Z11
+	VPBROADCASTD DX, Z9
+	VPCMPGTD Z21, Z9, K5
+#ifdef HALVES
+	VCVTDQ2PS Z19, Z19
+	VMULPS Z11, Z19, Z19
+	VADDPS Z19, Z0, K5, Z0
+	VSHUFF32X4 $0xB1, Z19, Z19, Z19
+	VADDPS Z19, Z0, K5, Z0
+#else
+	VSHUFI32X4 $0xB1, Z19, Z19, Z9
+	VPADDD Z9, Z19, Z19
+	VCVTDQ2PS Z19, Z19
+	VMULPS Z11, Z19, Z19
+	VADDPS Z19, Z0, K5, Z0
+#endif
 
 next:
 	ADDQ $64, R12
 	SUBQ DX, CX
 	JNZ  chunk
 
-	VEXTRACTF64X4 $1, Z0, Y9
-	VADDPS Y9, Y0, Y0
-	VEXTRACTF128 $1, Y0, X9
-	VADDPS X9, X0, X0
-	VMOVHLPS X0, X0, X9
-	VADDPS X9, X0, X0
-	VMOVSHDUP X0, X9
+	// fold8 of the lanes: groups 0, 2, 4, 6 in lanes 0..3, 1, 3, 5, 7
+	// in 8..11: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+	VEXTRACTF32X4 $2, Z0, X9
+	VMOVHLPS X0, X0, X10
+	VADDPS X10, X0, X0
+	VMOVSHDUP X0, X10
+	VADDSS X10, X0, X0
+	VMOVHLPS X9, X9, X10
+	VADDPS X10, X9, X9
+	VMOVSHDUP X9, X10
+	VADDSS X10, X9, X9
 	VADDSS X9, X0, X0
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
@@ -168,3 +199,4 @@ next:
 	RET
 
 #undef GROUP512
+#undef QSUM512

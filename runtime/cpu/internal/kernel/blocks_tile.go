@@ -22,10 +22,10 @@ const TileRows = 4
 // QTile is TileRows quantized rows of activations packed as the tile
 // kernel reads them (blocks_tile_avx512_amd64.h). Data holds, per pair
 // of groups, the rows' 64 codes one after the other (a row's codes lie
-// as in QRow), then each row's d of the pair spread over 16 lanes (the
-// even group's in 0..7, the odd one's in 8..15, as f32 bits in two int16);
-// a last group without a partner likewise, its codes 32 a row and its d in
-// lanes 0..7. DS holds per chunk of eight groups the rows' 16 ds (d and
+// as in QRow), then the rows' d of the pair (f32 bits in two int16: the
+// even group's of rows 0..3 twice, then the odd one's, in a slot of
+// tileD a row); a last group without a partner likewise, its codes 32 a
+// row. DS holds per chunk of eight groups the rows' 16 ds (d and
 // sum per group, as QRow.DS), Halves their 16 half sums (for Q2_K) alike,
 // zero past a row's last group. Made once a product (Pack), it serves
 // every weight row.
@@ -86,15 +86,17 @@ func (t *QTile) Pack(xs *[TileRows]*QRow) {
 				n = Group
 			}
 			copy(t.Data[base+r*n:base+(r+1)*n], x.Codes[p*tileCodes:])
-			d := t.Data[base+TileRows*n+r*tileD : base+TileRows*n+(r+1)*tileD]
-			var u [2]uint32 // the pair's two ds, as bits (0 past the last group)
-			for h := range u {
+			// The rows' d of the pair as f32 bits: the even group's for
+			// rows 0..3 twice, then the odd one's (0 past the last group).
+			d := t.Data[base+TileRows*n : base+TileRows*n+2*16]
+			for h := range 2 {
+				var u uint32
 				if g := 2*p + h; g < G {
-					u[h] = math.Float32bits(x.DS[2*g])
+					u = math.Float32bits(x.DS[2*g])
 				}
-			}
-			for l := range 16 {
-				d[2*l], d[2*l+1] = int16(uint16(u[l/8])), int16(uint16(u[l/8]>>16))
+				for _, l := range [2]int{8*h + r, 8*h + 4 + r} {
+					d[2*l], d[2*l+1] = int16(uint16(u)), int16(uint16(u>>16))
+				}
 			}
 		}
 		for c := range chunks {

@@ -3,25 +3,30 @@
 // type's CONSTS, SCALES, UNPACK and UNPACK2 and flags, as the one-row loop
 // of blocks_avx512_amd64.h, and with VNNI defined for CPUs with
 // VPDPWSSD): each weight row's codes unpack and its scales decode once for
-// the four rows, and each row's products, scaling and accumulation are
-// the one-row loop's in the same order, so every result has dotBlocksGo's
-// bits. The activations are packed four rows together (QTile.Data): per
-// pair of groups the four rows' 64 codes (512 bytes), then their d spread
-// over the pair's lanes (d of the even group in lanes 0..7, of the odd one
-// in 8..15: 256 bytes), a lone last group likewise (64 bytes of codes and
-// 64 of d a row); and per chunk of eight groups the rows' 16 ds, then
-// their 16 half sums (for Q2_K), for the min terms (QTile.DS, Halves).
-// f32(S·d) is then one multiply of the pair's scales (Z19) by the row's d,
-// the one-row loop's product in the other order, which is the same float.
+// the four rows, and each row's sums, scaling and accumulation are
+// dotBlocksGo's, so every result has its bits. The activations are packed
+// four rows together (QTile.Data): per pair of groups the four rows' 64
+// codes (512 bytes), then the rows' d (the even group's for rows 0..3,
+// twice, then the odd one's: 64 bytes, in a 256-byte slot), a lone last
+// group likewise (64 bytes of codes a row, then its d); and per chunk of
+// eight groups the rows' 16 ds, then their 16 half sums (for Q2_K), for
+// the min terms (QTile.DS, Halves).
 //
-// Registers besides the one-row loop's: Z20..Z23 the four rows'
-// accumulators, Y24..Y27 their min lanes, Z19 the pair's scales, Y7 the
-// mask of a last chunk's groups; with ROWS8 (two tiles, eight rows: the
-// types without mins, TILENAME's second form) Z24..Z27 the second tile's
-// accumulators, R11 its data, Y28 zero. The frame holds the next row's scale
-// words (128), the rows left (136) and the next outputs (144) (with
-// ROWS8 also the next row's codes (120) and lanes in acc (112)); outputs of
-// activation row r lie r·ostride bytes after the first row's.
+// A pair's products of the four rows, a vector a row, are summed in one
+// transpose: a vector of each 128-bit quarter's sums (a half group's) for
+// the four rows, the quarters the even group's halves then the odd
+// one's; then converted, scaled by f32(S·d) (the pair's scales, Z19,
+// times the rows' d) and added to the accumulator of the pair's place in
+// its chunk (acc_p: Z20+p, group 2p in quarter 0, 2p+1 in quarter 2, a
+// lane a row). Registers besides the one-row loop's: Z0..Z2 and Z29 a
+// pair's four rows' products, Z30 and Z31 temporaries, Y24..Y27 the rows'
+// min lanes, K6 the lone group's lanes; with ROWS8 (two tiles, eight rows:
+// the types without mins or half-group scales, TILENAME's second form)
+// Z24..Z27 the second tile's accumulators, R11 its data, Z28 zero. The
+// frame holds the next row's scale words (128), the rows left (136) and
+// the next outputs (144) (with ROWS8 also the next row's codes (120) and
+// lanes in acc (112)); outputs of activation row r lie r·ostride bytes
+// after the first row's.
 
 #ifdef MIN1
 #define MINS
@@ -30,71 +35,122 @@
 #define MINS
 #endif
 
-// TROW(P, X, R, ZA) adds row R's products with the pair unpacked in Z8
-// and Z9 (its codes at X+R·128(P), P the tile's data) to ZA, scaled by
-// f32(S·d): the type's scales of the pair in Z19, the row's d at
-// X+512+R·64(P).
+// TDOT(P, X, R, V): row R's integer lanes of the pair unpacked in Z8
+// and Z9 (its codes at X+R·128(P), P the tile's data), to V.
 #ifdef VNNI
-#define TDOT(P, X, R) \
-	VPMADDWD X+R*128(P), Z8, Z10 \
-	VPDPWSSD X+R*128+64(P), Z9, Z10
+#define TDOT(P, X, R, V) \
+	VPMADDWD X+R*128(P), Z8, V \
+	VPDPWSSD X+R*128+64(P), Z9, V
 #else
-#define TDOT(P, X, R) \
-	VPMADDWD X+R*128(P), Z8, Z10 \
-	VPMADDWD X+R*128+64(P), Z9, Z11 \
-	VPADDD Z11, Z10, Z10
+#define TDOT(P, X, R, V) \
+	VPMADDWD X+R*128(P), Z8, V \
+	VPMADDWD X+R*128+64(P), Z9, Z10 \
+	VPADDD Z10, V, V
 #endif
-#define TROW(P, X, R, ZA) \
-	TDOT(P, X, R) \
-	VCVTDQ2PS Z10, Z10 \
-	VMULPS X+512+R*64(P), Z19, Z11 \
-	VMULPS Z11, Z10, Z10 \
-	VADDPS Z10, ZA, ZA
 
-// With ROWS8 (types without mins or half-group scales), a second tile's
-// four rows (its data at R11) meet the same unpacked pair too, into
-// Z24..Z27: the unpacking and scale spreading then cost an eighth of a
-// pair per row, not a quarter, the kernel's one cost besides each row's
-// own six instructions. That form takes a block of a row's columns
-// (groups groups from codes, scales and the tiles' data as given, each
-// row's codes cstride bytes after the last's): mode&1 starts each row's
-// lanes from acc (512 bytes a row of weights), where the block before
-// left them, and mode&2 folds them to the outputs, else they go back to
-// acc (dotBlocksTile8Asm).
+// TRED: the four rows' lanes in Z0, Z1, Z2, Z29 to Z0: each 128-bit
+// quarter's four sums, one a row (dword and qword unpacks and adds).
+#define TRED \
+	VPUNPCKLDQ Z1, Z0, Z10 \
+	VPUNPCKHDQ Z1, Z0, Z11 \
+	VPADDD Z11, Z10, Z10 \
+	VPUNPCKLDQ Z29, Z2, Z11 \
+	VPUNPCKHDQ Z29, Z2, Z30 \
+	VPADDD Z30, Z11, Z11 \
+	VPUNPCKLQDQ Z11, Z10, Z0 \
+	VPUNPCKHQDQ Z11, Z10, Z1 \
+	VPADDD Z1, Z0, Z0
+
+// TTERM(D, ZACC, MASK): the reduced sums in Z0 as dotBlocksGo's terms,
+// f32(f32(S)·f32(s·d)) with the pair's scales in Z19 and the rows' d at
+// D, added to ZACC: a group's two halves' sums first added (a scale a
+// group), or their terms added one after the other (HALVES).
+#ifdef HALVES
+#define TTERM(D, ZACC, MASK) \
+	VCVTDQ2PS Z0, Z0 \
+	VMULPS D, Z19, Z10 \
+	VMULPS Z10, Z0, Z0 \
+	VADDPS Z0, ZACC, MASK, ZACC \
+	VSHUFF32X4 $0xB1, Z0, Z0, Z0 \
+	VADDPS Z0, ZACC, MASK, ZACC
+#else
+#define TTERM(D, ZACC, MASK) \
+	VSHUFI32X4 $0xB1, Z0, Z0, Z10 \
+	VPADDD Z10, Z0, Z0 \
+	VCVTDQ2PS Z0, Z0 \
+	VMULPS D, Z19, Z10 \
+	VMULPS Z10, Z0, Z0 \
+	VADDPS Z0, ZACC, MASK, ZACC
+#endif
+
+// TPAIR(P, X, ZACC): a tile's four rows with the unpacked pair at X.
+#define TPAIR(P, X, ZACC) \
+	TDOT(P, X, 0, Z0) \
+	TDOT(P, X, 1, Z1) \
+	TDOT(P, X, 2, Z2) \
+	TDOT(P, X, 3, Z29) \
+	TRED \
+	TTERM(X+512(P), ZACC, K7)
+
+// TADV: the tiles' data to the next pair.
 #ifdef ROWS8
-#define TGROUP(X) \
-	UNPACK2 \
-	VPERMPS Z3, Z16, Z19 \
-	VPADDD Z17, Z16, Z16 \
-	TROW(R8, X, 0, Z20) \
-	TROW(R8, X, 1, Z21) \
-	TROW(R8, X, 2, Z22) \
-	TROW(R8, X, 3, Z23) \
-	TROW(R11, X, 0, Z24) \
-	TROW(R11, X, 1, Z25) \
-	TROW(R11, X, 2, Z26) \
-	TROW(R11, X, 3, Z27)
+#define TADV \
+	ADDQ $768, R8 \
+	ADDQ $768, R11
 #else
-#define TGROUP(X) \
-	UNPACK2 \
-	VPERMPS Z3, Z16, Z19 \
-	VPADDD Z17, Z16, Z16 \
-	TROW(R8, X, 0, Z20) \
-	TROW(R8, X, 1, Z21) \
-	TROW(R8, X, 2, Z22) \
-	TROW(R8, X, 3, Z23)
+#define TADV \
+	ADDQ $768, R8
 #endif
 
-// TSINGLE(P, R, ZA): row R's products with a lone last group unpacked in
-// Y8 and Y9 (VEX writes: the upper halves stay zero).
-#define TSINGLE(P, R, ZA) \
-	VPMADDWD R*64(P), Y8, Y10 \
-	VPMADDWD R*64+32(P), Y9, Y11 \
-	VPADDD Y11, Y10, Y10 \
-	VCVTDQ2PS Y10, Y10 \
-	VMULPS 256+R*64(P), Y19, Y11 \
-	VMULPS Y11, Y10, Y10 \
-	VADDPS Z10, ZA, ZA
+// TGROUP(X, A1, A2): the pair at X, its place's accumulators A1 (and A2,
+// the second tile's).
+#ifdef ROWS8
+#define TGROUP(X, A1, A2) \
+	UNPACK2 \
+	VPERMPS Z3, Z16, Z19 \
+	VPADDD Z17, Z16, Z16 \
+	TPAIR(R8, X, A1) \
+	TPAIR(R11, X, A2)
+#else
+#define TGROUP(X, A1, A2) \
+	UNPACK2 \
+	VPERMPS Z3, Z16, Z19 \
+	VPADDD Z17, Z16, Z16 \
+	TPAIR(R8, X, A1)
+#endif
+
+// TSDOT(P, R, V): row R's lanes of a lone last group unpacked in Y8 and
+// Y9 (VEX writes: the upper halves stay zero).
+#define TSDOT(P, R, V) \
+	VPMADDWD R*64(P), Y8, V \
+	VPMADDWD R*64+32(P), Y9, Y10 \
+	VPADDD Y10, V, V
+
+// TSTILE(P, ZACC): a tile's four rows with a lone last group, of which
+// only the group's lanes (K6) are added.
+#define TSTILE(P, ZACC) \
+	TSDOT(P, 0, Y0) \
+	TSDOT(P, 1, Y1) \
+	TSDOT(P, 2, Y2) \
+	TSDOT(P, 3, Y29) \
+	TRED \
+	TTERM(256(P), ZACC, K6)
+
+#ifdef ROWS8
+#define TSINGLE(A1, A2) \
+	UNPACK \
+	VPERMPS Z3, Z16, Z19 \
+	TSTILE(R8, A1) \
+	TSTILE(R11, A2) \
+	ADDQ $512, R8 \
+	ADDQ $512, R11
+#else
+#define TSINGLE(A1, A2) \
+	UNPACK \
+	VPERMPS Z3, Z16, Z19 \
+	TSTILE(R8, A1) \
+	ADDQ $512, R8
+#endif
 
 #ifdef MIN1
 #ifdef FULL
@@ -139,18 +195,27 @@
 	TMIN1(R, YM) \
 	TMIN2(R, YM)
 
-// TFOLD(ZA, YM, R): dotBlocksGo's horizontal sums of row R's lanes, to
-// its output.
-#define TFOLD(ZA, YM, R) \
-	VEXTRACTF64X4 $1, ZA, Y9 \
-	VMOVAPS ZA, Z8 \
-	VADDPS Y9, Y8, Y8 \
-	VEXTRACTF128 $1, Y8, X9 \
-	VADDPS X9, X8, X8 \
-	VMOVHLPS X8, X8, X9 \
-	VADDPS X9, X8, X8 \
-	VMOVSHDUP X8, X9 \
-	VADDSS X9, X8, X8 \
+// TACCFOLD(A0, A1, A2, A3, X): fold8 of four rows' accumulators acc_p
+// (A0..A3), ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) in every row's lane,
+// to X's lanes 0..3 (a row a lane).
+#define TACCFOLD(A0, A1, A2, A3, X) \
+	VADDPS A2, A0, Z8 \
+	VADDPS A3, A1, Z9 \
+	VADDPS Z9, Z8, Z8 \
+	VEXTRACTF32X4 $2, Z8, X9 \
+	VADDPS X9, X8, X
+
+// TPICKr: lane r of X0 to lane 0 of X8.
+#define TPICK0 VMOVAPS X0, X8
+#define TPICK1 VMOVSHDUP X0, X8
+#define TPICK2 VMOVHLPS X0, X0, X8
+#define TPICK3 VPERMILPS $3, X0, X8
+
+// TFOLD(PICK, YM): row R's result: its fold of lanes (lane R of X0,
+// brought to lane 0 by PICK into X8) plus the fold of its min lanes YM,
+// to its output.
+#define TFOLD(PICK, YM) \
+	PICK \
 	VMOVAPS YM, Y10 \
 	VEXTRACTF128 $1, Y10, X9 \
 	VADDPS X9, X10, X10 \
@@ -163,51 +228,23 @@
 	ADDQ BX, AX
 
 #ifdef ROWS8
-// TFOLD8: TFOLD of the eight rows Z20..Z27 at once, to the outputs at AX
-// + r·BX: each step adds the lanes TFOLD's adds, of two rows an
-// instruction, then four, then eight, so each result is the same float
-// (TFOLD's mins fold is of zeros here: the +0 it adds, added too). Per
-// row, TFOLD's chain of 17 instructions cost a 576-wide weight row's
-// eight products as much as two of its nine pairs of groups; this is 35
-// for the eight.
+// TFOLD8: the eight rows' results (no mins: fold of zeros, the +0 of
+// Z28 added) to the outputs at AX + r·BX.
 #define TFOLD8 \
-	VSHUFF64X2 $0x44, Z21, Z20, Z8 \
-	VSHUFF64X2 $0xEE, Z21, Z20, Z9 \
-	VADDPS Z9, Z8, Z0 \
-	VSHUFF64X2 $0x44, Z23, Z22, Z8 \
-	VSHUFF64X2 $0xEE, Z23, Z22, Z9 \
-	VADDPS Z9, Z8, Z1 \
-	VSHUFF64X2 $0x44, Z25, Z24, Z8 \
-	VSHUFF64X2 $0xEE, Z25, Z24, Z9 \
-	VADDPS Z9, Z8, Z2 \
-	VSHUFF64X2 $0x44, Z27, Z26, Z8 \
-	VSHUFF64X2 $0xEE, Z27, Z26, Z9 \
-	VADDPS Z9, Z8, Z4 \
-	VSHUFF32X4 $0x88, Z1, Z0, Z8 \
-	VSHUFF32X4 $0xDD, Z1, Z0, Z9 \
-	VADDPS Z9, Z8, Z5 \
-	VSHUFF32X4 $0x88, Z4, Z2, Z8 \
-	VSHUFF32X4 $0xDD, Z4, Z2, Z9 \
-	VADDPS Z9, Z8, Z6 \
-	VSHUFPS $0x44, Z6, Z5, Z8 \
-	VSHUFPS $0xEE, Z6, Z5, Z9 \
-	VADDPS Z9, Z8, Z8 \
-	VMOVSHDUP Z8, Z9 \
-	VADDPS Z9, Z8, Z8 \
-	VADDPS Z28, Z8, Z8 \
+	TACCFOLD(Z20, Z21, Z22, Z23, X0) \
+	VADDPS X28, X0, X0 \
+	TACCFOLD(Z24, Z25, Z26, Z27, X1) \
+	VADDPS X28, X1, X1 \
 	LEAQ (BX)(BX*2), CX \
 	LEAQ (AX)(BX*4), DX \
-	VMOVSS X8, (AX) \
-	VEXTRACTPS $2, X8, (DX) \
-	VEXTRACTF32X4 $1, Z8, X9 \
-	VMOVSS X9, (AX)(BX*1) \
-	VEXTRACTPS $2, X9, (DX)(BX*1) \
-	VEXTRACTF32X4 $2, Z8, X9 \
-	VMOVSS X9, (AX)(BX*2) \
-	VEXTRACTPS $2, X9, (DX)(BX*2) \
-	VEXTRACTF32X4 $3, Z8, X9 \
-	VMOVSS X9, (AX)(CX*1) \
-	VEXTRACTPS $2, X9, (DX)(CX*1)
+	VMOVSS X0, (AX) \
+	VEXTRACTPS $1, X0, (AX)(BX*1) \
+	VEXTRACTPS $2, X0, (AX)(BX*2) \
+	VEXTRACTPS $3, X0, (AX)(CX*1) \
+	VMOVSS X1, (DX) \
+	VEXTRACTPS $1, X1, (DX)(BX*1) \
+	VEXTRACTPS $2, X1, (DX)(BX*2) \
+	VEXTRACTPS $3, X1, (DX)(CX*1)
 
 // func TILENAME(codes, scales *uint32, cstride, sstride int, xq, xq1 *int16, acc *float32, groups, rows, mode int, out *float32, ostride int)
 TEXT TILENAME(SB), NOSPLIT, $152-96
@@ -242,6 +279,9 @@ TEXT TILENAME(SB), NOSPLIT, $152-80
 	VMOVDQU32 pair512<>(SB), Z18
 #endif
 	VPBROADCASTD two32<>(SB), Z17
+	MOVL $0x00FF, AX
+	KMOVW AX, K6
+	KXNORW K7, K7, K7
 
 trow:
 #ifdef ROWS8
@@ -331,46 +371,59 @@ tchunk:
 #endif
 	VMOVDQA32 Z18, Z16
 #ifdef FULL
-	TGROUP(0)
-	TGROUP(768)
-	TGROUP(1536)
-	TGROUP(2304)
+	TGROUP(0, Z20, Z24)
+	TGROUP(768, Z21, Z25)
+	TGROUP(1536, Z22, Z26)
+	TGROUP(2304, Z23, Z27)
 	ADDQ $3072, R8
 #ifdef ROWS8
 	ADDQ $3072, R11
 #endif
 	JMP  tnext
 #endif
+	// Up to four pairs, each to its place's accumulators, then an even
+	// group alone where the count is odd.
 	MOVQ DX, R9
 	SHRQ $1, R9
-	JZ   tsingle
-
-tpair:
-	TGROUP(0)
-	ADDQ $768, R8
-#ifdef ROWS8
-	ADDQ $768, R11
-#endif
+	JZ   tsingle0
+	TGROUP(0, Z20, Z24)
+	TADV
 	DECQ R9
-	JNZ  tpair
+	JZ   tsingle1
+	TGROUP(0, Z21, Z25)
+	TADV
+	DECQ R9
+	JZ   tsingle2
+	TGROUP(0, Z22, Z26)
+	TADV
+	DECQ R9
+	JZ   tsingle3
+	TGROUP(0, Z23, Z27)
+	TADV
+	JMP  tnext
 
-tsingle:
+tsingle0:
 	TESTQ $1, DX
 	JZ    tnext
-	UNPACK
-	VPERMPS Z3, Z16, Z19
-	TSINGLE(R8, 0, Z20)
-	TSINGLE(R8, 1, Z21)
-	TSINGLE(R8, 2, Z22)
-	TSINGLE(R8, 3, Z23)
-	ADDQ $512, R8
-#ifdef ROWS8
-	TSINGLE(R11, 0, Z24)
-	TSINGLE(R11, 1, Z25)
-	TSINGLE(R11, 2, Z26)
-	TSINGLE(R11, 3, Z27)
-	ADDQ $512, R11
-#endif
+	TSINGLE(Z20, Z24)
+	JMP   tnext
+
+tsingle1:
+	TESTQ $1, DX
+	JZ    tnext
+	TSINGLE(Z21, Z25)
+	JMP   tnext
+
+tsingle2:
+	TESTQ $1, DX
+	JZ    tnext
+	TSINGLE(Z22, Z26)
+	JMP   tnext
+
+tsingle3:
+	TESTQ $1, DX
+	JZ    tnext
+	TSINGLE(Z23, Z27)
 
 tnext:
 #ifndef ROWS8
@@ -406,10 +459,11 @@ tadvance:
 #else
 	MOVQ 144(SP), AX
 	MOVQ ostride+72(FP), BX
-	TFOLD(Z20, Y24, 0)
-	TFOLD(Z21, Y25, 1)
-	TFOLD(Z22, Y26, 2)
-	TFOLD(Z23, Y27, 3)
+	TACCFOLD(Z20, Z21, Z22, Z23, X0)
+	TFOLD(TPICK0, Y24)
+	TFOLD(TPICK1, Y25)
+	TFOLD(TPICK2, Y26)
+	TFOLD(TPICK3, Y27)
 #endif
 	MOVQ 144(SP), AX
 	ADDQ $4, AX
@@ -424,9 +478,19 @@ tadvance:
 #undef TDOT
 #undef TMIN1
 #undef TMIN2
-#undef TROW
+#undef TRED
+#undef TTERM
+#undef TPAIR
+#undef TSDOT
+#undef TSTILE
 #undef TSINGLE
+#undef TADV
+#undef TACCFOLD
 #undef TFOLD
+#undef TPICK0
+#undef TPICK1
+#undef TPICK2
+#undef TPICK3
 #ifdef ROWS8
 #undef TFOLD8
 #endif

@@ -9,42 +9,42 @@ import (
 // The wide kernel: a block of WideRows weight rows with many rows of
 // activations, the weight rows in a vector's lanes. The tile kernels
 // (blocks_tile.go) give each row pair a vector of sixteen lanes, two
-// groups of eight, and so pay per pair of groups and rows the product of
-// the type's scales by the row's d, f32(S·d), beside each lane's two
-// integer products, its conversion, its scaling and its sum: six vector
-// instructions, one of them for the scales, and the weight row's unpacking
-// shared by eight rows. With the sixteen weight rows in the lanes instead,
-// one f32(S·d) serves a group's eight lanes, and the unpacking is done
+// groups of eight, and so pay per pair of groups and rows the sums of
+// those lanes to each group's (a transpose shared by four rows), its
+// scaling and its sum, and the weight row's unpacking shared by eight
+// rows. With the sixteen weight rows in the lanes instead, a group's
+// integer sum is sixteen multiply-adds into one vector for all sixteen
+// weight rows, its f32(S·d) is one product, and the unpacking is done
 // once for every row of activations: the codes are expanded to int16
 // pairs, a vector of one pair of every weight row, once for a block of
 // columns (expandWide: the nibble types a group of the sixteen rows at a
 // time, the others a row at a time, then transposeWide), and each row of
-// activations then costs five instructions a lane and group for the
-// sixteen weight rows (the pair of codes broadcast from the row). Every
-// lane, product and sum is dotBlocksGo's, in its order, so the results
-// are its bits. Expanding costs about what the products of a dozen rows
-// save (less for the nibble types), so the kernel serves prompts and
-// steps of many sequences (WideMin rows or more).
+// activations then costs about 22 instructions a group for the sixteen
+// weight rows (the pair of codes broadcast from the row). Every sum,
+// product and fold is dotBlocksGo's, so the results are its bits.
+// Expanding costs about what the products of a few rows save, so the
+// kernel serves prompts and steps of many sequences (WideMin rows or
+// more).
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
 // sixteen lanes.
 const WideRows = 16
 
 // WideMin is the fewest rows of activations (four a QTile) for which
-// DotBlocksWide's expansion of type t pays: 16 where it writes the codes'
-// layout at once (the nibble types), 24 where they go through
-// transposeWide.
+// DotBlocksWide's expansion of type t pays: 8 where it writes the codes'
+// layout at once (the nibble types), 16 where they go through
+// transposeWide (BenchmarkBlocksWide against DotBlocksTile8).
 func WideMin(t dtype.Type) int {
 	if wideDirect(t) {
-		return 16
+		return 8
 	}
-	return 24
+	return 16
 }
 
 // WideRowBytes is what DotBlocksWide keeps of each row of activations
 // between blocks of columns of a wide input (its sixteen weight rows'
-// two sets of eight lanes): 1 KiB.
-const WideRowBytes = 2 * Lanes * WideRows * 4
+// eight lanes, a group's place in its chunk of eight): 512 bytes.
+const WideRowBytes = Lanes * WideRows * 4
 
 // wideGroups is the groups of a row the wide kernel expands at once: 24
 // KiB of expanded codes, which stay in L1 beside a QTile's codes of them
@@ -158,7 +158,7 @@ func WideBlocksFor(m int) int {
 }
 
 // wideBlocks and wideAccBytes bound the blocks of weight rows a call of
-// DotBlocksWide takes: their lanes of a step's rows (1 KiB a row and
+// DotBlocksWide takes: their lanes of a step's rows (512 bytes a row and
 // block), beside a block of columns' activations (about 2 KiB a row),
 // stay in a core's L2 (2 MiB on the Xeon measured).
 const (

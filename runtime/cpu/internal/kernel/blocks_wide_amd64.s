@@ -125,32 +125,87 @@ tdone:
 	VZEROUPPER
 	RET
 
-// WK(W, X, ZA): one lane of a group for the sixteen weight rows: the int16
-// pairs of codes at W(AX) and 1024+W(AX) (even inputs 4k, 4k+2, odd ones
-// 4k+1, 4k+3) meet the activation row's pairs at X(R8) and 64+X(R8)
-// broadcast, exactly in int32; then f32(lane)·sd (Z1) added to ZA:
-// dotBlocksGo's lane, product and sum, for sixteen weight rows at once.
-#define WK(W, X, XO, ZA) \
-	VPXORD Z2, Z2, Z2 \
+// GK(W, X, XO, ZC): lane k of a group for the sixteen weight rows: the
+// int16 pairs of codes at W(AX) and 1024+W(AX) (even inputs 4k, 4k+2, odd
+// ones 4k+1, 4k+3) meet the activation row's pairs at X(R8) and XO(R8)
+// broadcast, exactly in int32, added to ZC: a group's eight lanes go to
+// four such sums, which GSUM adds.
+#define GK(W, X, XO, ZC) \
 	VMOVDQU32 W(AX), Z3 \
-	VPDPWSSD.BCST X(R8), Z3, Z2 \
+	VPDPWSSD.BCST X(R8), Z3, ZC \
 	VMOVDQU32 1024+W(AX), Z4 \
-	VPDPWSSD.BCST XO(R8), Z4, Z2 \
-	VCVTDQ2PS Z2, Z2 \
-	VMULPS Z1, Z2, Z2 \
-	VADDPS Z2, ZA, ZA
+	VPDPWSSD.BCST XO(R8), Z4, ZC
+
+// GSUM(ZA): the group's integer sum S (of Z5..Z8, exact) as
+// f32(f32(S)·sd) (sd in Z1) added to ZA: dotBlocksGo's term of the group,
+// for sixteen weight rows at once.
+#define GSUM(ZA) \
+	VPADDD Z6, Z5, Z5 \
+	VPADDD Z8, Z7, Z7 \
+	VPADDD Z7, Z5, Z5 \
+	VCVTDQ2PS Z5, Z5 \
+	VMULPS Z1, Z5, Z5 \
+	VADDPS Z5, ZA, ZA
+
+#define GZERO \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8
+
+// GGROUP(W, X, XO, ZA): a group whose lanes' codes are at W(AX) and whose
+// activations are at X(R8), the odd inputs XO bytes after the even ones.
+#define GGROUP(W, X, XO, ZA) \
+	GZERO \
+	GK(W, X, X+XO, Z5) \
+	GK(W+64, X+4, X+XO+4, Z6) \
+	GK(W+128, X+8, X+XO+8, Z7) \
+	GK(W+192, X+12, X+XO+12, Z8) \
+	GK(W+256, X+16, X+XO+16, Z5) \
+	GK(W+320, X+20, X+XO+20, Z6) \
+	GK(W+384, X+24, X+XO+24, Z7) \
+	GK(W+448, X+28, X+XO+28, Z8) \
+	GSUM(ZA)
+
+// GPAIR(ZE, ZO): a pair of groups, the even one's term to ZE, the odd
+// one's to ZO; then the pointers and count move on.
+#define GPAIR(ZE, ZO) \
+	VMOVUPS (DX), Z0 \
+	VMULPS.BCST (R9), Z0, Z1 \
+	GGROUP(0, 0, 64, ZE) \
+	VMOVUPS 64(DX), Z0 \
+	VMULPS.BCST 32(R9), Z0, Z1 \
+	GGROUP(512, 32, 64, ZO) \
+	ADDQ $2048, AX \
+	ADDQ $128, DX \
+	ADDQ $768, R8 \
+	ADDQ $768, R9 \
+	SUBQ $2, CX
+
+// GLONE(ZA): a lone last group (an even one): the row's 32 codes at r·64
+// of the pair's slot (R8 is at r·128), its d at 256 + r·4.
+#define GLONE(ZA) \
+	MOVQ R10, BX \
+	SHLQ $6, BX \
+	SUBQ BX, R8 \
+	MOVQ R8, R9 \
+	SUBQ BX, R9 \
+	LEAQ 256(R9)(R10*4), R9 \
+	VMOVUPS (DX), Z0 \
+	VMULPS.BCST (R9), Z0, Z1 \
+	GGROUP(0, 0, 32, ZA)
 
 // func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
 //
 // dotWideVNNI adds the products of groups groups of sixteen expanded
 // weight rows (w: 2 KiB a pair of groups, as transposeWide leaves them;
 // sc: each group's sixteen scales) with each of the four rows of a QTile
-// (xq: its data from the first of the groups) to the row's lanes: Z16..Z23
-// lanes 0..7 of the even groups, Z24..Z31 of the odd ones (dotBlocksGo's
-// acc[0] and acc[1], a weight row a vector lane). With mode&1 the lanes
-// start from acc (1 KiB a row), where the groups before left them; with
-// mode&2 they fold to the row's sixteen results at out + r·ostride, else
-// they go back to acc.
+// (xq: its data from the first of the groups, which is a multiple of 8)
+// to the row's lanes: Z16..Z23, group g's term in Z16+g%8 (dotBlocksGo's
+// acc, a weight row a vector lane). With mode&1 the lanes start from acc
+// (512 bytes a row), where the groups before left them; with mode&2 they
+// fold to the row's sixteen results at out + r·ostride, else they go
+// back to acc.
 TEXT ·dotWideVNNI(SB), NOSPLIT, $0-64
 	MOVQ xq+16(FP), R11
 	MOVQ acc+32(FP), R12
@@ -168,14 +223,6 @@ wrow:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
 	JMP wgo
 
 wload:
@@ -187,14 +234,6 @@ wload:
 	VMOVUPS 320(R12), Z21
 	VMOVUPS 384(R12), Z22
 	VMOVUPS 448(R12), Z23
-	VMOVUPS 512(R12), Z24
-	VMOVUPS 576(R12), Z25
-	VMOVUPS 640(R12), Z26
-	VMOVUPS 704(R12), Z27
-	VMOVUPS 768(R12), Z28
-	VMOVUPS 832(R12), Z29
-	VMOVUPS 896(R12), Z30
-	VMOVUPS 960(R12), Z31
 
 wgo:
 	MOVQ w+0(FP), AX
@@ -203,74 +242,51 @@ wgo:
 	MOVQ R10, R8
 	SHLQ $7, R8
 	ADDQ R11, R8
-	MOVQ R10, R9
-	SHLQ $6, R9
-	LEAQ 512(R11)(R9*1), R9
+	LEAQ 512(R11)(R10*4), R9
 
-wpair:
+wchunk:
 	CMPQ CX, $2
-	JLT  wlone
-	VMOVUPS (DX), Z0
-	VMULPS.BCST (R9), Z0, Z1
-	WK(0, 0, 64, Z16)
-	WK(64, 4, 68, Z17)
-	WK(128, 8, 72, Z18)
-	WK(192, 12, 76, Z19)
-	WK(256, 16, 80, Z20)
-	WK(320, 20, 84, Z21)
-	WK(384, 24, 88, Z22)
-	WK(448, 28, 92, Z23)
-	VMOVUPS 64(DX), Z0
-	VMULPS.BCST 32(R9), Z0, Z1
-	WK(512, 32, 96, Z24)
-	WK(576, 36, 100, Z25)
-	WK(640, 40, 104, Z26)
-	WK(704, 44, 108, Z27)
-	WK(768, 48, 112, Z28)
-	WK(832, 52, 116, Z29)
-	WK(896, 56, 120, Z30)
-	WK(960, 60, 124, Z31)
-	ADDQ $2048, AX
-	ADDQ $128, DX
-	ADDQ $768, R8
-	ADDQ $768, R9
-	SUBQ $2, CX
-	JMP  wpair
+	JLT  wlone0
+	GPAIR(Z16, Z17)
+	CMPQ CX, $2
+	JLT  wlone2
+	GPAIR(Z18, Z19)
+	CMPQ CX, $2
+	JLT  wlone4
+	GPAIR(Z20, Z21)
+	CMPQ CX, $2
+	JLT  wlone6
+	GPAIR(Z22, Z23)
+	JMP  wchunk
 
-wlone:
-	// A lone last group (an even one): the row's 32 codes at r·64 of the
-	// pair's slot (R8 is at r·128), its d at 256 + r·64.
+wlone0:
 	TESTQ CX, CX
 	JZ    wend
-	MOVQ  R10, BX
-	SHLQ  $6, BX
-	SUBQ  BX, R8
-	LEAQ  256(R8), R9
-	VMOVUPS (DX), Z0
-	VMULPS.BCST (R9), Z0, Z1
-	WK(0, 0, 32, Z16)
-	WK(64, 4, 36, Z17)
-	WK(128, 8, 40, Z18)
-	WK(192, 12, 44, Z19)
-	WK(256, 16, 48, Z20)
-	WK(320, 20, 52, Z21)
-	WK(384, 24, 56, Z22)
-	WK(448, 28, 60, Z23)
+	GLONE(Z16)
+	JMP   wend
+
+wlone2:
+	TESTQ CX, CX
+	JZ    wend
+	GLONE(Z18)
+	JMP   wend
+
+wlone4:
+	TESTQ CX, CX
+	JZ    wend
+	GLONE(Z20)
+	JMP   wend
+
+wlone6:
+	TESTQ CX, CX
+	JZ    wend
+	GLONE(Z22)
 
 wend:
 	TESTQ $2, mode+40(FP)
 	JZ    wstore
-	// dotBlocksGo's fold: a_k = acc[0][k] + acc[1][k], then
-	// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), plus the fold of the mins'
-	// lanes (zeros: the types here have no mins).
-	VADDPS Z24, Z16, Z16
-	VADDPS Z25, Z17, Z17
-	VADDPS Z26, Z18, Z18
-	VADDPS Z27, Z19, Z19
-	VADDPS Z28, Z20, Z20
-	VADDPS Z29, Z21, Z21
-	VADDPS Z30, Z22, Z22
-	VADDPS Z31, Z23, Z23
+	// dotBlocksGo's fold: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), plus
+	// the fold of the mins' lanes (zeros: the types here have no mins).
 	VADDPS Z20, Z16, Z0
 	VADDPS Z22, Z18, Z1
 	VADDPS Z1, Z0, Z0
@@ -294,17 +310,9 @@ wstore:
 	VMOVUPS Z21, 320(R12)
 	VMOVUPS Z22, 384(R12)
 	VMOVUPS Z23, 448(R12)
-	VMOVUPS Z24, 512(R12)
-	VMOVUPS Z25, 576(R12)
-	VMOVUPS Z26, 640(R12)
-	VMOVUPS Z27, 704(R12)
-	VMOVUPS Z28, 768(R12)
-	VMOVUPS Z29, 832(R12)
-	VMOVUPS Z30, 896(R12)
-	VMOVUPS Z31, 960(R12)
 
 wnext:
-	ADDQ $1024, R12
+	ADDQ $512, R12
 	INCQ R10
 	CMPQ R10, $4
 	JLT  wrow

@@ -80,7 +80,7 @@ func BenchmarkBlocksWide(b *testing.B) {
 		for _, cols := range []int{576, 2048, 8192} {
 			const rows = 64
 			m := blocksMatrix(b, rng, typ, rows, cols)
-			for _, n := range []int{16, 32, 64, 128} {
+			for _, n := range []int{8, 16, 32, 64, 128} {
 				qs := make([]QRow, n)
 				for r := range qs {
 					qs[r].Quantize(normalRow(rng, cols))
