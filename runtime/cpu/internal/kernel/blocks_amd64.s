@@ -10,14 +10,6 @@
 // how a chunk of eight groups' scales decode (SCALES) and which constants
 // they keep in registers (CONSTS).
 
-// one8: 1 in every lane, the step from a group's VPERMPS index to the
-// next one's.
-DATA one8<>+0(SB)/8, $0x0000000100000001
-DATA one8<>+8(SB)/8, $0x0000000100000001
-DATA one8<>+16(SB)/8, $0x0000000100000001
-DATA one8<>+24(SB)/8, $0x0000000100000001
-GLOBL one8<>(SB), RODATA|NOPTR, $32
-
 // lohi512 spreads the scales of the first pair of a chunk over its lanes
 // from a register of the chunk's first halves' (lanes 0..7) and second
 // halves' (8..15); pair512 from its scales (lanes 0..7). Adding 2 to every

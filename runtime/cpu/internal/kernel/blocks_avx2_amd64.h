@@ -3,7 +3,7 @@
 // SCALES (a chunk's scales), UNPACK (a group's codes) and flags HALVES
 // (a scale per 16 inputs), MIN1 (a min per group), MIN2 (a min per 16),
 // SPLIT (a row's super-blocks' d before their factors) defined: the AVX2
-// twin of dotBlocksGo for rows of weights one after the other, each over
+// form of dotBlocksGo for rows of weights one after the other, each over
 // whole chunks of eight groups and a last one of fewer, whose scale words
 // and ds the caller guarantees to be readable (dotBlocksRowsAsm).
 //
@@ -11,13 +11,15 @@
 // (with SPLIT the super-blocks' d), R8 the activations' codes (pairs of
 // groups, CodeIndex), R12 their ds, R13 their half sums (MIN2) or with
 // SPLIT the factors, CX the groups left, DX the groups of this chunk; Y0
-// and Y1 the even and odd groups' accumulators, Y2 the eight min lanes.
-// Per chunk SCALES leaves the eight groups' scales in Y3 (and Y4: second
-// halves) and mins in Y5 (and Y6), and the scales become f32(S·d); per
-// group UNPACK leaves its codes as int16 in Y8 (even inputs) and Y9 (odd
-// ones), and GROUP adds f32(f32(lane)·f32(S·d)) to the accumulator of the
-// group's parity. The frame holds the next row's scale words (96), the
-// rows left (104) and the next output (112).
+// the accumulator (a lane a group's place in its chunk: 0, 2, 4, 6, then
+// 1, 3, 5, 7), Y2 the eight min lanes, Y1 and Y7 a chunk's half sums (its
+// even groups' and odd ones', first halves in the low 128 bits). Per chunk
+// SCALES leaves the eight groups' scales in Y3 (and Y4: second halves)
+// and mins in Y5 (and Y6), and the scales become f32(S·d); per group
+// UNPACK leaves its codes as int16 in Y8 (even inputs) and Y9 (odd ones),
+// and GROUP puts its half sums in Y1 or Y7; then the chunk's terms, one
+// conversion, product and sum. The frame holds the next row's scale
+// words (96), the rows left (104) and the next output (112).
 
 // QSUM(Y): each 128-bit half of Y (four lanes: a half group's integer
 // sums) summed into all its four dwords.

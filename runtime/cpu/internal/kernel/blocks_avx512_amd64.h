@@ -1,14 +1,16 @@
 // The AVX-512 form of the block products' loop (blocks_avx2_amd64.h, whose
 // macros and registers it shares): a 512-bit register takes a pair of
 // groups, as the activations lie (an even group's inputs, then the odd
-// one's: CodeIndex), so that the integer products, their conversion and
-// scaling and the accumulation cost one instruction a pair. The type
-// defines UNPACK2 besides UNPACK: a pair's codes as int16 in Z8 (even
-// inputs of both groups) and Z9 (odd ones). Z0 accumulates the even
-// groups in lanes 0..7 and the odd ones in 8..15: dotBlocksGo's two sets
-// of lanes. Only EVEX instructions write Z0 and Z7 (a VEX write would
-// clear their upper halves); the single last group of an odd count is
-// AVX2's, added to Z0 with its upper half zero.
+// one's: CodeIndex), so that the integer products cost one instruction a
+// pair. The type defines UNPACK2 besides UNPACK: a pair's codes as int16
+// in Z8 (even inputs of both groups) and Z9 (odd ones). Each pair's lanes
+// become its four half sums (QSUM512), which Z19 gathers for a chunk of
+// eight groups (a quarter a half: the even groups' first halves, their
+// second, the odd groups' first, their second; pair p in dword p of
+// each, under the mask K4); then the chunk's terms are one conversion,
+// product and sum into Z0, group g's term in the lane gsumg512 names (K5:
+// the chunk's groups). The single last group of an odd count is AVX2's
+// unpacking, its odd group's lanes (the upper half) zero.
 //
 // The frame holds the next row's scale words (128), the rows left (136)
 // and the next output (144).
