@@ -3,11 +3,11 @@
 // groups, as the activations lie (an even group's inputs, then the odd
 // one's: CodeIndex), so that the integer products cost one instruction a
 // pair. The type defines UNPACK2 besides UNPACK: a pair's codes as int16
-// in Z8 (even inputs of both groups) and Z9 (odd ones). Each pair's lanes
-// become its four half sums (QSUM512), which Z19 gathers for a chunk of
-// eight groups (a quarter a half: the even groups' first halves, their
-// second, the odd groups' first, their second; pair p in dword p of
-// each, under the mask K4); then the chunk's terms are one conversion,
+// in Z8 (even inputs of both groups) and Z9 (odd ones). A chunk's four
+// pairs' lanes (Z16, Z17, Z18, Z22, a register a place) are summed in one
+// transpose to Z19, a quarter each half group of the chunk (the even
+// groups' first halves, their second, the odd groups' first, their
+// second; pair p in dword p); then the chunk's terms are one conversion,
 // product and sum into Z0, group g's term in the lane gsumg512 names (K5:
 // the chunk's groups). The single last group of an odd count is AVX2's
 // unpacking, its odd group's lanes (the upper half) zero.
@@ -15,26 +15,22 @@
 // The frame holds the next row's scale words (128), the rows left (136)
 // and the next output (144).
 
-// QSUM512(Z): each 128-bit quarter of Z (four lanes: a half group's
-// integer sums) summed into all its four dwords.
-#define QSUM512(Z) \
-	VPSHUFD $0x4E, Z, Z10 \
-	VPADDD Z10, Z, Z \
-	VPSHUFD $0xB1, Z, Z10 \
-	VPADDD Z10, Z, Z
-
-// GROUP512(X) adds the pair whose activations are at X(R8): its integer
-// lanes (even group in 0..7, odd one in 8..15) become its four half sums,
-// which go to the dwords of Z19's quarters that K4 names (pair p of the
-// chunk: dword p of each), and K4 moves on to the next pair's.
-#define GROUP512(X) \
+// GROUP512(X, V): the integer lanes of the pair whose activations are at
+// X(R8) to V (even group in 0..7, odd one in 8..15).
+#define GROUP512(X, V) \
 	UNPACK2 \
 	VPMADDWD X(R8), Z8, Z8 \
 	VPMADDWD X+64(R8), Z9, Z9 \
-	VPADDD Z9, Z8, Z8 \
-	QSUM512(Z8) \
-	VMOVDQA32 Z8, K4, Z19 \
-	KSHIFTLW $1, K4, K4
+	VPADDD Z9, Z8, V
+
+// SINGLE512(V): an even group alone (AVX2's unpacking): its lanes to V,
+// the odd group's (the upper half) zero.
+#define SINGLE512(V) \
+	UNPACK \
+	VPMADDWD (R8), Y8, Y8 \
+	VPMADDWD 32(R8), Y9, Y9 \
+	VPADDD Y9, Y8, V \
+	ADDQ $64, R8
 
 // func NAME512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT NAME512(SB), NOSPLIT, $152-72
@@ -71,9 +67,6 @@ row:
 	VXORPS Y2, Y2, Y2
 
 chunk:
-	VPXORD Z19, Z19, Z19
-	MOVL $0x1111, AX
-	KMOVW AX, K4
 	MOVQ $8, DX
 #ifndef FULL
 	CMPQ CX, DX
@@ -116,37 +109,75 @@ chunk:
 #endif
 #ifdef FULL
 	// A super-block: four pairs.
-	GROUP512(0)
-	GROUP512(128)
-	GROUP512(256)
-	GROUP512(384)
+	GROUP512(0, Z16)
+	GROUP512(128, Z17)
+	GROUP512(256, Z18)
+	GROUP512(384, Z22)
 	ADDQ $512, R8
 	JMP  terms
 #endif
+	// Up to four pairs, each in the register of its place, then an even
+	// group alone where the count is odd; the places after them zero.
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z22, Z22, Z22
 	MOVQ DX, R9
 	SHRQ $1, R9
-	JZ   single
-
-pair:
-	GROUP512(0)
+	JZ   single0
+	GROUP512(0, Z16)
 	ADDQ $128, R8
 	DECQ R9
-	JNZ  pair
+	JZ   single1
+	GROUP512(0, Z17)
+	ADDQ $128, R8
+	DECQ R9
+	JZ   single2
+	GROUP512(0, Z18)
+	ADDQ $128, R8
+	DECQ R9
+	JZ   single3
+	GROUP512(0, Z22)
+	ADDQ $128, R8
+	JMP  terms
 
-single:
-	// An even group alone: the odd one's lanes (a VEX write's upper half)
-	// are zero.
+single0:
 	TESTQ $1, DX
 	JZ    terms
-	UNPACK
-	VPMADDWD (R8), Y8, Y8
-	VPMADDWD 32(R8), Y9, Y9
-	VPADDD Y9, Y8, Y8
-	QSUM512(Z8)
-	VMOVDQA32 Z8, K4, Z19
-	ADDQ $64, R8
+	SINGLE512(Y16)
+	JMP   terms
+
+single1:
+	TESTQ $1, DX
+	JZ    terms
+	SINGLE512(Y17)
+	JMP   terms
+
+single2:
+	TESTQ $1, DX
+	JZ    terms
+	SINGLE512(Y18)
+	JMP   terms
+
+single3:
+	TESTQ $1, DX
+	JZ    terms
+	SINGLE512(Y22)
 
 terms:
+	// The pairs' lanes summed in one transpose (dword and qword unpacks):
+	// Z19's quarter q holds each pair's half sums of quarter q, pair p
+	// in dword p (the even groups' first halves, their second, the odd
+	// groups' first, their second).
+	VPUNPCKLDQ Z17, Z16, Z10
+	VPUNPCKHDQ Z17, Z16, Z11
+	VPADDD Z11, Z10, Z10
+	VPUNPCKLDQ Z22, Z18, Z11
+	VPUNPCKHDQ Z22, Z18, Z24
+	VPADDD Z24, Z11, Z11
+	VPUNPCKLQDQ Z11, Z10, Z19
+	VPUNPCKHQDQ Z11, Z10, Z24
+	VPADDD Z24, Z19, Z19
 	// The chunk's terms f32(f32(S)·f32(s·d)) added to Z0 (group g's in
 	// the lanes gsumg512 names: the fold reads lanes 0..3 and 8..11), of
 	// the chunk's groups only (K5).
@@ -201,4 +232,4 @@ next:
 	RET
 
 #undef GROUP512
-#undef QSUM512
+#undef SINGLE512
