@@ -10,6 +10,20 @@
 // how a chunk of eight groups' scales decode (SCALES) and which constants
 // they keep in registers (CONSTS).
 
+// FOLD8X leaves in lane 0 of X0 the one-row loops' fold8 of a row's
+// lanes, groups 0, 2, 4, 6 in X0 and 1, 3, 5, 7 in X9:
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). X10 is scratch.
+#define FOLD8X \
+	VMOVHLPS X0, X0, X10 \
+	VADDPS X10, X0, X0 \
+	VMOVSHDUP X0, X10 \
+	VADDSS X10, X0, X0 \
+	VMOVHLPS X9, X9, X10 \
+	VADDPS X10, X9, X9 \
+	VMOVSHDUP X9, X10 \
+	VADDSS X10, X9, X9 \
+	VADDSS X9, X0, X0
+
 // lohi512 spreads the scales of the first pair of a chunk over its lanes
 // from a register of the chunk's first halves' (lanes 0..7) and second
 // halves' (8..15); pair512 from its scales (lanes 0..7). Adding 2 to every

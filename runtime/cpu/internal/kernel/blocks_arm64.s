@@ -130,20 +130,11 @@
 // UZP14S: d.4S = lanes 0 and 2 of n, then of m.
 #define UZP14S(m, n, d) WORD $(0x4E801800 | (m)<<16 | (n)<<5 | (d))
 
-// GPAIRA(SCALES, UNPACK): a pair's sums, each group's four lanes added
-// pairwise, to V5 (even group's in lanes 0, 1, odd one's in 2, 3), its
-// f32(S·d) (lanes 0 and 2) to V4. GPAIRB likewise to V2 and V20.
-#define GPAIRA(SCALES, UNPACK) \
-	SCALES \
-	ORR16B(20, 20, 4) \
-	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
-	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
-	UNPACK \
-	GSG(8, 9, 10, 11, 12, 13, 24, 25, 2) \
-	UNPACK \
-	GSG(8, 9, 10, 11, 14, 15, 26, 27, 3) \
-	ADDP4S(3, 2, 5)
-#define GPAIRB(SCALES, UNPACK) \
+// GPAIR(SCALES, UNPACK, T): a pair's sums, each group's four lanes added
+// pairwise, to T (the even group's in lanes 0, 1, the odd one's in 2,
+// 3), its f32(S·d) to lanes 0 and 2 of V20 (which the caller keeps in V4
+// for the first pair of four groups).
+#define GPAIR(SCALES, UNPACK, T) \
 	SCALES \
 	VLD1.P 64(R11), [V12.H8, V13.H8, V14.H8, V15.H8] \
 	VLD1.P 64(R11), [V24.H8, V25.H8, V26.H8, V27.H8] \
@@ -151,7 +142,7 @@
 	GSG(8, 9, 10, 11, 12, 13, 24, 25, 2) \
 	UNPACK \
 	GSG(8, 9, 10, 11, 14, 15, 26, 27, 3) \
-	ADDP4S(3, 2, 2)
+	ADDP4S(3, 2, T)
 
 // GLONE(SCALE, UNPACK, T): a lone last group's lane sums added pairwise
 // to T (lanes 0, 1; 2, 3 zero), its f32(S·d) to lane 0 of V20.
@@ -197,12 +188,14 @@ lrow: \
 lchunk: \
 	CMP $8, R13 \
 	BLT ltail \
-	GPAIRA(SCALES, UNPACK) \
-	GPAIRB(SCALES, UNPACK) \
+	GPAIR(SCALES, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
+	GPAIR(SCALES, UNPACK, 2) \
 	GTERMS \
 	FADD4S(2, 0, 0) \
-	GPAIRA(SCALES, UNPACK) \
-	GPAIRB(SCALES, UNPACK) \
+	GPAIR(SCALES, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
+	GPAIR(SCALES, UNPACK, 2) \
 	GTERMS \
 	FADD4S(2, 1, 1) \
 	SUBS $8, R13, R13 \
@@ -212,8 +205,9 @@ ltail: \
 	MOVD $0, R14 \
 	CMP $4, R13 \
 	BLT lpart \
-	GPAIRA(SCALES, UNPACK) \
-	GPAIRB(SCALES, UNPACK) \
+	GPAIR(SCALES, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
+	GPAIR(SCALES, UNPACK, 2) \
 	GTERMS \
 	FADD4S(2, 0, 0) \
 	MOVD $1, R14 \
@@ -222,7 +216,8 @@ ltail: \
 lpart: \
 	CMP $2, R13 \
 	BLT lpartlone \
-	GPAIRA(SCALES, UNPACK) \
+	GPAIR(SCALES, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
 	CMP $3, R13 \
 	BLT lpartnone \
 	GLONE(SCALE, UNPACK, 2) \

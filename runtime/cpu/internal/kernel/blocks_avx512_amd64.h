@@ -206,15 +206,7 @@ next:
 	// fold8 of the lanes: groups 0, 2, 4, 6 in lanes 0..3, 1, 3, 5, 7
 	// in 8..11: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 	VEXTRACTF32X4 $2, Z0, X9
-	VMOVHLPS X0, X0, X10
-	VADDPS X10, X0, X0
-	VMOVSHDUP X0, X10
-	VADDSS X10, X0, X0
-	VMOVHLPS X9, X9, X10
-	VADDPS X10, X9, X9
-	VMOVSHDUP X9, X10
-	VADDSS X10, X9, X9
-	VADDSS X9, X0, X0
+	FOLD8X
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VMOVHLPS X2, X2, X9
