@@ -57,12 +57,12 @@ DW(gsumsd512, 8, 1); DW(gsumsd512, 9, 3); DW(gsumsd512, 10, 5); DW(gsumsd512, 11
 DW(gsumsd512, 12, 9); DW(gsumsd512, 13, 11); DW(gsumsd512, 14, 13); DW(gsumsd512, 15, 15)
 GLOBL gsumsd512<>(SB), RODATA|NOPTR, $64
 
-// gsumg8: each lane's group in the AVX2 group-sum kernels' terms (the
-// even groups of a chunk, then the odd ones).
-DATA gsumg8<>+0(SB)/8, $0x0000000200000000
-DATA gsumg8<>+8(SB)/8, $0x0000000600000004
-DATA gsumg8<>+16(SB)/8, $0x0000000300000001
-DATA gsumg8<>+24(SB)/8, $0x0000000700000005
+// gsumg8: each lane's group in the AVX2 loop's terms (each pair's odd
+// group, then its even one).
+DATA gsumg8<>+0(SB)/8, $0x0000000000000001
+DATA gsumg8<>+8(SB)/8, $0x0000000200000003
+DATA gsumg8<>+16(SB)/8, $0x0000000400000005
+DATA gsumg8<>+24(SB)/8, $0x0000000600000007
 GLOBL gsumg8<>(SB), RODATA|NOPTR, $32
 
 // lanes: 0..7, to compare a chunk's group count with.

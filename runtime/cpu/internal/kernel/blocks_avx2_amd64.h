@@ -11,35 +11,44 @@
 // (with SPLIT the super-blocks' d), R8 the activations' codes (pairs of
 // groups, CodeIndex), R12 their ds, R13 their half sums (MIN2) or with
 // SPLIT the factors, CX the groups left, DX the groups of this chunk; Y0
-// the accumulator (a lane a group's place in its chunk: 0, 2, 4, 6, then
-// 1, 3, 5, 7), Y2 the eight min lanes, Y1 and Y7 a chunk's half sums (its
-// even groups' and odd ones', first halves in the low 128 bits). Per chunk
+// the accumulator (a lane a group's place in its chunk: 1, 0, 3, 2, 5,
+// 4, 7, 6), Y2 the eight min lanes, Y1 and Y7 a chunk's half sums (groups
+// 1, 0, 3, 2 and 5, 4, 7, 6, first halves in the low 128 bits). Per chunk
 // SCALES leaves the eight groups' scales in Y3 (and Y4: second halves)
 // and mins in Y5 (and Y6), and the scales become f32(S·d); per group
 // UNPACK leaves its codes as int16 in Y8 (even inputs) and Y9 (odd ones),
-// and GROUP puts its half sums in Y1 or Y7; then the chunk's terms, one
-// conversion, product and sum. The frame holds the next row's scale
-// words (96), the rows left (104) and the next output (112).
+// and GPAIR sums a pair's halves into Y9 for Y1 or Y7; then the chunk's
+// terms, one conversion, product and sum. The frame holds a pair's even
+// group's lanes (0), the next row's scale words (96), the rows left (104)
+// and the next output (112).
 
-// QSUM(Y): each 128-bit half of Y (four lanes: a half group's integer
-// sums) summed into all its four dwords.
-#define QSUM(Y) \
-	VPSHUFD $0x4E, Y, Y10 \
-	VPADDD Y10, Y, Y \
-	VPSHUFD $0xB1, Y, Y10 \
-	VPADDD Y10, Y, Y
-
-// GROUP puts the half sums of the group whose activations are at
-// EOFF(R8) (even inputs) and OOFF(R8) (odd ones) in dwords IMM (one of
-// each 128-bit half) of ACC: Y1 the chunk's even groups', Y7 its odd
-// ones', first halves in the low 128 bits.
-#define GROUP(EOFF, OOFF, ACC, IMM) \
+// GLANES(EOFF, OOFF): the integer lanes of the group whose activations
+// are at EOFF(R8) (even inputs) and OOFF(R8) (odd ones) to Y8.
+#define GLANES(EOFF, OOFF) \
 	UNPACK \
 	VPMADDWD EOFF(R8), Y8, Y8 \
 	VPMADDWD OOFF(R8), Y9, Y9 \
-	VPADDD Y9, Y8, Y8 \
-	QSUM(Y8) \
-	VPBLENDD $IMM, Y8, ACC, ACC
+	VPADDD Y9, Y8, Y8
+
+// GPAIR(EOFF, OOFF, EOFF2, OOFF2): a pair's lanes summed by halves: the
+// even group's (EOFF, OOFF) held at 0(SP), the odd one's (EOFF2, OOFF2)
+// in Y8; two horizontal adds leave in Y9 each 128-bit half's sums of
+// the odd group, the even one, the odd, the even.
+#define GPAIR(EOFF, OOFF, EOFF2, OOFF2) \
+	GLANES(EOFF, OOFF) \
+	VMOVDQU Y8, (SP) \
+	GLANES(EOFF2, OOFF2) \
+	VPHADDD (SP), Y8, Y9 \
+	VPHADDD Y9, Y9, Y9
+
+// GSINGLE: a lone even group, its odd partner's sums zero.
+#define GSINGLE \
+	GLANES(0, 32) \
+	VMOVDQU Y8, (SP) \
+	VPXOR Y8, Y8, Y8 \
+	VPHADDD (SP), Y8, Y9 \
+	VPHADDD Y9, Y9, Y9 \
+	ADDQ $64, R8
 
 // func NAME(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
 TEXT NAME(SB), NOSPLIT, $120-72
@@ -113,16 +122,19 @@ chunk:
 	VMULPS Y10, Y4, Y4
 #endif
 	VPXOR Y7, Y7, Y7
+	// A pair's sums (GPAIR) go to the chunk's registers whole (the first
+	// of two) or to dwords 2 and 3 of each half (the second): Y1 holds
+	// groups 1, 0, 3, 2 of the chunk, Y7 groups 5, 4, 7, 6.
 #ifdef FULL
 	// A super-block: eight groups.
-	GROUP(0, 64, Y1, 0x11)
-	GROUP(32, 96, Y7, 0x11)
-	GROUP(128, 192, Y1, 0x22)
-	GROUP(160, 224, Y7, 0x22)
-	GROUP(256, 320, Y1, 0x44)
-	GROUP(288, 352, Y7, 0x44)
-	GROUP(384, 448, Y1, 0x88)
-	GROUP(416, 480, Y7, 0x88)
+	GPAIR(0, 64, 32, 96)
+	VMOVDQA Y9, Y1
+	GPAIR(128, 192, 160, 224)
+	VPBLENDD $0xCC, Y9, Y1, Y1
+	GPAIR(256, 320, 288, 352)
+	VMOVDQA Y9, Y7
+	GPAIR(384, 448, 416, 480)
+	VPBLENDD $0xCC, Y9, Y7, Y7
 	ADDQ $512, R8
 	JMP  terms
 #endif
@@ -130,56 +142,56 @@ chunk:
 	MOVQ DX, R9
 	SHRQ $1, R9
 	JZ   single0
-	GROUP(0, 64, Y1, 0x11)
-	GROUP(32, 96, Y7, 0x11)
+	GPAIR(0, 64, 32, 96)
+	VMOVDQA Y9, Y1
 	ADDQ $128, R8
 	DECQ R9
 	JZ   single1
-	GROUP(0, 64, Y1, 0x22)
-	GROUP(32, 96, Y7, 0x22)
+	GPAIR(0, 64, 32, 96)
+	VPBLENDD $0xCC, Y9, Y1, Y1
 	ADDQ $128, R8
 	DECQ R9
 	JZ   single2
-	GROUP(0, 64, Y1, 0x44)
-	GROUP(32, 96, Y7, 0x44)
+	GPAIR(0, 64, 32, 96)
+	VMOVDQA Y9, Y7
 	ADDQ $128, R8
 	DECQ R9
 	JZ   single3
-	GROUP(0, 64, Y1, 0x88)
-	GROUP(32, 96, Y7, 0x88)
+	GPAIR(0, 64, 32, 96)
+	VPBLENDD $0xCC, Y9, Y7, Y7
 	ADDQ $128, R8
 	JMP  terms
 
 single0:
 	TESTQ $1, DX
 	JZ    terms
-	GROUP(0, 32, Y1, 0x11)
-	ADDQ $64, R8
+	GSINGLE
+	VMOVDQA Y9, Y1
 	JMP  terms
 
 single1:
 	TESTQ $1, DX
 	JZ    terms
-	GROUP(0, 32, Y1, 0x22)
-	ADDQ $64, R8
+	GSINGLE
+	VPBLENDD $0xCC, Y9, Y1, Y1
 	JMP  terms
 
 single2:
 	TESTQ $1, DX
 	JZ    terms
-	GROUP(0, 32, Y1, 0x44)
-	ADDQ $64, R8
+	GSINGLE
+	VMOVDQA Y9, Y7
 	JMP  terms
 
 single3:
 	TESTQ $1, DX
 	JZ    terms
-	GROUP(0, 32, Y1, 0x88)
-	ADDQ $64, R8
+	GSINGLE
+	VPBLENDD $0xCC, Y9, Y7, Y7
 
 terms:
 	// The chunk's terms f32(f32(S)·f32(s·d)) added to Y0 (lanes: the
-	// chunk's groups 0, 2, 4, 6, 1, 3, 5, 7), of its groups only.
+	// chunk's groups 1, 0, 3, 2, 5, 4, 7, 6), of its groups only.
 	VMOVDQU gsumg8<>(SB), Y11
 	VMOVQ DX, X8
 	VPBROADCASTD X8, Y8
@@ -214,10 +226,14 @@ next:
 	SUBQ DX, CX
 	JNZ  chunk
 
-	// fold8 of the lanes: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), groups
-	// 0, 2, 4, 6 in lanes 0..3 and 1, 3, 5, 7 in 4..7; then the mins'.
+	// fold8 of the lanes (groups 1, 0, 3, 2, 5, 4, 7, 6):
+	// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)); then the mins'.
 	VEXTRACTF128 $1, Y0, X9
-	FOLD8X
+	VADDPS X9, X0, X0
+	VMOVHLPS X0, X0, X10
+	VADDPS X10, X0, X0
+	VMOVSHDUP X0, X10
+	VADDSS X10, X0, X0
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VMOVHLPS X2, X2, X9
@@ -234,5 +250,6 @@ next:
 	VZEROUPPER
 	RET
 
-#undef GROUP
-#undef QSUM
+#undef GLANES
+#undef GPAIR
+#undef GSINGLE
