@@ -197,10 +197,11 @@ func matMulBlocks(dst, x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.
 
 // WideBytes is what each worker's wide kernel keeps of a step of m rows
 // where a product's input is wider than its blocks of columns: each row's
-// lanes (kernel.WideRowBytes) for each block of weight rows a call takes
-// (kernel.WideBlocksFor). eval's memory estimate counts it.
+// lanes (kernel.WideKRowBytes, the K quants', the most of any type) for
+// each block of weight rows a call takes (kernel.WideBlocksFor). eval's
+// memory estimate counts it.
 func WideBytes(m int) int64 {
-	return int64(m) * kernel.WideRowBytes * int64(kernel.WideBlocksFor(m)/kernel.WideRows)
+	return int64(m) * kernel.WideKRowBytes * int64(kernel.WideBlocksFor(m)/kernel.WideRows)
 }
 
 // overBlocks is t.over of n rows of weights in whole blocks of blocksTile

@@ -729,6 +729,9 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_tile_avx512_amd64.h"
 #undef VNNI
 #undef KTNAME
+#define KWNAME ·expandQ4_KWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
 #undef KCONSTS
 #undef KUNPACK2
 
@@ -750,6 +753,9 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_tile_avx512_amd64.h"
 #undef VNNI
 #undef KTNAME
+#define KWNAME ·expandQ5_KWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2
@@ -779,6 +785,9 @@ GLOBL w10<>(SB), RODATA|NOPTR, $2
 #include "blocks_k_tile_avx512_amd64.h"
 #undef VNNI
 #undef KTNAME
+#define KWNAME ·expandQ6_KWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2
@@ -861,6 +870,9 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #include "blocks_k_tile_avx512_amd64.h"
 #undef VNNI
 #undef KTNAME
+#define KWNAME ·expandIQ4_XSWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2

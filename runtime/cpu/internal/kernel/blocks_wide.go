@@ -25,6 +25,15 @@ import (
 // Expanding costs about what the products of a few rows save, so the
 // kernel serves prompts and steps of many sequences (WideMin rows or
 // more).
+//
+// The K quants (Q4_K, Q5_K, Q6_K, IQ4_XS) take the same walk with their
+// own definition (dotBlocksKGo): their rows expand as the one-row loop
+// unpacks them (expandKWide), with each super-block's sixteen half
+// factors, eight mins and d as vectors of the sixteen rows, and each half
+// group's sixteen integer sums then meet the rows' factors in one VPMULLD
+// before the conversion, the scaling by f32(d·D) and the sum into the
+// half's lane (dotWideKVNNI): about 28 instructions a group where the
+// four-row tile kernel spends about twice that a row.
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
 // sixteen lanes.
@@ -33,7 +42,9 @@ const WideRows = 16
 // WideMin is the fewest rows of activations (four a QTile) for which
 // DotBlocksWide's expansion of type t pays: 8 where it writes the codes'
 // layout at once (the nibble types), 16 where they go through
-// transposeWide (BenchmarkBlocksWide against DotBlocksTile8).
+// transposeWide, the K quants' too (BenchmarkBlocksWide against
+// DotBlocksTile8: Q4_K at 8 rows 39 G against the tile kernel's 45, at 16
+// rows 48 against 42).
 func WideMin(t dtype.Type) int {
 	if wideDirect(t) {
 		return 8
@@ -44,7 +55,12 @@ func WideMin(t dtype.Type) int {
 // WideRowBytes is what DotBlocksWide keeps of each row of activations
 // between blocks of columns of a wide input (its sixteen weight rows'
 // eight lanes, a group's place in its chunk of eight): 512 bytes.
-const WideRowBytes = Lanes * WideRows * 4
+// WideKRowBytes is the K quants' (dotBlocksKGo's sixteen lanes of half
+// groups and eight of mins): 1536.
+const (
+	WideRowBytes  = Lanes * WideRows * 4
+	WideKRowBytes = 3 * Lanes * WideRows * 4
+)
 
 // wideGroups is the groups of a row the wide kernel expands at once: 24
 // KiB of expanded codes, which stay in L1 beside a QTile's codes of them
@@ -64,16 +80,22 @@ type WideScratch struct {
 // of w with row r of the tiles ts (row r%TileRows of ts[r/TileRows]), for
 // j < rows (a multiple of WideRows), with DotBlocksRows's bits, and
 // reports whether it could: it takes the types with an eight-row tile
-// kernel, on CPUs with AVX-512 VNNI, and whole blocks of rows. The caller
-// falls back to DotBlocksTile8 where it cannot. Where the rows are wider
-// than a block of columns, the blocks of weight rows (up to wideBlocks of
-// them) take each block of columns in turn, so that the activations' part
-// stays in the core's cache for all of them: an input 8192 wide has 2 MiB
-// of activation rows at a step of 128, which one block of weight rows at
-// a time read from beyond the cache for every block.
+// kernel and the K quants (rows of whole super-blocks, tiles with their
+// K codes), on CPUs with AVX-512 VNNI, and whole blocks of rows. The
+// caller falls back to the tile kernels where it cannot. Where the rows
+// are wider than a block of columns, the blocks of weight rows (up to
+// wideBlocks of them) take each block of columns in turn, so that the
+// activations' part stays in the core's cache for all of them: an input
+// 8192 wide has 2 MiB of activation rows at a step of 128, which one
+// block of weight rows at a time read from beyond the cache for every
+// block.
 func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
 	G := w.Groups()
 	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || rows <= 0 || rows%WideRows != 0 || r0+rows > w.Rows {
+		return false
+	}
+	k := KType(w.Type)
+	if k && !wideKReady(G, ts) {
 		return false
 	}
 	l := w.Layout()
@@ -82,9 +104,15 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 	_ = out[(len(ts)*TileRows-1)*stride+rows-1]
 	g := min(G, wideGroups)
 	s.codes = grow(s.codes, (g+1)/2*512)
-	s.scales = grow(s.scales, (g+15)/16*16*WideRows)
+	rowBytes := WideRowBytes
+	if k {
+		s.scales = grow(s.scales, g/kGroups*512)
+		rowBytes = WideKRowBytes
+	} else {
+		s.scales = grow(s.scales, (g+15)/16*16*WideRows)
+	}
 	nb := rows / WideRows
-	lanes := len(ts) * TileRows * WideRowBytes / 4 // a block's rows of lanes
+	lanes := len(ts) * TileRows * rowBytes / 4 // a block's rows of lanes
 	if G > wideGroups {
 		s.acc = grow(s.acc, nb*lanes)
 	}
@@ -100,15 +128,26 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 		for b := range nb {
 			rb := r0 + b*WideRows
 			codes, scales := w.Codes[rb*cw:(rb+WideRows)*cw], w.Scales[rb*sw:]
-			if chunks := (G + 7) / 8; G%8 != 0 && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes {
-				// The expansion reads a chunk's scale words whole, past
-				// the matrix's last ones here: the block's go to scratch
-				// with room.
-				s.pad = grow(s.pad, WideRows*sw+chunkWords)
+			if chunks := (G + 7) / 8; (k || G%8 != 0) && 4*cap(scales) < 4*(WideRows-1)*sw+chunks*8/l.ScaleGroups*l.ScaleBytes+4 {
+				// The expansion reads a chunk's scale words whole (and
+				// Q4_K's and Q5_K's decoding 4 bytes on), past the
+				// matrix's last ones here: the block's go to scratch with
+				// room.
+				s.pad = grow(s.pad, WideRows*sw+chunkWords+1)
 				copy(s.pad, scales[:WideRows*sw])
 				scales = s.pad
 			}
-			expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+			if k {
+				expandKWide(w.Type, &codes[g0*l.CodeWords], &scales[0], G, g0, 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+				transposeWide(unsafe.Pointer(&s.codes[0]), n)
+				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups*2)
+			} else {
+				expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+				if !wideDirect(w.Type) {
+					transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+				}
+				transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
+			}
 			// What the next expansion reads (the next block's columns,
 			// or the first block's next ones, or the next call's first
 			// block), asked for a few rows at a time while these
@@ -125,10 +164,6 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 			if rn+WideRows > w.Rows {
 				rn = -1
 			}
-			if !wideDirect(w.Type) {
-				transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
-			}
-			transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
 			for t := range ts {
 				if rn >= 0 {
 					for j := t * WideRows / len(ts); j < (t+1)*WideRows/len(ts); j++ {
@@ -137,10 +172,35 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 				}
 				var acc *float32
 				if G > wideGroups {
-					acc = &s.acc[b*lanes+t*TileRows*WideRowBytes/4]
+					acc = &s.acc[b*lanes+t*TileRows*rowBytes/4]
 				}
-				dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, &out[t*TileRows*stride+b*WideRows], 4*stride)
+				o := &out[t*TileRows*stride+b*WideRows]
+				if k {
+					x := &ts[t]
+					kmode := mode
+					if l.Min == 1 {
+						kmode |= 4
+					}
+					dotWideKVNNI(&s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], &x.KSums[g0*TileRows], n, acc, kmode, o, 4*stride)
+				} else {
+					dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, o, 4*stride)
+				}
 			}
+		}
+	}
+	return true
+}
+
+// wideKReady says whether the K quants' wide kernel takes a product of
+// rows of G groups with the tiles ts: whole super-blocks (every K quant
+// file's rows are), and the tiles' K codes packed.
+func wideKReady(G int, ts []QTile) bool {
+	if G%kGroups != 0 {
+		return false
+	}
+	for i := range ts {
+		if !ts[i].hasK {
+			return false
 		}
 	}
 	return true

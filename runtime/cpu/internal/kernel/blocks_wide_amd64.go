@@ -34,12 +34,33 @@ func transposeWide(p unsafe.Pointer, n int)
 //go:noescape
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
 
+// The K quants' expansions (blocks_k_wide_avx512_amd64.h): sixteen rows'
+// codes and super-blocks' factors, mins and d of groups groups (whole
+// super-blocks), each row's decoding from byte at of its scale words
+// (and Q6_K's factors split bytes after that).
+
+//go:noescape
+func expandQ4_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ5_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ6_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandIQ4_XSWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
+
 // wideKernel says whether DotBlocksWide takes type t on this CPU: the
 // types of the eight-row tile kernels, where VPDPWSSD is (its broadcast
 // operand brings an activation row's pair of codes to every lane).
 func wideKernel(t dtype.Type) bool {
 	switch t {
-	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4:
+	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4,
+		dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
 		return hasVNNI
 	}
 	return false
@@ -63,6 +84,31 @@ func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups in
 		expandIQ4_NLWide(codes, scales, cstride, sstride, groups, dst, dsc)
 	case dtype.MXFP4:
 		expandMXFP4Wide(codes, scales, cstride, sstride, groups, dst, dsc)
+	default:
+		panic("kernel: no wide expansion for " + t.String())
+	}
+}
+
+// expandKWide is expandWide for the K quants: groups groups from group g0
+// of rows of G groups, each row's scale words decoded from its super-block
+// g0/8 (Q6_K: its d's, then its factors after all the row's d's).
+func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
+	l, _ := dtype.Layout(t)
+	b, nb := g0/kGroups, G/kGroups
+	at, split := b*l.ScaleBytes, 0
+	if l.Split {
+		at = 2 * b
+		split = 2*nb + (l.ScaleBytes-2)*b - at // its factors: 16 bytes a super-block after the row's d's
+	}
+	switch t {
+	case dtype.Q4_K:
+		expandQ4_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+	case dtype.Q5_K:
+		expandQ5_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+	case dtype.Q6_K:
+		expandQ6_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+	case dtype.IQ4_XS:
+		expandIQ4_XSWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	default:
 		panic("kernel: no wide expansion for " + t.String())
 	}

@@ -318,3 +318,245 @@ wnext:
 	JLT  wrow
 	VZEROUPPER
 	RET
+
+// The K quants' wide kernel (dotBlocksKGo's bits, blocks_k.go): sixteen
+// weight rows expanded by the type's expandKWide (blocks_k_wide_avx512_amd64.h)
+// meet a QTile's K codes a row at a time. Per super-block and row of
+// activations, each half group's sixteen integer sums (one a weight row,
+// in four lanes' multiply-adds of codes and broadcast activations) meet
+// the rows' factors of the half in one VPMULLD, become f32, are scaled by
+// f32(d·D) (the rows' d times the activation row's KD, Z0) and are added
+// to the accumulator of the half's lane (kLane: Z16 + L); the mins, where
+// the type has them, meet the row's group sums into eight more (Z9..Z15,
+// Z4: macc). Registers: AX the expanded codes, DX the expanded factors,
+// R8 the row's K codes, R11 its KD, R12 its group sums, CX the
+// super-blocks left, R9 the row's lanes in acc (1536 bytes a row: the 16
+// lanes, then the 8 of the mins), R10 the row.
+
+// KWK(W, X, ZC): lane k of a group for the sixteen weight rows: the int16
+// pairs of codes at W(AX) and 1024+W(AX) meet the activation row's pairs
+// at X(R8) and X+64(R8), broadcast, added to ZC exactly in int32.
+#define KWK(W, X, ZC) \
+	VMOVDQU32 W(AX), Z3 \
+	VPDPWSSD.BCST X(R8), Z3, ZC \
+	VMOVDQU32 1024+W(AX), Z2 \
+	VPDPWSSD.BCST X+64(R8), Z2, ZC
+
+// KWHALF(L, ZA, ZB, ZL): a half's sums (ZA + ZB) times the rows' factors
+// of lane L, as f32(f32(f·half)·s), added to ZL.
+#define KWHALF(L, ZA, ZB, ZL) \
+	VPADDD ZB, ZA, ZA \
+	VPMULLD L*64(DX), ZA, ZA \
+	VCVTDQ2PS ZA, ZA \
+	VMULPS Z0, ZA, ZA \
+	VADDPS ZA, ZL, ZL
+
+// KWGROUP(W, X, LA, ZA, LB, ZB): a group whose lanes' codes are at W(AX)
+// and whose activations are at X(R8): its first half to lane LA (ZA), its
+// second to LB (ZB).
+#define KWGROUP(W, X, LA, ZA, LB, ZB) \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	KWK(W, X, Z5) \
+	KWK(W+64, X+4, Z6) \
+	KWK(W+128, X+8, Z5) \
+	KWK(W+192, X+12, Z6) \
+	KWK(W+256, X+16, Z7) \
+	KWK(W+320, X+20, Z8) \
+	KWK(W+384, X+24, Z7) \
+	KWK(W+448, X+28, Z8) \
+	KWHALF(LA, Z5, Z6, ZA) \
+	KWHALF(LB, Z7, Z8, ZB)
+
+// KWMIN(J, ZM): group j's mins of the sixteen rows (dmin·m) times the
+// row's sum of the group, taken from ZM: the twin's f32(−(dmin·m)·sum)
+// added.
+#define KWMIN(J, ZM) \
+	VMOVUPS 1024+J*64(DX), Z1 \
+	VMULPS.BCST J*4(R12), Z1, Z1 \
+	VSUBPS Z1, ZM, ZM
+
+// func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
+//
+// dotWideKVNNI adds the products of groups groups (whole super-blocks) of
+// sixteen expanded weight rows (w: 2 KiB a pair of groups; sc: 2 KiB a
+// super-block) with each of the four rows of a QTile (xq its K codes from
+// the first of the groups, rows xstride bytes apart; kd and sums its KD
+// and KSums from the first super-block) to the row's lanes. With mode&1
+// the lanes start from acc (1536 bytes a row), else from zero; with
+// mode&2 they fold (foldLanes) to the row's sixteen results at out +
+// r·ostride, else they go back to acc; mode&4 says the type has mins.
+TEXT ·dotWideKVNNI(SB), NOSPLIT, $0-88
+	XORQ R10, R10
+
+kwrow:
+	MOVQ R10, R9
+	IMULQ $1536, R9
+	ADDQ acc+56(FP), R9
+	TESTQ $1, mode+64(FP)
+	JNZ   kwload
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z4, Z4, Z4
+	JMP   kwgo
+
+kwload:
+	VMOVUPS 0(R9), Z16
+	VMOVUPS 64(R9), Z17
+	VMOVUPS 128(R9), Z18
+	VMOVUPS 192(R9), Z19
+	VMOVUPS 256(R9), Z20
+	VMOVUPS 320(R9), Z21
+	VMOVUPS 384(R9), Z22
+	VMOVUPS 448(R9), Z23
+	VMOVUPS 512(R9), Z24
+	VMOVUPS 576(R9), Z25
+	VMOVUPS 640(R9), Z26
+	VMOVUPS 704(R9), Z27
+	VMOVUPS 768(R9), Z28
+	VMOVUPS 832(R9), Z29
+	VMOVUPS 896(R9), Z30
+	VMOVUPS 960(R9), Z31
+	VMOVUPS 1024(R9), Z9
+	VMOVUPS 1088(R9), Z10
+	VMOVUPS 1152(R9), Z11
+	VMOVUPS 1216(R9), Z12
+	VMOVUPS 1280(R9), Z13
+	VMOVUPS 1344(R9), Z14
+	VMOVUPS 1408(R9), Z15
+	VMOVUPS 1472(R9), Z4
+
+kwgo:
+	MOVQ w+0(FP), AX
+	MOVQ sc+8(FP), DX
+	MOVQ groups+48(FP), CX
+	SHRQ $3, CX
+	MOVQ R10, R8
+	IMULQ xstride+24(FP), R8
+	ADDQ xq+16(FP), R8
+	MOVQ kd+32(FP), R11
+	LEAQ (R11)(R10*4), R11
+	MOVQ R10, R12
+	SHLQ $5, R12
+	ADDQ sums+40(FP), R12
+
+kwsuper:
+	VMOVUPS 1536(DX), Z0
+	VMULPS.BCST (R11), Z0, Z0
+	TESTQ $4, mode+64(FP)
+	JZ    kwnomin
+	KWMIN(0, Z9)
+	KWMIN(1, Z10)
+	KWMIN(2, Z11)
+	KWMIN(3, Z12)
+	KWMIN(4, Z13)
+	KWMIN(5, Z14)
+	KWMIN(6, Z15)
+	KWMIN(7, Z4)
+
+kwnomin:
+	// Group j's halves 2j and 2j+1 go to lanes kLane(2j), kLane(2j+1).
+	KWGROUP(0, 0, 0, Z16, 4, Z20)
+	KWGROUP(512, 32, 8, Z24, 12, Z28)
+	KWGROUP(2048, 128, 1, Z17, 5, Z21)
+	KWGROUP(2560, 160, 9, Z25, 13, Z29)
+	KWGROUP(4096, 256, 2, Z18, 6, Z22)
+	KWGROUP(4608, 288, 10, Z26, 14, Z30)
+	KWGROUP(6144, 384, 3, Z19, 7, Z23)
+	KWGROUP(6656, 416, 11, Z27, 15, Z31)
+	ADDQ $8192, AX
+	ADDQ $2048, DX
+	ADDQ $512, R8
+	ADDQ $16, R11
+	ADDQ $128, R12
+	DECQ CX
+	JNZ  kwsuper
+
+	TESTQ $2, mode+64(FP)
+	JZ    kwstore
+	// foldLanes: a_k = lane k + lane 8+k, then fold8(a) + fold8(macc),
+	// fold8(v) = ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)).
+	VADDPS Z24, Z16, Z16
+	VADDPS Z25, Z17, Z17
+	VADDPS Z26, Z18, Z18
+	VADDPS Z27, Z19, Z19
+	VADDPS Z28, Z20, Z20
+	VADDPS Z29, Z21, Z21
+	VADDPS Z30, Z22, Z22
+	VADDPS Z31, Z23, Z23
+	VADDPS Z20, Z16, Z0
+	VADDPS Z22, Z18, Z1
+	VADDPS Z1, Z0, Z0
+	VADDPS Z21, Z17, Z2
+	VADDPS Z23, Z19, Z3
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VADDPS Z13, Z9, Z1
+	VADDPS Z15, Z11, Z2
+	VADDPS Z2, Z1, Z1
+	VADDPS Z14, Z10, Z2
+	VADDPS Z4, Z12, Z3
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	MOVQ  R10, BX
+	IMULQ ostride+80(FP), BX
+	ADDQ  out+72(FP), BX
+	VMOVUPS Z0, (BX)
+	JMP   kwnext
+
+kwstore:
+	VMOVUPS Z16, 0(R9)
+	VMOVUPS Z17, 64(R9)
+	VMOVUPS Z18, 128(R9)
+	VMOVUPS Z19, 192(R9)
+	VMOVUPS Z20, 256(R9)
+	VMOVUPS Z21, 320(R9)
+	VMOVUPS Z22, 384(R9)
+	VMOVUPS Z23, 448(R9)
+	VMOVUPS Z24, 512(R9)
+	VMOVUPS Z25, 576(R9)
+	VMOVUPS Z26, 640(R9)
+	VMOVUPS Z27, 704(R9)
+	VMOVUPS Z28, 768(R9)
+	VMOVUPS Z29, 832(R9)
+	VMOVUPS Z30, 896(R9)
+	VMOVUPS Z31, 960(R9)
+	VMOVUPS Z9, 1024(R9)
+	VMOVUPS Z10, 1088(R9)
+	VMOVUPS Z11, 1152(R9)
+	VMOVUPS Z12, 1216(R9)
+	VMOVUPS Z13, 1280(R9)
+	VMOVUPS Z14, 1344(R9)
+	VMOVUPS Z15, 1408(R9)
+	VMOVUPS Z4, 1472(R9)
+
+kwnext:
+	INCQ R10
+	CMPQ R10, $4
+	JLT  kwrow
+	VZEROUPPER
+	RET

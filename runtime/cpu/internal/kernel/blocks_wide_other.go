@@ -22,3 +22,11 @@ func transposeWide(p unsafe.Pointer, n int) { panic("kernel: no wide kernel in t
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
 	panic("kernel: no wide kernel in this build")
 }
+
+func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
+	panic("kernel: no wide kernel in this build")
+}
+
+func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int) {
+	panic("kernel: no wide kernel in this build")
+}

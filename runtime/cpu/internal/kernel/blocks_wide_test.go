@@ -76,8 +76,11 @@ func TestDotBlocksWide(t *testing.T) {
 // multiply-adds, so MB/s reads as millions of them a second.
 func BenchmarkBlocksWide(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0} {
+	for _, typ := range []dtype.Type{dtype.Q4_0, dtype.Q8_0, dtype.Q4_K, dtype.Q6_K} {
 		for _, cols := range []int{576, 2048, 8192} {
+			if typ.BlockSize() == 256 && cols%256 != 0 {
+				continue
+			}
 			const rows = 64
 			m := blocksMatrix(b, rng, typ, rows, cols)
 			for _, n := range []int{8, 16, 32, 64, 128} {
