@@ -16,13 +16,14 @@ import (
 // one; wide rows in blocks of columns),
 // on one worker and on three, for types with a min per group (Q4_K), per
 // half group (Q2_K) and without (Q4_0, Q6_K), at widths with a lone last
-// group and a short last chunk.
+// group and a short last chunk (and a K quant's rows wider than the wide
+// kernel's block of columns).
 func TestMatMulBlocksRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range []struct {
 		typ        dtype.Type
 		rows, cols int
-	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.Q4_0, 70, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
+	}{{dtype.Q4_0, 37, 224}, {dtype.Q4_0, 5, 32}, {dtype.Q4_0, 21, 1600}, {dtype.Q4_0, 70, 1600}, {dtype.MXFP4, 9, 800}, {dtype.Q4_K, 19, 512}, {dtype.Q4_K, 35, 1280}, {dtype.Q2_K, 21, 256}, {dtype.Q6_K, 17, 768}, {dtype.Q8_0, 40, 288}} {
 		vals := make([]float32, c.rows*c.cols)
 		for i := range vals {
 			vals[i] = float32(rng.NormFloat64())

@@ -606,6 +606,25 @@ GLOBL w0f<>(SB), RODATA|NOPTR, $2
 DATA w10<>+0(SB)/2, $0x0010
 GLOBL w10<>(SB), RODATA|NOPTR, $2
 
+// kwfac: the lanes of Z6 (a super-block's half factors in kLane's order)
+// that dwords 0..15 of a pair's unpacked codes take in its first pair
+// (lane k of group h holds half 2h + k/4); pair p's are these plus p.
+// kwone: 1. kwdup: a dword's low word in both of its words.
+DATA kwfac<>+0(SB)/8, $0x0000000000000000
+DATA kwfac<>+8(SB)/8, $0x0000000000000000
+DATA kwfac<>+16(SB)/8, $0x0000000400000004
+DATA kwfac<>+24(SB)/8, $0x0000000400000004
+DATA kwfac<>+32(SB)/8, $0x0000000800000008
+DATA kwfac<>+40(SB)/8, $0x0000000800000008
+DATA kwfac<>+48(SB)/8, $0x0000000c0000000c
+DATA kwfac<>+56(SB)/8, $0x0000000c0000000c
+GLOBL kwfac<>(SB), RODATA|NOPTR, $64
+DATA kwone<>+0(SB)/4, $1
+GLOBL kwone<>(SB), RODATA|NOPTR, $4
+DATA kwdup<>+0(SB)/8, $0x0504050401000100
+DATA kwdup<>+8(SB)/8, $0x0d0c0d0c09080908
+GLOBL kwdup<>(SB), RODATA|NOPTR, $16
+
 // KDECODE_K4: a Q4_K or Q5_K super-block's 12 factor bytes at 4(DI)
 // (SCALES_K4's unpacking) to X6: bytes 0..7 the scales, 8..15 the mins.
 #define KDECODE_K4 \

@@ -7,18 +7,32 @@
 // in Z9, dword 8h+k holding lane k of group h's) defined, MIN1 for the
 // types with mins and SPLIT for Q6_K (its d's before its factors).
 //
-// Each row's pairs of codes go to row j of the pair's two 16×16 blocks of
-// dwords (dst, 2 KiB a pair: the even inputs' block, then the odd ones'),
-// and each super-block's factors to row j of a 16×16 block and its mins
-// (dwords 0..7) and d (dword 8) to row j of a second (dsc, 2 KiB a
-// super-block): transposeWide then turns every block, so that a vector
-// holds one lane of all sixteen rows (the codes as the other types'
-// expansions leave them; a super-block's factor of lane L for the
-// sixteen rows at 64·L, their mins of group j at 1024 + 64·j, their d at
-// 1536). Registers: R8 and R9 a row's codes and scale words, R10 the row,
-// R11 and R12 its rows of the destinations, R13 (SPLIT) its factors, R14
-// the codes' next pair, CX the super-blocks left; KTSCALES may use AX,
-// BX and DX.
+// Each row's codes are multiplied by their half group's factor as they
+// unpack (exact in int16: |code·factor| is at most 32·128 = 4096), so
+// that a half group's integer sum is already f·half; each pair then goes
+// to row j of the pair's two 16×16 blocks of dwords (dst, 2 KiB a pair:
+// the even inputs' block, then the odd ones'), and each super-block's
+// mins (dwords 0..7) and d (dword 8) to row j of a 16×16 block (dsc, 1
+// KiB a super-block): transposeWide then turns every block, so that a
+// vector holds one lane of all sixteen rows (the codes as the other
+// types' expansions leave them; a super-block's mins of group j for the
+// sixteen rows at 64·j, their d at 512). Registers: R8 and R9 a row's
+// codes and scale words, R10 the row, R11 and R12 its rows of the
+// destinations, R13 (SPLIT) its factors, R14 the codes' next pair, CX the
+// super-blocks left, Z20..Z23 the factors' places in each pair of a
+// super-block (kwfac), Z24 kwdup; KTSCALES may use AX, BX and DX.
+
+// KWPAIR(OFF, ZI): a pair of groups unpacked, times its halves' factors
+// (Z6's lanes ZI picks, each factor in both words of a dword), to OFF(R14)
+// and 1024+OFF(R14).
+#define KWPAIR(OFF, ZI) \
+	KUNPACK2 \
+	VPERMD Z6, ZI, Z25 \
+	VPSHUFB Z24, Z25, Z25 \
+	VPMULLW Z25, Z8, Z8 \
+	VPMULLW Z25, Z9, Z9 \
+	VMOVDQU32 Z8, OFF(R14) \
+	VMOVDQU32 Z9, 1024+OFF(R14)
 
 // func KWNAME(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
 //
@@ -27,6 +41,12 @@
 TEXT KWNAME(SB), NOSPLIT, $8-72
 	VPBROADCASTW w0f<>(SB), Z28
 	KCONSTS
+	VMOVDQU32 kwfac<>(SB), Z20
+	VPBROADCASTD kwone<>(SB), Z25
+	VPADDD Z25, Z20, Z21
+	VPADDD Z25, Z21, Z22
+	VPADDD Z25, Z22, Z23
+	VBROADCASTI32X4 kwdup<>(SB), Z24
 	MOVQ codes+0(FP), R8
 	MOVQ scales+8(FP), R9
 	ADDQ at+16(FP), R9
@@ -48,24 +68,15 @@ kwrow:
 
 kwsuper:
 	KTSCALES
-	VMOVDQU32 Z6, (R12)
 #ifdef MIN1
-	VMOVUPS Y5, 1024(R12)
+	VMOVUPS Y5, (R12)
 #endif
-	VMOVSS X10, 1056(R12)
-	ADDQ $2048, R12
-	KUNPACK2
-	VMOVDQU32 Z8, (R14)
-	VMOVDQU32 Z9, 1024(R14)
-	KUNPACK2
-	VMOVDQU32 Z8, 2048(R14)
-	VMOVDQU32 Z9, 3072(R14)
-	KUNPACK2
-	VMOVDQU32 Z8, 4096(R14)
-	VMOVDQU32 Z9, 5120(R14)
-	KUNPACK2
-	VMOVDQU32 Z8, 6144(R14)
-	VMOVDQU32 Z9, 7168(R14)
+	VMOVSS X10, 32(R12)
+	ADDQ $1024, R12
+	KWPAIR(0, Z20)
+	KWPAIR(2048, Z21)
+	KWPAIR(4096, Z22)
+	KWPAIR(6144, Z23)
 	ADDQ $8192, R14
 	DECQ CX
 	JNZ  kwsuper
@@ -80,3 +91,5 @@ kwsuper:
 	JLT  kwrow
 	VZEROUPPER
 	RET
+
+#undef KWPAIR

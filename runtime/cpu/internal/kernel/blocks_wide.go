@@ -106,7 +106,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 	s.codes = grow(s.codes, (g+1)/2*512)
 	rowBytes := WideRowBytes
 	if k {
-		s.scales = grow(s.scales, g/kGroups*512)
+		s.scales = grow(s.scales, g/kGroups*256)
 		rowBytes = WideKRowBytes
 	} else {
 		s.scales = grow(s.scales, (g+15)/16*16*WideRows)
@@ -140,7 +140,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 			if k {
 				expandKWide(w.Type, &codes[g0*l.CodeWords], &scales[0], G, g0, 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
 				transposeWide(unsafe.Pointer(&s.codes[0]), n)
-				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups*2)
+				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups)
 			} else {
 				expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
 				if !wideDirect(w.Type) {

@@ -320,16 +320,17 @@ wnext:
 	RET
 
 // The K quants' wide kernel (dotBlocksKGo's bits, blocks_k.go): sixteen
-// weight rows expanded by the type's expandKWide (blocks_k_wide_avx512_amd64.h)
-// meet a QTile's K codes a row at a time. Per super-block and row of
-// activations, each half group's sixteen integer sums (one a weight row,
-// in four lanes' multiply-adds of codes and broadcast activations) meet
-// the rows' factors of the half in one VPMULLD, become f32, are scaled by
-// f32(d·D) (the rows' d times the activation row's KD, Z0) and are added
-// to the accumulator of the half's lane (kLane: Z16 + L); the mins, where
-// the type has them, meet the row's group sums into eight more (Z9..Z15,
-// Z4: macc). Registers: AX the expanded codes, DX the expanded factors,
-// R8 the row's K codes, R11 its KD, R12 its group sums, CX the
+// weight rows expanded by the type's expandKWide
+// (blocks_k_wide_avx512_amd64.h), their codes already times their half
+// groups' factors, meet a QTile's K codes a row at a time. Per
+// super-block and row of activations, each half group's sixteen integer
+// sums f·half (one a weight row, in four lanes' multiply-adds of codes
+// and broadcast activations) become f32, are scaled by f32(d·D) (the
+// rows' d times the activation row's KD, Z0) and are added to the
+// accumulator of the half's lane (kLane: Z16 + L); the mins, where the
+// type has them, meet the row's group sums into eight more (Z9..Z15, Z4:
+// macc). Registers: AX the expanded codes, DX the super-blocks' mins and
+// d, R8 the row's K codes, R11 its KD, R12 its group sums, CX the
 // super-blocks left, R9 the row's lanes in acc (1536 bytes a row: the 16
 // lanes, then the 8 of the mins), R10 the row.
 
@@ -342,46 +343,42 @@ wnext:
 	VMOVDQU32 1024+W(AX), Z2 \
 	VPDPWSSD.BCST X+64(R8), Z2, ZC
 
-// KWHALF(L, ZA, ZB, ZL): a half's sums (ZA + ZB) times the rows' factors
-// of lane L, as f32(f32(f·half)·s), added to ZL.
-#define KWHALF(L, ZA, ZB, ZL) \
-	VPADDD ZB, ZA, ZA \
-	VPMULLD L*64(DX), ZA, ZA \
+// KWHALF(ZA, ZL): a half's sums f·half (ZA) as f32(f32(f·half)·s), added
+// to ZL.
+#define KWHALF(ZA, ZL) \
 	VCVTDQ2PS ZA, ZA \
 	VMULPS Z0, ZA, ZA \
 	VADDPS ZA, ZL, ZL
 
-// KWGROUP(W, X, LA, ZA, LB, ZB): a group whose lanes' codes are at W(AX)
-// and whose activations are at X(R8): its first half to lane LA (ZA), its
-// second to LB (ZB).
-#define KWGROUP(W, X, LA, ZA, LB, ZB) \
+// KWGROUP(W, X, ZA, ZB): a group whose lanes' codes are at W(AX) and whose
+// activations are at X(R8): its first half (lanes 0..3) to ZA, its second
+// to ZB, each half's sums one chain of multiply-adds.
+#define KWGROUP(W, X, ZA, ZB) \
 	VPXORD Z5, Z5, Z5 \
-	VPXORD Z6, Z6, Z6 \
 	VPXORD Z7, Z7, Z7 \
-	VPXORD Z8, Z8, Z8 \
 	KWK(W, X, Z5) \
-	KWK(W+64, X+4, Z6) \
-	KWK(W+128, X+8, Z5) \
-	KWK(W+192, X+12, Z6) \
 	KWK(W+256, X+16, Z7) \
-	KWK(W+320, X+20, Z8) \
+	KWK(W+64, X+4, Z5) \
+	KWK(W+320, X+20, Z7) \
+	KWK(W+128, X+8, Z5) \
 	KWK(W+384, X+24, Z7) \
-	KWK(W+448, X+28, Z8) \
-	KWHALF(LA, Z5, Z6, ZA) \
-	KWHALF(LB, Z7, Z8, ZB)
+	KWK(W+192, X+12, Z5) \
+	KWK(W+448, X+28, Z7) \
+	KWHALF(Z5, ZA) \
+	KWHALF(Z7, ZB)
 
 // KWMIN(J, ZM): group j's mins of the sixteen rows (dmin·m) times the
 // row's sum of the group, taken from ZM: the twin's f32(−(dmin·m)·sum)
 // added.
 #define KWMIN(J, ZM) \
-	VMOVUPS 1024+J*64(DX), Z1 \
+	VMOVUPS J*64(DX), Z1 \
 	VMULPS.BCST J*4(R12), Z1, Z1 \
 	VSUBPS Z1, ZM, ZM
 
 // func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
 //
 // dotWideKVNNI adds the products of groups groups (whole super-blocks) of
-// sixteen expanded weight rows (w: 2 KiB a pair of groups; sc: 2 KiB a
+// sixteen expanded weight rows (w: 2 KiB a pair of groups; sc: 1 KiB a
 // super-block) with each of the four rows of a QTile (xq its K codes from
 // the first of the groups, rows xstride bytes apart; kd and sums its KD
 // and KSums from the first super-block) to the row's lanes. With mode&1
@@ -464,7 +461,7 @@ kwgo:
 	ADDQ sums+40(FP), R12
 
 kwsuper:
-	VMOVUPS 1536(DX), Z0
+	VMOVUPS 512(DX), Z0
 	VMULPS.BCST (R11), Z0, Z0
 	TESTQ $4, mode+64(FP)
 	JZ    kwnomin
@@ -479,16 +476,16 @@ kwsuper:
 
 kwnomin:
 	// Group j's halves 2j and 2j+1 go to lanes kLane(2j), kLane(2j+1).
-	KWGROUP(0, 0, 0, Z16, 4, Z20)
-	KWGROUP(512, 32, 8, Z24, 12, Z28)
-	KWGROUP(2048, 128, 1, Z17, 5, Z21)
-	KWGROUP(2560, 160, 9, Z25, 13, Z29)
-	KWGROUP(4096, 256, 2, Z18, 6, Z22)
-	KWGROUP(4608, 288, 10, Z26, 14, Z30)
-	KWGROUP(6144, 384, 3, Z19, 7, Z23)
-	KWGROUP(6656, 416, 11, Z27, 15, Z31)
+	KWGROUP(0, 0, Z16, Z20)
+	KWGROUP(512, 32, Z24, Z28)
+	KWGROUP(2048, 128, Z17, Z21)
+	KWGROUP(2560, 160, Z25, Z29)
+	KWGROUP(4096, 256, Z18, Z22)
+	KWGROUP(4608, 288, Z26, Z30)
+	KWGROUP(6144, 384, Z19, Z23)
+	KWGROUP(6656, 416, Z27, Z31)
 	ADDQ $8192, AX
-	ADDQ $2048, DX
+	ADDQ $1024, DX
 	ADDQ $512, R8
 	ADDQ $16, R11
 	ADDQ $128, R12
