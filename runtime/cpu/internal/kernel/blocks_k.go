@@ -43,14 +43,30 @@ func KType(t dtype.Type) bool {
 }
 
 // quantizeK sets q.KCodes and q.KD to x quantized per super-block of 256
-// inputs (a last one may be shorter; missing inputs are 0), as quantizeGo
-// does per group: D = max|x|/Max, codes round(x·(1/D)) to nearest, ties
-// to even, where 1/D is finite (0 elsewhere), placed by CodeIndex; and
-// q.KSums to the groups' sums (DS's, which Quantize made first) one after
-// the other, for the kernels' contiguous loads.
+// inputs, as quantizeKGo defines (the whole super-blocks in vector code
+// where the CPU has it), and q.KSums to the groups' sums (DS's, which
+// Quantize made first) one after the other, for the kernels' contiguous
+// loads.
 func (q *QRow) quantizeK(x []float32) {
+	b0 := 0
+	if n := len(x) / KBlock; n > 0 && hasAVX2 {
+		quantizeKAVX2(&x[0], &q.KCodes[0], &q.KD[0], n)
+		b0 = n
+	}
+	q.quantizeKGo(x, b0)
+	for g := range q.Groups() {
+		q.KSums[g] = q.DS[2*g+1]
+	}
+}
+
+// quantizeKGo is the definition of quantizeK's codes and scales, of
+// super-blocks b0 and after: per super-block of 256 inputs (a last one may
+// be shorter; missing inputs are 0), as quantizeGo does per group, D =
+// max|x|/Max and codes round(x·(1/D)) to nearest, ties to even, where
+// 1/D is finite (0 elsewhere), placed by CodeIndex.
+func (q *QRow) quantizeKGo(x []float32, b0 int) {
 	G := q.Groups()
-	for b := range len(q.KD) {
+	for b := b0; b < len(q.KD); b++ {
 		lo, hi := b*KBlock, min(len(x), (b+1)*KBlock)
 		var amax float32
 		for _, v := range x[lo:hi] {
@@ -69,9 +85,6 @@ func (q *QRow) quantizeK(x []float32) {
 			q.KCodes[CodeIndex(i/Group, G, i%Group)] = c
 		}
 		q.KD[b] = d
-	}
-	for g := range G {
-		q.KSums[g] = q.DS[2*g+1]
 	}
 }
 

@@ -38,6 +38,9 @@ func axpyAVX2(dst *float32, a float32, x *float32, n int)
 func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int)
 
 //go:noescape
+func quantizeKAVX2(x *float32, codes *int16, kd *float32, blocks int)
+
+//go:noescape
 func dotF16AVX2(a *float32, b *uint16, n, k int) float32
 
 //go:noescape

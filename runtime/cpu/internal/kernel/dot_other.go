@@ -32,6 +32,10 @@ func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int) {
 	panic("kernel: no AVX2 kernels in this build")
 }
 
+func quantizeKAVX2(x *float32, codes *int16, kd *float32, blocks int) {
+	panic("kernel: no AVX2 kernels in this build")
+}
+
 func dotF16AVX2(a *float32, b *uint16, n, k int) float32 {
 	panic("kernel: no AVX2 kernels in this build")
 }

@@ -536,6 +536,54 @@ func TestQuantizeMatchesTwin(t *testing.T) {
 	}
 }
 
+// TestQuantizeKMatchesTwin: the per-super-block quantization gives
+// quantizeKGo's codes and scales (its vector code the whole super-blocks,
+// the twin a short last one): ties, an all-zero super-block and one too
+// small for 1/d included.
+func TestQuantizeKMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{32, 256, 288, 768, 1000, 2304} {
+		x := randomRow(rng, n)
+		if n >= 768 {
+			clear(x[:KBlock]) // an all-zero super-block
+			// The second scales by exactly 1 (its largest |x| is Max) and
+			// holds halves that rounding to even and away from zero take
+			// apart, both signs; the third's 1/d overflows.
+			x[KBlock] = float32(Max)
+			for i := KBlock + 1; i < 2*KBlock; i++ {
+				x[i] = float32(i%200) + 0.5
+				if i%3 == 0 {
+					x[i] = -x[i]
+				}
+			}
+			for i := 2 * KBlock; i < 3*KBlock; i++ {
+				x[i] = float32(i%32+1) * 1e-37
+			}
+		}
+		var got QRow
+		got.Quantize(x)
+		want := QRow{Cols: n, KCodes: make([]int16, len(got.KCodes)), KD: make([]float32, len(got.KD))}
+		want.quantizeKGo(x, 0)
+		for i := range want.KCodes {
+			if got.KCodes[i] != want.KCodes[i] {
+				t.Fatalf("n %d: code %d = %d, twin %d", n, i, got.KCodes[i], want.KCodes[i])
+			}
+		}
+		for i := range want.KD {
+			if math.Float32bits(got.KD[i]) != math.Float32bits(want.KD[i]) {
+				t.Fatalf("n %d: super-block %d's scale %v, twin %v", n, i, got.KD[i], want.KD[i])
+			}
+		}
+		if n >= 768 {
+			for i := range KBlock {
+				if c := got.KCodes[CodeIndex((2*KBlock+i)/Group, got.Groups(), i%Group)]; c != 0 {
+					t.Fatalf("n %d: super-block 2 (1/d overflows): code %d = %d, want 0", n, i, c)
+				}
+			}
+		}
+	}
+}
+
 // TestF16KernelsMatchF32: a row of halves gives DotF32's bits over its
 // widened values, one row and four.
 func TestF16KernelsMatchF32(t *testing.T) {

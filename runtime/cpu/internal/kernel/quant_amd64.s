@@ -44,15 +44,26 @@ GLOBL pairs<>(SB), RODATA|NOPTR, $32
 	VMAXPS X6, X5, X5 \
 	VMOVSHDUP X5, X6 \
 	VMAXSS X6, X5, X5 \
+	QINV \
+	VMOVSS X6, DSOFF(R8) \
+	VMOVSS X4, DSOFF+4(R8) \
+	QCODES(EVEN, ODD)
+
+// QINV: the scale d = amax/Max (amax in X5) to X6 and 1/d, or 0 where it
+// is not finite, to every lane of Y7.
+#define QINV \
 	VDIVSS X14, X5, X6 \
 	VDIVSS X6, X13, X7 \
 	MOVL $0x7f800000, DX \
 	VMOVD DX, X8 \
 	VCMPSS $0x01, X8, X7, X9 \
 	VANDPS X9, X7, X7 \
-	VBROADCASTSS X7, Y7 \
-	VMOVSS X6, DSOFF(R8) \
-	VMOVSS X4, DSOFF+4(R8) \
+	VBROADCASTSS X7, Y7
+
+// QCODES(EVEN, ODD): the codes of a group (its inputs in Y0..Y3) times
+// Y7, rounded to nearest, ties to even: its even inputs' to EVEN(DI), its
+// odd ones' to ODD(DI).
+#define QCODES(EVEN, ODD) \
 	VMULPS Y7, Y0, Y0 \
 	VMULPS Y7, Y1, Y1 \
 	VMULPS Y7, Y2, Y2 \
@@ -101,5 +112,71 @@ pair:
 	ADDQ $16, R8
 	DECQ CX
 	JNZ  pair
+	VZEROUPPER
+	RET
+
+// func quantizeKAVX2(x *float32, codes *int16, kd *float32, blocks int)
+//
+// The twin of quantizeK for whole super-blocks of 256 inputs: each one's
+// max|x| (Y5, then X5), its scale to kd and its codes times 1/d written
+// where CodeIndex puts them, as quantizeAVX2 writes a group's.
+TEXT ·quantizeKAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ codes+8(FP), DI
+	MOVQ kd+16(FP), R8
+	MOVQ blocks+24(FP), CX
+	MOVL $0x7fffffff, DX
+	VMOVD DX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x46fffe00, DX // 32767.0
+	VMOVD DX, X14
+	MOVL $0x3f800000, DX // 1.0
+	VMOVD DX, X13
+	VMOVDQU pairs<>(SB), Y12
+
+kblock:
+	VXORPS Y5, Y5, Y5
+	XORQ AX, AX
+
+kmax:
+	VANDPS (SI)(AX*1), Y15, Y0
+	VMAXPS Y0, Y5, Y5
+	VANDPS 32(SI)(AX*1), Y15, Y1
+	VMAXPS Y1, Y5, Y5
+	VANDPS 64(SI)(AX*1), Y15, Y2
+	VMAXPS Y2, Y5, Y5
+	VANDPS 96(SI)(AX*1), Y15, Y3
+	VMAXPS Y3, Y5, Y5
+	ADDQ $128, AX
+	CMPQ AX, $1024
+	JLT  kmax
+	VEXTRACTF128 $1, Y5, X6
+	VMAXPS X6, X5, X5
+	VMOVHLPS X5, X5, X6
+	VMAXPS X6, X5, X5
+	VMOVSHDUP X5, X6
+	VMAXSS X6, X5, X5
+	QINV
+	VMOVSS X6, (R8)
+	MOVQ $4, BX
+
+kpair:
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	QCODES(0, 64)
+	VMOVUPS 128(SI), Y0
+	VMOVUPS 160(SI), Y1
+	VMOVUPS 192(SI), Y2
+	VMOVUPS 224(SI), Y3
+	QCODES(32, 96)
+	ADDQ $256, SI
+	ADDQ $128, DI
+	DECQ BX
+	JNZ  kpair
+	ADDQ $4, R8
+	DECQ CX
+	JNZ  kblock
 	VZEROUPPER
 	RET
