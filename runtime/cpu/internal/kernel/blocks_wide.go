@@ -28,11 +28,12 @@ import (
 //
 // The K quants (Q4_K, Q5_K, Q6_K, IQ4_XS) take the same walk with their
 // own definition (dotBlocksKGo): their rows expand as the one-row loop
-// unpacks them (expandKWide), with each super-block's sixteen half
-// factors, eight mins and d as vectors of the sixteen rows, and each half
-// group's sixteen integer sums then meet the rows' factors in one VPMULLD
-// before the conversion, the scaling by f32(d·D) and the sum into the
-// half's lane (dotWideKVNNI): about 28 instructions a group where the
+// unpacks them, each code times its half group's factor (expandKWide;
+// exact in int16), with each super-block's eight mins and d as vectors of
+// the sixteen rows, and each half group's sixteen integer sums f·half
+// then take a conversion, the scaling by f32(d·D) and the sum into the
+// half's lane (dotWideKVNNI): 16 multiply-adds and 6 float operations a
+// group for the sixteen weight rows (Q4_0's: 16 and 3), where the
 // four-row tile kernel spends about twice that a row.
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
