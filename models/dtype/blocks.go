@@ -300,15 +300,53 @@ func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
 		for k := range cols / bs {
 			blk := raw[(r*cols/bs+k)*bb:][:bb]
 			g0 := k * bs / BlockGroup
-			storedCodes(t, blk, &q)
-			for sub := range bs / BlockGroup {
-				g := g0 + sub
-				packGroup(&l, q[sub*BlockGroup:(sub+1)*BlockGroup], codes[g*l.CodeWords:(g+1)*l.CodeWords])
+			if !nibbleCodes(t, blk, codes[g0*l.CodeWords:(g0+bs/BlockGroup)*l.CodeWords]) {
+				storedCodes(t, blk, &q)
+				for sub := range bs / BlockGroup {
+					g := g0 + sub
+					packGroup(&l, q[sub*BlockGroup:(sub+1)*BlockGroup], codes[g*l.CodeWords:(g+1)*l.CodeWords])
+				}
 			}
 			packScales(t, blk, g0, G, scales)
 		}
 	}
 	return b, nil
+}
+
+// nibbleCodes writes the codes of block blk of a type whose codes are its
+// nibbles alone straight into w, its groups' words: what storedCodes and
+// then packGroup give, eight codes a word at a time. It reports whether
+// t is such a type (Q4_0, Q4_1, IQ4_NL, MXFP4 and IQ4_XS: 16 bytes a
+// group, input j in byte j's low nibble and j+16 in its high one; Q4_K:
+// 32 bytes a pair of groups, the first's inputs in their low nibbles, the
+// second's in their high ones).
+func nibbleCodes(t Type, blk []byte, w []uint32) bool {
+	var qs []byte
+	switch t {
+	case Q4_0, IQ4_NL:
+		qs = blk[2:18]
+	case Q4_1:
+		qs = blk[4:20]
+	case MXFP4:
+		qs = blk[1:17]
+	case IQ4_XS:
+		qs = blk[8:136]
+	case Q4_K:
+		for j := range 4 {
+			for k := range 4 {
+				x := le.Uint64(blk[16+32*j+8*k:])
+				w[8*j+k], w[8*j+4+k] = packNibbles(x), packNibbles(x>>4)
+			}
+		}
+		return true
+	default:
+		return false
+	}
+	for g := range len(qs) / 16 {
+		lo, hi := le.Uint64(qs[16*g:]), le.Uint64(qs[16*g+8:])
+		w[4*g], w[4*g+1], w[4*g+2], w[4*g+3] = packNibbles(lo), packNibbles(hi), packNibbles(lo>>4), packNibbles(hi>>4)
+	}
+	return true
 }
 
 // storedCodes writes the stored codes of one block of type t in value
