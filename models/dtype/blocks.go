@@ -351,20 +351,10 @@ func nibbleCodes(t Type, blk []byte, w []uint32) bool {
 
 // storedCodes writes the stored codes of one block of type t in value
 // order: the unsigned bits before any offset or codebook (Q8_0: the int8
-// bits; Q3_K: the low 2 bits with the hmask bit as bit 2).
+// bits; Q3_K: the low 2 bits with the hmask bit as bit 2). The types
+// whose codes are their nibbles alone go through nibbleCodes instead.
 func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
-	nibbles16 := func(qs []byte, out []uint8) {
-		for j := range 16 {
-			out[j], out[j+16] = qs[j]&15, qs[j]>>4
-		}
-	}
 	switch t {
-	case Q4_0, IQ4_NL:
-		nibbles16(blk[2:], q[:])
-	case Q4_1:
-		nibbles16(blk[4:], q[:])
-	case MXFP4:
-		nibbles16(blk[1:], q[:])
 	case Q5_0, Q5_1:
 		off := 2
 		if t == Q5_1 {
@@ -377,22 +367,14 @@ func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
 		}
 	case Q8_0:
 		copy(q[:], blk[2:34])
-	case Q4_K, Q5_K:
-		qs := blk[16:]
-		if t == Q5_K {
-			qs = blk[48:]
-		}
-		// Values 64j..64j+31 are the low nibbles of bytes 32j.., the next
-		// 32 their high ones; Q5_K's fifth bits, bit 2j+hi of byte l.
+	case Q5_K:
+		// Values 64j..64j+31 are the low nibbles of bytes 48+32j.., the
+		// next 32 their high ones; their fifth bits are bits 2j and 2j+1
+		// of byte 16+l.
 		for j := range 4 {
-			for l, b := range qs[32*j : 32*j+32] {
-				lo, hi := b&15, b>>4
-				if t == Q5_K {
-					h := blk[16+l] >> (2 * j)
-					lo |= h & 1 << 4
-					hi |= h >> 1 & 1 << 4
-				}
-				q[64*j+l], q[64*j+32+l] = lo, hi
+			for l, b := range blk[48+32*j : 48+32*j+32] {
+				h := blk[16+l] >> (2 * j)
+				q[64*j+l], q[64*j+32+l] = b&15|h&1<<4, b>>4|h>>1&1<<4
 			}
 		}
 	case Q6_K:
@@ -421,10 +403,8 @@ func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
 			}
 			q[v] = c
 		}
-	case IQ4_XS:
-		for j := range 8 {
-			nibbles16(blk[8+16*j:], q[32*j:])
-		}
+	default:
+		panic("dtype: storedCodes of " + t.String())
 	}
 }
 
