@@ -83,6 +83,18 @@ GLOBL pairs<>(SB), RODATA|NOPTR, $32
 	VMOVDQU Y8, EVEN(DI) \
 	VMOVDQU Y9, ODD(DI)
 
+// QCONSTS: the quantizers' constants: |x|'s mask in Y15, Max (32767) in
+// X14, 1 in X13, pairs in Y12.
+#define QCONSTS \
+	MOVL $0x7fffffff, DX \
+	VMOVD DX, X15 \
+	VPBROADCASTD X15, Y15 \
+	MOVL $0x46fffe00, DX \
+	VMOVD DX, X14 \
+	MOVL $0x3f800000, DX \
+	VMOVD DX, X13 \
+	VMOVDQU pairs<>(SB), Y12
+
 // func quantizeAVX2(x *float32, codes *int16, ds *float32, pairs int)
 //
 // The twin of quantizeGo for pairs of whole groups, written where
@@ -95,14 +107,7 @@ TEXT ·quantizeAVX2(SB), NOSPLIT, $0-32
 	MOVQ codes+8(FP), DI
 	MOVQ ds+16(FP), R8
 	MOVQ pairs+24(FP), CX
-	MOVL $0x7fffffff, DX
-	VMOVD DX, X15
-	VPBROADCASTD X15, Y15
-	MOVL $0x46fffe00, DX // 32767.0
-	VMOVD DX, X14
-	MOVL $0x3f800000, DX // 1.0
-	VMOVD DX, X13
-	VMOVDQU pairs<>(SB), Y12
+	QCONSTS
 
 pair:
 	QGROUP(0, 0, 64, 0)
@@ -125,14 +130,7 @@ TEXT ·quantizeKAVX2(SB), NOSPLIT, $0-32
 	MOVQ codes+8(FP), DI
 	MOVQ kd+16(FP), R8
 	MOVQ blocks+24(FP), CX
-	MOVL $0x7fffffff, DX
-	VMOVD DX, X15
-	VPBROADCASTD X15, Y15
-	MOVL $0x46fffe00, DX // 32767.0
-	VMOVD DX, X14
-	MOVL $0x3f800000, DX // 1.0
-	VMOVD DX, X13
-	VMOVDQU pairs<>(SB), Y12
+	QCONSTS
 
 kblock:
 	VXORPS Y5, Y5, Y5
