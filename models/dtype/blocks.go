@@ -314,12 +314,13 @@ func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
 }
 
 // nibbleCodes writes the codes of block blk of a type whose codes are its
-// nibbles alone straight into w, its groups' words: what storedCodes and
+// nibbles (and for Q6_K a 2-bit plane) straight into w, its groups' words: what storedCodes and
 // then packGroup give, eight codes a word at a time. It reports whether
 // t is such a type (Q4_0, Q4_1, IQ4_NL, MXFP4 and IQ4_XS: 16 bytes a
 // group, input j in byte j's low nibble and j+16 in its high one; Q4_K:
 // 32 bytes a pair of groups, the first's inputs in their low nibbles, the
-// second's in their high ones).
+// second's in their high ones), or Q6_K, whose top two bits a code lie
+// in a plane of their own.
 func nibbleCodes(t Type, blk []byte, w []uint32) bool {
 	var qs []byte
 	switch t {
@@ -336,6 +337,22 @@ func nibbleCodes(t Type, blk []byte, w []uint32) bool {
 			for k := range 4 {
 				x := le.Uint64(blk[16+32*j+8*k:])
 				w[8*j+k], w[8*j+4+k] = packNibbles(x), packNibbles(x>>4)
+			}
+		}
+		return true
+	case Q6_K:
+		// Group 4n+k's low four bits are the low (k < 2) or high nibbles
+		// of bytes 64n + 32(k%2).., its top two bits 2k of bytes
+		// 128 + 32n..; six words a group.
+		for n := range 2 {
+			for k := range 4 {
+				g := w[6*(4*n+k):]
+				for m := range 4 {
+					g[m] = packNibbles(le.Uint64(blk[64*n+32*(k%2)+8*m:]) >> (4 * (k / 2)))
+				}
+				qh := blk[128+32*n:]
+				g[4] = packPairs(le.Uint64(qh)>>(2*k), le.Uint64(qh[16:])>>(2*k))
+				g[5] = packPairs(le.Uint64(qh[8:])>>(2*k), le.Uint64(qh[24:])>>(2*k))
 			}
 		}
 		return true
@@ -377,20 +394,6 @@ func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
 				q[64*j+l], q[64*j+32+l] = b&15|h&1<<4, b>>4|h>>1&1<<4
 			}
 		}
-	case Q6_K:
-		// Value 128n + 32k + l: the low four bits from byte 64n + l +
-		// 32(k%2) (its high nibble for k ≥ 2), the top two from bits 2k
-		// of byte 128 + 32n + l.
-		for n := range 2 {
-			for l := range 32 {
-				a, b, h := blk[64*n+l], blk[64*n+l+32], blk[128+32*n+l]
-				v := q[128*n+l:]
-				v[0] = a&15 | h&3<<4
-				v[32] = b&15 | h>>2&3<<4
-				v[64] = a>>4 | h>>4&3<<4
-				v[96] = b>>4 | h>>6<<4
-			}
-		}
 	case Q2_K, Q3_K:
 		qs := blk[16:80]
 		if t == Q3_K {
@@ -426,24 +429,30 @@ func packGroup(l *BlockLayout, q []uint8, w []uint32) {
 		}
 		return
 	}
-	// The nibble plane: inputs 8k..8k+7's low four bits in word k, eight
-	// bytes at a time (the loads that dominate at a file's load).
+	// The nibble plane (Q5_0, Q5_1, Q5_K: the others with one go through
+	// nibbleCodes): inputs 8k..8k+7's low four bits in word k, eight bytes
+	// at a time.
 	for k := range 4 {
 		w[k] = packNibbles(le.Uint64(q[8*k:]))
 	}
-	switch {
-	case l.Planes&High1 != 0:
+	if l.Planes&High1 != 0 {
 		for i, c := range q {
 			putBit(w[4:], i, int(c>>4))
 		}
-	case l.Planes&High2 != 0:
-		// putField2's places a byte at a time: byte b of the plane holds
-		// inputs 2b and 2b+1 (bits 0..3) and 16+2b and 17+2b (4..7).
-		for b := range 8 {
-			v := q[2*b]>>4&3 | q[2*b+1]>>4&3<<2 | q[16+2*b]>>4&3<<4 | q[17+2*b]>>4&3<<6
-			w[4+b/4] |= uint32(v) << (8 * (b % 4))
-		}
 	}
+}
+
+// packPairs is a word of a 2-bit plane (putField2's places) from the low
+// two bits of the bytes of lo (inputs 2b and 2b+1 of byte b of the word,
+// bits 0..3) and of hi (inputs 16+2b and 17+2b, bits 4..7).
+func packPairs(lo, hi uint64) uint32 {
+	pair := func(x uint64) uint64 { // bytes 2b, 2b+1's two bits as 4 in 16-bit lane b
+		x &= 0x0303030303030303
+		return (x | x>>6) & 0x000f000f000f000f
+	}
+	x := pair(lo) | pair(hi)<<4
+	x = (x | x>>8) & 0x0000ffff0000ffff
+	return uint32(x | x>>16)
 }
 
 // packNibbles is the low four bits of x's eight bytes side by side, byte
