@@ -163,6 +163,13 @@
 	UZP14S(20, 4, 3) \
 	FMUL4S(3, 2, 2)
 
+// GQUAD(SCALES, UNPACK): four whole groups (two pairs), their terms in V2.
+#define GQUAD(SCALES, UNPACK) \
+	GPAIR(SCALES, UNPACK, 5) \
+	ORR16B(20, 20, 4) \
+	GPAIR(SCALES, UNPACK, 2) \
+	GTERMS
+
 // LROWS: the row loop of one type, UNPACK a group's codes, SCALES a
 // pair's scales and SCALE a lone group's: dotBlocksGo's group sums, four
 // groups' terms a vector, a chunk's first four added to V0 (acc 0..3) and
@@ -188,15 +195,9 @@ lrow: \
 lchunk: \
 	CMP $8, R13 \
 	BLT ltail \
-	GPAIR(SCALES, UNPACK, 5) \
-	ORR16B(20, 20, 4) \
-	GPAIR(SCALES, UNPACK, 2) \
-	GTERMS \
+	GQUAD(SCALES, UNPACK) \
 	FADD4S(2, 0, 0) \
-	GPAIR(SCALES, UNPACK, 5) \
-	ORR16B(20, 20, 4) \
-	GPAIR(SCALES, UNPACK, 2) \
-	GTERMS \
+	GQUAD(SCALES, UNPACK) \
 	FADD4S(2, 1, 1) \
 	SUBS $8, R13, R13 \
 	BNE lchunk \
@@ -205,10 +206,7 @@ ltail: \
 	MOVD $0, R14 \
 	CMP $4, R13 \
 	BLT lpart \
-	GPAIR(SCALES, UNPACK, 5) \
-	ORR16B(20, 20, 4) \
-	GPAIR(SCALES, UNPACK, 2) \
-	GTERMS \
+	GQUAD(SCALES, UNPACK) \
 	FADD4S(2, 0, 0) \
 	MOVD $1, R14 \
 	SUBS $4, R13, R13 \
