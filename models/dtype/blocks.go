@@ -226,7 +226,7 @@ func GroupScale(t Type, s []uint32, g, groups int) (lo, hi, mlo, mhi float32) {
 		d, b := half(s[g/8/2], g/8%2), bytes(16)
 		return d * float32(int8(b[2*j])), d * float32(int8(b[2*j+1])), 0, 0
 	case Q3_K:
-		d, sc := half(s[g/8/2], g/8%2), q3Scales(bytes(12))
+		d, sc := half(s[g/8/2], g/8%2), Q3KScales(bytes(12))
 		return d * float32(sc[2*j]), d * float32(sc[2*j+1]), 0, 0
 	case Q2_K:
 		b := bytes(20)

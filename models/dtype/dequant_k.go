@@ -47,10 +47,11 @@ func dequantQ2K(src []byte, dst []float32) {
 	}
 }
 
-// q3Scales unpacks Q3_K's sixteen 6-bit scales: the low nibbles of
-// scales 0..7 and 8..15 are the low and high nibbles of bytes 0..7, and
-// the top 2 bits of scale j are bits 2*(j/4)..+1 of byte 8+j%4.
-func q3Scales(s []byte) [16]int8 {
+// Q3KScales unpacks the 12 bytes of Q3_K's sixteen 6-bit scales, less
+// their offset of 32: the low nibbles of scales 0..7 and 8..15 are the
+// low and high nibbles of bytes 0..7, and the top 2 bits of scale j are
+// bits 2*(j/4)..+1 of byte 8+j%4.
+func Q3KScales(s []byte) [16]int8 {
 	var out [16]int8
 	for j := range 16 {
 		lo := s[j%8] >> (4 * (j / 8)) & 0x0f
@@ -67,7 +68,7 @@ func dequantQ3K(src []byte, dst []float32) {
 	for b := 0; b < len(dst)/qkK; b++ {
 		blk, y := src[b*bb:(b+1)*bb], dst[b*qkK:(b+1)*qkK]
 		hmask, qs := blk[:32], blk[32:96]
-		scales := q3Scales(blk[96:108])
+		scales := Q3KScales(blk[96:108])
 		d := f16(blk[108:])
 		is := 0
 		m := byte(1)

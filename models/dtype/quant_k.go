@@ -262,7 +262,7 @@ func quantQ3K(src []float32, dst []byte) {
 			s[j%8] |= byte(l&15) << (4 * (j / 8))
 			s[8+j%4] |= byte(l>>4) << (2 * (j / 4))
 		}
-		sc := q3Scales(s)
+		sc := Q3KScales(s)
 		for j := range 16 {
 			id := inverse(d * float32(sc[j]))
 			for i, v := range x[16*j : 16*j+16] {

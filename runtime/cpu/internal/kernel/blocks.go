@@ -4,14 +4,14 @@ import "github.com/tessera-llm/tessera/models/dtype"
 
 // The products of weights kept at their file's bits (dtype.Blocks: Q4_K,
 // Q6_K, Q8_0, IQ4_XS, MXFP4, ...) with activations quantized per group of
-// 32 (QRow); Q4_K, Q5_K and Q6_K meet the activations quantized per
-// super-block instead, in integers (blocks_k.go). One loop serves every type: per group the type's codes are
-// unpacked to small integers (its planes of bits, less an offset or
-// through a codebook) and meet the int16 activations in one exact integer
-// dot product a group (a half group where the type has a scale per 16
-// inputs); the type's scales, decoded for eight groups at a time, scale
-// the integer sums once each. Every type is one specialisation of that
-// loop: the Go twin below defines the bits, and the assembly of each
+// 32 (QRow); the K quants (Q2_K to Q6_K, IQ4_XS) meet the activations
+// quantized per super-block instead, in integers (blocks_k.go). One loop
+// serves every other type: per group the type's codes are unpacked to
+// small integers (its planes of bits, less an offset or through a
+// codebook) and meet the int16 activations in one exact integer dot
+// product a group; the type's scales, decoded for eight groups at a time,
+// scale the integer sums once each. Every type is one specialisation of
+// that loop: the Go twin below defines the bits, and the assembly of each
 // architecture is one body whose unpacking and scale decoding each type
 // fills in (blocks_amd64.s, blocks_arm64.s).
 
@@ -63,52 +63,40 @@ func dotBlocksRowGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 	if KType(t) {
 		return dotBlocksKGo(t, codes, scales, x)
 	}
-	return dotBlocksGo(t, codes, scales, x.Codes, x.DS, x.Halves)
+	return dotBlocksGo(t, codes, scales, x.Codes, x.DS)
 }
 
-// dotBlocksGo is the definition of DotBlocks for a row of groups of
-// activations (codes xq laid out by CodeIndex, ds its scales and sums, hs
-// its half sums where Q2_K needs them). Per group g, with the type's
-// codes c_i, its scales lo (inputs 0..15) and hi (16..31) and its mins,
-// and d = ds[2g]:
+// dotBlocksGo is the definition of DotBlocks for the types that are not
+// K types (a scale, and a min where the type has one, a group) and a row
+// of groups of activations (codes xq laid out by CodeIndex, ds its scales
+// and sums). Per group g, with the type's codes c_i, its scale s and min
+// m, and d = ds[2g]:
 //
-//	S_lo = Σ_{i<16} c_i·xq_i, S_hi = Σ_{16≤i<32} c_i·xq_i (exact, int32)
-//	a scale a group (lo = hi): acc[g%8] += f32(f32(S_lo+S_hi)·f32(lo·d))
-//	a scale a half (Halves):   acc[g%8] += f32(f32(S_lo)·f32(lo·d)), then the same of S_hi and hi
-//	a min per group:  macc[g%8] += f32(m·ds[2g+1])
-//	a min per half:   macc[g%8] += f32(m_lo·hs[2g]); macc[g%8] += f32(m_hi·hs[2g+1])
+//	S = Σ_i c_i·xq_i (exact, int32)
+//	acc[g%8] += f32(f32(S)·f32(s·d))
+//	macc[g%8] += f32(m·ds[2g+1])
 //
 // and at the end fold8(acc) + fold8(macc), fold8(v) = ((v0+v4)+(v2+v6)) +
-// ((v1+v5)+(v3+v7)): one integer sum a group (or half group), scaled
-// once, the terms of eight consecutive groups in eight lanes, since the
-// vector code decodes scales eight groups at a time. The integer sums
-// are exact in any order, so each kernel adds a group's products however
-// its registers suit.
-func dotBlocksGo(t dtype.Type, codes, scales []uint32, xq []int16, ds, hs []float32) float32 {
+// ((v1+v5)+(v3+v7)): one integer sum a group, scaled once, the terms of
+// eight consecutive groups in eight lanes, since the vector code decodes
+// scales eight groups at a time. The integer sums are exact in any order,
+// so each kernel adds a group's products however its registers suit.
+func dotBlocksGo(t dtype.Type, codes, scales []uint32, xq []int16, ds []float32) float32 {
 	l, _ := dtype.Layout(t)
 	G := len(ds) / 2
 	var acc, macc [Lanes]float32
 	var c [dtype.BlockGroup]int8
 	for g := range G {
 		l.GroupCodes(codes[g*l.CodeWords:(g+1)*l.CodeWords], &c)
-		lo, hi, mlo, mhi := dtype.GroupScale(t, scales, g, G)
+		sc, _, m, _ := dtype.GroupScale(t, scales, g, G)
 		d := ds[2*g]
-		var s [2]int32
+		var sum int32
 		for i := range dtype.BlockGroup {
-			s[i/16] += int32(c[i]) * int32(xq[CodeIndex(g, G, i)])
+			sum += int32(c[i]) * int32(xq[CodeIndex(g, G, i)])
 		}
-		if l.Halves {
-			acc[g%8] += float32(float32(s[0]) * float32(lo*d))
-			acc[g%8] += float32(float32(s[1]) * float32(hi*d))
-		} else {
-			acc[g%8] += float32(float32(s[0]+s[1]) * float32(lo*d))
-		}
-		switch l.Min {
-		case 1:
-			macc[g%8] += float32(mlo * ds[2*g+1])
-		case 2:
-			macc[g%8] += float32(mlo * hs[2*g])
-			macc[g%8] += float32(mhi * hs[2*g+1])
+		acc[g%8] += float32(float32(sum) * float32(sc*d))
+		if l.Min == 1 {
+			macc[g%8] += float32(m * ds[2*g+1])
 		}
 	}
 	return fold8(&acc) + fold8(&macc)

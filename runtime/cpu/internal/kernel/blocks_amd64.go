@@ -7,55 +7,43 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // The AVX2 and AVX-512 block products (blocks_amd64.s), one of each per
 // type: dotBlocksGo for rows of weights one after the other (codes
 // following each other, scale words sstride bytes apart) and one row of
-// activations, a result for each into out. hs is read by Q2_K's alone.
+// activations, a result for each into out.
 
 //go:noescape
-func dotBlocksQ4_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ4_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ4_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ4_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ5_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ5_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_1AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ5_1AVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_1AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ5_1AVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ8_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ8_0AVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ8_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ8_0AVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksIQ4_NLAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksIQ4_NLAVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksIQ4_NLAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksIQ4_NLAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksMXFP4AVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksMXFP4AVX2(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksMXFP4AVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ3_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ3_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ2_KAVX2(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-
-//go:noescape
-func dotBlocksQ2_KAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksMXFP4AVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 // dotBlocksRowsAsm sets out[r] to the products of rows of weights of type
 // t (codes, scale words sstride words apart) with x, a row of groups
@@ -104,49 +92,37 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		return 0
 	}
 	c, s, xq, ds, o := &codes[0], &scales[0], &x.Codes[0], &x.DS[0], &out[0]
-	var hs *float32
-	if l.Min == 2 {
-		hs = &x.Halves[0]
-	}
 	sstride *= 4
 	if path == "avx512" {
 		switch t {
 		case dtype.Q4_0:
-			dotBlocksQ4_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksQ4_0AVX512(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.Q5_0:
-			dotBlocksQ5_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksQ5_0AVX512(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.Q5_1:
-			dotBlocksQ5_1AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksQ5_1AVX512(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.Q8_0:
-			dotBlocksQ8_0AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksQ8_0AVX512(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.IQ4_NL:
-			dotBlocksIQ4_NLAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksIQ4_NLAVX512(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.MXFP4:
-			dotBlocksMXFP4AVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q3_K:
-			dotBlocksQ3_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
-		case dtype.Q2_K:
-			dotBlocksQ2_KAVX512(c, s, sstride, xq, ds, hs, groups, rows, o)
+			dotBlocksMXFP4AVX512(c, s, sstride, xq, ds, groups, rows, o)
 		}
 		return rows
 	}
 	switch t {
 	case dtype.Q4_0:
-		dotBlocksQ4_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksQ4_0AVX2(c, s, sstride, xq, ds, groups, rows, o)
 	case dtype.Q5_0:
-		dotBlocksQ5_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksQ5_0AVX2(c, s, sstride, xq, ds, groups, rows, o)
 	case dtype.Q5_1:
-		dotBlocksQ5_1AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksQ5_1AVX2(c, s, sstride, xq, ds, groups, rows, o)
 	case dtype.Q8_0:
-		dotBlocksQ8_0AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksQ8_0AVX2(c, s, sstride, xq, ds, groups, rows, o)
 	case dtype.IQ4_NL:
-		dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksIQ4_NLAVX2(c, s, sstride, xq, ds, groups, rows, o)
 	case dtype.MXFP4:
-		dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.Q3_K:
-		dotBlocksQ3_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
-	case dtype.Q2_K:
-		dotBlocksQ2_KAVX2(c, s, sstride, xq, ds, hs, groups, rows, o)
+		dotBlocksMXFP4AVX2(c, s, sstride, xq, ds, groups, rows, o)
 	}
 	return rows
 }

@@ -24,16 +24,10 @@
 	VADDSS X10, X9, X9 \
 	VADDSS X9, X0, X0
 
-// lohi512 spreads the scales of the first pair of a chunk over its lanes
-// from a register of the chunk's first halves' (lanes 0..7) and second
-// halves' (8..15); pair512 from its scales (lanes 0..7). Adding 2 to every
-// lane names the next pair's.
+// pair512 spreads the scales of the first pair of a chunk over its lanes
+// from a register of its scales (lanes 0..7). Adding 2 to every lane
+// names the next pair's.
 #define DW(name, i, v) DATA name<>+(4*i)(SB)/4, $v
-DW(lohi512, 0, 0); DW(lohi512, 1, 0); DW(lohi512, 2, 0); DW(lohi512, 3, 0)
-DW(lohi512, 4, 8); DW(lohi512, 5, 8); DW(lohi512, 6, 8); DW(lohi512, 7, 8)
-DW(lohi512, 8, 1); DW(lohi512, 9, 1); DW(lohi512, 10, 1); DW(lohi512, 11, 1)
-DW(lohi512, 12, 9); DW(lohi512, 13, 9); DW(lohi512, 14, 9); DW(lohi512, 15, 9)
-GLOBL lohi512<>(SB), RODATA|NOPTR, $64
 DW(pair512, 0, 0); DW(pair512, 1, 0); DW(pair512, 2, 0); DW(pair512, 3, 0)
 DW(pair512, 4, 0); DW(pair512, 5, 0); DW(pair512, 6, 0); DW(pair512, 7, 0)
 DW(pair512, 8, 1); DW(pair512, 9, 1); DW(pair512, 10, 1); DW(pair512, 11, 1)
@@ -43,19 +37,12 @@ GLOBL pair512<>(SB), RODATA|NOPTR, $64
 // The group-sum kernels gather a chunk's half sums in one register, a
 // 128-bit quarter each: the even groups' first halves (groups 0, 2, 4, 6
 // of the chunk), their second halves, the odd groups' first, their
-// second. gsumg512 is each lane's group; gsumsd512 each lane's scale in a
-// register of the chunk's first halves' (lanes 0..7) and second halves'
-// (8..15) scales.
+// second. gsumg512 is each lane's group.
 DW(gsumg512, 0, 0); DW(gsumg512, 1, 2); DW(gsumg512, 2, 4); DW(gsumg512, 3, 6)
 DW(gsumg512, 4, 0); DW(gsumg512, 5, 2); DW(gsumg512, 6, 4); DW(gsumg512, 7, 6)
 DW(gsumg512, 8, 1); DW(gsumg512, 9, 3); DW(gsumg512, 10, 5); DW(gsumg512, 11, 7)
 DW(gsumg512, 12, 1); DW(gsumg512, 13, 3); DW(gsumg512, 14, 5); DW(gsumg512, 15, 7)
 GLOBL gsumg512<>(SB), RODATA|NOPTR, $64
-DW(gsumsd512, 0, 0); DW(gsumsd512, 1, 2); DW(gsumsd512, 2, 4); DW(gsumsd512, 3, 6)
-DW(gsumsd512, 4, 8); DW(gsumsd512, 5, 10); DW(gsumsd512, 6, 12); DW(gsumsd512, 7, 14)
-DW(gsumsd512, 8, 1); DW(gsumsd512, 9, 3); DW(gsumsd512, 10, 5); DW(gsumsd512, 11, 7)
-DW(gsumsd512, 12, 9); DW(gsumsd512, 13, 11); DW(gsumsd512, 14, 13); DW(gsumsd512, 15, 15)
-GLOBL gsumsd512<>(SB), RODATA|NOPTR, $64
 
 // gsumg8: each lane's group in the AVX2 loop's terms (each pair's odd
 // group, then its even one).
@@ -140,12 +127,6 @@ DATA k4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
 DATA k4mask<>+8(SB)/8, $0x000000003f3f3f3f
 GLOBL k4mask<>(SB), RODATA|NOPTR, $16
 
-// evenodd: the even bytes of 16, then the odd ones (scales of first and
-// second halves).
-DATA evenodd<>+0(SB)/8, $0x0e0c0a0806040200
-DATA evenodd<>+8(SB)/8, $0x0f0d0b0907050301
-GLOBL evenodd<>(SB), RODATA|NOPTR, $16
-
 // Constants of 32 bytes, one 8-byte pattern repeated (for xmm and ymm).
 #define BYTES32(name, v) \
 	DATA name<>+0(SB)/8, $v \
@@ -205,25 +186,11 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	HIGH1HALF(OFF, BIT, X8) \
 	HIGH1HALF(OFF+2, BIT, X9)
 
-// HIGH2(OFF): the two words at OFF(SI) of 2-bit fields (byte j: inputs
-// 2j, 2j+1, 2j+16, 2j+17 at bits 0, 2, 4, 6), ORed in as bits 4..5.
-// Needs X14 = 0x30 bytes.
-#define HIGH2(OFF) \
+// LOW2(OFF): the two words at OFF(SI) of 2-bit fields (byte j: inputs 2j,
+// 2j+1, 2j+16, 2j+17 at bits 0, 2, 4, 6), as the codes. Needs X14 = 0x03
+// bytes.
+#define LOW2(OFF) \
 	VPBROADCASTQ OFF(SI), X10 \
-	VPSLLW $4, X10, X11 \
-	VPBLENDD $0x0C, X10, X11, X11 \
-	VPAND X14, X11, X11 \
-	VPOR X11, X8, X8 \
-	VPSLLW $2, X10, X11 \
-	VPSRLW $2, X10, X10 \
-	VPBLENDD $0x0C, X10, X11, X11 \
-	VPAND X14, X11, X11 \
-	VPOR X11, X9, X9
-
-// LOW2: the two words at (SI) of 2-bit fields as HIGH2's, as the codes.
-// Needs X14 = 0x03 bytes.
-#define LOW2 \
-	VPBROADCASTQ (SI), X10 \
 	VPSRLW $4, X10, X11 \
 	VPBLENDD $0x0C, X11, X10, X8 \
 	VPAND X14, X8, X8 \
@@ -275,6 +242,8 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	VPBROADCASTQ OFF+CB(SI), X11 \
 	VINSERTI128 $1, X11, Y10, Y10
 
+// HIGH2x2(OFF, CB): a pair's two words of 2-bit fields at OFF (as
+// LOW2's), ORed in as bits 4..5 (Q6_K's). Needs Y14 = 0x30 bytes.
 #define HIGH2x2(OFF, CB) \
 	BCAST2(OFF, CB) \
 	VPSLLW $4, Y10, Y11 \
@@ -286,16 +255,6 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	VPBLENDD $0xCC, Y10, Y11, Y11 \
 	VPAND Y14, Y11, Y11 \
 	VPOR Y11, Y9, Y9
-
-#define LOW2x2(CB) \
-	BCAST2(0, CB) \
-	VPSRLW $4, Y10, Y11 \
-	VPBLENDD $0xCC, Y11, Y10, Y8 \
-	VPAND Y14, Y8, Y8 \
-	VPSRLW $2, Y10, Y11 \
-	VPSRLW $6, Y10, Y10 \
-	VPBLENDD $0xCC, Y10, Y11, Y9 \
-	VPAND Y14, Y9, Y9
 
 #define OFFSET2(C) \
 	VPSUBB C, Y8, Y8 \
@@ -309,7 +268,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	VPMOVSXBW Y8, Z8 \
 	VPMOVSXBW Y9, Z9
 
-// ---- A chunk's scales (DI), into Y3 (Y4), mins into Y5 (Y6).
+// ---- A chunk's scales (DI), into Y3, mins into Y5.
 
 // The f16 d of each group, two a word.
 #define SCALES_D \
@@ -339,139 +298,6 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	VPCMPGTD Y8, Y10, Y10 \
 	VBLENDVPS Y10, Y9, Y3, Y3 \
 	ADDQ $8, DI
-
-// DMIN: the super-block's f16 d to Y11, its dmin negated to Y10.
-#define DMIN \
-	VMOVD (DI), X10 \
-	VCVTPH2PS X10, X10 \
-	VBROADCASTSS X10, Y11 \
-	VMOVSHDUP X10, X10 \
-	VBROADCASTSS X10, Y10 \
-	VBROADCASTSS negzero<>(SB), Y9 \
-	VXORPS Y9, Y10, Y10
-
-// Q4_K's and Q5_K's 6-bit scales and mins (scaleMinK4), unpacked in one
-// register (X6; DMIN's d and −dmin in Y11 and Y10): bytes 0..3 and 4..7
-// of the 12 hold scales and mins 0..3 in
-// their low 6 bits; bytes 8..11 the low 4 bits of scales (low nibble) and
-// mins (high) 4..7, whose top 2 bits are the top bits of bytes 0..7. Lanes
-// 0..7 become the scales, 8..15 the mins.
-#define SCALES_K4 \
-	DMIN \
-	VMOVDQU 4(DI), X8 \
-	VPSHUFB k4lo<>(SB), X8, X9 \
-	VPSHUFB k4hi<>(SB), X8, X8 \
-	VPAND k4mask<>(SB), X9, X6 \
-	VPSRLW $4, X9, X9 \
-	VPAND b0f<>(SB), X9, X9 \
-	VPBLENDD $0x08, X9, X6, X6 \
-	VPSRLW $2, X8, X8 \
-	VPAND b30<>(SB), X8, X8 \
-	VPOR X8, X6, X6 \
-	VPMOVZXBD X6, Y8 \
-	VCVTDQ2PS Y8, Y8 \
-	VMULPS Y11, Y8, Y3 \
-	VPSRLDQ $8, X6, X6 \
-	VPMOVZXBD X6, Y8 \
-	VCVTDQ2PS Y8, Y8 \
-	VMULPS Y10, Y8, Y5 \
-	ADDQ $16, DI
-
-// HALVES8(X): the 16 factor bytes in X (one per 16 inputs, in order),
-// split into the groups' first halves (Y3) and second ones (Y4), signed,
-// times d (Y11).
-#define HALVES8(X) \
-	VPSHUFB evenodd<>(SB), X, X \
-	VPMOVSXBD X, Y3 \
-	VCVTDQ2PS Y3, Y3 \
-	VMULPS Y11, Y3, Y3 \
-	VPSRLDQ $8, X, X \
-	VPMOVSXBD X, Y4 \
-	VCVTDQ2PS Y4, Y4 \
-	VMULPS Y11, Y4, Y4
-
-// DHALF: a split super-block's f16 d (DI) to Y11.
-#define DHALF \
-	MOVWLZX (DI), AX \
-	VMOVD AX, X10 \
-	VCVTPH2PS X10, X10 \
-	VBROADCASTSS X10, Y11 \
-	ADDQ $2, DI
-
-// Q6_K's int8 factors (R13).
-#define SCALES_Q6K \
-	DHALF \
-	VMOVDQU (R13), X8 \
-	HALVES8(X8) \
-	ADDQ $16, R13
-
-// Q3_K's 6-bit factors less 32 (q3Scales, R13): the low nibbles of bytes 0..7
-// (factors 0..7), their high nibbles (8..15), and the 2-bit tops in bytes
-// 8..11, as llama.cpp unpacks them.
-#define SCALES_Q3K \
-	MOVL (R13), AX \
-	MOVL 4(R13), BX \
-	MOVL 8(R13), R9 \
-	MOVL AX, R10 \
-	ANDL $0x0f0f0f0f, R10 \
-	MOVL R9, R11 \
-	ANDL $0x03030303, R11 \
-	SHLL $4, R11 \
-	ORL R11, R10 \
-	VMOVD R10, X8 \
-	MOVL BX, R10 \
-	ANDL $0x0f0f0f0f, R10 \
-	MOVL R9, R11 \
-	SHRL $2, R11 \
-	ANDL $0x03030303, R11 \
-	SHLL $4, R11 \
-	ORL R11, R10 \
-	VPINSRD $1, R10, X8, X8 \
-	MOVL AX, R10 \
-	SHRL $4, R10 \
-	ANDL $0x0f0f0f0f, R10 \
-	MOVL R9, R11 \
-	SHRL $4, R11 \
-	ANDL $0x03030303, R11 \
-	SHLL $4, R11 \
-	ORL R11, R10 \
-	VPINSRD $2, R10, X8, X8 \
-	MOVL BX, R10 \
-	SHRL $4, R10 \
-	ANDL $0x0f0f0f0f, R10 \
-	SHRL $6, R9 \
-	ANDL $0x03030303, R9 \
-	SHLL $4, R9 \
-	ORL R9, R10 \
-	VPINSRD $3, R10, X8, X8 \
-	VPSUBB b20<>(SB), X8, X8 \
-	DHALF \
-	HALVES8(X8) \
-	ADDQ $12, R13
-
-// Q2_K's factor bytes, a scale (low nibble) and min (high) per 16 inputs.
-#define SCALES_Q2K \
-	DMIN \
-	VMOVDQU 4(DI), X8 \
-	VPSHUFB evenodd<>(SB), X8, X8 \
-	VPSRLW $4, X8, X9 \
-	VPAND X15, X9, X9 \
-	VPAND X15, X8, X8 \
-	VPMOVZXBD X9, Y5 \
-	VCVTDQ2PS Y5, Y5 \
-	VMULPS Y10, Y5, Y5 \
-	VPSRLDQ $8, X9, X9 \
-	VPMOVZXBD X9, Y6 \
-	VCVTDQ2PS Y6, Y6 \
-	VMULPS Y10, Y6, Y6 \
-	VPMOVZXBD X8, Y3 \
-	VCVTDQ2PS Y3, Y3 \
-	VMULPS Y11, Y3, Y3 \
-	VPSRLDQ $8, X8, X8 \
-	VPMOVZXBD X8, Y4 \
-	VCVTDQ2PS Y4, Y4 \
-	VMULPS Y11, Y4, Y4 \
-	ADDQ $20, DI
 
 // ---- The types.
 
@@ -565,34 +391,6 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
 #include "blocks_types_amd64.h"
 
-#define FULL
-
-#define HALVES
-#define SPLIT
-#define NAME ·dotBlocksQ3_KAVX2
-#define NAME512 ·dotBlocksQ3_KAVX512
-#define NAME512X4 ·dotBlocksQ3_KTileAVX512
-#define NAME512X4V ·dotBlocksQ3_KTileVNNI
-#define CONSTS VMOVDQU b03<>(SB), Y14; VMOVDQU bitsel<>(SB), X12; VMOVDQU spread<>(SB), X13
-#define SCALES SCALES_Q3K
-#define UNPACK LOW2; HIGH1(8, b04<>(SB)); OFFSET(b04<>(SB)); WIDEN; ADDQ $12, SI
-#define UNPACK2 LOW2x2(12); HIGH1x2(8, 12, b04<>(SB)); OFFSET2(b04<>(SB)); WIDEN2; ADDQ $24, SI
-#include "blocks_types_amd64.h"
-#undef SPLIT
-
-#define MIN2
-#define NAME ·dotBlocksQ2_KAVX2
-#define NAME512 ·dotBlocksQ2_KAVX512
-#define NAME512X4 ·dotBlocksQ2_KTileAVX512
-#define NAME512X4V ·dotBlocksQ2_KTileVNNI
-#define CONSTS CONSTS_NIB; VMOVDQU b03<>(SB), Y14
-#define SCALES SCALES_Q2K
-#define UNPACK LOW2; WIDEN; ADDQ $8, SI
-#define UNPACK2 LOW2x2(8); WIDEN2; ADDQ $16, SI
-#include "blocks_types_amd64.h"
-#undef MIN2
-#undef HALVES
-#undef FULL
 
 // ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
 
@@ -605,6 +403,8 @@ DATA w0f<>+0(SB)/2, $0x000f
 GLOBL w0f<>(SB), RODATA|NOPTR, $2
 DATA w10<>+0(SB)/2, $0x0010
 GLOBL w10<>(SB), RODATA|NOPTR, $2
+DATA w04<>+0(SB)/2, $0x0004
+GLOBL w04<>(SB), RODATA|NOPTR, $2
 
 // kwfac: the lanes of Z6 (a super-block's half factors in kLane's order)
 // that dwords 0..15 of a pair's unpacked codes take in its first pair
@@ -681,29 +481,56 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 	VPMOVZXBD X6, Z6 \
 	ADDQ $16, DI
 
-// KTSCALES_Q6K: KSCALES_Q6K for the four-row loop: d in X10.
-#define KTSCALES_Q6K \
+// The split super-blocks (Q6_K, Q3_K: a row's f16 d's at DI, then their
+// factors at R13). KD_SPLIT(X): a super-block's d to X's first lane.
+#define KD_SPLIT(X) \
 	MOVWLZX (DI), AX \
-	VMOVD AX, X10 \
-	VCVTPH2PS X10, X10 \
-	ADDQ $2, DI \
+	VMOVD AX, X \
+	VCVTPH2PS X, X \
+	ADDQ $2, DI
+
+// KFACTORS_Q6K: Q6_K's 16 int8 factors as the signed bytes of X6 in
+// kLane's order.
+#define KFACTORS_Q6K \
 	VMOVDQU (R13), X6 \
 	VPSHUFB ktr<>(SB), X6, X6 \
-	VPMOVSXBD X6, Z6 \
 	ADDQ $16, R13
 
-// KSCALES_Q6K: a split super-block's d (DI), as f32(d·D) in X12, and its
-// 16 int8 factors (R13), in kLane's order in Z6.
-#define KSCALES_Q6K \
-	MOVWLZX (DI), AX \
-	VMOVD AX, X11 \
-	VCVTPH2PS X11, X11 \
-	VMULSS (R11), X11, X12 \
-	ADDQ $2, DI \
-	VMOVDQU (R13), X6 \
+// KFACTORS_Q3K: Q3_K's 16 factors (dtype.Q3KScales: 6 bits less 32) from
+// its 12 bytes, as KFACTORS_Q6K leaves them. Factor j's low four bits are
+// the low (j < 8) or high nibble of byte j%8; its top two are bits
+// 2·(j/4)..+1 of byte 8 + j%4, which shifting dword j/4 of bytes 8..11
+// right by 2·(j/4) brings to bits 0..1 of its byte j%4. Uses X8, X9, X11.
+#define KFACTORS_Q3K \
+	VMOVQ (R13), X8 \
+	VPINSRD $2, 8(R13), X8, X8 \
+	VPSRLW $4, X8, X9 \
+	VPUNPCKLQDQ X9, X8, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPSHUFD $0xAA, X8, X11 \
+	VPSRLVD q3shift<>(SB), X11, X11 \
+	VPAND b03<>(SB), X11, X11 \
+	VPSLLW $4, X11, X11 \
+	VPOR X11, X9, X6 \
+	VPSUBB b20<>(SB), X6, X6 \
 	VPSHUFB ktr<>(SB), X6, X6 \
-	VPMOVSXBD X6, Z6 \
-	ADDQ $16, R13
+	ADDQ $12, R13
+
+DATA q3shift<>+0(SB)/8, $0x0000000200000000
+DATA q3shift<>+8(SB)/8, $0x0000000600000004
+GLOBL q3shift<>(SB), RODATA|NOPTR, $16
+
+// KSCALES_SPLIT(F): a split super-block's f32(d·D) in X12 and its factors
+// (F's) as int32 in Z6. KTSCALES_SPLIT(F): the four-row loop's, d in X10.
+#define KSCALES_SPLIT(F) \
+	KD_SPLIT(X11) \
+	VMULSS (R11), X11, X12 \
+	F \
+	VPMOVSXBD X6, Z6
+#define KTSCALES_SPLIT(F) \
+	KD_SPLIT(X10) \
+	F \
+	VPMOVSXBD X6, Z6
 
 // KNIB2(CB): a pair's nibbles (its groups CB bytes apart) as int16: the
 // low ones (even inputs) in Z8, the high ones in Z9. Needs Z28 = 0x000f
@@ -715,15 +542,17 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 	VPSRLW $4, Z8, Z9 \
 	VPANDD Z28, Z8, Z8
 
-// KHIGH1x2: Q5_K's fifth bits (word 16 of a group: the even inputs, then
-// the odd ones), 16 added (a masked VPADDW: word lanes) where set. Needs Z29 = 0x0010 words.
-#define KHIGH1x2 \
-	KMOVW 16(SI), K1 \
-	KMOVW 36(SI), K2 \
+// KHIGH1x2(OFF, CB): a pair's plane of one bit an input (the word at
+// OFF of each group, CB bytes apart: the even inputs, then the odd ones;
+// Q5_K's fifth bits, Q3_K's third), Z29's words added (a masked VPADDW:
+// word lanes) where set.
+#define KHIGH1x2(OFF, CB) \
+	KMOVW OFF(SI), K1 \
+	KMOVW OFF+CB(SI), K2 \
 	KUNPCKWD K1, K2, K3 \
 	VPADDW Z29, Z8, K3, Z8 \
-	KMOVW 18(SI), K1 \
-	KMOVW 38(SI), K2 \
+	KMOVW OFF+2(SI), K1 \
+	KMOVW OFF+CB+2(SI), K2 \
 	KUNPCKWD K1, K2, K3 \
 	VPADDW Z29, Z9, K3, Z9
 
@@ -756,7 +585,7 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 
 #define KNAME ·dotBlocksQ5_KIntAVX512
 #define KCONSTS VPBROADCASTW w10<>(SB), Z29
-#define KUNPACK2 KNIB2(20); KHIGH1x2; ADDQ $40, SI
+#define KUNPACK2 KNIB2(20); KHIGH1x2(16, 20); ADDQ $40, SI
 #include "blocks_k_avx512_amd64.h"
 #undef KNAME
 #define KNAME ·dotBlocksQ5_KIntVNNI
@@ -784,7 +613,7 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 #define SPLIT
 #define KNAME ·dotBlocksQ6_KIntAVX512
 #define KCONSTS VMOVDQU b0f<>(SB), Y15; VMOVDQU b30<>(SB), Y14
-#define KSCALES KSCALES_Q6K
+#define KSCALES KSCALES_SPLIT(KFACTORS_Q6K)
 // Q6_K's pair unpacks as bytes (the per-group loop's UNPACK2), which
 // costs fewer 256-bit operations than unpacking words.
 #define KUNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
@@ -795,7 +624,7 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 #include "blocks_k_avx512_amd64.h"
 #undef VNNI
 #undef KNAME
-#define KTSCALES KTSCALES_Q6K
+#define KTSCALES KTSCALES_SPLIT(KFACTORS_Q6K)
 #define KTNAME ·dotBlocksQ6_KTileIntAVX512
 #include "blocks_k_tile_avx512_amd64.h"
 #undef KTNAME
@@ -805,6 +634,55 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ6_KWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
+#undef KTSCALES
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+
+// KLOW2x2(CB): a pair's 2-bit planes (Q2_K's codes, Q3_K's low bits) (its groups CB bytes apart) as
+// int16, unpacked in words: each group's 8 bytes twice (BCAST2), widened,
+// shifted right by 4 in the second copy (K4: words 8..15 and 24..31), so
+// that a word's bits 0..1 are an even input's (as Z8 takes them) and bits
+// 2..3 the odd one after it. Needs Z14 = 0x03 bytes.
+#define KLOW2x2(CB) \
+	BCAST2(0, CB) \
+	VPMOVZXBW Y10, Z10 \
+	VPSRLW $4, Z10, Z11 \
+	VMOVDQU16 Z11, K4, Z10 \
+	VPSRLW $2, Z10, Z9 \
+	VPANDD Z14, Z10, Z8 \
+	VPANDD Z14, Z9, Z9
+
+DATA klow2sel<>+0(SB)/4, $0xff00ff00
+GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
+
+#define KLOW2CONSTS VPBROADCASTD b03<>(SB), Z14; KMOVD klow2sel<>(SB), K4
+
+// Q3_K's pair: its 2-bit planes (KLOW2x2), 4 added where the third bit is
+// set (KHIGH1x2, as Q5_K's fifth bits), less 4.
+#define KNAME ·dotBlocksQ3_KIntAVX512
+#define KCONSTS KLOW2CONSTS; VPBROADCASTW w04<>(SB), Z29
+#define KSCALES KSCALES_SPLIT(KFACTORS_Q3K)
+#define KUNPACK2 KLOW2x2(12); KHIGH1x2(8, 12); VPSUBW Z29, Z8, Z8; VPSUBW Z29, Z9, Z9; ADDQ $24, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ3_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTSCALES KTSCALES_SPLIT(KFACTORS_Q3K)
+#define KTNAME ·dotBlocksQ3_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ3_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#define KWNAME ·expandQ3_KWide
 #include "blocks_k_wide_avx512_amd64.h"
 #undef KWNAME
 #undef KTSCALES
@@ -897,6 +775,63 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #undef KUNPACK2
 #undef KSCALES
 
+// Q2_K: a super-block's d and dmin (DI), then a byte a half group, its
+// factor (low nibble) and min (high). KDECODE_Q2K (d and dmin in X10):
+// the factors as int32 in Z6 in kLane's order, dmin·m of the halves in
+// their order in Z5.
+#define KDECODE_Q2K \
+	VMOVDQU 4(DI), X8 \
+	VPSRLW $4, X8, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPAND b0f<>(SB), X8, X8 \
+	VPSHUFB ktr<>(SB), X8, X8 \
+	VPMOVZXBD X8, Z6 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Z11 \
+	VPMOVZXBD X9, Z9 \
+	VCVTDQ2PS Z9, Z9 \
+	VMULPS Z11, Z9, Z5 \
+	ADDQ $20, DI
+
+// KSCALES_Q2K: f32(d·D) in X12, the factors in Z6, and the min terms of
+// the halves' sums (R12) taken from Y2, halves 0..7's, then 8..15's
+// (dotBlocksKGo's order).
+#define KSCALES_Q2K \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X12 \
+	KDECODE_Q2K \
+	VMULPS (R12), Z5, Z9 \
+	VSUBPS Y9, Y2, Y2 \
+	VEXTRACTF64X4 $1, Z9, Y9 \
+	VSUBPS Y9, Y2, Y2
+
+#define MIN2
+#define KNAME ·dotBlocksQ2_KIntAVX512
+#define KCONSTS KLOW2CONSTS
+#define KSCALES KSCALES_Q2K
+#define KUNPACK2 KLOW2x2(8); ADDQ $16, SI
+#include "blocks_k_avx512_amd64.h"
+#undef KNAME
+#define KNAME ·dotBlocksQ2_KIntVNNI
+#define VNNI
+#include "blocks_k_avx512_amd64.h"
+#undef VNNI
+#undef KNAME
+#define KTSCALES VCVTPH2PS (DI), X10; KDECODE_Q2K
+#define KTNAME ·dotBlocksQ2_KTileIntAVX512
+#include "blocks_k_tile_avx512_amd64.h"
+#undef KTNAME
+#define KTNAME ·dotBlocksQ2_KTileIntVNNI
+#define VNNI
+#include "blocks_k_tile_avx512_amd64.h"
+#undef VNNI
+#undef KTNAME
+#undef KTSCALES
+#undef KCONSTS
+#undef KUNPACK2
+#undef KSCALES
+#undef MIN2
+
 // ---- The AVX2 form (blocks_k_avx2_amd64.h).
 
 // wbits: word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields
@@ -917,6 +852,7 @@ BYTES32(w0fy, 0x000f000f000f000f)
 BYTES32(w10y, 0x0010001000100010)
 BYTES32(w30y, 0x0030003000300030)
 BYTES32(w20y, 0x0020002000200020)
+BYTES32(w04y, 0x0004000400040004)
 
 // KSCALES2_K4: KSCALES_K4 for the AVX2 loop: f32(d·D) to 24(SP), the
 // half factors of lanes 0..7 in Y6, of 8..15 in Y7.
@@ -933,19 +869,15 @@ BYTES32(w20y, 0x0020002000200020)
 	VPMOVZXBD X6, Y6 \
 	ADDQ $16, DI
 
-#define KSCALES2_Q6K \
-	MOVWLZX (DI), AX \
-	VMOVD AX, X11 \
-	VCVTPH2PS X11, X11 \
-	ADDQ $2, DI \
+// KSCALES2_SPLIT(F): KSCALES_SPLIT(F) for the AVX2 loop.
+#define KSCALES2_SPLIT(F) \
+	KD_SPLIT(X11) \
 	VMULSS (R11), X11, X5 \
 	VMOVSS X5, 24(SP) \
-	VMOVDQU (R13), X6 \
-	VPSHUFB ktr<>(SB), X6, X6 \
+	F \
 	VPSRLDQ $8, X6, X7 \
 	VPMOVSXBD X7, Y7 \
-	VPMOVSXBD X6, Y6 \
-	ADDQ $16, R13
+	VPMOVSXBD X6, Y6
 
 // KNIB(OFF): the nibbles of the group at OFF(SI) as int16 words, the low ones (even inputs) in
 // Y8, the high ones in Y9.
@@ -954,13 +886,14 @@ BYTES32(w20y, 0x0020002000200020)
 	VPSRLW $4, Y8, Y9 \
 	VPAND w0fy<>(SB), Y8, Y8
 
-// KHIGH1HALF(OFF, Y): Q5_K's fifth bits of 16 inputs (the word at
-// OFF(SI)), 16 ORed into their words.
-#define KHIGH1HALF(OFF, Y) \
+// KHIGH1HALF(OFF, Y, C): a plane of one bit an input of 16 inputs (the
+// word at OFF(SI): Q5_K's fifth bits, Q3_K's third), the words C ORed
+// into their words.
+#define KHIGH1HALF(OFF, Y, C) \
 	VPBROADCASTW OFF(SI), Y10 \
 	VPAND wbits<>(SB), Y10, Y10 \
 	VPCMPEQW wbits<>(SB), Y10, Y10 \
-	VPAND w10y<>(SB), Y10, Y10 \
+	VPAND C, Y10, Y10 \
 	VPOR Y10, Y, Y
 
 // KHIGH2(OFF): Q6_K's 2-bit fields of the group at OFF(SI) (8 bytes at
@@ -991,7 +924,7 @@ BYTES32(w20y, 0x0020002000200020)
 
 #define KNAME2 ·dotBlocksQ5_KIntAVX2
 #define KCB 20
-#define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8); KHIGH1HALF(OFF+18, Y9)
+#define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8, w10y<>(SB)); KHIGH1HALF(OFF+18, Y9, w10y<>(SB))
 #include "blocks_k_avx2_amd64.h"
 #undef KNAME2
 #undef KUNPACK
@@ -1000,7 +933,7 @@ BYTES32(w20y, 0x0020002000200020)
 
 #define SPLIT
 #define KNAME2 ·dotBlocksQ6_KIntAVX2
-#define KSCALES2 KSCALES2_Q6K
+#define KSCALES2 KSCALES2_SPLIT(KFACTORS_Q6K)
 #define KCB 24
 #define KUNPACK(OFF) KNIB(OFF); KHIGH2(OFF); VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
@@ -1033,3 +966,59 @@ BYTES32(w20y, 0x0020002000200020)
 #undef KCB
 #undef KSCALES2
 #undef KCONSTS2
+
+#define KCONSTS2 VMOVDQU b03<>(SB), X14
+#define SPLIT
+#define KNAME2 ·dotBlocksQ3_KIntAVX2
+#define KSCALES2 KSCALES2_SPLIT(KFACTORS_Q3K)
+#define KCB 12
+#define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9; KHIGH1HALF(OFF+8, Y8, w04y<>(SB)); KHIGH1HALF(OFF+10, Y9, w04y<>(SB)); VPSUBW w04y<>(SB), Y8, Y8; VPSUBW w04y<>(SB), Y9, Y9
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+#undef KSCALES2
+#undef KCONSTS2
+#undef SPLIT
+
+// KSCALES2_Q2K: KSCALES_Q2K for the AVX2 loop.
+#define KSCALES2_Q2K \
+	VCVTPH2PS (DI), X10 \
+	VMULSS (R11), X10, X5 \
+	VMOVSS X5, 24(SP) \
+	VMOVDQU 4(DI), X8 \
+	VPSRLW $4, X8, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPAND b0f<>(SB), X8, X8 \
+	VPSHUFB ktr<>(SB), X8, X8 \
+	VPSRLDQ $8, X8, X7 \
+	VPMOVZXBD X7, Y7 \
+	VPMOVZXBD X8, Y6 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPMOVZXBD X9, Y5 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y11, Y5, Y5 \
+	VMULPS (R12), Y5, Y5 \
+	VSUBPS Y5, Y2, Y2 \
+	VPSRLDQ $8, X9, X9 \
+	VPMOVZXBD X9, Y5 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y11, Y5, Y5 \
+	VMULPS 32(R12), Y5, Y5 \
+	VSUBPS Y5, Y2, Y2 \
+	ADDQ $20, DI
+
+#define MIN2
+#define KCONSTS2 VMOVDQU b03<>(SB), X14
+#define KNAME2 ·dotBlocksQ2_KIntAVX2
+#define KSCALES2 KSCALES2_Q2K
+#define KCB 8
+#define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9
+#include "blocks_k_avx2_amd64.h"
+#undef KNAME2
+#undef KUNPACK
+#undef KCB
+#undef KSCALES2
+#undef KCONSTS2
+#undef MIN2

@@ -26,24 +26,24 @@ func dotBlocksIQ4_XSKNEON(codes, scales *uint32, sstride int, xq *int16, kd, sum
 
 // The NEON products of the block types with an f16 scale a group and no
 // mins (blocks_arm64.s): dotBlocksGo's arithmetic, bit for bit, for rows
-// as above with the activations' codes xq and their ds (hs is not read);
-// IQ4_NL's and MXFP4's codes index book. Q5_1, Q2_K and Q3_K run their
-// Go twin on arm64 so far.
+// as above with the activations' codes xq and their ds; IQ4_NL's and
+// MXFP4's codes index book. Q5_1, Q2_K and Q3_K run their Go twin on
+// arm64 so far.
 
 //go:noescape
-func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
+func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
 
 //go:noescape
-func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, book *[16]int8)
 
 //go:noescape
-func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
+func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, book *[16]int8)
 
 // dotBlocksRowsAsm sets out[r] to the products of rows of weights of type
 // t with x in the NEON kernels where there is one for t, and returns how
@@ -86,17 +86,17 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		c, s, xq, ds, o := &codes[0], &scales[0], &x.Codes[0], &x.DS[0], &out[0]
 		switch t {
 		case dtype.Q4_0:
-			dotBlocksQ4_0NEON(c, s, sstride, xq, ds, nil, groups, rows, o)
+			dotBlocksQ4_0NEON(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.Q5_0:
-			dotBlocksQ5_0NEON(c, s, sstride, xq, ds, nil, groups, rows, o)
+			dotBlocksQ5_0NEON(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.Q8_0:
-			dotBlocksQ8_0NEON(c, s, sstride, xq, ds, nil, groups, rows, o)
+			dotBlocksQ8_0NEON(c, s, sstride, xq, ds, groups, rows, o)
 		case dtype.IQ4_NL:
 			l, _ := dtype.Layout(t)
-			dotBlocksIQ4_NLNEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
+			dotBlocksIQ4_NLNEON(c, s, sstride, xq, ds, groups, rows, o, l.Codebook)
 		case dtype.MXFP4:
 			l, _ := dtype.Layout(t)
-			dotBlocksMXFP4NEON(c, s, sstride, xq, ds, nil, groups, rows, o, l.Codebook)
+			dotBlocksMXFP4NEON(c, s, sstride, xq, ds, groups, rows, o, l.Codebook)
 		}
 		return rows
 	}

@@ -180,9 +180,9 @@
 	MOVD sstride+16(FP), R2 \
 	MOVD xq+24(FP), R3 \
 	MOVD ds+32(FP), R4 \
-	MOVD groups+48(FP), R6 \
-	MOVD rows+56(FP), R7 \
-	MOVD out+64(FP), R8 \
+	MOVD groups+40(FP), R6 \
+	MOVD rows+48(FP), R7 \
+	MOVD out+56(FP), R8 \
 	VMOVI $15, V31.B16 \
 lrow: \
 	MOVD R1, R9 \
@@ -240,29 +240,29 @@ ldone: \
 	BNE lrow \
 	RET
 
-// func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-TEXT ·dotBlocksQ4_0NEON(SB), NOSPLIT, $0-72
+// func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
+TEXT ·dotBlocksQ4_0NEON(SB), NOSPLIT, $0-64
 	VMOVI $8, V30.B16
 	LROWS(UNPACK_Q4_0, SCALES_F16, SCALE_F16)
 
-// func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-TEXT ·dotBlocksQ5_0NEON(SB), NOSPLIT, $0-72
+// func dotBlocksQ5_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
+TEXT ·dotBlocksQ5_0NEON(SB), NOSPLIT, $0-64
 	FIFTH_CONSTS(V22, V23, V6)
 	VMOVI $16, V30.B16
 	LROWS(UNPACK_Q5_0, SCALES_F16, SCALE_F16)
 
-// func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-TEXT ·dotBlocksQ8_0NEON(SB), NOSPLIT, $0-72
+// func dotBlocksQ8_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
+TEXT ·dotBlocksQ8_0NEON(SB), NOSPLIT, $0-64
 	LROWS(UNPACK_Q8_0, SCALES_F16, SCALE_F16)
 
-// func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
-TEXT ·dotBlocksIQ4_NLNEON(SB), NOSPLIT, $0-80
-	MOVD book+72(FP), R15
+// func dotBlocksIQ4_NLNEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksIQ4_NLNEON(SB), NOSPLIT, $0-72
+	MOVD book+64(FP), R15
 	VLD1 (R15), [V30.B16]
 	LROWS(UNPACK_IQ4_NL, SCALES_F16, SCALE_F16)
 
-// func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, book *[16]int8)
-TEXT ·dotBlocksMXFP4NEON(SB), NOSPLIT, $0-80
-	MOVD book+72(FP), R15
+// func dotBlocksMXFP4NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, book *[16]int8)
+TEXT ·dotBlocksMXFP4NEON(SB), NOSPLIT, $0-72
+	MOVD book+64(FP), R15
 	VLD1 (R15), [V30.B16]
 	LROWS(UNPACK_IQ4_NL, SCALES_E8M0, SCALE_E8M0)

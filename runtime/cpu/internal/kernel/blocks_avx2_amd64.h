@@ -1,21 +1,19 @@
 // The one loop of the AVX2 block products (blocks_amd64.s), included once
 // per type with the type's NAME, CONSTS (the registers of its constants),
-// SCALES (a chunk's scales), UNPACK (a group's codes) and flags HALVES
-// (a scale per 16 inputs), MIN1 (a min per group), MIN2 (a min per 16),
-// SPLIT (a row's super-blocks' d before their factors) defined: the AVX2
-// form of dotBlocksGo for rows of weights one after the other, each over
-// whole chunks of eight groups and a last one of fewer, whose scale words
-// and ds the caller guarantees to be readable (dotBlocksRowsAsm).
+// SCALES (a chunk's scales), UNPACK (a group's codes) and MIN1 (a min per
+// group) where the type has mins defined: the AVX2 form of dotBlocksGo for
+// rows of weights one after the other, each over whole chunks of eight
+// groups and a last one of fewer, whose scale words and ds the caller
+// guarantees to be readable (dotBlocksRowsAsm).
 //
-// Registers: SI codes (rows follow each other), DI a row's scale words
-// (with SPLIT the super-blocks' d), R8 the activations' codes (pairs of
-// groups, CodeIndex), R12 their ds, R13 their half sums (MIN2) or with
-// SPLIT the factors, CX the groups left, DX the groups of this chunk; Y0
-// the accumulator (a lane a group's place in its chunk: 1, 0, 3, 2, 5,
-// 4, 7, 6), Y2 the eight min lanes, Y1 and Y7 a chunk's half sums (groups
-// 1, 0, 3, 2 and 5, 4, 7, 6, first halves in the low 128 bits). Per chunk
-// SCALES leaves the eight groups' scales in Y3 (and Y4: second halves)
-// and mins in Y5 (and Y6), and the scales become f32(S·d); per group
+// Registers: SI codes (rows follow each other), DI a row's scale words,
+// R8 the activations' codes (pairs of groups, CodeIndex), R12 their ds,
+// CX the groups left, DX the groups of this chunk; Y0 the accumulator (a
+// lane a group's place in its chunk: 1, 0, 3, 2, 5, 4, 7, 6), Y2 the
+// eight min lanes, Y1 and Y7 a chunk's half sums (groups 1, 0, 3, 2 and
+// 5, 4, 7, 6, first halves in the low 128 bits). Per chunk SCALES leaves
+// the eight groups' scales in Y3 and mins in Y5, and the scales become
+// f32(S·d); per group
 // UNPACK leaves its codes as int16 in Y8 (even inputs) and Y9 (odd ones),
 // and GPAIR sums a pair's halves into Y9 for Y1 or Y7; then the chunk's
 // terms, one conversion, product and sum. The frame holds a pair's even
@@ -50,14 +48,14 @@
 	VPHADDD Y9, Y9, Y9 \
 	ADDQ $64, R8
 
-// func NAME(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-TEXT NAME(SB), NOSPLIT, $120-72
+// func NAME(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
+TEXT NAME(SB), NOSPLIT, $120-64
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
 	MOVQ AX, 96(SP)
-	MOVQ rows+56(FP), AX
+	MOVQ rows+48(FP), AX
 	MOVQ AX, 104(SP)
-	MOVQ out+64(FP), AX
+	MOVQ out+56(FP), AX
 	MOVQ AX, 112(SP)
 	CONSTS
 
@@ -68,24 +66,15 @@ row:
 	MOVQ AX, 96(SP)
 	MOVQ xq+24(FP), R8
 	MOVQ ds+32(FP), R12
-	MOVQ hs+40(FP), R13
-	MOVQ groups+48(FP), CX
-#ifdef SPLIT
-	// The row's factors follow its super-blocks' f16 d, 2 bytes each.
-	MOVQ CX, R13
-	SHRQ $2, R13
-	ADDQ DI, R13
-#endif
+	MOVQ groups+40(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y2, Y2, Y2
 
 chunk:
 	VPXOR Y1, Y1, Y1
 	MOVQ $8, DX
-#ifndef FULL
 	CMPQ CX, DX
 	CMOVQLT CX, DX
-#endif
 	SCALES
 	// The chunk's d (Y10) and sums (Y11): ds holds d0 s0 d1 s1 ...
 	VMOVUPS (R12), Y8
@@ -96,48 +85,17 @@ chunk:
 	VSHUFPS $0xDD, Y9, Y8, Y11
 	VPERMPD $0xD8, Y11, Y11
 	VMULPS Y11, Y5, Y5
-#ifndef FULL
 	VMOVQ DX, X8
 	VPBROADCASTD X8, Y8
 	VPCMPGTD lanes<>(SB), Y8, Y8 // the chunk's groups: a last chunk may hold fewer
 	VANDPS Y8, Y5, Y5
-#endif
 	VADDPS Y5, Y2, Y2
-#endif
-#ifdef MIN2
-	VMOVUPS (R13), Y8
-	VMOVUPS 32(R13), Y9
-	VSHUFPS $0x88, Y9, Y8, Y11
-	VPERMPD $0xD8, Y11, Y11
-	VMULPS Y11, Y5, Y5
-	VADDPS Y5, Y2, Y2
-	VSHUFPS $0xDD, Y9, Y8, Y11
-	VPERMPD $0xD8, Y11, Y11
-	VMULPS Y11, Y6, Y6
-	VADDPS Y6, Y2, Y2
-	ADDQ $64, R13
 #endif
 	VMULPS Y10, Y3, Y3
-#ifdef HALVES
-	VMULPS Y10, Y4, Y4
-#endif
 	VPXOR Y7, Y7, Y7
 	// A pair's sums (GPAIR) go to the chunk's registers whole (the first
 	// of two) or to dwords 2 and 3 of each half (the second): Y1 holds
 	// groups 1, 0, 3, 2 of the chunk, Y7 groups 5, 4, 7, 6.
-#ifdef FULL
-	// A super-block: eight groups.
-	GPAIR(0, 64, 32, 96)
-	VMOVDQA Y9, Y1
-	GPAIR(128, 192, 160, 224)
-	VPBLENDD $0xCC, Y9, Y1, Y1
-	GPAIR(256, 320, 288, 352)
-	VMOVDQA Y9, Y7
-	GPAIR(384, 448, 416, 480)
-	VPBLENDD $0xCC, Y9, Y7, Y7
-	ADDQ $512, R8
-	JMP  terms
-#endif
 	// Up to four pairs, then an even group alone where the count is odd.
 	MOVQ DX, R9
 	SHRQ $1, R9
@@ -197,19 +155,6 @@ terms:
 	VPBROADCASTD X8, Y8
 	VPCMPGTD Y11, Y8, Y8
 	VPERMPS Y3, Y11, Y3
-#ifdef HALVES
-	VPERMPS Y4, Y11, Y4
-	VPERM2I128 $0x20, Y7, Y1, Y9
-	VPERM2I128 $0x31, Y7, Y1, Y10
-	VCVTDQ2PS Y9, Y9
-	VMULPS Y3, Y9, Y9
-	VANDPS Y8, Y9, Y9
-	VADDPS Y9, Y0, Y0
-	VCVTDQ2PS Y10, Y10
-	VMULPS Y4, Y10, Y10
-	VANDPS Y8, Y10, Y10
-	VADDPS Y10, Y0, Y0
-#else
 	VPERM2I128 $0x01, Y1, Y1, Y9
 	VPADDD Y9, Y1, Y1
 	VPERM2I128 $0x01, Y7, Y7, Y9
@@ -219,7 +164,6 @@ terms:
 	VMULPS Y3, Y9, Y9
 	VANDPS Y8, Y9, Y9
 	VADDPS Y9, Y0, Y0
-#endif
 
 next:
 	ADDQ $64, R12

@@ -32,22 +32,18 @@
 	VPADDD Y9, Y8, V \
 	ADDQ $64, R8
 
-// func NAME512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32)
-TEXT NAME512(SB), NOSPLIT, $152-72
+// func NAME512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
+TEXT NAME512(SB), NOSPLIT, $152-64
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
 	MOVQ AX, 128(SP)
-	MOVQ rows+56(FP), AX
+	MOVQ rows+48(FP), AX
 	MOVQ AX, 136(SP)
-	MOVQ out+64(FP), AX
+	MOVQ out+56(FP), AX
 	MOVQ AX, 144(SP)
 	CONSTS
 	VMOVDQU32 gsumg512<>(SB), Z21
-#ifdef HALVES
-	VMOVDQU32 gsumsd512<>(SB), Z20
-#else
 	VMOVDQA32 Z21, Z20
-#endif
 
 row:
 	MOVQ 128(SP), DI
@@ -56,22 +52,14 @@ row:
 	MOVQ AX, 128(SP)
 	MOVQ xq+24(FP), R8
 	MOVQ ds+32(FP), R12
-	MOVQ hs+40(FP), R13
-	MOVQ groups+48(FP), CX
-#ifdef SPLIT
-	MOVQ CX, R13
-	SHRQ $2, R13
-	ADDQ DI, R13
-#endif
+	MOVQ groups+40(FP), CX
 	VPXORD Z0, Z0, Z0
 	VXORPS Y2, Y2, Y2
 
 chunk:
 	MOVQ $8, DX
-#ifndef FULL
 	CMPQ CX, DX
 	CMOVQLT CX, DX
-#endif
 	SCALES
 	VMOVUPS (R12), Y8
 	VMOVUPS 32(R12), Y9
@@ -81,41 +69,13 @@ chunk:
 	VSHUFPS $0xDD, Y9, Y8, Y11
 	VPERMPD $0xD8, Y11, Y11
 	VMULPS Y11, Y5, Y5
-#ifndef FULL
 	VMOVQ DX, X8
 	VPBROADCASTD X8, Y8
 	VPCMPGTD lanes<>(SB), Y8, Y8
 	VANDPS Y8, Y5, Y5
-#endif
 	VADDPS Y5, Y2, Y2
-#endif
-#ifdef MIN2
-	VMOVUPS (R13), Y8
-	VMOVUPS 32(R13), Y9
-	VSHUFPS $0x88, Y9, Y8, Y11
-	VPERMPD $0xD8, Y11, Y11
-	VMULPS Y11, Y5, Y5
-	VADDPS Y5, Y2, Y2
-	VSHUFPS $0xDD, Y9, Y8, Y11
-	VPERMPD $0xD8, Y11, Y11
-	VMULPS Y11, Y6, Y6
-	VADDPS Y6, Y2, Y2
-	ADDQ $64, R13
 #endif
 	VMULPS Y10, Y3, Y3
-#ifdef HALVES
-	VMULPS Y10, Y4, Y4
-	VINSERTF64X4 $1, Y4, Z3, Z3
-#endif
-#ifdef FULL
-	// A super-block: four pairs.
-	GROUP512(0, Z16)
-	GROUP512(128, Z17)
-	GROUP512(256, Z18)
-	GROUP512(384, Z22)
-	ADDQ $512, R8
-	JMP  terms
-#endif
 	// Up to four pairs, each in the register of its place, then an even
 	// group alone where the count is odd; the places after them zero.
 	VPXORD Z16, Z16, Z16
@@ -184,19 +144,11 @@ terms:
 	VPERMPS Z3, Z20, Z11
 	VPBROADCASTD DX, Z9
 	VPCMPGTD Z21, Z9, K5
-#ifdef HALVES
-	VCVTDQ2PS Z19, Z19
-	VMULPS Z11, Z19, Z19
-	VADDPS Z19, Z0, K5, Z0
-	VSHUFF32X4 $0xB1, Z19, Z19, Z19
-	VADDPS Z19, Z0, K5, Z0
-#else
 	VSHUFI32X4 $0xB1, Z19, Z19, Z9
 	VPADDD Z9, Z19, Z19
 	VCVTDQ2PS Z19, Z19
 	VMULPS Z11, Z19, Z19
 	VADDPS Z19, Z0, K5, Z0
-#endif
 
 next:
 	ADDQ $64, R12

@@ -6,12 +6,12 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 )
 
-// The K quants' products (Q4_K, Q5_K, Q6_K, and IQ4_XS, whose super-blocks
+// The K quants' products (Q2_K to Q6_K, and IQ4_XS, whose super-blocks
 // are built the same way) in integers per super-block, llama.cpp's
 // Q4_K×Q8_K design with 16-bit activations. A super-block of 256 weights
-// shares one f16 d (and dmin), and its groups' 6- or 8-bit factors are
-// integers; so where the activations too share one scale per
-// 256 inputs (QRow.KCodes, KD), a super-block's products are
+// shares one f16 d (and dmin), and its groups' 4- to 8-bit factors are
+// integers; so where the activations too share one scale per 256 inputs
+// (QRow.KCodes, KD), a super-block's products are
 //
 //	d·D · Σ_g f_g · Σ_i c_i·xq_i
 //
@@ -20,7 +20,8 @@ import (
 // their factor once, and one conversion to float and one multiply serve
 // the whole super-block, where per-group activation scales need a
 // conversion and a multiply for every 32 inputs. The mins meet the exact
-// f32 sums of each group's inputs, as in dotBlocksGo.
+// f32 sums of each group's inputs (of each half group's, for Q2_K), as in
+// dotBlocksGo.
 //
 // Activations keep 16 bits (Max), not Q8_K's 8: per 256 inputs the
 // rounding step is max|x|/32767, a few times coarser than QRow's per-32
@@ -28,7 +29,8 @@ import (
 // still fit: a half's sum times its factor is at most 16·32·32767·128 =
 // 2 147 352 576 < 2³¹ in magnitude (Q6_K: codes −32..31, factors
 // −128..127; IQ4_XS: 16·127·32767·32 = 2 130 640 896, its codebook's
-// levels −127..113 and factors −32..31).
+// levels −127..113 and factors −32..31; Q3_K: codes −4..3, factors
+// −32..31, far below; Q2_K: codes 0..3, factors 0..15).
 
 // KBlock is the inputs a super-block spans, and so a KCodes scale.
 const KBlock = 256
@@ -39,7 +41,11 @@ const kGroups = KBlock / Group
 // KType says whether the products of t meet the per-super-block
 // activations (dotBlocksKGo) rather than the per-group ones.
 func KType(t dtype.Type) bool {
-	return t == dtype.Q4_K || t == dtype.Q5_K || t == dtype.Q6_K || t == dtype.IQ4_XS
+	switch t {
+	case dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
+		return true
+	}
+	return false
 }
 
 // quantizeK sets q.KCodes and q.KD to x quantized per super-block of 256
@@ -90,9 +96,10 @@ func (q *QRow) quantizeKGo(x []float32, b0 int) {
 
 // kFactors decodes super-block b of a row of groups groups whose scale
 // words are s: its f16 d as f32, the integer factor of each half group
-// (f[2j] for inputs 0..15 of group j, f[2j+1] for 16..31) and the min
-// of each group, −(dmin·m) as dtype.GroupScale makes it (0 without).
-func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroups]int32, mins [kGroups]float32) {
+// (f[2j] for inputs 0..15 of group j, f[2j+1] for 16..31) and its min,
+// −(dmin·m) as dtype.GroupScale makes it (0 without; the same for both
+// halves where a group has one).
+func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroups]int32, mins [2 * kGroups]float32) {
 	byteAt := func(k int) byte { return byte(s[k/4] >> (8 * (k % 4))) }
 	switch t {
 	case dtype.Q4_K, dtype.Q5_K:
@@ -105,7 +112,8 @@ func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroup
 		for j := range kGroups {
 			c, m := scaleMinK4(j, sc[:])
 			f[2*j], f[2*j+1] = int32(c), int32(c)
-			mins[j] = -(dmin * float32(m))
+			mins[2*j] = -(dmin * float32(m))
+			mins[2*j+1] = mins[2*j]
 		}
 		return d, f, mins
 	case dtype.Q6_K:
@@ -114,6 +122,25 @@ func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroup
 			f[k] = int32(int8(byteAt(at + k)))
 		}
 		return halfAt(s, 2*b), f, mins
+	case dtype.Q3_K:
+		at := 2*(groups/kGroups) + 12*b
+		var b12 [12]byte
+		for k := range b12 {
+			b12[k] = byteAt(at + k)
+		}
+		for k, v := range dtype.Q3KScales(b12[:]) {
+			f[k] = int32(v)
+		}
+		return halfAt(s, 2*b), f, mins
+	case dtype.Q2_K:
+		at := 20 * b
+		dmin := halfAt(s, at+2)
+		for h := range f {
+			c := byteAt(at + 4 + h)
+			f[h] = int32(c & 15)
+			mins[h] = -(dmin * float32(c>>4))
+		}
+		return halfAt(s, at), f, mins
 	case dtype.IQ4_XS:
 		at := 8 * b
 		sh := uint16(byteAt(at+2)) | uint16(byteAt(at+3))<<8
@@ -150,6 +177,7 @@ func scaleMinK4(j int, s []byte) (sc, m byte) {
 //	s = f32(d·D)
 //	acc[L] += f32(f32(f[h]·half[h])·s)   (lane L = kLane(h))
 //	macc[j] += f32(min_j·sum_g)          (Q4_K, Q5_K: group j = g%8, sum_g = KSums[g])
+//	macc[h%8] += f32(min_h·hsum_h)       (Q2_K: each half h in turn, hsum_h = Halves[2g + h%2])
 //
 // and at the end foldLanes(acc, macc), dotBlocksGo's horizontal sum (acc
 // as two sets of eight lanes). The lanes are where the vector code's
@@ -169,8 +197,13 @@ func dotBlocksKGo(t dtype.Type, codes, scales []uint32, x *QRow) float32 {
 			for i := range Group {
 				half[2*j+i/16] += int32(c[i]) * int32(x.KCodes[CodeIndex(g, G, i)])
 			}
-			if l.Min == 1 {
-				macc[j] += float32(mins[j] * x.KSums[g])
+			switch l.Min {
+			case 1:
+				macc[j] += float32(mins[2*j] * x.KSums[g])
+			case 2:
+				for k := range 2 {
+					macc[(2*j+k)%Lanes] += float32(mins[2*j+k] * x.Halves[2*g+k])
+				}
 			}
 		}
 		s := float32(d * x.KD[b])

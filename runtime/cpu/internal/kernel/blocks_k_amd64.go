@@ -29,6 +29,12 @@ func dotBlocksQ5_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sum
 func dotBlocksQ6_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
+func dotBlocksQ2_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
 func dotBlocksIQ4_XSIntAVX2(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
@@ -48,6 +54,18 @@ func dotBlocksQ6_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, s
 
 //go:noescape
 func dotBlocksQ6_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ2_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ2_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KIntVNNI(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
 func dotBlocksIQ4_XSIntAVX512(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
@@ -71,7 +89,14 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 	if rows <= 0 {
 		return 0
 	}
-	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.KSums[0], &out[0]
+	sums := x.KSums
+	if t == dtype.Q2_K {
+		if len(x.Halves) < 2*groups {
+			return 0
+		}
+		sums = x.Halves
+	}
+	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &sums[0], &out[0]
 	sstride *= 4
 	switch {
 	case path == "avx2":
@@ -84,6 +109,10 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 			dotBlocksQ6_KIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
 		case dtype.IQ4_XS:
 			dotBlocksIQ4_XSIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
+		case dtype.Q3_K:
+			dotBlocksQ3_KIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
+		case dtype.Q2_K:
+			dotBlocksQ2_KIntAVX2(c, s, sstride, xq, kd, ds, groups, rows, o)
 		default:
 			return 0
 		}
@@ -103,6 +132,14 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 		dotBlocksIQ4_XSIntVNNI(c, s, sstride, xq, kd, ds, groups, rows, o)
 	case t == dtype.IQ4_XS:
 		dotBlocksIQ4_XSIntAVX512(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.Q3_K && hasKVNNI:
+		dotBlocksQ3_KIntVNNI(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.Q3_K:
+		dotBlocksQ3_KIntAVX512(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.Q2_K && hasKVNNI:
+		dotBlocksQ2_KIntVNNI(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case t == dtype.Q2_K:
+		dotBlocksQ2_KIntAVX512(c, s, sstride, xq, kd, ds, groups, rows, o)
 	default:
 		return 0
 	}
@@ -133,6 +170,18 @@ func dotBlocksQ6_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, x
 func dotBlocksQ6_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
+func dotBlocksQ2_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ2_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ3_KTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
+func dotBlocksQ3_KTileIntVNNI(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
+
+//go:noescape
 func dotBlocksIQ4_XSTileIntAVX512(codes, scales *uint32, sstride int, xq *int16, xstride int, kd, sums *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
@@ -153,7 +202,14 @@ func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTi
 	if rows <= 0 {
 		return 0
 	}
-	c, s, xq, kd, sums, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.KSums[0], &out[0]
+	ps := x.KSums
+	if t == dtype.Q2_K {
+		if len(x.Halves) == 0 {
+			return 0
+		}
+		ps = x.Halves
+	}
+	c, s, xq, kd, sums, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &ps[0], &out[0]
 	xs := 2 * len(x.KCodes) / TileRows
 	sstride *= 4
 	os := 4 * stride
@@ -174,6 +230,14 @@ func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTi
 		dotBlocksIQ4_XSTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
 	case t == dtype.IQ4_XS:
 		dotBlocksIQ4_XSTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q3_K && hasKVNNI:
+		dotBlocksQ3_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q3_K:
+		dotBlocksQ3_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q2_K && hasKVNNI:
+		dotBlocksQ2_KTileIntVNNI(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
+	case t == dtype.Q2_K:
+		dotBlocksQ2_KTileIntAVX512(c, s, sstride, xq, xs, kd, sums, groups, rows, o, os)
 	default:
 		return 0
 	}

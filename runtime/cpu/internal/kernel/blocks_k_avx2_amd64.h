@@ -92,7 +92,11 @@ ksuper2:
 	ADDQ $(8*KCB), SI
 	ADDQ $512, R8
 	ADDQ $4, R11
+#ifdef MIN2
+	ADDQ $64, R12
+#else
 	ADDQ $32, R12
+#endif
 	DECQ CX
 	JNZ  ksuper2
 

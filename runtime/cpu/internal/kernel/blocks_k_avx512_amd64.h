@@ -15,7 +15,8 @@
 // (acc); the mins meet the groups' sums in Y2 (macc). Registers: SI
 // codes, DI scale words (with SPLIT the super-blocks' d), R13 with SPLIT
 // their factors, R8 the activations' codes, R11 their scale a
-// super-block (KD), R12 their group sums (KSums), CX the super-blocks
+// super-block (KD), R12 their group sums (KSums; with MIN2, Q2_K's, the
+// half groups' sums, QRow.Halves), CX the super-blocks
 // left. The frame holds the next row's scale words (0), the rows left (8)
 // and the next output (16).
 
@@ -91,7 +92,11 @@ ksuper:
 	VADDPS Z10, Z0, Z0
 	ADDQ $512, R8
 	ADDQ $4, R11
+#ifdef MIN2
+	ADDQ $64, R12
+#else
 	ADDQ $32, R12
+#endif
 	DECQ CX
 	JNZ  ksuper
 

@@ -10,7 +10,8 @@
 //
 // The four rows' KCodes lie one after the other xstride bytes apart (R8,
 // R9 = xstride, R10 = 3·xstride); per super-block their KD (R11: four
-// floats) and group sums (R12: four rows of eight). Registers: Z16..Z19
+// floats) and group sums (R12: four rows of eight; with MIN2 their half
+// groups' sums, four rows of sixteen, QTile.Halves). Registers: Z16..Z19
 // the rows' accumulators, Y1..Y4 their min lanes, X0 the super-block's d, Z20..Z27 a pair's sums
 // for each row (two pairs at a time), Z12, Z13, Z30, Z31 the first two
 // pairs' reduction of each row. The frame holds the next row's scale
@@ -64,7 +65,17 @@
 	VMULPS 32*R(R12), Y5, Y11 \
 	VSUBPS Y11, YM, YM
 #else
+#ifdef MIN2
+// Q2_K's: KTSCALES leaves dmin·m of the sixteen halves in Z5; those of
+// halves 0..7 meet the row's lanes first, then those of 8..15.
+#define KTMIN(R, YM) \
+	VMULPS 64*R(R12), Z5, Z11 \
+	VSUBPS Y11, YM, YM \
+	VEXTRACTF64X4 $1, Z11, Y11 \
+	VSUBPS Y11, YM, YM
+#else
 #define KTMIN(R, YM)
+#endif
 #endif
 
 // KTFOLD(ZA, YM): foldLanes of a row's lanes, to its output.
@@ -158,7 +169,11 @@ ktsuper:
 	KTROW(Z26, 3, Z19)
 	ADDQ $512, R8
 	ADDQ $16, R11
+#ifdef MIN2
+	ADDQ $256, R12
+#else
 	ADDQ $128, R12
+#endif
 	DECQ CX
 	JNZ  ktsuper
 

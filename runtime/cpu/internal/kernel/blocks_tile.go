@@ -153,13 +153,6 @@ func (t *QTile) row(r int, q *QRow) {
 		c, i := g/8, g%8
 		q.DS[2*g], q.DS[2*g+1] = t.DS[(c*TileRows+r)*16+2*i], t.DS[(c*TileRows+r)*16+2*i+1]
 	}
-	if len(t.Halves) > 0 {
-		q.Halves = grow(q.Halves, 2*G)
-		for g := range G {
-			c, i := g/8, g%8
-			q.Halves[2*g], q.Halves[2*g+1] = t.Halves[(c*TileRows+r)*16+2*i], t.Halves[(c*TileRows+r)*16+2*i+1]
-		}
-	}
 }
 
 // DotBlocksTile sets out[r·stride + j] to the dot product of row r0 + j of

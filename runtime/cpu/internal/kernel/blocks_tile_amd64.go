@@ -23,52 +23,40 @@ var (
 // after row 0's.
 
 //go:noescape
-func dotBlocksQ4_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ4_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ5_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ5_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ5_1TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ5_1TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ8_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ8_0TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksIQ4_NLTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksIQ4_NLTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksMXFP4TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksMXFP4TileAVX512(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ3_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ4_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ2_KTileAVX512(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ5_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ4_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ5_1TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ5_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksQ8_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ5_1TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksIQ4_NLTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 //go:noescape
-func dotBlocksQ8_0TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksIQ4_NLTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksMXFP4TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ3_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotBlocksQ2_KTileVNNI(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
+func dotBlocksMXFP4TileVNNI(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
 
 // The eight-row tile kernels (two QTiles) of the types without mins: as
 // the four-row ones, the second tile's results 4·ostride bytes after the
@@ -128,50 +116,38 @@ func dotBlocksTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTil
 		return 0
 	}
 	c, s, xq, ds, o := &codes[0], &scales[0], &x.Data[0], &x.DS[0], &out[0]
-	var hs *float32
-	if l.Min == 2 {
-		hs = &x.Halves[0]
-	}
 	sstride *= 4
 	os := 4 * stride
 	if hasVNNI {
 		switch t {
 		case dtype.Q4_0:
-			dotBlocksQ4_0TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksQ4_0TileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		case dtype.Q5_0:
-			dotBlocksQ5_0TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksQ5_0TileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		case dtype.Q5_1:
-			dotBlocksQ5_1TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksQ5_1TileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		case dtype.Q8_0:
-			dotBlocksQ8_0TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksQ8_0TileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		case dtype.IQ4_NL:
-			dotBlocksIQ4_NLTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksIQ4_NLTileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		case dtype.MXFP4:
-			dotBlocksMXFP4TileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.Q3_K:
-			dotBlocksQ3_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-		case dtype.Q2_K:
-			dotBlocksQ2_KTileVNNI(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+			dotBlocksMXFP4TileVNNI(c, s, sstride, xq, ds, groups, rows, o, os)
 		}
 		return rows
 	}
 	switch t {
 	case dtype.Q4_0:
-		dotBlocksQ4_0TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksQ4_0TileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	case dtype.Q5_0:
-		dotBlocksQ5_0TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksQ5_0TileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	case dtype.Q5_1:
-		dotBlocksQ5_1TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksQ5_1TileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	case dtype.Q8_0:
-		dotBlocksQ8_0TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksQ8_0TileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	case dtype.IQ4_NL:
-		dotBlocksIQ4_NLTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksIQ4_NLTileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	case dtype.MXFP4:
-		dotBlocksMXFP4TileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.Q3_K:
-		dotBlocksQ3_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
-	case dtype.Q2_K:
-		dotBlocksQ2_KTileAVX512(c, s, sstride, xq, ds, hs, groups, rows, o, os)
+		dotBlocksMXFP4TileAVX512(c, s, sstride, xq, ds, groups, rows, o, os)
 	default:
 		return 0
 	}

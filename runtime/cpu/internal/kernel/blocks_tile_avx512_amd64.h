@@ -9,8 +9,7 @@
 // codes (512 bytes), then the rows' d (the even group's for rows 0..3,
 // twice, then the odd one's: 64 bytes, in a 256-byte slot), a lone last
 // group likewise (64 bytes of codes a row, then its d); and per chunk of
-// eight groups the rows' 16 ds, then their 16 half sums (for Q2_K), for
-// the min terms (QTile.DS, Halves).
+// eight groups the rows' 16 ds, for the min terms (QTile.DS).
 //
 // A pair's products of the four rows, a vector a row, are summed in one
 // transpose: a vector of each 128-bit quarter's sums (a half group's) for
@@ -21,19 +20,12 @@
 // lane a row). Registers besides the one-row loop's: Z0..Z2 and Z29 a
 // pair's four rows' products, Z30 and Z31 temporaries, Y24..Y27 the rows'
 // min lanes, K6 the lone group's lanes; with ROWS8 (two tiles, eight rows:
-// the types without mins or half-group scales, TILENAME's second form)
+// the types without mins, TILENAME's second form)
 // Z24..Z27 the second tile's accumulators, R11 its data, Z28 zero. The
 // frame holds the next row's scale words (128), the rows left (136) and
 // the next outputs (144) (with ROWS8 also the next row's codes (120) and
 // lanes in acc (112)); outputs of activation row r lie r·ostride bytes
 // after the first row's.
-
-#ifdef MIN1
-#define MINS
-#endif
-#ifdef MIN2
-#define MINS
-#endif
 
 // TDOT(P, X, R, V): row R's integer lanes of the pair unpacked in Z8
 // and Z9 (its codes at X+R·128(P), P the tile's data), to V.
@@ -63,17 +55,7 @@
 
 // TTERM(D, ZACC, MASK): the reduced sums in Z0 as dotBlocksGo's terms,
 // f32(f32(S)·f32(s·d)) with the pair's scales in Z19 and the rows' d at
-// D, added to ZACC: a group's two halves' sums first added (a scale a
-// group), or their terms added one after the other (HALVES).
-#ifdef HALVES
-#define TTERM(D, ZACC, MASK) \
-	VCVTDQ2PS Z0, Z0 \
-	VMULPS D, Z19, Z10 \
-	VMULPS Z10, Z0, Z0 \
-	VADDPS Z0, ZACC, MASK, ZACC \
-	VSHUFF32X4 $0xB1, Z0, Z0, Z0 \
-	VADDPS Z0, ZACC, MASK, ZACC
-#else
+// D, added to ZACC, a group's two halves' sums first added.
 #define TTERM(D, ZACC, MASK) \
 	VSHUFI32X4 $0xB1, Z0, Z0, Z10 \
 	VPADDD Z10, Z0, Z0 \
@@ -81,7 +63,6 @@
 	VMULPS D, Z19, Z10 \
 	VMULPS Z10, Z0, Z0 \
 	VADDPS Z0, ZACC, MASK, ZACC
-#endif
 
 // TPAIR(P, X, ZACC): a tile's four rows with the unpacked pair at X.
 #define TPAIR(P, X, ZACC) \
@@ -152,48 +133,16 @@
 	ADDQ $512, R8
 #endif
 
-#ifdef MIN1
-#ifdef FULL
-#define TMIN1(R, YM) \
-	VSHUFPS $0xDD, Y9, Y8, Y11 \
-	VPERMPD $0xD8, Y11, Y11 \
-	VMULPS Y11, Y5, Y11 \
-	VADDPS Y11, YM, YM
-#else
-#define TMIN1(R, YM) \
-	VSHUFPS $0xDD, Y9, Y8, Y11 \
-	VPERMPD $0xD8, Y11, Y11 \
-	VMULPS Y11, Y5, Y11 \
-	VANDPS Y7, Y11, Y11 \
-	VADDPS Y11, YM, YM
-#endif
-#else
-#define TMIN1(R, YM)
-#endif
-
-#ifdef MIN2
-#define TMIN2(R, YM) \
-	VMOVUPS R*64(R13), Y8 \
-	VMOVUPS R*64+32(R13), Y9 \
-	VSHUFPS $0x88, Y9, Y8, Y11 \
-	VPERMPD $0xD8, Y11, Y11 \
-	VMULPS Y11, Y5, Y11 \
-	VADDPS Y11, YM, YM \
-	VSHUFPS $0xDD, Y9, Y8, Y11 \
-	VPERMPD $0xD8, Y11, Y11 \
-	VMULPS Y11, Y6, Y11 \
-	VADDPS Y11, YM, YM
-#else
-#define TMIN2(R, YM)
-#endif
-
 // TMINS(R, YM): row R's min terms of the chunk (ds at R·64(R12)) added
 // to YM, as the one-row loop computes them.
 #define TMINS(R, YM) \
 	VMOVUPS R*64(R12), Y8 \
 	VMOVUPS R*64+32(R12), Y9 \
-	TMIN1(R, YM) \
-	TMIN2(R, YM)
+	VSHUFPS $0xDD, Y9, Y8, Y11 \
+	VPERMPD $0xD8, Y11, Y11 \
+	VMULPS Y11, Y5, Y11 \
+	VANDPS Y7, Y11, Y11 \
+	VADDPS Y11, YM, YM
 
 // TACCFOLD(A0, A1, A2, A3, X): fold8 of four rows' accumulators acc_p
 // (A0..A3), ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) in every row's lane,
@@ -249,8 +198,8 @@
 // func TILENAME(codes, scales *uint32, cstride, sstride int, xq, xq1 *int16, acc *float32, groups, rows, mode int, out *float32, ostride int)
 TEXT TILENAME(SB), NOSPLIT, $152-96
 #else
-// func TILENAME(codes, scales *uint32, sstride int, xq *int16, ds, hs *float32, groups, rows int, out *float32, ostride int)
-TEXT TILENAME(SB), NOSPLIT, $152-80
+// func TILENAME(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32, ostride int)
+TEXT TILENAME(SB), NOSPLIT, $152-72
 #endif
 #ifdef ROWS8
 	MOVQ codes+0(FP), AX
@@ -267,17 +216,13 @@ TEXT TILENAME(SB), NOSPLIT, $152-80
 	MOVQ codes+0(FP), SI
 	MOVQ scales+8(FP), AX
 	MOVQ AX, 128(SP)
-	MOVQ rows+56(FP), AX
+	MOVQ rows+48(FP), AX
 	MOVQ AX, 136(SP)
-	MOVQ out+64(FP), AX
+	MOVQ out+56(FP), AX
 	MOVQ AX, 144(SP)
 #endif
 	CONSTS
-#ifdef HALVES
-	VMOVDQU32 lohi512<>(SB), Z18
-#else
 	VMOVDQU32 pair512<>(SB), Z18
-#endif
 	VPBROADCASTD two32<>(SB), Z17
 	MOVL $0x00FF, AX
 	KMOVW AX, K6
@@ -326,13 +271,7 @@ trow:
 	MOVQ AX, 128(SP)
 	MOVQ xq+24(FP), R8
 	MOVQ ds+32(FP), R12
-	MOVQ hs+40(FP), R13
-	MOVQ groups+48(FP), CX
-#ifdef SPLIT
-	MOVQ CX, R13
-	SHRQ $2, R13
-	ADDQ DI, R13
-#endif
+	MOVQ groups+40(FP), CX
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
@@ -345,42 +284,21 @@ trow:
 
 tchunk:
 	MOVQ $8, DX
-#ifndef FULL
 	CMPQ CX, DX
 	CMOVQLT CX, DX
-#endif
 	SCALES
 #ifdef MIN1
-#ifndef FULL
 	VMOVQ DX, X8
 	VPBROADCASTD X8, Y7
 	VPCMPGTD lanes<>(SB), Y7, Y7
 #endif
-#endif
-#ifdef MINS
+#ifdef MIN1
 	TMINS(0, Y24)
 	TMINS(1, Y25)
 	TMINS(2, Y26)
 	TMINS(3, Y27)
 #endif
-#ifdef MIN2
-	ADDQ $256, R13
-#endif
-#ifdef HALVES
-	VINSERTF64X4 $1, Y4, Z3, Z3
-#endif
 	VMOVDQA32 Z18, Z16
-#ifdef FULL
-	TGROUP(0, Z20, Z24)
-	TGROUP(768, Z21, Z25)
-	TGROUP(1536, Z22, Z26)
-	TGROUP(2304, Z23, Z27)
-	ADDQ $3072, R8
-#ifdef ROWS8
-	ADDQ $3072, R11
-#endif
-	JMP  tnext
-#endif
 	// Up to four pairs, each to its place's accumulators, then an even
 	// group alone where the count is odd.
 	MOVQ DX, R9
@@ -458,7 +376,7 @@ tfold:
 tadvance:
 #else
 	MOVQ 144(SP), AX
-	MOVQ ostride+72(FP), BX
+	MOVQ ostride+64(FP), BX
 	TACCFOLD(Z20, Z21, Z22, Z23, X0)
 	TFOLD(TPICK0, Y24)
 	TFOLD(TPICK1, Y25)
@@ -476,8 +394,6 @@ tadvance:
 #undef TGROUP
 #undef TMINS
 #undef TDOT
-#undef TMIN1
-#undef TMIN2
 #undef TRED
 #undef TTERM
 #undef TPAIR
@@ -493,7 +409,4 @@ tadvance:
 #undef TPICK3
 #ifdef ROWS8
 #undef TFOLD8
-#endif
-#ifdef MINS
-#undef MINS
 #endif

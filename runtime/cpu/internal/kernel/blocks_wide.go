@@ -26,8 +26,9 @@ import (
 // kernel serves prompts and steps of many sequences (WideMin rows or
 // more).
 //
-// The K quants (Q4_K, Q5_K, Q6_K, IQ4_XS) take the same walk with their
-// own definition (dotBlocksKGo): their rows expand as the one-row loop
+// The K quants (Q3_K to Q6_K, IQ4_XS; Q2_K, whose mins are per half
+// group, keeps the tile kernel) take the same walk with their own
+// definition (dotBlocksKGo): their rows expand as the one-row loop
 // unpacks them, each code times its half group's factor (expandKWide;
 // exact in int16), with each super-block's eight mins and d as vectors of
 // the sixteen rows, and each half group's sixteen integer sums f·half

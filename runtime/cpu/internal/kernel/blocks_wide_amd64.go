@@ -37,7 +37,7 @@ func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mod
 // The K quants' expansions (blocks_k_wide_avx512_amd64.h): sixteen rows'
 // codes and super-blocks' factors, mins and d of groups groups (whole
 // super-blocks), each row's decoding from byte at of its scale words
-// (and Q6_K's factors split bytes after that).
+// (and the split types' factors, Q6_K's and Q3_K's, split bytes after that).
 
 //go:noescape
 func expandQ4_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
@@ -47,6 +47,9 @@ func expandQ5_KWide(codes, scales *uint32, at, split, cstride, sstride, groups i
 
 //go:noescape
 func expandQ6_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ3_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
 
 //go:noescape
 func expandIQ4_XSWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
@@ -60,7 +63,7 @@ func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float
 func wideKernel(t dtype.Type) bool {
 	switch t {
 	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4,
-		dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
+		dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
 		return hasVNNI
 	}
 	return false
@@ -91,14 +94,14 @@ func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups in
 
 // expandKWide is expandWide for the K quants: groups groups from group g0
 // of rows of G groups, each row's scale words decoded from its super-block
-// g0/8 (Q6_K: its d's, then its factors after all the row's d's).
+// g0/8 (Q6_K, Q3_K: its d's, then its factors after all the row's d's).
 func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	l, _ := dtype.Layout(t)
 	b, nb := g0/kGroups, G/kGroups
 	at, split := b*l.ScaleBytes, 0
 	if l.Split {
 		at = 2 * b
-		split = 2*nb + (l.ScaleBytes-2)*b - at // its factors: 16 bytes a super-block after the row's d's
+		split = 2*nb + (l.ScaleBytes-2)*b - at // its factors: ScaleBytes-2 a super-block after the row's d's
 	}
 	switch t {
 	case dtype.Q4_K:
@@ -109,6 +112,8 @@ func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, g
 		expandQ6_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	case dtype.IQ4_XS:
 		expandIQ4_XSWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+	case dtype.Q3_K:
+		expandQ3_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	default:
 		panic("kernel: no wide expansion for " + t.String())
 	}
