@@ -190,7 +190,7 @@ const DefaultBlockSize = 8
 type KVOptions struct {
 	BlockSize int   // tokens per block (default DefaultBlockSize)
 	Tokens    int   // pool size in tokens (default: 4 contexts, within Memory)
-	Memory    int64 // pool size in bytes, if Tokens is 0 (default 1 GiB at most)
+	Memory    int64 // pool size in bytes, if Tokens is 0 (default 1 GiB at most, but one context at least)
 	// Type is how keys and values are stored: f32 (the default), f16
 	// (half the bytes) or int8 (a scale per token and kv head; about a
 	// quarter), for long contexts. Attention computes in f32 either way.
@@ -225,6 +225,31 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if kv.BlockSize <= 0 {
 		kv.BlockSize = DefaultBlockSize
 	}
+	blocks, win, err := kvPool(c, kv, b)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := kvcache.NewPool(blocks, kv.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	net, err := newLlama(m, be, ws, b.MaxBatchTokens, b.MaxSeqs, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
+		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type}, win)
+	if err != nil {
+		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
+	}
+	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m), queue: newQueue()}
+	if net.slotted() {
+		e.rs = newStateSlots(net.maxRunning(), net.snapshots())
+	}
+	return e, nil
+}
+
+// kvPool sizes the KV cache of a model of config c for kv (its BlockSize
+// set) and budgets b: the pool's blocks, and the sliding layers' rings
+// where they pay (window.go). Its own function so that the sizing is
+// tested without allocating what it sizes.
+func kvPool(c models.Config, kv KVOptions, b Budgets) (int, windowing, error) {
 	blockBytes := kvBlockBytes(c, kv.BlockSize, kv.Type)
 	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
 	var mem int64
@@ -243,23 +268,18 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if win.on() && kv.Tokens <= 0 {
 		blocks = windowBlocks(c, win, blocks, mem, kv.Memory > 0)
 	}
-	if need := (c.Context + kv.BlockSize - 1) / kv.BlockSize; blocks < need {
-		return nil, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
+	need := (c.Context + kv.BlockSize - 1) / kv.BlockSize
+	if blocks < need && kv.Tokens <= 0 && kv.Memory <= 0 {
+		// The default budget (four contexts, 1 GiB at most) is short of
+		// the context asked for (an 8B model's 8,192 positions in f32 take
+		// 2 GiB): a context asked for is one held, as runtime/eval's
+		// memory estimate counts it.
+		blocks = need
 	}
-	pool, err := kvcache.NewPool(blocks, kv.BlockSize)
-	if err != nil {
-		return nil, err
+	if blocks < need {
+		return 0, win, fmt.Errorf("%w: %d blocks of %d tokens cannot hold one context of %d", ErrOutOfKV, blocks, kv.BlockSize, c.Context)
 	}
-	net, err := newLlama(m, be, ws, b.MaxBatchTokens, b.MaxSeqs, backend.KVShape{Layers: kvLayers(c), Blocks: blocks, BlockSize: kv.BlockSize,
-		Heads: c.KVHeads, HeadDim: c.HeadDim, Type: kv.Type}, win)
-	if err != nil {
-		return nil, fmt.Errorf("load %s on %s: %w", m.Path, be.Name(), err)
-	}
-	e := &Engine{model: m, be: be, net: net, pool: pool, ws: ws, chat: chatTemplate(m), queue: newQueue()}
-	if net.slotted() {
-		e.rs = newStateSlots(net.maxRunning(), net.snapshots())
-	}
-	return e, nil
+	return blocks, win, nil
 }
 
 // Budgets returns the engine's budgets, defaults filled in and capped by
