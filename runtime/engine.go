@@ -225,7 +225,7 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 	if kv.BlockSize <= 0 {
 		kv.BlockSize = DefaultBlockSize
 	}
-	blocks, win, err := kvPool(c, kv, b)
+	blocks, win, err := kvPool(c, kv, b, physicalMemory())
 	if err != nil {
 		return nil, err
 	}
@@ -246,19 +246,20 @@ func newEngine(m *models.Model, be backend.Backend, kv KVOptions, ws WeightStora
 }
 
 // kvPool sizes the KV cache of a model of config c for kv (its BlockSize
-// set) and budgets b: the pool's blocks, and the sliding layers' rings
-// where they pay (window.go). Its own function so that the sizing is
-// tested without allocating what it sizes.
-func kvPool(c models.Config, kv KVOptions, b Budgets) (int, windowing, error) {
+// set) and budgets b on a machine of mem bytes (0: unknown): the pool's
+// blocks, and the sliding layers' rings where they pay (window.go). Its
+// own function so that the sizing is tested without allocating what it
+// sizes.
+func kvPool(c models.Config, kv KVOptions, b Budgets, mem int64) (int, windowing, error) {
 	blockBytes := kvBlockBytes(c, kv.BlockSize, kv.Type)
 	blocks := (kv.Tokens + kv.BlockSize - 1) / kv.BlockSize
-	var mem int64
+	var budget int64
 	if kv.Tokens <= 0 {
-		mem = kv.Memory
-		if mem <= 0 {
-			mem = min(1<<30, blockBytes*int64(4*c.Context/kv.BlockSize+1))
+		budget = kv.Memory
+		if budget <= 0 {
+			budget = min(1<<30, blockBytes*int64(4*c.Context/kv.BlockSize+1))
 		}
-		blocks = int(mem / blockBytes)
+		blocks = int(budget / blockBytes)
 	}
 	// The sliding layers' rings, and the blocks of the global layers that
 	// the rest of a byte budget buys (window.go), before asking for a
@@ -266,14 +267,18 @@ func kvPool(c models.Config, kv KVOptions, b Budgets) (int, windowing, error) {
 	// in rings whatever its budget of every layer's blocks.
 	win := planWindows(c, kv.FullWindows, blocks, kv.BlockSize, b.MaxBatchTokens, min(b.MaxBatchTokens, b.MaxSeqs), kv.Type)
 	if win.on() && kv.Tokens <= 0 {
-		blocks = windowBlocks(c, win, blocks, mem, kv.Memory > 0)
+		blocks = windowBlocks(c, win, blocks, budget, kv.Memory > 0)
 	}
 	need := (c.Context + kv.BlockSize - 1) / kv.BlockSize
 	if blocks < need && kv.Tokens <= 0 && kv.Memory <= 0 {
 		// The default budget (four contexts, 1 GiB at most) is short of
 		// the context asked for (an 8B model's 8,192 positions in f32 take
 		// 2 GiB): a context asked for is one held, as runtime/eval's
-		// memory estimate counts it.
+		// memory estimate counts it, where the machine has the memory (a
+		// larger allocation would end the process, not fail the load).
+		if bytes := blockBytes * int64(need); mem > 0 && bytes > mem {
+			return 0, win, fmt.Errorf("%w: one context of %d takes %d MiB of KV cache in %v, more than this machine's %d MiB: a shorter context or a smaller KV type (f16, int8) holds it", ErrOutOfKV, c.Context, bytes>>20, kv.Type, mem>>20)
+		}
 		blocks = need
 	}
 	if blocks < need {
