@@ -242,20 +242,6 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 	VPBROADCASTQ OFF+CB(SI), X11 \
 	VINSERTI128 $1, X11, Y10, Y10
 
-// HIGH2x2(OFF, CB): a pair's two words of 2-bit fields at OFF (as
-// LOW2's), ORed in as bits 4..5 (Q6_K's). Needs Y14 = 0x30 bytes.
-#define HIGH2x2(OFF, CB) \
-	BCAST2(OFF, CB) \
-	VPSLLW $4, Y10, Y11 \
-	VPBLENDD $0xCC, Y10, Y11, Y11 \
-	VPAND Y14, Y11, Y11 \
-	VPOR Y11, Y8, Y8 \
-	VPSLLW $2, Y10, Y11 \
-	VPSRLW $2, Y10, Y10 \
-	VPBLENDD $0xCC, Y10, Y11, Y11 \
-	VPAND Y14, Y11, Y11 \
-	VPOR Y11, Y9, Y9
-
 #define OFFSET2(C) \
 	VPSUBB C, Y8, Y8 \
 	VPSUBB C, Y9, Y9
@@ -405,6 +391,8 @@ DATA w10<>+0(SB)/2, $0x0010
 GLOBL w10<>(SB), RODATA|NOPTR, $2
 DATA w04<>+0(SB)/2, $0x0004
 GLOBL w04<>(SB), RODATA|NOPTR, $2
+DATA w30<>+0(SB)/2, $0x0030
+GLOBL w30<>(SB), RODATA|NOPTR, $2
 
 // kwfac: the lanes of Z6 (a super-block's half factors in kLane's order)
 // that dwords 0..15 of a pair's unpacked codes take in its first pair
@@ -556,6 +544,21 @@ GLOBL q3shift<>(SB), RODATA|NOPTR, $16
 	KUNPCKWD K1, K2, K3 \
 	VPADDW Z29, Z9, K3, Z9
 
+// KSPREAD2(OFF, CB): a pair's words of 2-bit fields at OFF (its groups
+// CB bytes apart; byte j: inputs 2j, 2j+1, 2j+16, 2j+17 at bits 0, 2, 4,
+// 6) spread to the words of Z10: each group's 8 bytes twice (BCAST2),
+// widened, the second copy shifted right by 4 (K4: words 8..15 and
+// 24..31), so that a word's bits 0..1 are an even input's (as Z8 takes
+// them) and bits 2..3 the odd one after it; bits 4 and up are junk.
+#define KSPREAD2(OFF, CB) \
+	BCAST2(OFF, CB) \
+	VPMOVZXBW Y10, Z10 \
+	VPSRLW $4, Z10, Z11 \
+	VMOVDQU16 Z11, K4, Z10
+
+DATA klow2sel<>+0(SB)/4, $0xff00ff00
+GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
+
 #define KNAME ·dotBlocksQ4_KIntAVX512
 #define KCONSTS
 #define KSCALES KSCALES_K4
@@ -612,11 +615,21 @@ GLOBL q3shift<>(SB), RODATA|NOPTR, $16
 
 #define SPLIT
 #define KNAME ·dotBlocksQ6_KIntAVX512
-#define KCONSTS VMOVDQU b0f<>(SB), Y15; VMOVDQU b30<>(SB), Y14
+#define KCONSTS VPBROADCASTW w30<>(SB), Z14; VPBROADCASTW w20y<>(SB), Z15; KMOVD klow2sel<>(SB), K4
 #define KSCALES KSCALES_SPLIT(KFACTORS_Q6K)
-// Q6_K's pair unpacks as bytes (the per-group loop's UNPACK2), which
-// costs fewer 256-bit operations than unpacking words.
-#define KUNPACK2 NIBBLES2(24); HIGH2x2(16, 24); OFFSET2(b20<>(SB)); WIDEN2; ADDQ $48, SI
+// Q6_K's pair unpacks in words, as Q5_K's: the nibbles widened once
+// (KNIB2), the 2-bit plane spread (KSPREAD2), shifted to bits 4..5 and
+// merged in one VPTERNLOGD each (dst | (src & 0x30)), less 32.
+#define KUNPACK2 \
+	KNIB2(24) \
+	KSPREAD2(16, 24) \
+	VPSLLW $4, Z10, Z11 \
+	VPTERNLOGD $0xF8, Z14, Z11, Z8 \
+	VPSLLW $2, Z10, Z11 \
+	VPTERNLOGD $0xF8, Z14, Z11, Z9 \
+	VPSUBW Z15, Z8, Z8 \
+	VPSUBW Z15, Z9, Z9 \
+	ADDQ $48, SI
 #include "blocks_k_avx512_amd64.h"
 #undef KNAME
 #define KNAME ·dotBlocksQ6_KIntVNNI
@@ -641,22 +654,13 @@ GLOBL q3shift<>(SB), RODATA|NOPTR, $16
 #undef KUNPACK2
 #undef KSCALES
 
-// KLOW2x2(CB): a pair's 2-bit planes (Q2_K's codes, Q3_K's low bits) (its groups CB bytes apart) as
-// int16, unpacked in words: each group's 8 bytes twice (BCAST2), widened,
-// shifted right by 4 in the second copy (K4: words 8..15 and 24..31), so
-// that a word's bits 0..1 are an even input's (as Z8 takes them) and bits
-// 2..3 the odd one after it. Needs Z14 = 0x03 bytes.
+// KLOW2x2(CB): a pair's 2-bit planes (Q2_K's codes, Q3_K's low bits;
+// its groups CB bytes apart) as int16 (KSPREAD2). Needs Z14 = 0x03 bytes.
 #define KLOW2x2(CB) \
-	BCAST2(0, CB) \
-	VPMOVZXBW Y10, Z10 \
-	VPSRLW $4, Z10, Z11 \
-	VMOVDQU16 Z11, K4, Z10 \
+	KSPREAD2(0, CB) \
 	VPSRLW $2, Z10, Z9 \
 	VPANDD Z14, Z10, Z8 \
 	VPANDD Z14, Z9, Z9
-
-DATA klow2sel<>+0(SB)/4, $0xff00ff00
-GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
 
 #define KLOW2CONSTS VPBROADCASTD b03<>(SB), Z14; KMOVD klow2sel<>(SB), K4
 
