@@ -830,6 +830,9 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #include "blocks_k_tile_avx512_amd64.h"
 #undef VNNI
 #undef KTNAME
+#define KWNAME ·expandQ2_KWide
+#include "blocks_k_wide_avx512_amd64.h"
+#undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
 #undef KUNPACK2

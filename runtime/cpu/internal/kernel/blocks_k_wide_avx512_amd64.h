@@ -2,10 +2,12 @@
 // kernel (dotWideKVNNI, blocks_wide_amd64.s), included by blocks_amd64.s
 // once per K type with KWNAME, KCONSTS, KTSCALES (the four-row loop's
 // super-block decoding: the half factors in Z6 in kLane's order, d in
-// X10's first lane, for Q4_K and Q5_K dmin·m in Y5) and KUNPACK2 (a pair
-// of groups' codes as int16: the even inputs of both in Z8, the odd ones
-// in Z9, dword 8h+k holding lane k of group h's) defined, MIN1 for the
-// types with mins and SPLIT for Q6_K (its d's before its factors).
+// X10's first lane, for Q4_K and Q5_K dmin·m in Y5, for Q2_K the halves'
+// in Z5) and KUNPACK2 (a pair of groups' codes as int16: the even inputs
+// of both in Z8, the odd ones in Z9, dword 8h+k holding lane k of group
+// h's) defined, MIN1 for the types with a min a group, MIN2 for Q2_K's
+// (a min a half) and SPLIT for Q6_K and Q3_K (their d's before their
+// factors).
 //
 // Each row's codes are multiplied by their half group's factor as they
 // unpack (exact in int16: |code·factor| is at most 32·128 = 4096), so
@@ -16,7 +18,8 @@
 // KiB a super-block): transposeWide then turns every block, so that a
 // vector holds one lane of all sixteen rows (the codes as the other
 // types' expansions leave them; a super-block's mins of group j for the
-// sixteen rows at 64·j, their d at 512). Registers: R8 and R9 a row's
+// sixteen rows at 64·j, their d at 512; Q2_K's a block of its sixteen
+// halves' mins and one of its d, 2 KiB). Registers: R8 and R9 a row's
 // codes and scale words, R10 the row, R11 and R12 its rows of the
 // destinations, R13 (SPLIT) its factors, R14 the codes' next pair, CX the
 // super-blocks left, Z20..Z23 the factors' places in each pair of a
@@ -68,11 +71,17 @@ kwrow:
 
 kwsuper:
 	KTSCALES
+#ifdef MIN2
+	VMOVUPS Z5, (R12)
+	VMOVSS X10, 1024(R12)
+	ADDQ $2048, R12
+#else
 #ifdef MIN1
 	VMOVUPS Y5, (R12)
 #endif
 	VMOVSS X10, 32(R12)
 	ADDQ $1024, R12
+#endif
 	KWPAIR(0, Z20)
 	KWPAIR(2048, Z21)
 	KWPAIR(4096, Z22)

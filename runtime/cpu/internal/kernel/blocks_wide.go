@@ -26,8 +26,7 @@ import (
 // kernel serves prompts and steps of many sequences (WideMin rows or
 // more).
 //
-// The K quants (Q3_K to Q6_K, IQ4_XS; Q2_K, whose mins are per half
-// group, keeps the tile kernel) take the same walk with their own
+// The K quants (Q2_K to Q6_K, IQ4_XS) take the same walk with their own
 // definition (dotBlocksKGo): their rows expand as the one-row loop
 // unpacks them, each code times its half group's factor (expandKWide;
 // exact in int16), with each super-block's eight mins and d as vectors of
@@ -97,7 +96,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 		return false
 	}
 	k := KType(w.Type)
-	if k && !wideKReady(G, ts) {
+	if k && !wideKReady(G, ts, w.Layout().Min == 2) {
 		return false
 	}
 	l := w.Layout()
@@ -108,7 +107,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 	s.codes = grow(s.codes, (g+1)/2*512)
 	rowBytes := WideRowBytes
 	if k {
-		s.scales = grow(s.scales, g/kGroups*256)
+		s.scales = grow(s.scales, g/kGroups*kScaleFloats(l))
 		rowBytes = WideKRowBytes
 	} else {
 		s.scales = grow(s.scales, (g+15)/16*16*WideRows)
@@ -142,7 +141,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 			if k {
 				expandKWide(w.Type, &codes[g0*l.CodeWords], &scales[0], G, g0, 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
 				transposeWide(unsafe.Pointer(&s.codes[0]), n)
-				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups)
+				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups*kScaleFloats(l)/256)
 			} else {
 				expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
 				if !wideDirect(w.Type) {
@@ -179,11 +178,14 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 				o := &out[t*TileRows*stride+b*WideRows]
 				if k {
 					x := &ts[t]
-					kmode := mode
-					if l.Min == 1 {
+					kmode, sums := mode, &x.KSums[g0*TileRows]
+					switch l.Min {
+					case 1:
 						kmode |= 4
+					case 2:
+						kmode, sums = kmode|8, &x.Halves[2*g0*TileRows]
 					}
-					dotWideKVNNI(&s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], &x.KSums[g0*TileRows], n, acc, kmode, o, 4*stride)
+					dotWideKVNNI(&s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], sums, n, acc, kmode, o, 4*stride)
 				} else {
 					dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, o, 4*stride)
 				}
@@ -195,17 +197,28 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 
 // wideKReady says whether the K quants' wide kernel takes a product of
 // rows of G groups with the tiles ts: whole super-blocks (every K quant
-// file's rows are), and the tiles' K codes packed.
-func wideKReady(G int, ts []QTile) bool {
+// file's rows are), the tiles' K codes packed, and where the mins are a
+// half group's (halves), the tiles' half sums.
+func wideKReady(G int, ts []QTile, halves bool) bool {
 	if G%kGroups != 0 {
 		return false
 	}
 	for i := range ts {
-		if !ts[i].hasK {
+		if !ts[i].hasK || halves && len(ts[i].Halves) == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// kScaleFloats is the floats of a K quant's super-block that the wide
+// kernel's scales take for sixteen weight rows: a 16×16 block of their
+// eight mins and d, or two for Q2_K's sixteen mins (one a half group).
+func kScaleFloats(l dtype.BlockLayout) int {
+	if l.Min == 2 {
+		return 512
+	}
+	return 256
 }
 
 // WideBlocksFor is the rows of weights (whole blocks of WideRows, up to

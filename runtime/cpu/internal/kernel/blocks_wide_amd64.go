@@ -49,6 +49,9 @@ func expandQ5_KWide(codes, scales *uint32, at, split, cstride, sstride, groups i
 func expandQ6_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
 
 //go:noescape
+func expandQ2_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
 func expandQ3_KWide(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
 
 //go:noescape
@@ -63,7 +66,7 @@ func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float
 func wideKernel(t dtype.Type) bool {
 	switch t {
 	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4,
-		dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
+		dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
 		return hasVNNI
 	}
 	return false
@@ -114,6 +117,8 @@ func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, g
 		expandIQ4_XSWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	case dtype.Q3_K:
 		expandQ3_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+	case dtype.Q2_K:
+		expandQ2_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	default:
 		panic("kernel: no wide expansion for " + t.String())
 	}

@@ -384,7 +384,9 @@ wnext:
 // and KSums from the first super-block) to the row's lanes. With mode&1
 // the lanes start from acc (1536 bytes a row), else from zero; with
 // mode&2 they fold (foldLanes) to the row's sixteen results at out +
-// r·ostride, else they go back to acc; mode&4 says the type has mins.
+// r·ostride, else they go back to acc; mode&4 says the type has a min a
+// group, mode&8 a min a half group (Q2_K: sc 2 KiB a super-block, its
+// sixteen mins then its d; sums the tiles' half sums, QTile.Halves).
 TEXT ·dotWideKVNNI(SB), NOSPLIT, $0-88
 	XORQ R10, R10
 
@@ -456,14 +458,40 @@ kwgo:
 	ADDQ xq+16(FP), R8
 	MOVQ kd+32(FP), R11
 	LEAQ (R11)(R10*4), R11
+	// A super-block's d at BX(DX), its scales DX and sums DI bytes apart
+	// (Q2_K: sixteen mins of halves, and sixteen sums a row).
+	MOVQ $512, BX
+	MOVQ $1024, SI
+	MOVQ $128, DI
 	MOVQ R10, R12
 	SHLQ $5, R12
+	TESTQ $8, mode+64(FP)
+	JZ    kwsizes
+	MOVQ $1024, BX
+	MOVQ $2048, SI
+	MOVQ $256, DI
+	SHLQ $1, R12
+
+kwsizes:
 	ADDQ sums+40(FP), R12
 
 kwsuper:
-	VMOVUPS 512(DX), Z0
+	VMOVUPS (DX)(BX*1), Z0
 	VMULPS.BCST (R11), Z0, Z0
 	TESTQ $4, mode+64(FP)
+	JZ    kwmin2
+	KWMIN(0, Z9)
+	KWMIN(1, Z10)
+	KWMIN(2, Z11)
+	KWMIN(3, Z12)
+	KWMIN(4, Z13)
+	KWMIN(5, Z14)
+	KWMIN(6, Z15)
+	KWMIN(7, Z4)
+
+kwmin2:
+	// Q2_K's: halves 0..7 to their lanes, then 8..15 (dotBlocksKGo's order).
+	TESTQ $8, mode+64(FP)
 	JZ    kwnomin
 	KWMIN(0, Z9)
 	KWMIN(1, Z10)
@@ -473,6 +501,14 @@ kwsuper:
 	KWMIN(5, Z14)
 	KWMIN(6, Z15)
 	KWMIN(7, Z4)
+	KWMIN(8, Z9)
+	KWMIN(9, Z10)
+	KWMIN(10, Z11)
+	KWMIN(11, Z12)
+	KWMIN(12, Z13)
+	KWMIN(13, Z14)
+	KWMIN(14, Z15)
+	KWMIN(15, Z4)
 
 kwnomin:
 	// Group j's halves 2j and 2j+1 go to lanes kLane(2j), kLane(2j+1).
@@ -485,10 +521,10 @@ kwnomin:
 	KWGROUP(6144, 384, Z19, Z23)
 	KWGROUP(6656, 416, Z27, Z31)
 	ADDQ $8192, AX
-	ADDQ $1024, DX
+	ADDQ SI, DX
 	ADDQ $512, R8
 	ADDQ $16, R11
-	ADDQ $128, R12
+	ADDQ DI, R12
 	DECQ CX
 	JNZ  kwsuper
 
