@@ -139,7 +139,6 @@ BYTES32(b0f, 0x0f0f0f0f0f0f0f0f)
 BYTES32(b03, 0x0303030303030303)
 BYTES32(b30, 0x3030303030303030)
 BYTES32(b10, 0x1010101010101010)
-BYTES32(b04, 0x0404040404040404)
 BYTES32(b08, 0x0808080808080808)
 BYTES32(b20, 0x2020202020202020)
 
@@ -152,8 +151,6 @@ DATA mxfp4<>+8(SB)/8, $0xf4f8fafcfdfeff00
 GLOBL mxfp4<>(SB), RODATA|NOPTR, $16
 
 // Dword constants for the scales.
-DATA negzero<>+0(SB)/4, $0x80000000
-GLOBL negzero<>(SB), RODATA|NOPTR, $4
 DATA one32<>+0(SB)/4, $1
 GLOBL one32<>(SB), RODATA|NOPTR, $4
 DATA two32<>+0(SB)/4, $2
@@ -376,7 +373,6 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define UNPACK NIBBLES; CODEBOOK; WIDEN; ADDQ $16, SI
 #define UNPACK2 VMOVDQU (SI), Y8; VPSRLW $4, Y8, Y9; VPAND Y15, Y8, Y8; VPAND Y15, Y9, Y9; CODEBOOK2; WIDEN2; ADDQ $32, SI
 #include "blocks_types_amd64.h"
-
 
 // ---- The K quants' integer products (dotBlocksKGo): blocks_k_avx512_amd64.h.
 

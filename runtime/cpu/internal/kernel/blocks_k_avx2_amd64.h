@@ -2,11 +2,12 @@
 // blocks_amd64.s once per type with KNAME2, KCONSTS2 (constants the
 // type's unpacking keeps in Y14, Y15), KSCALES2 (a super-block's
 // factors: the 16 half factors as int32 in kLane's order, lanes 0..7 in
-// Y6 and 8..15 in Y7, f32(d·D) stored at 24(SP), and with MIN1 the mins'
-// terms taken from Y2 at once), KUNPACK(OFF) (the codes of the group at
-// OFF(SI) as int16: the even inputs in Y8, the odd ones in Y9) and KCB
-// (a group's code bytes) defined. Rows of whole super-blocks only
-// (dotBlocksKRowsOn).
+// Y6 and 8..15 in Y7, f32(d·D) stored at 24(SP), and for the types with
+// mins their terms taken from Y2 at once), KUNPACK(OFF) (the codes of the
+// group at OFF(SI) as int16: the even inputs in Y8, the odd ones in Y9)
+// and KCB (a group's code bytes) defined, and MIN2 for Q2_K (whose mins
+// meet the half groups' sums, 64 bytes a super-block at R12). Rows of
+// whole super-blocks only (dotBlocksKRowsOn).
 //
 // Per group, multiply-adds of the codes with the activations' codes sum
 // four inputs a lane (lanes 0..3 its first half, 4..7 its second);

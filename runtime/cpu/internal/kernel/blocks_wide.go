@@ -29,12 +29,12 @@ import (
 // The K quants (Q2_K to Q6_K, IQ4_XS) take the same walk with their own
 // definition (dotBlocksKGo): their rows expand as the one-row loop
 // unpacks them, each code times its half group's factor (expandKWide;
-// exact in int16), with each super-block's eight mins and d as vectors of
-// the sixteen rows, and each half group's sixteen integer sums f·half
-// then take a conversion, the scaling by f32(d·D) and the sum into the
-// half's lane (dotWideKVNNI): 16 multiply-adds and 6 float operations a
-// group for the sixteen weight rows (Q4_0's: 16 and 3), where the
-// four-row tile kernel spends about twice that a row.
+// exact in int16), with each super-block's eight mins (Q2_K's sixteen)
+// and d as vectors of the sixteen rows, and each half group's sixteen
+// integer sums f·half then take a conversion, the scaling by f32(d·D)
+// and the sum into the half's lane (dotWideKVNNI): 16 multiply-adds and
+// 6 float operations a group for the sixteen weight rows (Q4_0's: 16 and
+// 3), where the four-row tile kernel spends about twice that a row.
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
 // sixteen lanes.

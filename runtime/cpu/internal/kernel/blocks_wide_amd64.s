@@ -328,11 +328,13 @@ wnext:
 // and broadcast activations) become f32, are scaled by f32(d·D) (the
 // rows' d times the activation row's KD, Z0) and are added to the
 // accumulator of the half's lane (kLane: Z16 + L); the mins, where the
-// type has them, meet the row's group sums into eight more (Z9..Z15, Z4:
-// macc). Registers: AX the expanded codes, DX the super-blocks' mins and
-// d, R8 the row's K codes, R11 its KD, R12 its group sums, CX the
-// super-blocks left, R9 the row's lanes in acc (1536 bytes a row: the 16
-// lanes, then the 8 of the mins), R10 the row.
+// type has them, meet the row's group sums (Q2_K's: half groups' sums)
+// into eight more (Z9..Z15, Z4: macc). Registers: AX the expanded codes,
+// DX the super-blocks' mins and d (the d BX bytes on, the next
+// super-block's SI bytes), R8 the row's K codes, R11 its KD, R12 its
+// group sums (the next super-block's DI bytes on), CX the super-blocks
+// left, R9 the row's lanes in acc (1536 bytes a row: the 16 lanes, then
+// the 8 of the mins), R10 the row.
 
 // KWK(W, X, ZC): lane k of a group for the sixteen weight rows: the int16
 // pairs of codes at W(AX) and 1024+W(AX) meet the activation row's pairs
@@ -458,8 +460,8 @@ kwgo:
 	ADDQ xq+16(FP), R8
 	MOVQ kd+32(FP), R11
 	LEAQ (R11)(R10*4), R11
-	// A super-block's d at BX(DX), its scales DX and sums DI bytes apart
-	// (Q2_K: sixteen mins of halves, and sixteen sums a row).
+	// Q2_K's super-blocks: sixteen mins of halves before d, and sixteen
+	// sums a row.
 	MOVQ $512, BX
 	MOVQ $1024, SI
 	MOVQ $128, DI
