@@ -45,8 +45,8 @@ func BlocksPath() string { return blocksPaths()[0] }
 // BlocksKernel reports whether DotBlocksRows multiplies rows of type t in
 // vector kernels on this CPU; where it does not, the twin costs several
 // times what the int4 and int8 kernels do (the runtime then keeps the
-// legacy storages). On arm64 every block type but Q5_1, Q2_K and Q3_K
-// has NEON kernels.
+// legacy storages). On arm64 every block type but Q5_1 has NEON
+// kernels.
 func BlocksKernel(t dtype.Type) bool { return blocksCovered(blocksPaths()[0], t) }
 
 // DotBlocks returns the dot product of row r of w with x (DotBlocksRows of

@@ -7,8 +7,15 @@ import "github.com/tessera-llm/tessera/models/dtype"
 // The NEON products of the K quants (blocks_k_arm64.s): dotBlocksKGo's
 // arithmetic, bit for bit, for rows of weights one after the other (codes
 // following each other, scale words sstride bytes apart) and one row of
-// activations (xq its KCodes, kd its KD, sums its KSums), a result for
-// each into out; rows of whole super-blocks (groups a multiple of 8).
+// activations (xq its KCodes, kd its KD, sums its KSums: Q2_K's its
+// Halves), a result for each into out; rows of whole super-blocks (groups
+// a multiple of 8).
+
+//go:noescape
+func dotBlocksQ2_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+
+//go:noescape
+func dotBlocksQ3_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
 
 //go:noescape
 func dotBlocksQ4_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
@@ -27,8 +34,7 @@ func dotBlocksIQ4_XSKNEON(codes, scales *uint32, sstride int, xq *int16, kd, sum
 // The NEON products of the block types with an f16 scale a group and no
 // mins (blocks_arm64.s): dotBlocksGo's arithmetic, bit for bit, for rows
 // as above with the activations' codes xq and their ds; IQ4_NL's and
-// MXFP4's codes index book. Q5_1, Q2_K and Q3_K run their Go twin on
-// arm64 so far.
+// MXFP4's codes index book. Q5_1 runs its Go twin on arm64 so far.
 
 //go:noescape
 func dotBlocksQ4_0NEON(codes, scales *uint32, sstride int, xq *int16, ds *float32, groups, rows int, out *float32)
@@ -68,7 +74,7 @@ func blocksCovered(path string, t dtype.Type) bool {
 		return false
 	}
 	switch t {
-	case dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4, dtype.IQ4_XS:
+	case dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4, dtype.IQ4_XS:
 		return true
 	}
 	return false
@@ -103,7 +109,14 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 	if groups%kGroups != 0 {
 		return 0
 	}
-	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &x.KSums[0], &out[0]
+	sums := x.KSums
+	if t == dtype.Q2_K {
+		if len(x.Halves) < 2*groups {
+			return 0
+		}
+		sums = x.Halves
+	}
+	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &sums[0], &out[0]
 	switch t {
 	case dtype.Q4_K:
 		dotBlocksQ4_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
@@ -111,6 +124,10 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 		dotBlocksQ5_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
 	case dtype.Q6_K:
 		dotBlocksQ6_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case dtype.Q3_K:
+		dotBlocksQ3_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
+	case dtype.Q2_K:
+		dotBlocksQ2_KNEON(c, s, sstride, xq, kd, ds, groups, rows, o)
 	case dtype.IQ4_XS:
 		l, _ := dtype.Layout(t)
 		dotBlocksIQ4_XSKNEON(c, s, sstride, xq, kd, ds, groups, rows, o, l.Codebook)

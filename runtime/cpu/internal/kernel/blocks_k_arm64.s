@@ -3,8 +3,8 @@
 #include "textflag.h"
 #include "neon_arm64.h"
 
-// The NEON products of the K quants (Q4_K, Q5_K, Q6_K, and IQ4_XS, built
-// as they are): dotBlocksKGo, bit
+// The NEON products of the K quants (Q2_K to Q6_K, and IQ4_XS, built as
+// they are): dotBlocksKGo, bit
 // for bit. Per super-block (eight groups of 32, 256 inputs), a group's
 // codes are unpacked to int16, its even inputs' codes (low nibbles, the
 // twin's c[0], c[2], ...) and its odd ones', and SMULL/SMLAL multiply them
@@ -17,7 +17,8 @@
 // accumulator, A_p. Accumulating in half order instead of the twin's
 // lanes (kLane) changes nothing, each lane being summed alone; the fold
 // at the end reads A_p's lane c as the twin's lane 4c+p. Q4_K's and
-// Q5_K's mins meet the groups' sums (KSums) in M0, M1 (macc).
+// Q5_K's mins meet the groups' sums (KSums) in M0, M1 (macc), Q2_K's the
+// half groups' (QRow.Halves).
 //
 // Registers: R0 codes, R1 the next row's scale words, R2 sstride, R3 xq,
 // R4 kd, R5 sums, R6 super-blocks a row, R7 rows left, R8 out; per row R9
@@ -341,3 +342,140 @@ TEXT ·dotBlocksIQ4_XSKNEON(SB), NOSPLIT, $0-80
 	VLD1 (R15), [V30.B16]
 	VMOVI $32, V10.B16
 	KROWS(SETUP_NONE, SCALES_IQ4XS, UNPACK_IQ4XS, MINS_NONE)
+
+// The 2-bit planes (Q2_K's codes, Q3_K's low bits): kspread2's shifts
+// (signed bytes: right where negative) bring a group's eight bytes of
+// 2-bit fields, in both halves of a register, to bits 0..1 of the even
+// inputs' bytes (right 0, then 4) and of the odd ones' (right 2, then 6).
+DATA kspread2<>+0(SB)/8, $0x0000000000000000
+DATA kspread2<>+8(SB)/8, $0xfcfcfcfcfcfcfcfc
+DATA kspread2<>+16(SB)/8, $0xfefefefefefefefe
+DATA kspread2<>+24(SB)/8, $0xfafafafafafafafa
+GLOBL kspread2<>(SB), RODATA|NOPTR, $32
+
+// LOW2K(SE, SO): a group's eight bytes of 2-bit fields (R0) as the even
+// inputs' codes in V27 and the odd ones' in V26 (bytes 0..3), with
+// kspread2's halves in SE and SO; V14, V15 scratch.
+#define LOW2K(SE, SO) \
+	FMOVD.P 8(R0), F14 \
+	VDUP V14.D[0], V14.D2 \
+	VMOVI $3, V15.B16 \
+	USHL16B(SE, 14, 27) \
+	VAND V15.B16, V27.B16, V27.B16 \
+	USHL16B(SO, 14, 26) \
+	VAND V15.B16, V26.B16, V26.B16
+
+// UNPACK_Q3K: the 2-bit plane (kspread2 in V4, V5), then the word of third
+// bits as 4 (FIFTHBITS, as Q5_K's fifth: V10, V28, V29 its
+// constants, V30 the bytes 4), less 4, signed.
+#define UNPACK_Q3K \
+	LOW2K(4, 5) \
+	FIFTHBITS(V27, V26, V12, V13, V10, V28, V29, V30) \
+	VSUB V30.B16, V27.B16, V27.B16 \
+	VSUB V30.B16, V26.B16, V26.B16 \
+	SWIDEN
+
+// UNPACK_Q2K: the 2-bit codes (kspread2 in V10, V28).
+#define UNPACK_Q2K \
+	LOW2K(10, 28) \
+	WIDEN
+
+// SCALES_Q3K: a Q3_K super-block's f16 d (R9) and its 12 bytes of 6-bit
+// factors (R10, dtype.Q3KScales), less 32, to V6..V9 as int32; f32(d·D)
+// to V11. Factor j's low four bits are the low (j < 8) or high nibble of
+// byte j%8; its top two are bits 2·(j/4)..+1 of byte 8 + j%4, so that
+// shifting bytes 8..11 right by 0, 2, 4 and 6 gives factors 0..3, 4..7,
+// 8..11 and 12..15's.
+#define SCALES_Q3K \
+	MOVHU.P 2(R9), R19 \
+	FMOVS R19, F24 \
+	FCVTL4S(24, 24) \
+	FMOVS.P 4(R12), F25 \
+	FMULS F25, F24, F11 \
+	MOVD (R10), R19 \
+	MOVWU 8(R10), R20 \
+	ADD $12, R10 \
+	AND $0x0f0f0f0f0f0f0f0f, R19, R21 \
+	LSR $4, R19, R22 \
+	AND $0x0f0f0f0f0f0f0f0f, R22, R22 \
+	ANDW $0x03030303, R20, R23 \
+	LSRW $2, R20, R24 \
+	ANDW $0x03030303, R24, R24 \
+	ORR R24<<32, R23, R23 \
+	LSRW $4, R20, R24 \
+	ANDW $0x03030303, R24, R24 \
+	LSRW $6, R20, R25 \
+	ANDW $0x03030303, R25, R25 \
+	ORR R25<<32, R24, R24 \
+	ORR R23<<4, R21, R21 \
+	ORR R24<<4, R22, R22 \
+	VMOV R21, V24.D[0] \
+	VMOV R22, V24.D[1] \
+	VMOVI $32, V25.B16 \
+	VSUB V25.B16, V24.B16, V24.B16 \
+	SXTL28H(24, 25) \
+	SXTL8H(24, 24) \
+	SXTL4S(24, 6) \
+	SXTL24S(24, 7) \
+	SXTL4S(25, 8) \
+	SXTL24S(25, 9)
+
+// SCALES_Q2K: a Q2_K super-block (R9): f16 d and dmin, then a byte a half
+// group, its factor (low nibble) and min (high). The factors to V6..V9 as
+// int32 and f32(d·D) to V11, as the others'; the mins' terms
+// −f32(f32(dmin·m)·hsum) of halves 0..7, then 8..15, added to V4, V5
+// (macc's lanes h%8), the halves' sums at R13 (QRow.Halves).
+#define SCALES_Q2K \
+	FMOVS (R9), F24 \
+	FCVTL4S(24, 24) \
+	FMOVS.P 4(R12), F25 \
+	FMULS F25, F24, F11 \
+	ADD $4, R9, R19 \
+	VLD1 (R19), [V26.B16] \
+	ADD $20, R9 \
+	VAND V31.B16, V26.B16, V27.B16 \
+	VUSHR $4, V26.B16, V26.B16 \
+	VUXTL V27.B8, V12.H8 \
+	VUXTL2 V27.B16, V13.H8 \
+	VUXTL V12.H4, V6.S4 \
+	VUXTL2 V12.H8, V7.S4 \
+	VUXTL V13.H4, V8.S4 \
+	VUXTL2 V13.H8, V9.S4 \
+	VUXTL V26.B8, V12.H8 \
+	VUXTL2 V26.B16, V13.H8 \
+	VUXTL V12.H4, V16.S4 \
+	VUXTL2 V12.H8, V17.S4 \
+	VUXTL V13.H4, V18.S4 \
+	VUXTL2 V13.H8, V19.S4 \
+	UCVTF4S(16, 16) \
+	UCVTF4S(17, 17) \
+	UCVTF4S(18, 18) \
+	UCVTF4S(19, 19) \
+	FMULE4S(24, 1, 16, 16) \
+	FMULE4S(24, 1, 17, 17) \
+	FMULE4S(24, 1, 18, 18) \
+	FMULE4S(24, 1, 19, 19) \
+	VLD1.P 64(R13), [V20.S4, V21.S4, V22.S4, V23.S4] \
+	FMUL4S(20, 16, 16) \
+	FMUL4S(21, 17, 17) \
+	FMUL4S(22, 18, 18) \
+	FMUL4S(23, 19, 19) \
+	FSUB4S(16, 4, 4) \
+	FSUB4S(17, 5, 5) \
+	FSUB4S(18, 4, 4) \
+	FSUB4S(19, 5, 5)
+
+// func dotBlocksQ3_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+TEXT ·dotBlocksQ3_KNEON(SB), NOSPLIT, $0-72
+	MOVD $kspread2<>(SB), R15
+	VLD1 (R15), [V4.B16, V5.B16]
+	FIFTH_CONSTS(V10, V28, V29)
+	VMOVI $4, V30.B16
+	KROWS(SETUP_Q6K, SCALES_Q3K, UNPACK_Q3K, MINS_NONE)
+
+// func dotBlocksQ2_KNEON(codes, scales *uint32, sstride int, xq *int16, kd, sums *float32, groups, rows int, out *float32)
+TEXT ·dotBlocksQ2_KNEON(SB), NOSPLIT, $0-72
+	MOVD $kspread2<>(SB), R15
+	VLD1.P 16(R15), [V10.B16]
+	VLD1 (R15), [V28.B16]
+	KROWS(SETUP_K4, SCALES_Q2K, UNPACK_Q2K, MINS_K4)
