@@ -109,12 +109,9 @@ func dotBlocksRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride 
 	if groups%kGroups != 0 {
 		return 0
 	}
-	sums := x.KSums
-	if t == dtype.Q2_K {
-		if len(x.Halves) < 2*groups {
-			return 0
-		}
-		sums = x.Halves
+	sums := minSums(t, x.KSums, x.Halves)
+	if sums == nil {
+		return 0
 	}
 	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &sums[0], &out[0]
 	switch t {

@@ -154,6 +154,19 @@ func kFactors(t dtype.Type, s []uint32, b, groups int) (d float32, f [2 * kGroup
 	panic("kernel: " + t.String() + " is no K type")
 }
 
+// minSums is what the K kernels' sums argument reads for rows of type t:
+// the activations' group sums, or Q2_K's (a min a half group) their half
+// sums, nil where they were not made (QRow.SumHalves).
+func minSums(t dtype.Type, sums, halves []float32) []float32 {
+	if t == dtype.Q2_K {
+		if len(halves) == 0 {
+			return nil
+		}
+		return halves
+	}
+	return sums
+}
+
 // halfAt is the f16 at byte k of s, as f32.
 func halfAt(s []uint32, k int) float32 {
 	b := func(k int) uint16 { return uint16(s[k/4] >> (8 * (k % 4)) & 0xff) }

@@ -89,12 +89,9 @@ func dotBlocksKRowsOn(path string, t dtype.Type, codes, scales []uint32, sstride
 	if rows <= 0 {
 		return 0
 	}
-	sums := x.KSums
-	if t == dtype.Q2_K {
-		if len(x.Halves) < 2*groups {
-			return 0
-		}
-		sums = x.Halves
+	sums := minSums(t, x.KSums, x.Halves)
+	if sums == nil {
+		return 0
 	}
 	c, s, xq, kd, ds, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &sums[0], &out[0]
 	sstride *= 4
@@ -202,12 +199,9 @@ func dotBlocksKTileAsm(t dtype.Type, codes, scales []uint32, sstride int, x *QTi
 	if rows <= 0 {
 		return 0
 	}
-	ps := x.KSums
-	if t == dtype.Q2_K {
-		if len(x.Halves) == 0 {
-			return 0
-		}
-		ps = x.Halves
+	ps := minSums(t, x.KSums, x.Halves)
+	if ps == nil {
+		return 0
 	}
 	c, s, xq, kd, sums, o := &codes[0], &scales[0], &x.KCodes[0], &x.KD[0], &ps[0], &out[0]
 	xs := 2 * len(x.KCodes) / TileRows

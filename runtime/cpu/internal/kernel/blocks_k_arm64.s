@@ -56,6 +56,26 @@ GLOBL k6shift<>(SB), RODATA|NOPTR, $32
 	SXTL8H(26, 14) \
 	SXTL28H(26, 15)
 
+// FACTORS16: the 16 signed factor bytes in V24 (one a half group, in
+// order) to V6..V9 as int32; V25 scratch.
+#define FACTORS16 \
+	SXTL28H(24, 25) \
+	SXTL8H(24, 24) \
+	SXTL4S(24, 6) \
+	SXTL24S(24, 7) \
+	SXTL4S(25, 8) \
+	SXTL24S(25, 9)
+
+// UWIDEN16S(S, D0, D1, D2, D3): the 16 unsigned bytes of S to D0..D3 as
+// int32; V12, V13 scratch.
+#define UWIDEN16S(S, D0, D1, D2, D3) \
+	VUXTL S.B8, V12.H8 \
+	VUXTL2 S.B16, V13.H8 \
+	VUXTL V12.H4, D0.S4 \
+	VUXTL2 V12.H8, D1.S4 \
+	VUXTL V13.H4, D2.S4 \
+	VUXTL2 V13.H8, D3.S4
+
 // UNPACK_Q4K: a group's 16 code bytes, low nibble an even input, high an
 // odd one.
 #define UNPACK_Q4K \
@@ -179,12 +199,7 @@ GLOBL k6shift<>(SB), RODATA|NOPTR, $32
 	FMOVS.P 4(R12), F25 \
 	FMULS F25, F24, F11 \
 	VLD1.P 16(R10), [V24.B16] \
-	SXTL28H(24, 25) \
-	SXTL8H(24, 24) \
-	SXTL4S(24, 6) \
-	SXTL24S(24, 7) \
-	SXTL4S(25, 8) \
-	SXTL24S(25, 9)
+	FACTORS16
 
 // FOLDK: the row's result to lane 0 of V0 (foldLanes): the twin's lane
 // 4c+p is A_p's lane c, so its a[k] = lane k + lane k+8 is A_{k%4}'s
@@ -327,12 +342,7 @@ TEXT ·dotBlocksQ6_KNEON(SB), NOSPLIT, $0-72
 	VZIP1 V25.B16, V24.B16, V24.B16 \
 	VZIP1 V24.B16, V24.B16, V24.B16 \
 	VSUB V10.B16, V24.B16, V24.B16 \
-	SXTL28H(24, 25) \
-	SXTL8H(24, 24) \
-	SXTL4S(24, 6) \
-	SXTL24S(24, 7) \
-	SXTL4S(25, 8) \
-	SXTL24S(25, 9)
+	FACTORS16
 
 #define SETUP_NONE
 
@@ -413,12 +423,7 @@ GLOBL kspread2<>(SB), RODATA|NOPTR, $32
 	VMOV R22, V24.D[1] \
 	VMOVI $32, V25.B16 \
 	VSUB V25.B16, V24.B16, V24.B16 \
-	SXTL28H(24, 25) \
-	SXTL8H(24, 24) \
-	SXTL4S(24, 6) \
-	SXTL24S(24, 7) \
-	SXTL4S(25, 8) \
-	SXTL24S(25, 9)
+	FACTORS16
 
 // SCALES_Q2K: a Q2_K super-block (R9): f16 d and dmin, then a byte a half
 // group, its factor (low nibble) and min (high). The factors to V6..V9 as
@@ -435,18 +440,8 @@ GLOBL kspread2<>(SB), RODATA|NOPTR, $32
 	ADD $20, R9 \
 	VAND V31.B16, V26.B16, V27.B16 \
 	VUSHR $4, V26.B16, V26.B16 \
-	VUXTL V27.B8, V12.H8 \
-	VUXTL2 V27.B16, V13.H8 \
-	VUXTL V12.H4, V6.S4 \
-	VUXTL2 V12.H8, V7.S4 \
-	VUXTL V13.H4, V8.S4 \
-	VUXTL2 V13.H8, V9.S4 \
-	VUXTL V26.B8, V12.H8 \
-	VUXTL2 V26.B16, V13.H8 \
-	VUXTL V12.H4, V16.S4 \
-	VUXTL2 V12.H8, V17.S4 \
-	VUXTL V13.H4, V18.S4 \
-	VUXTL2 V13.H8, V19.S4 \
+	UWIDEN16S(V27, V6, V7, V8, V9) \
+	UWIDEN16S(V26, V16, V17, V18, V19) \
 	UCVTF4S(16, 16) \
 	UCVTF4S(17, 17) \
 	UCVTF4S(18, 18) \

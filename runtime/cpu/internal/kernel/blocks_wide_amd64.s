@@ -480,20 +480,9 @@ kwsizes:
 kwsuper:
 	VMOVUPS (DX)(BX*1), Z0
 	VMULPS.BCST (R11), Z0, Z0
-	TESTQ $4, mode+64(FP)
-	JZ    kwmin2
-	KWMIN(0, Z9)
-	KWMIN(1, Z10)
-	KWMIN(2, Z11)
-	KWMIN(3, Z12)
-	KWMIN(4, Z13)
-	KWMIN(5, Z14)
-	KWMIN(6, Z15)
-	KWMIN(7, Z4)
-
-kwmin2:
-	// Q2_K's: halves 0..7 to their lanes, then 8..15 (dotBlocksKGo's order).
-	TESTQ $8, mode+64(FP)
+	// The mins: a group's (mode&4) or, for Q2_K (mode&8), the halves'
+	// 0..7 to their lanes, then 8..15's (dotBlocksKGo's order).
+	TESTQ $12, mode+64(FP)
 	JZ    kwnomin
 	KWMIN(0, Z9)
 	KWMIN(1, Z10)
@@ -503,6 +492,8 @@ kwmin2:
 	KWMIN(5, Z14)
 	KWMIN(6, Z15)
 	KWMIN(7, Z4)
+	TESTQ $8, mode+64(FP)
+	JZ    kwnomin
 	KWMIN(8, Z9)
 	KWMIN(9, Z10)
 	KWMIN(10, Z11)
