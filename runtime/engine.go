@@ -275,7 +275,8 @@ func kvPool(c models.Config, kv KVOptions, b Budgets, mem int64) (int, windowing
 		// the context asked for (an 8B model's 8,192 positions in f32 take
 		// 2 GiB): a context asked for is one held, as runtime/eval's
 		// memory estimate counts it, where the machine has the memory (a
-		// larger allocation would end the process, not fail the load).
+		// larger allocation would end the process, not fail the load; a
+		// container's cgroup limit counts as its machine's memory).
 		if bytes := blockBytes * int64(need); mem > 0 && bytes > mem {
 			return 0, win, fmt.Errorf("%w: one context of %d takes %d MiB of KV cache in %v, more than this machine's %d MiB: a shorter context or a smaller KV type (f16, int8) holds it", ErrOutOfKV, c.Context, bytes>>20, kv.Type, mem>>20)
 		}
