@@ -24,7 +24,7 @@
 // R4 kd, R5 sums, R6 super-blocks a row, R7 rows left, R8 out; per row R9
 // its scale words (Q6_K: its d's), R10 Q6_K's factors, R11 the
 // activations' codes, R12 KD, R13 KSums, R14 super-blocks left. V0..V3
-// the accumulators A_p, V4, V5 the mins' (Q4_K, Q5_K), V6..V9 the factors
+// the accumulators A_p, V4, V5 the mins' (Q2_K, Q4_K, Q5_K), V6..V9 the factors
 // of pair p's halves as int32, V11 f32(d·D) in lane 0, V12..V15 a group's
 // codes (even inputs 0..14, 16..30, odd ones 1..15, 17..31), V16..V23 a
 // pair's activations, V24..V27 products, V31 the nibble mask; V4, V5, V10,
@@ -364,7 +364,7 @@ DATA kspread2<>+24(SB)/8, $0xfafafafafafafafa
 GLOBL kspread2<>(SB), RODATA|NOPTR, $32
 
 // LOW2K(SE, SO): a group's eight bytes of 2-bit fields (R0) as the even
-// inputs' codes in V27 and the odd ones' in V26 (bytes 0..3), with
+// inputs' codes in V27 and the odd ones' in V26 (values 0..3), with
 // kspread2's halves in SE and SO; V14, V15 scratch.
 #define LOW2K(SE, SO) \
 	FMOVD.P 8(R0), F14 \
