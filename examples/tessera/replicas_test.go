@@ -147,20 +147,39 @@ func (c *cluster) retries() (retried, redispatched int) {
 	return
 }
 
+// handedOut is every port freePorts has returned in this test binary: a
+// port is free when asked for, and the kernel may give it again to the
+// next call before the first caller's server binds it (the KV events'
+// ports of TestReplicasPrefixAffinity came back as haproxy's stats port:
+// "Address already in use").
+var handedOut = struct {
+	sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
+
+// freePorts returns n loopback addresses whose ports were free and were
+// not returned before in this test binary.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var out []string
 	var lns []net.Listener
-	for range n {
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for len(out) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
+		lns = append(lns, ln) // held until the end, so that a port handed out before is not offered again
+		if a := ln.Addr().String(); !handedOut.ports[a] {
+			handedOut.ports[a] = true
+			out = append(out, a)
+		}
 	}
 	return out
 }
