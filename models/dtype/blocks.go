@@ -187,7 +187,6 @@ func byteOf(w []uint32, k int) uint8     { return uint8(w[k/4] >> (8 * (k % 4)))
 func nibble(w []uint32, i int) int       { return int(w[i/8] >> (4 * (i % 8)) & 15) }
 func bit(h uint32, i int) int            { return int(h >> (i%2*16 + i/2) & 1) }
 func field2(w []uint32, i int) int       { return int(byteOf(w, i/2%8) >> (2*(i%2) + 4*(i/16)) & 3) }
-func putField2(w []uint32, i, v int)     { w[i/2%8/4] |= uint32(v&3) << (8*(i/2%8%4) + 2*(i%2) + 4*(i/16)) }
 func putBit(w []uint32, i, v int)        { w[0] |= uint32(v&1) << (i%2*16 + i/2) }
 func putByte(w []uint32, k int, v uint8) { w[k/4] |= uint32(v) << (8 * (k % 4)) }
 
@@ -314,13 +313,15 @@ func BlocksFromGGML(t Type, raw []byte, rows, cols int) (*Blocks, error) {
 }
 
 // nibbleCodes writes the codes of block blk of a type whose codes are its
-// nibbles (and for Q6_K a 2-bit plane) straight into w, its groups' words: what storedCodes and
-// then packGroup give, eight codes a word at a time. It reports whether
-// t is such a type (Q4_0, Q4_1, IQ4_NL, MXFP4 and IQ4_XS: 16 bytes a
-// group, input j in byte j's low nibble and j+16 in its high one; Q4_K:
-// 32 bytes a pair of groups, the first's inputs in their low nibbles, the
-// second's in their high ones), or Q6_K, whose top two bits a code lie
-// in a plane of their own.
+// nibbles or 2-bit fields (and for Q6_K and Q3_K their top bits' plane)
+// straight into w, its groups' words: what storedCodes and then packGroup
+// give, eight codes a word at a time. It reports whether t is such a type
+// (Q4_0, Q4_1, IQ4_NL, MXFP4 and IQ4_XS: 16 bytes a group, input j in
+// byte j's low nibble and j+16 in its high one; Q4_K: 32 bytes a pair of
+// groups, the first's inputs in their low nibbles, the second's in their
+// high ones; Q6_K, whose top two bits a code lie in a plane of their own;
+// Q2_K and Q3_K, group 4n+k's inputs the 2-bit fields 2k of 32 bytes,
+// Q3_K's third bits bit g of its 32 hmask bytes).
 func nibbleCodes(t Type, blk []byte, w []uint32) bool {
 	var qs []byte
 	switch t {
@@ -353,6 +354,24 @@ func nibbleCodes(t Type, blk []byte, w []uint32) bool {
 				qh := blk[128+32*n:]
 				g[4] = packPairs(le.Uint64(qh)>>(2*k), le.Uint64(qh[16:])>>(2*k))
 				g[5] = packPairs(le.Uint64(qh[8:])>>(2*k), le.Uint64(qh[24:])>>(2*k))
+			}
+		}
+		return true
+	case Q2_K, Q3_K:
+		qs, cw := blk[16:80], 2
+		if t == Q3_K {
+			qs, cw = blk[32:96], 3
+		}
+		for g := range 8 {
+			q, k := qs[32*(g/4):], 2*(g%4)
+			gw := w[cw*g:]
+			gw[0] = packPairs(le.Uint64(q)>>k, le.Uint64(q[16:])>>k)
+			gw[1] = packPairs(le.Uint64(q[8:])>>k, le.Uint64(q[24:])>>k)
+			if t == Q3_K {
+				gw[2] = 0
+				for i, m := range blk[:32] {
+					putBit(gw[2:], i, int(m>>g))
+				}
 			}
 		}
 		return true
@@ -394,18 +413,6 @@ func storedCodes(t Type, blk []byte, q *[qkK]uint8) {
 				q[64*j+l], q[64*j+32+l] = b&15|h&1<<4, b>>4|h>>1&1<<4
 			}
 		}
-	case Q2_K, Q3_K:
-		qs := blk[16:80]
-		if t == Q3_K {
-			qs = blk[32:96]
-		}
-		for v := range qkK {
-			c := qs[32*(v/128)+v%32] >> (2 * (v % 128 / 32)) & 3
-			if t == Q3_K {
-				c |= (blk[v%32] >> (4*(v/128) + v%128/32) & 1) << 2
-			}
-			q[v] = c
-		}
 	default:
 		panic("dtype: storedCodes of " + t.String())
 	}
@@ -418,14 +425,6 @@ func packGroup(l *BlockLayout, q []uint8, w []uint32) {
 	case Bytes8:
 		for i, c := range q {
 			putByte(w, i%2*16+i/2, c)
-		}
-		return
-	case Low2, Low2 | High1:
-		for i, c := range q {
-			putField2(w, i, int(c))
-			if l.Planes&High1 != 0 {
-				putBit(w[2:], i, int(c>>2))
-			}
 		}
 		return
 	}
@@ -442,7 +441,7 @@ func packGroup(l *BlockLayout, q []uint8, w []uint32) {
 	}
 }
 
-// packPairs is a word of a 2-bit plane (putField2's places) from the low
+// packPairs is a word of a 2-bit plane (field2's places) from the low
 // two bits of the bytes of lo (inputs 2b and 2b+1 of byte b of the word,
 // bits 0..3) and of hi (inputs 16+2b and 17+2b, bits 4..7).
 func packPairs(lo, hi uint64) uint32 {
