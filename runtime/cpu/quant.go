@@ -227,7 +227,7 @@ func blocksReady(x []float32, q []kernel.QRow, tiles *tileCache, w *dtype.Blocks
 	if kernel.KType(w.Type) && !hasK(q) {
 		quantizeRowsK(q, x, w.Cols, t)
 	}
-	if kernel.BlocksTile() && len(q) >= kernel.TileRows {
+	if kernel.TilesFor(w.Type, len(q)) {
 		return tiles.pack(q, t)
 	}
 	return nil
@@ -357,13 +357,14 @@ func (b *Backend) readyRows(x, src *Tensor, m int, norm *Weight, eps float32, ws
 		b.qrows = append(b.qrows, make([]kernel.QRow, m-len(b.qrows))...)
 	}
 	q := b.qrows[:m]
-	var needK, halves bool
+	var needK, halves, tiles bool
 	for _, w := range ws {
 		needK = needK || kernel.KType(w.Type)
 		halves = halves || w.Layout().Min == 2
+		tiles = tiles || kernel.TilesFor(w.Type, m)
 	}
 	var ts []kernel.QTile
-	if kernel.BlocksTile() && m >= kernel.TileRows {
+	if tiles {
 		ts = b.qtiles.reserve(m / kernel.TileRows)
 	} else {
 		b.qtiles.packed = 0

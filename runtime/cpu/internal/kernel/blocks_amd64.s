@@ -915,12 +915,58 @@ BYTES32(w04y, 0x0004000400040004)
 	VPAND w30y<>(SB), Y10, Y10 \
 	VPOR Y10, Y9, Y9
 
+// The wide kernel's AVX2 expansions (blocks_k_wide_avx2_amd64.h): a
+// super-block's d in X10, its half factors as X6's bytes in the halves'
+// order (VPSHUFB ktr puts kLane's order back: the permutation is its own
+// inverse), dmin·m in Y5 (Q2_K: of halves 0..7, and 8..15 in Y7).
+#define KW2SCALES_K4 \
+	VCVTPH2PS (DI), X10 \
+	KDECODE_K4 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPSRLDQ $8, X6, X9 \
+	VPMOVZXBD X9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y11, Y9, Y5 \
+	VPUNPCKLBW X6, X6, X6 \
+	ADDQ $16, DI
+#define KW2SCALES_SPLIT(F) \
+	KD_SPLIT(X10) \
+	F \
+	VPSHUFB ktr<>(SB), X6, X6
+#define KW2SCALES_IQ4XS \
+	VCVTPH2PS (DI), X10 \
+	IQ4XS_FACTORS \
+	VPSHUFB ktr<>(SB), X6, X6 \
+	ADDQ $8, DI
+#define KW2SCALES_Q2K \
+	VCVTPH2PS (DI), X10 \
+	VMOVDQU 4(DI), X8 \
+	VPSRLW $4, X8, X9 \
+	VPAND b0f<>(SB), X9, X9 \
+	VPAND b0f<>(SB), X8, X6 \
+	VMOVSHDUP X10, X11 \
+	VBROADCASTSS X11, Y11 \
+	VPMOVZXBD X9, Y5 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y11, Y5, Y5 \
+	VPSRLDQ $8, X9, X9 \
+	VPMOVZXBD X9, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS Y11, Y7, Y7 \
+	ADDQ $20, DI
+
 #define KCONSTS2
 #define KNAME2 ·dotBlocksQ4_KIntAVX2
 #define KSCALES2 KSCALES2_K4
 #define KCB 16
 #define KUNPACK(OFF) KNIB(OFF)
 #include "blocks_k_avx2_amd64.h"
+#define MIN1
+#define KW2SCALES KW2SCALES_K4
+#define KW2NAME ·expandQ4_KWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -929,6 +975,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 20
 #define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8, w10y<>(SB)); KHIGH1HALF(OFF+18, Y9, w10y<>(SB))
 #include "blocks_k_avx2_amd64.h"
+#define KW2NAME ·expandQ5_KWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
+#undef KW2SCALES
+#undef MIN1
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -940,6 +991,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 24
 #define KUNPACK(OFF) KNIB(OFF); KHIGH2(OFF); VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
+#define KW2SCALES KW2SCALES_SPLIT(KFACTORS_Q6K)
+#define KW2NAME ·expandQ6_KWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
+#undef KW2SCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -964,6 +1020,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 16
 #define KUNPACK(OFF) VMOVDQU OFF(SI), X8; VPSRLW $4, X8, X9; VPAND X15, X8, X8; VPAND X15, X9, X9; VPSHUFB X8, X14, X8; VPSHUFB X9, X14, X9; VPMOVSXBW X8, Y8; VPMOVSXBW X9, Y9
 #include "blocks_k_avx2_amd64.h"
+#define KW2SCALES KW2SCALES_IQ4XS
+#define KW2NAME ·expandIQ4_XSWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
+#undef KW2SCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -977,6 +1038,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 12
 #define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9; KHIGH1HALF(OFF+8, Y8, w04y<>(SB)); KHIGH1HALF(OFF+10, Y9, w04y<>(SB)); VPSUBW w04y<>(SB), Y8, Y8; VPSUBW w04y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
+#define KW2SCALES KW2SCALES_SPLIT(KFACTORS_Q3K)
+#define KW2NAME ·expandQ3_KWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
+#undef KW2SCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -1019,6 +1085,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 8
 #define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9
 #include "blocks_k_avx2_amd64.h"
+#define KW2SCALES KW2SCALES_Q2K
+#define KW2NAME ·expandQ2_KWideAVX2
+#include "blocks_k_wide_avx2_amd64.h"
+#undef KW2NAME
+#undef KW2SCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB

@@ -45,12 +45,23 @@ const WideRows = 16
 // layout at once (the nibble types), 16 where they go through
 // transposeWide, the K quants' too (BenchmarkBlocksWide against
 // DotBlocksTile8: Q4_K at 8 rows 39 G against the tile kernel's 45, at 16
-// rows 48 against 42).
+// rows 48 against 42). The AVX2 form's is 8: there the alternative is the
+// one-row kernel (Q4_K 2048 wide at 8 rows: 29 G against 23).
 func WideMin(t dtype.Type) int {
-	if wideDirect(t) {
+	if wideDirect(t) || wideFormFor(t).avx2() {
 		return 8
 	}
 	return 16
+}
+
+// TilesFor says whether products of type t with m rows of activations
+// want the rows packed as tiles (QTile): where the tile kernels run, or
+// where the wide kernel takes t and m rows pay for it (WideMin).
+func TilesFor(t dtype.Type, m int) bool {
+	if m < TileRows {
+		return false
+	}
+	return BlocksTile() || wideFormFor(t) != wideNone && m >= WideMin(t)
 }
 
 // WideRowBytes is what DotBlocksWide keeps of each row of activations
@@ -82,8 +93,10 @@ type WideScratch struct {
 // j < rows (a multiple of WideRows), with DotBlocksRows's bits, and
 // reports whether it could: it takes the types with an eight-row tile
 // kernel and the K quants (rows of whole super-blocks, tiles with their
-// K codes), on CPUs with AVX-512 VNNI, and whole blocks of rows. The
-// caller falls back to the tile kernels where it cannot. Where the rows
+// K codes), on CPUs with AVX-512 VNNI, the K quants alone on CPUs with
+// AVX2 and no AVX-512 (wideFormFor), and whole blocks of rows. The
+// caller falls back to the tile kernels where it cannot (on AVX2, the
+// one-row kernel a row of the tiles at a time). Where the rows
 // are wider than a block of columns, the blocks of weight rows (up to
 // wideBlocks of them) take each block of columns in turn, so that the
 // activations' part stays in the core's cache for all of them: an input
@@ -91,8 +104,27 @@ type WideScratch struct {
 // block of weight rows at a time read from beyond the cache for every
 // block.
 func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
+	return dotBlocksWide(wideFormFor(w.Type), w, r0, rows, ts, out, stride, s)
+}
+
+// wideForm is the instructions a wide kernel runs in.
+type wideForm int
+
+const (
+	wideNone    wideForm = iota
+	wideVNNI             // AVX-512 with VNNI: the sixteen weight rows a vector
+	wideAVX2             // AVX2, the K quants only: two vectors of eight rows, the lanes in memory
+	wideAVXVNNI          // AVX2's with AVX-VNNI's VPDPWSSD for VPMADDWD and VPADDD
+)
+
+// avx2 says whether form f is one of AVX2's (the K quants' expansions and
+// products of blocks_k_wide_avx2_amd64.h and blocks_wide_k_avx2_amd64.h).
+func (f wideForm) avx2() bool { return f == wideAVX2 || f == wideAVXVNNI }
+
+// dotBlocksWide is DotBlocksWide in form f.
+func dotBlocksWide(f wideForm, w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, stride int, s *WideScratch) bool {
 	G := w.Groups()
-	if !wideKernel(w.Type) || G == 0 || len(ts) == 0 || rows <= 0 || rows%WideRows != 0 || r0+rows > w.Rows {
+	if !wideTakes(f, w.Type) || G == 0 || len(ts) == 0 || rows <= 0 || rows%WideRows != 0 || r0+rows > w.Rows {
 		return false
 	}
 	k := KType(w.Type)
@@ -114,7 +146,8 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 	}
 	nb := rows / WideRows
 	lanes := len(ts) * TileRows * rowBytes / 4 // a block's rows of lanes
-	if G > wideGroups {
+	inAcc := G > wideGroups || f.avx2()        // the lanes kept in s.acc
+	if inAcc {
 		s.acc = grow(s.acc, nb*lanes)
 	}
 	for g0 := 0; g0 < G; g0 += wideGroups {
@@ -139,15 +172,15 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 				scales = s.pad
 			}
 			if k {
-				expandKWide(w.Type, &codes[g0*l.CodeWords], &scales[0], G, g0, 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
-				transposeWide(unsafe.Pointer(&s.codes[0]), n)
-				transposeWide(unsafe.Pointer(&s.scales[0]), n/kGroups*kScaleFloats(l)/256)
+				expandKWide(f, w.Type, &codes[g0*l.CodeWords], &scales[0], G, g0, 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+				transposeWideOf(f, unsafe.Pointer(&s.codes[0]), n)
+				transposeWideOf(f, unsafe.Pointer(&s.scales[0]), n/kGroups*kScaleFloats(l)/256)
 			} else {
 				expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
 				if !wideDirect(w.Type) {
-					transposeWide(unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
+					transposeWideOf(f, unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
 				}
-				transposeWide(unsafe.Pointer(&s.scales[0]), (n+15)/16)
+				transposeWideOf(f, unsafe.Pointer(&s.scales[0]), (n+15)/16)
 			}
 			// What the next expansion reads (the next block's columns,
 			// or the first block's next ones, or the next call's first
@@ -172,7 +205,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 					}
 				}
 				var acc *float32
-				if G > wideGroups {
+				if inAcc {
 					acc = &s.acc[b*lanes+t*TileRows*rowBytes/4]
 				}
 				o := &out[t*TileRows*stride+b*WideRows]
@@ -185,7 +218,7 @@ func DotBlocksWide(w *dtype.Blocks, r0, rows int, ts []QTile, out []float32, str
 					case 2:
 						kmode, sums = kmode|8, &x.Halves[2*g0*TileRows]
 					}
-					dotWideKVNNI(&s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], sums, n, acc, kmode, o, 4*stride)
+					dotWideK(f, &s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], sums, n, acc, kmode, o, 4*stride)
 				} else {
 					dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, o, 4*stride)
 				}

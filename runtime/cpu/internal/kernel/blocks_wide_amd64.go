@@ -5,6 +5,8 @@ package kernel
 import (
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/tessera-llm/tessera/models/dtype"
 )
 
@@ -60,14 +62,90 @@ func expandIQ4_XSWide(codes, scales *uint32, at, split, cstride, sstride, groups
 //go:noescape
 func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
 
-// wideKernel says whether DotBlocksWide takes type t on this CPU: the
-// types of the eight-row tile kernels, where VPDPWSSD is (its broadcast
-// operand brings an activation row's pair of codes to every lane).
-func wideKernel(t dtype.Type) bool {
-	switch t {
-	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4,
-		dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.IQ4_XS:
-		return hasVNNI
+// The K quants' AVX2 forms (blocks_k_wide_avx2_amd64.h and
+// blocks_wide_amd64.s): the same expansion's layout, and the product
+// with the lanes in acc.
+
+//go:noescape
+func expandQ4_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ5_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ6_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ2_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ3_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandIQ4_XSWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func transposeWideAVX2(p unsafe.Pointer, n int)
+
+//go:noescape
+func dotWideKAVX2(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
+
+//go:noescape
+func dotWideKAVXVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
+
+// wideFormFor is the form of the wide kernel that takes type t on this
+// CPU: VNNI's for the types of the eight-row tile kernels and the K
+// quants, where VPDPWSSD is (its broadcast operand brings an activation
+// row's pair of codes to every lane); AVX2's for the K quants where there
+// is no AVX-512 at all (CPUs with AVX-512 but not VNNI keep the tile
+// kernels, whose one vector a row and pair of groups does more a cycle).
+func wideFormFor(t dtype.Type) wideForm {
+	switch {
+	case hasVNNI:
+		switch t {
+		case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4:
+			return wideVNNI
+		}
+		if KType(t) {
+			return wideVNNI
+		}
+	case !hasTile && hasAVX2 && KType(t):
+		if hasAVXVNNI {
+			return wideAVXVNNI
+		}
+		return wideAVX2
+	}
+	return wideNone
+}
+
+// hasAVXVNNI: AVX-VNNI's VEX-encoded VPDPWSSD (Intel's cores from Alder
+// Lake on, which have no AVX-512).
+var hasAVXVNNI = hasAVX2 && cpu.X86.HasAVXVNNI
+
+// wideForms is the forms this CPU can run, for the tests.
+func wideForms() []wideForm {
+	var f []wideForm
+	if hasVNNI {
+		f = append(f, wideVNNI)
+	}
+	if hasAVX2 {
+		f = append(f, wideAVX2)
+	}
+	if hasAVXVNNI {
+		f = append(f, wideAVXVNNI)
+	}
+	return f
+}
+
+// wideTakes says whether form f takes type t.
+func wideTakes(f wideForm, t dtype.Type) bool {
+	switch f {
+	case wideVNNI:
+		return hasVNNI && (KType(t) || t == dtype.Q4_0 || t == dtype.Q5_0 || t == dtype.Q8_0 || t == dtype.IQ4_NL || t == dtype.MXFP4)
+	case wideAVX2:
+		return hasAVX2 && KType(t)
+	case wideAVXVNNI:
+		return hasAVXVNNI && KType(t)
 	}
 	return false
 }
@@ -98,13 +176,32 @@ func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups in
 // expandKWide is expandWide for the K quants: groups groups from group g0
 // of rows of G groups, each row's scale words decoded from its super-block
 // g0/8 (Q6_K, Q3_K: its d's, then its factors after all the row's d's).
-func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
+func expandKWide(f wideForm, t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	l, _ := dtype.Layout(t)
 	b, nb := g0/kGroups, G/kGroups
 	at, split := b*l.ScaleBytes, 0
 	if l.Split {
 		at = 2 * b
 		split = 2*nb + (l.ScaleBytes-2)*b - at // its factors: ScaleBytes-2 a super-block after the row's d's
+	}
+	if f.avx2() {
+		switch t {
+		case dtype.Q4_K:
+			expandQ4_KWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		case dtype.Q5_K:
+			expandQ5_KWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		case dtype.Q6_K:
+			expandQ6_KWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		case dtype.IQ4_XS:
+			expandIQ4_XSWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		case dtype.Q3_K:
+			expandQ3_KWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		case dtype.Q2_K:
+			expandQ2_KWideAVX2(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
+		default:
+			panic("kernel: no wide expansion for " + t.String())
+		}
+		return
 	}
 	switch t {
 	case dtype.Q4_K:
@@ -121,5 +218,27 @@ func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, g
 		expandQ2_KWide(codes, scales, at, split, cstride, sstride, groups, dst, dsc)
 	default:
 		panic("kernel: no wide expansion for " + t.String())
+	}
+}
+
+// transposeWideOf is transposeWide in form f's instructions.
+func transposeWideOf(f wideForm, p unsafe.Pointer, n int) {
+	if f.avx2() {
+		transposeWideAVX2(p, n)
+		return
+	}
+	transposeWide(p, n)
+}
+
+// dotWideK is form f's product of the K quants' expanded rows (AVX2's
+// always carries its lanes in acc).
+func dotWideK(f wideForm, w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int) {
+	switch f {
+	case wideAVX2:
+		dotWideKAVX2(w, sc, xq, xstride, kd, sums, groups, acc, mode, out, ostride)
+	case wideAVXVNNI:
+		dotWideKAVXVNNI(w, sc, xq, xstride, kd, sums, groups, acc, mode, out, ostride)
+	default:
+		dotWideKVNNI(w, sc, xq, xstride, kd, sums, groups, acc, mode, out, ostride)
 	}
 }

@@ -586,3 +586,106 @@ kwnext:
 	JLT  kwrow
 	VZEROUPPER
 	RET
+
+// ---- The AVX2 form: the K quants' wide kernel for CPUs without AVX-512
+// (blocks_wide.go), on the same expanded layout (the expansions of
+// blocks_k_wide_avx2_amd64.h, then transposeWideAVX2). Sixteen weight rows
+// are two vectors of eight, and the lanes a row of activations carries
+// (24 of them, 48 vectors) stay in acc, 1536 bytes a row as
+// dotWideKVNNI's: lane L of the sixteen rows at 64·L, the mins' lane k at
+// 1024 + 64·k.
+
+// TR8(SRC, DST): the 8×8 block of dwords whose rows lie 64 bytes apart at
+// SRC to DST transposed (row j becomes column j): dword unpacks of pairs
+// of rows, qword unpacks of pairs of those, then the 128-bit halves
+// exchanged. Every row is read before any is written, so SRC may be DST.
+#define TR8(SRC, DST) \
+	VMOVDQU 0+SRC, Y0 \
+	VMOVDQU 64+SRC, Y1 \
+	VMOVDQU 128+SRC, Y2 \
+	VMOVDQU 192+SRC, Y3 \
+	VMOVDQU 256+SRC, Y4 \
+	VMOVDQU 320+SRC, Y5 \
+	VMOVDQU 384+SRC, Y6 \
+	VMOVDQU 448+SRC, Y7 \
+	VPUNPCKLDQ Y1, Y0, Y8 \
+	VPUNPCKHDQ Y1, Y0, Y9 \
+	VPUNPCKLDQ Y3, Y2, Y10 \
+	VPUNPCKHDQ Y3, Y2, Y11 \
+	VPUNPCKLDQ Y5, Y4, Y12 \
+	VPUNPCKHDQ Y5, Y4, Y13 \
+	VPUNPCKLDQ Y7, Y6, Y14 \
+	VPUNPCKHDQ Y7, Y6, Y15 \
+	VPUNPCKLQDQ Y10, Y8, Y0 \
+	VPUNPCKHQDQ Y10, Y8, Y1 \
+	VPUNPCKLQDQ Y11, Y9, Y2 \
+	VPUNPCKHQDQ Y11, Y9, Y3 \
+	VPUNPCKLQDQ Y14, Y12, Y4 \
+	VPUNPCKHQDQ Y14, Y12, Y5 \
+	VPUNPCKLQDQ Y15, Y13, Y6 \
+	VPUNPCKHQDQ Y15, Y13, Y7 \
+	VPERM2I128 $0x20, Y4, Y0, Y8 \
+	VPERM2I128 $0x20, Y5, Y1, Y9 \
+	VPERM2I128 $0x20, Y6, Y2, Y10 \
+	VPERM2I128 $0x20, Y7, Y3, Y11 \
+	VPERM2I128 $0x31, Y4, Y0, Y12 \
+	VPERM2I128 $0x31, Y5, Y1, Y13 \
+	VPERM2I128 $0x31, Y6, Y2, Y14 \
+	VPERM2I128 $0x31, Y7, Y3, Y15 \
+	VMOVDQU Y8, 0+DST \
+	VMOVDQU Y9, 64+DST \
+	VMOVDQU Y10, 128+DST \
+	VMOVDQU Y11, 192+DST \
+	VMOVDQU Y12, 256+DST \
+	VMOVDQU Y13, 320+DST \
+	VMOVDQU Y14, 384+DST \
+	VMOVDQU Y15, 448+DST
+
+// func transposeWideAVX2(p unsafe.Pointer, n int)
+//
+// transposeWideAVX2 is transposeWide in AVX2: each 16×16 block of dwords
+// as four 8×8 ones, the two off the diagonal exchanged (the upper right
+// one's transpose through the frame).
+TEXT ·transposeWideAVX2(SB), NOSPLIT, $512-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JZ    t2done
+
+t2block:
+	TR8(0(AX), 0(AX))
+	TR8(544(AX), 544(AX))
+	TR8(32(AX), 0(SP))
+	TR8(512(AX), 32(AX))
+	VMOVDQU 0(SP), Y0
+	VMOVDQU 64(SP), Y1
+	VMOVDQU 128(SP), Y2
+	VMOVDQU 192(SP), Y3
+	VMOVDQU 256(SP), Y4
+	VMOVDQU 320(SP), Y5
+	VMOVDQU 384(SP), Y6
+	VMOVDQU 448(SP), Y7
+	VMOVDQU Y0, 512(AX)
+	VMOVDQU Y1, 576(AX)
+	VMOVDQU Y2, 640(AX)
+	VMOVDQU Y3, 704(AX)
+	VMOVDQU Y4, 768(AX)
+	VMOVDQU Y5, 832(AX)
+	VMOVDQU Y6, 896(AX)
+	VMOVDQU Y7, 960(AX)
+	ADDQ $1024, AX
+	DECQ CX
+	JNZ  t2block
+
+t2done:
+	VZEROUPPER
+	RET
+
+#define KW2DOT ·dotWideKAVX2
+#include "blocks_wide_k_avx2_amd64.h"
+#undef KW2DOT
+#define AVXVNNI
+#define KW2DOT ·dotWideKAVXVNNI
+#include "blocks_wide_k_avx2_amd64.h"
+#undef KW2DOT
+#undef AVXVNNI

@@ -9,7 +9,11 @@ import (
 )
 
 // No wide kernel in this build: DotBlocksWide reports false.
-func wideKernel(t dtype.Type) bool { return false }
+func wideFormFor(t dtype.Type) wideForm { return wideNone }
+
+func wideForms() []wideForm { return nil }
+
+func wideTakes(f wideForm, t dtype.Type) bool { return false }
 
 func wideDirect(t dtype.Type) bool { return false }
 
@@ -17,16 +21,18 @@ func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups in
 	panic("kernel: no wide kernel in this build")
 }
 
-func transposeWide(p unsafe.Pointer, n int) { panic("kernel: no wide kernel in this build") }
+func transposeWideOf(f wideForm, p unsafe.Pointer, n int) {
+	panic("kernel: no wide kernel in this build")
+}
 
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
 	panic("kernel: no wide kernel in this build")
 }
 
-func expandKWide(t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
+func expandKWide(f wideForm, t dtype.Type, codes, scales *uint32, G, g0, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	panic("kernel: no wide kernel in this build")
 }
 
-func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int) {
+func dotWideK(f wideForm, w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int) {
 	panic("kernel: no wide kernel in this build")
 }

@@ -9,24 +9,38 @@ import (
 	"github.com/tessera-llm/tessera/models/dtype"
 )
 
-// TestDotBlocksWide: the wide kernel gives DotBlocks's bits for every type
-// it takes, on widths of one group, odd group counts, short last chunks of
+// TestDotBlocksWide: the wide kernel, in each form this CPU runs (VNNI's,
+// and the K quants' AVX2 form), gives DotBlocks's bits for every type it
+// takes, on widths of one group, odd group counts, short last chunks of
 // scales and more than one block of columns (the lanes carried between
 // them), for blocks of weight rows at and off the matrix's start and its
 // last rows (whose last chunk of scale words the kernel reads from a
 // padded copy), one to three blocks a call (each block's lanes carried
-// across the blocks of columns), and one or three tiles of activations at very different
-// scales (one row all zero); it declines only the types it has no
-// expansion for, which DotBlocksTile8 keeps.
+// across the blocks of columns), and one or three tiles of activations at
+// very different scales (one row all zero); it declines only the types it
+// has no expansion for, which DotBlocksTile8 keeps.
 func TestDotBlocksWide(t *testing.T) {
+	for _, f := range wideForms() {
+		t.Run(fmt.Sprint(f), func(t *testing.T) { testDotBlocksWide(t, f) })
+	}
+}
+
+func (f wideForm) String() string {
+	return [...]string{"none", "vnni", "avx2", "avxvnni"}[f]
+}
+
+func testDotBlocksWide(t *testing.T, f wideForm) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	var s WideScratch
 	took := 0
 	for _, typ := range dtype.BlockTypes {
 		l, _ := dtype.Layout(typ)
 		widths := blockWidths(typ)
-		if typ == dtype.Q4_0 {
+		switch typ {
+		case dtype.Q4_0:
 			widths = append(widths, 800, 1568, 2080) // 25, 49 and 65 groups: blocks of columns and a lone group after them
+		case dtype.Q4_K:
+			widths = append(widths, 1024, 2048) // 32 and 64 groups: blocks of columns of three super-blocks and a short last one
 		}
 		for _, cols := range widths {
 			const rows = 53
@@ -42,13 +56,13 @@ func TestDotBlocksWide(t *testing.T) {
 					for i := range out {
 						out[i] = float32(math.NaN())
 					}
-					if !DotBlocksWide(m, r0, nw, ts[:n], out, stride, &s) {
-						if wideKernel(typ) {
+					if !dotBlocksWide(f, m, r0, nw, ts[:n], out, stride, &s) {
+						if wideTakes(f, typ) {
 							t.Fatalf("%v %d wide: the wide kernel declined rows %d..", typ, cols, r0)
 						}
 						continue
 					}
-					if !wideKernel(typ) {
+					if !wideTakes(f, typ) {
 						t.Fatalf("%v: the wide kernel took a type it has no expansion for", typ)
 					}
 					took++
@@ -64,15 +78,17 @@ func TestDotBlocksWide(t *testing.T) {
 			}
 		}
 	}
-	if wideKernel(dtype.Q4_0) && took == 0 {
+	if took == 0 {
 		t.Fatal("the wide kernel took no block")
 	}
 	t.Logf("%d blocks through the wide kernel", took)
 }
 
 // BenchmarkBlocksWide times a block of 16 weight rows at a time with n rows
-// of activations, the wide kernel against the eight-row tile kernel
-// (DotBlocksTile8, two tiles a call) on the same data; SetBytes counts
+// of activations, the wide kernel (each form this CPU runs) against the
+// eight-row tile kernel (DotBlocksTile8, two tiles a call) and the one-row
+// kernel (DotBlocksRows a row of activations at a time: what CPUs without
+// AVX-512 ran before the AVX2 form) on the same data; SetBytes counts
 // multiply-adds, so MB/s reads as millions of them a second.
 func BenchmarkBlocksWide(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -101,17 +117,29 @@ func BenchmarkBlocksWide(b *testing.B) {
 						}
 					}
 				})
-				for _, nw := range []int{WideRows, WideBlocksFor(n)} {
-					b.Run(fmt.Sprintf("%v/%d/rows=%d/wide%d", typ, cols, n, nw), func(b *testing.B) {
-						b.SetBytes(int64(n * rows * cols))
-						for b.Loop() {
-							for j := 0; j < rows; j += nw {
-								if !DotBlocksWide(m, j, nw, ts, out[j:], rows, &s) {
-									b.Skip("no wide kernel here")
-								}
+				b.Run(fmt.Sprintf("%v/%d/rows=%d/one", typ, cols, n), func(b *testing.B) {
+					b.SetBytes(int64(n * rows * cols))
+					for b.Loop() {
+						for j := 0; j < rows; j += WideRows {
+							for r := range qs {
+								DotBlocksRows(m, j, &qs[r], out[r*rows+j:r*rows+j+WideRows])
 							}
 						}
-					})
+					}
+				})
+				for _, f := range wideForms() {
+					for _, nw := range []int{WideRows, WideBlocksFor(n)} {
+						b.Run(fmt.Sprintf("%v/%d/rows=%d/wide%d-%v", typ, cols, n, nw, f), func(b *testing.B) {
+							b.SetBytes(int64(n * rows * cols))
+							for b.Loop() {
+								for j := 0; j < rows; j += nw {
+									if !dotBlocksWide(f, m, j, nw, ts, out[j:], rows, &s) {
+										b.Skip("no wide kernel here")
+									}
+								}
+							}
+						})
+					}
 				}
 			}
 		}
