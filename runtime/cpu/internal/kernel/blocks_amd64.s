@@ -298,6 +298,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksQ4_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ4_0Tile8VNNI
 #define WIDENAME ·expandQ4_0Wide
+#define WIDE2NAME ·expandQ4_0WideAVX2
 #define WIDEMAP(Z) VPSUBB Z14, Z, Z
 #define WIDECONST VPBROADCASTD b08<>(SB), Z14
 #define CONSTS CONSTS_NIB
@@ -313,6 +314,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksQ5_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ5_0Tile8VNNI
 #define WIDENAME ·expandQ5_0Wide
+#define WIDE2NAME ·expandQ5_0WideAVX2
 #define CONSTS CONSTS_H1
 #define SCALES SCALES_D
 #define UNPACK NIBBLES; HIGH1(16, b10<>(SB)); OFFSET(b10<>(SB)); WIDEN; ADDQ $20, SI
@@ -338,6 +340,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksQ8_0Tile8AVX512
 #define NAME512X8V ·dotBlocksQ8_0Tile8VNNI
 #define WIDENAME ·expandQ8_0Wide
+#define WIDE2NAME ·expandQ8_0WideAVX2
 #define CONSTS
 #define SCALES SCALES_D
 #define UNPACK VPMOVSXBW (SI), Y8; VPMOVSXBW 16(SI), Y9; ADDQ $32, SI
@@ -351,6 +354,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksIQ4_NLTile8AVX512
 #define NAME512X8V ·dotBlocksIQ4_NLTile8VNNI
 #define WIDENAME ·expandIQ4_NLWide
+#define WIDE2NAME ·expandIQ4_NLWideAVX2
 #define WIDEMAP(Z) VPSHUFB Z, Z14, Z
 #define WIDECONST VBROADCASTI32X4 iq4nl<>(SB), Z14
 #define CONSTS CONSTS_NIB; VBROADCASTI128 iq4nl<>(SB), Y14
@@ -366,6 +370,7 @@ GLOBL sub128<>(SB), RODATA|NOPTR, $4
 #define NAME512X8 ·dotBlocksMXFP4Tile8AVX512
 #define NAME512X8V ·dotBlocksMXFP4Tile8VNNI
 #define WIDENAME ·expandMXFP4Wide
+#define WIDE2NAME ·expandMXFP4WideAVX2
 #define WIDEMAP(Z) VPSHUFB Z, Z14, Z
 #define WIDECONST VBROADCASTI32X4 mxfp4<>(SB), Z14
 #define CONSTS CONSTS_NIB; VBROADCASTI128 mxfp4<>(SB), Y14

@@ -28,7 +28,9 @@
 #endif
 #ifdef WIDENAME
 #include "blocks_wide_avx512_amd64.h"
+#include "blocks_wide_avx2_amd64.h"
 #undef WIDENAME
+#undef WIDE2NAME
 #ifdef WIDEMAP
 #undef WIDEMAP
 #undef WIDECONST

@@ -118,7 +118,7 @@ const (
 )
 
 // avx2 says whether form f is one of AVX2's (the K quants' expansions and
-// products of blocks_k_wide_avx2_amd64.h and blocks_wide_k_avx2_amd64.h).
+// products of blocks_k_wide_avx2_amd64.h and blocks_wide_dot_avx2_amd64.h).
 func (f wideForm) avx2() bool { return f == wideAVX2 || f == wideAVXVNNI }
 
 // dotBlocksWide is DotBlocksWide in form f.
@@ -176,8 +176,8 @@ func dotBlocksWide(f wideForm, w *dtype.Blocks, r0, rows int, ts []QTile, out []
 				transposeWideOf(f, unsafe.Pointer(&s.codes[0]), n)
 				transposeWideOf(f, unsafe.Pointer(&s.scales[0]), n/kGroups*kScaleFloats(l)/256)
 			} else {
-				expandWide(w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
-				if !wideDirect(w.Type) {
+				expandWide(f, w.Type, &codes[g0*l.CodeWords], &scales[g0/8*chunkWords], 4*cw, 4*sw, n, &s.codes[0], &s.scales[0])
+				if f.avx2() || !wideDirect(w.Type) {
 					transposeWideOf(f, unsafe.Pointer(&s.codes[0]), (n+1)/2*2)
 				}
 				transposeWideOf(f, unsafe.Pointer(&s.scales[0]), (n+15)/16)
@@ -220,7 +220,7 @@ func dotBlocksWide(f wideForm, w *dtype.Blocks, r0, rows int, ts []QTile, out []
 					}
 					dotWideK(f, &s.codes[0], &s.scales[0], &x.KCodes[g0*Group], 2*len(x.KCodes)/TileRows, &x.KD[g0/kGroups*TileRows], sums, n, acc, kmode, o, 4*stride)
 				} else {
-					dotWideVNNI(&s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, o, 4*stride)
+					dotWide(f, &s.codes[0], &s.scales[0], &ts[t].Data[g0/2*tilePair], n, acc, mode, o, 4*stride)
 				}
 			}
 		}

@@ -85,7 +85,28 @@ func expandQ3_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, grou
 func expandIQ4_XSWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
 
 //go:noescape
+func expandQ4_0WideAVX2(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ5_0WideAVX2(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandQ8_0WideAVX2(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandIQ4_NLWideAVX2(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
+func expandMXFP4WideAVX2(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
+
+//go:noescape
 func transposeWideAVX2(p unsafe.Pointer, n int)
+
+//go:noescape
+func dotWideAVX2(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
+
+//go:noescape
+func dotWideAVXVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
 
 //go:noescape
 func dotWideKAVX2(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
@@ -96,26 +117,32 @@ func dotWideKAVXVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *fl
 // wideFormFor is the form of the wide kernel that takes type t on this
 // CPU: VNNI's for the types of the eight-row tile kernels and the K
 // quants, where VPDPWSSD is (its broadcast operand brings an activation
-// row's pair of codes to every lane); AVX2's for the K quants where there
-// is no AVX-512 at all (CPUs with AVX-512 but not VNNI keep the tile
-// kernels, whose one vector a row and pair of groups does more a cycle).
+// row's pair of codes to every lane); AVX2's (with AVX-VNNI's VPDPWSSD
+// where the CPU has it) for the same types where there is no AVX-512 at
+// all. CPUs with AVX-512 but not VNNI keep the tile kernels.
 func wideFormFor(t dtype.Type) wideForm {
+	if !wideType(t) {
+		return wideNone
+	}
 	switch {
 	case hasVNNI:
-		switch t {
-		case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4:
-			return wideVNNI
-		}
-		if KType(t) {
-			return wideVNNI
-		}
-	case !hasTile && hasAVX2 && KType(t):
-		if hasAVXVNNI {
-			return wideAVXVNNI
-		}
-		return wideAVX2
+		return wideVNNI
+	case hasTile || !hasAVX2:
+		return wideNone
+	case hasAVXVNNI:
+		return wideAVXVNNI
 	}
-	return wideNone
+	return wideAVX2
+}
+
+// wideType says whether the wide kernel has an expansion for type t: the
+// types of the eight-row tile kernels and the K quants.
+func wideType(t dtype.Type) bool {
+	switch t {
+	case dtype.Q4_0, dtype.Q5_0, dtype.Q8_0, dtype.IQ4_NL, dtype.MXFP4:
+		return true
+	}
+	return KType(t)
 }
 
 // hasAVXVNNI: AVX-VNNI's VEX-encoded VPDPWSSD (Intel's cores from Alder
@@ -137,15 +164,15 @@ func wideForms() []wideForm {
 	return f
 }
 
-// wideTakes says whether form f takes type t.
+// wideTakes says whether form f takes type t on this CPU.
 func wideTakes(f wideForm, t dtype.Type) bool {
 	switch f {
 	case wideVNNI:
-		return hasVNNI && (KType(t) || t == dtype.Q4_0 || t == dtype.Q5_0 || t == dtype.Q8_0 || t == dtype.IQ4_NL || t == dtype.MXFP4)
+		return hasVNNI && wideType(t)
 	case wideAVX2:
-		return hasAVX2 && KType(t)
+		return hasAVX2 && wideType(t)
 	case wideAVXVNNI:
-		return hasAVXVNNI && KType(t)
+		return hasAVXVNNI && wideType(t)
 	}
 	return false
 }
@@ -156,7 +183,24 @@ func wideDirect(t dtype.Type) bool {
 	return t == dtype.Q4_0 || t == dtype.IQ4_NL || t == dtype.MXFP4
 }
 
-func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
+func expandWide(f wideForm, t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
+	if f.avx2() {
+		switch t {
+		case dtype.Q4_0:
+			expandQ4_0WideAVX2(codes, scales, cstride, sstride, groups, dst, dsc)
+		case dtype.Q5_0:
+			expandQ5_0WideAVX2(codes, scales, cstride, sstride, groups, dst, dsc)
+		case dtype.Q8_0:
+			expandQ8_0WideAVX2(codes, scales, cstride, sstride, groups, dst, dsc)
+		case dtype.IQ4_NL:
+			expandIQ4_NLWideAVX2(codes, scales, cstride, sstride, groups, dst, dsc)
+		case dtype.MXFP4:
+			expandMXFP4WideAVX2(codes, scales, cstride, sstride, groups, dst, dsc)
+		default:
+			panic("kernel: no wide expansion for " + t.String())
+		}
+		return
+	}
 	switch t {
 	case dtype.Q4_0:
 		expandQ4_0Wide(codes, scales, cstride, sstride, groups, dst, dsc)
@@ -228,6 +272,19 @@ func transposeWideOf(f wideForm, p unsafe.Pointer, n int) {
 		return
 	}
 	transposeWide(p, n)
+}
+
+// dotWide is form f's product of the expanded rows of the types of a
+// scale a group (AVX2's always carries its lanes in acc).
+func dotWide(f wideForm, w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
+	switch f {
+	case wideAVX2:
+		dotWideAVX2(w, sc, xq, groups, acc, mode, out, ostride)
+	case wideAVXVNNI:
+		dotWideAVXVNNI(w, sc, xq, groups, acc, mode, out, ostride)
+	default:
+		dotWideVNNI(w, sc, xq, groups, acc, mode, out, ostride)
+	}
 }
 
 // dotWideK is form f's product of the K quants' expanded rows (AVX2's

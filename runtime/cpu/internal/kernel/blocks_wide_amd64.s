@@ -681,11 +681,15 @@ t2done:
 	VZEROUPPER
 	RET
 
+#define W2DOT ·dotWideAVX2
 #define KW2DOT ·dotWideKAVX2
-#include "blocks_wide_k_avx2_amd64.h"
+#include "blocks_wide_dot_avx2_amd64.h"
+#undef W2DOT
 #undef KW2DOT
 #define AVXVNNI
+#define W2DOT ·dotWideAVXVNNI
 #define KW2DOT ·dotWideKAVXVNNI
-#include "blocks_wide_k_avx2_amd64.h"
+#include "blocks_wide_dot_avx2_amd64.h"
+#undef W2DOT
 #undef KW2DOT
 #undef AVXVNNI

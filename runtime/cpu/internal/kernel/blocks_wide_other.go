@@ -17,7 +17,7 @@ func wideTakes(f wideForm, t dtype.Type) bool { return false }
 
 func wideDirect(t dtype.Type) bool { return false }
 
-func expandWide(t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
+func expandWide(f wideForm, t dtype.Type, codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32) {
 	panic("kernel: no wide kernel in this build")
 }
 
@@ -25,7 +25,7 @@ func transposeWideOf(f wideForm, p unsafe.Pointer, n int) {
 	panic("kernel: no wide kernel in this build")
 }
 
-func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
+func dotWide(f wideForm, w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int) {
 	panic("kernel: no wide kernel in this build")
 }
 
