@@ -157,8 +157,10 @@ func (t *QTile) row(r int, q *QRow) {
 
 // DotBlocksTile sets out[r·stride + j] to the dot product of row r0 + j of
 // w with row r of the tile x, for j < rows: DotBlocksRows's bits, with the
-// AVX-512 tile kernel where the CPU has it (dotBlocksTileGo elsewhere, and
-// for the rows the kernel cannot take).
+// AVX-512 tile kernel where the CPU has it, and DotBlocksRows of the
+// tile's rows elsewhere and for the rows the kernel cannot take (on CPUs
+// with AVX2 alone, tiles serve the wide kernel, and this the rows it
+// leaves).
 func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, stride int) {
 	G := w.Groups()
 	if rows <= 0 {
@@ -173,19 +175,19 @@ func DotBlocksTile(w *dtype.Blocks, r0, rows int, x *QTile, out []float32, strid
 	}
 	cw, sw := G*w.Layout().CodeWords, w.RowScaleWords()
 	codes, scales := w.Codes[r0*cw:(r0+rows)*cw], w.Scales[r0*sw:]
+	var done int
 	if KType(w.Type) {
 		if !x.hasK {
 			panic("kernel: a K quant's product needs the tile's rows with QRow.QuantizeK, then QTile.PackK")
 		}
-		done := dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
+		done = dotBlocksKTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
+	} else {
+		done = dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
+	}
+	if done < rows {
 		for r, q := range x.rows {
 			DotBlocksRows(w, r0+done, q, out[r*stride+done:r*stride+rows])
 		}
-		return
-	}
-	done := dotBlocksTileAsm(w.Type, codes, scales, sw, x, G, rows, out, stride)
-	if done < rows {
-		dotBlocksTileGo(w.Type, codes[done*cw:], scales[done*sw:], sw, x, rows-done, out[done:], stride)
 	}
 }
 
@@ -214,7 +216,8 @@ func DotBlocksTile8(w *dtype.Blocks, r0, rows int, x0, x1 *QTile, out []float32,
 }
 
 // dotBlocksTileGo is the definition of DotBlocksTile: dotBlocksGo of every
-// weight row with every row of the tile.
+// weight row with every row of the tile (as the tile holds them: the tests'
+// twin of the packing too).
 func dotBlocksTileGo(t dtype.Type, codes, scales []uint32, sw int, x *QTile, rows int, out []float32, stride int) {
 	l, _ := dtype.Layout(t)
 	cw := x.Groups() * l.CodeWords

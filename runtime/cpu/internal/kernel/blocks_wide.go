@@ -35,6 +35,17 @@ import (
 // and the sum into the half's lane (dotWideKVNNI): 16 multiply-adds and
 // 6 float operations a group for the sixteen weight rows (Q4_0's: 16 and
 // 3), where the four-row tile kernel spends about twice that a row.
+//
+// CPUs with AVX2 and no AVX-512 (most desktops: Intel's client cores, AMD's
+// before Zen 4) have no tile kernels and ran prompts through the one-row
+// kernel, which unpacks every weight row again for each row of
+// activations. The AVX2 form (wideAVX2) takes the same walk and layout:
+// each type's rows expand a row at a time with its AVX2 one-row loop's
+// unpacking, transposeWideAVX2 turns them, and the sixteen weight rows are
+// two vectors of eight, with the lanes (more than AVX2's sixteen
+// registers) in WideScratch.acc. Each pair's multiply-add is a VPMADDWD
+// and a VPADDD, or one VPDPWSSD where the CPU has AVX-VNNI (wideAVXVNNI).
+// The same bits again.
 
 // WideRows is the weight rows a call of DotBlocksWide takes: a vector's
 // sixteen lanes.
@@ -93,10 +104,10 @@ type WideScratch struct {
 // j < rows (a multiple of WideRows), with DotBlocksRows's bits, and
 // reports whether it could: it takes the types with an eight-row tile
 // kernel and the K quants (rows of whole super-blocks, tiles with their
-// K codes), on CPUs with AVX-512 VNNI, the K quants alone on CPUs with
-// AVX2 and no AVX-512 (wideFormFor), and whole blocks of rows. The
-// caller falls back to the tile kernels where it cannot (on AVX2, the
-// one-row kernel a row of the tiles at a time). Where the rows
+// K codes), on CPUs with AVX-512 VNNI or with AVX2 and no AVX-512
+// (wideFormFor), and whole blocks of rows. The caller falls back to the
+// tile kernels where it cannot (on AVX2, the one-row kernel a row of the
+// tiles at a time). Where the rows
 // are wider than a block of columns, the blocks of weight rows (up to
 // wideBlocks of them) take each block of columns in turn, so that the
 // activations' part stays in the core's cache for all of them: an input
@@ -113,12 +124,13 @@ type wideForm int
 const (
 	wideNone    wideForm = iota
 	wideVNNI             // AVX-512 with VNNI: the sixteen weight rows a vector
-	wideAVX2             // AVX2, the K quants only: two vectors of eight rows, the lanes in memory
+	wideAVX2             // AVX2, for CPUs without AVX-512: two vectors of eight rows, the lanes in memory
 	wideAVXVNNI          // AVX2's with AVX-VNNI's VPDPWSSD for VPMADDWD and VPADDD
 )
 
-// avx2 says whether form f is one of AVX2's (the K quants' expansions and
-// products of blocks_k_wide_avx2_amd64.h and blocks_wide_dot_avx2_amd64.h).
+// avx2 says whether form f is one of AVX2's (the expansions of
+// blocks_wide_avx2_amd64.h and blocks_k_wide_avx2_amd64.h, the products of
+// blocks_wide_dot_avx2_amd64.h).
 func (f wideForm) avx2() bool { return f == wideAVX2 || f == wideAVXVNNI }
 
 // dotBlocksWide is DotBlocksWide in form f.

@@ -62,9 +62,10 @@ func expandIQ4_XSWide(codes, scales *uint32, at, split, cstride, sstride, groups
 //go:noescape
 func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
 
-// The K quants' AVX2 forms (blocks_k_wide_avx2_amd64.h and
-// blocks_wide_amd64.s): the same expansion's layout, and the product
-// with the lanes in acc.
+// The AVX2 forms (blocks_wide_avx2_amd64.h, blocks_k_wide_avx2_amd64.h and
+// blocks_wide_dot_avx2_amd64.h): the same expansions' layouts, turned by
+// transposeWideAVX2, and the products with the lanes in acc, with VPMADDWD
+// and VPADDD or AVX-VNNI's VPDPWSSD.
 
 //go:noescape
 func expandQ4_KWideAVX2(codes, scales *uint32, at, split, cstride, sstride, groups int, dst *int32, dsc *float32)
