@@ -428,16 +428,21 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 	VPAND b30<>(SB), X8, X8 \
 	VPOR X8, X6, X6
 
-// KMINS_K4: the super-block's min terms (f16 d and dmin in X10, the mins
-// in X6's high 8 bytes) taken from Y2 (macc): f32(f32(dmin·m)·sum), the
-// twin's f32(−(dmin·m)·sum) added, bit for bit; the group sums at (R12).
-#define KMINS_K4 \
+// KDMIN_K4: dmin·m of the super-block's groups in Y5 (f16 d and dmin in
+// X10, the mins in X6's high 8 bytes).
+#define KDMIN_K4 \
 	VMOVSHDUP X10, X11 \
 	VBROADCASTSS X11, Y11 \
 	VPSRLDQ $8, X6, X9 \
 	VPMOVZXBD X9, Y9 \
 	VCVTDQ2PS Y9, Y9 \
-	VMULPS Y11, Y9, Y5 \
+	VMULPS Y11, Y9, Y5
+
+// KMINS_K4: the super-block's min terms taken from Y2 (macc):
+// f32(f32(dmin·m)·sum), the twin's f32(−(dmin·m)·sum) added, bit for bit;
+// the group sums at (R12).
+#define KMINS_K4 \
+	KDMIN_K4 \
 	VMULPS (R12), Y5, Y5 \
 	VSUBPS Y5, Y2, Y2
 
@@ -459,12 +464,7 @@ GLOBL kwdup<>(SB), RODATA|NOPTR, $16
 #define KTSCALES_K4 \
 	VCVTPH2PS (DI), X10 \
 	KDECODE_K4 \
-	VMOVSHDUP X10, X11 \
-	VBROADCASTSS X11, Y11 \
-	VPSRLDQ $8, X6, X9 \
-	VPMOVZXBD X9, Y9 \
-	VCVTDQ2PS Y9, Y9 \
-	VMULPS Y11, Y9, Y5 \
+	KDMIN_K4 \
 	VPUNPCKLBW X6, X6, X6 \
 	VPSHUFB ktr<>(SB), X6, X6 \
 	VPMOVZXBD X6, Z6 \
@@ -582,7 +582,7 @@ GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ4_KWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KCONSTS
 #undef KUNPACK2
@@ -606,7 +606,7 @@ GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ5_KWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
@@ -648,7 +648,7 @@ GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ6_KWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
@@ -688,7 +688,7 @@ GLOBL klow2sel<>(SB), RODATA|NOPTR, $4
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ3_KWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
@@ -773,7 +773,7 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandIQ4_XSWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
@@ -781,14 +781,19 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #undef KSCALES
 
 // Q2_K: a super-block's d and dmin (DI), then a byte a half group, its
-// factor (low nibble) and min (high). KDECODE_Q2K (d and dmin in X10):
-// the factors as int32 in Z6 in kLane's order, dmin·m of the halves in
-// their order in Z5.
-#define KDECODE_Q2K \
+// factor (low nibble) and min (high). Q2K_FIELDS: the sixteen factors as
+// X8's bytes, the mins as X9's, in the halves' order.
+#define Q2K_FIELDS \
 	VMOVDQU 4(DI), X8 \
 	VPSRLW $4, X8, X9 \
 	VPAND b0f<>(SB), X9, X9 \
-	VPAND b0f<>(SB), X8, X8 \
+	VPAND b0f<>(SB), X8, X8
+
+// KDECODE_Q2K (d and dmin in X10):
+// the factors as int32 in Z6 in kLane's order, dmin·m of the halves in
+// their order in Z5.
+#define KDECODE_Q2K \
+	Q2K_FIELDS \
 	VPSHUFB ktr<>(SB), X8, X8 \
 	VPMOVZXBD X8, Z6 \
 	VMOVSHDUP X10, X11 \
@@ -832,7 +837,7 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #undef VNNI
 #undef KTNAME
 #define KWNAME ·expandQ2_KWide
-#include "blocks_k_wide_avx512_amd64.h"
+#include "blocks_k_wide_amd64.h"
 #undef KWNAME
 #undef KTSCALES
 #undef KCONSTS
@@ -841,6 +846,8 @@ GLOBL kxs<>(SB), RODATA|NOPTR, $16
 #undef MIN2
 
 // ---- The AVX2 form (blocks_k_avx2_amd64.h).
+
+#define KWAVX2
 
 // wbits: word k's bit; wq6mul: Q6_K's factors that move its 2-bit fields
 // into place (16 for a group's first halves, 1 for its second); then word
@@ -920,19 +927,14 @@ BYTES32(w04y, 0x0004000400040004)
 	VPAND w30y<>(SB), Y10, Y10 \
 	VPOR Y10, Y9, Y9
 
-// The wide kernel's AVX2 expansions (blocks_k_wide_avx2_amd64.h): a
+// The wide kernel's AVX2 expansions (blocks_k_wide_amd64.h with KWAVX2): a
 // super-block's d in X10, its half factors as X6's bytes in the halves'
 // order (VPSHUFB ktr puts kLane's order back: the permutation is its own
 // inverse), dmin·m in Y5 (Q2_K: of halves 0..7, and 8..15 in Y7).
 #define KW2SCALES_K4 \
 	VCVTPH2PS (DI), X10 \
 	KDECODE_K4 \
-	VMOVSHDUP X10, X11 \
-	VBROADCASTSS X11, Y11 \
-	VPSRLDQ $8, X6, X9 \
-	VPMOVZXBD X9, Y9 \
-	VCVTDQ2PS Y9, Y9 \
-	VMULPS Y11, Y9, Y5 \
+	KDMIN_K4 \
 	VPUNPCKLBW X6, X6, X6 \
 	ADDQ $16, DI
 #define KW2SCALES_SPLIT(F) \
@@ -946,10 +948,8 @@ BYTES32(w04y, 0x0004000400040004)
 	ADDQ $8, DI
 #define KW2SCALES_Q2K \
 	VCVTPH2PS (DI), X10 \
-	VMOVDQU 4(DI), X8 \
-	VPSRLW $4, X8, X9 \
-	VPAND b0f<>(SB), X9, X9 \
-	VPAND b0f<>(SB), X8, X6 \
+	Q2K_FIELDS \
+	VMOVDQA X8, X6 \
 	VMOVSHDUP X10, X11 \
 	VBROADCASTSS X11, Y11 \
 	VPMOVZXBD X9, Y5 \
@@ -968,10 +968,10 @@ BYTES32(w04y, 0x0004000400040004)
 #define KUNPACK(OFF) KNIB(OFF)
 #include "blocks_k_avx2_amd64.h"
 #define MIN1
-#define KW2SCALES KW2SCALES_K4
-#define KW2NAME ·expandQ4_KWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
+#define KTSCALES KW2SCALES_K4
+#define KWNAME ·expandQ4_KWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -980,10 +980,10 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 20
 #define KUNPACK(OFF) KNIB(OFF); KHIGH1HALF(OFF+16, Y8, w10y<>(SB)); KHIGH1HALF(OFF+18, Y9, w10y<>(SB))
 #include "blocks_k_avx2_amd64.h"
-#define KW2NAME ·expandQ5_KWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
-#undef KW2SCALES
+#define KWNAME ·expandQ5_KWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
+#undef KTSCALES
 #undef MIN1
 #undef KNAME2
 #undef KUNPACK
@@ -996,11 +996,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 24
 #define KUNPACK(OFF) KNIB(OFF); KHIGH2(OFF); VPSUBW w20y<>(SB), Y8, Y8; VPSUBW w20y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
-#define KW2SCALES KW2SCALES_SPLIT(KFACTORS_Q6K)
-#define KW2NAME ·expandQ6_KWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
-#undef KW2SCALES
+#define KTSCALES KW2SCALES_SPLIT(KFACTORS_Q6K)
+#define KWNAME ·expandQ6_KWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
+#undef KTSCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -1025,11 +1025,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 16
 #define KUNPACK(OFF) VMOVDQU OFF(SI), X8; VPSRLW $4, X8, X9; VPAND X15, X8, X8; VPAND X15, X9, X9; VPSHUFB X8, X14, X8; VPSHUFB X9, X14, X9; VPMOVSXBW X8, Y8; VPMOVSXBW X9, Y9
 #include "blocks_k_avx2_amd64.h"
-#define KW2SCALES KW2SCALES_IQ4XS
-#define KW2NAME ·expandIQ4_XSWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
-#undef KW2SCALES
+#define KTSCALES KW2SCALES_IQ4XS
+#define KWNAME ·expandIQ4_XSWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
+#undef KTSCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -1043,11 +1043,11 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 12
 #define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9; KHIGH1HALF(OFF+8, Y8, w04y<>(SB)); KHIGH1HALF(OFF+10, Y9, w04y<>(SB)); VPSUBW w04y<>(SB), Y8, Y8; VPSUBW w04y<>(SB), Y9, Y9
 #include "blocks_k_avx2_amd64.h"
-#define KW2SCALES KW2SCALES_SPLIT(KFACTORS_Q3K)
-#define KW2NAME ·expandQ3_KWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
-#undef KW2SCALES
+#define KTSCALES KW2SCALES_SPLIT(KFACTORS_Q3K)
+#define KWNAME ·expandQ3_KWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
+#undef KTSCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
@@ -1060,10 +1060,7 @@ BYTES32(w04y, 0x0004000400040004)
 	VCVTPH2PS (DI), X10 \
 	VMULSS (R11), X10, X5 \
 	VMOVSS X5, 24(SP) \
-	VMOVDQU 4(DI), X8 \
-	VPSRLW $4, X8, X9 \
-	VPAND b0f<>(SB), X9, X9 \
-	VPAND b0f<>(SB), X8, X8 \
+	Q2K_FIELDS \
 	VPSHUFB ktr<>(SB), X8, X8 \
 	VPSRLDQ $8, X8, X7 \
 	VPMOVZXBD X7, Y7 \
@@ -1090,14 +1087,15 @@ BYTES32(w04y, 0x0004000400040004)
 #define KCB 8
 #define KUNPACK(OFF) LOW2(OFF); VPMOVZXBW X8, Y8; VPMOVZXBW X9, Y9
 #include "blocks_k_avx2_amd64.h"
-#define KW2SCALES KW2SCALES_Q2K
-#define KW2NAME ·expandQ2_KWideAVX2
-#include "blocks_k_wide_avx2_amd64.h"
-#undef KW2NAME
-#undef KW2SCALES
+#define KTSCALES KW2SCALES_Q2K
+#define KWNAME ·expandQ2_KWideAVX2
+#include "blocks_k_wide_amd64.h"
+#undef KWNAME
+#undef KTSCALES
 #undef KNAME2
 #undef KUNPACK
 #undef KCB
 #undef KSCALES2
 #undef KCONSTS2
 #undef MIN2
+#undef KWAVX2

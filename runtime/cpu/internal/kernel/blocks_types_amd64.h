@@ -28,7 +28,14 @@
 #endif
 #ifdef WIDENAME
 #include "blocks_wide_avx512_amd64.h"
-#include "blocks_wide_avx2_amd64.h"
+// The AVX2 form's expansion (for dotWideAVX2): every type a row at a time.
+#define WROWNAME WIDE2NAME
+#define WROWPAIR UNPACK; VMOVDQU Y8, (AX); VMOVDQU Y9, 1024(AX); UNPACK; VMOVDQU Y8, 32(AX); VMOVDQU Y9, 1056(AX)
+#define WROWSINGLE UNPACK; VMOVDQU Y8, (AX); VMOVDQU Y9, 1024(AX)
+#include "blocks_wide_rows_amd64.h"
+#undef WROWNAME
+#undef WROWPAIR
+#undef WROWSINGLE
 #undef WIDENAME
 #undef WIDE2NAME
 #ifdef WIDEMAP

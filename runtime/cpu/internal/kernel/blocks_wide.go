@@ -129,8 +129,8 @@ const (
 )
 
 // avx2 says whether form f is one of AVX2's (the expansions of
-// blocks_wide_avx2_amd64.h and blocks_k_wide_avx2_amd64.h, the products of
-// blocks_wide_dot_avx2_amd64.h).
+// blocks_wide_rows_amd64.h and blocks_k_wide_amd64.h with KWAVX2, the
+// products of blocks_wide_dot_avx2_amd64.h).
 func (f wideForm) avx2() bool { return f == wideAVX2 || f == wideAVXVNNI }
 
 // dotBlocksWide is DotBlocksWide in form f.

@@ -36,7 +36,7 @@ func transposeWide(p unsafe.Pointer, n int)
 //go:noescape
 func dotWideVNNI(w *int32, sc *float32, xq *int16, groups int, acc *float32, mode int, out *float32, ostride int)
 
-// The K quants' expansions (blocks_k_wide_avx512_amd64.h): sixteen rows'
+// The K quants' expansions (blocks_k_wide_amd64.h): sixteen rows'
 // codes and super-blocks' factors, mins and d of groups groups (whole
 // super-blocks), each row's decoding from byte at of its scale words
 // (and the split types' factors, Q6_K's and Q3_K's, split bytes after that).
@@ -62,7 +62,7 @@ func expandIQ4_XSWide(codes, scales *uint32, at, split, cstride, sstride, groups
 //go:noescape
 func dotWideKVNNI(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
 
-// The AVX2 forms (blocks_wide_avx2_amd64.h, blocks_k_wide_avx2_amd64.h and
+// The AVX2 forms (blocks_wide_rows_amd64.h, blocks_k_wide_amd64.h and
 // blocks_wide_dot_avx2_amd64.h): the same expansions' layouts, turned by
 // transposeWideAVX2, and the products with the lanes in acc, with VPMADDWD
 // and VPADDD or AVX-VNNI's VPDPWSSD.

@@ -8,6 +8,47 @@
 // the scales' blocks, and the codes' of the types unpacked a row at a
 // time), meet four rows of activations (a QTile) at a time.
 
+// KWARGS: the pointers and counts of the K quants' wide products for row
+// R10 of the tile: AX the codes, DX the super-blocks' mins and d (the d
+// BX bytes on, the next super-block's SI bytes), R8 the row's K codes,
+// R11 its KD, R12 its group sums (the next super-block's DI bytes on), CX
+// the super-blocks; Q2_K's (mode&8) super-blocks have sixteen mins of
+// halves before d, and sixteen sums a row, so every size doubles.
+#define KWARGS \
+	MOVQ mode+64(FP), CX \
+	SHRQ $3, CX \
+	ANDQ $1, CX \
+	MOVQ $512, BX \
+	SHLQ CX, BX \
+	MOVQ $1024, SI \
+	SHLQ CX, SI \
+	MOVQ $128, DI \
+	SHLQ CX, DI \
+	MOVQ R10, R12 \
+	SHLQ $5, R12 \
+	SHLQ CX, R12 \
+	ADDQ sums+40(FP), R12 \
+	MOVQ w+0(FP), AX \
+	MOVQ sc+8(FP), DX \
+	MOVQ groups+48(FP), CX \
+	SHRQ $3, CX \
+	MOVQ R10, R8 \
+	IMULQ xstride+24(FP), R8 \
+	ADDQ xq+16(FP), R8 \
+	MOVQ kd+32(FP), R11 \
+	LEAQ (R11)(R10*4), R11
+
+// FOLD8(A0, A1, A2, A3, A4, A5, A6, A7): fold8 (blocks.go) of eight
+// vectors of lanes, to A0: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+#define FOLD8(A0, A1, A2, A3, A4, A5, A6, A7) \
+	VADDPS A4, A0, A0 \
+	VADDPS A6, A2, A2 \
+	VADDPS A2, A0, A0 \
+	VADDPS A5, A1, A1 \
+	VADDPS A7, A3, A3 \
+	VADDPS A3, A1, A1 \
+	VADDPS A1, A0, A0
+
 // func transposeWide(p unsafe.Pointer, n int)
 //
 // transposeWide transposes n blocks of 16×16 dwords at p in place (row j
@@ -285,17 +326,11 @@ wlone6:
 wend:
 	TESTQ $2, mode+40(FP)
 	JZ    wstore
-	// dotBlocksGo's fold: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), plus
-	// the fold of the mins' lanes (zeros: the types here have no mins).
-	VADDPS Z20, Z16, Z0
-	VADDPS Z22, Z18, Z1
-	VADDPS Z1, Z0, Z0
-	VADDPS Z21, Z17, Z2
-	VADDPS Z23, Z19, Z3
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z0, Z0
+	// dotBlocksGo's fold, plus the fold of the mins' lanes (zeros: the
+	// types here have no mins).
+	FOLD8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
 	VPXORD Z1, Z1, Z1
-	VADDPS Z1, Z0, Z0
+	VADDPS Z1, Z16, Z0
 	MOVQ  R10, BX
 	IMULQ ostride+56(FP), BX
 	VMOVUPS Z0, (R13)(BX*1)
@@ -321,7 +356,7 @@ wnext:
 
 // The K quants' wide kernel (dotBlocksKGo's bits, blocks_k.go): sixteen
 // weight rows expanded by the type's expandKWide
-// (blocks_k_wide_avx512_amd64.h), their codes already times their half
+// (blocks_k_wide_amd64.h), their codes already times their half
 // groups' factors, meet a QTile's K codes a row at a time. Per
 // super-block and row of activations, each half group's sixteen integer
 // sums f·half (one a weight row, in four lanes' multiply-adds of codes
@@ -451,31 +486,7 @@ kwload:
 	VMOVUPS 1472(R9), Z4
 
 kwgo:
-	MOVQ w+0(FP), AX
-	MOVQ sc+8(FP), DX
-	MOVQ groups+48(FP), CX
-	SHRQ $3, CX
-	MOVQ R10, R8
-	IMULQ xstride+24(FP), R8
-	ADDQ xq+16(FP), R8
-	MOVQ kd+32(FP), R11
-	LEAQ (R11)(R10*4), R11
-	// Q2_K's super-blocks: sixteen mins of halves before d, and sixteen
-	// sums a row.
-	MOVQ $512, BX
-	MOVQ $1024, SI
-	MOVQ $128, DI
-	MOVQ R10, R12
-	SHLQ $5, R12
-	TESTQ $8, mode+64(FP)
-	JZ    kwsizes
-	MOVQ $1024, BX
-	MOVQ $2048, SI
-	MOVQ $256, DI
-	SHLQ $1, R12
-
-kwsizes:
-	ADDQ sums+40(FP), R12
+	KWARGS
 
 kwsuper:
 	VMOVUPS (DX)(BX*1), Z0
@@ -533,21 +544,9 @@ kwnomin:
 	VADDPS Z29, Z21, Z21
 	VADDPS Z30, Z22, Z22
 	VADDPS Z31, Z23, Z23
-	VADDPS Z20, Z16, Z0
-	VADDPS Z22, Z18, Z1
-	VADDPS Z1, Z0, Z0
-	VADDPS Z21, Z17, Z2
-	VADDPS Z23, Z19, Z3
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z0, Z0
-	VADDPS Z13, Z9, Z1
-	VADDPS Z15, Z11, Z2
-	VADDPS Z2, Z1, Z1
-	VADDPS Z14, Z10, Z2
-	VADDPS Z4, Z12, Z3
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z1, Z1
-	VADDPS Z1, Z0, Z0
+	FOLD8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+	FOLD8(Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z4)
+	VADDPS Z9, Z16, Z0
 	MOVQ  R10, BX
 	IMULQ ostride+80(FP), BX
 	ADDQ  out+72(FP), BX
@@ -587,13 +586,10 @@ kwnext:
 	VZEROUPPER
 	RET
 
-// ---- The AVX2 form: the K quants' wide kernel for CPUs without AVX-512
-// (blocks_wide.go), on the same expanded layout (the expansions of
-// blocks_k_wide_avx2_amd64.h, then transposeWideAVX2). Sixteen weight rows
-// are two vectors of eight, and the lanes a row of activations carries
-// (24 of them, 48 vectors) stay in acc, 1536 bytes a row as
-// dotWideKVNNI's: lane L of the sixteen rows at 64·L, the mins' lane k at
-// 1024 + 64·k.
+// ---- The AVX2 form: the wide kernel for CPUs without AVX-512
+// (blocks_wide.go), on the same expanded layouts (the expansions of
+// blocks_wide_rows_amd64.h and blocks_k_wide_amd64.h, then
+// transposeWideAVX2) and the products of blocks_wide_dot_avx2_amd64.h.
 
 // TR8(SRC, DST): the 8×8 block of dwords whose rows lie 64 bytes apart at
 // SRC to DST transposed (row j becomes column j): dword unpacks of pairs

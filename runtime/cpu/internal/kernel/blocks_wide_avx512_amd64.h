@@ -131,72 +131,16 @@ nnext:
 #undef NIBOUT
 #undef NIBROWS
 #else
-// The other types (Q5_0, Q8_0): each row's codes unpack as the one-row
-// loop unpacks them (a pair of groups: the even inputs' int16 pairs in
-// Z8, the odd ones' in Z9, dword 8h+k holding lane k of group h's) and
-// are stored as row j of the pair's two 16×16 blocks of dwords, which
-// transposeWide then turns into the layout above. A lone last group is
-// stored as a pair whose second group is zero (VEX writes clear the
-// upper halves).
-
-// func WIDENAME(codes, scales *uint32, cstride, sstride, groups int, dst *int32, dsc *float32)
-TEXT WIDENAME(SB), NOSPLIT, $0-56
-	MOVQ codes+0(FP), R8
-	MOVQ scales+8(FP), R9
-	MOVQ dst+40(FP), R13
-	MOVQ dsc+48(FP), R14
-	CONSTS
-	XORQ BX, BX
-
-wrow:
-	MOVQ R8, SI
-	MOVQ R9, DI
-	MOVQ BX, AX
-	SHLQ $6, AX
-	ADDQ R13, AX
-	MOVQ BX, DX
-	SHLQ $6, DX
-	ADDQ R14, DX
-	MOVQ $32, R11
-	MOVQ groups+32(FP), CX
-
-wchunk:
-	SCALES
-	VMOVUPS Y3, (DX)
-	ADDQ R11, DX
-	NEGQ R11
-	ADDQ $1024, R11
-	MOVQ $8, R10
-	CMPQ CX, R10
-	CMOVQLT CX, R10
-	SUBQ R10, CX
-
-wpair:
-	CMPQ R10, $2
-	JLT  wsingle
-	UNPACK2
-	VMOVDQU32 Z8, (AX)
-	VMOVDQU32 Z9, 1024(AX)
-	ADDQ $2048, AX
-	SUBQ $2, R10
-	JMP  wpair
-
-wsingle:
-	TESTQ R10, R10
-	JZ    wnext
-	UNPACK
-	VMOVDQU32 Z8, (AX)
-	VMOVDQU32 Z9, 1024(AX)
-	ADDQ $2048, AX
-
-wnext:
-	TESTQ CX, CX
-	JNZ   wchunk
-	ADDQ cstride+16(FP), R8
-	ADDQ sstride+24(FP), R9
-	INCQ BX
-	CMPQ BX, $16
-	JLT  wrow
-	VZEROUPPER
-	RET
+// The other types (Q5_0, Q8_0) go a row at a time (blocks_wide_rows_amd64.h):
+// a pair of groups as the one-row loop unpacks them (the even inputs'
+// int16 pairs in Z8, the odd ones' in Z9, dword 8h+k holding lane k of
+// group h's), a lone last group as a pair whose second group is zero (VEX
+// writes clear the upper halves).
+#define WROWNAME WIDENAME
+#define WROWPAIR UNPACK2; VMOVDQU32 Z8, (AX); VMOVDQU32 Z9, 1024(AX)
+#define WROWSINGLE UNPACK; VMOVDQU32 Z8, (AX); VMOVDQU32 Z9, 1024(AX)
+#include "blocks_wide_rows_amd64.h"
+#undef WROWNAME
+#undef WROWPAIR
+#undef WROWSINGLE
 #endif

@@ -85,8 +85,9 @@
 	VMOVUPS Y0, (1024+K*64)(R9) \
 	VMOVUPS Y1, (1024+K*64+32)(R9)
 
-// KWFOLD2(O): dotWideKVNNI's fold of rows 0..7 (O = 0) or 8..15 (O = 32)
-// of the lanes in acc to Y0.
+// KWFOLD2(O): dotWideKVNNI's fold (foldLanes) of rows 0..7 (O = 0) or
+// 8..15 (O = 32) of the lanes in acc to Y0: a_k = lane k + lane 8+k, then
+// fold8(a) + fold8(the mins' lanes).
 #define KWFOLD2(O) \
 	VMOVUPS (O)(R9), Y0 \
 	VADDPS (512+O)(R9), Y0, Y0 \
@@ -104,25 +105,17 @@
 	VADDPS (896+O)(R9), Y6, Y6 \
 	VMOVUPS (448+O)(R9), Y7 \
 	VADDPS (960+O)(R9), Y7, Y7 \
-	VADDPS Y4, Y0, Y0 \
-	VADDPS Y6, Y2, Y2 \
-	VADDPS Y2, Y0, Y0 \
-	VADDPS Y5, Y1, Y1 \
-	VADDPS Y7, Y3, Y3 \
-	VADDPS Y3, Y1, Y1 \
-	VADDPS Y1, Y0, Y0 \
-	VMOVUPS (1024+O)(R9), Y1 \
-	VADDPS (1280+O)(R9), Y1, Y1 \
-	VMOVUPS (1152+O)(R9), Y2 \
-	VADDPS (1408+O)(R9), Y2, Y2 \
-	VADDPS Y2, Y1, Y1 \
-	VMOVUPS (1088+O)(R9), Y2 \
-	VADDPS (1344+O)(R9), Y2, Y2 \
-	VMOVUPS (1216+O)(R9), Y3 \
-	VADDPS (1472+O)(R9), Y3, Y3 \
-	VADDPS Y3, Y2, Y2 \
-	VADDPS Y2, Y1, Y1 \
-	VADDPS Y1, Y0, Y0
+	FOLD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7) \
+	VMOVUPS (1024+O)(R9), Y8 \
+	VMOVUPS (1088+O)(R9), Y9 \
+	VMOVUPS (1152+O)(R9), Y10 \
+	VMOVUPS (1216+O)(R9), Y11 \
+	VMOVUPS (1280+O)(R9), Y12 \
+	VMOVUPS (1344+O)(R9), Y13 \
+	VMOVUPS (1408+O)(R9), Y14 \
+	VMOVUPS (1472+O)(R9), Y15 \
+	FOLD8(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15) \
+	VADDPS Y8, Y0, Y0
 
 // func KW2DOT(w *int32, sc *float32, xq *int16, xstride int, kd, sums *float32, groups int, acc *float32, mode int, out *float32, ostride int)
 //
@@ -151,29 +144,7 @@ k2zero:
 	JNZ  k2zero
 
 k2go:
-	MOVQ w+0(FP), AX
-	MOVQ sc+8(FP), DX
-	MOVQ groups+48(FP), CX
-	SHRQ $3, CX
-	MOVQ R10, R8
-	IMULQ xstride+24(FP), R8
-	ADDQ xq+16(FP), R8
-	MOVQ kd+32(FP), R11
-	LEAQ (R11)(R10*4), R11
-	MOVQ $512, BX
-	MOVQ $1024, SI
-	MOVQ $128, DI
-	MOVQ R10, R12
-	SHLQ $5, R12
-	TESTQ $8, mode+64(FP)
-	JZ    k2sizes
-	MOVQ $1024, BX
-	MOVQ $2048, SI
-	MOVQ $256, DI
-	SHLQ $1, R12
-
-k2sizes:
-	ADDQ sums+40(FP), R12
+	KWARGS
 
 k2super:
 	VBROADCASTSS (R11), Y4
@@ -295,20 +266,18 @@ k2next:
 	G2GROUP(0, 0, 32, L)
 
 // G2FOLD(O): dotWideVNNI's fold of rows 0..7 (O = 0) or 8..15 (O = 32) of
-// the lanes at R12 to Y0: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), plus the
-// fold of the (zero) mins' lanes.
+// the lanes at R12 to Y0: fold8 of the lanes, plus the fold of the (zero)
+// mins' lanes.
 #define G2FOLD(O) \
 	VMOVUPS (O)(R12), Y0 \
-	VADDPS (256+O)(R12), Y0, Y0 \
-	VMOVUPS (128+O)(R12), Y1 \
-	VADDPS (384+O)(R12), Y1, Y1 \
-	VADDPS Y1, Y0, Y0 \
-	VMOVUPS (64+O)(R12), Y2 \
-	VADDPS (320+O)(R12), Y2, Y2 \
+	VMOVUPS (64+O)(R12), Y1 \
+	VMOVUPS (128+O)(R12), Y2 \
 	VMOVUPS (192+O)(R12), Y3 \
-	VADDPS (448+O)(R12), Y3, Y3 \
-	VADDPS Y3, Y2, Y2 \
-	VADDPS Y2, Y0, Y0 \
+	VMOVUPS (256+O)(R12), Y4 \
+	VMOVUPS (320+O)(R12), Y5 \
+	VMOVUPS (384+O)(R12), Y6 \
+	VMOVUPS (448+O)(R12), Y7 \
+	FOLD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7) \
 	VXORPS Y1, Y1, Y1 \
 	VADDPS Y1, Y0, Y0
 
