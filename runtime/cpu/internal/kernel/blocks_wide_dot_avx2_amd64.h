@@ -7,10 +7,10 @@
 // quants' 48) in acc.
 
 #ifdef AVXVNNI
-// VPDPWSSD(DISP, V, D): VPDPWSSD DISP(AX), Y(V), Y(D), in the VEX form of
-// AVX-VNNI (the Go assembler encodes only AVX512_VNNI's EVEX one): C4,
-// R̄X̄B̄ and map 0F38, W0 with ~V, 256 bits and prefix 66, opcode 52, then
-// a ModRM of D and a 32-bit displacement from AX.
+// VPDPWSSD_AX(DISP, V, D): VPDPWSSD DISP(AX), Y(V), Y(D) (D below 8), in
+// the VEX form of AVX-VNNI (the Go assembler encodes only AVX512_VNNI's
+// EVEX one): C4, R̄X̄B̄ and map 0F38, W0 with ~V, 256 bits and prefix 66,
+// opcode 52, then a ModRM of D and a 32-bit displacement from AX.
 #define VPDPWSSD_AX(DISP, V, D) \
 	BYTE $0xC4; BYTE $0xE2; BYTE $(((15-V)<<3)|0x05); BYTE $0x52; BYTE $(0x80|(D<<3)); LONG $(DISP)
 
