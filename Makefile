@@ -47,7 +47,7 @@ vet: vet-quick
 # test" gives go test's own output.
 TESTSUM ?= GO="$(GO)" $(GO) run ./.ci/testsum --
 
-test: deps vet test-arm64 test-js
+test: deps vet test-arm64 test-js test-avx2
 	$(TESTSUM) -count=1 -timeout 30m ./...
 
 # test-js runs the tests that build only for the browser (GOOS=js: the
@@ -55,6 +55,21 @@ test: deps vet test-arm64 test-js
 # Node, through Go's own wasm exec wrapper.
 test-js:
 	GOOS=js GOARCH=wasm $(GO) test -count=1 -exec "$$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec" ./wasm/browser
+
+# test-avx2 runs the CPU backend's tests, and the engine on a model of
+# every block type against llama.cpp's log-probabilities, with AVX-512
+# hidden (GODEBUG=cpu.avx512f=off): on the AVX-512 machines CI runs on,
+# the AVX2 kernels that most desktops run (the one-row loops, the wide
+# kernel's AVX2 form, with AVX-VNNI where the CPU has it, and the
+# backend's choice of them) then run end to end, not only against their
+# twins (TestDotBlocksWide runs the plain AVX2 form against them on any
+# CPU). TESSERA_KERNELS makes the kernel tests check that AVX2's ran.
+.PHONY: test-avx2
+test-avx2:
+	@if [ "$$($(GO) env GOARCH)" != amd64 ] || ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
+		echo "test-avx2: no AVX2 here"; exit 0; fi; \
+	GODEBUG=cpu.avx512f=off TESSERA_KERNELS=avx2 $(GO) test -count=1 -timeout 10m ./runtime/cpu/... && \
+	GODEBUG=cpu.avx512f=off $(GO) test -count=1 -timeout 10m -run 'TestQuantizedMatchLlamaCpp$$' ./examples/tessera/
 
 # check is the quick loop, under 3 minutes on a 2-core machine: gofmt and
 # go vet, every package's tests with -short except the slow ones below
