@@ -277,51 +277,17 @@ wload:
 	VMOVUPS 448(R12), Z23
 
 wgo:
-	MOVQ w+0(FP), AX
-	MOVQ sc+8(FP), DX
-	MOVQ groups+24(FP), CX
-	MOVQ R10, R8
-	SHLQ $7, R8
-	ADDQ R11, R8
-	LEAQ 512(R11)(R10*4), R9
-
-wchunk:
-	CMPQ CX, $2
-	JLT  wlone0
-	GPAIR(Z16, Z17)
-	CMPQ CX, $2
-	JLT  wlone2
-	GPAIR(Z18, Z19)
-	CMPQ CX, $2
-	JLT  wlone4
-	GPAIR(Z20, Z21)
-	CMPQ CX, $2
-	JLT  wlone6
-	GPAIR(Z22, Z23)
-	JMP  wchunk
-
-wlone0:
-	TESTQ CX, CX
-	JZ    wend
-	GLONE(Z16)
-	JMP   wend
-
-wlone2:
-	TESTQ CX, CX
-	JZ    wend
-	GLONE(Z18)
-	JMP   wend
-
-wlone4:
-	TESTQ CX, CX
-	JZ    wend
-	GLONE(Z20)
-	JMP   wend
-
-wlone6:
-	TESTQ CX, CX
-	JZ    wend
-	GLONE(Z22)
+#define WLANE0 Z16
+#define WLANE1 Z17
+#define WLANE2 Z18
+#define WLANE3 Z19
+#define WLANE4 Z20
+#define WLANE5 Z21
+#define WLANE6 Z22
+#define WLANE7 Z23
+#define WPAIR GPAIR
+#define WLONE GLONE
+#include "blocks_wide_walk_amd64.h"
 
 wend:
 	TESTQ $2, mode+40(FP)

@@ -314,53 +314,19 @@ w2row:
 	VMOVUPS Y0, 480(R12)
 
 w2go:
-	MOVQ w+0(FP), AX
-	MOVQ sc+8(FP), DX
-	MOVQ groups+24(FP), CX
-	MOVQ R10, R8
-	SHLQ $7, R8
-	ADDQ R11, R8
-	LEAQ 512(R11)(R10*4), R9
+#define WLANE0 0
+#define WLANE1 1
+#define WLANE2 2
+#define WLANE3 3
+#define WLANE4 4
+#define WLANE5 5
+#define WLANE6 6
+#define WLANE7 7
+#define WPAIR G2PAIR
+#define WLONE G2LONE
+#include "blocks_wide_walk_amd64.h"
 
-w2chunk:
-	CMPQ CX, $2
-	JLT  w2lone0
-	G2PAIR(0, 1)
-	CMPQ CX, $2
-	JLT  w2lone2
-	G2PAIR(2, 3)
-	CMPQ CX, $2
-	JLT  w2lone4
-	G2PAIR(4, 5)
-	CMPQ CX, $2
-	JLT  w2lone6
-	G2PAIR(6, 7)
-	JMP  w2chunk
-
-w2lone0:
-	TESTQ CX, CX
-	JZ    w2end
-	G2LONE(0)
-	JMP   w2end
-
-w2lone2:
-	TESTQ CX, CX
-	JZ    w2end
-	G2LONE(2)
-	JMP   w2end
-
-w2lone4:
-	TESTQ CX, CX
-	JZ    w2end
-	G2LONE(4)
-	JMP   w2end
-
-w2lone6:
-	TESTQ CX, CX
-	JZ    w2end
-	G2LONE(6)
-
-w2end:
+wend:
 	TESTQ $2, mode+40(FP)
 	JZ    w2next
 	MOVQ  R10, BX
