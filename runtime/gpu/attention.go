@@ -491,7 +491,7 @@ func (st *attnState) scratch(b *Backend, chunks, n int, a backend.Attention) (we
 		st.part, st.written = buf, nil
 	}
 	if len(st.written) < n || !slices.Equal(st.written[:n], st.flags[:n]) {
-		if err := b.writeStep(st.part, b.stageFlags, f32bytes(st.flags[:n])); err != nil {
+		if err := b.writeStep(st.part, f32bytes(st.flags[:n])); err != nil {
 			return nil, err
 		}
 		st.written = append(st.written[:0], st.flags[:n]...)

@@ -59,8 +59,11 @@ type Backend struct {
 	masks       webgpu.Buffer // token masks, a row of words per output row, made on first use
 	batch       backend.Batch
 	calls       map[callKey]*call
+	trace       []tracedCall // the calls in the order the last steps made them (record)
+	traceAt     int          // the place in trace of the step's next call
 	freqs       map[ropeKey]webgpu.Buffer
 	owned       []webgpu.Buffer            // released by Close
+	arena       arena                      // the buffers small weights share (arena.go)
 	err         error                      // the first error met while recording
 	memory      int64                      // bytes in owned buffers
 	pending     bool                       // work recorded since the last submit
@@ -76,22 +79,20 @@ type Backend struct {
 	// A windowed cache's (backend.KVShape.Windowed) rings: each row's
 	// slot and each sequence's table there (Batch.Windows, tableWidth
 	// wide like tables), made with the first windowed cache; ops on that
-	// cache bind them instead of slots and tables, and a chain's
-	// later steps stage their slots in stageWindowSlots.
+	// cache bind them instead of slots and tables.
 	windowSlots, windows webgpu.Buffer
-	stageWindowSlots     webgpu.Buffer
 
 	// LoRA (lora.go): each row's adapter slot and scale, of the batch's
 	// rows and of its output rows, and the scratch x·Aᵀ of each.
 	rowLoRA, outLoRA, loraH, loraHOut webgpu.Buffer
 
-	// Chained decoding: staged positions and slots of the steps after the
-	// first, the ids every Keep picked, and how many steps kept so far;
-	// stageRopePos (made with ropePos) stages M-RoPE's positions, so that
-	// a sequence with an image decodes in chains too.
-	stagePos, stageSlots, stageSeq, stageFlags, stageStep, history, stageLoRA webgpu.Buffer
-	stageRopePos                                                              webgpu.Buffer
-	kept, keptRows                                                            int
+	// Chained decoding: the ids every Keep picked, and how many steps
+	// kept so far.
+	history        webgpu.Buffer
+	kept, keptRows int
+
+	// The step's small writes, made by the command stream (upload.go).
+	uploads uploads
 
 	// The shared parameter buffer being filled (paramSlot) and its bytes
 	// taken so far.
@@ -270,7 +271,7 @@ func (b *Backend) Upload(t *tensor.Tensor) (backend.Weight, error) {
 	w := &Weight{shape: t.Shape}
 	for r0 := 0; r0 < rows; r0 += perPart {
 		n := min(perPart, rows-r0)
-		buf, err := b.buffer(t.Name, int64(n)*rowBytes, webgpu.Storage|webgpu.CopyDst)
+		buf, err := b.weightBuffer(t.Name, int64(n)*rowBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -374,6 +375,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 		}
 	}
 	b.startHost()
+	b.traceAt = 0
 	b.kept, b.keptRows = 0, 0
 	b.beginEncoder()
 	slots := make([]int32, n)
@@ -433,7 +435,7 @@ func (b *Backend) writeChanged(buf webgpu.Buffer, data []byte) error {
 	if last, ok := b.written[buf]; remember && ok && bytes.Equal(last, data) {
 		return nil
 	}
-	if err := b.dev.Write(buf, 0, data); err != nil {
+	if err := b.put(buf, 0, data); err != nil {
 		delete(b.written, buf)
 		return err
 	}
@@ -595,8 +597,8 @@ func (b *Backend) keepResult(n int) {
 }
 
 // BeginChained starts the next step of a chain: its positions and slots are
-// written to a staging area now and copied into place by the command
-// stream, between the previous step's work and this one's.
+// put (upload.go), so that the command stream copies them into place
+// between the previous step's work and this one's.
 func (b *Backend) BeginChained(batch backend.Batch) error {
 	n := batch.Len()
 	switch {
@@ -623,28 +625,19 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	step := make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
 	for _, w := range []struct {
-		buf, stage webgpu.Buffer
-		data       []byte
-	}{{b.pos, b.stagePos, i32bytes(batch.Pos)}, {b.slots, b.stageSlots, i32bytes(slots)},
-		{b.rowSeq, b.stageSeq, i32bytes(batch.Seq)}, {b.step, b.stageStep, step},
-		{b.windowSlots, b.stageWindowSlots, i32bytes(windowSlotsOf(batch))},
-		{b.ropePos, b.stageRopePos, i32bytes(batch.RopePos)}} {
-		if w.buf == nil || len(w.data) == 0 { // no windowed cache, no rotary positions
+		buf  webgpu.Buffer
+		data []byte
+	}{{b.pos, i32bytes(batch.Pos)}, {b.slots, i32bytes(slots)},
+		{b.rowSeq, i32bytes(batch.Seq)}, {b.step, step},
+		{b.windowSlots, i32bytes(windowSlotsOf(batch))},
+		{b.ropePos, i32bytes(batch.RopePos)},
+		// A chained step's rows are its output rows: one Row layout serves both.
+		{b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, false)}} {
+		if w.buf == nil || len(w.data) == 0 { // no windowed cache, no rotary positions, no adapters
 			continue
 		}
-		if err := b.writeStep(w.buf, w.stage, w.data); err != nil {
+		if err := b.writeStep(w.buf, w.data); err != nil {
 			return err
-		}
-	}
-	// A chained step's rows are its output rows: one Row layout serves both.
-	if rows := loraRowsIf(batch, false); rows != nil {
-		for _, buf := range []webgpu.Buffer{b.rowLoRA, b.outLoRA} {
-			at := int64(8 * b.kept * b.maxRows)
-			if err := b.dev.Write(b.stageLoRA, at, rows); err != nil {
-				return err
-			}
-			b.rec.Copy(b.stageLoRA, at, buf, 0, int64(len(rows)))
-			delete(b.written, buf)
 		}
 	}
 	b.pending = true
@@ -667,25 +660,13 @@ func windowSlotsOf(batch backend.Batch) []int32 {
 	return slots
 }
 
-// writeStep writes data at the start of buf for the step being recorded.
-// In a chain's later steps the earlier steps' work, recorded but not yet
-// run, still reads buf: data goes to this step's place in stage instead,
-// and is copied into buf by the command stream between the steps.
-func (b *Backend) writeStep(buf, stage webgpu.Buffer, data []byte) error {
-	delete(b.written, buf) // the copy below or this write changes it behind writeChanged
-	if b.kept == 0 {
-		return b.dev.Write(buf, 0, data)
-	}
-	slot := 4 // bytes a row: one i32, or four for the rotary positions
-	if buf == b.ropePos {
-		slot = 16
-	}
-	at := int64(slot * b.kept * b.maxRows)
-	if err := b.dev.Write(stage, at, data); err != nil {
-		return err
-	}
-	b.rec.Copy(stage, at, buf, 0, int64(len(data)))
-	return nil
+// writeStep writes data at the start of buf for the step being recorded:
+// through the command stream (put), so that in a chain's later steps the
+// earlier steps' work, recorded but not yet run, still reads what it was
+// recorded with.
+func (b *Backend) writeStep(buf webgpu.Buffer, data []byte) error {
+	delete(b.written, buf) // it changes behind writeChanged
+	return b.put(buf, 0, data)
 }
 
 // Kept submits the chain and reads back every kept id.
@@ -722,43 +703,31 @@ func (b *Backend) chainBuffers() error {
 	if b.history != nil {
 		return nil
 	}
-	// One place per step of a chain in each staging buffer (writeStep),
-	// and the ids of every step in history.
-	size := int64(4 * backend.MaxChain * max(b.maxRows, 4))
+	// The ids of every step, and a sampled chain's state (sampling.go).
+	size := int64(4*backend.MaxChain*max(b.maxRows, 4) + 8*max(b.maxRows, 4))
 	var err error
-	for _, p := range []*webgpu.Buffer{&b.stagePos, &b.stageSlots, &b.stageSeq, &b.stageFlags, &b.stageStep, &b.history, &b.stageLoRA, &b.stageWindowSlots} {
-		n := size
-		switch p {
-		case &b.stageLoRA:
-			n *= 2 // 8 bytes a row
-		case &b.history:
-			n += int64(8 * max(b.maxRows, 4)) // a sampled chain's state (sampling.go)
-		}
-		if *p, err = b.buffer("chain", n, webgpu.CopySrc|webgpu.CopyDst); err != nil {
-			return err
-		}
-	}
-	return nil
+	b.history, err = b.buffer("chain", size, webgpu.CopySrc|webgpu.CopyDst)
+	return err
 }
 
-// ropePosBuffers makes the rotary positions' buffer (4 i32 a row) and its
-// chain staging (writeStep: a place per step) for the first batch that
-// has them.
+// ropePosBuffers makes the rotary positions' buffer (4 i32 a row) for the
+// first batch that has them.
 func (b *Backend) ropePosBuffers() error {
 	if b.ropePos != nil {
 		return nil
 	}
 	var err error
-	if b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst); err != nil {
-		return err
-	}
-	b.stageRopePos, err = b.buffer("chain", int64(16*backend.MaxChain*max(b.maxRows, 4)), webgpu.CopySrc|webgpu.CopyDst)
+	b.ropePos, err = b.buffer("rope positions", int64(16*b.maxRows), webgpu.Storage|webgpu.CopyDst)
 	return err
 }
 
 // submit submits what was recorded.
 func (b *Backend) submit() error {
 	b.pending = false
+	if err := b.writeUploads(); err != nil {
+		b.err = err
+		return err
+	}
 	err := b.rec.Submit()
 	if !b.hostStart.IsZero() {
 		b.host += time.Since(b.hostStart)
@@ -788,7 +757,7 @@ func (b *Backend) Close() error {
 	for _, buf := range b.owned {
 		buf.Release()
 	}
-	b.calls, b.owned = nil, nil
+	b.calls, b.owned, b.trace = nil, nil, nil
 	if b.ownsDevice {
 		b.dev.Close()
 	}
@@ -892,14 +861,10 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	}
 	key := callKey{kernel: o.kernel, fusion: o.fusion, params: keyOf(p)}
 	copy(key.ops[:], operands)
-	c, ok := b.calls[key]
-	if !ok {
-		var err error
-		if c, err = b.newCall(o, p, operands); err != nil {
-			b.err = fmt.Errorf("gpu: %s: %w", o.kernel, err)
-			return
-		}
-		b.calls[key] = c
+	c, err := b.lookup(&key, o, p, operands)
+	if err != nil {
+		b.err = fmt.Errorf("gpu: %s: %w", o.kernel, err)
+		return
 	}
 	if x == 0 || y == 0 || z == 0 {
 		return
@@ -910,6 +875,44 @@ func (b *Backend) record(o op, p params, operands []webgpu.Binding, x, y, z uint
 	if b.plan.Fault != "" && len(operands) > 0 && key.name() == b.plan.Fault {
 		b.record(scaleOp, params{faultValues, 1, 0, f32param(1.5)}, operands[:1], 1, 1, 1)
 	}
+}
+
+// tracedCall is a call as a step made it (Backend.trace).
+type tracedCall struct {
+	key  callKey
+	call *call
+}
+
+// maxTrace bounds Backend.trace: a step of more calls looks the rest up.
+const maxTrace = 4096
+
+// lookup returns the call of key, made the first time. A decode step
+// makes the calls the step before it made, in the same order, so the key
+// is first compared with the one at its place in the trace: equal, it
+// costs a comparison of its bytes, where the map would hash them and
+// every operand's dynamic type (a third of the host's Go time a
+// dispatch before the trace).
+func (b *Backend) lookup(key *callKey, o op, p params, operands []webgpu.Binding) (*call, error) {
+	at := b.traceAt
+	b.traceAt++
+	if at < len(b.trace) && b.trace[at].key == *key {
+		return b.trace[at].call, nil
+	}
+	c, ok := b.calls[*key]
+	if !ok {
+		var err error
+		if c, err = b.newCall(o, p, operands); err != nil {
+			return nil, err
+		}
+		b.calls[*key] = c
+	}
+	switch {
+	case at < len(b.trace):
+		b.trace[at] = tracedCall{*key, c}
+	case at == len(b.trace) && at < maxTrace:
+		b.trace = append(b.trace, tracedCall{*key, c})
+	}
+	return c, nil
 }
 
 // subgroups is the subgroup size the kernels of shaders.SubgroupKernels

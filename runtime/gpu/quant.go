@@ -195,7 +195,7 @@ func (b *Backend) rowsPerPart(name string, h host, align int) (int, error) {
 
 // upload makes a storage buffer holding data.
 func (b *Backend) upload(label string, data []byte) (webgpu.Buffer, error) {
-	buf, err := b.buffer(label, int64(len(data)), webgpu.Storage|webgpu.CopyDst)
+	buf, err := b.weightBuffer(label, int64(len(data)))
 	if err != nil {
 		return nil, err
 	}

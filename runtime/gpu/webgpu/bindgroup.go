@@ -29,6 +29,9 @@ type bindGroup[B, G, P, L any] struct {
 	h        G
 	buffers  []*buffer[B, G, P, L]
 	released bool // guarded by d.mu
+	// live is 1 + the device's releases when its buffers were last found
+	// live (checkLive), 0 before: guarded by d.mu.
+	live uint64
 }
 
 // groupEntry is one checked binding as the platform makes it: slot binding
@@ -111,7 +114,17 @@ func (d *device[B, G, P, L]) BindGroup(p Pipeline, bindings []Binding) (BindGrou
 			return nil, fmt.Errorf("gpu: bind group for kernel %q, binding %d: %w", pl.name, i, err)
 		}
 		buffers[i] = b
-		entries[i] = groupEntry[B]{binding: i, buffer: b.h, offset: bind.Offset, size: size}
+		entries[i] = groupEntry[B]{binding: i, buffer: b.h, offset: b.off + bind.Offset, size: size}
+	}
+	// WebGPU rejects a dispatch that binds one buffer writable and also in
+	// another way; sub-buffers of one buffer are that buffer.
+	for i, b := range buffers {
+		for j := range i {
+			if buffers[j].root() == b.root() && (slots[i] == ReadWrite) != (slots[j] == ReadWrite) {
+				return nil, fmt.Errorf("gpu: bind group for kernel %q: bindings %d (%v) and %d (%v) are one buffer, writable in one and not the other",
+					pl.name, j, buffers[j], i, b)
+			}
+		}
 	}
 	h, err := d.api.newBindGroup(pl.name, pl.layout.h, entries)
 	if err != nil {

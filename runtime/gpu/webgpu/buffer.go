@@ -34,11 +34,34 @@ func checkNewBuffer(label string, size int64, usage Usage, info Info) (int64, er
 type buffer[B, G, P, L any] struct {
 	d *device[B, G, P, L]
 	h B
+	// A sub-buffer (Device.SubBuffer) is the bytes of base from off: h is
+	// base's handle, and every offset given to the platform is moved by off.
+	base *buffer[B, G, P, L]
+	off  int64
 	bufferMeta
 }
 
 func (b *buffer[B, G, P, L]) Release() {
-	b.d.release(&b.released, func() { b.d.api.releaseBuffer(b.h) })
+	b.d.release(&b.released, func() {
+		b.d.releases++
+		if b.base == nil {
+			b.d.api.releaseBuffer(b.h)
+		}
+	})
+}
+
+// root is the buffer the platform sees: b's base, or b.
+func (b *buffer[B, G, P, L]) root() *buffer[B, G, P, L] {
+	if b.base != nil {
+		return b.base
+	}
+	return b
+}
+
+// dead reports whether b, or the buffer it is part of, was released.
+// Callers hold the device's lock.
+func (b *buffer[B, G, P, L]) dead() bool {
+	return b.released || b.base != nil && b.base.released
 }
 
 // bufferMeta is what a device keeps of a buffer besides its platform

@@ -75,6 +75,10 @@ type device[B, G, P, L any] struct {
 	staging     B // map-read buffer for Read, kept when small
 	stagingSize int64
 
+	// releases counts the buffers released so far: a bind group checked
+	// since the last one still binds live buffers (checkLive).
+	releases uint64
+
 	closed bool
 }
 
@@ -131,7 +135,7 @@ func (d *device[B, G, P, L]) asBuffer(b Buffer) (*buffer[B, G, P, L], error) {
 		return nil, fmt.Errorf("gpu: %T is not a buffer of this device", b)
 	case db.d != d:
 		return nil, fmt.Errorf("gpu: %v belongs to another device", db)
-	case db.released:
+	case db.dead():
 		return nil, fmt.Errorf("gpu: %v is used after Release", db)
 	}
 	return db, nil
@@ -170,6 +174,28 @@ func (d *device[B, G, P, L]) NewBuffer(label string, size int64, usage Usage) (B
 	return &buffer[B, G, P, L]{d: d, h: h, bufferMeta: bufferMeta{label: label, size: size, alloc: alloc, usage: usage}}, nil
 }
 
+func (d *device[B, G, P, L]) SubBuffer(b Buffer, label string, offset, size int64) (Buffer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	base, err := d.asBuffer(b)
+	if err != nil {
+		return nil, err
+	}
+	if base.base != nil {
+		return nil, fmt.Errorf("gpu: sub-buffer %q of %v, itself a sub-buffer", label, base)
+	}
+	alloc := align4(size)
+	if align := int64(d.info.MinStorageBufferOffsetAlignment); size <= 0 || offset < 0 || align > 0 && offset%align != 0 || offset+alloc > base.alloc {
+		return nil, fmt.Errorf("gpu: sub-buffer %q: %d bytes at offset %d of %v (%d bytes, offsets multiples of %d)",
+			label, size, offset, base, base.size, align)
+	}
+	return &buffer[B, G, P, L]{d: d, h: base.h, base: base, off: offset,
+		bufferMeta: bufferMeta{label: label, size: size, alloc: alloc, usage: base.usage}}, nil
+}
+
 func (d *device[B, G, P, L]) Write(b Buffer, offset int64, data []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -177,7 +203,7 @@ func (d *device[B, G, P, L]) Write(b Buffer, offset int64, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := d.api.write(db.h, offset, data); err != nil {
+	if err := d.api.write(db.h, db.off+offset, data); err != nil {
 		return fmt.Errorf("gpu: writing %d bytes to %v: %w", len(data), db, err)
 	}
 	return nil
@@ -202,7 +228,7 @@ func (d *device[B, G, P, L]) Read(b Buffer, offset, size int64) ([]byte, error) 
 		defer d.api.releaseBuffer(staging)
 	}
 	out := make([]byte, size)
-	if err := d.api.read(db.h, offset, staging, n, out); err != nil {
+	if err := d.api.read(db.h, db.off+offset, staging, n, out); err != nil {
 		// A read that failed because the device is gone says so, as every
 		// later call will.
 		if lost := d.api.lost(); lost != nil {

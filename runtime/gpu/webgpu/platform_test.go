@@ -277,3 +277,109 @@ func TestDeviceRecorderEncode(t *testing.T) {
 		t.Errorf("Pipeline after Close: %v, want %v", err, errClosed)
 	}
 }
+
+// TestDeviceSubBuffer checks that a sub-buffer is its range of its base in
+// everything the platform sees (bindings, writes, reads, copies), that the
+// checks WebGPU makes of one buffer apply to the sub-buffers of one base,
+// and that releasing the base ends them.
+func TestDeviceSubBuffer(t *testing.T) {
+	d, h := newHostDevice()
+	base := mustBuffer(t, d, "base", 4096)
+	other := mustBuffer(t, d, "other", 1024)
+	sub := func(label string, off, size int64) Buffer {
+		t.Helper()
+		s, err := d.SubBuffer(base, label, off, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	w1, w2 := sub("w1", 256, 10), sub("w2", 1024, 512)
+	if w1.Size() != 10 {
+		t.Errorf("sub-buffer of 10 bytes has size %d", w1.Size())
+	}
+	for _, tc := range []struct {
+		off, size int64
+		of        Buffer
+		want      string
+	}{
+		{100, 16, base, "offsets multiples of 256"},
+		{4096, 4, base, "at offset 4096"},
+		{3840, 260, base, "260 bytes"},
+		{0, 0, base, "0 bytes"},
+		{0, 4, w1, "itself a sub-buffer"},
+	} {
+		if _, err := d.SubBuffer(tc.of, "bad", tc.off, tc.size); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("SubBuffer(%d, %d): %v, want an error saying %q", tc.off, tc.size, err, tc.want)
+		}
+	}
+
+	// Writes and reads land in the base at the sub-buffer's offset; a
+	// ragged write pads to its word.
+	if err := d.Write(w1, 4, []byte{1, 2, 3, 4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.buffers[0].data[260:268]; !slices.Equal(got, []byte{1, 2, 3, 4, 5, 6, 0, 0}) {
+		t.Errorf("base bytes 260-267 after the write: %v", got)
+	}
+	if got, err := d.Read(w1, 4, 6); err != nil || !slices.Equal(got, []byte{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("Read of the sub-buffer: %v, %v", got, err)
+	}
+	if err := d.Write(w1, 8, make([]byte, 8)); err == nil {
+		t.Error("a write past the sub-buffer's end was taken")
+	}
+
+	// Bindings are at the sub-buffer's offset, sized to it.
+	p, err := d.Pipeline(Kernel{Name: "k", Source: "x", Bindings: []Access{ReadWrite, ReadOnly, ReadOnly}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.BindGroup(p, []Binding{{Buffer: other}, {Buffer: w1}, {Buffer: w2, Offset: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.BindGroup(p, []Binding{{Buffer: w2}, {Buffer: w1}, {Buffer: other}}); err == nil ||
+		!strings.Contains(err.Error(), "one buffer, writable in one") {
+		t.Errorf("a base bound writable and read-only in one bind group: %v", err)
+	}
+	r := d.Recorder()
+	r.Dispatch(p, g, 1, 1, 1)
+	r.Copy(w2, 0, other, 0, 16)
+	if err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"begin", "pipeline k", "group k(0:other@0+1024 1:base@256+12 2:base@1280+256)", "dispatch 1", "end", "copy base other"}
+	if !slices.Equal(h.log, want) {
+		t.Errorf("encoded\n  %q\nwant\n  %q", h.log, want)
+	}
+	r.Copy(w1, 0, w2, 0, 4)
+	if err := r.Submit(); err == nil || !strings.Contains(err.Error(), "same platform buffer") {
+		t.Errorf("a copy between sub-buffers of one base: %v", err)
+	}
+
+	// Releasing a sub-buffer frees nothing; releasing the base ends every
+	// sub-buffer, in new bind groups and in ones made before.
+	w1.Release()
+	if h.buffers[0].released {
+		t.Error("releasing a sub-buffer released its base")
+	}
+	if _, err := d.BindGroup(p, []Binding{{Buffer: other}, {Buffer: w1}, {Buffer: w2}}); err == nil {
+		t.Error("a released sub-buffer was bound")
+	}
+	g2, err := d.BindGroup(p, []Binding{{Buffer: other}, {Buffer: w2}, {Buffer: w2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Dispatch(p, g2, 1, 1, 1)
+	if err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	base.Release()
+	r.Dispatch(p, g2, 1, 1, 1)
+	if err := r.Submit(); err == nil || !strings.Contains(err.Error(), `buffer "w2" after Release`) {
+		t.Errorf("a dispatch binding a sub-buffer of a released base: %v", err)
+	}
+	if _, err := d.Read(w2, 0, 4); err == nil {
+		t.Error("a sub-buffer of a released base was read")
+	}
+}

@@ -67,8 +67,8 @@ func (r *recorder[B, G, P, L]) Copy(src Buffer, srcOff int64, dst Buffer, dstOff
 	switch {
 	case !ok1 || !ok2 || s == nil || t == nil || s.d != r.d || t.d != r.d:
 		r.fail("copy: %T to %T are not buffers of this device", src, dst)
-	case s == t:
-		r.fail("copy: source and destination are the same %v", s)
+	case s.root() == t.root():
+		r.fail("copy: source %v and destination %v are the same platform buffer", s, t)
 	case size%4 != 0:
 		r.fail("copy: size %d is not a multiple of 4", size)
 	default:
@@ -119,20 +119,25 @@ func checkLive[B, G, P, L any](ops []command[B, G, P, L]) error {
 	for _, o := range ops {
 		if o.pipeline == nil {
 			for _, b := range []*buffer[B, G, P, L]{o.src, o.dst} {
-				if b.released {
+				if b.dead() {
 					return fmt.Errorf("gpu: copy uses %v after Release", b)
 				}
 			}
 			continue
 		}
-		if o.group.released {
+		g := o.group
+		if g.released {
 			return fmt.Errorf("gpu: dispatch of kernel %q uses a bind group after Release", o.pipeline.name)
 		}
-		for _, b := range o.group.buffers {
-			if b.released {
+		if g.live == g.d.releases+1 {
+			continue // no buffer was released since its buffers were found live
+		}
+		for _, b := range g.buffers {
+			if b.dead() {
 				return fmt.Errorf("gpu: dispatch of kernel %q uses %v after Release", o.pipeline.name, b)
 			}
 		}
+		g.live = g.d.releases + 1
 	}
 	return nil
 }
@@ -166,7 +171,7 @@ func encode[B, G, P, L any](enc commandEncoder[B, G, P], ops []command[B, G, P, 
 					return err
 				}
 			}
-			if err := enc.copy(o.src.h, o.srcOff, o.dst.h, o.dstOff, o.size); err != nil {
+			if err := enc.copy(o.src.h, o.src.off+o.srcOff, o.dst.h, o.dst.off+o.dstOff, o.size); err != nil {
 				return err
 			}
 			continue

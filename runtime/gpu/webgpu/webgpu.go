@@ -100,6 +100,13 @@ type Device interface {
 	Info() Info
 	// NewBuffer allocates size bytes (rounded up to a multiple of 4).
 	NewBuffer(label string, size int64, usage Usage) (Buffer, error)
+	// SubBuffer is size bytes of b from offset (a multiple of the device's
+	// MinStorageBufferOffsetAlignment) as a buffer of its own, with b's
+	// usage: it binds, writes, reads and copies as a buffer does, while the
+	// platform sees b alone. Many small tensors in one buffer cost the
+	// platform one buffer to track at every submission instead of many.
+	// Releasing it frees nothing; releasing b ends it.
+	SubBuffer(b Buffer, label string, offset, size int64) (Buffer, error)
 	// Write queues a copy of data into b at offset (a multiple of 4). It is
 	// ordered before the next Submit or Read. A length that is not a multiple
 	// of 4 is padded with zeros, which overwrite the bytes after data.
