@@ -151,7 +151,8 @@ func hostNote(r eval.BenchResult) string {
 	if r.HostUsPerDispatch <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("; the host %.2f µs a dispatch recording and submitting", r.HostUsPerDispatch)
+	return fmt.Sprintf("; the host %.2f µs a dispatch recording and submitting (Go %.2f, WebGPU %.2f)",
+		r.HostUsPerDispatch, r.HostUsPerDispatch-r.HostPlatformUsPerDispatch, r.HostPlatformUsPerDispatch)
 }
 
 // windowNote is the part of the kv cache that the sliding-window layers'

@@ -459,6 +459,10 @@ type Stats struct {
 	// Dispatches it is the host's cost a dispatch, what a faster GPU
 	// cannot hide.
 	Host time.Duration
+	// HostPlatform is the part of Host spent in the WebGPU implementation
+	// encoding and submitting the steps' commands; the rest is Go's
+	// recording.
+	HostPlatform time.Duration
 }
 
 // Slot is the cache slot of row i of the batch: where its key and value go.

@@ -78,9 +78,13 @@ type BenchResult struct {
 	// the measured steps (backend.Stats.Host), a dispatch: what no GPU
 	// makes faster. Zero on the CPU backend.
 	HostUsPerDispatch float64 `json:"host_us_per_dispatch,omitempty"`
-	MemoryBytes       int64   `json:"memory_bytes"`
-	WeightBytes       int64   `json:"weight_bytes"`
-	WeightMix         string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
+	// HostPlatformUsPerDispatch is the part of HostUsPerDispatch spent in
+	// the WebGPU implementation (encoding and submitting the commands);
+	// the rest is Go's recording.
+	HostPlatformUsPerDispatch float64 `json:"host_platform_us_per_dispatch,omitempty"`
+	MemoryBytes               int64   `json:"memory_bytes"`
+	WeightBytes               int64   `json:"weight_bytes"`
+	WeightMix                 string  `json:"weight_mix"` // FormatMix of Engine.WeightMix
 	// Bits is each kind of tensor's bits a weight, in the file and as
 	// kept (Engine.TensorBits).
 	Bits              []runtime.GroupBits `json:"bits_per_weight"`
@@ -198,7 +202,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	if _, err := e.Generate(ctx, warm, discard); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
+	d0, s0, read0, st0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats()
 	req := runtime.Request{Tokens: prompt, MaxTokens: o.GenTokens, IgnoreEOS: true, Adapters: o.adapter(0), Sampler: o.sampler(0)}
 	var cpu0 time.Duration // at the first token
 	st, err := e.Generate(ctx, req, func(runtime.Token) error {
@@ -272,7 +276,7 @@ func Bench(ctx context.Context, e *runtime.Engine, o BenchOptions) (BenchResult,
 	if steps := e.Steps() - s0; steps > 0 {
 		r.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 	}
-	r.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
+	r.HostUsPerDispatch, r.HostPlatformUsPerDispatch = hostPerDispatch(e.Backend().Stats(), st0)
 	bs := e.Backend().Stats()
 	r.MemoryBytes = bs.Memory
 	r.WeightBytes = e.WeightBytes()
@@ -400,7 +404,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		}
 		e.ResetPeakBlocks()
 		streams := make([]*runtime.Stream, n)
-		d0, s0, read0, host0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats().Host
+		d0, s0, read0, st0 := e.Backend().Stats().Dispatches, e.Steps(), e.Backend().Stats().ReadBytes, e.Backend().Stats()
 		start := time.Now()
 		for i, p := range prompts {
 			var err error
@@ -440,7 +444,7 @@ func benchMany(ctx context.Context, e *runtime.Engine, o BenchOptions, r BenchRe
 		if steps := e.Steps() - s0; steps > 0 {
 			res.DispatchesPerToken = float64(e.Backend().Stats().Dispatches-d0) / float64(steps)
 		}
-		res.HostUsPerDispatch = hostPerDispatch(e.Backend().Stats(), d0, host0)
+		res.HostUsPerDispatch, res.HostPlatformUsPerDispatch = hostPerDispatch(e.Backend().Stats(), st0)
 		if generated > 0 {
 			res.ReadbackBytesPerToken = float64(e.Backend().Stats().ReadBytes-read0) / float64(generated)
 		}
@@ -510,10 +514,12 @@ func rate(n int, d time.Duration) float64 {
 }
 
 // hostPerDispatch is the host's µs a dispatch since a measurement began
-// at d0 dispatches and host0 of host time.
-func hostPerDispatch(st backend.Stats, d0 int, host0 time.Duration) float64 {
-	if n := st.Dispatches - d0; n > 0 && st.Host > host0 {
-		return float64(st.Host-host0) / float64(time.Microsecond) / float64(n)
+// at st0, and their part in the platform.
+func hostPerDispatch(st, st0 backend.Stats) (host, platform float64) {
+	n := st.Dispatches - st0.Dispatches
+	if n <= 0 || st.Host <= st0.Host {
+		return 0, 0
 	}
-	return 0
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	return us(st.Host - st0.Host), us(st.HostPlatform - st0.HostPlatform)
 }

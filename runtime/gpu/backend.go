@@ -107,9 +107,11 @@ type Backend struct {
 	readBytes int64     // bytes read back so far
 
 	// The host's time recording and submitting (Stats.Host): the start of
-	// the step being recorded (zero when none is) and the sum so far.
-	hostStart time.Time
-	host      time.Duration
+	// the step being recorded (zero when none is), the sum so far and its
+	// part in the platform (Stats.HostPlatform).
+	hostStart    time.Time
+	host         time.Duration
+	hostPlatform time.Duration
 }
 
 // NewBackend returns a backend on dev for batches of up to maxRows tokens.
@@ -162,7 +164,7 @@ func (b *Backend) CopyBandwidth(bytes int64, iters int) (float64, error) {
 func (b *Backend) NewSibling(maxRows int) (backend.Backend, error) { return NewBackend(b.dev, maxRows) }
 
 func (b *Backend) Stats() backend.Stats {
-	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes, Host: b.host}
+	return backend.Stats{Memory: b.memory, Dispatches: b.rec.Dispatches(), ReadBytes: b.readBytes, Host: b.host, HostPlatform: b.hostPlatform}
 }
 
 func (b *Backend) buffer(label string, size int64, u webgpu.Usage) (webgpu.Buffer, error) {
@@ -728,9 +730,11 @@ func (b *Backend) submit() error {
 		b.err = err
 		return err
 	}
+	platform := b.rec.PlatformTime()
 	err := b.rec.Submit()
 	if !b.hostStart.IsZero() {
 		b.host += time.Since(b.hostStart)
+		b.hostPlatform += b.rec.PlatformTime() - platform
 		b.hostStart = time.Time{}
 	}
 	if err != nil {

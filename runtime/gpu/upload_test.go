@@ -102,4 +102,8 @@ func TestStepWritesOnce(t *testing.T) {
 	if dev.writes != 1 {
 		t.Errorf("a chain of 3 steps wrote the device %d times, want once", dev.writes)
 	}
+	// The host's time was measured, and the platform's part is within it.
+	if st := b.Stats(); st.Host <= 0 || st.HostPlatform <= 0 || st.HostPlatform > st.Host {
+		t.Errorf("host time %v, of it in the platform %v", st.Host, st.HostPlatform)
+	}
 }

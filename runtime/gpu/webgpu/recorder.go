@@ -1,6 +1,9 @@
 package webgpu
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The Recorder of both devices, which differ only in the calls that encode
 // the commands: each command is checked as it is recorded (wgpu-native
@@ -25,10 +28,13 @@ type recorder[B, G, P, L any] struct {
 	maxGroups  uint32 // the device's workgroups per dimension
 	ops        []command[B, G, P, L]
 	dispatches int
-	err        error // the first invalid command since the last Submit
+	platform   time.Duration // in d.api.submit, so far
+	err        error         // the first invalid command since the last Submit
 }
 
 func (r *recorder[B, G, P, L]) Dispatches() int { return r.dispatches }
+
+func (r *recorder[B, G, P, L]) PlatformTime() time.Duration { return r.platform }
 
 func (r *recorder[B, G, P, L]) fail(format string, args ...any) {
 	if r.err == nil {
@@ -110,7 +116,10 @@ func (r *recorder[B, G, P, L]) Submit() error {
 	if err := checkLive(ops); err != nil {
 		return err
 	}
-	return d.api.submit(ops)
+	start := time.Now()
+	err = d.api.submit(ops)
+	r.platform += time.Since(start)
+	return err
 }
 
 // checkLive rejects commands that use a released buffer or bind group.

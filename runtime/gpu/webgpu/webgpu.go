@@ -15,6 +15,7 @@ package webgpu
 
 import (
 	"errors"
+	"time"
 )
 
 // Usage says how a buffer may be used. The flags combine with |.
@@ -139,6 +140,9 @@ type Recorder interface {
 	// Dispatches counts the dispatches recorded since the Recorder was made,
 	// across submissions.
 	Dispatches() int
+	// PlatformTime is the wall time Submit spent in the platform (encoding
+	// and submitting the commands) since the Recorder was made.
+	PlatformTime() time.Duration
 	// Submit encodes what was recorded and submits it once. The Recorder is
 	// empty afterwards and may record the next batch.
 	Submit() error
