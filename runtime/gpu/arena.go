@@ -6,8 +6,8 @@ import "github.com/tessera-llm/tessera/runtime/gpu/webgpu"
 // uses, when the step's compute pass is encoded, when it is submitted and
 // again when it retires, at a cost per buffer: a decode step of
 // smollm2-135m bound 386 buffers, 300 of them weights (each layer's norms
-// and each matrix's codes and scales), and its host time fell by a
-// fifth once they were a handful (DECISIONS: "Weights share buffers").
+// and each matrix's codes and scales), and its host time fell by about
+// a tenth once they were a handful (DECISIONS: "Weights share buffers").
 // A weight of up to arenaPieceMax bytes is a sub-buffer of a shared
 // chunk; larger ones, few and slow enough to hide the cost, keep their
 // own buffers, so that a chunk's unused tail stays small.

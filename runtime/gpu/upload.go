@@ -27,7 +27,8 @@ type uploadChunk struct {
 }
 
 // uploadChunkSize is an upload buffer's size: a decode step of 256 rows
-// puts about 8 KiB.
+// puts about 4 KiB of tokens, positions and slots (its block tables, when
+// they change, can be more, and get a buffer of their size).
 const uploadChunkSize = 64 << 10
 
 // put has the command stream write data into dst at offset at this point
