@@ -429,7 +429,7 @@ func (b *Backend) Begin(batch backend.Batch) error {
 // writeChanged writes data at the start of buf unless buf already holds
 // it: from step to step of a decode most of the step's buffers (the row
 // counts, each row's sequence, the block tables, the adapters' rows) do
-// not change, and each write costs the host a staging buffer in wgpu.
+// not change, and each write costs a copy in the step's commands (put).
 // Only the buffers that nothing but Begin writes are remembered
 // (stepConstant); writeStep forgets the ones a chain's copies overwrite.
 func (b *Backend) writeChanged(buf webgpu.Buffer, data []byte) error {
