@@ -626,6 +626,8 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 	// count and each row's sequence change too.
 	step := make([]byte, 16)
 	binary.LittleEndian.PutUint32(step, uint32(n))
+	// A chained step's rows are its output rows: one Row layout serves both.
+	loraRows := loraRowsIf(batch, false)
 	for _, w := range []struct {
 		buf  webgpu.Buffer
 		data []byte
@@ -633,8 +635,7 @@ func (b *Backend) BeginChained(batch backend.Batch) error {
 		{b.rowSeq, i32bytes(batch.Seq)}, {b.step, step},
 		{b.windowSlots, i32bytes(windowSlotsOf(batch))},
 		{b.ropePos, i32bytes(batch.RopePos)},
-		// A chained step's rows are its output rows: one Row layout serves both.
-		{b.rowLoRA, loraRowsIf(batch, false)}, {b.outLoRA, loraRowsIf(batch, false)}} {
+		{b.rowLoRA, loraRows}, {b.outLoRA, loraRows}} {
 		if w.buf == nil || len(w.data) == 0 { // no windowed cache, no rotary positions, no adapters
 			continue
 		}
