@@ -358,7 +358,10 @@ func TestLoRAUnloadWhileRunning(t *testing.T) {
 	if err := e.LoadAdapter("x", p, 1); err != nil {
 		t.Fatal(err)
 	}
-	req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 60, IgnoreEOS: true, Adapters: []runtime.AdapterRef{{Name: "x"}}}
+	// Long enough that the sequence is still running when the reader
+	// unloads at its third token: a run of 60 could end before that on a
+	// loaded machine (the engine does not wait for the reader).
+	req := runtime.Request{Prompt: "Once upon a time", MaxTokens: 400, IgnoreEOS: true, Adapters: []runtime.AdapterRef{{Name: "x"}}}
 	want, _, _ := generate(t, e, req)
 	st, err := e.Start(context.Background(), req)
 	if err != nil {
