@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,15 @@ func TestGGUFTokenizerHostileIDs(t *testing.T) {
 			{Key: "tokenizer.ggml.scores", Value: gguf.ArrayValue(scores)},
 			{Key: "tokenizer.ggml.token_type", Value: gguf.ArrayValue(types[:5])},
 		}, 0, 0, "5 token types for 300 pieces"},
+		{"gpt2 token types shorter than tokens", append(slices.Clone(gpt2),
+			gguf.KV{Key: "tokenizer.ggml.token_type", Value: gguf.ArrayValue([]int32{1})}), 0, 0, "1 token types for 3 tokens"},
+		{"gemma4 token types shorter than tokens", []gguf.KV{
+			{Key: "general.architecture", Value: gguf.StringValue("llama")},
+			{Key: "tokenizer.ggml.model", Value: gguf.StringValue("gemma4")},
+			{Key: "tokenizer.ggml.tokens", Value: gguf.ArrayValue([]string{"a", "b", "ab"})},
+			{Key: "tokenizer.ggml.merges", Value: gguf.ArrayValue([]string{"a b"})},
+			{Key: "tokenizer.ggml.token_type", Value: gguf.ArrayValue([]int32{1, 1})},
+		}, 0, 0, "2 token types for 3 tokens"},
 		{"no scores", []gguf.KV{
 			{Key: "general.architecture", Value: gguf.StringValue("llama")},
 			{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},

@@ -93,20 +93,42 @@ func NewGGUFBPE(v GGUFVocab) (*BPE, error) {
 	if !ok {
 		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.pre %q is not supported (supported: %s)", v.Pre, strings.Join(GGUFPreTokenizers(), ", "))
 	}
-	n := len(v.Tokens)
-	s := bpeSpec{
-		pieces:       v.Tokens,
-		types:        make([]TokenType, n),
-		inModel:      make([]bool, n),
-		byteLevel:    true,
-		unk:          v.Unknown,
-		ignoreMerges: pre.ignoreMerges,
-		bos:          v.BOS,
-		eos:          v.EOS,
-		ends:         []int{v.EOT, v.EOM},
+	s, err := ggufSpec(v)
+	if err != nil {
+		return nil, err
 	}
+	s.byteLevel, s.ignoreMerges = true, pre.ignoreMerges
+	for _, p := range pre.patterns {
+		m, err := newMatcher(p)
+		if err != nil {
+			return nil, err
+		}
+		s.pre = append(s.pre, splitPre{m: m})
+	}
+	if addBOS := pre.addBOS; v.BOS >= 0 && (v.AddBOS == nil && addBOS || v.AddBOS != nil && *v.AddBOS) {
+		s.prefix = []int{v.BOS}
+	}
+	return newBPE(s)
+}
+
+// ggufSpec is what GGUF metadata gives a BPE alike for byte-level and
+// SentencePiece vocabularies, as llama.cpp reads it: the pieces, their
+// types (control tokens special, user-defined ones matched everywhere,
+// normal and byte pieces the model's own), the merges, the special ids
+// and the EOS that add_eos_token asks after every text.
+func ggufSpec(v GGUFVocab) (bpeSpec, error) {
+	n := len(v.Tokens)
 	if v.Types != nil && len(v.Types) != n {
-		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.Types), n)
+		return bpeSpec{}, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.Types), n)
+	}
+	s := bpeSpec{
+		pieces:  v.Tokens,
+		types:   make([]TokenType, n),
+		inModel: make([]bool, n),
+		unk:     v.Unknown,
+		bos:     v.BOS,
+		eos:     v.EOS,
+		ends:    []int{v.EOT, v.EOM},
 	}
 	for id := range n {
 		typ := TypeNormal
@@ -123,23 +145,13 @@ func NewGGUFBPE(v GGUFVocab) (*BPE, error) {
 	}
 	merges, err := splitMerges(v.Merges)
 	if err != nil {
-		return nil, err
+		return bpeSpec{}, err
 	}
 	s.merges = merges
-	for _, p := range pre.patterns {
-		m, err := newMatcher(p)
-		if err != nil {
-			return nil, err
-		}
-		s.pre = append(s.pre, splitPre{m: m})
-	}
-	if addBOS := pre.addBOS; v.BOS >= 0 && (v.AddBOS == nil && addBOS || v.AddBOS != nil && *v.AddBOS) {
-		s.prefix = []int{v.BOS}
-	}
 	if v.AddEOS != nil && *v.AddEOS && v.EOS >= 0 {
 		s.suffix = []int{v.EOS}
 	}
-	return newBPE(s)
+	return s, nil
 }
 
 // WithVocabSize returns the tokenizer with n ids, n at least VocabSize():
