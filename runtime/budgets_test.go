@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"os"
@@ -8,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
 	"github.com/tessera-llm/tessera/runtime"
+	"github.com/tessera-llm/tessera/runtime/backend"
 )
 
 // togetherAndAlone runs prompts one at a time, then all at once, and fails
@@ -116,6 +119,38 @@ func TestBudgetsCheck(t *testing.T) {
 			continue
 		}
 		t.Logf("budgets %+v: %v", b, err)
+	}
+}
+
+// TestThreadsCheck: a negative or absurd goroutine count fails the load
+// and the calibration with a clear error, and a count in range is the
+// CPU backend's.
+func TestThreadsCheck(t *testing.T) {
+	path := sharedFile(t, "stories260K.gguf")
+	for _, n := range []int{-1, runtime.MaxThreads + 1, 1 << 20} {
+		eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Threads: n})
+		if err == nil {
+			eng.Close()
+			t.Errorf("threads %d: loaded", n)
+		} else if !strings.Contains(err.Error(), "threads") {
+			t.Errorf("threads %d: %v, which does not say threads", n, err)
+		}
+	}
+	m, err := models.Open(path, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, _, err := runtime.CalibrateInt4(context.Background(), m, runtime.Calibration{Threads: -3}); err == nil || !strings.Contains(err.Error(), "threads") {
+		t.Errorf("calibration at -3 threads: %v", err)
+	}
+	eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if got := backend.Describe(eng.Backend()).Threads; got != 3 {
+		t.Errorf("3 threads asked, the backend has %d", got)
 	}
 }
 

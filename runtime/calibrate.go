@@ -103,6 +103,9 @@ type CalibrationReport struct {
 // quantize command offers it for any size.
 func CalibrateInt4(ctx context.Context, m *models.Model, c Calibration) (map[string]*dtype.Int4, CalibrationReport, error) {
 	var rep CalibrationReport
+	if err := checkThreads(c.Threads); err != nil {
+		return nil, rep, err
+	}
 	names := calibratedMatrices(m, c.HeadFloat)
 	if c.Only != nil {
 		names = slices.DeleteFunc(names, func(mc calibrated) bool { return !c.Only(m.Tensors[mc.name]) })

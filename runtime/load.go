@@ -26,7 +26,8 @@ type Options struct {
 	// MaxStorageBinding, if > 0, lowers the GPU's storage binding limit
 	// (to test how weights are split across bindings).
 	MaxStorageBinding int64
-	// Threads caps the CPU backend's goroutines (0: one per core).
+	// Threads caps the CPU backend's goroutines (0: one per core; at
+	// most MaxThreads).
 	Threads int
 	// Budgets bound a forward step: MaxBatchTokens tokens and MaxSeqs
 	// sequences (0: the device's defaults, see Budgets).
@@ -118,6 +119,19 @@ type Options struct {
 	SelfCheckCache SelfCheckCache
 }
 
+// MaxThreads bounds Options.Threads and Calibration.Threads: past a few
+// a core the goroutines only wait on each other, and a mistyped count
+// would start that many for every matrix product.
+const MaxThreads = 1024
+
+// checkThreads reports a goroutine count outside 0..MaxThreads.
+func checkThreads(n int) error {
+	if n < 0 || n > MaxThreads {
+		return fmt.Errorf("threads %d must be in [0, %d] (0: one per core)", n, MaxThreads)
+	}
+	return nil
+}
+
 // DefaultContext bounds the KV cache when Options.Context is 0: models
 // trained for 128k tokens would otherwise reserve gigabytes up front.
 const DefaultContext = 4096
@@ -146,6 +160,10 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 	}
 	m.Config = m.Config.ForContext(ctx) // LongRoPE's factors follow the context
 	if err := opts.Budgets.Check(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := checkThreads(opts.Threads); err != nil {
 		m.Close()
 		return nil, err
 	}
