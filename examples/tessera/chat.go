@@ -86,8 +86,8 @@ func setupChat(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s\n",
-				eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate())
+			fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated (%s); prefill %.1f tok/s, decode %.1f tok/s\n",
+				eng.Backend().Name(), st.PromptTokens, st.Generated, ending(st, eng.Model().Config.Context), st.PrefillRate(), st.DecodeRate())
 			return nil
 		}
 		return s.interactive(ctx)

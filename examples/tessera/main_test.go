@@ -36,8 +36,28 @@ func TestRunGolden(t *testing.T) {
 		if out != string(want) {
 			t.Errorf("%v: stdout differs:\n got %q\nwant %q", args, out, want)
 		}
-		if !strings.Contains(errOut, "tok/s") || !strings.Contains(errOut, "time to first token") {
+		if !strings.Contains(errOut, "tok/s") || !strings.Contains(errOut, "time to first token") || !strings.Contains(errOut, "200 generated (--steps reached)") {
 			t.Errorf("summary missing from stderr: %q", errOut)
+		}
+	}
+}
+
+// TestRunEnding: the summary says why the story ended: at --steps, at an
+// end of sequence, or at a full context, which --context can widen.
+func TestRunEnding(t *testing.T) {
+	model := filepath.Join(shared, "stories260K.gguf")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--steps", "3"}, "3 generated (--steps reached)"},
+		{[]string{"--steps", "400"}, "(end of sequence)"},
+		{[]string{"--steps", "20", "--context", "8"}, "(the context of 8 tokens full; --context)"},
+	} {
+		args := append([]string{"run", "--temperature", "0", "--device", "cpu", "--model", model, "--prompt", "Once"}, c.args...)
+		code, _, errOut := runCLI(args...)
+		if code != 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, summary %q lacks %q", c.args, code, errOut, c.want)
 		}
 	}
 }

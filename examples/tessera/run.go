@@ -255,8 +255,8 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 				return err
 			}
 		}
-		fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s, time to first token %s; seed %d\n",
-			eng.Backend().Name(), st.PromptTokens, st.Generated, st.PrefillRate(), st.DecodeRate(),
+		fmt.Fprintf(e.stderr, "%s: %d prompt tokens, %d generated (%s); prefill %.1f tok/s, decode %.1f tok/s, time to first token %s; seed %d\n",
+			eng.Backend().Name(), st.PromptTokens, st.Generated, ending(st, eng.Model().Config.Context), st.PrefillRate(), st.DecodeRate(),
 			st.TimeToFirst.Round(time.Microsecond), so.Seed)
 		if *verbose {
 			m := eng.Metrics()
@@ -284,4 +284,21 @@ func readImages(paths []string) ([]*vision.Image, error) {
 		imgs = append(imgs, img)
 	}
 	return imgs, nil
+}
+
+// ending says why a generation ended (runtime.Stats.Reason), so that a
+// story cut short by a full context is not taken for the model's choice.
+func ending(st runtime.Stats, context int) string {
+	switch st.Reason() {
+	case "stop":
+		if st.Stop != "" {
+			return fmt.Sprintf("stop string %q", st.Stop)
+		}
+		return "the grammar complete"
+	case "eos":
+		return "end of sequence"
+	case "length":
+		return fmt.Sprintf("the context of %d tokens full; --context", context)
+	}
+	return "--steps reached"
 }
