@@ -41,7 +41,7 @@ type Calibration struct {
 	// text, statistics and codes.
 	Seed uint64
 	// Threads caps the goroutines of the forward pass and of GPTQ (0: one
-	// per core); the codes do not depend on it.
+	// per core; at most MaxThreads); the codes do not depend on it.
 	Threads int
 	// HeadFloat leaves the output head (and a tied embedding table) out:
 	// it stays in f32.
