@@ -119,9 +119,9 @@ type Options struct {
 	SelfCheckCache SelfCheckCache
 }
 
-// MaxThreads bounds Options.Threads and Calibration.Threads: past a few
-// a core the goroutines only wait on each other, and a mistyped count
-// would start that many for every matrix product.
+// MaxThreads bounds Options.Threads and Calibration.Threads: beyond a few
+// for each core the goroutines only wait on each other, and a mistyped
+// count would start that many for every matrix product.
 const MaxThreads = 1024
 
 // checkThreads reports a goroutine count outside 0..MaxThreads.
