@@ -353,7 +353,13 @@ func (s *chatSession) interactive(ctx context.Context) error {
 		added := s.pending
 		s.history = append(s.history, chat.Message{Role: "user", Content: strings.Repeat(runtime.ImageMarker, added) + line})
 		s.pending = 0
-		_, err := s.reply(ctx, sig)
+		forgot, err := s.fit(ctx)
+		if forgot > 0 {
+			fmt.Fprintf(s.e.stderr, "(the %d oldest messages forgotten, to leave the reply room in the context of %d tokens)\n", forgot, s.eng.Model().Config.Context)
+		}
+		if err == nil {
+			_, err = s.reply(ctx, sig)
+		}
 		switch {
 		case errors.Is(err, errInterrupted):
 			fmt.Fprintln(s.e.stderr, "(reply stopped)")
@@ -364,7 +370,7 @@ func (s *chatSession) interactive(ctx context.Context) error {
 			s.images = s.images[:len(s.images)-added]
 			fmt.Fprintf(s.e.stderr, "error: %v", err)
 			if errors.Is(err, runtime.ErrContextFull) {
-				fmt.Fprint(s.e.stderr, " (/reset starts over)")
+				fmt.Fprint(s.e.stderr, " (the message is too long even alone; --context widens it)")
 			}
 			fmt.Fprintln(s.e.stderr)
 		}
@@ -373,6 +379,46 @@ func (s *chatSession) interactive(ctx context.Context) error {
 		case <-sig:
 		default:
 		}
+	}
+}
+
+// fit forgets the oldest messages, a user's and the reply to it at a
+// time, until the conversation's prompt leaves the reply room in the
+// context (--steps tokens, or half the context if that is less), as
+// ollama's and llama.cpp's chats go on past a full context where this one
+// stopped until /reset. The newest message stays, with what room is left;
+// for one longer than the context alone nothing is forgotten, and the
+// reply's error says so. It returns how many messages it forgot.
+func (s *chatSession) fit(ctx context.Context) (int, error) {
+	size := s.eng.Model().Config.Context
+	limit := size - min(s.steps, size/2)
+	history, images := s.history, s.images
+	forgot := 0
+	for {
+		req, err := s.request()
+		if err != nil {
+			return forgot, err
+		}
+		ids, err := s.eng.PromptTokensContext(ctx, req)
+		full := errors.Is(err, runtime.ErrContextFull)
+		switch {
+		case err == nil && (len(ids) <= limit || len(s.history) <= 1):
+			return forgot, nil
+		case full && len(s.history) <= 1:
+			s.history, s.images = history, images
+			return 0, nil
+		case err != nil && !full:
+			return forgot, err
+		}
+		n := 1
+		if s.history[1].Role == "assistant" && len(s.history) > 2 {
+			n = 2
+		}
+		for _, m := range s.history[:n] {
+			s.images = s.images[strings.Count(m.Content, runtime.ImageMarker):]
+		}
+		s.history = s.history[n:]
+		forgot += n
 	}
 }
 

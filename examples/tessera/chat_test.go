@@ -78,6 +78,49 @@ func TestChatInteractive(t *testing.T) {
 	}
 }
 
+// A conversation past its context goes on: the oldest exchanges are
+// forgotten, and each reply is then the model's continuation of what
+// stays (here the newest message alone: one exchange and a message do not
+// fit 40 tokens less the reply's 10; the third message alone leaves the
+// reply 7); a message too long for the context alone is an error that
+// forgets nothing, and the chat goes on.
+func TestChatForgets(t *testing.T) {
+	lines := []string{"Once upon a time there was a little girl", "She liked to play in the park with her dog",
+		"One day the dog ran away into the woods", strings.Repeat("the big red ball ", 20), "The end of the story was happy"}
+	args := append([]string{"chat", "--model", stories}, greedyArgs...)
+	args = append(args, "--context", "40", "--steps", "10")
+	code, out, errOut := runCLIInput(strings.Join(lines, "\n")+"\n", args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	reply := func(msg string, context string) string {
+		code, out, errOut := runCLI("run", "--model", stories, "--device", "cpu", "--temperature", "0", "--steps", "10", "--context", context, "--prompt", "User: "+msg+"\nAssistant:")
+		if code != 0 {
+			t.Fatalf("run: exit %d: %s", code, errOut)
+		}
+		rest, _ := strings.CutPrefix(strings.TrimSuffix(out, "\n"), "User: "+msg+"\nAssistant:")
+		return strings.TrimLeft(rest, " ")
+	}
+	want := "> " + reply(lines[0], "40") + "\n> " + reply(lines[1], "40") + "\n> " + reply(lines[2], "40") + "\n> \n> " + reply(lines[4], "40") + "\n> \n"
+	if out != want {
+		t.Errorf("stdout\n%q\nwant\n%q", out, want)
+	}
+	if n := strings.Count(errOut, "(the 2 oldest messages forgotten, to leave the reply room in the context of 40 tokens)"); n != 3 {
+		t.Errorf("stderr says %d times that two messages were forgotten, want 3: %q", n, errOut)
+	}
+	if !strings.Contains(errOut, "error: ") || !strings.Contains(errOut, "--context widens it") {
+		t.Errorf("the message too long for the context alone: stderr %q", errOut)
+	}
+
+	// The conversation a message too long for the context met is the one
+	// the next message continues.
+	code, out, errOut = runCLIInput("Hi\n"+lines[3]+"\nYo\n", append(args[:len(args)-4:len(args)-4], "--context", "64", "--steps", "10")...)
+	first := reply("Hi", "64")
+	if want := "> " + first + "\n> \n> " + reply("Hi\nAssistant: "+strings.TrimSpace(first)+"\nUser: Yo", "64") + "\n> \n"; code != 0 || out != want || strings.Contains(errOut, "forgotten") {
+		t.Errorf("after a message too long: exit %d\n%q\nwant\n%q\nstderr %q", code, out, want, errOut)
+	}
+}
+
 // interruptingWriter sends Ctrl-C when the first reply reaches it.
 type interruptingWriter struct {
 	mu   sync.Mutex
