@@ -81,7 +81,11 @@ func cli(ctx context.Context, args []string, e *env) int {
 	fs := flag.NewFlagSet("tessera "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	run := cmd.setup(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	rest := args[1:]
+	if takesArgs[args[0]] {
+		rest = flagsFirst(fs, rest)
+	}
+	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(e.stderr)
 			fmt.Fprintf(e.stderr, "tessera %s: %s\n\nflags:\n", args[0], cmd.summary)
@@ -105,6 +109,56 @@ func cli(ctx context.Context, args []string, e *env) int {
 		return 1
 	}
 	return 0
+}
+
+// flagsFirst moves the flags that follow a command's arguments before
+// them (tessera pull REF --offline), where Go's flag package stops at the
+// first argument and would take them for more arguments. After the first
+// argument only fs's own flags move, each with its value where it takes
+// one; anything else that starts with a dash (a text such as "-5 degrees")
+// stays an argument, as does everything after "--".
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, plain []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			plain = append(plain, args[i+1:]...)
+			break
+		}
+		name, inline := flagName(a)
+		f := fs.Lookup(name)
+		if name == "" || len(plain) > 0 && f == nil {
+			plain = append(plain, a)
+			continue
+		}
+		flags = append(flags, a)
+		if b, ok := flagValue(f).(interface{ IsBoolFlag() bool }); f != nil && !inline && !(ok && b.IsBoolFlag()) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if len(plain) == 0 {
+		return flags
+	}
+	return append(append(flags, "--"), plain...)
+}
+
+// flagName is the name of the flag a is (-name, --name, -name=value) and
+// whether its value comes with it, or "" where a is no flag.
+func flagName(a string) (name string, inline bool) {
+	if len(a) < 2 || a[0] != '-' {
+		return "", false
+	}
+	name, _, inline = strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+	return name, inline
+}
+
+// flagValue is f's value, nil for no flag.
+func flagValue(f *flag.Flag) flag.Value {
+	if f == nil {
+		return nil
+	}
+	return f.Value
 }
 
 // usageError marks an error in the command line rather than in the work.

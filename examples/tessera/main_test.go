@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -117,5 +119,38 @@ func TestErrors(t *testing.T) {
 		if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("%v: error is not one line: %q", tt.args, errOut)
 		}
+	}
+}
+
+// TestFlagsAfterArguments: a command that takes arguments reads its flags
+// after them too (tessera pull REF --retries 0), each with its value;
+// after the first argument a dash that names none of its flags is an
+// argument, and "--" ends the flags.
+func TestFlagsAfterArguments(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("model", "", "")
+	fs.Bool("json", false, "")
+	fs.Int("n", 0, "")
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"a", "b"}, []string{"--", "a", "b"}},
+		{[]string{"--model", "m", "a"}, []string{"--model", "m", "--", "a"}},
+		{[]string{"a", "--model", "m", "b"}, []string{"--model", "m", "--", "a", "b"}},
+		{[]string{"a", "--json", "b"}, []string{"--json", "--", "a", "b"}},
+		{[]string{"a", "-n=3", "--model=m"}, []string{"-n=3", "--model=m", "--", "a"}},
+		{[]string{"a", "-5 degrees", "--n", "2"}, []string{"--n", "2", "--", "a", "-5 degrees"}},
+		{[]string{"a", "--", "--json"}, []string{"--", "a", "--json"}},
+		{[]string{"--bogus", "a"}, []string{"--bogus", "--", "a"}},
+		{[]string{"a", "-", "--model"}, []string{"--model", "--", "a", "-"}},
+		{[]string{"--json"}, []string{"--json"}},
+	} {
+		if got := flagsFirst(fs, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("flagsFirst(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	tok := filepath.Join(shared, "stories260K.gguf")
+	_, before, _ := runCLI("tokenize", "--tokenizer", tok, "--special", "Hello world")
+	code, after, errOut := runCLI("tokenize", "Hello world", "--tokenizer", tok, "--special")
+	if code != 0 || after != before || !strings.HasPrefix(before, "[1,") {
+		t.Errorf("flags after the text: exit %d, %q (%s), want %q", code, after, errOut, before)
 	}
 }
