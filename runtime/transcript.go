@@ -199,6 +199,20 @@ func (t *Transcript) Request() (Request, error) {
 	return req, nil
 }
 
+// Check reports a transcript that no engine of this version replays,
+// before a model is loaded for it: another version of the format (a JSON
+// file that is no transcript reads as version 0), or log-probabilities
+// that are not one a token.
+func (t *Transcript) Check() error {
+	if t.Version != TranscriptVersion {
+		return fmt.Errorf("transcript version %d, this engine reads %d", t.Version, TranscriptVersion)
+	}
+	if len(t.Logprobs) != len(t.Output) {
+		return fmt.Errorf("transcript: %d log-probabilities for %d tokens", len(t.Logprobs), len(t.Output))
+	}
+	return nil
+}
+
 // Replay is what running a transcript again gave.
 type Replay struct {
 	// Tokens is how many of the transcript's tokens the run gave the same
@@ -226,11 +240,8 @@ var ErrTranscriptModel = errors.New("the transcript is of another model")
 // differs and the log-probability deltas of the tokens before it.
 func (e *Engine) Replay(ctx context.Context, t *Transcript) (Replay, error) {
 	r := Replay{Diverged: -1}
-	if t.Version != TranscriptVersion {
-		return r, fmt.Errorf("transcript version %d, this engine reads %d", t.Version, TranscriptVersion)
-	}
-	if len(t.Logprobs) != len(t.Output) {
-		return r, fmt.Errorf("transcript: %d log-probabilities for %d tokens", len(t.Logprobs), len(t.Output))
+	if err := t.Check(); err != nil {
+		return r, err
 	}
 	hash, err := e.ModelHash()
 	if err != nil {

@@ -22,7 +22,7 @@ func setupReplay(fs *flag.FlagSet) func(context.Context, *env) error {
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, e *env) error {
 		if fs.NArg() != 1 {
-			return usagef("replay takes one transcript file, after the flags: tessera replay --model FILE [--device D] TRANSCRIPT")
+			return usagef("replay takes one transcript file: tessera replay --model FILE [--device D] TRANSCRIPT")
 		}
 		b, err := os.ReadFile(fs.Arg(0))
 		if err != nil {
@@ -31,6 +31,9 @@ func setupReplay(fs *flag.FlagSet) func(context.Context, *env) error {
 		var tr runtime.Transcript
 		if err := json.Unmarshal(b, &tr); err != nil {
 			return fmt.Errorf("%s is no transcript: %w", fs.Arg(0), err)
+		}
+		if err := tr.Check(); err != nil {
+			return fmt.Errorf("%s: %w", fs.Arg(0), err)
 		}
 		if mf.model == "" {
 			return usagef("--model is required: the file the transcript's model (%s, sha256 %s) is in", tr.Model.Name, tr.Model.SHA256)

@@ -43,4 +43,13 @@ func TestRunTranscriptReplay(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "departs at token 5") || !strings.Contains(stderr, "departs from the transcript at token 5") {
 		t.Errorf("replay of a tampered transcript: %d %q %s", code, out, stderr)
 	}
+
+	// A JSON file that is no transcript is refused as one, before any
+	// model is asked for.
+	notOne := filepath.Join(t.TempDir(), "other.json")
+	os.WriteFile(notOne, []byte(`{"name": "something else"}`), 0o644)
+	code, _, stderr = runCLI("replay", notOne)
+	if code != 1 || !strings.Contains(stderr, "transcript version 0, this engine reads 1") {
+		t.Errorf("replay of a JSON file that is no transcript: %d %s", code, stderr)
+	}
 }
