@@ -112,11 +112,11 @@ func cli(ctx context.Context, args []string, e *env) int {
 }
 
 // flagsFirst moves the flags that follow a command's arguments before
-// them (tessera pull REF --offline), where Go's flag package stops at the
-// first argument and would take them for more arguments. After the first
-// argument only fs's own flags move, each with its value where it takes
-// one; anything else that starts with a dash (a text such as "-5 degrees")
-// stays an argument, as does everything after "--".
+// them (tessera pull REF --retries 0), where Go's flag package stops at
+// the first argument and would take them for more arguments. After the
+// first argument only fs's own flags and -h move, each with its value
+// where it takes one; anything else that starts with a dash (a text such
+// as "-5 degrees") stays an argument, as does everything after "--".
 func flagsFirst(fs *flag.FlagSet, args []string) []string {
 	var flags, plain []string
 	for i := 0; i < len(args); i++ {
@@ -127,12 +127,12 @@ func flagsFirst(fs *flag.FlagSet, args []string) []string {
 		}
 		name, inline := flagName(a)
 		f := fs.Lookup(name)
-		if name == "" || len(plain) > 0 && f == nil {
+		if name == "" || len(plain) > 0 && f == nil && name != "h" && name != "help" {
 			plain = append(plain, a)
 			continue
 		}
 		flags = append(flags, a)
-		if b, ok := flagValue(f).(interface{ IsBoolFlag() bool }); f != nil && !inline && !(ok && b.IsBoolFlag()) && i+1 < len(args) {
+		if f != nil && !inline && takesValue(f) && i+1 < len(args) {
 			i++
 			flags = append(flags, args[i])
 		}
@@ -153,12 +153,11 @@ func flagName(a string) (name string, inline bool) {
 	return name, inline
 }
 
-// flagValue is f's value, nil for no flag.
-func flagValue(f *flag.Flag) flag.Value {
-	if f == nil {
-		return nil
-	}
-	return f.Value
+// takesValue reports whether f reads the next argument as its value:
+// every flag but a boolean one.
+func takesValue(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // usageError marks an error in the command line rather than in the work.

@@ -124,8 +124,8 @@ func TestErrors(t *testing.T) {
 
 // TestFlagsAfterArguments: a command that takes arguments reads its flags
 // after them too (tessera pull REF --retries 0), each with its value;
-// after the first argument a dash that names none of its flags is an
-// argument, and "--" ends the flags.
+// after the first argument a dash that names none of its flags (nor -h)
+// is an argument, and "--" ends the flags.
 func TestFlagsAfterArguments(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.String("model", "", "")
@@ -142,6 +142,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"--bogus", "a"}, []string{"--bogus", "--", "a"}},
 		{[]string{"a", "-", "--model"}, []string{"--model", "--", "a", "-"}},
 		{[]string{"--json"}, []string{"--json"}},
+		{[]string{"a", "-h"}, []string{"-h", "--", "a"}},
 	} {
 		if got := flagsFirst(fs, c.in); !slices.Equal(got, c.want) {
 			t.Errorf("flagsFirst(%q) = %q, want %q", c.in, got, c.want)
@@ -152,5 +153,8 @@ func TestFlagsAfterArguments(t *testing.T) {
 	code, after, errOut := runCLI("tokenize", "Hello world", "--tokenizer", tok, "--special")
 	if code != 0 || after != before || !strings.HasPrefix(before, "[1,") {
 		t.Errorf("flags after the text: exit %d, %q (%s), want %q", code, after, errOut, before)
+	}
+	if code, _, errOut := runCLI("pull", "hf.co/o/r:Q4_0", "-h"); code != 0 || !strings.Contains(errOut, "-retries") {
+		t.Errorf("pull REF -h: exit %d, %q", code, errOut)
 	}
 }
