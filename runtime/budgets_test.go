@@ -122,18 +122,30 @@ func TestBudgetsCheck(t *testing.T) {
 	}
 }
 
-// TestThreadsCheck: a negative or absurd goroutine count fails the load
-// and the calibration with a clear error, and a count in range is the
-// CPU backend's.
-func TestThreadsCheck(t *testing.T) {
+// TestOptionsCheck: a negative context, a chain outside 0..MaxChain, or
+// a negative or absurd goroutine count fails the load (and the
+// calibration, for the goroutines) with a clear error, and a goroutine
+// count in range is the CPU backend's.
+func TestOptionsCheck(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
-	for _, n := range []int{-1, runtime.MaxThreads + 1, 1 << 20} {
-		eng, err := runtime.Load(path, runtime.Options{Device: "cpu", Threads: n})
+	for _, c := range []struct {
+		opts runtime.Options
+		want string
+	}{
+		{runtime.Options{Threads: -1}, "threads -1"},
+		{runtime.Options{Threads: runtime.MaxThreads + 1}, "threads 1025"},
+		{runtime.Options{Threads: 1 << 20}, "threads 1048576"},
+		{runtime.Options{Context: -5}, "context -5"},
+		{runtime.Options{MultiStep: -1}, "multi-step -1"},
+		{runtime.Options{MultiStep: backend.MaxChain + 1}, "multi-step 17"},
+	} {
+		c.opts.Device = "cpu"
+		eng, err := runtime.Load(path, c.opts)
 		if err == nil {
 			eng.Close()
-			t.Errorf("threads %d: loaded", n)
-		} else if !strings.Contains(err.Error(), "threads") {
-			t.Errorf("threads %d: %v, which does not say threads", n, err)
+			t.Errorf("%+v: loaded", c.opts)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, which does not say %q", c.opts, err, c.want)
 		}
 	}
 	m, err := models.Open(path, models.Options{})

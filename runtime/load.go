@@ -70,7 +70,8 @@ type Options struct {
 	// MultiStep chains up to that many decoding steps into one
 	// submission with one read-back, each step reading the token the last
 	// picked on the device, greedily or drawn there (devsample.go) (0: 4
-	// on WebGPU, 1 on the CPU, where a round trip costs nothing).
+	// on WebGPU, 1 on the CPU, where a round trip costs nothing; at most
+	// backend.MaxChain).
 	MultiStep int
 
 	// Yield, when set, is called after every decoding step, outside any
@@ -132,6 +133,20 @@ func checkThreads(n int) error {
 	return nil
 }
 
+// check reports options out of their ranges, before anything is loaded.
+func (opts Options) check() error {
+	if opts.Context < 0 {
+		return fmt.Errorf("context %d must be >= 0 (0: the model's, up to %d)", opts.Context, DefaultContext)
+	}
+	if opts.MultiStep < 0 || opts.MultiStep > backend.MaxChain {
+		return fmt.Errorf("multi-step %d must be in [0, %d] (0: 4 on WebGPU, 1 on the CPU)", opts.MultiStep, backend.MaxChain)
+	}
+	if err := checkThreads(opts.Threads); err != nil {
+		return err
+	}
+	return opts.Budgets.Check()
+}
+
 // DefaultContext bounds the KV cache when Options.Context is 0: models
 // trained for 128k tokens would otherwise reserve gigabytes up front.
 const DefaultContext = 4096
@@ -150,6 +165,10 @@ func Load(path string, opts Options) (*Engine, error) {
 // chosen device. opts.Tokenizer is not used. On failure LoadModel closes
 // m; on success the engine keeps it (Engine.Model).
 func LoadModel(m *models.Model, opts Options) (*Engine, error) {
+	if err := opts.check(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	ctx := opts.Context
 	if ctx <= 0 {
 		ctx = min(m.Config.Context, DefaultContext)
@@ -159,14 +178,6 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("context %d exceeds the model's %d", ctx, m.Config.Context)
 	}
 	m.Config = m.Config.ForContext(ctx) // LongRoPE's factors follow the context
-	if err := opts.Budgets.Check(); err != nil {
-		m.Close()
-		return nil, err
-	}
-	if err := checkThreads(opts.Threads); err != nil {
-		m.Close()
-		return nil, err
-	}
 	var vm *vision.Model
 	var marks map[string]int32
 	imageRows := 0
@@ -259,7 +270,6 @@ func LoadModel(m *models.Model, opts Options) (*Engine, error) {
 			e.chain = 4
 		}
 	}
-	e.chain = min(max(e.chain, 1), backend.MaxChain)
 	if err := e.attachDraft(opts); err != nil {
 		e.Close()
 		return nil, err

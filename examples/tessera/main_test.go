@@ -110,11 +110,19 @@ func TestErrors(t *testing.T) {
 		{[]string{"run", "--model", junk, "--device", "cpu"}, 1, "junk.gguf"},
 		{[]string{"run", "--model", empty, "--device", "cpu"}, 1, "empty.bin"},
 		{[]string{"info", "--model", filepath.Join(shared, "stories260K.bin"), "--tokenizer", filepath.Join(shared, "llama2-tokenizer.model")}, 1, "tokenizer"},
+		{[]string{"run", "--model", gguf, "--device", "cpu", "--context", "-5"}, 1, "context -5 must be >= 0"},
+		{[]string{"run", "--model", gguf, "--device", "cpu", "--multi-step", "17"}, 1, "multi-step 17 must be in [0, 16]"},
+		{[]string{"run", "--model", gguf, "--device", "cpu", "--threads", "-2"}, 1, "threads -2 must be in [0, 1024]"},
+		{[]string{"run", "--model", gguf, "--device", "cpu", "--prompt", "Once", "--image", filepath.Join(dir, "missing.png")}, 1, "missing.png"},
+		{[]string{"run", "--model", gguf, "--device", "cpu", "--context", "16", "--prompt", strings.Repeat("Once upon a time ", 10)}, 1, "longer than the context"},
 	}
 	for _, tt := range tests {
-		code, _, errOut := runCLI(tt.args...)
+		code, out, errOut := runCLI(tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+		if out != "" { // not even the prompt of a run that could not start
+			t.Errorf("%v: stdout %q", tt.args, out)
 		}
 		if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("%v: error is not one line: %q", tt.args, errOut)

@@ -88,7 +88,7 @@ func (m *modelFlags) registerLoad(fs *flag.FlagSet) {
 	fs.StringVar(&m.draft, "draft", "", "speculative decoding: 'ngram' (prompt lookup) or a smaller model with the same vocabulary")
 	fs.StringVar(&m.draftQuant, "draft-quant", "", "weight storage of the draft model (like --quant)")
 	fs.BoolVar(&m.speculateAlways, "speculate-always", false, "draft at every step even where speculation measures slower and would switch itself off (to measure it)")
-	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU)")
+	fs.IntVar(&m.multiStep, "multi-step", 0, "greedy decoding steps per GPU submission (0: 4 on WebGPU, 1 on the CPU; at most 16)")
 	fs.BoolVar(&m.noSelfCheck, "no-self-check", false, "WebGPU: skip the load-time check of the kernels against the CPU (a small twin of the model run on both; results are cached per adapter and driver)")
 	fs.Var(&m.lora, "lora", "LoRA adapter [NAME=]FILE[:SCALE] (a GGUF LoRA file or a PEFT folder; NAME defaults to the file's), applied unmerged; may be repeated (the server serves each as MODEL:NAME)")
 	fs.BoolVar(&m.loraMerge, "lora-merge", false, "merge the --lora adapters into the weights at load (no per-token cost; every request runs with them)")
@@ -202,17 +202,11 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
-		eng, err := mf.load(ctx, e)
-		if err != nil {
-			return err
+		if *transcript != "" && len(images) > 0 {
+			return usagef("--transcript does not record images")
 		}
-		defer eng.Close()
-		out := bufio.NewWriter(e.stdout)
-		// llama2.c prints the prompt before its continuation; so do we.
-		fmt.Fprint(out, *prompt)
-		out.Flush()
 		req := runtime.Request{Prompt: *prompt, MaxTokens: *steps, Sampler: so, Constraint: constraint, Adapters: mf.requestAdapters()}
-		if len(images) > 0 {
+		if len(images) > 0 { // read before the model loads: a wrong path fails at once
 			if req.Images, err = readImages(images); err != nil {
 				return err
 			}
@@ -220,10 +214,28 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 				req.Prompt = strings.Repeat(runtime.ImageMarker, len(images)) + req.Prompt
 			}
 		}
-		var tr *runtime.Transcript
-		if *transcript != "" && len(images) > 0 {
-			return usagef("--transcript does not record images")
+		eng, err := mf.load(ctx, e)
+		if err != nil {
+			return err
 		}
+		defer eng.Close()
+		out := bufio.NewWriter(e.stdout)
+		// llama2.c prints the prompt before its continuation; so do we,
+		// once the model has taken it (a prompt it refuses is not printed).
+		printed := false
+		show := func(text string) error {
+			if !printed {
+				printed = true
+				if _, err := out.WriteString(*prompt); err != nil {
+					return err
+				}
+			}
+			if _, err := out.WriteString(text); err != nil {
+				return err
+			}
+			return out.Flush()
+		}
+		var tr *runtime.Transcript
 		if *transcript != "" {
 			req.Logprobs = true
 			ids, err := eng.PromptTokensContext(ctx, req)
@@ -239,13 +251,15 @@ func setupRun(fs *flag.FlagSet) func(context.Context, *env) error {
 				if tr != nil {
 					tr.Add(t)
 				}
-				if _, err := out.WriteString(t.Text); err != nil {
-					return err
-				}
-				return out.Flush()
+				return show(t.Text)
 			})
-		fmt.Fprintln(out)
-		out.Flush()
+		if err == nil && !printed {
+			err = show("") // no token: the prompt alone
+		}
+		if printed {
+			fmt.Fprintln(out)
+			out.Flush()
+		}
 		if err != nil {
 			return err
 		}
