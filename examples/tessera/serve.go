@@ -76,9 +76,9 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 	maxQueue := fs.Int("max-queue", server.DefaultMaxQueue, "sequences that may wait per model beyond the running batch; past it requests get 429")
 	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer KEY' (default: $TESSERA_API_KEY; none if both are empty)")
 	cors := fs.String("cors-origin", "", "allow browser pages from this origin (* for any)")
-	timeout := fs.Duration("request-timeout", server.DefaultRequestTimeout, "longest a request may run")
-	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive (never past --request-timeout); a slower one gets 408")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish; those still running then end with an error")
+	timeout := fs.Duration("request-timeout", server.DefaultRequestTimeout, "longest a request may run (negative: no limit)")
+	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive (never past --request-timeout); a slower one gets 408 (negative: no limit but --request-timeout's)")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take to finish; those still running then end with an error (0: they end at once)")
 	logFormat := fs.String("log", "text", "request log on stderr: text, json or off")
 	runtimeLoRA := fs.Bool("allow-runtime-lora", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's), which load adapters the client names from --lora-dir (needed with it)")
 	loraDir := fs.String("lora-dir", "", "with --allow-runtime-lora: the directory runtime adapters are loaded from; a lora_path is resolved inside it (no '..', no symlink out), regular files only")
@@ -96,6 +96,20 @@ func setupServe(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		if *maxQueue < 0 {
 			return usagef("--max-queue %d must be >= 0", *maxQueue)
+		}
+		// The server reads a zero timeout as its default; here a zero was
+		// typed, most likely meaning none, so it is refused rather than
+		// read as ten minutes.
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"request-timeout", *timeout}, {"body-timeout", *bodyTimeout}} {
+			if d.v == 0 {
+				return usagef("--%s 0: give a duration, or a negative one for no limit", d.name)
+			}
+		}
+		if *drain < 0 {
+			return usagef("--drain-timeout %v must be >= 0", *drain)
 		}
 		// A client that loads adapters names paths the server reads: only
 		// inside a directory the operator names, never anywhere.

@@ -243,6 +243,9 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--allow-runtime-lora", "--lora-dir", filepath.Join(t.TempDir(), "none")}, 1, "--lora-dir"},
 		{[]string{"--allow-runtime-lora", "--lora-dir", file}, 1, "is not a directory"},
 		{[]string{"--allow-runtime-lora", "--lora-dir", t.TempDir(), "--lora-max-bytes", "0"}, 2, "--lora-max-bytes 0 must be positive"},
+		{[]string{"--request-timeout", "0"}, 2, "--request-timeout 0: give a duration, or a negative one for no limit"},
+		{[]string{"--body-timeout", "0s"}, 2, "--body-timeout 0: give a duration"},
+		{[]string{"--drain-timeout", "-1s"}, 2, "--drain-timeout -1s must be >= 0"},
 	} {
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log", "off", "--device", "cpu", "--model", "x.gguf"}, tc.args...)
 		if code, _, errOut := runCLI(args...); code != tc.code || !strings.Contains(errOut, tc.says) {
