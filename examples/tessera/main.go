@@ -60,6 +60,18 @@ var commands = map[string]command{
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first interrupt cancels ctx and the command winds down; work
+		// that does not watch ctx (loading a model's weights: a 5 GB model
+		// took 40 s to stop) would make it wait for that, so a second one
+		// ends the process at once: the signals' default action is back.
+		// chat owns Ctrl-C (it stops a reply), and says nothing of this.
+		<-ctx.Done()
+		stop()
+		if len(os.Args) > 1 && os.Args[1] != "chat" {
+			fmt.Fprintln(os.Stderr, "tessera: stopping (interrupt again to quit at once)")
+		}
+	}()
 	os.Exit(cli(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}))
 }
 

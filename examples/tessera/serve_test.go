@@ -323,6 +323,49 @@ func TestServeDrainCutsStream(t *testing.T) {
 	}
 }
 
+// TestServeSecondSignalQuits: a SIGTERM starts the drain, which would wait
+// a minute for a running stream; a second one ends the process at once
+// (the signal's default action), as a second Ctrl-C ends a model's load.
+func TestServeSecondSignalQuits(t *testing.T) {
+	cmd, url, log := startServe(t, "--model", "story="+filepath.Join(shared, "stories260K.gguf"), "--drain-timeout", "1m")
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		// 32 choices of 2000 tokens: tens of seconds here, still running
+		// when the drain starts and when the second signal comes.
+		strings.NewReader(`{"model":"story","prompt":"Once upon a time","max_tokens":2000,"n":32,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), "draining"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no drain 30 s after SIGTERM:\n%s", log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("serve exited during the drain (%v), with the stream running:\n%s", err, log)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("serve ended with %v, not by the second SIGTERM:\n%s", cmd.ProcessState, log)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still draining 20 s after a second SIGTERM:\n%s", log)
+	}
+}
+
 // TestServeLimits: serve's connection limits, beside the handler's: a
 // body slower than --body-timeout gets 408 and its connection closes;
 // headers past 64 KiB get 431; both while the server serves on.
