@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-llm/tessera/models"
 	"github.com/tessera-llm/tessera/models/dtype"
 	"github.com/tessera-llm/tessera/models/gguf"
+	"github.com/tessera-llm/tessera/models/synth"
 	"github.com/tessera-llm/tessera/runtime"
 	"github.com/tessera-llm/tessera/runtime/backend"
 )
@@ -123,9 +124,9 @@ func TestBudgetsCheck(t *testing.T) {
 }
 
 // TestOptionsCheck: a negative context, a chain outside 0..MaxChain, or
-// a negative or absurd goroutine count fails the load (and the
-// calibration, for the goroutines) with a clear error, and a goroutine
-// count in range is the CPU backend's.
+// a negative or absurd goroutine count fails the load (an encoder
+// embedder's too, and the calibration, for the goroutines) with a clear
+// error, and a goroutine count in range is the CPU backend's.
 func TestOptionsCheck(t *testing.T) {
 	path := sharedFile(t, "stories260K.gguf")
 	for _, c := range []struct {
@@ -147,6 +148,19 @@ func TestOptionsCheck(t *testing.T) {
 		} else if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, which does not say %q", c.opts, err, c.want)
 		}
+	}
+	mini := filepath.Join(t.TempDir(), "mini.gguf")
+	if f, err := os.Create(mini); err != nil {
+		t.Fatal(err)
+	} else {
+		s, _ := synth.Lookup("all-minilm-l6")
+		if err := synth.Write(f, s, dtype.F32, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if _, err := runtime.LoadEmbedder(mini, runtime.Options{Device: "cpu", Threads: -1}); err == nil || !strings.Contains(err.Error(), "threads -1") {
+		t.Errorf("an encoder embedder at -1 threads: %v", err)
 	}
 	m, err := models.Open(path, models.Options{})
 	if err != nil {

@@ -54,6 +54,10 @@ func LoadEmbedder(path string, opts Options) (*Embedder, error) {
 // LoadEmbedderModel is LoadEmbedder for a model already opened; on failure
 // it closes m.
 func LoadEmbedderModel(m *models.Model, opts Options) (*Embedder, error) {
+	if err := opts.check(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	c := m.Config
 	if c.Pooling == models.PoolNone {
 		m.Close()

@@ -65,10 +65,11 @@ func main() {
 		// that does not watch ctx (loading a model's weights: a 5 GB model
 		// took 40 s to stop) would make it wait for that, so a second one
 		// ends the process at once: the signals' default action is back.
-		// chat owns Ctrl-C (it stops a reply), and says nothing of this.
+		// chat owns Ctrl-C (it stops a reply) and serve logs its drain:
+		// neither says this.
 		<-ctx.Done()
 		stop()
-		if len(os.Args) > 1 && os.Args[1] != "chat" {
+		if len(os.Args) > 1 && os.Args[1] != "chat" && os.Args[1] != "serve" {
 			fmt.Fprintln(os.Stderr, "tessera: stopping (interrupt again to quit at once)")
 		}
 	}()
