@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"github.com/tessera-llm/tessera/models/vision"
 	"runtime/debug"
@@ -158,6 +159,37 @@ func Load(path string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	return LoadModel(m, opts)
+}
+
+// LoadContext is Load returning when ctx is done. A load does not stop
+// part-way (each weight's conversion and upload runs to its end), so on
+// cancellation it goes on in the background and closes what it made,
+// and LoadContext returns ctx's error at once: a command line's Ctrl-C
+// during a large model's load ends it then, not when the load would.
+func LoadContext(ctx context.Context, path string, opts Options) (*Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type loaded struct {
+		e   *Engine
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		e, err := Load(path, opts)
+		done <- loaded{e, err}
+	}()
+	select {
+	case r := <-done:
+		return r.e, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.e != nil {
+				r.e.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // LoadModel loads a model already opened (by models.Open, or by

@@ -61,10 +61,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		// The first interrupt cancels ctx and the command winds down; work
-		// that does not watch ctx (loading a model's weights: a 5 GB model
-		// took 40 s to stop) would make it wait for that, so a second one
-		// ends the process at once: the signals' default action is back.
+		// The first interrupt cancels ctx and the command winds down (a
+		// model's load is left to finish in the background:
+		// runtime.LoadContext); work that does not watch ctx would make
+		// it wait, so a second one ends the process at once: the signals'
+		// default action is back.
 		// chat owns Ctrl-C (it stops a reply) and serve logs its drain:
 		// neither says this.
 		<-ctx.Done()

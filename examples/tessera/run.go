@@ -128,7 +128,7 @@ func (m *modelFlags) loadPath(ctx context.Context, e *env, path string) (*runtim
 	if err := budgets.Check(); err != nil {
 		return nil, usageError{fmt.Errorf("--max-batch-tokens, --max-seqs: %w", err)}
 	}
-	eng, err := runtime.Load(path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Budgets: budgets,
+	eng, err := runtime.LoadContext(ctx, path, runtime.Options{Tokenizer: m.tokenizer, Device: m.device, Adapter: m.adapter, Budgets: budgets,
 		KV: runtime.KVOptions{Type: kvType, FullWindows: m.fullWindows}, Context: m.context, Threads: m.threads, Quant: m.quant, HeadFloat: m.headF32, NoCalibration: m.noCalibration, Draft: m.draft,
 		DraftQuant: m.draftQuant, SpeculateAlways: m.speculateAlways, MultiStep: m.multiStep,
 		Adapters: m.lora, LoRAMerge: m.loraMerge, Wrap: m.wrap, GPU: m.gpu, NoSelfCheck: m.noSelfCheck, MMProj: m.mmproj})
